@@ -1,1 +1,35 @@
-//! placeholder
+//! Matrices kept as low-rank factors, and their updates.
+//!
+//! The building blocks of Stolr's stochastic solvers: a symmetric PSD factorization
+//! [`SymLowRank`] (`U diag(s) Uᵀ`), a general one [`LowRank`] (`U diag(s) Vᵀ`), the singular
+//! value shrinkage step of SKPCA kept factored ([`shrink_psd`], [`shrink_general`]), block
+//! Gram–Schmidt against an orthonormal basis ([`orthogonalize_against`]), eigen-recovery of the
+//! symmetric part ([`LowRank::symmetric_eigenpairs`]) and Frobenius distances between factored
+//! matrices that never form an `n × n` matrix ([`frobenius`]).
+//!
+//! Conventions: `f64` throughout; eigenvalues and singular values are in **nonincreasing**
+//! order everywhere in the public API; eigenvectors are the columns of an `(n, r)` matrix.
+//! Dense factorizations come from faer and read faer's global parallelism setting.
+//!
+//! # References
+//! Paper `000_64249a13de5bd3cc.txt` (Zhang et al., *Stochastic Optimization for Kernel PCA*,
+//! AAAI 2016), section "Implementation Issues"; implementation notes `spec/math.md` §1.4, §1.7,
+//! §2.3, §2.4.
+#![deny(missing_docs)]
+
+mod dense;
+mod eigenpairs;
+mod error;
+pub mod frobenius;
+mod gram_schmidt;
+mod low_rank;
+mod svs;
+mod sym_low_rank;
+
+pub use dense::{sym_eigen_desc, thin_qr, thin_svd};
+pub use eigenpairs::Eigenpairs;
+pub use error::LowRankError;
+pub use gram_schmidt::{Orthogonalization, OrthogonalizedBlock, orthogonalize_against};
+pub use low_rank::LowRank;
+pub use svs::{shrink_dense, shrink_general, shrink_psd};
+pub use sym_low_rank::SymLowRank;

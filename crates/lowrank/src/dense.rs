@@ -1,0 +1,123 @@
+//! Thin wrappers over faer's dense factorizations. This is the one place where faer's
+//! ascending self-adjoint eigenvalues are turned into Stolr's nonincreasing order.
+
+use faer::{Mat, MatRef, Side};
+
+use crate::LowRankError;
+
+/// Eigendecomposition of the symmetric matrix `a`, shape `(m, m)`; only its lower triangle is
+/// read. Returns `(values, vectors)` with eigenvalues in **nonincreasing** order and the
+/// eigenvectors as the columns of `vectors`, shape `(m, m)`.
+///
+/// # Errors
+/// [`LowRankError::ShapeMismatch`] if `a` is not square; [`LowRankError::NoConvergence`] if
+/// faer's eigensolver fails.
+pub fn sym_eigen_desc(a: MatRef<'_, f64>) -> Result<(Vec<f64>, Mat<f64>), LowRankError> {
+    let m = a.nrows();
+    crate::error::check_shape("symmetric matrix", (m, m), (a.nrows(), a.ncols()))?;
+    if m == 0 {
+        return Ok((Vec::new(), Mat::zeros(0, 0)));
+    }
+    let evd = a
+        .self_adjoint_eigen(Side::Lower)
+        .map_err(|_| LowRankError::NoConvergence {
+            what: "symmetric eigendecomposition",
+        })?;
+    let s = evd.S().column_vector();
+    let u = evd.U();
+    // faer: nondecreasing. Reverse once, here.
+    let values = (0..m).rev().map(|i| s[i]).collect();
+    let vectors = Mat::from_fn(m, m, |i, j| u[(i, m - 1 - j)]);
+    Ok((values, vectors))
+}
+
+/// Thin QR factorization `a = q r` of `a`, shape `(n, k)`: `q` has shape `(n, min(n, k))` with
+/// orthonormal columns and `r` is upper trapezoidal, shape `(min(n, k), k)` (Householder, faer).
+pub fn thin_qr(a: MatRef<'_, f64>) -> (Mat<f64>, Mat<f64>) {
+    if a.ncols() == 0 || a.nrows() == 0 {
+        let size = a.nrows().min(a.ncols());
+        return (Mat::zeros(a.nrows(), size), Mat::zeros(size, a.ncols()));
+    }
+    let qr = a.qr();
+    (qr.compute_thin_Q(), qr.thin_R().to_owned())
+}
+
+/// Thin SVD `a = u diag(s) vᵀ` of `a`, shape `(m, k)`: `u` of shape `(m, p)`, `s` of length
+/// `p = min(m, k)` in **nonincreasing** order, `v` of shape `(k, p)`.
+///
+/// # Errors
+/// [`LowRankError::NoConvergence`] if faer's SVD fails.
+pub fn thin_svd(a: MatRef<'_, f64>) -> Result<(Mat<f64>, Vec<f64>, Mat<f64>), LowRankError> {
+    let p = a.nrows().min(a.ncols());
+    if p == 0 {
+        return Ok((
+            Mat::zeros(a.nrows(), 0),
+            Vec::new(),
+            Mat::zeros(a.ncols(), 0),
+        ));
+    }
+    let svd = a
+        .thin_svd()
+        .map_err(|_| LowRankError::NoConvergence { what: "SVD" })?;
+    let s = svd.S().column_vector();
+    Ok((
+        svd.U().to_owned(),
+        (0..p).map(|i| s[i]).collect(),
+        svd.V().to_owned(),
+    ))
+}
+
+/// `dst ← alpha · lhs · rhs` (or `dst += …` with `Accum::Add`), with faer's global parallelism.
+pub(crate) fn gemm(
+    dst: faer::MatMut<'_, f64>,
+    accum: faer::Accum,
+    lhs: MatRef<'_, f64>,
+    rhs: MatRef<'_, f64>,
+    alpha: f64,
+) {
+    faer::linalg::matmul::matmul(dst, accum, lhs, rhs, alpha, faer::get_global_parallelism());
+}
+
+/// `lhs · rhs` as a new matrix.
+pub(crate) fn mul(lhs: MatRef<'_, f64>, rhs: MatRef<'_, f64>) -> Mat<f64> {
+    let mut out = Mat::zeros(lhs.nrows(), rhs.ncols());
+    gemm(out.as_mut(), faer::Accum::Replace, lhs, rhs, 1.0);
+    out
+}
+
+/// `[left, right]` side by side; both must have the same number of rows.
+pub(crate) fn hstack(left: MatRef<'_, f64>, right: MatRef<'_, f64>) -> Mat<f64> {
+    debug_assert_eq!(left.nrows(), right.nrows());
+    let mut out = Mat::zeros(left.nrows(), left.ncols() + right.ncols());
+    out.as_mut().subcols_mut(0, left.ncols()).copy_from(left);
+    out.as_mut()
+        .subcols_mut(left.ncols(), right.ncols())
+        .copy_from(right);
+    out
+}
+
+/// `[basis, extra] · coeffs` without forming `[basis, extra]`: `basis` `(n, b)`, `extra`
+/// `(n, p)`, `coeffs` `(b + p, k)`; result `(n, k)`.
+pub(crate) fn mul_split(
+    basis: MatRef<'_, f64>,
+    extra: MatRef<'_, f64>,
+    coeffs: MatRef<'_, f64>,
+) -> Mat<f64> {
+    let b = basis.ncols();
+    let mut out = Mat::zeros(basis.nrows(), coeffs.ncols());
+    gemm(
+        out.as_mut(),
+        faer::Accum::Replace,
+        basis,
+        coeffs.subrows(0, b),
+        1.0,
+    );
+    gemm(
+        out.as_mut(),
+        faer::Accum::Add,
+        extra,
+        coeffs.subrows(b, extra.ncols()),
+        1.0,
+    );
+    out
+}

@@ -1,0 +1,76 @@
+//! Eigenpairs: the common output of every PCA and kernel PCA solver.
+
+use faer::Mat;
+
+/// Eigenpairs `(λ_i, u_i)`, eigenvalues in **nonincreasing** order.
+///
+/// `values` has length `r`; `vectors` has shape `(n, r)` and holds `u_i` in column `i`. The
+/// solvers return orthonormal eigenvectors whose signs are fixed by [`Eigenpairs::fix_signs`]
+/// (largest absolute entry positive), so outputs are reproducible.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Eigenpairs {
+    /// Eigenvalues `λ_1 ≥ … ≥ λ_r`, length `r`.
+    pub values: Vec<f64>,
+    /// Eigenvectors as columns, shape `(n, r)`.
+    pub vectors: Mat<f64>,
+}
+
+impl Eigenpairs {
+    /// Number of pairs `r`.
+    pub fn rank(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Dimension `n` of the eigenvectors.
+    pub fn dim(&self) -> usize {
+        self.vectors.nrows()
+    }
+
+    /// Keeps the first `r` pairs (all of them if `r ≥ rank`).
+    pub fn truncate(&mut self, r: usize) {
+        if r < self.rank() {
+            self.values.truncate(r);
+            self.vectors = self.vectors.subcols(0, r).to_owned();
+        }
+    }
+
+    /// Flips the sign of each eigenvector so that its entry of largest absolute value is
+    /// positive (the first such entry on ties).
+    pub fn fix_signs(&mut self) {
+        for j in 0..self.vectors.ncols() {
+            let col = self.vectors.col(j);
+            let mut best = 0.0_f64;
+            let mut sign = 1.0;
+            for i in 0..col.nrows() {
+                let v = col[i];
+                if v.abs() > best {
+                    best = v.abs();
+                    sign = v.signum();
+                }
+            }
+            if sign < 0.0 {
+                for i in 0..self.vectors.nrows() {
+                    self.vectors[(i, j)] = -self.vectors[(i, j)];
+                }
+            }
+        }
+    }
+
+    /// Kernel PCA projections of the training points, shape `(n, r)`: column `i` is
+    /// `sqrt(λ_i) u_i`, the projection of every training point onto the `i`-th principal axis in
+    /// feature space (`Σ_j α_ij κ(x_j, ·)` with `α_i = u_i / sqrt(λ_i)`; spec §2.1). Negative
+    /// eigenvalues, which the solvers never return, would be clamped to zero.
+    pub fn projections(&self) -> Mat<f64> {
+        let scale: Vec<f64> = self.values.iter().map(|v| v.max(0.0).sqrt()).collect();
+        Mat::from_fn(self.dim(), self.rank(), |i, j| {
+            self.vectors[(i, j)] * scale[j]
+        })
+    }
+
+    /// Dense reconstruction `U diag(λ) Uᵀ`, shape `(n, n)`. For tests on small inputs only.
+    pub fn to_dense(&self) -> Mat<f64> {
+        let u = self.vectors.as_ref();
+        let scaled = Mat::from_fn(u.nrows(), u.ncols(), |i, j| u[(i, j)] * self.values[j]);
+        &scaled * u.transpose()
+    }
+}

@@ -1,0 +1,149 @@
+//! Singular value shrinkage (the proximal map of the nuclear norm) and the factored SPGD step
+//! of SKPCA.
+
+use faer::{Mat, MatRef};
+
+use crate::dense::{sym_eigen_desc, thin_svd};
+use crate::error::{check_finite_mat, check_shape};
+use crate::gram_schmidt::{Orthogonalization, extend_basis};
+use crate::{LowRank, LowRankError, SymLowRank};
+
+fn check_step(eta: f64, threshold: f64) -> Result<(), LowRankError> {
+    if !(eta.is_finite() && eta > 0.0) {
+        return Err(LowRankError::InvalidParameter {
+            name: "eta",
+            reason: format!("step size must be positive and finite, got {eta}"),
+        });
+    }
+    if !(threshold.is_finite() && threshold >= 0.0) {
+        return Err(LowRankError::InvalidParameter {
+            name: "threshold",
+            reason: format!("shrinkage threshold must be nonnegative and finite, got {threshold}"),
+        });
+    }
+    Ok(())
+}
+
+fn check_block(what: &'static str, n: usize, block: MatRef<'_, f64>) -> Result<(), LowRankError> {
+    check_shape(what, (n, block.ncols()), (block.nrows(), block.ncols()))?;
+    check_finite_mat(what, block)
+}
+
+/// Dense singular value shrinkage `D_τ[A] = U diag(max(σ_i − τ, 0)) Vᵀ` of `a`, shape `(m, n)`.
+/// `O(mn·min(m,n))`: the reference for tests and small problems.
+///
+/// # Errors
+/// [`LowRankError::InvalidParameter`] if `threshold` is negative or not finite;
+/// [`LowRankError::NoConvergence`] if the SVD fails.
+///
+/// # References
+/// Spec `math.md` §1.4; Cai, Candès & Shen (2010).
+pub fn shrink_dense(a: MatRef<'_, f64>, threshold: f64) -> Result<Mat<f64>, LowRankError> {
+    check_step(1.0, threshold)?;
+    let (u, s, v) = thin_svd(a)?;
+    let us = Mat::from_fn(u.nrows(), s.len(), |i, j| {
+        u[(i, j)] * (s[j] - threshold).max(0.0)
+    });
+    Ok(&us * v.transpose())
+}
+
+/// One factored SPGD step on a symmetric PSD iterate (the PSD fast path):
+/// `Z⁺ = D_threshold[(1 − η) Z + η ζζᵀ]`, with `Z = U diag(s) Uᵀ` of size `n × n` and `ζ` of
+/// shape `(n, a)`. Returns `Z⁺` factored, rank ≤ `b + a`.
+///
+/// `(1 − η) Z + η ζζᵀ = [U, ζ] diag((1−η) s, η 1_a) [U, ζ]ᵀ`. With `[U, ζ] = P R`
+/// (block Gram–Schmidt of ζ against `U`, or a fresh thin QR per `how`), the small matrix
+/// `M = R diag((1−η)s, η) Rᵀ` of size `(b+a)` has the same nonzero spectrum; its eigenpairs
+/// `(Λ, W)` give `Z⁺ = (P W_J) diag(Λ_J − threshold) (P W_J)ᵀ` with `J = {j : Λ_j > threshold}`.
+/// One QR and one small symmetric eigendecomposition instead of two QRs and an SVD.
+/// Cost `O(n·a·(a + b) + (a+b)³)`; memory `O(n·(a+b))`.
+///
+/// # Errors
+/// [`LowRankError::ShapeMismatch`] if `zeta` does not have `n` rows;
+/// [`LowRankError::NonFinite`] for NaN/∞ in `zeta`; [`LowRankError::InvalidParameter`] if
+/// `eta ≤ 0`, `threshold < 0`, or `eta > 1` while `Z ≠ 0` (then `(1−η)Z` is not PSD; the step
+/// `η_1 = 2` of Algorithm 1 is allowed because `Z_1 = 0`); [`LowRankError::NoConvergence`] if the
+/// small eigendecomposition fails.
+///
+/// # References
+/// Paper `000_64249a13de5bd3cc.txt`, Algorithm 1 line 5 and "Implementation Issues"; spec
+/// `math.md` §2.3 (PSD fast path, sqrt-free form).
+pub fn shrink_psd(
+    z: &SymLowRank,
+    zeta: MatRef<'_, f64>,
+    eta: f64,
+    threshold: f64,
+    how: Orthogonalization,
+) -> Result<SymLowRank, LowRankError> {
+    check_step(eta, threshold)?;
+    check_block("zeta", z.n(), zeta)?;
+    let b = z.rank();
+    let a = zeta.ncols();
+    if b > 0 && eta > 1.0 {
+        return Err(LowRankError::InvalidParameter {
+            name: "eta",
+            reason: format!(
+                "eta = {eta} > 1 makes (1 - eta) Z indefinite; the PSD path needs eta <= 1 once Z != 0"
+            ),
+        });
+    }
+    let basis = extend_basis(z.u(), zeta, how)?;
+    let r = basis.coeffs.as_ref();
+    let mut weights: Vec<f64> = z.s().iter().map(|&s| (1.0 - eta) * s).collect();
+    weights.extend(std::iter::repeat_n(eta, a));
+    let rd = Mat::from_fn(r.nrows(), b + a, |i, j| r[(i, j)] * weights[j]);
+    let m = &rd * r.transpose();
+    let (lam, w) = sym_eigen_desc(m.as_ref())?;
+    let keep = lam.iter().take_while(|&&x| x > threshold).count();
+    let u_new = basis.times(z.u(), w.as_ref().subcols(0, keep));
+    let s_new = lam[..keep].iter().map(|x| x - threshold).collect();
+    Ok(SymLowRank::from_parts_unchecked(u_new, s_new))
+}
+
+/// One factored SPGD step on a general iterate:
+/// `Z⁺ = D_threshold[(1 − η) Z + η ζχᵀ]`, with `Z = U diag(s) Vᵀ` of size `m × n`, `ζ` of shape
+/// `(m, a)` and `χ` of shape `(n, a)`. Returns `Z⁺` as a thin SVD, rank ≤ `b + a`.
+///
+/// `(1 − η) Z + η ζχᵀ = [U, ζ] diag((1−η)s, η 1_a) [V, χ]ᵀ`. With `[U, ζ] = P_X R_X` and
+/// `[V, χ] = P_Y R_Y` (block Gram–Schmidt against `U`, `V`, or fresh thin QRs per `how`), the
+/// SVD `R_X diag(…) R_Yᵀ = Ũ Σ Ṽᵀ` gives `Z⁺ = (P_X Ũ_J) diag(Σ_J − threshold) (P_Y Ṽ_J)ᵀ`.
+/// The scaling sits between the factors, so `η_1 = 2` (where `√(1−η)` of the paper's form is
+/// imaginary) needs no special case. Cost `O((m+n)·a·(a+b) + (a+b)³)`.
+///
+/// # Errors
+/// [`LowRankError::ShapeMismatch`] on inconsistent shapes; [`LowRankError::NonFinite`] for
+/// NaN/∞ in `zeta` or `chi`; [`LowRankError::InvalidParameter`] if `eta ≤ 0` or
+/// `threshold < 0`; [`LowRankError::NoConvergence`] if the small SVD fails.
+///
+/// # References
+/// Paper `000_64249a13de5bd3cc.txt`, Algorithm 1 and "Implementation Issues" (after Avron et al.
+/// 2012, Lemma 3.4); spec `math.md` §2.3 (sqrt-free form).
+pub fn shrink_general(
+    z: &LowRank,
+    zeta: MatRef<'_, f64>,
+    chi: MatRef<'_, f64>,
+    eta: f64,
+    threshold: f64,
+    how: Orthogonalization,
+) -> Result<LowRank, LowRankError> {
+    check_step(eta, threshold)?;
+    check_block("zeta", z.nrows(), zeta)?;
+    check_block("chi", z.ncols(), chi)?;
+    check_shape("chi", (z.ncols(), zeta.ncols()), (chi.nrows(), chi.ncols()))?;
+    let b = z.rank();
+    let a = zeta.ncols();
+    let bx = extend_basis(z.u(), zeta, how)?;
+    let by = extend_basis(z.v(), chi, how)?;
+    let rx = bx.coeffs.as_ref();
+    let ry = by.coeffs.as_ref();
+    let mut weights: Vec<f64> = z.s().iter().map(|&s| (1.0 - eta) * s).collect();
+    weights.extend(std::iter::repeat_n(eta, a));
+    let rxd = Mat::from_fn(rx.nrows(), b + a, |i, j| rx[(i, j)] * weights[j]);
+    let m = &rxd * ry.transpose();
+    let (uu, sig, vv) = thin_svd(m.as_ref())?;
+    let keep = sig.iter().take_while(|&&x| x > threshold).count();
+    let u_new = bx.times(z.u(), uu.as_ref().subcols(0, keep));
+    let v_new = by.times(z.v(), vv.as_ref().subcols(0, keep));
+    let s_new = sig[..keep].iter().map(|x| x - threshold).collect();
+    Ok(LowRank::from_parts_unchecked(u_new, s_new, v_new))
+}

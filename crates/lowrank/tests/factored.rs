@@ -1,0 +1,281 @@
+//! The factored updates agree with dense computations on small random inputs.
+
+use faer::{Mat, MatRef};
+use proptest::prelude::*;
+use rand::SeedableRng;
+use rand_distr::{Distribution, StandardNormal};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use stolr_lowrank::{
+    LowRank, LowRankError, Orthogonalization, SymLowRank, frobenius, orthogonalize_against,
+    shrink_dense, shrink_general, shrink_psd, sym_eigen_desc, thin_qr,
+};
+
+fn gaussian(rows: usize, cols: usize, rng: &mut Xoshiro256PlusPlus) -> Mat<f64> {
+    Mat::from_fn(rows, cols, |_, _| StandardNormal.sample(rng))
+}
+
+fn max_abs_diff(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> f64 {
+    assert_eq!((a.nrows(), a.ncols()), (b.nrows(), b.ncols()));
+    let mut m = 0.0_f64;
+    for j in 0..a.ncols() {
+        for i in 0..a.nrows() {
+            m = m.max((a[(i, j)] - b[(i, j)]).abs());
+        }
+    }
+    m
+}
+
+fn max_abs(a: MatRef<'_, f64>) -> f64 {
+    max_abs_diff(a, Mat::<f64>::zeros(a.nrows(), a.ncols()).as_ref())
+}
+
+/// `‖QᵀQ − I‖_max`.
+fn orthonormality_defect(q: MatRef<'_, f64>) -> f64 {
+    let g = q.transpose() * q;
+    max_abs_diff(
+        g.as_ref(),
+        Mat::<f64>::identity(q.ncols(), q.ncols()).as_ref(),
+    )
+}
+
+const MODES: [Orthogonalization; 2] = [
+    Orthogonalization::BlockGramSchmidt,
+    Orthogonalization::FreshQr,
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Algorithm 1 of paper 000 run factored (general path, both orthogonalizations) equals the
+    /// dense iteration `Z ← D_{ητ}[(1−η)Z + η ζχᵀ]` with `η_t = 2/t`, `Z_1 = 0`.
+    #[test]
+    fn general_step_equals_dense(n in 3usize..24, a in 1usize..6, steps in 1usize..6, tau in 0.0f64..2.0, seed in any::<u64>()) {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        for how in MODES {
+            let mut z = LowRank::zeros(n, n);
+            let mut dense = Mat::<f64>::zeros(n, n);
+            for t in 1..=steps {
+                let eta = 2.0 / t as f64;
+                let zeta = gaussian(n, a, &mut rng);
+                let chi = gaussian(n, a, &mut rng);
+                z = shrink_general(&z, zeta.as_ref(), chi.as_ref(), eta, eta * tau, how).unwrap();
+                let target = &dense * (1.0 - eta) + &zeta * chi.transpose() * eta;
+                dense = shrink_dense(target.as_ref(), eta * tau).unwrap();
+                let scale = 1.0 + max_abs(dense.as_ref());
+                prop_assert!(max_abs_diff(z.to_dense().as_ref(), dense.as_ref()) < 1e-9 * scale);
+                prop_assert!(orthonormality_defect(z.u()) < 1e-10);
+                prop_assert!(orthonormality_defect(z.v()) < 1e-10);
+                prop_assert!(z.s().windows(2).all(|w| w[0] >= w[1]) && z.s().iter().all(|&s| s > 0.0));
+            }
+        }
+    }
+
+    /// The PSD fast path (one QR + small eigendecomposition) equals the dense iteration, and
+    /// hence the general path, when every draw is `ζζᵀ`.
+    #[test]
+    fn psd_path_equals_general_path(n in 3usize..24, a in 1usize..6, steps in 1usize..6, tau in 0.0f64..2.0, seed in any::<u64>()) {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        for how in MODES {
+            let mut sym = SymLowRank::zeros(n);
+            let mut general = LowRank::zeros(n, n);
+            for t in 1..=steps {
+                let eta = 2.0 / t as f64;
+                let zeta = gaussian(n, a, &mut rng);
+                sym = shrink_psd(&sym, zeta.as_ref(), eta, eta * tau, how).unwrap();
+                general = shrink_general(&general, zeta.as_ref(), zeta.as_ref(), eta, eta * tau, how).unwrap();
+                let scale = 1.0 + max_abs(general.to_dense().as_ref());
+                prop_assert!(max_abs_diff(sym.to_dense().as_ref(), general.to_dense().as_ref()) < 1e-9 * scale);
+                prop_assert_eq!(sym.rank(), general.rank());
+                prop_assert!(orthonormality_defect(sym.u()) < 1e-10);
+            }
+        }
+    }
+
+    /// Block Gram–Schmidt of a new block against an orthonormal basis reproduces the block,
+    /// is orthogonal to the basis, and spans the same space as a fresh QR of `[U, W]`.
+    #[test]
+    fn block_gram_schmidt_equals_fresh_qr(n in 4usize..40, b in 0usize..6, a in 1usize..6, seed in any::<u64>()) {
+        prop_assume!(a + b <= n);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let (u, _) = thin_qr(gaussian(n, b, &mut rng).as_ref());
+        let w = gaussian(n, a, &mut rng);
+        let blk = orthogonalize_against(u.as_ref(), w.as_ref()).unwrap();
+        let rebuilt = &u * &blk.c + &blk.q * &blk.r;
+        prop_assert!(max_abs_diff(rebuilt.as_ref(), w.as_ref()) < 1e-12 * (1.0 + max_abs(w.as_ref())));
+        prop_assert!(max_abs(( blk.q.transpose() * &u).as_ref()) < 1e-13);
+        prop_assert!(orthonormality_defect(blk.q.as_ref()) < 1e-13);
+        // Same subspace as the fresh QR: equal orthogonal projectors.
+        let mut both = Mat::<f64>::zeros(n, a + b);
+        both.as_mut().subcols_mut(0, b).copy_from(&u);
+        both.as_mut().subcols_mut(b, a).copy_from(&blk.q);
+        let mut uw = Mat::<f64>::zeros(n, a + b);
+        uw.as_mut().subcols_mut(0, b).copy_from(&u);
+        uw.as_mut().subcols_mut(b, a).copy_from(&w);
+        let (qf, _) = thin_qr(uw.as_ref());
+        let p1 = &both * both.transpose();
+        let p2 = &qf * qf.transpose();
+        prop_assert!(max_abs_diff(p1.as_ref(), p2.as_ref()) < 1e-11);
+    }
+
+    /// `‖Z − K̂‖_F²` from factors equals the dense value.
+    #[test]
+    fn factored_distances_equal_dense(n in 2usize..20, b in 0usize..5, r in 0usize..5, seed in any::<u64>()) {
+        prop_assume!(b <= n && r <= n);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let z = random_low_rank(n, b, &mut rng);
+        let k = random_sym(n, r, &mut rng);
+        let dense = (z.to_dense() - k.to_dense()).squared_norm_l2();
+        let fact = frobenius::distance_sq(&z, &k).unwrap();
+        prop_assert!((dense - fact).abs() < 1e-9 * (1.0 + dense));
+        let k2 = random_sym(n, b, &mut rng);
+        let dense2 = (k2.to_dense() - k.to_dense()).squared_norm_l2();
+        prop_assert!((dense2 - frobenius::sym_distance_sq(&k2, &k).unwrap()).abs() < 1e-9 * (1.0 + dense2));
+        // Non-orthonormal U with a dense K known only through ‖K‖² and KU.
+        let kd = gaussian(n, n, &mut rng);
+        let kd = &kd + kd.transpose();
+        let u = gaussian(n, r, &mut rng);
+        let lam: Vec<f64> = (0..r).map(|i| 1.0 + i as f64).collect();
+        let ul = Mat::from_fn(n, r, |i, j| u[(i, j)] * lam[j]);
+        let direct = (&kd - &ul * u.transpose()).squared_norm_l2();
+        let ku = &kd * &u;
+        let via = frobenius::residual_sq_from_products(kd.squared_norm_l2(), u.as_ref(), &lam, ku.as_ref()).unwrap();
+        prop_assert!((direct - via).abs() < 1e-9 * (1.0 + direct));
+    }
+
+    /// Eigen-recovery returns the positive eigenpairs of `(Z + Zᵀ)/2`.
+    #[test]
+    fn symmetric_part_eigenpairs_match_dense(n in 2usize..20, b in 1usize..6, seed in any::<u64>()) {
+        prop_assume!(b <= n);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let z = random_low_rank(n, b, &mut rng);
+        let zd = z.to_dense();
+        let sym = (&zd + zd.transpose()) * 0.5;
+        let (vals, _) = sym_eigen_desc(sym.as_ref()).unwrap();
+        let scale = vals[0].abs().max(1.0);
+        let positive: Vec<f64> = vals.iter().copied().filter(|&v| v > 1e-9 * scale).collect();
+        let pairs = z.symmetric_eigenpairs().unwrap();
+        prop_assert_eq!(pairs.values.len(), positive.len());
+        for (x, y) in pairs.values.iter().zip(&positive) {
+            prop_assert!((x - y).abs() < 1e-9 * scale);
+        }
+        // Each returned pair satisfies (Z+Zᵀ)/2 u = λ u with u unit.
+        for j in 0..pairs.rank() {
+            let u = pairs.vectors.col(j);
+            let su = &sym * u;
+            let res = (0..n).map(|i| (su[i] - pairs.values[j] * u[i]).abs()).fold(0.0, f64::max);
+            prop_assert!(res < 1e-9 * scale);
+        }
+        prop_assert!(orthonormality_defect(pairs.vectors.as_ref()) < 1e-10);
+    }
+}
+
+fn random_orthonormal(n: usize, b: usize, rng: &mut Xoshiro256PlusPlus) -> Mat<f64> {
+    thin_qr(gaussian(n, b, rng).as_ref()).0
+}
+
+fn random_values(b: usize, rng: &mut Xoshiro256PlusPlus) -> Vec<f64> {
+    let mut s: Vec<f64> = (0..b)
+        .map(|_| 0.1 + rand::RngExt::random::<f64>(rng) * 5.0)
+        .collect();
+    s.sort_by(|x, y| y.total_cmp(x));
+    s
+}
+
+fn random_low_rank(n: usize, b: usize, rng: &mut Xoshiro256PlusPlus) -> LowRank {
+    let u = random_orthonormal(n, b, rng);
+    let v = random_orthonormal(n, b, rng);
+    LowRank::new(u, random_values(b, rng), v).unwrap()
+}
+
+fn random_sym(n: usize, r: usize, rng: &mut Xoshiro256PlusPlus) -> SymLowRank {
+    SymLowRank::new(random_orthonormal(n, r, rng), random_values(r, rng)).unwrap()
+}
+
+/// Eigen-recovery of a known symmetric matrix: `Z = Q diag(5, 3, 1) Qᵀ` given as a general
+/// factorization with `V = U` returns exactly those eigenpairs, and a matrix with an indefinite
+/// symmetric part keeps only the positive eigenvalue.
+#[test]
+fn recovery_of_known_matrices() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+    let q = random_orthonormal(10, 3, &mut rng);
+    let z = LowRank::new(q.clone(), vec![5.0, 3.0, 1.0], q.clone()).unwrap();
+    let pairs = z.symmetric_eigenpairs().unwrap();
+    assert_eq!(pairs.values.len(), 3);
+    for (x, y) in pairs.values.iter().zip([5.0, 3.0, 1.0]) {
+        assert!((x - y).abs() < 1e-12);
+    }
+    for j in 0..3 {
+        let dot: f64 = (0..10).map(|i| pairs.vectors[(i, j)] * q[(i, j)]).sum();
+        assert!((dot.abs() - 1.0).abs() < 1e-12);
+    }
+    // e1 e2ᵀ: symmetric part ½(e1e2ᵀ + e2e1ᵀ) has eigenvalues ±½; only +½ is kept.
+    let e = |k: usize| Mat::from_fn(4, 1, |i, _| if i == k { 1.0 } else { 0.0 });
+    let z = LowRank::new(e(0), vec![1.0], e(1)).unwrap();
+    let pairs = z.symmetric_eigenpairs().unwrap();
+    assert_eq!(pairs.values.len(), 1);
+    assert!((pairs.values[0] - 0.5).abs() < 1e-14);
+    let s = std::f64::consts::FRAC_1_SQRT_2;
+    assert!((pairs.vectors[(0, 0)] - s).abs() < 1e-14 && (pairs.vectors[(1, 0)] - s).abs() < 1e-14);
+}
+
+#[test]
+fn bad_inputs_are_typed_errors() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+    let z = SymLowRank::zeros(5);
+    let zeta = gaussian(4, 2, &mut rng);
+    assert!(matches!(
+        shrink_psd(&z, zeta.as_ref(), 1.0, 0.1, Orthogonalization::default()),
+        Err(LowRankError::ShapeMismatch { .. })
+    ));
+    let mut zeta = gaussian(5, 2, &mut rng);
+    zeta[(2, 1)] = f64::NAN;
+    assert!(matches!(
+        shrink_psd(&z, zeta.as_ref(), 1.0, 0.1, Orthogonalization::default()),
+        Err(LowRankError::NonFinite { .. })
+    ));
+    let zeta = gaussian(5, 2, &mut rng);
+    assert!(matches!(
+        shrink_psd(&z, zeta.as_ref(), 0.0, 0.1, Orthogonalization::default()),
+        Err(LowRankError::InvalidParameter { name: "eta", .. })
+    ));
+    assert!(matches!(
+        shrink_psd(&z, zeta.as_ref(), 1.0, -1.0, Orthogonalization::default()),
+        Err(LowRankError::InvalidParameter {
+            name: "threshold",
+            ..
+        })
+    ));
+    // eta = 2 is fine from zero (Algorithm 1, t = 1), but not once Z != 0.
+    let z1 = shrink_psd(&z, zeta.as_ref(), 2.0, 0.0, Orthogonalization::default()).unwrap();
+    assert!(z1.rank() > 0);
+    assert!(matches!(
+        shrink_psd(&z1, zeta.as_ref(), 2.0, 0.0, Orthogonalization::default()),
+        Err(LowRankError::InvalidParameter { name: "eta", .. })
+    ));
+    assert!(matches!(
+        SymLowRank::new(Mat::zeros(5, 2), vec![1.0, 2.0]),
+        Err(LowRankError::InvalidParameter { name: "s", .. })
+    ));
+    assert!(matches!(
+        SymLowRank::new(Mat::zeros(5, 2), vec![1.0]),
+        Err(LowRankError::ShapeMismatch { .. })
+    ));
+}
+
+/// A threshold above every singular value collapses the iterate to rank 0 (not an error here;
+/// the solver decides what a collapsed rank means).
+#[test]
+fn large_threshold_collapses_to_zero() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+    let zeta = gaussian(8, 2, &mut rng);
+    let z = shrink_psd(
+        &SymLowRank::zeros(8),
+        zeta.as_ref(),
+        1.0,
+        1e6,
+        Orthogonalization::default(),
+    )
+    .unwrap();
+    assert_eq!(z.rank(), 0);
+    assert_eq!(z.u().nrows(), 8);
+}
