@@ -279,3 +279,22 @@ fn large_threshold_collapses_to_zero() {
     assert_eq!(z.rank(), 0);
     assert_eq!(z.u().nrows(), 8);
 }
+
+/// Krylov–Schur top eigenpairs (n > 256) agree with the full dense decomposition.
+#[test]
+fn top_eigenpairs_krylov_equals_dense() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
+    let n = 300;
+    let g = gaussian(n, 40, &mut rng);
+    // PSD with a decaying spectrum, like a kernel matrix.
+    let scaled = Mat::from_fn(n, 40, |i, j| g[(i, j)] / (1.0 + j as f64));
+    let a = &scaled * scaled.transpose();
+    let (vals, vecs) = sym_eigen_desc(a.as_ref()).unwrap();
+    let top = stolr_lowrank::top_eigenpairs(a.as_ref(), 10, 1e-12).unwrap();
+    for j in 0..10 {
+        assert!((top.values[j] - vals[j]).abs() < 1e-8 * vals[0], "{j}: {} vs {}", top.values[j], vals[j]);
+        let dot: f64 = (0..n).map(|i| top.vectors[(i, j)] * vecs[(i, j)]).sum();
+        assert!((dot.abs() - 1.0).abs() < 1e-8);
+    }
+    assert!(orthonormality_defect(top.vectors.as_ref()) < 1e-10);
+}
