@@ -1,1 +1,28 @@
-//! placeholder
+//! Stolr's stochastic solvers and the baselines they are compared with.
+//!
+//! This release carries kernel PCA: [`Skpca`] (stochastic proximal gradient descent on the
+//! nuclear-norm formulation, paper `000_64249a13de5bd3cc.txt`, Algorithm 1), and the two
+//! baselines of that paper, [`exact_kpca`] (dense kernel matrix and a symmetric eigensolver) and
+//! [`nystrom_kpca`] (exact orthonormal eigenpairs of the Nyström approximation).
+//!
+//! Every iterative solver is config (validated once) + state + `step`; a `run` loop calls
+//! `step` until a [`Stop`] reason and reports each iteration to an [`Observer`], so the CLI's
+//! progress bar, the benchmark's convergence curves and the tests all read the same loop.
+//!
+//! Eigenvalues are in **nonincreasing** order everywhere; eigenvectors are columns of `(n, r)`
+//! matrices with fixed signs (largest absolute entry positive).
+#![deny(missing_docs)]
+
+mod error;
+mod exact;
+mod nystrom;
+mod observer;
+mod skpca;
+mod tau;
+
+pub use error::SolverError;
+pub use exact::{ExactKpcaConfig, exact_kpca, kernel_matrix};
+pub use nystrom::{NystromConfig, nystrom_kpca};
+pub use observer::{IterationReport, Observer, Stop};
+pub use skpca::{Iterate, Skpca, SkpcaConfig, shrunk_target};
+pub use tau::{TauChoice, tau_for_rank};

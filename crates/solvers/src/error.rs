@@ -1,0 +1,84 @@
+//! The error type of the `solvers` crate.
+
+use stolr_estimators::EstimatorError;
+use stolr_lowrank::LowRankError;
+
+/// Errors of the solvers.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SolverError {
+    /// A configuration value is outside its domain (checked once, when the solver is built).
+    #[error("invalid {name}: {reason}")]
+    InvalidConfig {
+        /// The parameter's name as the user knows it (`tau`, `iterations`, `rank`, ...).
+        name: &'static str,
+        /// What is wrong and what is allowed.
+        reason: String,
+    },
+    /// The requested rank is impossible for the data.
+    #[error("rank {rank} is impossible here: {reason}")]
+    InvalidRank {
+        /// The requested rank.
+        rank: usize,
+        /// Why (e.g. larger than the number of samples).
+        reason: String,
+    },
+    /// The sampler does not fit the solver (size or symmetry).
+    #[error("sampler mismatch: {reason}")]
+    SamplerMismatch {
+        /// What does not fit.
+        reason: String,
+    },
+    /// The solution has rank zero: every eigenvalue of the kernel matrix is at most τ.
+    #[error(
+        "the solution has rank 0 after {iterations} iterations: every estimated eigenvalue is at most tau = {tau}; \
+         lower --tau (or ask for a rank with --rank)"
+    )]
+    RankCollapsed {
+        /// The shrinkage threshold τ.
+        tau: f64,
+        /// Iterations run.
+        iterations: usize,
+    },
+    /// The dense kernel matrix would not fit the memory budget.
+    #[error("the dense {n} x {n} kernel matrix needs {needed_bytes} bytes, more than the budget of {budget_bytes} bytes; use --solver skpca or nystrom")]
+    KernelTooLarge {
+        /// Number of samples.
+        n: usize,
+        /// Bytes the matrix needs.
+        needed_bytes: u128,
+        /// The configured budget.
+        budget_bytes: u128,
+    },
+    /// An error from the low-rank building blocks.
+    #[error(transparent)]
+    LowRank(#[from] LowRankError),
+    /// An error from a kernel or sampler.
+    #[error(transparent)]
+    Estimator(#[from] EstimatorError),
+}
+
+pub(crate) fn check_data(x: faer::MatRef<'_, f64>) -> Result<(), SolverError> {
+    if x.nrows() == 0 || x.ncols() == 0 {
+        return Err(EstimatorError::EmptyData { nrows: x.nrows(), ncols: x.ncols() }.into());
+    }
+    for j in 0..x.ncols() {
+        for i in 0..x.nrows() {
+            let value = x[(i, j)];
+            if !value.is_finite() {
+                return Err(EstimatorError::NonFinite { row: i, col: j, value }.into());
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn check_rank(rank: usize, n: usize) -> Result<(), SolverError> {
+    if rank == 0 {
+        return Err(SolverError::InvalidRank { rank, reason: "the rank must be at least 1".into() });
+    }
+    if rank > n {
+        return Err(SolverError::InvalidRank { rank, reason: format!("it exceeds the number of samples n = {n}") });
+    }
+    Ok(())
+}
