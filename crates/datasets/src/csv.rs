@@ -1,0 +1,349 @@
+//! Comma-separated numeric text such as the UCI `.data` files.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use crate::dataset::try_zeros;
+use crate::{DataError, Dataset, Labels};
+
+/// Which CSV column, if any, holds the class label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LabelColumn {
+    /// Every column is a feature; the dataset gets [`Labels::None`].
+    None,
+    /// The first column is the class label.
+    First,
+    /// The last column is the class label.
+    Last,
+}
+
+/// Reads a comma-separated file into a [`Dataset`]; `source` is the path.
+///
+/// See [`read_csv_from`] for the format accepted and the errors returned.
+///
+/// # Errors
+/// [`DataError::Io`] if the file cannot be opened or read, and every error of
+/// [`read_csv_from`].
+pub fn read_csv(path: &Path, label: LabelColumn) -> Result<Dataset, DataError> {
+    let name = path.display().to_string();
+    let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
+    read_csv_from(BufReader::new(file), &name, label)
+}
+
+/// Reads the UCI MAGIC gamma telescope file `magic04.data`: 10 numeric features and the
+/// class `g`/`h` in the last column, so shape `(19020, 10)` and [`Labels::Classes`].
+///
+/// Same as [`read_csv`]`(path, LabelColumn::Last)`.
+///
+/// # Errors
+/// As [`read_csv`].
+pub fn read_magic(path: &Path) -> Result<Dataset, DataError> {
+    read_csv(path, LabelColumn::Last)
+}
+
+/// Reads comma-separated text from `reader` into a [`Dataset`]; `name` names the input in
+/// error messages and becomes `source`.
+///
+/// Every non-blank line is a row of fields separated by `,`; whitespace around a field is
+/// ignored. The column chosen by `label` is kept as text in [`Labels::Classes`]; the other
+/// columns are features and must be numbers. The result has shape `(n, d)` with `n` the
+/// number of data rows and `d` the number of feature columns.
+///
+/// Header: there is none in the UCI files, but if every feature field of the first
+/// non-blank line fails to parse as a number, that line is taken as a header of column
+/// names and skipped. Its field count still sets the expected count.
+///
+/// Also accepted: `\r\n` line endings, a last line without a line break, blank or
+/// whitespace-only lines (skipped).
+///
+/// # Errors
+/// With the line number:
+/// - [`DataError::WrongFieldCount`]: a row has another number of fields than the first;
+/// - [`DataError::BadField`]: a feature field is not a number (e.g. `?` or empty), with its
+///   1-based field number and text;
+/// - [`DataError::NonFinite`]: a feature is NaN or infinite;
+/// - [`DataError::NotUtf8`], [`DataError::Io`]: the text cannot be read.
+///
+/// Also [`DataError::Empty`] if there is no data row, [`DataError::TooLarge`] if the dense
+/// matrix cannot be allocated.
+pub fn read_csv_from<R: BufRead>(
+    reader: R,
+    name: &str,
+    label: LabelColumn,
+) -> Result<Dataset, DataError> {
+    let mut lines = crate::lines::Lines::new(reader, name);
+    // Row-major feature values, `d` per row.
+    let mut values = Vec::new();
+    let mut classes = Vec::new();
+    let mut n = 0;
+    let mut expected = None;
+
+    while let Some((line, text)) = lines.next_line()? {
+        if text.trim().is_empty() {
+            continue;
+        }
+        let fields: Vec<&str> = text.split(',').map(str::trim).collect();
+        let found = fields.len();
+        let label_at = match label {
+            LabelColumn::None => None,
+            LabelColumn::First => Some(0),
+            LabelColumn::Last => Some(found - 1),
+        };
+        let is_feature = |k: &usize| Some(*k) != label_at;
+
+        match expected {
+            Some(expected) if expected != found => {
+                return Err(DataError::WrongFieldCount {
+                    path: name.to_owned(),
+                    line,
+                    expected,
+                    found,
+                });
+            }
+            Some(_) => {}
+            None => {
+                expected = Some(found);
+                let mut features = (0..found).filter(is_feature);
+                let is_header = features.clone().next().is_some()
+                    && features.all(|k| fields[k].parse::<f64>().is_err());
+                if is_header {
+                    continue;
+                }
+            }
+        }
+
+        for k in (0..found).filter(is_feature) {
+            let value = fields[k].parse::<f64>().map_err(|_| DataError::BadField {
+                path: name.to_owned(),
+                line,
+                field: k + 1,
+                text: fields[k].to_owned(),
+            })?;
+            if !value.is_finite() {
+                let col = if label == LabelColumn::First {
+                    k - 1
+                } else {
+                    k
+                };
+                return Err(DataError::NonFinite {
+                    path: Some(name.to_owned()),
+                    line: Some(line),
+                    row: n,
+                    col,
+                    value,
+                });
+            }
+            values.push(value);
+        }
+        if let Some(k) = label_at {
+            classes.push(fields[k].to_owned());
+        }
+        n += 1;
+    }
+
+    if n == 0 {
+        return Err(DataError::Empty {
+            path: name.to_owned(),
+        });
+    }
+    let d = values.len() / n;
+    let mut x = try_zeros(n, d, name)?;
+    for (i, row) in values.chunks_exact(d.max(1)).enumerate() {
+        for (j, &value) in row.iter().enumerate() {
+            x[(i, j)] = value;
+        }
+    }
+    let labels = match label {
+        LabelColumn::None => Labels::None,
+        LabelColumn::First | LabelColumn::Last => Labels::Classes(classes),
+    };
+    Ok(Dataset {
+        x,
+        labels,
+        source: name.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use faer::Mat;
+
+    fn parse(text: &str, label: LabelColumn) -> Result<Dataset, DataError> {
+        read_csv_from(text.as_bytes(), "test.data", label)
+    }
+
+    const CLEAN: &str = "1.5,2,g\n-3,4e-2,h\n0,7,g\n";
+
+    fn classes(names: &[&str]) -> Labels {
+        Labels::Classes(names.iter().map(|s| s.to_string()).collect())
+    }
+
+    #[test]
+    fn parses_features_and_last_column_classes() {
+        let data = parse(CLEAN, LabelColumn::Last).expect("valid text");
+        let rows = [[1.5, 2.0], [-3.0, 4e-2], [0.0, 7.0]];
+        assert_eq!(data.x, Mat::from_fn(3, 2, |i, j| rows[i][j]));
+        assert_eq!(data.labels, classes(&["g", "h", "g"]));
+        assert_eq!(data.source, "test.data");
+    }
+
+    #[test]
+    fn first_column_and_no_label() {
+        let data = parse("a, 1, 2\nb ,3,4\n", LabelColumn::First).expect("valid text");
+        assert_eq!(data.x, Mat::from_fn(2, 2, |i, j| (2 * i + j + 1) as f64));
+        assert_eq!(data.labels, classes(&["a", "b"]));
+
+        let data = parse("1,2\n3,4", LabelColumn::None).expect("valid text");
+        assert_eq!(data.x, Mat::from_fn(2, 2, |i, j| (2 * i + j + 1) as f64));
+        assert_eq!(data.labels, Labels::None);
+    }
+
+    #[test]
+    fn line_endings_blank_lines_and_spaces_do_not_matter() {
+        let clean = parse(CLEAN, LabelColumn::Last).expect("valid text");
+        for text in [
+            CLEAN.replace('\n', "\r\n"),
+            CLEAN.trim_end().to_owned(),
+            format!("\n \n{}\n\t\n", CLEAN.replace('\n', "\r\n\r\n")),
+            " 1.5 , 2 ,g\n-3,\t4e-2, h \n0,7,g".to_owned(),
+        ] {
+            let data = parse(&text, LabelColumn::Last).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+            assert_eq!(data.x, clean.x);
+            assert_eq!(data.labels, clean.labels);
+        }
+    }
+
+    #[test]
+    fn header_line_is_skipped() {
+        let clean = parse(CLEAN, LabelColumn::Last).expect("valid text");
+        let data = parse(
+            &format!("fLength, fWidth, class\n{CLEAN}"),
+            LabelColumn::Last,
+        )
+        .expect("valid text with header");
+        assert_eq!(data.x, clean.x);
+        assert_eq!(data.labels, clean.labels);
+        // A header sets the field count.
+        let err = parse("a,b,class\n1,g\n", LabelColumn::Last).unwrap_err();
+        assert!(matches!(
+            err,
+            DataError::WrongFieldCount {
+                line: 2,
+                expected: 3,
+                found: 2,
+                ..
+            }
+        ));
+        // Only a header: no data.
+        assert!(matches!(
+            parse("a,b,class\n", LabelColumn::Last),
+            Err(DataError::Empty { .. })
+        ));
+    }
+
+    #[test]
+    fn ragged_row_is_wrong_field_count() {
+        let err = parse("1,2,g\n\n3,4,5,h\n", LabelColumn::Last).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DataError::WrongFieldCount {
+                    line: 3,
+                    expected: 3,
+                    found: 4,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "test.data:3: 4 fields, expected 3 as on the first row"
+        );
+    }
+
+    #[test]
+    fn non_numeric_feature_is_bad_field() {
+        let err = parse("1,2,g\n3,?,h\n", LabelColumn::Last).unwrap_err();
+        assert!(
+            matches!(&err, DataError::BadField { line: 2, field: 2, text, .. } if text == "?"),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "test.data:2: field 2 \"?\" is not a number"
+        );
+        // A partly numeric first line is data, not a header.
+        let err = parse("1,abc,g\n3,4,h\n", LabelColumn::Last).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DataError::BadField {
+                    line: 1,
+                    field: 2,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let err = parse("x,1,\n", LabelColumn::First).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DataError::BadField {
+                    line: 1,
+                    field: 3,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn non_finite_feature_is_rejected_with_line() {
+        let err = parse("g,1,2\ng,3,4\nh,inf,5\n", LabelColumn::First).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DataError::NonFinite {
+                    line: Some(3),
+                    row: 2,
+                    col: 0,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let err = parse("1,2\nNaN,4\n", LabelColumn::None).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DataError::NonFinite {
+                    line: Some(2),
+                    row: 1,
+                    col: 0,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn empty_input_is_empty_error() {
+        for text in ["", "\n", " \r\n\t\n"] {
+            let err = parse(text, LabelColumn::Last).unwrap_err();
+            assert!(matches!(err, DataError::Empty { .. }), "{text:?}: {err:?}");
+        }
+    }
+
+    #[test]
+    fn label_only_rows_give_zero_features() {
+        let data = parse("g\nh\n", LabelColumn::Last).expect("valid text");
+        assert_eq!((data.n(), data.d()), (2, 0));
+        assert_eq!(data.labels, classes(&["g", "h"]));
+    }
+}

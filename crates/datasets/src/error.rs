@@ -1,0 +1,212 @@
+//! The crate's error type.
+
+/// Everything that can go wrong while reading, writing or checking data.
+///
+/// `path` is the file path, or the name given to a `*_from` reader. Line numbers are 1-based
+/// and count every line of the input, blank and comment lines included. Field numbers are
+/// 1-based positions on the line: in LIBSVM text the label is field 1 and the first
+/// `index:value` pair is field 2; in CSV text field `k` is the `k`-th comma-separated value.
+/// Matrix `row` and `col` are 0-based.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DataError {
+    /// The file could not be opened, read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// File path or stream name.
+        path: String,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
+
+    /// A line is not valid UTF-8.
+    #[error("{path}:{line}: not valid UTF-8 text")]
+    NotUtf8 {
+        /// File path or stream name.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+    },
+
+    /// The input has no data rows (only blank lines, comments or a header).
+    #[error("{path}: no data rows")]
+    Empty {
+        /// File path or stream name.
+        path: String,
+    },
+
+    /// A LIBSVM label is not a finite number.
+    #[error("{path}:{line}: field 1 \"{label}\": label is not a finite number")]
+    BadLabel {
+        /// File path or stream name.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// The label text.
+        label: String,
+    },
+
+    /// A LIBSVM feature token has no `:` between index and value.
+    #[error("{path}:{line}: field {field} \"{token}\": expected index:value")]
+    MissingColon {
+        /// File path or stream name.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// 1-based field number (the label is field 1).
+        field: usize,
+        /// The whole token.
+        token: String,
+    },
+
+    /// A LIBSVM feature index is not a positive integer (indices are 1-based, so 0 is rejected).
+    #[error(
+        "{path}:{line}: field {field} \"{token}\": index \"{index}\" is not a positive integer \
+         (LIBSVM indices start at 1)"
+    )]
+    BadIndex {
+        /// File path or stream name.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// 1-based field number (the label is field 1).
+        field: usize,
+        /// The whole token.
+        token: String,
+        /// The index text.
+        index: String,
+    },
+
+    /// A LIBSVM feature index appears twice in a row on one line.
+    #[error(
+        "{path}:{line}: field {field} \"{token}\": duplicate index {index} \
+         (indices must be strictly increasing)"
+    )]
+    DuplicateIndex {
+        /// File path or stream name.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// 1-based field number (the label is field 1).
+        field: usize,
+        /// The whole token.
+        token: String,
+        /// The repeated 1-based feature index.
+        index: usize,
+    },
+
+    /// A LIBSVM feature index is smaller than the one before it on the same line.
+    #[error(
+        "{path}:{line}: field {field} \"{token}\": index {index} comes after index {previous} \
+         (indices must be strictly increasing)"
+    )]
+    IndexNotIncreasing {
+        /// File path or stream name.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// 1-based field number (the label is field 1).
+        field: usize,
+        /// The whole token.
+        token: String,
+        /// The offending 1-based feature index.
+        index: usize,
+        /// The 1-based feature index before it.
+        previous: usize,
+    },
+
+    /// A LIBSVM feature value is not a number.
+    #[error("{path}:{line}: field {field} \"{token}\": value \"{value}\" is not a number")]
+    BadValue {
+        /// File path or stream name.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// 1-based field number (the label is field 1).
+        field: usize,
+        /// The whole token.
+        token: String,
+        /// The value text.
+        value: String,
+    },
+
+    /// A CSV feature field is not a number.
+    #[error("{path}:{line}: field {field} \"{text}\" is not a number")]
+    BadField {
+        /// File path or stream name.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// 1-based field number.
+        field: usize,
+        /// The field text, trimmed.
+        text: String,
+    },
+
+    /// A CSV row has a different number of fields than the first row.
+    #[error("{path}:{line}: {found} fields, expected {expected} as on the first row")]
+    WrongFieldCount {
+        /// File path or stream name.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// Number of fields of the first row (header or data).
+        expected: usize,
+        /// Number of fields on this line.
+        found: usize,
+    },
+
+    /// A data value is NaN or infinite (including a number too large for `f64`, like `1e400`).
+    #[error("{}row {row}, column {col} (0-based) is {value}: data must be finite", location(.path, .line))]
+    NonFinite {
+        /// File path or stream name, when the value was read from a file.
+        path: Option<String>,
+        /// 1-based line number, when the value was read from a file.
+        line: Option<usize>,
+        /// 0-based row of the data matrix.
+        row: usize,
+        /// 0-based column of the data matrix.
+        col: usize,
+        /// The offending value.
+        value: f64,
+    },
+
+    /// The dense matrix declared by the input is too large to allocate.
+    #[error("{path}: cannot allocate a dense {rows} x {cols} matrix of f64")]
+    TooLarge {
+        /// File path or stream name.
+        path: String,
+        /// Number of rows.
+        rows: usize,
+        /// Number of columns.
+        cols: usize,
+    },
+
+    /// A `.npy` file is malformed or holds something other than a 2-D float64 array.
+    #[error("{path}: {message}")]
+    Npy {
+        /// File path.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// `"path:line: "`, `"path: "` or `""`, for [`DataError::NonFinite`].
+fn location(path: &Option<String>, line: &Option<usize>) -> String {
+    match (path, line) {
+        (Some(path), Some(line)) => format!("{path}:{line}: "),
+        (Some(path), None) => format!("{path}: "),
+        (None, _) => String::new(),
+    }
+}
+
+impl DataError {
+    /// An [`DataError::Io`] error for `path`.
+    pub(crate) fn io(path: &str, source: std::io::Error) -> Self {
+        DataError::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+}

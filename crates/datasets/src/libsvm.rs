@@ -1,0 +1,386 @@
+//! LIBSVM / svmlight sparse text.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use crate::dataset::try_zeros;
+use crate::{DataError, Dataset, Labels};
+
+/// Reads a LIBSVM / svmlight file into a dense [`Dataset`]; `source` is the path.
+///
+/// See [`read_libsvm_from`] for the format accepted and the errors returned.
+///
+/// # Errors
+/// [`DataError::Io`] if the file cannot be opened or read, and every error of
+/// [`read_libsvm_from`].
+pub fn read_libsvm(path: &Path) -> Result<Dataset, DataError> {
+    let name = path.display().to_string();
+    let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
+    read_libsvm_from(BufReader::new(file), &name)
+}
+
+/// Reads LIBSVM / svmlight text from `reader` into a dense [`Dataset`]; `name` names the
+/// input in error messages and becomes `source`.
+///
+/// Each line is `<label> <index>:<value> <index>:<value> ...`. The label is a number
+/// (`+1`, `-1`, `3`, `1.5`), kept in [`Labels::Numeric`]. Indices are 1-based and strictly
+/// increasing within a line; index `i` fills column `i - 1`. The result has shape `(n, d)`
+/// with `n` the number of data lines and `d` the largest index seen; entries not listed are 0.
+///
+/// Also accepted: `\r\n` line endings, a last line without a line break, tabs or several
+/// spaces between tokens, blank or whitespace-only lines (skipped), `#` comments (the rest of
+/// the line is ignored) and `qid:<n>` tokens (ignored).
+///
+/// # Errors
+/// With the line number and field (the label is field 1):
+/// - [`DataError::BadLabel`]: the label is not a finite number;
+/// - [`DataError::MissingColon`]: a token is not `index:value`;
+/// - [`DataError::BadIndex`]: the index is not a positive integer (e.g. `0`);
+/// - [`DataError::DuplicateIndex`], [`DataError::IndexNotIncreasing`]: indices not strictly
+///   increasing;
+/// - [`DataError::BadValue`]: the value is not a number;
+/// - [`DataError::NonFinite`]: the value is NaN or infinite;
+/// - [`DataError::NotUtf8`], [`DataError::Io`]: the text cannot be read.
+///
+/// Also [`DataError::Empty`] if there is no data line, [`DataError::TooLarge`] if the dense
+/// `(n, d)` matrix cannot be allocated.
+pub fn read_libsvm_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, DataError> {
+    let mut lines = crate::lines::Lines::new(reader, name);
+    let mut labels = Vec::new();
+    // Nonzero entries as (row, column, value), 0-based.
+    let mut triplets = Vec::new();
+    let mut d = 0;
+
+    while let Some((line, text)) = lines.next_line()? {
+        let text = text.split_once('#').map_or(text, |(data, _comment)| data);
+        let mut tokens = text.split_ascii_whitespace();
+        let Some(label) = tokens.next() else { continue };
+        let row = labels.len();
+        labels.push(
+            label
+                .parse::<f64>()
+                .ok()
+                .filter(|l| l.is_finite())
+                .ok_or_else(|| DataError::BadLabel {
+                    path: name.to_owned(),
+                    line,
+                    label: label.to_owned(),
+                })?,
+        );
+
+        let mut previous = 0;
+        for (field, token) in (2..).zip(tokens) {
+            if token.starts_with("qid:") {
+                continue;
+            }
+            let Some((index_text, value_text)) = token.split_once(':') else {
+                return Err(DataError::MissingColon {
+                    path: name.to_owned(),
+                    line,
+                    field,
+                    token: token.to_owned(),
+                });
+            };
+            let index = match index_text.parse::<usize>() {
+                Ok(index) if index > 0 => index,
+                _ => {
+                    return Err(DataError::BadIndex {
+                        path: name.to_owned(),
+                        line,
+                        field,
+                        token: token.to_owned(),
+                        index: index_text.to_owned(),
+                    });
+                }
+            };
+            if index == previous {
+                return Err(DataError::DuplicateIndex {
+                    path: name.to_owned(),
+                    line,
+                    field,
+                    token: token.to_owned(),
+                    index,
+                });
+            }
+            if index < previous {
+                return Err(DataError::IndexNotIncreasing {
+                    path: name.to_owned(),
+                    line,
+                    field,
+                    token: token.to_owned(),
+                    index,
+                    previous,
+                });
+            }
+            previous = index;
+            let value = value_text.parse::<f64>().map_err(|_| DataError::BadValue {
+                path: name.to_owned(),
+                line,
+                field,
+                token: token.to_owned(),
+                value: value_text.to_owned(),
+            })?;
+            if !value.is_finite() {
+                return Err(DataError::NonFinite {
+                    path: Some(name.to_owned()),
+                    line: Some(line),
+                    row,
+                    col: index - 1,
+                    value,
+                });
+            }
+            d = d.max(index);
+            if value != 0.0 {
+                triplets.push((row, index - 1, value));
+            }
+        }
+    }
+
+    if labels.is_empty() {
+        return Err(DataError::Empty {
+            path: name.to_owned(),
+        });
+    }
+    let mut x = try_zeros(labels.len(), d, name)?;
+    for (row, col, value) in triplets {
+        x[(row, col)] = value;
+    }
+    Ok(Dataset {
+        x,
+        labels: Labels::Numeric(labels),
+        source: name.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use faer::Mat;
+    use proptest::prelude::*;
+    use rand::RngExt;
+    use rand::SeedableRng;
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    fn parse(text: &str) -> Result<Dataset, DataError> {
+        read_libsvm_from(text.as_bytes(), "test")
+    }
+
+    const CLEAN: &str = "+1 1:0.5 3:-2\n-1 2:1e-3 4:7\n3 \n1.5 1:1 2:2 3:3 4:4\n";
+
+    fn expected() -> (Mat<f64>, Vec<f64>) {
+        let rows = [
+            [0.5, 0.0, -2.0, 0.0],
+            [0.0, 1e-3, 0.0, 7.0],
+            [0.0; 4],
+            [1.0, 2.0, 3.0, 4.0],
+        ];
+        (
+            Mat::from_fn(4, 4, |i, j| rows[i][j]),
+            vec![1.0, -1.0, 3.0, 1.5],
+        )
+    }
+
+    fn assert_same(data: &Dataset, x: &Mat<f64>, labels: &[f64]) {
+        assert_eq!(&data.x, x);
+        assert_eq!(data.labels, Labels::Numeric(labels.to_vec()));
+    }
+
+    #[test]
+    fn parses_small_text_to_dense_matrix() {
+        let (x, labels) = expected();
+        let data = parse(CLEAN).expect("valid text");
+        assert_eq!((data.n(), data.d()), (4, 4));
+        assert_same(&data, &x, &labels);
+        assert_eq!(data.source, "test");
+    }
+
+    #[test]
+    fn line_endings_blank_lines_comments_and_separators_do_not_matter() {
+        let (x, labels) = expected();
+        let variants = [
+            CLEAN.replace('\n', "\r\n"),
+            CLEAN.trim_end().to_owned(),
+            CLEAN.replace('\n', "\r\n").trim_end_matches("\r\n").to_owned(),
+            format!("\n  \n{}\n\t\n", CLEAN.replace('\n', "\n\n")),
+            "# header comment\n+1\t1:0.5   3:-2 # trailing\n-1 qid:3 2:1e-3 4:7\n3\n1.5 1:1 2:2 3:3 4:4"
+                .to_owned(),
+        ];
+        for text in &variants {
+            let data = parse(text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+            assert_same(&data, &x, &labels);
+        }
+    }
+
+    #[test]
+    fn explicit_zeros_extend_the_dimension() {
+        let data = parse("1 2:1 5:0\n").expect("valid text");
+        assert_eq!((data.n(), data.d()), (1, 5));
+    }
+
+    #[test]
+    fn index_zero_is_bad_index() {
+        let err = parse("1 1:1\n\n1 0:2\n").unwrap_err();
+        assert!(
+            matches!(&err, DataError::BadIndex { line: 3, field: 2, index, .. } if index == "0"),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "test:3: field 2 \"0:2\": index \"0\" is not a positive integer (LIBSVM indices start at 1)"
+        );
+    }
+
+    #[test]
+    fn negative_or_non_integer_index_is_bad_index() {
+        for token in ["-1:2", "1.5:2", "a:2"] {
+            let err = parse(&format!("1 {token}")).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    DataError::BadIndex {
+                        line: 1,
+                        field: 2,
+                        ..
+                    }
+                ),
+                "{err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn non_numeric_value_is_bad_value() {
+        let err = parse("1 1:1\n2 1:1 2:4 3:abc\n").unwrap_err();
+        assert!(
+            matches!(&err, DataError::BadValue { line: 2, field: 4, value, .. } if value == "abc"),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "test:2: field 4 \"3:abc\": value \"abc\" is not a number"
+        );
+    }
+
+    #[test]
+    fn non_numeric_label_is_bad_label() {
+        let err = parse("1 1:1\nabc 1:1\n").unwrap_err();
+        assert!(
+            matches!(&err, DataError::BadLabel { line: 2, label, .. } if label == "abc"),
+            "{err:?}"
+        );
+        let err = parse("nan 1:1\n").unwrap_err();
+        assert!(
+            matches!(err, DataError::BadLabel { line: 1, .. }),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn missing_colon_is_reported() {
+        let err = parse("1 1:1\n1 1:1 7\n").unwrap_err();
+        assert!(
+            matches!(&err, DataError::MissingColon { line: 2, field: 3, token, .. } if token == "7"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn duplicate_and_decreasing_indices_are_reported() {
+        let err = parse("1 1:1 3:1 3:2\n").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DataError::DuplicateIndex {
+                    line: 1,
+                    field: 4,
+                    index: 3,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let err = parse("1 1:1\n1 4:1 2:2\n").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DataError::IndexNotIncreasing {
+                    line: 2,
+                    field: 3,
+                    index: 2,
+                    previous: 4,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn non_finite_values_are_rejected_with_line() {
+        for value in ["nan", "NaN", "inf", "-inf", "1e400"] {
+            let err = parse(&format!("1 1:1\n\n1 1:2 4:{value}\n")).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    DataError::NonFinite { line: Some(3), row: 1, col: 3, ref path, .. }
+                        if path.as_deref() == Some("test")
+                ),
+                "{value}: {err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn empty_input_is_empty_error() {
+        for text in ["", "\n\n", "  \r\n# only a comment\n"] {
+            let err = parse(text).unwrap_err();
+            assert!(matches!(err, DataError::Empty { .. }), "{text:?}: {err:?}");
+        }
+    }
+
+    #[test]
+    fn absurd_index_is_too_large_not_an_abort() {
+        let err = parse(&format!("1 {}:1\n", usize::MAX)).unwrap_err();
+        assert!(
+            matches!(err, DataError::TooLarge { rows: 1, .. }),
+            "{err:?}"
+        );
+    }
+
+    /// LIBSVM text of `x` with labels, listing only nonzero entries, except that the last
+    /// column of row 0 is always written so that `d` is recovered.
+    fn to_libsvm(x: &Mat<f64>, labels: &[f64]) -> String {
+        let mut text = String::new();
+        for i in 0..x.nrows() {
+            text.push_str(&labels[i].to_string());
+            for j in 0..x.ncols() {
+                if x[(i, j)] != 0.0 || (i == 0 && j + 1 == x.ncols()) {
+                    text.push_str(&format!(" {}:{}", j + 1, x[(i, j)]));
+                }
+            }
+            text.push('\n');
+        }
+        text
+    }
+
+    proptest! {
+        #[test]
+        fn sparse_text_round_trips_dense_matrix(
+            n in 1usize..12, d in 1usize..12, zero_prob in 0.0f64..1.0, seed: u64,
+        ) {
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+            let x = Mat::from_fn(n, d, |_, _| {
+                if rng.random_bool(zero_prob) {
+                    0.0
+                } else {
+                    rng.random_range(-1e3..1e3) * 10f64.powi(rng.random_range(-8..8))
+                }
+            });
+            let labels: Vec<f64> = (0..n).map(|_| f64::from(rng.random_range(-3i32..4))).collect();
+            let data = parse(&to_libsvm(&x, &labels)).expect("generated text is valid");
+            prop_assert_eq!(&data.x, &x);
+            prop_assert_eq!(data.labels, Labels::Numeric(labels));
+        }
+    }
+}

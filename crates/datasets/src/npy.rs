@@ -1,0 +1,288 @@
+//! NumPy `.npy` files of float64 arrays.
+//!
+//! The writers emit format version 1.0 with the header numpy itself writes for a C-ordered
+//! little-endian float64 array, e.g. `{'descr': '<f8', 'fortran_order': False, 'shape': (3, 4), }`,
+//! padded so that the data starts at a multiple of 64 bytes. Reading goes through `npyz`.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+use std::path::Path;
+
+use faer::{Mat, MatRef};
+
+use crate::DataError;
+use crate::dataset::try_zeros;
+
+/// Writes `a`, shape `(nrows, ncols)`, to `path` as a float64 `.npy` file in C (row-major)
+/// order with shape `(nrows, ncols)`, readable by `numpy.load`. Non-finite values are
+/// written as they are.
+///
+/// # Errors
+/// [`DataError::Io`] if the file cannot be created or written.
+pub fn write_npy_matrix(path: &Path, a: MatRef<'_, f64>) -> Result<(), DataError> {
+    let shape = format!("({}, {})", a.nrows(), a.ncols());
+    let row_major = (0..a.nrows()).flat_map(move |i| (0..a.ncols()).map(move |j| a[(i, j)]));
+    write_npy(path, &shape, row_major)
+}
+
+/// Writes `v` to `path` as a 1-D float64 `.npy` file of shape `(len,)`, readable by
+/// `numpy.load`.
+///
+/// # Errors
+/// [`DataError::Io`] if the file cannot be created or written.
+pub fn write_npy_vector(path: &Path, v: &[f64]) -> Result<(), DataError> {
+    write_npy(path, &format!("({},)", v.len()), v.iter().copied())
+}
+
+/// Reads a 2-D float64 `.npy` file, in C or Fortran order and either byte order, into a
+/// matrix of the stored shape `(nrows, ncols)`.
+///
+/// # Errors
+/// - [`DataError::Io`] if the file cannot be opened or read;
+/// - [`DataError::Npy`] if the header is malformed, the dtype is not float64 (`<f8` or
+///   `>f8`), the array is not 2-D, or the file is shorter than its shape requires;
+/// - [`DataError::TooLarge`] if the matrix cannot be allocated.
+pub fn read_npy_matrix(path: &Path) -> Result<Mat<f64>, DataError> {
+    let name = path.display().to_string();
+    let npy_error = |message: String| DataError::Npy {
+        path: name.clone(),
+        message,
+    };
+    let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
+    let file_len = file.metadata().map_err(|e| DataError::io(&name, e))?.len();
+    let npy = npyz::NpyFile::new(BufReader::new(file))
+        .map_err(|e| npy_error(format!("not a valid .npy file: {e}")))?;
+
+    let descr = npy.dtype().descr();
+    if descr != "'<f8'" && descr != "'>f8'" {
+        return Err(npy_error(format!(
+            "dtype is {descr}, expected float64 ('<f8')"
+        )));
+    }
+    let &[nrows, ncols] = npy.shape() else {
+        return Err(npy_error(format!(
+            "shape is {:?}, expected a 2-D array",
+            npy.shape()
+        )));
+    };
+    let fits = nrows
+        .checked_mul(ncols)
+        .and_then(|len| len.checked_mul(8))
+        .is_some_and(|bytes| bytes <= file_len);
+    if !fits {
+        return Err(npy_error(format!(
+            "shape ({nrows}, {ncols}) needs more data than the file's {file_len} bytes"
+        )));
+    }
+    let (Ok(nrows), Ok(ncols)) = (usize::try_from(nrows), usize::try_from(ncols)) else {
+        return Err(npy_error(format!(
+            "shape ({nrows}, {ncols}) does not fit in memory"
+        )));
+    };
+    let order = npy.order();
+
+    let mut x = try_zeros(nrows, ncols, &name)?;
+    let values = npy.data::<f64>().map_err(|e| npy_error(e.to_string()))?;
+    for (k, value) in values.enumerate() {
+        let value = value.map_err(|e| npy_error(format!("reading entry {k}: {e}")))?;
+        let (i, j) = match order {
+            npyz::Order::C => (k / ncols, k % ncols),
+            npyz::Order::Fortran => (k % nrows, k / nrows),
+        };
+        x[(i, j)] = value;
+    }
+    Ok(x)
+}
+
+/// The bytes before the data: magic, version 1.0, header length and the padded header.
+fn header(shape: &str) -> Vec<u8> {
+    const MAGIC: &[u8] = b"\x93NUMPY\x01\x00";
+    let dict = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': {shape}, }}");
+    // magic + version (8 bytes) + u16 length + dict + padding + '\n' is a multiple of 64.
+    let unpadded = MAGIC.len() + 2 + dict.len() + 1;
+    let len = dict.len() + unpadded.next_multiple_of(64) - unpadded + 1;
+    let mut bytes = MAGIC.to_vec();
+    // The dict of a float64 array of any shape is far shorter than 65535 bytes.
+    bytes.extend_from_slice(&(len as u16).to_le_bytes());
+    bytes.extend_from_slice(dict.as_bytes());
+    bytes.resize(MAGIC.len() + 2 + len - 1, b' ');
+    bytes.push(b'\n');
+    bytes
+}
+
+/// Writes the header for `shape` (a Python tuple) and then `values` as little-endian f64.
+fn write_npy(
+    path: &Path,
+    shape: &str,
+    values: impl IntoIterator<Item = f64>,
+) -> Result<(), DataError> {
+    let name = path.display().to_string();
+    let io_error = |e| DataError::io(&name, e);
+    let mut out = BufWriter::new(File::create(path).map_err(io_error)?);
+    out.write_all(&header(shape)).map_err(io_error)?;
+    for value in values {
+        out.write_all(&value.to_le_bytes()).map_err(io_error)?;
+    }
+    out.flush().map_err(io_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use npyz::WriterBuilder;
+    use rand::SeedableRng;
+    use rand_xoshiro::Xoshiro256PlusPlus;
+    use std::path::PathBuf;
+
+    /// A file in the temporary directory, removed on drop.
+    struct TempFile(PathBuf);
+
+    impl TempFile {
+        fn new(name: &str) -> Self {
+            let file = format!("stolr-datasets-{}-{name}.npy", std::process::id());
+            TempFile(std::env::temp_dir().join(file))
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    /// The header text between the length field and the data, and the data offset.
+    fn header_text(bytes: &[u8]) -> (String, usize) {
+        assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00");
+        let len = usize::from(u16::from_le_bytes([bytes[8], bytes[9]]));
+        (
+            String::from_utf8(bytes[10..10 + len].to_vec()).expect("ASCII header"),
+            10 + len,
+        )
+    }
+
+    #[test]
+    fn matrix_round_trip_is_bit_exact_and_header_is_numpy_c_order() {
+        let (n, d) = (7, 3);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+        let mut a = crate::generate::gaussian(n, d, &mut rng);
+        a[(0, 1)] = f64::MIN_POSITIVE / 3.0; // subnormal
+        a[(6, 2)] = -0.0;
+        let file = TempFile::new("round-trip");
+        write_npy_matrix(&file.0, a.as_ref()).expect("write");
+
+        let bytes = std::fs::read(&file.0).expect("read back");
+        let (text, offset) = header_text(&bytes);
+        assert_eq!(offset % 64, 0);
+        assert!(text.ends_with('\n'));
+        assert_eq!(
+            text.trim_end(),
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (7, 3), }"
+        );
+        assert_eq!(bytes.len(), offset + 8 * n * d);
+        // Row-major data: entry (i, j) at offset + 8 (i d + j).
+        let at = |i: usize, j: usize| {
+            let k = offset + 8 * (i * d + j);
+            f64::from_le_bytes(bytes[k..k + 8].try_into().expect("8 bytes"))
+        };
+        assert_eq!(at(1, 0).to_bits(), a[(1, 0)].to_bits());
+        assert_eq!(at(0, 2).to_bits(), a[(0, 2)].to_bits());
+
+        let b = read_npy_matrix(&file.0).expect("read");
+        assert_eq!((b.nrows(), b.ncols()), (n, d));
+        for i in 0..n {
+            for j in 0..d {
+                assert_eq!(b[(i, j)].to_bits(), a[(i, j)].to_bits(), "({i}, {j})");
+            }
+        }
+    }
+
+    #[test]
+    fn empty_matrix_round_trips() {
+        let file = TempFile::new("empty");
+        write_npy_matrix(&file.0, Mat::<f64>::zeros(0, 4).as_ref()).expect("write");
+        let b = read_npy_matrix(&file.0).expect("read");
+        assert_eq!((b.nrows(), b.ncols()), (0, 4));
+    }
+
+    #[test]
+    fn vector_header_is_one_dimensional() {
+        let file = TempFile::new("vector");
+        let v = [1.0, -2.5, 3e-300];
+        write_npy_vector(&file.0, &v).expect("write");
+        let bytes = std::fs::read(&file.0).expect("read back");
+        let (text, offset) = header_text(&bytes);
+        assert_eq!(offset % 64, 0);
+        assert_eq!(
+            text.trim_end(),
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }"
+        );
+        let npy = npyz::NpyFile::new(&bytes[..]).expect("npyz parses it");
+        assert_eq!(npy.shape(), &[3]);
+        assert_eq!(npy.into_vec::<f64>().expect("data"), v);
+        // A 1-D file is not a matrix.
+        let err = read_npy_matrix(&file.0).unwrap_err();
+        assert!(matches!(err, DataError::Npy { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn reads_fortran_order_and_big_endian() {
+        let expected = Mat::from_fn(2, 3, |i, j| (10 * i + j) as f64);
+        for (name, order, descr) in [
+            ("fortran", npyz::Order::Fortran, "<f8"),
+            ("big-endian", npyz::Order::C, ">f8"),
+        ] {
+            let dtype = npyz::DType::Plain(descr.parse().expect("valid type string"));
+            let mut bytes = Vec::new();
+            let mut writer = npyz::WriteOptions::new()
+                .dtype(dtype)
+                .shape(&[2, 3])
+                .order(order)
+                .writer(&mut bytes)
+                .begin_nd()
+                .expect("header");
+            let values: Vec<f64> = match order {
+                npyz::Order::C => (0..6).map(|k| expected[(k / 3, k % 3)]).collect(),
+                npyz::Order::Fortran => (0..6).map(|k| expected[(k % 2, k / 2)]).collect(),
+            };
+            writer.extend(values).expect("data");
+            writer.finish().expect("finish");
+            let file = TempFile::new(name);
+            std::fs::write(&file.0, &bytes).expect("write");
+            assert_eq!(read_npy_matrix(&file.0).expect(name), expected);
+        }
+    }
+
+    #[test]
+    fn rejects_wrong_dtype_truncation_and_garbage() {
+        let mut bytes = Vec::new();
+        let mut writer = npyz::WriteOptions::<f32>::new()
+            .default_dtype()
+            .shape(&[2, 2])
+            .writer(&mut bytes)
+            .begin_nd()
+            .expect("header");
+        writer.extend([1.0f32, 2.0, 3.0, 4.0]).expect("data");
+        writer.finish().expect("finish");
+        let file = TempFile::new("f32");
+        std::fs::write(&file.0, &bytes).expect("write");
+        let err = read_npy_matrix(&file.0).unwrap_err();
+        assert!(
+            matches!(&err, DataError::Npy { message, .. } if message.contains("'<f4'")),
+            "{err:?}"
+        );
+
+        let file = TempFile::new("truncated");
+        write_npy_matrix(&file.0, Mat::<f64>::zeros(4, 4).as_ref()).expect("write");
+        let bytes = std::fs::read(&file.0).expect("read back");
+        std::fs::write(&file.0, &bytes[..bytes.len() - 8]).expect("write");
+        let err = read_npy_matrix(&file.0).unwrap_err();
+        assert!(matches!(err, DataError::Npy { .. }), "{err:?}");
+
+        std::fs::write(&file.0, b"not an npy file").expect("write");
+        let err = read_npy_matrix(&file.0).unwrap_err();
+        assert!(matches!(err, DataError::Npy { .. }), "{err:?}");
+
+        let err = read_npy_matrix(Path::new("/nonexistent/stolr.npy")).unwrap_err();
+        assert!(matches!(err, DataError::Io { .. }), "{err:?}");
+    }
+}

@@ -1,0 +1,122 @@
+//! Column standardization.
+
+use faer::Mat;
+
+/// Per-column statistics removed by [`standardize`]: `x_std[i][j] = (x[i][j] - mean[j]) / scale[j]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Standardization {
+    /// Column means, length `d`.
+    pub mean: Vec<f64>,
+    /// Column population standard deviations (`ddof = 0`), length `d`; 1.0 for constant columns.
+    pub scale: Vec<f64>,
+}
+
+/// Standardizes the columns of `x`, shape `(n, d)`, in place: subtracts each column's mean
+/// and divides by its population standard deviation $\sqrt{\frac{1}{n}\sum_i (x_{ij} - \bar x_j)^2}$
+/// (`ddof = 0`, as scikit-learn's `StandardScaler`). Returns the means and scales used.
+///
+/// A column is constant when its standard deviation is at most $10\,\varepsilon\,|\bar x_j|$
+/// (zero up to rounding, the test scikit-learn uses): it keeps scale 1.0 and is set to exactly 0.
+/// With `n = 0` nothing changes and every mean is 0, every scale 1.
+///
+/// Non-finite entries propagate into their column's statistics; call
+/// [`check_finite`](crate::check_finite) first if `x` did not come from a reader of this crate.
+pub fn standardize(x: &mut Mat<f64>) -> Standardization {
+    let n = x.nrows();
+    let d = x.ncols();
+    let mut mean = vec![0.0; d];
+    let mut scale = vec![1.0; d];
+    if n == 0 {
+        return Standardization { mean, scale };
+    }
+    for j in 0..d {
+        let col = x.col_as_slice_mut(j);
+        let m = col.iter().sum::<f64>() / n as f64;
+        // Two passes: the variance of the centered values, which is accurate for large means.
+        let var = col.iter().map(|&v| (v - m) * (v - m)).sum::<f64>() / n as f64;
+        let std = var.sqrt();
+        mean[j] = m;
+        if std <= 10.0 * f64::EPSILON * m.abs() || std == 0.0 {
+            col.fill(0.0);
+        } else {
+            scale[j] = std;
+            col.iter_mut().for_each(|v| *v = (*v - m) / std);
+        }
+    }
+    Standardization { mean, scale }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    #[test]
+    fn columns_get_mean_zero_and_population_std_one() {
+        let (n, d) = (50, 4);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        let g = crate::generate::gaussian(n, d, &mut rng);
+        // Columns on very different scales and offsets.
+        let original = Mat::from_fn(n, d, |i, j| {
+            1e3f64.powi(j as i32 - 1) * g[(i, j)] + 5.0 * j as f64
+        });
+        let mut x = original.clone();
+        let s = standardize(&mut x);
+        for j in 0..d {
+            let col = x.col_as_slice(j);
+            let mean = col.iter().sum::<f64>() / n as f64;
+            let var = col.iter().map(|v| v * v).sum::<f64>() / n as f64;
+            assert!(mean.abs() < 1e-14, "column {j}: mean {mean}");
+            assert!((var - 1.0).abs() < 1e-13, "column {j}: variance {var}");
+            // The returned statistics invert the transform.
+            for i in 0..n {
+                let back = x[(i, j)] * s.scale[j] + s.mean[j];
+                assert!((back - original[(i, j)]).abs() <= 1e-12 * original[(i, j)].abs().max(1.0));
+            }
+        }
+    }
+
+    #[test]
+    fn matches_hand_computed_population_std() {
+        // Column [1, 2, 3, 4]: mean 2.5, population variance 1.25.
+        let mut x = Mat::from_fn(4, 1, |i, _| (i + 1) as f64);
+        let s = standardize(&mut x);
+        assert_eq!(s.mean, vec![2.5]);
+        assert!((s.scale[0] - 1.25f64.sqrt()).abs() < 1e-15);
+        assert!((x[(0, 0)] + 1.5 / 1.25f64.sqrt()).abs() < 1e-15);
+    }
+
+    #[test]
+    fn constant_columns_keep_scale_one_and_become_zero() {
+        let mut x = Mat::from_fn(7, 3, |i, j| match j {
+            0 => 0.1,
+            1 => i as f64,
+            _ => -3.0,
+        });
+        let s = standardize(&mut x);
+        assert_eq!(s.scale[0], 1.0);
+        assert_eq!(s.scale[2], 1.0);
+        assert!((s.mean[0] - 0.1).abs() < 1e-16 && s.mean[2] == -3.0);
+        assert!(
+            x.col_as_slice(0)
+                .iter()
+                .chain(x.col_as_slice(2))
+                .all(|&v| v == 0.0)
+        );
+        assert!(s.scale[1] > 0.0);
+    }
+
+    #[test]
+    fn no_rows_is_a_no_op() {
+        let mut x = Mat::<f64>::zeros(0, 2);
+        let s = standardize(&mut x);
+        assert_eq!(
+            s,
+            Standardization {
+                mean: vec![0.0; 2],
+                scale: vec![1.0; 2]
+            }
+        );
+    }
+}
