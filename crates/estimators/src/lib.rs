@@ -1,1 +1,42 @@
-//! placeholder
+//! Kernels and unbiased low-rank estimators of the kernel matrix.
+//!
+//! Stochastic kernel PCA (SKPCA) never forms the `n × n` kernel matrix $K$: each iteration
+//! draws a random low-rank matrix $\xi = \zeta\chi^\top$ with $\mathbb{E}[\xi] = K$, kept as
+//! its factors ([`Factors`]). This crate provides
+//! - the kernels ([`Kernel`]: Gaussian, Laplacian (ℓ1), polynomial), dense kernel matrices for
+//!   tests and exact baselines, and the width rule [`bandwidth_rule`];
+//! - the estimators behind the [`KernelSampler`] trait: [`RandomFourierFeatures`] (Rahimi &
+//!   Recht 2007), [`ColumnSampling`] (asymmetric and symmetric), [`RandomMaclaurin`] (Kar &
+//!   Karnick 2012), and [`Centered`], which turns any of them into an estimator of the
+//!   centred matrix $HKH$ (see also [`centered_kernel_matrix`]).
+//!
+//! Conventions: `f64` throughout; the data `X` has shape `(n, d)`, one sample per row;
+//! factors have shape `(n, a)`. Randomness is injected (`rng: &mut dyn rand::Rng` or
+//! `R: Rng + ?Sized`). Products use faer with `faer::get_global_parallelism()`, and the
+//! element-wise passes use the same number of threads.
+//!
+//! # References
+//! Paper `000_64249a13de5bd3cc.txt` (Zhang et al., *Stochastic Optimization for Kernel PCA*,
+//! AAAI 2016), "Unbiased Estimators" list and centring; implementation notes `spec/math.md`
+//! §1.1–§1.3 and Appendix A.2.
+#![deny(missing_docs)]
+
+mod bandwidth;
+mod centered;
+mod columns;
+mod data;
+mod error;
+mod factors;
+mod kernel;
+mod maclaurin;
+mod parallel;
+mod rff;
+
+pub use bandwidth::{DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, bandwidth_rule};
+pub use centered::{Centered, centered_kernel_matrix};
+pub use columns::ColumnSampling;
+pub use error::EstimatorError;
+pub use factors::{Factors, KernelSampler};
+pub use kernel::Kernel;
+pub use maclaurin::RandomMaclaurin;
+pub use rff::RandomFourierFeatures;

@@ -1,0 +1,119 @@
+//! Centring in feature space: unbiased estimators of $HKH$.
+
+use faer::Mat;
+
+use crate::{EstimatorError, Factors, KernelSampler};
+
+/// Wraps a sampler of $\xi$ with $\mathbb{E}[\xi] = K$ into a sampler of
+/// $H\xi H = (H\zeta)(H\chi)^\top$, unbiased for the centred kernel matrix $HKH$,
+/// $H = I_n - \mathbf{1}\mathbf{1}^\top/n$.
+///
+/// $H\zeta$ subtracts its mean from every column of $\zeta$ (likewise $\chi$): $O(na)$ per
+/// draw, and the shape `(n, a)`, the rank bound and the symmetry (`chi == None` stays `None`)
+/// are those of the inner sampler. $H\xi H$ equals the paper's $\xi + \theta$.
+///
+/// [`KernelSampler::name`] reports the inner sampler's name; [`Centered::inner`] gives access
+/// to it.
+///
+/// # References
+/// Paper `000_64249a13de5bd3cc.txt`, "Unbiased Estimators" (the correction $\theta$ after
+/// Algorithm 1); `spec/math.md` §1.2, §1.3(e).
+#[derive(Debug)]
+pub struct Centered<S: KernelSampler> {
+    inner: S,
+}
+
+impl<S: KernelSampler> Centered<S> {
+    /// Centres every draw of `inner`.
+    pub fn new(inner: S) -> Self {
+        Centered { inner }
+    }
+
+    /// The wrapped sampler.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// Unwraps the inner sampler.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+/// Subtracts from every column of `m` its mean: `m ← H m`.
+fn center_columns(m: &mut Mat<f64>) {
+    let n = m.nrows();
+    if n == 0 {
+        return;
+    }
+    for j in 0..m.ncols() {
+        let col = m.col_as_slice_mut(j);
+        let mean = col.iter().sum::<f64>() / n as f64;
+        col.iter_mut().for_each(|v| *v -= mean);
+    }
+}
+
+impl<S: KernelSampler> KernelSampler for Centered<S> {
+    fn n(&self) -> usize {
+        self.inner.n()
+    }
+
+    fn draw_rank(&self) -> usize {
+        self.inner.draw_rank()
+    }
+
+    fn is_symmetric_psd(&self) -> bool {
+        self.inner.is_symmetric_psd()
+    }
+
+    fn sample(&mut self, rng: &mut dyn rand::Rng) -> Result<Factors, EstimatorError> {
+        let mut factors = self.inner.sample(rng)?;
+        center_columns(&mut factors.zeta);
+        if let Some(chi) = factors.chi.as_mut() {
+            center_columns(chi);
+        }
+        Ok(factors)
+    }
+
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+}
+
+/// The dense centred kernel matrix $HKH$, $H = I_n - \mathbf{1}\mathbf{1}^\top/n$, of the
+/// square matrix `k`, shape `(n, n)`: entry $(i, j)$ is
+/// $K_{ij} - \bar K_{i\cdot} - \bar K_{\cdot j} + \bar K$ (row mean, column mean, grand mean),
+/// which equals the paper's $K + \Theta$. For tests and exact baselines: $O(n^2)$.
+///
+/// # Panics
+/// If `k` is not square.
+///
+/// # References
+/// `spec/math.md` §1.2; paper `000_64249a13de5bd3cc.txt`, "Unbiased Estimators" ($\Theta$).
+pub fn centered_kernel_matrix(k: &Mat<f64>) -> Mat<f64> {
+    let n = k.nrows();
+    assert_eq!(n, k.ncols(), "centered_kernel_matrix needs a square matrix");
+    if n == 0 {
+        return Mat::zeros(0, 0);
+    }
+    let inv = 1.0 / n as f64;
+    let col_means: Vec<f64> = (0..n)
+        .map(|j| k.col_as_slice(j).iter().sum::<f64>() * inv)
+        .collect();
+    let mut row_means = vec![0.0; n];
+    for j in 0..n {
+        for (r, &v) in row_means.iter_mut().zip(k.col_as_slice(j)) {
+            *r += v;
+        }
+    }
+    row_means.iter_mut().for_each(|r| *r *= inv);
+    let grand = col_means.iter().sum::<f64>() * inv;
+    let mut out = k.clone();
+    for (j, &col_mean) in col_means.iter().enumerate() {
+        let shift = grand - col_mean;
+        for (v, &r) in out.col_as_slice_mut(j).iter_mut().zip(&row_means) {
+            *v += shift - r;
+        }
+    }
+    out
+}

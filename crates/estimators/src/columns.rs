@@ -1,0 +1,163 @@
+//! Column sampling: the general-kernel estimators of paper 000.
+
+use faer::{Mat, MatRef};
+use rand::RngExt;
+
+use crate::data::check_data;
+use crate::kernel::PreparedKernel;
+use crate::{EstimatorError, Factors, Kernel, KernelSampler};
+
+/// Unbiased estimator of any kernel matrix by sampling `k` of its columns.
+///
+/// Each draw takes indices $i_1, \dots, i_k$ i.i.d. uniform on $\{0, \dots, n-1\}$ (with
+/// replacement, which the unbiasedness of each term needs), $C_I = K_{:, I}$ and
+/// $E_I = I_n[:, I]$, both `(n, k)`, and returns
+/// - (a) asymmetric, `symmetric == false`: $\xi = (n/k) C_I E_I^\top$, i.e.
+///   $\zeta = (n/k) C_I$, $\chi = E_I$, shape `(n, k)`, rank $\le k$;
+/// - (b) symmetric, `symmetric == true`: $\xi = (n/2k)(C_I E_I^\top + E_I C_I^\top)$, i.e.
+///   $\zeta = (n/2k)[C_I, E_I]$, $\chi = [E_I, C_I]$, shape `(n, 2k)`, rank $\le 2k$.
+///
+/// Neither draw is PSD ((b) is symmetric but indefinite), so `chi` is always `Some` and
+/// [`KernelSampler::is_symmetric_psd`] is `false`.
+///
+/// Cost per draw: $k$ kernel columns, $O(nkd)$ (one GEMM for the Gaussian and polynomial
+/// kernels); the data are prepared once at construction ($O(nd)$ extra memory).
+///
+/// # References
+/// Paper `000_64249a13de5bd3cc.txt`, "Unbiased Estimators", item 1; `spec/math.md`
+/// §1.3(a), (b).
+pub struct ColumnSampling<'a> {
+    x: MatRef<'a, f64>,
+    kernel: Kernel,
+    columns: usize,
+    symmetric: bool,
+    prepared: PreparedKernel,
+}
+
+impl std::fmt::Debug for ColumnSampling<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ColumnSampling")
+            .field("n", &self.x.nrows())
+            .field("d", &self.x.ncols())
+            .field("kernel", &self.kernel)
+            .field("columns", &self.columns)
+            .field("symmetric", &self.symmetric)
+            .finish()
+    }
+}
+
+impl<'a> ColumnSampling<'a> {
+    /// Column sampling of the matrix of `kernel` on the rows of `x`, shape `(n, d)`, with
+    /// `columns = k` sampled columns per draw; `symmetric` selects estimator (b).
+    ///
+    /// # Errors
+    /// - [`EstimatorError::InvalidKernel`] if the kernel parameters are invalid;
+    /// - [`EstimatorError::ZeroFeatures`] if `columns == 0`;
+    /// - [`EstimatorError::EmptyData`] if `n == 0` or `d == 0`;
+    /// - [`EstimatorError::NonFinite`] for a NaN or infinite entry of `x`.
+    pub fn new(
+        x: MatRef<'a, f64>,
+        kernel: Kernel,
+        columns: usize,
+        symmetric: bool,
+    ) -> Result<Self, EstimatorError> {
+        kernel.validate()?;
+        if columns == 0 {
+            return Err(EstimatorError::ZeroFeatures {
+                what: "sampled columns",
+            });
+        }
+        check_data(x)?;
+        Ok(ColumnSampling {
+            x,
+            kernel,
+            columns,
+            symmetric,
+            prepared: PreparedKernel::new(kernel, x),
+        })
+    }
+
+    /// The kernel whose matrix is estimated.
+    pub fn kernel(&self) -> Kernel {
+        self.kernel
+    }
+
+    /// Number of sampled columns `k` per draw.
+    pub fn columns(&self) -> usize {
+        self.columns
+    }
+
+    /// Whether this is the symmetric estimator (b).
+    pub fn is_symmetric(&self) -> bool {
+        self.symmetric
+    }
+}
+
+impl KernelSampler for ColumnSampling<'_> {
+    fn n(&self) -> usize {
+        self.x.nrows()
+    }
+
+    fn draw_rank(&self) -> usize {
+        if self.symmetric {
+            2 * self.columns
+        } else {
+            self.columns
+        }
+    }
+
+    fn is_symmetric_psd(&self) -> bool {
+        false
+    }
+
+    fn sample(&mut self, rng: &mut dyn rand::Rng) -> Result<Factors, EstimatorError> {
+        let n = self.x.nrows();
+        let k = self.columns;
+        let idx: Vec<usize> = (0..k).map(|_| rng.random_range(0..n)).collect();
+        let c = self.prepared.columns(&idx, faer::get_global_parallelism());
+        let factors = if self.symmetric {
+            let scale = n as f64 / (2 * k) as f64;
+            let mut zeta = Mat::zeros(n, 2 * k);
+            let mut chi = Mat::zeros(n, 2 * k);
+            for (j, &i) in idx.iter().enumerate() {
+                zeta.col_as_slice_mut(j)
+                    .iter_mut()
+                    .zip(c.col_as_slice(j))
+                    .for_each(|(z, &v)| *z = scale * v);
+                chi.col_as_slice_mut(k + j)
+                    .copy_from_slice(c.col_as_slice(j));
+                zeta[(i, k + j)] = scale;
+                chi[(i, j)] = 1.0;
+            }
+            Factors {
+                zeta,
+                chi: Some(chi),
+            }
+        } else {
+            let scale = n as f64 / k as f64;
+            let mut chi = Mat::zeros(n, k);
+            for (j, &i) in idx.iter().enumerate() {
+                chi[(i, j)] = 1.0;
+            }
+            let mut zeta = c;
+            for j in 0..k {
+                zeta.col_as_slice_mut(j)
+                    .iter_mut()
+                    .for_each(|z| *z *= scale);
+            }
+            Factors {
+                zeta,
+                chi: Some(chi),
+            }
+        };
+        Ok(factors)
+    }
+
+    fn name(&self) -> &'static str {
+        if self.symmetric {
+            "columns-sym"
+        } else {
+            "columns"
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! The crate's error type.
+
+/// Errors returned by kernel validation, the bandwidth rule and the sampler constructors.
+///
+/// Every variant carries the offending values, so that the message alone says what to fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EstimatorError {
+    /// A sampler was asked for zero random features or sampled columns.
+    #[error("the number of {what} must be at least 1, got 0")]
+    ZeroFeatures {
+        /// What was zero: `"random Fourier features"`, `"sampled columns"`, `"Maclaurin features"`.
+        what: &'static str,
+    },
+    /// The data matrix has no rows or no columns.
+    #[error(
+        "the data matrix is empty ({nrows} samples, {ncols} features): need at least one of each"
+    )]
+    EmptyData {
+        /// Number of samples `n` (rows).
+        nrows: usize,
+        /// Number of features `d` (columns).
+        ncols: usize,
+    },
+    /// An entry of the data matrix is NaN or infinite.
+    #[error("row {row}, column {col} is {value}: data must be finite")]
+    NonFinite {
+        /// Row (sample) index, 0-based.
+        row: usize,
+        /// Column (feature) index, 0-based.
+        col: usize,
+        /// The offending value.
+        value: f64,
+    },
+    /// A kernel parameter is out of its domain.
+    #[error("invalid {kernel} kernel: {parameter} = {value}, but {requirement}")]
+    InvalidKernel {
+        /// Kernel name: `"gaussian"`, `"laplacian"` or `"polynomial"`.
+        kernel: &'static str,
+        /// Parameter name: `"sigma"`, `"scale"`, `"offset"` or `"degree"`.
+        parameter: &'static str,
+        /// The offending value (a degree is converted to `f64`).
+        value: f64,
+        /// The constraint that was violated, e.g. `"sigma must be finite and > 0"`.
+        requirement: &'static str,
+    },
+    /// The estimator cannot be built for this kernel (e.g. random Fourier features need a
+    /// shift-invariant kernel, random Maclaurin features a dot-product kernel).
+    #[error("the {estimator} estimator does not support the {kernel} kernel; {hint}")]
+    UnsupportedKernel {
+        /// Estimator name, as returned by [`crate::KernelSampler::name`].
+        estimator: &'static str,
+        /// Kernel name.
+        kernel: &'static str,
+        /// Which kernels or estimators to use instead.
+        hint: &'static str,
+    },
+    /// The bandwidth rule needs at least two samples.
+    #[error("the bandwidth rule needs at least 2 samples to form a pair, got {n}")]
+    TooFewSamples {
+        /// Number of samples.
+        n: usize,
+    },
+    /// The percentile of the bandwidth rule is outside `(0, 100]`.
+    #[error("percentile = {percentile}, but it must lie in (0, 100]")]
+    InvalidPercentile {
+        /// The offending percentile.
+        percentile: f64,
+    },
+    /// The bandwidth rule was asked to sample zero pairs.
+    #[error("the bandwidth rule needs at least 1 sampled pair, got 0")]
+    ZeroPairs,
+    /// The requested percentile of the pairwise distances is zero, so it cannot be a bandwidth.
+    #[error(
+        "the {percentile}-th percentile of {pairs} pairwise distances is 0 \
+         (too many duplicate samples): cannot use it as a kernel bandwidth; \
+         raise the percentile or set sigma explicitly"
+    )]
+    DegenerateBandwidth {
+        /// The requested percentile.
+        percentile: f64,
+        /// Number of pairwise distances the percentile was computed from.
+        pairs: usize,
+    },
+}

@@ -1,0 +1,202 @@
+//! Random Maclaurin features (Kar & Karnick 2012) for dot-product kernels.
+
+use faer::linalg::matmul::matmul;
+use faer::{Accum, Mat, MatRef};
+
+use crate::data::check_data;
+use crate::kernel::powu;
+use crate::parallel::for_each_col_mut;
+use crate::{EstimatorError, Factors, Kernel, KernelSampler};
+
+/// Unbiased symmetric PSD estimator of a dot-product kernel matrix
+/// $\kappa(x, y) = \sum_{N \ge 0} a_N \langle x, y\rangle^N$, $a_N \ge 0$, by random Maclaurin
+/// features; implemented for [`Kernel::Polynomial`], whose coefficients are
+/// $a_N = \binom{q}{N} c^{q-N} s^{-N}$ for $N \le q$ and $0$ otherwise.
+///
+/// Each draw builds `D` independent features. Feature $j$ draws an order $N \ge 0$ with
+/// $P(N) = 2^{-(N+1)}$, then $N$ Rademacher vectors $\omega_1, \dots, \omega_N \in \{\pm1\}^d$,
+/// and sets $Z_j(x) = \sqrt{a_N 2^{N+1}} \prod_{l=1}^N \omega_l^\top x$ ($N = 0$ gives the
+/// constant $\sqrt{2 a_0}$; $a_N = 0$ gives a zero column and draws no vectors). The draw is
+/// $\xi = \zeta\zeta^\top$ with $\zeta = D^{-1/2} [Z_j(x_i)]_{ij}$, shape `(n, D)`.
+/// Unbiased because $\mathbb{E}[\prod_l \omega_l^\top x\, \omega_l^\top y] = \langle x, y\rangle^N$.
+///
+/// Cost per draw: one GEMM `(n, d) × (d, M)` with $M = \sum_j N_j$ ($\mathbb{E} M \le D$)
+/// and $O(nM)$ products.
+///
+/// # References
+/// `spec/math.md` §1.1 (coefficients), §1.3(d); paper `000_64249a13de5bd3cc.txt`,
+/// "Unbiased Estimators", item 3; Kar & Karnick, *Random Feature Maps for Dot Product
+/// Kernels*, AISTATS 2012.
+#[derive(Debug)]
+pub struct RandomMaclaurin<'a> {
+    x: MatRef<'a, f64>,
+    kernel: Kernel,
+    features: usize,
+}
+
+impl<'a> RandomMaclaurin<'a> {
+    /// Random Maclaurin features of the polynomial `kernel` on the rows of `x`, shape
+    /// `(n, d)`, with `features = D` features per draw (factors of shape `(n, D)`).
+    ///
+    /// # Errors
+    /// - [`EstimatorError::InvalidKernel`] if the kernel parameters are invalid;
+    /// - [`EstimatorError::UnsupportedKernel`] for the Gaussian and Laplacian kernels;
+    /// - [`EstimatorError::ZeroFeatures`] if `features == 0`;
+    /// - [`EstimatorError::EmptyData`] if `n == 0` or `d == 0`;
+    /// - [`EstimatorError::NonFinite`] for a NaN or infinite entry of `x`.
+    pub fn new(
+        x: MatRef<'a, f64>,
+        kernel: Kernel,
+        features: usize,
+    ) -> Result<Self, EstimatorError> {
+        kernel.validate()?;
+        if !matches!(kernel, Kernel::Polynomial { .. }) {
+            return Err(EstimatorError::UnsupportedKernel {
+                estimator: "maclaurin",
+                kernel: kernel.name(),
+                hint: "random Maclaurin features need a dot-product kernel (polynomial); \
+                       use random Fourier features or column sampling",
+            });
+        }
+        if features == 0 {
+            return Err(EstimatorError::ZeroFeatures {
+                what: "Maclaurin features",
+            });
+        }
+        check_data(x)?;
+        Ok(RandomMaclaurin {
+            x,
+            kernel,
+            features,
+        })
+    }
+
+    /// The kernel whose matrix is estimated.
+    pub fn kernel(&self) -> Kernel {
+        self.kernel
+    }
+
+    /// Number of features `D` per draw.
+    pub fn features(&self) -> usize {
+        self.features
+    }
+
+    /// The Maclaurin coefficient $a_N$ of the kernel.
+    fn coefficient(&self, order: u32) -> f64 {
+        let Kernel::Polynomial {
+            scale,
+            offset,
+            degree,
+        } = self.kernel
+        else {
+            unreachable!("rejected at construction")
+        };
+        if order > degree {
+            return 0.0;
+        }
+        let mut binomial = 1.0;
+        for i in 0..order {
+            binomial *= f64::from(degree - i) / f64::from(i + 1);
+        }
+        binomial * powu(offset, degree - order) / powu(scale, order)
+    }
+}
+
+/// Draws $N \ge 0$ with $P(N) = 2^{-(N+1)}$: the number of leading failures of fair coin
+/// flips, read off as trailing zero bits.
+fn draw_order(rng: &mut dyn rand::Rng) -> u32 {
+    let mut order = 0;
+    loop {
+        let bits = rng.next_u64();
+        if bits != 0 {
+            return order + bits.trailing_zeros();
+        }
+        order += 64;
+    }
+}
+
+impl KernelSampler for RandomMaclaurin<'_> {
+    fn n(&self) -> usize {
+        self.x.nrows()
+    }
+
+    fn draw_rank(&self) -> usize {
+        self.features
+    }
+
+    fn is_symmetric_psd(&self) -> bool {
+        true
+    }
+
+    fn sample(&mut self, rng: &mut dyn rand::Rng) -> Result<Factors, EstimatorError> {
+        let (n, d) = self.x.shape();
+        let features = self.features;
+        // Per feature: the scale sqrt(a_N 2^{N+1} / D) and the range of its Rademacher
+        // vectors among the columns of `omega`.
+        let mut scales = Vec::with_capacity(features);
+        let mut ranges = Vec::with_capacity(features);
+        let mut total = 0usize;
+        for _ in 0..features {
+            let order = draw_order(rng);
+            let a = self.coefficient(order);
+            if a > 0.0 {
+                let weight = a * 2f64.powf(f64::from(order) + 1.0) / features as f64;
+                scales.push(weight.sqrt());
+                ranges.push(total..total + order as usize);
+                total += order as usize;
+            } else {
+                scales.push(0.0);
+                ranges.push(total..total);
+            }
+        }
+        // Rademacher vectors as the columns of `omega`, shape (d, total): one bit per sign.
+        let mut omega = Mat::zeros(d, total);
+        let mut bits = 0u64;
+        let mut left = 0u32;
+        for col in 0..total {
+            for row in 0..d {
+                if left == 0 {
+                    bits = rng.next_u64();
+                    left = 64;
+                }
+                omega[(row, col)] = if bits & 1 == 1 { 1.0 } else { -1.0 };
+                bits >>= 1;
+                left -= 1;
+            }
+        }
+        let par = faer::get_global_parallelism();
+        let mut projection = Mat::zeros(n, total);
+        matmul(
+            projection.as_mut(),
+            Accum::Replace,
+            self.x,
+            omega.as_ref(),
+            1.0,
+            par,
+        );
+        let projection = &projection;
+        let mut zeta = Mat::zeros(n, features);
+        for_each_col_mut(
+            &mut zeta,
+            par,
+            |j| n * (ranges[j].len() + 1),
+            |j, col| {
+                let scale = scales[j];
+                if scale == 0.0 {
+                    return;
+                }
+                col.fill(scale);
+                for l in ranges[j].clone() {
+                    col.iter_mut()
+                        .zip(projection.col_as_slice(l))
+                        .for_each(|(z, &p)| *z *= p);
+                }
+            },
+        );
+        Ok(Factors { zeta, chi: None })
+    }
+
+    fn name(&self) -> &'static str {
+        "maclaurin"
+    }
+}
