@@ -1,0 +1,425 @@
+//! `stolr kpca`: kernel PCA end to end.
+
+use std::io::IsTerminal;
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use faer::Mat;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde_json::{Value, json};
+use stolr_datasets::{Dataset, generate, read_csv, read_libsvm, read_magic, standardize, write_npy_matrix, write_npy_vector};
+use stolr_estimators::{
+    Centered, ColumnSampling, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, KernelSampler,
+    RandomFourierFeatures, RandomMaclaurin, bandwidth_rule,
+};
+use stolr_lowrank::Eigenpairs;
+use stolr_solvers::{
+    ExactKpcaConfig, IterationReport, NystromConfig, Observer, Skpca, SkpcaConfig, Stop, exact_kpca, nystrom_kpca,
+    tau_for_rank,
+};
+
+use crate::memory::peak_rss_bytes;
+
+/// Size of the built-in generated dataset used when no `--input` is given.
+const DEFAULT_N: usize = 2000;
+/// Radial noise of the built-in dataset.
+const DEFAULT_NOISE: f64 = 0.1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// LIBSVM/svmlight sparse text (`label index:value ...`, 1-based indices).
+    Libsvm,
+    /// Comma-separated numbers, no label column.
+    Csv,
+    /// The UCI MAGIC gamma telescope file: 10 numeric columns and a class column (g/h).
+    Magic,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KernelKind {
+    /// exp(-||x-y||² / (2 sigma²))
+    Gaussian,
+    /// exp(-||x-y||₁ / sigma)
+    Laplacian,
+    /// (<x,y>/scale + offset)^degree
+    Polynomial,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SamplerKind {
+    /// Random Fourier features (cos/sin pairs): 2·features columns per draw; Gaussian, Laplacian.
+    Rff,
+    /// Uniform column sampling with replacement, `features` columns per draw.
+    Columns,
+    /// Symmetric column sampling, 2·features columns per draw.
+    ColumnsSym,
+    /// Random Maclaurin features, `features` columns per draw; polynomial kernel.
+    Maclaurin,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SolverKind {
+    /// Stochastic proximal gradient descent with shrinkage (paper 000, Algorithm 1).
+    Skpca,
+    /// Dense kernel matrix and a symmetric eigensolver (memory 8·n² bytes).
+    Exact,
+    /// Exact eigenpairs of the Nyström approximation with `--landmarks` columns.
+    Nystrom,
+}
+
+/// Arguments of `stolr kpca`.
+#[derive(Debug, Args)]
+#[command(allow_negative_numbers = true)]
+pub struct KpcaArgs {
+    /// Data file (one sample per row). Without it, a built-in generated dataset is used:
+    /// three noisy concentric rings in 3-D, n = 2000.
+    #[arg(long)]
+    input: Option<PathBuf>,
+    /// Format of --input.
+    #[arg(long, value_enum, default_value = "libsvm")]
+    format: Format,
+    /// Kernel function.
+    #[arg(long, value_enum, default_value = "gaussian")]
+    kernel: KernelKind,
+    /// Standardize every feature to mean 0 and standard deviation 1 before anything else.
+    #[arg(long)]
+    standardize: bool,
+    /// Kernel bandwidth: `auto` (20th percentile of pairwise Euclidean distances, estimated from
+    /// 10⁶ seeded random pairs) or a positive number.
+    #[arg(long, default_value = "auto")]
+    sigma: String,
+    /// Polynomial kernel degree q.
+    #[arg(long, default_value_t = 2)]
+    degree: u32,
+    /// Polynomial kernel scale s in (<x,y>/s + c)^q [default: the number of features d].
+    #[arg(long)]
+    poly_scale: Option<f64>,
+    /// Polynomial kernel offset c in (<x,y>/s + c)^q.
+    #[arg(long, default_value_t = 1.0)]
+    poly_offset: f64,
+    /// SKPCA shrinkage threshold tau (> 0): eigenpairs with eigenvalue above tau are recovered.
+    #[arg(long)]
+    tau: Option<f64>,
+    /// Number of eigenpairs to return. For skpca without --tau, tau is chosen so that about
+    /// this many eigenvalues exceed it. Default 10 when neither --tau nor --rank is given.
+    #[arg(long)]
+    rank: Option<usize>,
+    /// Unbiased kernel estimator feeding SKPCA.
+    #[arg(long, value_enum, default_value = "rff")]
+    sampler: SamplerKind,
+    /// Features (or sampled columns) per draw.
+    #[arg(long, default_value_t = 50)]
+    features: usize,
+    /// SKPCA iterations T.
+    #[arg(long, default_value_t = 1000)]
+    iterations: usize,
+    /// Centre the data in feature space (kernel PCA of HKH).
+    #[arg(long)]
+    center: bool,
+    /// Seed of every random choice (bandwidth pairs, tau subsample, draws, landmarks).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Solver.
+    #[arg(long, value_enum, default_value = "skpca")]
+    solver: SolverKind,
+    /// Nyström landmarks m.
+    #[arg(long, default_value_t = 500)]
+    landmarks: usize,
+    /// SKPCA stops if the iterate's rank exceeds this (memory is about 8·n·(rank + 2·features) bytes).
+    #[arg(long, default_value_t = 2000)]
+    max_rank: usize,
+    /// Subsample size m for choosing tau from --rank.
+    #[arg(long, default_value_t = 2000)]
+    tau_subsample: usize,
+    /// Output directory for eigenvalues.npy, eigenvectors.npy, projections.npy and report.json.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// Independent random streams, one per purpose, so changing one option (say --sigma) does not
+/// change the draws of another stage.
+fn stream(seed: u64, index: u32) -> Xoshiro256PlusPlus {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    for _ in 0..index {
+        rng.jump();
+    }
+    rng
+}
+
+fn load(args: &KpcaArgs) -> Result<(Dataset, &'static str)> {
+    Ok(match &args.input {
+        None => (generate::rings(DEFAULT_N, DEFAULT_NOISE, &mut stream(args.seed, 0)), "built-in"),
+        Some(path) => {
+            let data = match args.format {
+                Format::Libsvm => read_libsvm(path),
+                Format::Csv => read_csv(path, stolr_datasets::LabelColumn::None),
+                Format::Magic => read_magic(path),
+            }
+            .with_context(|| format!("cannot read {}", path.display()))?;
+            (data, "file")
+        }
+    })
+}
+
+fn build_kernel(args: &KpcaArgs, x: faer::MatRef<'_, f64>) -> Result<(Kernel, &'static str)> {
+    let sigma = |rng_index| -> Result<(f64, &'static str)> {
+        if args.sigma == "auto" {
+            let s = bandwidth_rule(x, DEFAULT_BANDWIDTH_PERCENTILE, DEFAULT_BANDWIDTH_PAIRS, &mut stream(args.seed, rng_index))?;
+            Ok((s, "auto: 20th percentile of pairwise Euclidean distances"))
+        } else {
+            let s: f64 = args.sigma.parse().with_context(|| format!("--sigma must be 'auto' or a number, got '{}'", args.sigma))?;
+            Ok((s, "given"))
+        }
+    };
+    let (kernel, how) = match args.kernel {
+        KernelKind::Gaussian => {
+            let (sigma, how) = sigma(1)?;
+            (Kernel::Gaussian { sigma }, how)
+        }
+        KernelKind::Laplacian => {
+            let (sigma, how) = sigma(1)?;
+            (Kernel::Laplacian { sigma }, how)
+        }
+        KernelKind::Polynomial => (
+            Kernel::Polynomial { scale: args.poly_scale.unwrap_or(x.ncols() as f64), offset: args.poly_offset, degree: args.degree },
+            "not used",
+        ),
+    };
+    kernel.validate()?;
+    Ok((kernel, how))
+}
+
+fn build_sampler<'a>(args: &KpcaArgs, x: faer::MatRef<'a, f64>, kernel: Kernel) -> Result<Box<dyn KernelSampler + 'a>> {
+    let inner: Box<dyn KernelSampler + 'a> = match args.sampler {
+        SamplerKind::Rff => Box::new(RandomFourierFeatures::new(x, kernel, args.features)?),
+        SamplerKind::Columns => Box::new(ColumnSampling::new(x, kernel, args.features, false)?),
+        SamplerKind::ColumnsSym => Box::new(ColumnSampling::new(x, kernel, args.features, true)?),
+        SamplerKind::Maclaurin => Box::new(RandomMaclaurin::new(x, kernel, args.features)?),
+    };
+    Ok(if args.center { Box::new(Centered::new(inner)) } else { inner })
+}
+
+/// Progress bar on a terminal, nothing otherwise; records the rank trajectory either way.
+struct Progress {
+    bar: Option<ProgressBar>,
+    ranks: Vec<usize>,
+}
+
+impl Progress {
+    fn new(iterations: usize) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::with_draw_target(Some(iterations as u64), ProgressDrawTarget::stderr());
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} skpca [{bar:40}] {pos}/{len} it  {msg}  ({elapsed} < {eta})")
+                    .expect("static template")
+                    .progress_chars("=> "),
+            );
+            bar
+        });
+        Self { bar, ranks: Vec::with_capacity(iterations) }
+    }
+}
+
+impl Observer for Progress {
+    fn on_iteration(&mut self, report: &IterationReport) -> ControlFlow<()> {
+        self.ranks.push(report.rank);
+        if let Some(bar) = &self.bar {
+            bar.set_position(report.t as u64);
+            if report.t % 10 == 0 || report.t == 1 {
+                bar.set_message(format!("rank {}", report.rank));
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// What a solver run produced, for the report.
+struct Solved {
+    pairs: Eigenpairs,
+    tau: Option<Value>,
+    iterations: Option<usize>,
+    stop: Option<String>,
+    ranks: Vec<usize>,
+    solve_time: Duration,
+}
+
+fn solve(args: &KpcaArgs, x: faer::MatRef<'_, f64>, kernel: &Kernel) -> Result<Solved> {
+    let start = Instant::now();
+    match args.solver {
+        SolverKind::Skpca => {
+            let (tau, tau_report) = match (args.tau, args.rank) {
+                (Some(tau), _) => (tau, json!({ "value": tau, "source": "given" })),
+                (None, rank) => {
+                    let rank = rank.unwrap_or(10);
+                    let choice = tau_for_rank(x, kernel, rank, args.tau_subsample, args.center, &mut stream(args.seed, 2))?;
+                    let report = json!({
+                        "value": choice.tau,
+                        "source": format!("chosen for rank {rank} from the spectrum of a {m} x {m} kernel matrix of a random subsample (eigenvalues scaled by n/m)", m = choice.subsample),
+                        "subsample": choice.subsample,
+                        "estimated_eigenvalues": choice.estimated_eigenvalues,
+                    });
+                    (choice.tau, report)
+                }
+            };
+            let mut sampler = build_sampler(args, x, *kernel)?;
+            let config = SkpcaConfig { tau, iterations: args.iterations, max_rank: Some(args.max_rank), ..Default::default() };
+            let mut solver = Skpca::new(config, x.nrows(), sampler.is_symmetric_psd())?;
+            let mut progress = Progress::new(args.iterations);
+            let stop = solver.run(&mut *sampler, &mut stream(args.seed, 3), None, &mut progress)?;
+            if let Some(bar) = &progress.bar {
+                bar.finish_and_clear();
+            }
+            if let Stop::RankCapReached { .. } = stop {
+                eprintln!("warning: SKPCA stopped early: {stop}");
+            }
+            let mut pairs = solver.eigenpairs()?;
+            if let Some(rank) = args.rank {
+                pairs.truncate(rank);
+            }
+            Ok(Solved {
+                pairs,
+                tau: Some(tau_report),
+                iterations: Some(solver.iterations_done()),
+                stop: Some(stop.to_string()),
+                ranks: progress.ranks,
+                solve_time: start.elapsed(),
+            })
+        }
+        SolverKind::Exact | SolverKind::Nystrom => {
+            let Some(rank) = args.rank else {
+                bail!("--solver {:?} needs --rank (the number of eigenpairs)", args.solver);
+            };
+            let pairs = if args.solver == SolverKind::Exact {
+                exact_kpca(x, kernel, &ExactKpcaConfig { center: args.center, ..ExactKpcaConfig::new(rank) })?
+            } else {
+                let config = NystromConfig { landmarks: args.landmarks, rank, center: args.center };
+                nystrom_kpca(x, kernel, &config, &mut stream(args.seed, 4))?
+            };
+            Ok(Solved { pairs, tau: None, iterations: None, stop: None, ranks: Vec::new(), solve_time: start.elapsed() })
+        }
+    }
+}
+
+fn kernel_json(kernel: &Kernel, sigma_source: &str) -> Value {
+    match *kernel {
+        Kernel::Gaussian { sigma } => json!({ "type": "gaussian", "sigma": sigma, "sigma_source": sigma_source }),
+        Kernel::Laplacian { sigma } => json!({ "type": "laplacian", "sigma": sigma, "sigma_source": sigma_source }),
+        Kernel::Polynomial { scale, offset, degree } => {
+            json!({ "type": "polynomial", "scale": scale, "offset": offset, "degree": degree })
+        }
+    }
+}
+
+/// Runs `stolr kpca`.
+pub fn run(args: KpcaArgs) -> Result<()> {
+    let total = Instant::now();
+    if args.rank == Some(0) {
+        bail!("--rank must be at least 1");
+    }
+    let (mut data, origin) = load(&args)?;
+    let read_time = total.elapsed();
+    if data.n() == 0 || data.d() == 0 {
+        bail!("the dataset is empty ({} samples, {} features)", data.n(), data.d());
+    }
+    if let Some(rank) = args.rank
+        && rank > data.n()
+    {
+        bail!("--rank {rank} exceeds the number of samples n = {}", data.n());
+    }
+    if args.standardize {
+        standardize(&mut data.x);
+    }
+    let t_sigma = Instant::now();
+    let (kernel, sigma_source) = build_kernel(&args, data.x.as_ref())?;
+    let sigma_time = t_sigma.elapsed();
+    let solved = solve(&args, data.x.as_ref(), &kernel)?;
+    let pairs = &solved.pairs;
+    let projections: Mat<f64> = pairs.projections();
+
+    let t_write = Instant::now();
+    let mut outputs = Vec::new();
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        write_npy_vector(&dir.join("eigenvalues.npy"), &pairs.values)?;
+        write_npy_matrix(&dir.join("eigenvectors.npy"), pairs.vectors.as_ref())?;
+        write_npy_matrix(&dir.join("projections.npy"), projections.as_ref())?;
+        outputs = vec!["eigenvalues.npy", "eigenvectors.npy", "projections.npy", "report.json"];
+    }
+    let write_time = t_write.elapsed();
+    let peak = peak_rss_bytes();
+    let per_iteration_ms = solved.iterations.filter(|&t| t > 0).map(|t| solved.solve_time.as_secs_f64() * 1e3 / t as f64);
+    let report = json!({
+        "stolr_version": env!("CARGO_PKG_VERSION"),
+        "command": "kpca",
+        "dataset": {
+            "source": data.source,
+            "origin": origin,
+            "format": if args.input.is_some() { format!("{:?}", args.format).to_lowercase() } else { "generated".into() },
+            "n": data.n(),
+            "d": data.d(),
+            "standardized": args.standardize,
+        },
+        "kernel": kernel_json(&kernel, sigma_source),
+        "centered": args.center,
+        "solver": format!("{:?}", args.solver).to_lowercase(),
+        "parameters": {
+            "rank": args.rank,
+            "tau": args.tau,
+            "sampler": format!("{:?}", args.sampler).to_lowercase(),
+            "features": args.features,
+            "iterations": args.iterations,
+            "landmarks": args.landmarks,
+            "max_rank": args.max_rank,
+            "tau_subsample": args.tau_subsample,
+            "seed": args.seed,
+        },
+        "tau": solved.tau,
+        "result": {
+            "rank": pairs.rank(),
+            "eigenvalues": pairs.values,
+            "eigenvalue_order": "nonincreasing",
+            "iterations_run": solved.iterations,
+            "stop_reason": solved.stop,
+            "rank_trajectory": solved.ranks,
+        },
+        "timings_s": {
+            "read": read_time.as_secs_f64(),
+            "bandwidth": sigma_time.as_secs_f64(),
+            "solve": solved.solve_time.as_secs_f64(),
+            "write": write_time.as_secs_f64(),
+            "total": total.elapsed().as_secs_f64(),
+            "per_iteration_ms": per_iteration_ms,
+        },
+        "peak_memory_bytes": peak,
+        "outputs": outputs,
+    });
+    if let Some(dir) = &args.out {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(dir.join("report.json"), text + "\n").with_context(|| format!("cannot write {}", dir.join("report.json").display()))?;
+    }
+    let sigma_text = match kernel {
+        Kernel::Gaussian { sigma } | Kernel::Laplacian { sigma } => format!(" sigma={sigma:.4}"),
+        _ => String::new(),
+    };
+    let tau_text = solved.tau.as_ref().and_then(|t| t["value"].as_f64()).map(|t| format!(" tau={t:.4}")).unwrap_or_default();
+    let dataset_text = if args.input.is_some() { data.source.clone() } else { format!("built-in dataset: {}", data.source) };
+    println!(
+        "stolr kpca: {solver} on {dataset_text} (n={n}, d={d}), {kname}{sigma_text}{tau_text}: {r} eigenpairs, lambda_1={l1:.6}, {it}{secs:.2} s, peak {mem}{out}",
+        solver = format!("{:?}", args.solver).to_lowercase(),
+        n = data.n(),
+        d = data.d(),
+        kname = format!("{:?}", args.kernel).to_lowercase(),
+        r = pairs.rank(),
+        l1 = pairs.values.first().copied().unwrap_or(f64::NAN),
+        it = solved.iterations.map(|t| format!("{t} iterations, ")).unwrap_or_default(),
+        secs = total.elapsed().as_secs_f64(),
+        mem = peak.map(|b| format!("{:.1} MB", b as f64 / 1e6)).unwrap_or_else(|| "unknown".into()),
+        out = args.out.as_ref().map(|d| format!(" -> {}", d.display())).unwrap_or_default(),
+    );
+    Ok(())
+}
