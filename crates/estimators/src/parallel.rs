@@ -1,20 +1,20 @@
 //! Column-parallel element-wise loops over an owned matrix.
 //!
-//! faer parallelises its own kernels (GEMM, factorizations) through [`Par`]; the element-wise
-//! passes of this crate (`exp`, `cos`/`sin`, ℓ1 distances, products of projections) are spread
-//! over the same number of threads with `std::thread::scope`, so the crate needs no extra
-//! dependency and honours `faer::set_global_parallelism` (set it to `Par::Seq` to stay on one
-//! thread).
+//! faer parallelises its own kernels (GEMM, factorizations) through [`Par`] on rayon's global
+//! pool; the element-wise passes of this crate (`exp`, `cos`/`sin`, ℓ1 distances, products of
+//! projections) run on the same pool, so the two never compete for cores, and they honour
+//! `faer::set_global_parallelism` (set it to `Par::Seq` to stay on one thread).
 
 use faer::{Mat, Par};
+use rayon::prelude::*;
 
-/// Below this many scalar operations per thread, spawning a thread costs more than it saves.
-const MIN_WORK_PER_THREAD: usize = 1 << 16;
+/// Below this many scalar operations per task, splitting costs more than it saves.
+const MIN_WORK_PER_TASK: usize = 1 << 16;
 
 /// Calls `f(j, column_j)` for every column `j` of `m`.
 ///
-/// `cost(j)` estimates the work of column `j` in scalar operations; it balances contiguous
-/// groups of columns over at most `par.degree()` threads and keeps small jobs sequential.
+/// `cost(j)` estimates the work of column `j` in scalar operations; columns are grouped into
+/// contiguous tasks of at least [`MIN_WORK_PER_TASK`] operations, and small jobs stay sequential.
 pub(crate) fn for_each_col_mut<F, C>(m: &mut Mat<f64>, par: Par, cost: C, f: F)
 where
     F: Fn(usize, &mut [f64]) + Sync,
@@ -29,49 +29,19 @@ where
                 .as_slice_mut()
         })
         .collect();
-    let costs: Vec<usize> = (0..ncols).map(cost).collect();
-    let total: usize = costs.iter().sum();
-    let threads = par
-        .degree()
-        .min(total / MIN_WORK_PER_THREAD)
-        .min(ncols)
-        .max(1);
-    if threads == 1 {
+    let total: usize = (0..ncols).map(cost).sum();
+    if par.degree() <= 1 || total < 2 * MIN_WORK_PER_TASK || ncols < 2 {
         for (j, col) in cols.iter_mut().enumerate() {
             f(j, col);
         }
         return;
     }
-    let f = &f;
-    std::thread::scope(|scope| {
-        let mut rest: &mut [&mut [f64]] = &mut cols;
-        let mut start = 0;
-        let mut done = 0;
-        for t in 0..threads {
-            let last = t + 1 == threads;
-            let target = total / threads * (t + 1);
-            let mut end = start;
-            while end < ncols && (last || done < target || end == start) {
-                done += costs[end];
-                end += 1;
-            }
-            let (chunk, tail) = std::mem::take(&mut rest).split_at_mut(end - start);
-            rest = tail;
-            let first = start;
-            let run = move || {
-                let chunk = chunk;
-                for (offset, col) in chunk.iter_mut().enumerate() {
-                    f(first + offset, col);
-                }
-            };
-            if last {
-                run();
-            } else {
-                scope.spawn(run);
-            }
-            start = end;
-        }
-    });
+    let per_col = (total / ncols).max(1);
+    let min_len = MIN_WORK_PER_TASK.div_ceil(per_col).max(1);
+    cols.par_iter_mut()
+        .enumerate()
+        .with_min_len(min_len)
+        .for_each(|(j, col)| f(j, col));
 }
 
 /// Copies the strictly lower triangle of the square matrix `m` onto its upper triangle, in

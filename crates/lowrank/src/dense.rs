@@ -78,6 +78,51 @@ pub(crate) fn gemm(
     faer::linalg::matmul::matmul(dst, accum, lhs, rhs, alpha, faer::get_global_parallelism());
 }
 
+/// `aᵀ b` for tall `a` `(n, p)` and `b` `(n, q)`, result `(p, q)`; with `lower_only`, only the
+/// lower triangle is formed (for `a = b`, a Gram matrix).
+///
+/// Products of this "inner" shape have a long summation dimension and a small output, which
+/// faer parallelises over the output; here the rows are split into one contiguous chunk per
+/// thread (sequential GEMM each) and the partial products summed, which scales on this shape.
+pub(crate) fn inner(a: MatRef<'_, f64>, b: MatRef<'_, f64>, lower_only: bool) -> Mat<f64> {
+    use faer::linalg::matmul::triangular::{BlockStructure, matmul};
+    let (n, p, q) = (a.nrows(), a.ncols(), b.ncols());
+    let structure = if lower_only {
+        BlockStructure::TriangularLower
+    } else {
+        BlockStructure::Rectangular
+    };
+    let chunk_product = |start: usize, len: usize| {
+        let mut out = Mat::<f64>::zeros(p, q);
+        matmul(
+            out.as_mut(),
+            structure,
+            faer::Accum::Replace,
+            a.subrows(start, len).transpose(),
+            BlockStructure::Rectangular,
+            b.subrows(start, len),
+            BlockStructure::Rectangular,
+            1.0,
+            faer::Par::Seq,
+        );
+        out
+    };
+    let threads = faer::get_global_parallelism().degree();
+    // Below ~2 MFlop per thread the split costs more than it saves.
+    if threads <= 1 || n * p * q < threads * (1 << 20) || n < 64 * threads {
+        return chunk_product(0, n);
+    }
+    let step = n.div_ceil(threads);
+    use rayon::prelude::*;
+    (0..threads)
+        .into_par_iter()
+        .map(|t| {
+            let start = t * step;
+            chunk_product(start, step.min(n - start))
+        })
+        .reduce(|| Mat::zeros(p, q), |x, y| x + y)
+}
+
 /// `lhs · rhs` as a new matrix.
 pub(crate) fn mul(lhs: MatRef<'_, f64>, rhs: MatRef<'_, f64>) -> Mat<f64> {
     let mut out = Mat::zeros(lhs.nrows(), rhs.ncols());
@@ -137,25 +182,45 @@ pub(crate) fn mul_split(
 /// # Errors
 /// [`LowRankError::ShapeMismatch`] if `a` is not square or `r > n`;
 /// [`LowRankError::NoConvergence`] if the dense fallback fails.
-pub fn top_eigenpairs(a: MatRef<'_, f64>, r: usize, tolerance: f64) -> Result<crate::Eigenpairs, LowRankError> {
+pub fn top_eigenpairs(
+    a: MatRef<'_, f64>,
+    r: usize,
+    tolerance: f64,
+) -> Result<crate::Eigenpairs, LowRankError> {
     let n = a.nrows();
     crate::error::check_shape("symmetric matrix", (n, n), (a.nrows(), a.ncols()))?;
     if r > n {
-        return Err(LowRankError::InvalidParameter { name: "r", reason: format!("cannot take {r} eigenpairs of a {n} x {n} matrix") });
+        return Err(LowRankError::InvalidParameter {
+            name: "r",
+            reason: format!("cannot take {r} eigenpairs of a {n} x {n} matrix"),
+        });
     }
     if n > (4 * r).max(256) {
         use faer::dyn_stack::{MemBuffer, MemStack};
-        use faer::matrix_free::eigen::{PartialEigenParams, partial_self_adjoint_eigen, partial_self_adjoint_eigen_scratch};
+        use faer::matrix_free::eigen::{
+            PartialEigenParams, partial_self_adjoint_eigen, partial_self_adjoint_eigen_scratch,
+        };
         let par = faer::get_global_parallelism();
         let params = PartialEigenParams::default();
         let op: &dyn faer::matrix_free::LinOp<f64> = &a;
         let mut mem = MemBuffer::new(partial_self_adjoint_eigen_scratch(op, r, par, params));
         // Deterministic start vector with no structure (a Weyl sequence), never orthogonal to a
         // particular eigenvector such as the all-ones vector of a centred kernel.
-        let v0 = faer::Col::<f64>::from_fn(n, |i| ((i as f64 + 1.0) * 0.618_033_988_749_895).fract() - 0.5);
+        let v0 = faer::Col::<f64>::from_fn(n, |i| {
+            ((i as f64 + 1.0) * 0.618_033_988_749_895).fract() - 0.5
+        });
         let mut vecs = Mat::<f64>::zeros(n, r);
         let mut vals = vec![0.0; r];
-        let info = partial_self_adjoint_eigen(vecs.as_mut(), &mut vals, op, v0.as_ref(), tolerance, par, MemStack::new(&mut mem), params);
+        let info = partial_self_adjoint_eigen(
+            vecs.as_mut(),
+            &mut vals,
+            op,
+            v0.as_ref(),
+            tolerance,
+            par,
+            MemStack::new(&mut mem),
+            params,
+        );
         if info.n_converged_eigen >= r {
             let mut order: Vec<usize> = (0..r).collect();
             order.sort_by(|&i, &j| vals[j].total_cmp(&vals[i]));
@@ -168,7 +233,10 @@ pub fn top_eigenpairs(a: MatRef<'_, f64>, r: usize, tolerance: f64) -> Result<cr
         }
     }
     let (vals, vecs) = sym_eigen_desc(a)?;
-    let mut pairs = crate::Eigenpairs { values: vals[..r].to_vec(), vectors: vecs.subcols(0, r).to_owned() };
+    let mut pairs = crate::Eigenpairs {
+        values: vals[..r].to_vec(),
+        vectors: vecs.subcols(0, r).to_owned(),
+    };
     pairs.fix_signs();
     Ok(pairs)
 }

@@ -3,7 +3,7 @@
 use faer::{Accum, Mat, MatRef};
 
 use crate::LowRankError;
-use crate::dense::{gemm, hstack, mul, thin_qr};
+use crate::dense::{gemm, hstack, inner, mul, thin_qr};
 use crate::error::check_shape;
 
 /// How the shrinkage step orthogonalizes `[U, new block]`.
@@ -52,68 +52,109 @@ pub fn orthogonalize_against(
     u: MatRef<'_, f64>,
     w: MatRef<'_, f64>,
 ) -> Result<OrthogonalizedBlock, LowRankError> {
+    let Deferred {
+        c,
+        mut q,
+        pending,
+        r,
+    } = orthogonalize_deferred(u, w)?;
+    if let Some(r2) = pending {
+        // q·R₂⁻¹ made explicit: qᵀ ← R₂⁻ᵀ qᵀ.
+        faer::linalg::triangular_solve::solve_lower_triangular_in_place(
+            r2.transpose(),
+            q.as_mut().transpose_mut(),
+            faer::get_global_parallelism(),
+        );
+    }
+    Ok(OrthogonalizedBlock { c, q, r })
+}
+
+/// [`orthogonalize_against`] with the last triangular solve of CholeskyQR2 left pending: the
+/// orthonormal block is `q · pending⁻¹` (or `q` when `pending` is `None`). Callers that only
+/// need `Q·X` for a small `X` apply `pending⁻¹` to `X` instead, saving an `O(n·a²)` solve.
+struct Deferred {
+    c: Mat<f64>,
+    q: Mat<f64>,
+    pending: Option<Mat<f64>>,
+    r: Mat<f64>,
+}
+
+fn orthogonalize_deferred(
+    u: MatRef<'_, f64>,
+    w: MatRef<'_, f64>,
+) -> Result<Deferred, LowRankError> {
     check_shape("new block", (u.nrows(), w.ncols()), (w.nrows(), w.ncols()))?;
     let mut rem = w.to_owned();
     let mut c = Mat::zeros(u.ncols(), w.ncols());
     if u.ncols() > 0 {
         for _pass in 0..2 {
-            let ci = mul(u.transpose(), rem.as_ref());
+            let ci = inner(u, rem.as_ref(), false);
             gemm(rem.as_mut(), Accum::Add, u, ci.as_ref(), -1.0);
             c += &ci;
         }
     }
-    let (q, r) = orthonormalize(rem);
-    Ok(OrthogonalizedBlock { c, q, r })
-}
-
-/// Thin QR `w = q r` of a tall block `w` `(n, a)`, `n ≥ a`: CholeskyQR2 (Fukaya et al. 2014;
-/// orthogonality `O(ε)` when `κ(w) ≲ ε^{-1/2}`, Yamamoto et al. 2015) when the first pass finds
-/// the block well conditioned and the second pass finds the first one nearly orthonormal;
-/// Householder QR otherwise (rank-deficient or ill-conditioned blocks, or `a > n`).
-fn orthonormalize(w: Mat<f64>) -> (Mat<f64>, Mat<f64>) {
-    if w.nrows() >= w.ncols() && w.ncols() > 0 {
-        let mut q = w.clone();
-        if let Some((r1, _)) = cholesky_qr_pass(&mut q)
-            && let Some((r2, defect)) = cholesky_qr_pass(&mut q)
-            && defect < 1e-2
-        {
-            return (q, mul(r2.as_ref(), r1.as_ref()));
-        }
+    if rem.nrows() >= rem.ncols()
+        && rem.ncols() > 0
+        && let Some((q, r2, r1)) = cholesky_qr2_deferred(&rem)
+    {
+        let r = mul(r2.as_ref(), r1.as_ref());
+        return Ok(Deferred {
+            c,
+            q,
+            pending: Some(r2),
+            r,
+        });
     }
-    thin_qr(w.as_ref())
+    let (q, r) = thin_qr(rem.as_ref());
+    Ok(Deferred {
+        c,
+        q,
+        pending: None,
+        r,
+    })
 }
 
-/// One CholeskyQR pass: `G = wᵀw = L Lᵀ`, `w ← w L⁻ᵀ`; returns `R = Lᵀ` and `max|G − I|`,
-/// or `None` when the Cholesky factorization fails or `L`'s diagonal spans more than six orders
-/// of magnitude (`κ(w)` too large for the method). Only the lower triangle of `G` is formed.
-fn cholesky_qr_pass(w: &mut Mat<f64>) -> Option<(Mat<f64>, f64)> {
-    use faer::linalg::matmul::triangular::{BlockStructure, matmul};
-    let a = w.ncols();
-    let mut g = Mat::<f64>::zeros(a, a);
-    let par = faer::get_global_parallelism();
-    matmul(
-        g.as_mut(),
-        BlockStructure::TriangularLower,
-        Accum::Replace,
-        w.transpose(),
-        BlockStructure::Rectangular,
-        w.as_ref(),
-        BlockStructure::Rectangular,
-        1.0,
-        par,
+/// CholeskyQR2 (Fukaya et al. 2014; orthogonality `O(ε)` when `κ(w) ≲ ε^{-1/2}`, Yamamoto et
+/// al. 2015) of a tall block `w` `(n, a)`, `n ≥ a`, with the second triangular solve deferred:
+/// returns `(q₁, R₂, R₁)` with `w = q₁ R₁` and `q₁ R₂⁻¹` orthonormal. `None` when either
+/// Cholesky factorization fails, the first pass finds `w` too ill-conditioned, or the second
+/// pass finds `q₁` far from orthonormal; the caller then falls back to Householder QR.
+fn cholesky_qr2_deferred(w: &Mat<f64>) -> Option<(Mat<f64>, Mat<f64>, Mat<f64>)> {
+    let mut q = w.clone();
+    let (l1, _) = cholesky_of_gram(&q)?;
+    faer::linalg::triangular_solve::solve_lower_triangular_in_place(
+        l1.as_ref(),
+        q.as_mut().transpose_mut(),
+        faer::get_global_parallelism(),
     );
+    let (l2, defect) = cholesky_of_gram(&q)?;
+    if defect >= 1e-2 {
+        return None;
+    }
+    Some((q, l2.transpose().to_owned(), l1.transpose().to_owned()))
+}
+
+/// The Cholesky factor `L` of `G = wᵀw` and `max|G − I|`; `None` when the factorization fails
+/// or `L`'s diagonal spans more than six orders of magnitude (`κ(w)` too large for
+/// CholeskyQR). Only the lower triangle of `G` is formed.
+fn cholesky_of_gram(w: &Mat<f64>) -> Option<(Mat<f64>, f64)> {
+    let a = w.ncols();
+    let g = inner(w.as_ref(), w.as_ref(), true);
     let defect = (0..a)
         .flat_map(|j| (j..a).map(move |i| (i, j)))
         .map(|(i, j)| (g[(i, j)] - if i == j { 1.0 } else { 0.0 }).abs())
         .fold(0.0_f64, f64::max);
     let llt = g.llt(faer::Side::Lower).ok()?;
     let l = llt.L();
-    let (lo, hi) = (0..a).map(|i| l[(i, i)]).fold((f64::INFINITY, 0.0_f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let (lo, hi) = (0..a)
+        .map(|i| l[(i, i)])
+        .fold((f64::INFINITY, 0.0_f64), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
     if !(lo > 1e-6 * hi) {
         return None;
     }
-    faer::linalg::triangular_solve::solve_lower_triangular_in_place(l, w.as_mut().transpose_mut(), par);
-    Some((l.transpose().to_owned(), defect))
+    Some((l.to_owned(), defect))
 }
 
 /// Orthonormal basis of `[u, w]` and the coefficients of `[u, w]` in it, by the chosen path.
@@ -128,6 +169,8 @@ pub(crate) struct Basis {
     pub coeffs: Mat<f64>,
     /// Whether `u` is the leading part of the basis.
     pub keeps_u: bool,
+    /// Upper-triangular `R₂` still to be applied: the new columns are `extra · R₂⁻¹`.
+    pub pending: Option<Mat<f64>>,
 }
 
 /// `[u, w] = basis · coeffs` by block Gram–Schmidt (keeping `u`) or a fresh QR.
@@ -139,7 +182,7 @@ pub(crate) fn extend_basis(
     let (b, a) = (u.ncols(), w.ncols());
     match how {
         Orthogonalization::BlockGramSchmidt => {
-            let OrthogonalizedBlock { c, q, r } = orthogonalize_against(u, w)?;
+            let Deferred { c, q, pending, r } = orthogonalize_deferred(u, w)?;
             let p = q.ncols();
             let mut coeffs = Mat::zeros(b + p, b + a);
             for i in 0..b {
@@ -151,6 +194,7 @@ pub(crate) fn extend_basis(
                 extra: q,
                 coeffs,
                 keeps_u: true,
+                pending,
             })
         }
         Orthogonalization::FreshQr => {
@@ -160,6 +204,7 @@ pub(crate) fn extend_basis(
                 extra: q,
                 coeffs: r,
                 keeps_u: false,
+                pending: None,
             })
         }
     }
@@ -169,6 +214,22 @@ impl Basis {
     /// `basis · coeffs`, shape `(n, k)`, for `coeffs` with as many rows as the basis has
     /// columns; `u` is the matrix that was passed to [`extend_basis`].
     pub(crate) fn times(&self, u: MatRef<'_, f64>, coeffs: MatRef<'_, f64>) -> Mat<f64> {
+        let b = if self.keeps_u { u.ncols() } else { 0 };
+        let resolved;
+        let coeffs = match &self.pending {
+            None => coeffs,
+            Some(r2) => {
+                let mut c = coeffs.to_owned();
+                let bottom = c.as_mut().subrows_mut(b, self.extra.ncols());
+                faer::linalg::triangular_solve::solve_upper_triangular_in_place(
+                    r2.as_ref(),
+                    bottom,
+                    faer::Par::Seq,
+                );
+                resolved = c;
+                resolved.as_ref()
+            }
+        };
         if self.keeps_u {
             crate::dense::mul_split(u, self.extra.as_ref(), coeffs)
         } else {

@@ -292,7 +292,12 @@ fn top_eigenpairs_krylov_equals_dense() {
     let (vals, vecs) = sym_eigen_desc(a.as_ref()).unwrap();
     let top = stolr_lowrank::top_eigenpairs(a.as_ref(), 10, 1e-12).unwrap();
     for j in 0..10 {
-        assert!((top.values[j] - vals[j]).abs() < 1e-8 * vals[0], "{j}: {} vs {}", top.values[j], vals[j]);
+        assert!(
+            (top.values[j] - vals[j]).abs() < 1e-8 * vals[0],
+            "{j}: {} vs {}",
+            top.values[j],
+            vals[j]
+        );
         let dot: f64 = (0..n).map(|i| top.vectors[(i, j)] * vecs[(i, j)]).sum();
         assert!((dot.abs() - 1.0).abs() < 1e-8);
     }

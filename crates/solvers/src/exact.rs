@@ -25,7 +25,12 @@ pub struct ExactKpcaConfig {
 impl ExactKpcaConfig {
     /// `rank` eigenpairs of the uncentred kernel matrix with the default budget and tolerance.
     pub fn new(rank: usize) -> Self {
-        Self { rank, center: false, max_kernel_bytes: 16 << 30, tolerance: 1e-10 }
+        Self {
+            rank,
+            center: false,
+            max_kernel_bytes: 16 << 30,
+            tolerance: 1e-10,
+        }
     }
 }
 
@@ -35,16 +40,29 @@ impl ExactKpcaConfig {
 /// # Errors
 /// [`SolverError::KernelTooLarge`] if `8·n²` exceeds `max_bytes`; [`SolverError::Estimator`]
 /// for empty or non-finite data and invalid kernel parameters.
-pub fn kernel_matrix(x: MatRef<'_, f64>, kernel: &Kernel, center: bool, max_bytes: u128) -> Result<Mat<f64>, SolverError> {
+pub fn kernel_matrix(
+    x: MatRef<'_, f64>,
+    kernel: &Kernel,
+    center: bool,
+    max_bytes: u128,
+) -> Result<Mat<f64>, SolverError> {
     check_data(x)?;
     kernel.validate()?;
     let n = x.nrows() as u128;
     let needed = 8 * n * n * if center { 2 } else { 1 };
     if needed > max_bytes {
-        return Err(SolverError::KernelTooLarge { n: x.nrows(), needed_bytes: needed, budget_bytes: max_bytes });
+        return Err(SolverError::KernelTooLarge {
+            n: x.nrows(),
+            needed_bytes: needed,
+            budget_bytes: max_bytes,
+        });
     }
     let k = kernel.matrix(x);
-    Ok(if center { centered_kernel_matrix(&k) } else { k })
+    Ok(if center {
+        centered_kernel_matrix(&k)
+    } else {
+        k
+    })
 }
 
 /// Exact kernel PCA: the top `rank` eigenpairs of the kernel matrix of the rows of `x`
@@ -58,10 +76,17 @@ pub fn kernel_matrix(x: MatRef<'_, f64>, kernel: &Kernel, center: bool, max_byte
 ///
 /// # References
 /// Paper `000_64249a13de5bd3cc.txt`, "Experimental Setting" (Baseline); spec §2.9.
-pub fn exact_kpca(x: MatRef<'_, f64>, kernel: &Kernel, config: &ExactKpcaConfig) -> Result<Eigenpairs, SolverError> {
+pub fn exact_kpca(
+    x: MatRef<'_, f64>,
+    kernel: &Kernel,
+    config: &ExactKpcaConfig,
+) -> Result<Eigenpairs, SolverError> {
     check_rank(config.rank, x.nrows())?;
     if !(config.tolerance.is_finite() && config.tolerance > 0.0) {
-        return Err(SolverError::InvalidConfig { name: "tolerance", reason: format!("must be positive, got {}", config.tolerance) });
+        return Err(SolverError::InvalidConfig {
+            name: "tolerance",
+            reason: format!("must be positive, got {}", config.tolerance),
+        });
     }
     let k = kernel_matrix(x, kernel, config.center, config.max_kernel_bytes)?;
     Ok(top_eigenpairs(k.as_ref(), config.rank, config.tolerance)?)

@@ -45,7 +45,10 @@ pub fn nystrom_kpca<R: Rng + ?Sized>(
     let n = x.nrows();
     let m = config.landmarks;
     if m == 0 || m > n {
-        return Err(SolverError::InvalidConfig { name: "landmarks", reason: format!("need 1 <= m <= n = {n}, got {m}") });
+        return Err(SolverError::InvalidConfig {
+            name: "landmarks",
+            reason: format!("need 1 <= m <= n = {n}, got {m}"),
+        });
     }
     check_rank(config.rank, m)?;
     let idx = rand::seq::index::sample(rng, n, m).into_vec();
@@ -68,9 +71,16 @@ pub fn nystrom_kpca<R: Rng + ?Sized>(
     let gram = f.transpose() * &f;
     let (lam, v) = sym_eigen_desc(gram.as_ref())?;
     let cutoff = 1e-10 * lam.first().copied().unwrap_or(0.0).max(0.0);
-    let r = lam.iter().take(config.rank).take_while(|&&l| l > cutoff).count();
+    let r = lam
+        .iter()
+        .take(config.rank)
+        .take_while(|&&l| l > cutoff)
+        .count();
     let coeffs = Mat::from_fn(kept, r, |i, j| v[(i, j)] / lam[j].sqrt());
-    let mut pairs = Eigenpairs { values: lam[..r].to_vec(), vectors: &f * &coeffs };
+    let mut pairs = Eigenpairs {
+        values: lam[..r].to_vec(),
+        vectors: &f * &coeffs,
+    };
     pairs.fix_signs();
     Ok(pairs)
 }

@@ -4,7 +4,9 @@ use std::time::Instant;
 
 use rand::Rng;
 use stolr_estimators::KernelSampler;
-use stolr_lowrank::{Eigenpairs, LowRank, Orthogonalization, SymLowRank, frobenius, shrink_general, shrink_psd};
+use stolr_lowrank::{
+    Eigenpairs, LowRank, Orthogonalization, SymLowRank, frobenius, shrink_general, shrink_psd,
+};
 
 use crate::{IterationReport, Observer, SolverError, Stop};
 
@@ -25,7 +27,12 @@ pub struct SkpcaConfig {
 
 impl Default for SkpcaConfig {
     fn default() -> Self {
-        Self { tau: 10.0, iterations: 1000, max_rank: None, orthogonalization: Orthogonalization::default() }
+        Self {
+            tau: 10.0,
+            iterations: 1000,
+            max_rank: None,
+            orthogonalization: Orthogonalization::default(),
+        }
     }
 }
 
@@ -90,20 +97,40 @@ impl Skpca {
         if !(config.tau.is_finite() && config.tau > 0.0) {
             return Err(SolverError::InvalidConfig {
                 name: "tau",
-                reason: format!("the shrinkage threshold must be positive and finite, got {}", config.tau),
+                reason: format!(
+                    "the shrinkage threshold must be positive and finite, got {}",
+                    config.tau
+                ),
             });
         }
         if config.iterations == 0 {
-            return Err(SolverError::InvalidConfig { name: "iterations", reason: "need at least 1 iteration".into() });
+            return Err(SolverError::InvalidConfig {
+                name: "iterations",
+                reason: "need at least 1 iteration".into(),
+            });
         }
         if config.max_rank == Some(0) {
-            return Err(SolverError::InvalidConfig { name: "max_rank", reason: "the rank cap must be at least 1".into() });
+            return Err(SolverError::InvalidConfig {
+                name: "max_rank",
+                reason: "the rank cap must be at least 1".into(),
+            });
         }
         if n == 0 {
-            return Err(SolverError::InvalidConfig { name: "n", reason: "the kernel matrix is empty".into() });
+            return Err(SolverError::InvalidConfig {
+                name: "n",
+                reason: "the kernel matrix is empty".into(),
+            });
         }
-        let iterate = if symmetric_psd { Iterate::Psd(SymLowRank::zeros(n)) } else { Iterate::General(LowRank::zeros(n, n)) };
-        Ok(Self { config, iterate, t: 0 })
+        let iterate = if symmetric_psd {
+            Iterate::Psd(SymLowRank::zeros(n))
+        } else {
+            Iterate::General(LowRank::zeros(n, n))
+        };
+        Ok(Self {
+            config,
+            iterate,
+            t: 0,
+        })
     }
 
     /// The configuration.
@@ -127,11 +154,19 @@ impl Skpca {
             Iterate::General(z) => z.nrows(),
         };
         if sampler.n() != n {
-            return Err(SolverError::SamplerMismatch { reason: format!("the sampler draws {} rows, the solver has n = {n}", sampler.n()) });
+            return Err(SolverError::SamplerMismatch {
+                reason: format!(
+                    "the sampler draws {} rows, the solver has n = {n}",
+                    sampler.n()
+                ),
+            });
         }
         if matches!(self.iterate, Iterate::Psd(_)) && !sampler.is_symmetric_psd() {
             return Err(SolverError::SamplerMismatch {
-                reason: format!("the '{}' sampler is not symmetric PSD; build the solver with symmetric_psd = false", sampler.name()),
+                reason: format!(
+                    "the '{}' sampler is not symmetric PSD; build the solver with symmetric_psd = false",
+                    sampler.name()
+                ),
             });
         }
         Ok(())
@@ -144,7 +179,11 @@ impl Skpca {
     /// [`SolverError::SamplerMismatch`] if the sampler's size or symmetry does not fit;
     /// sampler errors; [`SolverError::LowRank`] if a small factorization fails. On error the
     /// iterate is unchanged.
-    pub fn step(&mut self, sampler: &mut dyn KernelSampler, rng: &mut dyn Rng) -> Result<(), SolverError> {
+    pub fn step(
+        &mut self,
+        sampler: &mut dyn KernelSampler,
+        rng: &mut dyn Rng,
+    ) -> Result<(), SolverError> {
         self.check_sampler(sampler)?;
         let t = self.t + 1;
         let eta = 2.0 / t as f64;
@@ -152,11 +191,22 @@ impl Skpca {
         let how = self.config.orthogonalization;
         let draw = sampler.sample(rng)?;
         self.iterate = match (&self.iterate, draw.chi.as_ref()) {
-            (Iterate::Psd(z), None) => Iterate::Psd(shrink_psd(z, draw.zeta.as_ref(), eta, threshold, how)?),
-            (Iterate::Psd(_), Some(_)) => {
-                return Err(SolverError::SamplerMismatch { reason: "a PSD iterate received a non-symmetric draw".into() });
+            (Iterate::Psd(z), None) => {
+                Iterate::Psd(shrink_psd(z, draw.zeta.as_ref(), eta, threshold, how)?)
             }
-            (Iterate::General(z), _) => Iterate::General(shrink_general(z, draw.zeta.as_ref(), draw.chi(), eta, threshold, how)?),
+            (Iterate::Psd(_), Some(_)) => {
+                return Err(SolverError::SamplerMismatch {
+                    reason: "a PSD iterate received a non-symmetric draw".into(),
+                });
+            }
+            (Iterate::General(z), _) => Iterate::General(shrink_general(
+                z,
+                draw.zeta.as_ref(),
+                draw.chi(),
+                eta,
+                threshold,
+                how,
+            )?),
         };
         self.t = t;
         Ok(())
@@ -185,7 +235,12 @@ impl Skpca {
                 Some(k) => Some(self.iterate.distance_sq(k)? / (n * n)),
                 None => None,
             };
-            let report = IterationReport { t: self.t, rank, elapsed: start.elapsed(), error };
+            let report = IterationReport {
+                t: self.t,
+                rank,
+                elapsed: start.elapsed(),
+                error,
+            };
             if observer.on_iteration(&report).is_break() {
                 return Ok(Stop::Interrupted);
             }
@@ -214,7 +269,10 @@ impl Skpca {
             Iterate::General(z) => z.symmetric_eigenpairs()?,
         };
         if pairs.rank() == 0 {
-            return Err(SolverError::RankCollapsed { tau: self.config.tau, iterations: self.t });
+            return Err(SolverError::RankCollapsed {
+                tau: self.config.tau,
+                iterations: self.t,
+            });
         }
         for v in &mut pairs.values {
             *v += self.config.tau;
@@ -233,15 +291,23 @@ impl Skpca {
 /// eigenvalue is still above τ (then `K̂` may be missing components).
 pub fn shrunk_target(pairs: &Eigenpairs, tau: f64) -> Result<SymLowRank, SolverError> {
     if !(tau.is_finite() && tau > 0.0) {
-        return Err(SolverError::InvalidConfig { name: "tau", reason: format!("must be positive and finite, got {tau}") });
+        return Err(SolverError::InvalidConfig {
+            name: "tau",
+            reason: format!("must be positive and finite, got {tau}"),
+        });
     }
     let keep = pairs.values.iter().take_while(|&&v| v > tau).count();
     if keep == pairs.rank() && keep < pairs.dim() {
         return Err(SolverError::InvalidConfig {
             name: "tau",
-            reason: format!("all {keep} given eigenvalues exceed tau = {tau}; compute more eigenpairs to build the target"),
+            reason: format!(
+                "all {keep} given eigenvalues exceed tau = {tau}; compute more eigenpairs to build the target"
+            ),
         });
     }
     let values = pairs.values[..keep].iter().map(|v| v - tau).collect();
-    Ok(SymLowRank::new(pairs.vectors.subcols(0, keep).to_owned(), values)?)
+    Ok(SymLowRank::new(
+        pairs.vectors.subcols(0, keep).to_owned(),
+        values,
+    )?)
 }

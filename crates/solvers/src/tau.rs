@@ -53,7 +53,9 @@ pub fn tau_for_rank<R: Rng + ?Sized>(
     if rank >= m {
         return Err(SolverError::InvalidRank {
             rank,
-            reason: format!("choosing tau needs rank < subsample size m = {m}; give --tau directly or a larger subsample"),
+            reason: format!(
+                "choosing tau needs rank < subsample size m = {m}; give --tau directly or a larger subsample"
+            ),
         });
     }
     let mut idx = rand::seq::index::sample(rng, n, m).into_vec();
@@ -68,8 +70,15 @@ pub fn tau_for_rank<R: Rng + ?Sized>(
     let estimated: Vec<f64> = mu[..=rank].iter().map(|v| v * scale).collect();
     let (hi, lo) = (estimated[rank - 1], estimated[rank]);
     if hi <= 0.0 {
-        return Err(SolverError::InvalidRank { rank, reason: format!("the kernel matrix has fewer than {rank} positive eigenvalues") });
+        return Err(SolverError::InvalidRank {
+            rank,
+            reason: format!("the kernel matrix has fewer than {rank} positive eigenvalues"),
+        });
     }
     let tau = if lo > 0.0 { (hi * lo).sqrt() } else { 0.5 * hi };
-    Ok(TauChoice { tau, subsample: m, estimated_eigenvalues: estimated })
+    Ok(TauChoice {
+        tau,
+        subsample: m,
+        estimated_eigenvalues: estimated,
+    })
 }
