@@ -14,8 +14,7 @@ use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use stolr_datasets::{read_libsvm, read_magic, standardize};
 use stolr_estimators::{
-    DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, KernelSampler,
-    RandomFourierFeatures, bandwidth_rule,
+    DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, KernelSampler, RandomFourierFeatures, bandwidth_rule,
 };
 use stolr_lowrank::{Orthogonalization, shrink_psd};
 use stolr_solvers::{Iterate, Skpca, SkpcaConfig};
@@ -50,35 +49,18 @@ fn bench_skpca(c: &mut Criterion) {
             continue;
         }
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(0);
-        let sigma = bandwidth_rule(
-            x.as_ref(),
-            DEFAULT_BANDWIDTH_PERCENTILE,
-            DEFAULT_BANDWIDTH_PAIRS,
-            &mut rng,
-        )
-        .unwrap();
+        let sigma =
+            bandwidth_rule(x.as_ref(), DEFAULT_BANDWIDTH_PERCENTILE, DEFAULT_BANDWIDTH_PAIRS, &mut rng).unwrap();
         let kernel = Kernel::Gaussian { sigma };
         let mut sampler = RandomFourierFeatures::new(x.as_ref(), kernel, 50).unwrap();
-        let mut solver = Skpca::new(
-            SkpcaConfig {
-                tau: 10.0,
-                iterations: 300,
-                ..Default::default()
-            },
-            x.nrows(),
-            true,
-        )
-        .unwrap();
+        let mut solver =
+            Skpca::new(SkpcaConfig { tau: 10.0, iterations: 300, ..Default::default() }, x.nrows(), true).unwrap();
         solver.run(&mut sampler, &mut rng, None, &mut ()).unwrap();
-        let Iterate::Psd(z) = solver.iterate().clone() else {
-            unreachable!("RFF feeds the PSD path")
-        };
+        let Iterate::Psd(z) = solver.iterate().clone() else { unreachable!("RFF feeds the PSD path") };
         eprintln!("{name}: n = {}, rank(Z_301) = {}", x.nrows(), z.rank());
         let mut group = c.benchmark_group(format!("skpca/{name}"));
         group.sample_size(30);
-        group.bench_function("rff_draw", |b| {
-            b.iter(|| black_box(sampler.sample(&mut rng).unwrap()))
-        });
+        group.bench_function("rff_draw", |b| b.iter(|| black_box(sampler.sample(&mut rng).unwrap())));
         let draw = sampler.sample(&mut rng).unwrap();
         let eta = 2.0 / 301.0;
         for (label, how) in [
@@ -86,9 +68,7 @@ fn bench_skpca(c: &mut Criterion) {
             ("shrink_step_fresh_qr", Orthogonalization::FreshQr),
         ] {
             group.bench_function(label, |b| {
-                b.iter(|| {
-                    black_box(shrink_psd(&z, draw.zeta.as_ref(), eta, eta * 10.0, how).unwrap())
-                })
+                b.iter(|| black_box(shrink_psd(&z, draw.zeta.clone(), eta, eta * 10.0, how).unwrap()))
             });
         }
         group.bench_function("iteration", |b| {

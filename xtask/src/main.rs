@@ -1,1 +1,64 @@
-fn main() {}
+//! `cargo xtask`: repeatable benchmarks for Stolr. Depends on std only; it spawns cargo.
+//!
+//! ```text
+//! cargo xtask bench kpca [--iterations T] [--only mushrooms|magic] [--data DIR] [--out DIR]
+//!     SKPCA vs exact and Nyström kernel PCA on Mushrooms and Magic (separate processes,
+//!     peak memory of each); writes results/kpca/summary.{json,md}
+//! cargo xtask bench criterion [FILTER]
+//!     criterion benchmarks of one SKPCA iteration and its parts (benches/benches/skpca.rs)
+//! ```
+
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["bench", "kpca", rest @ ..] => bench_kpca(rest),
+        ["bench", "criterion", rest @ ..] => cargo(&["bench", "-p", "stolr-benches", "--bench", "skpca", "--"], rest),
+        _ => {
+            eprintln!("usage: cargo xtask bench kpca [--iterations T] [--only NAME] [--data DIR] [--out DIR]");
+            eprintln!("       cargo xtask bench criterion [FILTER]");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
+}
+
+fn cargo(fixed: &[&str], rest: &[&str]) -> Result<(), String> {
+    let status = Command::new(env!("CARGO"))
+        .current_dir(root())
+        .args(fixed)
+        .args(rest)
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("cargo {} failed", fixed.join(" "))) }
+}
+
+fn bench_kpca(rest: &[&str]) -> Result<(), String> {
+    cargo(&["build", "--release", "-p", "stolr-cli", "-p", "stolr-bench-suite"], &[])?;
+    let release = root().join("target/release");
+    let mut args: Vec<String> = vec!["--stolr".into(), release.join("stolr").display().to_string()];
+    if !rest.contains(&"--data") {
+        args.extend(["--data".into(), root().join("../shared/data").display().to_string()]);
+    }
+    if !rest.contains(&"--out") {
+        args.extend(["--out".into(), root().join("results/kpca").display().to_string()]);
+    }
+    args.extend(rest.iter().map(|s| s.to_string()));
+    let status = Command::new(release.join("kpca-bench"))
+        .args(&args)
+        .status()
+        .map_err(|e| format!("cannot run kpca-bench: {e}"))?;
+    if status.success() { Ok(()) } else { Err("kpca-bench failed".into()) }
+}

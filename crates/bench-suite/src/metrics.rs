@@ -18,23 +18,13 @@ const BLOCK: usize = 512;
 ///
 /// # References
 /// Paper `000_64249a13de5bd3cc.txt`, "Experimental Results"; spec `math.md` §1.7, §2.8.
-pub fn kernel_residual(
-    x: MatRef<'_, f64>,
-    kernel: &Kernel,
-    center: bool,
-    pairs: &Eigenpairs,
-    r: usize,
-) -> f64 {
+pub fn kernel_residual(x: MatRef<'_, f64>, kernel: &Kernel, center: bool, pairs: &Eigenpairs, r: usize) -> f64 {
     let n = x.nrows();
     assert_eq!(pairs.dim(), n, "eigenvectors must have one row per sample");
     let r = r.min(pairs.rank());
     let u = pairs.vectors.subcols(0, r);
     let lambda = &pairs.values[..r];
-    let means = if center {
-        Some(row_means(x, kernel))
-    } else {
-        None
-    };
+    let means = if center { Some(row_means(x, kernel)) } else { None };
     let mut ku = Mat::<f64>::zeros(n, r);
     let mut k_norm_sq = 0.0;
     for start in (0..n).step_by(BLOCK) {
@@ -44,8 +34,8 @@ pub fn kernel_residual(
         let prod = &block * u;
         ku.as_mut().subrows_mut(start, rows).copy_from(&prod);
     }
-    let res = frobenius::residual_sq_from_products(k_norm_sq, u, lambda, ku.as_ref())
-        .expect("shapes agree by construction");
+    let res =
+        frobenius::residual_sq_from_products(k_norm_sq, u, lambda, ku.as_ref()).expect("shapes agree by construction");
     res.sqrt() / n as f64
 }
 
@@ -68,13 +58,7 @@ fn row_means(x: MatRef<'_, f64>, kernel: &Kernel) -> Means {
 }
 
 /// Rows `start..start+len` of `K` (or of `HKH`).
-fn kernel_block(
-    x: MatRef<'_, f64>,
-    kernel: &Kernel,
-    start: usize,
-    len: usize,
-    means: Option<&Means>,
-) -> Mat<f64> {
+fn kernel_block(x: MatRef<'_, f64>, kernel: &Kernel, start: usize, len: usize, means: Option<&Means>) -> Mat<f64> {
     let mut block = kernel.cross(x.subrows(start, len), x);
     if let Some(m) = means {
         for j in 0..x.nrows() {
@@ -109,10 +93,7 @@ mod tests {
                 let ul = Mat::from_fn(n, r, |i, j| u[(i, j)] * pairs.values[j]);
                 let direct = (&k - &ul * u.transpose()).norm_l2() / n as f64;
                 let streamed = kernel_residual(x.as_ref(), &kernel, center, &pairs, r);
-                assert!(
-                    (direct - streamed).abs() < 1e-9 * (1.0 + direct),
-                    "{direct} vs {streamed}"
-                );
+                assert!((direct - streamed).abs() < 1e-9 * (1.0 + direct), "{direct} vs {streamed}");
             }
         }
     }

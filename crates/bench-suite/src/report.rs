@@ -34,10 +34,7 @@ pub fn load_kpca_run(dir: &Path) -> Result<KpcaRun> {
     let report: Value = serde_json::from_str(&text)?;
     let ds = &report["dataset"];
     if ds["origin"] != "file" {
-        bail!(
-            "{}: the run used a generated dataset; metrics need a data file",
-            dir.display()
-        );
+        bail!("{}: the run used a generated dataset; metrics need a data file", dir.display());
     }
     let path = PathBuf::from(ds["source"].as_str().context("dataset.source")?);
     let mut data = match ds["format"].as_str().context("dataset.format")? {
@@ -51,12 +48,8 @@ pub fn load_kpca_run(dir: &Path) -> Result<KpcaRun> {
     }
     let k = &report["kernel"];
     let kernel = match k["type"].as_str().context("kernel.type")? {
-        "gaussian" => Kernel::Gaussian {
-            sigma: k["sigma"].as_f64().context("sigma")?,
-        },
-        "laplacian" => Kernel::Laplacian {
-            sigma: k["sigma"].as_f64().context("sigma")?,
-        },
+        "gaussian" => Kernel::Gaussian { sigma: k["sigma"].as_f64().context("sigma")? },
+        "laplacian" => Kernel::Laplacian { sigma: k["sigma"].as_f64().context("sigma")? },
         "polynomial" => Kernel::Polynomial {
             scale: k["scale"].as_f64().context("scale")?,
             offset: k["offset"].as_f64().context("offset")?,
@@ -73,17 +66,7 @@ pub fn load_kpca_run(dir: &Path) -> Result<KpcaRun> {
         .map(|v| v.as_f64().context("eigenvalue"))
         .collect::<Result<_>>()?;
     if values.len() != vectors.ncols() {
-        bail!(
-            "{} eigenvalues but {} eigenvectors",
-            values.len(),
-            vectors.ncols()
-        );
+        bail!("{} eigenvalues but {} eigenvectors", values.len(), vectors.ncols());
     }
-    Ok(KpcaRun {
-        report,
-        x: data.x,
-        kernel,
-        center,
-        pairs: Eigenpairs { values, vectors },
-    })
+    Ok(KpcaRun { report, x: data.x, kernel, center, pairs: Eigenpairs { values, vectors } })
 }

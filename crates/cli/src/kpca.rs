@@ -13,17 +13,16 @@ use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde_json::{Value, json};
 use stolr_datasets::{
-    Dataset, generate, read_csv, read_libsvm, read_magic, standardize, write_npy_matrix,
-    write_npy_vector,
+    Dataset, generate, read_csv, read_libsvm, read_magic, standardize, write_npy_matrix, write_npy_vector,
 };
 use stolr_estimators::{
-    Centered, ColumnSampling, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel,
-    KernelSampler, RandomFourierFeatures, RandomMaclaurin, bandwidth_rule,
+    Centered, ColumnSampling, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, KernelSampler,
+    RandomFourierFeatures, RandomMaclaurin, bandwidth_rule,
 };
 use stolr_lowrank::Eigenpairs;
 use stolr_solvers::{
-    ExactKpcaConfig, IterationReport, NystromConfig, Observer, Skpca, SkpcaConfig, Stop,
-    exact_kpca, nystrom_kpca, tau_for_rank,
+    ExactKpcaConfig, IterationReport, NystromConfig, Observer, Skpca, SkpcaConfig, Stop, exact_kpca, nystrom_kpca,
+    tau_for_rank,
 };
 
 use crate::memory::peak_rss_bytes;
@@ -156,10 +155,7 @@ fn stream(seed: u64, index: u32) -> Xoshiro256PlusPlus {
 
 fn load(args: &KpcaArgs) -> Result<(Dataset, &'static str)> {
     Ok(match &args.input {
-        None => (
-            generate::rings(DEFAULT_N, DEFAULT_NOISE, &mut stream(args.seed, 0)),
-            "built-in",
-        ),
+        None => (generate::rings(DEFAULT_N, DEFAULT_NOISE, &mut stream(args.seed, 0)), "built-in"),
         Some(path) => {
             let data = match args.format {
                 Format::Libsvm => read_libsvm(path),
@@ -183,9 +179,10 @@ fn build_kernel(args: &KpcaArgs, x: faer::MatRef<'_, f64>) -> Result<(Kernel, &'
             )?;
             Ok((s, "auto: 20th percentile of pairwise Euclidean distances"))
         } else {
-            let s: f64 = args.sigma.parse().with_context(|| {
-                format!("--sigma must be 'auto' or a number, got '{}'", args.sigma)
-            })?;
+            let s: f64 = args
+                .sigma
+                .parse()
+                .with_context(|| format!("--sigma must be 'auto' or a number, got '{}'", args.sigma))?;
             Ok((s, "given"))
         }
     };
@@ -211,22 +208,14 @@ fn build_kernel(args: &KpcaArgs, x: faer::MatRef<'_, f64>) -> Result<(Kernel, &'
     Ok((kernel, how))
 }
 
-fn build_sampler<'a>(
-    args: &KpcaArgs,
-    x: faer::MatRef<'a, f64>,
-    kernel: Kernel,
-) -> Result<Box<dyn KernelSampler + 'a>> {
+fn build_sampler<'a>(args: &KpcaArgs, x: faer::MatRef<'a, f64>, kernel: Kernel) -> Result<Box<dyn KernelSampler + 'a>> {
     let inner: Box<dyn KernelSampler + 'a> = match args.sampler {
         SamplerKind::Rff => Box::new(RandomFourierFeatures::new(x, kernel, args.features)?),
         SamplerKind::Columns => Box::new(ColumnSampling::new(x, kernel, args.features, false)?),
         SamplerKind::ColumnsSym => Box::new(ColumnSampling::new(x, kernel, args.features, true)?),
         SamplerKind::Maclaurin => Box::new(RandomMaclaurin::new(x, kernel, args.features)?),
     };
-    Ok(if args.center {
-        Box::new(Centered::new(inner))
-    } else {
-        inner
-    })
+    Ok(if args.center { Box::new(Centered::new(inner)) } else { inner })
 }
 
 /// Progress bar on a terminal, nothing otherwise; records the rank trajectory either way.
@@ -238,23 +227,15 @@ struct Progress {
 impl Progress {
     fn new(iterations: usize) -> Self {
         let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = ProgressBar::with_draw_target(
-                Some(iterations as u64),
-                ProgressDrawTarget::stderr(),
-            );
+            let bar = ProgressBar::with_draw_target(Some(iterations as u64), ProgressDrawTarget::stderr());
             bar.set_style(
-                ProgressStyle::with_template(
-                    "{spinner} skpca [{bar:40}] {pos}/{len} it  {msg}  ({elapsed} < {eta})",
-                )
-                .expect("static template")
-                .progress_chars("=> "),
+                ProgressStyle::with_template("{spinner} skpca [{bar:40}] {pos}/{len} it  {msg}  ({elapsed} < {eta})")
+                    .expect("static template")
+                    .progress_chars("=> "),
             );
             bar
         });
-        Self {
-            bar,
-            ranks: Vec::with_capacity(iterations),
-        }
+        Self { bar, ranks: Vec::with_capacity(iterations) }
     }
 }
 
@@ -289,14 +270,8 @@ fn solve(args: &KpcaArgs, x: faer::MatRef<'_, f64>, kernel: &Kernel) -> Result<S
                 (Some(tau), _) => (tau, json!({ "value": tau, "source": "given" })),
                 (None, rank) => {
                     let rank = rank.unwrap_or(10);
-                    let choice = tau_for_rank(
-                        x,
-                        kernel,
-                        rank,
-                        args.tau_subsample,
-                        args.center,
-                        &mut stream(args.seed, 2),
-                    )?;
+                    let choice =
+                        tau_for_rank(x, kernel, rank, args.tau_subsample, args.center, &mut stream(args.seed, 2))?;
                     let report = json!({
                         "value": choice.tau,
                         "source": format!("chosen for rank {rank} from the spectrum of a {m} x {m} kernel matrix of a random subsample (eigenvalues scaled by n/m)", m = choice.subsample),
@@ -307,20 +282,11 @@ fn solve(args: &KpcaArgs, x: faer::MatRef<'_, f64>, kernel: &Kernel) -> Result<S
                 }
             };
             let mut sampler = build_sampler(args, x, *kernel)?;
-            let config = SkpcaConfig {
-                tau,
-                iterations: args.iterations,
-                max_rank: Some(args.max_rank),
-                ..Default::default()
-            };
+            let config =
+                SkpcaConfig { tau, iterations: args.iterations, max_rank: Some(args.max_rank), ..Default::default() };
             let mut solver = Skpca::new(config, x.nrows(), sampler.is_symmetric_psd())?;
             let mut progress = Progress::new(args.iterations);
-            let stop = solver.run(
-                &mut *sampler,
-                &mut stream(args.seed, 3),
-                None,
-                &mut progress,
-            )?;
+            let stop = solver.run(&mut *sampler, &mut stream(args.seed, 3), None, &mut progress)?;
             if let Some(bar) = &progress.bar {
                 bar.finish_and_clear();
             }
@@ -342,26 +308,12 @@ fn solve(args: &KpcaArgs, x: faer::MatRef<'_, f64>, kernel: &Kernel) -> Result<S
         }
         SolverKind::Exact | SolverKind::Nystrom => {
             let Some(rank) = args.rank else {
-                bail!(
-                    "--solver {:?} needs --rank (the number of eigenpairs)",
-                    args.solver
-                );
+                bail!("--solver {:?} needs --rank (the number of eigenpairs)", args.solver);
             };
             let pairs = if args.solver == SolverKind::Exact {
-                exact_kpca(
-                    x,
-                    kernel,
-                    &ExactKpcaConfig {
-                        center: args.center,
-                        ..ExactKpcaConfig::new(rank)
-                    },
-                )?
+                exact_kpca(x, kernel, &ExactKpcaConfig { center: args.center, ..ExactKpcaConfig::new(rank) })?
             } else {
-                let config = NystromConfig {
-                    landmarks: args.landmarks,
-                    rank,
-                    center: args.center,
-                };
+                let config = NystromConfig { landmarks: args.landmarks, rank, center: args.center };
                 nystrom_kpca(x, kernel, &config, &mut stream(args.seed, 4))?
             };
             Ok(Solved {
@@ -384,11 +336,7 @@ fn kernel_json(kernel: &Kernel, sigma_source: &str) -> Value {
         Kernel::Laplacian { sigma } => {
             json!({ "type": "laplacian", "sigma": sigma, "sigma_source": sigma_source })
         }
-        Kernel::Polynomial {
-            scale,
-            offset,
-            degree,
-        } => {
+        Kernel::Polynomial { scale, offset, degree } => {
             json!({ "type": "polynomial", "scale": scale, "offset": offset, "degree": degree })
         }
     }
@@ -403,19 +351,12 @@ pub fn run(args: KpcaArgs) -> Result<()> {
     let (mut data, origin) = load(&args)?;
     let read_time = total.elapsed();
     if data.n() == 0 || data.d() == 0 {
-        bail!(
-            "the dataset is empty ({} samples, {} features)",
-            data.n(),
-            data.d()
-        );
+        bail!("the dataset is empty ({} samples, {} features)", data.n(), data.d());
     }
     if let Some(rank) = args.rank
         && rank > data.n()
     {
-        bail!(
-            "--rank {rank} exceeds the number of samples n = {}",
-            data.n()
-        );
+        bail!("--rank {rank} exceeds the number of samples n = {}", data.n());
     }
     if args.standardize {
         standardize(&mut data.x);
@@ -434,19 +375,12 @@ pub fn run(args: KpcaArgs) -> Result<()> {
         write_npy_vector(&dir.join("eigenvalues.npy"), &pairs.values)?;
         write_npy_matrix(&dir.join("eigenvectors.npy"), pairs.vectors.as_ref())?;
         write_npy_matrix(&dir.join("projections.npy"), projections.as_ref())?;
-        outputs = vec![
-            "eigenvalues.npy",
-            "eigenvectors.npy",
-            "projections.npy",
-            "report.json",
-        ];
+        outputs = vec!["eigenvalues.npy", "eigenvectors.npy", "projections.npy", "report.json"];
     }
     let write_time = t_write.elapsed();
     let peak = peak_rss_bytes();
-    let per_iteration_ms = solved
-        .iterations
-        .filter(|&t| t > 0)
-        .map(|t| solved.solve_time.as_secs_f64() * 1e3 / t as f64);
+    let per_iteration_ms =
+        solved.iterations.filter(|&t| t > 0).map(|t| solved.solve_time.as_secs_f64() * 1e3 / t as f64);
     let report = json!({
         "stolr_version": env!("CARGO_PKG_VERSION"),
         "command": "kpca",
@@ -501,17 +435,10 @@ pub fn run(args: KpcaArgs) -> Result<()> {
         Kernel::Gaussian { sigma } | Kernel::Laplacian { sigma } => format!(" sigma={sigma:.4}"),
         _ => String::new(),
     };
-    let tau_text = solved
-        .tau
-        .as_ref()
-        .and_then(|t| t["value"].as_f64())
-        .map(|t| format!(" tau={t:.4}"))
-        .unwrap_or_default();
-    let dataset_text = if args.input.is_some() {
-        data.source.clone()
-    } else {
-        format!("built-in dataset: {}", data.source)
-    };
+    let tau_text =
+        solved.tau.as_ref().and_then(|t| t["value"].as_f64()).map(|t| format!(" tau={t:.4}")).unwrap_or_default();
+    let dataset_text =
+        if args.input.is_some() { data.source.clone() } else { format!("built-in dataset: {}", data.source) };
     println!(
         "stolr kpca: {solver} on {dataset_text} (n={n}, d={d}), {kname}{sigma_text}{tau_text}: {r} eigenpairs, lambda_1={l1:.6}, {it}{secs:.2} s, peak {mem}{out}",
         solver = format!("{:?}", args.solver).to_lowercase(),
@@ -520,19 +447,10 @@ pub fn run(args: KpcaArgs) -> Result<()> {
         kname = format!("{:?}", args.kernel).to_lowercase(),
         r = pairs.rank(),
         l1 = pairs.values.first().copied().unwrap_or(f64::NAN),
-        it = solved
-            .iterations
-            .map(|t| format!("{t} iterations, "))
-            .unwrap_or_default(),
+        it = solved.iterations.map(|t| format!("{t} iterations, ")).unwrap_or_default(),
         secs = total.elapsed().as_secs_f64(),
-        mem = peak
-            .map(|b| format!("{:.1} MB", b as f64 / 1e6))
-            .unwrap_or_else(|| "unknown".into()),
-        out = args
-            .out
-            .as_ref()
-            .map(|d| format!(" -> {}", d.display()))
-            .unwrap_or_default(),
+        mem = peak.map(|b| format!("{:.1} MB", b as f64 / 1e6)).unwrap_or_else(|| "unknown".into()),
+        out = args.out.as_ref().map(|d| format!(" -> {}", d.display())).unwrap_or_default(),
     );
     Ok(())
 }

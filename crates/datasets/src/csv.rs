@@ -67,11 +67,7 @@ pub fn read_magic(path: &Path) -> Result<Dataset, DataError> {
 ///
 /// Also [`DataError::Empty`] if there is no data row, [`DataError::TooLarge`] if the dense
 /// matrix cannot be allocated.
-pub fn read_csv_from<R: BufRead>(
-    reader: R,
-    name: &str,
-    label: LabelColumn,
-) -> Result<Dataset, DataError> {
+pub fn read_csv_from<R: BufRead>(reader: R, name: &str, label: LabelColumn) -> Result<Dataset, DataError> {
     let mut lines = crate::lines::Lines::new(reader, name);
     // Row-major feature values, `d` per row.
     let mut values = Vec::new();
@@ -94,19 +90,14 @@ pub fn read_csv_from<R: BufRead>(
 
         match expected {
             Some(expected) if expected != found => {
-                return Err(DataError::WrongFieldCount {
-                    path: name.to_owned(),
-                    line,
-                    expected,
-                    found,
-                });
+                return Err(DataError::WrongFieldCount { path: name.to_owned(), line, expected, found });
             }
             Some(_) => {}
             None => {
                 expected = Some(found);
                 let mut features = (0..found).filter(is_feature);
-                let is_header = features.clone().next().is_some()
-                    && features.all(|k| fields[k].parse::<f64>().is_err());
+                let is_header =
+                    features.clone().next().is_some() && features.all(|k| fields[k].parse::<f64>().is_err());
                 if is_header {
                     continue;
                 }
@@ -121,18 +112,8 @@ pub fn read_csv_from<R: BufRead>(
                 text: fields[k].to_owned(),
             })?;
             if !value.is_finite() {
-                let col = if label == LabelColumn::First {
-                    k - 1
-                } else {
-                    k
-                };
-                return Err(DataError::NonFinite {
-                    path: Some(name.to_owned()),
-                    line: Some(line),
-                    row: n,
-                    col,
-                    value,
-                });
+                let col = if label == LabelColumn::First { k - 1 } else { k };
+                return Err(DataError::NonFinite { path: Some(name.to_owned()), line: Some(line), row: n, col, value });
             }
             values.push(value);
         }
@@ -143,9 +124,7 @@ pub fn read_csv_from<R: BufRead>(
     }
 
     if n == 0 {
-        return Err(DataError::Empty {
-            path: name.to_owned(),
-        });
+        return Err(DataError::Empty { path: name.to_owned() });
     }
     let d = values.len() / n;
     let mut x = try_zeros(n, d, name)?;
@@ -158,11 +137,7 @@ pub fn read_csv_from<R: BufRead>(
         LabelColumn::None => Labels::None,
         LabelColumn::First | LabelColumn::Last => Labels::Classes(classes),
     };
-    Ok(Dataset {
-        x,
-        labels,
-        source: name.to_owned(),
-    })
+    Ok(Dataset { x, labels, source: name.to_owned() })
 }
 
 #[cfg(test)]
@@ -218,118 +193,42 @@ mod tests {
     #[test]
     fn header_line_is_skipped() {
         let clean = parse(CLEAN, LabelColumn::Last).expect("valid text");
-        let data = parse(
-            &format!("fLength, fWidth, class\n{CLEAN}"),
-            LabelColumn::Last,
-        )
-        .expect("valid text with header");
+        let data =
+            parse(&format!("fLength, fWidth, class\n{CLEAN}"), LabelColumn::Last).expect("valid text with header");
         assert_eq!(data.x, clean.x);
         assert_eq!(data.labels, clean.labels);
         // A header sets the field count.
         let err = parse("a,b,class\n1,g\n", LabelColumn::Last).unwrap_err();
-        assert!(matches!(
-            err,
-            DataError::WrongFieldCount {
-                line: 2,
-                expected: 3,
-                found: 2,
-                ..
-            }
-        ));
+        assert!(matches!(err, DataError::WrongFieldCount { line: 2, expected: 3, found: 2, .. }));
         // Only a header: no data.
-        assert!(matches!(
-            parse("a,b,class\n", LabelColumn::Last),
-            Err(DataError::Empty { .. })
-        ));
+        assert!(matches!(parse("a,b,class\n", LabelColumn::Last), Err(DataError::Empty { .. })));
     }
 
     #[test]
     fn ragged_row_is_wrong_field_count() {
         let err = parse("1,2,g\n\n3,4,5,h\n", LabelColumn::Last).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                DataError::WrongFieldCount {
-                    line: 3,
-                    expected: 3,
-                    found: 4,
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-        assert_eq!(
-            err.to_string(),
-            "test.data:3: 4 fields, expected 3 as on the first row"
-        );
+        assert!(matches!(err, DataError::WrongFieldCount { line: 3, expected: 3, found: 4, .. }), "{err:?}");
+        assert_eq!(err.to_string(), "test.data:3: 4 fields, expected 3 as on the first row");
     }
 
     #[test]
     fn non_numeric_feature_is_bad_field() {
         let err = parse("1,2,g\n3,?,h\n", LabelColumn::Last).unwrap_err();
-        assert!(
-            matches!(&err, DataError::BadField { line: 2, field: 2, text, .. } if text == "?"),
-            "{err:?}"
-        );
-        assert_eq!(
-            err.to_string(),
-            "test.data:2: field 2 \"?\" is not a number"
-        );
+        assert!(matches!(&err, DataError::BadField { line: 2, field: 2, text, .. } if text == "?"), "{err:?}");
+        assert_eq!(err.to_string(), "test.data:2: field 2 \"?\" is not a number");
         // A partly numeric first line is data, not a header.
         let err = parse("1,abc,g\n3,4,h\n", LabelColumn::Last).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                DataError::BadField {
-                    line: 1,
-                    field: 2,
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
+        assert!(matches!(err, DataError::BadField { line: 1, field: 2, .. }), "{err:?}");
         let err = parse("x,1,\n", LabelColumn::First).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                DataError::BadField {
-                    line: 1,
-                    field: 3,
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
+        assert!(matches!(err, DataError::BadField { line: 1, field: 3, .. }), "{err:?}");
     }
 
     #[test]
     fn non_finite_feature_is_rejected_with_line() {
         let err = parse("g,1,2\ng,3,4\nh,inf,5\n", LabelColumn::First).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                DataError::NonFinite {
-                    line: Some(3),
-                    row: 2,
-                    col: 0,
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
+        assert!(matches!(err, DataError::NonFinite { line: Some(3), row: 2, col: 0, .. }), "{err:?}");
         let err = parse("1,2\nNaN,4\n", LabelColumn::None).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                DataError::NonFinite {
-                    line: Some(2),
-                    row: 1,
-                    col: 0,
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
+        assert!(matches!(err, DataError::NonFinite { line: Some(2), row: 1, col: 0, .. }), "{err:?}");
     }
 
     #[test]

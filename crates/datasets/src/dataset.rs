@@ -48,13 +48,7 @@ pub fn check_finite(x: MatRef<'_, f64>) -> Result<(), DataError> {
         for col in 0..x.ncols() {
             let value = x[(row, col)];
             if !value.is_finite() {
-                return Err(DataError::NonFinite {
-                    path: None,
-                    line: None,
-                    row,
-                    col,
-                    value,
-                });
+                return Err(DataError::NonFinite { path: None, line: None, row, col, value });
             }
         }
     }
@@ -64,14 +58,8 @@ pub fn check_finite(x: MatRef<'_, f64>) -> Result<(), DataError> {
 /// A zero `(rows, cols)` matrix, or [`DataError::TooLarge`] if it cannot be allocated,
 /// so that a corrupt index or shape in a file does not abort the process.
 pub(crate) fn try_zeros(rows: usize, cols: usize, path: &str) -> Result<Mat<f64>, DataError> {
-    let too_large = || DataError::TooLarge {
-        path: path.to_owned(),
-        rows,
-        cols,
-    };
-    let bytes = rows
-        .checked_mul(cols)
-        .and_then(|len| len.checked_mul(size_of::<f64>()));
+    let too_large = || DataError::TooLarge { path: path.to_owned(), rows, cols };
+    let bytes = rows.checked_mul(cols).and_then(|len| len.checked_mul(size_of::<f64>()));
     if bytes.is_none_or(|bytes| bytes > isize::MAX as usize) {
         return Err(too_large());
     }
@@ -92,13 +80,7 @@ mod tests {
         x[(2, 0)] = f64::NEG_INFINITY;
         x[(1, 3)] = f64::NAN;
         match check_finite(x.as_ref()) {
-            Err(DataError::NonFinite {
-                path: None,
-                line: None,
-                row: 1,
-                col: 3,
-                value,
-            }) => {
+            Err(DataError::NonFinite { path: None, line: None, row: 1, col: 3, value }) => {
                 assert!(value.is_nan())
             }
             other => panic!("unexpected {other:?}"),
@@ -107,14 +89,8 @@ mod tests {
 
     #[test]
     fn try_zeros_rejects_absurd_shapes() {
-        assert!(matches!(
-            try_zeros(usize::MAX, 2, "t"),
-            Err(DataError::TooLarge { .. })
-        ));
-        assert!(matches!(
-            try_zeros(1 << 40, 1 << 30, "t"),
-            Err(DataError::TooLarge { .. })
-        ));
+        assert!(matches!(try_zeros(usize::MAX, 2, "t"), Err(DataError::TooLarge { .. })));
+        assert!(matches!(try_zeros(1 << 40, 1 << 30, "t"), Err(DataError::TooLarge { .. })));
         let x = try_zeros(3, 2, "t").expect("small allocation");
         assert_eq!((x.nrows(), x.ncols()), (3, 2));
         assert!(x.col_iter().all(|c| c.iter().all(|&v| v == 0.0)));

@@ -204,9 +204,6 @@ fn location(path: &Option<String>, line: &Option<usize>) -> String {
 impl DataError {
     /// An [`DataError::Io`] error for `path`.
     pub(crate) fn io(path: &str, source: std::io::Error) -> Self {
-        DataError::Io {
-            path: path.to_owned(),
-            source,
-        }
+        DataError::Io { path: path.to_owned(), source }
     }
 }

@@ -21,10 +21,7 @@ use crate::{Dataset, Labels};
 /// # Panics
 /// If `noise` is negative or not finite.
 pub fn rings<R: Rng + ?Sized>(n: usize, noise: f64, rng: &mut R) -> Dataset {
-    assert!(
-        noise.is_finite() && noise >= 0.0,
-        "rings: noise must be finite and nonnegative, got {noise}"
-    );
+    assert!(noise.is_finite() && noise >= 0.0, "rings: noise must be finite and nonnegative, got {noise}");
     let mut x = Mat::zeros(n, 3);
     let mut labels = Vec::with_capacity(n);
     for i in 0..n {
@@ -64,9 +61,7 @@ mod tests {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
         let data = rings(10, 0.0, &mut rng);
         assert_eq!((data.n(), data.d()), (10, 3));
-        let Labels::Classes(labels) = &data.labels else {
-            panic!("class labels expected")
-        };
+        let Labels::Classes(labels) = &data.labels else { panic!("class labels expected") };
         for (i, label) in labels.iter().enumerate() {
             let k = i % 3;
             assert_eq!(*label, k.to_string());
@@ -86,10 +81,7 @@ mod tests {
         let data = rings(n, noise, &mut rng);
         let var_z = (0..n).map(|i| data.x[(i, 2)].powi(2)).sum::<f64>() / n as f64;
         let rel = var_z / (noise * noise) - 1.0;
-        assert!(
-            rel.abs() < 5.0 * (2.0 / n as f64).sqrt(),
-            "relative error {rel}"
-        );
+        assert!(rel.abs() < 5.0 * (2.0 / n as f64).sqrt(), "relative error {rel}");
         // Same seed, same data.
         let again = rings(n, noise, &mut Xoshiro256PlusPlus::seed_from_u64(4));
         assert_eq!(again.x, data.x);
@@ -103,11 +95,7 @@ mod tests {
         assert_eq!((g.nrows(), g.ncols()), (n, d));
         let m = (n * d) as f64;
         let mean = g.col_iter().flat_map(|c| c.iter().copied()).sum::<f64>() / m;
-        let var = g
-            .col_iter()
-            .flat_map(|c| c.iter().map(|v| v * v))
-            .sum::<f64>()
-            / m;
+        let var = g.col_iter().flat_map(|c| c.iter().map(|v| v * v)).sum::<f64>() / m;
         assert!(mean.abs() < 5.0 / m.sqrt(), "mean {mean}");
         assert!((var - 1.0).abs() < 5.0 * (2.0 / m).sqrt(), "variance {var}");
     }

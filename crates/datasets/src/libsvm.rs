@@ -57,17 +57,11 @@ pub fn read_libsvm_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, Da
         let mut tokens = text.split_ascii_whitespace();
         let Some(label) = tokens.next() else { continue };
         let row = labels.len();
-        labels.push(
-            label
-                .parse::<f64>()
-                .ok()
-                .filter(|l| l.is_finite())
-                .ok_or_else(|| DataError::BadLabel {
-                    path: name.to_owned(),
-                    line,
-                    label: label.to_owned(),
-                })?,
-        );
+        labels.push(label.parse::<f64>().ok().filter(|l| l.is_finite()).ok_or_else(|| DataError::BadLabel {
+            path: name.to_owned(),
+            line,
+            label: label.to_owned(),
+        })?);
 
         let mut previous = 0;
         for (field, token) in (2..).zip(tokens) {
@@ -75,12 +69,7 @@ pub fn read_libsvm_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, Da
                 continue;
             }
             let Some((index_text, value_text)) = token.split_once(':') else {
-                return Err(DataError::MissingColon {
-                    path: name.to_owned(),
-                    line,
-                    field,
-                    token: token.to_owned(),
-                });
+                return Err(DataError::MissingColon { path: name.to_owned(), line, field, token: token.to_owned() });
             };
             let index = match index_text.parse::<usize>() {
                 Ok(index) if index > 0 => index,
@@ -138,19 +127,13 @@ pub fn read_libsvm_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, Da
     }
 
     if labels.is_empty() {
-        return Err(DataError::Empty {
-            path: name.to_owned(),
-        });
+        return Err(DataError::Empty { path: name.to_owned() });
     }
     let mut x = try_zeros(labels.len(), d, name)?;
     for (row, col, value) in triplets {
         x[(row, col)] = value;
     }
-    Ok(Dataset {
-        x,
-        labels: Labels::Numeric(labels),
-        source: name.to_owned(),
-    })
+    Ok(Dataset { x, labels: Labels::Numeric(labels), source: name.to_owned() })
 }
 
 #[cfg(test)]
@@ -169,16 +152,8 @@ mod tests {
     const CLEAN: &str = "+1 1:0.5 3:-2\n-1 2:1e-3 4:7\n3 \n1.5 1:1 2:2 3:3 4:4\n";
 
     fn expected() -> (Mat<f64>, Vec<f64>) {
-        let rows = [
-            [0.5, 0.0, -2.0, 0.0],
-            [0.0, 1e-3, 0.0, 7.0],
-            [0.0; 4],
-            [1.0, 2.0, 3.0, 4.0],
-        ];
-        (
-            Mat::from_fn(4, 4, |i, j| rows[i][j]),
-            vec![1.0, -1.0, 3.0, 1.5],
-        )
+        let rows = [[0.5, 0.0, -2.0, 0.0], [0.0, 1e-3, 0.0, 7.0], [0.0; 4], [1.0, 2.0, 3.0, 4.0]];
+        (Mat::from_fn(4, 4, |i, j| rows[i][j]), vec![1.0, -1.0, 3.0, 1.5])
     }
 
     fn assert_same(data: &Dataset, x: &Mat<f64>, labels: &[f64]) {
@@ -203,8 +178,7 @@ mod tests {
             CLEAN.trim_end().to_owned(),
             CLEAN.replace('\n', "\r\n").trim_end_matches("\r\n").to_owned(),
             format!("\n  \n{}\n\t\n", CLEAN.replace('\n', "\n\n")),
-            "# header comment\n+1\t1:0.5   3:-2 # trailing\n-1 qid:3 2:1e-3 4:7\n3\n1.5 1:1 2:2 3:3 4:4"
-                .to_owned(),
+            "# header comment\n+1\t1:0.5   3:-2 # trailing\n-1 qid:3 2:1e-3 4:7\n3\n1.5 1:1 2:2 3:3 4:4".to_owned(),
         ];
         for text in &variants {
             let data = parse(text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
@@ -221,10 +195,7 @@ mod tests {
     #[test]
     fn index_zero_is_bad_index() {
         let err = parse("1 1:1\n\n1 0:2\n").unwrap_err();
-        assert!(
-            matches!(&err, DataError::BadIndex { line: 3, field: 2, index, .. } if index == "0"),
-            "{err:?}"
-        );
+        assert!(matches!(&err, DataError::BadIndex { line: 3, field: 2, index, .. } if index == "0"), "{err:?}");
         assert_eq!(
             err.to_string(),
             "test:3: field 2 \"0:2\": index \"0\" is not a positive integer (LIBSVM indices start at 1)"
@@ -235,83 +206,38 @@ mod tests {
     fn negative_or_non_integer_index_is_bad_index() {
         for token in ["-1:2", "1.5:2", "a:2"] {
             let err = parse(&format!("1 {token}")).unwrap_err();
-            assert!(
-                matches!(
-                    err,
-                    DataError::BadIndex {
-                        line: 1,
-                        field: 2,
-                        ..
-                    }
-                ),
-                "{err:?}"
-            );
+            assert!(matches!(err, DataError::BadIndex { line: 1, field: 2, .. }), "{err:?}");
         }
     }
 
     #[test]
     fn non_numeric_value_is_bad_value() {
         let err = parse("1 1:1\n2 1:1 2:4 3:abc\n").unwrap_err();
-        assert!(
-            matches!(&err, DataError::BadValue { line: 2, field: 4, value, .. } if value == "abc"),
-            "{err:?}"
-        );
-        assert_eq!(
-            err.to_string(),
-            "test:2: field 4 \"3:abc\": value \"abc\" is not a number"
-        );
+        assert!(matches!(&err, DataError::BadValue { line: 2, field: 4, value, .. } if value == "abc"), "{err:?}");
+        assert_eq!(err.to_string(), "test:2: field 4 \"3:abc\": value \"abc\" is not a number");
     }
 
     #[test]
     fn non_numeric_label_is_bad_label() {
         let err = parse("1 1:1\nabc 1:1\n").unwrap_err();
-        assert!(
-            matches!(&err, DataError::BadLabel { line: 2, label, .. } if label == "abc"),
-            "{err:?}"
-        );
+        assert!(matches!(&err, DataError::BadLabel { line: 2, label, .. } if label == "abc"), "{err:?}");
         let err = parse("nan 1:1\n").unwrap_err();
-        assert!(
-            matches!(err, DataError::BadLabel { line: 1, .. }),
-            "{err:?}"
-        );
+        assert!(matches!(err, DataError::BadLabel { line: 1, .. }), "{err:?}");
     }
 
     #[test]
     fn missing_colon_is_reported() {
         let err = parse("1 1:1\n1 1:1 7\n").unwrap_err();
-        assert!(
-            matches!(&err, DataError::MissingColon { line: 2, field: 3, token, .. } if token == "7"),
-            "{err:?}"
-        );
+        assert!(matches!(&err, DataError::MissingColon { line: 2, field: 3, token, .. } if token == "7"), "{err:?}");
     }
 
     #[test]
     fn duplicate_and_decreasing_indices_are_reported() {
         let err = parse("1 1:1 3:1 3:2\n").unwrap_err();
-        assert!(
-            matches!(
-                err,
-                DataError::DuplicateIndex {
-                    line: 1,
-                    field: 4,
-                    index: 3,
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
+        assert!(matches!(err, DataError::DuplicateIndex { line: 1, field: 4, index: 3, .. }), "{err:?}");
         let err = parse("1 1:1\n1 4:1 2:2\n").unwrap_err();
         assert!(
-            matches!(
-                err,
-                DataError::IndexNotIncreasing {
-                    line: 2,
-                    field: 3,
-                    index: 2,
-                    previous: 4,
-                    ..
-                }
-            ),
+            matches!(err, DataError::IndexNotIncreasing { line: 2, field: 3, index: 2, previous: 4, .. }),
             "{err:?}"
         );
     }
@@ -342,10 +268,7 @@ mod tests {
     #[test]
     fn absurd_index_is_too_large_not_an_abort() {
         let err = parse(&format!("1 {}:1\n", usize::MAX)).unwrap_err();
-        assert!(
-            matches!(err, DataError::TooLarge { rows: 1, .. }),
-            "{err:?}"
-        );
+        assert!(matches!(err, DataError::TooLarge { rows: 1, .. }), "{err:?}");
     }
 
     /// LIBSVM text of `x` with labels, listing only nonzero entries, except that the last

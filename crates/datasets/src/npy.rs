@@ -44,40 +44,24 @@ pub fn write_npy_vector(path: &Path, v: &[f64]) -> Result<(), DataError> {
 /// - [`DataError::TooLarge`] if the matrix cannot be allocated.
 pub fn read_npy_matrix(path: &Path) -> Result<Mat<f64>, DataError> {
     let name = path.display().to_string();
-    let npy_error = |message: String| DataError::Npy {
-        path: name.clone(),
-        message,
-    };
+    let npy_error = |message: String| DataError::Npy { path: name.clone(), message };
     let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
     let file_len = file.metadata().map_err(|e| DataError::io(&name, e))?.len();
-    let npy = npyz::NpyFile::new(BufReader::new(file))
-        .map_err(|e| npy_error(format!("not a valid .npy file: {e}")))?;
+    let npy = npyz::NpyFile::new(BufReader::new(file)).map_err(|e| npy_error(format!("not a valid .npy file: {e}")))?;
 
     let descr = npy.dtype().descr();
     if descr != "'<f8'" && descr != "'>f8'" {
-        return Err(npy_error(format!(
-            "dtype is {descr}, expected float64 ('<f8')"
-        )));
+        return Err(npy_error(format!("dtype is {descr}, expected float64 ('<f8')")));
     }
     let &[nrows, ncols] = npy.shape() else {
-        return Err(npy_error(format!(
-            "shape is {:?}, expected a 2-D array",
-            npy.shape()
-        )));
+        return Err(npy_error(format!("shape is {:?}, expected a 2-D array", npy.shape())));
     };
-    let fits = nrows
-        .checked_mul(ncols)
-        .and_then(|len| len.checked_mul(8))
-        .is_some_and(|bytes| bytes <= file_len);
+    let fits = nrows.checked_mul(ncols).and_then(|len| len.checked_mul(8)).is_some_and(|bytes| bytes <= file_len);
     if !fits {
-        return Err(npy_error(format!(
-            "shape ({nrows}, {ncols}) needs more data than the file's {file_len} bytes"
-        )));
+        return Err(npy_error(format!("shape ({nrows}, {ncols}) needs more data than the file's {file_len} bytes")));
     }
     let (Ok(nrows), Ok(ncols)) = (usize::try_from(nrows), usize::try_from(ncols)) else {
-        return Err(npy_error(format!(
-            "shape ({nrows}, {ncols}) does not fit in memory"
-        )));
+        return Err(npy_error(format!("shape ({nrows}, {ncols}) does not fit in memory")));
     };
     let order = npy.order();
 
@@ -111,11 +95,7 @@ fn header(shape: &str) -> Vec<u8> {
 }
 
 /// Writes the header for `shape` (a Python tuple) and then `values` as little-endian f64.
-fn write_npy(
-    path: &Path,
-    shape: &str,
-    values: impl IntoIterator<Item = f64>,
-) -> Result<(), DataError> {
+fn write_npy(path: &Path, shape: &str, values: impl IntoIterator<Item = f64>) -> Result<(), DataError> {
     let name = path.display().to_string();
     let io_error = |e| DataError::io(&name, e);
     let mut out = BufWriter::new(File::create(path).map_err(io_error)?);
@@ -154,10 +134,7 @@ mod tests {
     fn header_text(bytes: &[u8]) -> (String, usize) {
         assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00");
         let len = usize::from(u16::from_le_bytes([bytes[8], bytes[9]]));
-        (
-            String::from_utf8(bytes[10..10 + len].to_vec()).expect("ASCII header"),
-            10 + len,
-        )
+        (String::from_utf8(bytes[10..10 + len].to_vec()).expect("ASCII header"), 10 + len)
     }
 
     #[test]
@@ -174,10 +151,7 @@ mod tests {
         let (text, offset) = header_text(&bytes);
         assert_eq!(offset % 64, 0);
         assert!(text.ends_with('\n'));
-        assert_eq!(
-            text.trim_end(),
-            "{'descr': '<f8', 'fortran_order': False, 'shape': (7, 3), }"
-        );
+        assert_eq!(text.trim_end(), "{'descr': '<f8', 'fortran_order': False, 'shape': (7, 3), }");
         assert_eq!(bytes.len(), offset + 8 * n * d);
         // Row-major data: entry (i, j) at offset + 8 (i d + j).
         let at = |i: usize, j: usize| {
@@ -212,10 +186,7 @@ mod tests {
         let bytes = std::fs::read(&file.0).expect("read back");
         let (text, offset) = header_text(&bytes);
         assert_eq!(offset % 64, 0);
-        assert_eq!(
-            text.trim_end(),
-            "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }"
-        );
+        assert_eq!(text.trim_end(), "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }");
         let npy = npyz::NpyFile::new(&bytes[..]).expect("npyz parses it");
         assert_eq!(npy.shape(), &[3]);
         assert_eq!(npy.into_vec::<f64>().expect("data"), v);
@@ -227,10 +198,7 @@ mod tests {
     #[test]
     fn reads_fortran_order_and_big_endian() {
         let expected = Mat::from_fn(2, 3, |i, j| (10 * i + j) as f64);
-        for (name, order, descr) in [
-            ("fortran", npyz::Order::Fortran, "<f8"),
-            ("big-endian", npyz::Order::C, ">f8"),
-        ] {
+        for (name, order, descr) in [("fortran", npyz::Order::Fortran, "<f8"), ("big-endian", npyz::Order::C, ">f8")] {
             let dtype = npyz::DType::Plain(descr.parse().expect("valid type string"));
             let mut bytes = Vec::new();
             let mut writer = npyz::WriteOptions::new()
@@ -266,10 +234,7 @@ mod tests {
         let file = TempFile::new("f32");
         std::fs::write(&file.0, &bytes).expect("write");
         let err = read_npy_matrix(&file.0).unwrap_err();
-        assert!(
-            matches!(&err, DataError::Npy { message, .. } if message.contains("'<f4'")),
-            "{err:?}"
-        );
+        assert!(matches!(&err, DataError::Npy { message, .. } if message.contains("'<f4'")), "{err:?}");
 
         let file = TempFile::new("truncated");
         write_npy_matrix(&file.0, Mat::<f64>::zeros(4, 4).as_ref()).expect("write");

@@ -58,9 +58,7 @@ mod tests {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
         let g = crate::generate::gaussian(n, d, &mut rng);
         // Columns on very different scales and offsets.
-        let original = Mat::from_fn(n, d, |i, j| {
-            1e3f64.powi(j as i32 - 1) * g[(i, j)] + 5.0 * j as f64
-        });
+        let original = Mat::from_fn(n, d, |i, j| 1e3f64.powi(j as i32 - 1) * g[(i, j)] + 5.0 * j as f64);
         let mut x = original.clone();
         let s = standardize(&mut x);
         for j in 0..d {
@@ -98,12 +96,7 @@ mod tests {
         assert_eq!(s.scale[0], 1.0);
         assert_eq!(s.scale[2], 1.0);
         assert!((s.mean[0] - 0.1).abs() < 1e-16 && s.mean[2] == -3.0);
-        assert!(
-            x.col_as_slice(0)
-                .iter()
-                .chain(x.col_as_slice(2))
-                .all(|&v| v == 0.0)
-        );
+        assert!(x.col_as_slice(0).iter().chain(x.col_as_slice(2)).all(|&v| v == 0.0));
         assert!(s.scale[1] > 0.0);
     }
 
@@ -111,12 +104,6 @@ mod tests {
     fn no_rows_is_a_no_op() {
         let mut x = Mat::<f64>::zeros(0, 2);
         let s = standardize(&mut x);
-        assert_eq!(
-            s,
-            Standardization {
-                mean: vec![0.0; 2],
-                scale: vec![1.0; 2]
-            }
-        );
+        assert_eq!(s, Standardization { mean: vec![0.0; 2], scale: vec![1.0; 2] });
     }
 }

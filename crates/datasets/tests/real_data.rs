@@ -8,9 +8,7 @@ use std::time::Instant;
 use stolr_datasets::{Labels, read_libsvm, read_magic};
 
 fn shared_data(file: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .join(file)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data").join(file)
 }
 
 /// (label, count) pairs, sorted by label.
@@ -31,25 +29,14 @@ fn counts<T: PartialOrd + Clone>(labels: &[T]) -> Vec<(T, usize)> {
 fn mushrooms_reads_as_8124_by_112() {
     let start = Instant::now();
     let data = read_libsvm(&shared_data("mushrooms/mushrooms")).expect("mushrooms reads");
-    eprintln!(
-        "mushrooms: {} x {} in {:?}",
-        data.n(),
-        data.d(),
-        start.elapsed()
-    );
+    eprintln!("mushrooms: {} x {} in {:?}", data.n(), data.d(), start.elapsed());
     assert_eq!((data.n(), data.d()), (8124, 112));
-    let Labels::Numeric(labels) = &data.labels else {
-        panic!("numeric labels expected")
-    };
+    let Labels::Numeric(labels) = &data.labels else { panic!("numeric labels expected") };
     assert_eq!(counts(labels), vec![(1.0, 3916), (2.0, 4208)]);
     for i in 0..data.n() {
         let row: Vec<f64> = (0..data.d()).map(|j| data.x[(i, j)]).collect();
         assert_eq!(row.iter().filter(|&&v| v == 1.0).count(), 21, "row {i}");
-        assert_eq!(
-            row.iter().filter(|&&v| v == 0.0).count(),
-            112 - 21,
-            "row {i}"
-        );
+        assert_eq!(row.iter().filter(|&&v| v == 0.0).count(), 112 - 21, "row {i}");
     }
 }
 
@@ -58,23 +45,11 @@ fn mushrooms_reads_as_8124_by_112() {
 fn magic04_reads_as_19020_by_10() {
     let start = Instant::now();
     let data = read_magic(&shared_data("magic04/magic04.data")).expect("magic04 reads");
-    eprintln!(
-        "magic04: {} x {} in {:?}",
-        data.n(),
-        data.d(),
-        start.elapsed()
-    );
+    eprintln!("magic04: {} x {} in {:?}", data.n(), data.d(), start.elapsed());
     assert_eq!((data.n(), data.d()), (19020, 10));
-    let Labels::Classes(labels) = &data.labels else {
-        panic!("class labels expected")
-    };
-    assert_eq!(
-        counts(labels),
-        vec![("g".to_owned(), 12332), ("h".to_owned(), 6688)]
-    );
+    let Labels::Classes(labels) = &data.labels else { panic!("class labels expected") };
+    assert_eq!(counts(labels), vec![("g".to_owned(), 12332), ("h".to_owned(), 6688)]);
     // First row: 28.7967,16.0021,2.6449,0.3918,0.1982,27.7004,22.011,-8.2027,40.092,81.8828,g
-    let first = [
-        28.7967, 16.0021, 2.6449, 0.3918, 0.1982, 27.7004, 22.011, -8.2027, 40.092, 81.8828,
-    ];
+    let first = [28.7967, 16.0021, 2.6449, 0.3918, 0.1982, 27.7004, 22.011, -8.2027, 40.092, 81.8828];
     assert!((0..10).all(|j| data.x[(0, j)] == first[j]));
 }

@@ -58,14 +58,8 @@ pub fn bandwidth_rule<R: Rng + ?Sized>(
     let d = x.ncols();
     let rows = row_major(x);
     let row = |i: usize| &rows[i * d..(i + 1) * d];
-    let dist = |i: usize, j: usize| -> f64 {
-        row(i)
-            .iter()
-            .zip(row(j))
-            .map(|(a, b)| (a - b) * (a - b))
-            .sum::<f64>()
-            .sqrt()
-    };
+    let dist =
+        |i: usize, j: usize| -> f64 { row(i).iter().zip(row(j)).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt() };
 
     // n(n-1)/2 without overflow.
     let all_pairs = (n as u128) * (n as u128 - 1) / 2;
@@ -91,14 +85,7 @@ pub fn bandwidth_rule<R: Rng + ?Sized>(
     };
     let m = distances.len();
     let sigma = linear_percentile(&mut distances, percentile);
-    if sigma > 0.0 {
-        Ok(sigma)
-    } else {
-        Err(EstimatorError::DegenerateBandwidth {
-            percentile,
-            pairs: m,
-        })
-    }
+    if sigma > 0.0 { Ok(sigma) } else { Err(EstimatorError::DegenerateBandwidth { percentile, pairs: m }) }
 }
 
 /// The `p`-th percentile (`0 < p <= 100`) of the non-empty `values` with numpy's default

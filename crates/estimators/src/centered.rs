@@ -97,9 +97,7 @@ pub fn centered_kernel_matrix(k: &Mat<f64>) -> Mat<f64> {
         return Mat::zeros(0, 0);
     }
     let inv = 1.0 / n as f64;
-    let col_means: Vec<f64> = (0..n)
-        .map(|j| k.col_as_slice(j).iter().sum::<f64>() * inv)
-        .collect();
+    let col_means: Vec<f64> = (0..n).map(|j| k.col_as_slice(j).iter().sum::<f64>() * inv).collect();
     let mut row_means = vec![0.0; n];
     for j in 0..n {
         for (r, &v) in row_means.iter_mut().zip(k.col_as_slice(j)) {

@@ -55,26 +55,13 @@ impl<'a> ColumnSampling<'a> {
     /// - [`EstimatorError::ZeroFeatures`] if `columns == 0`;
     /// - [`EstimatorError::EmptyData`] if `n == 0` or `d == 0`;
     /// - [`EstimatorError::NonFinite`] for a NaN or infinite entry of `x`.
-    pub fn new(
-        x: MatRef<'a, f64>,
-        kernel: Kernel,
-        columns: usize,
-        symmetric: bool,
-    ) -> Result<Self, EstimatorError> {
+    pub fn new(x: MatRef<'a, f64>, kernel: Kernel, columns: usize, symmetric: bool) -> Result<Self, EstimatorError> {
         kernel.validate()?;
         if columns == 0 {
-            return Err(EstimatorError::ZeroFeatures {
-                what: "sampled columns",
-            });
+            return Err(EstimatorError::ZeroFeatures { what: "sampled columns" });
         }
         check_data(x)?;
-        Ok(ColumnSampling {
-            x,
-            kernel,
-            columns,
-            symmetric,
-            prepared: PreparedKernel::new(kernel, x),
-        })
+        Ok(ColumnSampling { x, kernel, columns, symmetric, prepared: PreparedKernel::new(kernel, x) })
     }
 
     /// The kernel whose matrix is estimated.
@@ -99,11 +86,7 @@ impl KernelSampler for ColumnSampling<'_> {
     }
 
     fn draw_rank(&self) -> usize {
-        if self.symmetric {
-            2 * self.columns
-        } else {
-            self.columns
-        }
+        if self.symmetric { 2 * self.columns } else { self.columns }
     }
 
     fn is_symmetric_psd(&self) -> bool {
@@ -120,19 +103,12 @@ impl KernelSampler for ColumnSampling<'_> {
             let mut zeta = Mat::zeros(n, 2 * k);
             let mut chi = Mat::zeros(n, 2 * k);
             for (j, &i) in idx.iter().enumerate() {
-                zeta.col_as_slice_mut(j)
-                    .iter_mut()
-                    .zip(c.col_as_slice(j))
-                    .for_each(|(z, &v)| *z = scale * v);
-                chi.col_as_slice_mut(k + j)
-                    .copy_from_slice(c.col_as_slice(j));
+                zeta.col_as_slice_mut(j).iter_mut().zip(c.col_as_slice(j)).for_each(|(z, &v)| *z = scale * v);
+                chi.col_as_slice_mut(k + j).copy_from_slice(c.col_as_slice(j));
                 zeta[(i, k + j)] = scale;
                 chi[(i, j)] = 1.0;
             }
-            Factors {
-                zeta,
-                chi: Some(chi),
-            }
+            Factors { zeta, chi: Some(chi) }
         } else {
             let scale = n as f64 / k as f64;
             let mut chi = Mat::zeros(n, k);
@@ -141,23 +117,14 @@ impl KernelSampler for ColumnSampling<'_> {
             }
             let mut zeta = c;
             for j in 0..k {
-                zeta.col_as_slice_mut(j)
-                    .iter_mut()
-                    .for_each(|z| *z *= scale);
+                zeta.col_as_slice_mut(j).iter_mut().for_each(|z| *z *= scale);
             }
-            Factors {
-                zeta,
-                chi: Some(chi),
-            }
+            Factors { zeta, chi: Some(chi) }
         };
         Ok(factors)
     }
 
     fn name(&self) -> &'static str {
-        if self.symmetric {
-            "columns-sym"
-        } else {
-            "columns"
-        }
+        if self.symmetric { "columns-sym" } else { "columns" }
     }
 }

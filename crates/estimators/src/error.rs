@@ -13,9 +13,7 @@ pub enum EstimatorError {
         what: &'static str,
     },
     /// The data matrix has no rows or no columns.
-    #[error(
-        "the data matrix is empty ({nrows} samples, {ncols} features): need at least one of each"
-    )]
+    #[error("the data matrix is empty ({nrows} samples, {ncols} features): need at least one of each")]
     EmptyData {
         /// Number of samples `n` (rows).
         nrows: usize,

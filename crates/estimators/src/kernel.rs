@@ -78,11 +78,7 @@ impl Kernel {
                     return Err(invalid("sigma", sigma, "sigma must be finite and > 0"));
                 }
             }
-            Kernel::Polynomial {
-                scale,
-                offset,
-                degree,
-            } => {
+            Kernel::Polynomial { scale, offset, degree } => {
                 if !(scale.is_finite() && scale > 0.0) {
                     return Err(invalid("scale", scale, "scale must be finite and > 0"));
                 }
@@ -102,22 +98,14 @@ impl Kernel {
     /// # Panics
     /// If `x.len() != y.len()`.
     pub fn eval(&self, x: &[f64], y: &[f64]) -> f64 {
-        assert_eq!(
-            x.len(),
-            y.len(),
-            "kernel arguments must have the same dimension"
-        );
+        assert_eq!(x.len(), y.len(), "kernel arguments must have the same dimension");
         match *self {
             Kernel::Gaussian { sigma } => {
                 let sq: f64 = x.iter().zip(y).map(|(a, b)| (a - b) * (a - b)).sum();
                 (-sq / (2.0 * sigma * sigma)).exp()
             }
             Kernel::Laplacian { sigma } => (-l1_distance(x, y) / sigma).exp(),
-            Kernel::Polynomial {
-                scale,
-                offset,
-                degree,
-            } => {
+            Kernel::Polynomial { scale, offset, degree } => {
                 let dot: f64 = x.iter().zip(y).map(|(a, b)| a * b).sum();
                 powu(dot / scale + offset, degree)
             }
@@ -144,11 +132,7 @@ impl Kernel {
     /// # Panics
     /// If `x.ncols() != y.ncols()`.
     pub fn cross(&self, x: MatRef<'_, f64>, y: MatRef<'_, f64>) -> Mat<f64> {
-        assert_eq!(
-            x.ncols(),
-            y.ncols(),
-            "cross kernel: x and y must have the same number of columns"
-        );
+        assert_eq!(x.ncols(), y.ncols(), "cross kernel: x and y must have the same number of columns");
         PreparedKernel::new(*self, x).cross(y, faer::get_global_parallelism())
     }
 
@@ -166,12 +150,7 @@ impl Kernel {
 fn l1_distance(x: &[f64], y: &[f64]) -> f64 {
     let mut acc = [0.0; 4];
     let (xc, yc) = (x.chunks_exact(4), y.chunks_exact(4));
-    let tail: f64 = xc
-        .remainder()
-        .iter()
-        .zip(yc.remainder())
-        .map(|(a, b)| (a - b).abs())
-        .sum();
+    let tail: f64 = xc.remainder().iter().zip(yc.remainder()).map(|(a, b)| (a - b).abs()).sum();
     for (a, b) in xc.zip(yc) {
         for l in 0..4 {
             acc[l] += (a[l] - b[l]).abs();
@@ -221,16 +200,8 @@ impl PreparedKernel {
                 let sq = row_sq_norms(xc.as_ref());
                 Repr::Gram { x: xc, sq, shift }
             }
-            Kernel::Polynomial { .. } => Repr::Gram {
-                x: x.to_owned(),
-                sq: Vec::new(),
-                shift: vec![0.0; x.ncols()],
-            },
-            Kernel::Laplacian { .. } => Repr::Rows {
-                rows: row_major(x),
-                n: x.nrows(),
-                d: x.ncols(),
-            },
+            Kernel::Polynomial { .. } => Repr::Gram { x: x.to_owned(), sq: Vec::new(), shift: vec![0.0; x.ncols()] },
+            Kernel::Laplacian { .. } => Repr::Rows { rows: row_major(x), n: x.nrows(), d: x.ncols() },
         };
         PreparedKernel { kernel, repr }
     }
@@ -261,14 +232,7 @@ impl PreparedKernel {
                     }
                 });
             }
-            (
-                Kernel::Polynomial {
-                    scale,
-                    offset,
-                    degree,
-                },
-                _,
-            ) => {
+            (Kernel::Polynomial { scale, offset, degree }, _) => {
                 let inv = 1.0 / scale;
                 for_each_col_mut(g, par, cost, |j, col| {
                     for v in col.iter_mut().skip(start(j)) {
@@ -330,9 +294,7 @@ impl PreparedKernel {
                 }
                 g
             }
-            Repr::Rows { rows, d, .. } => {
-                self.l1_columns(n, k, |j| &rows[idx[j] * d..(idx[j] + 1) * d], false, par)
-            }
+            Repr::Rows { rows, d, .. } => self.l1_columns(n, k, |j| &rows[idx[j] * d..(idx[j] + 1) * d], false, par),
         }
     }
 
@@ -351,9 +313,7 @@ impl PreparedKernel {
                 }
                 g
             }
-            Repr::Rows { rows, d, .. } => {
-                self.l1_columns(n, n, |j| &rows[j * d..(j + 1) * d], true, par)
-            }
+            Repr::Rows { rows, d, .. } => self.l1_columns(n, n, |j| &rows[j * d..(j + 1) * d], true, par),
         };
         mirror_lower_to_upper(&mut k);
         k
@@ -369,8 +329,7 @@ impl PreparedKernel {
         lower_only: bool,
         par: Par,
     ) -> Mat<f64> {
-        let (Kernel::Laplacian { sigma }, Repr::Rows { rows, d, .. }) = (self.kernel, &self.repr)
-        else {
+        let (Kernel::Laplacian { sigma }, Repr::Rows { rows, d, .. }) = (self.kernel, &self.repr) else {
             unreachable!("l1_columns is only called for the Laplacian kernel")
         };
         let d = *d;

@@ -44,11 +44,7 @@ impl<'a> RandomMaclaurin<'a> {
     /// - [`EstimatorError::ZeroFeatures`] if `features == 0`;
     /// - [`EstimatorError::EmptyData`] if `n == 0` or `d == 0`;
     /// - [`EstimatorError::NonFinite`] for a NaN or infinite entry of `x`.
-    pub fn new(
-        x: MatRef<'a, f64>,
-        kernel: Kernel,
-        features: usize,
-    ) -> Result<Self, EstimatorError> {
+    pub fn new(x: MatRef<'a, f64>, kernel: Kernel, features: usize) -> Result<Self, EstimatorError> {
         kernel.validate()?;
         if !matches!(kernel, Kernel::Polynomial { .. }) {
             return Err(EstimatorError::UnsupportedKernel {
@@ -59,16 +55,10 @@ impl<'a> RandomMaclaurin<'a> {
             });
         }
         if features == 0 {
-            return Err(EstimatorError::ZeroFeatures {
-                what: "Maclaurin features",
-            });
+            return Err(EstimatorError::ZeroFeatures { what: "Maclaurin features" });
         }
         check_data(x)?;
-        Ok(RandomMaclaurin {
-            x,
-            kernel,
-            features,
-        })
+        Ok(RandomMaclaurin { x, kernel, features })
     }
 
     /// The kernel whose matrix is estimated.
@@ -83,12 +73,7 @@ impl<'a> RandomMaclaurin<'a> {
 
     /// The Maclaurin coefficient $a_N$ of the kernel.
     fn coefficient(&self, order: u32) -> f64 {
-        let Kernel::Polynomial {
-            scale,
-            offset,
-            degree,
-        } = self.kernel
-        else {
+        let Kernel::Polynomial { scale, offset, degree } = self.kernel else {
             unreachable!("rejected at construction")
         };
         if order > degree {
@@ -166,14 +151,7 @@ impl KernelSampler for RandomMaclaurin<'_> {
         }
         let par = faer::get_global_parallelism();
         let mut projection = Mat::zeros(n, total);
-        matmul(
-            projection.as_mut(),
-            Accum::Replace,
-            self.x,
-            omega.as_ref(),
-            1.0,
-            par,
-        );
+        matmul(projection.as_mut(), Accum::Replace, self.x, omega.as_ref(), 1.0, par);
         let projection = &projection;
         let mut zeta = Mat::zeros(n, features);
         for_each_col_mut(
@@ -187,9 +165,7 @@ impl KernelSampler for RandomMaclaurin<'_> {
                 }
                 col.fill(scale);
                 for l in ranges[j].clone() {
-                    col.iter_mut()
-                        .zip(projection.col_as_slice(l))
-                        .for_each(|(z, &p)| *z *= p);
+                    col.iter_mut().zip(projection.col_as_slice(l)).for_each(|(z, &p)| *z *= p);
                 }
             },
         );

@@ -23,11 +23,7 @@ where
     let ncols = m.ncols();
     let mut cols: Vec<&mut [f64]> = m
         .col_iter_mut()
-        .map(|c| {
-            c.try_as_col_major_mut()
-                .expect("columns of an owned faer matrix are contiguous")
-                .as_slice_mut()
-        })
+        .map(|c| c.try_as_col_major_mut().expect("columns of an owned faer matrix are contiguous").as_slice_mut())
         .collect();
     let total: usize = (0..ncols).map(cost).sum();
     if par.degree() <= 1 || total < 2 * MIN_WORK_PER_TASK || ncols < 2 {
@@ -38,10 +34,7 @@ where
     }
     let per_col = (total / ncols).max(1);
     let min_len = MIN_WORK_PER_TASK.div_ceil(per_col).max(1);
-    cols.par_iter_mut()
-        .enumerate()
-        .with_min_len(min_len)
-        .for_each(|(j, col)| f(j, col));
+    cols.par_iter_mut().enumerate().with_min_len(min_len).for_each(|(j, col)| f(j, col));
 }
 
 /// Copies the strictly lower triangle of the square matrix `m` onto its upper triangle, in

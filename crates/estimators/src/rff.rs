@@ -48,11 +48,7 @@ impl<'a> RandomFourierFeatures<'a> {
     /// - [`EstimatorError::ZeroFeatures`] if `features == 0`;
     /// - [`EstimatorError::EmptyData`] if `n == 0` or `d == 0`;
     /// - [`EstimatorError::NonFinite`] for a NaN or infinite entry of `x`.
-    pub fn new(
-        x: MatRef<'a, f64>,
-        kernel: Kernel,
-        features: usize,
-    ) -> Result<Self, EstimatorError> {
+    pub fn new(x: MatRef<'a, f64>, kernel: Kernel, features: usize) -> Result<Self, EstimatorError> {
         kernel.validate()?;
         if !kernel.is_shift_invariant() {
             return Err(EstimatorError::UnsupportedKernel {
@@ -63,9 +59,7 @@ impl<'a> RandomFourierFeatures<'a> {
             });
         }
         if features == 0 {
-            return Err(EstimatorError::ZeroFeatures {
-                what: "random Fourier features",
-            });
+            return Err(EstimatorError::ZeroFeatures { what: "random Fourier features" });
         }
         check_data(x)?;
         let (n, d) = x.shape();
@@ -102,8 +96,7 @@ impl<'a> RandomFourierFeatures<'a> {
                 }
             }
             Kernel::Laplacian { sigma } => {
-                let cauchy = Cauchy::new(0.0, 1.0 / sigma)
-                    .expect("sigma is finite and > 0, checked at construction");
+                let cauchy = Cauchy::new(0.0, 1.0 / sigma).expect("sigma is finite and > 0, checked at construction");
                 for j in 0..k {
                     for l in 0..d {
                         self.omega[(l, j)] = cauchy.sample(rng);
@@ -131,14 +124,7 @@ impl KernelSampler for RandomFourierFeatures<'_> {
     fn sample(&mut self, rng: &mut dyn rand::Rng) -> Result<Factors, EstimatorError> {
         self.draw_frequencies(rng);
         let par = faer::get_global_parallelism();
-        matmul(
-            self.projection.as_mut(),
-            Accum::Replace,
-            self.x,
-            self.omega.as_ref(),
-            1.0,
-            par,
-        );
+        matmul(self.projection.as_mut(), Accum::Replace, self.x, self.omega.as_ref(), 1.0, par);
         let n = self.x.nrows();
         let scale = 1.0 / (self.features as f64).sqrt();
         let projection = &self.projection;

@@ -4,9 +4,7 @@ mod common;
 
 use common::{gaussian_data, rng};
 use faer::Mat;
-use stolr_estimators::{
-    DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, EstimatorError, bandwidth_rule,
-};
+use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, EstimatorError, bandwidth_rule};
 
 /// All pairwise distances `i < j`, sorted.
 fn sorted_distances(x: &Mat<f64>) -> Vec<f64> {
@@ -14,9 +12,7 @@ fn sorted_distances(x: &Mat<f64>) -> Vec<f64> {
     let mut v = Vec::new();
     for i in 0..n {
         for j in i + 1..n {
-            let sq: f64 = (0..x.ncols())
-                .map(|l| (x[(i, l)] - x[(j, l)]).powi(2))
-                .sum();
+            let sq: f64 = (0..x.ncols()).map(|l| (x[(i, l)] - x[(j, l)]).powi(2)).sum();
             v.push(sq.sqrt());
         }
     }
@@ -40,10 +36,7 @@ fn exact_when_all_pairs_fit() {
         // 435 pairs <= 1000: every pair is used, the rng is not touched.
         let sigma = bandwidth_rule(x.as_ref(), p, 1000, &mut rng(0)).unwrap();
         let exact = numpy_percentile(&sorted, p);
-        assert!(
-            (sigma - exact).abs() <= 1e-12 * exact,
-            "p = {p}: {sigma} vs {exact}"
-        );
+        assert!((sigma - exact).abs() <= 1e-12 * exact, "p = {p}: {sigma} vs {exact}");
     }
     // Exactly n(n-1)/2 pairs is still exact.
     let sigma = bandwidth_rule(x.as_ref(), 20.0, 435, &mut rng(0)).unwrap();
@@ -56,32 +49,14 @@ fn sampled_estimate_is_close_to_exact() {
     let exact = numpy_percentile(&sorted_distances(&x), DEFAULT_BANDWIDTH_PERCENTILE);
     // 79 800 pairs exist; 20 000 sampled pairs estimate the 20th percentile to about 0.5%
     // (standard error sqrt(p(1-p)/m)/f(q)); 3% leaves a wide margin.
-    let sigma = bandwidth_rule(
-        x.as_ref(),
-        DEFAULT_BANDWIDTH_PERCENTILE,
-        20_000,
-        &mut rng(3),
-    )
-    .unwrap();
+    let sigma = bandwidth_rule(x.as_ref(), DEFAULT_BANDWIDTH_PERCENTILE, 20_000, &mut rng(3)).unwrap();
     let rel = (sigma - exact).abs() / exact;
     assert!(rel < 0.03, "sampled {sigma} vs exact {exact} (rel {rel})");
     // Same seed, same estimate.
-    let again = bandwidth_rule(
-        x.as_ref(),
-        DEFAULT_BANDWIDTH_PERCENTILE,
-        20_000,
-        &mut rng(3),
-    )
-    .unwrap();
+    let again = bandwidth_rule(x.as_ref(), DEFAULT_BANDWIDTH_PERCENTILE, 20_000, &mut rng(3)).unwrap();
     assert_eq!(sigma, again);
     // The default number of pairs exceeds n(n-1)/2 here: exact.
-    let sigma = bandwidth_rule(
-        x.as_ref(),
-        DEFAULT_BANDWIDTH_PERCENTILE,
-        DEFAULT_BANDWIDTH_PAIRS,
-        &mut rng(3),
-    )
-    .unwrap();
+    let sigma = bandwidth_rule(x.as_ref(), DEFAULT_BANDWIDTH_PERCENTILE, DEFAULT_BANDWIDTH_PAIRS, &mut rng(3)).unwrap();
     assert!((sigma - exact).abs() <= 1e-12 * exact);
 }
 
@@ -102,15 +77,9 @@ fn errors() {
         Err(EstimatorError::EmptyData { nrows: 5, ncols: 0 })
     ));
     for p in [0.0, -1.0, 100.5, f64::NAN] {
-        assert!(matches!(
-            bandwidth_rule(x.as_ref(), p, 100, &mut r),
-            Err(EstimatorError::InvalidPercentile { .. })
-        ));
+        assert!(matches!(bandwidth_rule(x.as_ref(), p, 100, &mut r), Err(EstimatorError::InvalidPercentile { .. })));
     }
-    assert!(matches!(
-        bandwidth_rule(x.as_ref(), 20.0, 0, &mut r),
-        Err(EstimatorError::ZeroPairs)
-    ));
+    assert!(matches!(bandwidth_rule(x.as_ref(), 20.0, 0, &mut r), Err(EstimatorError::ZeroPairs)));
     let mut nan = x.clone();
     nan[(3, 1)] = f64::NAN;
     assert!(matches!(

@@ -10,16 +10,8 @@ use stolr_estimators::{EstimatorError, Kernel, centered_kernel_matrix};
 const KERNELS: [Kernel; 4] = [
     Kernel::Gaussian { sigma: 1.3 },
     Kernel::Laplacian { sigma: 2.5 },
-    Kernel::Polynomial {
-        scale: 2.0,
-        offset: 1.0,
-        degree: 3,
-    },
-    Kernel::Polynomial {
-        scale: 0.5,
-        offset: 0.0,
-        degree: 2,
-    },
+    Kernel::Polynomial { scale: 2.0, offset: 1.0, degree: 3 },
+    Kernel::Polynomial { scale: 0.5, offset: 0.0, degree: 2 },
 ];
 
 fn row(x: &Mat<f64>, i: usize) -> Vec<f64> {
@@ -28,9 +20,7 @@ fn row(x: &Mat<f64>, i: usize) -> Vec<f64> {
 
 /// The kernel matrix by the definition, entry by entry.
 fn by_definition(kernel: Kernel, x: &Mat<f64>, y: &Mat<f64>) -> Mat<f64> {
-    Mat::from_fn(x.nrows(), y.nrows(), |i, j| {
-        kernel.eval(&row(x, i), &row(y, j))
-    })
+    Mat::from_fn(x.nrows(), y.nrows(), |i, j| kernel.eval(&row(x, i), &row(y, j)))
 }
 
 fn assert_matrix_matches_definition(kernel: Kernel, x: &Mat<f64>) {
@@ -61,12 +51,7 @@ fn eval_matches_closed_forms() {
     assert!((g - (-14.0f64 / 8.0).exp()).abs() < 1e-15);
     let l = Kernel::Laplacian { sigma: 3.0 }.eval(&x, &y);
     assert!((l - (-2.0f64).exp()).abs() < 1e-15);
-    let p = Kernel::Polynomial {
-        scale: 0.25,
-        offset: 4.0,
-        degree: 3,
-    }
-    .eval(&x, &y);
+    let p = Kernel::Polynomial { scale: 0.25, offset: 4.0, degree: 3 }.eval(&x, &y);
     assert!((p - 1.0).abs() < 1e-15);
 }
 
@@ -111,24 +96,15 @@ fn cross_and_columns_agree_with_matrix() {
         let k = kernel.matrix(x.as_ref());
         let scale = k.norm_max().max(1.0);
         let c = kernel.cross(x.as_ref(), x.as_ref());
-        assert!(
-            max_abs_diff(&c, &k) <= 1e-12 * scale,
-            "{kernel:?}: cross(x, x) != matrix"
-        );
+        assert!(max_abs_diff(&c, &k) <= 1e-12 * scale, "{kernel:?}: cross(x, x) != matrix");
         let cols = kernel.columns(x.as_ref(), &idx);
         assert_eq!(cols.shape(), (60, idx.len()));
         let from_k = Mat::from_fn(60, idx.len(), |i, j| k[(i, idx[j])]);
-        assert!(
-            max_abs_diff(&cols, &from_k) <= 1e-12 * scale,
-            "{kernel:?}: columns"
-        );
+        assert!(max_abs_diff(&cols, &from_k) <= 1e-12 * scale, "{kernel:?}: columns");
         let xy = kernel.cross(x.as_ref(), y.as_ref());
         assert_eq!(xy.shape(), (60, 7));
         let exact = by_definition(kernel, &x, &y);
-        assert!(
-            max_abs_diff(&xy, &exact) <= 1e-12 * exact.norm_max().max(1.0),
-            "{kernel:?}: cross(x, y)"
-        );
+        assert!(max_abs_diff(&xy, &exact) <= 1e-12 * exact.norm_max().max(1.0), "{kernel:?}: cross(x, y)");
     }
 }
 
@@ -154,36 +130,10 @@ fn validate_rejects_bad_parameters() {
         (Kernel::Gaussian { sigma: 0.0 }, "sigma"),
         (Kernel::Gaussian { sigma: -1.0 }, "sigma"),
         (Kernel::Gaussian { sigma: f64::NAN }, "sigma"),
-        (
-            Kernel::Laplacian {
-                sigma: f64::INFINITY,
-            },
-            "sigma",
-        ),
-        (
-            Kernel::Polynomial {
-                scale: 0.0,
-                offset: 1.0,
-                degree: 2,
-            },
-            "scale",
-        ),
-        (
-            Kernel::Polynomial {
-                scale: 1.0,
-                offset: -0.5,
-                degree: 2,
-            },
-            "offset",
-        ),
-        (
-            Kernel::Polynomial {
-                scale: 1.0,
-                offset: 1.0,
-                degree: 0,
-            },
-            "degree",
-        ),
+        (Kernel::Laplacian { sigma: f64::INFINITY }, "sigma"),
+        (Kernel::Polynomial { scale: 0.0, offset: 1.0, degree: 2 }, "scale"),
+        (Kernel::Polynomial { scale: 1.0, offset: -0.5, degree: 2 }, "offset"),
+        (Kernel::Polynomial { scale: 1.0, offset: 1.0, degree: 0 }, "degree"),
     ];
     for (kernel, name) in bad {
         match kernel.validate() {
@@ -191,10 +141,7 @@ fn validate_rejects_bad_parameters() {
             other => panic!("{kernel:?}: expected InvalidKernel, got {other:?}"),
         }
         let message = kernel.validate().unwrap_err().to_string();
-        assert!(
-            message.contains(name),
-            "message {message:?} does not name {name}"
-        );
+        assert!(message.contains(name), "message {message:?} does not name {name}");
     }
     for kernel in KERNELS {
         kernel.validate().unwrap();

@@ -6,17 +6,12 @@ use common::{gaussian_data, max_abs_diff, rng};
 use faer::Mat;
 use proptest::prelude::*;
 use stolr_estimators::{
-    Centered, ColumnSampling, EstimatorError, Kernel, KernelSampler, RandomFourierFeatures,
-    RandomMaclaurin,
+    Centered, ColumnSampling, EstimatorError, Kernel, KernelSampler, RandomFourierFeatures, RandomMaclaurin,
 };
 
 const GAUSSIAN: Kernel = Kernel::Gaussian { sigma: 1.0 };
 const LAPLACIAN: Kernel = Kernel::Laplacian { sigma: 1.0 };
-const POLYNOMIAL: Kernel = Kernel::Polynomial {
-    scale: 2.0,
-    offset: 1.0,
-    degree: 3,
-};
+const POLYNOMIAL: Kernel = Kernel::Polynomial { scale: 2.0, offset: 1.0, degree: 3 };
 
 /// `H m`: every column minus its mean.
 fn center(m: &Mat<f64>) -> Mat<f64> {
@@ -44,13 +39,8 @@ fn all_samplers(x: &Mat<f64>) -> Vec<Box<dyn KernelSampler + '_>> {
 #[test]
 fn shapes_names_and_symmetry() {
     let x = gaussian_data(11, 3, 1.0, 1);
-    let expected = [
-        ("rff", 8, true),
-        ("rff", 8, true),
-        ("columns", 4, false),
-        ("columns-sym", 8, false),
-        ("maclaurin", 7, true),
-    ];
+    let expected =
+        [("rff", 8, true), ("rff", 8, true), ("columns", 4, false), ("columns-sym", 8, false), ("maclaurin", 7, true)];
     for (mut s, (name, rank, psd)) in all_samplers(&x).into_iter().zip(expected) {
         assert_eq!(s.name(), name);
         assert_eq!(s.n(), 11);
@@ -148,11 +138,7 @@ fn maclaurin_of_degree_one_is_linear_kernel_draw() {
     // (<x,y>/s + c)^1: a_0 = c, a_1 = 1/s, a_N = 0 beyond; each feature is either the
     // constant sqrt(2c) or sqrt(4/s) <w, x>, or zero.
     let x = gaussian_data(8, 3, 1.0, 6);
-    let kernel = Kernel::Polynomial {
-        scale: 4.0,
-        offset: 0.5,
-        degree: 1,
-    };
+    let kernel = Kernel::Polynomial { scale: 4.0, offset: 0.5, degree: 1 };
     let mut s = RandomMaclaurin::new(x.as_ref(), kernel, 50).unwrap();
     let f = s.sample(&mut rng(8)).unwrap();
     let d_sqrt = 50f64.sqrt();
@@ -166,9 +152,7 @@ fn maclaurin_of_degree_one_is_linear_kernel_draw() {
         } else {
             // sqrt(4/4) * <w, x_i> with w in {±1}^3.
             let found = (0..8u32).any(|signs| {
-                let w: Vec<f64> = (0..3)
-                    .map(|l| if signs >> l & 1 == 1 { 1.0 } else { -1.0 })
-                    .collect();
+                let w: Vec<f64> = (0..3).map(|l| if signs >> l & 1 == 1 { 1.0 } else { -1.0 }).collect();
                 (0..8).all(|i| {
                     let dot: f64 = (0..3).map(|l| w[l] * x[(i, l)]).sum();
                     (col[i] - dot).abs() < 1e-12
@@ -186,8 +170,7 @@ fn maclaurin_of_degree_one_is_linear_kernel_draw() {
 #[test]
 fn boxed_and_centered_boxed_samplers_work() {
     let x = gaussian_data(10, 2, 1.0, 7);
-    let boxed: Box<dyn KernelSampler + '_> =
-        Box::new(RandomFourierFeatures::new(x.as_ref(), GAUSSIAN, 3).unwrap());
+    let boxed: Box<dyn KernelSampler + '_> = Box::new(RandomFourierFeatures::new(x.as_ref(), GAUSSIAN, 3).unwrap());
     let mut centered = Centered::new(boxed);
     let f = centered.sample(&mut rng(9)).unwrap();
     assert_eq!(f.zeta.shape(), (10, 6));
@@ -205,50 +188,28 @@ fn constructor_errors() {
     let x = gaussian_data(6, 2, 1.0, 8);
     let xr = x.as_ref();
     // Zero features or columns.
-    assert!(matches!(
-        RandomFourierFeatures::new(xr, GAUSSIAN, 0),
-        Err(EstimatorError::ZeroFeatures { .. })
-    ));
-    assert!(matches!(
-        ColumnSampling::new(xr, GAUSSIAN, 0, true),
-        Err(EstimatorError::ZeroFeatures { .. })
-    ));
-    assert!(matches!(
-        RandomMaclaurin::new(xr, POLYNOMIAL, 0),
-        Err(EstimatorError::ZeroFeatures { .. })
-    ));
+    assert!(matches!(RandomFourierFeatures::new(xr, GAUSSIAN, 0), Err(EstimatorError::ZeroFeatures { .. })));
+    assert!(matches!(ColumnSampling::new(xr, GAUSSIAN, 0, true), Err(EstimatorError::ZeroFeatures { .. })));
+    assert!(matches!(RandomMaclaurin::new(xr, POLYNOMIAL, 0), Err(EstimatorError::ZeroFeatures { .. })));
     // Wrong kernel family.
     assert!(matches!(
         RandomFourierFeatures::new(xr, POLYNOMIAL, 3),
-        Err(EstimatorError::UnsupportedKernel {
-            estimator: "rff",
-            kernel: "polynomial",
-            ..
-        })
+        Err(EstimatorError::UnsupportedKernel { estimator: "rff", kernel: "polynomial", .. })
     ));
     assert!(matches!(
         RandomMaclaurin::new(xr, LAPLACIAN, 3),
-        Err(EstimatorError::UnsupportedKernel {
-            estimator: "maclaurin",
-            ..
-        })
+        Err(EstimatorError::UnsupportedKernel { estimator: "maclaurin", .. })
     ));
     // Invalid bandwidth.
     for sigma in [0.0, -2.0, f64::NAN] {
         for kernel in [Kernel::Gaussian { sigma }, Kernel::Laplacian { sigma }] {
             assert!(matches!(
                 RandomFourierFeatures::new(xr, kernel, 3),
-                Err(EstimatorError::InvalidKernel {
-                    parameter: "sigma",
-                    ..
-                })
+                Err(EstimatorError::InvalidKernel { parameter: "sigma", .. })
             ));
             assert!(matches!(
                 ColumnSampling::new(xr, kernel, 3, false),
-                Err(EstimatorError::InvalidKernel {
-                    parameter: "sigma",
-                    ..
-                })
+                Err(EstimatorError::InvalidKernel { parameter: "sigma", .. })
             ));
         }
     }
@@ -285,13 +246,8 @@ fn constructor_errors() {
         Err(EstimatorError::EmptyData { nrows: 4, ncols: 0 })
     ));
     // Messages are readable.
-    let message = RandomFourierFeatures::new(xr, Kernel::Gaussian { sigma: -2.0 }, 3)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        message.contains("sigma") && message.contains("-2"),
-        "{message}"
-    );
+    let message = RandomFourierFeatures::new(xr, Kernel::Gaussian { sigma: -2.0 }, 3).unwrap_err().to_string();
+    assert!(message.contains("sigma") && message.contains("-2"), "{message}");
 }
 
 fn make(x: &Mat<f64>, which: usize, k: usize) -> Box<dyn KernelSampler + '_> {

@@ -7,8 +7,8 @@ mod common;
 use common::{clt_check, gaussian_data};
 use faer::Mat;
 use stolr_estimators::{
-    Centered, ColumnSampling, EstimatorError, Factors, Kernel, KernelSampler,
-    RandomFourierFeatures, RandomMaclaurin, centered_kernel_matrix,
+    Centered, ColumnSampling, EstimatorError, Factors, Kernel, KernelSampler, RandomFourierFeatures, RandomMaclaurin,
+    centered_kernel_matrix,
 };
 
 const N: usize = 16;
@@ -21,20 +21,11 @@ fn data() -> Mat<f64> {
 
 const GAUSSIAN: Kernel = Kernel::Gaussian { sigma: 1.5 };
 const LAPLACIAN: Kernel = Kernel::Laplacian { sigma: 2.0 };
-const POLYNOMIAL: Kernel = Kernel::Polynomial {
-    scale: 3.0,
-    offset: 1.0,
-    degree: 3,
-};
+const POLYNOMIAL: Kernel = Kernel::Polynomial { scale: 3.0, offset: 1.0, degree: 3 };
 
 fn assert_unbiased(sampler: &mut dyn KernelSampler, target: &Mat<f64>, seed: u64) {
     let report = clt_check(sampler, target, DRAWS, seed);
-    eprintln!(
-        "{}: max |z| = {:.2} (bound {:.2})",
-        sampler.name(),
-        report.max_z,
-        report.z
-    );
+    eprintln!("{}: max |z| = {:.2} (bound {:.2})", sampler.name(), report.max_z, report.z);
     assert_eq!(
         report.violations,
         0,
@@ -48,12 +39,7 @@ fn assert_unbiased(sampler: &mut dyn KernelSampler, target: &Mat<f64>, seed: u64
 
 fn assert_biased(sampler: &mut dyn KernelSampler, target: &Mat<f64>, seed: u64) {
     let report = clt_check(sampler, target, DRAWS, seed);
-    eprintln!(
-        "{} (biased): {} violations, max |z| = {:.2}",
-        sampler.name(),
-        report.violations,
-        report.max_z
-    );
+    eprintln!("{} (biased): {} violations, max |z| = {:.2}", sampler.name(), report.violations, report.max_z);
     assert!(
         report.violations > 0,
         "{}: a biased estimator passed the CLT check (max |z| = {:.2}, bound {:.2})",
@@ -106,11 +92,7 @@ fn random_maclaurin_is_unbiased() {
     let mut s = RandomMaclaurin::new(x.as_ref(), POLYNOMIAL, 20).unwrap();
     assert_unbiased(&mut s, &k, 8);
     // offset 0: only the order-q term survives.
-    let homogeneous = Kernel::Polynomial {
-        scale: 2.0,
-        offset: 0.0,
-        degree: 2,
-    };
+    let homogeneous = Kernel::Polynomial { scale: 2.0, offset: 0.0, degree: 2 };
     let k = homogeneous.matrix(x.as_ref());
     let mut s = RandomMaclaurin::new(x.as_ref(), homogeneous, 20).unwrap();
     assert_unbiased(&mut s, &k, 9);
@@ -182,31 +164,20 @@ fn biased_estimators_fail_the_check() {
     let x = data();
     let k = GAUSSIAN.matrix(x.as_ref());
     // RFF with the classic extra sqrt(2) on each feature: E[xi] = 2K.
-    let mut s = Scaled {
-        inner: RandomFourierFeatures::new(x.as_ref(), GAUSSIAN, 5).unwrap(),
-        factor: 2.0,
-    };
+    let mut s = Scaled { inner: RandomFourierFeatures::new(x.as_ref(), GAUSSIAN, 5).unwrap(), factor: 2.0 };
     assert_biased(&mut s, &k, 1);
     // RFF of a kernel with a 30% wider bandwidth.
-    let mut s =
-        RandomFourierFeatures::new(x.as_ref(), Kernel::Gaussian { sigma: 1.95 }, 5).unwrap();
+    let mut s = RandomFourierFeatures::new(x.as_ref(), Kernel::Gaussian { sigma: 1.95 }, 5).unwrap();
     assert_biased(&mut s, &k, 1);
     // Symmetric column sampling with 25% too much weight.
-    let mut s = Scaled {
-        inner: ColumnSampling::new(x.as_ref(), GAUSSIAN, 3, true).unwrap(),
-        factor: 1.25,
-    };
+    let mut s = Scaled { inner: ColumnSampling::new(x.as_ref(), GAUSSIAN, 3, true).unwrap(), factor: 1.25 };
     assert_biased(&mut s, &k, 5);
     // Uncentred RFF against H K H.
     let hkh = centered_kernel_matrix(&k);
     let mut s = RandomFourierFeatures::new(x.as_ref(), GAUSSIAN, 5).unwrap();
     assert_biased(&mut s, &hkh, 10);
     // Maclaurin against the kernel with a different offset.
-    let other = Kernel::Polynomial {
-        scale: 3.0,
-        offset: 1.2,
-        degree: 3,
-    };
+    let other = Kernel::Polynomial { scale: 3.0, offset: 1.2, degree: 3 };
     let mut s = RandomMaclaurin::new(x.as_ref(), POLYNOMIAL, 20).unwrap();
     assert_biased(&mut s, &other.matrix(x.as_ref()), 8);
 }

@@ -20,9 +20,7 @@ pub fn sym_eigen_desc(a: MatRef<'_, f64>) -> Result<(Vec<f64>, Mat<f64>), LowRan
     }
     let evd = a
         .self_adjoint_eigen(Side::Lower)
-        .map_err(|_| LowRankError::NoConvergence {
-            what: "symmetric eigendecomposition",
-        })?;
+        .map_err(|_| LowRankError::NoConvergence { what: "symmetric eigendecomposition" })?;
     let s = evd.S().column_vector();
     let u = evd.U();
     // faer: nondecreasing. Reverse once, here.
@@ -50,21 +48,11 @@ pub fn thin_qr(a: MatRef<'_, f64>) -> (Mat<f64>, Mat<f64>) {
 pub fn thin_svd(a: MatRef<'_, f64>) -> Result<(Mat<f64>, Vec<f64>, Mat<f64>), LowRankError> {
     let p = a.nrows().min(a.ncols());
     if p == 0 {
-        return Ok((
-            Mat::zeros(a.nrows(), 0),
-            Vec::new(),
-            Mat::zeros(a.ncols(), 0),
-        ));
+        return Ok((Mat::zeros(a.nrows(), 0), Vec::new(), Mat::zeros(a.ncols(), 0)));
     }
-    let svd = a
-        .thin_svd()
-        .map_err(|_| LowRankError::NoConvergence { what: "SVD" })?;
+    let svd = a.thin_svd().map_err(|_| LowRankError::NoConvergence { what: "SVD" })?;
     let s = svd.S().column_vector();
-    Ok((
-        svd.U().to_owned(),
-        (0..p).map(|i| s[i]).collect(),
-        svd.V().to_owned(),
-    ))
+    Ok((svd.U().to_owned(), (0..p).map(|i| s[i]).collect(), svd.V().to_owned()))
 }
 
 /// `dst ← alpha · lhs · rhs` (or `dst += …` with `Accum::Add`), with faer's global parallelism.
@@ -87,11 +75,7 @@ pub(crate) fn gemm(
 pub(crate) fn inner(a: MatRef<'_, f64>, b: MatRef<'_, f64>, lower_only: bool) -> Mat<f64> {
     use faer::linalg::matmul::triangular::{BlockStructure, matmul};
     let (n, p, q) = (a.nrows(), a.ncols(), b.ncols());
-    let structure = if lower_only {
-        BlockStructure::TriangularLower
-    } else {
-        BlockStructure::Rectangular
-    };
+    let structure = if lower_only { BlockStructure::TriangularLower } else { BlockStructure::Rectangular };
     let chunk_product = |start: usize, len: usize| {
         let mut out = Mat::<f64>::zeros(p, q);
         matmul(
@@ -135,35 +119,17 @@ pub(crate) fn hstack(left: MatRef<'_, f64>, right: MatRef<'_, f64>) -> Mat<f64> 
     debug_assert_eq!(left.nrows(), right.nrows());
     let mut out = Mat::zeros(left.nrows(), left.ncols() + right.ncols());
     out.as_mut().subcols_mut(0, left.ncols()).copy_from(left);
-    out.as_mut()
-        .subcols_mut(left.ncols(), right.ncols())
-        .copy_from(right);
+    out.as_mut().subcols_mut(left.ncols(), right.ncols()).copy_from(right);
     out
 }
 
 /// `[basis, extra] · coeffs` without forming `[basis, extra]`: `basis` `(n, b)`, `extra`
 /// `(n, p)`, `coeffs` `(b + p, k)`; result `(n, k)`.
-pub(crate) fn mul_split(
-    basis: MatRef<'_, f64>,
-    extra: MatRef<'_, f64>,
-    coeffs: MatRef<'_, f64>,
-) -> Mat<f64> {
+pub(crate) fn mul_split(basis: MatRef<'_, f64>, extra: MatRef<'_, f64>, coeffs: MatRef<'_, f64>) -> Mat<f64> {
     let b = basis.ncols();
     let mut out = Mat::zeros(basis.nrows(), coeffs.ncols());
-    gemm(
-        out.as_mut(),
-        faer::Accum::Replace,
-        basis,
-        coeffs.subrows(0, b),
-        1.0,
-    );
-    gemm(
-        out.as_mut(),
-        faer::Accum::Add,
-        extra,
-        coeffs.subrows(b, extra.ncols()),
-        1.0,
-    );
+    gemm(out.as_mut(), faer::Accum::Replace, basis, coeffs.subrows(0, b), 1.0);
+    gemm(out.as_mut(), faer::Accum::Add, extra, coeffs.subrows(b, extra.ncols()), 1.0);
     out
 }
 
@@ -182,11 +148,7 @@ pub(crate) fn mul_split(
 /// # Errors
 /// [`LowRankError::ShapeMismatch`] if `a` is not square or `r > n`;
 /// [`LowRankError::NoConvergence`] if the dense fallback fails.
-pub fn top_eigenpairs(
-    a: MatRef<'_, f64>,
-    r: usize,
-    tolerance: f64,
-) -> Result<crate::Eigenpairs, LowRankError> {
+pub fn top_eigenpairs(a: MatRef<'_, f64>, r: usize, tolerance: f64) -> Result<crate::Eigenpairs, LowRankError> {
     let n = a.nrows();
     crate::error::check_shape("symmetric matrix", (n, n), (a.nrows(), a.ncols()))?;
     if r > n {
@@ -206,9 +168,7 @@ pub fn top_eigenpairs(
         let mut mem = MemBuffer::new(partial_self_adjoint_eigen_scratch(op, r, par, params));
         // Deterministic start vector with no structure (a Weyl sequence), never orthogonal to a
         // particular eigenvector such as the all-ones vector of a centred kernel.
-        let v0 = faer::Col::<f64>::from_fn(n, |i| {
-            ((i as f64 + 1.0) * 0.618_033_988_749_895).fract() - 0.5
-        });
+        let v0 = faer::Col::<f64>::from_fn(n, |i| ((i as f64 + 1.0) * 0.618_033_988_749_895).fract() - 0.5);
         let mut vecs = Mat::<f64>::zeros(n, r);
         let mut vals = vec![0.0; r];
         let info = partial_self_adjoint_eigen(
@@ -233,10 +193,7 @@ pub fn top_eigenpairs(
         }
     }
     let (vals, vecs) = sym_eigen_desc(a)?;
-    let mut pairs = crate::Eigenpairs {
-        values: vals[..r].to_vec(),
-        vectors: vecs.subcols(0, r).to_owned(),
-    };
+    let mut pairs = crate::Eigenpairs { values: vals[..r].to_vec(), vectors: vecs.subcols(0, r).to_owned() };
     pairs.fix_signs();
     Ok(pairs)
 }

@@ -62,9 +62,7 @@ impl Eigenpairs {
     /// eigenvalues, which the solvers never return, would be clamped to zero.
     pub fn projections(&self) -> Mat<f64> {
         let scale: Vec<f64> = self.values.iter().map(|v| v.max(0.0).sqrt()).collect();
-        Mat::from_fn(self.dim(), self.rank(), |i, j| {
-            self.vectors[(i, j)] * scale[j]
-        })
+        Mat::from_fn(self.dim(), self.rank(), |i, j| self.vectors[(i, j)] * scale[j])
     }
 
     /// Dense reconstruction `U diag(λ) Uᵀ`, shape `(n, n)`. For tests on small inputs only.

@@ -38,24 +38,15 @@ pub enum LowRankError {
     },
 }
 
-pub(crate) fn check_finite(
-    what: &'static str,
-    values: impl IntoIterator<Item = f64>,
-) -> Result<(), LowRankError> {
+pub(crate) fn check_finite(what: &'static str, values: impl IntoIterator<Item = f64>) -> Result<(), LowRankError> {
     match values.into_iter().find(|v| !v.is_finite()) {
         Some(value) => Err(LowRankError::NonFinite { what, value }),
         None => Ok(()),
     }
 }
 
-pub(crate) fn check_finite_mat(
-    what: &'static str,
-    m: faer::MatRef<'_, f64>,
-) -> Result<(), LowRankError> {
-    check_finite(
-        what,
-        (0..m.ncols()).flat_map(move |j| (0..m.nrows()).map(move |i| m[(i, j)])),
-    )
+pub(crate) fn check_finite_mat(what: &'static str, m: faer::MatRef<'_, f64>) -> Result<(), LowRankError> {
+    check_finite(what, (0..m.ncols()).flat_map(move |j| (0..m.nrows()).map(move |i| m[(i, j)])))
 }
 
 pub(crate) fn check_shape(
@@ -63,13 +54,5 @@ pub(crate) fn check_shape(
     expected: (usize, usize),
     found: (usize, usize),
 ) -> Result<(), LowRankError> {
-    if expected == found {
-        Ok(())
-    } else {
-        Err(LowRankError::ShapeMismatch {
-            what,
-            expected,
-            found,
-        })
-    }
+    if expected == found { Ok(()) } else { Err(LowRankError::ShapeMismatch { what, expected, found }) }
 }

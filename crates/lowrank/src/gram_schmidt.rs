@@ -48,16 +48,9 @@ pub struct OrthogonalizedBlock {
 ///
 /// # References
 /// Spec `math.md` §2.3 (factored SPGD step); the paper's step re-factors the whole block.
-pub fn orthogonalize_against(
-    u: MatRef<'_, f64>,
-    w: MatRef<'_, f64>,
-) -> Result<OrthogonalizedBlock, LowRankError> {
-    let Deferred {
-        c,
-        mut q,
-        pending,
-        r,
-    } = orthogonalize_deferred(u, w)?;
+pub fn orthogonalize_against(u: MatRef<'_, f64>, w: MatRef<'_, f64>) -> Result<OrthogonalizedBlock, LowRankError> {
+    check_shape("new block", (u.nrows(), w.ncols()), (w.nrows(), w.ncols()))?;
+    let Deferred { c, mut q, pending, r } = orthogonalize_deferred(u, w.to_owned());
     if let Some(r2) = pending {
         // q·R₂⁻¹ made explicit: qᵀ ← R₂⁻ᵀ qᵀ.
         faer::linalg::triangular_solve::solve_lower_triangular_in_place(
@@ -79,13 +72,11 @@ struct Deferred {
     r: Mat<f64>,
 }
 
-fn orthogonalize_deferred(
-    u: MatRef<'_, f64>,
-    w: MatRef<'_, f64>,
-) -> Result<Deferred, LowRankError> {
-    check_shape("new block", (u.nrows(), w.ncols()), (w.nrows(), w.ncols()))?;
-    let mut rem = w.to_owned();
-    let mut c = Mat::zeros(u.ncols(), w.ncols());
+/// `w` `(n, a)` is consumed and reused as the storage of the result (no copy of the block).
+fn orthogonalize_deferred(u: MatRef<'_, f64>, w: Mat<f64>) -> Deferred {
+    debug_assert_eq!(u.nrows(), w.nrows());
+    let mut rem = w;
+    let mut c = Mat::zeros(u.ncols(), rem.ncols());
     if u.ncols() > 0 {
         for _pass in 0..2 {
             let ci = inner(u, rem.as_ref(), false);
@@ -93,45 +84,39 @@ fn orthogonalize_deferred(
             c += &ci;
         }
     }
-    if rem.nrows() >= rem.ncols()
-        && rem.ncols() > 0
-        && let Some((q, r2, r1)) = cholesky_qr2_deferred(&rem)
-    {
-        let r = mul(r2.as_ref(), r1.as_ref());
-        return Ok(Deferred {
-            c,
-            q,
-            pending: Some(r2),
-            r,
-        });
+    if rem.nrows() >= rem.ncols() && rem.ncols() > 0 {
+        match cholesky_qr2_deferred(rem) {
+            Ok((q, r2, r1)) => {
+                let r = mul(r2.as_ref(), r1.as_ref());
+                return Deferred { c, q, pending: Some(r2), r };
+            }
+            Err(original) => rem = original,
+        }
     }
     let (q, r) = thin_qr(rem.as_ref());
-    Ok(Deferred {
-        c,
-        q,
-        pending: None,
-        r,
-    })
+    Deferred { c, q, pending: None, r }
 }
 
 /// CholeskyQR2 (Fukaya et al. 2014; orthogonality `O(ε)` when `κ(w) ≲ ε^{-1/2}`, Yamamoto et
 /// al. 2015) of a tall block `w` `(n, a)`, `n ≥ a`, with the second triangular solve deferred:
-/// returns `(q₁, R₂, R₁)` with `w = q₁ R₁` and `q₁ R₂⁻¹` orthonormal. `None` when either
-/// Cholesky factorization fails, the first pass finds `w` too ill-conditioned, or the second
-/// pass finds `q₁` far from orthonormal; the caller then falls back to Householder QR.
-fn cholesky_qr2_deferred(w: &Mat<f64>) -> Option<(Mat<f64>, Mat<f64>, Mat<f64>)> {
-    let mut q = w.clone();
-    let (l1, _) = cholesky_of_gram(&q)?;
+/// returns `(q₁, R₂, R₁)` with `w = q₁ R₁` and `q₁ R₂⁻¹` orthonormal, computed in the storage
+/// of `w`. Gives `w` back (`Err`) when either Cholesky factorization fails, the first pass finds
+/// `w` too ill-conditioned, or the second pass finds `q₁` far from orthonormal; the caller then
+/// falls back to Householder QR.
+fn cholesky_qr2_deferred(w: Mat<f64>) -> Result<(Mat<f64>, Mat<f64>, Mat<f64>), Mat<f64>> {
+    let Some((l1, _)) = cholesky_of_gram(&w) else { return Err(w) };
+    let mut q = w;
     faer::linalg::triangular_solve::solve_lower_triangular_in_place(
         l1.as_ref(),
         q.as_mut().transpose_mut(),
         faer::get_global_parallelism(),
     );
-    let (l2, defect) = cholesky_of_gram(&q)?;
-    if defect >= 1e-2 {
-        return None;
+    let r1 = l1.transpose().to_owned();
+    match cholesky_of_gram(&q) {
+        Some((l2, defect)) if defect < 1e-2 => Ok((q, l2.transpose().to_owned(), r1)),
+        // Rare: undo the first pass (w = q₁ R₁) for the Householder fallback.
+        _ => Err(mul(q.as_ref(), r1.as_ref())),
     }
-    Some((q, l2.transpose().to_owned(), l1.transpose().to_owned()))
 }
 
 /// The Cholesky factor `L` of `G = wᵀw` and `max|G − I|`; `None` when the factorization fails
@@ -146,11 +131,7 @@ fn cholesky_of_gram(w: &Mat<f64>) -> Option<(Mat<f64>, f64)> {
         .fold(0.0_f64, f64::max);
     let llt = g.llt(faer::Side::Lower).ok()?;
     let l = llt.L();
-    let (lo, hi) = (0..a)
-        .map(|i| l[(i, i)])
-        .fold((f64::INFINITY, 0.0_f64), |(lo, hi), v| {
-            (lo.min(v), hi.max(v))
-        });
+    let (lo, hi) = (0..a).map(|i| l[(i, i)]).fold((f64::INFINITY, 0.0_f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
     if !(lo > 1e-6 * hi) {
         return None;
     }
@@ -174,15 +155,13 @@ pub(crate) struct Basis {
 }
 
 /// `[u, w] = basis · coeffs` by block Gram–Schmidt (keeping `u`) or a fresh QR.
-pub(crate) fn extend_basis(
-    u: MatRef<'_, f64>,
-    w: MatRef<'_, f64>,
-    how: Orthogonalization,
-) -> Result<Basis, LowRankError> {
+/// `w` `(n, a)` is consumed (its storage becomes the new columns).
+pub(crate) fn extend_basis(u: MatRef<'_, f64>, w: Mat<f64>, how: Orthogonalization) -> Result<Basis, LowRankError> {
+    check_shape("new block", (u.nrows(), w.ncols()), (w.nrows(), w.ncols()))?;
     let (b, a) = (u.ncols(), w.ncols());
     match how {
         Orthogonalization::BlockGramSchmidt => {
-            let Deferred { c, q, pending, r } = orthogonalize_deferred(u, w)?;
+            let Deferred { c, q, pending, r } = orthogonalize_deferred(u, w);
             let p = q.ncols();
             let mut coeffs = Mat::zeros(b + p, b + a);
             for i in 0..b {
@@ -190,22 +169,11 @@ pub(crate) fn extend_basis(
             }
             coeffs.as_mut().submatrix_mut(0, b, b, a).copy_from(&c);
             coeffs.as_mut().submatrix_mut(b, b, p, a).copy_from(&r);
-            Ok(Basis {
-                extra: q,
-                coeffs,
-                keeps_u: true,
-                pending,
-            })
+            Ok(Basis { extra: q, coeffs, keeps_u: true, pending })
         }
         Orthogonalization::FreshQr => {
-            check_shape("new block", (u.nrows(), a), (w.nrows(), a))?;
-            let (q, r) = thin_qr(hstack(u, w).as_ref());
-            Ok(Basis {
-                extra: q,
-                coeffs: r,
-                keeps_u: false,
-                pending: None,
-            })
+            let (q, r) = thin_qr(hstack(u, w.as_ref()).as_ref());
+            Ok(Basis { extra: q, coeffs: r, keeps_u: false, pending: None })
         }
     }
 }
@@ -221,11 +189,7 @@ impl Basis {
             Some(r2) => {
                 let mut c = coeffs.to_owned();
                 let bottom = c.as_mut().subrows_mut(b, self.extra.ncols());
-                faer::linalg::triangular_solve::solve_upper_triangular_in_place(
-                    r2.as_ref(),
-                    bottom,
-                    faer::Par::Seq,
-                );
+                faer::linalg::triangular_solve::solve_upper_triangular_in_place(r2.as_ref(), bottom, faer::Par::Seq);
                 resolved = c;
                 resolved.as_ref()
             }

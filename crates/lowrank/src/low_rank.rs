@@ -22,11 +22,7 @@ pub struct LowRank {
 impl LowRank {
     /// The zero matrix of size `m × n` (rank 0).
     pub fn zeros(m: usize, n: usize) -> Self {
-        Self {
-            u: Mat::zeros(m, 0),
-            s: Vec::new(),
-            v: Mat::zeros(n, 0),
-        }
+        Self { u: Mat::zeros(m, 0), s: Vec::new(), v: Mat::zeros(n, 0) }
     }
 
     /// `U diag(s) Vᵀ` from `u` `(m, b)`, `s` (length `b`) and `v` `(n, b)`; `u`, `v` must have
@@ -91,9 +87,7 @@ impl LowRank {
 
     /// Dense `U diag(s) Vᵀ`, shape `(m, n)`. For tests on small inputs only.
     pub fn to_dense(&self) -> Mat<f64> {
-        let us = Mat::from_fn(self.u.nrows(), self.rank(), |i, j| {
-            self.u[(i, j)] * self.s[j]
-        });
+        let us = Mat::from_fn(self.u.nrows(), self.rank(), |i, j| self.u[(i, j)] * self.s[j]);
         &us * self.v.transpose()
     }
 
@@ -114,13 +108,9 @@ impl LowRank {
     /// Paper `000_64249a13de5bd3cc.txt`, Algorithm 1 (last line); spec `math.md` §2.4 and
     /// Appendix B.3 (positive eigenvalues only).
     pub fn symmetric_eigenpairs(&self) -> Result<Eigenpairs, LowRankError> {
-        check_shape(
-            "Z (must be square)",
-            (self.nrows(), self.nrows()),
-            (self.nrows(), self.ncols()),
-        )?;
+        check_shape("Z (must be square)", (self.nrows(), self.nrows()), (self.nrows(), self.ncols()))?;
         let b = self.rank();
-        let basis = extend_basis(self.u(), self.v(), Orthogonalization::BlockGramSchmidt)?;
+        let basis = extend_basis(self.u(), self.v().to_owned(), Orthogonalization::BlockGramSchmidt)?;
         let r = basis.coeffs.as_ref();
         // M = ½ (R_U S R_Vᵀ + R_V S R_Uᵀ) where R_U, R_V are the coefficient columns of U and V.
         let ru = r.subcols(0, b);
@@ -129,15 +119,10 @@ impl LowRank {
         let half = &ru_s * rv.transpose();
         let m = &half + half.transpose();
         let (lam, w) = sym_eigen_desc(m.as_ref())?;
-        let tol = lam.iter().fold(0.0_f64, |acc, x| acc.max(x.abs()))
-            * (2 * b.max(1)) as f64
-            * f64::EPSILON;
+        let tol = lam.iter().fold(0.0_f64, |acc, x| acc.max(x.abs())) * (2 * b.max(1)) as f64 * f64::EPSILON;
         let keep = lam.iter().take_while(|&&x| x > tol).count();
         let vectors = basis.times(self.u(), w.as_ref().subcols(0, keep));
-        let mut pairs = Eigenpairs {
-            values: lam[..keep].to_vec(),
-            vectors,
-        };
+        let mut pairs = Eigenpairs { values: lam[..keep].to_vec(), vectors };
         pairs.fix_signs();
         Ok(pairs)
     }
@@ -147,10 +132,6 @@ impl From<SymLowRank> for LowRank {
     /// `U diag(s) Uᵀ` seen as a general factorization with `V = U`.
     fn from(z: SymLowRank) -> Self {
         let u = z.u().to_owned();
-        Self {
-            v: u.clone(),
-            u,
-            s: z.s().to_vec(),
-        }
+        Self { v: u.clone(), u, s: z.s().to_vec() }
     }
 }

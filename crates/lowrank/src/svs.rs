@@ -41,15 +41,13 @@ fn check_block(what: &'static str, n: usize, block: MatRef<'_, f64>) -> Result<(
 pub fn shrink_dense(a: MatRef<'_, f64>, threshold: f64) -> Result<Mat<f64>, LowRankError> {
     check_step(1.0, threshold)?;
     let (u, s, v) = thin_svd(a)?;
-    let us = Mat::from_fn(u.nrows(), s.len(), |i, j| {
-        u[(i, j)] * (s[j] - threshold).max(0.0)
-    });
+    let us = Mat::from_fn(u.nrows(), s.len(), |i, j| u[(i, j)] * (s[j] - threshold).max(0.0));
     Ok(&us * v.transpose())
 }
 
 /// One factored SPGD step on a symmetric PSD iterate (the PSD fast path):
 /// `Z⁺ = D_threshold[(1 − η) Z + η ζζᵀ]`, with `Z = U diag(s) Uᵀ` of size `n × n` and `ζ` of
-/// shape `(n, a)`. Returns `Z⁺` factored, rank ≤ `b + a`.
+/// shape `(n, a)` (consumed: its storage is reused). Returns `Z⁺` factored, rank ≤ `b + a`.
 ///
 /// `(1 − η) Z + η ζζᵀ = [U, ζ] diag((1−η) s, η 1_a) [U, ζ]ᵀ`. With `[U, ζ] = P R`
 /// (block Gram–Schmidt of ζ against `U`, or a fresh thin QR per `how`), the small matrix
@@ -70,21 +68,19 @@ pub fn shrink_dense(a: MatRef<'_, f64>, threshold: f64) -> Result<Mat<f64>, LowR
 /// `math.md` §2.3 (PSD fast path, sqrt-free form).
 pub fn shrink_psd(
     z: &SymLowRank,
-    zeta: MatRef<'_, f64>,
+    zeta: Mat<f64>,
     eta: f64,
     threshold: f64,
     how: Orthogonalization,
 ) -> Result<SymLowRank, LowRankError> {
     check_step(eta, threshold)?;
-    check_block("zeta", z.n(), zeta)?;
+    check_block("zeta", z.n(), zeta.as_ref())?;
     let b = z.rank();
     let a = zeta.ncols();
     if b > 0 && eta > 1.0 {
         return Err(LowRankError::InvalidParameter {
             name: "eta",
-            reason: format!(
-                "eta = {eta} > 1 makes (1 - eta) Z indefinite; the PSD path needs eta <= 1 once Z != 0"
-            ),
+            reason: format!("eta = {eta} > 1 makes (1 - eta) Z indefinite; the PSD path needs eta <= 1 once Z != 0"),
         });
     }
     let basis = extend_basis(z.u(), zeta, how)?;
@@ -102,7 +98,7 @@ pub fn shrink_psd(
 
 /// One factored SPGD step on a general iterate:
 /// `Z⁺ = D_threshold[(1 − η) Z + η ζχᵀ]`, with `Z = U diag(s) Vᵀ` of size `m × n`, `ζ` of shape
-/// `(m, a)` and `χ` of shape `(n, a)`. Returns `Z⁺` as a thin SVD, rank ≤ `b + a`.
+/// `(m, a)` and `χ` of shape `(n, a)` (both consumed). Returns `Z⁺` as a thin SVD, rank ≤ `b + a`.
 ///
 /// `(1 − η) Z + η ζχᵀ = [U, ζ] diag((1−η)s, η 1_a) [V, χ]ᵀ`. With `[U, ζ] = P_X R_X` and
 /// `[V, χ] = P_Y R_Y` (block Gram–Schmidt against `U`, `V`, or fresh thin QRs per `how`), the
@@ -120,15 +116,15 @@ pub fn shrink_psd(
 /// 2012, Lemma 3.4); spec `math.md` §2.3 (sqrt-free form).
 pub fn shrink_general(
     z: &LowRank,
-    zeta: MatRef<'_, f64>,
-    chi: MatRef<'_, f64>,
+    zeta: Mat<f64>,
+    chi: Mat<f64>,
     eta: f64,
     threshold: f64,
     how: Orthogonalization,
 ) -> Result<LowRank, LowRankError> {
     check_step(eta, threshold)?;
-    check_block("zeta", z.nrows(), zeta)?;
-    check_block("chi", z.ncols(), chi)?;
+    check_block("zeta", z.nrows(), zeta.as_ref())?;
+    check_block("chi", z.ncols(), chi.as_ref())?;
     check_shape("chi", (z.ncols(), zeta.ncols()), (chi.nrows(), chi.ncols()))?;
     let b = z.rank();
     let a = zeta.ncols();

@@ -20,10 +20,7 @@ pub struct SymLowRank {
 impl SymLowRank {
     /// The zero matrix of size `n × n` (rank 0).
     pub fn zeros(n: usize) -> Self {
-        Self {
-            u: Mat::zeros(n, 0),
-            s: Vec::new(),
-        }
+        Self { u: Mat::zeros(n, 0), s: Vec::new() }
     }
 
     /// `U diag(s) Uᵀ` from `u`, shape `(n, b)`, with orthonormal columns (not checked), and `s`
@@ -38,16 +35,10 @@ impl SymLowRank {
         check_finite("s", s.iter().copied())?;
         check_finite_mat("U", u.as_ref())?;
         if s.iter().any(|&v| v <= 0.0) {
-            return Err(LowRankError::InvalidParameter {
-                name: "s",
-                reason: "values must be positive".into(),
-            });
+            return Err(LowRankError::InvalidParameter { name: "s", reason: "values must be positive".into() });
         }
         if s.windows(2).any(|w| w[0] < w[1]) {
-            return Err(LowRankError::InvalidParameter {
-                name: "s",
-                reason: "values must be nonincreasing".into(),
-            });
+            return Err(LowRankError::InvalidParameter { name: "s", reason: "values must be nonincreasing".into() });
         }
         Ok(Self { u, s })
     }
@@ -94,10 +85,7 @@ impl SymLowRank {
 
     /// The nonzero eigenpairs of `Z`, eigenvalues nonincreasing, vectors `(n, b)`.
     pub fn eigenpairs(&self) -> Eigenpairs {
-        Eigenpairs {
-            values: self.s.clone(),
-            vectors: self.u.clone(),
-        }
+        Eigenpairs { values: self.s.clone(), vectors: self.u.clone() }
     }
 
     /// Dense `U diag(s) Uᵀ`, shape `(n, n)`. For tests on small inputs only.

@@ -6,8 +6,8 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use stolr_lowrank::{
-    LowRank, LowRankError, Orthogonalization, SymLowRank, frobenius, orthogonalize_against,
-    shrink_dense, shrink_general, shrink_psd, sym_eigen_desc, thin_qr,
+    LowRank, LowRankError, Orthogonalization, SymLowRank, frobenius, orthogonalize_against, shrink_dense,
+    shrink_general, shrink_psd, sym_eigen_desc, thin_qr,
 };
 
 fn gaussian(rows: usize, cols: usize, rng: &mut Xoshiro256PlusPlus) -> Mat<f64> {
@@ -32,16 +32,10 @@ fn max_abs(a: MatRef<'_, f64>) -> f64 {
 /// `‖QᵀQ − I‖_max`.
 fn orthonormality_defect(q: MatRef<'_, f64>) -> f64 {
     let g = q.transpose() * q;
-    max_abs_diff(
-        g.as_ref(),
-        Mat::<f64>::identity(q.ncols(), q.ncols()).as_ref(),
-    )
+    max_abs_diff(g.as_ref(), Mat::<f64>::identity(q.ncols(), q.ncols()).as_ref())
 }
 
-const MODES: [Orthogonalization; 2] = [
-    Orthogonalization::BlockGramSchmidt,
-    Orthogonalization::FreshQr,
-];
+const MODES: [Orthogonalization; 2] = [Orthogonalization::BlockGramSchmidt, Orthogonalization::FreshQr];
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
@@ -58,7 +52,7 @@ proptest! {
                 let eta = 2.0 / t as f64;
                 let zeta = gaussian(n, a, &mut rng);
                 let chi = gaussian(n, a, &mut rng);
-                z = shrink_general(&z, zeta.as_ref(), chi.as_ref(), eta, eta * tau, how).unwrap();
+                z = shrink_general(&z, zeta.clone(), chi.clone(), eta, eta * tau, how).unwrap();
                 let target = &dense * (1.0 - eta) + &zeta * chi.transpose() * eta;
                 dense = shrink_dense(target.as_ref(), eta * tau).unwrap();
                 let scale = 1.0 + max_abs(dense.as_ref());
@@ -81,8 +75,8 @@ proptest! {
             for t in 1..=steps {
                 let eta = 2.0 / t as f64;
                 let zeta = gaussian(n, a, &mut rng);
-                sym = shrink_psd(&sym, zeta.as_ref(), eta, eta * tau, how).unwrap();
-                general = shrink_general(&general, zeta.as_ref(), zeta.as_ref(), eta, eta * tau, how).unwrap();
+                sym = shrink_psd(&sym, zeta.clone(), eta, eta * tau, how).unwrap();
+                general = shrink_general(&general, zeta.clone(), zeta.clone(), eta, eta * tau, how).unwrap();
                 let scale = 1.0 + max_abs(general.to_dense().as_ref());
                 prop_assert!(max_abs_diff(sym.to_dense().as_ref(), general.to_dense().as_ref()) < 1e-9 * scale);
                 prop_assert_eq!(sym.rank(), general.rank());
@@ -174,9 +168,7 @@ fn random_orthonormal(n: usize, b: usize, rng: &mut Xoshiro256PlusPlus) -> Mat<f
 }
 
 fn random_values(b: usize, rng: &mut Xoshiro256PlusPlus) -> Vec<f64> {
-    let mut s: Vec<f64> = (0..b)
-        .map(|_| 0.1 + rand::RngExt::random::<f64>(rng) * 5.0)
-        .collect();
+    let mut s: Vec<f64> = (0..b).map(|_| 0.1 + rand::RngExt::random::<f64>(rng) * 5.0).collect();
     s.sort_by(|x, y| y.total_cmp(x));
     s
 }
@@ -224,42 +216,36 @@ fn bad_inputs_are_typed_errors() {
     let z = SymLowRank::zeros(5);
     let zeta = gaussian(4, 2, &mut rng);
     assert!(matches!(
-        shrink_psd(&z, zeta.as_ref(), 1.0, 0.1, Orthogonalization::default()),
+        shrink_psd(&z, zeta.clone(), 1.0, 0.1, Orthogonalization::default()),
         Err(LowRankError::ShapeMismatch { .. })
     ));
     let mut zeta = gaussian(5, 2, &mut rng);
     zeta[(2, 1)] = f64::NAN;
     assert!(matches!(
-        shrink_psd(&z, zeta.as_ref(), 1.0, 0.1, Orthogonalization::default()),
+        shrink_psd(&z, zeta.clone(), 1.0, 0.1, Orthogonalization::default()),
         Err(LowRankError::NonFinite { .. })
     ));
     let zeta = gaussian(5, 2, &mut rng);
     assert!(matches!(
-        shrink_psd(&z, zeta.as_ref(), 0.0, 0.1, Orthogonalization::default()),
+        shrink_psd(&z, zeta.clone(), 0.0, 0.1, Orthogonalization::default()),
         Err(LowRankError::InvalidParameter { name: "eta", .. })
     ));
     assert!(matches!(
-        shrink_psd(&z, zeta.as_ref(), 1.0, -1.0, Orthogonalization::default()),
-        Err(LowRankError::InvalidParameter {
-            name: "threshold",
-            ..
-        })
+        shrink_psd(&z, zeta.clone(), 1.0, -1.0, Orthogonalization::default()),
+        Err(LowRankError::InvalidParameter { name: "threshold", .. })
     ));
     // eta = 2 is fine from zero (Algorithm 1, t = 1), but not once Z != 0.
-    let z1 = shrink_psd(&z, zeta.as_ref(), 2.0, 0.0, Orthogonalization::default()).unwrap();
+    let z1 = shrink_psd(&z, zeta.clone(), 2.0, 0.0, Orthogonalization::default()).unwrap();
     assert!(z1.rank() > 0);
     assert!(matches!(
-        shrink_psd(&z1, zeta.as_ref(), 2.0, 0.0, Orthogonalization::default()),
+        shrink_psd(&z1, zeta.clone(), 2.0, 0.0, Orthogonalization::default()),
         Err(LowRankError::InvalidParameter { name: "eta", .. })
     ));
     assert!(matches!(
         SymLowRank::new(Mat::zeros(5, 2), vec![1.0, 2.0]),
         Err(LowRankError::InvalidParameter { name: "s", .. })
     ));
-    assert!(matches!(
-        SymLowRank::new(Mat::zeros(5, 2), vec![1.0]),
-        Err(LowRankError::ShapeMismatch { .. })
-    ));
+    assert!(matches!(SymLowRank::new(Mat::zeros(5, 2), vec![1.0]), Err(LowRankError::ShapeMismatch { .. })));
 }
 
 /// A threshold above every singular value collapses the iterate to rank 0 (not an error here;
@@ -268,14 +254,7 @@ fn bad_inputs_are_typed_errors() {
 fn large_threshold_collapses_to_zero() {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
     let zeta = gaussian(8, 2, &mut rng);
-    let z = shrink_psd(
-        &SymLowRank::zeros(8),
-        zeta.as_ref(),
-        1.0,
-        1e6,
-        Orthogonalization::default(),
-    )
-    .unwrap();
+    let z = shrink_psd(&SymLowRank::zeros(8), zeta, 1.0, 1e6, Orthogonalization::default()).unwrap();
     assert_eq!(z.rank(), 0);
     assert_eq!(z.u().nrows(), 8);
 }
@@ -292,14 +271,43 @@ fn top_eigenpairs_krylov_equals_dense() {
     let (vals, vecs) = sym_eigen_desc(a.as_ref()).unwrap();
     let top = stolr_lowrank::top_eigenpairs(a.as_ref(), 10, 1e-12).unwrap();
     for j in 0..10 {
-        assert!(
-            (top.values[j] - vals[j]).abs() < 1e-8 * vals[0],
-            "{j}: {} vs {}",
-            top.values[j],
-            vals[j]
-        );
+        assert!((top.values[j] - vals[j]).abs() < 1e-8 * vals[0], "{j}: {} vs {}", top.values[j], vals[j]);
         let dot: f64 = (0..n).map(|i| top.vectors[(i, j)] * vecs[(i, j)]).sum();
         assert!((dot.abs() - 1.0).abs() < 1e-8);
     }
     assert!(orthonormality_defect(top.vectors.as_ref()) < 1e-10);
+}
+
+/// Rank-deficient new blocks (a repeated column, a column inside span(U)) take the Householder
+/// fallback of CholeskyQR2 and still reproduce the block; a factored step with a repeated
+/// identity column (column sampling drawing an index twice) still equals the dense step.
+#[test]
+fn rank_deficient_blocks_take_the_fallback() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(21);
+    let n = 12;
+    let (u, _) = thin_qr(gaussian(n, 3, &mut rng).as_ref());
+    let g = gaussian(n, 2, &mut rng);
+    let inside = &u * gaussian(3, 1, &mut rng);
+    let w = Mat::from_fn(n, 4, |i, j| match j {
+        0 | 2 => g[(i, 0)],
+        1 => g[(i, 1)],
+        _ => inside[(i, 0)],
+    });
+    let blk = orthogonalize_against(u.as_ref(), w.as_ref()).unwrap();
+    let rebuilt = &u * &blk.c + &blk.q * &blk.r;
+    assert!(max_abs_diff(rebuilt.as_ref(), w.as_ref()) < 1e-12);
+    assert!(orthonormality_defect(blk.q.as_ref()) < 1e-12);
+
+    let e = |k: usize| Mat::from_fn(n, 1, |i, _| if i == k { 1.0 } else { 0.0 });
+    let chi = Mat::from_fn(n, 3, |i, j| e([4, 4, 7][j])[(i, 0)]);
+    let zeta = gaussian(n, 3, &mut rng);
+    let mut z = LowRank::zeros(n, n);
+    let mut dense = Mat::<f64>::zeros(n, n);
+    for t in 1..=3 {
+        let eta = 2.0 / t as f64;
+        z = shrink_general(&z, zeta.clone(), chi.clone(), eta, eta * 0.1, Orthogonalization::BlockGramSchmidt).unwrap();
+        let target = &dense * (1.0 - eta) + &zeta * chi.transpose() * eta;
+        dense = shrink_dense(target.as_ref(), eta * 0.1).unwrap();
+        assert!(max_abs_diff(z.to_dense().as_ref(), dense.as_ref()) < 1e-10);
+    }
 }

@@ -62,22 +62,13 @@ pub enum SolverError {
 
 pub(crate) fn check_data(x: faer::MatRef<'_, f64>) -> Result<(), SolverError> {
     if x.nrows() == 0 || x.ncols() == 0 {
-        return Err(EstimatorError::EmptyData {
-            nrows: x.nrows(),
-            ncols: x.ncols(),
-        }
-        .into());
+        return Err(EstimatorError::EmptyData { nrows: x.nrows(), ncols: x.ncols() }.into());
     }
     for j in 0..x.ncols() {
         for i in 0..x.nrows() {
             let value = x[(i, j)];
             if !value.is_finite() {
-                return Err(EstimatorError::NonFinite {
-                    row: i,
-                    col: j,
-                    value,
-                }
-                .into());
+                return Err(EstimatorError::NonFinite { row: i, col: j, value }.into());
             }
         }
     }
@@ -86,16 +77,10 @@ pub(crate) fn check_data(x: faer::MatRef<'_, f64>) -> Result<(), SolverError> {
 
 pub(crate) fn check_rank(rank: usize, n: usize) -> Result<(), SolverError> {
     if rank == 0 {
-        return Err(SolverError::InvalidRank {
-            rank,
-            reason: "the rank must be at least 1".into(),
-        });
+        return Err(SolverError::InvalidRank { rank, reason: "the rank must be at least 1".into() });
     }
     if rank > n {
-        return Err(SolverError::InvalidRank {
-            rank,
-            reason: format!("it exceeds the number of samples n = {n}"),
-        });
+        return Err(SolverError::InvalidRank { rank, reason: format!("it exceeds the number of samples n = {n}") });
     }
     Ok(())
 }

@@ -25,12 +25,7 @@ pub struct ExactKpcaConfig {
 impl ExactKpcaConfig {
     /// `rank` eigenpairs of the uncentred kernel matrix with the default budget and tolerance.
     pub fn new(rank: usize) -> Self {
-        Self {
-            rank,
-            center: false,
-            max_kernel_bytes: 16 << 30,
-            tolerance: 1e-10,
-        }
+        Self { rank, center: false, max_kernel_bytes: 16 << 30, tolerance: 1e-10 }
     }
 }
 
@@ -51,18 +46,10 @@ pub fn kernel_matrix(
     let n = x.nrows() as u128;
     let needed = 8 * n * n * if center { 2 } else { 1 };
     if needed > max_bytes {
-        return Err(SolverError::KernelTooLarge {
-            n: x.nrows(),
-            needed_bytes: needed,
-            budget_bytes: max_bytes,
-        });
+        return Err(SolverError::KernelTooLarge { n: x.nrows(), needed_bytes: needed, budget_bytes: max_bytes });
     }
     let k = kernel.matrix(x);
-    Ok(if center {
-        centered_kernel_matrix(&k)
-    } else {
-        k
-    })
+    Ok(if center { centered_kernel_matrix(&k) } else { k })
 }
 
 /// Exact kernel PCA: the top `rank` eigenpairs of the kernel matrix of the rows of `x`
@@ -76,11 +63,7 @@ pub fn kernel_matrix(
 ///
 /// # References
 /// Paper `000_64249a13de5bd3cc.txt`, "Experimental Setting" (Baseline); spec §2.9.
-pub fn exact_kpca(
-    x: MatRef<'_, f64>,
-    kernel: &Kernel,
-    config: &ExactKpcaConfig,
-) -> Result<Eigenpairs, SolverError> {
+pub fn exact_kpca(x: MatRef<'_, f64>, kernel: &Kernel, config: &ExactKpcaConfig) -> Result<Eigenpairs, SolverError> {
     check_rank(config.rank, x.nrows())?;
     if !(config.tolerance.is_finite() && config.tolerance > 0.0) {
         return Err(SolverError::InvalidConfig {

@@ -71,16 +71,9 @@ pub fn nystrom_kpca<R: Rng + ?Sized>(
     let gram = f.transpose() * &f;
     let (lam, v) = sym_eigen_desc(gram.as_ref())?;
     let cutoff = 1e-10 * lam.first().copied().unwrap_or(0.0).max(0.0);
-    let r = lam
-        .iter()
-        .take(config.rank)
-        .take_while(|&&l| l > cutoff)
-        .count();
+    let r = lam.iter().take(config.rank).take_while(|&&l| l > cutoff).count();
     let coeffs = Mat::from_fn(kept, r, |i, j| v[(i, j)] / lam[j].sqrt());
-    let mut pairs = Eigenpairs {
-        values: lam[..r].to_vec(),
-        vectors: &f * &coeffs,
-    };
+    let mut pairs = Eigenpairs { values: lam[..r].to_vec(), vectors: &f * &coeffs };
     pairs.fix_signs();
     Ok(pairs)
 }

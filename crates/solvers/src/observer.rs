@@ -59,10 +59,7 @@ impl std::fmt::Display for Stop {
         match self {
             Stop::MaxIterations => write!(f, "reached the iteration limit"),
             Stop::RankCapReached { rank, cap } => {
-                write!(
-                    f,
-                    "the iterate's rank {rank} exceeded the cap {cap} (raise --max-rank or --tau)"
-                )
+                write!(f, "the iterate's rank {rank} exceeded the cap {cap} (raise --max-rank or --tau)")
             }
             Stop::Interrupted => write!(f, "interrupted by the observer"),
         }

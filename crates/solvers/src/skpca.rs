@@ -4,9 +4,7 @@ use std::time::Instant;
 
 use rand::Rng;
 use stolr_estimators::KernelSampler;
-use stolr_lowrank::{
-    Eigenpairs, LowRank, Orthogonalization, SymLowRank, frobenius, shrink_general, shrink_psd,
-};
+use stolr_lowrank::{Eigenpairs, LowRank, Orthogonalization, SymLowRank, frobenius, shrink_general, shrink_psd};
 
 use crate::{IterationReport, Observer, SolverError, Stop};
 
@@ -27,12 +25,7 @@ pub struct SkpcaConfig {
 
 impl Default for SkpcaConfig {
     fn default() -> Self {
-        Self {
-            tau: 10.0,
-            iterations: 1000,
-            max_rank: None,
-            orthogonalization: Orthogonalization::default(),
-        }
+        Self { tau: 10.0, iterations: 1000, max_rank: None, orthogonalization: Orthogonalization::default() }
     }
 }
 
@@ -97,17 +90,11 @@ impl Skpca {
         if !(config.tau.is_finite() && config.tau > 0.0) {
             return Err(SolverError::InvalidConfig {
                 name: "tau",
-                reason: format!(
-                    "the shrinkage threshold must be positive and finite, got {}",
-                    config.tau
-                ),
+                reason: format!("the shrinkage threshold must be positive and finite, got {}", config.tau),
             });
         }
         if config.iterations == 0 {
-            return Err(SolverError::InvalidConfig {
-                name: "iterations",
-                reason: "need at least 1 iteration".into(),
-            });
+            return Err(SolverError::InvalidConfig { name: "iterations", reason: "need at least 1 iteration".into() });
         }
         if config.max_rank == Some(0) {
             return Err(SolverError::InvalidConfig {
@@ -116,21 +103,11 @@ impl Skpca {
             });
         }
         if n == 0 {
-            return Err(SolverError::InvalidConfig {
-                name: "n",
-                reason: "the kernel matrix is empty".into(),
-            });
+            return Err(SolverError::InvalidConfig { name: "n", reason: "the kernel matrix is empty".into() });
         }
-        let iterate = if symmetric_psd {
-            Iterate::Psd(SymLowRank::zeros(n))
-        } else {
-            Iterate::General(LowRank::zeros(n, n))
-        };
-        Ok(Self {
-            config,
-            iterate,
-            t: 0,
-        })
+        let iterate =
+            if symmetric_psd { Iterate::Psd(SymLowRank::zeros(n)) } else { Iterate::General(LowRank::zeros(n, n)) };
+        Ok(Self { config, iterate, t: 0 })
     }
 
     /// The configuration.
@@ -155,10 +132,7 @@ impl Skpca {
         };
         if sampler.n() != n {
             return Err(SolverError::SamplerMismatch {
-                reason: format!(
-                    "the sampler draws {} rows, the solver has n = {n}",
-                    sampler.n()
-                ),
+                reason: format!("the sampler draws {} rows, the solver has n = {n}", sampler.n()),
             });
         }
         if matches!(self.iterate, Iterate::Psd(_)) && !sampler.is_symmetric_psd() {
@@ -179,34 +153,24 @@ impl Skpca {
     /// [`SolverError::SamplerMismatch`] if the sampler's size or symmetry does not fit;
     /// sampler errors; [`SolverError::LowRank`] if a small factorization fails. On error the
     /// iterate is unchanged.
-    pub fn step(
-        &mut self,
-        sampler: &mut dyn KernelSampler,
-        rng: &mut dyn Rng,
-    ) -> Result<(), SolverError> {
+    pub fn step(&mut self, sampler: &mut dyn KernelSampler, rng: &mut dyn Rng) -> Result<(), SolverError> {
         self.check_sampler(sampler)?;
         let t = self.t + 1;
         let eta = 2.0 / t as f64;
         let threshold = eta * self.config.tau;
         let how = self.config.orthogonalization;
         let draw = sampler.sample(rng)?;
-        self.iterate = match (&self.iterate, draw.chi.as_ref()) {
-            (Iterate::Psd(z), None) => {
-                Iterate::Psd(shrink_psd(z, draw.zeta.as_ref(), eta, threshold, how)?)
-            }
+        self.iterate = match (&self.iterate, draw.chi) {
+            (Iterate::Psd(z), None) => Iterate::Psd(shrink_psd(z, draw.zeta, eta, threshold, how)?),
             (Iterate::Psd(_), Some(_)) => {
                 return Err(SolverError::SamplerMismatch {
                     reason: "a PSD iterate received a non-symmetric draw".into(),
                 });
             }
-            (Iterate::General(z), _) => Iterate::General(shrink_general(
-                z,
-                draw.zeta.as_ref(),
-                draw.chi(),
-                eta,
-                threshold,
-                how,
-            )?),
+            (Iterate::General(z), chi) => {
+                let chi = chi.unwrap_or_else(|| draw.zeta.clone());
+                Iterate::General(shrink_general(z, draw.zeta, chi, eta, threshold, how)?)
+            }
         };
         self.t = t;
         Ok(())
@@ -235,12 +199,7 @@ impl Skpca {
                 Some(k) => Some(self.iterate.distance_sq(k)? / (n * n)),
                 None => None,
             };
-            let report = IterationReport {
-                t: self.t,
-                rank,
-                elapsed: start.elapsed(),
-                error,
-            };
+            let report = IterationReport { t: self.t, rank, elapsed: start.elapsed(), error };
             if observer.on_iteration(&report).is_break() {
                 return Ok(Stop::Interrupted);
             }
@@ -269,10 +228,7 @@ impl Skpca {
             Iterate::General(z) => z.symmetric_eigenpairs()?,
         };
         if pairs.rank() == 0 {
-            return Err(SolverError::RankCollapsed {
-                tau: self.config.tau,
-                iterations: self.t,
-            });
+            return Err(SolverError::RankCollapsed { tau: self.config.tau, iterations: self.t });
         }
         for v in &mut pairs.values {
             *v += self.config.tau;
@@ -306,8 +262,5 @@ pub fn shrunk_target(pairs: &Eigenpairs, tau: f64) -> Result<SymLowRank, SolverE
         });
     }
     let values = pairs.values[..keep].iter().map(|v| v - tau).collect();
-    Ok(SymLowRank::new(
-        pairs.vectors.subcols(0, keep).to_owned(),
-        values,
-    )?)
+    Ok(SymLowRank::new(pairs.vectors.subcols(0, keep).to_owned(), values)?)
 }

@@ -76,9 +76,5 @@ pub fn tau_for_rank<R: Rng + ?Sized>(
         });
     }
     let tau = if lo > 0.0 { (hi * lo).sqrt() } else { 0.5 * hi };
-    Ok(TauChoice {
-        tau,
-        subsample: m,
-        estimated_eigenvalues: estimated,
-    })
+    Ok(TauChoice { tau, subsample: m, estimated_eigenvalues: estimated })
 }

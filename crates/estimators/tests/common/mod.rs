@@ -49,12 +49,7 @@ pub struct CltReport {
 /// Draws `draws` matrices from `sampler` and checks, for every entry `(i, j)`, that
 /// `|mean - target_ij| <= z * sd / sqrt(T) + 1e-12` with `z = Φ^{-1}(1 - α / (2 n²))`,
 /// `α = 1e-3` (Bonferroni over the `n²` entries; CLT for the sample mean).
-pub fn clt_check(
-    sampler: &mut dyn KernelSampler,
-    target: &Mat<f64>,
-    draws: usize,
-    seed: u64,
-) -> CltReport {
+pub fn clt_check(sampler: &mut dyn KernelSampler, target: &Mat<f64>, draws: usize, seed: u64) -> CltReport {
     let n = sampler.n();
     assert_eq!(target.shape(), (n, n));
     let mut r = rng(seed);
@@ -93,9 +88,5 @@ pub fn clt_check(
             }
         }
     }
-    CltReport {
-        violations,
-        max_z,
-        z,
-    }
+    CltReport { violations, max_z, z }
 }
