@@ -244,7 +244,7 @@ impl Observer for Progress {
         self.ranks.push(report.rank);
         if let Some(bar) = &self.bar {
             bar.set_position(report.t as u64);
-            if report.t % 10 == 0 || report.t == 1 {
+            if report.t.is_multiple_of(10) || report.t == 1 {
                 bar.set_message(format!("rank {}", report.rank));
             }
         }

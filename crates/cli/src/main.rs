@@ -12,6 +12,9 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "stolr", version, about, long_about = None)]
 struct Cli {
+    /// Worker threads for the linear algebra and element-wise passes (0: one per core).
+    #[arg(long, global = true, default_value_t = 0)]
+    threads: usize,
     #[command(subcommand)]
     command: Command,
 }
@@ -24,8 +27,14 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    if std::env::var_os("STOLR_SEQ").is_some() {
+    if cli.threads == 1 {
         faer::set_global_parallelism(faer::Par::Seq);
+    } else if cli.threads > 1 {
+        // faer and the element-wise passes share rayon's global pool.
+        if let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(cli.threads).build_global() {
+            eprintln!("warning: cannot size the thread pool: {e}");
+        }
+        faer::set_global_parallelism(faer::Par::rayon(cli.threads));
     }
     let result = match cli.command {
         Command::Kpca(args) => kpca::run(*args),

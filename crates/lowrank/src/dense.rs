@@ -40,12 +40,15 @@ pub fn thin_qr(a: MatRef<'_, f64>) -> (Mat<f64>, Mat<f64>) {
     (qr.compute_thin_Q(), qr.thin_R().to_owned())
 }
 
+/// `(u, s, v)` of a thin SVD.
+pub type ThinSvd = (Mat<f64>, Vec<f64>, Mat<f64>);
+
 /// Thin SVD `a = u diag(s) vᵀ` of `a`, shape `(m, k)`: `u` of shape `(m, p)`, `s` of length
 /// `p = min(m, k)` in **nonincreasing** order, `v` of shape `(k, p)`.
 ///
 /// # Errors
 /// [`LowRankError::NoConvergence`] if faer's SVD fails.
-pub fn thin_svd(a: MatRef<'_, f64>) -> Result<(Mat<f64>, Vec<f64>, Mat<f64>), LowRankError> {
+pub fn thin_svd(a: MatRef<'_, f64>) -> Result<ThinSvd, LowRankError> {
     let p = a.nrows().min(a.ncols());
     if p == 0 {
         return Ok((Mat::zeros(a.nrows(), 0), Vec::new(), Mat::zeros(a.ncols(), 0)));

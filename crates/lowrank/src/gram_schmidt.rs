@@ -86,7 +86,7 @@ fn orthogonalize_deferred(u: MatRef<'_, f64>, w: Mat<f64>) -> Deferred {
     }
     if rem.nrows() >= rem.ncols() && rem.ncols() > 0 {
         match cholesky_qr2_deferred(rem) {
-            Ok((q, r2, r1)) => {
+            Ok([q, r2, r1]) => {
                 let r = mul(r2.as_ref(), r1.as_ref());
                 return Deferred { c, q, pending: Some(r2), r };
             }
@@ -103,7 +103,7 @@ fn orthogonalize_deferred(u: MatRef<'_, f64>, w: Mat<f64>) -> Deferred {
 /// of `w`. Gives `w` back (`Err`) when either Cholesky factorization fails, the first pass finds
 /// `w` too ill-conditioned, or the second pass finds `q₁` far from orthonormal; the caller then
 /// falls back to Householder QR.
-fn cholesky_qr2_deferred(w: Mat<f64>) -> Result<(Mat<f64>, Mat<f64>, Mat<f64>), Mat<f64>> {
+fn cholesky_qr2_deferred(w: Mat<f64>) -> Result<[Mat<f64>; 3], Mat<f64>> {
     let Some((l1, _)) = cholesky_of_gram(&w) else { return Err(w) };
     let mut q = w;
     faer::linalg::triangular_solve::solve_lower_triangular_in_place(
@@ -113,7 +113,7 @@ fn cholesky_qr2_deferred(w: Mat<f64>) -> Result<(Mat<f64>, Mat<f64>, Mat<f64>), 
     );
     let r1 = l1.transpose().to_owned();
     match cholesky_of_gram(&q) {
-        Some((l2, defect)) if defect < 1e-2 => Ok((q, l2.transpose().to_owned(), r1)),
+        Some((l2, defect)) if defect < 1e-2 => Ok([q, l2.transpose().to_owned(), r1]),
         // Rare: undo the first pass (w = q₁ R₁) for the Householder fallback.
         _ => Err(mul(q.as_ref(), r1.as_ref())),
     }
@@ -132,7 +132,8 @@ fn cholesky_of_gram(w: &Mat<f64>) -> Option<(Mat<f64>, f64)> {
     let llt = g.llt(faer::Side::Lower).ok()?;
     let l = llt.L();
     let (lo, hi) = (0..a).map(|i| l[(i, i)]).fold((f64::INFINITY, 0.0_f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
-    if !(lo > 1e-6 * hi) {
+    // Also rejects NaN.
+    if lo.partial_cmp(&(1e-6 * hi)) != Some(std::cmp::Ordering::Greater) {
         return None;
     }
     Some((l.to_owned(), defect))

@@ -1,0 +1,126 @@
+//! End-to-end runs of the `stolr` binary on small generated data.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use stolr_datasets::read_npy_matrix;
+
+fn stolr(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stolr")).args(args).output().expect("the stolr binary runs")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Asserts a clean failure: non-zero exit, an `error:` line mentioning `needle`, no panic.
+fn assert_fails_with(out: &Output, needle: &str) {
+    let err = stderr(out);
+    assert!(!out.status.success(), "expected failure, got success; stderr: {err}");
+    assert!(err.contains("error"), "no error line in: {err}");
+    assert!(err.contains(needle), "expected '{needle}' in: {err}");
+    assert!(!err.contains("panicked"), "panic in: {err}");
+}
+
+/// Writes `n` points on two noisy circles as CSV (no labels) and returns its path.
+fn write_csv(dir: &Path, n: usize) -> std::path::PathBuf {
+    let mut text = String::new();
+    for i in 0..n {
+        let angle = i as f64 * 2.399963;
+        let radius = if i % 2 == 0 { 1.0 } else { 2.5 };
+        let wobble = ((i * 7919) % 97) as f64 / 970.0;
+        text += &format!("{},{},{}\n", radius * angle.cos(), radius * angle.sin(), wobble);
+    }
+    let path = dir.join("circles.csv");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn builtin_default_writes_consistent_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let out = stolr(&["kpca", "--tau", "30", "--iterations", "20", "--out", out_dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(summary.contains("built-in dataset"), "summary must say the data is built in: {summary}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap()).unwrap();
+    let n = report["dataset"]["n"].as_u64().unwrap() as usize;
+    assert_eq!(n, 2000);
+    let values: Vec<f64> =
+        report["result"]["eigenvalues"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert!(!values.is_empty() && values.windows(2).all(|w| w[0] >= w[1]), "nonincreasing: {values:?}");
+    assert!(values.iter().all(|&v| v > 30.0), "recovered eigenvalues exceed tau");
+    assert_eq!(report["result"]["rank_trajectory"].as_array().unwrap().len(), 20);
+    assert!(report["kernel"]["sigma"].as_f64().unwrap() > 0.0);
+    let vectors = read_npy_matrix(&out_dir.join("eigenvectors.npy")).unwrap();
+    assert_eq!((vectors.nrows(), vectors.ncols()), (n, values.len()));
+    let gram = vectors.transpose() * &vectors;
+    assert!((&gram - faer::Mat::<f64>::identity(values.len(), values.len())).norm_max() < 1e-8);
+    let projections = read_npy_matrix(&out_dir.join("projections.npy")).unwrap();
+    assert_eq!((projections.nrows(), projections.ncols()), (n, values.len()));
+    for j in 0..values.len() {
+        let norm_sq: f64 = (0..n).map(|i| projections[(i, j)].powi(2)).sum();
+        assert!((norm_sq - values[j]).abs() < 1e-8 * values[j], "‖projection_j‖² = λ_j");
+    }
+}
+
+#[test]
+fn exact_and_full_nystrom_agree_and_skpca_is_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = write_csv(dir.path(), 300);
+    let csv = csv.to_str().unwrap();
+    let run = |name: &str, extra: &[&str]| {
+        let out_dir = dir.path().join(name);
+        let mut args =
+            vec!["kpca", "--input", csv, "--format", "csv", "--sigma", "1.0", "--out", out_dir.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let out = stolr(&args);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap()).unwrap();
+        report["result"]["eigenvalues"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect::<Vec<f64>>()
+    };
+    let exact = run("exact", &["--solver", "exact", "--rank", "5"]);
+    let nystrom = run("nystrom", &["--solver", "nystrom", "--landmarks", "300", "--rank", "5"]);
+    for (a, b) in exact.iter().zip(&nystrom) {
+        assert!((a - b).abs() < 1e-6 * exact[0], "{a} vs {b}");
+    }
+    let skpca = run("skpca", &["--rank", "3", "--iterations", "400", "--tau-subsample", "300"]);
+    assert_eq!(skpca.len(), 3);
+    for (a, b) in exact.iter().zip(&skpca) {
+        assert!((a - b).abs() < 0.05 * exact[0], "top eigenvalues within 5% of λ₁: {a} vs {b}");
+    }
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_no_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_owned()
+    };
+    let malformed = write("bad.libsvm", "1 1:0.5 2:1\n-1 1:0.25 3:abc\n");
+    assert_fails_with(&stolr(&["kpca", "--input", &malformed]), "bad.libsvm:2");
+    let nan = write("nan.libsvm", "1 1:0.5\n1 1:nan\n");
+    assert_fails_with(&stolr(&["kpca", "--input", &nan]), "nan.libsvm:2");
+    let empty = write("empty.libsvm", "");
+    assert_fails_with(&stolr(&["kpca", "--input", &empty]), "empty");
+    let good = write("good.csv", "0,1\n1,0\n2,2\n3,1\n");
+    let base = ["kpca", "--input", good.as_str(), "--format", "csv"];
+    let with = |extra: &[&str]| {
+        let mut a = base.to_vec();
+        a.extend_from_slice(extra);
+        stolr(&a)
+    };
+    assert_fails_with(&with(&["--tau", "0"]), "tau");
+    assert_fails_with(&with(&["--tau", "-1"]), "tau");
+    assert_fails_with(&with(&["--features", "0", "--tau", "1"]), "features");
+    assert_fails_with(&with(&["--rank", "5"]), "rank");
+    assert_fails_with(&with(&["--rank", "0"]), "rank");
+    assert_fails_with(&with(&["--sigma", "-2", "--tau", "1"]), "sigma");
+    assert_fails_with(&with(&["--solver", "exact"]), "--rank");
+    assert_fails_with(&stolr(&["kpca", "--input", "/nonexistent/file"]), "/nonexistent/file");
+}
