@@ -1,9 +1,10 @@
 //! `cargo xtask`: repeatable benchmarks for Stolr. Depends on std only; it spawns cargo.
 //!
 //! ```text
-//! cargo xtask bench kpca [--iterations T] [--only mushrooms|magic] [--data DIR] [--out DIR]
+//! cargo xtask bench kpca [--iterations T] [--only mushrooms|magic] [--data DIR] [--out DIR] [--sklearn]
 //!     SKPCA vs exact and Nyström kernel PCA on Mushrooms and Magic (separate processes,
-//!     peak memory of each); writes results/kpca/summary.{json,md}
+//!     peak memory of each); with --sklearn also scikit-learn's KernelPCA (needs python3 with
+//!     scikit-learn) next to the centred runs; writes results/kpca/summary.{json,md}
 //! cargo xtask bench criterion [FILTER]
 //!     criterion benchmarks of one SKPCA iteration and its parts (benches/benches/skpca.rs)
 //! ```
@@ -17,7 +18,9 @@ fn main() -> ExitCode {
         ["bench", "kpca", rest @ ..] => bench_kpca(rest),
         ["bench", "criterion", rest @ ..] => cargo(&["bench", "-p", "stolr-benches", "--bench", "skpca", "--"], rest),
         _ => {
-            eprintln!("usage: cargo xtask bench kpca [--iterations T] [--only NAME] [--data DIR] [--out DIR]");
+            eprintln!(
+                "usage: cargo xtask bench kpca [--iterations T] [--only NAME] [--data DIR] [--out DIR] [--sklearn]"
+            );
             eprintln!("       cargo xtask bench criterion [FILTER]");
             return ExitCode::from(2);
         }
@@ -55,7 +58,12 @@ fn bench_kpca(rest: &[&str]) -> Result<(), String> {
     if !rest.contains(&"--out") {
         args.extend(["--out".into(), root().join("results/kpca").display().to_string()]);
     }
-    args.extend(rest.iter().map(|s| s.to_string()));
+    for arg in rest {
+        args.push(arg.to_string());
+        if *arg == "--sklearn" {
+            args.push(root().join("benches/python/sklearn_kpca.py").display().to_string());
+        }
+    }
     let status = Command::new(release.join("kpca-bench"))
         .args(&args)
         .status()

@@ -2,7 +2,7 @@
 //! "Baseline").
 
 use faer::{Mat, MatRef};
-use stolr_estimators::{Kernel, centered_kernel_matrix};
+use stolr_estimators::Kernel;
 use stolr_lowrank::{Eigenpairs, top_eigenpairs};
 
 use crate::SolverError;
@@ -30,7 +30,7 @@ impl ExactKpcaConfig {
 }
 
 /// The dense kernel matrix `K` (or `HKH` when `center`), shape `(n, n)`, of the rows of `x`
-/// `(n, d)`. Memory `8·n²` bytes (twice that transiently when centring).
+/// `(n, d)`. Memory `8·n²` bytes; centring is done in place.
 ///
 /// # Errors
 /// [`SolverError::KernelTooLarge`] if `8·n²` exceeds `max_bytes`; [`SolverError::Estimator`]
@@ -44,12 +44,28 @@ pub fn kernel_matrix(
     check_data(x)?;
     kernel.validate()?;
     let n = x.nrows() as u128;
-    let needed = 8 * n * n * if center { 2 } else { 1 };
+    let needed = 8 * n * n;
     if needed > max_bytes {
         return Err(SolverError::KernelTooLarge { n: x.nrows(), needed_bytes: needed, budget_bytes: max_bytes });
     }
-    let k = kernel.matrix(x);
-    Ok(if center { centered_kernel_matrix(&k) } else { k })
+    let mut k = kernel.matrix(x);
+    if center {
+        center_in_place(&mut k);
+    }
+    Ok(k)
+}
+
+/// `K ← HKH` for a symmetric `K`, `H = I − 11ᵀ/n`: `K_ij += m̄ − m_i − m_j` with `m = K1/n`,
+/// `m̄ = 1ᵀK1/n²` (spec §1.2), without a second `n × n` matrix.
+fn center_in_place(k: &mut Mat<f64>) {
+    let n = k.nrows();
+    let means: Vec<f64> = (0..n).map(|j| k.col(j).sum() / n as f64).collect();
+    let all = means.iter().sum::<f64>() / n as f64;
+    for j in 0..n {
+        for i in 0..n {
+            k[(i, j)] += all - means[i] - means[j];
+        }
+    }
 }
 
 /// Exact kernel PCA: the top `rank` eigenpairs of the kernel matrix of the rows of `x`

@@ -2,8 +2,11 @@
 //! a separate `stolr kpca` process (so peak memory is the solver's own), then the `K^50` error of
 //! every result. Writes `summary.json` and `summary.md` to the output folder.
 //!
-//! Usage: `kpca-bench --stolr PATH [--data DIR] [--out DIR] [--iterations T] [--only NAME]`
-//! (normally through `cargo xtask bench kpca`).
+//! With `--sklearn`, also scikit-learn's `KernelPCA` (ARPACK) next to Stolr's centred exact
+//! solver and centred SKPCA (scikit-learn always centres), through `benches/python/sklearn_kpca.py`.
+//!
+//! Usage: `kpca-bench --stolr PATH [--data DIR] [--out DIR] [--iterations T] [--only NAME]
+//! [--sklearn SCRIPT]` (normally through `cargo xtask bench kpca`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -32,6 +35,7 @@ fn main() -> Result<()> {
     let mut out = PathBuf::from("results/kpca");
     let mut iterations = "1000".to_string();
     let mut only: Option<String> = None;
+    let mut sklearn: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = || args.next().with_context(|| format!("{a} needs a value"));
@@ -41,6 +45,7 @@ fn main() -> Result<()> {
             "--out" => out = PathBuf::from(value()?),
             "--iterations" => iterations = value()?,
             "--only" => only = Some(value()?),
+            "--sklearn" => sklearn = Some(PathBuf::from(value()?)),
             other => bail!("unknown argument {other}"),
         }
     }
@@ -53,40 +58,65 @@ fn main() -> Result<()> {
             continue;
         }
         let rank = RANK.to_string();
-        let runs: [(&str, Vec<&str>); 3] = [
-            ("exact", vec!["--solver", "exact", "--rank", &rank]),
-            ("nystrom", vec!["--solver", "nystrom", "--landmarks", "500", "--rank", &rank]),
-            ("skpca", vec!["--solver", "skpca", "--tau", ds.tau, "--features", "50", "--iterations", &iterations]),
+        let skpca = ["--solver", "skpca", "--tau", ds.tau, "--features", "50", "--iterations", iterations.as_str()];
+        let mut runs: Vec<(&str, Run)> = vec![
+            ("exact", Run::Stolr(vec!["--solver", "exact", "--rank", &rank])),
+            ("nystrom", Run::Stolr(vec!["--solver", "nystrom", "--landmarks", "500", "--rank", &rank])),
+            ("skpca", Run::Stolr(skpca.to_vec())),
         ];
-        let mut exact: Option<(f64, f64, f64)> = None;
-        for (solver, extra) in runs {
+        if sklearn.is_some() {
+            runs.push(("exact-centered", Run::Stolr(vec!["--solver", "exact", "--rank", &rank, "--center"])));
+            runs.push(("skpca-centered", Run::Stolr([&skpca[..], &["--center"]].concat())));
+            runs.push(("sklearn-arpack-centered", Run::Sklearn("arpack")));
+        }
+        let mut references: Vec<(bool, Value)> = Vec::new();
+        for (solver, run) in runs {
             let dir = out.join(ds.name).join(solver);
             eprintln!("running {solver} on {} ...", ds.name);
-            let status = Command::new(&stolr)
-                .arg("kpca")
-                .arg("--input")
-                .arg(&input)
-                .args(ds.args)
-                .args(&extra)
-                .arg("--out")
-                .arg(&dir)
-                .status()
-                .with_context(|| format!("cannot run {}", stolr.display()))?;
+            let status = match &run {
+                Run::Stolr(extra) => Command::new(&stolr)
+                    .arg("kpca")
+                    .arg("--input")
+                    .arg(&input)
+                    .args(ds.args)
+                    .args(extra)
+                    .arg("--out")
+                    .arg(&dir)
+                    .status(),
+                Run::Sklearn(eigen_solver) => {
+                    let sigma = references.first().map(|(_, r)| r["sigma"].clone()).context("exact runs first")?;
+                    Command::new("python3")
+                        .arg(sklearn.as_ref().expect("checked"))
+                        .arg("--input")
+                        .arg(&input)
+                        .args(["--format", ds.args[1]])
+                        .args(ds.args.iter().filter(|a| **a == "--standardize"))
+                        .args(["--sigma", &sigma.to_string(), "--rank", &rank, "--eigen-solver", eigen_solver])
+                        .arg("--out")
+                        .arg(&dir)
+                        .status()
+                }
+            }
+            .context("cannot start a benchmark run")?;
             if !status.success() {
-                bail!("stolr kpca --solver {solver} failed on {}", ds.name);
+                bail!("{solver} failed on {}", ds.name);
             }
-            let row = evaluate(ds.name, solver, &dir)?;
-            let time = row["solve_s"].as_f64().unwrap_or(f64::NAN);
-            let mem = row["peak_memory_mb"].as_f64().unwrap_or(f64::NAN);
-            let res = row["residual"].as_f64().unwrap_or(f64::NAN);
-            if solver == "exact" {
-                exact = Some((time, mem, res));
-            }
-            let mut row = row;
-            if let Some((t0, m0, r0)) = exact {
-                row["time_vs_exact"] = json!(time / t0);
-                row["memory_vs_exact"] = json!(mem / m0);
-                row["residual_vs_exact"] = json!(res / r0);
+            let mut row = evaluate(ds.name, solver, &dir)?;
+            let centered = solver.contains("centered");
+            if let Some((_, reference)) = references.iter().find(|(c, _)| *c == centered) {
+                for (key, ratio) in [
+                    ("solve_s", "time_vs_exact"),
+                    ("peak_memory_mb", "memory_vs_exact"),
+                    ("residual", "residual_vs_exact"),
+                ] {
+                    if let (Some(x), Some(x0)) = (row[key].as_f64(), reference[key].as_f64()) {
+                        row[ratio] = json!(x / x0);
+                    }
+                }
+                row["max_rel_eigenvalue_diff_vs_exact"] =
+                    json!(max_rel_diff(&row["eigenvalues"], &reference["eigenvalues"]));
+            } else {
+                references.push((centered, row.clone()));
             }
             eprintln!("{}", serde_json::to_string(&row)?);
             rows.push(row);
@@ -101,6 +131,22 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+enum Run<'a> {
+    /// `stolr kpca` with these arguments.
+    Stolr(Vec<&'a str>),
+    /// scikit-learn's `KernelPCA` with this `eigen_solver`.
+    Sklearn(&'static str),
+}
+
+/// `max_i |a_i − b_i| / |b_i|` over the common length of two eigenvalue lists.
+fn max_rel_diff(a: &Value, b: &Value) -> Option<f64> {
+    let (a, b) = (a.as_array()?, b.as_array()?);
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| Some((x.as_f64()? - y.as_f64()?).abs() / y.as_f64()?.abs()))
+        .try_fold(0.0_f64, |m, d| Some(m.max(d?)))
+}
+
 fn evaluate(dataset: &str, solver: &str, dir: &Path) -> Result<Value> {
     let run = load_kpca_run(dir)?;
     let residual = kernel_residual(run.x.as_ref(), &run.kernel, run.center, &run.pairs, RANK);
@@ -112,6 +158,7 @@ fn evaluate(dataset: &str, solver: &str, dir: &Path) -> Result<Value> {
         "sigma": run.report["kernel"]["sigma"],
         "eigenpairs": run.pairs.rank(),
         "top_eigenvalue": run.pairs.values.first(),
+        "eigenvalues": run.pairs.values.iter().take(RANK).collect::<Vec<_>>(),
         "residual": residual,
         "solve_s": t["solve"],
         "per_iteration_ms": t["per_iteration_ms"],
@@ -126,17 +173,18 @@ fn fmt(v: &Value, digits: usize) -> String {
 
 fn markdown(rows: &[Value]) -> String {
     let mut s = String::from(
-        "| data | solver | ‖K₅₀ − K‖_F/n | vs exact | λ₁ | time (s) | ms/iter | peak MB | time vs exact | memory vs exact | final rank |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| data | solver | ‖K₅₀ − K‖_F/n | vs exact | λ₁ | max rel. diff of λ₁..₅₀ vs exact | time (s) | ms/iter | peak MB | time vs exact | memory vs exact | final rank |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         s += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r["dataset"].as_str().unwrap_or(""),
             r["solver"].as_str().unwrap_or(""),
             fmt(&r["residual"], 6),
             fmt(&r["residual_vs_exact"], 3),
             fmt(&r["top_eigenvalue"], 2),
+            r["max_rel_eigenvalue_diff_vs_exact"].as_f64().map(|x| format!("{x:.1e}")).unwrap_or_else(|| "–".into()),
             fmt(&r["solve_s"], 2),
             fmt(&r["per_iteration_ms"], 1),
             fmt(&r["peak_memory_mb"], 0),
