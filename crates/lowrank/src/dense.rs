@@ -70,12 +70,16 @@ pub(crate) fn gemm(
 }
 
 /// `aᵀ b` for tall `a` `(n, p)` and `b` `(n, q)`, result `(p, q)`; with `lower_only`, only the
-/// lower triangle is formed (for `a = b`, a Gram matrix).
+/// lower triangle is formed (for `a = b`, a Gram matrix; the upper triangle is then zero).
+///
+/// # Panics
+/// If `a` and `b` have different numbers of rows.
 ///
 /// Products of this "inner" shape have a long summation dimension and a small output, which
 /// faer parallelises over the output; here the rows are split into one contiguous chunk per
 /// thread (sequential GEMM each) and the partial products summed, which scales on this shape.
-pub(crate) fn inner(a: MatRef<'_, f64>, b: MatRef<'_, f64>, lower_only: bool) -> Mat<f64> {
+pub fn tall_inner(a: MatRef<'_, f64>, b: MatRef<'_, f64>, lower_only: bool) -> Mat<f64> {
+    assert_eq!(a.nrows(), b.nrows(), "tall_inner: row counts differ");
     use faer::linalg::matmul::triangular::{BlockStructure, matmul};
     let (n, p, q) = (a.nrows(), a.ncols(), b.ncols());
     let structure = if lower_only { BlockStructure::TriangularLower } else { BlockStructure::Rectangular };

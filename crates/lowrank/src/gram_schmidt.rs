@@ -3,7 +3,7 @@
 use faer::{Accum, Mat, MatRef};
 
 use crate::LowRankError;
-use crate::dense::{gemm, hstack, inner, mul, thin_qr};
+use crate::dense::{gemm, hstack, mul, tall_inner, thin_qr};
 use crate::error::check_shape;
 
 /// How the shrinkage step orthogonalizes `[U, new block]`.
@@ -79,7 +79,7 @@ fn orthogonalize_deferred(u: MatRef<'_, f64>, w: Mat<f64>) -> Deferred {
     let mut c = Mat::zeros(u.ncols(), rem.ncols());
     if u.ncols() > 0 {
         for _pass in 0..2 {
-            let ci = inner(u, rem.as_ref(), false);
+            let ci = tall_inner(u, rem.as_ref(), false);
             gemm(rem.as_mut(), Accum::Add, u, ci.as_ref(), -1.0);
             c += &ci;
         }
@@ -124,7 +124,7 @@ fn cholesky_qr2_deferred(w: Mat<f64>) -> Result<[Mat<f64>; 3], Mat<f64>> {
 /// CholeskyQR). Only the lower triangle of `G` is formed.
 fn cholesky_of_gram(w: &Mat<f64>) -> Option<(Mat<f64>, f64)> {
     let a = w.ncols();
-    let g = inner(w.as_ref(), w.as_ref(), true);
+    let g = tall_inner(w.as_ref(), w.as_ref(), true);
     let defect = (0..a)
         .flat_map(|j| (j..a).map(move |i| (i, j)))
         .map(|(i, j)| (g[(i, j)] - if i == j { 1.0 } else { 0.0 }).abs())

@@ -52,6 +52,12 @@ pub enum SolverError {
         /// The configured budget.
         budget_bytes: u128,
     },
+    /// An iterative solver's iterate stopped being finite or full-rank.
+    #[error("the iterate diverged in epoch {epoch}; lower the step size (or use the consistent mode)")]
+    Diverged {
+        /// The epoch in which it happened.
+        epoch: usize,
+    },
     /// An error from the low-rank building blocks.
     #[error(transparent)]
     LowRank(#[from] LowRankError),

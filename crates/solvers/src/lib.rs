@@ -1,6 +1,10 @@
 //! Stolr's stochastic solvers and the baselines they are compared with.
 //!
-//! This release carries kernel PCA: [`Skpca`] (stochastic proximal gradient descent on the
+//! Linear PCA: [`svrg_pca`] (SVRG with Barzilai–Borwein steps on an exact-penalty objective,
+//! paper `002_32bc6583f0d9e789.txt`), its baseline [`vr_pca`] (Shamir's block VR-PCA), the
+//! [`rayleigh_ritz`] post-processing and the [`exact_pca`] baseline.
+//!
+//! Kernel PCA: [`Skpca`] (stochastic proximal gradient descent on the
 //! nuclear-norm formulation, paper `000_64249a13de5bd3cc.txt`, Algorithm 1), and the two
 //! baselines of that paper, [`exact_kpca`] (dense kernel matrix and a symmetric eigensolver) and
 //! [`nystrom_kpca`] (exact orthonormal eigenpairs of the Nyström approximation).
@@ -17,12 +21,20 @@ mod error;
 mod exact;
 mod nystrom;
 mod observer;
+mod pca_common;
+mod rayleigh_ritz;
 mod skpca;
+mod svrg_pca;
 mod tau;
+mod vr_pca;
 
 pub use error::SolverError;
 pub use exact::{ExactKpcaConfig, exact_kpca, kernel_matrix};
 pub use nystrom::{NystromConfig, nystrom_kpca};
 pub use observer::{IterationReport, Observer, Stop};
+pub use pca_common::PcaOutcome;
+pub use rayleigh_ritz::{captured_norm, exact_pca, rayleigh_ritz};
 pub use skpca::{Iterate, Skpca, SkpcaConfig, shrunk_target};
+pub use svrg_pca::{SvrgMode, SvrgPcaConfig, Tolerance, penalty_objective, svrg_pca, variance_reduced_direction};
 pub use tau::{TauChoice, tau_for_rank};
+pub use vr_pca::{VrPcaConfig, vr_pca};

@@ -3,18 +3,24 @@
 use std::ops::ControlFlow;
 use std::time::Duration;
 
-/// What a solver tells its [`Observer`] after every iteration.
+/// What a solver tells its [`Observer`] after every iteration (SKPCA) or epoch (SVRG-PCA,
+/// VR-PCA).
 #[derive(Debug, Clone, PartialEq)]
 pub struct IterationReport {
-    /// Iteration count `t` (1-based: the report after the first step has `t = 1`).
+    /// Iteration or epoch count `t` (1-based: the report after the first one has `t = 1`).
     pub t: usize,
-    /// Rank of the iterate after the step, `rank(Z_{t+1})`.
+    /// Rank of the iterate after the step (SKPCA: `rank(Z_{t+1})`; PCA solvers: `r`).
     pub rank: usize,
     /// Wall-clock time since the run started.
     pub elapsed: Duration,
     /// `‖Z_{t+1} − K̂‖_F² / n²` when the caller supplied the exact target `K̂`, else `None`.
-    /// This is the y-axis of paper 000, Fig. 1(a).
+    /// This is the y-axis of paper 000, Fig. 1(a). For the PCA solvers: `‖X V‖_F` of the
+    /// Rayleigh–Ritz basis when a target accuracy was requested (paper 002's `‖AᵀX‖_F`).
     pub error: Option<f64>,
+    /// Objective value at the snapshot, when the solver has one (SVRG-PCA: `F_μ(X̃_s)`).
+    pub objective: Option<f64>,
+    /// Norm of the full gradient at the snapshot (SVRG-PCA: `‖∇F_μ(X̃_s)‖_F`).
+    pub gradient_norm: Option<f64>,
 }
 
 /// Receives an [`IterationReport`] after every iteration and may stop the run.
@@ -52,6 +58,10 @@ pub enum Stop {
     },
     /// The observer asked to stop.
     Interrupted,
+    /// The gradient norm fell below the tolerance.
+    Converged,
+    /// The requested target accuracy was reached.
+    TargetReached,
 }
 
 impl std::fmt::Display for Stop {
@@ -62,6 +72,8 @@ impl std::fmt::Display for Stop {
                 write!(f, "the iterate's rank {rank} exceeded the cap {cap} (raise --max-rank or --tau)")
             }
             Stop::Interrupted => write!(f, "interrupted by the observer"),
+            Stop::Converged => write!(f, "the gradient norm fell below the tolerance"),
+            Stop::TargetReached => write!(f, "reached the target accuracy"),
         }
     }
 }

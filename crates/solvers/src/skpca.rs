@@ -199,7 +199,14 @@ impl Skpca {
                 Some(k) => Some(self.iterate.distance_sq(k)? / (n * n)),
                 None => None,
             };
-            let report = IterationReport { t: self.t, rank, elapsed: start.elapsed(), error };
+            let report = IterationReport {
+                t: self.t,
+                rank,
+                elapsed: start.elapsed(),
+                error,
+                objective: None,
+                gradient_norm: None,
+            };
             if observer.on_iteration(&report).is_break() {
                 return Ok(Stop::Interrupted);
             }

@@ -1,0 +1,300 @@
+//! SVRG-PCA: variance-reduced gradient on the exact-penalty PCA objective with a
+//! Barzilai–Borwein step (paper 002, Algorithm 1).
+
+use std::ops::ControlFlow;
+use std::time::Instant;
+
+use faer::{Mat, MatRef};
+use rand::{Rng, RngExt};
+use stolr_lowrank::tall_inner;
+
+use crate::error::{check_data, check_rank};
+use crate::pca_common::{PcaOutcome, random_orthonormal, ritz_norm_from_products};
+use crate::{IterationReport, Observer, SolverError, Stop, rayleigh_ritz};
+
+/// Which parameters SVRG-PCA runs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SvrgMode {
+    /// Paper 002's defaults (`c1 = 2`, `c2 = 0.2`, the Barzilai–Borwein step exactly as printed,
+    /// absolute gradient tolerance `1e-8`), to reproduce its tables. These violate the paper's own
+    /// Theorem 2.1 (`μ > ν − λ_r`): the iterate shrinks to 0 like a power iteration and only the
+    /// final Rayleigh–Ritz step makes the answer useful (spec §3.4).
+    Paper,
+    /// Theorem-consistent (`c2 = 1`, so `μ = ν > ν − λ_r`) with the BB step capped at
+    /// `1/(ν + 2μ)`; the iterate converges to a scaled orthonormal basis of the top eigenspace.
+    /// The default for users.
+    Consistent,
+}
+
+/// When SVRG-PCA stops on the gradient norm.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Tolerance {
+    /// Stop when `‖∇F_μ(X̃_s)‖_F ≤` this value (the paper's `1e-8`).
+    Absolute(f64),
+    /// Stop when `‖∇F_μ(X̃_s)‖_F ≤` this value `· ν · √r` (scale-free).
+    Relative(f64),
+}
+
+/// Configuration of [`svrg_pca`]; build it with [`SvrgPcaConfig::paper`] or
+/// [`SvrgPcaConfig::consistent`] and adjust fields.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SvrgPcaConfig {
+    /// Number of components `r`, `1 ≤ r ≤ min(n, d)`.
+    pub rank: usize,
+    /// Paper or consistent behaviour of the step size.
+    pub mode: SvrgMode,
+    /// `ν = (c1/n)‖X‖_F² = c1·tr(C)`; `c1 > 1` makes `νI − C` positive definite.
+    pub c1: f64,
+    /// `μ = c2·ν`, the penalty weight.
+    pub c2: f64,
+    /// Inner iterations per epoch `K`; `None`: `n/50` for `n < 10 000`, `n/100` otherwise
+    /// (at least 1).
+    pub epoch_length: Option<usize>,
+    /// Maximum number of epochs (paper: 100).
+    pub max_epochs: usize,
+    /// Gradient-norm stopping test.
+    pub tolerance: Tolerance,
+    /// First step size `η_0`; `None`: `0.1/ν` (unreported by the paper; spec §3.3).
+    pub eta0: Option<f64>,
+    /// Stop as soon as the Rayleigh–Ritz value `‖X V‖_F` of the snapshot reaches this.
+    pub target: Option<f64>,
+}
+
+impl SvrgPcaConfig {
+    /// Paper 002's settings: `c1 = 2`, `c2 = 0.2`, BB step as printed, `Tolerance::Absolute(1e-8)`,
+    /// at most 100 epochs.
+    pub fn paper(rank: usize) -> Self {
+        Self {
+            rank,
+            mode: SvrgMode::Paper,
+            c1: 2.0,
+            c2: 0.2,
+            epoch_length: None,
+            max_epochs: 100,
+            tolerance: Tolerance::Absolute(1e-8),
+            eta0: None,
+            target: None,
+        }
+    }
+
+    /// Theorem-consistent settings: `c1 = 2`, `c2 = 1`, BB step capped at `1/(ν + 2μ)`,
+    /// `Tolerance::Relative(1e-7)`, at most 200 epochs.
+    pub fn consistent(rank: usize) -> Self {
+        Self {
+            mode: SvrgMode::Consistent,
+            c2: 1.0,
+            max_epochs: 200,
+            tolerance: Tolerance::Relative(1e-7),
+            ..Self::paper(rank)
+        }
+    }
+
+    fn validate(&self, n: usize, d: usize) -> Result<(), SolverError> {
+        check_rank(self.rank, n.min(d))?;
+        let positive = |name: &'static str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(SolverError::InvalidConfig { name, reason: format!("must be positive and finite, got {v}") })
+            }
+        };
+        positive("c1", self.c1)?;
+        positive("c2", self.c2)?;
+        if let Some(eta) = self.eta0 {
+            positive("eta0", eta)?;
+        }
+        match self.tolerance {
+            Tolerance::Absolute(t) | Tolerance::Relative(t) if !(t.is_finite() && t >= 0.0) => {
+                return Err(SolverError::InvalidConfig { name: "tolerance", reason: format!("must be >= 0, got {t}") });
+            }
+            _ => {}
+        }
+        if self.epoch_length == Some(0) || self.max_epochs == 0 {
+            return Err(SolverError::InvalidConfig {
+                name: "epochs",
+                reason: "epoch length and epoch count must be >= 1".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The snapshot quantities of one epoch.
+struct Snapshot {
+    /// `∇F_μ(X̃)`, `(d, r)`.
+    grad: Mat<f64>,
+    /// `C X̃ = (1/n) Xᵀ X X̃`, `(d, r)`.
+    cw: Mat<f64>,
+    objective: f64,
+    /// `‖X V‖_F` of the Rayleigh–Ritz basis of `span(X̃)`.
+    captured: f64,
+}
+
+fn snapshot(x: MatRef<'_, f64>, w: &Mat<f64>, nu: f64, mu: f64) -> Result<Snapshot, SolverError> {
+    let parts = objective_parts(x, w.as_ref(), nu, mu);
+    let captured = ritz_norm_from_products(w.as_ref(), parts.xw.as_ref())?;
+    Ok(Snapshot { grad: parts.grad, cw: parts.cw, objective: parts.objective, captured })
+}
+
+struct Parts {
+    objective: f64,
+    grad: Mat<f64>,
+    cw: Mat<f64>,
+    xw: Mat<f64>,
+}
+
+fn objective_parts(x: MatRef<'_, f64>, w: MatRef<'_, f64>, nu: f64, mu: f64) -> Parts {
+    let n = x.nrows() as f64;
+    let xw = x * w;
+    let cw = tall_inner(x, xw.as_ref(), false) * (1.0 / n);
+    let gram = tall_inner(w, w, false);
+    let pen = penalty_matrix(&gram);
+    let grad = w * nu - &cw + w * &pen * mu;
+    let w_sq = (0..w.ncols()).map(|i| gram[(i, i)]).sum::<f64>();
+    let wcw = (0..w.ncols()).map(|j| (0..w.nrows()).map(|i| w[(i, j)] * cw[(i, j)]).sum::<f64>()).sum::<f64>();
+    let objective = 0.5 * (nu * w_sq - wcw) + 0.25 * mu * pen.squared_norm_l2();
+    Parts { objective, grad, cw, xw }
+}
+
+/// The penalty objective and its full gradient at `w` `(d, r)`, for data `x` `(n, d)`:
+/// `F_μ(W) = ½ tr(Wᵀ(νI − C)W) + (μ/4)‖WᵀW − I‖_F²` and
+/// `∇F_μ(W) = νW − CW + μW(WᵀW − I)`, `C = XᵀX/n`. Cost `O(n·d·r)`.
+///
+/// # References
+/// Paper `002_32bc6583f0d9e789.txt`, (3) and its gradient; spec §3.2.
+pub fn penalty_objective(x: MatRef<'_, f64>, w: MatRef<'_, f64>, nu: f64, mu: f64) -> (f64, Mat<f64>) {
+    let parts = objective_parts(x, w, nu, mu);
+    (parts.objective, parts.grad)
+}
+
+/// The variance-reduced direction of sample `i` (paper 002, (6), in the simplified form of spec
+/// §3.2): `V = νW + μW(WᵀW − I) − x_i x_iᵀ(W − W̃) − CW̃`, where `cw_snap = C W̃`. Its mean over
+/// `i` is `∇F_μ(W)`. `w`, `w_snap`, `cw_snap` have shape `(d, r)`; cost `O(d·r²)`.
+pub fn variance_reduced_direction(
+    x: MatRef<'_, f64>,
+    i: usize,
+    w: MatRef<'_, f64>,
+    w_snap: MatRef<'_, f64>,
+    cw_snap: MatRef<'_, f64>,
+    nu: f64,
+    mu: f64,
+) -> Mat<f64> {
+    let (d, r) = (w.nrows(), w.ncols());
+    let pen = penalty_matrix(&tall_inner(w, w, false));
+    let wpen = w * &pen;
+    let coef: Vec<f64> = (0..r).map(|j| (0..d).map(|l| x[(i, l)] * (w[(l, j)] - w_snap[(l, j)])).sum()).collect();
+    Mat::from_fn(d, r, |l, j| nu * w[(l, j)] + mu * wpen[(l, j)] - x[(i, l)] * coef[j] - cw_snap[(l, j)])
+}
+
+/// `WᵀW − I` from the Gram matrix.
+fn penalty_matrix(gram: &Mat<f64>) -> Mat<f64> {
+    let r = gram.nrows();
+    Mat::from_fn(r, r, |i, j| gram[(i, j)] - if i == j { 1.0 } else { 0.0 })
+}
+
+/// SVRG-PCA (paper 002, Algorithm 1) on data `x` of shape `(n, d)`, one sample per row
+/// (paper 002's `A = Xᵀ`; centre or scale the data beforehand as needed), followed by
+/// Rayleigh–Ritz. Returns the principal axes `(d, r)` (orthonormal) and Ritz values of `XᵀX`
+/// (nonincreasing), the number of epochs run and why it stopped.
+///
+/// Objective (3)/(5): `F_μ(W) = ½ tr(Wᵀ(νI − C)W) + (μ/4)‖WᵀW − I‖_F²`, `C = XᵀX/n`. Each epoch
+/// takes a snapshot `W̃` with its full gradient `G = νW̃ − CW̃ + μW̃(W̃ᵀW̃ − I)`, checks the stopping
+/// tests, sets the BB step `η = ‖ΔW̃‖²/⟨ΔW̃, ΔG⟩` (capped in consistent mode), then makes `K`
+/// steps `W ← W − η V` with the variance-reduced direction
+/// `V = νW + μW(WᵀW − I) − x_i x_iᵀ(W − W̃) − CW̃` (spec §3.2, same vector as (6)). Start:
+/// a random orthonormal `W̃_0` from `rng`.
+///
+/// Cost: `O(n·d·r)` per snapshot plus `O(d·r²)` per inner step; memory `O(d·r)` besides the data.
+/// Each epoch is reported to `observer` (epoch, objective, gradient norm, `‖XV‖_F` of the
+/// snapshot when a target is set).
+///
+/// # Errors
+/// [`SolverError::InvalidRank`] for `r = 0` or `r > min(n, d)`; [`SolverError::InvalidConfig`]
+/// for non-positive `c1`, `c2`, `eta0` or zero epoch lengths; [`SolverError::Estimator`] for
+/// empty or non-finite data; [`SolverError::Diverged`] if the iterate stops being finite (the
+/// paper's uncapped BB step can do this outside its own defaults).
+///
+/// # References
+/// Paper `002_32bc6583f0d9e789.txt`, (3), (5)–(7), Algorithm 1, Theorem 2.1; spec §3.1–§3.4.
+pub fn svrg_pca<R: Rng + ?Sized>(
+    x: MatRef<'_, f64>,
+    config: &SvrgPcaConfig,
+    rng: &mut R,
+    observer: &mut dyn Observer,
+) -> Result<PcaOutcome, SolverError> {
+    check_data(x)?;
+    let (n, d) = (x.nrows(), x.ncols());
+    config.validate(n, d)?;
+    let r = config.rank;
+    let nu = config.c1 * x.squared_norm_l2() / n as f64;
+    if nu <= 0.0 {
+        return Err(SolverError::InvalidRank { rank: r, reason: "the data are all zero".into() });
+    }
+    let mu = config.c2 * nu;
+    let k_inner = config.epoch_length.unwrap_or(if n < 10_000 { n / 50 } else { n / 100 }).max(1);
+    let tol = match config.tolerance {
+        Tolerance::Absolute(t) => t,
+        Tolerance::Relative(t) => t * nu * (r as f64).sqrt(),
+    };
+    let cap = 1.0 / (nu + 2.0 * mu);
+    let start = Instant::now();
+    let mut w_snap = random_orthonormal(d, r, rng);
+    let mut prev: Option<(Mat<f64>, Mat<f64>)> = None;
+    let mut eta = config.eta0.unwrap_or(0.1 / nu);
+    let mut epochs = 0;
+    let stop = loop {
+        let snap = snapshot(x, &w_snap, nu, mu)?;
+        let grad_norm = snap.grad.norm_l2();
+        if !(grad_norm.is_finite() && snap.objective.is_finite()) {
+            return Err(SolverError::Diverged { epoch: epochs });
+        }
+        let report = IterationReport {
+            t: epochs,
+            rank: r,
+            elapsed: start.elapsed(),
+            error: config.target.map(|_| snap.captured),
+            objective: Some(snap.objective),
+            gradient_norm: Some(grad_norm),
+        };
+        if observer.on_iteration(&report) == ControlFlow::Break(()) {
+            break Stop::Interrupted;
+        }
+        if grad_norm <= tol {
+            break Stop::Converged;
+        }
+        if config.target.is_some_and(|t| snap.captured >= t) {
+            break Stop::TargetReached;
+        }
+        if epochs == config.max_epochs {
+            break Stop::MaxIterations;
+        }
+        if let Some((w_prev, g_prev)) = &prev {
+            let dw = &w_snap - w_prev;
+            let dg = &snap.grad - g_prev;
+            let num = dw.squared_norm_l2();
+            let den = (0..r).map(|j| (0..d).map(|i| dw[(i, j)] * dg[(i, j)]).sum::<f64>()).sum::<f64>();
+            let bb = num / den;
+            eta = match config.mode {
+                SvrgMode::Paper => bb,
+                SvrgMode::Consistent => {
+                    if bb.is_finite() {
+                        bb.abs().min(cap)
+                    } else {
+                        cap
+                    }
+                }
+            };
+        }
+        // Inner loop: W ← W − η (νW + μW(WᵀW − I) − x x^T(W − W̃) − CW̃).
+        let mut w = w_snap.clone();
+        for _ in 0..k_inner {
+            let i = rng.random_range(0..n);
+            let v = variance_reduced_direction(x, i, w.as_ref(), w_snap.as_ref(), snap.cw.as_ref(), nu, mu);
+            w -= v * eta;
+        }
+        prev = Some((std::mem::replace(&mut w_snap, w), snap.grad));
+        epochs += 1;
+    };
+    let pairs = rayleigh_ritz(x, w_snap.as_ref())?;
+    Ok(PcaOutcome { pairs, epochs, stop, final_iterate_norm: w_snap.norm_l2() })
+}

@@ -1,0 +1,163 @@
+//! SVRG-PCA, VR-PCA, Rayleigh–Ritz and exact PCA on generated data with a known answer.
+
+use faer::Mat;
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use stolr_datasets::generate;
+use stolr_lowrank::sym_eigen_desc;
+use stolr_solvers::{
+    SolverError, Stop, SvrgPcaConfig, VrPcaConfig, captured_norm, exact_pca, penalty_objective, rayleigh_ritz,
+    svrg_pca, variance_reduced_direction, vr_pca,
+};
+
+fn rng(seed: u64) -> Xoshiro256PlusPlus {
+    Xoshiro256PlusPlus::seed_from_u64(seed)
+}
+
+fn gaussian(n: usize, d: usize, seed: u64) -> Mat<f64> {
+    generate::gaussian(n, d, &mut rng(seed))
+}
+
+/// Dense eigenpairs of `XᵀX`, nonincreasing.
+fn dense_pairs(x: &Mat<f64>) -> (Vec<f64>, Mat<f64>) {
+    sym_eigen_desc((x.transpose() * x).as_ref()).unwrap()
+}
+
+#[test]
+fn exact_pca_matches_dense_on_tall_and_wide_data() {
+    for (n, d) in [(60, 8), (8, 60)] {
+        let x = gaussian(n, d, 1);
+        let (vals, vecs) = dense_pairs(&x);
+        let pairs = exact_pca(x.as_ref(), 4).unwrap();
+        for j in 0..4 {
+            assert!((pairs.values[j] - vals[j]).abs() < 1e-9 * vals[0]);
+            let dot: f64 = (0..d).map(|i| pairs.vectors[(i, j)] * vecs[(i, j)]).sum();
+            assert!((dot.abs() - 1.0).abs() < 1e-9, "({n}, {d}) component {j}: |cos| = {}", dot.abs());
+        }
+    }
+}
+
+/// Rayleigh–Ritz on a basis of the exact top-r eigenspace (scrambled by an invertible matrix)
+/// returns the exact eigenpairs.
+#[test]
+fn rayleigh_ritz_on_an_exact_basis_is_exact() {
+    let x = gaussian(80, 10, 2);
+    let (vals, vecs) = dense_pairs(&x);
+    let mix = Mat::from_fn(3, 3, |i, j| if i == j { 2.0 } else { 0.3 * (i + 2 * j) as f64 });
+    let basis = vecs.subcols(0, 3) * &mix;
+    let pairs = rayleigh_ritz(x.as_ref(), basis.as_ref()).unwrap();
+    for j in 0..3 {
+        assert!((pairs.values[j] - vals[j]).abs() < 1e-9 * vals[0]);
+        let dot: f64 = (0..10).map(|i| pairs.vectors[(i, j)] * vecs[(i, j)]).sum();
+        assert!((dot.abs() - 1.0).abs() < 1e-9);
+    }
+    let sslev = vals[..3].iter().sum::<f64>().sqrt();
+    assert!((captured_norm(&pairs.values) - sslev).abs() < 1e-9 * sslev);
+}
+
+/// The analytic gradient of `F_μ` matches central finite differences of the objective.
+#[test]
+fn gradient_matches_finite_differences() {
+    let x = gaussian(40, 6, 3);
+    let w = gaussian(6, 2, 4);
+    let (nu, mu) = (3.0, 0.7);
+    let (_, grad) = penalty_objective(x.as_ref(), w.as_ref(), nu, mu);
+    let h = 1e-6;
+    for i in 0..6 {
+        for j in 0..2 {
+            let mut wp = w.clone();
+            wp[(i, j)] += h;
+            let mut wm = w.clone();
+            wm[(i, j)] -= h;
+            let fd = (penalty_objective(x.as_ref(), wp.as_ref(), nu, mu).0
+                - penalty_objective(x.as_ref(), wm.as_ref(), nu, mu).0)
+                / (2.0 * h);
+            assert!(
+                (fd - grad[(i, j)]).abs() < 1e-6 * (1.0 + grad[(i, j)].abs()),
+                "({i},{j}): {fd} vs {}",
+                grad[(i, j)]
+            );
+        }
+    }
+}
+
+/// The SVRG direction is unbiased: its exact mean over the samples is the full gradient.
+#[test]
+fn variance_reduced_direction_mean_is_the_gradient() {
+    let (n, d) = (30, 5);
+    let x = gaussian(n, d, 5);
+    let w = gaussian(d, 2, 6);
+    let w_snap = gaussian(d, 2, 7);
+    let (nu, mu) = (2.5, 1.1);
+    let (_, grad) = penalty_objective(x.as_ref(), w.as_ref(), nu, mu);
+    let cw_snap = x.transpose() * (&x * &w_snap) * (1.0 / n as f64);
+    let mut mean = Mat::<f64>::zeros(d, 2);
+    for i in 0..n {
+        mean += variance_reduced_direction(x.as_ref(), i, w.as_ref(), w_snap.as_ref(), cw_snap.as_ref(), nu, mu);
+    }
+    mean *= 1.0 / n as f64;
+    assert!((&mean - &grad).norm_max() < 1e-12 * (1.0 + grad.norm_max()));
+}
+
+#[test]
+fn svrg_consistent_reaches_sslev_on_eigengap_data() {
+    for (gap, r) in [(0.16, 3), (0.005, 6)] {
+        let data = generate::eigengap(1000, 100, gap, &mut rng(10)).unwrap();
+        let sslev = data.sslev(r).unwrap();
+        let out = svrg_pca(data.x.as_ref(), &SvrgPcaConfig::consistent(r), &mut rng(11), &mut ()).unwrap();
+        let got = captured_norm(&out.pairs.values);
+        assert!(
+            got >= 0.9999 * sslev,
+            "gap {gap}, r {r}: {got} vs sslev {sslev} ({:?}, {} epochs)",
+            out.stop,
+            out.epochs
+        );
+        let g = out.pairs.vectors.transpose() * &out.pairs.vectors;
+        assert!((&g - Mat::<f64>::identity(r, r)).norm_max() < 1e-10);
+    }
+}
+
+/// Paper mode shrinks the iterate towards 0 (its defaults violate Theorem 2.1) and stops on the
+/// gradient norm after few epochs; Rayleigh–Ritz still lands near the paper's column (spec §3.4).
+#[test]
+fn svrg_paper_mode_shrinks_and_still_recovers_the_span() {
+    let data = generate::eigengap(1000, 100, 0.16, &mut rng(12)).unwrap();
+    let out = svrg_pca(data.x.as_ref(), &SvrgPcaConfig::paper(6), &mut rng(13), &mut ()).unwrap();
+    assert_eq!(out.stop, Stop::Converged);
+    assert!(out.final_iterate_norm < 1e-3, "iterate norm {}", out.final_iterate_norm);
+    assert!(out.epochs < 30);
+    let got = captured_norm(&out.pairs.values);
+    assert!((got - 2.0605).abs() < 0.05, "{got} vs paper 2.0605");
+}
+
+#[test]
+fn vr_pca_reaches_sslev_to_three_digits() {
+    let data = generate::eigengap(1000, 100, 0.16, &mut rng(14)).unwrap();
+    let sslev = data.sslev(3).unwrap();
+    let out = vr_pca(data.x.as_ref(), &VrPcaConfig::new(3, 10), &mut rng(15), &mut ()).unwrap();
+    let got = captured_norm(&out.pairs.values);
+    assert!((got - sslev).abs() < 5e-4 * sslev, "{got} vs {sslev}");
+}
+
+#[test]
+fn bad_input_is_a_typed_error() {
+    let x = gaussian(20, 5, 16);
+    assert!(matches!(exact_pca(x.as_ref(), 0), Err(SolverError::InvalidRank { .. })));
+    assert!(matches!(exact_pca(x.as_ref(), 6), Err(SolverError::InvalidRank { .. })));
+    assert!(matches!(
+        svrg_pca(x.as_ref(), &SvrgPcaConfig::consistent(6), &mut rng(1), &mut ()),
+        Err(SolverError::InvalidRank { .. })
+    ));
+    assert!(matches!(
+        vr_pca(x.as_ref(), &VrPcaConfig::new(0, 3), &mut rng(1), &mut ()),
+        Err(SolverError::InvalidRank { .. })
+    ));
+    let mut bad = x.clone();
+    bad[(4, 2)] = f64::NAN;
+    assert!(matches!(
+        svrg_pca(bad.as_ref(), &SvrgPcaConfig::consistent(2), &mut rng(1), &mut ()),
+        Err(SolverError::Estimator(_))
+    ));
+    let cfg = SvrgPcaConfig { c2: -1.0, ..SvrgPcaConfig::consistent(2) };
+    assert!(matches!(svrg_pca(x.as_ref(), &cfg, &mut rng(1), &mut ()), Err(SolverError::InvalidConfig { .. })));
+}
