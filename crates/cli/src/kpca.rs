@@ -9,8 +9,6 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use faer::Mat;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use rand::SeedableRng;
-use rand_xoshiro::Xoshiro256PlusPlus;
 use serde_json::{Value, json};
 use stolr_datasets::{
     Dataset, generate, read_csv, read_libsvm, read_magic, standardize, write_npy_matrix, write_npy_vector,
@@ -26,6 +24,7 @@ use stolr_solvers::{
 };
 
 use crate::memory::peak_rss_bytes;
+use crate::rng::stream;
 
 /// Size of the built-in generated dataset used when no `--input` is given.
 const DEFAULT_N: usize = 2000;
@@ -141,16 +140,6 @@ pub struct KpcaArgs {
     /// Output directory for eigenvalues.npy, eigenvectors.npy, projections.npy and report.json.
     #[arg(long)]
     out: Option<PathBuf>,
-}
-
-/// Independent random streams, one per purpose, so changing one option (say --sigma) does not
-/// change the draws of another stage.
-fn stream(seed: u64, index: u32) -> Xoshiro256PlusPlus {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    for _ in 0..index {
-        rng.jump();
-    }
-    rng
 }
 
 fn load(args: &KpcaArgs) -> Result<(Dataset, &'static str)> {

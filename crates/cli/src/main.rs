@@ -5,6 +5,8 @@
 
 mod kpca;
 mod memory;
+mod pca;
+mod rng;
 
 use clap::{Parser, Subcommand};
 
@@ -23,6 +25,8 @@ struct Cli {
 enum Command {
     /// Kernel PCA of a dataset (SKPCA by default; exact and Nyström baselines).
     Kpca(Box<kpca::KpcaArgs>),
+    /// Linear PCA (SVRG-PCA with Barzilai–Borwein steps by default; VR-PCA and exact).
+    Pca(Box<pca::PcaArgs>),
 }
 
 fn main() -> std::process::ExitCode {
@@ -38,6 +42,7 @@ fn main() -> std::process::ExitCode {
     }
     let result = match cli.command {
         Command::Kpca(args) => kpca::run(*args),
+        Command::Pca(args) => pca::run(*args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

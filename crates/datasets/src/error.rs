@@ -190,6 +190,100 @@ pub enum DataError {
         /// What is wrong.
         message: String,
     },
+
+    /// None of the accepted names of a required file exists in the directory.
+    #[error("{dir}: found none of {}", .tried.join(", "))]
+    MissingFile {
+        /// The directory searched.
+        dir: String,
+        /// The file names tried, in order.
+        tried: Vec<String>,
+    },
+
+    /// An IDX file starts with the wrong magic number: it is not an IDX file, or holds the
+    /// wrong kind of array (e.g. labels where images were expected).
+    #[error("{path}: magic number {found:#010x} ({found}), expected {expected:#010x} ({expected}) for {what}")]
+    BadMagic {
+        /// File path.
+        path: String,
+        /// The expected magic number (2051 = `0x00000803` for images, 2049 = `0x00000801` for
+        /// labels).
+        expected: u32,
+        /// The first four bytes of the (decompressed) file, read as a big-endian `u32`.
+        found: u32,
+        /// What the file should hold, e.g. `"IDX images (unsigned bytes, 3 dimensions)"`.
+        what: &'static str,
+    },
+
+    /// An IDX file is shorter or longer than its header declares. Byte counts are of the whole
+    /// file after gzip decompression, header included.
+    #[error(
+        "{path}: {found_bytes} bytes, expected {expected_bytes} ({layout}): file is {}",
+        if found_bytes < expected_bytes { "truncated" } else { "too long" }
+    )]
+    WrongLength {
+        /// File path.
+        path: String,
+        /// The length the header declares, or the header length when the header itself is cut
+        /// short.
+        expected_bytes: u64,
+        /// The actual length.
+        found_bytes: u64,
+        /// How the expected length is made up, e.g. `"16-byte header + 60000 × 28 × 28 pixels"`.
+        layout: String,
+    },
+
+    /// An image file and its label file disagree on the number of samples.
+    #[error("{images_path} holds {images} images but {labels_path} holds {labels} labels")]
+    CountMismatch {
+        /// Path of the image file.
+        images_path: String,
+        /// Number of images its header declares.
+        images: usize,
+        /// Path of the label file.
+        labels_path: String,
+        /// Number of labels its header declares.
+        labels: usize,
+    },
+
+    /// Two image files that are read into one matrix have images of different sizes.
+    #[error("{path}: images are {rows} × {cols}, but {other_path} has {other_rows} × {other_cols}")]
+    ImageSizeMismatch {
+        /// Path of the second image file.
+        path: String,
+        /// Image height in that file.
+        rows: usize,
+        /// Image width in that file.
+        cols: usize,
+        /// Path of the first image file.
+        other_path: String,
+        /// Image height in the first file.
+        other_rows: usize,
+        /// Image width in the first file.
+        other_cols: usize,
+    },
+
+    /// A class label is outside its allowed range (MNIST labels are the digits 0 to 9).
+    #[error("{path}: label {value} of sample {index} (0-based) is not in 0..={max}")]
+    LabelOutOfRange {
+        /// File path.
+        path: String,
+        /// 0-based sample index within the file.
+        index: usize,
+        /// The label found.
+        value: u8,
+        /// The largest allowed label.
+        max: u8,
+    },
+
+    /// A generator parameter is out of its allowed range.
+    #[error("invalid parameter {name}: {reason}")]
+    InvalidParameter {
+        /// The parameter's name as in the function signature, e.g. `"gap"`.
+        name: &'static str,
+        /// What is wrong, with the value given.
+        reason: String,
+    },
 }
 
 /// `"path:line: "`, `"path: "` or `""`, for [`DataError::NonFinite`].

@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use stolr_datasets::{Labels, read_libsvm, read_magic};
+use faer::Side;
+use stolr_datasets::{Labels, MnistSplit, read_libsvm, read_magic, read_mnist};
 
 fn shared_data(file: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data").join(file)
@@ -52,4 +53,53 @@ fn magic04_reads_as_19020_by_10() {
     // First row: 28.7967,16.0021,2.6449,0.3918,0.1982,27.7004,22.011,-8.2027,40.092,81.8828,g
     let first = [28.7967, 16.0021, 2.6449, 0.3918, 0.1982, 27.7004, 22.011, -8.2027, 40.092, 81.8828];
     assert!((0..10).all(|j| data.x[(0, j)] == first[j]));
+}
+
+#[test]
+#[ignore = "needs shared/data/mnist beside the repository"]
+fn mnist_reads_as_70000_by_784() {
+    let dir = shared_data("mnist");
+    let start = Instant::now();
+    let data = read_mnist(&dir, MnistSplit::All).expect("MNIST reads");
+    eprintln!("mnist train+test: {} x {} in {:?}", data.n(), data.d(), start.elapsed());
+    assert_eq!((data.n(), data.d()), (70_000, 784));
+    assert!(data.source.starts_with("MNIST train+test (70000 × 784) from "), "{}", data.source);
+    let Labels::Numeric(labels) = &data.labels else { panic!("numeric labels expected") };
+    // PROVENANCE.md: train counts plus test counts per digit.
+    let train = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949];
+    let test = [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009];
+    let expected: Vec<(f64, usize)> = (0..10).map(|k| (k as f64, train[k] + test[k])).collect();
+    assert_eq!(counts(labels), expected);
+    let pixels = || data.x.col_iter().flat_map(|c| c.iter().copied());
+    assert_eq!(pixels().fold(f64::INFINITY, f64::min), 0.0);
+    assert_eq!(pixels().fold(0.0, f64::max), 255.0);
+    assert!(pixels().all(|v| v == v.round()), "raw integer pixels");
+
+    // PROVENANCE.md: train pixel mean / std 0.1307 / 0.3081 (x 255), over the first 60000 rows.
+    let start = Instant::now();
+    let train_data = read_mnist(&dir, MnistSplit::Train).expect("MNIST train reads");
+    eprintln!("mnist train: {} x {} in {:?}", train_data.n(), train_data.d(), start.elapsed());
+    assert_eq!(train_data.x.as_ref(), data.x.subrows(0, 60_000));
+    let m = (60_000 * 784) as f64;
+    let scaled = || train_data.x.col_iter().flat_map(|c| c.iter().map(|v| v / 255.0));
+    let mean = scaled().sum::<f64>() / m;
+    let std = (scaled().map(|v| (v - mean) * (v - mean)).sum::<f64>() / m).sqrt();
+    assert!((mean - 0.1307).abs() < 5e-5 && (std - 0.3081).abs() < 5e-5, "mean {mean}, std {std}");
+    let test_data = read_mnist(&dir, MnistSplit::Test).expect("MNIST test reads");
+    assert_eq!(test_data.x.as_ref(), data.x.subrows(60_000, 10_000));
+}
+
+#[test]
+#[ignore = "needs shared/data/mnist beside the repository"]
+fn mnist_sslev_matches_paper_002_table_8_with_pixels_over_255() {
+    // Paper 002, Table 8 (spec §3.7): sslev 1803.8504 (r = 3) and 1958.1236 (r = 6) for MNIST
+    // 784 x 70000. They are those of the uncentred pixels / 255.
+    let data = read_mnist(&shared_data("mnist"), MnistSplit::All).expect("MNIST reads");
+    let gram = data.x.transpose() * &data.x;
+    let mut eigenvalues = gram.self_adjoint_eigenvalues(Side::Lower).expect("EVD converges");
+    eigenvalues.reverse();
+    let sslev = |r: usize| eigenvalues[..r].iter().sum::<f64>().sqrt() / 255.0;
+    eprintln!("MNIST / 255 sslev: r = 3: {:.4}, r = 6: {:.4}", sslev(3), sslev(6));
+    assert!((sslev(3) - 1803.8504).abs() < 1e-3, "r = 3: {}", sslev(3));
+    assert!((sslev(6) - 1958.1236).abs() < 1e-3, "r = 6: {}", sslev(6));
 }
