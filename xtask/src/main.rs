@@ -5,6 +5,9 @@
 //!     SKPCA vs exact and Nyström kernel PCA on Mushrooms and Magic (separate processes,
 //!     peak memory of each); with --sklearn also scikit-learn's KernelPCA (needs python3 with
 //!     scikit-learn) next to the centred runs; writes results/kpca/summary.{json,md}
+//! cargo xtask reproduce pca [--quick] [--seeds N] [--skip-speed] [--data DIR] [--out DIR]
+//!     paper 002's Tables 1 and 3–8 (SVRG-PCA paper and consistent modes, VR-PCA, exact;
+//!     mean over seeds) and time to 0.9999·sslev; writes results/pca/pca.{json,md}
 //! cargo xtask bench criterion [FILTER]
 //!     criterion benchmarks of one SKPCA iteration and its parts (benches/benches/skpca.rs)
 //! ```
@@ -16,12 +19,14 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["bench", "kpca", rest @ ..] => bench_kpca(rest),
+        ["reproduce", "pca", rest @ ..] => reproduce_pca(rest),
         ["bench", "criterion", rest @ ..] => cargo(&["bench", "-p", "stolr-benches", "--bench", "skpca", "--"], rest),
         _ => {
             eprintln!(
                 "usage: cargo xtask bench kpca [--iterations T] [--only NAME] [--data DIR] [--out DIR] [--sklearn]"
             );
             eprintln!("       cargo xtask bench criterion [FILTER]");
+            eprintln!("       cargo xtask reproduce pca [--quick] [--seeds N] [--skip-speed]");
             return ExitCode::from(2);
         }
     };
@@ -69,4 +74,21 @@ fn bench_kpca(rest: &[&str]) -> Result<(), String> {
         .status()
         .map_err(|e| format!("cannot run kpca-bench: {e}"))?;
     if status.success() { Ok(()) } else { Err("kpca-bench failed".into()) }
+}
+
+fn reproduce_pca(rest: &[&str]) -> Result<(), String> {
+    cargo(&["build", "--release", "-p", "stolr-bench-suite", "--bin", "pca-reproduce"], &[])?;
+    let mut args: Vec<String> = Vec::new();
+    if !rest.contains(&"--data") {
+        args.extend(["--data".into(), root().join("../shared/data").display().to_string()]);
+    }
+    if !rest.contains(&"--out") {
+        args.extend(["--out".into(), root().join("results/pca").display().to_string()]);
+    }
+    args.extend(rest.iter().map(|s| s.to_string()));
+    let status = Command::new(root().join("target/release/pca-reproduce"))
+        .args(&args)
+        .status()
+        .map_err(|e| format!("cannot run pca-reproduce: {e}"))?;
+    if status.success() { Ok(()) } else { Err("pca-reproduce failed".into()) }
 }
