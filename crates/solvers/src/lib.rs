@@ -35,6 +35,6 @@ pub use observer::{IterationReport, Observer, Stop};
 pub use pca_common::PcaOutcome;
 pub use rayleigh_ritz::{captured_norm, exact_pca, rayleigh_ritz};
 pub use skpca::{Iterate, Skpca, SkpcaConfig, shrunk_target};
-pub use svrg_pca::{SvrgMode, SvrgPcaConfig, Tolerance, penalty_objective, svrg_pca, variance_reduced_direction};
+pub use svrg_pca::{EpochLength, SvrgPcaConfig, Tolerance, penalty_objective, svrg_pca, variance_reduced_direction};
 pub use tau::{TauChoice, tau_for_rank};
 pub use vr_pca::{VrPcaConfig, vr_pca};

@@ -101,7 +101,7 @@ fn variance_reduced_direction_mean_is_the_gradient() {
 
 #[test]
 fn svrg_consistent_reaches_sslev_on_eigengap_data() {
-    for (gap, r) in [(0.16, 3), (0.005, 6)] {
+    for (gap, r) in [(0.16, 3), (0.0016, 3), (0.005, 6)] {
         let data = generate::eigengap(1000, 100, gap, &mut rng(10)).unwrap();
         let sslev = data.sslev(r).unwrap();
         let out = svrg_pca(data.x.as_ref(), &SvrgPcaConfig::consistent(r), &mut rng(11), &mut ()).unwrap();
