@@ -5,11 +5,12 @@
 //!     SKPCA vs exact and Nyström kernel PCA on Mushrooms and Magic (separate processes,
 //!     peak memory of each); with --sklearn also scikit-learn's KernelPCA (needs python3 with
 //!     scikit-learn) next to the centred runs; writes results/kpca/summary.{json,md}
-//! cargo xtask reproduce pca [--quick] [--seeds N] [--skip-speed] [--data DIR] [--out DIR]
+//! cargo xtask reproduce pca [--quick] [--seeds N] [--skip-speed] [--skip-tables] [--data DIR] [--out DIR]
 //!     paper 002's Tables 1 and 3–8 (SVRG-PCA paper and consistent modes, VR-PCA, exact;
 //!     mean over seeds) and time to 0.9999·sslev; writes results/pca/pca.{json,md}
 //! cargo xtask bench criterion [FILTER]
-//!     criterion benchmarks of one SKPCA iteration and its parts (benches/benches/skpca.rs)
+//!     criterion benchmarks: one SKPCA iteration and its parts (benches/benches/skpca.rs), one
+//!     epoch of each linear PCA solver on MNIST (benches/benches/pca.rs)
 //! ```
 
 use std::path::PathBuf;
@@ -20,13 +21,13 @@ fn main() -> ExitCode {
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["bench", "kpca", rest @ ..] => bench_kpca(rest),
         ["reproduce", "pca", rest @ ..] => reproduce_pca(rest),
-        ["bench", "criterion", rest @ ..] => cargo(&["bench", "-p", "stolr-benches", "--bench", "skpca", "--"], rest),
+        ["bench", "criterion", rest @ ..] => cargo(&["bench", "-p", "stolr-benches", "--"], rest),
         _ => {
             eprintln!(
                 "usage: cargo xtask bench kpca [--iterations T] [--only NAME] [--data DIR] [--out DIR] [--sklearn]"
             );
             eprintln!("       cargo xtask bench criterion [FILTER]");
-            eprintln!("       cargo xtask reproduce pca [--quick] [--seeds N] [--skip-speed]");
+            eprintln!("       cargo xtask reproduce pca [--quick] [--seeds N] [--skip-speed] [--skip-tables]");
             return ExitCode::from(2);
         }
     };

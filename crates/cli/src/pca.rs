@@ -189,10 +189,17 @@ pub fn run(args: PcaArgs) -> Result<()> {
         bar
     }));
     let mut bar = bar;
+    // Row-major storage for the stochastic solvers: they read one sample (row) per inner step,
+    // which is contiguous this way (the exact Gram product is faster column-major).
+    let x_rows = if args.solver == PcaSolver::Exact { None } else { Some(x.transpose().to_owned()) };
+    let x = match &x_rows {
+        Some(rows) => rows.transpose(),
+        None => x.as_ref(),
+    };
     let solve_start = Instant::now();
     let mut rng = stream(args.seed, 1);
     let (pairs, epochs, stop) = match args.solver {
-        PcaSolver::Exact => (exact_pca(x.as_ref(), args.rank)?, None, None),
+        PcaSolver::Exact => (exact_pca(x, args.rank)?, None, None),
         PcaSolver::SvrgBb => {
             let mut config = match args.mode {
                 ModeArg::Paper => SvrgPcaConfig::paper(args.rank),
@@ -201,12 +208,12 @@ pub fn run(args: PcaArgs) -> Result<()> {
             if let Some(e) = args.epochs {
                 config.max_epochs = e;
             }
-            let out = svrg_pca(x.as_ref(), &config, &mut rng, &mut bar)?;
+            let out = svrg_pca(x, &config, &mut rng, &mut bar)?;
             (out.pairs, Some(out.epochs), Some(out.stop.to_string()))
         }
         PcaSolver::VrPca => {
             let config = VrPcaConfig::new(args.rank, args.epochs.unwrap_or(10));
-            let out = vr_pca(x.as_ref(), &config, &mut rng, &mut bar)?;
+            let out = vr_pca(x, &config, &mut rng, &mut bar)?;
             (out.pairs, Some(out.epochs), Some(out.stop.to_string()))
         }
     };

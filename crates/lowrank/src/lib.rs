@@ -26,7 +26,7 @@ mod low_rank;
 mod svs;
 mod sym_low_rank;
 
-pub use dense::{ThinSvd, sym_eigen_desc, tall_inner, thin_qr, thin_svd, top_eigenpairs};
+pub use dense::{ThinSvd, gram_apply, sym_eigen_desc, tall_inner, thin_qr, thin_svd, top_eigenpairs};
 pub use eigenpairs::Eigenpairs;
 pub use error::LowRankError;
 pub use gram_schmidt::{Orthogonalization, OrthogonalizedBlock, orthogonalize_against};

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use faer::{Mat, MatRef};
 use rand::{Rng, RngExt};
-use stolr_lowrank::tall_inner;
+use stolr_lowrank::{gram_apply, tall_inner};
 
 use crate::error::{check_data, check_rank};
 use crate::pca_common::{PcaOutcome, random_orthonormal, ritz_norm_from_products};
@@ -185,8 +185,8 @@ struct Parts {
 
 fn objective_parts(x: MatRef<'_, f64>, w: MatRef<'_, f64>, nu: f64, mu: f64) -> Parts {
     let n = x.nrows() as f64;
-    let xw = x * w;
-    let cw = tall_inner(x, xw.as_ref(), false) * (1.0 / n);
+    let (xw, xtxw) = gram_apply(x, w);
+    let cw = xtxw * (1.0 / n);
     let gram = tall_inner(w, w, false);
     let pen = penalty_matrix(&gram);
     let grad = w * nu - &cw + w * &pen * mu;
@@ -226,6 +226,95 @@ pub fn variance_reduced_direction(
     Mat::from_fn(d, r, |l, j| nu * w[(l, j)] + mu * wpen[(l, j)] - x[(i, l)] * coef[j] - cw_snap[(l, j)])
 }
 
+/// The inner step `W ← W − η V` of [`variance_reduced_direction`] with preallocated buffers and
+/// contiguous column loops (the hot loop: `K` steps per epoch, `O(d·r²)` each).
+struct InnerStep {
+    row: Vec<f64>,
+    coef: Vec<f64>,
+    gram: Vec<f64>,
+    update: Mat<f64>,
+}
+
+impl InnerStep {
+    fn new(d: usize, r: usize) -> Self {
+        Self { row: vec![0.0; d], coef: vec![0.0; r], gram: vec![0.0; r * r], update: Mat::zeros(d, r) }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn apply(
+        &mut self,
+        x: MatRef<'_, f64>,
+        i: usize,
+        w: &mut Mat<f64>,
+        w_snap: &Mat<f64>,
+        cw: &Mat<f64>,
+        nu: f64,
+        mu: f64,
+        eta: f64,
+    ) {
+        let (d, r) = (w.nrows(), w.ncols());
+        for (l, v) in self.row.iter_mut().enumerate() {
+            *v = x[(i, l)];
+        }
+        for j in 0..r {
+            let wj = w.col_as_slice(j);
+            let sj = w_snap.col_as_slice(j);
+            self.coef[j] = self.row.iter().zip(wj.iter().zip(sj)).map(|(xl, (a, b))| xl * (a - b)).sum();
+            for k in 0..=j {
+                let g: f64 = wj.iter().zip(w.col_as_slice(k)).map(|(a, b)| a * b).sum();
+                self.gram[j * r + k] = g;
+                self.gram[k * r + j] = g;
+            }
+        }
+        for j in 0..r {
+            self.gram[j * r + j] -= 1.0;
+        }
+        // update_j = ν w_j + μ Σ_k w_k (WᵀW − I)_kj − x coef_j − (CW̃)_j
+        for j in 0..r {
+            let u = self.update.col_as_slice_mut(j);
+            let wj = w.col_as_slice(j);
+            let cj = cw.col_as_slice(j);
+            let cf = self.coef[j];
+            for l in 0..d {
+                u[l] = nu * wj[l] - self.row[l] * cf - cj[l];
+            }
+            for k in 0..r {
+                let p = mu * self.gram[k * r + j];
+                for (ul, wk) in u.iter_mut().zip(w.col_as_slice(k)) {
+                    *ul += p * wk;
+                }
+            }
+        }
+        for j in 0..r {
+            for (wl, ul) in w.col_as_slice_mut(j).iter_mut().zip(self.update.col_as_slice(j)) {
+                *wl -= eta * ul;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The buffered hot-loop step equals `W − η V` with the public direction.
+    #[test]
+    fn inner_step_equals_the_direction() {
+        let (n, d, r) = (9, 5, 3);
+        let f = |i: usize, j: usize, s: f64| ((i * 7 + j * 3) as f64 * s).sin();
+        let x = Mat::from_fn(n, d, |i, j| f(i, j, 0.37));
+        let w0 = Mat::from_fn(d, r, |i, j| f(i, j, 0.11));
+        let ws = Mat::from_fn(d, r, |i, j| f(i, j, 0.23));
+        let cw = Mat::from_fn(d, r, |i, j| f(i, j, 0.05));
+        let (nu, mu, eta) = (1.3, 0.7, 0.1);
+        let mut w = w0.clone();
+        InnerStep::new(d, r).apply(x.as_ref(), 4, &mut w, &ws, &cw, nu, mu, eta);
+        let v = variance_reduced_direction(x.as_ref(), 4, w0.as_ref(), ws.as_ref(), cw.as_ref(), nu, mu);
+        let expected = &w0 - v * eta;
+        assert!((&w - &expected).norm_max() < 1e-14);
+    }
+}
+
 /// `WᵀW − I` from the Gram matrix.
 fn penalty_matrix(gram: &Mat<f64>) -> Mat<f64> {
     let r = gram.nrows();
@@ -262,11 +351,15 @@ pub fn svrg_pca<R: Rng + ?Sized>(
     rng: &mut R,
     observer: &mut dyn Observer,
 ) -> Result<PcaOutcome, SolverError> {
-    check_data(x)?;
     let (n, d) = (x.nrows(), x.ncols());
+    let sum_sq = x.squared_norm_l2();
+    if !sum_sq.is_finite() || n == 0 || d == 0 {
+        // Locate the offending entry (or report empty data).
+        check_data(x)?;
+    }
     config.validate(n, d)?;
     let r = config.rank;
-    let nu = config.c1 * x.squared_norm_l2() / n as f64;
+    let nu = config.c1 * sum_sq / n as f64;
     if nu <= 0.0 {
         return Err(SolverError::InvalidRank { rank: r, reason: "the data are all zero".into() });
     }
@@ -322,10 +415,10 @@ pub fn svrg_pca<R: Rng + ?Sized>(
         }
         // Inner loop: W ← W − η (νW + μW(WᵀW − I) − x x^T(W − W̃) − CW̃).
         let mut w = w_snap.clone();
+        let mut inner = InnerStep::new(d, r);
         for _ in 0..k_inner {
             let i = rng.random_range(0..n);
-            let v = variance_reduced_direction(x, i, w.as_ref(), w_snap.as_ref(), snap.cw.as_ref(), nu, mu);
-            w -= v * eta;
+            inner.apply(x, i, &mut w, &w_snap, &snap.cw, nu, mu, eta);
         }
         prev = Some((std::mem::replace(&mut w_snap, w), snap.grad));
         epochs += 1;

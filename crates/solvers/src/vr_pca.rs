@@ -6,7 +6,7 @@ use std::time::Instant;
 use faer::Mat;
 use faer::MatRef;
 use rand::{Rng, RngExt};
-use stolr_lowrank::{sym_eigen_desc, tall_inner, thin_svd};
+use stolr_lowrank::{gram_apply, sym_eigen_desc, tall_inner, thin_svd};
 
 use crate::error::{check_data, check_rank};
 use crate::pca_common::{PcaOutcome, random_orthonormal, row_into};
@@ -92,7 +92,7 @@ pub fn vr_pca<R: Rng + ?Sized>(
     let mut xi = vec![0.0; d];
     let mut epochs = 0;
     let stop = loop {
-        let xw_snap = x * &w_snap;
+        let (xw_snap, xtxw) = gram_apply(x, w_snap.as_ref());
         let captured = xw_snap.norm_l2();
         let report = IterationReport {
             t: epochs,
@@ -111,7 +111,7 @@ pub fn vr_pca<R: Rng + ?Sized>(
         if epochs == config.epochs {
             break Stop::MaxIterations;
         }
-        let u_tilde = tall_inner(x, xw_snap.as_ref(), false) * (1.0 / n as f64);
+        let u_tilde = xtxw * (1.0 / n as f64);
         let mut w = w_snap.clone();
         for _ in 0..m {
             let (su, _, sv) = thin_svd((w.transpose() * &w_snap).as_ref())?;

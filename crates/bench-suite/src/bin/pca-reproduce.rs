@@ -3,8 +3,11 @@
 //! "time to 0.9999·sslev" on MNIST (r = 6) and on a tall-and-wide low-rank-plus-noise matrix.
 //! Writes `pca.json` and `pca.md` to the output folder.
 //!
-//! Usage: `pca-reproduce [--quick] [--seeds N] [--data DIR] [--out DIR] [--skip-speed]`
+//! Usage: `pca-reproduce [--quick] [--seeds N] [--data DIR] [--out DIR] [--skip-speed] [--skip-tables]`
 //! (normally through `cargo xtask reproduce pca`).
+//!
+//! Layout: the exact solver gets the data column-major, the stochastic solvers row-major (they
+//! read one sample per inner step); the conversion is not timed.
 //!
 //! Protocol (paper 002 §4, spec §3.7): run SVRG-PCA (paper mode) and record its epochs; run
 //! VR-PCA for the same number of epochs; Rayleigh–Ritz on every output (its time included).
@@ -125,6 +128,7 @@ fn main() -> Result<()> {
     let mut data = PathBuf::from("../shared/data");
     let mut out = PathBuf::from("results/pca");
     let mut speed = true;
+    let mut tables = true;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = || args.next().with_context(|| format!("{a} needs a value"));
@@ -134,6 +138,7 @@ fn main() -> Result<()> {
             "--data" => data = PathBuf::from(value()?),
             "--out" => out = PathBuf::from(value()?),
             "--skip-speed" => speed = false,
+            "--skip-tables" => tables = false,
             other => bail!("unknown argument {other}"),
         }
     }
@@ -146,7 +151,7 @@ fn main() -> Result<()> {
         }
     };
     let mut rows = Vec::new();
-    for p in PAPER.iter().filter(|p| !quick || p.n <= 1000 || p.table == "8") {
+    for p in PAPER.iter().filter(|p| tables && (!quick || p.n <= 1000 || p.table == "8")) {
         if p.table == "8" && mnist.is_none() {
             continue;
         }
@@ -168,14 +173,16 @@ fn main() -> Result<()> {
             let sslev = captured_norm(&ex.values);
             sslev_sum += sslev;
             exact.add(t, sslev, 0);
+            // The stochastic solvers read one sample per inner step: give them row-major data.
+            let rows = x.transpose().to_owned();
+            let x = rows.transpose();
             let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-            let (sp, t): (PcaOutcome, f64) =
-                timed(|| Ok(svrg_pca(x.as_ref(), &SvrgPcaConfig::paper(p.r), &mut rng, &mut ())?))?;
+            let (sp, t): (PcaOutcome, f64) = timed(|| Ok(svrg_pca(x, &SvrgPcaConfig::paper(p.r), &mut rng, &mut ())?))?;
             paper.add(t, captured_norm(&sp.pairs.values), sp.epochs);
-            let (sc, t) = timed(|| Ok(svrg_pca(x.as_ref(), &SvrgPcaConfig::consistent(p.r), &mut rng, &mut ())?))?;
+            let (sc, t) = timed(|| Ok(svrg_pca(x, &SvrgPcaConfig::consistent(p.r), &mut rng, &mut ())?))?;
             consistent.add(t, captured_norm(&sc.pairs.values), sc.epochs);
             let vr_epochs = sp.epochs.max(1);
-            let (v, t) = timed(|| Ok(vr_pca(x.as_ref(), &VrPcaConfig::new(p.r, vr_epochs), &mut rng, &mut ())?))?;
+            let (v, t) = timed(|| Ok(vr_pca(x, &VrPcaConfig::new(p.r, vr_epochs), &mut rng, &mut ())?))?;
             vr.add(t, captured_norm(&v.pairs.values), v.epochs);
         }
         let sslev = sslev_sum / runs as f64;
@@ -214,11 +221,13 @@ fn speed_section(mnist: Option<&Mat<f64>>, quick: bool) -> Result<Vec<Value>> {
         let (ex, t_exact) = timed(|| Ok(exact_pca(x.as_ref(), r)?))?;
         let sslev = captured_norm(&ex.values);
         let target = 0.9999 * sslev;
+        let rows = x.transpose().to_owned();
+        let x = rows.transpose();
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
         let cfg = SvrgPcaConfig { target: Some(target), ..SvrgPcaConfig::consistent(r) };
-        let (s, t_svrg) = timed(|| Ok(svrg_pca(x.as_ref(), &cfg, &mut rng, &mut ())?))?;
+        let (s, t_svrg) = timed(|| Ok(svrg_pca(x, &cfg, &mut rng, &mut ())?))?;
         let vcfg = VrPcaConfig { target: Some(target), ..VrPcaConfig::new(r, 30) };
-        let (v, t_vr) = timed(|| Ok(vr_pca(x.as_ref(), &vcfg, &mut rng, &mut ())?))?;
+        let (v, t_vr) = timed(|| Ok(vr_pca(x, &vcfg, &mut rng, &mut ())?))?;
         let entry = json!({
             "case": name, "sslev": sslev, "target": target,
             "exact": { "time_s": t_exact },
