@@ -1,0 +1,95 @@
+//! End-to-end runs of `stolr pca` on generated data.
+
+use std::process::{Command, Output};
+
+use stolr_datasets::read_npy_matrix;
+
+fn stolr(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stolr")).args(args).output().expect("the stolr binary runs")
+}
+
+fn assert_fails_with(out: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "expected failure; stderr: {err}");
+    assert!(err.contains("error") && err.contains(needle), "expected '{needle}' in: {err}");
+    assert!(!err.contains("panicked"), "panic in: {err}");
+}
+
+/// Every solver recovers sslev on the eigengap generator, and writes consistent outputs.
+#[test]
+fn solvers_reach_sslev_on_eigengap_data() {
+    let dir = tempfile::tempdir().unwrap();
+    for solver in ["exact", "svrg-bb", "vr-pca"] {
+        let out_dir = dir.path().join(solver);
+        let out = stolr(&[
+            "pca",
+            "--generate",
+            "eigengap",
+            "--n",
+            "600",
+            "--d",
+            "40",
+            "--gap",
+            "0.16",
+            "--rank",
+            "6",
+            "--solver",
+            solver,
+            "--out",
+            out_dir.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{solver}: {}", String::from_utf8_lossy(&out.stderr));
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap()).unwrap();
+        let captured = report["result"]["captured_norm"].as_f64().unwrap();
+        let sslev = report["result"]["sslev"].as_f64().unwrap();
+        assert!(captured >= 0.9999 * sslev && captured <= sslev * (1.0 + 1e-12), "{solver}: {captured} vs {sslev}");
+        let comps = read_npy_matrix(&out_dir.join("components.npy")).unwrap();
+        assert_eq!((comps.nrows(), comps.ncols()), (40, 6));
+        let g = comps.transpose() * &comps;
+        assert!((&g - faer::Mat::<f64>::identity(6, 6)).norm_max() < 1e-10);
+        let values = read_npy_matrix_vec(&out_dir.join("eigenvalues.npy"));
+        assert!(values.windows(2).all(|w| w[0] >= w[1]));
+    }
+}
+
+/// Reads a 1-D `.npy` vector through the 2-D reader's file format (header check kept simple).
+fn read_npy_matrix_vec(path: &std::path::Path) -> Vec<f64> {
+    let bytes = std::fs::read(path).unwrap();
+    let header_len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    bytes[10 + header_len..].chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+#[test]
+fn bad_input_gets_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = ["pca", "--generate", "gaussian", "--n", "50", "--d", "8"];
+    let with = |extra: &[&str]| {
+        let mut a = base.to_vec();
+        a.extend_from_slice(extra);
+        stolr(&a)
+    };
+    assert_fails_with(&with(&["--rank", "0"]), "rank");
+    assert_fails_with(&with(&["--rank", "9"]), "rank");
+    // A CSV with a non-finite value.
+    let csv = dir.path().join("nan.csv");
+    std::fs::write(&csv, "1,2\n3,nan\n").unwrap();
+    assert_fails_with(
+        &stolr(&["pca", "--input", csv.to_str().unwrap(), "--format", "csv", "--rank", "1"]),
+        "nan.csv:2",
+    );
+    // A truncated IDX image file: header says 2 images of 2 × 2, payload has 3 bytes.
+    let mnist = dir.path().join("mnist");
+    std::fs::create_dir_all(&mnist).unwrap();
+    let mut images = vec![0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2];
+    images.extend([1, 2, 3]);
+    let labels = [0, 0, 8, 1, 0, 0, 0, 2, 3, 4];
+    for prefix in ["train", "t10k"] {
+        std::fs::write(mnist.join(format!("{prefix}-images-idx3-ubyte")), &images).unwrap();
+        std::fs::write(mnist.join(format!("{prefix}-labels-idx1-ubyte")), labels).unwrap();
+    }
+    assert_fails_with(
+        &stolr(&["pca", "--input", mnist.to_str().unwrap(), "--format", "mnist", "--rank", "1"]),
+        "truncated",
+    );
+}
