@@ -293,28 +293,6 @@ impl InnerStep {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The buffered hot-loop step equals `W − η V` with the public direction.
-    #[test]
-    fn inner_step_equals_the_direction() {
-        let (n, d, r) = (9, 5, 3);
-        let f = |i: usize, j: usize, s: f64| ((i * 7 + j * 3) as f64 * s).sin();
-        let x = Mat::from_fn(n, d, |i, j| f(i, j, 0.37));
-        let w0 = Mat::from_fn(d, r, |i, j| f(i, j, 0.11));
-        let ws = Mat::from_fn(d, r, |i, j| f(i, j, 0.23));
-        let cw = Mat::from_fn(d, r, |i, j| f(i, j, 0.05));
-        let (nu, mu, eta) = (1.3, 0.7, 0.1);
-        let mut w = w0.clone();
-        InnerStep::new(d, r).apply(x.as_ref(), 4, &mut w, &ws, &cw, nu, mu, eta);
-        let v = variance_reduced_direction(x.as_ref(), 4, w0.as_ref(), ws.as_ref(), cw.as_ref(), nu, mu);
-        let expected = &w0 - v * eta;
-        assert!((&w - &expected).norm_max() < 1e-14);
-    }
-}
-
 /// `WᵀW − I` from the Gram matrix.
 fn penalty_matrix(gram: &Mat<f64>) -> Mat<f64> {
     let r = gram.nrows();
@@ -425,4 +403,26 @@ pub fn svrg_pca<R: Rng + ?Sized>(
     };
     let pairs = rayleigh_ritz(x, w_snap.as_ref())?;
     Ok(PcaOutcome { pairs, epochs, stop, final_iterate_norm: w_snap.norm_l2() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The buffered hot-loop step equals `W − η V` with the public direction.
+    #[test]
+    fn inner_step_equals_the_direction() {
+        let (n, d, r) = (9, 5, 3);
+        let f = |i: usize, j: usize, s: f64| ((i * 7 + j * 3) as f64 * s).sin();
+        let x = Mat::from_fn(n, d, |i, j| f(i, j, 0.37));
+        let w0 = Mat::from_fn(d, r, |i, j| f(i, j, 0.11));
+        let ws = Mat::from_fn(d, r, |i, j| f(i, j, 0.23));
+        let cw = Mat::from_fn(d, r, |i, j| f(i, j, 0.05));
+        let (nu, mu, eta) = (1.3, 0.7, 0.1);
+        let mut w = w0.clone();
+        InnerStep::new(d, r).apply(x.as_ref(), 4, &mut w, &ws, &cw, nu, mu, eta);
+        let v = variance_reduced_direction(x.as_ref(), 4, w0.as_ref(), ws.as_ref(), cw.as_ref(), nu, mu);
+        let expected = &w0 - v * eta;
+        assert!((&w - &expected).norm_max() < 1e-14);
+    }
 }

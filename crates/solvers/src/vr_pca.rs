@@ -38,7 +38,7 @@ impl VrPcaConfig {
 fn inverse_sqrt(g: &Mat<f64>) -> Result<Mat<f64>, SolverError> {
     let (lam, p) = sym_eigen_desc(g.as_ref())?;
     let k = g.nrows();
-    if lam.iter().any(|&l| !(l > 0.0)) {
+    if lam.iter().any(|&l| l.is_nan() || l <= 0.0) {
         return Err(SolverError::Diverged { epoch: 0 });
     }
     let ps = Mat::from_fn(k, k, |i, j| p[(i, j)] / lam[j].sqrt());

@@ -37,6 +37,7 @@ struct PaperRow {
     sslev: f64,
 }
 
+#[allow(clippy::too_many_arguments)]
 const fn row(
     table: &'static str,
     gap: Option<f64>,
