@@ -29,6 +29,13 @@ fn check_block(what: &'static str, n: usize, block: MatRef<'_, f64>) -> Result<(
     check_finite_mat(what, block)
 }
 
+/// `R · diag((1−η)s, η 1_a)`: the coefficients of `[U, ζ]` weighted by the step, for
+/// `(1 − η) U diag(s) Vᵀ + η ζχᵀ = [U, ζ] diag((1−η)s, η) [V, χ]ᵀ`; `r` has `b + a` columns.
+fn scale_by_step_weights(r: MatRef<'_, f64>, s: &[f64], eta: f64) -> Mat<f64> {
+    let b = s.len();
+    Mat::from_fn(r.nrows(), r.ncols(), |i, j| r[(i, j)] * if j < b { (1.0 - eta) * s[j] } else { eta })
+}
+
 /// Dense singular value shrinkage `D_τ[A] = U diag(max(σ_i − τ, 0)) Vᵀ` of `a`, shape `(m, n)`.
 /// `O(mn·min(m,n))`: the reference for tests and small problems.
 ///
@@ -75,9 +82,7 @@ pub fn shrink_psd(
 ) -> Result<SymLowRank, LowRankError> {
     check_step(eta, threshold)?;
     check_block("zeta", z.n(), zeta.as_ref())?;
-    let b = z.rank();
-    let a = zeta.ncols();
-    if b > 0 && eta > 1.0 {
+    if z.rank() > 0 && eta > 1.0 {
         return Err(LowRankError::InvalidParameter {
             name: "eta",
             reason: format!("eta = {eta} > 1 makes (1 - eta) Z indefinite; the PSD path needs eta <= 1 once Z != 0"),
@@ -85,9 +90,7 @@ pub fn shrink_psd(
     }
     let basis = extend_basis(z.u(), zeta, how)?;
     let r = basis.coeffs.as_ref();
-    let mut weights: Vec<f64> = z.s().iter().map(|&s| (1.0 - eta) * s).collect();
-    weights.extend(std::iter::repeat_n(eta, a));
-    let rd = Mat::from_fn(r.nrows(), b + a, |i, j| r[(i, j)] * weights[j]);
+    let rd = scale_by_step_weights(r, z.s(), eta);
     let m = &rd * r.transpose();
     let (lam, w) = sym_eigen_desc(m.as_ref())?;
     let keep = lam.iter().take_while(|&&x| x > threshold).count();
@@ -126,15 +129,11 @@ pub fn shrink_general(
     check_block("zeta", z.nrows(), zeta.as_ref())?;
     check_block("chi", z.ncols(), chi.as_ref())?;
     check_shape("chi", (z.ncols(), zeta.ncols()), (chi.nrows(), chi.ncols()))?;
-    let b = z.rank();
-    let a = zeta.ncols();
     let bx = extend_basis(z.u(), zeta, how)?;
     let by = extend_basis(z.v(), chi, how)?;
     let rx = bx.coeffs.as_ref();
     let ry = by.coeffs.as_ref();
-    let mut weights: Vec<f64> = z.s().iter().map(|&s| (1.0 - eta) * s).collect();
-    weights.extend(std::iter::repeat_n(eta, a));
-    let rxd = Mat::from_fn(rx.nrows(), b + a, |i, j| rx[(i, j)] * weights[j]);
+    let rxd = scale_by_step_weights(rx, z.s(), eta);
     let m = &rxd * ry.transpose();
     let (uu, sig, vv) = thin_svd(m.as_ref())?;
     let keep = sig.iter().take_while(|&&x| x > threshold).count();
