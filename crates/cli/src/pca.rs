@@ -103,7 +103,7 @@ pub struct PcaArgs {
     /// Divide the data by its largest absolute value (MNIST: 255).
     #[arg(long)]
     scale: bool,
-    /// Maximum epochs (SVRG-PCA) or epochs (VR-PCA) [default: 100 paper mode, 500 consistent, 10 VR-PCA].
+    /// Maximum epochs (SVRG-PCA) or epochs (VR-PCA) [default: 100 paper mode, 1000 consistent, 10 VR-PCA].
     #[arg(long)]
     epochs: Option<usize>,
     /// Seed of every random choice.
