@@ -1,7 +1,8 @@
 //! Criterion benchmarks of one epoch of each linear PCA solver on MNIST (70 000 × 784, pixels
 //! divided by 255, r = 6): SVRG-PCA (consistent and paper settings), block VR-PCA, and the
 //! exact Gram-matrix path for scale. One "epoch" here is a run with one epoch: snapshot, inner
-//! loop, final snapshot and Rayleigh–Ritz.
+//! loop, final snapshot and Rayleigh–Ritz. The stochastic solvers get row-major data, the exact
+//! one column-major, as in `stolr pca`.
 //!
 //! Needs `../shared/data/mnist` (or `STOLR_DATA=DIR`); otherwise a Gaussian matrix of the same
 //! shape is used.
@@ -29,7 +30,10 @@ fn data() -> faer::Mat<f64> {
 }
 
 fn bench_pca(c: &mut Criterion) {
-    let x = data();
+    let x_cols = data();
+    // The stochastic solvers read one sample per inner step: row-major, as the CLI hands them.
+    let rows = x_cols.transpose().to_owned();
+    let x = rows.transpose();
     let r = 6;
     let mut group = c.benchmark_group("solvers/pca/mnist_r6");
     group.sample_size(10);
@@ -39,13 +43,13 @@ fn bench_pca(c: &mut Criterion) {
         ("svrg_paper_epoch", one_epoch(SvrgPcaConfig::paper(r))),
     ] {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
-        group.bench_function(name, |b| b.iter(|| black_box(svrg_pca(x.as_ref(), &cfg, &mut rng, &mut ()).unwrap())));
+        group.bench_function(name, |b| b.iter(|| black_box(svrg_pca(x, &cfg, &mut rng, &mut ()).unwrap())));
     }
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
     group.bench_function("vr_pca_epoch", |b| {
-        b.iter(|| black_box(vr_pca(x.as_ref(), &VrPcaConfig::new(r, 1), &mut rng, &mut ()).unwrap()))
+        b.iter(|| black_box(vr_pca(x, &VrPcaConfig::new(r, 1), &mut rng, &mut ()).unwrap()))
     });
-    group.bench_function("exact", |b| b.iter(|| black_box(exact_pca(x.as_ref(), r).unwrap())));
+    group.bench_function("exact", |b| b.iter(|| black_box(exact_pca(x_cols.as_ref(), r).unwrap())));
     group.finish();
 }
 
