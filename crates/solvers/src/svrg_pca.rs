@@ -166,13 +166,13 @@ struct Snapshot {
     /// `C X̃ = (1/n) Xᵀ X X̃`, `(d, r)`.
     cw: Mat<f64>,
     objective: f64,
-    /// `‖X V‖_F` of the Rayleigh–Ritz basis of `span(X̃)`.
-    captured: f64,
+    /// `‖X V‖_F` of the Rayleigh–Ritz basis of `span(X̃)`, when a target asks for it.
+    captured: Option<f64>,
 }
 
-fn snapshot(x: MatRef<'_, f64>, w: &Mat<f64>, nu: f64, mu: f64) -> Result<Snapshot, SolverError> {
+fn snapshot(x: MatRef<'_, f64>, w: &Mat<f64>, nu: f64, mu: f64, with_ritz: bool) -> Result<Snapshot, SolverError> {
     let parts = objective_parts(x, w.as_ref(), nu, mu);
-    let captured = ritz_norm_from_products(w.as_ref(), parts.xw.as_ref())?;
+    let captured = if with_ritz { Some(ritz_norm_from_products(w.as_ref(), parts.xw.as_ref())?) } else { None };
     Ok(Snapshot { grad: parts.grad, cw: parts.cw, objective: parts.objective, captured })
 }
 
@@ -354,7 +354,7 @@ pub fn svrg_pca<R: Rng + ?Sized>(
     let mut eta = config.eta0.unwrap_or(0.1 / nu);
     let mut epochs = 0;
     let stop = loop {
-        let snap = snapshot(x, &w_snap, nu, mu)?;
+        let snap = snapshot(x, &w_snap, nu, mu, config.target.is_some())?;
         let grad_norm = snap.grad.norm_l2();
         if !(grad_norm.is_finite() && snap.objective.is_finite()) {
             return Err(SolverError::Diverged { epoch: epochs });
@@ -363,7 +363,7 @@ pub fn svrg_pca<R: Rng + ?Sized>(
             t: epochs,
             rank: r,
             elapsed: start.elapsed(),
-            error: config.target.map(|_| snap.captured),
+            error: snap.captured,
             objective: Some(snap.objective),
             gradient_norm: Some(grad_norm),
         };
@@ -373,7 +373,9 @@ pub fn svrg_pca<R: Rng + ?Sized>(
         if grad_norm <= tol {
             break Stop::Converged;
         }
-        if config.target.is_some_and(|t| snap.captured >= t) {
+        if let (Some(t), Some(c)) = (config.target, snap.captured)
+            && c >= t
+        {
             break Stop::TargetReached;
         }
         if epochs == config.max_epochs {
