@@ -4,12 +4,13 @@ use faer::{Mat, MatRef};
 
 use crate::EstimatorError;
 
-/// Checks that `x` has at least one row and one column and that every entry is finite.
+/// Checks that the data matrix `x`, shape `(n, d)`, has at least one row and one column and
+/// that every entry is finite.
 ///
 /// # Errors
 /// [`EstimatorError::EmptyData`] if `n == 0` or `d == 0`; [`EstimatorError::NonFinite`] for the
 /// first NaN or infinite entry, scanning column by column.
-pub(crate) fn check_data(x: MatRef<'_, f64>) -> Result<(), EstimatorError> {
+pub fn check_data(x: MatRef<'_, f64>) -> Result<(), EstimatorError> {
     let (nrows, ncols) = x.shape();
     if nrows == 0 || ncols == 0 {
         return Err(EstimatorError::EmptyData { nrows, ncols });

@@ -67,18 +67,7 @@ pub enum SolverError {
 }
 
 pub(crate) fn check_data(x: faer::MatRef<'_, f64>) -> Result<(), SolverError> {
-    if x.nrows() == 0 || x.ncols() == 0 {
-        return Err(EstimatorError::EmptyData { nrows: x.nrows(), ncols: x.ncols() }.into());
-    }
-    for j in 0..x.ncols() {
-        for i in 0..x.nrows() {
-            let value = x[(i, j)];
-            if !value.is_finite() {
-                return Err(EstimatorError::NonFinite { row: i, col: j, value }.into());
-            }
-        }
-    }
-    Ok(())
+    Ok(stolr_estimators::check_data(x)?)
 }
 
 pub(crate) fn check_rank(rank: usize, n: usize) -> Result<(), SolverError> {
