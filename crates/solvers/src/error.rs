@@ -58,6 +58,16 @@ pub enum SolverError {
         /// The epoch in which it happened.
         epoch: usize,
     },
+    /// A streamed sample was rejected (wrong length or non-finite); the solver's state is
+    /// unchanged.
+    #[error("sample {index} rejected: {reason}")]
+    InvalidSample {
+        /// 0-based position of the sample in what was passed (the row of a batch; 0 for a
+        /// single sample).
+        index: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// An error from the low-rank building blocks.
     #[error(transparent)]
     LowRank(#[from] LowRankError),

@@ -4,6 +4,10 @@
 //! paper `002_32bc6583f0d9e789.txt`), its baseline [`vr_pca`] (Shamir's block VR-PCA), the
 //! [`rayleigh_ritz`] post-processing and the [`exact_pca`] baseline.
 //!
+//! Streaming PCA (paper `003_9ee5fcabdf9f0742.txt`): [`Msg`] (matrix stochastic gradient,
+//! plain or capped), and its baselines [`IncrementalPca`] and [`Oja`], all behind the
+//! [`StreamingPca`] trait (one sample or a mini-batch at a time).
+//!
 //! Kernel PCA: [`Skpca`] (stochastic proximal gradient descent on the
 //! nuclear-norm formulation, paper `000_64249a13de5bd3cc.txt`, Algorithm 1), and the two
 //! baselines of that paper, [`exact_kpca`] (dense kernel matrix and a symmetric eigensolver) and
@@ -19,22 +23,30 @@
 
 mod error;
 mod exact;
+mod incremental_pca;
+mod msg;
 mod nystrom;
 mod observer;
+mod oja;
 mod pca_common;
 mod rayleigh_ritz;
 mod skpca;
+mod streaming;
 mod svrg_pca;
 mod tau;
 mod vr_pca;
 
 pub use error::SolverError;
 pub use exact::{ExactKpcaConfig, exact_kpca, kernel_matrix};
+pub use incremental_pca::IncrementalPca;
+pub use msg::{Msg, MsgConfig};
 pub use nystrom::{NystromConfig, nystrom_kpca};
 pub use observer::{IterationReport, Observer, Stop};
+pub use oja::Oja;
 pub use pca_common::PcaOutcome;
 pub use rayleigh_ritz::{captured_norm, exact_pca, rayleigh_ritz};
 pub use skpca::{Iterate, Skpca, SkpcaConfig, shrunk_target};
+pub use streaming::{StepSize, StreamingPca};
 pub use svrg_pca::{EpochLength, SvrgPcaConfig, Tolerance, penalty_objective, svrg_pca, variance_reduced_direction};
 pub use tau::{TauChoice, tau_for_rank};
 pub use vr_pca::{VrPcaConfig, vr_pca};

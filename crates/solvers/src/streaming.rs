@@ -1,0 +1,162 @@
+//! What every streaming PCA solver shares: one sample (or a mini-batch) at a time, the current
+//! top-`k` subspace on demand, and the step size `η_t = c/√t`.
+
+use faer::{Mat, MatRef};
+
+use crate::SolverError;
+
+/// A PCA solver that sees the data one sample at a time and can report its current top-`k`
+/// subspace at any point (paper `003_9ee5fcabdf9f0742.txt`: MSG, capped MSG, the incremental
+/// algorithm and the stochastic power method all fit this shape).
+///
+/// Samples are vectors of length `d`; a rejected sample (wrong length, NaN or ±∞) returns
+/// [`SolverError::InvalidSample`] and leaves the state exactly as it was.
+pub trait StreamingPca {
+    /// Dimension `d` of the samples.
+    fn dim(&self) -> usize;
+
+    /// Target rank `k`.
+    fn k(&self) -> usize;
+
+    /// Takes one sample `x`, length `d`.
+    ///
+    /// # Errors
+    /// [`SolverError::InvalidSample`] (state unchanged); [`SolverError::LowRank`] if a dense
+    /// factorization inside the update fails.
+    fn observe(&mut self, x: &[f64]) -> Result<(), SolverError>;
+
+    /// Takes a mini-batch, shape `(b, d)`, one sample per row, in row order. The result is the
+    /// same as calling [`StreamingPca::observe`] on each row in turn. Every row is checked
+    /// before any is used, so a rejected batch leaves the state unchanged.
+    ///
+    /// # Errors
+    /// [`SolverError::InvalidSample`] with the index of the first bad row; as `observe`.
+    fn observe_batch(&mut self, batch: MatRef<'_, f64>) -> Result<(), SolverError> {
+        if batch.ncols() != self.dim() {
+            return Err(SolverError::InvalidSample {
+                index: 0,
+                reason: format!("the batch has {} columns, expected d = {}", batch.ncols(), self.dim()),
+            });
+        }
+        for i in 0..batch.nrows() {
+            let row = batch.row(i);
+            if let Some(j) = (0..row.ncols()).find(|&j| !row[j].is_finite()) {
+                return Err(SolverError::InvalidSample {
+                    index: i,
+                    reason: format!("entry {j} is {}", row[j]),
+                });
+            }
+        }
+        let mut buffer = vec![0.0; self.dim()];
+        for i in 0..batch.nrows() {
+            let row = batch.row(i);
+            for (j, b) in buffer.iter_mut().enumerate() {
+                *b = row[j];
+            }
+            self.observe(&buffer)?;
+        }
+        Ok(())
+    }
+
+    /// Samples taken so far, `t`.
+    fn samples_seen(&self) -> usize;
+
+    /// Rank `k_t` of the current iterate (for MSG the number of nonzero eigenvalues of `M_t`,
+    /// which can exceed `k`; for the others at most `k`).
+    fn iterate_rank(&self) -> usize;
+
+    /// The current top-`k` subspace: orthonormal columns, shape `(d, min(k, k_t))`, leading
+    /// eigenvector first.
+    fn subspace(&self) -> Mat<f64>;
+}
+
+/// The step size `η_t` of the `t`-th sample (1-based), `η_t = c/√t` in both forms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StepSize {
+    /// `η_t = c/√t`, the paper's schedule for data with `E‖x‖² = 1` (paper 003, Section 6;
+    /// Theorem 1 uses the constant `√(k/T)`).
+    InverseSqrt {
+        /// The scale `c > 0`.
+        c: f64,
+    },
+    /// `η_t = c / (√t · m_t)` with `m_t` the running mean of `‖x_s‖²` over `s ≤ t`. For data
+    /// with `E‖x‖² = 1` this is the paper's schedule; for any other scale it is the schedule
+    /// the paper would use after normalising, so `c` needs no retuning when the data are not
+    /// normalised (an extension of ours, not in the paper).
+    ScaleFree {
+        /// The scale `c > 0`.
+        c: f64,
+    },
+}
+
+impl StepSize {
+    /// The scale `c`.
+    pub fn c(&self) -> f64 {
+        match *self {
+            StepSize::InverseSqrt { c } | StepSize::ScaleFree { c } => c,
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), SolverError> {
+        let c = self.c();
+        if !(c.is_finite() && c > 0.0) {
+            return Err(SolverError::InvalidConfig { name: "eta scale c", reason: format!("must be > 0, got {c}") });
+        }
+        Ok(())
+    }
+}
+
+/// Running state of a step-size schedule: the sample count and the running mean of `‖x‖²`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub(crate) struct Schedule {
+    pub t: usize,
+    mean_norm_sq: f64,
+}
+
+impl Schedule {
+    /// Advances to the next sample, with squared norm `norm_sq`, and returns its `η_t`.
+    pub fn next(&mut self, step: StepSize, norm_sq: f64) -> f64 {
+        self.t += 1;
+        let t = self.t as f64;
+        self.mean_norm_sq += (norm_sq - self.mean_norm_sq) / t;
+        match step {
+            StepSize::InverseSqrt { c } => c / t.sqrt(),
+            StepSize::ScaleFree { c } => {
+                if self.mean_norm_sq > 0.0 { c / (t.sqrt() * self.mean_norm_sq) } else { 0.0 }
+            }
+        }
+    }
+}
+
+/// Checks a single sample: length `d` and finite entries.
+pub(crate) fn check_sample(x: &[f64], d: usize) -> Result<(), SolverError> {
+    if x.len() != d {
+        return Err(SolverError::InvalidSample {
+            index: 0,
+            reason: format!("it has length {}, expected d = {d}", x.len()),
+        });
+    }
+    if let Some(j) = x.iter().position(|v| !v.is_finite()) {
+        return Err(SolverError::InvalidSample { index: 0, reason: format!("entry {j} is {}", x[j]) });
+    }
+    Ok(())
+}
+
+/// Checks `(d, k)` for a streaming solver: `1 ≤ k < d`.
+pub(crate) fn check_dims(d: usize, k: usize) -> Result<(), SolverError> {
+    if k == 0 {
+        return Err(SolverError::InvalidRank { rank: k, reason: "the rank k must be at least 1".into() });
+    }
+    if k >= d {
+        return Err(SolverError::InvalidRank {
+            rank: k,
+            reason: format!("the rank k must be smaller than the dimension d = {d}"),
+        });
+    }
+    Ok(())
+}
+
+/// Squared Euclidean norm.
+pub(crate) fn norm_sq(x: &[f64]) -> f64 {
+    x.iter().map(|v| v * v).sum()
+}

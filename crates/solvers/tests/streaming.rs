@@ -1,0 +1,233 @@
+//! Streaming PCA (paper 003): MSG, capped MSG, incremental PCA and Oja.
+
+use faer::{Mat, MatRef};
+use rand::{RngExt, SeedableRng};
+use rand_distr::{Distribution, StandardNormal};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use stolr_lowrank::sym_eigen_desc;
+use stolr_solvers::{IncrementalPca, Msg, MsgConfig, Oja, SolverError, StepSize, StreamingPca};
+
+fn rng(seed: u64) -> Xoshiro256PlusPlus {
+    Xoshiro256PlusPlus::seed_from_u64(seed)
+}
+
+/// The 2-D counter-example of paper 003, Section 5.1: `√3 e₁` with probability 1/3, `√2 e₂`
+/// with probability 2/3; `E[xxᵀ] = diag(1, 4/3)`, so the top eigenvector is `e₂`.
+fn counter_example(rng: &mut Xoshiro256PlusPlus) -> [f64; 2] {
+    if rng.random::<f64>() < 1.0 / 3.0 { [3f64.sqrt(), 0.0] } else { [0.0, 2f64.sqrt()] }
+}
+
+fn top_is_e2(solver: &impl StreamingPca) -> bool {
+    let u = solver.subspace();
+    u[(1, 0)].abs() > u[(0, 0)].abs()
+}
+
+#[test]
+fn incremental_fails_with_probability_five_ninths() {
+    let runs = 3000;
+    let mut wrong = 0;
+    for seed in 0..runs {
+        let mut r = rng(seed);
+        let mut inc = IncrementalPca::new(2, 1).unwrap();
+        for _ in 0..50 {
+            inc.observe(&counter_example(&mut r)).unwrap();
+        }
+        if !top_is_e2(&inc) {
+            wrong += 1;
+        }
+    }
+    let rate = wrong as f64 / runs as f64;
+    // 5/9 = 0.5556; the binomial standard error over 3000 runs is 0.009.
+    assert!((rate - 5.0 / 9.0).abs() < 0.03, "failure rate {rate}");
+}
+
+#[test]
+fn capped_msg_never_stays_stuck_on_the_counter_example() {
+    for seed in 0..300 {
+        let mut r = rng(seed);
+        let mut msg = Msg::new(MsgConfig::capped(2, 1), &mut r).unwrap();
+        for _ in 0..3000 {
+            msg.observe(&counter_example(&mut r)).unwrap();
+        }
+        assert!(top_is_e2(&msg), "seed {seed}: capped MSG ended on e1, eigenvalues {:?}", msg.eigenvalues());
+    }
+}
+
+/// Dense MSG: `M ← P(M + η xxᵀ)` with a full eigendecomposition and the projection computed
+/// independently by bisection on the shift.
+fn dense_msg_step(m: &Mat<f64>, x: &[f64], eta: f64, k: f64) -> Mat<f64> {
+    let d = x.len();
+    let xm = Mat::from_fn(d, 1, |i, _| x[i]);
+    let target = m + &xm * xm.transpose() * eta;
+    let (values, vectors) = sym_eigen_desc(target.as_ref()).unwrap();
+    let g = |s: f64| values.iter().map(|v| (v + s).clamp(0.0, 1.0)).sum::<f64>();
+    let (mut lo, mut hi) = (-10.0 - values[0], 10.0);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if g(mid) < k { lo = mid } else { hi = mid }
+    }
+    let s = 0.5 * (lo + hi);
+    let p = Mat::from_fn(d, d, |i, j| if i == j { (values[i] + s).clamp(0.0, 1.0) } else { 0.0 });
+    &vectors * p * vectors.transpose()
+}
+
+fn iterate_dense(msg: &Msg) -> Mat<f64> {
+    let u = msg.basis();
+    let s = msg.eigenvalues();
+    let scaled = Mat::from_fn(u.nrows(), u.ncols(), |i, j| u[(i, j)] * s[j]);
+    scaled * u.transpose()
+}
+
+fn max_abs_diff(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> f64 {
+    let mut m = 0.0_f64;
+    for j in 0..a.ncols() {
+        for i in 0..a.nrows() {
+            m = m.max((a[(i, j)] - b[(i, j)]).abs());
+        }
+    }
+    m
+}
+
+#[test]
+fn low_rank_msg_equals_dense_msg() {
+    for seed in 0..5 {
+        let (d, k) = (10, 3);
+        let mut r = rng(seed);
+        let config = MsgConfig { step: StepSize::InverseSqrt { c: 0.7 }, ..MsgConfig::msg(d, k) };
+        let mut msg = Msg::new(config, &mut r).unwrap();
+        let mut dense = iterate_dense(&msg);
+        for t in 1..=300 {
+            let x: Vec<f64> = (0..d).map(|i| Distribution::<f64>::sample(&StandardNormal, &mut r) * (1.0 + i as f64) / d as f64).collect();
+            msg.observe(&x).unwrap();
+            dense = dense_msg_step(&dense, &x, 0.7 / (t as f64).sqrt(), k as f64);
+            let ours = iterate_dense(&msg);
+            assert!(max_abs_diff(ours.as_ref(), dense.as_ref()) < 1e-10, "seed {seed}, step {t}");
+            let s = msg.eigenvalues();
+            assert!((s.iter().sum::<f64>() - k as f64).abs() < 1e-10);
+            assert!(s.iter().all(|&v| v > 0.0 && v <= 1.0));
+            assert!(s.windows(2).all(|w| w[0] >= w[1]));
+        }
+        let u = msg.basis();
+        let gram = u.transpose() * u;
+        assert!(max_abs_diff(gram.as_ref(), Mat::<f64>::identity(u.ncols(), u.ncols()).as_ref()) < 1e-12);
+    }
+}
+
+/// Gaussian samples with covariance `diag(λ)`, `λ` decaying, so the top-`k` subspace is
+/// spanned by the first `k` coordinate axes.
+fn spiked_sample(d: usize, r: &mut Xoshiro256PlusPlus) -> Vec<f64> {
+    (0..d).map(|i| Distribution::<f64>::sample(&StandardNormal, r) * if i < 4 { 1.0 - 0.1 * i as f64 } else { 0.15 }).collect()
+}
+
+/// `‖U_kᵀ E_k‖_F² / k`: 1 when `span(U)` is the span of the first `k` axes.
+fn overlap_with_axes(u: &Mat<f64>, k: usize) -> f64 {
+    (0..u.ncols()).map(|j| (0..k).map(|i| u[(i, j)] * u[(i, j)]).sum::<f64>()).sum::<f64>() / k as f64
+}
+
+#[test]
+fn every_solver_finds_a_spiked_subspace() {
+    let (d, k) = (30, 3);
+    let mut r = rng(7);
+    let mut solvers: Vec<(&str, Box<dyn StreamingPca>)> = vec![
+        ("msg", Box::new(Msg::new(MsgConfig::msg(d, k), &mut r).unwrap())),
+        ("capped", Box::new(Msg::new(MsgConfig::capped(d, k), &mut r).unwrap())),
+        ("incremental", Box::new(IncrementalPca::new(d, k).unwrap())),
+        ("oja", Box::new(Oja::new(d, k, StepSize::ScaleFree { c: 1.0 }, &mut r).unwrap())),
+    ];
+    let samples: Vec<Vec<f64>> = (0..20_000).map(|_| spiked_sample(d, &mut r)).collect();
+    for (name, solver) in solvers.iter_mut() {
+        for x in &samples {
+            solver.observe(x).unwrap();
+        }
+        let u = solver.subspace();
+        assert_eq!((u.nrows(), u.ncols()), (d, k));
+        let overlap = overlap_with_axes(&u, k);
+        assert!(overlap > 0.97, "{name}: overlap {overlap}");
+        assert_eq!(solver.samples_seen(), samples.len());
+    }
+}
+
+#[test]
+fn batches_equal_single_samples_and_seeds_reproduce() {
+    let (d, k) = (12, 2);
+    let data = Mat::from_fn(64, d, |i, j| ((i * 7 + j * 3) % 11) as f64 - 5.0 + 0.1 * j as f64);
+    let mut a = Msg::new(MsgConfig::capped(d, k), &mut rng(3)).unwrap();
+    let mut b = Msg::new(MsgConfig::capped(d, k), &mut rng(3)).unwrap();
+    a.observe_batch(data.as_ref()).unwrap();
+    for i in 0..data.nrows() {
+        let row: Vec<f64> = (0..d).map(|j| data[(i, j)]).collect();
+        b.observe(&row).unwrap();
+    }
+    assert_eq!(a.eigenvalues(), b.eigenvalues());
+    assert_eq!(a.basis(), b.basis());
+    assert_eq!(a.work(), b.work());
+}
+
+#[test]
+fn rounding_returns_an_orthonormal_rank_k_basis_from_the_iterate() {
+    let (d, k) = (20, 3);
+    let mut r = rng(11);
+    let mut msg = Msg::new(MsgConfig::msg(d, k), &mut r).unwrap();
+    for _ in 0..500 {
+        msg.observe(&spiked_sample(d, &mut r)).unwrap();
+    }
+    let u = msg.round(&mut r).unwrap();
+    assert_eq!((u.nrows(), u.ncols()), (d, k));
+    let gram = u.transpose() * &u;
+    assert!(max_abs_diff(gram.as_ref(), Mat::<f64>::identity(k, k).as_ref()) < 1e-12);
+    // Each column is one of the iterate's eigenvectors.
+    let basis = msg.basis();
+    for j in 0..k {
+        let best = (0..basis.ncols())
+            .map(|c| (0..d).map(|i| u[(i, j)] * basis[(i, c)]).sum::<f64>().abs())
+            .fold(0.0, f64::max);
+        assert!((best - 1.0).abs() < 1e-12);
+    }
+}
+
+#[test]
+fn bad_configuration_is_rejected() {
+    let mut r = rng(0);
+    assert!(matches!(Msg::new(MsgConfig::msg(5, 0), &mut r), Err(SolverError::InvalidRank { .. })));
+    assert!(matches!(Msg::new(MsgConfig::msg(5, 5), &mut r), Err(SolverError::InvalidRank { .. })));
+    let low_cap = MsgConfig { cap: Some(1), ..MsgConfig::msg(5, 2) };
+    assert!(matches!(Msg::new(low_cap, &mut r), Err(SolverError::InvalidConfig { .. })));
+    let bad_step = MsgConfig { step: StepSize::InverseSqrt { c: 0.0 }, ..MsgConfig::msg(5, 2) };
+    assert!(matches!(Msg::new(bad_step, &mut r), Err(SolverError::InvalidConfig { .. })));
+    assert!(matches!(IncrementalPca::new(3, 3), Err(SolverError::InvalidRank { .. })));
+    assert!(matches!(Oja::new(3, 0, StepSize::ScaleFree { c: 1.0 }, &mut r), Err(SolverError::InvalidRank { .. })));
+}
+
+#[test]
+fn rejected_samples_leave_the_state_unchanged() {
+    let (d, k) = (6, 2);
+    let mut r = rng(5);
+    let mut msg = Msg::new(MsgConfig::capped(d, k), &mut r).unwrap();
+    let mut inc = IncrementalPca::new(d, k).unwrap();
+    let mut oja = Oja::new(d, k, StepSize::ScaleFree { c: 1.0 }, &mut r).unwrap();
+    for _ in 0..10 {
+        let x = spiked_sample(d, &mut r);
+        msg.observe(&x).unwrap();
+        inc.observe(&x).unwrap();
+        oja.observe(&x).unwrap();
+    }
+    let bad: [Vec<f64>; 3] = [vec![1.0; d - 1], vec![1.0, f64::NAN, 0.0, 0.0, 0.0, 0.0], vec![f64::INFINITY; d]];
+    let before = (msg.eigenvalues().to_vec(), msg.basis().to_owned(), msg.samples_seen());
+    let (inc_before, oja_before) = (inc.subspace(), oja.subspace());
+    for x in &bad {
+        assert!(matches!(msg.observe(x), Err(SolverError::InvalidSample { .. })));
+        assert!(matches!(inc.observe(x), Err(SolverError::InvalidSample { .. })));
+        assert!(matches!(oja.observe(x), Err(SolverError::InvalidSample { .. })));
+    }
+    // A batch whose third row is bad is rejected whole.
+    let mut batch = Mat::from_fn(4, d, |i, j| (i + j) as f64);
+    batch[(2, 1)] = f64::NAN;
+    match msg.observe_batch(batch.as_ref()) {
+        Err(SolverError::InvalidSample { index, .. }) => assert_eq!(index, 2),
+        other => panic!("expected a rejected batch, got {other:?}"),
+    }
+    assert_eq!((msg.eigenvalues().to_vec(), msg.basis().to_owned(), msg.samples_seen()), before);
+    assert_eq!(inc.subspace(), inc_before);
+    assert_eq!(oja.subspace(), oja_before);
+    assert_eq!(oja.samples_seen(), 10);
+}
