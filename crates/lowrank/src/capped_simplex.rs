@@ -59,9 +59,7 @@ pub fn project_capped_simplex(
         });
     }
     let clip = |v: f64| v.clamp(0.0, 1.0);
-    let g = |s: f64| -> f64 {
-        values.iter().map(|&v| clip(v + s)).sum::<f64>() + implicit_zeros as f64 * clip(s)
-    };
+    let g = |s: f64| -> f64 { values.iter().map(|&v| clip(v + s)).sum::<f64>() + implicit_zeros as f64 * clip(s) };
     let mut breakpoints: Vec<f64> = values.iter().flat_map(|&v| [-v, 1.0 - v]).collect();
     if implicit_zeros > 0 {
         breakpoints.extend([0.0, 1.0]);
@@ -167,10 +165,7 @@ pub fn mixture_decomposition(values: &[f64], k: usize, tol: f64) -> Result<Vec<C
         });
     }
     if values.iter().any(|&v| v < -tol || v > 1.0 + tol) {
-        return Err(LowRankError::InvalidParameter {
-            name: "eigenvalues",
-            reason: "must lie in [0, 1]".into(),
-        });
+        return Err(LowRankError::InvalidParameter { name: "eigenvalues", reason: "must lie in [0, 1]".into() });
     }
     let sum: f64 = values.iter().sum();
     if (sum - k as f64).abs() > tol * m.max(1) as f64 {

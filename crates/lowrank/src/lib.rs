@@ -25,15 +25,19 @@ pub mod frobenius;
 mod gram_schmidt;
 mod low_rank;
 mod rank_one_eigen;
+mod secular;
 mod svs;
 mod sym_low_rank;
 
-pub use capped_simplex::{Corner, SimplexProjection, mixture_decomposition, project_capped_rank, project_capped_simplex};
-pub use dense::{ThinSvd, gram_apply, sym_eigen_desc, tall_inner, thin_qr, thin_svd, top_eigenpairs};
+pub use capped_simplex::{
+    Corner, SimplexProjection, mixture_decomposition, project_capped_rank, project_capped_simplex,
+};
+pub use dense::{ThinSvd, gram_apply, squared_norm, sym_eigen_desc, tall_inner, thin_qr, thin_svd, top_eigenpairs};
 pub use eigenpairs::Eigenpairs;
 pub use error::LowRankError;
 pub use gram_schmidt::{Orthogonalization, OrthogonalizedBlock, orthogonalize_against};
 pub use low_rank::LowRank;
 pub use rank_one_eigen::{RankOneEigenUpdate, rank_one_eigen_update};
+pub use secular::eigen_diagonal_plus_rank_one;
 pub use svs::{shrink_dense, shrink_general, shrink_psd};
 pub use sym_low_rank::SymLowRank;

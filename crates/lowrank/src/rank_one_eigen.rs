@@ -1,9 +1,10 @@
 //! The rank-one symmetric eigen-update `U diag(σ) Uᵀ + η x xᵀ` in `O(m² d)`.
 
+use faer::reborrow::ReborrowMut;
 use faer::{Accum, Mat, MatRef, Par};
 
 use crate::error::{check_finite, check_shape};
-use crate::{Eigenpairs, LowRankError, sym_eigen_desc};
+use crate::{Eigenpairs, LowRankError, eigen_diagonal_plus_rank_one};
 
 /// Relative size below which the part of `x` outside `span(U)` is treated as zero: with
 /// `‖x⊥‖ ≤ 1e-12 ‖x‖` the dropped term `‖x⊥‖²` is below rounding of the update itself.
@@ -31,8 +32,9 @@ pub struct RankOneEigenUpdate {
 /// `u` has shape `(d, m)` with orthonormal columns, `values` = `σ` has length `m` (any real
 /// values, any order) and `x` has length `d`; `eta ≥ 0` scales the update. With
 /// `x̂ = √η Uᵀx`, `x⊥ = √η x − U x̂` and `r = ‖x⊥‖`, the new eigenpairs come from the
-/// `(m+1) × (m+1)` matrix `diag(σ, 0) + z zᵀ`, `z = (x̂, r)`, in the basis `[U, x⊥/r]`; the
-/// cost is `O(md)` for the projections and `O(m³)` for the small eigenproblem, plus
+/// `(m+1) × (m+1)` matrix `diag(σ, 0) + z zᵀ`, `z = (x̂, r)`, in the basis `[U, x⊥/r]`,
+/// solved as a diagonal-plus-rank-one problem ([`eigen_diagonal_plus_rank_one`]); the
+/// cost is `O(md)` for the projections and `O(m²)` for the small eigenproblem, plus
 /// `O(m·count·d)` when [`RankOneEigenUpdate::basis`] forms `count` eigenvectors.
 ///
 /// Numerical safety: `x⊥` is orthogonalised twice (classical Gram–Schmidt with one
@@ -77,16 +79,13 @@ pub fn rank_one_eigen_update(
     }
     let grows = m < d && r > IN_SPAN * norm;
 
-    let size = if grows { m + 1 } else { m };
+    let mut diagonal = values.to_vec();
     let mut z = coefficients;
     if grows {
+        diagonal.push(0.0);
         z.push(r);
     }
-    let small = Mat::from_fn(size, size, |i, j| {
-        let diagonal = if i == j && i < m { values[i] } else { 0.0 };
-        diagonal + z[i] * z[j]
-    });
-    let (new_values, rotation) = sym_eigen_desc(small.as_ref())?;
+    let (new_values, rotation) = eigen_diagonal_plus_rank_one(&diagonal, &z)?;
     let direction = grows.then(|| {
         let inv = 1.0 / r;
         residual.iter().map(|&v| v * inv).collect()
@@ -145,8 +144,9 @@ impl RankOneEigenUpdate {
                 let w = self.rotation[(m, j)];
                 if w != 0.0 {
                     let mut col = out.as_mut().col_mut(j);
-                    for (i, &qi) in q.iter().enumerate() {
-                        col[i] += w * qi;
+                    match col.rb_mut().try_as_col_major_mut() {
+                        Some(slice) => slice.as_slice_mut().iter_mut().zip(q).for_each(|(o, &qi)| *o += w * qi),
+                        None => q.iter().enumerate().for_each(|(i, &qi)| col[i] += w * qi),
                     }
                 }
             }
@@ -164,28 +164,26 @@ impl RankOneEigenUpdate {
     }
 }
 
-/// `residual -= U (Uᵀ residual)` one column at a time (modified Gram–Schmidt), adding the
-/// coefficients into `coefficients`.
+/// `residual -= U (Uᵀ residual)` (one classical Gram–Schmidt pass, as two matrix–vector
+/// products), adding `Uᵀ residual` into `coefficients`.
 fn project_out(u: MatRef<'_, f64>, residual: &mut [f64], coefficients: &mut [f64]) {
-    for (j, c) in coefficients.iter_mut().enumerate() {
-        let col = u.col(j);
-        if let Some(col) = col.try_as_col_major() {
-            let col = col.as_slice();
-            let dot: f64 = col.iter().zip(residual.iter()).map(|(a, b)| a * b).sum();
-            *c += dot;
-            for (r, &a) in residual.iter_mut().zip(col) {
-                *r -= dot * a;
-            }
-        } else {
-            let dot: f64 = (0..col.nrows()).map(|i| col[i] * residual[i]).sum();
-            *c += dot;
-            for (i, r) in residual.iter_mut().enumerate() {
-                *r -= dot * col[i];
-            }
-        }
+    if u.ncols() == 0 {
+        return;
+    }
+    let mut dots = vec![0.0; u.ncols()];
+    {
+        let dots = faer::ColMut::from_slice_mut(&mut dots).as_mat_mut();
+        let r = faer::ColRef::from_slice(residual).as_mat();
+        faer::linalg::matmul::matmul(dots, Accum::Replace, u.transpose(), r, 1.0, Par::Seq);
+    }
+    let r = faer::ColMut::from_slice_mut(residual).as_mat_mut();
+    let c = faer::ColRef::from_slice(&dots).as_mat();
+    faer::linalg::matmul::matmul(r, Accum::Add, u, c, -1.0, Par::Seq);
+    for (acc, d) in coefficients.iter_mut().zip(&dots) {
+        *acc += d;
     }
 }
 
 fn norm2(v: &[f64]) -> f64 {
-    v.iter().map(|a| a * a).sum::<f64>().sqrt()
+    crate::squared_norm(v).sqrt()
 }

@@ -6,8 +6,8 @@ use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use stolr_lowrank::{
-    LowRankError, mixture_decomposition, project_capped_rank, project_capped_simplex, rank_one_eigen_update,
-    sym_eigen_desc, thin_qr,
+    LowRankError, eigen_diagonal_plus_rank_one, mixture_decomposition, project_capped_rank, project_capped_simplex,
+    rank_one_eigen_update, sym_eigen_desc, thin_qr,
 };
 
 fn gaussian(rows: usize, cols: usize, rng: &mut Xoshiro256PlusPlus) -> Mat<f64> {
@@ -47,7 +47,13 @@ fn brute_force_projection(v: &[f64], k: f64) -> Vec<f64> {
             kind.iter().map(|&t| if t == 1 { 1.0 } else { 0.0 }).collect()
         } else {
             let shift = (k - ones - free.iter().map(|&i| v[i]).sum::<f64>()) / free.len() as f64;
-            (0..n).map(|i| match kind[i] { 0 => 0.0, 1 => 1.0, _ => v[i] + shift }).collect()
+            (0..n)
+                .map(|i| match kind[i] {
+                    0 => 0.0,
+                    1 => 1.0,
+                    _ => v[i] + shift,
+                })
+                .collect()
         };
         if p.iter().any(|&x| !(-1e-12..=1.0 + 1e-12).contains(&x)) {
             continue;
@@ -177,6 +183,35 @@ proptest! {
         let count = pairs.rank() / 2;
         let leading = update.basis(u.as_ref(), count).unwrap();
         prop_assert!(max_abs_diff(leading.as_ref(), pairs.vectors.subcols(0, count)) == 0.0);
+    }
+
+    /// `diag(d) + z zᵀ` by deflation and the secular equation equals a dense eigensolver, with
+    /// repeated diagonal entries (as MSG's eigenvalues capped at 1 are) and zero or tiny `z_i`.
+    #[test]
+    fn diagonal_plus_rank_one_equals_dense(
+        d in prop::collection::vec((-4i32..8).prop_map(|q| q as f64 * 0.25), 1..12),
+        z_kind in prop::collection::vec(0u8..4, 12),
+        seed in any::<u64>(),
+    ) {
+        let n = d.len();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let z: Vec<f64> = (0..n).map(|i| {
+            let g: f64 = StandardNormal.sample(&mut rng);
+            match z_kind[i] { 0 => 0.0, 1 => 1e-13 * g, _ => g }
+        }).collect();
+        let (values, vectors) = eigen_diagonal_plus_rank_one(&d, &z).unwrap();
+        let zm = Mat::from_fn(n, 1, |i, _| z[i]);
+        let dense = Mat::from_fn(n, n, |i, j| if i == j { d[i] } else { 0.0 }) + &zm * zm.transpose();
+        let (dense_values, _) = sym_eigen_desc(dense.as_ref()).unwrap();
+        let scale = 1.0 + dense.norm_max();
+        for (a, b) in values.iter().zip(&dense_values) {
+            prop_assert!((a - b).abs() < 1e-12 * scale, "eigenvalues {values:?} vs {dense_values:?}");
+        }
+        prop_assert!(values.windows(2).all(|w| w[0] >= w[1]));
+        let gram = vectors.transpose() * &vectors;
+        prop_assert!(max_abs_diff(gram.as_ref(), Mat::<f64>::identity(n, n).as_ref()) < 1e-12);
+        let rebuilt = &vectors * Mat::from_fn(n, n, |i, j| if i == j { values[i] } else { 0.0 }) * vectors.transpose();
+        prop_assert!(max_abs_diff(rebuilt.as_ref(), dense.as_ref()) < 1e-12 * scale);
     }
 
     /// The mixture decomposition reconstructs the point, with at most m + 1 corners of size k

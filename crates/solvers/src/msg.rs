@@ -70,6 +70,8 @@ impl MsgConfig {
 pub struct Msg {
     config: MsgConfig,
     basis: Mat<f64>,
+    /// Storage for the next basis, swapped with `basis` after each step (no allocation).
+    spare: Mat<f64>,
     values: Vec<f64>,
     schedule: Schedule,
     work: f64,
@@ -86,7 +88,14 @@ impl Msg {
         config.validate()?;
         let gaussian = Mat::from_fn(config.dim, config.k, |_, _| rng.sample::<f64, _>(StandardNormal));
         let (basis, _) = stolr_lowrank::thin_qr(gaussian.as_ref());
-        Ok(Msg { config, basis, values: vec![1.0; config.k], schedule: Schedule::default(), work: 0.0 })
+        Ok(Msg {
+            config,
+            basis,
+            spare: Mat::zeros(0, 0),
+            values: vec![1.0; config.k],
+            schedule: Schedule::default(),
+            work: 0.0,
+        })
     }
 
     /// The configuration.
@@ -160,10 +169,13 @@ impl StreamingPca for Msg {
         // The start is feasible, so tr(M + ηxxᵀ) ≥ k and the shift S ≤ 0: implicit zero
         // eigenvalues stay at zero (up to rounding, which we drop).
         let keep = projected.values.iter().take_while(|&&v| v > 0.0).count();
-        let basis = update.basis(self.basis.as_ref(), keep)?;
+        // Only the resized part is filled; `basis_into` overwrites every entry.
+        self.spare.resize_with(d, keep, |_, _| 0.0);
+        update.basis_into(self.basis.as_ref(), self.spare.as_mut())?;
+        std::mem::swap(&mut self.basis, &mut self.spare);
         self.work += (self.values.len() * self.values.len()) as f64;
-        self.values = projected.values[..keep].to_vec();
-        self.basis = basis;
+        self.values.clear();
+        self.values.extend_from_slice(&projected.values[..keep]);
         self.schedule = schedule;
         Ok(())
     }

@@ -41,10 +41,7 @@ pub trait StreamingPca {
         for i in 0..batch.nrows() {
             let row = batch.row(i);
             if let Some(j) = (0..row.ncols()).find(|&j| !row[j].is_finite()) {
-                return Err(SolverError::InvalidSample {
-                    index: i,
-                    reason: format!("entry {j} is {}", row[j]),
-                });
+                return Err(SolverError::InvalidSample { index: i, reason: format!("entry {j} is {}", row[j]) });
             }
         }
         let mut buffer = vec![0.0; self.dim()];
@@ -122,7 +119,11 @@ impl Schedule {
         match step {
             StepSize::InverseSqrt { c } => c / t.sqrt(),
             StepSize::ScaleFree { c } => {
-                if self.mean_norm_sq > 0.0 { c / (t.sqrt() * self.mean_norm_sq) } else { 0.0 }
+                if self.mean_norm_sq > 0.0 {
+                    c / (t.sqrt() * self.mean_norm_sq)
+                } else {
+                    0.0
+                }
             }
         }
     }
@@ -158,5 +159,5 @@ pub(crate) fn check_dims(d: usize, k: usize) -> Result<(), SolverError> {
 
 /// Squared Euclidean norm.
 pub(crate) fn norm_sq(x: &[f64]) -> f64 {
-    x.iter().map(|v| v * v).sum()
+    stolr_lowrank::squared_norm(x)
 }

@@ -97,7 +97,9 @@ fn low_rank_msg_equals_dense_msg() {
         let mut msg = Msg::new(config, &mut r).unwrap();
         let mut dense = iterate_dense(&msg);
         for t in 1..=300 {
-            let x: Vec<f64> = (0..d).map(|i| Distribution::<f64>::sample(&StandardNormal, &mut r) * (1.0 + i as f64) / d as f64).collect();
+            let x: Vec<f64> = (0..d)
+                .map(|i| Distribution::<f64>::sample(&StandardNormal, &mut r) * (1.0 + i as f64) / d as f64)
+                .collect();
             msg.observe(&x).unwrap();
             dense = dense_msg_step(&dense, &x, 0.7 / (t as f64).sqrt(), k as f64);
             let ours = iterate_dense(&msg);
@@ -116,7 +118,9 @@ fn low_rank_msg_equals_dense_msg() {
 /// Gaussian samples with covariance `diag(λ)`, `λ` decaying, so the top-`k` subspace is
 /// spanned by the first `k` coordinate axes.
 fn spiked_sample(d: usize, r: &mut Xoshiro256PlusPlus) -> Vec<f64> {
-    (0..d).map(|i| Distribution::<f64>::sample(&StandardNormal, r) * if i < 4 { 1.0 - 0.1 * i as f64 } else { 0.15 }).collect()
+    (0..d)
+        .map(|i| Distribution::<f64>::sample(&StandardNormal, r) * if i < 4 { 1.0 - 0.1 * i as f64 } else { 0.15 })
+        .collect()
 }
 
 /// `‖U_kᵀ E_k‖_F² / k`: 1 when `span(U)` is the span of the first `k` axes.
