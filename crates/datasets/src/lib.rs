@@ -9,6 +9,7 @@
 //! - [`read_csv`], [`read_magic`]: comma-separated UCI files with an optional class column.
 //! - [`read_mnist`]: the MNIST digits from their original IDX files (gzipped or not).
 //! - [`write_npy_matrix`], [`write_npy_vector`], [`read_npy_matrix`]: NumPy `.npy` files.
+//! - [`stream_rows`]: the same formats one sample at a time, for the streaming solvers.
 //! - [`standardize`]: zero mean, unit population variance per column.
 //! - [`generate`]: synthetic data ([`generate::rings`], [`generate::gaussian`]) and paper 002's
 //!   test matrices ([`generate::eigengap`], [`generate::gaussian_matrix`],
@@ -23,6 +24,7 @@ mod lines;
 mod mnist;
 mod npy;
 mod standardize;
+mod stream;
 
 pub use csv::{LabelColumn, read_csv, read_csv_from, read_magic};
 pub use dataset::{Dataset, Labels, check_finite};
@@ -31,3 +33,4 @@ pub use libsvm::{read_libsvm, read_libsvm_from};
 pub use mnist::{MnistSplit, read_mnist};
 pub use npy::{read_npy_matrix, write_npy_matrix, write_npy_vector};
 pub use standardize::{Standardization, standardize};
+pub use stream::{RowFormat, RowStream, stream_rows};

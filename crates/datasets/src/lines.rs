@@ -6,16 +6,16 @@ use crate::DataError;
 
 /// Reads lines from `reader`, counting them from 1 and stripping `\n` or `\r\n`.
 /// A last line without a line break is returned like any other.
-pub(crate) struct Lines<'a, R> {
+pub(crate) struct Lines<R> {
     reader: R,
-    path: &'a str,
+    path: String,
     buf: Vec<u8>,
     line: usize,
 }
 
-impl<'a, R: BufRead> Lines<'a, R> {
-    pub(crate) fn new(reader: R, path: &'a str) -> Self {
-        Lines { reader, path, buf: Vec::new(), line: 0 }
+impl<R: BufRead> Lines<R> {
+    pub(crate) fn new(reader: R, path: &str) -> Self {
+        Lines { reader, path: path.to_owned(), buf: Vec::new(), line: 0 }
     }
 
     /// The next line as `(1-based line number, text without line break)`, `None` at the end.
@@ -24,7 +24,7 @@ impl<'a, R: BufRead> Lines<'a, R> {
     /// [`DataError::Io`] on a read error, [`DataError::NotUtf8`] on invalid UTF-8.
     pub(crate) fn next_line(&mut self) -> Result<Option<(usize, &str)>, DataError> {
         self.buf.clear();
-        let read = self.reader.read_until(b'\n', &mut self.buf).map_err(|e| DataError::io(self.path, e))?;
+        let read = self.reader.read_until(b'\n', &mut self.buf).map_err(|e| DataError::io(&self.path, e))?;
         if read == 0 {
             return Ok(None);
         }
@@ -36,8 +36,8 @@ impl<'a, R: BufRead> Lines<'a, R> {
         if let Some(rest) = bytes.strip_suffix(b"\r") {
             bytes = rest;
         }
-        let text = std::str::from_utf8(bytes)
-            .map_err(|_| DataError::NotUtf8 { path: self.path.to_owned(), line: self.line })?;
+        let text =
+            std::str::from_utf8(bytes).map_err(|_| DataError::NotUtf8 { path: self.path.clone(), line: self.line })?;
         Ok(Some((self.line, text)))
     }
 }

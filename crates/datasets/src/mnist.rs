@@ -23,7 +23,7 @@ use crate::dataset::try_zeros;
 use crate::{DataError, Dataset, Labels};
 
 /// Magic number of an IDX file of unsigned bytes with 3 dimensions (images).
-const IMAGES_MAGIC: u32 = 0x0000_0803;
+pub(crate) const IMAGES_MAGIC: u32 = 0x0000_0803;
 /// Magic number of an IDX file of unsigned bytes with 1 dimension (labels).
 const LABELS_MAGIC: u32 = 0x0000_0801;
 /// The largest MNIST label.
@@ -182,7 +182,7 @@ fn read_part(dir: &Path, prefix: &str) -> Result<Part, DataError> {
 /// The first existing file among `{stem}-{kind}.gz`, `{stem}-{kind}` and `{stem}.{kind}` in
 /// `dir`, e.g. `train-images-idx3-ubyte.gz`, `train-images-idx3-ubyte`,
 /// `train-images.idx3-ubyte`.
-fn find_file(dir: &Path, stem: &str, kind: &str) -> Result<PathBuf, DataError> {
+pub(crate) fn find_file(dir: &Path, stem: &str, kind: &str) -> Result<PathBuf, DataError> {
     let tried = [format!("{stem}-{kind}.gz"), format!("{stem}-{kind}"), format!("{stem}.{kind}")];
     tried
         .iter()
@@ -275,7 +275,7 @@ fn fill_rows(x: &mut Mat<f64>, row0: usize, pixels: &[u8], d: usize) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::io::Write;
 
     use flate2::Compression;
@@ -321,7 +321,7 @@ mod tests {
     }
 
     /// A directory with a small synthetic MNIST: `train` images of 3 × 4, `test` images after.
-    fn write_mnist(dir: &Path, train: usize, test: usize, gzipped: bool) {
+    pub(crate) fn write_mnist(dir: &Path, train: usize, test: usize, gzipped: bool) {
         let (rows, cols) = (3, 4);
         for (prefix, offset, count) in [("train", 0, train), ("t10k", train, test)] {
             let (images, labels) = split_files(offset, count, rows, cols);
