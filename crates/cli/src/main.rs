@@ -6,6 +6,7 @@
 mod kpca;
 mod memory;
 mod pca;
+mod pca_stream;
 mod rng;
 
 use clap::{Parser, Subcommand};

@@ -50,6 +50,21 @@ pub enum PcaSolver {
     VrPca,
     /// Gram-matrix eigendecomposition (covariance for tall data, X Xᵀ otherwise).
     Exact,
+    /// Matrix stochastic gradient, one pass over a stream (paper 003).
+    Msg,
+    /// Capped MSG with rank cap K = rank + 1 (or --cap), one pass over a stream (paper 003).
+    CappedMsg,
+    /// The incremental algorithm of Arora et al. (2012), one pass over a stream.
+    Incremental,
+    /// Stochastic power method (Oja's rule with QR), one pass over a stream.
+    Oja,
+}
+
+impl PcaSolver {
+    /// Whether the solver reads the data as a stream, one sample at a time.
+    pub(crate) fn is_streaming(self) -> bool {
+        matches!(self, PcaSolver::Msg | PcaSolver::CappedMsg | PcaSolver::Incremental | PcaSolver::Oja)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -66,52 +81,59 @@ pub enum ModeArg {
 pub struct PcaArgs {
     /// Data file or directory (MNIST), one sample per row. Omit it to use --generate.
     #[arg(long, required_unless_present = "generate", conflicts_with = "generate")]
-    input: Option<PathBuf>,
+    pub(crate) input: Option<PathBuf>,
     /// Format of --input.
     #[arg(long, value_enum, default_value = "npy")]
-    format: PcaFormat,
+    pub(crate) format: PcaFormat,
     /// Generate paper 002's test data instead of reading a file.
     #[arg(long, value_enum)]
-    generate: Option<Generator>,
+    pub(crate) generate: Option<Generator>,
     /// Generated samples n.
     #[arg(long, default_value_t = 1000)]
-    n: usize,
+    pub(crate) n: usize,
     /// Generated dimension d.
     #[arg(long, default_value_t = 100)]
-    d: usize,
+    pub(crate) d: usize,
     /// Eigengap g of --generate eigengap.
     #[arg(long, default_value_t = 0.16)]
-    gap: f64,
+    pub(crate) gap: f64,
     /// Rank of --generate lowrank.
     #[arg(long, default_value_t = 10)]
-    gen_rank: usize,
+    pub(crate) gen_rank: usize,
     /// Noise level of --generate lowrank.
     #[arg(long, default_value_t = 1.0)]
-    noise: f64,
+    pub(crate) noise: f64,
     /// Solver.
     #[arg(long, value_enum, default_value = "svrg-bb")]
-    solver: PcaSolver,
+    pub(crate) solver: PcaSolver,
     /// SVRG-PCA parameters.
     #[arg(long, value_enum, default_value = "consistent")]
-    mode: ModeArg,
+    pub(crate) mode: ModeArg,
     /// Number of principal components r.
     #[arg(long, default_value_t = 3)]
-    rank: usize,
+    pub(crate) rank: usize,
     /// Subtract the mean of every feature first.
     #[arg(long)]
-    center: bool,
+    pub(crate) center: bool,
     /// Divide the data by its largest absolute value (MNIST: 255).
     #[arg(long)]
-    scale: bool,
+    pub(crate) scale: bool,
     /// Maximum epochs (SVRG-PCA) or epochs (VR-PCA) [default: 100 paper mode, 1000 consistent, 10 VR-PCA].
     #[arg(long)]
-    epochs: Option<usize>,
+    pub(crate) epochs: Option<usize>,
+    /// Streaming solvers: the scale c of the step size eta_t = c / (sqrt(t) · mean ||x||²)
+    /// (for data with E||x||² = 1 this is paper 003's c/sqrt(t)).
+    #[arg(long, default_value_t = stolr_solvers::MsgConfig::DEFAULT_C)]
+    pub(crate) eta_scale: f64,
+    /// Capped MSG: the rank cap K (default rank + 1).
+    #[arg(long)]
+    pub(crate) cap: Option<usize>,
     /// Seed of every random choice.
     #[arg(long, default_value_t = 0)]
-    seed: u64,
+    pub(crate) seed: u64,
     /// Output directory for components.npy, eigenvalues.npy and report.json.
     #[arg(long)]
-    out: Option<PathBuf>,
+    pub(crate) out: Option<PathBuf>,
 }
 
 struct EpochBar(Option<ProgressBar>);
@@ -128,8 +150,21 @@ impl Observer for EpochBar {
     }
 }
 
+/// The data of `--generate kind`, drawn from the seed's stream 0.
+pub(crate) fn generated(args: &PcaArgs, kind: Generator) -> Result<generate::Generated> {
+    let mut rng = stream(args.seed, 0);
+    Ok(match kind {
+        Generator::Eigengap => generate::eigengap(args.n, args.d, args.gap, &mut rng)?,
+        Generator::Gaussian => generate::gaussian_matrix(args.n, args.d, 1.0, &mut rng),
+        Generator::Lowrank => generate::low_rank_plus_noise(args.n, args.d, args.gen_rank, args.noise, &mut rng)?,
+    })
+}
+
 /// Runs `stolr pca`.
 pub fn run(args: PcaArgs) -> Result<()> {
+    if args.solver.is_streaming() {
+        return crate::pca_stream::run(args);
+    }
     let total = Instant::now();
     let (mut x, source, singular_values): (Mat<f64>, String, Option<Vec<f64>>) = match (&args.input, args.generate) {
         (Some(path), _) => {
@@ -142,14 +177,7 @@ pub fn run(args: PcaArgs) -> Result<()> {
             (x, path.display().to_string(), None)
         }
         (None, Some(kind)) => {
-            let mut rng = stream(args.seed, 0);
-            let g = match kind {
-                Generator::Eigengap => generate::eigengap(args.n, args.d, args.gap, &mut rng)?,
-                Generator::Gaussian => generate::gaussian_matrix(args.n, args.d, 1.0, &mut rng),
-                Generator::Lowrank => {
-                    generate::low_rank_plus_noise(args.n, args.d, args.gen_rank, args.noise, &mut rng)?
-                }
-            };
+            let g = generated(&args, kind)?;
             (g.x, g.source, g.singular_values)
         }
         (None, None) => bail!("give --input or --generate"),
@@ -215,6 +243,9 @@ pub fn run(args: PcaArgs) -> Result<()> {
             let config = VrPcaConfig::new(args.rank, args.epochs.unwrap_or(10));
             let out = vr_pca(x, &config, &mut rng, &mut bar)?;
             (out.pairs, Some(out.epochs), Some(out.stop.to_string()))
+        }
+        PcaSolver::Msg | PcaSolver::CappedMsg | PcaSolver::Incremental | PcaSolver::Oja => {
+            unreachable!("streaming solvers run in pca_stream")
         }
     };
     if let Some(b) = &bar.0 {
