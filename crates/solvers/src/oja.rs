@@ -8,8 +8,12 @@ use rand_distr::StandardNormal;
 use crate::SolverError;
 use crate::streaming::{Schedule, StepSize, StreamingPca, check_dims, check_sample, norm_sq};
 
-/// Stochastic power method: `U_{t+1} = qr(U_t + η_t x_t (x_tᵀ U_t)).Q`, with `U` of shape
-/// `(d, k)` orthonormal. `O(d k²)` per sample (the thin QR), `O(d k)` memory.
+/// Steps between two QR re-orthonormalizations of the basis.
+const REORTHONORMALIZE_EVERY: usize = 1024;
+
+/// Stochastic power method: `U_{t+1} = orth(U_t + η_t x_t (x_tᵀ U_t))`, with `U` of shape
+/// `(d, k)` orthonormal and `orth` the polar factor (the same subspace as the thin QR's
+/// Q-factor; it has a closed form here, so a step costs `O(d k)`), `O(d k)` memory.
 ///
 /// Paper 003's equation (3.1) prints `U + η x xᵀ`, which does not have the shape of `U`; the
 /// update above is the intended one (spec §5.7), to first order Oja's rule
@@ -53,24 +57,33 @@ impl StreamingPca for Oja {
         let (d, k) = (self.dim(), self.k());
         check_sample(x, d)?;
         let mut schedule = self.schedule;
-        let eta = schedule.next(self.step, norm_sq(x));
-        let xm = faer::ColRef::from_slice(x);
-        let mut coefficients = Mat::<f64>::zeros(1, k);
-        faer::linalg::matmul::matmul(
-            coefficients.as_mut(),
-            Accum::Replace,
-            xm.transpose().as_mat(),
-            self.basis.as_ref(),
-            1.0,
-            Par::Seq,
-        );
-        let mut moved = self.basis.clone();
-        faer::linalg::matmul::matmul(moved.as_mut(), Accum::Add, xm.as_mat(), coefficients.as_ref(), eta, Par::Seq);
-        let (q, _) = stolr_lowrank::thin_qr(moved.as_ref());
-        if q.ncols() != k || (0..k).any(|j| !q[(0, j)].is_finite()) {
+        let x_norm_sq = norm_sq(x);
+        let eta = schedule.next(self.step, x_norm_sq);
+        // M = U + η x cᵀ with c = Uᵀx has MᵀM = I + α c cᵀ, α = 2η + η²‖x‖², so its polar
+        // factor is M (I + β c cᵀ) with β‖c‖² = (1 + α‖c‖²)^{-1/2} − 1, which expands to the
+        // rank-one update U + w cᵀ, w = (η + βη‖c‖²) x + β U c: O(d k) per sample.
+        let mut c = Mat::<f64>::zeros(k, 1);
+        let xm = faer::ColRef::from_slice(x).as_mat();
+        faer::linalg::matmul::matmul(c.as_mut(), Accum::Replace, self.basis.transpose(), xm, 1.0, Par::Seq);
+        let cc = c.squared_norm_l2();
+        let alpha = 2.0 * eta + eta * eta * x_norm_sq;
+        let beta = if cc > 0.0 { ((1.0 + alpha * cc).sqrt().recip() - 1.0) / cc } else { 0.0 };
+        let mut w = Mat::<f64>::zeros(d, 1);
+        faer::linalg::matmul::matmul(w.as_mut(), Accum::Replace, self.basis.as_ref(), c.as_ref(), beta, Par::Seq);
+        let a = eta + beta * eta * cc;
+        for (i, &xi) in x.iter().enumerate() {
+            w[(i, 0)] += a * xi;
+        }
+        let mut next = self.basis.clone();
+        faer::linalg::matmul::matmul(next.as_mut(), Accum::Add, w.as_ref(), c.transpose(), 1.0, Par::Seq);
+        // Rounding slowly erodes orthonormality: restore it with a QR now and then.
+        if schedule.t.is_multiple_of(REORTHONORMALIZE_EVERY) {
+            next = stolr_lowrank::thin_qr(next.as_ref()).0;
+        }
+        if next.ncols() != k || (0..k).any(|j| !next[(0, j)].is_finite()) {
             return Err(SolverError::Diverged { epoch: schedule.t });
         }
-        self.basis = q;
+        self.basis = next;
         self.schedule = schedule;
         Ok(())
     }

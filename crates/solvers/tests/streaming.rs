@@ -235,3 +235,26 @@ fn rejected_samples_leave_the_state_unchanged() {
     assert_eq!(oja.subspace(), oja_before);
     assert_eq!(oja.samples_seen(), 10);
 }
+
+#[test]
+fn oja_step_spans_the_qr_of_the_power_step() {
+    let (d, k) = (15, 3);
+    let mut r = rng(9);
+    let c = 0.8;
+    let mut oja = Oja::new(d, k, StepSize::InverseSqrt { c }, &mut r).unwrap();
+    for t in 1..=50 {
+        let before = oja.subspace();
+        let x = spiked_sample(d, &mut r);
+        oja.observe(&x).unwrap();
+        let eta = c / (t as f64).sqrt();
+        let xm = Mat::from_fn(d, 1, |i, _| x[i]);
+        let moved = &before + &xm * (xm.transpose() * &before) * eta;
+        let (q, _) = stolr_lowrank::thin_qr(moved.as_ref());
+        let after = oja.subspace();
+        // Same subspace: equal orthogonal projectors; and orthonormal columns.
+        let diff = &q * q.transpose() - &after * after.transpose();
+        assert!(diff.norm_max() < 1e-12, "step {t}: {}", diff.norm_max());
+        let gram = after.transpose() * &after;
+        assert!(max_abs_diff(gram.as_ref(), Mat::<f64>::identity(k, k).as_ref()) < 1e-12);
+    }
+}
