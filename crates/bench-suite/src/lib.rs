@@ -1,9 +1,21 @@
-//! The papers' experiments as code: metrics that need the truth, and the runs behind
-//! `cargo xtask bench` and `cargo xtask reproduce`.
+//! The papers' experiments as code: metrics that need the truth, the runs behind
+//! `cargo xtask bench` and `cargo xtask reproduce`, and how their results are kept and shown.
 //!
 //! Metrics here stream the `n × n` kernel matrix in blocks of rows, so they run where the exact
 //! solver cannot hold `K` (memory `O(n·(r + block))`).
+//!
+//! Every reproduction writes one [`ResultsFile`] (JSON, [`results`]) and shows it as Markdown
+//! tables ([`table`]) and SVG/PNG line plots ([`plot`]).
 #![deny(missing_docs)]
 
+mod error;
 pub mod metrics;
+pub mod plot;
 pub mod report;
+pub mod results;
+pub mod table;
+
+pub use error::BenchError;
+pub use plot::{LinePlot, LineStyle, PlotSeries, RefLine, RenderedPlot, render};
+pub use results::{MachineInfo, ResultsFile, RunRecord, SCHEMA_VERSION, Series};
+pub use table::{Align, Table};
