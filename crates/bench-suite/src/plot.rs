@@ -439,16 +439,32 @@ impl Axis {
     fn fit(values: &[f64], log: bool) -> Self {
         let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let default = if log { Self { lo: 1.0, hi: 10.0, log } } else { Self { lo: 0.0, hi: 1.0, log } };
         if !(lo.is_finite() && hi.is_finite()) {
-            return if log { Self { lo: 1.0, hi: 10.0, log } } else { Self { lo: 0.0, hi: 1.0, log } };
+            return default;
         }
-        if log {
+        let padded = if log {
             let (l, h) = (lo.log10(), hi.log10());
             let pad = if h > l { 0.03 * (h - l) } else { 0.5 };
             Self { lo: 10f64.powf(l - pad), hi: 10f64.powf(h + pad), log }
         } else {
-            let pad = if hi > lo { 0.03 * (hi - lo) } else { (0.1 * lo.abs()).max(1.0) };
+            let pad = if hi > lo {
+                0.03 * (hi - lo)
+            } else if lo != 0.0 {
+                0.1 * lo.abs()
+            } else {
+                1.0
+            };
             Self { lo: lo - pad, hi: hi + pad, log }
+        };
+        // Padding can overflow (or underflow to 0 on a log axis) at the ends of the f64 range.
+        let valid = |a: &Self| a.lo.is_finite() && a.hi.is_finite() && a.lo < a.hi && (!log || a.lo > 0.0);
+        if valid(&padded) {
+            padded
+        } else if lo < hi {
+            Self { lo, hi, log }
+        } else {
+            default
         }
     }
 
@@ -676,6 +692,16 @@ mod tests {
         plot.series.push(PlotSeries::new("constant", vec![1.0, 2.0, 3.0], vec![5.0, 5.0, 5.0]));
         plot.series.push(PlotSeries::new("empty", vec![], vec![]));
         render(&plot, &dir.path().join("constant")).unwrap();
+        // The ends of the f64 range.
+        for log in [false, true] {
+            let mut plot = LinePlot::new("extreme", "x", "y");
+            (plot.x_log, plot.y_log) = (log, log);
+            let big = vec![f64::MIN_POSITIVE, 5e-324, 1e-300, 1e300, f64::MAX];
+            plot.series.push(PlotSeries::new("extreme", big.clone(), big.clone()));
+            plot.series.push(PlotSeries::new("negative", vec![-f64::MAX, 0.0], vec![-1e300, f64::MAX]));
+            plot.hlines.push(RefLine::new(f64::MAX, "max"));
+            render(&plot, &dir.path().join(format!("extreme_{log}"))).unwrap();
+        }
     }
 
     #[test]

@@ -58,6 +58,7 @@ pub enum SolverError {
         /// The epoch in which it happened.
         epoch: usize,
     },
+<<<<<<< HEAD
     /// A streamed sample was rejected (wrong length or non-finite); the solver's state is
     /// unchanged.
     #[error("sample {index} rejected: {reason}")]
@@ -67,6 +68,22 @@ pub enum SolverError {
         index: usize,
         /// What is wrong with it.
         reason: String,
+=======
+    /// A component found by an iterative kernel solver carries no variance: its coefficients
+    /// `a` give `aᵀ K a ≤ 0` (or `K a = 0`), so no eigenpair can be read off it. Happens when
+    /// the kernel matrix has rank below the requested rank, e.g. for constant data.
+    #[error(
+        "component {component} has no variance in feature space after {iterations} iterations \
+         (a^T K a = {quadratic}); the kernel matrix may have lower rank than requested"
+    )]
+    ComponentVanished {
+        /// Index of the component (0-based, before sorting by eigenvalue).
+        component: usize,
+        /// Iterations run.
+        iterations: usize,
+        /// The quadratic form `aᵀ K a` found.
+        quadratic: f64,
+>>>>>>> results
     },
     /// An error from the low-rank building blocks.
     #[error(transparent)]

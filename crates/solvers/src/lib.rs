@@ -9,9 +9,10 @@
 //! [`StreamingPca`] trait (one sample or a mini-batch at a time).
 //!
 //! Kernel PCA: [`Skpca`] (stochastic proximal gradient descent on the
-//! nuclear-norm formulation, paper `000_64249a13de5bd3cc.txt`, Algorithm 1), and the two
-//! baselines of that paper, [`exact_kpca`] (dense kernel matrix and a symmetric eigensolver) and
-//! [`nystrom_kpca`] (exact orthonormal eigenpairs of the Nyström approximation).
+//! nuclear-norm formulation, paper `000_64249a13de5bd3cc.txt`, Algorithm 1), and the three
+//! baselines of that paper, [`exact_kpca`] (dense kernel matrix and a symmetric eigensolver),
+//! [`nystrom_kpca`] (exact orthonormal eigenpairs of the Nyström approximation) and [`Kha`] (the
+//! Kernel Hebbian Algorithm, a stochastic generalized Hebbian rule in dual coordinates).
 //!
 //! Every iterative solver is config (validated once) + state + `step`; a `run` loop calls
 //! `step` until a [`Stop`] reason and reports each iteration to an [`Observer`], so the CLI's
@@ -24,6 +25,7 @@
 mod error;
 mod exact;
 mod incremental_pca;
+mod kha;
 mod msg;
 mod nystrom;
 mod observer;
@@ -39,6 +41,7 @@ mod vr_pca;
 pub use error::SolverError;
 pub use exact::{ExactKpcaConfig, exact_kpca, kernel_matrix};
 pub use incremental_pca::IncrementalPca;
+pub use kha::{Kha, KhaConfig};
 pub use msg::{Msg, MsgConfig};
 pub use nystrom::{NystromConfig, nystrom_kpca};
 pub use observer::{IterationReport, Observer, Stop};

@@ -1,0 +1,368 @@
+//! The Kernel Hebbian Algorithm (KHA), the stochastic kernel PCA baseline of paper 000.
+
+use std::time::Instant;
+
+use faer::{Mat, MatRef};
+use rand::{Rng, RngExt};
+use stolr_estimators::Kernel;
+use stolr_lowrank::Eigenpairs;
+
+use crate::error::{check_data, check_rank};
+use crate::{IterationReport, Observer, SolverError, Stop};
+
+/// Rows of `K` formed at a time by the passes over the whole kernel matrix (memory
+/// `8·BLOCK·n` bytes).
+const BLOCK: usize = 256;
+
+/// Configuration of [`Kha`]; validated once by [`Kha::new`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct KhaConfig {
+    /// Number of components `r`, `1 ≤ r ≤ n`.
+    pub rank: usize,
+    /// Constant step size `η > 0` (default 0.05, the value of paper 000; the Hebbian step is
+    /// stable when `η·‖φ̃(x)‖² < 2`, and a Gaussian or Laplacian kernel has `‖φ̃(x)‖² ≤ 2`).
+    pub eta: f64,
+    /// Number of steps `T ≥ 1`, one sample each.
+    pub iterations: usize,
+    /// Centre in feature space: find the eigenpairs of `K̃ = HKH`, `H = I − 11ᵀ/n` (default
+    /// `true`, as kernel PCA and KHA define it); `false` uses `K` itself.
+    pub center: bool,
+    /// Scale `s > 0` of the initial dual coefficients, drawn from `s·U(−1, 1)` (default 0.01).
+    pub init_scale: f64,
+}
+
+impl KhaConfig {
+    /// `rank` components in `iterations` steps with the defaults `η = 0.05`, centring on and
+    /// initial scale 0.01.
+    pub fn new(rank: usize, iterations: usize) -> Self {
+        Self { rank, eta: 0.05, iterations, center: true, init_scale: 0.01 }
+    }
+}
+
+/// The Kernel Hebbian Algorithm: Sanger's generalized Hebbian algorithm run in the feature
+/// space of a kernel, in dual coordinates, one sample per step.
+///
+/// State: dual coefficients `A`, shape `(n, r)`; column `j` holds `a_j`, the coefficients of
+/// the `j`-th component `w_j = Σ_l A_lj φ̃(x_l)`. Step (sample `i` uniform):
+/// `k̃_i = K̃ e_i`, `y = Aᵀ k̃_i` (`r` outputs), `A ← A − η A·LT[y yᵀ]ᵀ + η e_i yᵀ`, where
+/// `LT` keeps the lower triangle with the diagonal. The column `k_i` of `K` is computed on the
+/// fly from the data and centred with the row means of `K` (computed once, in a streamed pass).
+/// At the fixed point `w_j` are the unit-norm top-`r` eigenvectors of the centred covariance, and
+/// the eigenpairs of `K̃` are read off with a Rayleigh quotient ([`Kha::eigenpairs`]).
+///
+/// Memory: `O(n·r)` for `A`, `O(n·d)` for a row-major copy of the data, `O(n)` for the row means
+/// and scratch; the `n × n` kernel matrix is never held. Time: `O(n²d)` once for the row means,
+/// then `O(n·d + n·r)` per step.
+///
+/// # References
+/// Paper `000_64249a13de5bd3cc.txt`, "Experimental Setting" (KHA, step 0.05); Kim, Franz &
+/// Schölkopf, *Iterative kernel principal component analysis for image modeling*, IEEE TPAMI
+/// 2005; Sanger 1989; spec `math.md` §2.9 (3) and Appendix A.5.
+#[derive(Debug, Clone)]
+pub struct Kha {
+    config: KhaConfig,
+    kernel: Kernel,
+    /// The data, row-major: sample `i` is `rows[i·d..(i + 1)·d]`.
+    rows: Vec<f64>,
+    n: usize,
+    d: usize,
+    /// Row means of `K`, `m = K1/n` (zeros without centring).
+    means: Vec<f64>,
+    /// `m̄ = 1ᵀK1/n²` (zero without centring).
+    mean_all: f64,
+    /// `tr K = Σ_i κ(x_i, x_i)`, the scale below which a quadratic form counts as zero.
+    trace: f64,
+    /// Dual coefficients `A`, shape `(n, r)`.
+    a: Mat<f64>,
+    t: usize,
+    /// Scratch: the centred kernel column `k̃_i` (length `n`).
+    column: Vec<f64>,
+    /// Scratch: running sums `Σ_{l ≤ j} y_l a_l` (length `n`).
+    acc: Vec<f64>,
+    /// Scratch: the outputs `y` (length `r`).
+    y: Vec<f64>,
+}
+
+impl Kha {
+    /// A solver for the data `x`, shape `(n, d)`, one sample per row, with `kernel`. Copies the
+    /// data (row-major), computes the row means of `K` when centring (time `O(n²d)`, memory
+    /// `O(n·256)`), and draws the initial coefficients `A ~ init_scale·U(−1, 1)` from `rng`.
+    ///
+    /// # Errors
+    /// [`SolverError::InvalidRank`] if `rank` is 0 or exceeds `n`; [`SolverError::InvalidConfig`]
+    /// if `eta` or `init_scale` is not positive and finite, or `iterations == 0`;
+    /// [`SolverError::Estimator`] for empty or non-finite data and invalid kernel parameters.
+    pub fn new<R: Rng + ?Sized>(
+        x: MatRef<'_, f64>,
+        kernel: Kernel,
+        config: KhaConfig,
+        rng: &mut R,
+    ) -> Result<Self, SolverError> {
+        check_data(x)?;
+        kernel.validate()?;
+        let (n, d) = x.shape();
+        check_rank(config.rank, n)?;
+        if !(config.eta.is_finite() && config.eta > 0.0) {
+            return Err(SolverError::InvalidConfig {
+                name: "eta",
+                reason: format!("the step size must be positive and finite, got {}", config.eta),
+            });
+        }
+        if config.iterations == 0 {
+            return Err(SolverError::InvalidConfig { name: "iterations", reason: "need at least 1 iteration".into() });
+        }
+        if !(config.init_scale.is_finite() && config.init_scale > 0.0) {
+            return Err(SolverError::InvalidConfig {
+                name: "init_scale",
+                reason: format!("the initial scale must be positive and finite, got {}", config.init_scale),
+            });
+        }
+        let mut rows = vec![0.0; n * d];
+        for j in 0..d {
+            for i in 0..n {
+                rows[i * d + j] = x[(i, j)];
+            }
+        }
+        let (means, mean_all) = if config.center { kernel_row_means(x, &kernel) } else { (vec![0.0; n], 0.0) };
+        let trace = (0..n).map(|i| kernel.eval(&rows[i * d..(i + 1) * d], &rows[i * d..(i + 1) * d])).sum();
+        let s = config.init_scale;
+        let r = config.rank;
+        let a = Mat::from_fn(n, r, |_, _| s * rng.random_range(-1.0..1.0));
+        Ok(Self {
+            config,
+            kernel,
+            rows,
+            n,
+            d,
+            means,
+            mean_all,
+            trace,
+            a,
+            t: 0,
+            column: vec![0.0; n],
+            acc: vec![0.0; n],
+            y: vec![0.0; r],
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &KhaConfig {
+        &self.config
+    }
+
+    /// Steps done so far.
+    pub fn iterations_done(&self) -> usize {
+        self.t
+    }
+
+    /// The dual coefficients `A`, shape `(n, r)`: column `j` is `a_j`.
+    pub fn coefficients(&self) -> MatRef<'_, f64> {
+        self.a.as_ref()
+    }
+
+    /// The data as a `(n, d)` view of the row-major copy.
+    fn data(&self) -> MatRef<'_, f64> {
+        MatRef::from_row_major_slice(&self.rows, self.n, self.d)
+    }
+
+    /// One KHA step on a sample `i` drawn uniformly from `rng`:
+    /// `y = Aᵀ k̃_i`, `A ← A − η A·LT[y yᵀ]ᵀ`, then `A[i, :] += η yᵀ` (spec §2.9 (3), in the
+    /// transposed layout). Time `O(n·d + n·r)`.
+    ///
+    /// # Errors
+    /// [`SolverError::Diverged`] if the outputs `y` are not finite (the step size is too large
+    /// for the kernel's scale); `A` is then unchanged.
+    pub fn step<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Result<(), SolverError> {
+        let i = rng.random_range(0..self.n);
+        self.centered_column(i);
+        for (j, yj) in self.y.iter_mut().enumerate() {
+            *yj = dot(self.a.col_as_slice(j), &self.column);
+        }
+        if self.y.iter().any(|v| !v.is_finite()) {
+            return Err(SolverError::Diverged { epoch: self.t + 1 });
+        }
+        hebbian_update(&mut self.a, &self.y, self.config.eta, &mut self.acc);
+        for (j, &yj) in self.y.iter().enumerate() {
+            self.a[(i, j)] += self.config.eta * yj;
+        }
+        self.t += 1;
+        Ok(())
+    }
+
+    /// `k̃_i = k_i − m − m_i 1 + m̄ 1` into `self.column` (spec §1.2), with `k_i` evaluated
+    /// from the data.
+    fn centered_column(&mut self, i: usize) {
+        let d = self.d;
+        let xi = &self.rows[i * d..(i + 1) * d];
+        let shift = self.mean_all - self.means[i];
+        for (j, (c, m)) in self.column.iter_mut().zip(&self.means).enumerate() {
+            *c = self.kernel.eval(xi, &self.rows[j * d..(j + 1) * d]) - m + shift;
+        }
+    }
+
+    /// Runs the remaining steps, reporting each to `observer` (`rank` is `r`; no error metric:
+    /// KHA's is only known after [`Kha::eigenpairs`]). Stops at the step limit or when the
+    /// observer breaks.
+    ///
+    /// # Errors
+    /// As [`Kha::step`].
+    pub fn run<R: Rng + ?Sized>(&mut self, rng: &mut R, observer: &mut dyn Observer) -> Result<Stop, SolverError> {
+        let start = Instant::now();
+        while self.t < self.config.iterations {
+            self.step(rng)?;
+            let report = IterationReport {
+                t: self.t,
+                rank: self.config.rank,
+                elapsed: start.elapsed(),
+                error: None,
+                objective: None,
+                gradient_norm: None,
+            };
+            if observer.on_iteration(&report).is_break() {
+                return Ok(Stop::Interrupted);
+            }
+        }
+        Ok(Stop::MaxIterations)
+    }
+
+    /// The eigenpairs of `K̃` (or `K` without centring) recovered from the current
+    /// coefficients: with `p_j = K̃ a_j`, `λ_j = ‖p_j‖² / (a_jᵀ p_j)` and `u_j = p_j / ‖p_j‖`.
+    /// This Rayleigh form is unaffected by the part of `a_j` in the null space of `K̃` (the
+    /// `1` vector, noise in small-eigenvalue directions), which biases the tempting
+    /// `λ_j = 1/‖a_j‖²`. Eigenvalues nonincreasing (components are sorted), eigenvectors
+    /// `(n, r)` of unit norm with fixed signs; they are orthogonal only as far as KHA has
+    /// converged. One streamed pass over `K`: time `O(n²(d + r))`, memory `O(n·(r + 256))`.
+    ///
+    /// # Errors
+    /// [`SolverError::Diverged`] if the coefficients are not finite;
+    /// [`SolverError::ComponentVanished`] if some `a_jᵀ K̃ a_j` is not positive, or below
+    /// `1e-12·tr(K)·‖a_j‖²` (round-off; e.g. constant data, whose centred kernel matrix is zero).
+    ///
+    /// # References
+    /// Spec `math.md` §2.9 (3), "Eigen-recovery", and Appendix A.5.
+    pub fn eigenpairs(&self) -> Result<Eigenpairs, SolverError> {
+        let (n, r) = (self.n, self.config.rank);
+        if (0..r).any(|j| self.a.col_as_slice(j).iter().any(|v| !v.is_finite())) {
+            return Err(SolverError::Diverged { epoch: self.t });
+        }
+        // K̃ A = H K (H A): centre the columns of A, multiply by K in blocks of rows, centre again.
+        let mut ha = self.a.clone();
+        if self.config.center {
+            center_columns(&mut ha);
+        }
+        let x = self.data();
+        let mut p = Mat::<f64>::zeros(n, r);
+        for start in (0..n).step_by(BLOCK) {
+            let len = BLOCK.min(n - start);
+            let block = self.kernel.cross(x.subrows(start, len), x);
+            let prod = &block * &ha;
+            p.as_mut().subrows_mut(start, len).copy_from(&prod);
+        }
+        if self.config.center {
+            center_columns(&mut p);
+        }
+        let mut pairs: Vec<(f64, usize, f64)> = Vec::with_capacity(r);
+        for j in 0..r {
+            let pj = p.col_as_slice(j);
+            let norm_sq = dot(pj, pj);
+            let aj = self.a.col_as_slice(j);
+            let quadratic = dot(aj, pj);
+            // aᵀK̃a ≤ λ_max ‖a‖² ≤ tr(K)‖a‖²; below 1e-12 of that bound it is round-off.
+            let floor = 1e-12 * self.trace * dot(aj, aj);
+            if !(quadratic > floor && norm_sq > 0.0 && norm_sq.is_finite()) {
+                return Err(SolverError::ComponentVanished { component: j, iterations: self.t, quadratic });
+            }
+            pairs.push((norm_sq / quadratic, j, norm_sq.sqrt()));
+        }
+        pairs.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let values = pairs.iter().map(|&(lambda, _, _)| lambda).collect();
+        let vectors = Mat::from_fn(n, r, |i, k| {
+            let (_, j, norm) = pairs[k];
+            p[(i, j)] / norm
+        });
+        let mut out = Eigenpairs { values, vectors };
+        out.fix_signs();
+        Ok(out)
+    }
+}
+
+/// Row means of the kernel matrix of the rows of `x` and their mean, `(K1/n, 1ᵀK1/n²)`, with
+/// `K` streamed in blocks of rows.
+fn kernel_row_means(x: MatRef<'_, f64>, kernel: &Kernel) -> (Vec<f64>, f64) {
+    let n = x.nrows();
+    let mut means = Vec::with_capacity(n);
+    for start in (0..n).step_by(BLOCK) {
+        let len = BLOCK.min(n - start);
+        let block = kernel.cross(x.subrows(start, len), x);
+        means.extend((0..len).map(|i| block.row(i).sum() / n as f64));
+    }
+    let all = means.iter().sum::<f64>() / n as f64;
+    (means, all)
+}
+
+/// `A ← A − η A·LT[y yᵀ]ᵀ` in `O(n·r)`: column `j` becomes `a_j − η y_j Σ_{l ≤ j} y_l a_l`
+/// (old columns on the right), computed in place with the running sum kept in `acc`
+/// (length `n`).
+fn hebbian_update(a: &mut Mat<f64>, y: &[f64], eta: f64, acc: &mut [f64]) {
+    acc.fill(0.0);
+    for (j, &yj) in y.iter().enumerate() {
+        let step = eta * yj;
+        for (s, v) in acc.iter_mut().zip(a.col_as_slice_mut(j)) {
+            *s += yj * *v;
+            *v -= step * *s;
+        }
+    }
+}
+
+/// Subtracts from every column of `m` its mean: `m ← H m`.
+fn center_columns(m: &mut Mat<f64>) {
+    let n = m.nrows() as f64;
+    for j in 0..m.ncols() {
+        let col = m.col_as_slice_mut(j);
+        let mean = col.iter().sum::<f64>() / n;
+        col.iter_mut().for_each(|v| *v -= mean);
+    }
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    /// The in-place update equals the dense `A − η A LT[y yᵀ]ᵀ`.
+    #[test]
+    fn hebbian_update_equals_dense_formula() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        let (n, r) = (9, 4);
+        let a = Mat::from_fn(n, r, |_, _| rng.random_range(-1.0..1.0));
+        let y: Vec<f64> = (0..r).map(|_| rng.random_range(-2.0..2.0)).collect();
+        let eta = 0.3;
+        let lt = Mat::from_fn(r, r, |i, j| if j <= i { y[i] * y[j] } else { 0.0 });
+        let prod = &a * lt.transpose();
+        let dense = Mat::from_fn(n, r, |i, j| a[(i, j)] - eta * prod[(i, j)]);
+        let mut fast = a.clone();
+        hebbian_update(&mut fast, &y, eta, &mut vec![0.0; n]);
+        assert!((&fast - &dense).norm_max() < 1e-14);
+    }
+
+    /// The centred column equals the column of the dense `HKH`.
+    #[test]
+    fn centered_column_matches_dense_hkh() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
+        let x = Mat::from_fn(30, 2, |_, _| rng.random_range(-2.0..2.0));
+        let kernel = Kernel::Gaussian { sigma: 1.0 };
+        let mut kha = Kha::new(x.as_ref(), kernel, KhaConfig::new(2, 1), &mut rng).unwrap();
+        let kc = stolr_estimators::centered_kernel_matrix(&kernel.matrix(x.as_ref()));
+        for i in [0, 17, 29] {
+            kha.centered_column(i);
+            for j in 0..30 {
+                assert!((kha.column[j] - kc[(j, i)]).abs() < 1e-12);
+            }
+        }
+    }
+}
