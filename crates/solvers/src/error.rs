@@ -58,7 +58,6 @@ pub enum SolverError {
         /// The epoch in which it happened.
         epoch: usize,
     },
-<<<<<<< HEAD
     /// A streamed sample was rejected (wrong length or non-finite); the solver's state is
     /// unchanged.
     #[error("sample {index} rejected: {reason}")]
@@ -68,7 +67,7 @@ pub enum SolverError {
         index: usize,
         /// What is wrong with it.
         reason: String,
-=======
+    },
     /// A component found by an iterative kernel solver carries no variance: its coefficients
     /// `a` give `aᵀ K a ≤ 0` (or `K a = 0`), so no eigenpair can be read off it. Happens when
     /// the kernel matrix has rank below the requested rank, e.g. for constant data.
@@ -83,7 +82,6 @@ pub enum SolverError {
         iterations: usize,
         /// The quadratic form `aᵀ K a` found.
         quadratic: f64,
->>>>>>> results
     },
     /// An error from the low-rank building blocks.
     #[error(transparent)]
