@@ -9,6 +9,11 @@
 //! baselines of that paper, [`exact_kpca`] (dense kernel matrix and a symmetric eigensolver) and
 //! [`nystrom_kpca`] (exact orthonormal eigenpairs of the Nyström approximation).
 //!
+//! Kernel regression: [`Slkl`] (stochastic low-rank kernel learning, coordinate descent on a
+//! conical combination of rank-1 Nyström kernels, paper `004_cadb4dc86f44be57.txt`) and its
+//! baselines [`krr`] (KRR_n), [`krr_subset`] (KRR_M) and [`unif`] (Unif); all predict through a
+//! [`KernelExpansion`].
+//!
 //! Every iterative solver is config (validated once) + state + `step`; a `run` loop calls
 //! `step` until a [`Stop`] reason and reports each iteration to an [`Observer`], so the CLI's
 //! progress bar, the benchmark's convergence curves and the tests all read the same loop.
@@ -19,22 +24,28 @@
 
 mod error;
 mod exact;
+mod expansion;
+mod krr;
 mod nystrom;
 mod observer;
 mod pca_common;
 mod rayleigh_ritz;
 mod skpca;
+mod slkl;
 mod svrg_pca;
 mod tau;
 mod vr_pca;
 
 pub use error::SolverError;
 pub use exact::{ExactKpcaConfig, exact_kpca, kernel_matrix};
+pub use expansion::KernelExpansion;
+pub use krr::{KrrConfig, UnifConfig, UnifModel, UniformWeight, krr, krr_subset, unif};
 pub use nystrom::{NystromConfig, nystrom_kpca};
 pub use observer::{IterationReport, Observer, Stop};
 pub use pca_common::PcaOutcome;
 pub use rayleigh_ritz::{captured_norm, exact_pca, rayleigh_ritz};
 pub use skpca::{Iterate, Skpca, SkpcaConfig, shrunk_target};
+pub use slkl::{ColumnMode, CoordinatePartials, CoordinateRule, Slkl, SlklConfig, SlklModel, select_landmarks, slkl};
 pub use svrg_pca::{EpochLength, SvrgPcaConfig, Tolerance, penalty_objective, svrg_pca, variance_reduced_direction};
 pub use tau::{TauChoice, tau_for_rank};
 pub use vr_pca::{VrPcaConfig, vr_pca};
