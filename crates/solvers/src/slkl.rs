@@ -59,9 +59,10 @@ pub enum ColumnMode {
     /// (spec §6.13, "Precomputed columns").
     #[default]
     Precomputed,
-    /// A column is computed when an inactive landmark is drawn ($O(nd)$ for the Gaussian kernel)
-    /// and only the `p` active ones are kept, inside the Woodbury state; the data are kept as a
-    /// row-major copy ($8nd$ bytes) (spec §6.13, "Columns on the fly").
+    /// A column is computed by [`Kernel::eval`] when an inactive landmark is drawn ($O(nd)$ for
+    /// the Gaussian kernel) and only the `p` active ones are kept, inside the Woodbury state; the
+    /// data are kept as a row-major copy ($8nd$ bytes) (spec §6.13, "Columns on the fly").
+    /// Agrees with [`ColumnMode::Precomputed`] up to the rounding of the kernel values.
     OnTheFly,
 }
 
@@ -232,7 +233,8 @@ impl SlklModel {
 ///    [`CoordinateRule`];
 /// 3. Case 1–4 of spec §6.9 on the Woodbury state, $O(p^2)$ (Case 4: $O(n + p^2)$).
 ///
-/// Memory: $O(nM + p^2)$ precomputed, $O(nd + np + p^2)$ on the fly. Landmarks with
+/// Memory: $8(nM + np + p^2 + Md)$ bytes precomputed (the Woodbury state keeps its own copy of
+/// the `p` active columns), $8(nd + np + p^2 + Md)$ on the fly. Landmarks with
 /// $K_{ii} = 0$ (a zero feature vector, possible for the polynomial kernel) give a zero rank-1
 /// kernel; their weight stays 0.
 ///

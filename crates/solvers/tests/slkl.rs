@@ -561,3 +561,38 @@ fn unif_is_krr_with_uniform_weights_at_the_best_common_weight() {
     assert_eq!(zero.weight, 0.0);
     assert!(zero.expansion.is_empty());
 }
+
+/// Spec §6.6 / check [7]: the paper's projected Newton step (19) can increase F when it lowers a
+/// large weight (ρ² = a/ν < ½ and μb > 1 − ρ²), while the exact minimiser cannot. With one
+/// landmark every step updates it.
+#[test]
+fn newton_step_can_increase_the_objective() {
+    let (x, y) = sinc_data(40, 30);
+    let build = |nu: f64, rule: CoordinateRule| {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(31);
+        let cfg = SlklConfig { landmarks: 1, nu, rule, ..SlklConfig::default() };
+        Slkl::new(x.as_ref(), &y, &GAUSS, cfg, &mut rng).unwrap()
+    };
+    // Pick μ with μb = 0.995, then ν so that ρ² = a/ν = 1/4 (a and b do not depend on ν).
+    // One landmark, λ = 1: b = s/(1 + μs) with s = ‖k‖²/K_ii.
+    let mut probe = build(1.0, CoordinateRule::Exact);
+    probe.set_weight(0, 1.0).unwrap();
+    let b1 = probe.partials(0).unwrap().b;
+    let s = b1 / (1.0 - b1);
+    let mu = 199.0 / s;
+    probe.set_weight(0, mu).unwrap();
+    let pd = probe.partials(0).unwrap();
+    assert!((mu * pd.b - 0.995).abs() < 1e-9, "μb = {}", mu * pd.b);
+    let nu = 4.0 * pd.a;
+    for (rule, increases) in [(CoordinateRule::Newton, true), (CoordinateRule::Exact, false)] {
+        let mut solver = build(nu, rule);
+        solver.set_weight(0, mu).unwrap();
+        let before = solver.objective();
+        solver.step(&mut Xoshiro256PlusPlus::seed_from_u64(32)).unwrap();
+        let after = solver.objective();
+        assert_eq!(after > before, increases, "{rule:?}: F {before} -> {after}");
+        // Newton overshoots to 0 (t_N/t* = (ρ + 1)/(2ρ²) = 3); the exact step is t* = (ρ − 1)/b.
+        let expected = if increases { 0.0 } else { mu - 0.5 / pd.b };
+        assert!((solver.weights()[0] - expected).abs() <= 1e-9 * mu, "{rule:?}: μ = {}", solver.weights()[0]);
+    }
+}
