@@ -30,6 +30,23 @@ pub enum LowRankError {
         /// Why it is invalid.
         reason: String,
     },
+    /// An index is out of range.
+    #[error("{what} index {index} is out of range (length {len})")]
+    IndexOutOfRange {
+        /// What is indexed (`column`, `probe`, ...).
+        what: &'static str,
+        /// The index given.
+        index: usize,
+        /// The number of valid indices.
+        len: usize,
+    },
+    /// A matrix that must be symmetric positive definite is not, numerically (a Cholesky pivot
+    /// or a Schur complement is not positive).
+    #[error("the {what} is not numerically positive definite")]
+    NotPositiveDefinite {
+        /// Which matrix (`Woodbury core λD⁻¹ + VᵀV`, `K + λI`, ...).
+        what: &'static str,
+    },
     /// A dense factorization from faer did not converge.
     #[error("the dense {what} did not converge")]
     NoConvergence {

@@ -5,7 +5,8 @@
 //! value shrinkage step of SKPCA kept factored ([`shrink_psd`], [`shrink_general`]), block
 //! Gram–Schmidt against an orthonormal basis ([`orthogonalize_against`]), eigen-recovery of the
 //! symmetric part ([`LowRank::symmetric_eigenpairs`]) and Frobenius distances between factored
-//! matrices that never form an `n × n` matrix ([`frobenius`]).
+//! matrices that never form an `n × n` matrix ([`frobenius`]), and the Woodbury form of
+//! $(\lambda I + V D V^\top)^{-1}$ with bordered-inverse updates ([`WoodburyInverse`], SLKL).
 //!
 //! Conventions: `f64` throughout; eigenvalues and singular values are in **nonincreasing**
 //! order everywhere in the public API; eigenvectors are the columns of an `(n, r)` matrix.
@@ -14,7 +15,7 @@
 //! # References
 //! Paper `000_64249a13de5bd3cc.txt` (Zhang et al., *Stochastic Optimization for Kernel PCA*,
 //! AAAI 2016), section "Implementation Issues"; implementation notes `spec/math.md` §1.4, §1.7,
-//! §2.3, §2.4.
+//! §2.3, §2.4. Paper `004_cadb4dc86f44be57.txt` (Machart et al., SLKL), (22)–(27); spec §6.8–§6.9.
 #![deny(missing_docs)]
 
 mod capped_simplex;
@@ -28,11 +29,15 @@ mod rank_one_eigen;
 mod secular;
 mod svs;
 mod sym_low_rank;
+mod woodbury;
 
 pub use capped_simplex::{
     Corner, SimplexProjection, mixture_decomposition, project_capped_rank, project_capped_simplex,
 };
-pub use dense::{ThinSvd, gram_apply, squared_norm, sym_eigen_desc, tall_inner, thin_qr, thin_svd, top_eigenpairs};
+pub use dense::{
+    ThinSvd, gram_apply, spd_inverse, spd_solve, squared_norm, sym_eigen_desc, tall_inner, thin_qr, thin_svd,
+    top_eigenpairs,
+};
 pub use eigenpairs::Eigenpairs;
 pub use error::LowRankError;
 pub use gram_schmidt::{Orthogonalization, OrthogonalizedBlock, orthogonalize_against};
@@ -41,3 +46,4 @@ pub use rank_one_eigen::{RankOneEigenUpdate, rank_one_eigen_update};
 pub use secular::eigen_diagonal_plus_rank_one;
 pub use svs::{shrink_dense, shrink_general, shrink_psd};
 pub use sym_low_rank::SymLowRank;
+pub use woodbury::{ColumnQuadratics, Probe, WoodburyInverse};

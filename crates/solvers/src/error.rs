@@ -83,6 +83,24 @@ pub enum SolverError {
         /// The quadratic form `aᵀ K a` found.
         quadratic: f64,
     },
+    /// Two inputs do not fit together (e.g. targets and samples, test and training features).
+    #[error("{what}: expected {expected}, found {found}")]
+    ShapeMismatch {
+        /// What does not fit, e.g. `"number of targets (one per sample)"`.
+        what: &'static str,
+        /// The size it must have.
+        expected: usize,
+        /// The size it has.
+        found: usize,
+    },
+    /// A regression target is NaN or infinite.
+    #[error("target {index} is {value}: targets must be finite")]
+    NonFiniteTarget {
+        /// Index of the sample, 0-based.
+        index: usize,
+        /// The offending value.
+        value: f64,
+    },
     /// An error from the low-rank building blocks.
     #[error(transparent)]
     LowRank(#[from] LowRankError),
@@ -103,4 +121,34 @@ pub(crate) fn check_rank(rank: usize, n: usize) -> Result<(), SolverError> {
         return Err(SolverError::InvalidRank { rank, reason: format!("it exceeds the number of samples n = {n}") });
     }
     Ok(())
+}
+
+/// Checks the data `x` `(n, d)` and the targets `y` (length `n`) of a regression problem.
+pub(crate) fn check_regression(x: faer::MatRef<'_, f64>, y: &[f64]) -> Result<(), SolverError> {
+    check_data(x)?;
+    if y.len() != x.nrows() {
+        return Err(SolverError::ShapeMismatch {
+            what: "number of targets (one per sample)",
+            expected: x.nrows(),
+            found: y.len(),
+        });
+    }
+    match y.iter().position(|v| !v.is_finite()) {
+        Some(index) => Err(SolverError::NonFiniteTarget { index, value: y[index] }),
+        None => Ok(()),
+    }
+}
+
+/// Checks that every landmark index is below `n` and that there is at least one.
+pub(crate) fn check_landmarks(landmarks: &[usize], n: usize) -> Result<(), SolverError> {
+    if landmarks.is_empty() {
+        return Err(SolverError::InvalidConfig { name: "landmarks", reason: "need at least one landmark".into() });
+    }
+    match landmarks.iter().find(|&&i| i >= n) {
+        Some(&i) => Err(SolverError::InvalidConfig {
+            name: "landmarks",
+            reason: format!("index {i} is out of range for {n} samples"),
+        }),
+        None => Ok(()),
+    }
 }

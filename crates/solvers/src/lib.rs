@@ -14,6 +14,11 @@
 //! [`nystrom_kpca`] (exact orthonormal eigenpairs of the Nyström approximation) and [`Kha`] (the
 //! Kernel Hebbian Algorithm, a stochastic generalized Hebbian rule in dual coordinates).
 //!
+//! Kernel regression: [`Slkl`] (stochastic low-rank kernel learning, coordinate descent on a
+//! conical combination of rank-1 Nyström kernels, paper `004_cadb4dc86f44be57.txt`) and its
+//! baselines [`krr`] (KRR_n), [`krr_subset`] (KRR_M) and [`unif`] (Unif); all predict through a
+//! [`KernelExpansion`].
+//!
 //! Every iterative solver is config (validated once) + state + `step`; a `run` loop calls
 //! `step` until a [`Stop`] reason and reports each iteration to an [`Observer`], so the CLI's
 //! progress bar, the benchmark's convergence curves and the tests all read the same loop.
@@ -24,8 +29,10 @@
 
 mod error;
 mod exact;
+mod expansion;
 mod incremental_pca;
 mod kha;
+mod krr;
 mod msg;
 mod nystrom;
 mod observer;
@@ -33,6 +40,7 @@ mod oja;
 mod pca_common;
 mod rayleigh_ritz;
 mod skpca;
+mod slkl;
 mod streaming;
 mod svrg_pca;
 mod tau;
@@ -40,8 +48,10 @@ mod vr_pca;
 
 pub use error::SolverError;
 pub use exact::{ExactKpcaConfig, exact_kpca, kernel_matrix};
+pub use expansion::KernelExpansion;
 pub use incremental_pca::IncrementalPca;
 pub use kha::{Kha, KhaConfig};
+pub use krr::{KrrConfig, UnifConfig, UnifModel, UniformWeight, krr, krr_subset, unif};
 pub use msg::{Msg, MsgConfig};
 pub use nystrom::{NystromConfig, nystrom_kpca};
 pub use observer::{IterationReport, Observer, Stop};
@@ -49,6 +59,7 @@ pub use oja::Oja;
 pub use pca_common::PcaOutcome;
 pub use rayleigh_ritz::{captured_norm, exact_pca, rayleigh_ritz};
 pub use skpca::{Iterate, Skpca, SkpcaConfig, shrunk_target};
+pub use slkl::{ColumnMode, CoordinatePartials, CoordinateRule, Slkl, SlklConfig, SlklModel, select_landmarks, slkl};
 pub use streaming::{StepSize, StreamingPca};
 pub use svrg_pca::{EpochLength, SvrgPcaConfig, Tolerance, penalty_objective, svrg_pca, variance_reduced_direction};
 pub use tau::{TauChoice, tau_for_rank};

@@ -63,7 +63,9 @@ fn options() -> Result<Options> {
                 o.out = PathBuf::from(value(i)?);
                 i += 1;
             }
-            other => bail!("unknown argument {other}; usage: msg-reproduce [--quick] [--splits N] [--data DIR] [--out DIR]"),
+            other => {
+                bail!("unknown argument {other}; usage: msg-reproduce [--quick] [--splits N] [--data DIR] [--out DIR]")
+            }
         }
         i += 1;
     }
@@ -138,7 +140,8 @@ fn counter_example(o: &Options, results: &mut ResultsFile) -> Result<String> {
     let draw = |rng: &mut Xoshiro256PlusPlus| -> [f64; 2] {
         if rng.random::<f64>() < 1.0 / 3.0 { [3f64.sqrt() * scale, 0.0] } else { [0.0, 2f64.sqrt() * scale] }
     };
-    let mut table = Table::new(["method", "runs", "samples per run", "ends on the wrong axis e₁", "paper"]).numeric_after(1);
+    let mut table =
+        Table::new(["method", "runs", "samples per run", "ends on the wrong axis e₁", "paper"]).numeric_after(1);
     let cases: [(&str, usize, usize, Option<usize>, &str); 4] = [
         ("incremental", runs_incremental, t_incremental, None, "5/9 = 0.556"),
         ("capped MSG, K = k = 1", runs_msg, t_msg, Some(1), "(like incremental)"),
@@ -152,9 +155,7 @@ fn counter_example(o: &Options, results: &mut ResultsFile) -> Result<String> {
             let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
             let mut s: Box<dyn StreamingPca> = match (label, cap) {
                 ("incremental", _) => Box::new(IncrementalPca::new(2, 1)?),
-                (_, Some(cap)) => {
-                    Box::new(Msg::new(MsgConfig { cap: Some(cap), ..MsgConfig::msg(2, 1) }, &mut rng)?)
-                }
+                (_, Some(cap)) => Box::new(Msg::new(MsgConfig { cap: Some(cap), ..MsgConfig::msg(2, 1) }, &mut rng)?),
                 _ => Box::new(Msg::new(MsgConfig::msg(2, 1), &mut rng)?),
             };
             for _ in 0..t_max {
@@ -166,7 +167,13 @@ fn counter_example(o: &Options, results: &mut ResultsFile) -> Result<String> {
             }
         }
         let rate = wrong as f64 / runs as f64;
-        table.push_row([label.to_owned(), runs.to_string(), t_max.to_string(), format!("{rate:.4}"), paper.to_owned()])?;
+        table.push_row([
+            label.to_owned(),
+            runs.to_string(),
+            t_max.to_string(),
+            format!("{rate:.4}"),
+            paper.to_owned(),
+        ])?;
         let mut run = RunRecord::new("2-D counter-example", label)
             .with_parameter("runs", runs)
             .with_parameter("samples_per_run", t_max);
@@ -189,14 +196,21 @@ fn orthogonal(o: &Options, results: &mut ResultsFile) -> Result<String> {
     let weights: Vec<f64> = (1..=d).map(|i| tau.powi(-(i as i32))).collect();
     let total: f64 = weights.iter().sum();
     let sigma: Vec<f64> = weights.iter().map(|w| w / total).collect();
-    let cumulative: Vec<f64> = sigma.iter().scan(0.0, |s, v| { *s += v; Some(*s) }).collect();
+    let cumulative: Vec<f64> = sigma
+        .iter()
+        .scan(0.0, |s, v| {
+            *s += v;
+            Some(*s)
+        })
+        .collect();
     let cov = Mat::from_fn(d, d, |i, j| if i == j { sigma[i] } else { 0.0 });
     let mut md = format!(
         "## Figures 1–2: the orthogonal distribution\n\nd = {d}, τ = {tau}, x = e_i with probability σ_i ∝ τ^(−i) \
          (E[xxᵀ] = diag(σ), E‖x‖² = 1), T = {t_max} samples, η_t = {c}/√t, one sample sequence shared by all \
          methods.\n\n"
     );
-    let mut table = Table::new(["k", "method", "final suboptimality", "mean rank k_t (t ≥ T/2)", "max rank"]).numeric_after(2);
+    let mut table =
+        Table::new(["k", "method", "final suboptimality", "mean rank k_t (t ≥ T/2)", "max rank"]).numeric_after(2);
     let marks = checkpoints(t_max, 60);
     let mut rank_plot = LinePlot::new(
         "Rank of the MSG iterate, orthogonal distribution (paper 003, Fig. 1)",
@@ -361,11 +375,8 @@ fn mnist(o: &Options, results: &mut ResultsFile) -> Result<String> {
         }
     };
     let n = rows.len();
-    let grid: Vec<f64> = if o.quick {
-        vec![2f64.powi(-4), 2f64.powi(-2), 1.0, 4.0]
-    } else {
-        (-12..=5).map(|e| 2f64.powi(e)).collect()
-    };
+    let grid: Vec<f64> =
+        if o.quick { vec![2f64.powi(-4), 2f64.powi(-2), 1.0, 4.0] } else { (-12..=5).map(|e| 2f64.powi(e)).collect() };
     let ks = [1usize, 4, 8];
     let (n_train, n_val) = (n * 2 / 5, n / 5);
     let marks = checkpoints(n_train, 40);
@@ -401,7 +412,9 @@ fn mnist(o: &Options, results: &mut ResultsFile) -> Result<String> {
             eprintln!("  split {split}, k = {k} done");
         }
     }
-    let mut table = Table::new(["k", "method", "chosen c", "test suboptimality (mean ± std)", "Σ k_t² / T", "samples/s"]).numeric_after(2);
+    let mut table =
+        Table::new(["k", "method", "chosen c", "test suboptimality (mean ± std)", "Σ k_t² / T", "samples/s"])
+            .numeric_after(2);
     let xs: Vec<f64> = marks.iter().map(|&t| t as f64).collect();
     for (ki, &k) in ks.iter().enumerate() {
         let mut plot = LinePlot::new(
@@ -422,13 +435,16 @@ fn mnist(o: &Options, results: &mut ResultsFile) -> Result<String> {
             let candidates = if *method == "incremental" { 1 } else { grid.len() };
             let best = (0..candidates)
                 .min_by(|&a, &b| {
-                    let val = |ci: usize| mean(&all[ki][mi][ci].iter().map(|r| *r.0.last().unwrap()).collect::<Vec<_>>());
+                    let val =
+                        |ci: usize| mean(&all[ki][mi][ci].iter().map(|r| *r.0.last().unwrap()).collect::<Vec<_>>());
                     val(a).total_cmp(&val(b))
                 })
                 .unwrap_or(0);
             let runs = &all[ki][mi][best];
-            let test_curve: Vec<f64> = (0..marks.len()).map(|m| mean(&runs.iter().map(|r| r.1[m]).collect::<Vec<_>>())).collect();
-            let work_curve: Vec<f64> = (0..marks.len()).map(|m| mean(&runs.iter().map(|r| r.2[m]).collect::<Vec<_>>())).collect();
+            let test_curve: Vec<f64> =
+                (0..marks.len()).map(|m| mean(&runs.iter().map(|r| r.1[m]).collect::<Vec<_>>())).collect();
+            let work_curve: Vec<f64> =
+                (0..marks.len()).map(|m| mean(&runs.iter().map(|r| r.2[m]).collect::<Vec<_>>())).collect();
             let finals: Vec<f64> = runs.iter().map(|r| *r.1.last().unwrap()).collect();
             let rate = mean(&runs.iter().map(|r| r.3).collect::<Vec<_>>());
             let c = if *method == "incremental" { None } else { Some(grid[best]) };
@@ -441,12 +457,21 @@ fn mnist(o: &Options, results: &mut ResultsFile) -> Result<String> {
                 format!("{rate:.0}"),
             ])?;
             plot.series.push(PlotSeries::new(*method, xs.clone(), test_curve.clone()));
-            work_plot.series.push(PlotSeries::new(*method, work_curve.clone(), test_curve.clone()).style(LineStyle::Solid));
-            let mut run = RunRecord::new("MNIST 40/20/40", *method).with_parameter("k", k).with_parameter("splits", o.splits);
+            work_plot
+                .series
+                .push(PlotSeries::new(*method, work_curve.clone(), test_curve.clone()).style(LineStyle::Solid));
+            let mut run =
+                RunRecord::new("MNIST 40/20/40", *method).with_parameter("k", k).with_parameter("splits", o.splits);
             if let Some(c) = c {
                 run = run.with_parameter("c", c);
             }
-            run.series.push(Series::new("test_suboptimality", "iteration", "test suboptimality", xs.clone(), test_curve.clone())?);
+            run.series.push(Series::new(
+                "test_suboptimality",
+                "iteration",
+                "test suboptimality",
+                xs.clone(),
+                test_curve.clone(),
+            )?);
             run.series.push(Series::new("work", "iteration", "sum of k_s^2", xs.clone(), work_curve)?);
             run.set_scalar("final_test_suboptimality_mean", mean(&finals));
             run.set_scalar("final_test_suboptimality_std", std(&finals));

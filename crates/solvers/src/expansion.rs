@@ -1,0 +1,120 @@
+//! Kernel expansions $f(x) = \sum_j c_j \kappa(x, z_j)$: the predictors of SLKL and of the KRR
+//! baselines.
+
+use faer::{Col, Mat, MatRef};
+use stolr_estimators::Kernel;
+
+use crate::SolverError;
+use crate::error::check_data;
+
+/// Test rows evaluated per block in [`KernelExpansion::predict`], so that the cross-kernel
+/// block stays at `PREDICT_BLOCK × p` entries.
+const PREDICT_BLOCK: usize = 4096;
+
+/// A regression function $f(x) = \sum_{j=1}^{p} c_j \kappa(x, z_j)$ with centres $z_j$ (rows of a
+/// `(p, d)` matrix) and coefficients $c$ (length `p`).
+///
+/// SLKL's sparse predictor (paper 004, (10) with $k_\mu$; spec §6.8, "Predictor": centres the
+/// active landmarks, $c = \beta$), KRR on all points (centres all training points, $c = \alpha$)
+/// and the other baselines are all of this form. Evaluating costs $O(p\,c_\kappa)$ per test point
+/// ($c_\kappa = O(d)$ for the Gaussian kernel). `p = 0` is the zero function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelExpansion {
+    kernel: Kernel,
+    centers: Mat<f64>,
+    coefficients: Vec<f64>,
+}
+
+impl KernelExpansion {
+    /// The expansion with centres `centers` `(p, d)` and `coefficients` (length `p`).
+    ///
+    /// # Errors
+    /// [`SolverError::ShapeMismatch`] if `coefficients.len() != p`; [`SolverError::Estimator`] for
+    /// invalid kernel parameters or non-finite centres; [`SolverError::InvalidConfig`]
+    /// (`coefficients`) for a non-finite coefficient.
+    pub fn new(kernel: Kernel, centers: Mat<f64>, coefficients: Vec<f64>) -> Result<Self, SolverError> {
+        kernel.validate()?;
+        if coefficients.len() != centers.nrows() {
+            return Err(SolverError::ShapeMismatch {
+                what: "number of coefficients (one per centre)",
+                expected: centers.nrows(),
+                found: coefficients.len(),
+            });
+        }
+        if centers.nrows() > 0 {
+            check_data(centers.as_ref())?;
+        }
+        if let Some(c) = coefficients.iter().find(|c| !c.is_finite()) {
+            return Err(SolverError::InvalidConfig {
+                name: "coefficients",
+                reason: format!("must be finite, got {c}"),
+            });
+        }
+        Ok(Self { kernel, centers, coefficients })
+    }
+
+    /// The kernel κ.
+    pub fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+
+    /// The centres $z_j$ as rows, shape `(p, d)`.
+    pub fn centers(&self) -> MatRef<'_, f64> {
+        self.centers.as_ref()
+    }
+
+    /// The coefficients $c$, length `p`.
+    pub fn coefficients(&self) -> &[f64] {
+        &self.coefficients
+    }
+
+    /// Number of centres `p`.
+    pub fn len(&self) -> usize {
+        self.coefficients.len()
+    }
+
+    /// Whether there are no centres (the zero function).
+    pub fn is_empty(&self) -> bool {
+        self.coefficients.is_empty()
+    }
+
+    /// Input dimension `d`.
+    pub fn dim(&self) -> usize {
+        self.centers.ncols()
+    }
+
+    /// $f(x_t)$ for every row $x_t$ of `x` `(m, d)`; result of length `m` (in the units of the
+    /// training targets). Cost $O(m\,p\,d)$, memory $O(\min(m, 4096)\,p)$.
+    ///
+    /// # Errors
+    /// [`SolverError::ShapeMismatch`] if `x` does not have `d` columns;
+    /// [`SolverError::Estimator`] for NaN/∞ in `x`.
+    pub fn predict(&self, x: MatRef<'_, f64>) -> Result<Col<f64>, SolverError> {
+        if x.ncols() != self.dim() {
+            return Err(SolverError::ShapeMismatch {
+                what: "number of features of the test data",
+                expected: self.dim(),
+                found: x.ncols(),
+            });
+        }
+        let m = x.nrows();
+        let mut out = Col::<f64>::zeros(m);
+        if m == 0 {
+            return Ok(out);
+        }
+        check_data(x)?;
+        if self.is_empty() {
+            return Ok(out);
+        }
+        let c = MatRef::from_column_major_slice(&self.coefficients, self.len(), 1);
+        for start in (0..m).step_by(PREDICT_BLOCK) {
+            let len = PREDICT_BLOCK.min(m - start);
+            let k = self.kernel.cross(x.subrows(start, len), self.centers.as_ref());
+            let f = k * c;
+            for i in 0..len {
+                out[start + i] = f[(i, 0)];
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,269 @@
+//! The regression baselines of SLKL (paper 004, Table 2): kernel ridge regression on all `n`
+//! points (KRR_n), on the `M` landmarks only (KRR_M), and KRR with the uniform combination of
+//! the `M` rank-1 Nyström kernels (Unif).
+
+use faer::{Mat, MatRef};
+use stolr_estimators::Kernel;
+use stolr_lowrank::{WoodburyInverse, spd_solve, sym_eigen_desc};
+
+use crate::error::{check_landmarks, check_regression};
+use crate::{KernelExpansion, SolverError, kernel_matrix};
+
+/// Configuration of [`krr`] and [`krr_subset`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct KrrConfig {
+    /// Ridge λ > 0 (default 1, as SLKL's). Same scaling as SLKL's objective (14): the system is
+    /// $(K + \lambda I)\alpha = y$, the minimiser of
+    /// $\sum_i (y_i - f(x_i))^2 + \lambda \|f\|_{\mathcal H}^2$ (paper 004, (6)–(8)).
+    pub lambda: f64,
+    /// Refuse to build a kernel matrix needing more bytes than this (default 16 GiB).
+    pub max_kernel_bytes: u128,
+}
+
+impl Default for KrrConfig {
+    fn default() -> Self {
+        Self { lambda: 1.0, max_kernel_bytes: 16 << 30 }
+    }
+}
+
+fn check_lambda(lambda: f64) -> Result<(), SolverError> {
+    if lambda.is_finite() && lambda > 0.0 {
+        Ok(())
+    } else {
+        Err(SolverError::InvalidConfig {
+            name: "lambda",
+            reason: format!("the ridge must be positive and finite, got {lambda}"),
+        })
+    }
+}
+
+/// Solves $(K + \lambda I)\alpha = y$ by Cholesky and returns $\alpha$.
+fn ridge_solve(mut k: Mat<f64>, y: &[f64], lambda: f64) -> Result<Vec<f64>, SolverError> {
+    for i in 0..k.nrows() {
+        k[(i, i)] += lambda;
+    }
+    let rhs = MatRef::from_column_major_slice(y, y.len(), 1);
+    let alpha = spd_solve(k.as_ref(), rhs, "K + λI")?;
+    Ok((0..y.len()).map(|i| alpha[(i, 0)]).collect())
+}
+
+/// KRR_n: kernel ridge regression on all `n` training points, $\alpha = (K + \lambda I)^{-1} y$ by
+/// a dense Cholesky factorization (faer), predictor $f(x) = \sum_{i=1}^n \alpha_i \kappa(x, x_i)$.
+/// `x` has shape `(n, d)`, `y` length `n`. Time $O(n^2 d + n^3/3)$, memory $8n^2$ bytes.
+///
+/// # Errors
+/// [`SolverError::InvalidConfig`] unless λ is positive and finite; [`SolverError::Estimator`]
+/// for empty or non-finite data and invalid kernel parameters; [`SolverError::ShapeMismatch`]
+/// if `y.len() != n`; [`SolverError::NonFiniteTarget`]; [`SolverError::KernelTooLarge`] over the
+/// memory budget; [`SolverError::LowRank`] if the Cholesky factorization fails.
+///
+/// # References
+/// Paper `004_cadb4dc86f44be57.txt`, (6)–(10) and Table 2 ("KRR_n"); `spec/math.md` §6.3, §6.14.
+pub fn krr(x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel, config: &KrrConfig) -> Result<KernelExpansion, SolverError> {
+    check_regression(x, y)?;
+    check_lambda(config.lambda)?;
+    let k = kernel_matrix(x, kernel, false, config.max_kernel_bytes)?;
+    let alpha = ridge_solve(k, y, config.lambda)?;
+    KernelExpansion::new(*kernel, x.to_owned(), alpha)
+}
+
+/// KRR_M: kernel ridge regression trained on the `M` landmark points only (the "subset of data"
+/// method: the other `n − M` samples are ignored), $\alpha = (K_{JJ} + \lambda I)^{-1} y_J$,
+/// predictor $f(x) = \sum_{j \in J} \alpha_j \kappa(x, x_j)$. `landmarks` are training row indices
+/// (SLKL's [`crate::SlklModel::selected`], for the same `J`). Time $O(M^2 d + M^3/3)$.
+///
+/// This is paper 004's reading ("using only M training data"; its explanation of why SLKL wins
+/// is that SLKL's kernels keep the similarities between the landmarks and the other points).
+///
+/// # Errors
+/// As [`krr`]; [`SolverError::InvalidConfig`] (`landmarks`) if `landmarks` is empty or holds
+/// an index `>= n`.
+///
+/// # References
+/// Paper `004_cadb4dc86f44be57.txt`, Section 5.2 and Table 2 ("KRR_M"); `spec/math.md` §6.14.
+pub fn krr_subset(
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    kernel: &Kernel,
+    config: &KrrConfig,
+    landmarks: &[usize],
+) -> Result<KernelExpansion, SolverError> {
+    check_regression(x, y)?;
+    check_lambda(config.lambda)?;
+    check_landmarks(landmarks, x.nrows())?;
+    let xj = Mat::from_fn(landmarks.len(), x.ncols(), |r, c| x[(landmarks[r], c)]);
+    let yj: Vec<f64> = landmarks.iter().map(|&i| y[i]).collect();
+    let k = kernel_matrix(xj.as_ref(), kernel, false, config.max_kernel_bytes)?;
+    let alpha = ridge_solve(k, &yj, config.lambda)?;
+    KernelExpansion::new(*kernel, xj, alpha)
+}
+
+/// How Unif chooses the common weight μ_i = c of the `M` rank-1 kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum UniformWeight {
+    /// The best common weight for SLKL's objective (14) with the same λ and ν:
+    /// $c^* = \arg\min_{c \ge 0} F(c\mathbf 1)$, found exactly (default). Without the ν term the
+    /// objective decreases in `c` without bound, so ν is what makes the choice well posed.
+    #[default]
+    Optimal,
+    /// A given weight `c > 0`.
+    Fixed(f64),
+}
+
+/// Configuration of [`unif`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnifConfig {
+    /// Ridge λ > 0 of (14) (default 1).
+    pub lambda: f64,
+    /// Penalty ν > 0 of (14), as given to SLKL (default 0.05).
+    pub nu: f64,
+    /// How the common weight is chosen (default [`UniformWeight::Optimal`]).
+    pub weight: UniformWeight,
+}
+
+impl Default for UnifConfig {
+    fn default() -> Self {
+        Self { lambda: 1.0, nu: 0.05, weight: UniformWeight::Optimal }
+    }
+}
+
+/// The Unif baseline fitted by [`unif`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnifModel {
+    /// $f(x) = \sum_{i \in J} c_i \kappa(x, x_i)$, $c = \beta$ as for SLKL (spec §6.8); empty when
+    /// the weight is 0.
+    pub expansion: KernelExpansion,
+    /// The common weight `c = μ_i` of every landmark with $K_{ii} > 0$.
+    pub weight: f64,
+    /// $F(c\mathbf 1)$ of (14) (the ν term counts the landmarks with $K_{ii} > 0$).
+    pub objective: f64,
+}
+
+/// Unif: KRR with the kernel $K_\mu = c \sum_{i \in J} k_i k_i^\top / K_{ii}$ (uniform weights on
+/// the `M` rank-1 Nyström kernels of the landmarks `J`, e.g. SLKL's), i.e.
+/// $\alpha = (\lambda I + K_\mu)^{-1} y$ and the predictor $f(x) = \sum_j \alpha_j k_\mu(x_j, x)$.
+///
+/// The common weight `c` follows `config.weight`. For [`UniformWeight::Optimal`], with
+/// $\Psi = [k_i/\sqrt{K_{ii}}]$ `(n, M)`, $\Psi^\top\Psi = \sum_k e_k w_k w_k^\top$ and
+/// $t_k = (w_k^\top \Psi^\top y)^2$, the objective along the ray is
+/// $F(c\mathbf 1) = y^\top y - c\sum_k t_k/(\lambda + c e_k) + \nu M c$, convex in `c`; its
+/// derivative is increasing and concave, so Newton's method from `c = 0` converges monotonically
+/// to the root ($c^* = 0$, the zero predictor, if $F'(0) = \nu M - \|\Psi^\top y\|^2/\lambda \ge 0$).
+/// Landmarks with $K_{ii} = 0$ are left out. Time $O(nMd + nM^2 + M^3)$, memory $O(nM)$.
+///
+/// # Errors
+/// [`SolverError::InvalidConfig`] unless λ and ν are positive and finite, for a fixed weight
+/// that is not positive and finite, for empty or out-of-range `landmarks`;
+/// [`SolverError::Estimator`], [`SolverError::ShapeMismatch`], [`SolverError::NonFiniteTarget`]
+/// for bad data; [`SolverError::LowRank`] if a dense factorization fails.
+///
+/// # References
+/// Paper `004_cadb4dc86f44be57.txt`, Section 5.2 and Table 2 ("Unif": "the kernel obtained
+/// with uniform weights on the rank-1 approximations selected for SLKL"; the value is not
+/// given); `spec/math.md` §6.14.
+pub fn unif(
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    kernel: &Kernel,
+    config: &UnifConfig,
+    landmarks: &[usize],
+) -> Result<UnifModel, SolverError> {
+    check_regression(x, y)?;
+    kernel.validate()?;
+    check_lambda(config.lambda)?;
+    if !(config.nu.is_finite() && config.nu > 0.0) {
+        return Err(SolverError::InvalidConfig {
+            name: "nu",
+            reason: format!("the sparsity penalty must be positive and finite, got {}", config.nu),
+        });
+    }
+    if let UniformWeight::Fixed(c) = config.weight
+        && !(c.is_finite() && c > 0.0)
+    {
+        return Err(SolverError::InvalidConfig {
+            name: "weight",
+            reason: format!("the uniform weight must be positive and finite, got {c}"),
+        });
+    }
+    check_landmarks(landmarks, x.nrows())?;
+    let (n, lambda, nu) = (x.nrows(), config.lambda, config.nu);
+    let all = kernel.columns(x, landmarks);
+    let kept: Vec<usize> = (0..landmarks.len())
+        .filter(|&l| {
+            let kii = all[(landmarks[l], l)];
+            kii > 0.0 && kii.is_finite()
+        })
+        .collect();
+    let cols = Mat::from_fn(n, kept.len(), |i, j| all[(i, kept[j])]);
+    drop(all);
+    let diag: Vec<f64> = kept.iter().enumerate().map(|(j, &l)| cols[(landmarks[l], j)]).collect();
+    let m = kept.len() as f64;
+    let yty: f64 = y.iter().map(|v| v * v).sum();
+    let c = match config.weight {
+        UniformWeight::Fixed(c) => c,
+        UniformWeight::Optimal => optimal_uniform_weight(cols.as_ref(), &diag, y, lambda, nu)?,
+    };
+    let centers_of = |idx: &[usize]| Mat::from_fn(idx.len(), x.ncols(), |r, col| x[(landmarks[idx[r]], col)]);
+    if c == 0.0 || kept.is_empty() {
+        let expansion = KernelExpansion::new(*kernel, Mat::zeros(0, x.ncols()), Vec::new())?;
+        return Ok(UnifModel { expansion, weight: c, objective: yty });
+    }
+    let d: Vec<f64> = diag.iter().map(|&k| c / k).collect();
+    let state = WoodburyInverse::from_columns(lambda, y, cols.as_ref(), &d)?;
+    let objective = state.lambda_y_g_y() + nu * m * c;
+    let expansion = KernelExpansion::new(*kernel, centers_of(&kept), state.beta().to_vec())?;
+    Ok(UnifModel { expansion, weight: c, objective })
+}
+
+/// $\arg\min_{c \ge 0} F(c\mathbf 1)$ for the columns `cols` `(n, M)` with diagonal entries
+/// `diag` (see [`unif`]).
+fn optimal_uniform_weight(
+    cols: MatRef<'_, f64>,
+    diag: &[f64],
+    y: &[f64],
+    lambda: f64,
+    nu: f64,
+) -> Result<f64, SolverError> {
+    let m = diag.len();
+    if m == 0 {
+        return Ok(0.0);
+    }
+    let n = cols.nrows();
+    let psi = Mat::from_fn(n, m, |i, j| cols[(i, j)] / diag[j].sqrt());
+    let gram = psi.transpose() * &psi;
+    let yc = MatRef::from_column_major_slice(y, n, 1);
+    let r = psi.transpose() * yc;
+    let (e, w) = sym_eigen_desc(gram.as_ref())?;
+    let cutoff = 1e-12 * e.first().copied().unwrap_or(0.0).max(0.0);
+    // (e_k, t_k) for the numerically nonzero directions; t_k = 0 in exact arithmetic otherwise.
+    let terms: Vec<(f64, f64)> = (0..m)
+        .filter(|&k| e[k] > cutoff)
+        .map(|k| {
+            let proj: f64 = (0..m).map(|i| w[(i, k)] * r[(i, 0)]).sum();
+            (e[k], proj * proj)
+        })
+        .collect();
+    let slope = |c: f64| {
+        nu * m as f64 - terms.iter().map(|&(ek, tk)| lambda * tk / ((lambda + c * ek) * (lambda + c * ek))).sum::<f64>()
+    };
+    let curvature =
+        |c: f64| terms.iter().map(|&(ek, tk)| 2.0 * lambda * tk * ek / (lambda + c * ek).powi(3)).sum::<f64>();
+    let mut c = 0.0;
+    if slope(c) >= 0.0 {
+        return Ok(0.0);
+    }
+    // F' is increasing and concave: Newton from the left stays left of the root and increases.
+    for _ in 0..500 {
+        let (g, h) = (slope(c), curvature(c));
+        if !(g < 0.0 && h > 0.0) {
+            break;
+        }
+        let next = c - g / h;
+        if !(next.is_finite()) || next <= c * (1.0 + 1e-15) {
+            c = if next.is_finite() { next.max(c) } else { c };
+            break;
+        }
+        c = next;
+    }
+    Ok(c)
+}

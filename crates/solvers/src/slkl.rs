@@ -1,0 +1,706 @@
+//! SLKL: stochastic low-rank kernel learning for regression (paper 004, Algorithms 1–2).
+//!
+//! Learns a conical combination $K_\mu = \sum_{i \in J} \mu_i k_i k_i^\top / K_{ii}$ of rank-1
+//! Nyström kernels built on `M` random landmarks `J`, together with the KRR predictor for
+//! $K_\mu$, by randomized coordinate descent on (14):
+//! $$F(\mu) = \lambda\, y^\top (\lambda I + K_\mu)^{-1} y + \nu \sum_{i \in J} \mu_i, \quad \mu \ge 0.$$
+//! The inverse is never formed: it is kept in Woodbury form
+//! ([`stolr_lowrank::WoodburyInverse`]) over the `p = ‖μ‖₀` active columns.
+
+use std::ops::ControlFlow;
+use std::time::Instant;
+
+use faer::{Col, Mat, MatRef};
+use rand::Rng;
+use rand::seq::SliceRandom;
+use stolr_estimators::Kernel;
+use stolr_lowrank::{Probe, WoodburyInverse};
+
+use crate::error::check_regression;
+use crate::{IterationReport, KernelExpansion, Observer, SolverError, Stop};
+
+/// Weights below this are set to 0: $\lambda K_{ii}/\mu_i$ would overflow in the Woodbury core.
+const TINY_WEIGHT: f64 = 1e-150;
+
+/// Σ is rebuilt from scratch after `max(p², REFRESH_MIN_UPDATES)` in-place updates (spec §6.9,
+/// "Numerical hygiene"); the floor keeps the amortized rebuild cost $O(n p^2 / 1024)$ per update
+/// when `p` is small.
+const REFRESH_MIN_UPDATES: usize = 1024;
+
+/// `v > 0` (false for NaN).
+fn is_positive(v: f64) -> bool {
+    v > 0.0
+}
+
+/// Whether a landmark's $K_{ii}$ defines a rank-1 kernel: positive and finite.
+fn usable(kii: f64) -> bool {
+    is_positive(kii) && kii.is_finite()
+}
+
+/// The one-dimensional update rule of coordinate descent on (14).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CoordinateRule {
+    /// The exact minimiser of $F$ along coordinate `i`:
+    /// $\mu_i \leftarrow \max(0, \mu_i + (\sqrt{a_i/\nu} - 1)/b_i)$ ($\mu_i \leftarrow 0$ if
+    /// $a_i = 0$). Never increases $F$ (spec §6.6, "Exact coordinate minimiser", derived).
+    #[default]
+    Exact,
+    /// The paper's projected coordinate Newton step (Proposition 1, (19)):
+    /// $\mu_i \leftarrow \max(0, \mu_i - \partial_i F/\partial^2_{ii} F)$. Not monotone: it can
+    /// increase $F$ when it decreases a weight (spec §6.6, "The Newton step (19) is not
+    /// monotone"). With $a_i = 0$ the step is the limit $\mu_i \leftarrow 0$.
+    Newton,
+}
+
+/// Where the landmark kernel columns $k_i = K_{:, i}$ come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ColumnMode {
+    /// All `M` columns computed once: memory $8nM$ bytes, no kernel evaluations during the run
+    /// (spec §6.13, "Precomputed columns").
+    #[default]
+    Precomputed,
+    /// A column is computed by [`Kernel::eval`] when an inactive landmark is drawn ($O(nd)$ for
+    /// the Gaussian kernel) and only the `p` active ones are kept, inside the Woodbury state; the
+    /// data are kept as a row-major copy ($8nd$ bytes) (spec §6.13, "Columns on the fly").
+    /// Agrees with [`ColumnMode::Precomputed`] up to the rounding of the kernel values.
+    OnTheFly,
+}
+
+/// Configuration of [`Slkl`]; validated once by [`Slkl::new`].
+///
+/// # References
+/// Paper `004_cadb4dc86f44be57.txt`, (14), Algorithms 1–2, Section 5 (λ = 1); `spec/math.md`
+/// §6.4, §6.11–§6.12.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlklConfig {
+    /// Ridge λ > 0 of (14) (units of the kernel values). Only λν matters for the predictor
+    /// (Proposition 3), so the paper fixes λ = 1 (the default).
+    pub lambda: f64,
+    /// Sparsity penalty ν > 0 on $\sum_i \mu_i$ in (14) (units of the squared targets per unit of
+    /// μ). Larger ν gives fewer active landmarks. Default 0.05 (the spec's toy setting; the
+    /// paper's values are lost).
+    pub nu: f64,
+    /// Number of landmarks `M`, `1 ≤ M ≤ n`, drawn uniformly without replacement. Default 100.
+    pub landmarks: usize,
+    /// Coordinate update rule (default [`CoordinateRule::Exact`]).
+    pub rule: CoordinateRule,
+    /// Stopping tolerance ε ≥ 0: stop at the end of the first epoch in which every visited
+    /// coordinate had a KKT violation $|\min(\mu_i, \partial_i F)| \le \varepsilon\nu$ (spec §6.12,
+    /// option 2; the paper's test is lost). Default `1e-3`.
+    pub epsilon: f64,
+    /// Maximum number of epochs (one epoch visits the `M` landmarks once, in a random order),
+    /// `≥ 1`. Default 1000.
+    pub max_epochs: usize,
+    /// Where the kernel columns come from (default [`ColumnMode::Precomputed`]).
+    pub column_mode: ColumnMode,
+}
+
+impl Default for SlklConfig {
+    fn default() -> Self {
+        Self {
+            lambda: 1.0,
+            nu: 0.05,
+            landmarks: 100,
+            rule: CoordinateRule::Exact,
+            epsilon: 1e-3,
+            max_epochs: 1000,
+            column_mode: ColumnMode::Precomputed,
+        }
+    }
+}
+
+impl SlklConfig {
+    fn validate(&self, n: usize) -> Result<(), SolverError> {
+        if !(self.lambda.is_finite() && self.lambda > 0.0) {
+            return Err(SolverError::InvalidConfig {
+                name: "lambda",
+                reason: format!("the ridge must be positive and finite, got {}", self.lambda),
+            });
+        }
+        if !(self.nu.is_finite() && self.nu > 0.0) {
+            return Err(SolverError::InvalidConfig {
+                name: "nu",
+                reason: format!(
+                    "the sparsity penalty must be positive and finite, got {} (with nu = 0 the objective \
+                     decreases without bound as the weights grow)",
+                    self.nu
+                ),
+            });
+        }
+        if self.landmarks == 0 || self.landmarks > n {
+            return Err(SolverError::InvalidConfig {
+                name: "landmarks",
+                reason: format!("need 1 <= M <= n = {n}, got M = {}", self.landmarks),
+            });
+        }
+        if !(self.epsilon.is_finite() && self.epsilon >= 0.0) {
+            return Err(SolverError::InvalidConfig {
+                name: "epsilon",
+                reason: format!("the tolerance must be finite and >= 0, got {}", self.epsilon),
+            });
+        }
+        if self.max_epochs == 0 {
+            return Err(SolverError::InvalidConfig { name: "max_epochs", reason: "need at least 1 epoch".into() });
+        }
+        Ok(())
+    }
+}
+
+/// `m` distinct indices out of `0..n`, uniformly without replacement, in the order drawn: the
+/// landmarks `J` of SLKL (and of the KRR_M and Unif baselines on the same set).
+///
+/// # Errors
+/// [`SolverError::InvalidConfig`] (`landmarks`) unless `1 ≤ m ≤ n`.
+///
+/// # References
+/// Paper 004, Section 3 ("(randomly) selected columns"); spec §6.1, §6.11 line 1.
+pub fn select_landmarks<R: Rng + ?Sized>(n: usize, m: usize, rng: &mut R) -> Result<Vec<usize>, SolverError> {
+    if m == 0 || m > n {
+        return Err(SolverError::InvalidConfig {
+            name: "landmarks",
+            reason: format!("need 1 <= M <= n = {n}, got {m}"),
+        });
+    }
+    Ok(rand::seq::index::sample(rng, n, m).into_vec())
+}
+
+/// The derivatives of (14) along one coordinate (Proposition 2, (20)–(21)).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CoordinatePartials {
+    /// $a_i = \lambda (k_i^\top \alpha)^2 / K_{ii} \ge 0$.
+    pub a: f64,
+    /// $b_i = k_i^\top G k_i / K_{ii} \ge 0$, $G = (\lambda I + K_\mu)^{-1}$.
+    pub b: f64,
+    /// $\partial F / \partial \mu_i = \nu - a_i$ (20).
+    pub gradient: f64,
+    /// $\partial^2 F / \partial \mu_i^2 = 2 a_i b_i$ (21).
+    pub curvature: f64,
+}
+
+/// The fitted SLKL model: the landmarks, the weights and the sparse predictor.
+///
+/// # References
+/// Paper 004, Algorithm 2 output; spec §6.8 ("Predictor") and §6.11 line 4.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlklModel {
+    /// $f(x) = \sum_{i \in A} c_i \kappa(x, x_i)$ with $c = \beta$: centres are the active
+    /// landmarks (rows of the training data, in the order of [`SlklModel::active`]).
+    pub expansion: KernelExpansion,
+    /// The landmarks `J` as training row indices, length `M`, in the order drawn.
+    pub selected: Vec<usize>,
+    /// The weights μ ≥ 0, length `M`, aligned with `selected`.
+    pub weights: Vec<f64>,
+    /// The active landmarks `A = {i ∈ J : μ_i > 0}` as training row indices, increasing; length
+    /// `p = ‖μ‖₀`.
+    pub active: Vec<usize>,
+    /// $F(\mu)$ of (14) at the returned weights.
+    pub objective: f64,
+    /// Coordinate updates done.
+    pub iterations: usize,
+    /// Complete epochs done.
+    pub epochs: usize,
+    /// Why the run ended.
+    pub stop: Stop,
+    /// Largest KKT violation $|\min(\mu_i, \partial_i F)|$ seen during the last complete epoch
+    /// (`None` before the first one ends).
+    pub kkt_violation: Option<f64>,
+}
+
+impl SlklModel {
+    /// $f(x_t)$ for every row of `x` `(m, d)`, length `m`; see [`KernelExpansion::predict`].
+    ///
+    /// # Errors
+    /// [`SolverError::ShapeMismatch`] if `x` has not `d` columns; [`SolverError::Estimator`]
+    /// for NaN/∞ in `x`.
+    pub fn predict(&self, x: MatRef<'_, f64>) -> Result<Col<f64>, SolverError> {
+        self.expansion.predict(x)
+    }
+
+    /// `‖μ‖₀`, the number of active landmarks `p`.
+    pub fn sparsity(&self) -> usize {
+        self.active.len()
+    }
+}
+
+/// SLKL solver state: configuration, landmarks, weights μ and the Woodbury form of
+/// $(\lambda I + K_\mu)^{-1}$ (paper 004, Algorithm 2; spec §6.11).
+///
+/// Each [`step`](Self::step) updates one coordinate `i ∈ J`, drawn as the next entry of a random
+/// permutation of `J` (one permutation per epoch; spec §6.12, option 2):
+/// 1. $k_i^\top\alpha$ and $k_i^\top G k_i$: $O(1)$ for an active `i` (spec §6.8), $O(np + p^2)$
+///    for an inactive one (plus the column, $O(nd)$, in [`ColumnMode::OnTheFly`]);
+/// 2. $a_i$, $b_i$, the KKT violation $|\min(\mu_i, \nu - a_i)|$ and the new weight by the
+///    [`CoordinateRule`];
+/// 3. Case 1–4 of spec §6.9 on the Woodbury state, $O(p^2)$ (Case 4: $O(n + p^2)$).
+///
+/// Memory: $8(nM + np + p^2 + Md)$ bytes precomputed (the Woodbury state keeps its own copy of
+/// the `p` active columns), $8(nd + np + p^2 + Md)$ on the fly. Landmarks with
+/// $K_{ii} = 0$ (a zero feature vector, possible for the polynomial kernel) give a zero rank-1
+/// kernel; their weight stays 0.
+///
+/// # References
+/// Paper `004_cadb4dc86f44be57.txt`, (14)–(27), Algorithms 1–2, Propositions 1–3;
+/// `spec/math.md` §6.1–§6.13 and Appendix A.1.
+#[derive(Debug, Clone)]
+pub struct Slkl {
+    config: SlklConfig,
+    kernel: Kernel,
+    n: usize,
+    d: usize,
+    /// `J`, training row indices, length `M`.
+    selected: Vec<usize>,
+    /// Rows of `J`, `(M, d)`.
+    landmark_rows: Mat<f64>,
+    /// `K_ii` for `i ∈ J`.
+    diag: Vec<f64>,
+    /// Precomputed columns `K[:, J]`, `(n, M)`.
+    columns: Option<Mat<f64>>,
+    /// Row-major copy of `X` for on-the-fly columns.
+    rows: Option<Vec<f64>>,
+    mu: Vec<f64>,
+    /// Position in the Woodbury state of each landmark, `None` if inactive.
+    position: Vec<Option<usize>>,
+    /// Landmark (index into `J`) of each Woodbury column; length `p`.
+    active: Vec<usize>,
+    state: WoodburyInverse,
+    order: Vec<usize>,
+    cursor: usize,
+    epoch_violation: f64,
+    last_epoch_violation: Option<f64>,
+    iterations: usize,
+    epochs: usize,
+    column_buf: Vec<f64>,
+}
+
+impl Slkl {
+    /// A solver for data `x` `(n, d)` (one sample per row) and targets `y` (length `n`) with
+    /// kernel `kernel`, starting at μ = 0. Draws the `M` landmarks from `rng`
+    /// ([`select_landmarks`]) and, in [`ColumnMode::Precomputed`], computes their kernel columns
+    /// ($O(nMd)$ for the Gaussian kernel).
+    ///
+    /// # Errors
+    /// [`SolverError::InvalidConfig`] for λ ≤ 0, ν ≤ 0, `M = 0` or `M > n`, ε < 0, no epochs,
+    /// or any non-finite value among them; [`SolverError::Estimator`] for empty or non-finite
+    /// data and invalid kernel parameters; [`SolverError::ShapeMismatch`] if `y.len() != n`;
+    /// [`SolverError::NonFiniteTarget`] for NaN/∞ in `y`.
+    pub fn new<R: Rng + ?Sized>(
+        x: MatRef<'_, f64>,
+        y: &[f64],
+        kernel: &Kernel,
+        config: SlklConfig,
+        rng: &mut R,
+    ) -> Result<Self, SolverError> {
+        check_regression(x, y)?;
+        kernel.validate()?;
+        let (n, d) = (x.nrows(), x.ncols());
+        config.validate(n)?;
+        let m = config.landmarks;
+        let selected = select_landmarks(n, m, rng)?;
+        let landmark_rows = Mat::from_fn(m, d, |l, c| x[(selected[l], c)]);
+        let (columns, rows, diag) = match config.column_mode {
+            ColumnMode::Precomputed => {
+                let cols = kernel.columns(x, &selected);
+                let diag = selected.iter().enumerate().map(|(l, &i)| cols[(i, l)]).collect();
+                (Some(cols), None, diag)
+            }
+            ColumnMode::OnTheFly => {
+                let mut rows = vec![0.0; n * d];
+                for c in 0..d {
+                    for r in 0..n {
+                        rows[r * d + c] = x[(r, c)];
+                    }
+                }
+                let diag = selected
+                    .iter()
+                    .map(|&i| {
+                        let xi = &rows[i * d..(i + 1) * d];
+                        kernel.eval(xi, xi)
+                    })
+                    .collect();
+                (None, Some(rows), diag)
+            }
+        };
+        let state = WoodburyInverse::new(config.lambda, y)?;
+        Ok(Self {
+            kernel: *kernel,
+            n,
+            d,
+            landmark_rows,
+            diag,
+            columns,
+            rows,
+            mu: vec![0.0; m],
+            position: vec![None; m],
+            active: Vec::new(),
+            state,
+            order: (0..m).collect(),
+            cursor: m,
+            epoch_violation: 0.0,
+            last_epoch_violation: None,
+            iterations: 0,
+            epochs: 0,
+            column_buf: Vec::with_capacity(n),
+            selected,
+            config,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SlklConfig {
+        &self.config
+    }
+
+    /// The landmarks `J` as training row indices, length `M`.
+    pub fn selected(&self) -> &[usize] {
+        &self.selected
+    }
+
+    /// The weights μ, length `M`, aligned with [`selected`](Self::selected).
+    pub fn weights(&self) -> &[f64] {
+        &self.mu
+    }
+
+    /// $K_{ii}$ for `i ∈ J`, length `M`.
+    pub fn diagonal(&self) -> &[f64] {
+        &self.diag
+    }
+
+    /// `‖μ‖₀ = p`.
+    pub fn sparsity(&self) -> usize {
+        self.active.len()
+    }
+
+    /// Coordinate updates done so far.
+    pub fn iterations(&self) -> usize {
+        self.iterations
+    }
+
+    /// Complete epochs done so far.
+    pub fn epochs(&self) -> usize {
+        self.epochs
+    }
+
+    /// Largest KKT violation seen in the last complete epoch (`None` before the first ends).
+    pub fn last_epoch_violation(&self) -> Option<f64> {
+        self.last_epoch_violation
+    }
+
+    /// $F(\mu) = y^\top y - v_y^\top\beta + \nu\sum_i\mu_i$, the objective (14), in $O(p)$
+    /// (spec §6.8, "Objective").
+    pub fn objective(&self) -> f64 {
+        let l1: f64 = self.active.iter().map(|&l| self.mu[l]).sum();
+        self.state.lambda_y_g_y() + self.config.nu * l1
+    }
+
+    /// $\alpha = (\lambda I + K_\mu)^{-1} y = (y - V\beta)/\lambda$, length `n` (paper 004, (15)).
+    /// Cost $O(np)$.
+    pub fn alpha(&self) -> Vec<f64> {
+        self.state.alpha()
+    }
+
+    /// The Woodbury state (Σ, β, active columns); its column `j` is landmark
+    /// `selected()[active_landmarks()[j]]`.
+    pub fn woodbury(&self) -> &WoodburyInverse {
+        &self.state
+    }
+
+    /// For each Woodbury column, its landmark as an index into [`selected`](Self::selected).
+    pub fn active_landmarks(&self) -> &[usize] {
+        &self.active
+    }
+
+    /// Writes the kernel column $k_i$ of landmark `l` (index into `J`) into `buf` (length `n`).
+    fn fill_column(&self, l: usize, buf: &mut Vec<f64>) {
+        buf.clear();
+        if let Some(cols) = &self.columns {
+            buf.extend_from_slice(cols.col_as_slice(l));
+        } else if let Some(rows) = &self.rows {
+            let d = self.d;
+            let i = self.selected[l];
+            let xi = &rows[i * d..(i + 1) * d];
+            buf.extend((0..self.n).map(|r| self.kernel.eval(&rows[r * d..(r + 1) * d], xi)));
+        }
+    }
+
+    fn check_landmark(&self, l: usize) -> Result<(), SolverError> {
+        if l < self.mu.len() {
+            Ok(())
+        } else {
+            Err(SolverError::InvalidConfig {
+                name: "landmark",
+                reason: format!("index {l} is out of range for M = {}", self.mu.len()),
+            })
+        }
+    }
+
+    /// `(k_iᵀα, k_iᵀGk_i)` of landmark `l` and, for an inactive one, the probe of its column
+    /// (left in `buf`).
+    fn quadratics(&self, l: usize, buf: &mut Vec<f64>) -> Result<(f64, f64, Option<Probe>), SolverError> {
+        match self.position[l] {
+            Some(j) => {
+                let q = self.state.active_quadratics(j)?;
+                if q.k_g_k > 0.0 {
+                    return Ok((q.k_g_y, q.k_g_k, None));
+                }
+                // The O(1) formula lost its digits (λΣ_jj/d_j ≈ 1): use the O(np) one.
+                let pr = self.state.probe(self.state.column(j)?)?;
+                Ok((q.k_g_y, pr.quadratics.k_g_k, None))
+            }
+            None => {
+                self.fill_column(l, buf);
+                let pr = self.state.probe(buf)?;
+                Ok((pr.quadratics.k_g_y, pr.quadratics.k_g_k, Some(pr)))
+            }
+        }
+    }
+
+    fn partials_from(&self, l: usize, k_alpha: f64, k_g_k: f64) -> CoordinatePartials {
+        let kii = self.diag[l];
+        let a = self.config.lambda * k_alpha * k_alpha / kii;
+        let b = k_g_k / kii;
+        CoordinatePartials { a, b, gradient: self.config.nu - a, curvature: 2.0 * a * b }
+    }
+
+    /// The partial derivatives of (14) along landmark `l` (index into `J`) at the current μ
+    /// (Proposition 2, (20)–(21)). For a landmark with $K_{ii} = 0$ every field is 0 except
+    /// `gradient = ν`. Cost $O(1)$ if active, $O(np + p^2)$ (+ a column) otherwise.
+    ///
+    /// # Errors
+    /// [`SolverError::InvalidConfig`] (`landmark`) if `l >= M`.
+    pub fn partials(&self, l: usize) -> Result<CoordinatePartials, SolverError> {
+        self.check_landmark(l)?;
+        if !usable(self.diag[l]) {
+            return Ok(CoordinatePartials { a: 0.0, b: 0.0, gradient: self.config.nu, curvature: 0.0 });
+        }
+        let mut buf = Vec::with_capacity(self.n);
+        let (ka, kgk, _) = self.quadratics(l, &mut buf)?;
+        Ok(self.partials_from(l, ka, kgk))
+    }
+
+    /// The largest KKT violation $\max_{i \in J} |\min(\mu_i, \partial_i F(\mu))|$ over all
+    /// landmarks (0 exactly at a minimiser of (14); spec §6.7, §6.12). Cost: one sweep,
+    /// $O(M(np + p^2))$ (+ `M` columns on the fly).
+    ///
+    /// # Errors
+    /// [`SolverError::LowRank`] only on an internal shape error.
+    pub fn kkt_violation(&self) -> Result<f64, SolverError> {
+        let mut worst = 0.0_f64;
+        for l in 0..self.mu.len() {
+            let g = self.partials(l)?.gradient;
+            worst = worst.max(self.mu[l].min(g).abs());
+        }
+        Ok(worst)
+    }
+
+    /// Sets $\mu_l$ to `value ≥ 0` for landmark `l` (index into `J`) by Cases 1–4 of spec §6.9
+    /// (warm starts and tests). Cost $O(p^2)$, or $O(np + p^2)$ (+ a column) when `l` becomes
+    /// active.
+    ///
+    /// # Errors
+    /// [`SolverError::InvalidConfig`] if `l >= M`, `value` is negative or not finite, or
+    /// `value > 0` for a landmark with $K_{ii} = 0$; [`SolverError::LowRank`] if a rebuild of the
+    /// Woodbury state fails.
+    pub fn set_weight(&mut self, l: usize, value: f64) -> Result<(), SolverError> {
+        self.check_landmark(l)?;
+        if !(value.is_finite() && value >= 0.0) {
+            return Err(SolverError::InvalidConfig {
+                name: "weight",
+                reason: format!("weights must be finite and >= 0, got {value}"),
+            });
+        }
+        if value > 0.0 && !usable(self.diag[l]) {
+            return Err(SolverError::InvalidConfig {
+                name: "weight",
+                reason: format!(
+                    "landmark {} has k(x, x) = {}, so its rank-1 kernel is zero",
+                    self.selected[l], self.diag[l]
+                ),
+            });
+        }
+        self.apply_weight(l, value, None)
+    }
+
+    /// Cases 1–4 (spec §6.9) for $\mu_l \to$ `value`; `probe` is the probe of the column of an
+    /// inactive `l`, whose values are in `self.column_buf`.
+    fn apply_weight(&mut self, l: usize, value: f64, probe: Option<Probe>) -> Result<(), SolverError> {
+        let value = if value < TINY_WEIGHT { 0.0 } else { value };
+        let kii = self.diag[l];
+        match (self.position[l], value > 0.0) {
+            // Case 1: nothing changes.
+            (None, false) => {}
+            // Case 2: Sherman–Morrison.
+            (Some(j), true) => {
+                if value != self.mu[l] {
+                    self.state.set_weight(j, value / kii)?;
+                }
+            }
+            // Case 3: remove row/column j (the last column moves into slot j).
+            (Some(j), false) => {
+                self.state.remove(j)?;
+                self.active.swap_remove(j);
+                self.position[l] = None;
+                if let Some(&moved) = self.active.get(j) {
+                    self.position[moved] = Some(j);
+                }
+            }
+            // Case 4: bordered inverse.
+            (None, true) => {
+                let mut buf = std::mem::take(&mut self.column_buf);
+                let result = match probe {
+                    Some(pr) => self.state.push_probed(&buf, value / kii, &pr),
+                    None => {
+                        self.fill_column(l, &mut buf);
+                        self.state.push(&buf, value / kii)
+                    }
+                };
+                self.column_buf = buf;
+                result?;
+                self.position[l] = Some(self.active.len());
+                self.active.push(l);
+            }
+        }
+        self.mu[l] = value;
+        let p = self.active.len();
+        if self.state.updates_since_refresh() >= (p * p).max(REFRESH_MIN_UPDATES) {
+            self.state.refresh()?;
+        }
+        Ok(())
+    }
+
+    /// One coordinate update of SCND (paper 004, Algorithm 1; Algorithm 2, line 3): the next
+    /// landmark of this epoch's random permutation of `J` (a new permutation is drawn from
+    /// `rng` at the start of each epoch), its derivatives (20)–(21), the new weight by the
+    /// configured [`CoordinateRule`], and Case 1–4 on the Woodbury state. Returns the KKT
+    /// violation $|\min(\mu_i, \partial_i F)|$ of the coordinate before its update.
+    ///
+    /// # Errors
+    /// [`SolverError::LowRank`] if a rebuild of the Woodbury state fails (numerically singular).
+    pub fn step<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Result<f64, SolverError> {
+        let m = self.mu.len();
+        if self.cursor >= m {
+            self.order.shuffle(rng);
+            self.cursor = 0;
+            self.epoch_violation = 0.0;
+        }
+        let l = self.order[self.cursor];
+        let violation = self.update_coordinate(l)?;
+        self.epoch_violation = self.epoch_violation.max(violation);
+        self.cursor += 1;
+        self.iterations += 1;
+        if self.cursor == m {
+            self.epochs += 1;
+            self.last_epoch_violation = Some(self.epoch_violation);
+        }
+        Ok(violation)
+    }
+
+    fn update_coordinate(&mut self, l: usize) -> Result<f64, SolverError> {
+        if !usable(self.diag[l]) {
+            return Ok(0.0);
+        }
+        let mut buf = std::mem::take(&mut self.column_buf);
+        let got = self.quadratics(l, &mut buf);
+        self.column_buf = buf;
+        let (k_alpha, k_g_k, probe) = got?;
+        let pd = self.partials_from(l, k_alpha, k_g_k);
+        let mu = self.mu[l];
+        let violation = mu.min(pd.gradient).abs();
+        let new = if !is_positive(pd.a) {
+            0.0
+        } else if !is_positive(pd.b) {
+            // Numerically degenerate curvature: no reliable step.
+            mu
+        } else {
+            match self.config.rule {
+                CoordinateRule::Exact => mu + ((pd.a / self.config.nu).sqrt() - 1.0) / pd.b,
+                CoordinateRule::Newton => mu - pd.gradient / pd.curvature,
+            }
+            .max(0.0)
+        };
+        self.apply_weight(l, new, probe)?;
+        Ok(violation)
+    }
+
+    /// Runs [`step`](Self::step) until the KKT test passes at the end of an epoch
+    /// ([`Stop::Converged`]: every coordinate visited in the epoch had a violation
+    /// $\le \varepsilon\nu$; spec §6.12, option 2), `max_epochs` epochs are done
+    /// ([`Stop::MaxIterations`]) or the observer interrupts ([`Stop::Interrupted`]).
+    ///
+    /// After every coordinate update the observer receives `t` (updates so far), `rank = ‖μ‖₀`,
+    /// `elapsed`, `objective = F(μ)` (14), and, at the end of an epoch, `gradient_norm` = the
+    /// epoch's largest KKT violation. Calling `run` again continues from the current state.
+    ///
+    /// # Errors
+    /// As [`step`](Self::step); [`SolverError::LowRank`] or [`SolverError::Estimator`] if the
+    /// model cannot be assembled.
+    pub fn run<R: Rng + ?Sized>(&mut self, rng: &mut R, observer: &mut dyn Observer) -> Result<SlklModel, SolverError> {
+        let start = Instant::now();
+        let threshold = self.config.epsilon * self.config.nu;
+        let m = self.mu.len();
+        let stop = loop {
+            if self.cursor >= m && self.epochs >= self.config.max_epochs {
+                break Stop::MaxIterations;
+            }
+            self.step(rng)?;
+            let epoch_end = self.cursor == m;
+            let report = IterationReport {
+                t: self.iterations,
+                rank: self.active.len(),
+                elapsed: start.elapsed(),
+                error: None,
+                objective: Some(self.objective()),
+                gradient_norm: epoch_end.then_some(self.epoch_violation),
+            };
+            if observer.on_iteration(&report) == ControlFlow::Break(()) {
+                break Stop::Interrupted;
+            }
+            if epoch_end && self.epoch_violation <= threshold {
+                break Stop::Converged;
+            }
+        };
+        self.model(stop)
+    }
+
+    /// The model at the current weights, labelled with `stop`: centres are the active landmarks
+    /// in increasing training index, coefficients $c = \beta$ (spec §6.8). Cost $O(pd + p\log p)$.
+    ///
+    /// # Errors
+    /// [`SolverError::Estimator`] for invalid kernel parameters (not expected after
+    /// [`Slkl::new`]).
+    pub fn model(&self, stop: Stop) -> Result<SlklModel, SolverError> {
+        let mut order: Vec<usize> = (0..self.active.len()).collect();
+        order.sort_by_key(|&j| self.selected[self.active[j]]);
+        let beta = self.state.beta();
+        let centers = Mat::from_fn(order.len(), self.d, |r, c| self.landmark_rows[(self.active[order[r]], c)]);
+        let coefficients = order.iter().map(|&j| beta[j]).collect();
+        Ok(SlklModel {
+            expansion: KernelExpansion::new(self.kernel, centers, coefficients)?,
+            selected: self.selected.clone(),
+            weights: self.mu.clone(),
+            active: order.iter().map(|&j| self.selected[self.active[j]]).collect(),
+            objective: self.objective(),
+            iterations: self.iterations,
+            epochs: self.epochs,
+            stop,
+            kkt_violation: self.last_epoch_violation,
+        })
+    }
+}
+
+/// SLKL in one call: [`Slkl::new`] then [`Slkl::run`] with the same `rng`.
+///
+/// # Errors
+/// As [`Slkl::new`] and [`Slkl::run`].
+///
+/// # References
+/// Paper `004_cadb4dc86f44be57.txt`, Algorithm 2; `spec/math.md` §6.11.
+pub fn slkl<R: Rng + ?Sized>(
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    kernel: &Kernel,
+    config: SlklConfig,
+    rng: &mut R,
+    observer: &mut dyn Observer,
+) -> Result<SlklModel, SolverError> {
+    Slkl::new(x, y, kernel, config, rng)?.run(rng, observer)
+}
