@@ -8,6 +8,10 @@
 //! cargo xtask reproduce pca [--quick] [--seeds N] [--skip-speed] [--skip-tables] [--data DIR] [--out DIR]
 //!     paper 002's Tables 1 and 3–8 (SVRG-PCA paper and consistent modes, VR-PCA, exact;
 //!     mean over seeds) and time to 0.9999·sslev; writes results/pca/pca.{json,md}
+//! cargo xtask reproduce msg [--quick] [--splits N] [--data DIR] [--out DIR]
+//!     paper 003: the 2-D counter-example, the orthogonal distribution (Figs. 1–2) and MNIST
+//!     (Fig. 3) for MSG, capped MSG, incremental PCA and Oja; writes results/msg/msg.{json,md}
+//!     and SVG/PNG plots
 //! cargo xtask bench criterion [FILTER]
 //!     criterion benchmarks: one SKPCA iteration and its parts (benches/benches/skpca.rs), one
 //!     epoch of each linear PCA solver on MNIST (benches/benches/pca.rs)
@@ -21,6 +25,7 @@ fn main() -> ExitCode {
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["bench", "kpca", rest @ ..] => bench_kpca(rest),
         ["reproduce", "pca", rest @ ..] => reproduce_pca(rest),
+        ["reproduce", "msg", rest @ ..] => reproduce("msg-reproduce", "results/msg", rest),
         ["bench", "criterion", rest @ ..] => cargo(&["bench", "-p", "stolr-benches", "--"], rest),
         _ => {
             eprintln!(
@@ -28,6 +33,7 @@ fn main() -> ExitCode {
             );
             eprintln!("       cargo xtask bench criterion [FILTER]");
             eprintln!("       cargo xtask reproduce pca [--quick] [--seeds N] [--skip-speed] [--skip-tables]");
+            eprintln!("       cargo xtask reproduce msg [--quick] [--splits N] [--data DIR] [--out DIR]");
             return ExitCode::from(2);
         }
     };
@@ -78,18 +84,24 @@ fn bench_kpca(rest: &[&str]) -> Result<(), String> {
 }
 
 fn reproduce_pca(rest: &[&str]) -> Result<(), String> {
-    cargo(&["build", "--release", "-p", "stolr-bench-suite", "--bin", "pca-reproduce"], &[])?;
+    reproduce("pca-reproduce", "results/pca", rest)
+}
+
+/// Builds and runs the bench-suite binary `bin`, defaulting `--data` to `../shared/data` and
+/// `--out` to `out` (relative to the workspace root).
+fn reproduce(bin: &str, out: &str, rest: &[&str]) -> Result<(), String> {
+    cargo(&["build", "--release", "-p", "stolr-bench-suite", "--bin", bin], &[])?;
     let mut args: Vec<String> = Vec::new();
     if !rest.contains(&"--data") {
         args.extend(["--data".into(), root().join("../shared/data").display().to_string()]);
     }
     if !rest.contains(&"--out") {
-        args.extend(["--out".into(), root().join("results/pca").display().to_string()]);
+        args.extend(["--out".into(), root().join(out).display().to_string()]);
     }
     args.extend(rest.iter().map(|s| s.to_string()));
-    let status = Command::new(root().join("target/release/pca-reproduce"))
+    let status = Command::new(root().join("target/release").join(bin))
         .args(&args)
         .status()
-        .map_err(|e| format!("cannot run pca-reproduce: {e}"))?;
-    if status.success() { Ok(()) } else { Err("pca-reproduce failed".into()) }
+        .map_err(|e| format!("cannot run {bin}: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("{bin} failed")) }
 }
