@@ -160,6 +160,20 @@ pub(crate) fn generated(args: &PcaArgs, kind: Generator) -> Result<generate::Gen
     })
 }
 
+/// Writes `components.npy` `(d, r)`, `eigenvalues.npy` (length `r`) and `report.json` to
+/// `dir`, creating it.
+pub(crate) fn write_outputs(
+    dir: &std::path::Path,
+    pairs: &stolr_lowrank::Eigenpairs,
+    report: &serde_json::Value,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    write_npy_matrix(&dir.join("components.npy"), pairs.vectors.as_ref())?;
+    write_npy_vector(&dir.join("eigenvalues.npy"), &pairs.values)?;
+    std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(report)? + "\n")?;
+    Ok(())
+}
+
 /// Runs `stolr pca`.
 pub fn run(args: PcaArgs) -> Result<()> {
     if args.solver.is_streaming() {
@@ -254,9 +268,6 @@ pub fn run(args: PcaArgs) -> Result<()> {
     let solve_time = solve_start.elapsed();
     let captured = captured_norm(&pairs.values);
     if let Some(dir) = &args.out {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        write_npy_matrix(&dir.join("components.npy"), pairs.vectors.as_ref())?;
-        write_npy_vector(&dir.join("eigenvalues.npy"), &pairs.values)?;
         let report = json!({
             "stolr_version": env!("CARGO_PKG_VERSION"),
             "command": "pca",
@@ -276,7 +287,7 @@ pub fn run(args: PcaArgs) -> Result<()> {
             "timings_s": { "read": read_time.as_secs_f64(), "solve": solve_time.as_secs_f64(), "total": total.elapsed().as_secs_f64() },
             "peak_memory_bytes": peak_rss_bytes(),
         });
-        std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&report)? + "\n")?;
+        write_outputs(dir, &pairs, &report)?;
     }
     println!(
         "stolr pca: {solver} on {source} (n={n}, d={d}), r={r}: ||A^T X||_F = {captured:.6}{sslev_text}, {epochs_text}{secs:.2} s{out}",

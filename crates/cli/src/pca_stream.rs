@@ -15,12 +15,12 @@ use clap::ValueEnum;
 use faer::Mat;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
-use stolr_datasets::{RowFormat, stream_rows, write_npy_matrix, write_npy_vector};
+use stolr_datasets::{RowFormat, stream_rows};
 use stolr_lowrank::{Eigenpairs, sym_eigen_desc};
-use stolr_solvers::{IncrementalPca, Msg, MsgConfig, Oja, StepSize, StreamingPca};
+use stolr_solvers::{IncrementalPca, Msg, MsgConfig, Oja, StepSize, StreamingPca, captured_norm};
 
 use crate::memory::peak_rss_bytes;
-use crate::pca::{PcaArgs, PcaFormat, PcaSolver, generated};
+use crate::pca::{PcaArgs, PcaFormat, PcaSolver, generated, write_outputs};
 use crate::rng::stream;
 
 /// Where the samples come from: a file re-opened for each pass, or a generated matrix.
@@ -198,14 +198,11 @@ pub fn run(args: PcaArgs) -> Result<()> {
     let mut pairs = Eigenpairs { values, vectors: &subspace * rotation };
     pairs.fix_signs();
     let eval_time = eval_start.elapsed();
-    let captured = pairs.values.iter().map(|v| v.max(0.0)).sum::<f64>().sqrt();
+    let captured = captured_norm(&pairs.values);
     let rate = n as f64 / solve_time.as_secs_f64();
     let solver_name = args.solver.to_possible_value().map_or_else(String::new, |v| v.get_name().to_owned());
 
     if let Some(dir) = &args.out {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        write_npy_matrix(&dir.join("components.npy"), pairs.vectors.as_ref())?;
-        write_npy_vector(&dir.join("eigenvalues.npy"), &pairs.values)?;
         let report = json!({
             "stolr_version": env!("CARGO_PKG_VERSION"),
             "command": "pca",
@@ -237,7 +234,7 @@ pub fn run(args: PcaArgs) -> Result<()> {
             },
             "peak_memory_bytes": peak_rss_bytes(),
         });
-        std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(&report)? + "\n")?;
+        write_outputs(dir, &pairs, &report)?;
     }
     println!(
         "stolr pca: {solver_name} on {name} (n={n}, d={d}), k={k}: one pass at {rate:.0} samples/s, \
