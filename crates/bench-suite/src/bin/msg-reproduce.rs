@@ -297,12 +297,13 @@ fn orthogonal(o: &Options, results: &mut ResultsFile) -> Result<String> {
     Ok(md)
 }
 
-/// How MNIST is scaled after centring; both give `E‖x‖² = 1` over the data set.
+/// How MNIST is scaled after centring: `E‖x‖² = 1` over the data set (0.92 per pixel, where
+/// the 65 constant pixels stay 0).
 #[derive(Clone, Copy, PartialEq)]
 enum Scaling {
     /// Spec §5.8 read literally: pixel j divided by `std_j·√d` (constant pixels left at 0).
     /// Pixels that are almost always 0 get a huge factor, so the rare images that touch them
-    /// become spikes with `‖x‖²` up to about 90.
+    /// become spikes: `‖x‖²` reaches 224 (99.9th percentile 39) against a mean of 0.92.
     PerPixel,
     /// One scalar for all pixels: `x / sqrt(E‖x‖²)`; PCA of the centred data is unchanged.
     Global,
