@@ -256,6 +256,8 @@ fn main() -> Result<()> {
         // Keep what is done so far, in case a later dataset fails.
         results.write(&json_path)?;
     }
+    // The per-dataset snapshot folders are removed once scored; remove their parent too.
+    let _ = std::fs::remove_dir(settings.out.join("work"));
     if reports.is_empty() {
         bail!("no dataset found under {}", settings.data.display());
     }
@@ -1050,6 +1052,13 @@ fn plot_dataset(settings: &Settings, r: &DatasetReport) -> Result<()> {
             }
             _ => z.series.push(PlotSeries::new(curve.label.clone(), curve.seconds.clone(), shown)),
         }
+    }
+    if let Some(e) = r.timed.curves.first() {
+        z.series.push(
+            PlotSeries::new(e.label.clone(), e.seconds.clone(), vec![1.0; e.seconds.len()])
+                .style(LineStyle::Markers)
+                .color([0, 0, 0]),
+        );
     }
     z.hlines.push(RefLine::new(1.0, "exact"));
     if let Some(s) = r.timed.crossing_seconds {
