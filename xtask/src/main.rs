@@ -5,35 +5,66 @@
 //!     SKPCA vs exact and Nyström kernel PCA on Mushrooms and Magic (separate processes,
 //!     peak memory of each); with --sklearn also scikit-learn's KernelPCA (needs python3 with
 //!     scikit-learn) next to the centred runs; writes results/kpca/summary.{json,md}
-//! cargo xtask reproduce pca [--quick] [--seeds N] [--skip-speed] [--skip-tables] [--data DIR] [--out DIR]
-//!     paper 002's Tables 1 and 3–8 (SVRG-PCA paper and consistent modes, VR-PCA, exact;
-//!     mean over seeds) and time to 0.9999·sslev; writes results/pca/pca.{json,md}
-//! cargo xtask reproduce msg [--quick] [--splits N] [--data DIR] [--out DIR]
-//!     paper 003: the 2-D counter-example, the orthogonal distribution (Figs. 1–2) and MNIST
-//!     (Fig. 3) for MSG, capped MSG, incremental PCA and Oja; writes results/msg/msg.{json,md}
-//!     and SVG/PNG plots
+//! cargo xtask reproduce NAME [--quick] [--seeds N] [--data DIR] [--out DIR] [FLAGS...]
+//!     one paper's reproduction (see REPRODUCTIONS); writes results/NAME/ (or --out DIR).
+//!     pca:   paper 002's Tables 1 and 3–8 (SVRG-PCA paper and consistent modes, VR-PCA,
+//!            exact; mean over seeds) and time to 0.9999·sslev → pca.{json,md}
+//!            (extra flags: --skip-speed, --skip-tables)
+//!     skpca: paper 000's Figures 1 and 2 (SKPCA convergence and rank; K₅₀ error against time
+//!            for exact, Nyström, KHA and SKPCA) → skpca.{json,md}, fig*.{png,svg}
+//!            (extra flag: --only mushrooms|magic)
+//!     msg:   paper 003: the 2-D counter-example, the orthogonal distribution (Figs. 1–2) and
+//!            MNIST (Fig. 3) for MSG, capped MSG, incremental PCA and Oja → msg.{json,md},
+//!            fig*.{png,svg} (--seeds N: MNIST splits)
+//! cargo xtask reproduce all [--quick] [--seeds N] [--data DIR] [--out DIR]
+//!     every reproduction in turn (--out DIR: each writes DIR/NAME).
+//!
+//!     A full default run (no --quick, --seeds or --out) also copies the summaries, results and
+//!     plots (*.md, *.json, *.png, *.svg) of each reproduction to docs/results/NAME/, replacing
+//!     the files there; quick runs and runs with --seeds or --out write under results/ only.
+//!     docs/results/README.md is written by hand and never touched.
 //! cargo xtask bench criterion [FILTER]
 //!     criterion benchmarks: one SKPCA iteration and its parts (benches/benches/skpca.rs), one
 //!     epoch of each linear PCA solver on MNIST (benches/benches/pca.rs)
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+/// A paper reproduction: its name on the command line (and its folder under `results/` and
+/// `docs/results/`) and the `stolr-bench-suite` binary that runs it. Every binary takes
+/// `--quick`, `--seeds N`, `--data DIR` and `--out DIR`. Adding a reproduction is one line.
+struct Reproduction {
+    name: &'static str,
+    bin: &'static str,
+}
+
+const REPRODUCTIONS: &[Reproduction] = &[
+    Reproduction { name: "pca", bin: "pca-reproduce" },
+    Reproduction { name: "skpca", bin: "skpca-reproduce" },
+    Reproduction { name: "msg", bin: "msg-reproduce" },
+];
+
+/// File types copied from a reproduction's output folder to `docs/results/NAME/`.
+const DOC_EXTENSIONS: &[&str] = &["md", "json", "png", "svg"];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["bench", "kpca", rest @ ..] => bench_kpca(rest),
-        ["reproduce", "pca", rest @ ..] => reproduce_pca(rest),
-        ["reproduce", "msg", rest @ ..] => reproduce("msg-reproduce", "results/msg", rest),
+        ["reproduce", name, rest @ ..] => reproduce(name, rest),
         ["bench", "criterion", rest @ ..] => cargo(&["bench", "-p", "stolr-benches", "--"], rest),
         _ => {
             eprintln!(
                 "usage: cargo xtask bench kpca [--iterations T] [--only NAME] [--data DIR] [--out DIR] [--sklearn]"
             );
             eprintln!("       cargo xtask bench criterion [FILTER]");
-            eprintln!("       cargo xtask reproduce pca [--quick] [--seeds N] [--skip-speed] [--skip-tables]");
-            eprintln!("       cargo xtask reproduce msg [--quick] [--splits N] [--data DIR] [--out DIR]");
+            let names: Vec<&str> = REPRODUCTIONS.iter().map(|r| r.name).collect();
+            eprintln!(
+                "       cargo xtask reproduce {}|all [--quick] [--seeds N] [--data DIR] [--out DIR]",
+                names.join("|")
+            );
             return ExitCode::from(2);
         }
     };
@@ -83,25 +114,120 @@ fn bench_kpca(rest: &[&str]) -> Result<(), String> {
     if status.success() { Ok(()) } else { Err("kpca-bench failed".into()) }
 }
 
-fn reproduce_pca(rest: &[&str]) -> Result<(), String> {
-    reproduce("pca-reproduce", "results/pca", rest)
+/// `cargo xtask reproduce NAME|all ...`: builds the binaries, runs each reproduction and, on a
+/// full default run, refreshes `docs/results/NAME/`.
+fn reproduce(name: &str, rest: &[&str]) -> Result<(), String> {
+    let chosen: Vec<&Reproduction> = if name == "all" {
+        REPRODUCTIONS.iter().collect()
+    } else {
+        let known: Vec<&str> = REPRODUCTIONS.iter().map(|r| r.name).collect();
+        vec![
+            REPRODUCTIONS
+                .iter()
+                .find(|r| r.name == name)
+                .ok_or_else(|| format!("unknown reproduction '{name}' (known: {}, all)", known.join(", ")))?,
+        ]
+    };
+    if name == "all" {
+        // Flags of one reproduction (e.g. --only) would break the others.
+        let mut it = rest.iter();
+        while let Some(a) = it.next() {
+            match *a {
+                "--quick" => {}
+                "--seeds" | "--data" | "--out" => {
+                    it.next().ok_or_else(|| format!("{a} needs a value"))?;
+                }
+                other => {
+                    return Err(format!("reproduce all takes --quick, --seeds, --data and --out only, not {other}"));
+                }
+            }
+        }
+    }
+    let mut build = vec!["build", "--release", "-p", "stolr-bench-suite"];
+    for r in &chosen {
+        build.extend(["--bin", r.bin]);
+    }
+    cargo(&build, &[])?;
+    let out_pos = rest.iter().position(|a| *a == "--out");
+    let out_dir = match out_pos {
+        Some(i) => Some(PathBuf::from(rest.get(i + 1).ok_or("--out needs a folder")?)),
+        None => None,
+    };
+    // Everything but --out goes to the binary as given; --out is set per reproduction.
+    let passed: Vec<&str> = rest
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| out_pos.is_none_or(|p| *i != p && *i != p + 1))
+        .map(|(_, a)| *a)
+        .collect();
+    let full = !rest.iter().any(|a| matches!(*a, "--quick" | "--seeds" | "--out"));
+    let mut timings = Vec::new();
+    for r in &chosen {
+        let out = match (&out_dir, name == "all") {
+            (Some(dir), true) => dir.join(r.name),
+            (Some(dir), false) => dir.clone(),
+            (None, _) => root().join("results").join(r.name),
+        };
+        let mut args: Vec<String> = Vec::new();
+        if !passed.contains(&"--data") {
+            args.extend(["--data".into(), root().join("../shared/data").display().to_string()]);
+        }
+        args.extend(["--out".into(), out.display().to_string()]);
+        args.extend(passed.iter().map(|s| s.to_string()));
+        eprintln!("xtask: reproduce {} → {}", r.name, out.display());
+        let start = Instant::now();
+        let status = Command::new(root().join("target/release").join(r.bin))
+            .current_dir(root())
+            .args(&args)
+            .status()
+            .map_err(|e| format!("cannot run {}: {e}", r.bin))?;
+        if !status.success() {
+            return Err(format!("{} failed ({status})", r.bin));
+        }
+        if full {
+            let docs = root().join("docs/results").join(r.name);
+            let copied = copy_docs(&out, &docs)?;
+            eprintln!("xtask: copied {copied} files to {}", docs.display());
+        }
+        timings.push((r.name, start.elapsed().as_secs_f64()));
+    }
+    for (name, secs) in timings {
+        eprintln!("xtask: {name} took {:.1} min", secs / 60.0);
+    }
+    Ok(())
 }
 
-/// Builds and runs the bench-suite binary `bin`, defaulting `--data` to `../shared/data` and
-/// `--out` to `out` (relative to the workspace root).
-fn reproduce(bin: &str, out: &str, rest: &[&str]) -> Result<(), String> {
-    cargo(&["build", "--release", "-p", "stolr-bench-suite", "--bin", bin], &[])?;
-    let mut args: Vec<String> = Vec::new();
-    if !rest.contains(&"--data") {
-        args.extend(["--data".into(), root().join("../shared/data").display().to_string()]);
+/// Replaces the `DOC_EXTENSIONS` files of `docs` by those at the top level of `out`; returns
+/// how many were copied.
+fn copy_docs(out: &Path, docs: &Path) -> Result<usize, String> {
+    let listed = |dir: &Path| -> Result<Vec<PathBuf>, String> {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(format!("cannot list {}: {e}", dir.display())),
+        };
+        let mut files = Vec::new();
+        for entry in entries {
+            let path = entry.map_err(|e| format!("cannot list {}: {e}", dir.display()))?.path();
+            let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+            if path.is_file() && DOC_EXTENSIONS.contains(&ext) {
+                files.push(path);
+            }
+        }
+        Ok(files)
+    };
+    let new = listed(out)?;
+    if new.is_empty() {
+        return Err(format!("{} holds no results to copy", out.display()));
     }
-    if !rest.contains(&"--out") {
-        args.extend(["--out".into(), root().join(out).display().to_string()]);
+    std::fs::create_dir_all(docs).map_err(|e| format!("cannot create {}: {e}", docs.display()))?;
+    for old in listed(docs)? {
+        std::fs::remove_file(&old).map_err(|e| format!("cannot remove {}: {e}", old.display()))?;
     }
-    args.extend(rest.iter().map(|s| s.to_string()));
-    let status = Command::new(root().join("target/release").join(bin))
-        .args(&args)
-        .status()
-        .map_err(|e| format!("cannot run {bin}: {e}"))?;
-    if status.success() { Ok(()) } else { Err(format!("{bin} failed")) }
+    for file in &new {
+        let target = docs.join(file.file_name().unwrap_or_default());
+        std::fs::copy(file, &target)
+            .map_err(|e| format!("cannot copy {} to {}: {e}", file.display(), target.display()))?;
+    }
+    Ok(new.len())
 }

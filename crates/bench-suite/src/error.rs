@@ -52,6 +52,19 @@ pub enum BenchError {
         /// Number of cells in the row.
         found: usize,
     },
+    /// A data or `.npy` file could not be read or written (the error names the file).
+    #[error(transparent)]
+    Data(#[from] stolr_datasets::DataError),
+    /// A solver failed during a benchmark run.
+    #[error(transparent)]
+    Solver(#[from] stolr_solvers::SolverError),
+    /// A kernel or sampler could not be built (invalid parameters or data).
+    #[error(transparent)]
+    Estimator(#[from] stolr_estimators::EstimatorError),
+    /// A run was asked for something it cannot do (an unknown method, an empty checkpoint
+    /// list, a missing snapshot).
+    #[error("{0}")]
+    Invalid(String),
     /// Drawing a plot failed (a plotting-backend or font error).
     #[error("plot {path}: {reason}")]
     Plot {

@@ -6,14 +6,22 @@
 //!
 //! Every reproduction writes one [`ResultsFile`] (JSON, [`results`]) and shows it as Markdown
 //! tables ([`table`]) and SVG/PNG line plots ([`plot`]).
+//!
+//! Timed comparisons run each method in its own process ([`timed_kpca`], [`memory`]) and
+//! hand their snapshots to the parent through a [`trace`]; [`curve`] reads slopes and
+//! crossing times off the measured curves.
 #![deny(missing_docs)]
 
+pub mod curve;
 mod error;
+pub mod memory;
 pub mod metrics;
 pub mod plot;
 pub mod report;
 pub mod results;
 pub mod table;
+pub mod timed_kpca;
+pub mod trace;
 
 pub use error::BenchError;
 pub use plot::{LinePlot, LineStyle, PlotSeries, RefLine, RenderedPlot, render};

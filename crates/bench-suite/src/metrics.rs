@@ -19,24 +19,57 @@ const BLOCK: usize = 512;
 /// # References
 /// Paper `000_64249a13de5bd3cc.txt`, "Experimental Results"; spec `math.md` §1.7, §2.8.
 pub fn kernel_residual(x: MatRef<'_, f64>, kernel: &Kernel, center: bool, pairs: &Eigenpairs, r: usize) -> f64 {
+    kernel_residuals(x, kernel, center, &[pairs], r)[0]
+}
+
+/// [`kernel_residual`] of several sets of eigenpairs of the same data (e.g. the snapshots of
+/// one run, or the results of several methods) in **one** streamed pass over `K`: the kernel is
+/// evaluated once for all of them. Entry `j` of the result belongs to `sets[j]`. Time
+/// `O(n²(d + Σ_j r_j))`, memory `O(n·(Σ_j r_j + 512))`; call it on chunks of `sets` to bound the
+/// memory.
+///
+/// # Panics
+/// If some set's eigenvectors do not have `n` rows.
+///
+/// # References
+/// Paper `000_64249a13de5bd3cc.txt`, "Experimental Results"; spec `math.md` §1.7, §2.8.
+pub fn kernel_residuals(x: MatRef<'_, f64>, kernel: &Kernel, center: bool, sets: &[&Eigenpairs], r: usize) -> Vec<f64> {
     let n = x.nrows();
-    assert_eq!(pairs.dim(), n, "eigenvectors must have one row per sample");
-    let r = r.min(pairs.rank());
-    let u = pairs.vectors.subcols(0, r);
-    let lambda = &pairs.values[..r];
+    let ranks: Vec<usize> = sets
+        .iter()
+        .map(|p| {
+            assert_eq!(p.dim(), n, "eigenvectors must have one row per sample");
+            r.min(p.rank())
+        })
+        .collect();
+    let width: usize = ranks.iter().sum();
+    // All the eigenvectors side by side, so that each block of K multiplies them in one product.
+    let mut u_all = Mat::<f64>::zeros(n, width);
+    let mut col = 0;
+    for (p, &rj) in sets.iter().zip(&ranks) {
+        u_all.as_mut().subcols_mut(col, rj).copy_from(p.vectors.subcols(0, rj));
+        col += rj;
+    }
     let means = if center { Some(row_means(x, kernel)) } else { None };
-    let mut ku = Mat::<f64>::zeros(n, r);
+    let mut ku = Mat::<f64>::zeros(n, width);
     let mut k_norm_sq = 0.0;
     for start in (0..n).step_by(BLOCK) {
         let rows = BLOCK.min(n - start);
         let block = kernel_block(x, kernel, start, rows, means.as_ref());
         k_norm_sq += block.squared_norm_l2();
-        let prod = &block * u;
+        let prod = &block * &u_all;
         ku.as_mut().subrows_mut(start, rows).copy_from(&prod);
     }
-    let res =
-        frobenius::residual_sq_from_products(k_norm_sq, u, lambda, ku.as_ref()).expect("shapes agree by construction");
-    res.sqrt() / n as f64
+    let mut out = Vec::with_capacity(sets.len());
+    let mut col = 0;
+    for (p, &rj) in sets.iter().zip(&ranks) {
+        let u = u_all.subcols(col, rj);
+        let res = frobenius::residual_sq_from_products(k_norm_sq, u, &p.values[..rj], ku.subcols(col, rj))
+            .expect("shapes agree by construction");
+        out.push(res.sqrt() / n as f64);
+        col += rj;
+    }
+    out
 }
 
 /// Row means of `K` and their mean, `(K1/n, 1ᵀK1/n²)`.
@@ -95,6 +128,13 @@ mod tests {
                 let streamed = kernel_residual(x.as_ref(), &kernel, center, &pairs, r);
                 assert!((direct - streamed).abs() < 1e-9 * (1.0 + direct), "{direct} vs {streamed}");
             }
+            // Several sets in one pass equal one pass each.
+            let mut other = pairs.clone();
+            other.truncate(4);
+            let both = kernel_residuals(x.as_ref(), &kernel, center, &[&pairs, &other], 10);
+            assert_eq!(both.len(), 2);
+            assert!((both[0] - kernel_residual(x.as_ref(), &kernel, center, &pairs, 10)).abs() < 1e-12);
+            assert!((both[1] - kernel_residual(x.as_ref(), &kernel, center, &other, 10)).abs() < 1e-12);
         }
     }
 }

@@ -10,7 +10,8 @@
 //!    training split, c of η_t = c/√t chosen on the grid 2⁻¹²…2⁵ by mean validation
 //!    suboptimality, test suboptimality against iterations and against Σ k_t².
 //!
-//! Usage: `msg-reproduce [--quick] [--splits N] [--data DIR] [--out DIR]` (normally through
+//! Usage: `msg-reproduce [--quick] [--splits N] [--data DIR] [--out DIR]` (`--seeds N` is the same
+//! as `--splits N`) (normally through
 //! `cargo xtask reproduce msg`). Writes `msg.json` (the bench-suite result schema), `msg.md`
 //! and the plots `fig1_rank.*`, `fig2_orthogonal_k*.*`, `fig3_mnist_k*.*`,
 //! `fig3_mnist_work_k*.*` (SVG and PNG) to the output folder (default `results/msg`).
@@ -51,7 +52,7 @@ fn options() -> Result<Options> {
         let value = |i: usize| args.get(i + 1).with_context(|| format!("{} needs a value", args[i]));
         match args[i].as_str() {
             "--quick" => o.quick = true,
-            "--splits" => {
+            "--splits" | "--seeds" => {
                 o.splits = value(i)?.parse().context("--splits")?;
                 i += 1;
             }
