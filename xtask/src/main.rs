@@ -21,6 +21,7 @@ fn main() -> ExitCode {
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["bench", "kpca", rest @ ..] => bench_kpca(rest),
         ["reproduce", "pca", rest @ ..] => reproduce_pca(rest),
+        ["reproduce", "slkl", rest @ ..] => reproduce_slkl(rest),
         ["bench", "criterion", rest @ ..] => cargo(&["bench", "-p", "stolr-benches", "--"], rest),
         _ => {
             eprintln!(
@@ -28,6 +29,9 @@ fn main() -> ExitCode {
             );
             eprintln!("       cargo xtask bench criterion [FILTER]");
             eprintln!("       cargo xtask reproduce pca [--quick] [--seeds N] [--skip-speed] [--skip-tables]");
+            eprintln!(
+                "       cargo xtask reproduce slkl [--quick] [--runs N] [--data DIR] [--out DIR] [--bench-n N,N]"
+            );
             return ExitCode::from(2);
         }
     };
@@ -92,4 +96,41 @@ fn reproduce_pca(rest: &[&str]) -> Result<(), String> {
         .status()
         .map_err(|e| format!("cannot run pca-reproduce: {e}"))?;
     if status.success() { Ok(()) } else { Err("pca-reproduce failed".into()) }
+}
+
+/// `cargo xtask reproduce slkl [--quick] [--runs N] [--data DIR] [--out DIR] [--bench-n N,N,...]`:
+/// paper 004's Table 2 and Figures 1–3 (SLKL against KRR_n, KRR_M and Unif) and the time and
+/// memory benchmark of SLKL against KRR_n (separate `stolr krr` processes, scikit-learn's
+/// KernelRidge for scale when python3 has it); writes results/slkl/slkl.{json,md} and plots.
+fn reproduce_slkl(rest: &[&str]) -> Result<(), String> {
+    cargo(
+        &[
+            "build",
+            "--release",
+            "-p",
+            "stolr-cli",
+            "-p",
+            "stolr-bench-suite",
+            "--bin",
+            "stolr",
+            "--bin",
+            "slkl-reproduce",
+        ],
+        &[],
+    )?;
+    let release = root().join("target/release");
+    let mut args: Vec<String> = vec!["--stolr".into(), release.join("stolr").display().to_string()];
+    args.extend(["--sklearn".into(), root().join("benches/python/sklearn_krr.py").display().to_string()]);
+    if !rest.contains(&"--data") {
+        args.extend(["--data".into(), root().join("../shared/data").display().to_string()]);
+    }
+    if !rest.contains(&"--out") {
+        args.extend(["--out".into(), root().join("results/slkl").display().to_string()]);
+    }
+    args.extend(rest.iter().map(|s| s.to_string()));
+    let status = Command::new(release.join("slkl-reproduce"))
+        .args(&args)
+        .status()
+        .map_err(|e| format!("cannot run slkl-reproduce: {e}"))?;
+    if status.success() { Ok(()) } else { Err("slkl-reproduce failed".into()) }
 }
