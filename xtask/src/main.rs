@@ -16,6 +16,9 @@
 //!     msg:   paper 003: the 2-D counter-example, the orthogonal distribution (Figs. 1–2) and
 //!            MNIST (Fig. 3) for MSG, capped MSG, incremental PCA and Oja → msg.{json,md},
 //!            fig*.{png,svg} (--seeds N: MNIST splits)
+//!     slkl:  paper 004's Table 2 and Figures 1–3, SLKL against KRR_n, KRR_M and Unif, and the
+//!            time/memory of `stolr krr` processes → slkl.{json,md}, fig*.{png,svg}
+//!            (--seeds N: runs per cell)
 //! cargo xtask reproduce all [--quick] [--seeds N] [--data DIR] [--out DIR]
 //!     every reproduction in turn (--out DIR: each writes DIR/NAME).
 //!
@@ -38,12 +41,21 @@ use std::time::Instant;
 struct Reproduction {
     name: &'static str,
     bin: &'static str,
+    /// Extra `(flag, path)` arguments, the path relative to the workspace root; a path under
+    /// `target/release/` is a binary that is built first (e.g. the `stolr` CLI, for
+    /// reproductions that measure it as separate processes).
+    extra: &'static [(&'static str, &'static str)],
 }
 
 const REPRODUCTIONS: &[Reproduction] = &[
-    Reproduction { name: "pca", bin: "pca-reproduce" },
-    Reproduction { name: "skpca", bin: "skpca-reproduce" },
-    Reproduction { name: "msg", bin: "msg-reproduce" },
+    Reproduction { name: "pca", bin: "pca-reproduce", extra: &[] },
+    Reproduction { name: "skpca", bin: "skpca-reproduce", extra: &[] },
+    Reproduction { name: "msg", bin: "msg-reproduce", extra: &[] },
+    Reproduction {
+        name: "slkl",
+        bin: "slkl-reproduce",
+        extra: &[("--stolr", "target/release/stolr"), ("--sklearn", "benches/python/sklearn_krr.py")],
+    },
 ];
 
 /// File types copied from a reproduction's output folder to `docs/results/NAME/`.
@@ -147,6 +159,9 @@ fn reproduce(name: &str, rest: &[&str]) -> Result<(), String> {
     for r in &chosen {
         build.extend(["--bin", r.bin]);
     }
+    if chosen.iter().any(|r| r.extra.iter().any(|(_, path)| *path == "target/release/stolr")) {
+        build.extend(["-p", "stolr-cli", "--bin", "stolr"]);
+    }
     cargo(&build, &[])?;
     let out_pos = rest.iter().position(|a| *a == "--out");
     let out_dir = match out_pos {
@@ -173,6 +188,9 @@ fn reproduce(name: &str, rest: &[&str]) -> Result<(), String> {
             args.extend(["--data".into(), root().join("../shared/data").display().to_string()]);
         }
         args.extend(["--out".into(), out.display().to_string()]);
+        for (flag, path) in r.extra {
+            args.extend([flag.to_string(), root().join(path).display().to_string()]);
+        }
         args.extend(passed.iter().map(|s| s.to_string()));
         eprintln!("xtask: reproduce {} → {}", r.name, out.display());
         let start = Instant::now();

@@ -1,9 +1,11 @@
 //! `stolr`: stochastic low-rank learning from the command line.
 //!
 //! `stolr kpca` runs kernel PCA (SKPCA, exact, or Nyström) on a data file or a built-in
-//! generated dataset and writes `.npy` files plus a JSON report.
+//! generated dataset and writes `.npy` files plus a JSON report. `stolr krr` runs kernel ridge
+//! regression by SLKL (paper 004) or a baseline on a train/test split.
 
 mod kpca;
+mod krr;
 mod memory;
 mod pca;
 mod pca_stream;
@@ -28,6 +30,8 @@ enum Command {
     Kpca(Box<kpca::KpcaArgs>),
     /// Linear PCA (SVRG-PCA with Barzilai–Borwein steps by default; VR-PCA and exact).
     Pca(Box<pca::PcaArgs>),
+    /// Kernel ridge regression (SLKL by default; KRR on all points, on the landmarks, Unif).
+    Krr(Box<krr::KrrArgs>),
 }
 
 fn main() -> std::process::ExitCode {
@@ -44,6 +48,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Kpca(args) => kpca::run(*args),
         Command::Pca(args) => pca::run(*args),
+        Command::Krr(args) => krr::run(*args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 use crate::dataset::try_zeros;
+use crate::fields::{At, target};
 use crate::{DataError, Dataset, Labels};
 
 /// Which CSV column, if any, holds the class label.
@@ -68,10 +69,46 @@ pub fn read_magic(path: &Path) -> Result<Dataset, DataError> {
 /// Also [`DataError::Empty`] if there is no data row, [`DataError::TooLarge`] if the dense
 /// matrix cannot be allocated.
 pub fn read_csv_from<R: BufRead>(reader: R, name: &str, label: LabelColumn) -> Result<Dataset, DataError> {
+    read_csv_impl(reader, name, label, false)
+}
+
+/// Reads a comma-separated regression file: every column but the last is a feature, the last
+/// is a numeric target kept in [`Labels::Numeric`]; `source` is the path.
+///
+/// See [`read_csv_regression_from`] for the format and the errors.
+///
+/// # Errors
+/// [`DataError::Io`] if the file cannot be opened or read, and every error of
+/// [`read_csv_regression_from`].
+pub fn read_csv_regression(path: &Path) -> Result<Dataset, DataError> {
+    let name = path.display().to_string();
+    let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
+    read_csv_regression_from(BufReader::new(file), &name)
+}
+
+/// Reads comma-separated regression text from `reader`: the format of [`read_csv_from`] with
+/// `LabelColumn::Last`, except that the last column must hold finite numbers, returned as
+/// [`Labels::Numeric`] targets. Shape `(n, d)` with `d` one less than the number of fields.
+///
+/// # Errors
+/// As [`read_csv_from`], and [`DataError::BadTarget`] (with line and field) if a target is not
+/// a finite number.
+pub fn read_csv_regression_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, DataError> {
+    read_csv_impl(reader, name, LabelColumn::Last, true)
+}
+
+/// [`read_csv_from`], with the label column parsed as finite numbers when `numeric_label`.
+fn read_csv_impl<R: BufRead>(
+    reader: R,
+    name: &str,
+    label: LabelColumn,
+    numeric_label: bool,
+) -> Result<Dataset, DataError> {
     let mut lines = crate::lines::Lines::new(reader, name);
     // Row-major feature values, `d` per row.
     let mut values = Vec::new();
     let mut classes = Vec::new();
+    let mut targets = Vec::new();
     let mut n = 0;
     let mut expected = None;
 
@@ -117,8 +154,13 @@ pub fn read_csv_from<R: BufRead>(reader: R, name: &str, label: LabelColumn) -> R
             }
             values.push(value);
         }
-        if let Some(k) = label_at {
-            classes.push(fields[k].to_owned());
+        match label_at {
+            Some(k) if numeric_label => {
+                let at = At { path: name, line, field: k + 1, row: n, col: k };
+                targets.push(target(fields[k], at)?);
+            }
+            Some(k) => classes.push(fields[k].to_owned()),
+            None => {}
         }
         n += 1;
     }
@@ -135,6 +177,7 @@ pub fn read_csv_from<R: BufRead>(reader: R, name: &str, label: LabelColumn) -> R
     }
     let labels = match label {
         LabelColumn::None => Labels::None,
+        LabelColumn::First | LabelColumn::Last if numeric_label => Labels::Numeric(targets),
         LabelColumn::First | LabelColumn::Last => Labels::Classes(classes),
     };
     Ok(Dataset { x, labels, source: name.to_owned() })
@@ -237,6 +280,18 @@ mod tests {
             let err = parse(text, LabelColumn::Last).unwrap_err();
             assert!(matches!(err, DataError::Empty { .. }), "{text:?}: {err:?}");
         }
+    }
+
+    #[test]
+    fn regression_reads_the_last_column_as_numeric_targets() {
+        let data = read_csv_regression_from("x1,x2,y\n1,2,0.5\n3,4,-1e2\n".as_bytes(), "r.csv").expect("valid");
+        assert_eq!(data.x, Mat::from_fn(2, 2, |i, j| (2 * i + j + 1) as f64));
+        assert_eq!(data.labels, Labels::Numeric(vec![0.5, -100.0]));
+        let err = read_csv_regression_from("1,2,0.5\n3,4,inf\n".as_bytes(), "r.csv").unwrap_err();
+        assert!(matches!(err, DataError::BadTarget { line: 2, field: 3, .. }), "{err:?}");
+        assert_eq!(err.to_string(), "r.csv:2: field 3 \"inf\": the target is not a finite number");
+        let err = read_csv_regression_from("1,2,0.5\n3,4,g\n".as_bytes(), "r.csv").unwrap_err();
+        assert!(matches!(err, DataError::BadTarget { line: 2, .. }), "{err:?}");
     }
 
     #[test]

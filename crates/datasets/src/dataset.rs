@@ -25,6 +25,31 @@ impl Dataset {
     pub fn d(&self) -> usize {
         self.x.ncols()
     }
+
+    /// The regression targets, one per row of `x`, when the labels are [`Labels::Numeric`]
+    /// (the Boston housing, Abalone, LIBSVM and CSV-regression readers and
+    /// [`generate::sinc`](crate::generate::sinc) produce them); `None` otherwise.
+    pub fn targets(&self) -> Option<&[f64]> {
+        match &self.labels {
+            Labels::Numeric(y) => Some(y),
+            Labels::None | Labels::Classes(_) => None,
+        }
+    }
+
+    /// The rows `rows` of this dataset (in that order, repeats allowed) with their labels;
+    /// `source` is this one's followed by `note` in brackets.
+    ///
+    /// # Panics
+    /// If a row index is `>= n`.
+    pub fn select(&self, rows: &[usize], note: &str) -> Dataset {
+        let x = Mat::from_fn(rows.len(), self.d(), |i, j| self.x[(rows[i], j)]);
+        let labels = match &self.labels {
+            Labels::None => Labels::None,
+            Labels::Numeric(v) => Labels::Numeric(rows.iter().map(|&i| v[i]).collect()),
+            Labels::Classes(v) => Labels::Classes(rows.iter().map(|&i| v[i].clone()).collect()),
+        };
+        Dataset { x, labels, source: format!("{} [{note}]", self.source) }
+    }
 }
 
 /// The labels of a [`Dataset`], one per sample when present.
@@ -69,6 +94,18 @@ pub(crate) fn try_zeros(rows: usize, cols: usize, path: &str) -> Result<Mat<f64>
     Ok(x)
 }
 
+/// The `(n, d)` matrix whose rows are the consecutive chunks of `d` entries of `values`
+/// (`values.len() == n d`); [`DataError::TooLarge`] if it cannot be allocated.
+pub(crate) fn from_row_major(values: &[f64], n: usize, d: usize, path: &str) -> Result<Mat<f64>, DataError> {
+    let mut x = try_zeros(n, d, path)?;
+    for (i, row) in values.chunks_exact(d.max(1)).enumerate().take(n) {
+        for (j, &value) in row.iter().enumerate() {
+            x[(i, j)] = value;
+        }
+    }
+    Ok(x)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,6 +122,23 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn select_keeps_rows_and_labels_in_order_and_targets_reads_numeric_labels() {
+        let data = Dataset {
+            x: Mat::from_fn(4, 2, |i, j| (10 * i + j) as f64),
+            labels: Labels::Numeric(vec![0.5, 1.5, 2.5, 3.5]),
+            source: "toy".into(),
+        };
+        let sub = data.select(&[3, 1, 3], "rows 3, 1, 3");
+        assert_eq!(sub.x, Mat::from_fn(3, 2, |i, j| (10 * [3, 1, 3][i] + j) as f64));
+        assert_eq!(sub.targets(), Some(&[3.5, 1.5, 3.5][..]));
+        assert_eq!(sub.source, "toy [rows 3, 1, 3]");
+        let classes = Dataset { labels: Labels::Classes(vec!["a".into(); 4]), ..data.clone() };
+        assert_eq!(classes.targets(), None);
+        assert_eq!(classes.select(&[2], "").labels, Labels::Classes(vec!["a".into()]));
+        assert_eq!(Dataset { labels: Labels::None, ..data }.targets(), None);
     }
 
     #[test]

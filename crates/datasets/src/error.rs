@@ -156,6 +156,61 @@ pub enum DataError {
         found: usize,
     },
 
+    /// A row of a fixed-layout file (Boston housing, Abalone) has the wrong number of fields.
+    #[error("{path}:{line}: {found} fields, expected {expected} ({layout})")]
+    LayoutFieldCount {
+        /// File path or stream name.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// Number of fields the layout has.
+        expected: usize,
+        /// Number of fields on this line.
+        found: usize,
+        /// The layout, e.g. `"Boston housing: 13 features and MEDV"`.
+        layout: &'static str,
+    },
+
+    /// A regression target is not a finite number.
+    #[error("{path}:{line}: field {field} \"{text}\": the target is not a finite number")]
+    BadTarget {
+        /// File path or stream name.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// 1-based field number.
+        field: usize,
+        /// The field text, trimmed.
+        text: String,
+    },
+
+    /// A categorical field holds a value outside its categories (e.g. Abalone's sex `M`/`F`/`I`).
+    #[error("{path}:{line}: field {field} \"{text}\" is not one of {allowed}")]
+    BadCategory {
+        /// File path or stream name.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// 1-based field number.
+        field: usize,
+        /// The field text, trimmed.
+        text: String,
+        /// The accepted values, e.g. `"M, F, I"`.
+        allowed: &'static str,
+    },
+
+    /// Two matrices that must have the same number of features do not (e.g. a test set and
+    /// the training set a standardization was fitted on).
+    #[error("{what}: {found} features, expected {expected}")]
+    WidthMismatch {
+        /// What does not fit, e.g. `"test set (test.csv)"`.
+        what: String,
+        /// The number of features it must have.
+        expected: usize,
+        /// The number it has.
+        found: usize,
+    },
+
     /// A data value is NaN or infinite (including a number too large for `f64`, like `1e400`).
     #[error("{}row {row}, column {col} (0-based) is {value}: data must be finite", location(.path, .line))]
     NonFinite {

@@ -4,7 +4,8 @@
 //! matrices of paper 002 (SVRG-PCA, spec §3.7): [`eigengap`] (Shamir's generator, spec §4.4),
 //! [`gaussian_matrix`] and [`low_rank_plus_noise`]. Those return a [`Generated`]: the data with
 //! one sample per row, so `x` is the transpose of the papers' `A = [a_1 … a_n]` (`d × n`),
-//! plus its singular values when they are known in closed form.
+//! plus its singular values when they are known in closed form. [`sinc`] is paper 004's toy
+//! regression set (spec §6.14), returned as a training and a test set.
 
 use std::f64::consts::TAU;
 
@@ -12,7 +13,7 @@ use faer::Mat;
 use rand::{Rng, RngExt};
 use rand_distr::{Distribution, StandardNormal};
 
-use crate::{DataError, Dataset, Labels};
+use crate::{DataError, Dataset, Labels, TrainTest};
 
 /// A generated test matrix and what is known about it in closed form.
 #[derive(Debug, Clone)]
@@ -79,6 +80,78 @@ pub fn rings<R: Rng + ?Sized>(n: usize, noise: f64, rng: &mut R) -> Dataset {
              in the x-y plane, d = 3"
         ),
     }
+}
+
+/// Half-width of the square `[−5, 5]²` the [`sinc`] inputs are drawn from.
+pub const SINC_HALF_WIDTH: f64 = 5.0;
+
+/// Signal-to-noise ratio of the [`sinc`] training targets, in decibels.
+pub const SINC_SNR_DB: f64 = 10.0;
+
+/// $\operatorname{sinc}(r) = \sin(r)/r$, with $\operatorname{sinc}(0) = 1$.
+fn sinc_of(r: f64) -> f64 {
+    if r == 0.0 { 1.0 } else { r.sin() / r }
+}
+
+/// Paper 004's toy regression set `sinc`: the cardinal sine of the 2-norm of 2-D points.
+///
+/// Inputs are i.i.d. uniform on $[-5, 5]^2$; the clean target of $x$ is
+/// $\operatorname{sinc}(\|x\|_2) = \sin(\|x\|_2)/\|x\|_2$ (1 at the origin). The `n_train`
+/// training targets get white Gaussian noise at 10 dB SNR ([`SINC_SNR_DB`]): noise variance =
+/// (population variance of the `n_train` clean training targets) / 10. The `n_test` test
+/// targets are noise-free. Both sets have shape `(·, 2)` and [`Labels::Numeric`] targets.
+///
+/// Draws from `rng`, in order: the training points (row by row, first then second
+/// coordinate), the `n_train` standard normal noise draws, then the test points.
+///
+/// The box and the meaning of sinc were lost from the paper's text; spec §6.14 fixes them to
+/// $[-5, 5]^2$ and $\sin(r)/r$ (the paper's Table 1 gives kernel width 1 for this set).
+///
+/// # Errors
+/// [`DataError::InvalidParameter`] (`n_train`) if `n_train == 0`.
+///
+/// # References
+/// Paper `004_cadb4dc86f44be57.txt`, Section 5 and Table 1 (`sinc`: 2 features, 1000 train,
+/// 1000 test); `spec/math.md` §6.14.
+pub fn sinc<R: Rng + ?Sized>(n_train: usize, n_test: usize, rng: &mut R) -> Result<TrainTest, DataError> {
+    if n_train == 0 {
+        return Err(invalid("n_train", "need at least one training point, got 0".to_owned()));
+    }
+    let points = |n: usize, rng: &mut R| -> Mat<f64> {
+        let mut x = Mat::zeros(n, 2);
+        for i in 0..n {
+            for j in 0..2 {
+                x[(i, j)] = rng.random_range(-SINC_HALF_WIDTH..SINC_HALF_WIDTH);
+            }
+        }
+        x
+    };
+    let clean = |x: &Mat<f64>| -> Vec<f64> { (0..x.nrows()).map(|i| sinc_of(x[(i, 0)].hypot(x[(i, 1)]))).collect() };
+    let x_train = points(n_train, rng);
+    let mut y_train = clean(&x_train);
+    let mean = y_train.iter().sum::<f64>() / n_train as f64;
+    let signal_var = y_train.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n_train as f64;
+    let noise_sd = (signal_var / 10f64.powf(SINC_SNR_DB / 10.0)).sqrt();
+    for y in &mut y_train {
+        let z: f64 = StandardNormal.sample(rng);
+        *y += noise_sd * z;
+    }
+    let x_test = points(n_test, rng);
+    let y_test = clean(&x_test);
+    let describe = |part: &str, n: usize| {
+        format!(
+            "generate::sinc {part} (n = {n}): y = sin(|x|)/|x| for x uniform on [-5, 5]^2{}",
+            if part == "train" {
+                format!(", plus N(0, {:.3e}) noise (10 dB SNR)", noise_sd * noise_sd)
+            } else {
+                String::new()
+            }
+        )
+    };
+    Ok(TrainTest {
+        train: Dataset { x: x_train, labels: Labels::Numeric(y_train), source: describe("train", n_train) },
+        test: Dataset { x: x_test, labels: Labels::Numeric(y_test), source: describe("test", n_test) },
+    })
 }
 
 /// A matrix of shape `(n, d)` with i.i.d. standard normal entries $\mathcal N(0, 1)$.
@@ -292,6 +365,35 @@ mod tests {
         // Same seed, same data.
         let again = rings(n, noise, &mut Xoshiro256PlusPlus::seed_from_u64(4));
         assert_eq!(again.x, data.x);
+    }
+
+    #[test]
+    fn sinc_targets_inputs_and_noise_level() {
+        let (n, m) = (4000, 500);
+        let data = sinc(n, m, &mut Xoshiro256PlusPlus::seed_from_u64(12)).expect("valid sizes");
+        assert_eq!((data.train.n(), data.train.d(), data.test.n(), data.test.d()), (n, 2, m, 2));
+        let inside = |x: &Mat<f64>| x.col_iter().all(|c| c.iter().all(|v| v.abs() <= SINC_HALF_WIDTH));
+        assert!(inside(&data.train.x) && inside(&data.test.x));
+        // Test targets are exactly sinc(|x|).
+        let y_test = data.test.targets().expect("numeric");
+        for (i, &y) in y_test.iter().enumerate() {
+            let r = data.test.x[(i, 0)].hypot(data.test.x[(i, 1)]);
+            assert_eq!(y, r.sin() / r);
+        }
+        // Training noise: its sample variance over n draws has relative standard error
+        // sqrt(2 / n) ≈ 0.022; allow 5 of them around var(signal) / 10.
+        let y_train = data.train.targets().expect("numeric");
+        let clean: Vec<f64> = (0..n).map(|i| sinc_of(data.train.x[(i, 0)].hypot(data.train.x[(i, 1)]))).collect();
+        let mean = clean.iter().sum::<f64>() / n as f64;
+        let signal = clean.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n as f64;
+        let noise = y_train.iter().zip(&clean).map(|(y, c)| (y - c).powi(2)).sum::<f64>() / n as f64;
+        assert!((noise / (signal / 10.0) - 1.0).abs() < 5.0 * (2.0 / n as f64).sqrt(), "{noise} vs {signal}");
+        // Reproducible; the origin maps to 1.
+        let again = sinc(n, m, &mut Xoshiro256PlusPlus::seed_from_u64(12)).expect("valid");
+        assert_eq!((again.train.x, again.test.labels), (data.train.x, data.test.labels));
+        assert_eq!(sinc_of(0.0), 1.0);
+        assert!(matches!(sinc(0, 5, &mut seeded(0)), Err(DataError::InvalidParameter { name: "n_train", .. })));
+        assert_eq!(sinc(3, 0, &mut seeded(0)).expect("no test points").test.n(), 0);
     }
 
     #[test]

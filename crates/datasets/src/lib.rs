@@ -6,31 +6,44 @@
 //! non-finite values with a [`DataError`] that names the file, the line and the field.
 //!
 //! - [`read_libsvm`]: LIBSVM / svmlight sparse text (`label index:value ...`).
-//! - [`read_csv`], [`read_magic`]: comma-separated UCI files with an optional class column.
+//! - [`read_csv`], [`read_magic`]: comma-separated UCI files with an optional class column;
+//!   [`read_csv_regression`]: the same with a numeric target in the last column.
+//! - [`read_housing`], [`read_abalone`]: the Boston housing and Abalone regression sets (paper
+//!   004), with numeric targets.
 //! - [`read_mnist`]: the MNIST digits from their original IDX files (gzipped or not).
 //! - [`write_npy_matrix`], [`write_npy_vector`], [`read_npy_matrix`]: NumPy `.npy` files.
 //! - [`stream_rows`]: the same formats one sample at a time, for the streaming solvers.
-//! - [`standardize`]: zero mean, unit population variance per column.
-//! - [`generate`]: synthetic data ([`generate::rings`], [`generate::gaussian`]) and paper 002's
+//! - [`standardize`]: zero mean, unit population variance per column;
+//!   [`Standardization::apply`] reuses training statistics on a test set.
+//! - [`random_split`], [`Split`], [`TrainTest`]: seeded train/test partitions.
+//! - [`generate`]: synthetic data ([`generate::rings`], [`generate::gaussian`],
+//!   [`generate::sinc`] of paper 004) and paper 002's
 //!   test matrices ([`generate::eigengap`], [`generate::gaussian_matrix`],
 //!   [`generate::low_rank_plus_noise`]).
 
+mod abalone;
 mod csv;
 mod dataset;
 mod error;
+mod fields;
 pub mod generate;
+mod housing;
 mod libsvm;
 mod lines;
 mod mnist;
 mod npy;
+mod split;
 mod standardize;
 mod stream;
 
-pub use csv::{LabelColumn, read_csv, read_csv_from, read_magic};
+pub use abalone::{ABALONE_COLUMNS, read_abalone, read_abalone_from};
+pub use csv::{LabelColumn, read_csv, read_csv_from, read_csv_regression, read_csv_regression_from, read_magic};
 pub use dataset::{Dataset, Labels, check_finite};
 pub use error::DataError;
+pub use housing::{HOUSING_FEATURES, read_housing, read_housing_from};
 pub use libsvm::{read_libsvm, read_libsvm_from};
 pub use mnist::{MnistSplit, read_mnist};
-pub use npy::{read_npy_matrix, write_npy_matrix, write_npy_vector};
+pub use npy::{read_npy_matrix, write_npy_indices, write_npy_matrix, write_npy_vector};
+pub use split::{Split, TrainTest, random_split};
 pub use standardize::{Standardization, standardize};
 pub use stream::{RowFormat, RowStream, stream_rows};

@@ -34,6 +34,21 @@ pub fn write_npy_vector(path: &Path, v: &[f64]) -> Result<(), DataError> {
     write_npy(path, &format!("({},)", v.len()), v.iter().copied())
 }
 
+/// Writes the indices `v` to `path` as a 1-D int64 `.npy` file of shape `(len,)` (dtype
+/// `'<i8'`), readable by `numpy.load`; e.g. the landmark rows chosen by a solver.
+///
+/// # Errors
+/// [`DataError::Io`] if the file cannot be created or written; [`DataError::InvalidParameter`]
+/// (`indices`) if an index does not fit in an `i64`.
+pub fn write_npy_indices(path: &Path, v: &[usize]) -> Result<(), DataError> {
+    let values = v
+        .iter()
+        .map(|&i| i64::try_from(i))
+        .collect::<Result<Vec<i64>, _>>()
+        .map_err(|_| DataError::InvalidParameter { name: "indices", reason: "an index exceeds i64::MAX".into() })?;
+    write_npy_bytes(path, "<i8", &format!("({},)", v.len()), values.iter().map(|i| i.to_le_bytes()))
+}
+
 /// Reads a 2-D float64 `.npy` file, in C or Fortran order and either byte order, into a
 /// matrix of the stored shape `(nrows, ncols)`.
 ///
@@ -78,10 +93,11 @@ pub fn read_npy_matrix(path: &Path) -> Result<Mat<f64>, DataError> {
     Ok(x)
 }
 
-/// The bytes before the data: magic, version 1.0, header length and the padded header.
-fn header(shape: &str) -> Vec<u8> {
+/// The bytes before the data: magic, version 1.0, header length and the padded header, for
+/// dtype `descr` (e.g. `<f8`).
+fn header(descr: &str, shape: &str) -> Vec<u8> {
     const MAGIC: &[u8] = b"\x93NUMPY\x01\x00";
-    let dict = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': {shape}, }}");
+    let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
     // magic + version (8 bytes) + u16 length + dict + padding + '\n' is a multiple of 64.
     let unpadded = MAGIC.len() + 2 + dict.len() + 1;
     let len = dict.len() + unpadded.next_multiple_of(64) - unpadded + 1;
@@ -96,12 +112,22 @@ fn header(shape: &str) -> Vec<u8> {
 
 /// Writes the header for `shape` (a Python tuple) and then `values` as little-endian f64.
 fn write_npy(path: &Path, shape: &str, values: impl IntoIterator<Item = f64>) -> Result<(), DataError> {
+    write_npy_bytes(path, "<f8", shape, values.into_iter().map(f64::to_le_bytes))
+}
+
+/// Writes the header for dtype `descr` and `shape`, then the little-endian bytes of each value.
+fn write_npy_bytes(
+    path: &Path,
+    descr: &str,
+    shape: &str,
+    values: impl IntoIterator<Item = [u8; 8]>,
+) -> Result<(), DataError> {
     let name = path.display().to_string();
     let io_error = |e| DataError::io(&name, e);
     let mut out = BufWriter::new(File::create(path).map_err(io_error)?);
-    out.write_all(&header(shape)).map_err(io_error)?;
-    for value in values {
-        out.write_all(&value.to_le_bytes()).map_err(io_error)?;
+    out.write_all(&header(descr, shape)).map_err(io_error)?;
+    for bytes in values {
+        out.write_all(&bytes).map_err(io_error)?;
     }
     out.flush().map_err(io_error)
 }
@@ -193,6 +219,18 @@ mod tests {
         // A 1-D file is not a matrix.
         let err = read_npy_matrix(&file.0).unwrap_err();
         assert!(matches!(err, DataError::Npy { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn indices_are_int64() {
+        let file = TempFile::new("indices");
+        write_npy_indices(&file.0, &[3, 0, 41]).expect("write");
+        let bytes = std::fs::read(&file.0).expect("read back");
+        let (text, offset) = header_text(&bytes);
+        assert_eq!(offset % 64, 0);
+        assert_eq!(text.trim_end(), "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }");
+        let npy = npyz::NpyFile::new(&bytes[..]).expect("npyz parses it");
+        assert_eq!(npy.into_vec::<i64>().expect("data"), vec![3, 0, 41]);
     }
 
     #[test]

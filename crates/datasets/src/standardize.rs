@@ -2,6 +2,8 @@
 
 use faer::Mat;
 
+use crate::DataError;
+
 /// Per-column statistics removed by [`standardize`]: `x_std[i][j] = (x[i][j] - mean[j]) / scale[j]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Standardization {
@@ -9,6 +11,31 @@ pub struct Standardization {
     pub mean: Vec<f64>,
     /// Column population standard deviations (`ddof = 0`), length `d`; 1.0 for constant columns.
     pub scale: Vec<f64>,
+}
+
+impl Standardization {
+    /// Applies these statistics to `x`, shape `(m, d)`, in place:
+    /// `x[i][j] ← (x[i][j] − mean[j]) / scale[j]`. This is how a test set is standardized with
+    /// the statistics of its training set (fit on the training split only, so that nothing
+    /// about the test targets or features leaks into the model).
+    ///
+    /// # Errors
+    /// [`DataError::WidthMismatch`] if `x` does not have `d = mean.len()` columns (nothing is
+    /// changed then).
+    pub fn apply(&self, x: &mut Mat<f64>) -> Result<(), DataError> {
+        if x.ncols() != self.mean.len() {
+            return Err(DataError::WidthMismatch {
+                what: "data to standardize with fitted statistics".into(),
+                expected: self.mean.len(),
+                found: x.ncols(),
+            });
+        }
+        for j in 0..x.ncols() {
+            let (m, s) = (self.mean[j], self.scale[j]);
+            x.col_as_slice_mut(j).iter_mut().for_each(|v| *v = (*v - m) / s);
+        }
+        Ok(())
+    }
 }
 
 /// Standardizes the columns of `x`, shape `(n, d)`, in place: subtracts each column's mean
@@ -98,6 +125,24 @@ mod tests {
         assert!((s.mean[0] - 0.1).abs() < 1e-16 && s.mean[2] == -3.0);
         assert!(x.col_as_slice(0).iter().chain(x.col_as_slice(2)).all(|&v| v == 0.0));
         assert!(s.scale[1] > 0.0);
+    }
+
+    #[test]
+    fn apply_reuses_the_fitted_statistics() {
+        let mut train = Mat::from_fn(4, 2, |i, j| (i + 1) as f64 * (j + 1) as f64);
+        let s = standardize(&mut train);
+        // Applying to the training data again gives the standardized training data.
+        let mut again = Mat::from_fn(4, 2, |i, j| (i + 1) as f64 * (j + 1) as f64);
+        s.apply(&mut again).expect("same width");
+        assert!((&again - &train).norm_max() < 1e-15);
+        // A new row: (x - mean) / scale with the training statistics, not its own.
+        let mut test = Mat::from_fn(1, 2, |_, j| 10.0 * (j + 1) as f64);
+        s.apply(&mut test).expect("same width");
+        assert!((test[(0, 0)] - (10.0 - 2.5) / 1.25f64.sqrt()).abs() < 1e-14);
+        assert!((test[(0, 1)] - (20.0 - 5.0) / 5.0f64.sqrt()).abs() < 1e-14);
+        let mut wrong = Mat::<f64>::zeros(2, 3);
+        let err = s.apply(&mut wrong).unwrap_err();
+        assert!(matches!(err, DataError::WidthMismatch { expected: 2, found: 3, .. }), "{err:?}");
     }
 
     #[test]

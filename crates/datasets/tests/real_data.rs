@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use faer::Side;
-use stolr_datasets::{Labels, MnistSplit, read_libsvm, read_magic, read_mnist};
+use stolr_datasets::{Labels, MnistSplit, read_abalone, read_housing, read_libsvm, read_magic, read_mnist};
 
 fn shared_data(file: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data").join(file)
@@ -102,4 +102,33 @@ fn mnist_sslev_matches_paper_002_table_8_with_pixels_over_255() {
     eprintln!("MNIST / 255 sslev: r = 3: {:.4}, r = 6: {:.4}", sslev(3), sslev(6));
     assert!((sslev(3) - 1803.8504).abs() < 1e-3, "r = 3: {}", sslev(3));
     assert!((sslev(6) - 1958.1236).abs() < 1e-3, "r = 6: {}", sslev(6));
+}
+
+#[test]
+#[ignore = "needs shared/data/boston_housing beside the repository"]
+fn boston_housing_reads_as_506_by_13() {
+    let data = read_housing(&shared_data("boston_housing/housing.data")).expect("housing reads");
+    assert_eq!((data.n(), data.d()), (506, 13));
+    let medv = data.targets().expect("numeric targets");
+    // PROVENANCE.md: mean MEDV = 22.5328.
+    let mean = medv.iter().sum::<f64>() / 506.0;
+    assert!((mean - 22.5328).abs() < 5e-5, "mean MEDV {mean}");
+    let first = [0.00632, 18.0, 2.31, 0.0, 0.538, 6.575, 65.2, 4.09, 1.0, 296.0, 15.3, 396.9, 4.98];
+    assert!((0..13).all(|j| data.x[(0, j)] == first[j]));
+    assert_eq!(medv[0], 24.0);
+}
+
+#[test]
+#[ignore = "needs shared/data/abalone beside the repository"]
+fn abalone_reads_as_4177_by_10() {
+    let data = read_abalone(&shared_data("abalone/abalone.data")).expect("abalone reads");
+    assert_eq!((data.n(), data.d()), (4177, 10));
+    // PROVENANCE.md: M 1528, F 1307, I 1342, one-hot in columns 0..3.
+    let count = |j: usize| (0..data.n()).filter(|&i| data.x[(i, j)] == 1.0).count();
+    assert_eq!((count(0), count(1), count(2)), (1528, 1307, 1342));
+    assert!((0..data.n()).all(|i| data.x[(i, 0)] + data.x[(i, 1)] + data.x[(i, 2)] == 1.0));
+    // First row: M,0.455,0.365,0.095,0.514,0.2245,0.101,0.15,15
+    let first = [1.0, 0.0, 0.0, 0.455, 0.365, 0.095, 0.514, 0.2245, 0.101, 0.15];
+    assert!((0..10).all(|j| data.x[(0, j)] == first[j]));
+    assert_eq!(data.targets().expect("numeric targets")[0], 15.0);
 }

@@ -17,7 +17,7 @@
 //! Kernel regression: [`Slkl`] (stochastic low-rank kernel learning, coordinate descent on a
 //! conical combination of rank-1 Nyström kernels, paper `004_cadb4dc86f44be57.txt`) and its
 //! baselines [`krr`] (KRR_n), [`krr_subset`] (KRR_M) and [`unif`] (Unif); all predict through a
-//! [`KernelExpansion`].
+//! [`KernelExpansion`]. [`select_nu`] chooses SLKL's (or Unif's) ν by hold-out validation.
 //!
 //! Every iterative solver is config (validated once) + state + `step`; a `run` loop calls
 //! `step` until a [`Stop`] reason and reports each iteration to an [`Observer`], so the CLI's
@@ -34,6 +34,7 @@ mod incremental_pca;
 mod kha;
 mod krr;
 mod msg;
+mod nu_selection;
 mod nystrom;
 mod observer;
 mod oja;
@@ -53,6 +54,7 @@ pub use incremental_pca::IncrementalPca;
 pub use kha::{Kha, KhaConfig};
 pub use krr::{KrrConfig, UnifConfig, UnifModel, UniformWeight, krr, krr_subset, unif};
 pub use msg::{Msg, MsgConfig};
+pub use nu_selection::{NuCandidate, NuModel, NuSelection, log_grid, mean_squared_error, select_nu};
 pub use nystrom::{NystromConfig, nystrom_kpca};
 pub use observer::{IterationReport, Observer, Stop};
 pub use oja::Oja;

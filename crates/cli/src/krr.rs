@@ -1,0 +1,594 @@
+//! `stolr krr`: kernel ridge regression by SLKL (paper 004) or a baseline, trained on a training
+//! set and scored on a test set.
+//!
+//! Data: a file split at random (`--input --format --test-size`), two files (`--train --test`)
+//! or the built-in `sinc` set (paper 004's toy problem, the default). Features are standardized
+//! with the training statistics (files only). The Gaussian kernel width is σ = 1 for sinc
+//! (paper 004, Table 1) and the 20th percentile of the training distances otherwise.
+//!
+//! Random streams (`rng::stream(seed, i)`): 0 sinc data, 1 train/test split, 2 width rule,
+//! 3 landmarks `J`, 4 SLKL's coordinate order, 5 the hold-out split and fits of `--nu auto`.
+//! `J` comes from stream 3 alone, so `slkl`, `krr-subset` and `uniform` use the same landmarks
+//! for the same seed and data.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use faer::{Mat, MatRef};
+use serde_json::{Value, json};
+use stolr_datasets::{
+    Dataset, Standardization, TrainTest, generate, random_split, read_abalone, read_csv_regression, read_housing,
+    read_libsvm, write_npy_indices, write_npy_vector,
+};
+use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, Kernel, bandwidth_rule};
+use stolr_solvers::{
+    ColumnMode, CoordinateRule, KernelExpansion, KrrConfig, NuModel, NuSelection, Slkl, SlklConfig, UnifConfig,
+    UniformWeight, krr, krr_subset, log_grid, mean_squared_error, select_landmarks, select_nu, unif,
+};
+
+use crate::memory::peak_rss_bytes;
+use crate::rng::stream;
+
+/// Random stream of the generated data.
+const STREAM_DATA: u32 = 0;
+/// Random stream of the train/test split.
+const STREAM_SPLIT: u32 = 1;
+/// Random stream of the width rule's sampled pairs.
+const STREAM_SIGMA: u32 = 2;
+/// Random stream of the landmarks `J`.
+const STREAM_LANDMARKS: u32 = 3;
+/// Random stream of SLKL's coordinate order.
+const STREAM_COORDINATES: u32 = 4;
+/// Random stream of `--nu auto` (hold-out split, then the validation fits).
+const STREAM_NU: u32 = 5;
+
+/// Fraction of the training set held out by `--nu auto`.
+const NU_HOLDOUT: f64 = 0.2;
+/// `--nu auto` grid: 10^-4 … 10^1, two points per decade (spec §6.14).
+const NU_GRID: (i32, i32, usize) = (-4, 1, 2);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KrrSolver {
+    /// Stochastic low-rank kernel learning (paper 004): sparse conical combination of M rank-1
+    /// Nyström kernels, fitted by coordinate descent.
+    Slkl,
+    /// KRR_n: kernel ridge regression on all n training points (dense n × n Cholesky; memory
+    /// about 16·n² bytes).
+    Krr,
+    /// KRR_M: kernel ridge regression on the M landmarks only.
+    KrrSubset,
+    /// Unif: KRR with uniform weights on the M rank-1 kernels (the best common weight for ν).
+    Uniform,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KrrFormat {
+    /// UCI abalone.data: sex (M/F/I, one-hot), 7 measurements, target Rings.
+    Abalone,
+    /// UCI housing.data (Boston): 13 whitespace-separated features, target MEDV.
+    Housing,
+    /// Comma-separated numbers; the last column is the target.
+    Csv,
+    /// LIBSVM/svmlight text; the label is the target.
+    Libsvm,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KrrGenerator {
+    /// Paper 004's sinc: y = sin(|x|)/|x| on [-5, 5]², 10 dB noise on the training targets.
+    Sinc,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RuleArg {
+    /// Exact coordinate minimiser (never increases the objective).
+    Exact,
+    /// The paper's projected Newton step (Proposition 1).
+    Newton,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColumnsArg {
+    /// The M landmark columns computed once (memory 8·n·M bytes).
+    Precomputed,
+    /// Columns computed when needed; only the active ones are kept.
+    OnTheFly,
+}
+
+/// Arguments of `stolr krr`.
+#[derive(Debug, Args)]
+#[command(allow_negative_numbers = true)]
+pub struct KrrArgs {
+    /// Solver.
+    #[arg(long, value_enum, default_value = "slkl")]
+    solver: KrrSolver,
+    /// One data file, split at random into training and test sets (needs --format and
+    /// --test-size).
+    #[arg(long)]
+    input: Option<PathBuf>,
+    /// Training data file (needs --test and --format).
+    #[arg(long)]
+    train: Option<PathBuf>,
+    /// Test data file (needs --train and --format).
+    #[arg(long)]
+    test: Option<PathBuf>,
+    /// Format of the data files. csv: the last column is the target; libsvm: the label is the
+    /// target (a narrower LIBSVM test file is padded with zero features).
+    #[arg(long, value_enum)]
+    format: Option<KrrFormat>,
+    /// Number of test rows of the random split of --input (the split depends on --seed only).
+    #[arg(long)]
+    test_size: Option<usize>,
+    /// Built-in generated data (the default when no file is given).
+    #[arg(long, value_enum)]
+    generate: Option<KrrGenerator>,
+    /// Generated training points.
+    #[arg(long, default_value_t = 1000)]
+    n_train: usize,
+    /// Generated test points.
+    #[arg(long, default_value_t = 1000)]
+    n_test: usize,
+    /// Number of landmarks M (slkl, krr-subset, uniform), at most the number of training points.
+    #[arg(long, default_value_t = 100)]
+    landmarks: usize,
+    /// Ridge λ > 0 (paper 004 fixes λ = 1: only λν matters).
+    #[arg(long, default_value_t = 1.0)]
+    lambda: f64,
+    /// Sparsity penalty ν > 0 of SLKL (and of Unif's common weight): a number, or `auto` for
+    /// hold-out validation (20% of the training set) over 10^-4 … 10^1, two points per decade.
+    #[arg(long, default_value = "auto")]
+    nu: String,
+    /// Gaussian kernel width: a number, or `auto` (sinc: 1 as in paper 004; files: the
+    /// --sigma-percentile percentile of the pairwise distances of the standardized training
+    /// features).
+    #[arg(long, default_value = "auto")]
+    sigma: String,
+    /// Percentile of the width rule of --sigma auto.
+    #[arg(long, default_value_t = 20.0)]
+    sigma_percentile: f64,
+    /// Use the features of data files as they are (default: standardize them with the
+    /// training set's mean and standard deviation). Generated sinc data are never standardized.
+    #[arg(long)]
+    no_standardize: bool,
+    /// SLKL coordinate update rule.
+    #[arg(long, value_enum, default_value = "exact")]
+    rule: RuleArg,
+    /// SLKL stopping tolerance ε: stop after an epoch whose largest KKT violation is ≤ ε·ν.
+    #[arg(long, default_value_t = 1e-3)]
+    epsilon: f64,
+    /// SLKL maximum number of epochs (one epoch visits the M landmarks once).
+    #[arg(long, default_value_t = 1000)]
+    max_epochs: usize,
+    /// Where SLKL's kernel columns come from.
+    #[arg(long, value_enum, default_value = "precomputed")]
+    columns: ColumnsArg,
+    /// KRR_n refuses kernel matrices larger than this (GiB).
+    #[arg(long, default_value_t = 16.0)]
+    max_kernel_gib: f64,
+    /// Seed of every random choice (data, split, width pairs, landmarks, coordinate order, ν).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Output directory for predictions.npy, landmarks.npy, weights.npy, coefficients.npy and
+    /// report.json.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// The training and test sets and how they were obtained.
+struct Prepared {
+    data: TrainTest,
+    origin: &'static str,
+    format: String,
+    standardization: Option<Standardization>,
+}
+
+fn read(path: &Path, format: KrrFormat) -> Result<Dataset> {
+    let data = match format {
+        KrrFormat::Abalone => read_abalone(path),
+        KrrFormat::Housing => read_housing(path),
+        KrrFormat::Csv => read_csv_regression(path),
+        KrrFormat::Libsvm => read_libsvm(path),
+    }
+    .with_context(|| format!("cannot read {}", path.display()))?;
+    if data.targets().is_none() {
+        bail!("{}: no numeric targets", path.display());
+    }
+    Ok(data)
+}
+
+/// `data` with zero columns appended up to width `d`.
+fn pad_columns(data: Dataset, d: usize) -> Dataset {
+    let x = Mat::from_fn(data.n(), d, |i, j| if j < data.d() { data.x[(i, j)] } else { 0.0 });
+    Dataset { x, ..data }
+}
+
+fn prepare(args: &KrrArgs) -> Result<Prepared> {
+    let format_name = |f: KrrFormat| format!("{f:?}").to_lowercase();
+    let files = args.input.is_some() || args.train.is_some() || args.test.is_some();
+    if args.input.is_some() && (args.train.is_some() || args.test.is_some()) {
+        bail!("give either --input (with --test-size) or --train and --test, not both");
+    }
+    if files && args.generate.is_some() {
+        bail!("--generate cannot be combined with data files");
+    }
+    if args.train.is_some() != args.test.is_some() {
+        bail!("--train and --test go together");
+    }
+    let (data, origin, format) = match (&args.input, &args.train, &args.test) {
+        (Some(input), _, _) => {
+            let format = args.format.context("--input needs --format abalone|housing|csv|libsvm")?;
+            let test_size = args.test_size.context("--input needs --test-size N")?;
+            let data = read(input, format)?;
+            let split = random_split(data.n(), test_size, &mut stream(args.seed, STREAM_SPLIT))
+                .with_context(|| format!("cannot split the {} rows of {}", data.n(), input.display()))?;
+            (split.apply(&data)?, "file, random split", format_name(format))
+        }
+        (None, Some(train), Some(test)) => {
+            let format = args.format.context("--train/--test need --format abalone|housing|csv|libsvm")?;
+            if args.test_size.is_some() {
+                bail!("--test-size applies to --input only, not to --train/--test");
+            }
+            let (mut a, mut b) = (read(train, format)?, read(test, format)?);
+            if format == KrrFormat::Libsvm && b.d() < a.d() {
+                // LIBSVM files are as wide as their largest index: missing features are zeros.
+                let d = a.d();
+                b = pad_columns(b, d);
+            } else if format == KrrFormat::Libsvm && a.d() < b.d() {
+                bail!(
+                    "the test file {} has features up to index {} but the training file {} only up to {}",
+                    test.display(),
+                    b.d(),
+                    train.display(),
+                    a.d()
+                );
+            }
+            a.source = train.display().to_string();
+            b.source = test.display().to_string();
+            (TrainTest::new(a, b)?, "files", format_name(format))
+        }
+        (None, _, _) => {
+            if args.format.is_some() || args.test_size.is_some() {
+                bail!("--format and --test-size need --input (or --train and --test)");
+            }
+            let KrrGenerator::Sinc = args.generate.unwrap_or(KrrGenerator::Sinc);
+            let data = generate::sinc(args.n_train, args.n_test, &mut stream(args.seed, STREAM_DATA))?;
+            if data.test.n() == 0 {
+                bail!("--n-test must be at least 1");
+            }
+            (data, "generated", "sinc".to_owned())
+        }
+    };
+    let mut data = data;
+    let standardization = if origin != "generated" && !args.no_standardize { Some(data.standardize()?) } else { None };
+    Ok(Prepared { data, origin, format, standardization })
+}
+
+fn targets(d: &Dataset) -> &[f64] {
+    d.targets().expect("readers and the generator give numeric targets")
+}
+
+/// The kernel width and how it was chosen.
+fn sigma(args: &KrrArgs, prepared: &Prepared) -> Result<(f64, String)> {
+    if args.sigma != "auto" {
+        let s: f64 =
+            args.sigma.parse().with_context(|| format!("--sigma must be 'auto' or a number, got '{}'", args.sigma))?;
+        if !(s.is_finite() && s > 0.0) {
+            bail!("--sigma must be positive and finite, got {s}");
+        }
+        return Ok((s, "given".into()));
+    }
+    if prepared.origin == "generated" {
+        return Ok((1.0, "auto: 1, paper 004's width for sinc (Table 1)".into()));
+    }
+    let x = prepared.data.train.x.as_ref();
+    let s = bandwidth_rule(x, args.sigma_percentile, DEFAULT_BANDWIDTH_PAIRS, &mut stream(args.seed, STREAM_SIGMA))
+        .context("cannot choose the kernel width")?;
+    Ok((
+        s,
+        format!(
+            "auto: {}th percentile of the pairwise Euclidean distances of the {} training features",
+            args.sigma_percentile,
+            if prepared.standardization.is_some() { "standardized" } else { "raw" }
+        ),
+    ))
+}
+
+fn slkl_config(args: &KrrArgs, nu: f64, landmarks: usize) -> SlklConfig {
+    SlklConfig {
+        lambda: args.lambda,
+        nu,
+        landmarks,
+        rule: match args.rule {
+            RuleArg::Exact => CoordinateRule::Exact,
+            RuleArg::Newton => CoordinateRule::Newton,
+        },
+        epsilon: args.epsilon,
+        max_epochs: args.max_epochs,
+        column_mode: match args.columns {
+            ColumnsArg::Precomputed => ColumnMode::Precomputed,
+            ColumnsArg::OnTheFly => ColumnMode::OnTheFly,
+        },
+    }
+}
+
+/// ν by hold-out validation on the training set (SLKL or Unif).
+fn validate_nu(args: &KrrArgs, x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel) -> Result<NuSelection> {
+    let n = x.nrows();
+    let holdout = ((n as f64 * NU_HOLDOUT).round() as usize).clamp(1, n.saturating_sub(2).max(1));
+    if n < 3 {
+        bail!("--nu auto needs at least 3 training points, got {n}; give --nu");
+    }
+    let mut rng = stream(args.seed, STREAM_NU);
+    let split = random_split(n, holdout, &mut rng)?;
+    let sub = |rows: &[usize]| Mat::from_fn(rows.len(), x.ncols(), |i, j| x[(rows[i], j)]);
+    let (x_fit, x_val) = (sub(&split.train), sub(&split.test));
+    let y_fit: Vec<f64> = split.train.iter().map(|&i| y[i]).collect();
+    let y_val: Vec<f64> = split.test.iter().map(|&i| y[i]).collect();
+    let m = args.landmarks.min(split.train.len());
+    let model = if args.solver == KrrSolver::Uniform { NuModel::Unif } else { NuModel::Slkl };
+    let grid = log_grid(NU_GRID.0, NU_GRID.1, NU_GRID.2);
+    let config = slkl_config(args, grid[0], m);
+    Ok(select_nu(x_fit.as_ref(), &y_fit, x_val.as_ref(), &y_val, kernel, &config, model, &grid, &rng)?)
+}
+
+/// What a fit produced, for the outputs and the report.
+struct Fitted {
+    expansion: KernelExpansion,
+    landmarks: Option<Vec<usize>>,
+    weights: Option<Vec<f64>>,
+    result: Value,
+}
+
+fn check_args(args: &KrrArgs, n: usize) -> Result<()> {
+    if !(args.lambda.is_finite() && args.lambda > 0.0) {
+        bail!("--lambda must be positive and finite, got {}", args.lambda);
+    }
+    if args.solver != KrrSolver::Krr && (args.landmarks == 0 || args.landmarks > n) {
+        bail!("--landmarks must be between 1 and the number of training points n = {n}, got {}", args.landmarks);
+    }
+    if !(args.epsilon.is_finite() && args.epsilon >= 0.0) {
+        bail!("--epsilon must be finite and >= 0, got {}", args.epsilon);
+    }
+    if args.max_epochs == 0 {
+        bail!("--max-epochs must be at least 1");
+    }
+    if !(args.max_kernel_gib.is_finite() && args.max_kernel_gib > 0.0) {
+        bail!("--max-kernel-gib must be positive, got {}", args.max_kernel_gib);
+    }
+    Ok(())
+}
+
+/// `Some(ν)` for a given number, `None` for `auto`.
+fn parse_nu(text: &str) -> Result<Option<f64>> {
+    if text == "auto" {
+        return Ok(None);
+    }
+    let nu: f64 = text.parse().with_context(|| format!("--nu must be 'auto' or a number, got '{text}'"))?;
+    if !nu.is_finite() || nu < 0.0 {
+        bail!("--nu must be positive and finite, got {nu}");
+    }
+    if nu == 0.0 {
+        bail!("--nu must be > 0: with nu = 0 the objective (14) decreases without bound as the weights grow");
+    }
+    Ok(Some(nu))
+}
+
+fn fit(args: &KrrArgs, x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel, nu: f64) -> Result<Fitted> {
+    let krr_config =
+        KrrConfig { lambda: args.lambda, max_kernel_bytes: (args.max_kernel_gib * (1u64 << 30) as f64) as u128 };
+    let objective_of = |expansion: &KernelExpansion, y: &[f64]| {
+        args.lambda * expansion.coefficients().iter().zip(y).map(|(a, b)| a * b).sum::<f64>()
+    };
+    Ok(match args.solver {
+        KrrSolver::Slkl => {
+            let mut solver = Slkl::new(
+                x,
+                y,
+                kernel,
+                slkl_config(args, nu, args.landmarks),
+                &mut stream(args.seed, STREAM_LANDMARKS),
+            )?;
+            let model = solver.run(&mut stream(args.seed, STREAM_COORDINATES), &mut ())?;
+            let result = json!({
+                "objective": model.objective,
+                "objective_definition": "F(mu) = lambda y^T (lambda I + K_mu)^-1 y + nu sum(mu), paper 004 (14)",
+                "sparsity": model.sparsity(),
+                "centres": model.expansion.len(),
+                "iterations": model.iterations,
+                "epochs": model.epochs,
+                "stop_reason": model.stop.to_string(),
+                "kkt_violation": model.kkt_violation,
+                "kkt_threshold": args.epsilon * nu,
+            });
+            Fitted {
+                landmarks: Some(model.selected.clone()),
+                weights: Some(model.weights.clone()),
+                expansion: model.expansion,
+                result,
+            }
+        }
+        KrrSolver::Uniform => {
+            let landmarks = select_landmarks(x.nrows(), args.landmarks, &mut stream(args.seed, STREAM_LANDMARKS))?;
+            let config = UnifConfig { lambda: args.lambda, nu, weight: UniformWeight::Optimal };
+            let model = unif(x, y, kernel, &config, &landmarks)?;
+            let result = json!({
+                "objective": model.objective,
+                "objective_definition": "F(c 1) of paper 004 (14) at the best common weight c",
+                "uniform_weight": model.weight,
+                "sparsity": model.expansion.len(),
+                "centres": model.expansion.len(),
+            });
+            Fitted {
+                weights: Some(vec![model.weight; landmarks.len()]),
+                landmarks: Some(landmarks),
+                expansion: model.expansion,
+                result,
+            }
+        }
+        KrrSolver::KrrSubset => {
+            let landmarks = select_landmarks(x.nrows(), args.landmarks, &mut stream(args.seed, STREAM_LANDMARKS))?;
+            let expansion = krr_subset(x, y, kernel, &krr_config, &landmarks)?;
+            let y_j: Vec<f64> = landmarks.iter().map(|&i| y[i]).collect();
+            let result = json!({
+                "objective": objective_of(&expansion, &y_j),
+                "objective_definition": "lambda y_J^T (K_JJ + lambda I)^-1 y_J, paper 004 (9) on the landmarks",
+                "centres": expansion.len(),
+            });
+            Fitted { expansion, landmarks: Some(landmarks), weights: None, result }
+        }
+        KrrSolver::Krr => {
+            let expansion = krr(x, y, kernel, &krr_config)?;
+            let result = json!({
+                "objective": objective_of(&expansion, y),
+                "objective_definition": "lambda y^T (K + lambda I)^-1 y, paper 004 (9)",
+                "centres": expansion.len(),
+            });
+            Fitted { expansion, landmarks: None, weights: None, result }
+        }
+    })
+}
+
+/// Runs `stolr krr`.
+pub fn run(args: KrrArgs) -> Result<()> {
+    let total = Instant::now();
+    let given_nu = parse_nu(&args.nu)?;
+    let prepared = prepare(&args)?;
+    let read_time = total.elapsed();
+    let (train, test) = (&prepared.data.train, &prepared.data.test);
+    if train.d() == 0 {
+        bail!("the training set has no features");
+    }
+    check_args(&args, train.n())?;
+    let (x, y) = (train.x.as_ref(), targets(train));
+
+    let t_sigma = Instant::now();
+    let (sigma, sigma_source) = sigma(&args, &prepared)?;
+    let kernel = Kernel::Gaussian { sigma };
+    let sigma_time = t_sigma.elapsed();
+
+    let uses_nu = matches!(args.solver, KrrSolver::Slkl | KrrSolver::Uniform);
+    let t_nu = Instant::now();
+    let (nu, nu_source, validation) = match (given_nu, uses_nu) {
+        (Some(nu), _) => (Some(nu), "given", None),
+        (None, true) => {
+            let sel = validate_nu(&args, x, y, &kernel)?;
+            (Some(sel.nu), "auto: hold-out validation on the training set", Some(sel))
+        }
+        (None, false) => (None, "not used", None),
+    };
+    let nu_time = t_nu.elapsed();
+
+    let t_fit = Instant::now();
+    let fitted = fit(&args, x, y, &kernel, nu.unwrap_or(f64::NAN))?;
+    let fit_time = t_fit.elapsed();
+
+    let t_predict = Instant::now();
+    let predictions: Vec<f64> = fitted.expansion.predict(test.x.as_ref())?.iter().copied().collect();
+    let predict_time = t_predict.elapsed();
+    let train_predictions: Vec<f64> = fitted.expansion.predict(x)?.iter().copied().collect();
+    let test_mse = mean_squared_error(&predictions, targets(test));
+    let train_mse = mean_squared_error(&train_predictions, y);
+
+    let mut outputs = Vec::new();
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        write_npy_vector(&dir.join("predictions.npy"), &predictions)?;
+        write_npy_vector(&dir.join("coefficients.npy"), fitted.expansion.coefficients())?;
+        outputs = vec!["predictions.npy", "coefficients.npy"];
+        if let Some(landmarks) = &fitted.landmarks {
+            write_npy_indices(&dir.join("landmarks.npy"), landmarks)?;
+            outputs.push("landmarks.npy");
+        }
+        if let Some(weights) = &fitted.weights {
+            write_npy_vector(&dir.join("weights.npy"), weights)?;
+            outputs.push("weights.npy");
+        }
+        outputs.push("report.json");
+    }
+    let peak = peak_rss_bytes();
+    let mut result = fitted.result;
+    result["test_mse"] = json!(test_mse);
+    result["train_mse"] = json!(train_mse);
+    let validation_json = validation.as_ref().map(|v| {
+        json!({
+            "holdout_fraction": NU_HOLDOUT,
+            "grid": v.candidates.iter().map(|c| c.nu).collect::<Vec<_>>(),
+            "validation_mse": v.candidates.iter().map(|c| c.validation_mse).collect::<Vec<_>>(),
+            "sparsity": v.candidates.iter().map(|c| c.sparsity).collect::<Vec<_>>(),
+            "chosen": v.nu,
+        })
+    });
+    let report = json!({
+        "stolr_version": env!("CARGO_PKG_VERSION"),
+        "command": "krr",
+        "dataset": {
+            "origin": prepared.origin,
+            "format": prepared.format,
+            "train_source": train.source,
+            "test_source": test.source,
+            "n_train": train.n(),
+            "n_test": test.n(),
+            "d": train.d(),
+            "standardized": prepared.standardization.is_some(),
+            "test_size": args.test_size,
+        },
+        "kernel": { "type": "gaussian", "sigma": sigma, "sigma_source": sigma_source },
+        "solver": solver_name(args.solver),
+        "parameters": {
+            "landmarks": (args.solver != KrrSolver::Krr).then_some(args.landmarks),
+            "lambda": args.lambda,
+            "nu": nu,
+            "nu_source": nu_source,
+            "rule": format!("{:?}", args.rule).to_lowercase(),
+            "epsilon": args.epsilon,
+            "max_epochs": args.max_epochs,
+            "columns": format!("{:?}", args.columns).to_lowercase(),
+            "seed": args.seed,
+        },
+        "nu_validation": validation_json,
+        "result": result,
+        "timings_s": {
+            "read": read_time.as_secs_f64(),
+            "bandwidth": sigma_time.as_secs_f64(),
+            "nu_selection": nu_time.as_secs_f64(),
+            "fit": fit_time.as_secs_f64(),
+            "predict": predict_time.as_secs_f64(),
+            "total": total.elapsed().as_secs_f64(),
+        },
+        "peak_memory_bytes": peak,
+        "outputs": outputs,
+    });
+    if let Some(dir) = &args.out {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(dir.join("report.json"), text + "\n")
+            .with_context(|| format!("cannot write {}", dir.join("report.json").display()))?;
+    }
+    println!(
+        "stolr krr: {solver} on {origin} data {format} (n_train={n}, n_test={m}, d={d}), sigma={sigma:.4}{nu_text}: \
+         test MSE {test_mse:.6}, {centres} centres{sparsity}, fit {fit:.2} s, peak {mem}{out}",
+        solver = solver_name(args.solver),
+        origin = prepared.origin,
+        format = prepared.format,
+        n = train.n(),
+        m = test.n(),
+        d = train.d(),
+        nu_text = nu.map(|v| format!(" nu={v:.3e} ({nu_source})")).unwrap_or_default(),
+        centres = fitted.expansion.len(),
+        sparsity = report["result"]["epochs"].as_u64().map(|e| format!(", {e} epochs")).unwrap_or_default(),
+        fit = fit_time.as_secs_f64(),
+        mem = peak.map(|b| format!("{:.1} MB", b as f64 / 1e6)).unwrap_or_else(|| "unknown".into()),
+        out = args.out.as_ref().map(|d| format!(" -> {}", d.display())).unwrap_or_default(),
+    );
+    Ok(())
+}
+
+fn solver_name(s: KrrSolver) -> &'static str {
+    match s {
+        KrrSolver::Slkl => "slkl",
+        KrrSolver::Krr => "krr",
+        KrrSolver::KrrSubset => "krr-subset",
+        KrrSolver::Uniform => "uniform",
+    }
+}
