@@ -7,7 +7,7 @@
 //! (paper 004, Table 1) and the 20th percentile of the training distances otherwise.
 //!
 //! Random streams (`rng::stream(seed, i)`): 0 sinc data, 1 train/test split, 2 width rule,
-//! 3 landmarks `J`, 4 SLKL's coordinate order, 5 the hold-out split and fits of `--nu auto`.
+//! 3 landmarks `J`, 4 SLKL's coordinate order, 5 the folds and fits of `--nu auto`.
 //! `J` comes from stream 3 alone, so `slkl`, `krr-subset` and `uniform` use the same landmarks
 //! for the same seed and data.
 
@@ -19,8 +19,8 @@ use clap::{Args, ValueEnum};
 use faer::{Mat, MatRef};
 use serde_json::{Value, json};
 use stolr_datasets::{
-    Dataset, Standardization, TrainTest, generate, random_split, read_abalone, read_csv_regression, read_housing,
-    read_libsvm, write_npy_indices, write_npy_vector,
+    Dataset, Standardization, TrainTest, generate, random_folds, random_split, read_abalone, read_csv_regression,
+    read_housing, read_libsvm, write_npy_indices, write_npy_vector,
 };
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, Kernel, bandwidth_rule};
 use stolr_solvers::{
@@ -44,8 +44,6 @@ const STREAM_COORDINATES: u32 = 4;
 /// Random stream of `--nu auto` (hold-out split, then the validation fits).
 const STREAM_NU: u32 = 5;
 
-/// Fraction of the training set held out by `--nu auto`.
-const NU_HOLDOUT: f64 = 0.2;
 /// `--nu auto` grid: 10^-4 … 10^1, two points per decade (spec §6.14).
 const NU_GRID: (i32, i32, usize) = (-4, 1, 2);
 
@@ -137,9 +135,13 @@ pub struct KrrArgs {
     #[arg(long, default_value_t = 1.0)]
     lambda: f64,
     /// Sparsity penalty ν > 0 of SLKL (and of Unif's common weight): a number, or `auto` for
-    /// hold-out validation (20% of the training set) over 10^-4 … 10^1, two points per decade.
+    /// --nu-folds-fold cross-validation on the training set over 10^-4 … 10^1, two points per
+    /// decade: 11 × K fits (give a number on large data).
     #[arg(long, default_value = "auto")]
     nu: String,
+    /// Folds of the cross-validation of --nu auto.
+    #[arg(long, default_value_t = 5)]
+    nu_folds: usize,
     /// Gaussian kernel width: a number, or `auto` (sinc: 1 as in paper 004; files: the
     /// --sigma-percentile percentile of the pairwise distances of the standardized training
     /// features).
@@ -313,24 +315,20 @@ fn slkl_config(args: &KrrArgs, nu: f64, landmarks: usize) -> SlklConfig {
     }
 }
 
-/// ν by hold-out validation on the training set (SLKL or Unif).
+/// ν by `--nu-folds`-fold cross-validation on the training set (SLKL or Unif).
 fn validate_nu(args: &KrrArgs, x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel) -> Result<NuSelection> {
     let n = x.nrows();
-    let holdout = ((n as f64 * NU_HOLDOUT).round() as usize).clamp(1, n.saturating_sub(2).max(1));
-    if n < 3 {
-        bail!("--nu auto needs at least 3 training points, got {n}; give --nu");
-    }
     let mut rng = stream(args.seed, STREAM_NU);
-    let split = random_split(n, holdout, &mut rng)?;
-    let sub = |rows: &[usize]| Mat::from_fn(rows.len(), x.ncols(), |i, j| x[(rows[i], j)]);
-    let (x_fit, x_val) = (sub(&split.train), sub(&split.test));
-    let y_fit: Vec<f64> = split.train.iter().map(|&i| y[i]).collect();
-    let y_val: Vec<f64> = split.test.iter().map(|&i| y[i]).collect();
-    let m = args.landmarks.min(split.train.len());
+    let folds = random_folds(n, args.nu_folds, &mut rng).with_context(|| {
+        format!(
+            "--nu auto: cannot make {} folds of the {n} training points (give --nu or fewer --nu-folds)",
+            args.nu_folds
+        )
+    })?;
     let model = if args.solver == KrrSolver::Uniform { NuModel::Unif } else { NuModel::Slkl };
     let grid = log_grid(NU_GRID.0, NU_GRID.1, NU_GRID.2);
-    let config = slkl_config(args, grid[0], m);
-    Ok(select_nu(x_fit.as_ref(), &y_fit, x_val.as_ref(), &y_val, kernel, &config, model, &grid, &rng)?)
+    let config = slkl_config(args, grid[0], args.landmarks);
+    Ok(select_nu(x, y, &folds, kernel, &config, model, &grid, &rng)?)
 }
 
 /// What a fit produced, for the outputs and the report.
@@ -474,7 +472,7 @@ pub fn run(args: KrrArgs) -> Result<()> {
         (Some(nu), _) => (Some(nu), "given", None),
         (None, true) => {
             let sel = validate_nu(&args, x, y, &kernel)?;
-            (Some(sel.nu), "auto: hold-out validation on the training set", Some(sel))
+            (Some(sel.nu), "auto: cross-validation on the training set", Some(sel))
         }
         (None, false) => (None, "not used", None),
     };
@@ -513,7 +511,7 @@ pub fn run(args: KrrArgs) -> Result<()> {
     result["train_mse"] = json!(train_mse);
     let validation_json = validation.as_ref().map(|v| {
         json!({
-            "holdout_fraction": NU_HOLDOUT,
+            "folds": args.nu_folds,
             "grid": v.candidates.iter().map(|c| c.nu).collect::<Vec<_>>(),
             "validation_mse": v.candidates.iter().map(|c| c.validation_mse).collect::<Vec<_>>(),
             "sparsity": v.candidates.iter().map(|c| c.sparsity).collect::<Vec<_>>(),
@@ -566,7 +564,7 @@ pub fn run(args: KrrArgs) -> Result<()> {
             .with_context(|| format!("cannot write {}", dir.join("report.json").display()))?;
     }
     println!(
-        "stolr krr: {solver} on {origin} data {format} (n_train={n}, n_test={m}, d={d}), sigma={sigma:.4}{nu_text}: \
+        "stolr krr: {solver} on {format} ({origin}; n_train={n}, n_test={m}, d={d}), sigma={sigma:.4}{nu_text}: \
          test MSE {test_mse:.6}, {centres} centres{sparsity}, fit {fit:.2} s, peak {mem}{out}",
         solver = solver_name(args.solver),
         origin = prepared.origin,

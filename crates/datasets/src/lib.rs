@@ -15,7 +15,8 @@
 //! - [`stream_rows`]: the same formats one sample at a time, for the streaming solvers.
 //! - [`standardize`]: zero mean, unit population variance per column;
 //!   [`Standardization::apply`] reuses training statistics on a test set.
-//! - [`random_split`], [`Split`], [`TrainTest`]: seeded train/test partitions.
+//! - [`random_split`], [`Split`], [`TrainTest`]: seeded train/test partitions;
+//!   [`random_folds`]: seeded cross-validation folds.
 //! - [`generate`]: synthetic data ([`generate::rings`], [`generate::gaussian`],
 //!   [`generate::sinc`] of paper 004) and paper 002's
 //!   test matrices ([`generate::eigengap`], [`generate::gaussian_matrix`],
@@ -44,6 +45,6 @@ pub use housing::{HOUSING_FEATURES, read_housing, read_housing_from};
 pub use libsvm::{read_libsvm, read_libsvm_from};
 pub use mnist::{MnistSplit, read_mnist};
 pub use npy::{read_npy_matrix, write_npy_indices, write_npy_matrix, write_npy_vector};
-pub use split::{Split, TrainTest, random_split};
+pub use split::{Split, TrainTest, random_folds, random_split};
 pub use standardize::{Standardization, standardize};
 pub use stream::{RowFormat, RowStream, stream_rows};

@@ -1,10 +1,10 @@
-//! Choosing SLKL's sparsity penalty ν by hold-out validation.
+//! Choosing SLKL's sparsity penalty ν by cross-validation.
 //!
 //! Paper 004 fixes λ = 1 and tunes ν (Proposition 3: only λν matters), but its values are lost
-//! (spec §6.14). [`select_nu`] fits the model for every ν of a grid on a fitting set and keeps
-//! the ν with the smallest mean squared error on a validation set.
+//! (spec §6.14). [`select_nu`] fits the model for every ν of a grid on all folds but one, scores
+//! it on the held-out fold, and keeps the ν with the smallest pooled validation error.
 
-use faer::MatRef;
+use faer::{Mat, MatRef};
 use rand::Rng;
 use stolr_estimators::Kernel;
 
@@ -25,12 +25,13 @@ pub enum NuModel {
 pub struct NuCandidate {
     /// The penalty ν.
     pub nu: f64,
-    /// Mean squared error on the validation set (units of the squared targets).
+    /// Pooled cross-validation mean squared error: every sample's squared error when its fold
+    /// was held out, averaged over the samples (units of the squared targets).
     pub validation_mse: f64,
-    /// `‖μ‖₀` of the fitted model (Unif: the number of landmarks with a positive weight).
-    pub sparsity: usize,
-    /// SLKL epochs run (0 for Unif).
-    pub epochs: usize,
+    /// `‖μ‖₀` of the fitted models, mean over the folds (Unif: landmarks with a positive weight).
+    pub sparsity: f64,
+    /// SLKL epochs run, mean over the folds (0 for Unif).
+    pub epochs: f64,
 }
 
 /// The outcome of [`select_nu`].
@@ -60,26 +61,28 @@ pub fn mean_squared_error(p: &[f64], y: &[f64]) -> f64 {
     p.iter().zip(y).map(|(a, b)| (a - b) * (a - b)).sum::<f64>() / y.len() as f64
 }
 
-/// Chooses ν for `model` by hold-out validation: for every ν of `grid`, fits on
-/// (`x_fit` `(n, d)`, `y_fit`) with `config` (its `nu` replaced) and scores on (`x_val`
-/// `(m, d)`, `y_val`). Every fit starts from a clone of `rng`, so all of them use the same
-/// landmarks `J` and (for SLKL) the same coordinate order: the grid points differ only in ν.
-/// `rng` itself is not advanced. Cost: `grid.len()` fits and predictions.
+/// Chooses ν for `model` by cross-validation on (`x` `(n, d)`, `y`): `folds[i]` is the fold of
+/// sample `i` (e.g. from `stolr_datasets::random_folds`). For every ν of `grid` and every fold
+/// `k`, fits on the samples outside fold `k` with `config` (its `nu` replaced; `M` capped at the
+/// number of fitting samples) and predicts fold `k`; the score of ν is the pooled mean squared
+/// error over all samples. Every fit starts from a clone of `rng`, so all the grid points of a
+/// fold use the same landmarks and (for SLKL) the same coordinate order: they differ only in ν.
+/// `rng` itself is not advanced. Cost: `grid.len() × K` fits.
 ///
 /// # Errors
 /// [`SolverError::InvalidConfig`] (`nu grid`) if `grid` is empty or holds a value that is not
-/// positive and finite; [`SolverError::ShapeMismatch`] if `y_val.len() != m` or the widths
-/// differ; every error of [`slkl`] / [`unif`].
+/// positive and finite, (`folds`) unless there are at least two folds, each with a sample, and
+/// every sample outside a fold can be fitted; [`SolverError::ShapeMismatch`] if `y` or `folds`
+/// does not have length `n`; every error of [`slkl`] / [`unif`].
 ///
 /// # References
 /// Paper `004_cadb4dc86f44be57.txt`, Section 5 (λ = 1, "various ν"), Proposition 3;
 /// `spec/math.md` §6.10, §6.14.
 #[allow(clippy::too_many_arguments)]
 pub fn select_nu<R: Rng + Clone>(
-    x_fit: MatRef<'_, f64>,
-    y_fit: &[f64],
-    x_val: MatRef<'_, f64>,
-    y_val: &[f64],
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    folds: &[usize],
     kernel: &Kernel,
     config: &SlklConfig,
     model: NuModel,
@@ -95,41 +98,65 @@ pub fn select_nu<R: Rng + Clone>(
             reason: format!("every nu must be positive and finite, got {bad}"),
         });
     }
-    if y_val.len() != x_val.nrows() {
-        return Err(SolverError::ShapeMismatch {
-            what: "number of validation targets (one per validation sample)",
-            expected: x_val.nrows(),
-            found: y_val.len(),
+    let n = x.nrows();
+    for (what, len) in
+        [("number of targets (one per sample)", y.len()), ("number of fold indices (one per sample)", folds.len())]
+    {
+        if len != n {
+            return Err(SolverError::ShapeMismatch { what, expected: n, found: len });
+        }
+    }
+    let k = folds.iter().max().map_or(0, |&f| f + 1);
+    let members: Vec<Vec<usize>> = (0..k).map(|f| (0..n).filter(|&i| folds[i] == f).collect()).collect();
+    if k < 2 || members.iter().any(|m| m.is_empty() || n - m.len() < 2) {
+        return Err(SolverError::InvalidConfig {
+            name: "folds",
+            reason: format!(
+                "need at least 2 non-empty folds numbered 0..K, each leaving 2 samples to fit; got K = {k}"
+            ),
         });
     }
-    if x_val.ncols() != x_fit.ncols() {
-        return Err(SolverError::ShapeMismatch {
-            what: "number of features of the validation data",
-            expected: x_fit.ncols(),
-            found: x_val.ncols(),
-        });
+    let rows = |idx: &[usize]| Mat::from_fn(idx.len(), x.ncols(), |i, j| x[(idx[i], j)]);
+    let mut squared = vec![0.0; grid.len()];
+    let mut sparsity = vec![0.0; grid.len()];
+    let mut epochs = vec![0.0; grid.len()];
+    for held in &members {
+        let fit_idx: Vec<usize> = (0..n).filter(|&i| folds[i] != folds[held[0]]).collect();
+        let (x_fit, x_val) = (rows(&fit_idx), rows(held));
+        let y_fit: Vec<f64> = fit_idx.iter().map(|&i| y[i]).collect();
+        let y_val: Vec<f64> = held.iter().map(|&i| y[i]).collect();
+        let m = config.landmarks.min(fit_idx.len());
+        for (g, &nu) in grid.iter().enumerate() {
+            let mut r = rng.clone();
+            let (expansion, p, e) = match model {
+                NuModel::Slkl => {
+                    let c = SlklConfig { nu, landmarks: m, ..config.clone() };
+                    let fitted = slkl(x_fit.as_ref(), &y_fit, kernel, c, &mut r, &mut ())?;
+                    let p = fitted.sparsity();
+                    (fitted.expansion, p, fitted.epochs)
+                }
+                NuModel::Unif => {
+                    let landmarks = crate::select_landmarks(fit_idx.len(), m, &mut r)?;
+                    let c = UnifConfig { lambda: config.lambda, nu, weight: UniformWeight::Optimal };
+                    let fitted = unif(x_fit.as_ref(), &y_fit, kernel, &c, &landmarks)?;
+                    let p = fitted.expansion.len();
+                    (fitted.expansion, p, 0)
+                }
+            };
+            let pred = expansion.predict(x_val.as_ref())?;
+            squared[g] += pred.iter().zip(&y_val).map(|(a, b)| (a - b) * (a - b)).sum::<f64>();
+            sparsity[g] += p as f64 / k as f64;
+            epochs[g] += e as f64 / k as f64;
+        }
     }
-    let mut candidates = Vec::with_capacity(grid.len());
-    for &nu in grid {
-        let mut r = rng.clone();
-        let (expansion, sparsity, epochs) = match model {
-            NuModel::Slkl => {
-                let m = slkl(x_fit, y_fit, kernel, SlklConfig { nu, ..config.clone() }, &mut r, &mut ())?;
-                let p = m.sparsity();
-                (m.expansion, p, m.epochs)
-            }
-            NuModel::Unif => {
-                let landmarks = crate::select_landmarks(x_fit.nrows(), config.landmarks, &mut r)?;
-                let c = UnifConfig { lambda: config.lambda, nu, weight: UniformWeight::Optimal };
-                let m = unif(x_fit, y_fit, kernel, &c, &landmarks)?;
-                let p = m.expansion.len();
-                (m.expansion, p, 0)
-            }
-        };
-        let pred = expansion.predict(x_val)?;
-        let pred: Vec<f64> = pred.iter().copied().collect();
-        candidates.push(NuCandidate { nu, validation_mse: mean_squared_error(&pred, y_val), sparsity, epochs });
-    }
+    let candidates: Vec<NuCandidate> = (0..grid.len())
+        .map(|g| NuCandidate {
+            nu: grid[g],
+            validation_mse: squared[g] / n as f64,
+            sparsity: sparsity[g],
+            epochs: epochs[g],
+        })
+        .collect();
     let best = candidates.iter().map(|c| c.validation_mse).fold(f64::INFINITY, f64::min);
     let nu = candidates
         .iter()
@@ -151,6 +178,59 @@ mod tests {
         assert!((g[1] - 10f64.powf(-3.5)).abs() < 1e-18);
         assert!(log_grid(1, 0, 2).is_empty() && log_grid(0, 1, 0).is_empty());
         assert_eq!(log_grid(0, 0, 3), vec![1.0]);
+    }
+
+    use rand::{RngExt, SeedableRng};
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    /// `y = sin(2x)` on 60 points of [−2, 2] and folds `i mod 3`.
+    fn data() -> (Mat<f64>, Vec<f64>, Vec<usize>) {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        let x = Mat::from_fn(60, 1, |_, _| rng.random_range(-2.0_f64..2.0));
+        let y = (0..60).map(|i| (2.0 * x[(i, 0)]).sin()).collect();
+        (x, y, (0..60).map(|i| i % 3).collect())
+    }
+
+    #[test]
+    fn picks_a_fitting_nu_over_one_that_zeroes_the_model() {
+        let (x, y, folds) = data();
+        let kernel = Kernel::Gaussian { sigma: 0.5 };
+        let config = SlklConfig { landmarks: 20, ..SlklConfig::default() };
+        let rng = Xoshiro256PlusPlus::seed_from_u64(2);
+        // ν = 10⁶ exceeds every a_i at μ = 0, so μ = 0 and the predictor is 0.
+        let grid = [1e-3, 1e6];
+        for model in [NuModel::Slkl, NuModel::Unif] {
+            let sel = select_nu(x.as_ref(), &y, &folds, &kernel, &config, model, &grid, &rng).expect("valid");
+            assert_eq!(sel.nu, 1e-3, "{model:?}");
+            let zero = y.iter().map(|v| v * v).sum::<f64>() / 60.0;
+            assert!((sel.candidates[1].validation_mse - zero).abs() < 1e-12 * zero);
+            assert_eq!(sel.candidates[1].sparsity, 0.0);
+            // A fitted model explains most of the variance of a smooth target.
+            assert!(sel.candidates[0].validation_mse < 0.1 * zero, "{:?}", sel.candidates[0]);
+            assert!(sel.candidates[0].sparsity > 0.0);
+        }
+        // The same rng state gives the same selection.
+        let a = select_nu(x.as_ref(), &y, &folds, &kernel, &config, NuModel::Slkl, &grid, &rng).expect("valid");
+        let b = select_nu(x.as_ref(), &y, &folds, &kernel, &config, NuModel::Slkl, &grid, &rng).expect("valid");
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn bad_grids_and_folds_are_errors() {
+        let (x, y, folds) = data();
+        let kernel = Kernel::Gaussian { sigma: 0.5 };
+        let config = SlklConfig { landmarks: 10, ..SlklConfig::default() };
+        let rng = Xoshiro256PlusPlus::seed_from_u64(2);
+        let run = |folds: &[usize], grid: &[f64]| {
+            select_nu(x.as_ref(), &y, folds, &kernel, &config, NuModel::Slkl, grid, &rng).unwrap_err()
+        };
+        assert!(matches!(run(&folds, &[]), SolverError::InvalidConfig { name: "nu grid", .. }));
+        assert!(matches!(run(&folds, &[0.1, 0.0]), SolverError::InvalidConfig { name: "nu grid", .. }));
+        assert!(matches!(run(&folds, &[f64::NAN]), SolverError::InvalidConfig { name: "nu grid", .. }));
+        assert!(matches!(run(&vec![0; 60], &[0.1]), SolverError::InvalidConfig { name: "folds", .. }));
+        let gap: Vec<usize> = (0..60).map(|i| 2 * (i % 2)).collect(); // folds 0 and 2, none is 1
+        assert!(matches!(run(&gap, &[0.1]), SolverError::InvalidConfig { name: "folds", .. }));
+        assert!(matches!(run(&folds[..59], &[0.1]), SolverError::ShapeMismatch { .. }));
     }
 
     #[test]

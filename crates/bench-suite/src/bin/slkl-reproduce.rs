@@ -7,8 +7,8 @@
 //!    random train/test split (Boston 350/156, Abalone 3000/1177; features standardized with the
 //!    training statistics, σ by the 20th-percentile rule on the training features; sinc σ = 1),
 //!    and its own landmarks J, shared by KRR_M, Unif and SLKL. λ = 1. ν is chosen once per
-//!    (dataset, M), separately for SLKL and Unif, by hold-out validation (20% of run 0's
-//!    training set) on the grid 10⁻⁴…10¹, and then kept for every run.
+//!    (dataset, M), separately for SLKL and Unif, by 5-fold cross-validation on run 0's
+//!    training set over the grid 10⁻⁴…10¹, and then kept for every run.
 //! 2. Figure 1: the objective F(μ) of (14) against coordinate updates on sinc, several runs.
 //! 3. Figures 2–3: ‖μ‖₀ against M and against ν (log grid 10⁻⁴…10¹) on sinc.
 //! 4. With `--stolr PATH`: fit time and peak memory of SLKL, KRR_M and KRR_n as separate
@@ -34,8 +34,8 @@ use serde_json::Value;
 use stolr_bench_suite::table::{fixed, mean_pm_std, mean_std};
 use stolr_bench_suite::{LinePlot, LineStyle, PlotSeries, ResultsFile, RunRecord, Series, Table, render};
 use stolr_datasets::{
-    Dataset, TrainTest, generate, random_split, read_abalone, read_housing, write_npy_indices, write_npy_matrix,
-    write_npy_vector,
+    Dataset, TrainTest, generate, random_folds, random_split, read_abalone, read_housing, write_npy_indices,
+    write_npy_matrix, write_npy_vector,
 };
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_rule};
 use stolr_solvers::{
@@ -209,46 +209,32 @@ fn nu_grid(quick: bool) -> Vec<f64> {
     log_grid(-4, 1, if quick { 1 } else { 2 })
 }
 
-/// The hold-out split of `p`'s training set used for every validation on it (ν of SLKL and
-/// Unif at every M, λ of KRR_n): 20% of the rows held out.
-struct Holdout {
-    x_fit: Mat<f64>,
-    y_fit: Vec<f64>,
-    x_val: Mat<f64>,
-    y_val: Vec<f64>,
+/// Folds of every cross-validation (ν of SLKL and Unif, λ of KRR_n).
+const FOLDS: usize = 5;
+
+/// The cross-validation folds of `p`'s training set, shared by every validation on it.
+fn folds(p: &Problem) -> Result<Vec<usize>> {
+    Ok(random_folds(p.x.nrows(), FOLDS, &mut rng(RNG_NU, 0, 0))?)
 }
 
-fn holdout(p: &Problem) -> Result<Holdout> {
-    let n = p.x.nrows();
-    let split = random_split(n, n / 5, &mut rng(RNG_NU, 0, 0))?;
-    let sub = |rows: &[usize]| Mat::from_fn(rows.len(), p.x.ncols(), |i, j| p.x[(rows[i], j)]);
-    Ok(Holdout {
-        x_fit: sub(&split.train),
-        y_fit: split.train.iter().map(|&i| p.y[i]).collect(),
-        x_val: sub(&split.test),
-        y_val: split.test.iter().map(|&i| p.y[i]).collect(),
-    })
-}
-
-/// ν for SLKL and for Unif at `m` landmarks by hold-out validation.
+/// ν for SLKL and for Unif at `m` landmarks by cross-validation on `p`'s training set.
 /// Returns `(nu_slkl, nu_unif, record of the validation curves, SLKL's curve)`.
 fn choose_nu(
     data: Data,
-    h: &Holdout,
-    kernel: &Kernel,
+    p: &Problem,
+    folds: &[usize],
     m: usize,
     quick: bool,
 ) -> Result<(f64, f64, RunRecord, PlotSeries)> {
     let grid = nu_grid(quick);
-    let config = slkl_config(grid[0], m.min(h.x_fit.nrows()));
+    let config = slkl_config(grid[0], m);
     let fit_rng = rng(RNG_NU, 1, m);
     let started = Instant::now();
-    let mut record = RunRecord::new(data.name(), "nu-validation").with_parameter("M", m);
+    let mut record = RunRecord::new(data.name(), "nu-validation").with_parameter("M", m).with_parameter("folds", FOLDS);
     let mut chosen = [0.0; 2];
     let mut series = None;
     for (k, model) in [NuModel::Slkl, NuModel::Unif].into_iter().enumerate() {
-        let sel =
-            select_nu(h.x_fit.as_ref(), &h.y_fit, h.x_val.as_ref(), &h.y_val, kernel, &config, model, &grid, &fit_rng)?;
+        let sel = select_nu(p.x.as_ref(), &p.y, folds, &p.kernel(), &config, model, &grid, &fit_rng)?;
         chosen[k] = sel.nu;
         let name = if model == NuModel::Slkl { "slkl" } else { "unif" };
         let mse: Vec<f64> = sel.candidates.iter().map(|c| c.validation_mse).collect();
@@ -261,7 +247,7 @@ fn choose_nu(
         )?);
         record.set_scalar(format!("{name}_nu"), sel.nu);
         if model == NuModel::Slkl {
-            let sparsity: Vec<f64> = sel.candidates.iter().map(|c| c.sparsity as f64).collect();
+            let sparsity: Vec<f64> = sel.candidates.iter().map(|c| c.sparsity).collect();
             record.series.push(Series::new("slkl_sparsity", "nu", "‖μ‖₀", grid.clone(), sparsity)?);
             series = Some(PlotSeries::new(format!("SLKL, M = {m}"), grid.clone(), mse));
         }
@@ -270,19 +256,28 @@ fn choose_nu(
     Ok((chosen[0], chosen[1], record, series.expect("SLKL is validated")))
 }
 
-/// λ of KRR_n by hold-out validation on the ν grid (the paper fixes λ = 1 for every method; this
-/// is the tuned reference).
-fn choose_lambda(data: Data, h: &Holdout, kernel: &Kernel, quick: bool) -> Result<(f64, RunRecord)> {
+/// λ of KRR_n by cross-validation on the same folds and the ν grid (the paper fixes λ = 1 for
+/// every method; this is the tuned reference).
+fn choose_lambda(data: Data, p: &Problem, folds: &[usize], quick: bool) -> Result<(f64, RunRecord)> {
     let grid = nu_grid(quick);
     let started = Instant::now();
-    let mut mse = Vec::new();
-    for &lambda in &grid {
-        let e = krr(h.x_fit.as_ref(), &h.y_fit, kernel, &KrrConfig { lambda, ..KrrConfig::default() })?;
-        let pred: Vec<f64> = e.predict(h.x_val.as_ref())?.iter().copied().collect();
-        mse.push(mean_squared_error(&pred, &h.y_val));
+    let n = p.x.nrows();
+    let mut squared = vec![0.0; grid.len()];
+    for f in 0..FOLDS {
+        let fit: Vec<usize> = (0..n).filter(|&i| folds[i] != f).collect();
+        let val: Vec<usize> = (0..n).filter(|&i| folds[i] == f).collect();
+        let rows = |idx: &[usize]| Mat::from_fn(idx.len(), p.x.ncols(), |i, j| p.x[(idx[i], j)]);
+        let (x_fit, x_val) = (rows(&fit), rows(&val));
+        let y_fit: Vec<f64> = fit.iter().map(|&i| p.y[i]).collect();
+        for (g, &lambda) in grid.iter().enumerate() {
+            let e = krr(x_fit.as_ref(), &y_fit, &p.kernel(), &KrrConfig { lambda, ..KrrConfig::default() })?;
+            let pred = e.predict(x_val.as_ref())?;
+            squared[g] += val.iter().zip(pred.iter()).map(|(&i, f)| (f - p.y[i]).powi(2)).sum::<f64>();
+        }
     }
+    let mse: Vec<f64> = squared.iter().map(|s| s / n as f64).collect();
     let best = (0..grid.len()).min_by(|&a, &b| mse[a].total_cmp(&mse[b])).unwrap_or(0);
-    let mut record = RunRecord::new(data.name(), "krr-n-lambda-validation");
+    let mut record = RunRecord::new(data.name(), "krr-n-lambda-validation").with_parameter("folds", FOLDS);
     record.series.push(Series::new("validation_mse", "lambda", "validation MSE", grid.clone(), mse)?);
     record.set_scalar("lambda", grid[best]);
     record.time_seconds = started.elapsed().as_secs_f64();
@@ -348,11 +343,11 @@ fn table2(o: &Options, results: &mut ResultsFile, nus: &mut Vec<(Data, usize, f6
          d = 10): a new random split every run, features standardized with the training statistics, targets as \
          they are, σ = 20th percentile of the training distances (the paper used Smola & Schölkopf's partition \
          and widths, which we do not have). Every run draws its own landmarks J, shared by KRR_M, both Unif rows \
-         and SLKL. ν is chosen per dataset and M, separately for SLKL and Unif, by hold-out validation (20% of run \
-         0's training set, grid 10⁻⁴…10¹, {per} per decade) and kept for all runs. SLKL: exact coordinate \
+         and SLKL. ν is chosen per dataset and M, separately for SLKL and Unif, by 5-fold cross-validation on run \
+         0's training set (grid 10⁻⁴…10¹, {per} per decade) and kept for all runs. SLKL: exact coordinate \
          rule, ε = 10⁻³, at most 1000 epochs.\n\n\
          Rows. KRR_n: all n training points, λ = 1, as in the paper. KRR_n, λ validated: the same with λ chosen by \
-         the same hold-out validation (a tuned reference the paper does not have). KRR_M: KRR on the M landmarks \
+         the same cross-validation (a tuned reference the paper does not have). KRR_M: KRR on the M landmarks \
          only. Unif, μ_i = 1: KRR with K_μ = Σ_J k_i k_iᵀ/K_ii (our reading of the paper's Unif, whose value is \
          not given). Unif, best common μ: the common weight c minimising (14) at its validated ν. SLKL / KRR_n: mean \
          ± std of the per-run ratio of test MSEs (same data, split and σ). **Bold**: the best low-rank method \
@@ -371,13 +366,16 @@ fn table2(o: &Options, results: &mut ResultsFile, nus: &mut Vec<(Data, usize, f6
         };
         let ms = data.landmarks(o.quick);
         let p0 = problem(data, full.as_ref(), 0)?;
-        let h = holdout(&p0)?;
+        let folds = folds(&p0)?;
         let mut chosen = Vec::new();
-        let mut validation_plot =
-            LinePlot::new(format!("{}: hold-out validation MSE of SLKL against ν", data.name()), "ν", "validation MSE");
+        let mut validation_plot = LinePlot::new(
+            format!("{}: 5-fold cross-validation MSE of SLKL against ν (run 0)", data.name()),
+            "ν",
+            "validation MSE",
+        );
         validation_plot.x_log = true;
         for &m in &ms {
-            let (nu_s, nu_u, record, series) = choose_nu(data, &h, &p0.kernel(), m, o.quick)?;
+            let (nu_s, nu_u, record, series) = choose_nu(data, &p0, &folds, m, o.quick)?;
             eprintln!("  {} M = {m}: nu SLKL {nu_s:.1e}, Unif {nu_u:.1e} ({:.1} s)", data.name(), record.time_seconds);
             results.runs.push(record);
             validation_plot.series.push(series);
@@ -385,7 +383,7 @@ fn table2(o: &Options, results: &mut ResultsFile, nus: &mut Vec<(Data, usize, f6
             nus.push((data, m, nu_s));
         }
         render(&validation_plot, &o.out.join(format!("nu_validation_{}", data.name())))?;
-        let (lambda_val, record) = choose_lambda(data, &h, &p0.kernel(), o.quick)?;
+        let (lambda_val, record) = choose_lambda(data, &p0, &folds, o.quick)?;
         results.runs.push(record);
         // cells[k][method]; the KRR_n cells do not depend on M and are repeated.
         let mut cells = vec![vec![Cell::default(); METHODS.len()]; ms.len()];
@@ -481,7 +479,7 @@ fn table2(o: &Options, results: &mut ResultsFile, nus: &mut Vec<(Data, usize, f6
     }
     md += "The paper's cell values are lost; its claims: SLKL ≫ Unif, SLKL beats KRR_M for M large enough, SLKL is \
            comparable to KRR_n (better on Abalone).\n\n\
-           Hold-out validation curves of SLKL: ![sinc](nu_validation_sinc.png) ![boston](nu_validation_boston.png) \
+           Cross-validation curves of SLKL: ![sinc](nu_validation_sinc.png) ![boston](nu_validation_boston.png) \
            ![abalone](nu_validation_abalone.png)\n\n";
     Ok(md)
 }
@@ -589,7 +587,7 @@ fn figures(o: &Options, results: &mut ResultsFile, nu: f64) -> Result<String> {
     );
 
     // Figure 2: ‖μ‖₀ against M for a few ν.
-    let ms: Vec<usize> = if o.quick { vec![25, 100, 400] } else { vec![25, 50, 100, 200, 400, 700, 1000] };
+    let ms: Vec<usize> = if o.quick { vec![25, 100, 200] } else { vec![25, 50, 100, 200, 400, 700, 1000] };
     let nus_fig2: Vec<f64> = vec![1e-3, 1e-2, 1e-1, 1.0];
     let reps = if o.quick { 2 } else { 3 };
     let mut plot2 =
@@ -624,7 +622,7 @@ fn figures(o: &Options, results: &mut ResultsFile, nu: f64) -> Result<String> {
 
     // Figure 3: ‖μ‖₀ against ν for a few M.
     let grid = nu_grid(o.quick);
-    let ms3: Vec<usize> = if o.quick { vec![100, 400] } else { vec![100, 200, 500, 1000] };
+    let ms3: Vec<usize> = if o.quick { vec![100, 200] } else { vec![100, 200, 500, 1000] };
     let mut plot3 = LinePlot::new("sinc: ‖μ‖₀ against ν (paper 004, Fig. 3)", "ν", "‖μ‖₀ (active landmarks)");
     plot3.x_log = true;
     let mut t3 =
@@ -678,7 +676,7 @@ fn stolr_run(stolr: &Path, args: &[String], dir: &Path) -> Result<Value> {
         .output()
         .with_context(|| format!("cannot run {}", stolr.display()))?;
     if !out.status.success() {
-        bail!("stolr krr {} failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+        bail!("stolr krr {} failed ({}): {}", args.join(" "), out.status, String::from_utf8_lossy(&out.stderr).trim());
     }
     let text = std::fs::read_to_string(dir.join("report.json")).context("report.json")?;
     Ok(serde_json::from_str(&text)?)
@@ -796,11 +794,30 @@ fn benchmark(
             ("krr (KRR_n)", vec!["--solver".into(), "krr".into()]),
         ] {
             eprintln!("  bench sinc n = {n} {method}");
-            let report = stolr_run(
+            let report = match stolr_run(
                 stolr,
                 &[base.clone(), extra].concat(),
                 &dir.join(format!("sinc{n}-{}", method.split(' ').next().unwrap_or(method))),
-            )?;
+            ) {
+                Ok(report) => report,
+                Err(e) => {
+                    // Large n can exceed the memory of the machine: record it and go on.
+                    let reason = e.to_string().lines().next().unwrap_or("").to_owned();
+                    let reason = reason.split_once(" failed ").map_or(reason.clone(), |(_, r)| r.to_owned());
+                    eprintln!("  failed: {e}");
+                    rows.push(BenchRow {
+                        data: "sinc".into(),
+                        method: format!("stolr {method}"),
+                        n,
+                        mse: f64::NAN,
+                        fit: f64::NAN,
+                        predict: f64::NAN,
+                        peak_mb: f64::NAN,
+                        note: format!("failed: {reason}"),
+                    });
+                    continue;
+                }
+            };
             let note = if method == "slkl" {
                 format!(
                     "M = 200, ν = {sinc_nu:.1e} (validated at n = 1000), {} epochs, ‖μ‖₀ = {}",
@@ -832,7 +849,7 @@ fn benchmark(
             r.data.clone(),
             r.method.clone(),
             r.n.to_string(),
-            fixed(r.mse, 4),
+            if r.mse.abs() < 0.01 { format!("{:.3e}", r.mse) } else { fixed(r.mse, 4) },
             fixed(r.fit, 3),
             fixed(r.predict, 3),
             fixed(r.peak_mb, 0),
