@@ -202,6 +202,12 @@ const LEGEND_PX: u32 = 15;
 /// Number of labelled ticks asked of each axis.
 const TICKS: usize = 8;
 
+/// The `i`-th colour of the series palette (matplotlib's "tab10", cycling), as RGB: what a
+/// series without its own colour gets, so other figures can match it.
+pub fn palette_color(i: usize) -> [u8; 3] {
+    PALETTE[i % PALETTE.len()]
+}
+
 /// matplotlib's "tab10" palette.
 const PALETTE: [[u8; 3]; 10] = [
     [31, 119, 180],

@@ -959,19 +959,7 @@ fn timed_comparison(
 /// The colour of curve `i` of panel (c), the same in the plot and its close-up (matplotlib's
 /// "tab10" palette; the exact baseline, curve 0, is drawn in black).
 fn curve_color(i: usize) -> [u8; 3] {
-    const TAB10: [[u8; 3]; 10] = [
-        [31, 119, 180],
-        [255, 127, 14],
-        [44, 160, 44],
-        [214, 39, 40],
-        [148, 103, 189],
-        [140, 86, 75],
-        [227, 119, 194],
-        [127, 127, 127],
-        [188, 189, 34],
-        [23, 190, 207],
-    ];
-    TAB10[i % TAB10.len()]
+    stolr_bench_suite::plot::palette_color(i)
 }
 
 fn fmt_tau(tau: f64) -> String {
