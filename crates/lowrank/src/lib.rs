@@ -5,8 +5,12 @@
 //! value shrinkage step of SKPCA kept factored ([`shrink_psd`], [`shrink_general`]), block
 //! Gram–Schmidt against an orthonormal basis ([`orthogonalize_against`]), eigen-recovery of the
 //! symmetric part ([`LowRank::symmetric_eigenpairs`]) and Frobenius distances between factored
-//! matrices that never form an `n × n` matrix ([`frobenius`]), and the Woodbury form of
-//! $(\lambda I + V D V^\top)^{-1}$ with bordered-inverse updates ([`WoodburyInverse`], SLKL).
+//! matrices that never form an `n × n` matrix ([`frobenius`]); the rank-one eigen-update of
+//! MSG ([`rank_one_eigen_update`], with the `O(m²)` secular-equation solver
+//! [`eigen_diagonal_plus_rank_one`]) and the projections of eigenvalues onto the capped simplex
+//! ([`project_capped_simplex`], [`project_capped_rank`], [`mixture_decomposition`]); and the
+//! Woodbury form of $(\lambda I + V D V^\top)^{-1}$ with bordered-inverse updates
+//! ([`WoodburyInverse`], SLKL).
 //!
 //! Conventions: `f64` throughout; eigenvalues and singular values are in **nonincreasing**
 //! order everywhere in the public API; eigenvectors are the columns of an `(n, r)` matrix.
