@@ -1,5 +1,5 @@
-//! Measured curves: where to sample them, how to average them over seeds, the slope of a
-//! log–log fit, and when one curve settles below a level.
+//! Measured curves: where to sample them ([`log_checkpoints`], [`log_spaced`]), how to average
+//! them over seeds, the slope of a log–log fit, and when one curve settles below a level.
 //!
 //! These are the numbers paper 000 reads off its figures: the `O(1/t)` rate of Fig. 1(a) and
 //! 2(a) (a slope of −1 on log–log axes) and the time at which SKPCA overtakes Nyström in
@@ -26,6 +26,22 @@ pub fn log_checkpoints(t_max: usize, per_decade: usize) -> Vec<usize> {
     if t_max > 0 {
         out.push(t_max);
     }
+    out
+}
+
+/// About `count` iteration counts in `1..=t_max` spaced evenly in `log t`: `round(t_max^(j /
+/// (count − 1)))` for `j = 0, …, count − 1`, without repeats, increasing, always ending with
+/// `t_max` (`1, 2, 5, 10` for `(10, 4)`; repeats thin out the first decade). Unlike [`log_checkpoints`] the number of points, not their density, is fixed: use it
+/// to thin a long curve to a plot's worth of points. Empty when `t_max == 0`; `count < 2` is
+/// taken as 2.
+pub fn log_spaced(t_max: usize, count: usize) -> Vec<usize> {
+    if t_max == 0 {
+        return Vec::new();
+    }
+    let last = count.max(2) - 1;
+    let mut out: Vec<usize> =
+        (0..=last).map(|j| ((t_max as f64).powf(j as f64 / last as f64).round() as usize).clamp(1, t_max)).collect();
+    out.dedup();
     out
 }
 
@@ -132,6 +148,18 @@ mod tests {
             assert!((ratio - 10f64.powf(0.1)).abs() < 0.02, "{w:?}");
         }
         assert_eq!(log_checkpoints(5, 0), vec![1, 5]);
+    }
+
+    #[test]
+    fn log_spaced_points_have_a_fixed_count() {
+        assert_eq!(log_spaced(0, 10), Vec::<usize>::new());
+        assert_eq!(log_spaced(1, 10), vec![1]);
+        assert_eq!(log_spaced(10, 10), vec![1, 2, 3, 4, 5, 6, 8, 10]);
+        assert_eq!(log_spaced(10, 4), vec![1, 2, 5, 10]);
+        let c = log_spaced(100_000, 40);
+        assert_eq!((c[0], *c.last().unwrap()), (1, 100_000));
+        assert!(c.windows(2).all(|w| w[0] < w[1]) && c.len() <= 40 && c.len() > 30);
+        assert_eq!(log_spaced(5, 1), vec![1, 5]);
     }
 
     #[test]

@@ -2,10 +2,21 @@
 
 use std::path::PathBuf;
 
-/// Errors of the result files, plots and tables.
+/// Errors of the reproductions: their options, data, worker processes, runs and outputs.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BenchError {
+    /// The command line is not understood; the message ends with the program's usage.
+    #[error("{0}")]
+    Usage(String),
+    /// A dataset file or folder is not where the data folder says it should be.
+    #[error("dataset {name}: {path} not found (pass --data DIR, the folder of the shared data sets)")]
+    MissingData {
+        /// The dataset's name.
+        name: String,
+        /// Where it was looked for.
+        path: PathBuf,
+    },
     /// Reading or writing a file failed.
     #[error("{path}: {source}")]
     Io {
@@ -14,7 +25,8 @@ pub enum BenchError {
         /// The underlying error.
         source: std::io::Error,
     },
-    /// A results file is not valid JSON of the expected schema (or could not be serialized).
+    /// A JSON file (results, trace, a run's report) is not valid JSON of the expected schema
+    /// (or could not be serialized).
     #[error("{path}: {source}")]
     Json {
         /// The file.
@@ -31,6 +43,14 @@ pub enum BenchError {
         found: u32,
         /// The newest version this build reads.
         supported: u32,
+    },
+    /// A run's `report.json` lacks a field or has one of the wrong kind.
+    #[error("{path}: {what}")]
+    Report {
+        /// The report file.
+        path: PathBuf,
+        /// What is missing or wrong.
+        what: String,
     },
     /// A data series has `x` and `y` of different lengths.
     #[error("series '{series}': x has {x_len} values but y has {y_len}")]
@@ -52,25 +72,49 @@ pub enum BenchError {
         /// Number of cells in the row.
         found: usize,
     },
+    /// A worker process could not be started.
+    #[error("cannot start {what}: {source}")]
+    Spawn {
+        /// The run, e.g. `"stolr krr --solver slkl"`.
+        what: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A worker process ended with a failure.
+    #[error("{what} failed ({status}){}", if stderr.is_empty() { String::new() } else { format!(": {stderr}") })]
+    Worker {
+        /// The run, e.g. `"stolr krr --solver slkl"`.
+        what: String,
+        /// Its exit status, as the system reports it.
+        status: String,
+        /// Its standard error, trimmed (empty when it was not captured).
+        stderr: String,
+    },
     /// A data or `.npy` file could not be read or written (the error names the file).
     #[error(transparent)]
     Data(#[from] stolr_datasets::DataError),
-    /// A solver failed during a benchmark run.
+    /// A solver failed during a run.
     #[error(transparent)]
     Solver(#[from] stolr_solvers::SolverError),
     /// A kernel or sampler could not be built (invalid parameters or data).
     #[error(transparent)]
     Estimator(#[from] stolr_estimators::EstimatorError),
+    /// A dense factorization failed.
+    #[error(transparent)]
+    LowRank(#[from] stolr_lowrank::LowRankError),
+    /// A plot could not be drawn or written.
+    #[error(transparent)]
+    Plot(#[from] stolr_plot::PlotError),
     /// A run was asked for something it cannot do (an unknown method, an empty checkpoint
     /// list, a missing snapshot).
     #[error("{0}")]
     Invalid(String),
-    /// Drawing a plot failed (a plotting-backend or font error).
-    #[error("plot {path}: {reason}")]
-    Plot {
-        /// The output file.
-        path: PathBuf,
-        /// The backend's message.
-        reason: String,
-    },
+}
+
+impl BenchError {
+    /// [`BenchError::Io`] for `path`, as a closure for `map_err`.
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.into();
+        move |source| Self::Io { path, source }
+    }
 }

@@ -1,72 +1,65 @@
-//! Reading the `report.json` that `stolr kpca --out DIR` writes, and the data it describes.
+//! A finished `stolr kpca --out DIR` run read back: its report, the data it describes and its
+//! eigenpairs, so that a benchmark can score it against the exact kernel matrix.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
 use faer::Mat;
-use serde_json::Value;
 use stolr_datasets::{read_csv, read_libsvm, read_magic, read_npy_matrix, standardize};
 use stolr_estimators::Kernel;
 use stolr_lowrank::Eigenpairs;
 
+use crate::BenchError;
+use crate::cli_report::{KpcaReport, read_report};
+
 /// A finished `stolr kpca` run: its report, its data and its eigenpairs.
 pub struct KpcaRun {
     /// The parsed `report.json`.
-    pub report: Value,
+    pub report: KpcaReport,
     /// The data matrix `(n, d)` as the run used it (standardized if the run was).
     pub x: Mat<f64>,
     /// The kernel the run used.
     pub kernel: Kernel,
     /// Whether the run centred in feature space.
     pub center: bool,
-    /// The eigenpairs read from `eigenvalues.npy` and `eigenvectors.npy`.
+    /// The eigenpairs: the report's eigenvalues and `eigenvectors.npy`.
     pub pairs: Eigenpairs,
 }
 
 /// Reads the run written to `dir`: `report.json`, the data file it names (read again with the
-/// same format and standardization) and the `.npy` eigenpairs.
+/// same format and standardization) and the `.npy` eigenvectors.
 ///
 /// # Errors
-/// Missing or malformed files; a generated (built-in) dataset, which has no file to re-read.
-pub fn load_kpca_run(dir: &Path) -> Result<KpcaRun> {
-    let text = std::fs::read_to_string(dir.join("report.json"))
-        .with_context(|| format!("no report.json in {}", dir.display()))?;
-    let report: Value = serde_json::from_str(&text)?;
-    let ds = &report["dataset"];
-    if ds["origin"] != "file" {
-        bail!("{}: the run used a generated dataset; metrics need a data file", dir.display());
+/// [`BenchError::Io`] or [`BenchError::Json`] for a missing or malformed report;
+/// [`BenchError::Report`] for a generated (built-in) dataset, which has no file to re-read, an
+/// unknown format, or eigenvalues that do not match the eigenvectors; [`BenchError::Data`] if
+/// the data or the `.npy` file cannot be read.
+pub fn load_kpca_run(dir: &Path) -> Result<KpcaRun, BenchError> {
+    let report: KpcaReport = read_report(dir)?;
+    let bad = |what: String| BenchError::Report { path: dir.join("report.json"), what };
+    let ds = &report.dataset;
+    if ds.origin != "file" {
+        return Err(bad("the run used a generated dataset; metrics need a data file".into()));
     }
-    let path = PathBuf::from(ds["source"].as_str().context("dataset.source")?);
-    let mut data = match ds["format"].as_str().context("dataset.format")? {
+    let path = PathBuf::from(&ds.source);
+    let mut data = match ds.format.as_str() {
         "libsvm" => read_libsvm(&path)?,
         "csv" => read_csv(&path, stolr_datasets::LabelColumn::None)?,
         "magic" => read_magic(&path)?,
-        other => bail!("unknown format {other}"),
+        other => return Err(bad(format!("unknown format {other}"))),
     };
-    if ds["standardized"].as_bool() == Some(true) {
+    if ds.standardized {
         standardize(&mut data.x);
     }
-    let k = &report["kernel"];
-    let kernel = match k["type"].as_str().context("kernel.type")? {
-        "gaussian" => Kernel::Gaussian { sigma: k["sigma"].as_f64().context("sigma")? },
-        "laplacian" => Kernel::Laplacian { sigma: k["sigma"].as_f64().context("sigma")? },
-        "polynomial" => Kernel::Polynomial {
-            scale: k["scale"].as_f64().context("scale")?,
-            offset: k["offset"].as_f64().context("offset")?,
-            degree: k["degree"].as_u64().context("degree")? as u32,
-        },
-        other => bail!("unknown kernel {other}"),
-    };
-    let center = report["centered"].as_bool().unwrap_or(false);
     let vectors = read_npy_matrix(&dir.join("eigenvectors.npy"))?;
-    let values: Vec<f64> = report["result"]["eigenvalues"]
-        .as_array()
-        .context("result.eigenvalues")?
-        .iter()
-        .map(|v| v.as_f64().context("eigenvalue"))
-        .collect::<Result<_>>()?;
+    let values = report.result.eigenvalues.clone();
     if values.len() != vectors.ncols() {
-        bail!("{} eigenvalues but {} eigenvectors", values.len(), vectors.ncols());
+        return Err(bad(format!("{} eigenvalues but {} eigenvectors", values.len(), vectors.ncols())));
     }
-    Ok(KpcaRun { report, x: data.x, kernel, center, pairs: Eigenpairs { values, vectors } })
+    Ok(KpcaRun {
+        kernel: report.kernel.kernel(),
+        center: report.centered,
+        report,
+        x: data.x,
+        pairs: Eigenpairs { values, vectors },
+    })
 }

@@ -19,6 +19,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::BenchError;
+use crate::runner::write_json;
 
 /// Version of the schema written by this build; [`ResultsFile::read`] refuses newer files.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -236,25 +237,13 @@ impl ResultsFile {
     }
 
     /// Writes the file as pretty-printed JSON (with a final newline) to `path`, creating its
-    /// parent folders. The text goes to a temporary file in the same folder that is then
-    /// renamed, so an interrupted write never leaves a truncated results file.
+    /// parent folders, atomically ([`write_json`]).
     ///
     /// # Errors
     /// [`BenchError::Io`] if a folder or the file cannot be written; [`BenchError::Json`] if
     /// serialization fails (it does not for this schema).
     pub fn write(&self, path: &Path) -> Result<(), BenchError> {
-        let io = |source| BenchError::Io { path: path.to_owned(), source };
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|source| BenchError::Io { path: parent.to_owned(), source })?;
-        }
-        let mut text =
-            serde_json::to_string_pretty(self).map_err(|source| BenchError::Json { path: path.to_owned(), source })?;
-        text.push('\n');
-        let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
-        tmp_name.push(".tmp");
-        let tmp = path.with_file_name(tmp_name);
-        std::fs::write(&tmp, text).map_err(|source| BenchError::Io { path: tmp.clone(), source })?;
-        std::fs::rename(&tmp, path).map_err(io)
+        write_json(path, self)
     }
 
     /// Reads a results file written by [`ResultsFile::write`] (this or an older schema

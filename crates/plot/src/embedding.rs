@@ -5,15 +5,15 @@ use std::path::Path;
 
 use faer::MatRef;
 use plotters::coord::Shift;
-use plotters::coord::ranged1d::{Ranged, ValueFormatter};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::PlotError;
 use crate::axis::Axis;
+use crate::chart::{axes, with_legend};
 use crate::image::{DrawResult, Figure, ImageFormat, prepare, write};
 use crate::line::{Layout, LinePlot, draw};
-use crate::style::{FONT, LABEL_PX, LEGEND_PX, PALETTE_LEN, TICK_PX, TICKS, TITLE_PX, palette_color, ramp_color};
+use crate::style::{FONT, LEGEND_PX, PALETTE_LEN, TITLE_PX, palette_color, ramp_color};
 
 /// The most rows [`embedding_plot`] draws. Larger inputs are thinned to an evenly spaced,
 /// deterministic selection of this many rows (see [`plotted_rows`]), so that a 500 000-row
@@ -158,10 +158,13 @@ impl Scatter {
     }
 }
 
+/// Legend entries: text and colour.
+type Legend = Vec<(String, [u8; 3])>;
+
 /// The colour of every row and the legend entries: one palette colour per distinct label when
 /// there are at most ten, else a ramp over the sorted distinct values (legend: the smallest
 /// and the largest).
-fn label_colors(labels: &[f64]) -> (Vec<[u8; 3]>, Vec<(String, [u8; 3])>) {
+fn label_colors(labels: &[f64]) -> (Vec<[u8; 3]>, Legend) {
     let mut distinct = labels.to_vec();
     distinct.sort_by(f64::total_cmp);
     distinct.dedup_by(|a, b| a.total_cmp(b).is_eq());
@@ -206,36 +209,8 @@ impl Figure for EmbeddingFigure<'_> {
 }
 
 fn draw_scatter<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, s: &Scatter) -> DrawResult<DB> {
-    let legend_font = TextStyle::from((FONT, LEGEND_PX).into_font());
-    let mut label_w = 0;
-    for (text, _) in &s.legend {
-        label_w = label_w.max(area.estimate_text_size(text, &legend_font)?.0);
-    }
-    let (width, _) = area.dim_in_pixel();
-    let legend_w = if s.legend.is_empty() { 0 } else { (label_w + 40).min(width * 2 / 5) };
-    let (chart_area, legend_area) = area.split_horizontally(width - legend_w);
-    let tick_font = TextStyle::from((FONT, TICK_PX).into_font());
-    let mut tick_w = 0;
-    for v in s.y.key_points(TICKS) {
-        tick_w = tick_w.max(area.estimate_text_size(&s.y.format_ext(&v), &tick_font)?.0);
-    }
-    let mut chart = ChartBuilder::on(&chart_area)
-        .margin(16)
-        .x_label_area_size(LABEL_PX + TICK_PX + 24)
-        .y_label_area_size(tick_w + LABEL_PX + 24)
-        .build_cartesian_2d(s.x, s.y)?;
-    chart
-        .configure_mesh()
-        .x_labels(TICKS)
-        .y_labels(TICKS)
-        .max_light_lines(5)
-        .x_desc(s.x_label.as_str())
-        .y_desc("component 2")
-        .axis_desc_style((FONT, LABEL_PX))
-        .label_style(tick_font)
-        .bold_line_style(RGBColor(215, 215, 215))
-        .light_line_style(RGBColor(240, 240, 240))
-        .draw()?;
+    let (chart_area, legend_area) = with_legend(area, s.legend.iter().map(|(t, _)| t.as_str()), 40)?;
+    let mut chart = axes(&chart_area, None, (s.x, s.y), (s.x_label.as_str(), "component 2"))?;
     chart.draw_series(s.points.iter().map(|&(p, c)| Circle::new(p, s.radius, c.filled())))?;
     let row_h = LEGEND_PX as i32 + 10;
     let (_, h) = legend_area.dim_in_pixel();
@@ -245,7 +220,7 @@ fn draw_scatter<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, s: &Scatter) 
             break;
         }
         legend_area.draw(&Circle::new((10, y), 5, color.filled()))?;
-        let style = legend_font.clone().pos(Pos::new(HPos::Left, VPos::Center));
+        let style = TextStyle::from((FONT, LEGEND_PX).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
         legend_area.draw_text(text, &style, (22, y))?;
     }
     Ok(())

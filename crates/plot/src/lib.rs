@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 
 mod axis;
+mod chart;
 mod embedding;
 mod error;
 mod image;

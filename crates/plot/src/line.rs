@@ -11,14 +11,15 @@
 use std::path::{Path, PathBuf};
 
 use plotters::coord::Shift;
-use plotters::coord::ranged1d::{Ranged, ValueFormatter};
+use plotters::coord::ranged1d::Ranged;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::PlotError;
 use crate::axis::Axis;
+use crate::chart::{axes, with_legend};
 use crate::image::{DrawResult, Figure, ImageFormat, prepare, with_extension, write};
-use crate::style::{FONT, LABEL_PX, LEGEND_PX, REF_GREY, TICK_PX, TICKS, TITLE_PX, palette_color};
+use crate::style::{FONT, LEGEND_PX, REF_GREY, TICK_PX, TITLE_PX, palette_color};
 
 /// How a series is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -235,41 +236,12 @@ pub(crate) fn draw<DB: DrawingBackend>(
     layout: &Layout,
 ) -> DrawResult<DB> {
     root.fill(&WHITE)?;
-    let (width, _) = root.dim_in_pixel();
     let legend_font = TextStyle::from((FONT, LEGEND_PX).into_font());
-    let tick_font = TextStyle::from((FONT, TICK_PX).into_font());
 
-    // The legend panel: sample line (32 px) + gap + the widest label, at most 40 % of the width.
-    let mut label_w = 0;
-    for s in &plot.series {
-        label_w = label_w.max(root.estimate_text_size(&s.label, &legend_font)?.0);
-    }
-    let legend_w = if plot.series.is_empty() { 0 } else { (label_w + 70).min(width * 2 / 5) };
-    let (chart_area, legend_area) = root.split_horizontally(width - legend_w);
-
-    // Room for the y tick labels: the widest of them plus the rotated axis label.
-    let mut tick_w = 0;
-    for v in layout.y.key_points(TICKS) {
-        tick_w = tick_w.max(root.estimate_text_size(&layout.y.format_ext(&v), &tick_font)?.0);
-    }
-    let mut chart = ChartBuilder::on(&chart_area)
-        .caption(&plot.title, (FONT, TITLE_PX).into_font())
-        .margin(16)
-        .x_label_area_size(LABEL_PX + TICK_PX + 24)
-        .y_label_area_size(tick_w + LABEL_PX + 24)
-        .build_cartesian_2d(layout.x, layout.y)?;
-    chart
-        .configure_mesh()
-        .x_labels(TICKS)
-        .y_labels(TICKS)
-        .max_light_lines(5)
-        .x_desc(plot.x_label.as_str())
-        .y_desc(plot.y_label.as_str())
-        .axis_desc_style((FONT, LABEL_PX))
-        .label_style(tick_font.clone())
-        .bold_line_style(RGBColor(215, 215, 215))
-        .light_line_style(RGBColor(240, 240, 240))
-        .draw()?;
+    // The legend panel: sample line (32 px) + gap + the widest label.
+    let (chart_area, legend_area) = with_legend(root, plot.series.iter().map(|s| s.label.as_str()), 70)?;
+    let mut chart =
+        axes(&chart_area, Some(&plot.title), (layout.x, layout.y), (plot.x_label.as_str(), plot.y_label.as_str()))?;
 
     let (x_range, y_range) = (layout.x.range(), layout.y.range());
     let ref_style = ShapeStyle::from(&REF_GREY).stroke_width(1);

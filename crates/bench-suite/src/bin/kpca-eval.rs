@@ -4,36 +4,56 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
-use serde_json::json;
-use stolr_bench_suite::{metrics::kernel_residual, report::load_kpca_run};
+use anyhow::Context;
+use serde::Serialize;
+use stolr_bench_suite::metrics::kernel_residual;
+use stolr_bench_suite::report::load_kpca_run;
 
-fn main() -> Result<()> {
+/// What is printed.
+#[derive(Serialize)]
+struct Evaluation {
+    dir: String,
+    solver: String,
+    n: usize,
+    rank_used: usize,
+    residual_fro_over_n: f64,
+    top_eigenvalue: Option<f64>,
+    solve_s: f64,
+    total_s: f64,
+    per_iteration_ms: Option<f64>,
+    peak_memory_bytes: Option<u64>,
+    final_rank: Option<usize>,
+    eval_s: f64,
+}
+
+fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let dir = PathBuf::from(args.next().context("usage: kpca-eval DIR [--rank R]")?);
     let mut rank = 50;
     while let Some(a) = args.next() {
-        if a == "--rank" {
-            rank = args.next().context("--rank needs a value")?.parse()?;
+        match a.as_str() {
+            "--rank" => rank = args.next().context("--rank needs a value")?.parse().context("--rank")?,
+            other => anyhow::bail!("unknown argument {other}; usage: kpca-eval DIR [--rank R]"),
         }
     }
     let run = load_kpca_run(&dir)?;
     let start = Instant::now();
     let residual = kernel_residual(run.x.as_ref(), &run.kernel, run.center, &run.pairs, rank);
-    let out = json!({
-        "dir": dir.display().to_string(),
-        "solver": run.report["solver"],
-        "n": run.x.nrows(),
-        "rank_used": rank.min(run.pairs.rank()),
-        "residual_fro_over_n": residual,
-        "top_eigenvalue": run.pairs.values.first(),
-        "solve_s": run.report["timings_s"]["solve"],
-        "total_s": run.report["timings_s"]["total"],
-        "per_iteration_ms": run.report["timings_s"]["per_iteration_ms"],
-        "peak_memory_bytes": run.report["peak_memory_bytes"],
-        "final_rank": run.report["result"]["rank_trajectory"].as_array().and_then(|t| t.last().cloned()),
-        "eval_s": start.elapsed().as_secs_f64(),
-    });
+    let r = &run.report;
+    let out = Evaluation {
+        dir: dir.display().to_string(),
+        solver: r.solver.clone(),
+        n: run.x.nrows(),
+        rank_used: rank.min(run.pairs.rank()),
+        residual_fro_over_n: residual,
+        top_eigenvalue: run.pairs.values.first().copied(),
+        solve_s: r.timings_s.solve,
+        total_s: r.timings_s.total,
+        per_iteration_ms: r.timings_s.per_iteration_ms,
+        peak_memory_bytes: r.peak_memory_bytes,
+        final_rank: r.result.rank_trajectory.as_ref().and_then(|t| t.last().copied()),
+        eval_s: start.elapsed().as_secs_f64(),
+    };
     println!("{}", serde_json::to_string(&out)?);
     Ok(())
 }

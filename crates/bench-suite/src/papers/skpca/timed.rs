@@ -6,7 +6,7 @@
 //! count; recovering eigenpairs for a snapshot and writing it to disk do not (for SKPCA the
 //! recovery is a copy of its factor; for KHA it is one pass over the kernel matrix, which the
 //! paper's timing does not include either). Run each method in its own process and call
-//! [`crate::memory::peak_rss_bytes`] there to get its own peak memory; [`run_timed`] records
+//! [`crate::runner::peak_rss_bytes`] there to get its own peak memory; [`run_timed`] records
 //! it in the trace.
 
 use std::path::Path;
@@ -20,9 +20,9 @@ use stolr_solvers::{
     ExactKpcaConfig, Kha, KhaConfig, NystromConfig, Skpca, SkpcaConfig, SolverError, exact_kpca, nystrom_kpca,
 };
 
+use super::trace::{Trace, TraceWriter};
 use crate::BenchError;
-use crate::memory::peak_rss_bytes;
-use crate::trace::{Trace, TraceWriter};
+use crate::runner::peak_rss_bytes;
 
 /// A method of paper 000's comparison and its parameters. Every method keeps the top `rank`
 /// eigenpairs of each snapshot (paper 000 scores `K^50`, so `rank = 50`).
@@ -77,7 +77,7 @@ impl TimedMethod {
 
 /// Runs `method` on the rows of `x`, shape `(n, d)`, with `kernel` (uncentred, as SKPCA's random
 /// Fourier features estimate `K` itself), drawing every random choice from `rng`, and writes
-/// its trace to `dir` (see [`crate::trace`]). The trace records the peak memory of this
+/// its trace to `dir` (see [`super::trace`]). The trace records the peak memory of this
 /// process at the end and `base_memory_bytes` as given (the peak measured before the solver,
 /// e.g. after reading the data).
 ///

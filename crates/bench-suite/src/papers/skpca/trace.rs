@@ -14,6 +14,7 @@ use stolr_datasets::{read_npy_matrix, write_npy_matrix};
 use stolr_lowrank::Eigenpairs;
 
 use crate::BenchError;
+use crate::runner::write_json;
 
 /// Name of the index file of a trace folder.
 const INDEX: &str = "trace.json";
@@ -163,10 +164,7 @@ impl TraceWriter {
         self.trace.total_seconds = total_seconds;
         self.trace.peak_memory_bytes = peak_memory_bytes;
         self.trace.base_memory_bytes = base_memory_bytes;
-        let path = self.trace.dir.join(INDEX);
-        let text = serde_json::to_string_pretty(&self.trace)
-            .map_err(|source| BenchError::Json { path: path.clone(), source })?;
-        std::fs::write(&path, text + "\n").map_err(|source| BenchError::Io { path, source })?;
+        write_json(&self.trace.dir.join(INDEX), &self.trace)?;
         Ok(self.trace)
     }
 }
