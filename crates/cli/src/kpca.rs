@@ -270,12 +270,12 @@ fn solve(args: &KpcaArgs, x: faer::MatRef<'_, f64>, kernel: &Kernel) -> Result<S
                     (choice.tau, report)
                 }
             };
-            let mut sampler = build_sampler(args, x, *kernel)?;
+            let sampler = build_sampler(args, x, *kernel)?;
             let config =
                 SkpcaConfig { tau, iterations: args.iterations, max_rank: Some(args.max_rank), ..Default::default() };
-            let mut solver = Skpca::new(config, x.nrows(), sampler.is_symmetric_psd())?;
+            let mut solver = Skpca::new(config, sampler)?;
             let mut progress = Progress::new(args.iterations);
-            let stop = solver.run(&mut *sampler, &mut stream(args.seed, 3), None, &mut progress)?;
+            let stop = stolr_solvers::run(&mut solver, &mut stream(args.seed, 3), &mut progress)?;
             if let Some(bar) = &progress.bar {
                 bar.finish_and_clear();
             }

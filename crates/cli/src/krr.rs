@@ -388,7 +388,8 @@ fn fit(args: &KrrArgs, x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel, nu: f64) 
                 slkl_config(args, nu, args.landmarks),
                 &mut stream(args.seed, STREAM_LANDMARKS),
             )?;
-            let model = solver.run(&mut stream(args.seed, STREAM_COORDINATES), &mut ())?;
+            let stop = stolr_solvers::run(&mut solver, &mut stream(args.seed, STREAM_COORDINATES), &mut ())?;
+            let model = solver.model(stop)?;
             let result = json!({
                 "objective": model.objective,
                 "objective_definition": "F(mu) = lambda y^T (lambda I + K_mu)^-1 y + nu sum(mu), paper 004 (14)",

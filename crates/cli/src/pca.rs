@@ -142,7 +142,7 @@ impl Observer for EpochBar {
     fn on_iteration(&mut self, report: &IterationReport) -> ControlFlow<()> {
         if let Some(bar) = &self.0 {
             bar.set_position(report.t as u64);
-            if let Some(g) = report.gradient_norm {
+            if let Some(g) = report.kkt_violation {
                 bar.set_message(format!("|grad| {g:.3e}"));
             }
         }

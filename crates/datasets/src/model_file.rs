@@ -50,7 +50,8 @@ impl ModelFile {
         self.arrays.insert(name.into(), ModelArray::F64 { shape: vec![v.len()], data: v.to_vec() });
     }
     pub fn put_indices(&mut self, name: &str, v: &[usize]) {
-        self.arrays.insert(name.into(), ModelArray::I64 { shape: vec![v.len()], data: v.iter().map(|&i| i as i64).collect() });
+        self.arrays
+            .insert(name.into(), ModelArray::I64 { shape: vec![v.len()], data: v.iter().map(|&i| i as i64).collect() });
     }
     pub fn matrix(&self, name: &str) -> Result<Mat<f64>, DataError> {
         match self.arrays.get(name) {
@@ -100,7 +101,10 @@ impl ModelFile {
             let a = if let Some(d) = v.get("f64") {
                 ModelArray::F64 { shape, data: serde_json::from_value(d.clone()).map_err(|e| err(&p, e.to_string()))? }
             } else {
-                ModelArray::I64 { shape, data: serde_json::from_value(v["i64"].clone()).map_err(|e| err(&p, e.to_string()))? }
+                ModelArray::I64 {
+                    shape,
+                    data: serde_json::from_value(v["i64"].clone()).map_err(|e| err(&p, e.to_string()))?,
+                }
             };
             m.arrays.insert(k.clone(), a);
         }

@@ -35,8 +35,10 @@ impl Eigenpairs {
     }
 
     /// Flips the sign of each eigenvector so that its entry of largest absolute value is
-    /// positive (the first such entry on ties).
-    pub fn fix_signs(&mut self) {
+    /// positive (the first such entry on ties). Returns the sign applied to each column (±1),
+    /// so that quantities derived from the eigenvectors can be flipped alike.
+    pub fn fix_signs(&mut self) -> Vec<f64> {
+        let mut signs = vec![1.0; self.vectors.ncols()];
         for j in 0..self.vectors.ncols() {
             let col = self.vectors.col(j);
             let mut best = 0.0_f64;
@@ -49,11 +51,13 @@ impl Eigenpairs {
                 }
             }
             if sign < 0.0 {
+                signs[j] = -1.0;
                 for i in 0..self.vectors.nrows() {
                     self.vectors[(i, j)] = -self.vectors[(i, j)];
                 }
             }
         }
+        signs
     }
 
     /// Kernel PCA projections of the training points, shape `(n, r)`: column `i` is

@@ -40,7 +40,7 @@ use stolr_estimators::{
     DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, RandomFourierFeatures, bandwidth_rule,
 };
 use stolr_lowrank::{SymLowRank, top_eigenpairs};
-use stolr_solvers::{Skpca, SkpcaConfig, kernel_matrix, shrunk_target};
+use stolr_solvers::{Skpca, SkpcaConfig, SolverError, StopAt, kernel_matrix, run_with_target, shrunk_target};
 
 /// How a dataset file is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -471,18 +471,23 @@ fn convergence_run(
     let n = x.nrows() as f64;
     let start = Instant::now();
     let mut rng = stream(seed, 1 + config_index);
-    let mut sampler = RandomFourierFeatures::new(x, kernel, k)?;
+    let sampler = RandomFourierFeatures::new(x, kernel, k)?;
     let config = SkpcaConfig { tau, iterations, max_rank: None, ..Default::default() };
-    let mut solver = Skpca::new(config, x.nrows(), true)?;
+    let mut solver = Skpca::new(config, Box::new(sampler))?;
     let t = log_checkpoints(iterations, 20);
     let mut error = Vec::with_capacity(t.len());
     let mut rank = Vec::with_capacity(t.len());
-    for &tc in &t {
-        while solver.iterations_done() < tc {
-            solver.step(&mut sampler, &mut rng)?;
+    // The error and rank at each checkpoint, recorded by the caller's metric on the one loop.
+    let mut record = |s: &Skpca<'_>| -> Result<Option<f64>, SolverError> {
+        while error.len() < t.len() && t[error.len()] == s.iterations_done() {
+            error.push(s.iterate().distance_sq(target)? / (n * n));
+            rank.push(s.iterate().rank());
         }
-        error.push(solver.iterate().distance_sq(target)? / (n * n));
-        rank.push(solver.iterate().rank());
+        Ok(None)
+    };
+    record(&solver)?;
+    if let Some(&last) = t.last() {
+        run_with_target(&mut solver, &mut rng, &mut record, &mut StopAt(last))?;
     }
     Ok(ConvergenceRun { seed, t, error, rank, seconds: start.elapsed().as_secs_f64() })
 }

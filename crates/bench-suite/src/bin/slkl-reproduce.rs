@@ -420,7 +420,10 @@ fn table2(o: &Options, results: &mut ResultsFile, nus: &mut Vec<(Data, usize, f6
                 if solver.selected() != &j[..] {
                     bail!("SLKL drew other landmarks than KRR_M and Unif");
                 }
-                let model = solver.run(&mut rng(RNG_COORDINATES, run, m), &mut ())?;
+                let model = {
+                    let stop = stolr_solvers::run(&mut solver, &mut rng(RNG_COORDINATES, run, m), &mut ())?;
+                    solver.model(stop)?
+                };
                 let mse = predict_mse(&model.expansion, p)?;
                 c[5].push(mse, t.elapsed().as_secs_f64());
                 c[5].sparsity.push(model.sparsity() as f64);
@@ -549,7 +552,10 @@ fn figures(o: &Options, results: &mut ResultsFile, nu: f64) -> Result<String> {
         let mut solver =
             Slkl::new(p.x.as_ref(), &p.y, &kernel, slkl_config(nu, m_fig1), &mut rng(RNG_LANDMARKS, 100 + run, 0))?;
         let mut obs = Objective(Vec::new());
-        let model = solver.run(&mut rng(RNG_COORDINATES, 100 + run, 0), &mut obs)?;
+        let model = {
+            let stop = stolr_solvers::run(&mut solver, &mut rng(RNG_COORDINATES, 100 + run, 0), &mut obs)?;
+            solver.model(stop)?
+        };
         let (xs, ys) = thin(&obs.0, 400);
         finals.push(model.objective);
         plot.series.push(PlotSeries::new(format!("run {run}"), xs.clone(), ys.clone()));
@@ -605,7 +611,13 @@ fn figures(o: &Options, results: &mut ResultsFile, nu: f64) -> Result<String> {
             for rep in 0..reps {
                 let mut solver =
                     Slkl::new(p.x.as_ref(), &p.y, &kernel, slkl_config(v, m), &mut rng(RNG_LANDMARKS, 200 + rep, m))?;
-                s.push(solver.run(&mut rng(RNG_COORDINATES, 200 + rep, m), &mut ())?.sparsity() as f64);
+                s.push(
+                    {
+                        let stop = stolr_solvers::run(&mut solver, &mut rng(RNG_COORDINATES, 200 + rep, m), &mut ())?;
+                        solver.model(stop)?
+                    }
+                    .sparsity() as f64,
+                );
             }
             ys.push(mean_std(&s).map_or(f64::NAN, |x| x.0));
         }
@@ -633,7 +645,13 @@ fn figures(o: &Options, results: &mut ResultsFile, nu: f64) -> Result<String> {
             for rep in 0..reps {
                 let mut solver =
                     Slkl::new(p.x.as_ref(), &p.y, &kernel, slkl_config(v, m), &mut rng(RNG_LANDMARKS, 300 + rep, m))?;
-                s.push(solver.run(&mut rng(RNG_COORDINATES, 300 + rep, m), &mut ())?.sparsity() as f64);
+                s.push(
+                    {
+                        let stop = stolr_solvers::run(&mut solver, &mut rng(RNG_COORDINATES, 300 + rep, m), &mut ())?;
+                        solver.model(stop)?
+                    }
+                    .sparsity() as f64,
+                );
             }
             ys.push(mean_std(&s).map_or(f64::NAN, |x| x.0));
         }
