@@ -7,6 +7,7 @@ use stolr_datasets::{Standardization, standardize};
 use stolr_estimators::{
     Centered, ColumnSampling, Kernel, KernelSampler, RandomFourierFeatures, RandomMaclaurin, kernel_row_means,
 };
+use stolr_lowrank::Eigenpairs;
 
 use crate::kpca::exact::exact_fit;
 use crate::kpca::{
@@ -95,6 +96,21 @@ impl KpcaSolver {
     }
 }
 
+/// Everything a kernel PCA fit produced: the model, the training eigenpairs (eigenvectors
+/// `(n, r)` over the training rows; the model of a Nyström fit keeps only the landmarks) and
+/// how the run ended.
+#[derive(Debug, Clone)]
+pub struct KernelPcaFit {
+    /// The model, for new rows.
+    pub model: KernelPcaModel,
+    /// Eigenvalues (nonincreasing) and eigenvectors `(n, r)` of the training kernel matrix.
+    pub pairs: Eigenpairs,
+    /// Why an iterative solver stopped (`None` for exact and Nyström).
+    pub stop: Option<Stop>,
+    /// Iterations run (0 for exact and Nyström).
+    pub iterations: usize,
+}
+
 /// Kernel PCA parameters: `rank` components of the kernel matrix of `kernel`, optionally
 /// centred in feature space and after standardizing the features, by one of the solvers of
 /// [`KpcaSolver`]. [`Fit::fit`] returns a [`KernelPcaModel`] (see its docs for the
@@ -140,8 +156,8 @@ impl KernelPca {
     }
 
     /// Fits on rows that are already standardized (or not meant to be), recording
-    /// `standardization` in the model, and returns the model with the run's stop reason
-    /// (`None` for the direct solvers) and iteration count.
+    /// `standardization` in the model; returns the model, the training eigenpairs and how the
+    /// run ended.
     ///
     /// # Errors
     /// As [`Fit::fit`].
@@ -151,7 +167,7 @@ impl KernelPca {
         standardization: Option<Standardization>,
         rng: &mut dyn Rng,
         observer: &mut dyn Observer,
-    ) -> Result<(KernelPcaModel, Option<Stop>, usize), SolverError> {
+    ) -> Result<KernelPcaFit, SolverError> {
         let name = self.solver.name();
         let centring_of_training = |x: MatRef<'_, f64>| {
             if self.center {
@@ -182,7 +198,7 @@ impl KernelPca {
                     &pairs,
                     centering,
                 )?;
-                Ok((model, None, 0))
+                Ok(KernelPcaFit { model, pairs, stop: None, iterations: 0 })
             }
             KpcaSolver::Nystrom { landmarks } => {
                 let config =
@@ -196,10 +212,10 @@ impl KernelPca {
                     standardization,
                     rows,
                     fit.coefficients,
-                    fit.pairs.values,
+                    fit.pairs.values.clone(),
                     centering,
                 )?;
-                Ok((model, None, 0))
+                Ok(KernelPcaFit { model, pairs: fit.pairs, stop: None, iterations: 0 })
             }
             KpcaSolver::Skpca { config, sampler, features } => {
                 let inner: Box<dyn KernelSampler + '_> = match sampler {
@@ -223,7 +239,7 @@ impl KernelPca {
                     &pairs,
                     centring_of_training(x),
                 )?;
-                Ok((model, Some(stop), solver.iterations_done()))
+                Ok(KernelPcaFit { model, pairs, stop: Some(stop), iterations: solver.iterations_done() })
             }
             KpcaSolver::Kha { eta, iterations, init_scale } => {
                 let config = KhaConfig {
@@ -250,7 +266,7 @@ impl KernelPca {
                     &pairs,
                     centering,
                 )?;
-                Ok((model, Some(stop), solver.iterations_done()))
+                Ok(KernelPcaFit { model, pairs, stop: Some(stop), iterations: solver.iterations_done() })
             }
         }
     }
@@ -277,9 +293,9 @@ impl Fit for KernelPca {
             crate::error::check_data(x)?;
             let mut owned = x.to_owned();
             let stats = standardize(&mut owned);
-            Ok(self.fit_prepared(owned.as_ref(), Some(stats), rng, observer)?.0)
+            Ok(self.fit_prepared(owned.as_ref(), Some(stats), rng, observer)?.model)
         } else {
-            Ok(self.fit_prepared(x, None, rng, observer)?.0)
+            Ok(self.fit_prepared(x, None, rng, observer)?.model)
         }
     }
 }

@@ -14,7 +14,7 @@ mod skpca;
 mod tau;
 
 pub use exact::{ExactKpcaConfig, exact_kpca, kernel_matrix};
-pub use fit::{KernelPca, KpcaSolver, SamplerKind};
+pub use fit::{KernelPca, KernelPcaFit, KpcaSolver, SamplerKind};
 pub use kha::{Kha, KhaConfig};
 pub use model::{KernelCentering, KernelPcaModel};
 pub use nystrom::{NystromConfig, NystromFit, nystrom_fit, nystrom_kpca};
