@@ -214,7 +214,7 @@ pub fn run(args: PcaArgs) -> Result<()> {
         }
     };
     let params = Pca { rank: args.rank, center: args.center, scale: args.scale, solver };
-    let (mean, scale, prepared) = params.prepare(data.x.as_ref())?;
+    let stolr_solvers::pca::Prepared { mean, scale, x: prepared } = params.prepare(data.x.as_ref())?;
     let solve_start = Instant::now();
     let mut rng = stream(args.seed, 1);
     let mut progress = Progress::new(params.solver.name(), None, 1);

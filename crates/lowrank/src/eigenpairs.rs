@@ -39,7 +39,7 @@ impl Eigenpairs {
     /// so that quantities derived from the eigenvectors can be flipped alike.
     pub fn fix_signs(&mut self) -> Vec<f64> {
         let mut signs = vec![1.0; self.vectors.ncols()];
-        for j in 0..self.vectors.ncols() {
+        for (j, applied) in signs.iter_mut().enumerate() {
             let col = self.vectors.col(j);
             let mut best = 0.0_f64;
             let mut sign = 1.0;
@@ -51,7 +51,7 @@ impl Eigenpairs {
                 }
             }
             if sign < 0.0 {
-                signs[j] = -1.0;
+                *applied = -1.0;
                 for i in 0..self.vectors.nrows() {
                     self.vectors[(i, j)] = -self.vectors[(i, j)];
                 }

@@ -84,6 +84,9 @@ pub fn exact_kpca(x: MatRef<'_, f64>, kernel: &Kernel, config: &ExactKpcaConfig)
     Ok(exact_fit(x, kernel, config)?.0)
 }
 
+/// The column means `m = K1/n` of a kernel matrix and their mean `m̄`.
+pub(crate) type KernelMeans = (Vec<f64>, f64);
+
 /// [`exact_kpca`], also returning the centring statistics `(m, m̄)` of `K` when
 /// `config.center` (the column means of `K` and their mean), which a model needs to centre new
 /// rows.
@@ -91,7 +94,7 @@ pub(crate) fn exact_fit(
     x: MatRef<'_, f64>,
     kernel: &Kernel,
     config: &ExactKpcaConfig,
-) -> Result<(Eigenpairs, Option<(Vec<f64>, f64)>), SolverError> {
+) -> Result<(Eigenpairs, Option<KernelMeans>), SolverError> {
     check_rank(config.rank, x.nrows())?;
     if !(config.tolerance.is_finite() && config.tolerance > 0.0) {
         return Err(SolverError::InvalidConfig {

@@ -31,6 +31,17 @@ impl PcaSolver {
     }
 }
 
+/// What [`Pca::prepare`] returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    /// Column means subtracted, length `d` (zeros without centring).
+    pub mean: Vec<f64>,
+    /// The scale divided by, length `d` (ones without scaling).
+    pub scale: Vec<f64>,
+    /// `(x − mean) / scale`, shape `(n, d)`.
+    pub x: faer::Mat<f64>,
+}
+
 /// PCA parameters: `rank` principal axes of the rows of `x`, after subtracting the mean of
 /// every feature (`center`, scikit-learn's default) and dividing by the largest absolute value
 /// of the centred data (`scale`, e.g. MNIST's 255). [`Fit::fit`] returns a [`PcaModel`] (see its
@@ -66,12 +77,11 @@ impl Pca {
     }
 
     /// The mean (zeros without centring) and the scale (ones without scaling) of `x`, and `x`
-    /// prepared with them, `(x − mean) / scale`, stored row-major (`(n, d)` view of a `(d, n)`
-    /// matrix) for the stochastic solvers, which read one row per inner step.
+    /// prepared with them, `(x − mean) / scale`.
     ///
     /// # Errors
     /// [`SolverError::Estimator`] for empty or non-finite data.
-    pub fn prepare(&self, x: MatRef<'_, f64>) -> Result<(Vec<f64>, Vec<f64>, faer::Mat<f64>), SolverError> {
+    pub fn prepare(&self, x: MatRef<'_, f64>) -> Result<Prepared, SolverError> {
         crate::error::check_data(x)?;
         let (n, d) = x.shape();
         let mut prepared = x.to_owned();
@@ -92,7 +102,7 @@ impl Pca {
                 scale = vec![max; d];
             }
         }
-        Ok((mean, scale, prepared))
+        Ok(Prepared { mean, scale, x: prepared })
     }
 
     /// Fits on data already prepared by [`Pca::prepare`] and returns the model with the run's
@@ -143,7 +153,7 @@ impl Fit for Pca {
     /// [`SolverError::InvalidConfig`] for bad solver settings; [`SolverError::Estimator`] for
     /// empty or non-finite data; [`SolverError::Diverged`] and factorization errors.
     fn fit(&self, x: MatRef<'_, f64>, rng: &mut dyn Rng, observer: &mut dyn Observer) -> Result<PcaModel, SolverError> {
-        let (mean, scale, prepared) = self.prepare(x)?;
-        Ok(self.fit_prepared(prepared.as_ref(), mean, scale, rng, observer)?.0)
+        let p = self.prepare(x)?;
+        Ok(self.fit_prepared(p.x.as_ref(), p.mean, p.scale, rng, observer)?.0)
     }
 }

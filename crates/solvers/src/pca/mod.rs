@@ -12,7 +12,7 @@ mod svrg_pca;
 mod vr_pca;
 
 pub use common::PcaOutcome;
-pub use fit::{Pca, PcaSolver};
+pub use fit::{Pca, PcaSolver, Prepared};
 pub use model::PcaModel;
 pub use rayleigh_ritz::{captured_norm, exact_pca, rayleigh_ritz};
 pub use svrg_pca::{
