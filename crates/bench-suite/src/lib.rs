@@ -22,6 +22,7 @@ pub mod curve;
 mod error;
 pub mod kpca_bench;
 pub mod metrics;
+pub mod observe;
 pub mod papers;
 pub mod report;
 pub mod results;

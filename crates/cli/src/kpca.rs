@@ -1,28 +1,21 @@
 //! `stolr kpca`: kernel PCA end to end.
 
-use std::io::IsTerminal;
-use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use faer::Mat;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Value, json};
-use stolr_datasets::{
-    Dataset, generate, read_csv, read_libsvm, read_magic, standardize, write_npy_matrix, write_npy_vector,
-};
-use stolr_estimators::{
-    Centered, ColumnSampling, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, KernelSampler,
-    RandomFourierFeatures, RandomMaclaurin, bandwidth_rule,
-};
+use stolr_datasets::{Dataset, Standardization, generate, standardize, write_npy_matrix, write_npy_vector};
+use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_rule};
 use stolr_lowrank::Eigenpairs;
-use stolr_solvers::{
-    ExactKpcaConfig, IterationReport, NystromConfig, Observer, Skpca, SkpcaConfig, Stop, exact_kpca, nystrom_kpca,
-    tau_for_rank,
-};
+use stolr_solvers::{KernelPca, KernelPcaModel, KpcaSolver, SamplerKind as Sampler, SkpcaConfig, Stop, tau_for_rank};
 
+use crate::common::input::{Format, label_values, read};
+use crate::common::output::{write_model, write_report};
+use crate::common::progress::Progress;
+use crate::common::sigma::SigmaArg;
 use crate::memory::peak_rss_bytes;
 use crate::rng::stream;
 
@@ -30,16 +23,6 @@ use crate::rng::stream;
 const DEFAULT_N: usize = 2000;
 /// Radial noise of the built-in dataset.
 const DEFAULT_NOISE: f64 = 0.1;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// LIBSVM/svmlight sparse text (`label index:value ...`, 1-based indices).
-    Libsvm,
-    /// Comma-separated numbers, no label column.
-    Csv,
-    /// The UCI MAGIC gamma telescope file: 10 numeric columns and a class column (g/h).
-    Magic,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum KernelKind {
@@ -63,6 +46,17 @@ pub enum SamplerKind {
     Maclaurin,
 }
 
+impl SamplerKind {
+    fn solver_kind(self) -> Sampler {
+        match self {
+            SamplerKind::Rff => Sampler::Rff,
+            SamplerKind::Columns => Sampler::Columns,
+            SamplerKind::ColumnsSym => Sampler::ColumnsSym,
+            SamplerKind::Maclaurin => Sampler::Maclaurin,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SolverKind {
     /// Stochastic proximal gradient descent with shrinkage (paper 000, Algorithm 1).
@@ -71,6 +65,8 @@ pub enum SolverKind {
     Exact,
     /// Exact eigenpairs of the Nyström approximation with `--landmarks` columns.
     Nystrom,
+    /// The Kernel Hebbian Algorithm (constant step --eta, --iterations steps; memory O(n·rank)).
+    Kha,
 }
 
 /// Arguments of `stolr kpca`.
@@ -81,7 +77,7 @@ pub struct KpcaArgs {
     /// three noisy concentric rings in 3-D, n = 2000.
     #[arg(long)]
     input: Option<PathBuf>,
-    /// Format of --input.
+    /// Format of --input (libsvm, csv, magic, mnist, npy).
     #[arg(long, value_enum, default_value = "libsvm")]
     format: Format,
     /// Kernel function.
@@ -93,7 +89,7 @@ pub struct KpcaArgs {
     /// Kernel bandwidth: `auto` (20th percentile of pairwise Euclidean distances, estimated from
     /// 10⁶ seeded random pairs) or a positive number.
     #[arg(long, default_value = "auto")]
-    sigma: String,
+    sigma: SigmaArg,
     /// Polynomial kernel degree q.
     #[arg(long, default_value_t = 2)]
     degree: u32,
@@ -116,9 +112,12 @@ pub struct KpcaArgs {
     /// Features (or sampled columns) per draw.
     #[arg(long, default_value_t = 50)]
     features: usize,
-    /// SKPCA iterations T.
+    /// SKPCA (and KHA) iterations T.
     #[arg(long, default_value_t = 1000)]
     iterations: usize,
+    /// KHA's constant step size eta.
+    #[arg(long, default_value_t = 0.05)]
+    eta: f64,
     /// Centre the data in feature space (kernel PCA of HKH).
     #[arg(long)]
     center: bool,
@@ -137,42 +136,44 @@ pub struct KpcaArgs {
     /// Subsample size m for choosing tau from --rank.
     #[arg(long, default_value_t = 2000)]
     tau_subsample: usize,
-    /// Output directory for eigenvalues.npy, eigenvectors.npy, projections.npy and report.json.
+    /// Output directory for model.npz (apply it with `stolr transform`), eigenvalues.npy,
+    /// eigenvectors.npy, projections.npy and report.json.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Plot the training rows on the first two components (and the convergence of an iterative
+    /// solver beside them) to this .svg or .png file.
+    #[arg(long)]
+    plot: Option<PathBuf>,
 }
 
 fn load(args: &KpcaArgs) -> Result<(Dataset, &'static str)> {
     Ok(match &args.input {
         None => (generate::rings(DEFAULT_N, DEFAULT_NOISE, &mut stream(args.seed, 0)), "built-in"),
         Some(path) => {
-            let data = match args.format {
-                Format::Libsvm => read_libsvm(path),
-                Format::Csv => read_csv(path, stolr_datasets::LabelColumn::None),
-                Format::Magic => read_magic(path),
+            if matches!(args.format, Format::Abalone | Format::Housing) {
+                bail!(
+                    "--format {} is a regression set; kpca reads libsvm, csv, magic, mnist or npy",
+                    args.format.name()
+                );
             }
-            .with_context(|| format!("cannot read {}", path.display()))?;
-            (data, "file")
+            (read(path, args.format, false)?, "file")
         }
     })
 }
 
 fn build_kernel(args: &KpcaArgs, x: faer::MatRef<'_, f64>) -> Result<(Kernel, &'static str)> {
     let sigma = |rng_index| -> Result<(f64, &'static str)> {
-        if args.sigma == "auto" {
-            let s = bandwidth_rule(
-                x,
-                DEFAULT_BANDWIDTH_PERCENTILE,
-                DEFAULT_BANDWIDTH_PAIRS,
-                &mut stream(args.seed, rng_index),
-            )?;
-            Ok((s, "auto: 20th percentile of pairwise Euclidean distances"))
-        } else {
-            let s: f64 = args
-                .sigma
-                .parse()
-                .with_context(|| format!("--sigma must be 'auto' or a number, got '{}'", args.sigma))?;
-            Ok((s, "given"))
+        match args.sigma {
+            SigmaArg::Auto => {
+                let s = bandwidth_rule(
+                    x,
+                    DEFAULT_BANDWIDTH_PERCENTILE,
+                    DEFAULT_BANDWIDTH_PAIRS,
+                    &mut stream(args.seed, rng_index),
+                )?;
+                Ok((s, "auto: 20th percentile of pairwise Euclidean distances"))
+            }
+            SigmaArg::Value(s) => Ok((s, "given")),
         }
     };
     let (kernel, how) = match args.kernel {
@@ -197,124 +198,78 @@ fn build_kernel(args: &KpcaArgs, x: faer::MatRef<'_, f64>) -> Result<(Kernel, &'
     Ok((kernel, how))
 }
 
-fn build_sampler<'a>(args: &KpcaArgs, x: faer::MatRef<'a, f64>, kernel: Kernel) -> Result<Box<dyn KernelSampler + 'a>> {
-    let inner: Box<dyn KernelSampler + 'a> = match args.sampler {
-        SamplerKind::Rff => Box::new(RandomFourierFeatures::new(x, kernel, args.features)?),
-        SamplerKind::Columns => Box::new(ColumnSampling::new(x, kernel, args.features, false)?),
-        SamplerKind::ColumnsSym => Box::new(ColumnSampling::new(x, kernel, args.features, true)?),
-        SamplerKind::Maclaurin => Box::new(RandomMaclaurin::new(x, kernel, args.features)?),
-    };
-    Ok(if args.center { Box::new(Centered::new(inner)) } else { inner })
-}
-
-/// Progress bar on a terminal, nothing otherwise; records the rank trajectory either way.
-struct Progress {
-    bar: Option<ProgressBar>,
-    ranks: Vec<usize>,
-}
-
-impl Progress {
-    fn new(iterations: usize) -> Self {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = ProgressBar::with_draw_target(Some(iterations as u64), ProgressDrawTarget::stderr());
-            bar.set_style(
-                ProgressStyle::with_template("{spinner} skpca [{bar:40}] {pos}/{len} it  {msg}  ({elapsed} < {eta})")
-                    .expect("static template")
-                    .progress_chars("=> "),
-            );
-            bar
-        });
-        Self { bar, ranks: Vec::with_capacity(iterations) }
-    }
-}
-
-impl Observer for Progress {
-    fn on_iteration(&mut self, report: &IterationReport) -> ControlFlow<()> {
-        self.ranks.push(report.rank);
-        if let Some(bar) = &self.bar {
-            bar.set_position(report.t as u64);
-            if report.t.is_multiple_of(10) || report.t == 1 {
-                bar.set_message(format!("rank {}", report.rank));
-            }
-        }
-        ControlFlow::Continue(())
-    }
-}
-
 /// What a solver run produced, for the report.
 struct Solved {
+    model: KernelPcaModel,
     pairs: Eigenpairs,
     tau: Option<Value>,
     iterations: Option<usize>,
-    stop: Option<String>,
+    stop: Option<Stop>,
     ranks: Vec<usize>,
+    trace: Vec<(usize, usize, Option<f64>, Option<f64>)>,
     solve_time: Duration,
 }
 
-fn solve(args: &KpcaArgs, x: faer::MatRef<'_, f64>, kernel: &Kernel) -> Result<Solved> {
+fn solve(
+    args: &KpcaArgs,
+    x: faer::MatRef<'_, f64>,
+    kernel: &Kernel,
+    standardization: Option<Standardization>,
+) -> Result<Solved> {
     let start = Instant::now();
-    match args.solver {
+    let mut tau_report = None;
+    let (solver, mut rng) = match args.solver {
         SolverKind::Skpca => {
-            let (tau, tau_report) = match (args.tau, args.rank) {
-                (Some(tau), _) => (tau, json!({ "value": tau, "source": "given" })),
+            let tau = match (args.tau, args.rank) {
+                (Some(tau), _) => {
+                    tau_report = Some(json!({ "value": tau, "source": "given" }));
+                    tau
+                }
                 (None, rank) => {
                     let rank = rank.unwrap_or(10);
                     let choice =
                         tau_for_rank(x, kernel, rank, args.tau_subsample, args.center, &mut stream(args.seed, 2))?;
-                    let report = json!({
+                    tau_report = Some(json!({
                         "value": choice.tau,
                         "source": format!("chosen for rank {rank} from the spectrum of a {m} x {m} kernel matrix of a random subsample (eigenvalues scaled by n/m)", m = choice.subsample),
                         "subsample": choice.subsample,
                         "estimated_eigenvalues": choice.estimated_eigenvalues,
-                    });
-                    (choice.tau, report)
+                    }));
+                    choice.tau
                 }
             };
-            let mut sampler = build_sampler(args, x, *kernel)?;
             let config =
                 SkpcaConfig { tau, iterations: args.iterations, max_rank: Some(args.max_rank), ..Default::default() };
-            let mut solver = Skpca::new(config, x.nrows(), sampler.is_symmetric_psd())?;
-            let mut progress = Progress::new(args.iterations);
-            let stop = solver.run(&mut *sampler, &mut stream(args.seed, 3), None, &mut progress)?;
-            if let Some(bar) = &progress.bar {
-                bar.finish_and_clear();
-            }
-            if let Stop::RankCapReached { .. } = stop {
-                eprintln!("warning: SKPCA stopped early: {stop}");
-            }
-            let mut pairs = solver.eigenpairs()?;
-            if let Some(rank) = args.rank {
-                pairs.truncate(rank);
-            }
-            Ok(Solved {
-                pairs,
-                tau: Some(tau_report),
-                iterations: Some(solver.iterations_done()),
-                stop: Some(stop.to_string()),
-                ranks: progress.ranks,
-                solve_time: start.elapsed(),
-            })
+            let solver = KpcaSolver::Skpca { config, sampler: args.sampler.solver_kind(), features: args.features };
+            (solver, stream(args.seed, 3))
         }
-        SolverKind::Exact | SolverKind::Nystrom => {
-            let Some(rank) = args.rank else {
-                bail!("--solver {:?} needs --rank (the number of eigenpairs)", args.solver);
-            };
-            let pairs = if args.solver == SolverKind::Exact {
-                exact_kpca(x, kernel, &ExactKpcaConfig { center: args.center, ..ExactKpcaConfig::new(rank) })?
-            } else {
-                let config = NystromConfig { landmarks: args.landmarks, rank, center: args.center };
-                nystrom_kpca(x, kernel, &config, &mut stream(args.seed, 4))?
-            };
-            Ok(Solved {
-                pairs,
-                tau: None,
-                iterations: None,
-                stop: None,
-                ranks: Vec::new(),
-                solve_time: start.elapsed(),
-            })
+        SolverKind::Exact => (KpcaSolver::exact(), stream(args.seed, 4)),
+        SolverKind::Nystrom => (KpcaSolver::Nystrom { landmarks: args.landmarks }, stream(args.seed, 4)),
+        SolverKind::Kha => {
+            (KpcaSolver::Kha { eta: args.eta, iterations: args.iterations, init_scale: 0.01 }, stream(args.seed, 5))
         }
+    };
+    if args.solver != SolverKind::Skpca && args.rank.is_none() {
+        bail!("--solver {} needs --rank (the number of eigenpairs)", solver.name());
     }
+    let params = KernelPca { rank: args.rank, kernel: *kernel, center: args.center, standardize: false, solver };
+    let iterative = matches!(args.solver, SolverKind::Skpca | SolverKind::Kha);
+    let mut progress = Progress::new(params.solver.name(), iterative.then_some(args.iterations), 1);
+    let fit = params.fit_prepared(x, standardization, &mut rng, &mut progress)?;
+    progress.finish();
+    if let Some(stop @ Stop::RankCapReached { .. }) = fit.stop {
+        eprintln!("warning: SKPCA stopped early: {stop} (--max-rank, --tau)");
+    }
+    Ok(Solved {
+        model: fit.model,
+        pairs: fit.pairs,
+        tau: tau_report,
+        iterations: iterative.then_some(fit.iterations),
+        stop: fit.stop,
+        ranks: progress.ranks(),
+        trace: progress.trace,
+        solve_time: start.elapsed(),
+    })
 }
 
 fn kernel_json(kernel: &Kernel, sigma_source: &str) -> Value {
@@ -347,13 +302,11 @@ pub fn run(args: KpcaArgs) -> Result<()> {
     {
         bail!("--rank {rank} exceeds the number of samples n = {}", data.n());
     }
-    if args.standardize {
-        standardize(&mut data.x);
-    }
+    let standardization: Option<Standardization> = args.standardize.then(|| standardize(&mut data.x));
     let t_sigma = Instant::now();
     let (kernel, sigma_source) = build_kernel(&args, data.x.as_ref())?;
     let sigma_time = t_sigma.elapsed();
-    let solved = solve(&args, data.x.as_ref(), &kernel)?;
+    let solved = solve(&args, data.x.as_ref(), &kernel, standardization)?;
     let pairs = &solved.pairs;
     let projections: Mat<f64> = pairs.projections();
 
@@ -364,7 +317,16 @@ pub fn run(args: KpcaArgs) -> Result<()> {
         write_npy_vector(&dir.join("eigenvalues.npy"), &pairs.values)?;
         write_npy_matrix(&dir.join("eigenvectors.npy"), pairs.vectors.as_ref())?;
         write_npy_matrix(&dir.join("projections.npy"), projections.as_ref())?;
-        outputs = vec!["eigenvalues.npy", "eigenvectors.npy", "projections.npy", "report.json"];
+        let model = write_model(dir, &solved.model)?;
+        outputs = vec![model, "eigenvalues.npy", "eigenvectors.npy", "projections.npy", "report.json"];
+    }
+    if let Some(path) = &args.plot {
+        let t: Vec<f64> = solved.trace.iter().map(|r| r.0 as f64).collect();
+        let ranks: Vec<f64> = solved.trace.iter().map(|r| r.1 as f64).collect();
+        let title = format!("stolr kpca ({}): first two components", solved.model.solver());
+        let labels = label_values(&data);
+        let curve = crate::plot::Curve { t, y: ranks, label: "rank of the iterate", log_y: false };
+        crate::plot::embedding(path, &title, projections.as_ref(), labels.as_deref(), Some(curve))?;
     }
     let write_time = t_write.elapsed();
     let peak = peak_rss_bytes();
@@ -376,18 +338,18 @@ pub fn run(args: KpcaArgs) -> Result<()> {
         "dataset": {
             "source": data.source,
             "origin": origin,
-            "format": if args.input.is_some() { format!("{:?}", args.format).to_lowercase() } else { "generated".into() },
+            "format": if args.input.is_some() { args.format.name() } else { "generated".into() },
             "n": data.n(),
             "d": data.d(),
             "standardized": args.standardize,
         },
         "kernel": kernel_json(&kernel, sigma_source),
         "centered": args.center,
-        "solver": format!("{:?}", args.solver).to_lowercase(),
+        "solver": solved.model.solver(),
         "parameters": {
             "rank": args.rank,
             "tau": args.tau,
-            "sampler": format!("{:?}", args.sampler).to_lowercase(),
+            "sampler": args.sampler.solver_kind().name(),
             "features": args.features,
             "iterations": args.iterations,
             "landmarks": args.landmarks,
@@ -401,7 +363,7 @@ pub fn run(args: KpcaArgs) -> Result<()> {
             "eigenvalues": pairs.values,
             "eigenvalue_order": "nonincreasing",
             "iterations_run": solved.iterations,
-            "stop_reason": solved.stop,
+            "stop_reason": solved.stop.map(|s| s.to_string()),
             "rank_trajectory": solved.ranks,
         },
         "timings_s": {
@@ -416,9 +378,7 @@ pub fn run(args: KpcaArgs) -> Result<()> {
         "outputs": outputs,
     });
     if let Some(dir) = &args.out {
-        let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(dir.join("report.json"), text + "\n")
-            .with_context(|| format!("cannot write {}", dir.join("report.json").display()))?;
+        write_report(dir, &report)?;
     }
     let sigma_text = match kernel {
         Kernel::Gaussian { sigma } | Kernel::Laplacian { sigma } => format!(" sigma={sigma:.4}"),
@@ -430,7 +390,7 @@ pub fn run(args: KpcaArgs) -> Result<()> {
         if args.input.is_some() { data.source.clone() } else { format!("built-in dataset: {}", data.source) };
     println!(
         "stolr kpca: {solver} on {dataset_text} (n={n}, d={d}), {kname}{sigma_text}{tau_text}: {r} eigenpairs, lambda_1={l1:.6}, {it}{secs:.2} s, peak {mem}{out}",
-        solver = format!("{:?}", args.solver).to_lowercase(),
+        solver = solved.model.solver(),
         n = data.n(),
         d = data.d(),
         kname = format!("{:?}", args.kernel).to_lowercase(),

@@ -24,9 +24,11 @@ use stolr_datasets::{
 };
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, Kernel, bandwidth_rule};
 use stolr_solvers::{
-    ColumnMode, CoordinateRule, KernelExpansion, KrrConfig, NuModel, NuSelection, Slkl, SlklConfig, UnifConfig,
-    UniformWeight, krr, krr_subset, log_grid, mean_squared_error, select_landmarks, select_nu, unif,
+    ColumnMode, CoordinateRule, KernelRidge, KrrModel, KrrSolver as Solver, NuModel, NuSelection, SlklConfig,
+    UnifConfig, UniformWeight, log_grid, mean_squared_error, select_nu,
 };
+
+use crate::common::output::write_model;
 
 use crate::memory::peak_rss_bytes;
 use crate::rng::stream;
@@ -333,7 +335,7 @@ fn validate_nu(args: &KrrArgs, x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel) -
 
 /// What a fit produced, for the outputs and the report.
 struct Fitted {
-    expansion: KernelExpansion,
+    model: KrrModel,
     landmarks: Option<Vec<usize>>,
     weights: Option<Vec<f64>>,
     result: Value,
@@ -373,79 +375,75 @@ fn parse_nu(text: &str) -> Result<Option<f64>> {
     Ok(Some(nu))
 }
 
-fn fit(args: &KrrArgs, x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel, nu: f64) -> Result<Fitted> {
-    let krr_config =
-        KrrConfig { lambda: args.lambda, max_kernel_bytes: (args.max_kernel_gib * (1u64 << 30) as f64) as u128 };
-    let objective_of = |expansion: &KernelExpansion, y: &[f64]| {
-        args.lambda * expansion.coefficients().iter().zip(y).map(|(a, b)| a * b).sum::<f64>()
+/// Fits the chosen solver through [`KernelRidge`], with the landmarks from their own stream (so
+/// every solver uses the same `J` for the same seed) and SLKL's coordinate order from another.
+fn fit(
+    args: &KrrArgs,
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    kernel: &Kernel,
+    nu: f64,
+    standardization: Option<Standardization>,
+) -> Result<Fitted> {
+    let lambda = args.lambda;
+    let solver = match args.solver {
+        KrrSolver::Slkl => Solver::Slkl(slkl_config(args, nu, args.landmarks)),
+        KrrSolver::Uniform => Solver::Uniform {
+            config: UnifConfig { lambda, nu, weight: UniformWeight::Optimal },
+            landmarks: args.landmarks,
+        },
+        KrrSolver::KrrSubset => Solver::KrrSubset { lambda, landmarks: args.landmarks },
+        KrrSolver::Krr => Solver::Krr { lambda },
     };
-    Ok(match args.solver {
-        KrrSolver::Slkl => {
-            let mut solver = Slkl::new(
-                x,
-                y,
-                kernel,
-                slkl_config(args, nu, args.landmarks),
-                &mut stream(args.seed, STREAM_LANDMARKS),
-            )?;
-            let model = solver.run(&mut stream(args.seed, STREAM_COORDINATES), &mut ())?;
-            let result = json!({
-                "objective": model.objective,
-                "objective_definition": "F(mu) = lambda y^T (lambda I + K_mu)^-1 y + nu sum(mu), paper 004 (14)",
-                "sparsity": model.sparsity(),
-                "centres": model.expansion.len(),
-                "iterations": model.iterations,
-                "epochs": model.epochs,
-                "stop_reason": model.stop.to_string(),
-                "kkt_violation": model.kkt_violation,
-                "kkt_threshold": args.epsilon * nu,
-            });
-            Fitted {
-                landmarks: Some(model.selected.clone()),
-                weights: Some(model.weights.clone()),
-                expansion: model.expansion,
-                result,
-            }
+    let max_kernel_bytes = (args.max_kernel_gib * (1u64 << 30) as f64) as u128;
+    if args.solver == KrrSolver::Krr {
+        // KRR_n's n × n matrix is refused above the budget before any work.
+        let needed = 8 * (x.nrows() as u128).pow(2);
+        if needed > max_kernel_bytes {
+            bail!("KRR_n needs a {n} x {n} kernel matrix ({needed} bytes), more than --max-kernel-gib", n = x.nrows());
         }
-        KrrSolver::Uniform => {
-            let landmarks = select_landmarks(x.nrows(), args.landmarks, &mut stream(args.seed, STREAM_LANDMARKS))?;
-            let config = UnifConfig { lambda: args.lambda, nu, weight: UniformWeight::Optimal };
-            let model = unif(x, y, kernel, &config, &landmarks)?;
-            let result = json!({
-                "objective": model.objective,
-                "objective_definition": "F(c 1) of paper 004 (14) at the best common weight c",
-                "uniform_weight": model.weight,
-                "sparsity": model.expansion.len(),
-                "centres": model.expansion.len(),
-            });
-            Fitted {
-                weights: Some(vec![model.weight; landmarks.len()]),
-                landmarks: Some(landmarks),
-                expansion: model.expansion,
-                result,
-            }
-        }
-        KrrSolver::KrrSubset => {
-            let landmarks = select_landmarks(x.nrows(), args.landmarks, &mut stream(args.seed, STREAM_LANDMARKS))?;
-            let expansion = krr_subset(x, y, kernel, &krr_config, &landmarks)?;
-            let y_j: Vec<f64> = landmarks.iter().map(|&i| y[i]).collect();
-            let result = json!({
-                "objective": objective_of(&expansion, &y_j),
-                "objective_definition": "lambda y_J^T (K_JJ + lambda I)^-1 y_J, paper 004 (9) on the landmarks",
-                "centres": expansion.len(),
-            });
-            Fitted { expansion, landmarks: Some(landmarks), weights: None, result }
-        }
-        KrrSolver::Krr => {
-            let expansion = krr(x, y, kernel, &krr_config)?;
-            let result = json!({
-                "objective": objective_of(&expansion, y),
-                "objective_definition": "lambda y^T (K + lambda I)^-1 y, paper 004 (9)",
-                "centres": expansion.len(),
-            });
-            Fitted { expansion, landmarks: None, weights: None, result }
-        }
-    })
+    }
+    let params = KernelRidge { kernel: *kernel, solver, standardize: false };
+    let (model, summary) = params.fit_prepared(
+        x,
+        y,
+        standardization,
+        &mut stream(args.seed, STREAM_LANDMARKS),
+        &mut stream(args.seed, STREAM_COORDINATES),
+        &mut (),
+    )?;
+    let centres = model.expansion().len();
+    let result = match args.solver {
+        KrrSolver::Slkl => json!({
+            "objective": summary.objective,
+            "objective_definition": "F(mu) = lambda y^T (lambda I + K_mu)^-1 y + nu sum(mu), paper 004 (14)",
+            "sparsity": centres,
+            "centres": centres,
+            "iterations": summary.iterations,
+            "epochs": summary.epochs,
+            "stop_reason": summary.stop.map(|s| s.to_string()),
+            "kkt_violation": summary.kkt_violation,
+            "kkt_threshold": args.epsilon * nu,
+        }),
+        KrrSolver::Uniform => json!({
+            "objective": summary.objective,
+            "objective_definition": "F(c 1) of paper 004 (14) at the best common weight c",
+            "uniform_weight": summary.uniform_weight,
+            "sparsity": centres,
+            "centres": centres,
+        }),
+        KrrSolver::KrrSubset => json!({
+            "objective": summary.objective,
+            "objective_definition": "lambda y_J^T (K_JJ + lambda I)^-1 y_J, paper 004 (9) on the landmarks",
+            "centres": centres,
+        }),
+        KrrSolver::Krr => json!({
+            "objective": summary.objective,
+            "objective_definition": "lambda y^T (K + lambda I)^-1 y, paper 004 (9)",
+            "centres": centres,
+        }),
+    };
+    Ok(Fitted { model, landmarks: summary.landmarks, weights: summary.weights, result })
 }
 
 /// Runs `stolr krr`.
@@ -479,13 +477,13 @@ pub fn run(args: KrrArgs) -> Result<()> {
     let nu_time = t_nu.elapsed();
 
     let t_fit = Instant::now();
-    let fitted = fit(&args, x, y, &kernel, nu.unwrap_or(f64::NAN))?;
+    let fitted = fit(&args, x, y, &kernel, nu.unwrap_or(f64::NAN), prepared.standardization.clone())?;
     let fit_time = t_fit.elapsed();
 
     let t_predict = Instant::now();
-    let predictions: Vec<f64> = fitted.expansion.predict(test.x.as_ref())?.iter().copied().collect();
+    let predictions: Vec<f64> = fitted.model.expansion().predict(test.x.as_ref())?.iter().copied().collect();
     let predict_time = t_predict.elapsed();
-    let train_predictions: Vec<f64> = fitted.expansion.predict(x)?.iter().copied().collect();
+    let train_predictions: Vec<f64> = fitted.model.expansion().predict(x)?.iter().copied().collect();
     let test_mse = mean_squared_error(&predictions, targets(test));
     let train_mse = mean_squared_error(&train_predictions, y);
 
@@ -493,7 +491,8 @@ pub fn run(args: KrrArgs) -> Result<()> {
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         write_npy_vector(&dir.join("predictions.npy"), &predictions)?;
-        write_npy_vector(&dir.join("coefficients.npy"), fitted.expansion.coefficients())?;
+        write_npy_vector(&dir.join("coefficients.npy"), fitted.model.expansion().coefficients())?;
+        outputs.push(write_model(dir, &fitted.model)?);
         outputs = vec!["predictions.npy", "coefficients.npy"];
         if let Some(landmarks) = &fitted.landmarks {
             write_npy_indices(&dir.join("landmarks.npy"), landmarks)?;
@@ -573,7 +572,7 @@ pub fn run(args: KrrArgs) -> Result<()> {
         m = test.n(),
         d = train.d(),
         nu_text = nu.map(|v| format!(" nu={v:.3e} ({nu_source})")).unwrap_or_default(),
-        centres = fitted.expansion.len(),
+        centres = fitted.model.expansion().len(),
         sparsity = report["result"]["epochs"].as_u64().map(|e| format!(", {e} epochs")).unwrap_or_default(),
         fit = fit_time.as_secs_f64(),
         mem = peak.map(|b| format!("{:.1} MB", b as f64 / 1e6)).unwrap_or_else(|| "unknown".into()),

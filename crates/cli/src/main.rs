@@ -1,14 +1,19 @@
 //! `stolr`: stochastic low-rank learning from the command line.
 //!
 //! `stolr kpca` runs kernel PCA (SKPCA, exact, or Nyström) on a data file or a built-in
-//! generated dataset and writes `.npy` files plus a JSON report. `stolr krr` runs kernel ridge
-//! regression by SLKL (paper 004) or a baseline on a train/test split.
+//! generated dataset and writes `.npy` files, a model and a JSON report; `stolr pca` does the
+//! same for linear and streaming PCA; `stolr krr` runs kernel ridge regression by SLKL (paper
+//! 004) or a baseline on a train/test split. `stolr transform` and `stolr predict` apply a saved
+//! model to new rows.
 
+mod apply;
+mod common;
 mod kpca;
 mod krr;
 mod memory;
 mod pca;
 mod pca_stream;
+mod plot;
 mod rng;
 
 use clap::{Parser, Subcommand};
@@ -32,6 +37,10 @@ enum Command {
     Pca(Box<pca::PcaArgs>),
     /// Kernel ridge regression (SLKL by default; KRR on all points, on the landmarks, Unif).
     Krr(Box<krr::KrrArgs>),
+    /// Projections of new rows on a saved kernel PCA or PCA model (writes projections.npy).
+    Transform(apply::ApplyArgs),
+    /// Predictions of a saved kernel regression model for new rows (writes predictions.npy).
+    Predict(apply::ApplyArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -49,6 +58,8 @@ fn main() -> std::process::ExitCode {
         Command::Kpca(args) => kpca::run(*args),
         Command::Pca(args) => pca::run(*args),
         Command::Krr(args) => krr::run(*args),
+        Command::Transform(args) => apply::transform(args),
+        Command::Predict(args) => apply::predict(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

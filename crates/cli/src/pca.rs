@@ -1,36 +1,20 @@
 //! `stolr pca`: linear PCA end to end.
 
-use std::io::IsTerminal;
-use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use faer::Mat;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
-use stolr_datasets::{
-    MnistSplit, generate, read_csv, read_libsvm, read_mnist, read_npy_matrix, write_npy_matrix, write_npy_vector,
-};
-use stolr_solvers::{
-    IterationReport, Observer, SvrgPcaConfig, VrPcaConfig, captured_norm, exact_pca, svrg_pca, vr_pca,
-};
+use stolr_datasets::{Dataset, generate, write_npy_matrix, write_npy_vector};
+use stolr_solvers::{Pca, PcaModel, PcaSolver as Solver, SvrgPcaConfig, Transformer, VrPcaConfig, captured_norm};
+
+use crate::common::input::{Format, label_values, read};
+use crate::common::output::{write_model, write_report};
+use crate::common::progress::Progress;
 
 use crate::memory::peak_rss_bytes;
 use crate::rng::stream;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PcaFormat {
-    /// A directory with the four MNIST IDX files (train and test, 70 000 × 784).
-    Mnist,
-    /// LIBSVM/svmlight sparse text.
-    Libsvm,
-    /// Comma-separated numbers, no label column.
-    Csv,
-    /// A 2-D float64 `.npy` matrix, one sample per row.
-    Npy,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Generator {
@@ -82,9 +66,9 @@ pub struct PcaArgs {
     /// Data file or directory (MNIST), one sample per row. Omit it to use --generate.
     #[arg(long, required_unless_present = "generate", conflicts_with = "generate")]
     pub(crate) input: Option<PathBuf>,
-    /// Format of --input.
+    /// Format of --input (mnist, libsvm, csv, npy, magic).
     #[arg(long, value_enum, default_value = "npy")]
-    pub(crate) format: PcaFormat,
+    pub(crate) format: Format,
     /// Generate paper 002's test data instead of reading a file.
     #[arg(long, value_enum)]
     pub(crate) generate: Option<Generator>,
@@ -131,23 +115,14 @@ pub struct PcaArgs {
     /// Seed of every random choice.
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u64,
-    /// Output directory for components.npy, eigenvalues.npy and report.json.
+    /// Output directory for model.npz (apply it with `stolr transform`), components.npy,
+    /// eigenvalues.npy and report.json.
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
-}
-
-struct EpochBar(Option<ProgressBar>);
-
-impl Observer for EpochBar {
-    fn on_iteration(&mut self, report: &IterationReport) -> ControlFlow<()> {
-        if let Some(bar) = &self.0 {
-            bar.set_position(report.t as u64);
-            if let Some(g) = report.gradient_norm {
-                bar.set_message(format!("|grad| {g:.3e}"));
-            }
-        }
-        ControlFlow::Continue(())
-    }
+    /// Plot the rows on the first two components (and an iterative solver's convergence beside
+    /// them) to this .svg or .png file.
+    #[arg(long)]
+    pub(crate) plot: Option<PathBuf>,
 }
 
 /// The data of `--generate kind`, drawn from the seed's stream 0.
@@ -160,18 +135,28 @@ pub(crate) fn generated(args: &PcaArgs, kind: Generator) -> Result<generate::Gen
     })
 }
 
-/// Writes `components.npy` `(d, r)`, `eigenvalues.npy` (length `r`) and `report.json` to
-/// `dir`, creating it.
-pub(crate) fn write_outputs(
-    dir: &std::path::Path,
-    pairs: &stolr_lowrank::Eigenpairs,
-    report: &serde_json::Value,
-) -> Result<()> {
+/// Writes `model.npz`, `components.npy` `(d, r)`, `eigenvalues.npy` (length `r`) and
+/// `report.json` to `dir`, creating it.
+pub(crate) fn write_outputs(dir: &std::path::Path, model: &PcaModel, report: &serde_json::Value) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    write_npy_matrix(&dir.join("components.npy"), pairs.vectors.as_ref())?;
-    write_npy_vector(&dir.join("eigenvalues.npy"), &pairs.values)?;
-    std::fs::write(dir.join("report.json"), serde_json::to_string_pretty(report)? + "\n")?;
-    Ok(())
+    write_model(dir, model)?;
+    write_npy_matrix(&dir.join("components.npy"), model.components())?;
+    write_npy_vector(&dir.join("eigenvalues.npy"), model.eigenvalues())?;
+    write_report(dir, report)
+}
+
+/// `--plot`: the rows of `x` on the model's first two components, with the recorded
+/// convergence beside them.
+pub(crate) fn plot(
+    path: &std::path::Path,
+    model: &PcaModel,
+    x: faer::MatRef<'_, f64>,
+    labels: Option<&[f64]>,
+    curve: Option<crate::plot::Curve<'_>>,
+) -> Result<()> {
+    let z = model.transform(x)?;
+    let title = format!("stolr pca ({}): first two components", model.solver());
+    crate::plot::embedding(path, &title, z.as_ref(), labels, curve)
 }
 
 /// Runs `stolr pca`.
@@ -180,68 +165,39 @@ pub fn run(args: PcaArgs) -> Result<()> {
         return crate::pca_stream::run(args);
     }
     let total = Instant::now();
-    let (mut x, source, singular_values): (Mat<f64>, String, Option<Vec<f64>>) = match (&args.input, args.generate) {
+    let (data, singular_values): (Dataset, Option<Vec<f64>>) = match (&args.input, args.generate) {
         (Some(path), _) => {
-            let x = match args.format {
-                PcaFormat::Mnist => read_mnist(path, MnistSplit::All)?.x,
-                PcaFormat::Libsvm => read_libsvm(path)?.x,
-                PcaFormat::Csv => read_csv(path, stolr_datasets::LabelColumn::None)?.x,
-                PcaFormat::Npy => read_npy_matrix(path)?,
-            };
-            (x, path.display().to_string(), None)
+            if matches!(args.format, Format::Abalone | Format::Housing) {
+                bail!(
+                    "--format {} is a regression set; pca reads mnist, libsvm, csv, npy or magic",
+                    args.format.name()
+                );
+            }
+            (read(path, args.format, false)?, None)
         }
         (None, Some(kind)) => {
             let g = generated(&args, kind)?;
-            (g.x, g.source, g.singular_values)
+            let data = Dataset { x: g.x, labels: stolr_datasets::Labels::None, source: g.source };
+            (data, g.singular_values)
         }
         (None, None) => bail!("give --input or --generate"),
     };
+    let source = data.source.clone();
     let read_time = total.elapsed();
-    let (n, d) = (x.nrows(), x.ncols());
+    let (n, d) = (data.n(), data.d());
     if n == 0 || d == 0 {
         bail!("the dataset is empty ({n} samples, {d} features)");
     }
-    stolr_datasets::check_finite(x.as_ref()).context("the data must be finite")?;
+    stolr_datasets::check_finite(data.x.as_ref()).context("the data must be finite")?;
     if args.rank == 0 || args.rank > n.min(d) {
         bail!("--rank {} is impossible: it must be between 1 and min(n, d) = {}", args.rank, n.min(d));
     }
     let transformed = args.center || args.scale;
-    if args.center {
-        for j in 0..d {
-            let mean = x.col(j).sum() / n as f64;
-            for i in 0..n {
-                x[(i, j)] -= mean;
-            }
-        }
-    }
-    if args.scale {
-        let max = (0..d).flat_map(|j| (0..n).map(move |i| (i, j))).fold(0.0_f64, |m, (i, j)| m.max(x[(i, j)].abs()));
-        if max > 0.0 {
-            x *= 1.0 / max;
-        }
-    }
     // sslev is known in closed form for generated data that was not transformed.
     let sslev =
         singular_values.filter(|_| !transformed).map(|s| s.iter().take(args.rank).map(|v| v * v).sum::<f64>().sqrt());
-    let bar = EpochBar(std::io::stderr().is_terminal().then(|| {
-        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} epoch {pos} {msg} ({elapsed})").expect("static template"),
-        );
-        bar
-    }));
-    let mut bar = bar;
-    // Row-major storage for the stochastic solvers: they read one sample (row) per inner step,
-    // which is contiguous this way (the exact Gram product is faster column-major).
-    let x_rows = if args.solver == PcaSolver::Exact { None } else { Some(x.transpose().to_owned()) };
-    let x = match &x_rows {
-        Some(rows) => rows.transpose(),
-        None => x.as_ref(),
-    };
-    let solve_start = Instant::now();
-    let mut rng = stream(args.seed, 1);
-    let (pairs, epochs, stop) = match args.solver {
-        PcaSolver::Exact => (exact_pca(x, args.rank)?, None, None),
+    let solver = match args.solver {
+        PcaSolver::Exact => Solver::Exact,
         PcaSolver::SvrgBb => {
             let mut config = match args.mode {
                 ModeArg::Paper => SvrgPcaConfig::paper(args.rank),
@@ -250,34 +206,37 @@ pub fn run(args: PcaArgs) -> Result<()> {
             if let Some(e) = args.epochs {
                 config.max_epochs = e;
             }
-            let out = svrg_pca(x, &config, &mut rng, &mut bar)?;
-            (out.pairs, Some(out.epochs), Some(out.stop.to_string()))
+            Solver::SvrgBb(config)
         }
-        PcaSolver::VrPca => {
-            let config = VrPcaConfig::new(args.rank, args.epochs.unwrap_or(10));
-            let out = vr_pca(x, &config, &mut rng, &mut bar)?;
-            (out.pairs, Some(out.epochs), Some(out.stop.to_string()))
-        }
+        PcaSolver::VrPca => Solver::VrPca(VrPcaConfig::new(args.rank, args.epochs.unwrap_or(10))),
         PcaSolver::Msg | PcaSolver::CappedMsg | PcaSolver::Incremental | PcaSolver::Oja => {
             unreachable!("streaming solvers run in pca_stream")
         }
     };
-    if let Some(b) = &bar.0 {
-        b.finish_and_clear();
-    }
+    let params = Pca { rank: args.rank, center: args.center, scale: args.scale, solver };
+    let stolr_solvers::pca::Prepared { mean, scale, x: prepared } = params.prepare(data.x.as_ref())?;
+    let solve_start = Instant::now();
+    let mut rng = stream(args.seed, 1);
+    let mut progress = Progress::new(params.solver.name(), None, 1);
+    let (model, stop, epochs) = params.fit_prepared(prepared.as_ref(), mean, scale, &mut rng, &mut progress)?;
+    progress.finish();
+    drop(prepared);
+    let epochs = stop.map(|_| epochs);
+    let stop = stop.map(|s| s.to_string());
     let solve_time = solve_start.elapsed();
-    let captured = captured_norm(&pairs.values);
+    let captured = captured_norm(model.eigenvalues());
     if let Some(dir) = &args.out {
         let report = json!({
             "stolr_version": env!("CARGO_PKG_VERSION"),
             "command": "pca",
             "dataset": { "source": source, "n": n, "d": d, "centered": args.center, "scaled": args.scale },
-            "solver": format!("{:?}", args.solver).to_lowercase(),
+            "solver": model.solver(),
             "mode": if args.solver == PcaSolver::SvrgBb { Some(format!("{:?}", args.mode).to_lowercase()) } else { None },
             "parameters": { "rank": args.rank, "epochs": args.epochs, "seed": args.seed },
             "result": {
-                "ritz_values": pairs.values,
+                "ritz_values": model.eigenvalues(),
                 "eigenvalue_order": "nonincreasing",
+                "explained_variance": model.explained_variance(),
                 "captured_norm": captured,
                 "captured_norm_meaning": "||A^T X||_F = ||data · components||_F (paper 002's metric)",
                 "sslev": sslev,
@@ -286,12 +245,24 @@ pub fn run(args: PcaArgs) -> Result<()> {
             },
             "timings_s": { "read": read_time.as_secs_f64(), "solve": solve_time.as_secs_f64(), "total": total.elapsed().as_secs_f64() },
             "peak_memory_bytes": peak_rss_bytes(),
+            "outputs": ["model.npz", "components.npy", "eigenvalues.npy", "report.json"],
         });
-        write_outputs(dir, &pairs, &report)?;
+        write_outputs(dir, &model, &report)?;
+    }
+    if let Some(path) = &args.plot {
+        let t: Vec<f64> = progress.trace.iter().map(|r| r.0 as f64).collect();
+        let kkt: Vec<f64> = progress.trace.iter().filter_map(|r| r.3).collect();
+        let curve = (kkt.len() == t.len()).then_some(crate::plot::Curve {
+            t,
+            y: kkt,
+            label: "gradient norm (KKT violation)",
+            log_y: true,
+        });
+        plot(path, &model, data.x.as_ref(), label_values(&data).as_deref(), curve)?;
     }
     println!(
         "stolr pca: {solver} on {source} (n={n}, d={d}), r={r}: ||A^T X||_F = {captured:.6}{sslev_text}, {epochs_text}{secs:.2} s{out}",
-        solver = format!("{:?}", args.solver).to_lowercase(),
+        solver = model.solver(),
         r = args.rank,
         sslev_text = sslev.map(|s| format!(" (sslev {s:.6}, ratio {:.6})", captured / s)).unwrap_or_default(),
         epochs_text = epochs.map(|e| format!("{e} epochs, ")).unwrap_or_default(),

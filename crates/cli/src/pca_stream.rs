@@ -6,21 +6,24 @@
 //! which also orders the components by captured variance). Memory is `O(d k + d)` throughout
 //! (except for LIBSVM input, which is read whole).
 
-use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::ValueEnum;
 use faer::Mat;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
-use stolr_datasets::{RowFormat, stream_rows};
+use stolr_datasets::{DataError, RowFormat, stream_rows};
 use stolr_lowrank::{Eigenpairs, sym_eigen_desc};
-use stolr_solvers::{IncrementalPca, Msg, MsgConfig, Oja, StepSize, StreamingPca, captured_norm};
+use stolr_solvers::{
+    IncrementalPca, IterationReport, Msg, MsgConfig, Observer, Oja, PcaModel, StepSize, StreamPass, StreamingPca,
+    captured_norm,
+};
 
+use crate::common::input::Format;
+use crate::common::progress::Progress;
 use crate::memory::peak_rss_bytes;
-use crate::pca::{PcaArgs, PcaFormat, PcaSolver, generated, write_outputs};
+use crate::pca::{PcaArgs, PcaSolver, generated, write_outputs};
 use crate::rng::stream;
 
 /// Where the samples come from: a file re-opened for each pass, or a generated matrix.
@@ -30,6 +33,25 @@ enum Source<'a> {
 }
 
 impl Source<'_> {
+    /// The rows, transformed, as a stream for [`StreamPass`].
+    fn rows<'s>(
+        &'s self,
+        transform: &'s Transform,
+    ) -> Result<Box<dyn Iterator<Item = Result<Vec<f64>, DataError>> + 's>> {
+        let apply = move |x: &[f64]| {
+            let mut out = vec![0.0; x.len()];
+            transform.apply(x, &mut out);
+            out
+        };
+        Ok(match self {
+            Source::File(path, format) => Box::new(stream_rows(path, *format)?.map(move |r| r.map(|x| apply(&x)))),
+            Source::Matrix(x) => Box::new((0..x.nrows()).map(move |i| {
+                let row: Vec<f64> = (0..x.ncols()).map(|j| x[(i, j)]).collect();
+                Ok(apply(&row))
+            })),
+        })
+    }
+
     /// One pass: calls `f` on every sample, in order.
     fn for_each(&self, mut f: impl FnMut(&[f64]) -> Result<()>) -> Result<usize> {
         let mut count = 0;
@@ -77,16 +99,34 @@ impl Transform {
     }
 }
 
+/// The progress bar of the pass, and the largest rank the iterate reached.
+struct StreamObserver {
+    progress: Progress,
+    max_rank: usize,
+}
+
+impl Observer for StreamObserver {
+    fn on_iteration(&mut self, report: &IterationReport) -> std::ops::ControlFlow<()> {
+        self.max_rank = self.max_rank.max(report.rank);
+        self.progress.on_iteration(report)
+    }
+}
+
+fn solver_label(solver: PcaSolver) -> String {
+    solver.to_possible_value().map_or_else(String::new, |v| v.get_name().to_owned())
+}
+
 /// Runs `stolr pca` with a streaming solver.
 pub fn run(args: PcaArgs) -> Result<()> {
     let total = Instant::now();
     let (source, name) = match (&args.input, args.generate) {
         (Some(path), _) => {
             let format = match args.format {
-                PcaFormat::Mnist => RowFormat::Mnist,
-                PcaFormat::Libsvm => RowFormat::Libsvm,
-                PcaFormat::Csv => RowFormat::Csv,
-                PcaFormat::Npy => RowFormat::Npy,
+                Format::Mnist => RowFormat::Mnist,
+                Format::Libsvm => RowFormat::Libsvm,
+                Format::Csv => RowFormat::Csv,
+                Format::Npy => RowFormat::Npy,
+                other => bail!("the streaming solvers read mnist, libsvm, csv or npy, not {}", other.name()),
             };
             (Source::File(path, format), path.display().to_string())
         }
@@ -138,36 +178,17 @@ pub fn run(args: PcaArgs) -> Result<()> {
         PcaSolver::SvrgBb | PcaSolver::VrPca | PcaSolver::Exact => unreachable!("not a streaming solver"),
     };
 
-    // Pass 1: the solver sees every sample once.
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} {pos} samples, rank {msg} ({per_sec}, {elapsed})")
-                .expect("static template"),
-        );
-        bar
-    });
+    // Pass 1: the solver sees every sample once, through the one solver loop.
     let solve_start = Instant::now();
-    let mut buffer = vec![0.0; d];
-    let mut max_rank = 0;
-    let n = source.for_each(|x| {
-        transform.apply(x, &mut buffer);
-        solver.observe(&buffer).with_context(|| format!("sample {}", solver.samples_seen()))?;
-        max_rank = max_rank.max(solver.iterate_rank());
-        if let Some(bar) = &bar
-            && solver.samples_seen().is_multiple_of(1000)
-        {
-            bar.set_position(solver.samples_seen() as u64);
-            bar.set_message(solver.iterate_rank().to_string());
-        }
-        Ok(())
-    })?;
-    if let Some(bar) = &bar {
-        bar.finish_and_clear();
-    }
+    let mut observer = StreamObserver { progress: Progress::new(&solver_label(args.solver), None, 1000), max_rank: 0 };
+    stolr_solvers::run(&mut StreamPass::new(&mut *solver, source.rows(&transform)?), &mut rng, &mut observer)?;
+    observer.progress.finish();
+    let max_rank = observer.max_rank;
+    let n = solver.samples_seen();
     if n == 0 {
         bail!("the dataset is empty");
     }
+    let mut buffer = vec![0.0; d];
     let solve_time = solve_start.elapsed();
     let subspace = solver.subspace();
 
@@ -200,7 +221,9 @@ pub fn run(args: PcaArgs) -> Result<()> {
     let eval_time = eval_start.elapsed();
     let captured = captured_norm(&pairs.values);
     let rate = n as f64 / solve_time.as_secs_f64();
-    let solver_name = args.solver.to_possible_value().map_or_else(String::new, |v| v.get_name().to_owned());
+    let solver_name = solver_label(args.solver);
+    let mean = transform.mean.clone().unwrap_or_else(|| vec![0.0; d]);
+    let model = PcaModel::from_basis(&solver_name, mean, vec![1.0 / transform.scale; d], &pairs, n)?;
 
     if let Some(dir) = &args.out {
         let report = json!({
@@ -234,7 +257,7 @@ pub fn run(args: PcaArgs) -> Result<()> {
             },
             "peak_memory_bytes": peak_rss_bytes(),
         });
-        write_outputs(dir, &pairs, &report)?;
+        write_outputs(dir, &model, &report)?;
     }
     println!(
         "stolr pca: {solver_name} on {name} (n={n}, d={d}), k={k}: one pass at {rate:.0} samples/s, \

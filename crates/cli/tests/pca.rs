@@ -142,7 +142,7 @@ fn streaming_bad_input_gets_a_clear_error() {
     assert_fails_with(&with(&["--rank", "0"]), "--rank 0");
     assert_fails_with(&with(&["--rank", "3"]), "--rank 3");
     assert_fails_with(&with(&["--rank", "2", "--cap", "1"]), "cap K");
-    assert_fails_with(&with(&["--rank", "1", "--eta-scale", "0"]), "eta scale");
+    assert_fails_with(&with(&["--rank", "1", "--eta-scale", "0"]), "eta_scale");
     std::fs::write(&csv, "1,2,3\n4,5\n").unwrap();
     assert_fails_with(&with(&["--rank", "1"]), "fields");
 }

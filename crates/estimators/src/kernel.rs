@@ -346,3 +346,22 @@ impl PreparedKernel {
         out
     }
 }
+
+/// Rows of `K` formed at a time by [`kernel_row_means`] (memory `8·256·n` bytes).
+const MEANS_BLOCK: usize = 256;
+
+/// The row means of the kernel matrix of the rows of `x` `(n, d)`, $m = K1/n$ (length `n`; also
+/// its column means, `K` being symmetric), and their mean $\bar m = 1^\top K 1 / n^2$: the
+/// statistics that centre a kernel in feature space (spec §1.2). One streamed pass over `K` in
+/// blocks of 256 rows: time $O(n^2 d)$, memory $O(256\,n)$; `K` is never held.
+pub fn kernel_row_means(x: MatRef<'_, f64>, kernel: &Kernel) -> (Vec<f64>, f64) {
+    let n = x.nrows();
+    let mut means = Vec::with_capacity(n);
+    for start in (0..n).step_by(MEANS_BLOCK) {
+        let len = MEANS_BLOCK.min(n - start);
+        let block = kernel.cross(x.subrows(start, len), x);
+        means.extend((0..len).map(|i| block.row(i).sum() / n as f64));
+    }
+    let all = if n == 0 { 0.0 } else { means.iter().sum::<f64>() / n as f64 };
+    (means, all)
+}

@@ -38,6 +38,6 @@ pub use columns::ColumnSampling;
 pub use data::check_data;
 pub use error::EstimatorError;
 pub use factors::{Factors, KernelSampler};
-pub use kernel::Kernel;
+pub use kernel::{Kernel, kernel_row_means};
 pub use maclaurin::RandomMaclaurin;
 pub use rff::RandomFourierFeatures;

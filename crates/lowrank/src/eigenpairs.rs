@@ -35,9 +35,11 @@ impl Eigenpairs {
     }
 
     /// Flips the sign of each eigenvector so that its entry of largest absolute value is
-    /// positive (the first such entry on ties).
-    pub fn fix_signs(&mut self) {
-        for j in 0..self.vectors.ncols() {
+    /// positive (the first such entry on ties). Returns the sign applied to each column (±1),
+    /// so that quantities derived from the eigenvectors can be flipped alike.
+    pub fn fix_signs(&mut self) -> Vec<f64> {
+        let mut signs = vec![1.0; self.vectors.ncols()];
+        for (j, applied) in signs.iter_mut().enumerate() {
             let col = self.vectors.col(j);
             let mut best = 0.0_f64;
             let mut sign = 1.0;
@@ -49,11 +51,13 @@ impl Eigenpairs {
                 }
             }
             if sign < 0.0 {
+                *applied = -1.0;
                 for i in 0..self.vectors.nrows() {
                     self.vectors[(i, j)] = -self.vectors[(i, j)];
                 }
             }
         }
+        signs
     }
 
     /// Kernel PCA projections of the training points, shape `(n, r)`: column `i` is

@@ -32,7 +32,7 @@ pub enum SolverError {
     /// The solution has rank zero: every eigenvalue of the kernel matrix is at most τ.
     #[error(
         "the solution has rank 0 after {iterations} iterations: every estimated eigenvalue is at most tau = {tau}; \
-         lower --tau (or ask for a rank with --rank)"
+         lower tau (or ask for a rank)"
     )]
     RankCollapsed {
         /// The shrinkage threshold τ.
@@ -42,7 +42,7 @@ pub enum SolverError {
     },
     /// The dense kernel matrix would not fit the memory budget.
     #[error(
-        "the dense {n} x {n} kernel matrix needs {needed_bytes} bytes, more than the budget of {budget_bytes} bytes; use --solver skpca or nystrom"
+        "the dense {n} x {n} kernel matrix needs {needed_bytes} bytes, more than the budget of {budget_bytes} bytes; use the skpca or nystrom solver"
     )]
     KernelTooLarge {
         /// Number of samples.
@@ -101,6 +101,31 @@ pub enum SolverError {
         /// The offending value.
         value: f64,
     },
+    /// A streamed row could not be read.
+    #[error("row {index} of the stream: {source}")]
+    Stream {
+        /// 0-based position of the row in the pass.
+        index: usize,
+        /// The reader's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A model file's contents are inconsistent (missing or mis-shaped arrays or parameters).
+    #[error("{}: not a usable model: {reason}", path.display())]
+    ModelFile {
+        /// The model file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A model applied to rows it cannot take.
+    #[error("the model cannot be applied: {reason}")]
+    ModelMismatch {
+        /// What does not fit.
+        reason: String,
+    },
+    /// An error reading or writing data or model files.
+    #[error(transparent)]
+    Data(#[from] stolr_datasets::DataError),
     /// An error from the low-rank building blocks.
     #[error(transparent)]
     LowRank(#[from] LowRankError),
@@ -111,6 +136,14 @@ pub enum SolverError {
 
 pub(crate) fn check_data(x: faer::MatRef<'_, f64>) -> Result<(), SolverError> {
     Ok(stolr_estimators::check_data(x)?)
+}
+
+/// As [`check_data`], but an empty `(0, d)` matrix is fine (a model applied to no rows).
+pub(crate) fn check_data_allow_empty(x: faer::MatRef<'_, f64>) -> Result<(), SolverError> {
+    if x.nrows() == 0 {
+        return Ok(());
+    }
+    check_data(x)
 }
 
 pub(crate) fn check_rank(rank: usize, n: usize) -> Result<(), SolverError> {

@@ -1,68 +1,53 @@
-//! Stolr's stochastic solvers and the baselines they are compared with.
+//! Stolr's solvers, by family, their baselines, one solver loop and the fitted models.
 //!
-//! Linear PCA: [`svrg_pca`] (SVRG with Barzilai–Borwein steps on an exact-penalty objective,
-//! paper `002_32bc6583f0d9e789.txt`), its baseline [`vr_pca`] (Shamir's block VR-PCA), the
-//! [`rayleigh_ritz`] post-processing and the [`exact_pca`] baseline.
+//! - [`kpca`]: kernel PCA — [`Skpca`] (paper `000_64249a13de5bd3cc.txt`), [`exact_kpca`],
+//!   [`nystrom_kpca`], [`Kha`]; fitted through [`KernelPca`] into a [`KernelPcaModel`].
+//! - [`pca`]: linear PCA — [`SvrgPca`] (paper `002_32bc6583f0d9e789.txt`), [`VrPca`],
+//!   [`exact_pca`], [`rayleigh_ritz`]; fitted through [`Pca`] into a [`PcaModel`].
+//! - [`streaming`]: streaming PCA — [`Msg`] plain and capped (paper
+//!   `003_9ee5fcabdf9f0742.txt`), [`IncrementalPca`], [`Oja`]; a pass over a stream of rows is a
+//!   [`StreamPass`]; the result becomes a [`PcaModel`] through [`PcaModel::from_basis`].
+//! - [`krr`]: kernel regression — [`Slkl`] (paper `004_cadb4dc86f44be57.txt`), [`krr()`],
+//!   [`krr_subset`], [`unif`]; fitted through [`KernelRidge`] into a [`KrrModel`].
 //!
-//! Streaming PCA (paper `003_9ee5fcabdf9f0742.txt`): [`Msg`] (matrix stochastic gradient,
-//! plain or capped), and its baselines [`IncrementalPca`] and [`Oja`], all behind the
-//! [`StreamingPca`] trait (one sample or a mini-batch at a time).
+//! **One loop.** Every iterative solver is a state validated when built with a
+//! [`step`](IterativeSolver::step); [`run`] calls it until a [`Stop`] reason and reports each
+//! iteration to an [`Observer`] as an [`IterationReport`] (`t` from 1, objective, distance to a
+//! target when the caller computes one, KKT violation, rank, samples seen, elapsed time), so the
+//! CLI's progress bar, the benchmark's convergence curves and the tests all read the same loop.
 //!
-//! Kernel PCA: [`Skpca`] (stochastic proximal gradient descent on the
-//! nuclear-norm formulation, paper `000_64249a13de5bd3cc.txt`, Algorithm 1), and the three
-//! baselines of that paper, [`exact_kpca`] (dense kernel matrix and a symmetric eigensolver),
-//! [`nystrom_kpca`] (exact orthonormal eigenpairs of the Nyström approximation) and [`Kha`] (the
-//! Kernel Hebbian Algorithm, a stochastic generalized Hebbian rule in dual coordinates).
-//!
-//! Kernel regression: [`Slkl`] (stochastic low-rank kernel learning, coordinate descent on a
-//! conical combination of rank-1 Nyström kernels, paper `004_cadb4dc86f44be57.txt`) and its
-//! baselines [`krr`] (KRR_n), [`krr_subset`] (KRR_M) and [`unif`] (Unif); all predict through a
-//! [`KernelExpansion`]. [`select_nu`] chooses SLKL's (or Unif's) ν by hold-out validation.
-//!
-//! Every iterative solver is config (validated once) + state + `step`; a `run` loop calls
-//! `step` until a [`Stop`] reason and reports each iteration to an [`Observer`], so the CLI's
-//! progress bar, the benchmark's convergence curves and the tests all read the same loop.
+//! **Models.** [`Fit`] / [`FitRegression`] turn parameters and data into a model;
+//! [`Transformer`] and [`Predictor`] apply it to new rows; [`Persist`] saves it to, and loads
+//! it from, a versioned model file readable from NumPy.
 //!
 //! Eigenvalues are in **nonincreasing** order everywhere; eigenvectors are columns of `(n, r)`
 //! matrices with fixed signs (largest absolute entry positive).
 #![deny(missing_docs)]
 
 mod error;
-mod exact;
-mod expansion;
-mod incremental_pca;
-mod kha;
-mod krr;
-mod msg;
-mod nu_selection;
-mod nystrom;
-mod observer;
-mod oja;
-mod pca_common;
-mod rayleigh_ritz;
-mod skpca;
-mod slkl;
-mod streaming;
-mod svrg_pca;
-mod tau;
-mod vr_pca;
+mod estimator;
+pub mod kpca;
+pub mod krr;
+mod model_io;
+pub mod pca;
+mod run;
+pub mod streaming;
 
 pub use error::SolverError;
-pub use exact::{ExactKpcaConfig, exact_kpca, kernel_matrix};
-pub use expansion::KernelExpansion;
-pub use incremental_pca::IncrementalPca;
-pub use kha::{Kha, KhaConfig};
-pub use krr::{KrrConfig, UnifConfig, UnifModel, UniformWeight, krr, krr_subset, unif};
-pub use msg::{Msg, MsgConfig};
-pub use nu_selection::{NuCandidate, NuModel, NuSelection, log_grid, mean_squared_error, select_nu};
-pub use nystrom::{NystromConfig, nystrom_kpca};
-pub use observer::{IterationReport, Observer, Stop};
-pub use oja::Oja;
-pub use pca_common::PcaOutcome;
-pub use rayleigh_ritz::{captured_norm, exact_pca, rayleigh_ritz};
-pub use skpca::{Iterate, Skpca, SkpcaConfig, shrunk_target};
-pub use slkl::{ColumnMode, CoordinatePartials, CoordinateRule, Slkl, SlklConfig, SlklModel, select_landmarks, slkl};
-pub use streaming::{StepSize, StreamingPca};
-pub use svrg_pca::{EpochLength, SvrgPcaConfig, Tolerance, penalty_objective, svrg_pca, variance_reduced_direction};
-pub use tau::{TauChoice, tau_for_rank};
-pub use vr_pca::{VrPcaConfig, vr_pca};
+pub use estimator::{Fit, FitRegression, Persist, Predictor, Transformer};
+pub use kpca::{
+    ExactKpcaConfig, Iterate, KernelCentering, KernelPca, KernelPcaFit, KernelPcaModel, Kha, KhaConfig, KpcaSolver,
+    NystromConfig, NystromFit, SamplerKind, Skpca, SkpcaConfig, TauChoice, exact_kpca, kernel_matrix, nystrom_fit,
+    nystrom_kpca, shrunk_target, tau_for_rank,
+};
+pub use krr::{
+    ColumnMode, CoordinatePartials, CoordinateRule, KernelExpansion, KernelRidge, KrrConfig, KrrFitSummary, KrrModel,
+    KrrSolver, NuCandidate, NuModel, NuSelection, Slkl, SlklConfig, SlklModel, UnifConfig, UnifModel, UniformWeight,
+    krr, krr_subset, log_grid, mean_squared_error, select_landmarks, select_nu, slkl, unif,
+};
+pub use pca::{
+    EpochLength, Pca, PcaModel, PcaOutcome, PcaSolver, SvrgPca, SvrgPcaConfig, Tolerance, VrPca, VrPcaConfig,
+    captured_norm, exact_pca, penalty_objective, rayleigh_ritz, svrg_pca, variance_reduced_direction, vr_pca,
+};
+pub use run::{IterationReport, IterativeSolver, Observer, StepReport, Stop, StopAt, TimeBudget, run, run_with_target};
+pub use streaming::{IncrementalPca, Msg, MsgConfig, Oja, StepSize, StreamPass, StreamingPca, matrix_rows};

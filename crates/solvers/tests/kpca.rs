@@ -9,9 +9,17 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use stolr_estimators::{Centered, ColumnSampling, Kernel, RandomFourierFeatures, centered_kernel_matrix};
 use stolr_lowrank::{Eigenpairs, sym_eigen_desc};
 use stolr_solvers::{
-    ExactKpcaConfig, IterationReport, Kha, KhaConfig, NystromConfig, Observer, Skpca, SkpcaConfig, SolverError, Stop,
-    exact_kpca, nystrom_kpca, shrunk_target, tau_for_rank,
+    ExactKpcaConfig, Iterate, IterationReport, Kha, KhaConfig, NystromConfig, Observer, Skpca, SkpcaConfig,
+    SolverError, Stop, exact_kpca, nystrom_kpca, run, run_with_target, shrunk_target, tau_for_rank,
 };
+
+/// `‖Z_{t+1} − K̂‖_F² / n²` after every step: the caller's metric, computed from the truth.
+fn distance_to(target: &stolr_lowrank::SymLowRank) -> impl FnMut(&Skpca<'_>) -> Result<Option<f64>, SolverError> + '_ {
+    move |s: &Skpca<'_>| {
+        let n = target.n() as f64;
+        Ok(Some(s.iterate().distance_sq(target)? / (n * n)))
+    }
+}
 
 /// `n` points in 3-D with anisotropic Gaussian spread (the spec's Appendix A.2 setting).
 fn data(n: usize, seed: u64) -> Mat<f64> {
@@ -79,15 +87,16 @@ fn skpca_rff_converges_to_shrunk_kernel() {
     let tau = 0.5 * (all.values[5] + all.values[6]); // rank(K̂) = 6
     let target = shrunk_target(&all, tau).unwrap();
     assert_eq!(target.rank(), 6);
-    let mut sampler = RandomFourierFeatures::new(x.as_ref(), GAUSS, 50).unwrap();
+    let sampler = RandomFourierFeatures::new(x.as_ref(), GAUSS, 50).unwrap();
     let t_max = 2000;
-    let mut solver = Skpca::new(SkpcaConfig { tau, iterations: t_max, ..Default::default() }, n, true).unwrap();
+    let mut solver =
+        Skpca::new(SkpcaConfig { tau, iterations: t_max, ..Default::default() }, Box::new(sampler)).unwrap();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(6);
     let mut reports: Vec<IterationReport> = Vec::new();
-    let stop = solver.run(&mut sampler, &mut rng, Some(&target), &mut reports).unwrap();
+    let stop = run_with_target(&mut solver, &mut rng, distance_to(&target), &mut reports).unwrap();
     assert_eq!(stop, Stop::MaxIterations);
     assert_eq!(reports.len(), t_max);
-    let err = |t: usize| reports[t - 1].error.unwrap();
+    let err = |t: usize| reports[t - 1].distance_to_target.unwrap();
     assert!(err(t_max) < err(100) / 5.0, "error at T {} vs at 100 {}", err(t_max), err(100));
     // Theorem 1 with C = n (|ξ_ij| ≤ 1 for RFF), δ = 0.01, max rank over the run.
     let r_max = reports.iter().map(|r| r.rank).max().unwrap() as f64;
@@ -119,13 +128,15 @@ fn skpca_centered_column_sampling_converges() {
     let all = all_eigenpairs(&kc);
     let tau = 0.5 * (all.values[2] + all.values[3]);
     let target = shrunk_target(&all, tau).unwrap();
-    let mut sampler = Centered::new(ColumnSampling::new(x.as_ref(), GAUSS, 10, false).unwrap());
-    let mut solver = Skpca::new(SkpcaConfig { tau, iterations: 3000, ..Default::default() }, n, false).unwrap();
+    let sampler = Centered::new(ColumnSampling::new(x.as_ref(), GAUSS, 10, false).unwrap());
+    let mut solver =
+        Skpca::new(SkpcaConfig { tau, iterations: 3000, ..Default::default() }, Box::new(sampler)).unwrap();
+    assert!(matches!(solver.iterate(), Iterate::General(_)));
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(8);
     let mut reports: Vec<IterationReport> = Vec::new();
-    solver.run(&mut sampler, &mut rng, Some(&target), &mut reports).unwrap();
-    let first = reports[49].error.unwrap();
-    let last = reports.last().unwrap().error.unwrap();
+    run_with_target(&mut solver, &mut rng, distance_to(&target), &mut reports).unwrap();
+    let first = reports[49].distance_to_target.unwrap();
+    let last = reports.last().unwrap().distance_to_target.unwrap();
     assert!(last < first / 5.0, "{last} vs {first}");
     let pairs = solver.eigenpairs().unwrap();
     let dist = (last * (n * n) as f64).sqrt();
@@ -138,9 +149,10 @@ fn skpca_centered_column_sampling_converges() {
 fn same_seed_same_result() {
     let x = data(60, 9);
     let run = |seed| {
-        let mut sampler = RandomFourierFeatures::new(x.as_ref(), GAUSS, 5).unwrap();
-        let mut solver = Skpca::new(SkpcaConfig { tau: 1.0, iterations: 50, ..Default::default() }, 60, true).unwrap();
-        solver.run(&mut sampler, &mut Xoshiro256PlusPlus::seed_from_u64(seed), None, &mut ()).unwrap();
+        let sampler = RandomFourierFeatures::new(x.as_ref(), GAUSS, 5).unwrap();
+        let mut solver =
+            Skpca::new(SkpcaConfig { tau: 1.0, iterations: 50, ..Default::default() }, Box::new(sampler)).unwrap();
+        run(&mut solver, &mut Xoshiro256PlusPlus::seed_from_u64(seed), &mut ()).unwrap();
         solver.eigenpairs().unwrap()
     };
     assert_eq!(run(1), run(1));
@@ -150,11 +162,10 @@ fn same_seed_same_result() {
 #[test]
 fn rank_cap_ends_the_run_with_a_reason() {
     let x = data(60, 10);
-    let mut sampler = RandomFourierFeatures::new(x.as_ref(), GAUSS, 20).unwrap();
-    let mut solver =
-        Skpca::new(SkpcaConfig { tau: 1e-6, iterations: 100, max_rank: Some(15), ..Default::default() }, 60, true)
-            .unwrap();
-    let stop = solver.run(&mut sampler, &mut Xoshiro256PlusPlus::seed_from_u64(1), None, &mut ()).unwrap();
+    let sampler = RandomFourierFeatures::new(x.as_ref(), GAUSS, 20).unwrap();
+    let config = SkpcaConfig { tau: 1e-6, iterations: 100, max_rank: Some(15), ..Default::default() };
+    let mut solver = Skpca::new(config, Box::new(sampler)).unwrap();
+    let stop = run(&mut solver, &mut Xoshiro256PlusPlus::seed_from_u64(1), &mut ()).unwrap();
     assert!(matches!(stop, Stop::RankCapReached { cap: 15, rank } if rank > 15));
     assert!(solver.iterations_done() < 100);
 }
@@ -162,9 +173,10 @@ fn rank_cap_ends_the_run_with_a_reason() {
 #[test]
 fn tau_above_the_spectrum_collapses_the_rank() {
     let x = data(40, 11);
-    let mut sampler = RandomFourierFeatures::new(x.as_ref(), GAUSS, 5).unwrap();
-    let mut solver = Skpca::new(SkpcaConfig { tau: 1e6, iterations: 20, ..Default::default() }, 40, true).unwrap();
-    solver.run(&mut sampler, &mut Xoshiro256PlusPlus::seed_from_u64(1), None, &mut ()).unwrap();
+    let sampler = RandomFourierFeatures::new(x.as_ref(), GAUSS, 5).unwrap();
+    let mut solver =
+        Skpca::new(SkpcaConfig { tau: 1e6, iterations: 20, ..Default::default() }, Box::new(sampler)).unwrap();
+    run(&mut solver, &mut Xoshiro256PlusPlus::seed_from_u64(1), &mut ()).unwrap();
     assert!(matches!(solver.eigenpairs(), Err(SolverError::RankCollapsed { .. })));
 }
 
@@ -185,14 +197,15 @@ fn tau_for_rank_separates_the_requested_rank() {
 #[test]
 fn bad_parameters_are_typed_errors() {
     let x = data(20, 13);
+    let rff = || Box::new(RandomFourierFeatures::new(x.as_ref(), GAUSS, 3).unwrap());
     for tau in [0.0, -1.0, f64::NAN] {
         assert!(matches!(
-            Skpca::new(SkpcaConfig { tau, ..Default::default() }, 20, true),
+            Skpca::new(SkpcaConfig { tau, ..Default::default() }, rff()),
             Err(SolverError::InvalidConfig { name: "tau", .. })
         ));
     }
     assert!(matches!(
-        Skpca::new(SkpcaConfig { iterations: 0, ..Default::default() }, 20, true),
+        Skpca::new(SkpcaConfig { iterations: 0, ..Default::default() }, rff()),
         Err(SolverError::InvalidConfig { .. })
     ));
     assert!(matches!(exact_kpca(x.as_ref(), &GAUSS, &ExactKpcaConfig::new(21)), Err(SolverError::InvalidRank { .. })));
@@ -202,14 +215,10 @@ fn bad_parameters_are_typed_errors() {
     assert!(matches!(exact_kpca(bad.as_ref(), &GAUSS, &ExactKpcaConfig::new(2)), Err(SolverError::Estimator(_))));
     let budget = ExactKpcaConfig { max_kernel_bytes: 100, ..ExactKpcaConfig::new(2) };
     assert!(matches!(exact_kpca(x.as_ref(), &GAUSS, &budget), Err(SolverError::KernelTooLarge { .. })));
-    // A general sampler cannot feed the PSD path.
-    let mut cols = ColumnSampling::new(x.as_ref(), GAUSS, 3, false).unwrap();
-    let mut solver = Skpca::new(SkpcaConfig::default(), 20, true).unwrap();
-    assert!(matches!(
-        solver.step(&mut cols, &mut Xoshiro256PlusPlus::seed_from_u64(1)),
-        Err(SolverError::SamplerMismatch { .. })
-    ));
-    assert_eq!(solver.iterations_done(), 0);
+    // The iterate's form follows the sampler: PSD for RFF, general for column sampling.
+    let cols = ColumnSampling::new(x.as_ref(), GAUSS, 3, false).unwrap();
+    assert!(matches!(Skpca::new(SkpcaConfig::default(), Box::new(cols)).unwrap().iterate(), Iterate::General(_)));
+    assert!(matches!(Skpca::new(SkpcaConfig::default(), rff()).unwrap().iterate(), Iterate::Psd(_)));
 }
 
 /// Three Gaussian blobs in the plane, of different sizes (100, 60 and 40 points) and spreads.
@@ -280,7 +289,7 @@ fn kha_reaches_exact_kernel_pca() {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(22);
         let config = KhaConfig { center, eta, ..KhaConfig::new(r, 100_000) };
         let mut kha = Kha::new(x.as_ref(), kernel, config, &mut rng).unwrap();
-        assert_eq!(kha.run(&mut rng, &mut ()).unwrap(), Stop::MaxIterations);
+        assert_eq!(run(&mut kha, &mut rng, &mut ()).unwrap(), Stop::MaxIterations);
         assert_eq!(kha.iterations_done(), 100_000);
         let pairs = kha.eigenpairs().unwrap();
         assert_eq!((pairs.rank(), pairs.dim()), (r, 200));
@@ -306,7 +315,7 @@ fn kha_same_seed_same_result() {
     let run = |seed| {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         let mut kha = Kha::new(x.as_ref(), kernel, KhaConfig::new(3, 2000), &mut rng).unwrap();
-        kha.run(&mut rng, &mut ()).unwrap();
+        run(&mut kha, &mut rng, &mut ()).unwrap();
         kha.eigenpairs().unwrap()
     };
     assert_eq!(run(5), run(5));
@@ -324,12 +333,12 @@ fn kha_reports_every_step_and_stops_when_asked() {
     let x = blobs(4);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
     let mut kha = Kha::new(x.as_ref(), Kernel::Gaussian { sigma: 1.5 }, KhaConfig::new(2, 50), &mut rng).unwrap();
-    assert_eq!(kha.run(&mut rng, &mut StopAt(20)).unwrap(), Stop::Interrupted);
+    assert_eq!(run(&mut kha, &mut rng, &mut StopAt(20)).unwrap(), Stop::Interrupted);
     assert_eq!(kha.iterations_done(), 20);
     let mut reports: Vec<IterationReport> = Vec::new();
-    assert_eq!(kha.run(&mut rng, &mut reports).unwrap(), Stop::MaxIterations);
+    assert_eq!(run(&mut kha, &mut rng, &mut reports).unwrap(), Stop::MaxIterations);
     assert_eq!(reports.iter().map(|r| r.t).collect::<Vec<_>>(), (21..=50).collect::<Vec<_>>());
-    assert!(reports.iter().all(|r| r.rank == 2 && r.error.is_none()));
+    assert!(reports.iter().all(|r| r.rank == 2 && r.distance_to_target.is_none() && r.samples_seen == r.t));
 }
 
 #[test]
@@ -368,12 +377,12 @@ fn kha_bad_input_is_a_typed_error() {
     let poly = Kernel::Polynomial { scale: 1.0, offset: 1.0, degree: 3 };
     let mut kha = build(big.as_ref(), poly, KhaConfig::new(3, 10_000)).unwrap();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
-    assert!(matches!(kha.run(&mut rng, &mut ()), Err(SolverError::Diverged { .. })));
+    assert!(matches!(run(&mut kha, &mut rng, &mut ()), Err(SolverError::Diverged { .. })));
 
     // Constant data: the centred kernel matrix is zero and no component carries variance.
     let constant = Mat::from_fn(50, 2, |_, _| 1.0);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
     let mut kha = Kha::new(constant.as_ref(), gauss, KhaConfig::new(2, 100), &mut rng).unwrap();
-    kha.run(&mut rng, &mut ()).unwrap();
+    run(&mut kha, &mut rng, &mut ()).unwrap();
     assert!(matches!(kha.eigenpairs(), Err(SolverError::ComponentVanished { .. })));
 }

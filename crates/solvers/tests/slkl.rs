@@ -14,7 +14,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use stolr_estimators::{EstimatorError, Kernel};
 use stolr_solvers::{
     ColumnMode, CoordinateRule, IterationReport, KrrConfig, Observer, Slkl, SlklConfig, SolverError, Stop, UnifConfig,
-    UniformWeight, krr, krr_subset, select_landmarks, slkl, unif,
+    UniformWeight, krr, krr_subset, run, select_landmarks, slkl, unif,
 };
 
 const GAUSS: Kernel = Kernel::Gaussian { sigma: 1.0 };
@@ -379,7 +379,8 @@ fn observer_sees_every_update_and_can_stop_the_run() {
         }
     }
     let mut obs = StopAt(25, Vec::new());
-    let model = solver.run(&mut rng, &mut obs).unwrap();
+    let stop = run(&mut solver, &mut rng, &mut obs).unwrap();
+    let model = solver.model(stop).unwrap();
     assert_eq!(model.stop, Stop::Interrupted);
     assert_eq!(model.iterations, 25);
     assert_eq!(model.epochs, 2);
@@ -387,12 +388,13 @@ fn observer_sees_every_update_and_can_stop_the_run() {
         assert_eq!(r.t, k + 1);
         assert!(r.objective.is_some());
         // The epoch's KKT violation is reported at the end of each epoch only.
-        assert_eq!(r.gradient_norm.is_some(), r.t % 10 == 0);
+        assert_eq!(r.kkt_violation.is_some(), r.t % 10 == 0);
+        assert_eq!(r.samples_seen, r.t * x.nrows());
     }
     assert_eq!(obs.1.last().unwrap().rank, solver.sparsity());
     // Continuing the run converges; max_epochs = 1 stops after M updates.
-    let done = solver.run(&mut rng, &mut ()).unwrap();
-    assert_eq!(done.stop, Stop::Converged);
+    let done = run(&mut solver, &mut rng, &mut ()).unwrap();
+    assert_eq!(done, Stop::Converged);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(21);
     let cfg = SlklConfig { max_epochs: 1, epsilon: 0.0, ..config(10, 0.05) };
     let one = slkl(x.as_ref(), &y, &GAUSS, cfg, &mut rng, &mut ()).unwrap();
@@ -453,7 +455,8 @@ fn bad_inputs_are_errors() {
     assert!(solver.set_weight(0, -1.0).is_err());
     assert!(solver.set_weight(0, f64::NAN).is_err());
     assert!(solver.partials(5).is_err());
-    let model = solver.run(&mut rng, &mut ()).unwrap();
+    let stop = run(&mut solver, &mut rng, &mut ()).unwrap();
+    let model = solver.model(stop).unwrap();
     let wrong = Mat::<f64>::zeros(3, 5);
     assert!(matches!(model.predict(wrong.as_ref()), Err(SolverError::ShapeMismatch { expected: 2, found: 5, .. })));
     let mut xt = Mat::<f64>::zeros(3, 2);
@@ -588,7 +591,7 @@ fn newton_step_can_increase_the_objective() {
         let mut solver = build(nu, rule);
         solver.set_weight(0, mu).unwrap();
         let before = solver.objective();
-        solver.step(&mut Xoshiro256PlusPlus::seed_from_u64(32)).unwrap();
+        solver.update(&mut Xoshiro256PlusPlus::seed_from_u64(32)).unwrap();
         let after = solver.objective();
         assert_eq!(after > before, increases, "{rule:?}: F {before} -> {after}");
         // Newton overshoots to 0 (t_N/t* = (ρ + 1)/(2ρ²) = 3); the exact step is t* = (ρ − 1)/b.

@@ -1,9 +1,14 @@
 //! What the experiments of paper 003 share: the methods, their solvers and the score.
 
+use std::convert::Infallible;
+
 use faer::Mat;
-use stolr_solvers::{IncrementalPca, Msg, MsgConfig, Oja, StepSize, StreamingPca};
+use stolr_solvers::{
+    IncrementalPca, Msg, MsgConfig, Observer, Oja, StepSize, Stop, StreamPass, StreamingPca, run_with_target,
+};
 
 use crate::BenchError;
+use crate::observe::at_marks;
 use crate::runner::stream;
 
 /// The methods compared, in plot order.
@@ -29,4 +34,24 @@ pub(super) fn suboptimality(c: &Mat<f64>, top: &[f64], u: &Mat<f64>, k: usize) -
     let cu = c * u;
     let captured: f64 = (0..u.ncols()).map(|j| (0..u.nrows()).map(|i| u[(i, j)] * cu[(i, j)]).sum::<f64>()).sum();
     top[..k].iter().sum::<f64>() - captured
+}
+
+/// One pass of `solver` over `rows` on the solver loop ([`StreamPass`], one sample per
+/// iteration), with `score(solver)` as the distance to the target after the samples listed in
+/// `marks` (sorted increasing), and `observer` told about every sample.
+pub(super) fn pass(
+    solver: &mut dyn StreamingPca,
+    rows: impl Iterator<Item = Vec<f64>>,
+    marks: &[usize],
+    mut score: impl FnMut(&dyn StreamingPca) -> f64,
+    observer: &mut dyn Observer,
+) -> Result<Stop, BenchError> {
+    let mut pass = StreamPass::new(solver, rows.map(Ok::<_, Infallible>));
+    let target = at_marks(
+        marks,
+        |p: &StreamPass<'_, dyn StreamingPca, _, Infallible>| p.rows_read(),
+        |p: &StreamPass<'_, dyn StreamingPca, _, Infallible>| Ok(score(p.solver())),
+    );
+    // A stream pass draws nothing: the randomness is in the rows.
+    Ok(run_with_target(&mut pass, &mut stream(0, 0), target, observer)?)
 }

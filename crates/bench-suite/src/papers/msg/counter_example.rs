@@ -8,6 +8,7 @@ use rand::RngExt;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use stolr_solvers::{IncrementalPca, Msg, MsgConfig, StreamingPca};
 
+use super::common::pass;
 use crate::runner::stream;
 use crate::{BenchError, ResultsFile, RunRecord};
 
@@ -48,9 +49,8 @@ pub(super) fn run(quick: bool, results: &mut ResultsFile) -> Result<Vec<CounterR
                 (_, Some(cap)) => Box::new(Msg::new(MsgConfig { cap: Some(cap), ..MsgConfig::msg(2, 1) }, &mut rng)?),
                 _ => Box::new(Msg::new(MsgConfig::msg(2, 1), &mut rng)?),
             };
-            for _ in 0..t_max {
-                s.observe(&draw(&mut rng))?;
-            }
+            let samples = (0..t_max).map(|_| draw(&mut rng).to_vec());
+            pass(s.as_mut(), samples, &[], |_| f64::NAN, &mut ())?;
             let u = s.subspace();
             if u[(0, 0)].abs() > u[(1, 0)].abs() {
                 wrong += 1;

@@ -3,15 +3,18 @@
 //! `η_t = c/√t` chosen on a grid by mean validation suboptimality; test suboptimality against
 //! iterations and against `Σ k_t²`.
 
-use std::time::Instant;
+use std::ops::ControlFlow;
+use std::time::{Duration, Instant};
 
 use faer::Mat;
 use rand::seq::SliceRandom;
 use stolr_datasets::{MnistSplit, read_mnist};
 use stolr_lowrank::sym_eigen_desc;
+use stolr_solvers::{IterationReport, Observer, StreamingPca};
 
-use super::common::{METHODS, solver, suboptimality};
+use super::common::{METHODS, pass, solver, suboptimality};
 use crate::curve::log_spaced;
+use crate::observe::{Both, Measured};
 use crate::runner::{DataDir, stream};
 use crate::stats::{mean, std};
 use crate::{BenchError, ResultsFile, RunRecord, Series};
@@ -96,6 +99,26 @@ fn covariance(rows: &[Vec<f64>], indices: &[usize]) -> Result<(Mat<f64>, Vec<f64
     Ok((c, values))
 }
 
+/// Accumulates the work proxy `Σ_s k_s²` over the samples (`k_s` the iterate's rank before
+/// sample `s`), and keeps its value at the iterations whose score was measured.
+#[derive(Default)]
+struct Work {
+    previous_rank: f64,
+    sum: f64,
+    at_marks: Vec<f64>,
+}
+
+impl Observer for Work {
+    fn on_iteration(&mut self, report: &IterationReport) -> ControlFlow<()> {
+        self.sum += self.previous_rank * self.previous_rank;
+        self.previous_rank = report.rank as f64;
+        if report.distance_to_target.is_some() {
+            self.at_marks.push(self.sum);
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 /// What [`one_pass`] measured.
 struct Pass {
     /// The suboptimality on each score at each mark.
@@ -118,24 +141,27 @@ fn one_pass(
 ) -> Result<Pass, BenchError> {
     let d = rows[0].len();
     let mut s = solver(method, d, k, c, seed)?;
-    let mut out = vec![Vec::new(); scores.len()];
-    let mut work = Vec::new();
-    let (mut work_sum, mut next, mut busy) = (0.0, 0, 0.0);
-    for (t, &i) in train.iter().enumerate() {
-        let r = s.iterate_rank() as f64;
-        work_sum += r * r;
+    let mut work = Work { previous_rank: s.iterate_rank() as f64, ..Work::default() };
+    let mut extra: Vec<Vec<f64>> = vec![Vec::new(); scores.len() - 1];
+    let mut scoring = Duration::ZERO;
+    let (test_cov, test_top) = scores[scores.len() - 1];
+    // The last score is the distance to the target; the others are recorded on the way.
+    let score = |s: &dyn StreamingPca| {
         let started = Instant::now();
-        s.observe(&rows[i])?;
-        busy += started.elapsed().as_secs_f64();
-        if next < marks.len() && marks[next] == t + 1 {
-            let u = s.subspace();
-            for (o, (cov, top)) in out.iter_mut().zip(scores) {
-                o.push(suboptimality(cov, top, &u, k));
-            }
-            work.push(work_sum);
-            next += 1;
+        let u = s.subspace();
+        for (o, (cov, top)) in extra.iter_mut().zip(scores) {
+            o.push(suboptimality(cov, top, &u, k));
         }
-    }
+        let test = suboptimality(test_cov, test_top, &u, k);
+        scoring += started.elapsed();
+        test
+    };
+    let mut seen = Measured::default();
+    pass(s.as_mut(), train.iter().map(|&i| rows[i].clone()), marks, score, &mut Both(&mut seen, &mut work))?;
+    let busy = seen.0.last().map_or(Duration::ZERO, |r| r.elapsed).saturating_sub(scoring).as_secs_f64();
+    let mut out = extra;
+    out.push(seen.distances());
+    let work = work.at_marks;
     Ok(Pass { scores: out, work, rate: train.len() as f64 / busy })
 }
 

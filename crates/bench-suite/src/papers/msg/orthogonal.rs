@@ -7,7 +7,9 @@ use std::time::Instant;
 use faer::Mat;
 use rand::RngExt;
 
-use super::common::{METHODS, solver, suboptimality};
+use stolr_solvers::IterationReport;
+
+use super::common::{METHODS, pass, solver, suboptimality};
 use crate::curve::log_spaced;
 use crate::runner::stream;
 use crate::{BenchError, ResultsFile, RunRecord, Series};
@@ -77,29 +79,23 @@ pub(super) fn run(quick: bool, results: &mut ResultsFile) -> Result<Orthogonal, 
         for method in METHODS {
             let started = Instant::now();
             let mut s = solver(method, d, k, c, 7 + k as u64)?;
-            let mut x = vec![0.0; d];
-            let (mut ys, mut ranks, mut rank_t) = (Vec::new(), Vec::new(), Vec::new());
-            let (mut late_sum, mut late_count, mut max_rank) = (0.0, 0, 0);
-            let mut next = 0;
-            for (t, &i) in sequence.iter().enumerate() {
-                x.fill(0.0);
+            let samples = sequence.iter().map(|&i| {
+                let mut x = vec![0.0; d];
                 x[i] = 1.0;
-                s.observe(&x)?;
-                let rank = s.iterate_rank();
-                max_rank = max_rank.max(rank);
-                if t + 1 >= t_max / 2 {
-                    late_sum += rank as f64;
-                    late_count += 1;
-                }
-                if method == "msg" && ((t + 1) % 10 == 0 || t < 100) {
-                    rank_t.push((t + 1) as f64);
-                    ranks.push(rank as f64);
-                }
-                if next < marks.len() && marks[next] == t + 1 {
-                    ys.push(suboptimality(&cov, &sigma, &s.subspace(), k));
-                    next += 1;
-                }
-            }
+                x
+            });
+            // Suboptimality at the marks, rank k_t after every sample, from the loop's reports.
+            let mut seen = Vec::<IterationReport>::new();
+            pass(s.as_mut(), samples, &marks, |s| suboptimality(&cov, &sigma, &s.subspace(), k), &mut seen)?;
+            let ys: Vec<f64> = seen.iter().filter_map(|r| r.distance_to_target).collect();
+            let max_rank = seen.iter().map(|r| r.rank).max().unwrap_or(0);
+            let late: Vec<f64> = seen.iter().filter(|r| r.t >= t_max / 2).map(|r| r.rank as f64).collect();
+            let (late_sum, late_count) = (late.iter().sum::<f64>(), late.len());
+            let (rank_t, ranks): (Vec<f64>, Vec<f64>) = if method == "msg" {
+                seen.iter().filter(|r| r.t % 10 == 0 || r.t <= 100).map(|r| (r.t as f64, r.rank as f64)).unzip()
+            } else {
+                (Vec::new(), Vec::new())
+            };
             let xs: Vec<f64> = marks.iter().map(|&t| t as f64).collect();
             let m = MethodRun {
                 method,

@@ -6,11 +6,12 @@ use std::time::Instant;
 use faer::MatRef;
 use stolr_estimators::{Kernel, RandomFourierFeatures};
 use stolr_lowrank::{SymLowRank, top_eigenpairs};
-use stolr_solvers::{Skpca, SkpcaConfig, kernel_matrix, shrunk_target};
+use stolr_solvers::{Skpca, SkpcaConfig, kernel_matrix, run_with_target, shrunk_target};
 
 use super::Settings;
 use super::setup::{FEATURES, FIT_FROM, PaperDataset};
 use crate::curve::{LogLogFit, log_checkpoints, loglog_fit, pointwise_mean};
+use crate::observe::{Measured, at_marks};
 use crate::runner::parallel::available_workers;
 use crate::runner::{run_parallel, stream};
 use crate::{BenchError, ResultsFile, RunRecord, Series};
@@ -178,19 +179,19 @@ fn convergence_run(
     let n = x.nrows() as f64;
     let start = Instant::now();
     let mut rng = stream(seed, 1 + config_index);
-    let mut sampler = RandomFourierFeatures::new(x, kernel, k)?;
+    let sampler = RandomFourierFeatures::new(x, kernel, k)?;
     let config = SkpcaConfig { tau, iterations, max_rank: None, ..Default::default() };
-    let mut solver = Skpca::new(config, x.nrows(), true)?;
+    let mut solver = Skpca::new(config, Box::new(sampler))?;
     let t = log_checkpoints(iterations, 20);
-    let mut error = Vec::with_capacity(t.len());
-    let mut rank = Vec::with_capacity(t.len());
-    for &tc in &t {
-        while solver.iterations_done() < tc {
-            solver.step(&mut sampler, &mut rng)?;
-        }
-        error.push(solver.iterate().distance_sq(target)? / (n * n));
-        rank.push(solver.iterate().rank());
-    }
+    // ‖Z_t − K̂‖²_F / n² at the checkpoints, measured by the target closure on the one loop.
+    let distance = at_marks(
+        &t,
+        |s: &Skpca<'_>| s.iterations_done(),
+        |s: &Skpca<'_>| Ok(s.iterate().distance_sq(target)? / (n * n)),
+    );
+    let mut seen = Measured::default();
+    run_with_target(&mut solver, &mut rng, distance, &mut seen)?;
+    let (error, rank) = (seen.distances(), seen.ranks());
     Ok(ConvergenceRun { seed, t, error, rank, seconds: start.elapsed().as_secs_f64() })
 }
 

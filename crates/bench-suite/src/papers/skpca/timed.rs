@@ -10,14 +10,15 @@
 //! it in the trace.
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use faer::MatRef;
 use rand::Rng;
 use stolr_estimators::{Kernel, RandomFourierFeatures};
 use stolr_lowrank::Eigenpairs;
 use stolr_solvers::{
-    ExactKpcaConfig, Kha, KhaConfig, NystromConfig, Skpca, SkpcaConfig, SolverError, exact_kpca, nystrom_kpca,
+    ExactKpcaConfig, Kha, KhaConfig, NystromConfig, Skpca, SkpcaConfig, SolverError, StopAt, TimeBudget, exact_kpca,
+    nystrom_kpca, run,
 };
 
 use super::trace::{Trace, TraceWriter};
@@ -85,7 +86,7 @@ impl TimedMethod {
 /// [`BenchError::Invalid`] for an empty or non-increasing checkpoint list; solver and
 /// estimator errors ([`BenchError::Solver`], [`BenchError::Estimator`]); [`BenchError::Data`],
 /// [`BenchError::Io`] or [`BenchError::Json`] if the trace cannot be written.
-pub fn run_timed<R: Rng + ?Sized>(
+pub fn run_timed<R: Rng>(
     x: MatRef<'_, f64>,
     kernel: Kernel,
     method: &TimedMethod,
@@ -138,7 +139,7 @@ fn check_increasing(values: impl Iterator<Item = f64>, bad_start: bool) -> Resul
 }
 
 #[allow(clippy::too_many_arguments)]
-fn run_skpca<R: Rng + ?Sized>(
+fn run_skpca<R: Rng>(
     x: MatRef<'_, f64>,
     kernel: Kernel,
     tau: f64,
@@ -149,16 +150,15 @@ fn run_skpca<R: Rng + ?Sized>(
     trace: &mut TraceWriter,
 ) -> Result<f64, BenchError> {
     let start = Instant::now();
-    let mut sampler = RandomFourierFeatures::new(x, kernel, features)?;
+    let sampler = RandomFourierFeatures::new(x, kernel, features)?;
     let last = *checkpoints.last().expect("checked non-empty");
     let config = SkpcaConfig { tau, iterations: last, max_rank: None, ..Default::default() };
-    let mut solver = Skpca::new(config, x.nrows(), true)?;
+    let mut solver = Skpca::new(config, Box::new(sampler))?;
     let mut seconds = start.elapsed().as_secs_f64();
-    let mut rng = rng;
     for &t in checkpoints {
         let start = Instant::now();
-        while solver.iterations_done() < t {
-            solver.step(&mut sampler, &mut rng)?;
+        if solver.iterations_done() < t {
+            run(&mut solver, rng, &mut StopAt(t))?;
         }
         seconds += start.elapsed().as_secs_f64();
         match solver.eigenpairs() {
@@ -174,7 +174,7 @@ fn run_skpca<R: Rng + ?Sized>(
     Ok(seconds)
 }
 
-fn run_kha<R: Rng + ?Sized>(
+fn run_kha<R: Rng>(
     x: MatRef<'_, f64>,
     kernel: Kernel,
     rank: usize,
@@ -184,15 +184,15 @@ fn run_kha<R: Rng + ?Sized>(
     trace: &mut TraceWriter,
 ) -> Result<f64, BenchError> {
     let start = Instant::now();
-    // The step count is driven here, by time; the config's limit only bounds `Kha::run`.
+    // The step count is driven here, by time; the config's limit is never reached.
     let config = KhaConfig { center: false, eta, ..KhaConfig::new(rank, usize::MAX) };
     let mut kha = Kha::new(x, kernel, config, rng)?;
     let mut seconds = start.elapsed().as_secs_f64();
     for &until in checkpoints_seconds {
         let start = Instant::now();
         let before = seconds;
-        while before + start.elapsed().as_secs_f64() < until {
-            kha.step(rng)?;
+        if until > before {
+            run(&mut kha, rng, &mut TimeBudget(Duration::from_secs_f64(until - before)))?;
         }
         seconds = before + start.elapsed().as_secs_f64();
         let pairs: Eigenpairs = kha.eigenpairs()?;

@@ -1,28 +1,17 @@
 //! Figures 1–3 on sinc: SLKL's objective against coordinate updates, and the sparsity `‖μ‖₀`
 //! against M and against ν.
 
-use std::ops::ControlFlow;
 use std::time::Instant;
 
-use stolr_solvers::{IterationReport, Observer, Slkl};
+use stolr_solvers::{IterationReport, Slkl};
 
-use super::problem::{Data, Problem, RNG_COORDINATES, RNG_LANDMARKS, nu_grid, problem, rng, slkl_config};
+use super::problem::{Data, Problem, RNG_COORDINATES, RNG_LANDMARKS, fit_slkl, nu_grid, problem, rng, slkl_config};
 use crate::curve::log_spaced;
 use crate::stats::finite_mean;
 use crate::{BenchError, ResultsFile, RunRecord, Series};
 
 /// Landmarks of Figure 1.
 pub(super) const M_FIG1: usize = 200;
-
-/// Records `F(μ)` after every coordinate update.
-struct Objective(Vec<f64>);
-
-impl Observer for Objective {
-    fn on_iteration(&mut self, report: &IterationReport) -> ControlFlow<()> {
-        self.0.push(report.objective.unwrap_or(f64::NAN));
-        ControlFlow::Continue(())
-    }
-}
 
 /// One run of Figure 1: `F(μ)` at log-spaced iterations, and its final value.
 pub(super) struct ObjectiveRun {
@@ -55,7 +44,7 @@ fn mean_sparsity(p: &Problem, nu: f64, m: usize, reps: usize, base: usize) -> Re
     for rep in 0..reps {
         let mut solver =
             Slkl::new(p.x.as_ref(), &p.y, &p.kernel(), slkl_config(nu, m), &mut rng(RNG_LANDMARKS, base + rep, m))?;
-        s.push(solver.run(&mut rng(RNG_COORDINATES, base + rep, m), &mut ())?.sparsity() as f64);
+        s.push(fit_slkl(&mut solver, &mut rng(RNG_COORDINATES, base + rep, m), &mut ())?.sparsity() as f64);
     }
     Ok(finite_mean(&s))
 }
@@ -71,11 +60,12 @@ pub(super) fn run(quick: bool, nu: f64, results: &mut ResultsFile) -> Result<Fig
         let started = Instant::now();
         let mut solver =
             Slkl::new(p.x.as_ref(), &p.y, &kernel, slkl_config(nu, M_FIG1), &mut rng(RNG_LANDMARKS, 100 + run, 0))?;
-        let mut obs = Objective(Vec::new());
-        let model = solver.run(&mut rng(RNG_COORDINATES, 100 + run, 0), &mut obs)?;
-        let idx = log_spaced(obs.0.len(), 400);
+        // F(μ) after every coordinate update, as the loop reports it.
+        let mut seen = Vec::<IterationReport>::new();
+        let model = fit_slkl(&mut solver, &mut rng(RNG_COORDINATES, 100 + run, 0), &mut seen)?;
+        let idx = log_spaced(seen.len(), 400);
         let xs: Vec<f64> = idx.iter().map(|&t| t as f64).collect();
-        let ys: Vec<f64> = idx.iter().map(|&t| obs.0[t - 1]).collect();
+        let ys: Vec<f64> = idx.iter().map(|&t| seen[t - 1].objective.unwrap_or(f64::NAN)).collect();
         let mut r =
             RunRecord::new("sinc", "slkl").with_parameter("M", M_FIG1).with_parameter("nu", nu).with_seed(run as u64);
         r.series.push(Series::new("objective", "iteration", "F(mu)", xs.clone(), ys.clone())?);

@@ -1,10 +1,11 @@
 //! The regression problems of paper 004 and the random streams of its reproduction.
 
 use faer::Mat;
+use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use stolr_datasets::{Dataset, TrainTest, generate, random_folds, random_split, read_abalone, read_housing};
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_rule};
-use stolr_solvers::{KernelExpansion, SlklConfig, log_grid, mean_squared_error};
+use stolr_solvers::{KernelExpansion, Observer, Slkl, SlklConfig, SlklModel, log_grid, mean_squared_error, run};
 
 use crate::BenchError;
 use crate::runner::{DataDir, stream};
@@ -129,6 +130,17 @@ pub(super) fn problem(data: Data, full: Option<&Dataset>, run: usize) -> Result<
 /// SLKL's configuration for ν and M landmarks (λ = 1, the solver's other defaults).
 pub(super) fn slkl_config(nu: f64, m: usize) -> SlklConfig {
     SlklConfig { lambda: LAMBDA, nu, landmarks: m, ..SlklConfig::default() }
+}
+
+/// Runs `solver` to its stop on the solver loop, its coordinates drawn from `rng`, telling
+/// `observer` about every update; the model at the end.
+pub(super) fn fit_slkl(
+    solver: &mut Slkl,
+    rng: &mut dyn Rng,
+    observer: &mut dyn Observer,
+) -> Result<SlklModel, BenchError> {
+    let stop = run(solver, rng, observer)?;
+    Ok(solver.model(stop)?)
 }
 
 /// Test MSE of `e` on `p`.

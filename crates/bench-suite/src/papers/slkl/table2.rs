@@ -9,8 +9,8 @@ use stolr_solvers::{
 };
 
 use super::problem::{
-    Data, FOLDS, LAMBDA, Problem, RNG_COORDINATES, RNG_LANDMARKS, RNG_NU, folds, nu_grid, predict_mse, problem,
-    read_full, rng, slkl_config,
+    Data, FOLDS, LAMBDA, Problem, RNG_COORDINATES, RNG_LANDMARKS, RNG_NU, fit_slkl, folds, nu_grid, predict_mse,
+    problem, read_full, rng, slkl_config,
 };
 use crate::runner::DataDir;
 use crate::stats::{finite_mean, mean_std};
@@ -214,7 +214,7 @@ pub(super) fn run(
                 if solver.selected() != &j[..] {
                     return Err(BenchError::Invalid("SLKL drew other landmarks than KRR_M and Unif".into()));
                 }
-                let model = solver.run(&mut rng(RNG_COORDINATES, run, m), &mut ())?;
+                let model = fit_slkl(&mut solver, &mut rng(RNG_COORDINATES, run, m), &mut ())?;
                 let mse = predict_mse(&model.expansion, p)?;
                 c[5].push(mse, t.elapsed().as_secs_f64());
                 c[5].sparsity.push(model.sparsity() as f64);

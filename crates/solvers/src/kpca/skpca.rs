@@ -1,12 +1,10 @@
 //! SKPCA: kernel PCA by stochastic proximal gradient descent with singular value shrinkage.
 
-use std::time::Instant;
-
 use rand::Rng;
 use stolr_estimators::KernelSampler;
 use stolr_lowrank::{Eigenpairs, LowRank, Orthogonalization, SymLowRank, frobenius, shrink_general, shrink_psd};
 
-use crate::{IterationReport, Observer, SolverError, Stop};
+use crate::{IterativeSolver, SolverError, StepReport, Stop};
 
 /// Configuration of [`Skpca`]; validated once by [`Skpca::new`].
 #[derive(Debug, Clone, PartialEq)]
@@ -70,23 +68,40 @@ impl Iterate {
 /// and `b_t = rank(Z_t)`; time per step `O(n·(d·a + a·(a + b_t)) + (a + b_t)³)`.
 /// The last iterate converges at rate `O(log log T / T)` (Theorem 1).
 ///
+/// The solver owns its sampler; each [`step`](IterativeSolver::step) draws one estimate, and
+/// [`crate::run`] drives it (stopping at `iterations`, or with [`Stop::RankCapReached`]).
+///
 /// # References
 /// Paper `000_64249a13de5bd3cc.txt`, Algorithm 1, Theorem 1; spec `math.md` §2.2–§2.4.
-#[derive(Debug, Clone)]
-pub struct Skpca {
+pub struct Skpca<'a> {
     config: SkpcaConfig,
+    sampler: Box<dyn KernelSampler + 'a>,
     iterate: Iterate,
     t: usize,
 }
 
-impl Skpca {
-    /// A solver for an `n × n` kernel matrix, starting at `Z_1 = 0`. `symmetric_psd` selects the
-    /// PSD fast path; it must match the sampler's [`KernelSampler::is_symmetric_psd`].
+impl std::fmt::Debug for Skpca<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Skpca")
+            .field("config", &self.config)
+            .field("sampler", &self.sampler.name())
+            .field("t", &self.t)
+            .field("rank", &self.iterate.rank())
+            .finish()
+    }
+}
+
+impl<'a> Skpca<'a> {
+    /// A solver for the `n × n` kernel matrix that `sampler` estimates, starting at `Z_1 = 0`.
+    /// The iterate is kept symmetric PSD (`U diag(s) Uᵀ`) when the sampler's draws are
+    /// ([`KernelSampler::is_symmetric_psd`]), general (`U diag(s) Vᵀ`) otherwise.
     ///
     /// # Errors
     /// [`SolverError::InvalidConfig`] if `tau` is not positive and finite, `iterations == 0`,
-    /// `max_rank == Some(0)` or `n == 0`.
-    pub fn new(config: SkpcaConfig, n: usize, symmetric_psd: bool) -> Result<Self, SolverError> {
+    /// `max_rank == Some(0)` or the sampler has `n == 0`.
+    pub fn new(config: SkpcaConfig, sampler: Box<dyn KernelSampler + 'a>) -> Result<Self, SolverError> {
+        let n = sampler.n();
+        let symmetric_psd = sampler.is_symmetric_psd();
         if !(config.tau.is_finite() && config.tau > 0.0) {
             return Err(SolverError::InvalidConfig {
                 name: "tau",
@@ -107,7 +122,7 @@ impl Skpca {
         }
         let iterate =
             if symmetric_psd { Iterate::Psd(SymLowRank::zeros(n)) } else { Iterate::General(LowRank::zeros(n, n)) };
-        Ok(Self { config, iterate, t: 0 })
+        Ok(Self { config, sampler, iterate, t: 0 })
     }
 
     /// The configuration.
@@ -125,41 +140,19 @@ impl Skpca {
         &self.iterate
     }
 
-    fn check_sampler(&self, sampler: &dyn KernelSampler) -> Result<(), SolverError> {
-        let n = match &self.iterate {
-            Iterate::Psd(z) => z.n(),
-            Iterate::General(z) => z.nrows(),
-        };
-        if sampler.n() != n {
-            return Err(SolverError::SamplerMismatch {
-                reason: format!("the sampler draws {} rows, the solver has n = {n}", sampler.n()),
-            });
-        }
-        if matches!(self.iterate, Iterate::Psd(_)) && !sampler.is_symmetric_psd() {
-            return Err(SolverError::SamplerMismatch {
-                reason: format!(
-                    "the '{}' sampler is not symmetric PSD; build the solver with symmetric_psd = false",
-                    sampler.name()
-                ),
-            });
-        }
-        Ok(())
-    }
-
     /// One SPGD step: `Z_{t+1} = D_{η_t τ}[(1 − η_t) Z_t + η_t ξ_t]` with `η_t = 2/t`
     /// (paper 000, Algorithm 1, lines 3–5).
     ///
     /// # Errors
-    /// [`SolverError::SamplerMismatch`] if the sampler's size or symmetry does not fit;
-    /// sampler errors; [`SolverError::LowRank`] if a small factorization fails. On error the
-    /// iterate is unchanged.
-    pub fn step(&mut self, sampler: &mut dyn KernelSampler, rng: &mut dyn Rng) -> Result<(), SolverError> {
-        self.check_sampler(sampler)?;
+    /// [`SolverError::SamplerMismatch`] if a PSD iterate receives a non-symmetric draw; sampler
+    /// errors; [`SolverError::LowRank`] if a small factorization fails. On error the iterate is
+    /// unchanged.
+    fn advance(&mut self, rng: &mut dyn Rng) -> Result<(), SolverError> {
         let t = self.t + 1;
         let eta = 2.0 / t as f64;
         let threshold = eta * self.config.tau;
         let how = self.config.orthogonalization;
-        let draw = sampler.sample(rng)?;
+        let draw = self.sampler.sample(rng)?;
         self.iterate = match (&self.iterate, draw.chi) {
             (Iterate::Psd(z), None) => Iterate::Psd(shrink_psd(z, draw.zeta, eta, threshold, how)?),
             (Iterate::Psd(_), Some(_)) => {
@@ -176,47 +169,9 @@ impl Skpca {
         Ok(())
     }
 
-    /// Runs the remaining iterations, reporting each to `observer`. When `target` (the exact
-    /// `K̂ = D_τ[K]`, e.g. from [`shrunk_target`]) is given, each report carries
-    /// `‖Z_{t+1} − K̂‖_F² / n²`. Stops at the iteration limit, when the rank exceeds
-    /// `max_rank`, or when the observer breaks.
-    ///
-    /// # Errors
-    /// As [`Skpca::step`]; [`SolverError::LowRank`] if `target` has the wrong size.
-    pub fn run(
-        &mut self,
-        sampler: &mut dyn KernelSampler,
-        rng: &mut dyn Rng,
-        target: Option<&SymLowRank>,
-        observer: &mut dyn Observer,
-    ) -> Result<Stop, SolverError> {
-        let start = Instant::now();
-        let n = sampler.n() as f64;
-        while self.t < self.config.iterations {
-            self.step(sampler, rng)?;
-            let rank = self.iterate.rank();
-            let error = match target {
-                Some(k) => Some(self.iterate.distance_sq(k)? / (n * n)),
-                None => None,
-            };
-            let report = IterationReport {
-                t: self.t,
-                rank,
-                elapsed: start.elapsed(),
-                error,
-                objective: None,
-                gradient_norm: None,
-            };
-            if observer.on_iteration(&report).is_break() {
-                return Ok(Stop::Interrupted);
-            }
-            if let Some(cap) = self.config.max_rank
-                && rank > cap
-            {
-                return Ok(Stop::RankCapReached { rank, cap });
-            }
-        }
-        Ok(Stop::MaxIterations)
+    /// The sampler's name (`rff`, `columns`, ...).
+    pub fn sampler_name(&self) -> &'static str {
+        self.sampler.name()
     }
 
     /// The recovered eigenpairs of the kernel matrix: the positive eigenpairs `(σ_i, u_i)` of
@@ -242,6 +197,25 @@ impl Skpca {
         }
         pairs.fix_signs();
         Ok(pairs)
+    }
+}
+
+impl IterativeSolver for Skpca<'_> {
+    /// One SPGD step (paper 000, Algorithm 1, lines 3–5); reports `rank(Z_{t+1})` and stops at
+    /// `iterations` or when the rank exceeds `max_rank`. Each step reads every row once
+    /// (`samples_seen` grows by `n`).
+    fn step(&mut self, rng: &mut dyn Rng) -> Result<StepReport, SolverError> {
+        self.advance(rng)?;
+        let rank = self.iterate.rank();
+        let stop = match self.config.max_rank {
+            Some(cap) if rank > cap => Some(Stop::RankCapReached { rank, cap }),
+            _ => (self.t >= self.config.iterations).then_some(Stop::MaxIterations),
+        };
+        Ok(StepReport { t: self.t, rank, samples_seen: self.t * self.sampler.n(), stop, ..Default::default() })
+    }
+
+    fn finished(&self) -> Option<Stop> {
+        (self.t >= self.config.iterations).then_some(Stop::MaxIterations)
     }
 }
 

@@ -54,7 +54,7 @@ pub fn tau_for_rank<R: Rng + ?Sized>(
         return Err(SolverError::InvalidRank {
             rank,
             reason: format!(
-                "choosing tau needs rank < subsample size m = {m}; give --tau directly or a larger subsample"
+                "choosing tau needs rank < subsample size m = {m}; give tau directly or a larger subsample"
             ),
         });
     }

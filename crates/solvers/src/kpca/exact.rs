@@ -56,8 +56,8 @@ pub fn kernel_matrix(
 }
 
 /// `K ← HKH` for a symmetric `K`, `H = I − 11ᵀ/n`: `K_ij += m̄ − m_i − m_j` with `m = K1/n`,
-/// `m̄ = 1ᵀK1/n²` (spec §1.2), without a second `n × n` matrix.
-fn center_in_place(k: &mut Mat<f64>) {
+/// `m̄ = 1ᵀK1/n²` (spec §1.2), without a second `n × n` matrix. Returns `(m, m̄)`.
+fn center_in_place(k: &mut Mat<f64>) -> (Vec<f64>, f64) {
     let n = k.nrows();
     let means: Vec<f64> = (0..n).map(|j| k.col(j).sum() / n as f64).collect();
     let all = means.iter().sum::<f64>() / n as f64;
@@ -66,6 +66,7 @@ fn center_in_place(k: &mut Mat<f64>) {
             k[(i, j)] += all - means[i] - means[j];
         }
     }
+    (means, all)
 }
 
 /// Exact kernel PCA: the top `rank` eigenpairs of the kernel matrix of the rows of `x`
@@ -80,6 +81,20 @@ fn center_in_place(k: &mut Mat<f64>) {
 /// # References
 /// Paper `000_64249a13de5bd3cc.txt`, "Experimental Setting" (Baseline); spec §2.9.
 pub fn exact_kpca(x: MatRef<'_, f64>, kernel: &Kernel, config: &ExactKpcaConfig) -> Result<Eigenpairs, SolverError> {
+    Ok(exact_fit(x, kernel, config)?.0)
+}
+
+/// The column means `m = K1/n` of a kernel matrix and their mean `m̄`.
+pub(crate) type KernelMeans = (Vec<f64>, f64);
+
+/// [`exact_kpca`], also returning the centring statistics `(m, m̄)` of `K` when
+/// `config.center` (the column means of `K` and their mean), which a model needs to centre new
+/// rows.
+pub(crate) fn exact_fit(
+    x: MatRef<'_, f64>,
+    kernel: &Kernel,
+    config: &ExactKpcaConfig,
+) -> Result<(Eigenpairs, Option<KernelMeans>), SolverError> {
     check_rank(config.rank, x.nrows())?;
     if !(config.tolerance.is_finite() && config.tolerance > 0.0) {
         return Err(SolverError::InvalidConfig {
@@ -87,6 +102,18 @@ pub fn exact_kpca(x: MatRef<'_, f64>, kernel: &Kernel, config: &ExactKpcaConfig)
             reason: format!("must be positive, got {}", config.tolerance),
         });
     }
-    let k = kernel_matrix(x, kernel, config.center, config.max_kernel_bytes)?;
-    Ok(top_eigenpairs(k.as_ref(), config.rank, config.tolerance)?)
+    check_data(x)?;
+    kernel.validate()?;
+    let n = x.nrows() as u128;
+    let needed = 8 * n * n;
+    if needed > config.max_kernel_bytes {
+        return Err(SolverError::KernelTooLarge {
+            n: x.nrows(),
+            needed_bytes: needed,
+            budget_bytes: config.max_kernel_bytes,
+        });
+    }
+    let mut k = kernel.matrix(x);
+    let stats = config.center.then(|| center_in_place(&mut k));
+    Ok((top_eigenpairs(k.as_ref(), config.rank, config.tolerance)?, stats))
 }

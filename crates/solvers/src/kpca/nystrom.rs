@@ -40,6 +40,40 @@ pub fn nystrom_kpca<R: Rng + ?Sized>(
     config: &NystromConfig,
     rng: &mut R,
 ) -> Result<Eigenpairs, SolverError> {
+    Ok(nystrom_fit(x, kernel, config, rng)?.pairs)
+}
+
+/// What [`nystrom_fit`] returns: the eigenpairs of [`nystrom_kpca`] and the out-of-sample map.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NystromFit {
+    /// The eigenpairs of `K̃` (or `H K̃ H`), as [`nystrom_kpca`] returns them.
+    pub pairs: Eigenpairs,
+    /// The landmarks `I`, training row indices, length `m`, in the order drawn.
+    pub landmarks: Vec<usize>,
+    /// `B = U_W Λ_W^{-1/2} V` `(m, r)`: the projection of a row `x` is `k(x, L) B − c`.
+    pub coefficients: Mat<f64>,
+    /// `c = f̄ᵀ V` (length `r`), the projection of the mean Nyström feature vector; zeros
+    /// without centring.
+    pub offset: Vec<f64>,
+}
+
+/// Nyström kernel PCA as [`nystrom_kpca`], with the landmarks, the coefficients `B` and the
+/// offset `c` that project a new row: $z(x) = k(x, L)\,B - c$, the coordinates of the centred
+/// Nyström feature vector $\varphi(x) - \bar\varphi$, $\varphi(x) = \Lambda_W^{-1/2} U_W^\top k(L, x)$,
+/// on the eigenvectors `V` of $\tilde F^\top \tilde F$. On the training rows this gives the
+/// projections $U\Lambda^{1/2}$ of the eigenpairs.
+///
+/// # Errors
+/// As [`nystrom_kpca`].
+///
+/// # References
+/// Spec `math.md` §1.5 and Appendix C (out-of-sample kernel PCA).
+pub fn nystrom_fit<R: Rng + ?Sized>(
+    x: MatRef<'_, f64>,
+    kernel: &Kernel,
+    config: &NystromConfig,
+    rng: &mut R,
+) -> Result<NystromFit, SolverError> {
     check_data(x)?;
     kernel.validate()?;
     let n = x.nrows();
@@ -60,12 +94,14 @@ pub fn nystrom_kpca<R: Rng + ?Sized>(
     let scaled = Mat::from_fn(m, kept, |i, j| uw[(i, j)] / ew[j].sqrt());
     let mut f = &c * &scaled;
     drop(c);
+    let mut f_mean = vec![0.0; kept];
     if config.center {
-        for j in 0..kept {
+        for (j, fm) in f_mean.iter_mut().enumerate() {
             let mean = (0..n).map(|i| f[(i, j)]).sum::<f64>() / n as f64;
             for i in 0..n {
                 f[(i, j)] -= mean;
             }
+            *fm = mean;
         }
     }
     let gram = f.transpose() * &f;
@@ -74,6 +110,9 @@ pub fn nystrom_kpca<R: Rng + ?Sized>(
     let r = lam.iter().take(config.rank).take_while(|&&l| l > cutoff).count();
     let coeffs = Mat::from_fn(kept, r, |i, j| v[(i, j)] / lam[j].sqrt());
     let mut pairs = Eigenpairs { values: lam[..r].to_vec(), vectors: &f * &coeffs };
-    pairs.fix_signs();
-    Ok(pairs)
+    let signs = pairs.fix_signs();
+    let v_r = Mat::from_fn(kept, r, |i, j| v[(i, j)] * signs[j]);
+    let coefficients = &scaled * &v_r;
+    let offset = (0..r).map(|j| (0..kept).map(|i| f_mean[i] * v_r[(i, j)]).sum()).collect();
+    Ok(NystromFit { pairs, landmarks: idx, coefficients, offset })
 }

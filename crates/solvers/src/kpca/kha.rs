@@ -1,14 +1,12 @@
 //! The Kernel Hebbian Algorithm (KHA), the stochastic kernel PCA baseline of paper 000.
 
-use std::time::Instant;
-
 use faer::{Mat, MatRef};
 use rand::{Rng, RngExt};
-use stolr_estimators::Kernel;
+use stolr_estimators::{Kernel, kernel_row_means};
 use stolr_lowrank::Eigenpairs;
 
 use crate::error::{check_data, check_rank};
-use crate::{IterationReport, Observer, SolverError, Stop};
+use crate::{IterativeSolver, SolverError, StepReport, Stop};
 
 /// Rows of `K` formed at a time by the passes over the whole kernel matrix (memory
 /// `8·BLOCK·n` bytes).
@@ -145,6 +143,17 @@ impl Kha {
         })
     }
 
+    /// Column means of the training kernel matrix `m = K1/n` and their mean `m̄` (zeros without
+    /// centring): what a model needs to centre the kernel of a new row.
+    pub fn kernel_means(&self) -> (&[f64], f64) {
+        (&self.means, self.mean_all)
+    }
+
+    /// The data `(n, d)` the solver was built with.
+    pub fn rows(&self) -> Mat<f64> {
+        self.data().to_owned()
+    }
+
     /// The configuration.
     pub fn config(&self) -> &KhaConfig {
         &self.config
@@ -172,7 +181,7 @@ impl Kha {
     /// # Errors
     /// [`SolverError::Diverged`] if the outputs `y` are not finite (the step size is too large
     /// for the kernel's scale); `A` is then unchanged.
-    pub fn step<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Result<(), SolverError> {
+    fn advance(&mut self, rng: &mut dyn Rng) -> Result<(), SolverError> {
         let i = rng.random_range(0..self.n);
         self.centered_column(i);
         for (j, yj) in self.y.iter_mut().enumerate() {
@@ -198,31 +207,6 @@ impl Kha {
         for (j, (c, m)) in self.column.iter_mut().zip(&self.means).enumerate() {
             *c = self.kernel.eval(xi, &self.rows[j * d..(j + 1) * d]) - m + shift;
         }
-    }
-
-    /// Runs the remaining steps, reporting each to `observer` (`rank` is `r`; no error metric:
-    /// KHA's is only known after [`Kha::eigenpairs`]). Stops at the step limit or when the
-    /// observer breaks.
-    ///
-    /// # Errors
-    /// As [`Kha::step`].
-    pub fn run<R: Rng + ?Sized>(&mut self, rng: &mut R, observer: &mut dyn Observer) -> Result<Stop, SolverError> {
-        let start = Instant::now();
-        while self.t < self.config.iterations {
-            self.step(rng)?;
-            let report = IterationReport {
-                t: self.t,
-                rank: self.config.rank,
-                elapsed: start.elapsed(),
-                error: None,
-                objective: None,
-                gradient_norm: None,
-            };
-            if observer.on_iteration(&report).is_break() {
-                return Ok(Stop::Interrupted);
-            }
-        }
-        Ok(Stop::MaxIterations)
     }
 
     /// The eigenpairs of `K̃` (or `K` without centring) recovered from the current
@@ -286,18 +270,18 @@ impl Kha {
     }
 }
 
-/// Row means of the kernel matrix of the rows of `x` and their mean, `(K1/n, 1ᵀK1/n²)`, with
-/// `K` streamed in blocks of rows.
-fn kernel_row_means(x: MatRef<'_, f64>, kernel: &Kernel) -> (Vec<f64>, f64) {
-    let n = x.nrows();
-    let mut means = Vec::with_capacity(n);
-    for start in (0..n).step_by(BLOCK) {
-        let len = BLOCK.min(n - start);
-        let block = kernel.cross(x.subrows(start, len), x);
-        means.extend((0..len).map(|i| block.row(i).sum() / n as f64));
+impl IterativeSolver for Kha {
+    /// One KHA step on a sample drawn uniformly from `rng` (spec §2.9 (3)); stops at
+    /// `iterations`. On [`SolverError::Diverged`] the coefficients are unchanged.
+    fn step(&mut self, rng: &mut dyn Rng) -> Result<StepReport, SolverError> {
+        self.advance(rng)?;
+        let stop = (self.t >= self.config.iterations).then_some(Stop::MaxIterations);
+        Ok(StepReport { t: self.t, rank: self.config.rank, samples_seen: self.t, stop, ..Default::default() })
     }
-    let all = means.iter().sum::<f64>() / n as f64;
-    (means, all)
+
+    fn finished(&self) -> Option<Stop> {
+        (self.t >= self.config.iterations).then_some(Stop::MaxIterations)
+    }
 }
 
 /// `A ← A − η A·LT[y yᵀ]ᵀ` in `O(n·r)`: column `j` becomes `a_j − η y_j Σ_{l ≤ j} y_l a_l`

@@ -7,9 +7,6 @@
 //! The inverse is never formed: it is kept in Woodbury form
 //! ([`stolr_lowrank::WoodburyInverse`]) over the `p = ‖μ‖₀` active columns.
 
-use std::ops::ControlFlow;
-use std::time::Instant;
-
 use faer::{Col, Mat, MatRef};
 use rand::Rng;
 use rand::seq::SliceRandom;
@@ -17,7 +14,8 @@ use stolr_estimators::Kernel;
 use stolr_lowrank::{Probe, WoodburyInverse};
 
 use crate::error::check_regression;
-use crate::{IterationReport, KernelExpansion, Observer, SolverError, Stop};
+use crate::krr::KernelExpansion;
+use crate::{IterativeSolver, Observer, SolverError, StepReport, Stop, run};
 
 /// Weights below this are set to 0: $\lambda K_{ii}/\mu_i$ would overflow in the Woodbury core.
 const TINY_WEIGHT: f64 = 1e-150;
@@ -572,10 +570,11 @@ impl Slkl {
     /// `rng` at the start of each epoch), its derivatives (20)–(21), the new weight by the
     /// configured [`CoordinateRule`], and Case 1–4 on the Woodbury state. Returns the KKT
     /// violation $|\min(\mu_i, \partial_i F)|$ of the coordinate before its update.
+    /// [`IterativeSolver::step`] is this update plus the report and the stop test.
     ///
     /// # Errors
     /// [`SolverError::LowRank`] if a rebuild of the Woodbury state fails (numerically singular).
-    pub fn step<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Result<f64, SolverError> {
+    pub fn update<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Result<f64, SolverError> {
         let m = self.mu.len();
         if self.cursor >= m {
             self.order.shuffle(rng);
@@ -621,46 +620,6 @@ impl Slkl {
         Ok(violation)
     }
 
-    /// Runs [`step`](Self::step) until the KKT test passes at the end of an epoch
-    /// ([`Stop::Converged`]: every coordinate visited in the epoch had a violation
-    /// $\le \varepsilon\nu$; spec §6.12, option 2), `max_epochs` epochs are done
-    /// ([`Stop::MaxIterations`]) or the observer interrupts ([`Stop::Interrupted`]).
-    ///
-    /// After every coordinate update the observer receives `t` (updates so far), `rank = ‖μ‖₀`,
-    /// `elapsed`, `objective = F(μ)` (14), and, at the end of an epoch, `gradient_norm` = the
-    /// epoch's largest KKT violation. Calling `run` again continues from the current state.
-    ///
-    /// # Errors
-    /// As [`step`](Self::step); [`SolverError::LowRank`] or [`SolverError::Estimator`] if the
-    /// model cannot be assembled.
-    pub fn run<R: Rng + ?Sized>(&mut self, rng: &mut R, observer: &mut dyn Observer) -> Result<SlklModel, SolverError> {
-        let start = Instant::now();
-        let threshold = self.config.epsilon * self.config.nu;
-        let m = self.mu.len();
-        let stop = loop {
-            if self.cursor >= m && self.epochs >= self.config.max_epochs {
-                break Stop::MaxIterations;
-            }
-            self.step(rng)?;
-            let epoch_end = self.cursor == m;
-            let report = IterationReport {
-                t: self.iterations,
-                rank: self.active.len(),
-                elapsed: start.elapsed(),
-                error: None,
-                objective: Some(self.objective()),
-                gradient_norm: epoch_end.then_some(self.epoch_violation),
-            };
-            if observer.on_iteration(&report) == ControlFlow::Break(()) {
-                break Stop::Interrupted;
-            }
-            if epoch_end && self.epoch_violation <= threshold {
-                break Stop::Converged;
-            }
-        };
-        self.model(stop)
-    }
-
     /// The model at the current weights, labelled with `stop`: centres are the active landmarks
     /// in increasing training index, coefficients $c = \beta$ (spec §6.8). Cost $O(pd + p\log p)$.
     ///
@@ -687,14 +646,46 @@ impl Slkl {
     }
 }
 
-/// SLKL in one call: [`Slkl::new`] then [`Slkl::run`] with the same `rng`.
+impl IterativeSolver for Slkl {
+    /// One coordinate update ([`Slkl::update`]). Reports `objective = F(μ)` (14),
+    /// `rank = ‖μ‖₀` and, at the end of an epoch, `kkt_violation` = the epoch's largest
+    /// $|\min(\mu_i, \partial_i F)|$; `samples_seen` counts `n` per update (one kernel column).
+    /// Stops at the end of an epoch whose violations are all $\le \varepsilon\nu$
+    /// ([`Stop::Converged`]; spec §6.12, option 2) or after `max_epochs` epochs
+    /// ([`Stop::MaxIterations`]).
+    fn step(&mut self, rng: &mut dyn Rng) -> Result<StepReport, SolverError> {
+        self.update(rng)?;
+        let m = self.mu.len();
+        let epoch_end = self.cursor == m;
+        let stop = if epoch_end && self.epoch_violation <= self.config.epsilon * self.config.nu {
+            Some(Stop::Converged)
+        } else {
+            self.finished()
+        };
+        Ok(StepReport {
+            t: self.iterations,
+            objective: Some(self.objective()),
+            kkt_violation: epoch_end.then_some(self.epoch_violation),
+            rank: self.active.len(),
+            samples_seen: self.iterations * self.n,
+            stop,
+        })
+    }
+
+    fn finished(&self) -> Option<Stop> {
+        (self.cursor >= self.mu.len() && self.epochs >= self.config.max_epochs).then_some(Stop::MaxIterations)
+    }
+}
+
+/// SLKL in one call: [`Slkl::new`], [`crate::run`] with `observer` and the same `rng`, then
+/// [`Slkl::model`].
 ///
 /// # Errors
-/// As [`Slkl::new`] and [`Slkl::run`].
+/// As [`Slkl::new`], [`Slkl::update`] and [`Slkl::model`].
 ///
 /// # References
 /// Paper `004_cadb4dc86f44be57.txt`, Algorithm 2; `spec/math.md` §6.11.
-pub fn slkl<R: Rng + ?Sized>(
+pub fn slkl<R: Rng>(
     x: MatRef<'_, f64>,
     y: &[f64],
     kernel: &Kernel,
@@ -702,5 +693,7 @@ pub fn slkl<R: Rng + ?Sized>(
     rng: &mut R,
     observer: &mut dyn Observer,
 ) -> Result<SlklModel, SolverError> {
-    Slkl::new(x, y, kernel, config, rng)?.run(rng, observer)
+    let mut solver = Slkl::new(x, y, kernel, config, rng)?;
+    let stop = run(&mut solver, rng, observer)?;
+    solver.model(stop)
 }

@@ -1,5 +1,17 @@
-//! What every streaming PCA solver shares: one sample (or a mini-batch) at a time, the current
-//! top-`k` subspace on demand, and the step size `η_t = c/√t`.
+//! Streaming PCA (paper `003_9ee5fcabdf9f0742.txt`): [`Msg`] (matrix stochastic gradient, plain
+//! or capped) and its baselines [`IncrementalPca`] and [`Oja`], behind the [`StreamingPca`]
+//! trait (one sample or a mini-batch at a time, the current top-`k` subspace on demand, the
+//! step size `η_t = c/√t`), run over a stream of rows by [`StreamPass`].
+
+mod incremental;
+mod msg;
+mod oja;
+mod pass;
+
+pub use incremental::IncrementalPca;
+pub use msg::{Msg, MsgConfig};
+pub use oja::Oja;
+pub use pass::{StreamPass, matrix_rows};
 
 use faer::{Mat, MatRef};
 
@@ -97,7 +109,7 @@ impl StepSize {
     pub(crate) fn validate(&self) -> Result<(), SolverError> {
         let c = self.c();
         if !(c.is_finite() && c > 0.0) {
-            return Err(SolverError::InvalidConfig { name: "eta scale c", reason: format!("must be > 0, got {c}") });
+            return Err(SolverError::InvalidConfig { name: "eta_scale", reason: format!("must be > 0, got {c}") });
         }
         Ok(())
     }

@@ -1,16 +1,14 @@
 //! SVRG-PCA: variance-reduced gradient on the exact-penalty PCA objective with a
 //! Barzilai–Borwein step (paper 002, Algorithm 1).
 
-use std::ops::ControlFlow;
-use std::time::Instant;
-
 use faer::{Mat, MatRef};
 use rand::{Rng, RngExt};
 use stolr_lowrank::{gram_apply, tall_inner};
 
 use crate::error::{check_data, check_rank};
-use crate::pca_common::{PcaOutcome, random_orthonormal, ritz_norm_from_products};
-use crate::{IterationReport, Observer, SolverError, Stop, rayleigh_ritz};
+use crate::pca::common::{PcaOutcome, random_orthonormal, ritz_norm_from_products};
+use crate::pca::rayleigh_ritz;
+use crate::{IterativeSolver, Observer, SolverError, StepReport, Stop, run};
 
 /// When SVRG-PCA stops on the gradient norm.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -163,6 +161,8 @@ impl SvrgPcaConfig {
 struct Snapshot {
     /// `∇F_μ(X̃)`, `(d, r)`.
     grad: Mat<f64>,
+    /// `‖∇F_μ(X̃)‖_F`.
+    grad_norm: f64,
     /// `C X̃ = (1/n) Xᵀ X X̃`, `(d, r)`.
     cw: Mat<f64>,
     objective: f64,
@@ -173,7 +173,13 @@ struct Snapshot {
 fn snapshot(x: MatRef<'_, f64>, w: &Mat<f64>, nu: f64, mu: f64, with_ritz: bool) -> Result<Snapshot, SolverError> {
     let parts = objective_parts(x, w.as_ref(), nu, mu);
     let captured = if with_ritz { Some(ritz_norm_from_products(w.as_ref(), parts.xw.as_ref())?) } else { None };
-    Ok(Snapshot { grad: parts.grad, cw: parts.cw, objective: parts.objective, captured })
+    Ok(Snapshot {
+        grad_norm: parts.grad.norm_l2(),
+        grad: parts.grad,
+        cw: parts.cw,
+        objective: parts.objective,
+        captured,
+    })
 }
 
 struct Parts {
@@ -300,111 +306,199 @@ fn penalty_matrix(gram: &Mat<f64>) -> Mat<f64> {
 }
 
 /// SVRG-PCA (paper 002, Algorithm 1) on data `x` of shape `(n, d)`, one sample per row
-/// (paper 002's `A = Xᵀ`; centre or scale the data beforehand as needed), followed by
-/// Rayleigh–Ritz. Returns the principal axes `(d, r)` (orthonormal) and Ritz values of `XᵀX`
-/// (nonincreasing), the number of epochs run and why it stopped.
+/// (paper 002's `A = Xᵀ`; centre or scale the data beforehand as needed).
 ///
-/// Objective (3)/(5): `F_μ(W) = ½ tr(Wᵀ(νI − C)W) + (μ/4)‖WᵀW − I‖_F²`, `C = XᵀX/n`. Each epoch
-/// takes a snapshot `W̃` with its full gradient `G = νW̃ − CW̃ + μW̃(W̃ᵀW̃ − I)`, checks the stopping
-/// tests, sets the BB step `η = ‖ΔW̃‖²/⟨ΔW̃, ΔG⟩` (capped if `step_cap` is set), then makes `K`
-/// steps `W ← W − η V` with the variance-reduced direction
-/// `V = νW + μW(WᵀW − I) − x_i x_iᵀ(W − W̃) − CW̃` (spec §3.2, same vector as (6)). Start:
-/// a random orthonormal `W̃_0` from `rng`.
+/// Objective (3)/(5): `F_μ(W) = ½ tr(Wᵀ(νI − C)W) + (μ/4)‖WᵀW − I‖_F²`, `C = XᵀX/n`. Each
+/// [`step`](IterativeSolver::step) is one epoch: the BB step `η = ‖ΔW̃‖²/⟨ΔW̃, ΔG⟩` from the last
+/// two snapshots (capped if `step_cap` is set), `K` inner steps `W ← W − η V` with the
+/// variance-reduced direction `V = νW + μW(WᵀW − I) − x_i x_iᵀ(W − W̃) − CW̃` (spec §3.2, same
+/// vector as (6)), then the new snapshot `W̃` with its full gradient
+/// `G = νW̃ − CW̃ + μW̃(W̃ᵀW̃ − I)`, whose objective and gradient norm are reported (the gradient
+/// norm as the KKT violation: the problem is unconstrained). It stops when the gradient norm is
+/// below the tolerance ([`Stop::Converged`]), when the Rayleigh–Ritz value reaches `target`
+/// ([`Stop::TargetReached`]) or after `max_epochs` ([`Stop::MaxIterations`]).
+/// [`SvrgPca::finish`] ends with Rayleigh–Ritz on the last snapshot.
 ///
 /// Cost: `O(n·d·r)` per snapshot plus `O(d·r²)` per inner step; memory `O(d·r)` besides the data.
-/// Each epoch is reported to `observer` (epoch, objective, gradient norm, `‖XV‖_F` of the
-/// snapshot when a target is set).
-///
-/// # Errors
-/// [`SolverError::InvalidRank`] for `r = 0` or `r > min(n, d)`; [`SolverError::InvalidConfig`]
-/// for non-positive `c1`, `c2`, `eta0` or zero epoch lengths; [`SolverError::Estimator`] for
-/// empty or non-finite data; [`SolverError::Diverged`] if the iterate stops being finite (the
-/// paper's uncapped BB step can do this outside its own defaults).
 ///
 /// # References
 /// Paper `002_32bc6583f0d9e789.txt`, (3), (5)–(7), Algorithm 1, Theorem 2.1; spec §3.1–§3.4.
-pub fn svrg_pca<R: Rng + ?Sized>(
-    x: MatRef<'_, f64>,
-    config: &SvrgPcaConfig,
-    rng: &mut R,
-    observer: &mut dyn Observer,
-) -> Result<PcaOutcome, SolverError> {
-    let (n, d) = (x.nrows(), x.ncols());
-    let sum_sq = x.squared_norm_l2();
-    if !sum_sq.is_finite() || n == 0 || d == 0 {
-        // Locate the offending entry (or report empty data).
-        check_data(x)?;
-    }
-    config.validate(n, d)?;
-    let r = config.rank;
-    let nu = config.c1 * sum_sq / n as f64;
-    if nu <= 0.0 {
-        return Err(SolverError::InvalidRank { rank: r, reason: "the data are all zero".into() });
-    }
-    let mu = config.c2 * nu;
-    let k_inner = config.epoch_length.inner_steps(n);
-    let tol = match config.tolerance {
-        Tolerance::Absolute(t) => t,
-        Tolerance::Relative(t) => t * nu * (r as f64).sqrt(),
-    };
-    let cap = config.step_cap.map(|c| c / (nu + 2.0 * mu));
-    let start = Instant::now();
-    let mut w_snap = random_orthonormal(d, r, rng);
-    let mut prev: Option<(Mat<f64>, Mat<f64>)> = None;
-    let mut eta = config.eta0.unwrap_or(0.1 / nu);
-    let mut epochs = 0;
-    let stop = loop {
-        let snap = snapshot(x, &w_snap, nu, mu, config.target.is_some())?;
-        let grad_norm = snap.grad.norm_l2();
-        if !(grad_norm.is_finite() && snap.objective.is_finite()) {
-            return Err(SolverError::Diverged { epoch: epochs });
+pub struct SvrgPca<'a> {
+    x: MatRef<'a, f64>,
+    config: SvrgPcaConfig,
+    nu: f64,
+    mu: f64,
+    tol: f64,
+    cap: Option<f64>,
+    k_inner: usize,
+    eta: f64,
+    w_snap: Mat<f64>,
+    snap: Snapshot,
+    prev: Option<(Mat<f64>, Mat<f64>)>,
+    epochs: usize,
+}
+
+impl<'a> SvrgPca<'a> {
+    /// The solver at a random orthonormal start `W̃_0` drawn from `rng`, with its snapshot.
+    ///
+    /// # Errors
+    /// [`SolverError::InvalidRank`] for `r = 0`, `r > min(n, d)` or all-zero data;
+    /// [`SolverError::InvalidConfig`] for non-positive `c1`, `c2`, `eta0` or zero epoch
+    /// lengths; [`SolverError::Estimator`] for empty or non-finite data;
+    /// [`SolverError::Diverged`] if the first snapshot is not finite.
+    pub fn new<R: Rng + ?Sized>(x: MatRef<'a, f64>, config: SvrgPcaConfig, rng: &mut R) -> Result<Self, SolverError> {
+        let (n, d) = (x.nrows(), x.ncols());
+        let sum_sq = x.squared_norm_l2();
+        if !sum_sq.is_finite() || n == 0 || d == 0 {
+            // Locate the offending entry (or report empty data).
+            check_data(x)?;
         }
-        let report = IterationReport {
-            t: epochs,
-            rank: r,
-            elapsed: start.elapsed(),
-            error: snap.captured,
-            objective: Some(snap.objective),
-            gradient_norm: Some(grad_norm),
+        config.validate(n, d)?;
+        let r = config.rank;
+        let nu = config.c1 * sum_sq / n as f64;
+        if nu <= 0.0 {
+            return Err(SolverError::InvalidRank { rank: r, reason: "the data are all zero".into() });
+        }
+        let mu = config.c2 * nu;
+        let k_inner = config.epoch_length.inner_steps(n);
+        let tol = match config.tolerance {
+            Tolerance::Absolute(t) => t,
+            Tolerance::Relative(t) => t * nu * (r as f64).sqrt(),
         };
-        if observer.on_iteration(&report) == ControlFlow::Break(()) {
-            break Stop::Interrupted;
+        let cap = config.step_cap.map(|c| c / (nu + 2.0 * mu));
+        let eta = config.eta0.unwrap_or(0.1 / nu);
+        let w_snap = random_orthonormal(d, r, rng);
+        let snap = snapshot(x, &w_snap, nu, mu, config.target.is_some())?;
+        let solver = Self { x, config, nu, mu, tol, cap, k_inner, eta, w_snap, snap, prev: None, epochs: 0 };
+        solver.check_snapshot()?;
+        Ok(solver)
+    }
+
+    fn check_snapshot(&self) -> Result<(), SolverError> {
+        if self.snap.grad_norm.is_finite() && self.snap.objective.is_finite() {
+            Ok(())
+        } else {
+            Err(SolverError::Diverged { epoch: self.epochs })
         }
-        if grad_norm <= tol {
-            break Stop::Converged;
-        }
-        if let (Some(t), Some(c)) = (config.target, snap.captured)
+    }
+
+    /// Epochs done.
+    pub fn epochs(&self) -> usize {
+        self.epochs
+    }
+
+    /// The current snapshot `W̃`, shape `(d, r)`.
+    pub fn snapshot(&self) -> MatRef<'_, f64> {
+        self.w_snap.as_ref()
+    }
+
+    /// `F_μ(W̃)` of the current snapshot.
+    pub fn objective(&self) -> f64 {
+        self.snap.objective
+    }
+
+    /// `‖∇F_μ(W̃)‖_F` of the current snapshot.
+    pub fn gradient_norm(&self) -> f64 {
+        self.snap.grad_norm
+    }
+
+    /// `‖X V‖_F` of the Rayleigh–Ritz basis of the current snapshot, when a `target` was set.
+    pub fn captured(&self) -> Option<f64> {
+        self.snap.captured
+    }
+
+    /// The stop test on the current snapshot.
+    fn test(&self) -> Option<Stop> {
+        if self.snap.grad_norm <= self.tol {
+            Some(Stop::Converged)
+        } else if let (Some(t), Some(c)) = (self.config.target, self.snap.captured)
             && c >= t
         {
-            break Stop::TargetReached;
+            Some(Stop::TargetReached)
+        } else if self.epochs >= self.config.max_epochs {
+            Some(Stop::MaxIterations)
+        } else {
+            None
         }
-        if epochs == config.max_epochs {
-            break Stop::MaxIterations;
-        }
-        if let Some((w_prev, g_prev)) = &prev {
-            let dw = &w_snap - w_prev;
-            let dg = &snap.grad - g_prev;
+    }
+
+    /// Rayleigh–Ritz on the last snapshot: the principal axes `(d, r)` and Ritz values of `XᵀX`
+    /// (nonincreasing), labelled with `stop`.
+    ///
+    /// # Errors
+    /// [`SolverError::LowRank`] if the small eigendecomposition fails.
+    pub fn finish(self, stop: Stop) -> Result<PcaOutcome, SolverError> {
+        let pairs = rayleigh_ritz(self.x, self.w_snap.as_ref())?;
+        Ok(PcaOutcome { pairs, epochs: self.epochs, stop, final_iterate_norm: self.w_snap.norm_l2() })
+    }
+}
+
+impl IterativeSolver for SvrgPca<'_> {
+    /// One epoch (Algorithm 1, lines 3–10) and the next snapshot. Reads `n + K` rows.
+    ///
+    /// # Errors
+    /// [`SolverError::Diverged`] if the new snapshot is not finite (the paper's uncapped BB step
+    /// can do this outside its own defaults); the state is then past the failed epoch.
+    fn step(&mut self, rng: &mut dyn Rng) -> Result<StepReport, SolverError> {
+        let (n, d) = (self.x.nrows(), self.x.ncols());
+        let r = self.config.rank;
+        if let Some((w_prev, g_prev)) = &self.prev {
+            let dw = &self.w_snap - w_prev;
+            let dg = &self.snap.grad - g_prev;
             let num = dw.squared_norm_l2();
             let den = (0..r).map(|j| (0..d).map(|i| dw[(i, j)] * dg[(i, j)]).sum::<f64>()).sum::<f64>();
             let bb = num / den;
-            eta = match cap {
+            self.eta = match self.cap {
                 None => bb,
                 Some(cap) if bb.is_finite() => bb.abs().min(cap),
                 Some(cap) => cap,
             };
         }
         // Inner loop: W ← W − η (νW + μW(WᵀW − I) − x x^T(W − W̃) − CW̃).
-        let mut w = w_snap.clone();
+        let mut w = self.w_snap.clone();
         let mut inner = InnerStep::new(d, r);
-        for _ in 0..k_inner {
+        for _ in 0..self.k_inner {
             let i = rng.random_range(0..n);
-            inner.apply(x, i, &mut w, &w_snap, &snap.cw, nu, mu, eta);
+            inner.apply(self.x, i, &mut w, &self.w_snap, &self.snap.cw, self.nu, self.mu, self.eta);
         }
-        prev = Some((std::mem::replace(&mut w_snap, w), snap.grad));
-        epochs += 1;
-    };
-    let pairs = rayleigh_ritz(x, w_snap.as_ref())?;
-    Ok(PcaOutcome { pairs, epochs, stop, final_iterate_norm: w_snap.norm_l2() })
+        let snap = snapshot(self.x, &w, self.nu, self.mu, self.config.target.is_some())?;
+        let old_snap = std::mem::replace(&mut self.snap, snap);
+        self.prev = Some((std::mem::replace(&mut self.w_snap, w), old_snap.grad));
+        self.epochs += 1;
+        self.check_snapshot()?;
+        Ok(StepReport {
+            t: self.epochs,
+            objective: Some(self.snap.objective),
+            kkt_violation: Some(self.snap.grad_norm),
+            rank: r,
+            samples_seen: self.epochs * (n + self.k_inner),
+            stop: self.test(),
+        })
+    }
+
+    fn finished(&self) -> Option<Stop> {
+        self.test()
+    }
+}
+
+/// SVRG-PCA in one call: [`SvrgPca::new`], [`crate::run`] with `observer`, then
+/// [`SvrgPca::finish`] (Rayleigh–Ritz). Returns the principal axes `(d, r)` (orthonormal) and
+/// Ritz values of `XᵀX` (nonincreasing), the number of epochs run and why it stopped.
+///
+/// # Errors
+/// As [`SvrgPca::new`] and its steps.
+///
+/// # References
+/// Paper `002_32bc6583f0d9e789.txt`, Algorithm 1; spec §3.1–§3.4.
+pub fn svrg_pca<R: Rng>(
+    x: MatRef<'_, f64>,
+    config: &SvrgPcaConfig,
+    rng: &mut R,
+    observer: &mut dyn Observer,
+) -> Result<PcaOutcome, SolverError> {
+    let mut solver = SvrgPca::new(x, config.clone(), rng)?;
+    let stop = run(&mut solver, rng, observer)?;
+    solver.finish(stop)
 }
 
 #[cfg(test)]

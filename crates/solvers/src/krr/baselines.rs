@@ -7,7 +7,8 @@ use stolr_estimators::Kernel;
 use stolr_lowrank::{WoodburyInverse, spd_solve, sym_eigen_desc};
 
 use crate::error::{check_landmarks, check_regression};
-use crate::{KernelExpansion, SolverError, kernel_matrix};
+use crate::krr::KernelExpansion;
+use crate::{SolverError, kernel_matrix};
 
 /// Configuration of [`krr`] and [`krr_subset`].
 #[derive(Debug, Clone, PartialEq)]

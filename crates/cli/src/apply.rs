@@ -1,0 +1,122 @@
+//! `stolr transform` and `stolr predict`: a saved model applied to new rows.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use serde_json::json;
+use stolr_datasets::{ModelFile, write_npy_matrix, write_npy_vector};
+use stolr_solvers::{KernelPcaModel, KrrModel, PcaModel, Persist, Predictor, Transformer, mean_squared_error};
+
+use crate::common::input::{Format, read_for_model};
+use crate::common::output::write_report;
+
+/// Arguments of `stolr transform` and `stolr predict`.
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// The model: a fit's `--out` folder, or the `model.npz` file in it.
+    #[arg(long)]
+    model: PathBuf,
+    /// The new rows (one sample per row), with the model's number of features.
+    #[arg(long)]
+    input: PathBuf,
+    /// Format of --input.
+    #[arg(long, value_enum, default_value = "libsvm")]
+    format: Format,
+    /// Output folder for projections.npy (transform) or predictions.npy (predict) and report.json.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+fn load(args: &ApplyArgs, kinds: &[&str]) -> Result<(ModelFile, PathBuf)> {
+    let path = stolr_datasets::resolve_model_path(&args.model)
+        .with_context(|| format!("cannot use the model {}", args.model.display()))?;
+    let file =
+        ModelFile::load_kind(&path, kinds).with_context(|| format!("cannot load the model {}", path.display()))?;
+    Ok((file, path))
+}
+
+/// Runs `stolr transform`: projections of new rows on a kernel PCA or PCA model.
+pub fn transform(args: ApplyArgs) -> Result<()> {
+    let start = Instant::now();
+    let (file, path) = load(&args, &[KernelPcaModel::KIND, PcaModel::KIND])?;
+    let model: Box<dyn Transformer> = if file.kind() == KernelPcaModel::KIND {
+        Box::new(KernelPcaModel::from_model_file(&file, &path)?)
+    } else {
+        Box::new(PcaModel::from_model_file(&file, &path)?)
+    };
+    let d = n_features(&file)?;
+    let data = read_for_model(&args.input, args.format, d, false)?;
+    let z = model.transform(data.x.as_ref()).with_context(|| format!("cannot transform {}", args.input.display()))?;
+    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    write_npy_matrix(&args.out.join("projections.npy"), z.as_ref())?;
+    write_report(
+        &args.out,
+        &json!({
+            "stolr_version": env!("CARGO_PKG_VERSION"),
+            "command": "transform",
+            "model": path.display().to_string(),
+            "model_kind": file.kind(),
+            "dataset": { "source": data.source, "format": args.format.name(), "n": data.n(), "d": data.d() },
+            "result": { "rows": z.nrows(), "components": z.ncols() },
+            "timings_s": { "total": start.elapsed().as_secs_f64() },
+            "outputs": ["projections.npy", "report.json"],
+        }),
+    )?;
+    println!(
+        "stolr transform: {} rows of {} on the {} model {} -> {} ({} x {})",
+        data.n(),
+        args.input.display(),
+        file.kind(),
+        path.display(),
+        args.out.join("projections.npy").display(),
+        z.nrows(),
+        z.ncols()
+    );
+    Ok(())
+}
+
+/// Runs `stolr predict`: predictions of a kernel regression model for new rows, with the MSE
+/// when the rows carry targets.
+pub fn predict(args: ApplyArgs) -> Result<()> {
+    let start = Instant::now();
+    let (file, path) = load(&args, &[KrrModel::KIND])?;
+    let model = KrrModel::from_model_file(&file, &path)?;
+    let data = read_for_model(&args.input, args.format, model.n_features(), true)?;
+    let f = model.predict(data.x.as_ref()).with_context(|| format!("cannot predict {}", args.input.display()))?;
+    let predictions: Vec<f64> = (0..f.nrows()).map(|i| f[i]).collect();
+    let mse = data.targets().map(|y| mean_squared_error(&predictions, y));
+    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    write_npy_vector(&args.out.join("predictions.npy"), &predictions)?;
+    write_report(
+        &args.out,
+        &json!({
+            "stolr_version": env!("CARGO_PKG_VERSION"),
+            "command": "predict",
+            "model": path.display().to_string(),
+            "model_kind": file.kind(),
+            "dataset": { "source": data.source, "format": args.format.name(), "n": data.n(), "d": data.d() },
+            "result": { "rows": predictions.len(), "mse": mse },
+            "timings_s": { "total": start.elapsed().as_secs_f64() },
+            "outputs": ["predictions.npy", "report.json"],
+        }),
+    )?;
+    println!(
+        "stolr predict: {} rows of {} with the {} model {}{} -> {}",
+        data.n(),
+        args.input.display(),
+        model.solver(),
+        path.display(),
+        mse.map(|m| format!(", MSE {m:.6}")).unwrap_or_default(),
+        args.out.join("predictions.npy").display()
+    );
+    Ok(())
+}
+
+fn n_features(file: &ModelFile) -> Result<usize> {
+    match file.parameters().get("n_features").and_then(serde_json::Value::as_u64) {
+        Some(d) => Ok(d as usize),
+        None => bail!("the model's header has no n_features"),
+    }
+}

@@ -1,0 +1,70 @@
+//! The progress observer of every iterative solver: a bar on a terminal, nothing otherwise; it
+//! keeps the per-iteration figures for the report and the convergence plot either way.
+
+use std::io::IsTerminal;
+use std::ops::ControlFlow;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use stolr_solvers::{IterationReport, Observer};
+
+/// Draws a progress bar for `what` (`skpca`, `svrg-bb`, a stream pass, ...) and records the
+/// rank, objective and KKT violation of every `every`-th iteration (and the last).
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    every: usize,
+    /// `(t, rank, objective, kkt_violation)` of the recorded iterations.
+    pub trace: Vec<(usize, usize, Option<f64>, Option<f64>)>,
+    last: Option<IterationReport>,
+}
+
+impl Progress {
+    /// A bar over `total` iterations (`None`: unknown, a spinner), recording every `every`-th.
+    pub fn new(what: &str, total: Option<usize>, every: usize) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::with_draw_target(total.map(|t| t as u64), ProgressDrawTarget::stderr());
+            let template = if total.is_some() {
+                format!("{{spinner}} {what} [{{bar:40}}] {{pos}}/{{len}}  {{msg}}  ({{elapsed}} < {{eta}})")
+            } else {
+                format!("{{spinner}} {what} {{pos}}  {{msg}}  ({{per_sec}}, {{elapsed}})")
+            };
+            bar.set_style(ProgressStyle::with_template(&template).expect("static template").progress_chars("=> "));
+            bar
+        });
+        Self { bar, every: every.max(1), trace: Vec::new(), last: None }
+    }
+
+    /// Clears the bar and records the last iteration if it was skipped.
+    pub fn finish(&mut self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+        if let Some(r) = self.last.take()
+            && self.trace.last().is_none_or(|l| l.0 != r.t)
+        {
+            self.trace.push((r.t, r.rank, r.objective, r.kkt_violation));
+        }
+    }
+
+    /// The recorded ranks.
+    pub fn ranks(&self) -> Vec<usize> {
+        self.trace.iter().map(|r| r.1).collect()
+    }
+}
+
+impl Observer for Progress {
+    fn on_iteration(&mut self, report: &IterationReport) -> ControlFlow<()> {
+        if report.t == 1 || report.t.is_multiple_of(self.every) {
+            self.trace.push((report.t, report.rank, report.objective, report.kkt_violation));
+            if let Some(bar) = &self.bar {
+                bar.set_position(report.t as u64);
+                let mut msg = format!("rank {}", report.rank);
+                if let Some(k) = report.kkt_violation {
+                    msg += &format!("  kkt {k:.2e}");
+                }
+                bar.set_message(msg);
+            }
+        }
+        self.last = Some(report.clone());
+        ControlFlow::Continue(())
+    }
+}

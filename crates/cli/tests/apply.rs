@@ -1,0 +1,199 @@
+//! End to end: fit with `stolr kpca|pca|krr`, then apply the saved model with `stolr transform`
+//! and `stolr predict`.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use stolr_datasets::read_npy_matrix;
+
+fn stolr(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stolr")).args(args).output().expect("the stolr binary runs")
+}
+
+fn ok(out: Output) {
+    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn assert_fails_with(out: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "expected failure; stderr: {err}");
+    assert!(err.contains("error") && err.contains(needle), "expected '{needle}' in: {err}");
+    assert!(!err.contains("panicked"), "panic in: {err}");
+}
+
+/// `n` rows of `d` smooth pseudo-random features (and a target in the last column when `target`).
+fn write_csv(path: &Path, n: usize, d: usize, offset: usize, target: bool) {
+    let mut text = String::new();
+    for i in offset..offset + n {
+        let row: Vec<f64> = (0..d).map(|j| ((i * 7 + j * 3) as f64 * 0.37).sin() * (j + 1) as f64).collect();
+        let mut fields: Vec<String> = row.iter().map(|v| v.to_string()).collect();
+        if target {
+            fields.push((row[0] - 0.5 * row[1] + 3.0).to_string());
+        }
+        text += &(fields.join(",") + "\n");
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+fn max_abs_diff(a: &faer::Mat<f64>, b: &faer::Mat<f64>) -> f64 {
+    assert_eq!(a.shape(), b.shape());
+    (a - b).norm_max()
+}
+
+#[test]
+fn kernel_pca_model_transforms_training_rows_back_and_new_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let (train, test) = (dir.path().join("train.csv"), dir.path().join("test.csv"));
+    write_csv(&train, 150, 3, 0, false);
+    write_csv(&test, 20, 3, 1000, false);
+    let (t, s) = (train.to_str().unwrap(), test.to_str().unwrap());
+    let fit = dir.path().join("fit");
+    let f = fit.to_str().unwrap();
+    for solver in [&["--solver", "exact"][..], &["--solver", "nystrom", "--landmarks", "60"][..]] {
+        let mut args = vec!["kpca", "--input", t, "--format", "csv", "--center", "--rank", "4", "--sigma", "1.5"];
+        args.extend(solver);
+        args.extend(["--standardize", "--out", f]);
+        ok(stolr(&args));
+        assert!(fit.join("model.npz").is_file());
+        let back = dir.path().join("back");
+        ok(stolr(&["transform", "--model", f, "--input", t, "--format", "csv", "--out", back.to_str().unwrap()]));
+        let fitted = read_npy_matrix(&fit.join("projections.npy")).unwrap();
+        let again = read_npy_matrix(&back.join("projections.npy")).unwrap();
+        assert!(max_abs_diff(&fitted, &again) <= 1e-8 * fitted.norm_max(), "{solver:?}");
+        let new = dir.path().join("new");
+        // --model also takes the model file itself.
+        let model_file = fit.join("model.npz");
+        ok(stolr(&[
+            "transform",
+            "--model",
+            model_file.to_str().unwrap(),
+            "--input",
+            s,
+            "--format",
+            "csv",
+            "--out",
+            new.to_str().unwrap(),
+        ]));
+        assert_eq!(read_npy_matrix(&new.join("projections.npy")).unwrap().shape(), (20, 4));
+    }
+    // Rows of another width, non-finite rows, a regression command and a damaged model are errors.
+    let wide = dir.path().join("wide.csv");
+    write_csv(&wide, 5, 4, 0, false);
+    let out = dir.path().join("x");
+    let o = out.to_str().unwrap();
+    assert_fails_with(
+        &stolr(&["transform", "--model", f, "--input", wide.to_str().unwrap(), "--format", "csv", "--out", o]),
+        "the model takes 3",
+    );
+    std::fs::write(&wide, "1,2,3\n1,nan,3\n").unwrap();
+    assert_fails_with(
+        &stolr(&["transform", "--model", f, "--input", wide.to_str().unwrap(), "--format", "csv", "--out", o]),
+        "finite",
+    );
+    assert_fails_with(&stolr(&["predict", "--model", f, "--input", t, "--format", "csv", "--out", o]), "kernel-pca");
+    let model = std::fs::read(fit.join("model.npz")).unwrap();
+    std::fs::write(fit.join("model.npz"), &model[..model.len() / 2]).unwrap();
+    assert_fails_with(&stolr(&["transform", "--model", f, "--input", t, "--format", "csv", "--out", o]), "model");
+    assert_fails_with(
+        &stolr(&[
+            "transform",
+            "--model",
+            dir.path().join("none").to_str().unwrap(),
+            "--input",
+            t,
+            "--format",
+            "csv",
+            "--out",
+            o,
+        ]),
+        "model",
+    );
+}
+
+#[test]
+fn pca_model_transforms_training_rows_as_the_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let train = dir.path().join("train.csv");
+    write_csv(&train, 200, 5, 0, false);
+    let t = train.to_str().unwrap();
+    for solver in ["exact", "svrg-bb", "capped-msg"] {
+        let fit = dir.path().join(solver);
+        let f = fit.to_str().unwrap();
+        ok(stolr(&["pca", "--input", t, "--format", "csv", "--solver", solver, "--rank", "2", "--center", "--out", f]));
+        let tr = dir.path().join(format!("{solver}-t"));
+        ok(stolr(&["transform", "--model", f, "--input", t, "--format", "csv", "--out", tr.to_str().unwrap()]));
+        let z = read_npy_matrix(&tr.join("projections.npy")).unwrap();
+        assert_eq!(z.shape(), (200, 2));
+        // The projections of centred rows have zero mean and the components' Ritz values as
+        // their sums of squares.
+        for j in 0..2 {
+            assert!(z.col(j).sum().abs() < 1e-8 * 200.0, "{solver}: mean of column {j}");
+        }
+        let eig: Vec<f64> = {
+            let report: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(fit.join("report.json")).unwrap()).unwrap();
+            report["result"]["ritz_values"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect()
+        };
+        for (j, e) in eig.iter().enumerate() {
+            assert!((z.col(j).squared_norm_l2() - e).abs() <= 1e-8 * e, "{solver}: component {j}");
+        }
+    }
+}
+
+#[test]
+fn krr_model_predicts_as_the_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (train, test) = (dir.path().join("a.csv"), dir.path().join("b.csv"));
+    write_csv(&train, 150, 3, 0, true);
+    write_csv(&test, 40, 3, 500, true);
+    let (a, b) = (train.to_str().unwrap(), test.to_str().unwrap());
+    for solver in ["slkl", "krr", "krr-subset", "uniform"] {
+        let fit = dir.path().join(solver);
+        let f = fit.to_str().unwrap();
+        ok(stolr(&[
+            "krr",
+            "--train",
+            a,
+            "--test",
+            b,
+            "--format",
+            "csv",
+            "--solver",
+            solver,
+            "--landmarks",
+            "30",
+            "--nu",
+            "0.01",
+            "--out",
+            f,
+        ]));
+        let p = dir.path().join(format!("{solver}-p"));
+        let out = stolr(&["predict", "--model", f, "--input", b, "--format", "csv", "--out", p.to_str().unwrap()]);
+        assert!(String::from_utf8_lossy(&out.stdout).contains("MSE"));
+        ok(out);
+        let fitted = read_npy_matrix_1d(&fit.join("predictions.npy"));
+        let again = read_npy_matrix_1d(&p.join("predictions.npy"));
+        assert_eq!(fitted, again, "{solver}: predict must reproduce the fit's test predictions exactly");
+    }
+    let o = dir.path().join("x");
+    assert_fails_with(
+        &stolr(&[
+            "transform",
+            "--model",
+            dir.path().join("krr").to_str().unwrap(),
+            "--input",
+            b,
+            "--format",
+            "csv",
+            "--out",
+            o.to_str().unwrap(),
+        ]),
+        "kernel-ridge",
+    );
+}
+
+fn read_npy_matrix_1d(path: &Path) -> Vec<f64> {
+    let bytes = std::fs::read(path).unwrap();
+    let npy = npyz::NpyFile::new(&bytes[..]).unwrap();
+    npy.into_vec::<f64>().unwrap()
+}

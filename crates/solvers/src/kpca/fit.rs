@@ -1,0 +1,301 @@
+//! Kernel PCA parameters: one entry point that fits any of the four solvers into a
+//! [`KernelPcaModel`].
+
+use faer::{Mat, MatRef};
+use rand::Rng;
+use stolr_datasets::{Standardization, standardize};
+use stolr_estimators::{
+    Centered, ColumnSampling, Kernel, KernelSampler, RandomFourierFeatures, RandomMaclaurin, kernel_row_means,
+};
+use stolr_lowrank::Eigenpairs;
+
+use crate::kpca::exact::exact_fit;
+use crate::kpca::{
+    ExactKpcaConfig, KernelCentering, KernelPcaModel, Kha, KhaConfig, NystromConfig, Skpca, SkpcaConfig, nystrom_fit,
+};
+use crate::{Fit, Observer, SolverError, Stop, run};
+
+/// The unbiased kernel estimator that feeds SKPCA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SamplerKind {
+    /// Random Fourier features (cos/sin pairs), `2·features` columns per draw; Gaussian and
+    /// Laplacian kernels.
+    Rff,
+    /// Uniform column sampling with replacement, `features` columns per draw.
+    Columns,
+    /// Symmetric column sampling, `2·features` columns per draw.
+    ColumnsSym,
+    /// Random Maclaurin features, `features` columns per draw; polynomial kernel.
+    Maclaurin,
+}
+
+impl SamplerKind {
+    /// The name as the CLI spells it: `rff`, `columns`, `columns-sym`, `maclaurin`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SamplerKind::Rff => "rff",
+            SamplerKind::Columns => "columns",
+            SamplerKind::ColumnsSym => "columns-sym",
+            SamplerKind::Maclaurin => "maclaurin",
+        }
+    }
+}
+
+/// Which kernel PCA solver [`KernelPca`] fits with.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KpcaSolver {
+    /// The dense kernel matrix and a symmetric eigensolver ([`crate::exact_kpca`]).
+    Exact {
+        /// Relative tolerance of the eigensolver.
+        tolerance: f64,
+        /// Refuse the `n × n` matrix above this many bytes.
+        max_kernel_bytes: u128,
+    },
+    /// Exact eigenpairs of the Nyström approximation on `landmarks` uniform landmarks
+    /// ([`crate::nystrom_kpca`]).
+    Nystrom {
+        /// Number of landmarks `m`, `rank ≤ m ≤ n`.
+        landmarks: usize,
+    },
+    /// SKPCA ([`Skpca`]) fed by `sampler` with `features` features (or columns) per draw.
+    Skpca {
+        /// τ, iterations, rank cap.
+        config: SkpcaConfig,
+        /// The unbiased estimator.
+        sampler: SamplerKind,
+        /// Features (or columns) per draw.
+        features: usize,
+    },
+    /// The Kernel Hebbian Algorithm ([`Kha`]); its `rank` and `center` come from
+    /// [`KernelPca`].
+    Kha {
+        /// Step size η.
+        eta: f64,
+        /// Steps `T`.
+        iterations: usize,
+        /// Scale of the initial coefficients.
+        init_scale: f64,
+    },
+}
+
+impl KpcaSolver {
+    /// The exact solver with tolerance `1e-10` and a 16 GiB kernel budget.
+    pub fn exact() -> Self {
+        let defaults = ExactKpcaConfig::new(1);
+        KpcaSolver::Exact { tolerance: defaults.tolerance, max_kernel_bytes: defaults.max_kernel_bytes }
+    }
+
+    /// The name as the CLI spells it: `exact`, `nystrom`, `skpca`, `kha`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            KpcaSolver::Exact { .. } => "exact",
+            KpcaSolver::Nystrom { .. } => "nystrom",
+            KpcaSolver::Skpca { .. } => "skpca",
+            KpcaSolver::Kha { .. } => "kha",
+        }
+    }
+}
+
+/// Everything a kernel PCA fit produced: the model, the training eigenpairs (eigenvectors
+/// `(n, r)` over the training rows; the model of a Nyström fit keeps only the landmarks) and
+/// how the run ended.
+#[derive(Debug, Clone)]
+pub struct KernelPcaFit {
+    /// The model, for new rows.
+    pub model: KernelPcaModel,
+    /// Eigenvalues (nonincreasing) and eigenvectors `(n, r)` of the training kernel matrix.
+    pub pairs: Eigenpairs,
+    /// Why an iterative solver stopped (`None` for exact and Nyström).
+    pub stop: Option<Stop>,
+    /// Iterations run (0 for exact and Nyström).
+    pub iterations: usize,
+}
+
+/// Kernel PCA parameters: `rank` components of the kernel matrix of `kernel`, optionally
+/// centred in feature space and after standardizing the features, by one of the solvers of
+/// [`KpcaSolver`]. [`Fit::fit`] returns a [`KernelPcaModel`] (see its docs for the
+/// out-of-sample formula of each solver and an example).
+///
+/// `rank` truncates the result; SKPCA returns every eigenpair above τ when `rank` is `None`,
+/// the other solvers need it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelPca {
+    /// Number of components `r` (SKPCA: at most; `None`: all above τ).
+    pub rank: Option<usize>,
+    /// The kernel.
+    pub kernel: Kernel,
+    /// Centre in feature space (decompose `HKH`), as scikit-learn's `KernelPCA` does.
+    pub center: bool,
+    /// Standardize every feature (mean 0, population standard deviation 1) before the kernel;
+    /// the statistics are kept in the model.
+    pub standardize: bool,
+    /// The solver.
+    pub solver: KpcaSolver,
+}
+
+impl KernelPca {
+    /// `rank` components of `kernel` by `solver`, uncentred, without standardization.
+    pub fn new(rank: usize, kernel: Kernel, solver: KpcaSolver) -> Self {
+        Self { rank: Some(rank), kernel, center: false, standardize: false, solver }
+    }
+
+    /// Sets feature-space centring.
+    pub fn center(mut self, center: bool) -> Self {
+        self.center = center;
+        self
+    }
+
+    /// Sets standardization.
+    pub fn standardize(mut self, standardize: bool) -> Self {
+        self.standardize = standardize;
+        self
+    }
+
+    fn rank_for(&self, what: &'static str) -> Result<usize, SolverError> {
+        self.rank.ok_or(SolverError::InvalidConfig { name: "rank", reason: format!("the {what} solver needs a rank") })
+    }
+
+    /// Fits on rows that are already standardized (or not meant to be), recording
+    /// `standardization` in the model; returns the model, the training eigenpairs and how the
+    /// run ended.
+    ///
+    /// # Errors
+    /// As [`Fit::fit`].
+    pub fn fit_prepared(
+        &self,
+        x: MatRef<'_, f64>,
+        standardization: Option<Standardization>,
+        rng: &mut dyn Rng,
+        observer: &mut dyn Observer,
+    ) -> Result<KernelPcaFit, SolverError> {
+        let name = self.solver.name();
+        let centring_of_training = |x: MatRef<'_, f64>| {
+            if self.center {
+                let (column_means, grand_mean) = kernel_row_means(x, &self.kernel);
+                KernelCentering::Training { column_means, grand_mean }
+            } else {
+                KernelCentering::None
+            }
+        };
+        match &self.solver {
+            KpcaSolver::Exact { tolerance, max_kernel_bytes } => {
+                let config = ExactKpcaConfig {
+                    rank: self.rank_for("exact")?,
+                    center: self.center,
+                    max_kernel_bytes: *max_kernel_bytes,
+                    tolerance: *tolerance,
+                };
+                let (pairs, stats) = exact_fit(x, &self.kernel, &config)?;
+                let centering = match stats {
+                    Some((column_means, grand_mean)) => KernelCentering::Training { column_means, grand_mean },
+                    None => KernelCentering::None,
+                };
+                let model = KernelPcaModel::from_training_eigenpairs(
+                    name,
+                    self.kernel,
+                    standardization,
+                    x.to_owned(),
+                    &pairs,
+                    centering,
+                )?;
+                Ok(KernelPcaFit { model, pairs, stop: None, iterations: 0 })
+            }
+            KpcaSolver::Nystrom { landmarks } => {
+                let config =
+                    NystromConfig { landmarks: *landmarks, rank: self.rank_for("nystrom")?, center: self.center };
+                let fit = nystrom_fit(x, &self.kernel, &config, rng)?;
+                let rows = Mat::from_fn(fit.landmarks.len(), x.ncols(), |i, j| x[(fit.landmarks[i], j)]);
+                let centering = if self.center { KernelCentering::Offset(fit.offset) } else { KernelCentering::None };
+                let model = KernelPcaModel::new(
+                    name,
+                    self.kernel,
+                    standardization,
+                    rows,
+                    fit.coefficients,
+                    fit.pairs.values.clone(),
+                    centering,
+                )?;
+                Ok(KernelPcaFit { model, pairs: fit.pairs, stop: None, iterations: 0 })
+            }
+            KpcaSolver::Skpca { config, sampler, features } => {
+                let inner: Box<dyn KernelSampler + '_> = match sampler {
+                    SamplerKind::Rff => Box::new(RandomFourierFeatures::new(x, self.kernel, *features)?),
+                    SamplerKind::Columns => Box::new(ColumnSampling::new(x, self.kernel, *features, false)?),
+                    SamplerKind::ColumnsSym => Box::new(ColumnSampling::new(x, self.kernel, *features, true)?),
+                    SamplerKind::Maclaurin => Box::new(RandomMaclaurin::new(x, self.kernel, *features)?),
+                };
+                let sampler = if self.center { Box::new(Centered::new(inner)) } else { inner };
+                let mut solver = Skpca::new(config.clone(), sampler)?;
+                let stop = run(&mut solver, rng, observer)?;
+                let mut pairs = solver.eigenpairs()?;
+                if let Some(r) = self.rank {
+                    pairs.truncate(r);
+                }
+                let model = KernelPcaModel::from_training_eigenpairs(
+                    name,
+                    self.kernel,
+                    standardization,
+                    x.to_owned(),
+                    &pairs,
+                    centring_of_training(x),
+                )?;
+                Ok(KernelPcaFit { model, pairs, stop: Some(stop), iterations: solver.iterations_done() })
+            }
+            KpcaSolver::Kha { eta, iterations, init_scale } => {
+                let config = KhaConfig {
+                    rank: self.rank_for("kha")?,
+                    eta: *eta,
+                    iterations: *iterations,
+                    center: self.center,
+                    init_scale: *init_scale,
+                };
+                let mut solver = Kha::new(x, self.kernel, config, rng)?;
+                let stop = run(&mut solver, rng, observer)?;
+                let pairs = solver.eigenpairs()?;
+                let (means, grand_mean) = solver.kernel_means();
+                let centering = if self.center {
+                    KernelCentering::Training { column_means: means.to_vec(), grand_mean }
+                } else {
+                    KernelCentering::None
+                };
+                let model = KernelPcaModel::from_training_eigenpairs(
+                    name,
+                    self.kernel,
+                    standardization,
+                    x.to_owned(),
+                    &pairs,
+                    centering,
+                )?;
+                Ok(KernelPcaFit { model, pairs, stop: Some(stop), iterations: solver.iterations_done() })
+            }
+        }
+    }
+}
+
+impl Fit for KernelPca {
+    type Model = KernelPcaModel;
+
+    /// Standardizes a copy of `x` when asked, then fits with the chosen solver.
+    ///
+    /// # Errors
+    /// [`SolverError::InvalidConfig`] / [`SolverError::InvalidRank`] for impossible parameters
+    /// (`rank` missing, 0 or above `n`; landmarks outside `[rank, n]`; τ ≤ 0; ...),
+    /// [`SolverError::Estimator`] for empty or non-finite data, [`SolverError::KernelTooLarge`]
+    /// for an exact fit over its budget, [`SolverError::RankCollapsed`] when SKPCA's τ is above
+    /// every eigenvalue, and the solvers' numerical errors.
+    fn fit(
+        &self,
+        x: MatRef<'_, f64>,
+        rng: &mut dyn Rng,
+        observer: &mut dyn Observer,
+    ) -> Result<KernelPcaModel, SolverError> {
+        if self.standardize {
+            crate::error::check_data(x)?;
+            let mut owned = x.to_owned();
+            let stats = standardize(&mut owned);
+            Ok(self.fit_prepared(owned.as_ref(), Some(stats), rng, observer)?.model)
+        } else {
+            Ok(self.fit_prepared(x, None, rng, observer)?.model)
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! The fitted kernel PCA model: projections of new rows on the kernel principal axes.
+
+use std::path::Path;
+
+use faer::{Mat, MatRef};
+use serde_json::json;
+use stolr_datasets::{ModelFile, Standardization};
+use stolr_estimators::Kernel;
+use stolr_lowrank::Eigenpairs;
+
+use crate::model_io::{
+    bad, check_finite_array, get_f64, get_standardization, get_str, kernel_from_json, kernel_to_json, prepare_rows,
+    put_standardization,
+};
+use crate::{Persist, SolverError, Transformer};
+
+/// New rows evaluated per block in [`KernelPcaModel::transform`]: the cross-kernel block holds
+/// `TRANSFORM_BLOCK × p` entries.
+const TRANSFORM_BLOCK: usize = 2048;
+
+/// How a kernel PCA model centres the kernel of a new row `x` in feature space.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KernelCentering {
+    /// No centring: the model was fitted on `K` itself.
+    None,
+    /// Centring with the statistics of the training kernel matrix (exact, SKPCA, KHA):
+    /// $\tilde k(x, x_i) = k(x, x_i) - \frac1n \sum_l k(x, x_l) - m_i + \bar m$, with
+    /// $m_i = \frac1n \sum_l k(x_l, x_i)$ the column means of `K` and $\bar m$ their mean
+    /// (spec Appendix C, out-of-sample kernel PCA). Needs the model rows to be the training rows.
+    Training {
+        /// $m$, the column means of the training kernel matrix, length `p = n`.
+        column_means: Vec<f64>,
+        /// $\bar m = 1^\top K 1 / n^2$.
+        grand_mean: f64,
+    },
+    /// Centring in the approximate feature space (Nyström): the projection is
+    /// $k(x, L) B - c$ with $c = \bar\varphi^\top V$ the projection of the mean feature vector.
+    Offset(
+        /// $c$, length `r`.
+        Vec<f64>,
+    ),
+}
+
+/// A fitted kernel PCA model: it maps a row $x$ to its coordinates on the `r` kernel principal
+/// axes,
+/// $$z(x) = \tilde k(x, R)\, A \in \mathbb R^r,$$
+/// where `R` `(p, d)` are the model rows (the training rows, or the Nyström landmarks),
+/// `A` `(p, r)` the coefficients and $\tilde k$ the kernel centred as [`KernelCentering`] says.
+/// The projections are scaled as the fit's `projections.npy` is: transforming the training rows
+/// gives $U\Lambda^{1/2}$ back.
+///
+/// | solver | rows `R` | coefficients `A` | centring |
+/// |---|---|---|---|
+/// | exact | the `n` training rows | $U\Lambda^{-1/2}$ | [`KernelCentering::Training`] (exact statistics) |
+/// | SKPCA, KHA | the `n` training rows | $U\Lambda^{-1/2}$ of the recovered eigenpairs | `Training` (one streamed pass over `K` at fit time, $O(n^2 d)$) |
+/// | Nyström | the `m` landmarks | $U_W\Lambda_W^{-1/2} V$ | [`KernelCentering::Offset`] |
+///
+/// For the exact solver this is scikit-learn's `KernelPCA.transform`. For SKPCA and KHA it is
+/// the same formula with their approximate eigenpairs: the training projections it gives
+/// ($\tilde K U \Lambda^{-1/2}$) differ from $U\Lambda^{1/2}$ by the residual of the
+/// eigenpairs. For Nyström it is exact for the Nyström approximation: the map
+/// $\varphi(x) = \Lambda_W^{-1/2} U_W^\top k(L, x)$, centred with the training mean of
+/// $\varphi$, projected on the eigenvectors `V` of $\tilde\Phi^\top\tilde\Phi$.
+///
+/// Memory `8·p·(d + r)` bytes; `transform` costs $O(m\,p\,(d + r))$.
+///
+/// # Examples
+/// ```
+/// use faer::Mat;
+/// use rand::SeedableRng;
+/// use stolr_estimators::Kernel;
+/// use stolr_solvers::{Fit, KernelPca, KernelPcaModel, KpcaSolver, Persist, Transformer};
+///
+/// let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
+/// let train = Mat::from_fn(60, 3, |i, j| ((i * 3 + j) as f64 * 0.37).sin());
+/// let test = Mat::from_fn(5, 3, |i, j| ((i * 5 + j) as f64 * 0.11).cos());
+/// let params = KernelPca::new(4, Kernel::Gaussian { sigma: 1.0 }, KpcaSolver::exact()).center(true);
+/// let model = params.fit(train.as_ref(), &mut rng, &mut ())?;
+/// let z = model.transform(test.as_ref())?; // (5, 4)
+/// assert_eq!((z.nrows(), z.ncols()), (5, 4));
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("model.npz");
+/// model.save(&path)?;
+/// let back = KernelPcaModel::load(&path)?;
+/// assert_eq!(back, model);
+/// assert_eq!(back.transform(test.as_ref())?, z);
+/// # Ok::<(), stolr_solvers::SolverError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelPcaModel {
+    solver: String,
+    kernel: Kernel,
+    standardization: Option<Standardization>,
+    rows: Mat<f64>,
+    coefficients: Mat<f64>,
+    eigenvalues: Vec<f64>,
+    centering: KernelCentering,
+}
+
+impl KernelPcaModel {
+    /// A model from its parts: `rows` `(p, d)` (already standardized, if `standardization` is
+    /// given), `coefficients` `(p, r)`, `eigenvalues` (length `r`, nonincreasing), `centering`.
+    ///
+    /// # Errors
+    /// [`SolverError::ShapeMismatch`] if the sizes disagree; [`SolverError::ModelMismatch`] for
+    /// non-finite entries or a standardization of another width.
+    pub fn new(
+        solver: &str,
+        kernel: Kernel,
+        standardization: Option<Standardization>,
+        rows: Mat<f64>,
+        coefficients: Mat<f64>,
+        eigenvalues: Vec<f64>,
+        centering: KernelCentering,
+    ) -> Result<Self, SolverError> {
+        kernel.validate()?;
+        let (p, d, r) = (rows.nrows(), rows.ncols(), coefficients.ncols());
+        if coefficients.nrows() != p {
+            return Err(SolverError::ShapeMismatch {
+                what: "rows of the coefficients (one per model row)",
+                expected: p,
+                found: coefficients.nrows(),
+            });
+        }
+        if eigenvalues.len() != r {
+            return Err(SolverError::ShapeMismatch {
+                what: "number of eigenvalues (one per component)",
+                expected: r,
+                found: eigenvalues.len(),
+            });
+        }
+        match &centering {
+            KernelCentering::Training { column_means, .. } if column_means.len() != p => {
+                return Err(SolverError::ShapeMismatch {
+                    what: "number of kernel column means",
+                    expected: p,
+                    found: column_means.len(),
+                });
+            }
+            KernelCentering::Offset(c) if c.len() != r => {
+                return Err(SolverError::ShapeMismatch {
+                    what: "length of the centring offset",
+                    expected: r,
+                    found: c.len(),
+                });
+            }
+            _ => {}
+        }
+        if let Some(s) = &standardization
+            && (s.mean.len() != d || s.scale.len() != d)
+        {
+            return Err(SolverError::ModelMismatch {
+                reason: format!("the standardization has width {}, the rows {d}", s.mean.len()),
+            });
+        }
+        let finite = |m: MatRef<'_, f64>| (0..m.ncols()).all(|j| (0..m.nrows()).all(|i| m[(i, j)].is_finite()));
+        let centring_finite = match &centering {
+            KernelCentering::None => true,
+            KernelCentering::Training { column_means, grand_mean } => {
+                grand_mean.is_finite() && column_means.iter().all(|v| v.is_finite())
+            }
+            KernelCentering::Offset(c) => c.iter().all(|v| v.is_finite()),
+        };
+        if !(finite(rows.as_ref())
+            && finite(coefficients.as_ref())
+            && eigenvalues.iter().all(|v| v.is_finite())
+            && centring_finite)
+        {
+            return Err(SolverError::ModelMismatch { reason: "the model has non-finite entries".into() });
+        }
+        Ok(Self { solver: solver.to_string(), kernel, standardization, rows, coefficients, eigenvalues, centering })
+    }
+
+    /// The model of eigenpairs `pairs` (eigenvectors `(n, r)` over the training rows `rows`
+    /// `(n, d)`): coefficients $A = U\Lambda^{-1/2}$. Eigenpairs with $\lambda_j \le 0$ get a zero
+    /// column (they carry no variance).
+    ///
+    /// # Errors
+    /// As [`KernelPcaModel::new`].
+    pub fn from_training_eigenpairs(
+        solver: &str,
+        kernel: Kernel,
+        standardization: Option<Standardization>,
+        rows: Mat<f64>,
+        pairs: &Eigenpairs,
+        centering: KernelCentering,
+    ) -> Result<Self, SolverError> {
+        let inv_sqrt: Vec<f64> = pairs.values.iter().map(|&l| if l > 0.0 { 1.0 / l.sqrt() } else { 0.0 }).collect();
+        let a = Mat::from_fn(pairs.dim(), pairs.rank(), |i, j| pairs.vectors[(i, j)] * inv_sqrt[j]);
+        Self::new(solver, kernel, standardization, rows, a, pairs.values.clone(), centering)
+    }
+
+    /// The solver that fitted the model (`exact`, `nystrom`, `skpca`, `kha`).
+    pub fn solver(&self) -> &str {
+        &self.solver
+    }
+
+    /// The kernel, with its bandwidth.
+    pub fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+
+    /// The standardization applied to every row before the kernel, if any.
+    pub fn standardization(&self) -> Option<&Standardization> {
+        self.standardization.as_ref()
+    }
+
+    /// Number of features `d` of the rows the model takes.
+    pub fn n_features(&self) -> usize {
+        self.rows.ncols()
+    }
+
+    /// Number of components `r`.
+    pub fn rank(&self) -> usize {
+        self.eigenvalues.len()
+    }
+
+    /// Eigenvalues of the (centred) training kernel matrix, nonincreasing, length `r`.
+    pub fn eigenvalues(&self) -> &[f64] {
+        &self.eigenvalues
+    }
+
+    /// The model rows `R` `(p, d)`, standardized.
+    pub fn rows(&self) -> MatRef<'_, f64> {
+        self.rows.as_ref()
+    }
+
+    /// The coefficients `A` `(p, r)`.
+    pub fn coefficients(&self) -> MatRef<'_, f64> {
+        self.coefficients.as_ref()
+    }
+
+    /// The centring.
+    pub fn centering(&self) -> &KernelCentering {
+        &self.centering
+    }
+}
+
+impl Transformer for KernelPcaModel {
+    /// $z(x) = \tilde k(x, R) A$ for every row of `x` `(m, d)` (raw features: the model
+    /// standardizes them itself); result `(m, r)`. Blocks of 2048 rows, memory
+    /// $O(2048\,p)$.
+    fn transform(&self, x: MatRef<'_, f64>) -> Result<Mat<f64>, SolverError> {
+        let x = prepare_rows(x, self.n_features(), self.standardization.as_ref())?;
+        let (m, p, r) = (x.nrows(), self.rows.nrows(), self.rank());
+        let a = self.coefficients.as_ref();
+        // Column sums s = 1ᵀA and c = mᵀA − m̄ s for the training centring.
+        let (sums, shift) = match &self.centering {
+            KernelCentering::Training { column_means, grand_mean } => {
+                let s: Vec<f64> = (0..r).map(|j| a.col(j).sum()).collect();
+                let c: Vec<f64> = (0..r)
+                    .map(|j| (0..p).map(|i| column_means[i] * a[(i, j)]).sum::<f64>() - grand_mean * s[j])
+                    .collect();
+                (s, c)
+            }
+            KernelCentering::Offset(c) => (vec![0.0; r], c.clone()),
+            KernelCentering::None => (vec![0.0; r], vec![0.0; r]),
+        };
+        let training = matches!(self.centering, KernelCentering::Training { .. });
+        let mut z = Mat::<f64>::zeros(m, r);
+        for start in (0..m).step_by(TRANSFORM_BLOCK) {
+            let len = TRANSFORM_BLOCK.min(m - start);
+            let k = self.kernel.cross(x.as_ref().subrows(start, len), self.rows.as_ref());
+            let block = &k * a;
+            for i in 0..len {
+                let row_mean = if training { k.row(i).sum() / p as f64 } else { 0.0 };
+                for j in 0..r {
+                    z[(start + i, j)] = block[(i, j)] - row_mean * sums[j] - shift[j];
+                }
+            }
+        }
+        Ok(z)
+    }
+}
+
+impl Persist for KernelPcaModel {
+    const KIND: &'static str = "kernel-pca";
+
+    fn to_model_file(&self) -> ModelFile {
+        let (centering, grand_mean) = match &self.centering {
+            KernelCentering::None => ("none", None),
+            KernelCentering::Training { grand_mean, .. } => ("training", Some(*grand_mean)),
+            KernelCentering::Offset(_) => ("offset", None),
+        };
+        let mut file = ModelFile::new(
+            Self::KIND,
+            json!({
+                "solver": self.solver,
+                "kernel": kernel_to_json(&self.kernel),
+                "centering": centering,
+                "grand_mean": grand_mean,
+                "n_features": self.n_features(),
+                "rank": self.rank(),
+                "eigenvalue_order": "nonincreasing",
+                "transform": "z(x) = k~(x, rows) @ coefficients (see centering); training rows give U diag(sqrt(eigenvalues))",
+            }),
+        );
+        file.put_matrix("rows", self.rows.as_ref());
+        file.put_matrix("coefficients", self.coefficients.as_ref());
+        file.put_vector("eigenvalues", &self.eigenvalues);
+        match &self.centering {
+            KernelCentering::Training { column_means, .. } => file.put_vector("column_means", column_means),
+            KernelCentering::Offset(c) => file.put_vector("offset", c),
+            KernelCentering::None => {}
+        }
+        put_standardization(&mut file, self.standardization.as_ref());
+        file
+    }
+
+    fn from_model_file(file: &ModelFile, path: &Path) -> Result<Self, SolverError> {
+        let kernel = kernel_from_json(file.parameters().get("kernel").unwrap_or(&serde_json::Value::Null), path)?;
+        let rows = file.matrix("rows")?;
+        let coefficients = file.matrix("coefficients")?;
+        let eigenvalues = file.vector("eigenvalues")?;
+        check_finite_array("eigenvalues", &eigenvalues, path)?;
+        let centering = match get_str(file, "centering", path)? {
+            "none" => KernelCentering::None,
+            "training" => KernelCentering::Training {
+                column_means: file.vector("column_means")?,
+                grand_mean: get_f64(file, "grand_mean", path)?,
+            },
+            "offset" => KernelCentering::Offset(file.vector("offset")?),
+            other => return Err(bad(path, format!("unknown centering '{other}'"))),
+        };
+        let standardization = get_standardization(file, rows.ncols(), path)?;
+        let solver = get_str(file, "solver", path)?.to_string();
+        Self::new(&solver, kernel, standardization, rows, coefficients, eigenvalues, centering)
+            .map_err(|e| bad(path, e.to_string()))
+    }
+}

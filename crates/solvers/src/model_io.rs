@@ -1,0 +1,125 @@
+//! What the three model types share when they read and write model files: the kernel as JSON,
+//! the standardization as arrays, and checked lookups that name the file.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use stolr_datasets::{ModelFile, Standardization};
+use stolr_estimators::Kernel;
+
+use crate::SolverError;
+
+/// An inconsistent model file.
+pub(crate) fn bad(path: &Path, reason: impl Into<String>) -> SolverError {
+    SolverError::ModelFile { path: path.to_path_buf(), reason: reason.into() }
+}
+
+/// The kernel as a JSON object: `{"type": "gaussian", "sigma": ...}`.
+pub(crate) fn kernel_to_json(kernel: &Kernel) -> Value {
+    match *kernel {
+        Kernel::Gaussian { sigma } => json!({ "type": "gaussian", "sigma": sigma }),
+        Kernel::Laplacian { sigma } => json!({ "type": "laplacian", "sigma": sigma }),
+        Kernel::Polynomial { scale, offset, degree } => {
+            json!({ "type": "polynomial", "scale": scale, "offset": offset, "degree": degree })
+        }
+    }
+}
+
+/// The kernel of [`kernel_to_json`], validated.
+pub(crate) fn kernel_from_json(v: &Value, path: &Path) -> Result<Kernel, SolverError> {
+    let num = |key: &str| {
+        v.get(key).and_then(Value::as_f64).ok_or_else(|| bad(path, format!("kernel has no number '{key}'")))
+    };
+    let kernel = match v.get("type").and_then(Value::as_str) {
+        Some("gaussian") => Kernel::Gaussian { sigma: num("sigma")? },
+        Some("laplacian") => Kernel::Laplacian { sigma: num("sigma")? },
+        Some("polynomial") => Kernel::Polynomial {
+            scale: num("scale")?,
+            offset: num("offset")?,
+            degree: v
+                .get("degree")
+                .and_then(Value::as_u64)
+                .and_then(|d| u32::try_from(d).ok())
+                .ok_or_else(|| bad(path, "kernel has no integer 'degree'"))?,
+        },
+        other => return Err(bad(path, format!("unknown kernel type {other:?}"))),
+    };
+    kernel.validate().map_err(|e| bad(path, format!("invalid kernel: {e}")))?;
+    Ok(kernel)
+}
+
+/// Writes `standardization_mean` and `standardization_scale` (length `d`) when present.
+pub(crate) fn put_standardization(file: &mut ModelFile, s: Option<&Standardization>) {
+    if let Some(s) = s {
+        file.put_vector("standardization_mean", &s.mean);
+        file.put_vector("standardization_scale", &s.scale);
+    }
+}
+
+/// Reads what [`put_standardization`] wrote; `d` is the model's number of features.
+pub(crate) fn get_standardization(
+    file: &ModelFile,
+    d: usize,
+    path: &Path,
+) -> Result<Option<Standardization>, SolverError> {
+    if !file.has("standardization_mean") {
+        return Ok(None);
+    }
+    let mean = file.vector("standardization_mean")?;
+    let scale = file.vector("standardization_scale")?;
+    if mean.len() != d || scale.len() != d {
+        return Err(bad(
+            path,
+            format!("standardization has {} means and {} scales for {d} features", mean.len(), scale.len()),
+        ));
+    }
+    if mean.iter().any(|v| !v.is_finite()) || scale.iter().any(|v| !(v.is_finite() && *v > 0.0)) {
+        return Err(bad(path, "standardization statistics must be finite with positive scales"));
+    }
+    Ok(Some(Standardization { mean, scale }))
+}
+
+/// A string parameter of the header.
+pub(crate) fn get_str<'a>(file: &'a ModelFile, key: &str, path: &Path) -> Result<&'a str, SolverError> {
+    file.parameters()
+        .get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad(path, format!("the header has no string '{key}'")))
+}
+
+/// A number parameter of the header.
+pub(crate) fn get_f64(file: &ModelFile, key: &str, path: &Path) -> Result<f64, SolverError> {
+    file.parameters()
+        .get(key)
+        .and_then(Value::as_f64)
+        .ok_or_else(|| bad(path, format!("the header has no number '{key}'")))
+}
+
+/// Checks that every entry of an array read from a model file is finite.
+pub(crate) fn check_finite_array(name: &str, values: &[f64], path: &Path) -> Result<(), SolverError> {
+    match values.iter().position(|v| !v.is_finite()) {
+        Some(i) => Err(bad(path, format!("array '{name}' has a non-finite entry at {i}"))),
+        None => Ok(()),
+    }
+}
+
+/// Applies the standardization (if any) to a copy of `x`, after checking its width `d`.
+pub(crate) fn prepare_rows(
+    x: faer::MatRef<'_, f64>,
+    d: usize,
+    standardization: Option<&Standardization>,
+) -> Result<faer::Mat<f64>, SolverError> {
+    if x.ncols() != d {
+        return Err(SolverError::ShapeMismatch {
+            what: "number of features of the new rows",
+            expected: d,
+            found: x.ncols(),
+        });
+    }
+    crate::error::check_data_allow_empty(x)?;
+    let mut owned = x.to_owned();
+    if let Some(s) = standardization {
+        s.apply(&mut owned)?;
+    }
+    Ok(owned)
+}

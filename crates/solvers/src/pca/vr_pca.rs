@@ -1,0 +1,208 @@
+//! Block VR-PCA (Shamir, ICML 2015), the baseline of paper 002.
+
+use faer::Mat;
+use faer::MatRef;
+use rand::{Rng, RngExt};
+use stolr_lowrank::{gram_apply, sym_eigen_desc, tall_inner, thin_svd};
+
+use crate::error::{check_data, check_rank};
+use crate::pca::common::{PcaOutcome, random_orthonormal, row_into};
+use crate::pca::rayleigh_ritz;
+use crate::{IterativeSolver, Observer, SolverError, StepReport, Stop, run};
+
+/// Configuration of [`vr_pca`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct VrPcaConfig {
+    /// Number of components `k`, `1 ≤ k ≤ min(n, d)`.
+    pub rank: usize,
+    /// Step size η; `None`: Shamir's `1/(r̄·√n)` with `r̄ = (1/n)Σ‖x_i‖²`.
+    pub eta: Option<f64>,
+    /// Inner iterations per epoch `m`; `None`: `n` (Shamir).
+    pub epoch_length: Option<usize>,
+    /// Number of epochs.
+    pub epochs: usize,
+    /// Stop as soon as `‖X W̃‖_F` of the (orthonormal) snapshot reaches this.
+    pub target: Option<f64>,
+}
+
+impl VrPcaConfig {
+    /// Shamir's defaults (`η = 1/(r̄√n)`, `m = n`) for `epochs` epochs.
+    pub fn new(rank: usize, epochs: usize) -> Self {
+        Self { rank, eta: None, epoch_length: None, epochs, target: None }
+    }
+}
+
+/// `G^{-1/2}` of a small symmetric positive definite matrix.
+fn inverse_sqrt(g: &Mat<f64>) -> Result<Mat<f64>, SolverError> {
+    let (lam, p) = sym_eigen_desc(g.as_ref())?;
+    let k = g.nrows();
+    if lam.iter().any(|&l| l.is_nan() || l <= 0.0) {
+        return Err(SolverError::Diverged { epoch: 0 });
+    }
+    let ps = Mat::from_fn(k, k, |i, j| p[(i, j)] / lam[j].sqrt());
+    Ok(&ps * p.transpose())
+}
+
+/// Block VR-PCA on data `x` of shape `(n, d)`, one sample per row.
+///
+/// Each [`step`](IterativeSolver::step) is one epoch: with `Ũ = (1/n) Xᵀ X W̃` `(d, k)` of the
+/// orthonormal snapshot `W̃`, `m` inner steps `B = V Uᵀ` from the SVD `U S Vᵀ = Wᵀ W̃` (aligns
+/// `W̃` with `W`), `W' = W + η (x (xᵀW − xᵀW̃ B) + Ũ B)` for a uniformly drawn sample `x`, and
+/// the symmetric orthonormalization `W = W' (W'ᵀW')^{-1/2}`; then the new snapshot. No
+/// objective or optimality measure is computed inside; a caller who wants `‖X W̃‖_F` gets it
+/// from [`VrPca::captured`]. Stops after `epochs` epochs ([`Stop::MaxIterations`]) or when
+/// `‖X W̃‖_F` reaches `target` ([`Stop::TargetReached`]). [`VrPca::finish`] ends with
+/// Rayleigh–Ritz. Start: a random orthonormal `W̃_0` from `rng`.
+/// Cost `O(n·d·k)` per epoch plus `O(d·k² + k³)` per step; memory `O(n·k + d·k)`.
+///
+/// # References
+/// Shamir, *A Stochastic PCA and SVD Algorithm with an Exponential Convergence Rate*, ICML 2015;
+/// spec `math.md` §4.2–§4.3; the baseline of paper `002_32bc6583f0d9e789.txt`.
+pub struct VrPca<'a> {
+    x: MatRef<'a, f64>,
+    config: VrPcaConfig,
+    eta: f64,
+    m: usize,
+    w_snap: Mat<f64>,
+    /// `X W̃` `(n, k)` and `Xᵀ X W̃` `(d, k)` of the snapshot.
+    xw_snap: Mat<f64>,
+    xtxw: Mat<f64>,
+    epochs: usize,
+}
+
+impl<'a> VrPca<'a> {
+    /// The solver at a random orthonormal start drawn from `rng`.
+    ///
+    /// # Errors
+    /// [`SolverError::InvalidRank`] for `k = 0` or `k > min(n, d)`; [`SolverError::InvalidConfig`]
+    /// for a non-positive `eta` or zero epochs; [`SolverError::Estimator`] for empty or
+    /// non-finite data.
+    pub fn new<R: Rng + ?Sized>(x: MatRef<'a, f64>, config: VrPcaConfig, rng: &mut R) -> Result<Self, SolverError> {
+        check_data(x)?;
+        let (n, d) = (x.nrows(), x.ncols());
+        let k = config.rank;
+        check_rank(k, n.min(d))?;
+        if config.epochs == 0 || config.epoch_length == Some(0) {
+            return Err(SolverError::InvalidConfig {
+                name: "epochs",
+                reason: "epoch length and epoch count must be >= 1".into(),
+            });
+        }
+        let r_bar = x.squared_norm_l2() / n as f64;
+        let eta = match config.eta {
+            Some(e) if e.is_finite() && e > 0.0 => e,
+            Some(e) => {
+                return Err(SolverError::InvalidConfig { name: "eta", reason: format!("must be positive, got {e}") });
+            }
+            None => 1.0 / (r_bar * (n as f64).sqrt()),
+        };
+        let m = config.epoch_length.unwrap_or(n);
+        let w_snap = random_orthonormal(d, k, rng);
+        let (xw_snap, xtxw) = gram_apply(x, w_snap.as_ref());
+        Ok(Self { x, config, eta, m, w_snap, xw_snap, xtxw, epochs: 0 })
+    }
+
+    /// `‖X W̃‖_F` of the current (orthonormal) snapshot, `O(n·k)`.
+    pub fn captured(&self) -> f64 {
+        self.xw_snap.norm_l2()
+    }
+
+    /// Epochs done.
+    pub fn epochs(&self) -> usize {
+        self.epochs
+    }
+
+    /// The current snapshot `W̃`, shape `(d, k)`, orthonormal.
+    pub fn snapshot(&self) -> MatRef<'_, f64> {
+        self.w_snap.as_ref()
+    }
+
+    fn test(&self) -> Option<Stop> {
+        if self.config.target.is_some_and(|t| self.captured() >= t) {
+            Some(Stop::TargetReached)
+        } else if self.epochs >= self.config.epochs {
+            Some(Stop::MaxIterations)
+        } else {
+            None
+        }
+    }
+
+    /// Rayleigh–Ritz on the last snapshot, labelled with `stop`.
+    ///
+    /// # Errors
+    /// [`SolverError::LowRank`] if the small eigendecomposition fails.
+    pub fn finish(self, stop: Stop) -> Result<PcaOutcome, SolverError> {
+        let pairs = rayleigh_ritz(self.x, self.w_snap.as_ref())?;
+        Ok(PcaOutcome { pairs, epochs: self.epochs, stop, final_iterate_norm: self.w_snap.norm_l2() })
+    }
+}
+
+impl IterativeSolver for VrPca<'_> {
+    /// One epoch of `m` inner steps, then the new snapshot. Reads `n + m` rows.
+    ///
+    /// # Errors
+    /// [`SolverError::Diverged`] if the iterate loses rank or finiteness.
+    fn step(&mut self, rng: &mut dyn Rng) -> Result<StepReport, SolverError> {
+        let x = self.x;
+        let (n, d) = (x.nrows(), x.ncols());
+        let k = self.config.rank;
+        let eta = self.eta;
+        let u_tilde = &self.xtxw * (1.0 / n as f64);
+        let mut xi = vec![0.0; d];
+        let mut w = self.w_snap.clone();
+        for _ in 0..self.m {
+            let (su, _, sv) = thin_svd((w.transpose() * &self.w_snap).as_ref())?;
+            let b = &sv * su.transpose();
+            let i = rng.random_range(0..n);
+            row_into(x, i, &mut xi);
+            // coef = xᵀW − (xᵀW̃) B, a 1 × k row.
+            let xtw: Vec<f64> = (0..k).map(|j| (0..d).map(|l| xi[l] * w[(l, j)]).sum()).collect();
+            let coef: Vec<f64> =
+                (0..k).map(|j| xtw[j] - (0..k).map(|c| self.xw_snap[(i, c)] * b[(c, j)]).sum::<f64>()).collect();
+            let ub = &u_tilde * &b;
+            for j in 0..k {
+                for l in 0..d {
+                    w[(l, j)] += eta * (xi[l] * coef[j] + ub[(l, j)]);
+                }
+            }
+            let gram = tall_inner(w.as_ref(), w.as_ref(), false);
+            let inv = inverse_sqrt(&gram).map_err(|_| SolverError::Diverged { epoch: self.epochs })?;
+            w = &w * &inv;
+        }
+        if !w.norm_l2().is_finite() {
+            return Err(SolverError::Diverged { epoch: self.epochs });
+        }
+        let (xw_snap, xtxw) = gram_apply(x, w.as_ref());
+        self.w_snap = w;
+        self.xw_snap = xw_snap;
+        self.xtxw = xtxw;
+        self.epochs += 1;
+        Ok(StepReport {
+            t: self.epochs,
+            rank: k,
+            samples_seen: self.epochs * (n + self.m),
+            stop: self.test(),
+            ..Default::default()
+        })
+    }
+
+    fn finished(&self) -> Option<Stop> {
+        self.test()
+    }
+}
+
+/// VR-PCA in one call: [`VrPca::new`], [`crate::run`] with `observer`, then
+/// [`VrPca::finish`] (Rayleigh–Ritz).
+///
+/// # Errors
+/// As [`VrPca::new`] and its steps.
+pub fn vr_pca<R: Rng>(
+    x: MatRef<'_, f64>,
+    config: &VrPcaConfig,
+    rng: &mut R,
+    observer: &mut dyn Observer,
+) -> Result<PcaOutcome, SolverError> {
+    let mut solver = VrPca::new(x, config.clone(), rng)?;
+    let stop = run(&mut solver, rng, observer)?;
+    solver.finish(stop)
+}
