@@ -16,11 +16,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use faer::{Mat, MatRef};
+use faer::MatRef;
 use serde_json::{Value, json};
 use stolr_datasets::{
-    Dataset, Standardization, TrainTest, generate, random_folds, random_split, read_abalone, read_csv_regression,
-    read_housing, read_libsvm, write_npy_indices, write_npy_vector,
+    Dataset, Standardization, TrainTest, generate, random_folds, random_split, write_npy_indices, write_npy_vector,
 };
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, Kernel, bandwidth_rule};
 use stolr_solvers::{
@@ -28,6 +27,7 @@ use stolr_solvers::{
     UnifConfig, UniformWeight, log_grid, mean_squared_error, select_nu,
 };
 
+use crate::common::input::{Format, read};
 use crate::common::output::write_model;
 
 use crate::memory::peak_rss_bytes;
@@ -61,18 +61,6 @@ pub enum KrrSolver {
     KrrSubset,
     /// Unif: KRR with uniform weights on the M rank-1 kernels (the best common weight for ν).
     Uniform,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum KrrFormat {
-    /// UCI abalone.data: sex (M/F/I, one-hot), 7 measurements, target Rings.
-    Abalone,
-    /// UCI housing.data (Boston): 13 whitespace-separated features, target MEDV.
-    Housing,
-    /// Comma-separated numbers; the last column is the target.
-    Csv,
-    /// LIBSVM/svmlight text; the label is the target.
-    Libsvm,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -117,7 +105,7 @@ pub struct KrrArgs {
     /// Format of the data files. csv: the last column is the target; libsvm: the label is the
     /// target (a narrower LIBSVM test file is padded with zero features).
     #[arg(long, value_enum)]
-    format: Option<KrrFormat>,
+    format: Option<Format>,
     /// Number of test rows of the random split of --input (the split depends on --seed only).
     #[arg(long)]
     test_size: Option<usize>,
@@ -188,28 +176,25 @@ struct Prepared {
     standardization: Option<Standardization>,
 }
 
-fn read(path: &Path, format: KrrFormat) -> Result<Dataset> {
-    let data = match format {
-        KrrFormat::Abalone => read_abalone(path),
-        KrrFormat::Housing => read_housing(path),
-        KrrFormat::Csv => read_csv_regression(path),
-        KrrFormat::Libsvm => read_libsvm(path),
+/// A regression data file: abalone, housing, csv (target last) or libsvm (label = target);
+/// with `width`, a LIBSVM file is read with that many features (the training file's).
+fn read_regression(path: &Path, format: Format, width: Option<usize>) -> Result<Dataset> {
+    if !matches!(format, Format::Abalone | Format::Housing | Format::Csv | Format::Libsvm) {
+        bail!("krr reads abalone, housing, csv or libsvm files, not {}", format.name());
     }
-    .with_context(|| format!("cannot read {}", path.display()))?;
+    let data = match (format, width) {
+        (Format::Libsvm, Some(d)) => stolr_datasets::read_libsvm_with_dim(path, d)
+            .with_context(|| format!("cannot read {} with the training file's {d} features", path.display()))?,
+        _ => read(path, format, true)?,
+    };
     if data.targets().is_none() {
         bail!("{}: no numeric targets", path.display());
     }
     Ok(data)
 }
 
-/// `data` with zero columns appended up to width `d`.
-fn pad_columns(data: Dataset, d: usize) -> Dataset {
-    let x = Mat::from_fn(data.n(), d, |i, j| if j < data.d() { data.x[(i, j)] } else { 0.0 });
-    Dataset { x, ..data }
-}
-
 fn prepare(args: &KrrArgs) -> Result<Prepared> {
-    let format_name = |f: KrrFormat| format!("{f:?}").to_lowercase();
+    let format_name = |f: Format| f.name();
     let files = args.input.is_some() || args.train.is_some() || args.test.is_some();
     if args.input.is_some() && (args.train.is_some() || args.test.is_some()) {
         bail!("give either --input (with --test-size) or --train and --test, not both");
@@ -224,7 +209,7 @@ fn prepare(args: &KrrArgs) -> Result<Prepared> {
         (Some(input), _, _) => {
             let format = args.format.context("--input needs --format abalone|housing|csv|libsvm")?;
             let test_size = args.test_size.context("--input needs --test-size N")?;
-            let data = read(input, format)?;
+            let data = read_regression(input, format, None)?;
             let split = random_split(data.n(), test_size, &mut stream(args.seed, STREAM_SPLIT))
                 .with_context(|| format!("cannot split the {} rows of {}", data.n(), input.display()))?;
             (split.apply(&data)?, "file, random split", format_name(format))
@@ -234,20 +219,10 @@ fn prepare(args: &KrrArgs) -> Result<Prepared> {
             if args.test_size.is_some() {
                 bail!("--test-size applies to --input only, not to --train/--test");
             }
-            let (mut a, mut b) = (read(train, format)?, read(test, format)?);
-            if format == KrrFormat::Libsvm && b.d() < a.d() {
-                // LIBSVM files are as wide as their largest index: missing features are zeros.
-                let d = a.d();
-                b = pad_columns(b, d);
-            } else if format == KrrFormat::Libsvm && a.d() < b.d() {
-                bail!(
-                    "the test file {} has features up to index {} but the training file {} only up to {}",
-                    test.display(),
-                    b.d(),
-                    train.display(),
-                    a.d()
-                );
-            }
+            // LIBSVM files are as wide as their largest index: the test file is read with the
+            // training file's width (missing features are zeros, a larger index is an error).
+            let mut a = read_regression(train, format, None)?;
+            let mut b = read_regression(test, format, Some(a.d()))?;
             a.source = train.display().to_string();
             b.source = test.display().to_string();
             (TrainTest::new(a, b)?, "files", format_name(format))

@@ -331,6 +331,75 @@ pub enum DataError {
         max: u8,
     },
 
+    /// A LIBSVM feature index is larger than the fixed number of features the reader was given
+    /// (e.g. the features of the model being applied).
+    #[error(
+        "{path}:{line}: field {field} \"{token}\": index {index} is above the {dim} features \
+         expected (LIBSVM indices start at 1)"
+    )]
+    IndexAboveDim {
+        /// File path or stream name.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// 1-based field number (the label is field 1).
+        field: usize,
+        /// The whole token.
+        token: String,
+        /// The offending 1-based feature index.
+        index: usize,
+        /// The fixed number of features.
+        dim: usize,
+    },
+
+    /// A file is not a valid Stolr model file: not a ZIP archive, truncated or corrupted (a
+    /// member's CRC-32 does not match), `header.json` missing or malformed, or an array
+    /// member missing, unlisted or disagreeing with `header.json`.
+    #[error("{path}: {reason}")]
+    ModelFile {
+        /// File path, or the name given to [`crate::ModelFile::from_bytes`].
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+
+    /// A Stolr model file was written in a newer model format than this build reads.
+    #[error(
+        "{path}: written by a newer Stolr (model format version {found}); this build reads \
+         model format versions up to {supported}"
+    )]
+    ModelVersion {
+        /// File path, or the name given to [`crate::ModelFile::from_bytes`].
+        path: String,
+        /// The `format_version` in the file's `header.json`.
+        found: u64,
+        /// The newest version this build reads, [`crate::MODEL_FORMAT_VERSION`].
+        supported: u32,
+    },
+
+    /// A Stolr model file holds a model of another kind than the command needs.
+    #[error("{path}: holds a model of kind \"{found}\", expected {expected}")]
+    ModelKind {
+        /// File path.
+        path: String,
+        /// The kind stored in the file, e.g. `"krr"`.
+        found: String,
+        /// The accepted kinds, quoted and joined with `or`, e.g. `"\"kpca\" or \"pca\""`.
+        expected: String,
+    },
+
+    /// An array asked of a loaded [`crate::ModelFile`] is missing or has the wrong dtype or
+    /// shape.
+    #[error("model of kind \"{kind}\": array \"{array}\" {reason}")]
+    ModelArray {
+        /// The model's kind.
+        kind: String,
+        /// The array's name.
+        array: String,
+        /// What is wrong, e.g. `"is missing"` or `"has shape [3], expected a 2-D matrix"`.
+        reason: String,
+    },
+
     /// A generator parameter is out of its allowed range.
     #[error("invalid parameter {name}: {reason}")]
     InvalidParameter {

@@ -5,13 +5,15 @@
 //! labels and a description of where it came from. Readers reject malformed input and
 //! non-finite values with a [`DataError`] that names the file, the line and the field.
 //!
-//! - [`read_libsvm`]: LIBSVM / svmlight sparse text (`label index:value ...`).
+//! - [`read_libsvm`]: LIBSVM / svmlight sparse text (`label index:value ...`);
+//!   [`read_libsvm_with_dim`]: the same with a fixed number of features, for new rows.
 //! - [`read_csv`], [`read_magic`]: comma-separated UCI files with an optional class column;
 //!   [`read_csv_regression`]: the same with a numeric target in the last column.
 //! - [`read_housing`], [`read_abalone`]: the Boston housing and Abalone regression sets (paper
 //!   004), with numeric targets.
 //! - [`read_mnist`]: the MNIST digits from their original IDX files (gzipped or not).
 //! - [`write_npy_matrix`], [`write_npy_vector`], [`read_npy_matrix`]: NumPy `.npy` files.
+//! - [`ModelFile`]: the versioned, NumPy-readable file of a fitted model (`model.npz`).
 //! - [`stream_rows`]: the same formats one sample at a time, for the streaming solvers.
 //! - [`standardize`]: zero mean, unit population variance per column;
 //!   [`Standardization::apply`] reuses training statistics on a test set.
@@ -43,9 +45,11 @@ pub use csv::{LabelColumn, read_csv, read_csv_from, read_csv_regression, read_cs
 pub use dataset::{Dataset, Labels, check_finite};
 pub use error::DataError;
 pub use housing::{HOUSING_FEATURES, read_housing, read_housing_from};
-pub use libsvm::{read_libsvm, read_libsvm_from};
+pub use libsvm::{read_libsvm, read_libsvm_from, read_libsvm_with_dim, read_libsvm_with_dim_from};
 pub use mnist::{MnistSplit, read_mnist};
-pub use model_file::{MODEL_FILE_NAME, MODEL_FORMAT_VERSION, ModelArray, ModelFile, resolve_model_path};
+pub use model_file::{
+    MAX_EMPTY_DIM, MODEL_FILE_NAME, MODEL_FORMAT, MODEL_FORMAT_VERSION, ModelArray, ModelFile, resolve_model_path,
+};
 pub use npy::{read_npy_matrix, write_npy_indices, write_npy_matrix, write_npy_vector};
 pub use split::{Split, TrainTest, random_folds, random_split};
 pub use standardize::{Standardization, standardize};

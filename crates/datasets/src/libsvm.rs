@@ -46,6 +46,40 @@ pub fn read_libsvm(path: &Path) -> Result<Dataset, DataError> {
 /// Also [`DataError::Empty`] if there is no data line, [`DataError::TooLarge`] if the dense
 /// `(n, d)` matrix cannot be allocated.
 pub fn read_libsvm_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, DataError> {
+    parse(reader, name, None)
+}
+
+/// Reads a LIBSVM / svmlight file into a dense [`Dataset`] with exactly `d` columns, e.g. new
+/// rows to which a model fitted on `d` features is applied; `source` is the path.
+///
+/// See [`read_libsvm_with_dim_from`].
+///
+/// # Errors
+/// [`DataError::Io`] if the file cannot be opened or read, and every error of
+/// [`read_libsvm_with_dim_from`].
+pub fn read_libsvm_with_dim(path: &Path, d: usize) -> Result<Dataset, DataError> {
+    let name = path.display().to_string();
+    let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
+    read_libsvm_with_dim_from(BufReader::new(file), &name, d)
+}
+
+/// Reads LIBSVM / svmlight text from `reader` into a dense [`Dataset`] of shape `(n, d)`;
+/// `name` names the input in error messages and becomes `source`.
+///
+/// The text is parsed as by [`read_libsvm_from`], but the number of columns is `d` rather
+/// than the largest index seen: a file whose largest index is below `d` (its trailing
+/// features are all zero) still gives `d` columns.
+///
+/// # Errors
+/// [`DataError::IndexAboveDim`] (with line and field) if an index is larger than `d`, and
+/// every error of [`read_libsvm_from`].
+pub fn read_libsvm_with_dim_from<R: BufRead>(reader: R, name: &str, d: usize) -> Result<Dataset, DataError> {
+    parse(reader, name, Some(d))
+}
+
+/// The LIBSVM parser behind every reader: `dim` is the fixed number of columns, or `None` for
+/// the largest index seen.
+fn parse<R: BufRead>(reader: R, name: &str, dim: Option<usize>) -> Result<Dataset, DataError> {
     let mut lines = crate::lines::Lines::new(reader, name);
     let mut labels = Vec::new();
     // Nonzero entries as (row, column, value), 0-based.
@@ -119,6 +153,18 @@ pub fn read_libsvm_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, Da
                     value,
                 });
             }
+            if let Some(dim) = dim
+                && index > dim
+            {
+                return Err(DataError::IndexAboveDim {
+                    path: name.to_owned(),
+                    line,
+                    field,
+                    token: token.to_owned(),
+                    index,
+                    dim,
+                });
+            }
             d = d.max(index);
             if value != 0.0 {
                 triplets.push((row, index - 1, value));
@@ -129,7 +175,7 @@ pub fn read_libsvm_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, Da
     if labels.is_empty() {
         return Err(DataError::Empty { path: name.to_owned() });
     }
-    let mut x = try_zeros(labels.len(), d, name)?;
+    let mut x = try_zeros(labels.len(), dim.unwrap_or(d), name)?;
     for (row, col, value) in triplets {
         x[(row, col)] = value;
     }
@@ -269,6 +315,43 @@ mod tests {
     fn absurd_index_is_too_large_not_an_abort() {
         let err = parse(&format!("1 {}:1\n", usize::MAX)).unwrap_err();
         assert!(matches!(err, DataError::TooLarge { rows: 1, .. }), "{err:?}");
+    }
+
+    #[test]
+    fn fixed_dimension_pads_low_indices_and_rejects_high_ones() {
+        let data = read_libsvm_with_dim_from("1 1:0.5\n-1 2:2\n".as_bytes(), "test", 4).expect("valid text");
+        assert_eq!((data.n(), data.d()), (2, 4));
+        assert_eq!(data.x, Mat::from_fn(2, 4, |i, j| [[0.5, 0.0, 0.0, 0.0], [0.0, 2.0, 0.0, 0.0]][i][j]));
+        let data = read_libsvm_with_dim_from("1 3:1\n".as_bytes(), "test", 3).expect("index d is allowed");
+        assert_eq!(data.d(), 3);
+
+        let err = read_libsvm_with_dim_from("1 1:1\n\n1 2:1 5:0\n".as_bytes(), "test", 4).unwrap_err();
+        assert!(
+            matches!(&err, DataError::IndexAboveDim { line: 3, field: 3, index: 5, dim: 4, path, .. } if path == "test"),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "test:3: field 3 \"5:0\": index 5 is above the 4 features expected (LIBSVM indices start at 1)"
+        );
+        // The other errors are those of the free-dimension reader.
+        let err = read_libsvm_with_dim_from("1 0:1\n".as_bytes(), "test", 4).unwrap_err();
+        assert!(matches!(err, DataError::BadIndex { line: 1, .. }), "{err:?}");
+        let err = read_libsvm_with_dim_from("".as_bytes(), "test", 4).unwrap_err();
+        assert!(matches!(err, DataError::Empty { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn fixed_dimension_reads_a_file_by_path() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let path = dir.path().join("new.svm");
+        std::fs::write(&path, "2 2:3\n").expect("write");
+        let data = read_libsvm_with_dim(&path, 3).expect("valid file");
+        assert_eq!(data.x, Mat::from_fn(1, 3, |_, j| if j == 1 { 3.0 } else { 0.0 }));
+        assert_eq!(data.source, path.display().to_string());
+        let err = read_libsvm_with_dim(&path, 1).unwrap_err();
+        assert!(matches!(&err, DataError::IndexAboveDim { index: 2, dim: 1, .. }), "{err:?}");
+        assert!(err.to_string().starts_with(&format!("{}:1:", path.display())), "{err}");
     }
 
     /// LIBSVM text of `x` with labels, listing only nonzero entries, except that the last

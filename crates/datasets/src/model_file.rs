@@ -1,124 +1,759 @@
-//! TEMPORARY stand-in for the model file container (replaced by the `modelfile` branch).
-#![allow(missing_docs)]
+//! One versioned on-disk format for every fitted Stolr model, readable from NumPy.
+//!
+//! See [`ModelFile`] for the layout.
 
 use std::collections::BTreeMap;
+use std::io::{Cursor, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use faer::{Mat, MatRef};
+use npyz::WriterBuilder;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::DataError;
 
+/// The model format version this build writes, and the newest it reads.
 pub const MODEL_FORMAT_VERSION: u32 = 1;
+
+/// The file name the command-line tool uses for the model inside an `--out` directory.
 pub const MODEL_FILE_NAME: &str = "model.npz";
 
+/// The value of `format` in every model file's `header.json`.
+pub const MODEL_FORMAT: &str = "stolr-model";
+
+/// The name of the JSON member.
+const HEADER_MEMBER: &str = "header.json";
+
+/// The longest array name accepted, in bytes.
+const MAX_NAME_LEN: usize = 128;
+
+/// The most dimensions an array may have (NumPy's own limit is 64).
+const MAX_NDIM: usize = 32;
+
+/// The largest dimension of an array with no entries, e.g. `n` for a `(0, n)` matrix. The
+/// dimensions of a nonempty array are bounded by its data; this bounds the work (not the
+/// memory) of building a `(0, n)` matrix, which is proportional to `n`.
+pub const MAX_EMPTY_DIM: usize = 1 << 24;
+
+/// One array of a model file: its shape and its entries in C (row-major) order, so
+/// `data.len()` is the product of `shape` (1 for the empty shape `[]`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelArray {
-    F64 { shape: Vec<usize>, data: Vec<f64> },
-    I64 { shape: Vec<usize>, data: Vec<i64> },
+    /// A float64 array, stored as `<f8`.
+    F64 {
+        /// The shape, e.g. `[nrows, ncols]` for a matrix.
+        shape: Vec<usize>,
+        /// The entries in C order.
+        data: Vec<f64>,
+    },
+    /// An int64 array, stored as `<i8`, e.g. the indices of landmark rows.
+    I64 {
+        /// The shape, e.g. `[len]` for a vector.
+        shape: Vec<usize>,
+        /// The entries in C order.
+        data: Vec<i64>,
+    },
 }
 
+impl ModelArray {
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            ModelArray::F64 { shape, .. } | ModelArray::I64 { shape, .. } => shape,
+        }
+    }
+
+    /// The dtype as written in `header.json`: `"f64"` or `"i64"`.
+    pub fn dtype(&self) -> &'static str {
+        self.dtype_tag().name()
+    }
+
+    /// The number of entries stored.
+    fn len(&self) -> usize {
+        match self {
+            ModelArray::F64 { data, .. } => data.len(),
+            ModelArray::I64 { data, .. } => data.len(),
+        }
+    }
+
+    fn dtype_tag(&self) -> Dtype {
+        match self {
+            ModelArray::F64 { .. } => Dtype::F64,
+            ModelArray::I64 { .. } => Dtype::I64,
+        }
+    }
+}
+
+/// A fitted model as stored on disk: its kind, its parameters (a JSON object), its named
+/// arrays and the Stolr version that wrote it; [`ModelFile::save`] and [`ModelFile::load`]
+/// write and read it as one file, versioned and readable from NumPy.
+///
+/// Putting an array under a name that is already used replaces it. Array names are 1 to 128
+/// ASCII letters, digits, `_` or `-`; other names are reported by [`ModelFile::to_bytes`].
+///
+/// # Layout
+/// A model file is an uncompressed (stored) ZIP archive in NumPy's `.npz` layout:
+///
+/// - `header.json`, the first member: a JSON object
+///   ```json
+///   {
+///     "format": "stolr-model",
+///     "format_version": 1,
+///     "kind": "kpca",
+///     "stolr_version": "0.1.0",
+///     "parameters": { "k": 20, "sigma": 1.5 },
+///     "arrays": { "alpha": { "dtype": "f64", "shape": [500, 20] } }
+///   }
+///   ```
+///   `kind` names the model (`"kpca"`, `"krr"`, ...), `parameters` is a JSON object of the
+///   model's scalar settings, and `arrays` lists every array member with its dtype (`"f64"`
+///   or `"i64"`) and shape;
+/// - then one member `NAME.npy` per array, sorted by name: a NumPy `.npy` file (written by
+///   `npyz`) of dtype `<f8` (float64) or `<i8` (int64), little-endian, in C (row-major) order.
+///
+/// NumPy reads it without Stolr:
+/// ```python
+/// import json, numpy as np
+/// f = np.load("model.npz")
+/// header = json.loads(f["header.json"])   # a non-.npy member comes back as raw bytes
+/// alpha = f["alpha"]                      # float64, shape (500, 20)
+/// ```
+///
+/// Writing is deterministic: fixed member order, timestamps of 1980-01-01 00:00, Unix
+/// permissions `0o644`, no compression. Saving a loaded model therefore reproduces the file
+/// byte for byte, and every `f64` is stored with its exact bits (`-0.0`, subnormals, NaN
+/// payloads included).
+///
+/// # Reading is checked
+/// [`ModelFile::from_bytes`] (and [`ModelFile::load`]) accept a file only if it is a ZIP
+/// archive whose CRC-32 checksums all match, `header.json` is valid JSON with
+/// `"format": "stolr-model"` and a `format_version` at most [`MODEL_FORMAT_VERSION`], every
+/// array listed there is present as `NAME.npy` with exactly the `.npy` header `npyz` writes
+/// for that dtype and shape (so a `.npy` member rewritten by NumPy with another header padding
+/// is rejected) and exactly the data the shape needs, and there is no other member. Shapes are
+/// checked against the file's length before anything is allocated, so a corrupt header cannot
+/// request a huge allocation: the data must fit in the file, and no dimension may exceed
+/// `max(file length / 8, MAX_EMPTY_DIM)` (only an empty array, e.g. of shape `(0, n)`, can
+/// have a dimension above its number of entries; [`MAX_EMPTY_DIM`] bounds those). Every error
+/// names the file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelFile {
     kind: String,
-    parameters: serde_json::Value,
+    parameters: Value,
     arrays: BTreeMap<String, ModelArray>,
     stolr_version: String,
+    /// The first problem met by a `put_*` method that cannot return an error, reported by
+    /// [`ModelFile::to_bytes`]; always `None` for a loaded file.
+    pending_error: Option<String>,
 }
 
-fn err(path: &str, reason: String) -> DataError {
-    DataError::WidthMismatch { what: format!("{path}: {reason}"), expected: 0, found: 0 }
+/// `header.json`, field by field in the order written.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Header {
+    format: String,
+    format_version: u64,
+    kind: String,
+    stolr_version: String,
+    parameters: Value,
+    arrays: BTreeMap<String, ArrayEntry>,
+}
+
+/// One entry of `header.json`'s `arrays`.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ArrayEntry {
+    dtype: Dtype,
+    shape: Vec<u64>,
+}
+
+/// The dtypes a model array may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+enum Dtype {
+    #[serde(rename = "f64")]
+    F64,
+    #[serde(rename = "i64")]
+    I64,
+}
+
+impl Dtype {
+    fn name(self) -> &'static str {
+        match self {
+            Dtype::F64 => "f64",
+            Dtype::I64 => "i64",
+        }
+    }
+
+    /// NumPy's type string, little-endian.
+    fn npy_descr(self) -> &'static str {
+        match self {
+            Dtype::F64 => "<f8",
+            Dtype::I64 => "<i8",
+        }
+    }
+
+    fn npy_dtype(self) -> Result<npyz::DType, String> {
+        let descr = self.npy_descr();
+        let ty = descr.parse::<npyz::TypeStr>().map_err(|e| format!("npyz rejects the type {descr}: {e}"))?;
+        Ok(npyz::DType::Plain(ty))
+    }
 }
 
 impl ModelFile {
-    pub fn new(kind: &str, parameters: serde_json::Value) -> Self {
-        Self { kind: kind.into(), parameters, arrays: BTreeMap::new(), stolr_version: env!("CARGO_PKG_VERSION").into() }
+    /// An empty model file of kind `kind` (e.g. `"kpca"`) with `parameters`, which must be a
+    /// JSON object (checked by [`ModelFile::to_bytes`]); `stolr_version` is this crate's
+    /// version.
+    pub fn new(kind: &str, parameters: Value) -> Self {
+        ModelFile {
+            kind: kind.to_owned(),
+            parameters,
+            arrays: BTreeMap::new(),
+            stolr_version: env!("CARGO_PKG_VERSION").to_owned(),
+            pending_error: None,
+        }
     }
+
+    /// The model's kind, e.g. `"kpca"`.
     pub fn kind(&self) -> &str {
         &self.kind
     }
-    pub fn parameters(&self) -> &serde_json::Value {
+
+    /// The model's parameters, a JSON object.
+    pub fn parameters(&self) -> &Value {
         &self.parameters
     }
+
+    /// The version of Stolr that wrote the file (this crate's version for a new one).
     pub fn stolr_version(&self) -> &str {
         &self.stolr_version
     }
+
+    /// Stores the matrix `a`, shape `(nrows, ncols)`, as a float64 array of shape
+    /// `[nrows, ncols]` in C (row-major) order, bit for bit.
     pub fn put_matrix(&mut self, name: &str, a: MatRef<'_, f64>) {
         let data = (0..a.nrows()).flat_map(|i| (0..a.ncols()).map(move |j| a[(i, j)])).collect();
-        self.arrays.insert(name.into(), ModelArray::F64 { shape: vec![a.nrows(), a.ncols()], data });
+        self.arrays.insert(name.to_owned(), ModelArray::F64 { shape: vec![a.nrows(), a.ncols()], data });
     }
+
+    /// Stores `v` as a float64 array of shape `[len]`, bit for bit.
     pub fn put_vector(&mut self, name: &str, v: &[f64]) {
-        self.arrays.insert(name.into(), ModelArray::F64 { shape: vec![v.len()], data: v.to_vec() });
+        self.arrays.insert(name.to_owned(), ModelArray::F64 { shape: vec![v.len()], data: v.to_vec() });
     }
+
+    /// Stores the indices `v` as an int64 array of shape `[len]`.
+    ///
+    /// An index above `i64::MAX` cannot be stored: it is reported by [`ModelFile::to_bytes`]
+    /// as [`DataError::InvalidParameter`].
     pub fn put_indices(&mut self, name: &str, v: &[usize]) {
-        self.arrays
-            .insert(name.into(), ModelArray::I64 { shape: vec![v.len()], data: v.iter().map(|&i| i as i64).collect() });
-    }
-    pub fn matrix(&self, name: &str) -> Result<Mat<f64>, DataError> {
-        match self.arrays.get(name) {
-            Some(ModelArray::F64 { shape, data }) if shape.len() == 2 => {
-                Ok(Mat::from_fn(shape[0], shape[1], |i, j| data[i * shape[1] + j]))
+        let data: Result<Vec<i64>, _> = v.iter().map(|&i| i64::try_from(i)).collect();
+        match data {
+            Ok(data) => {
+                self.arrays.insert(name.to_owned(), ModelArray::I64 { shape: vec![v.len()], data });
             }
-            _ => Err(err("model", format!("no matrix {name}"))),
+            Err(_) => {
+                self.arrays.remove(name);
+                self.pending_error.get_or_insert_with(|| format!("array \"{name}\": an index is above i64::MAX"));
+            }
         }
     }
-    pub fn vector(&self, name: &str) -> Result<Vec<f64>, DataError> {
-        match self.arrays.get(name) {
-            Some(ModelArray::F64 { shape, data }) if shape.len() == 1 => Ok(data.clone()),
-            _ => Err(err("model", format!("no vector {name}"))),
-        }
+
+    /// Stores `array` as it is; its length must be the product of its shape (checked by
+    /// [`ModelFile::to_bytes`]).
+    pub fn put_array(&mut self, name: &str, array: ModelArray) {
+        self.arrays.insert(name.to_owned(), array);
     }
-    pub fn indices(&self, name: &str) -> Result<Vec<usize>, DataError> {
-        match self.arrays.get(name) {
-            Some(ModelArray::I64 { data, .. }) => Ok(data.iter().map(|&i| i as usize).collect()),
-            _ => Err(err("model", format!("no indices {name}"))),
-        }
+
+    /// The array named `name`, if any.
+    pub fn array(&self, name: &str) -> Option<&ModelArray> {
+        self.arrays.get(name)
     }
+
+    /// Every array, by name in sorted order.
+    pub fn arrays(&self) -> &BTreeMap<String, ModelArray> {
+        &self.arrays
+    }
+
+    /// Whether an array named `name` is stored.
     pub fn has(&self, name: &str) -> bool {
         self.arrays.contains_key(name)
     }
-    pub fn save(&self, path: &Path) -> Result<(), DataError> {
-        let arrays: serde_json::Map<String, serde_json::Value> = self
-            .arrays
-            .iter()
-            .map(|(k, v)| {
-                let v = match v {
-                    ModelArray::F64 { shape, data } => serde_json::json!({"f64": data, "shape": shape}),
-                    ModelArray::I64 { shape, data } => serde_json::json!({"i64": data, "shape": shape}),
-                };
-                (k.clone(), v)
+
+    /// The float64 array `name` of shape `[nrows, ncols]` as an `(nrows, ncols)` matrix.
+    ///
+    /// # Errors
+    /// [`DataError::ModelArray`] if there is no array `name`, it is int64, or it is not 2-D.
+    pub fn matrix(&self, name: &str) -> Result<Mat<f64>, DataError> {
+        let (shape, data) = self.f64_array(name)?;
+        let &[nrows, ncols] = shape else {
+            return Err(self.array_error(name, format!("has shape {shape:?}, expected a 2-D matrix")));
+        };
+        Ok(Mat::from_fn(nrows, ncols, |i, j| data[i * ncols + j]))
+    }
+
+    /// The float64 array `name` of shape `[len]`.
+    ///
+    /// # Errors
+    /// [`DataError::ModelArray`] if there is no array `name`, it is int64, or it is not 1-D.
+    pub fn vector(&self, name: &str) -> Result<Vec<f64>, DataError> {
+        let (shape, data) = self.f64_array(name)?;
+        if shape.len() != 1 {
+            return Err(self.array_error(name, format!("has shape {shape:?}, expected a 1-D vector")));
+        }
+        Ok(data.to_vec())
+    }
+
+    /// The int64 array `name` of shape `[len]` as indices.
+    ///
+    /// # Errors
+    /// [`DataError::ModelArray`] if there is no array `name`, it is float64, it is not 1-D,
+    /// or an entry is negative (or above `usize::MAX`).
+    pub fn indices(&self, name: &str) -> Result<Vec<usize>, DataError> {
+        let (shape, data) = match self.arrays.get(name) {
+            None => return Err(self.array_error(name, "is missing".into())),
+            Some(ModelArray::F64 { .. }) => {
+                return Err(self.array_error(name, "has dtype f64, expected i64 indices".into()));
+            }
+            Some(ModelArray::I64 { shape, data }) => (shape, data),
+        };
+        if shape.len() != 1 {
+            return Err(self.array_error(name, format!("has shape {shape:?}, expected a 1-D vector of indices")));
+        }
+        data.iter()
+            .enumerate()
+            .map(|(k, &i)| {
+                usize::try_from(i).map_err(|_| self.array_error(name, format!("entry {k} is {i}, not a valid index")))
             })
-            .collect();
-        let doc = serde_json::json!({"kind": self.kind, "parameters": self.parameters, "arrays": arrays});
-        std::fs::write(path, doc.to_string()).map_err(|e| err(&path.display().to_string(), e.to_string()))
+            .collect()
     }
-    pub fn load(path: &Path) -> Result<Self, DataError> {
-        let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| err(&p, e.to_string()))?;
-        let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| err(&p, e.to_string()))?;
-        let mut m = ModelFile::new(doc["kind"].as_str().unwrap_or(""), doc["parameters"].clone());
-        for (k, v) in doc["arrays"].as_object().ok_or_else(|| err(&p, "arrays".into()))? {
-            let shape: Vec<usize> = serde_json::from_value(v["shape"].clone()).map_err(|e| err(&p, e.to_string()))?;
-            let a = if let Some(d) = v.get("f64") {
-                ModelArray::F64 { shape, data: serde_json::from_value(d.clone()).map_err(|e| err(&p, e.to_string()))? }
-            } else {
-                ModelArray::I64 {
-                    shape,
-                    data: serde_json::from_value(v["i64"].clone()).map_err(|e| err(&p, e.to_string()))?,
-                }
+
+    fn f64_array(&self, name: &str) -> Result<(&[usize], &[f64]), DataError> {
+        match self.arrays.get(name) {
+            None => Err(self.array_error(name, "is missing".into())),
+            Some(ModelArray::I64 { .. }) => Err(self.array_error(name, "has dtype i64, expected f64".into())),
+            Some(ModelArray::F64 { shape, data }) => Ok((shape, data)),
+        }
+    }
+
+    fn array_error(&self, name: &str, reason: String) -> DataError {
+        DataError::ModelArray { kind: self.kind.clone(), array: name.to_owned(), reason }
+    }
+
+    /// The bytes of the model file: see [`ModelFile`] for the layout. The
+    /// same model always gives the same bytes.
+    ///
+    /// # Errors
+    /// [`DataError::InvalidParameter`] if `parameters` is not a JSON object (`"parameters"`),
+    /// an array name is not 1 to 128 ASCII letters, digits, `_` or `-`, an array's length is
+    /// not the product of its shape, it has more than 32 dimensions, it is empty with a
+    /// dimension above [`MAX_EMPTY_DIM`], or an index given to
+    /// [`ModelFile::put_indices`] is above `i64::MAX` (`"arrays"`).
+    pub fn to_bytes(&self) -> Result<Vec<u8>, DataError> {
+        let invalid = |name, reason| DataError::InvalidParameter { name, reason };
+        if let Some(reason) = &self.pending_error {
+            return Err(invalid("arrays", reason.clone()));
+        }
+        if !self.parameters.is_object() {
+            return Err(invalid("parameters", format!("must be a JSON object, not {}", self.parameters)));
+        }
+        let mut entries = BTreeMap::new();
+        for (name, array) in &self.arrays {
+            if !valid_array_name(name) {
+                return Err(invalid(
+                    "arrays",
+                    format!("array name {name:?} is not 1 to {MAX_NAME_LEN} ASCII letters, digits, '_' or '-'"),
+                ));
+            }
+            let shape = array.shape();
+            if shape.len() > MAX_NDIM {
+                return Err(invalid(
+                    "arrays",
+                    format!("array \"{name}\" has {} dimensions, at most {MAX_NDIM}", shape.len()),
+                ));
+            }
+            let expected = shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
+            if expected != Some(array.len()) {
+                return Err(invalid(
+                    "arrays",
+                    format!("array \"{name}\" has {} entries but shape {shape:?}", array.len()),
+                ));
+            }
+            if array.len() == 0 && shape.iter().any(|&d| d > MAX_EMPTY_DIM) {
+                return Err(invalid(
+                    "arrays",
+                    format!("array \"{name}\" is empty with shape {shape:?}: a dimension exceeds {MAX_EMPTY_DIM}"),
+                ));
+            }
+            let shape = shape.iter().map(|&d| d as u64).collect();
+            entries.insert(name.clone(), ArrayEntry { dtype: array.dtype_tag(), shape });
+        }
+        let header = Header {
+            format: MODEL_FORMAT.to_owned(),
+            format_version: u64::from(MODEL_FORMAT_VERSION),
+            kind: self.kind.clone(),
+            stolr_version: self.stolr_version.clone(),
+            parameters: self.parameters.clone(),
+            arrays: entries,
+        };
+        self.encode(&header).map_err(|e| DataError::Io {
+            path: format!("model file of kind \"{}\" (in memory)", self.kind),
+            source: std::io::Error::other(e),
+        })
+    }
+
+    /// Writes the archive; errors are those of writing to memory, which do not happen in
+    /// practice.
+    fn encode(&self, header: &Header) -> Result<Vec<u8>, String> {
+        let mut json = serde_json::to_vec_pretty(header).map_err(|e| e.to_string())?;
+        json.push(b'\n');
+        let mut zip = zip::ZipWriter::new(Cursor::new(Vec::new()));
+        start_member(&mut zip, HEADER_MEMBER, json.len() as u64)?;
+        zip.write_all(&json).map_err(|e| e.to_string())?;
+        for (name, array) in &self.arrays {
+            let shape: Vec<u64> = array.shape().iter().map(|&d| d as u64).collect();
+            let dtype = array.dtype_tag().npy_dtype()?;
+            // The header is at most a few hundred bytes; 8 bytes per entry.
+            let size_hint = 1024 + 8 * array.len() as u64;
+            start_member(&mut zip, &format!("{name}.npy"), size_hint)?;
+            let out = std::io::BufWriter::with_capacity(1 << 16, &mut zip);
+            let result = match array {
+                ModelArray::F64 { data, .. } => npyz::WriteOptions::<f64>::new()
+                    .dtype(dtype)
+                    .shape(&shape)
+                    .writer(out)
+                    .begin_nd()
+                    .and_then(|mut writer| writer.extend(data.iter().copied()).and_then(|()| writer.finish())),
+                ModelArray::I64 { data, .. } => npyz::WriteOptions::<i64>::new()
+                    .dtype(dtype)
+                    .shape(&shape)
+                    .writer(out)
+                    .begin_nd()
+                    .and_then(|mut writer| writer.extend(data.iter().copied()).and_then(|()| writer.finish())),
             };
-            m.arrays.insert(k.clone(), a);
+            result.map_err(|e| format!("writing array \"{name}\": {e}"))?;
         }
-        Ok(m)
+        Ok(zip.finish().map_err(|e| e.to_string())?.into_inner())
     }
-    pub fn load_kind(path: &Path, kinds: &[&str]) -> Result<Self, DataError> {
-        let m = Self::load(path)?;
-        if !kinds.contains(&m.kind.as_str()) {
-            return Err(err(&path.display().to_string(), format!("kind {} not {kinds:?}", m.kind)));
+
+    /// Reads a model file from its bytes; `name` (usually the path) names it in errors.
+    ///
+    /// # Errors
+    /// - [`DataError::ModelFile`] if `bytes` is not a ZIP archive ("not a Stolr model file"),
+    ///   is truncated or corrupted (a CRC-32 mismatch, a member shorter than declared),
+    ///   `header.json` is missing, not valid JSON or lacks a field, `format` is not
+    ///   `"stolr-model"`, or an array member is missing, unlisted, or disagrees with
+    ///   `header.json` (dtype, shape, `.npy` header, length);
+    /// - [`DataError::ModelVersion`] if `format_version` is above [`MODEL_FORMAT_VERSION`].
+    ///
+    /// Whatever the file claims, no single allocation is larger than `bytes`.
+    pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Self, DataError> {
+        let err = |reason: String| DataError::ModelFile { path: name.to_owned(), reason };
+        let mut zip = zip::ZipArchive::new(Cursor::new(bytes)).map_err(|e| {
+            err(format!("not a Stolr model file: cannot read it as a ZIP archive ({e}); is it truncated?"))
+        })?;
+        let header_index = zip
+            .index_for_name(HEADER_MEMBER)
+            .ok_or_else(|| err(format!("not a Stolr model file: the ZIP archive has no {HEADER_MEMBER}")))?;
+        let json = read_member(&mut zip, header_index, HEADER_MEMBER, bytes.len()).map_err(&err)?;
+        let value: Value = serde_json::from_slice(&json)
+            .map_err(|e| err(format!("not a Stolr model file: {HEADER_MEMBER} is not valid JSON ({e})")))?;
+        match value.get("format").and_then(Value::as_str) {
+            Some(MODEL_FORMAT) => {}
+            other => {
+                let found = other.map_or_else(|| "missing".to_owned(), |f| format!("{f:?}"));
+                return Err(err(format!(
+                    "not a Stolr model file: {HEADER_MEMBER} has format {found}, expected \"{MODEL_FORMAT}\""
+                )));
+            }
         }
-        Ok(m)
+        let version = value
+            .get("format_version")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| err(format!("{HEADER_MEMBER}: format_version is missing or not a nonnegative integer")))?;
+        if version > u64::from(MODEL_FORMAT_VERSION) {
+            return Err(DataError::ModelVersion {
+                path: name.to_owned(),
+                found: version,
+                supported: MODEL_FORMAT_VERSION,
+            });
+        }
+        if version == 0 {
+            return Err(err(format!("{HEADER_MEMBER}: format_version 0 does not exist (versions start at 1)")));
+        }
+        let header: Header = serde_json::from_value(value).map_err(|e| err(format!("{HEADER_MEMBER}: {e}")))?;
+        if !header.parameters.is_object() {
+            return Err(err(format!("{HEADER_MEMBER}: parameters is not a JSON object")));
+        }
+
+        // The members are exactly header.json and one NAME.npy per listed array.
+        for index in 0..zip.len() {
+            let member = match zip.name_for_index(index) {
+                Some(Ok(member)) => member,
+                _ => return Err(err(format!("member {index} of the archive has no readable name"))),
+            };
+            let listed = member == HEADER_MEMBER
+                || member.strip_suffix(".npy").is_some_and(|array| header.arrays.contains_key(array));
+            if !listed {
+                return Err(err(format!("member {member:?} is not listed in {HEADER_MEMBER}")));
+            }
+        }
+        if let Some(array) = header.arrays.keys().find(|array| zip.index_for_name(&format!("{array}.npy")).is_none()) {
+            return Err(err(format!("array \"{array}\": {array}.npy is missing from the archive")));
+        }
+        if zip.len() != header.arrays.len() + 1 {
+            return Err(err(format!(
+                "the archive has {} members, but {HEADER_MEMBER} lists {} arrays (plus {HEADER_MEMBER} itself)",
+                zip.len(),
+                header.arrays.len()
+            )));
+        }
+
+        let mut arrays = BTreeMap::new();
+        for (array, entry) in &header.arrays {
+            let array_err = |reason: String| err(format!("array \"{array}\": {reason}"));
+            if !valid_array_name(array) {
+                return Err(array_err("not a valid array name".into()));
+            }
+            let member = format!("{array}.npy");
+            let index = zip
+                .index_for_name(&member)
+                .ok_or_else(|| array_err(format!("{member} is missing from the archive")))?;
+            let (shape, count) = checked_shape(&entry.shape, bytes.len()).map_err(&array_err)?;
+            let npy = read_member(&mut zip, index, &member, bytes.len()).map_err(&err)?;
+            let value = parse_npy(&npy, entry.dtype, &entry.shape, count)
+                .map_err(|reason| array_err(format!("{member}: {reason}")))?;
+            let value = match value {
+                Parsed::F64(data) => ModelArray::F64 { shape, data },
+                Parsed::I64(data) => ModelArray::I64 { shape, data },
+            };
+            arrays.insert(array.clone(), value);
+        }
+        Ok(ModelFile {
+            kind: header.kind,
+            parameters: header.parameters,
+            arrays,
+            stolr_version: header.stolr_version,
+            pending_error: None,
+        })
+    }
+
+    /// Writes the model file to `path` atomically: the bytes go to a new temporary file in
+    /// the same folder, which is flushed to disk (`fsync`) and then renamed over `path`, so
+    /// `path` holds either its old content or the whole new file, never a part of it.
+    ///
+    /// # Errors
+    /// Those of [`ModelFile::to_bytes`]; [`DataError::Io`] (naming `path`) if the temporary
+    /// file cannot be created, written, flushed or renamed (it is removed on failure).
+    pub fn save(&self, path: &Path) -> Result<(), DataError> {
+        let bytes = self.to_bytes()?;
+        let name = path.display().to_string();
+        let io_err = |e| DataError::io(&name, e);
+        let file_name = path
+            .file_name()
+            .ok_or_else(|| io_err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path")))?;
+        let dir = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        let (temp_path, mut file) = create_temp(dir, file_name).map_err(io_err)?;
+        let written = file.write_all(&bytes).and_then(|()| file.sync_all());
+        drop(file);
+        if let Err(e) = written.and_then(|()| std::fs::rename(&temp_path, path)) {
+            let _ = std::fs::remove_file(&temp_path);
+            return Err(io_err(e));
+        }
+        // Make the rename itself durable where a directory can be opened and synced (Unix).
+        if let Ok(dir) = std::fs::File::open(dir) {
+            let _ = dir.sync_all();
+        }
+        Ok(())
+    }
+
+    /// Reads the model file at `path`.
+    ///
+    /// # Errors
+    /// [`DataError::Io`] if the file cannot be read, and every error of
+    /// [`ModelFile::from_bytes`], naming `path`.
+    pub fn load(path: &Path) -> Result<Self, DataError> {
+        let name = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|e| DataError::io(&name, e))?;
+        Self::from_bytes(&bytes, &name)
+    }
+
+    /// Reads the model file at `path` and checks that its kind is one of `kinds`.
+    ///
+    /// # Errors
+    /// Those of [`ModelFile::load`]; [`DataError::ModelKind`] (naming `path`, the kind found
+    /// and the kinds expected) if the kind is not in `kinds`.
+    pub fn load_kind(path: &Path, kinds: &[&str]) -> Result<Self, DataError> {
+        let model = Self::load(path)?;
+        if !kinds.contains(&model.kind.as_str()) {
+            let expected = match kinds {
+                [] => "no model kind at all".to_owned(),
+                [kind] => format!("\"{kind}\""),
+                _ => kinds.iter().map(|k| format!("\"{k}\"")).collect::<Vec<_>>().join(" or "),
+            };
+            return Err(DataError::ModelKind { path: path.display().to_string(), found: model.kind, expected });
+        }
+        Ok(model)
     }
 }
 
+/// Resolves a user's `--model` argument: a model file is returned as it is, a directory is
+/// replaced by its [`MODEL_FILE_NAME`] (`model.npz`), as written by the command-line tool's
+/// `--out`. The file's content is not checked here.
+///
+/// # Errors
+/// [`DataError::Io`] if `path` does not exist or cannot be inspected;
+/// [`DataError::MissingFile`] if `path` is a directory without a `model.npz` file.
 pub fn resolve_model_path(path: &Path) -> Result<PathBuf, DataError> {
-    Ok(if path.is_dir() { path.join(MODEL_FILE_NAME) } else { path.to_path_buf() })
+    let metadata = std::fs::metadata(path).map_err(|e| DataError::io(&path.display().to_string(), e))?;
+    if !metadata.is_dir() {
+        return Ok(path.to_path_buf());
+    }
+    let file = path.join(MODEL_FILE_NAME);
+    if file.is_file() {
+        Ok(file)
+    } else {
+        Err(DataError::MissingFile { dir: path.display().to_string(), tried: vec![MODEL_FILE_NAME.to_owned()] })
+    }
+}
+
+/// 1 to [`MAX_NAME_LEN`] ASCII letters, digits, `_` or `-`.
+fn valid_array_name(name: &str) -> bool {
+    (1..=MAX_NAME_LEN).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Starts a stored member with the fixed metadata that makes the bytes deterministic.
+fn start_member<W: Write + std::io::Seek>(zip: &mut zip::ZipWriter<W>, name: &str, size: u64) -> Result<(), String> {
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Stored)
+        .last_modified_time(zip::DateTime::default())
+        .system(zip::System::Unix)
+        .unix_permissions(0o644)
+        // ZIP64 only for members that need it (4 GiB or more).
+        .large_file(size >= u64::from(u32::MAX) - 1024);
+    zip.start_file(name, options).map_err(|e| e.to_string())
+}
+
+/// The content of member `index`, read to its end so that its CRC-32 is checked; its
+/// declared size must not exceed `file_len`, which bounds the allocation.
+fn read_member<R: Read + std::io::Seek>(
+    zip: &mut zip::ZipArchive<R>,
+    index: usize,
+    member: &str,
+    file_len: usize,
+) -> Result<Vec<u8>, String> {
+    let mut file = zip.by_index(index).map_err(|e| format!("{member}: {e}; the file is truncated or corrupted"))?;
+    let size = file.size();
+    let size = usize::try_from(size)
+        .ok()
+        .filter(|&size| size <= file_len)
+        .ok_or_else(|| format!("{member}: declares {size} bytes, more than the whole file's {file_len}"))?;
+    let mut content = Vec::with_capacity(size);
+    file.read_to_end(&mut content).map_err(|e| format!("{member}: {e}; the file is truncated or corrupted"))?;
+    if content.len() != size {
+        return Err(format!(
+            "{member}: holds {} bytes but declares {size}; the file is truncated or corrupted",
+            content.len()
+        ));
+    }
+    Ok(content)
+}
+
+/// The shape as `usize` and the number of entries, or why it cannot be stored in a file of
+/// `file_len` bytes: its data must fit in the file, and every dimension must be at most
+/// `max(file_len / 8, MAX_EMPTY_DIM)` (a dimension of a nonempty array is at most its number
+/// of entries). Also guarantees that the product of the nonzero dimensions fits in a `u64`,
+/// so that no partial product computed while parsing the `.npy` header overflows.
+fn checked_shape(shape: &[u64], file_len: usize) -> Result<(Vec<usize>, usize), String> {
+    if shape.len() > MAX_NDIM {
+        return Err(format!("{HEADER_MEMBER} gives {} dimensions, at most {MAX_NDIM}", shape.len()));
+    }
+    let max_dim = (file_len / 8).max(MAX_EMPTY_DIM) as u64;
+    if shape.iter().any(|&d| d > max_dim) {
+        return Err(format!(
+            "{HEADER_MEMBER} gives shape {shape:?}, a dimension larger than the whole file's {file_len} bytes allow"
+        ));
+    }
+    let nonzero = shape.iter().filter(|&&d| d != 0).try_fold(1u64, |acc, &d| acc.checked_mul(d));
+    let count = if shape.contains(&0) { Some(0) } else { nonzero };
+    let bytes = count.and_then(|count| count.checked_mul(8));
+    match (nonzero, bytes) {
+        (Some(_), Some(bytes)) if bytes <= file_len as u64 => {}
+        _ => {
+            return Err(format!(
+                "{HEADER_MEMBER} gives shape {shape:?}, more data than the whole file's {file_len} bytes"
+            ));
+        }
+    }
+    let usize_shape: Option<Vec<usize>> = shape.iter().map(|&d| usize::try_from(d).ok()).collect();
+    match (usize_shape, count.and_then(|c| usize::try_from(c).ok())) {
+        (Some(shape), Some(count)) => Ok((shape, count)),
+        _ => Err(format!("{HEADER_MEMBER} gives shape {shape:?}, which does not fit in memory")),
+    }
+}
+
+/// The entries of a `.npy` member.
+enum Parsed {
+    F64(Vec<f64>),
+    I64(Vec<i64>),
+}
+
+/// Parses a `.npy` member that must hold `count` entries of `dtype` with `shape` in C order.
+///
+/// Its header must be exactly the one `npyz` writes for that dtype and shape: this checks the
+/// member against `header.json` and, since that header is known to be well formed, lets
+/// `npyz` parse it without meeting a malformed or hostile one.
+fn parse_npy(npy: &[u8], dtype: Dtype, shape: &[u64], count: usize) -> Result<Parsed, String> {
+    let mut expected = Vec::new();
+    npyz::WriteOptions::new_header_only()
+        .dtype(dtype.npy_dtype()?)
+        .shape(shape)
+        .writer(&mut expected)
+        .write_header_only()
+        .map_err(|e| format!("cannot build the expected .npy header: {e}"))?;
+    if !npy.starts_with(&expected) {
+        return Err(format!(
+            "its .npy header does not match {HEADER_MEMBER}'s dtype {} ({}) and shape {shape:?} in C order",
+            dtype.name(),
+            dtype.npy_descr()
+        ));
+    }
+    let data_len = npy.len() - expected.len();
+    if data_len != 8 * count {
+        return Err(format!(
+            "{data_len} bytes of data, but shape {shape:?} needs {}; the file is truncated or corrupted",
+            8 * count
+        ));
+    }
+    let file = npyz::NpyFile::new(npy).map_err(|e| format!("not a valid .npy file: {e}"))?;
+    if file.shape() != shape || file.order() != npyz::Order::C {
+        return Err(format!("npyz reads shape {:?}, expected {shape:?}", file.shape()));
+    }
+    let parsed = match dtype {
+        Dtype::F64 => file.into_vec::<f64>().map(Parsed::F64),
+        Dtype::I64 => file.into_vec::<i64>().map(Parsed::I64),
+    };
+    parsed.map_err(|e| format!("reading the data: {e}"))
+}
+
+/// A new file `.NAME.tmp-PID-N` in `dir`, created exclusively.
+fn create_temp(dir: &Path, file_name: &std::ffi::OsStr) -> std::io::Result<(PathBuf, std::fs::File)> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut attempts = 0;
+    loop {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let mut temp_name = std::ffi::OsString::from(".");
+        temp_name.push(file_name);
+        temp_name.push(format!(".tmp-{}-{n}", std::process::id()));
+        let temp_path = dir.join(temp_name);
+        match std::fs::OpenOptions::new().write(true).create_new(true).open(&temp_path) {
+            Ok(file) => return Ok((temp_path, file)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempts < 100 => attempts += 1,
+            Err(e) => return Err(e),
+        }
+    }
 }

@@ -4,7 +4,6 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
-use faer::Mat;
 use stolr_datasets::{
     Dataset, LabelColumn, Labels, MnistSplit, read_abalone, read_csv, read_csv_regression, read_housing, read_libsvm,
     read_magic, read_mnist, read_npy_matrix,
@@ -59,27 +58,17 @@ pub fn read(path: &Path, format: Format, targets: bool) -> Result<Dataset> {
 /// `d` is padded with zero columns, one with an index above `d` is an error; rows of another
 /// width in any other format are an error. Values are checked finite.
 pub fn read_for_model(path: &Path, format: Format, d: usize, targets: bool) -> Result<Dataset> {
-    let data = read(path, format, targets)?;
-    let data = if format == Format::Libsvm { pad_columns(data, d, path)? } else { data };
+    let data = if format == Format::Libsvm {
+        stolr_datasets::read_libsvm_with_dim(path, d).with_context(|| format!("cannot read {}", path.display()))?
+    } else {
+        read(path, format, targets)?
+    };
     if data.d() != d {
         bail!("{} has {} features per row, the model takes {d}", path.display(), data.d());
     }
     stolr_datasets::check_finite(data.x.as_ref())
         .with_context(|| format!("{}: the rows must be finite", path.display()))?;
     Ok(data)
-}
-
-/// A LIBSVM dataset widened with zero columns to `d` features (LIBSVM files are as wide as their
-/// largest index); an error when it is already wider.
-pub fn pad_columns(data: Dataset, d: usize, path: &Path) -> Result<Dataset> {
-    if data.d() > d {
-        bail!("{} has a feature index {} above the model's {d} features", path.display(), data.d());
-    }
-    if data.d() == d {
-        return Ok(data);
-    }
-    let x = Mat::from_fn(data.n(), d, |i, j| if j < data.d() { data.x[(i, j)] } else { 0.0 });
-    Ok(Dataset { x, ..data })
 }
 
 /// The class labels of a dataset as numbers, for colouring a plot (`None` without labels).
