@@ -157,6 +157,8 @@ pub struct KrrTimings {
 /// The `report.json` of `stolr krr --out DIR`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct KrrReport {
+    /// The solver (`"slkl"`, `"krr"`, `"krr-subset"`, `"uniform"`).
+    pub solver: String,
     /// The data set.
     pub dataset: KrrDataset,
     /// The kernel.
