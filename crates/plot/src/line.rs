@@ -290,7 +290,9 @@ pub(crate) fn draw<DB: DrawingBackend>(
                 LineStyle::Markers => {}
                 _ if run.len() == 1 => {}
                 LineStyle::Solid => {
-                    chart.draw_series(LineSeries::new(run.iter().copied(), line))?;
+                    // Segment by segment: a wide polyline's miter joins at sharp zig-zags (a rank
+                    // that jumps every iteration) spike far outside the chart.
+                    chart.draw_series(run.windows(2).map(|w| PathElement::new(vec![w[0], w[1]], line)))?;
                 }
                 LineStyle::Dashed => {
                     chart.draw_series(DashedLineSeries::new(run.iter().copied(), 9, 6, line))?;
