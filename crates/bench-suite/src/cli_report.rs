@@ -179,13 +179,13 @@ mod tests {
     #[test]
     fn reads_the_fields_it_needs_and_ignores_the_rest() {
         let dir = tempfile::tempdir().unwrap();
-        let text = r#"{"command": "krr", "dataset": {"n_train": 3000, "d": 10},
+        let text = r#"{"command": "krr", "solver": "slkl", "dataset": {"n_train": 3000, "d": 10},
             "kernel": {"type": "gaussian", "sigma": 1.5, "sigma_source": "rule"},
             "result": {"test_mse": null, "epochs": 12, "sparsity": 40, "objective": 1.0},
             "timings_s": {"fit": 0.5, "predict": 0.01, "total": 2.0}, "peak_memory_bytes": 1000}"#;
         std::fs::write(dir.path().join("report.json"), text).unwrap();
         let r: KrrReport = read_report(dir.path()).unwrap();
-        assert_eq!(r.dataset.n_train, 3000);
+        assert_eq!((r.dataset.n_train, r.solver.as_str()), (3000, "slkl"));
         assert_eq!(r.kernel.sigma(), Some(1.5));
         assert_eq!((r.result.test_mse, r.result.epochs), (None, Some(12)));
         assert_eq!(r.peak_memory_bytes, Some(1000));

@@ -31,8 +31,9 @@ pub struct StepReport {
     /// Rank of the new iterate (SKPCA: $\mathrm{rank}(Z_{t+1})$; SLKL: $\|\mu\|_0$; MSG: the
     /// number of nonzero eigenvalues of $M_t$; fixed-rank solvers: their rank).
     pub rank: usize,
-    /// Samples (rows of the data) the solver has read so far, counting repeats: one per draw of
-    /// a stochastic step, `n` per full pass.
+    /// Rows of the data the solver's steps have read so far, counting repeats: a full pass
+    /// (a snapshot gradient, a kernel column, a draw of random features evaluated on every row)
+    /// counts `n`, a sampled row counts 1, a streamed sample counts 1.
     pub samples_seen: usize,
     /// `Some` when the solver has finished after this step.
     pub stop: Option<Stop>,

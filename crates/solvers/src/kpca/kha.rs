@@ -272,11 +272,12 @@ impl Kha {
 
 impl IterativeSolver for Kha {
     /// One KHA step on a sample drawn uniformly from `rng` (spec §2.9 (3)); stops at
-    /// `iterations`. On [`SolverError::Diverged`] the coefficients are unchanged.
+    /// `iterations`. Its centred kernel column reads all `n` rows (`samples_seen` grows by `n`).
+    /// On [`SolverError::Diverged`] the coefficients are unchanged.
     fn step(&mut self, rng: &mut dyn Rng) -> Result<StepReport, SolverError> {
         self.advance(rng)?;
         let stop = (self.t >= self.config.iterations).then_some(Stop::MaxIterations);
-        Ok(StepReport { t: self.t, rank: self.config.rank, samples_seen: self.t, stop, ..Default::default() })
+        Ok(StepReport { t: self.t, rank: self.config.rank, samples_seen: self.t * self.n, stop, ..Default::default() })
     }
 
     fn finished(&self) -> Option<Stop> {
