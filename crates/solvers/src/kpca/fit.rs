@@ -169,15 +169,9 @@ impl KernelPca {
         observer: &mut dyn Observer,
     ) -> Result<KernelPcaFit, SolverError> {
         let name = self.solver.name();
-        let centring_of_training = |x: MatRef<'_, f64>| {
-            if self.center {
-                let (column_means, grand_mean) = kernel_row_means(x, &self.kernel);
-                KernelCentering::Training { column_means, grand_mean }
-            } else {
-                KernelCentering::None
-            }
-        };
-        match &self.solver {
+        // The solvers on the training rows give eigenpairs, the kernel means when they have
+        // them, and how the run ended; the model is built from those below.
+        let (pairs, means, stop, iterations) = match &self.solver {
             KpcaSolver::Exact { tolerance, max_kernel_bytes } => {
                 let config = ExactKpcaConfig {
                     rank: self.rank_for("exact")?,
@@ -185,20 +179,8 @@ impl KernelPca {
                     max_kernel_bytes: *max_kernel_bytes,
                     tolerance: *tolerance,
                 };
-                let (pairs, stats) = exact_fit(x, &self.kernel, &config)?;
-                let centering = match stats {
-                    Some((column_means, grand_mean)) => KernelCentering::Training { column_means, grand_mean },
-                    None => KernelCentering::None,
-                };
-                let model = KernelPcaModel::from_training_eigenpairs(
-                    name,
-                    self.kernel,
-                    standardization,
-                    x.to_owned(),
-                    &pairs,
-                    centering,
-                )?;
-                Ok(KernelPcaFit { model, pairs, stop: None, iterations: 0 })
+                let (pairs, means) = exact_fit(x, &self.kernel, &config)?;
+                (pairs, means, None, 0)
             }
             KpcaSolver::Nystrom { landmarks } => {
                 let config =
@@ -206,16 +188,10 @@ impl KernelPca {
                 let fit = nystrom_fit(x, &self.kernel, &config, rng)?;
                 let rows = Mat::from_fn(fit.landmarks.len(), x.ncols(), |i, j| x[(fit.landmarks[i], j)]);
                 let centering = if self.center { KernelCentering::Offset(fit.offset) } else { KernelCentering::None };
-                let model = KernelPcaModel::new(
-                    name,
-                    self.kernel,
-                    standardization,
-                    rows,
-                    fit.coefficients,
-                    fit.pairs.values.clone(),
-                    centering,
-                )?;
-                Ok(KernelPcaFit { model, pairs: fit.pairs, stop: None, iterations: 0 })
+                let values = fit.pairs.values.clone();
+                let model =
+                    KernelPcaModel::new(name, self.kernel, standardization, rows, fit.coefficients, values, centering)?;
+                return Ok(KernelPcaFit { model, pairs: fit.pairs, stop: None, iterations: 0 });
             }
             KpcaSolver::Skpca { config, sampler, features } => {
                 let inner: Box<dyn KernelSampler + '_> = match sampler {
@@ -231,15 +207,9 @@ impl KernelPca {
                 if let Some(r) = self.rank {
                     pairs.truncate(r);
                 }
-                let model = KernelPcaModel::from_training_eigenpairs(
-                    name,
-                    self.kernel,
-                    standardization,
-                    x.to_owned(),
-                    &pairs,
-                    centring_of_training(x),
-                )?;
-                Ok(KernelPcaFit { model, pairs, stop: Some(stop), iterations: solver.iterations_done() })
+                // The centring statistics are exact: one streamed pass over K, O(n²d).
+                let means = self.center.then(|| kernel_row_means(x, &self.kernel));
+                (pairs, means, Some(stop), solver.iterations_done())
             }
             KpcaSolver::Kha { eta, iterations, init_scale } => {
                 let config = KhaConfig {
@@ -252,23 +222,26 @@ impl KernelPca {
                 let mut solver = Kha::new(x, self.kernel, config, rng)?;
                 let stop = run(&mut solver, rng, observer)?;
                 let pairs = solver.eigenpairs()?;
-                let (means, grand_mean) = solver.kernel_means();
-                let centering = if self.center {
-                    KernelCentering::Training { column_means: means.to_vec(), grand_mean }
-                } else {
-                    KernelCentering::None
-                };
-                let model = KernelPcaModel::from_training_eigenpairs(
-                    name,
-                    self.kernel,
-                    standardization,
-                    x.to_owned(),
-                    &pairs,
-                    centering,
-                )?;
-                Ok(KernelPcaFit { model, pairs, stop: Some(stop), iterations: solver.iterations_done() })
+                let means = self.center.then(|| {
+                    let (m, all) = solver.kernel_means();
+                    (m.to_vec(), all)
+                });
+                (pairs, means, Some(stop), solver.iterations_done())
             }
-        }
+        };
+        let centering = match means {
+            Some((column_means, grand_mean)) => KernelCentering::Training { column_means, grand_mean },
+            None => KernelCentering::None,
+        };
+        let model = KernelPcaModel::from_training_eigenpairs(
+            name,
+            self.kernel,
+            standardization,
+            x.to_owned(),
+            &pairs,
+            centering,
+        )?;
+        Ok(KernelPcaFit { model, pairs, stop, iterations })
     }
 }
 

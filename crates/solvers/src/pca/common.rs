@@ -22,6 +22,20 @@ pub struct PcaOutcome {
     pub final_iterate_norm: f64,
 }
 
+impl PcaOutcome {
+    /// Rayleigh–Ritz of `x` `(n, d)` on the final iterate `w` `(d, r)`, labelled with the epochs
+    /// run and `stop`.
+    pub(crate) fn from_iterate(
+        x: MatRef<'_, f64>,
+        w: MatRef<'_, f64>,
+        epochs: usize,
+        stop: Stop,
+    ) -> Result<Self, SolverError> {
+        let pairs = crate::pca::rayleigh_ritz(x, w)?;
+        Ok(Self { pairs, epochs, stop, final_iterate_norm: w.norm_l2() })
+    }
+}
+
 /// A `(d, r)` matrix with orthonormal columns, Haar-distributed: the Q factor of a Gaussian
 /// matrix drawn from `rng`.
 pub(crate) fn random_orthonormal<R: Rng + ?Sized>(d: usize, r: usize, rng: &mut R) -> Mat<f64> {

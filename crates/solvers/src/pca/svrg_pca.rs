@@ -7,7 +7,6 @@ use stolr_lowrank::{gram_apply, tall_inner};
 
 use crate::error::{check_data, check_rank};
 use crate::pca::common::{PcaOutcome, random_orthonormal, ritz_norm_from_products};
-use crate::pca::rayleigh_ritz;
 use crate::{IterativeSolver, Observer, SolverError, StepReport, Stop, run};
 
 /// When SVRG-PCA stops on the gradient norm.
@@ -428,8 +427,7 @@ impl<'a> SvrgPca<'a> {
     /// # Errors
     /// [`SolverError::LowRank`] if the small eigendecomposition fails.
     pub fn finish(self, stop: Stop) -> Result<PcaOutcome, SolverError> {
-        let pairs = rayleigh_ritz(self.x, self.w_snap.as_ref())?;
-        Ok(PcaOutcome { pairs, epochs: self.epochs, stop, final_iterate_norm: self.w_snap.norm_l2() })
+        PcaOutcome::from_iterate(self.x, self.w_snap.as_ref(), self.epochs, stop)
     }
 }
 

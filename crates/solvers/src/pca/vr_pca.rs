@@ -7,7 +7,6 @@ use stolr_lowrank::{gram_apply, sym_eigen_desc, tall_inner, thin_svd};
 
 use crate::error::{check_data, check_rank};
 use crate::pca::common::{PcaOutcome, random_orthonormal, row_into};
-use crate::pca::rayleigh_ritz;
 use crate::{IterativeSolver, Observer, SolverError, StepReport, Stop, run};
 
 /// Configuration of [`vr_pca`].
@@ -132,8 +131,7 @@ impl<'a> VrPca<'a> {
     /// # Errors
     /// [`SolverError::LowRank`] if the small eigendecomposition fails.
     pub fn finish(self, stop: Stop) -> Result<PcaOutcome, SolverError> {
-        let pairs = rayleigh_ritz(self.x, self.w_snap.as_ref())?;
-        Ok(PcaOutcome { pairs, epochs: self.epochs, stop, final_iterate_norm: self.w_snap.norm_l2() })
+        PcaOutcome::from_iterate(self.x, self.w_snap.as_ref(), self.epochs, stop)
     }
 }
 
