@@ -205,7 +205,7 @@ struct Solved {
     tau: Option<Value>,
     iterations: Option<usize>,
     stop: Option<Stop>,
-    ranks: Vec<usize>,
+    /// `(t, rank, objective, kkt_violation)` of every iteration of an iterative solver.
     trace: Vec<(usize, usize, Option<f64>, Option<f64>)>,
     solve_time: Duration,
 }
@@ -266,7 +266,6 @@ fn solve(
         tau: tau_report,
         iterations: iterative.then_some(fit.iterations),
         stop: fit.stop,
-        ranks: progress.ranks(),
         trace: progress.trace,
         solve_time: start.elapsed(),
     })
@@ -364,7 +363,7 @@ pub fn run(args: KpcaArgs) -> Result<()> {
             "eigenvalue_order": "nonincreasing",
             "iterations_run": solved.iterations,
             "stop_reason": solved.stop.map(|s| s.to_string()),
-            "rank_trajectory": solved.ranks,
+            "rank_trajectory": solved.trace.iter().map(|r| r.1).collect::<Vec<_>>(),
         },
         "timings_s": {
             "read": read_time.as_secs_f64(),

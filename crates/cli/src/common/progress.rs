@@ -44,11 +44,6 @@ impl Progress {
             self.trace.push((r.t, r.rank, r.objective, r.kkt_violation));
         }
     }
-
-    /// The recorded ranks.
-    pub fn ranks(&self) -> Vec<usize> {
-        self.trace.iter().map(|r| r.1).collect()
-    }
 }
 
 impl Observer for Progress {
