@@ -6,14 +6,14 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use faer::Mat;
-use serde_json::{Value, json};
 use stolr_datasets::{Dataset, Standardization, generate, standardize, write_npy_matrix, write_npy_vector};
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_rule};
 use stolr_lowrank::Eigenpairs;
+use stolr_report::{KpcaDataset, KpcaParameters, KpcaReport, KpcaResult, KpcaTimings, ReportKernel, TauReport};
 use stolr_solvers::{KernelPca, KernelPcaModel, KpcaSolver, SamplerKind as Sampler, SkpcaConfig, Stop, tau_for_rank};
 
 use crate::common::input::{Format, label_values, read};
-use crate::common::output::{write_model, write_report};
+use crate::common::output::write_model;
 use crate::common::progress::Progress;
 use crate::common::sigma::SigmaArg;
 use crate::memory::peak_rss_bytes;
@@ -202,7 +202,7 @@ fn build_kernel(args: &KpcaArgs, x: faer::MatRef<'_, f64>) -> Result<(Kernel, &'
 struct Solved {
     model: KernelPcaModel,
     pairs: Eigenpairs,
-    tau: Option<Value>,
+    tau: Option<TauReport>,
     iterations: Option<usize>,
     stop: Option<Stop>,
     /// `(t, rank, objective, kkt_violation)` of every iteration of an iterative solver.
@@ -222,19 +222,27 @@ fn solve(
         SolverKind::Skpca => {
             let tau = match (args.tau, args.rank) {
                 (Some(tau), _) => {
-                    tau_report = Some(json!({ "value": tau, "source": "given" }));
+                    tau_report = Some(TauReport {
+                        value: tau,
+                        source: "given".into(),
+                        subsample: None,
+                        estimated_eigenvalues: None,
+                    });
                     tau
                 }
                 (None, rank) => {
                     let rank = rank.unwrap_or(10);
                     let choice =
                         tau_for_rank(x, kernel, rank, args.tau_subsample, args.center, &mut stream(args.seed, 2))?;
-                    tau_report = Some(json!({
-                        "value": choice.tau,
-                        "source": format!("chosen for rank {rank} from the spectrum of a {m} x {m} kernel matrix of a random subsample (eigenvalues scaled by n/m)", m = choice.subsample),
-                        "subsample": choice.subsample,
-                        "estimated_eigenvalues": choice.estimated_eigenvalues,
-                    }));
+                    tau_report = Some(TauReport {
+                        value: choice.tau,
+                        source: format!(
+                            "chosen for rank {rank} from the spectrum of a {m} x {m} kernel matrix of a random subsample (eigenvalues scaled by n/m)",
+                            m = choice.subsample
+                        ),
+                        subsample: Some(choice.subsample),
+                        estimated_eigenvalues: Some(choice.estimated_eigenvalues.clone()),
+                    });
                     choice.tau
                 }
             };
@@ -271,17 +279,11 @@ fn solve(
     })
 }
 
-fn kernel_json(kernel: &Kernel, sigma_source: &str) -> Value {
+fn report_kernel(kernel: &Kernel, sigma_source: &str) -> ReportKernel {
     match *kernel {
-        Kernel::Gaussian { sigma } => {
-            json!({ "type": "gaussian", "sigma": sigma, "sigma_source": sigma_source })
-        }
-        Kernel::Laplacian { sigma } => {
-            json!({ "type": "laplacian", "sigma": sigma, "sigma_source": sigma_source })
-        }
-        Kernel::Polynomial { scale, offset, degree } => {
-            json!({ "type": "polynomial", "scale": scale, "offset": offset, "degree": degree })
-        }
+        Kernel::Gaussian { sigma } => ReportKernel::Gaussian { sigma, sigma_source: Some(sigma_source.into()) },
+        Kernel::Laplacian { sigma } => ReportKernel::Laplacian { sigma, sigma_source: Some(sigma_source.into()) },
+        Kernel::Polynomial { scale, offset, degree } => ReportKernel::Polynomial { scale, offset, degree },
     }
 }
 
@@ -331,60 +333,60 @@ pub fn run(args: KpcaArgs) -> Result<()> {
     let peak = peak_rss_bytes();
     let per_iteration_ms =
         solved.iterations.filter(|&t| t > 0).map(|t| solved.solve_time.as_secs_f64() * 1e3 / t as f64);
-    let report = json!({
-        "stolr_version": env!("CARGO_PKG_VERSION"),
-        "command": "kpca",
-        "dataset": {
-            "source": data.source,
-            "origin": origin,
-            "format": if args.input.is_some() { args.format.name() } else { "generated".into() },
-            "n": data.n(),
-            "d": data.d(),
-            "standardized": args.standardize,
+    let report = KpcaReport {
+        stolr_version: env!("CARGO_PKG_VERSION").into(),
+        command: "kpca".into(),
+        dataset: KpcaDataset {
+            source: data.source.clone(),
+            origin: origin.into(),
+            format: if args.input.is_some() { args.format.name() } else { "generated".into() },
+            n: data.n(),
+            d: data.d(),
+            standardized: args.standardize,
         },
-        "kernel": kernel_json(&kernel, sigma_source),
-        "centered": args.center,
-        "solver": solved.model.solver(),
-        "parameters": {
-            "rank": args.rank,
-            "tau": args.tau,
-            "sampler": args.sampler.solver_kind().name(),
-            "features": args.features,
-            "iterations": args.iterations,
-            "landmarks": args.landmarks,
-            "max_rank": args.max_rank,
-            "tau_subsample": args.tau_subsample,
-            "seed": args.seed,
+        kernel: report_kernel(&kernel, sigma_source),
+        centered: args.center,
+        solver: solved.model.solver().into(),
+        parameters: KpcaParameters {
+            rank: args.rank,
+            tau: args.tau,
+            sampler: args.sampler.solver_kind().name().into(),
+            features: args.features,
+            iterations: args.iterations,
+            landmarks: args.landmarks,
+            max_rank: args.max_rank,
+            tau_subsample: args.tau_subsample,
+            seed: args.seed,
         },
-        "tau": solved.tau,
-        "result": {
-            "rank": pairs.rank(),
-            "eigenvalues": pairs.values,
-            "eigenvalue_order": "nonincreasing",
-            "iterations_run": solved.iterations,
-            "stop_reason": solved.stop.map(|s| s.to_string()),
-            "rank_trajectory": solved.trace.iter().map(|r| r.1).collect::<Vec<_>>(),
+        tau: solved.tau.clone(),
+        result: KpcaResult {
+            rank: pairs.rank(),
+            eigenvalues: pairs.values.clone(),
+            eigenvalue_order: "nonincreasing".into(),
+            iterations_run: solved.iterations,
+            stop_reason: solved.stop.map(|s| s.to_string()),
+            rank_trajectory: solved.trace.iter().map(|r| r.1).collect(),
         },
-        "timings_s": {
-            "read": read_time.as_secs_f64(),
-            "bandwidth": sigma_time.as_secs_f64(),
-            "solve": solved.solve_time.as_secs_f64(),
-            "write": write_time.as_secs_f64(),
-            "total": total.elapsed().as_secs_f64(),
-            "per_iteration_ms": per_iteration_ms,
+        timings_s: KpcaTimings {
+            read: read_time.as_secs_f64(),
+            bandwidth: sigma_time.as_secs_f64(),
+            solve: solved.solve_time.as_secs_f64(),
+            write: write_time.as_secs_f64(),
+            total: total.elapsed().as_secs_f64(),
+            per_iteration_ms,
         },
-        "peak_memory_bytes": peak,
-        "outputs": outputs,
-    });
+        peak_memory_bytes: peak,
+        outputs: outputs.iter().map(|o| o.to_string()).collect(),
+    };
     if let Some(dir) = &args.out {
-        write_report(dir, &report)?;
+        stolr_report::write_report(dir, &report)
+            .with_context(|| format!("cannot write {}", dir.join("report.json").display()))?;
     }
     let sigma_text = match kernel {
         Kernel::Gaussian { sigma } | Kernel::Laplacian { sigma } => format!(" sigma={sigma:.4}"),
         _ => String::new(),
     };
-    let tau_text =
-        solved.tau.as_ref().and_then(|t| t["value"].as_f64()).map(|t| format!(" tau={t:.4}")).unwrap_or_default();
+    let tau_text = solved.tau.as_ref().map(|t| format!(" tau={:.4}", t.value)).unwrap_or_default();
     let dataset_text =
         if args.input.is_some() { data.source.clone() } else { format!("built-in dataset: {}", data.source) };
     println!(

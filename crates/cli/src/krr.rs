@@ -17,7 +17,6 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use faer::MatRef;
-use serde_json::{Value, json};
 use stolr_datasets::{
     Dataset, Standardization, TrainTest, generate, random_folds, random_split, write_npy_indices, write_npy_vector,
 };
@@ -26,6 +25,8 @@ use stolr_solvers::{
     ColumnMode, CoordinateRule, KernelRidge, KrrModel, KrrSolver as Solver, NuModel, NuSelection, SlklConfig,
     UnifConfig, UniformWeight, log_grid, mean_squared_error, select_nu,
 };
+
+use stolr_report::{KrrDataset, KrrParameters, KrrReport, KrrResult, KrrTimings, NuValidation, ReportKernel};
 
 use crate::common::input::{Format, read};
 use crate::common::output::write_model;
@@ -313,7 +314,7 @@ struct Fitted {
     model: KrrModel,
     landmarks: Option<Vec<usize>>,
     weights: Option<Vec<f64>>,
-    result: Value,
+    result: KrrResult,
 }
 
 fn check_args(args: &KrrArgs, n: usize) -> Result<()> {
@@ -388,35 +389,26 @@ fn fit(
         &mut (),
     )?;
     let centres = model.expansion().len();
-    let result = match args.solver {
-        KrrSolver::Slkl => json!({
-            "objective": summary.objective,
-            "objective_definition": "F(mu) = lambda y^T (lambda I + K_mu)^-1 y + nu sum(mu), paper 004 (14)",
-            "sparsity": centres,
-            "centres": centres,
-            "iterations": summary.iterations,
-            "epochs": summary.epochs,
-            "stop_reason": summary.stop.map(|s| s.to_string()),
-            "kkt_violation": summary.kkt_violation,
-            "kkt_threshold": args.epsilon * nu,
-        }),
-        KrrSolver::Uniform => json!({
-            "objective": summary.objective,
-            "objective_definition": "F(c 1) of paper 004 (14) at the best common weight c",
-            "uniform_weight": summary.uniform_weight,
-            "sparsity": centres,
-            "centres": centres,
-        }),
-        KrrSolver::KrrSubset => json!({
-            "objective": summary.objective,
-            "objective_definition": "lambda y_J^T (K_JJ + lambda I)^-1 y_J, paper 004 (9) on the landmarks",
-            "centres": centres,
-        }),
-        KrrSolver::Krr => json!({
-            "objective": summary.objective,
-            "objective_definition": "lambda y^T (K + lambda I)^-1 y, paper 004 (9)",
-            "centres": centres,
-        }),
+    let definition = match args.solver {
+        KrrSolver::Slkl => "F(mu) = lambda y^T (lambda I + K_mu)^-1 y + nu sum(mu), paper 004 (14)",
+        KrrSolver::Uniform => "F(c 1) of paper 004 (14) at the best common weight c",
+        KrrSolver::KrrSubset => "lambda y_J^T (K_JJ + lambda I)^-1 y_J, paper 004 (9) on the landmarks",
+        KrrSolver::Krr => "lambda y^T (K + lambda I)^-1 y, paper 004 (9)",
+    };
+    let slkl = args.solver == KrrSolver::Slkl;
+    let result = KrrResult {
+        objective: summary.objective,
+        objective_definition: definition.into(),
+        centres,
+        sparsity: matches!(args.solver, KrrSolver::Slkl | KrrSolver::Uniform).then_some(centres),
+        iterations: slkl.then_some(summary.iterations),
+        epochs: slkl.then_some(summary.epochs),
+        stop_reason: summary.stop.map(|s| s.to_string()),
+        kkt_violation: summary.kkt_violation,
+        kkt_threshold: slkl.then_some(args.epsilon * nu),
+        uniform_weight: summary.uniform_weight,
+        test_mse: None,
+        train_mse: None,
     };
     Ok(Fitted { model, landmarks: summary.landmarks, weights: summary.weights, result })
 }
@@ -481,60 +473,57 @@ pub fn run(args: KrrArgs) -> Result<()> {
     }
     let peak = peak_rss_bytes();
     let mut result = fitted.result;
-    result["test_mse"] = json!(test_mse);
-    result["train_mse"] = json!(train_mse);
-    let validation_json = validation.as_ref().map(|v| {
-        json!({
-            "folds": args.nu_folds,
-            "grid": v.candidates.iter().map(|c| c.nu).collect::<Vec<_>>(),
-            "validation_mse": v.candidates.iter().map(|c| c.validation_mse).collect::<Vec<_>>(),
-            "sparsity": v.candidates.iter().map(|c| c.sparsity).collect::<Vec<_>>(),
-            "chosen": v.nu,
-        })
+    result.test_mse = Some(test_mse);
+    result.train_mse = Some(train_mse);
+    let nu_validation = validation.as_ref().map(|v| NuValidation {
+        folds: args.nu_folds,
+        grid: v.candidates.iter().map(|c| c.nu).collect(),
+        validation_mse: v.candidates.iter().map(|c| c.validation_mse).collect(),
+        sparsity: v.candidates.iter().map(|c| c.sparsity as f64).collect(),
+        chosen: v.nu,
     });
-    let report = json!({
-        "stolr_version": env!("CARGO_PKG_VERSION"),
-        "command": "krr",
-        "dataset": {
-            "origin": prepared.origin,
-            "format": prepared.format,
-            "train_source": train.source,
-            "test_source": test.source,
-            "n_train": train.n(),
-            "n_test": test.n(),
-            "d": train.d(),
-            "standardized": prepared.standardization.is_some(),
-            "test_size": args.test_size,
+    let report = KrrReport {
+        stolr_version: env!("CARGO_PKG_VERSION").into(),
+        command: "krr".into(),
+        dataset: KrrDataset {
+            origin: prepared.origin.into(),
+            format: prepared.format.clone(),
+            train_source: train.source.clone(),
+            test_source: test.source.clone(),
+            n_train: train.n(),
+            n_test: test.n(),
+            d: train.d(),
+            standardized: prepared.standardization.is_some(),
+            test_size: args.test_size,
         },
-        "kernel": { "type": "gaussian", "sigma": sigma, "sigma_source": sigma_source },
-        "solver": solver_name(args.solver),
-        "parameters": {
-            "landmarks": (args.solver != KrrSolver::Krr).then_some(args.landmarks),
-            "lambda": args.lambda,
-            "nu": nu,
-            "nu_source": nu_source,
-            "rule": format!("{:?}", args.rule).to_lowercase(),
-            "epsilon": args.epsilon,
-            "max_epochs": args.max_epochs,
-            "columns": format!("{:?}", args.columns).to_lowercase(),
-            "seed": args.seed,
+        kernel: ReportKernel::Gaussian { sigma, sigma_source: Some(sigma_source.clone()) },
+        solver: solver_name(args.solver).into(),
+        parameters: KrrParameters {
+            landmarks: (args.solver != KrrSolver::Krr).then_some(args.landmarks),
+            lambda: args.lambda,
+            nu,
+            nu_source: Some(nu_source.to_string()),
+            rule: format!("{:?}", args.rule).to_lowercase(),
+            epsilon: args.epsilon,
+            max_epochs: args.max_epochs,
+            columns: format!("{:?}", args.columns).to_lowercase(),
+            seed: args.seed,
         },
-        "nu_validation": validation_json,
-        "result": result,
-        "timings_s": {
-            "read": read_time.as_secs_f64(),
-            "bandwidth": sigma_time.as_secs_f64(),
-            "nu_selection": nu_time.as_secs_f64(),
-            "fit": fit_time.as_secs_f64(),
-            "predict": predict_time.as_secs_f64(),
-            "total": total.elapsed().as_secs_f64(),
+        nu_validation,
+        result,
+        timings_s: KrrTimings {
+            read: read_time.as_secs_f64(),
+            bandwidth: sigma_time.as_secs_f64(),
+            nu_selection: nu_time.as_secs_f64(),
+            fit: fit_time.as_secs_f64(),
+            predict: predict_time.as_secs_f64(),
+            total: total.elapsed().as_secs_f64(),
         },
-        "peak_memory_bytes": peak,
-        "outputs": outputs,
-    });
+        peak_memory_bytes: peak,
+        outputs: outputs.iter().map(|o| o.to_string()).collect(),
+    };
     if let Some(dir) = &args.out {
-        let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(dir.join("report.json"), text + "\n")
+        stolr_report::write_report(dir, &report)
             .with_context(|| format!("cannot write {}", dir.join("report.json").display()))?;
     }
     println!(
@@ -548,7 +537,7 @@ pub fn run(args: KrrArgs) -> Result<()> {
         d = train.d(),
         nu_text = nu.map(|v| format!(" nu={v:.3e} ({nu_source})")).unwrap_or_default(),
         centres = fitted.model.expansion().len(),
-        sparsity = report["result"]["epochs"].as_u64().map(|e| format!(", {e} epochs")).unwrap_or_default(),
+        sparsity = report.result.epochs.map(|e| format!(", {e} epochs")).unwrap_or_default(),
         fit = fit_time.as_secs_f64(),
         mem = peak.map(|b| format!("{:.1} MB", b as f64 / 1e6)).unwrap_or_else(|| "unknown".into()),
         out = args.out.as_ref().map(|d| format!(" -> {}", d.display())).unwrap_or_default(),

@@ -1,9 +1,9 @@
-//! The `report.json` the CLI writes is the one the benchmarks read: every report parses into
-//! bench-suite's typed structs, and names solvers and samplers as the flags spell them.
+//! The `report.json` the CLI writes parses back into the typed reports of `stolr-report` (the
+//! structs the benchmarks read), and names solvers and samplers as the flags spell them.
 
 use std::process::Command;
 
-use stolr_bench_suite::cli_report::{KpcaReport, KrrReport, read_report};
+use stolr_report::{KpcaReport, KrrReport, read_report};
 
 fn stolr(args: &[&str]) {
     let out = Command::new(env!("CARGO_BIN_EXE_stolr")).args(args).output().expect("the stolr binary runs");
@@ -30,7 +30,8 @@ fn kpca_and_krr_reports_parse_into_the_typed_reports() {
     stolr(&["krr", "--solver", "krr-subset", "--landmarks", "40", "--n-train", "300", "--out", out.to_str().unwrap()]);
     let report: KrrReport = read_report(&out).unwrap();
     assert_eq!(report.solver, "krr-subset");
-    let raw: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("skpca/report.json")).unwrap()).unwrap();
-    assert_eq!(raw["parameters"]["sampler"], "columns-sym");
+    let skpca: KpcaReport = read_report(&dir.path().join("skpca")).unwrap();
+    assert_eq!(skpca.parameters.sampler, "columns-sym");
+    assert_eq!(skpca.result.rank_trajectory.len(), 20);
+    assert!(skpca.tau.is_some_and(|t| t.value == 5.0 && t.source == "given"));
 }

@@ -51,7 +51,7 @@ fn main() -> anyhow::Result<()> {
         total_s: r.timings_s.total,
         per_iteration_ms: r.timings_s.per_iteration_ms,
         peak_memory_bytes: r.peak_memory_bytes,
-        final_rank: r.result.rank_trajectory.as_ref().and_then(|t| t.last().copied()),
+        final_rank: r.result.rank_trajectory.last().copied(),
         eval_s: start.elapsed().as_secs_f64(),
     };
     println!("{}", serde_json::to_string(&out)?);

@@ -181,7 +181,7 @@ fn evaluate(dataset: &str, solver: &str, dir: &Path) -> Result<Row, BenchError> 
         solve_s: report.timings_s.solve,
         per_iteration_ms: report.timings_s.per_iteration_ms,
         peak_memory_mb: report.peak_memory_bytes.map(|b| b as f64 / 1e6),
-        final_rank: report.result.rank_trajectory.as_ref().and_then(|r| r.last().copied()),
+        final_rank: report.result.rank_trajectory.last().copied(),
         time_vs_exact: None,
         memory_vs_exact: None,
         residual_vs_exact: None,

@@ -56,8 +56,8 @@ fn push_row(
         method: method.to_owned(),
         n: report.dataset.n_train,
         mse: report.result.test_mse.unwrap_or(f64::NAN),
-        fit: report.timings_s.fit.unwrap_or(f64::NAN),
-        predict: report.timings_s.predict.unwrap_or(f64::NAN),
+        fit: report.timings_s.fit,
+        predict: report.timings_s.predict,
         peak_mb: report.peak_memory_bytes.map_or(f64::NAN, |b| b as f64 / 1e6),
         note,
     };
@@ -71,7 +71,7 @@ fn push_row(
 }
 
 /// A number of a report as JSON would print it (`null` when absent).
-fn or_null(v: Option<u64>) -> String {
+fn or_null(v: Option<usize>) -> String {
     v.map_or("null".to_owned(), |v| v.to_string())
 }
 

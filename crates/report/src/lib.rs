@@ -1,0 +1,345 @@
+//! The `report.json` that `stolr kpca` and `stolr krr` write with `--out DIR`, as types: the CLI
+//! serializes these structs and the benchmarks deserialize them, so the two cannot drift apart.
+//!
+//! Names are spelled as the CLI's flags spell them (`svrg-bb`, `columns-sym`, `krr-subset`).
+//! Eigenvalues are in nonincreasing order. Times are in seconds, memory in bytes. A number that
+//! is not finite is written as `null` by `serde_json` and reads back as `None` where the field is
+//! optional.
+#![deny(missing_docs)]
+
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// Reads and parses `dir/report.json`.
+///
+/// # Errors
+/// The I/O error if the file cannot be read, or the JSON error (as `std::io::Error` of kind
+/// `InvalidData`) if a field of `T` is missing or of the wrong kind.
+pub fn read_report<T: DeserializeOwned>(dir: &Path) -> std::io::Result<T> {
+    let text = std::fs::read_to_string(dir.join("report.json"))?;
+    serde_json::from_str(&text).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// Writes `report` to `dir/report.json`, pretty-printed, creating `dir`.
+///
+/// # Errors
+/// The I/O error if the folder or the file cannot be written.
+pub fn write_report<T: Serialize>(dir: &Path, report: &T) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let text = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
+    std::fs::write(dir.join("report.json"), text + "\n")
+}
+
+/// The kernel of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum ReportKernel {
+    /// `exp(−‖x − y‖² / (2σ²))`.
+    Gaussian {
+        /// Bandwidth σ.
+        sigma: f64,
+        /// How σ was chosen.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sigma_source: Option<String>,
+    },
+    /// `exp(−‖x − y‖₁ / σ)`.
+    Laplacian {
+        /// Bandwidth σ.
+        sigma: f64,
+        /// How σ was chosen.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sigma_source: Option<String>,
+    },
+    /// `(⟨x, y⟩/scale + offset)^degree`.
+    Polynomial {
+        /// Scale of the inner product.
+        scale: f64,
+        /// Offset.
+        offset: f64,
+        /// Degree.
+        degree: u32,
+    },
+}
+
+impl ReportKernel {
+    /// The bandwidth σ, for the kernels that have one.
+    pub fn sigma(&self) -> Option<f64> {
+        match self {
+            Self::Gaussian { sigma, .. } | Self::Laplacian { sigma, .. } => Some(*sigma),
+            Self::Polynomial { .. } => None,
+        }
+    }
+}
+
+/// The data set of a `stolr kpca` run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KpcaDataset {
+    /// The file read, or the generator's description.
+    pub source: String,
+    /// `"file"` or `"built-in"`.
+    pub origin: String,
+    /// The `--format` (`libsvm`, `csv`, ...) or `"generated"`.
+    pub format: String,
+    /// Samples `n`.
+    pub n: usize,
+    /// Features `d`.
+    pub d: usize,
+    /// Whether the features were standardized.
+    #[serde(default)]
+    pub standardized: bool,
+}
+
+/// The parameters of a `stolr kpca` run, as given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KpcaParameters {
+    /// `--rank`.
+    pub rank: Option<usize>,
+    /// `--tau`.
+    pub tau: Option<f64>,
+    /// `--sampler` (`rff`, `columns`, `columns-sym`, `maclaurin`).
+    pub sampler: String,
+    /// `--features`.
+    pub features: usize,
+    /// `--iterations`.
+    pub iterations: usize,
+    /// `--landmarks`.
+    pub landmarks: usize,
+    /// `--max-rank`.
+    pub max_rank: usize,
+    /// `--tau-subsample`.
+    pub tau_subsample: usize,
+    /// `--seed`.
+    pub seed: u64,
+}
+
+/// How SKPCA's τ was obtained.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TauReport {
+    /// τ.
+    pub value: f64,
+    /// `"given"` or how it was chosen.
+    pub source: String,
+    /// The subsample size `m` of the choice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subsample: Option<usize>,
+    /// The estimated eigenvalues the choice saw (scaled by `n/m`), nonincreasing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_eigenvalues: Option<Vec<f64>>,
+}
+
+/// The result of a `stolr kpca` run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KpcaResult {
+    /// Number of eigenpairs returned.
+    pub rank: usize,
+    /// Eigenvalues of the (centred) kernel matrix, nonincreasing.
+    pub eigenvalues: Vec<f64>,
+    /// Always `"nonincreasing"`.
+    pub eigenvalue_order: String,
+    /// Iterations of an iterative solver (`None` for exact and Nyström).
+    pub iterations_run: Option<usize>,
+    /// Why an iterative solver stopped.
+    pub stop_reason: Option<String>,
+    /// The iterate's rank after every iteration (empty for exact and Nyström).
+    #[serde(default)]
+    pub rank_trajectory: Vec<usize>,
+}
+
+/// The timings of a `stolr kpca` run, in seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KpcaTimings {
+    /// Reading the data.
+    pub read: f64,
+    /// The bandwidth rule.
+    pub bandwidth: f64,
+    /// The solver, including τ's choice and the model.
+    pub solve: f64,
+    /// Writing the outputs.
+    pub write: f64,
+    /// The whole run.
+    pub total: f64,
+    /// `solve / iterations`, in milliseconds, for the iterative solvers.
+    #[serde(default)]
+    pub per_iteration_ms: Option<f64>,
+}
+
+/// The `report.json` of `stolr kpca --out DIR`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KpcaReport {
+    /// The version of Stolr that wrote it.
+    pub stolr_version: String,
+    /// `"kpca"`.
+    pub command: String,
+    /// The data set.
+    pub dataset: KpcaDataset,
+    /// The kernel.
+    pub kernel: ReportKernel,
+    /// Whether the kernel matrix was centred in feature space.
+    #[serde(default)]
+    pub centered: bool,
+    /// The solver (`exact`, `nystrom`, `skpca`, `kha`).
+    pub solver: String,
+    /// The parameters as given.
+    pub parameters: KpcaParameters,
+    /// SKPCA's τ.
+    #[serde(default)]
+    pub tau: Option<TauReport>,
+    /// The eigenvalues and the rank trajectory.
+    pub result: KpcaResult,
+    /// Timings.
+    pub timings_s: KpcaTimings,
+    /// Peak resident memory of the run in bytes, when measured.
+    #[serde(default)]
+    pub peak_memory_bytes: Option<u64>,
+    /// The files written.
+    #[serde(default)]
+    pub outputs: Vec<String>,
+}
+
+/// The data of a `stolr krr` run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KrrDataset {
+    /// `"file, random split"`, `"files"` or `"generated"`.
+    pub origin: String,
+    /// The `--format`, or `"sinc"`.
+    pub format: String,
+    /// The training rows' source.
+    pub train_source: String,
+    /// The test rows' source.
+    pub test_source: String,
+    /// Training rows.
+    pub n_train: usize,
+    /// Test rows.
+    pub n_test: usize,
+    /// Features.
+    pub d: usize,
+    /// Whether the features were standardized with the training statistics.
+    pub standardized: bool,
+    /// `--test-size`.
+    pub test_size: Option<usize>,
+}
+
+/// The parameters of a `stolr krr` run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KrrParameters {
+    /// Landmarks `M` (not for `krr`).
+    pub landmarks: Option<usize>,
+    /// λ.
+    pub lambda: f64,
+    /// ν (SLKL and Unif).
+    pub nu: Option<f64>,
+    /// How ν was obtained.
+    pub nu_source: Option<String>,
+    /// SLKL's coordinate rule.
+    pub rule: String,
+    /// SLKL's KKT tolerance ε.
+    pub epsilon: f64,
+    /// SLKL's epoch cap.
+    pub max_epochs: usize,
+    /// Where SLKL's kernel columns come from.
+    pub columns: String,
+    /// `--seed`.
+    pub seed: u64,
+}
+
+/// ν chosen by cross-validation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NuValidation {
+    /// Number of folds.
+    pub folds: usize,
+    /// The ν grid.
+    pub grid: Vec<f64>,
+    /// Mean validation MSE of each ν.
+    pub validation_mse: Vec<f64>,
+    /// `‖μ‖₀` of each ν.
+    pub sparsity: Vec<f64>,
+    /// The chosen ν.
+    pub chosen: f64,
+}
+
+/// The result of a `stolr krr` run; the fields of one solver are `None` for the others.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KrrResult {
+    /// The objective at the fit (see `objective_definition`).
+    pub objective: f64,
+    /// What `objective` is.
+    pub objective_definition: String,
+    /// Centres of the predictor.
+    pub centres: usize,
+    /// SLKL and Unif: landmarks with a non-zero weight, `‖μ‖₀`.
+    #[serde(default)]
+    pub sparsity: Option<usize>,
+    /// SLKL: coordinate updates.
+    #[serde(default)]
+    pub iterations: Option<usize>,
+    /// SLKL: epochs run.
+    #[serde(default)]
+    pub epochs: Option<usize>,
+    /// SLKL: why it stopped.
+    #[serde(default)]
+    pub stop_reason: Option<String>,
+    /// SLKL: the last epoch's largest KKT violation.
+    #[serde(default)]
+    pub kkt_violation: Option<f64>,
+    /// SLKL: the KKT threshold εν.
+    #[serde(default)]
+    pub kkt_threshold: Option<f64>,
+    /// Unif: the common weight.
+    #[serde(default)]
+    pub uniform_weight: Option<f64>,
+    /// Mean squared error on the test set.
+    #[serde(default)]
+    pub test_mse: Option<f64>,
+    /// Mean squared error on the training set.
+    #[serde(default)]
+    pub train_mse: Option<f64>,
+}
+
+/// The timings of a `stolr krr` run, in seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KrrTimings {
+    /// Reading (or generating) the data.
+    pub read: f64,
+    /// The bandwidth rule.
+    pub bandwidth: f64,
+    /// Choosing ν.
+    pub nu_selection: f64,
+    /// Fitting.
+    pub fit: f64,
+    /// Predicting the test set.
+    pub predict: f64,
+    /// The whole run.
+    pub total: f64,
+}
+
+/// The `report.json` of `stolr krr --out DIR`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KrrReport {
+    /// The version of Stolr that wrote it.
+    pub stolr_version: String,
+    /// `"krr"`.
+    pub command: String,
+    /// The data.
+    pub dataset: KrrDataset,
+    /// The kernel.
+    pub kernel: ReportKernel,
+    /// The solver (`slkl`, `krr`, `krr-subset`, `uniform`).
+    pub solver: String,
+    /// The parameters.
+    pub parameters: KrrParameters,
+    /// ν's cross-validation, when ν was chosen.
+    #[serde(default)]
+    pub nu_validation: Option<NuValidation>,
+    /// Test error, objective, sparsity.
+    pub result: KrrResult,
+    /// Timings.
+    pub timings_s: KrrTimings,
+    /// Peak resident memory of the run in bytes, when measured.
+    #[serde(default)]
+    pub peak_memory_bytes: Option<u64>,
+    /// The files written.
+    #[serde(default)]
+    pub outputs: Vec<String>,
+}
