@@ -1,7 +1,7 @@
 //! Means and standard deviations over seeds, runs or splits: the one place the reproductions
 //! compute them.
 //!
-//! Two readings of a failed (non-finite) run, each where it belongs: [`mean`] and [`std`] let
+//! Two readings of a failed (non-finite) run, each where it belongs: `mean` and `std` let
 //! a NaN through (so that a diverged setting is never picked as the best one), [`mean_std`] and
 //! [`finite_mean`] skip non-finite entries (to summarize the runs that did finish).
 
@@ -20,7 +20,7 @@ pub fn std(values: &[f64]) -> f64 {
     (values.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (values.len().max(2) - 1) as f64).sqrt()
 }
 
-/// The mean and the sample standard deviation ([`mean`], [`std`]) of the finite entries of
+/// The mean and the sample standard deviation (`mean`, `std`) of the finite entries of
 /// `values`, or `None` if there is none.
 pub fn mean_std(values: &[f64]) -> Option<(f64, f64)> {
     let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();

@@ -479,7 +479,7 @@ pub fn run(args: KrrArgs) -> Result<()> {
         folds: args.nu_folds,
         grid: v.candidates.iter().map(|c| c.nu).collect(),
         validation_mse: v.candidates.iter().map(|c| c.validation_mse).collect(),
-        sparsity: v.candidates.iter().map(|c| c.sparsity as f64).collect(),
+        sparsity: v.candidates.iter().map(|c| c.sparsity).collect(),
         chosen: v.nu,
     });
     let report = KrrReport {

@@ -7,7 +7,7 @@
 //! - [`streaming`]: streaming PCA — [`Msg`] plain and capped (paper
 //!   `003_9ee5fcabdf9f0742.txt`), [`IncrementalPca`], [`Oja`]; a pass over a stream of rows is a
 //!   [`StreamPass`]; the result becomes a [`PcaModel`] through [`PcaModel::from_basis`].
-//! - [`krr`]: kernel regression — [`Slkl`] (paper `004_cadb4dc86f44be57.txt`), [`krr()`],
+//! - [`krr`](mod@krr): kernel regression — [`Slkl`] (paper `004_cadb4dc86f44be57.txt`), [`krr()`],
 //!   [`krr_subset`], [`unif`]; fitted through [`KernelRidge`] into a [`KrrModel`].
 //!
 //! **One loop.** Every iterative solver is a state validated when built with a

@@ -1,5 +1,5 @@
 //! The worker side of panel (c): one timed run in its own process, started by the parent as
-//! `skpca-reproduce worker ARGS` ([`WorkerJob::to_args`] and [`WorkerJob::parse`] are the two
+//! `skpca-reproduce worker ARGS` ([`WorkerJob::to_args`] and `WorkerJob::parse` are the two
 //! ends of that protocol).
 
 use std::collections::BTreeMap;
@@ -122,7 +122,7 @@ impl WorkerJob {
 }
 
 /// `skpca-reproduce worker ARGS`: reads the data, measures the peak memory so far (the program
-/// and the data), and makes the timed run of [`WorkerJob::parse`]`(args)` drawing from stream
+/// and the data), and makes the timed run of `WorkerJob::parse``(args)` drawing from stream
 /// 20 of its seed; the trace goes to its `--out` folder.
 ///
 /// # Errors

@@ -1,7 +1,7 @@
 //! Paper 004 (SLKL, stochastic low-rank kernel learning for regression) against KRR on all
 //! points (KRR_n), KRR on the landmarks (KRR_M) and uniform weights (Unif).
 //!
-//! 1. Table 2 ([`table2`]): test MSE (mean ± std over runs) on sinc, Boston housing and Abalone
+//! 1. Table 2 (`table2`): test MSE (mean ± std over runs) on sinc, Boston housing and Abalone
 //!    for four values of M, rows KRR_n, KRR_M, Unif, SLKL. Each run draws its own data (sinc) or
 //!    its own random train/test split (Boston 350/156, Abalone 3000/1177; features standardized
 //!    with the training statistics, σ by the 20th-percentile rule on the training features;
@@ -9,12 +9,12 @@
 //!    once per (dataset, M), separately for SLKL and Unif, by 5-fold cross-validation on run 0's
 //!    training set over the grid 10⁻⁴…10¹, and then kept for every run.
 //! 2. Figure 1: the objective F(μ) of (14) against coordinate updates on sinc, several runs
-//!    ([`figures`]).
+//!    (`figures`).
 //! 3. Figures 2–3: ‖μ‖₀ against M and against ν (log grid 10⁻⁴…10¹) on sinc.
 //! 4. With `--stolr PATH`: fit time and peak memory of SLKL, KRR_M and KRR_n as separate
 //!    `stolr krr` processes on Abalone and on generated sinc data of growing n (`--bench-n`);
 //!    with `--sklearn SCRIPT`, scikit-learn's KernelRidge on the same Abalone split
-//!    ([`benchmark`]).
+//!    (`benchmark`).
 //!
 //! Writes `slkl.json` (a [`ResultsFile`]), `slkl.md` and the plots `fig1_objective.*`,
 //! `fig1_suboptimality.*`, `fig2_sparsity_vs_m.*`, `fig3_sparsity_vs_nu.*`, `nu_validation_*.*`.
