@@ -5,8 +5,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use serde_json::json;
 use stolr_datasets::{ModelFile, write_npy_matrix, write_npy_vector};
+use stolr_report::{ApplyDataset, ApplyReport, ApplyResult};
 use stolr_solvers::{KernelPcaModel, KrrModel, PcaModel, Persist, Predictor, Transformer, mean_squared_error};
 
 use crate::common::input::{Format, read_for_model};
@@ -51,19 +51,17 @@ pub fn transform(args: ApplyArgs) -> Result<()> {
     let z = model.transform(data.x.as_ref()).with_context(|| format!("cannot transform {}", args.input.display()))?;
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     write_npy_matrix(&args.out.join("projections.npy"), z.as_ref())?;
-    write_report(
-        &args.out,
-        &json!({
-            "stolr_version": env!("CARGO_PKG_VERSION"),
-            "command": "transform",
-            "model": path.display().to_string(),
-            "model_kind": file.kind(),
-            "dataset": { "source": data.source, "format": args.format.name(), "n": data.n(), "d": data.d() },
-            "result": { "rows": z.nrows(), "components": z.ncols() },
-            "timings_s": { "total": start.elapsed().as_secs_f64() },
-            "outputs": ["projections.npy", "report.json"],
-        }),
-    )?;
+    let report = ApplyReport {
+        stolr_version: env!("CARGO_PKG_VERSION").into(),
+        command: "transform".into(),
+        model: path.display().to_string(),
+        model_kind: file.kind().into(),
+        dataset: ApplyDataset { source: data.source.clone(), format: args.format.name(), n: data.n(), d: data.d() },
+        result: ApplyResult { rows: z.nrows(), components: Some(z.ncols()), mse: None },
+        total_seconds: start.elapsed().as_secs_f64(),
+        outputs: vec!["projections.npy".into(), "report.json".into()],
+    };
+    write_report(&args.out, &report)?;
     println!(
         "stolr transform: {} rows of {} on the {} model {} -> {} ({} x {})",
         data.n(),
@@ -89,19 +87,17 @@ pub fn predict(args: ApplyArgs) -> Result<()> {
     let mse = data.targets().map(|y| mean_squared_error(&predictions, y));
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     write_npy_vector(&args.out.join("predictions.npy"), &predictions)?;
-    write_report(
-        &args.out,
-        &json!({
-            "stolr_version": env!("CARGO_PKG_VERSION"),
-            "command": "predict",
-            "model": path.display().to_string(),
-            "model_kind": file.kind(),
-            "dataset": { "source": data.source, "format": args.format.name(), "n": data.n(), "d": data.d() },
-            "result": { "rows": predictions.len(), "mse": mse },
-            "timings_s": { "total": start.elapsed().as_secs_f64() },
-            "outputs": ["predictions.npy", "report.json"],
-        }),
-    )?;
+    let report = ApplyReport {
+        stolr_version: env!("CARGO_PKG_VERSION").into(),
+        command: "predict".into(),
+        model: path.display().to_string(),
+        model_kind: file.kind().into(),
+        dataset: ApplyDataset { source: data.source.clone(), format: args.format.name(), n: data.n(), d: data.d() },
+        result: ApplyResult { rows: predictions.len(), components: None, mse },
+        total_seconds: start.elapsed().as_secs_f64(),
+        outputs: vec!["predictions.npy".into(), "report.json".into()],
+    };
+    write_report(&args.out, &report)?;
     println!(
         "stolr predict: {} rows of {} with the {} model {}{} -> {}",
         data.n(),

@@ -13,7 +13,7 @@ use stolr_report::{KpcaDataset, KpcaParameters, KpcaReport, KpcaResult, KpcaTimi
 use stolr_solvers::{KernelPca, KernelPcaModel, KpcaSolver, SamplerKind as Sampler, SkpcaConfig, Stop, tau_for_rank};
 
 use crate::common::input::{Format, label_values, read};
-use crate::common::output::write_model;
+use crate::common::output::{write_model, write_report};
 use crate::common::progress::Progress;
 use crate::common::sigma::SigmaArg;
 use crate::memory::peak_rss_bytes;
@@ -379,8 +379,7 @@ pub fn run(args: KpcaArgs) -> Result<()> {
         outputs: outputs.iter().map(|o| o.to_string()).collect(),
     };
     if let Some(dir) = &args.out {
-        stolr_report::write_report(dir, &report)
-            .with_context(|| format!("cannot write {}", dir.join("report.json").display()))?;
+        write_report(dir, &report)?;
     }
     let sigma_text = match kernel {
         Kernel::Gaussian { sigma } | Kernel::Laplacian { sigma } => format!(" sigma={sigma:.4}"),

@@ -29,7 +29,7 @@ use stolr_solvers::{
 use stolr_report::{KrrDataset, KrrParameters, KrrReport, KrrResult, KrrTimings, NuValidation, ReportKernel};
 
 use crate::common::input::{Format, read};
-use crate::common::output::write_model;
+use crate::common::output::{write_model, write_report};
 
 use crate::memory::peak_rss_bytes;
 use crate::rng::stream;
@@ -523,8 +523,7 @@ pub fn run(args: KrrArgs) -> Result<()> {
         outputs: outputs.iter().map(|o| o.to_string()).collect(),
     };
     if let Some(dir) = &args.out {
-        stolr_report::write_report(dir, &report)
-            .with_context(|| format!("cannot write {}", dir.join("report.json").display()))?;
+        write_report(dir, &report)?;
     }
     println!(
         "stolr krr: {solver} on {format} ({origin}; n_train={n}, n_test={m}, d={d}), sigma={sigma:.4}{nu_text}: \

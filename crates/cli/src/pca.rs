@@ -5,8 +5,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use serde_json::json;
 use stolr_datasets::{Dataset, generate, write_npy_matrix, write_npy_vector};
+use stolr_report::{PcaDataset, PcaParameters, PcaReport, PcaResult, PcaTimings};
 use stolr_solvers::{Pca, PcaModel, PcaSolver as Solver, SvrgPcaConfig, Transformer, VrPcaConfig, captured_norm};
 
 use crate::common::input::{Format, label_values, read};
@@ -135,9 +135,12 @@ pub(crate) fn generated(args: &PcaArgs, kind: Generator) -> Result<generate::Gen
     })
 }
 
+/// The files `stolr pca --out DIR` writes.
+pub(crate) const OUTPUTS: [&str; 4] = ["model.npz", "components.npy", "eigenvalues.npy", "report.json"];
+
 /// Writes `model.npz`, `components.npy` `(d, r)`, `eigenvalues.npy` (length `r`) and
 /// `report.json` to `dir`, creating it.
-pub(crate) fn write_outputs(dir: &std::path::Path, model: &PcaModel, report: &serde_json::Value) -> Result<()> {
+pub(crate) fn write_outputs(dir: &std::path::Path, model: &PcaModel, report: &PcaReport) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     write_model(dir, model)?;
     write_npy_matrix(&dir.join("components.npy"), model.components())?;
@@ -226,27 +229,45 @@ pub fn run(args: PcaArgs) -> Result<()> {
     let solve_time = solve_start.elapsed();
     let captured = captured_norm(model.eigenvalues());
     if let Some(dir) = &args.out {
-        let report = json!({
-            "stolr_version": env!("CARGO_PKG_VERSION"),
-            "command": "pca",
-            "dataset": { "source": source, "n": n, "d": d, "centered": args.center, "scaled": args.scale },
-            "solver": model.solver(),
-            "mode": if args.solver == PcaSolver::SvrgBb { Some(format!("{:?}", args.mode).to_lowercase()) } else { None },
-            "parameters": { "rank": args.rank, "epochs": args.epochs, "seed": args.seed },
-            "result": {
-                "ritz_values": model.eigenvalues(),
-                "eigenvalue_order": "nonincreasing",
-                "explained_variance": model.explained_variance(),
-                "captured_norm": captured,
-                "captured_norm_meaning": "||A^T X||_F = ||data · components||_F (paper 002's metric)",
-                "sslev": sslev,
-                "epochs": epochs,
-                "stop_reason": stop,
+        let report = PcaReport {
+            stolr_version: env!("CARGO_PKG_VERSION").into(),
+            command: "pca".into(),
+            dataset: PcaDataset { source: source.clone(), n, d, centered: args.center, scaled: args.scale },
+            solver: model.solver().into(),
+            mode: (args.solver == PcaSolver::SvrgBb).then(|| format!("{:?}", args.mode).to_lowercase()),
+            parameters: PcaParameters {
+                rank: args.rank,
+                epochs: args.epochs,
+                cap: None,
+                eta_scale: None,
+                eta_schedule: None,
+                seed: args.seed,
             },
-            "timings_s": { "read": read_time.as_secs_f64(), "solve": solve_time.as_secs_f64(), "total": total.elapsed().as_secs_f64() },
-            "peak_memory_bytes": peak_rss_bytes(),
-            "outputs": ["model.npz", "components.npy", "eigenvalues.npy", "report.json"],
-        });
+            result: PcaResult {
+                ritz_values: model.eigenvalues().to_vec(),
+                eigenvalue_order: "nonincreasing".into(),
+                explained_variance: model.explained_variance(),
+                captured_norm: captured,
+                captured_norm_meaning: "||A^T X||_F = ||data · components||_F (paper 002's metric)".into(),
+                sslev,
+                epochs,
+                stop_reason: stop.clone(),
+                passes: None,
+                samples: None,
+                samples_per_second: None,
+                final_iterate_rank: None,
+                max_iterate_rank: None,
+            },
+            timings_s: PcaTimings {
+                read: Some(read_time.as_secs_f64()),
+                prepare: None,
+                solve: solve_time.as_secs_f64(),
+                evaluate: None,
+                total: total.elapsed().as_secs_f64(),
+            },
+            peak_memory_bytes: peak_rss_bytes(),
+            outputs: OUTPUTS.iter().map(|o| o.to_string()).collect(),
+        };
         write_outputs(dir, &model, &report)?;
     }
     if let Some(path) = &args.plot {

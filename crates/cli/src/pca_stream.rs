@@ -12,9 +12,9 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use clap::ValueEnum;
 use faer::Mat;
-use serde_json::json;
 use stolr_datasets::{DataError, RowFormat, stream_rows};
 use stolr_lowrank::{Eigenpairs, sym_eigen_desc};
+use stolr_report::{PcaDataset, PcaParameters, PcaReport, PcaResult, PcaTimings};
 use stolr_solvers::{
     IncrementalPca, IterationReport, Msg, MsgConfig, Observer, Oja, PcaModel, StepSize, StreamPass, StreamingPca,
     captured_norm,
@@ -226,37 +226,45 @@ pub fn run(args: PcaArgs) -> Result<()> {
     let model = PcaModel::from_basis(&solver_name, mean, vec![1.0 / transform.scale; d], &pairs, n)?;
 
     if let Some(dir) = &args.out {
-        let report = json!({
-            "stolr_version": env!("CARGO_PKG_VERSION"),
-            "command": "pca",
-            "dataset": { "source": name, "n": n, "d": d, "centered": args.center, "scaled": args.scale },
-            "solver": solver_name,
-            "parameters": {
-                "rank": k,
-                "cap": if args.solver == PcaSolver::CappedMsg { Some(args.cap.unwrap_or(k + 1)) } else { None },
-                "eta_scale": if args.solver == PcaSolver::Incremental { None } else { Some(args.eta_scale) },
-                "eta_schedule": "c / (sqrt(t) * running mean of ||x||^2)",
-                "seed": args.seed,
+        let report = PcaReport {
+            stolr_version: env!("CARGO_PKG_VERSION").into(),
+            command: "pca".into(),
+            dataset: PcaDataset { source: name.clone(), n, d, centered: args.center, scaled: args.scale },
+            solver: solver_name.clone(),
+            mode: None,
+            parameters: PcaParameters {
+                rank: k,
+                epochs: None,
+                cap: (args.solver == PcaSolver::CappedMsg).then(|| args.cap.unwrap_or(k + 1)),
+                eta_scale: (args.solver != PcaSolver::Incremental).then_some(args.eta_scale),
+                eta_schedule: Some("c / (sqrt(t) * running mean of ||x||^2)".into()),
+                seed: args.seed,
             },
-            "result": {
-                "ritz_values": pairs.values,
-                "eigenvalue_order": "nonincreasing",
-                "ritz_values_meaning": "eigenvalues of V^T (sum_i x_i x_i^T) V on the solver's subspace V (transformed data)",
-                "captured_norm": captured,
-                "passes": if transform.mean.is_some() || args.scale { 3 } else { 2 },
-                "samples": n,
-                "samples_per_second": rate,
-                "final_iterate_rank": solver.iterate_rank(),
-                "max_iterate_rank": max_rank,
+            result: PcaResult {
+                ritz_values: pairs.values.clone(),
+                eigenvalue_order: "nonincreasing".into(),
+                explained_variance: model.explained_variance(),
+                captured_norm: captured,
+                captured_norm_meaning: "||A^T V||_F: the square root of the sum of the eigenvalues of V^T (sum_i x_i x_i^T) V on the solver's subspace V (transformed data)".into(),
+                sslev: None,
+                epochs: None,
+                stop_reason: None,
+                passes: Some(if transform.mean.is_some() || args.scale { 3 } else { 2 }),
+                samples: Some(n),
+                samples_per_second: Some(rate),
+                final_iterate_rank: Some(solver.iterate_rank()),
+                max_iterate_rank: Some(max_rank),
             },
-            "timings_s": {
-                "prepare": prepare_time.as_secs_f64(),
-                "solve": solve_time.as_secs_f64(),
-                "evaluate": eval_time.as_secs_f64(),
-                "total": total.elapsed().as_secs_f64(),
+            timings_s: PcaTimings {
+                read: None,
+                prepare: Some(prepare_time.as_secs_f64()),
+                solve: solve_time.as_secs_f64(),
+                evaluate: Some(eval_time.as_secs_f64()),
+                total: total.elapsed().as_secs_f64(),
             },
-            "peak_memory_bytes": peak_rss_bytes(),
-        });
+            peak_memory_bytes: peak_rss_bytes(),
+            outputs: crate::pca::OUTPUTS.iter().map(|o| o.to_string()).collect(),
+        };
         write_outputs(dir, &model, &report)?;
     }
     println!(

@@ -343,3 +343,172 @@ pub struct KrrReport {
     #[serde(default)]
     pub outputs: Vec<String>,
 }
+
+/// The data of a `stolr pca` run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PcaDataset {
+    /// The file read, or the generator's description.
+    pub source: String,
+    /// Samples `n`.
+    pub n: usize,
+    /// Features `d`.
+    pub d: usize,
+    /// `--center`.
+    pub centered: bool,
+    /// `--scale`.
+    pub scaled: bool,
+}
+
+/// The parameters of a `stolr pca` run; each solver fills its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PcaParameters {
+    /// Number of components `r`.
+    pub rank: usize,
+    /// `--epochs` (SVRG-PCA, VR-PCA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epochs: Option<usize>,
+    /// Capped MSG's rank cap `K`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap: Option<usize>,
+    /// The streaming step scale `c`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta_scale: Option<f64>,
+    /// The streaming step schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta_schedule: Option<String>,
+    /// `--seed`.
+    pub seed: u64,
+}
+
+/// The result of a `stolr pca` run; the fields of the batch (`epochs`, `stop_reason`, `sslev`)
+/// and the streaming solvers (`passes`, `samples`, ...) are `None` for the others.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PcaResult {
+    /// Ritz values of `XᵀX` on the components, nonincreasing.
+    pub ritz_values: Vec<f64>,
+    /// Always `"nonincreasing"`.
+    pub eigenvalue_order: String,
+    /// `ritz_values / (n − 1)`.
+    pub explained_variance: Vec<f64>,
+    /// `‖X V‖_F` (paper 002's metric).
+    pub captured_norm: f64,
+    /// What `captured_norm` is.
+    pub captured_norm_meaning: String,
+    /// The optimum `‖X V*‖_F` when known in closed form (generated data).
+    #[serde(default)]
+    pub sslev: Option<f64>,
+    /// Epochs run (SVRG-PCA, VR-PCA).
+    #[serde(default)]
+    pub epochs: Option<usize>,
+    /// Why an iterative solver stopped.
+    #[serde(default)]
+    pub stop_reason: Option<String>,
+    /// Passes over the stream (streaming solvers).
+    #[serde(default)]
+    pub passes: Option<usize>,
+    /// Samples streamed.
+    #[serde(default)]
+    pub samples: Option<usize>,
+    /// Samples per second of the solver's pass.
+    #[serde(default)]
+    pub samples_per_second: Option<f64>,
+    /// Rank of the final iterate (MSG can exceed `r`).
+    #[serde(default)]
+    pub final_iterate_rank: Option<usize>,
+    /// Largest rank of the iterate during the pass.
+    #[serde(default)]
+    pub max_iterate_rank: Option<usize>,
+}
+
+/// The timings of a `stolr pca` run, in seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PcaTimings {
+    /// Reading the data (batch solvers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read: Option<f64>,
+    /// The means pass (streaming solvers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prepare: Option<f64>,
+    /// The solver.
+    pub solve: f64,
+    /// The Rayleigh–Ritz pass (streaming solvers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluate: Option<f64>,
+    /// The whole run.
+    pub total: f64,
+}
+
+/// The `report.json` of `stolr pca --out DIR`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PcaReport {
+    /// The version of Stolr that wrote it.
+    pub stolr_version: String,
+    /// `"pca"`.
+    pub command: String,
+    /// The data.
+    pub dataset: PcaDataset,
+    /// The solver (`exact`, `svrg-bb`, `vr-pca`, `msg`, `capped-msg`, `incremental`, `oja`).
+    pub solver: String,
+    /// SVRG-PCA's `--mode` (`consistent`, `paper`).
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// The parameters.
+    pub parameters: PcaParameters,
+    /// The components' Ritz values and the run's figures.
+    pub result: PcaResult,
+    /// Timings.
+    pub timings_s: PcaTimings,
+    /// Peak resident memory of the run in bytes, when measured.
+    #[serde(default)]
+    pub peak_memory_bytes: Option<u64>,
+    /// The files written.
+    #[serde(default)]
+    pub outputs: Vec<String>,
+}
+
+/// The rows a saved model was applied to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApplyDataset {
+    /// The file read.
+    pub source: String,
+    /// Its `--format`.
+    pub format: String,
+    /// Rows `m`.
+    pub n: usize,
+    /// Features `d`.
+    pub d: usize,
+}
+
+/// What `stolr transform` or `stolr predict` produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApplyResult {
+    /// Rows written.
+    pub rows: usize,
+    /// Columns of `projections.npy` (transform).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub components: Option<usize>,
+    /// Mean squared error against the rows' targets (predict, when the rows carry targets).
+    #[serde(default)]
+    pub mse: Option<f64>,
+}
+
+/// The `report.json` of `stolr transform` and `stolr predict`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApplyReport {
+    /// The version of Stolr that wrote it.
+    pub stolr_version: String,
+    /// `"transform"` or `"predict"`.
+    pub command: String,
+    /// The model file.
+    pub model: String,
+    /// Its kind (`kernel-pca`, `pca`, `kernel-ridge`).
+    pub model_kind: String,
+    /// The rows.
+    pub dataset: ApplyDataset,
+    /// What was written.
+    pub result: ApplyResult,
+    /// The whole run, in seconds.
+    pub total_seconds: f64,
+    /// The files written.
+    pub outputs: Vec<String>,
+}

@@ -14,10 +14,8 @@ pub fn write_model<M: Persist>(dir: &Path, model: &M) -> Result<&'static str> {
     Ok(MODEL_FILE_NAME)
 }
 
-/// Writes a JSON value, pretty, to `dir/report.json`.
-pub fn write_report(dir: &Path, report: &serde_json::Value) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let path = dir.join("report.json");
-    std::fs::write(&path, serde_json::to_string_pretty(report)? + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))
+/// Writes a typed report (`stolr_report`) to `dir/report.json`, creating `dir`.
+pub fn write_report<T: serde::Serialize>(dir: &Path, report: &T) -> Result<()> {
+    stolr_report::write_report(dir, report)
+        .with_context(|| format!("cannot write {}", dir.join("report.json").display()))
 }
