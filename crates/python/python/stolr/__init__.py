@@ -1,0 +1,208 @@
+"""Stolr: stochastic low-rank learning as scikit-learn estimators.
+
+Kernel PCA, PCA and kernel ridge regression whose memory stays linear in the number of samples.
+Every estimator follows scikit-learn's conventions: ``__init__`` stores parameters only, ``fit``
+returns ``self``, fitted attributes end in ``_``. A fitted estimator keeps its model as the bytes
+of a Stolr model file (the ``model.npz`` the ``stolr`` command writes), so it pickles through
+that format and ``stolr.load(path)`` reads a model the CLI saved.
+"""
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from . import _core
+
+__all__ = ["KernelPCA", "PCA", "StreamingPCA", "KernelRidge", "load"]
+
+
+def _seed(random_state):
+    if random_state is None:
+        return 0
+    if isinstance(random_state, (int, np.integer)):
+        return int(random_state) & 0xFFFFFFFFFFFFFFFF
+    return int(np.random.RandomState(random_state).randint(0, 2**31 - 1))
+
+
+def _gamma(gamma, n_features):
+    return 1.0 / n_features if gamma is None else float(gamma)
+
+
+class _Model:
+    """What every estimator shares: its fitted model as the bytes of a Stolr model file, which
+    is what pickling stores and what ``save`` writes (the file ``stolr transform`` and
+    ``stolr predict`` read)."""
+
+    def save(self, path):
+        """Writes the fitted model to ``path`` (a ``model.npz`` the CLI reads)."""
+        check_is_fitted(self, "model_")
+        with open(path, "wb") as f:
+            f.write(self.model_)
+
+
+class KernelPCA(TransformerMixin, BaseEstimator, _Model):
+    """Kernel PCA by SKPCA (stochastic proximal gradient), Nyström, KHA or the exact solver.
+
+    Eigenvalues are in nonincreasing order. ``transform`` projects new rows on the kernel
+    principal axes, scaled as scikit-learn's ``KernelPCA.transform``.
+    """
+
+    def __init__(self, n_components=None, kernel="rbf", gamma=None, degree=3, coef0=1.0,
+                 solver="exact", center=True, tau=None, n_iter=1000, n_features=50,
+                 sampler="rff", n_landmarks=500, random_state=None, verbose=False):
+        self.verbose = verbose
+        self.n_components = n_components
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.solver = solver
+        self.center = center
+        self.tau = tau
+        self.n_iter = n_iter
+        self.n_features = n_features
+        self.sampler = sampler
+        self.n_landmarks = n_landmarks
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        n_components = self.n_components if self.n_components is not None else min(X.shape)
+        model, values, projections = _core.fit_kernel_pca(
+            np.ascontiguousarray(X), n_components, self.kernel, _gamma(self.gamma, X.shape[1]),
+            int(self.degree), float(self.coef0), self.solver, bool(self.center), self.tau,
+            int(self.n_iter), int(self.n_features), self.sampler, int(self.n_landmarks),
+            _seed(self.random_state), bool(self.verbose))
+        self.model_ = model
+        self.eigenvalues_ = values
+        self._train_projections = projections
+        return self
+
+    def transform(self, X):
+        check_is_fitted(self, "model_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        return _core.transform(self.model_, np.ascontiguousarray(X))
+
+
+class PCA(TransformerMixin, BaseEstimator, _Model):
+    """PCA by SVRG with Barzilai–Borwein steps, VR-PCA or the exact solver; centred by default."""
+
+    def __init__(self, n_components=2, solver="exact", center=True, random_state=None, verbose=False):
+        self.verbose = verbose
+        self.n_components = n_components
+        self.solver = solver
+        self.center = center
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        self.model_ = _core.fit_pca(np.ascontiguousarray(X), int(self.n_components), self.solver,
+                                    bool(self.center), _seed(self.random_state), bool(self.verbose))
+        self.components_, self.explained_variance_, self.mean_ = _core.pca_attributes(self.model_)
+        return self
+
+    def transform(self, X):
+        check_is_fitted(self, "model_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        return _core.transform(self.model_, np.ascontiguousarray(X))
+
+    def inverse_transform(self, X):
+        check_is_fitted(self, "model_")
+        return _core.inverse_transform(self.model_, np.ascontiguousarray(X, dtype=np.float64))
+
+
+class StreamingPCA(TransformerMixin, BaseEstimator, _Model):
+    """Streaming PCA by capped MSG (default), MSG, incremental PCA or Oja (paper 003): one pass
+    over batches of rows with ``partial_fit``; the rows are not centred."""
+
+    def __init__(self, n_components=2, solver="capped-msg", eta_scale=0.5, cap=None, batch_size=None,
+                 random_state=None):
+        self.n_components = n_components
+        self.solver = solver
+        self.eta_scale = eta_scale
+        self.cap = cap
+        self.batch_size = batch_size
+        self.random_state = random_state
+
+    def partial_fit(self, X, y=None):
+        first = not hasattr(self, "state_")
+        X = validate_data(self, X, dtype=np.float64, reset=first)
+        if first:
+            if not 1 <= int(self.n_components) < X.shape[1]:
+                raise ValueError(f"n_components={self.n_components} must be at least 1 and below the "
+                                 f"number of features (n_features = {X.shape[1]})")
+            self.state_ = _core.StreamingState(self.solver, X.shape[1], int(self.n_components),
+                                               float(self.eta_scale), self.cap, _seed(self.random_state))
+        self.state_.partial_fit(np.ascontiguousarray(X))
+        self.model_ = self.state_.model(np.ascontiguousarray(X))
+        self.components_, self.explained_variance_, _ = _core.pca_attributes(self.model_)
+        self.n_samples_seen_ = self.state_.samples_seen()
+        return self
+
+    def fit(self, X, y=None):
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        for attr in ("state_", "model_"):
+            if hasattr(self, attr):
+                delattr(self, attr)
+        batch = self.batch_size or X.shape[0]
+        for start in range(0, X.shape[0], batch):
+            self.partial_fit(X[start:start + batch])
+        # Rayleigh–Ritz on the whole data for the final components.
+        self.model_ = self.state_.model(np.ascontiguousarray(X))
+        self.components_, self.explained_variance_, _ = _core.pca_attributes(self.model_)
+        return self
+
+    def transform(self, X):
+        check_is_fitted(self, "model_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        return _core.transform(self.model_, np.ascontiguousarray(X))
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("state_", None)  # the solver's state is not pickled: the model is
+        return state
+
+
+class KernelRidge(RegressorMixin, BaseEstimator, _Model):
+    """Kernel ridge regression by SLKL (sparse rank-1 Nyström kernels) or a baseline."""
+
+    def __init__(self, solver="krr", alpha=1.0, kernel="rbf", gamma=None, n_landmarks=200,
+                 nu=0.01, random_state=None, verbose=False):
+        self.verbose = verbose
+        self.solver = solver
+        self.alpha = alpha
+        self.kernel = kernel
+        self.gamma = gamma
+        self.n_landmarks = n_landmarks
+        self.nu = nu
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
+        n_landmarks = min(int(self.n_landmarks), X.shape[0])
+        self.model_ = _core.fit_kernel_ridge(np.ascontiguousarray(X), np.ascontiguousarray(y, dtype=np.float64),
+                                             self.solver, float(self.alpha), _gamma(self.gamma, X.shape[1]),
+                                             n_landmarks, float(self.nu), _seed(self.random_state),
+                                             bool(self.verbose))
+        return self
+
+    def predict(self, X):
+        check_is_fitted(self, "model_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        return _core.predict(self.model_, np.ascontiguousarray(X))
+
+
+def load(path):
+    """A model file (or a ``stolr`` fit's ``--out`` folder) as a fitted estimator."""
+    import os
+    if os.path.isdir(path):
+        path = os.path.join(path, "model.npz")
+    with open(path, "rb") as f:
+        data = f.read()
+    kind = _core.model_kind(data)
+    est = {"kernel-pca": KernelPCA, "pca": PCA, "kernel-ridge": KernelRidge}[kind]()
+    est.model_ = data
+    if kind == "pca":
+        est.components_, est.explained_variance_, est.mean_ = _core.pca_attributes(data)
+        est.n_features_in_ = est.components_.shape[1]
+    return est

@@ -1,0 +1,399 @@
+//! The Rust core of the `stolr` Python package: fit, transform, predict and model bytes, over
+//! NumPy arrays. The scikit-learn estimators live in `python/stolr/__init__.py` and call these
+//! functions; a fitted estimator holds its model as the bytes of a Stolr model file, so it
+//! pickles through the same format the CLI writes.
+#![deny(missing_docs)]
+
+use std::path::Path;
+
+use faer::Mat;
+use numpy::ndarray::{Array1, Array2};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
+use std::ops::ControlFlow;
+
+use pyo3::exceptions::{PyKeyboardInterrupt, PyMemoryError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use stolr_datasets::ModelFile;
+use stolr_estimators::Kernel;
+use stolr_solvers::{
+    IncrementalPca, IterationReport, KernelPca, KernelPcaModel, KernelRidge, KpcaSolver, KrrModel, KrrSolver, Msg,
+    MsgConfig, Observer, Oja, Pca, PcaModel, PcaSolver, Persist, Predictor, SamplerKind, SkpcaConfig, SlklConfig,
+    SolverError, StepSize, StreamingPca, SvrgPcaConfig, Transformer, UnifConfig, UniformWeight, VrPcaConfig,
+};
+
+/// A kernel PCA fit for Python: the model bytes, the eigenvalues and the training projections.
+type KpcaFitArrays<'py> = (Bound<'py, PyBytes>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray2<f64>>);
+
+/// A PCA model's components `(r, d)`, explained variance and mean.
+type PcaArrays<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>);
+
+/// The name bytes are loaded under in error messages.
+const IN_MEMORY: &str = "<model bytes>";
+
+fn value_error(e: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+/// A solver error as the Python exception users expect: `MemoryError` when the work would not
+/// fit the memory budget, `ValueError` otherwise (bad parameters, bad data), with the message
+/// the CLI prints.
+fn solver_error(e: SolverError) -> PyErr {
+    match e {
+        SolverError::KernelTooLarge { .. } => PyMemoryError::new_err(e.to_string()),
+        other => PyValueError::new_err(other.to_string()),
+    }
+}
+
+/// The observer of a fit run with the GIL released: every 0.2 s it takes the GIL back to let
+/// Python handle signals (Ctrl-C stops the run and raises `KeyboardInterrupt`) and, when
+/// `verbose`, prints the iteration, rank and KKT violation to stderr.
+struct PythonObserver {
+    verbose: bool,
+    last: std::time::Instant,
+    interrupted: bool,
+}
+
+impl PythonObserver {
+    fn new(verbose: bool) -> Self {
+        Self { verbose, last: std::time::Instant::now(), interrupted: false }
+    }
+
+    /// The result of a fit, or `KeyboardInterrupt` if it was interrupted.
+    fn finish<T>(&self, result: Result<T, SolverError>) -> PyResult<T> {
+        if self.interrupted {
+            return Err(PyKeyboardInterrupt::new_err("the fit was interrupted"));
+        }
+        result.map_err(solver_error)
+    }
+}
+
+impl Observer for PythonObserver {
+    fn on_iteration(&mut self, report: &IterationReport) -> ControlFlow<()> {
+        if self.last.elapsed() < std::time::Duration::from_millis(200) {
+            return ControlFlow::Continue(());
+        }
+        self.last = std::time::Instant::now();
+        if self.verbose {
+            let kkt = report.kkt_violation.map(|k| format!(", KKT violation {k:.3e}")).unwrap_or_default();
+            eprintln!(
+                "stolr: iteration {}, rank {}{kkt}, {:.1} s",
+                report.t,
+                report.rank,
+                report.elapsed.as_secs_f64()
+            );
+        }
+        let interrupted = Python::attach(|py| py.check_signals().is_err());
+        if interrupted {
+            self.interrupted = true;
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+fn to_mat(x: &PyReadonlyArray2<'_, f64>) -> Mat<f64> {
+    let a = x.as_array();
+    Mat::from_fn(a.nrows(), a.ncols(), |i, j| a[(i, j)])
+}
+
+fn to_numpy<'py>(py: Python<'py>, m: faer::MatRef<'_, f64>) -> Bound<'py, PyArray2<f64>> {
+    Array2::from_shape_fn((m.nrows(), m.ncols()), |(i, j)| m[(i, j)]).into_pyarray(py)
+}
+
+fn kernel(name: &str, gamma: f64, degree: u32, coef0: f64, d: usize) -> PyResult<Kernel> {
+    let sigma = || {
+        if gamma.is_finite() && gamma > 0.0 {
+            Ok((1.0 / (2.0 * gamma)).sqrt())
+        } else {
+            Err(value_error(format!("gamma must be positive and finite, got {gamma}")))
+        }
+    };
+    Ok(match name {
+        "rbf" | "gaussian" => Kernel::Gaussian { sigma: sigma()? },
+        "laplacian" => Kernel::Laplacian { sigma: 1.0 / gamma },
+        "poly" | "polynomial" => Kernel::Polynomial { scale: d as f64, offset: coef0, degree },
+        other => return Err(value_error(format!("unknown kernel '{other}' (rbf, laplacian, poly)"))),
+    })
+}
+
+fn model_bytes<'py, M: Persist>(py: Python<'py>, model: &M) -> PyResult<Bound<'py, PyBytes>> {
+    let bytes = model.to_model_file().to_bytes().map_err(value_error)?;
+    Ok(PyBytes::new(py, &bytes))
+}
+
+fn load<M: Persist>(bytes: &[u8]) -> PyResult<M> {
+    let file = ModelFile::from_bytes(bytes, IN_MEMORY).map_err(value_error)?;
+    if file.kind() != M::KIND {
+        return Err(value_error(format!("a {} model, expected {}", file.kind(), M::KIND)));
+    }
+    M::from_model_file(&file, Path::new(IN_MEMORY)).map_err(value_error)
+}
+
+/// Kernel PCA: returns the model bytes, the eigenvalues (nonincreasing) and the training
+/// projections `(n, r)`.
+#[pyfunction]
+#[pyo3(signature = (x, n_components, kernel_name, gamma, degree, coef0, solver, center, tau, n_iter, n_features, sampler, n_landmarks, seed, verbose))]
+#[allow(clippy::too_many_arguments)]
+fn fit_kernel_pca<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'py, f64>,
+    n_components: Option<usize>,
+    kernel_name: &str,
+    gamma: f64,
+    degree: u32,
+    coef0: f64,
+    solver: &str,
+    center: bool,
+    tau: Option<f64>,
+    n_iter: usize,
+    n_features: usize,
+    sampler: &str,
+    n_landmarks: usize,
+    seed: u64,
+    verbose: bool,
+) -> PyResult<KpcaFitArrays<'py>> {
+    let x = to_mat(&x);
+    let kernel = kernel(kernel_name, gamma, degree, coef0, x.ncols())?;
+    let sampler = match sampler {
+        "rff" => SamplerKind::Rff,
+        "columns" => SamplerKind::Columns,
+        "columns-sym" => SamplerKind::ColumnsSym,
+        "maclaurin" => SamplerKind::Maclaurin,
+        other => return Err(value_error(format!("unknown sampler '{other}'"))),
+    };
+    let solver = match solver {
+        "exact" => KpcaSolver::exact(),
+        "nystrom" => KpcaSolver::Nystrom { landmarks: n_landmarks },
+        "skpca" => {
+            let tau = tau.ok_or_else(|| value_error("solver='skpca' needs tau"))?;
+            KpcaSolver::Skpca {
+                config: SkpcaConfig { tau, iterations: n_iter, ..Default::default() },
+                sampler,
+                features: n_features,
+            }
+        }
+        "kha" => KpcaSolver::Kha { eta: 0.05, iterations: n_iter, init_scale: 0.01 },
+        other => return Err(value_error(format!("unknown solver '{other}' (exact, nystrom, skpca, kha)"))),
+    };
+    let params = KernelPca { rank: n_components, kernel, center, standardize: false, solver };
+    let mut observer = PythonObserver::new(verbose);
+    let result = py
+        .detach(|| params.fit_prepared(x.as_ref(), None, &mut Xoshiro256PlusPlus::seed_from_u64(seed), &mut observer));
+    let fit = observer.finish(result)?;
+    let values = Array1::from(fit.pairs.values.clone()).into_pyarray(py);
+    let projections = to_numpy(py, fit.pairs.projections().as_ref());
+    Ok((model_bytes(py, &fit.model)?, values, projections))
+}
+
+/// PCA: returns the model bytes.
+#[pyfunction]
+fn fit_pca<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'py, f64>,
+    n_components: usize,
+    solver: &str,
+    center: bool,
+    seed: u64,
+    verbose: bool,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let x = to_mat(&x);
+    let solver = match solver {
+        "exact" => PcaSolver::Exact,
+        "svrg-bb" => PcaSolver::SvrgBb(SvrgPcaConfig::consistent(n_components)),
+        "vr-pca" => PcaSolver::VrPca(VrPcaConfig::new(n_components, 10)),
+        other => return Err(value_error(format!("unknown solver '{other}' (exact, svrg-bb, vr-pca)"))),
+    };
+    let params = Pca { rank: n_components, center, scale: false, solver };
+    let mut observer = PythonObserver::new(verbose);
+    let result = py.detach(|| {
+        let p = params.prepare(x.as_ref())?;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        Ok::<_, SolverError>(params.fit_prepared(p.x.as_ref(), p.mean, p.scale, &mut rng, &mut observer)?.0)
+    });
+    let model = observer.finish(result)?;
+    model_bytes(py, &model)
+}
+
+/// Kernel ridge regression: returns the model bytes.
+#[pyfunction]
+#[pyo3(signature = (x, y, solver, alpha, gamma, n_landmarks, nu, seed, verbose))]
+#[allow(clippy::too_many_arguments)]
+fn fit_kernel_ridge<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'py, f64>,
+    y: PyReadonlyArray1<'py, f64>,
+    solver: &str,
+    alpha: f64,
+    gamma: f64,
+    n_landmarks: usize,
+    nu: f64,
+    seed: u64,
+    verbose: bool,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let x = to_mat(&x);
+    let y: Vec<f64> = y.as_array().iter().copied().collect();
+    let kernel = kernel("rbf", gamma, 0, 0.0, x.ncols())?;
+    let solver = match solver {
+        "slkl" => KrrSolver::Slkl(SlklConfig { lambda: alpha, nu, landmarks: n_landmarks, ..Default::default() }),
+        "krr" => KrrSolver::Krr { lambda: alpha },
+        "krr-subset" => KrrSolver::KrrSubset { lambda: alpha, landmarks: n_landmarks },
+        "uniform" => KrrSolver::Uniform {
+            config: UnifConfig { lambda: alpha, nu, weight: UniformWeight::Optimal },
+            landmarks: n_landmarks,
+        },
+        other => return Err(value_error(format!("unknown solver '{other}' (slkl, krr, krr-subset, uniform)"))),
+    };
+    let params = KernelRidge::new(kernel, solver);
+    let mut observer = PythonObserver::new(verbose);
+    let result = py.detach(|| {
+        let mut landmarks = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let mut coordinates = Xoshiro256PlusPlus::seed_from_u64(seed.wrapping_add(1));
+        params.fit_prepared(x.as_ref(), &y, None, &mut landmarks, &mut coordinates, &mut observer)
+    });
+    let model = observer.finish(result)?.0;
+    model_bytes(py, &model)
+}
+
+/// Projections of `x` `(m, d)` on a kernel PCA or PCA model, `(m, r)`.
+#[pyfunction]
+fn transform<'py>(py: Python<'py>, model: &[u8], x: PyReadonlyArray2<'py, f64>) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let file = ModelFile::from_bytes(model, IN_MEMORY).map_err(value_error)?;
+    let x = to_mat(&x);
+    let z = match file.kind() {
+        "kernel-pca" => {
+            let m = KernelPcaModel::from_model_file(&file, Path::new(IN_MEMORY)).map_err(value_error)?;
+            py.detach(|| m.transform(x.as_ref()))
+        }
+        "pca" => {
+            let m = PcaModel::from_model_file(&file, Path::new(IN_MEMORY)).map_err(value_error)?;
+            py.detach(|| m.transform(x.as_ref()))
+        }
+        other => return Err(value_error(format!("a {other} model has no transform"))),
+    }
+    .map_err(solver_error)?;
+    Ok(to_numpy(py, z.as_ref()))
+}
+
+/// `z (m, r)` back to the features of a PCA model, `(m, d)`.
+#[pyfunction]
+fn inverse_transform<'py>(
+    py: Python<'py>,
+    model: &[u8],
+    z: PyReadonlyArray2<'py, f64>,
+) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let m: PcaModel = load(model)?;
+    let x = m.inverse_transform(to_mat(&z).as_ref()).map_err(solver_error)?;
+    Ok(to_numpy(py, x.as_ref()))
+}
+
+/// Predictions of a kernel regression model for `x` `(m, d)`, length `m`.
+#[pyfunction]
+fn predict<'py>(py: Python<'py>, model: &[u8], x: PyReadonlyArray2<'py, f64>) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let m: KrrModel = load(model)?;
+    let x = to_mat(&x);
+    let f = py.detach(|| m.predict(x.as_ref())).map_err(solver_error)?;
+    Ok(Array1::from_iter(f.iter().copied()).into_pyarray(py))
+}
+
+/// The PCA model's components `(r, d)` (scikit-learn's layout) and explained variance.
+#[pyfunction]
+fn pca_attributes<'py>(py: Python<'py>, model: &[u8]) -> PyResult<PcaArrays<'py>> {
+    let m: PcaModel = load(model)?;
+    let c = m.components();
+    let components = Array2::from_shape_fn((c.ncols(), c.nrows()), |(i, j)| c[(j, i)]).into_pyarray(py);
+    let ev = Array1::from(m.explained_variance()).into_pyarray(py);
+    let mean = Array1::from(m.mean().to_vec()).into_pyarray(py);
+    Ok((components, ev, mean))
+}
+
+/// A streaming PCA solver between `partial_fit` calls: MSG, capped MSG, incremental PCA or
+/// Oja, fed one batch of rows at a time (paper 003). The data are not centred.
+#[pyclass(module = "stolr._core")]
+struct StreamingState {
+    solver: Box<dyn StreamingPca + Send + Sync>,
+    name: String,
+    /// Σ over the rows seen of `(xᵀv_j)²` for the current components, refreshed per batch.
+    captured: Vec<f64>,
+}
+
+#[pymethods]
+impl StreamingState {
+    /// A solver for `n_features` features and `n_components` components.
+    #[new]
+    #[pyo3(signature = (solver, n_features, n_components, eta_scale, cap, seed))]
+    fn new(
+        solver: &str,
+        n_features: usize,
+        n_components: usize,
+        eta_scale: f64,
+        cap: Option<usize>,
+        seed: u64,
+    ) -> PyResult<Self> {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let step = StepSize::ScaleFree { c: eta_scale };
+        let (d, k) = (n_features, n_components);
+        let built: Box<dyn StreamingPca + Send + Sync> = match solver {
+            "msg" => Box::new(Msg::new(MsgConfig { step, ..MsgConfig::msg(d, k) }, &mut rng).map_err(solver_error)?),
+            "capped-msg" => Box::new(
+                Msg::new(MsgConfig { step, cap: Some(cap.unwrap_or(k + 1)), ..MsgConfig::msg(d, k) }, &mut rng)
+                    .map_err(solver_error)?,
+            ),
+            "incremental" => Box::new(IncrementalPca::new(d, k).map_err(solver_error)?),
+            "oja" => Box::new(Oja::new(d, k, step, &mut rng).map_err(solver_error)?),
+            other => return Err(value_error(format!("unknown solver '{other}' (capped-msg, msg, incremental, oja)"))),
+        };
+        Ok(Self { solver: built, name: solver.to_string(), captured: Vec::new() })
+    }
+
+    /// Observes the rows of `x` `(b, d)` in order (the GIL released); a rejected batch leaves
+    /// the solver as it was.
+    fn partial_fit(&mut self, py: Python<'_>, x: PyReadonlyArray2<'_, f64>) -> PyResult<()> {
+        let x = to_mat(&x);
+        let solver = &mut self.solver;
+        py.detach(|| solver.observe_batch(x.as_ref())).map_err(solver_error)?;
+        Ok(())
+    }
+
+    /// Samples seen so far.
+    fn samples_seen(&self) -> usize {
+        self.solver.samples_seen()
+    }
+
+    /// The current model: the solver's subspace `(d, r)` as components, without centring; the
+    /// eigenvalues are the sums of squared projections of `x` (the rows given, usually the last
+    /// batch or the whole data), nonincreasing after a Rayleigh–Ritz rotation on `x`.
+    fn model<'py>(&mut self, py: Python<'py>, x: PyReadonlyArray2<'py, f64>) -> PyResult<Bound<'py, PyBytes>> {
+        let x = to_mat(&x);
+        let basis = self.solver.subspace();
+        let pairs = stolr_solvers::rayleigh_ritz(x.as_ref(), basis.as_ref()).map_err(solver_error)?;
+        self.captured = pairs.values.clone();
+        let d = basis.nrows();
+        let model = PcaModel::from_basis(&self.name, vec![0.0; d], vec![1.0; d], &pairs, x.nrows().max(1))
+            .map_err(solver_error)?;
+        model_bytes(py, &model)
+    }
+}
+
+/// The model kind of model bytes (`kernel-pca`, `pca`, `kernel-ridge`).
+#[pyfunction]
+fn model_kind(model: &[u8]) -> PyResult<String> {
+    Ok(ModelFile::from_bytes(model, IN_MEMORY).map_err(value_error)?.kind().to_string())
+}
+
+/// The extension module `stolr._core`.
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(fit_kernel_pca, m)?)?;
+    m.add_function(wrap_pyfunction!(fit_pca, m)?)?;
+    m.add_function(wrap_pyfunction!(fit_kernel_ridge, m)?)?;
+    m.add_function(wrap_pyfunction!(transform, m)?)?;
+    m.add_function(wrap_pyfunction!(inverse_transform, m)?)?;
+    m.add_function(wrap_pyfunction!(predict, m)?)?;
+    m.add_function(wrap_pyfunction!(pca_attributes, m)?)?;
+    m.add_function(wrap_pyfunction!(model_kind, m)?)?;
+    m.add_class::<StreamingState>()?;
+    Ok(())
+}

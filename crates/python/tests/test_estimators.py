@@ -1,0 +1,177 @@
+"""The Python package against scikit-learn: its estimator checks, agreement with its KernelPCA,
+PCA and KernelRidge, pipelines, pickling, models shared with the CLI, and bad input."""
+
+import os
+import pickle
+import subprocess
+
+import numpy as np
+import pytest
+from sklearn.decomposition import PCA as SkPCA
+from sklearn.decomposition import KernelPCA as SkKernelPCA
+from sklearn.kernel_ridge import KernelRidge as SkKernelRidge
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import stolr
+
+
+def _expected_failed_checks(estimator):
+    """Checks that cannot pass yet, each with its reason (never skipped silently)."""
+    if isinstance(estimator, stolr.KernelRidge) and estimator.solver == "slkl":
+        return {
+            "check_regressors_train": "SLKL has no intercept yet (issue 13): on scikit-learn's uncentred "
+            "targets its sparse rank-1 kernels with 10 landmarks score R² < 0.5",
+        }
+    return {}
+
+
+@parametrize_with_checks(expected_failed_checks=_expected_failed_checks, estimators=[
+    stolr.KernelPCA(n_components=2),
+    stolr.KernelPCA(n_components=2, solver="nystrom", n_landmarks=10),
+    stolr.PCA(n_components=1),
+    stolr.PCA(n_components=1, solver="svrg-bb"),
+    stolr.StreamingPCA(n_components=1),
+    stolr.KernelRidge(),
+    stolr.KernelRidge(solver="slkl", n_landmarks=10),
+])
+def test_scikit_learn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+def _up_to_sign(a, b):
+    s = np.sign(np.sum(a * b, axis=0))
+    s[s == 0] = 1
+    return np.max(np.abs(a * s - b)) / np.max(np.abs(b))
+
+
+def test_kernel_pca_matches_scikit_learn():
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(200, 4)), rng.normal(size=(30, 4))
+    ours = stolr.KernelPCA(n_components=5, gamma=0.2).fit(X)
+    ref = SkKernelPCA(n_components=5, kernel="rbf", gamma=0.2, eigen_solver="dense").fit(X)
+    assert np.allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
+    assert _up_to_sign(ours.transform(Y), ref.transform(Y)) < 1e-8
+
+
+def test_stochastic_kernel_pca_is_close_to_exact():
+    rng = np.random.default_rng(2)
+    X, Y = rng.normal(size=(300, 3)) * [3, 1, 0.5], rng.normal(size=(20, 3))
+    exact = stolr.KernelPCA(n_components=2, gamma=0.1).fit(X)
+    tau = 0.5 * exact.eigenvalues_[1]
+    skpca = stolr.KernelPCA(n_components=2, gamma=0.1, solver="skpca", tau=tau, n_iter=1500, random_state=1).fit(X)
+    nystrom = stolr.KernelPCA(n_components=2, gamma=0.1, solver="nystrom", n_landmarks=150, random_state=1).fit(X)
+    ref = exact.transform(Y)
+    assert _up_to_sign(nystrom.transform(Y), ref) < 0.05
+    assert _up_to_sign(skpca.transform(Y)[:, :1], ref[:, :1]) < 0.1
+
+
+def test_pca_matches_scikit_learn_and_inverts():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 6)) @ np.diag([5, 3, 2, 1, 0.5, 0.1]) + 4
+    ours = stolr.PCA(n_components=3).fit(X)
+    ref = SkPCA(n_components=3).fit(X)
+    assert np.allclose(ours.explained_variance_, ref.explained_variance_, rtol=1e-10)
+    assert _up_to_sign(ours.transform(X), ref.transform(X)) < 1e-8
+    full = stolr.PCA(n_components=6).fit(X)
+    assert np.allclose(full.inverse_transform(full.transform(X)), X, atol=1e-10)
+
+
+def test_streaming_pca_finds_the_top_subspace():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(4000, 5)) * [4, 2, 0.5, 0.3, 0.1]
+    est = stolr.StreamingPCA(n_components=2, random_state=0)
+    for batch in np.array_split(X, 40):
+        est.partial_fit(batch)
+    assert est.n_samples_seen_ == 4000
+    v = est.components_
+    assert np.linalg.norm(v[:, 2:]) < 0.1
+
+
+def test_kernel_ridge_matches_scikit_learn():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(150, 3))
+    y = np.sin(X[:, 0]) + 0.1 * X[:, 1]
+    ours = stolr.KernelRidge(alpha=0.5, gamma=0.3).fit(X, y)
+    ref = SkKernelRidge(alpha=0.5, kernel="rbf", gamma=0.3).fit(X, y)
+    assert np.allclose(ours.predict(X), ref.predict(X), rtol=1e-9, atol=1e-12)
+    assert ours.score(X, y) == pytest.approx(ref.score(X, y), rel=1e-9)
+
+
+def test_pipeline_with_grid_search():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(200, 3))
+    y = (np.linalg.norm(X, axis=1) > 1.5).astype(int)
+    pipe = make_pipeline(StandardScaler(), stolr.KernelPCA(n_components=4), LogisticRegression())
+    grid = GridSearchCV(pipe, {"kernelpca__gamma": [0.1, 0.5]}, cv=3).fit(X, y)
+    assert grid.best_score_ > 0.8
+
+
+def test_pickle_round_trip_and_save(tmp_path):
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(50, 3))
+    for est in [stolr.KernelPCA(n_components=2), stolr.PCA(n_components=2), stolr.StreamingPCA(n_components=2)]:
+        est.fit(X)
+        back = pickle.loads(pickle.dumps(est))
+        assert np.array_equal(back.transform(X), est.transform(X))
+        est.save(tmp_path / "m.npz")
+        assert np.array_equal(stolr.load(tmp_path / "m.npz").transform(X), est.transform(X))
+
+
+def test_cli_model_loads_in_python(tmp_path):
+    stolr_bin = os.environ.get("STOLR_BIN", os.path.join(os.path.dirname(__file__), "../../../target/release/stolr"))
+    if not os.path.exists(stolr_bin):
+        pytest.skip("the stolr binary is not built")
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(80, 3))
+    np.save(tmp_path / "x.npy", X)
+    subprocess.run([stolr_bin, "pca", "--input", str(tmp_path / "x.npy"), "--format", "npy", "--solver", "exact",
+                    "--rank", "2", "--center", "--out", str(tmp_path / "fit")], check=True, capture_output=True)
+    subprocess.run([stolr_bin, "transform", "--model", str(tmp_path / "fit"), "--input", str(tmp_path / "x.npy"),
+                    "--format", "npy", "--out", str(tmp_path / "t")], check=True, capture_output=True)
+    model = stolr.load(tmp_path / "fit")
+    assert np.array_equal(model.transform(X), np.load(tmp_path / "t" / "projections.npy"))
+
+
+@pytest.mark.parametrize("est", [stolr.KernelPCA(n_components=2), stolr.PCA(n_components=2)])
+def test_bad_input_is_a_value_error(est):
+    with pytest.raises(ValueError):
+        est.fit(np.array([[1.0, np.nan], [2.0, 3.0], [4.0, 5.0]]))
+    with pytest.raises(ValueError):
+        est.fit(np.array([1.0, 2.0, 3.0]))
+    with pytest.raises(ValueError):
+        est.fit(np.array([["a", "b"], ["c", "d"]]))
+    est.fit(np.random.default_rng(0).normal(size=(10, 3)))
+    with pytest.raises(ValueError):
+        est.transform(np.zeros((2, 4)))
+    with pytest.raises(ValueError):
+        type(est)(n_components=2, solver="nope").fit(np.eye(3))
+
+
+def test_memory_error_over_the_kernel_budget():
+    # An exact kernel PCA of 60 000 rows needs a 28.8 GB kernel matrix: refused before any work.
+    X = np.zeros((60_000, 1))
+    X[:, 0] = np.arange(60_000)
+    with pytest.raises(MemoryError):
+        stolr.KernelPCA(n_components=2).fit(X)
+
+
+def test_ctrl_c_interrupts_a_long_fit_promptly():
+    import signal
+    import threading
+    import time
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        X = np.random.default_rng(8).normal(size=(3000, 10))
+        timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+        start = time.time()
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            stolr.KernelPCA(n_components=5, solver="skpca", tau=1.0, n_iter=1_000_000).fit(X)
+        assert time.time() - start < 5.0
+    finally:
+        signal.signal(signal.SIGINT, previous)
