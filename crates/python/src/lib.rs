@@ -219,13 +219,14 @@ fn fit_pca<'py>(
 
 /// Kernel ridge regression: returns the model bytes.
 #[pyfunction]
-#[pyo3(signature = (x, y, solver, alpha, gamma, n_landmarks, nu, seed, verbose))]
+#[pyo3(signature = (x, y, solver, kernel_name, alpha, gamma, n_landmarks, nu, seed, verbose))]
 #[allow(clippy::too_many_arguments)]
 fn fit_kernel_ridge<'py>(
     py: Python<'py>,
     x: PyReadonlyArray2<'py, f64>,
     y: PyReadonlyArray1<'py, f64>,
     solver: &str,
+    kernel_name: &str,
     alpha: f64,
     gamma: f64,
     n_landmarks: usize,
@@ -235,7 +236,10 @@ fn fit_kernel_ridge<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let x = to_mat(&x);
     let y: Vec<f64> = y.as_array().iter().copied().collect();
-    let kernel = kernel("rbf", gamma, 0, 0.0, x.ncols())?;
+    if !matches!(kernel_name, "rbf" | "gaussian" | "laplacian") {
+        return Err(value_error(format!("kernel '{kernel_name}' is not available for regression (rbf, laplacian)")));
+    }
+    let kernel = kernel(kernel_name, gamma, 0, 0.0, x.ncols())?;
     let solver = match solver {
         "slkl" => KrrSolver::Slkl(SlklConfig { lambda: alpha, nu, landmarks: n_landmarks, ..Default::default() }),
         "krr" => KrrSolver::Krr { lambda: alpha },

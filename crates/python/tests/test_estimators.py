@@ -55,6 +55,7 @@ def test_kernel_pca_matches_scikit_learn():
     ref = SkKernelPCA(n_components=5, kernel="rbf", gamma=0.2, eigen_solver="dense").fit(X)
     assert np.allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
     assert _up_to_sign(ours.transform(Y), ref.transform(Y)) < 1e-8
+    assert _up_to_sign(ours.eigenvectors_, ref.eigenvectors_) < 1e-8
 
 
 def test_stochastic_kernel_pca_is_close_to_exact():
@@ -149,6 +150,19 @@ def test_bad_input_is_a_value_error(est):
         est.transform(np.zeros((2, 4)))
     with pytest.raises(ValueError):
         type(est)(n_components=2, solver="nope").fit(np.eye(3))
+
+
+def test_default_parameters_pass_scikit_learn_checks():
+    from sklearn.utils.estimator_checks import check_estimator
+
+    for est in [stolr.KernelPCA(), stolr.PCA(), stolr.StreamingPCA(), stolr.KernelRidge()]:
+        failed = [r for r in check_estimator(est, on_fail=None) if r["status"] == "failed"]
+        assert not failed, [(r["check_name"], str(r["exception"])) for r in failed]
+
+
+def test_unknown_kernel_is_an_error():
+    with pytest.raises(ValueError):
+        stolr.KernelRidge(kernel="poly").fit(np.eye(3), np.ones(3))
 
 
 def test_memory_error_over_the_kernel_budget():

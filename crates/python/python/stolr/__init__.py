@@ -75,7 +75,9 @@ class KernelPCA(TransformerMixin, BaseEstimator, _Model):
             _seed(self.random_state), bool(self.verbose))
         self.model_ = model
         self.eigenvalues_ = values
-        self._train_projections = projections
+        # Eigenvectors (n, r) of the (centred) training kernel matrix, from U Λ^{1/2}.
+        scale = np.sqrt(np.where(values > 0, values, 1.0))
+        self.eigenvectors_ = projections / scale
         return self
 
     def transform(self, X):
@@ -113,9 +115,10 @@ class PCA(TransformerMixin, BaseEstimator, _Model):
 
 class StreamingPCA(TransformerMixin, BaseEstimator, _Model):
     """Streaming PCA by capped MSG (default), MSG, incremental PCA or Oja (paper 003): one pass
-    over batches of rows with ``partial_fit``; the rows are not centred."""
+    over batches of rows with ``partial_fit``; the rows are not centred. The solvers need
+    ``1 <= n_components < n_features``."""
 
-    def __init__(self, n_components=2, solver="capped-msg", eta_scale=0.5, cap=None, batch_size=None,
+    def __init__(self, n_components=1, solver="capped-msg", eta_scale=0.5, cap=None, batch_size=None,
                  random_state=None):
         self.n_components = n_components
         self.solver = solver
@@ -181,7 +184,8 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
         n_landmarks = min(int(self.n_landmarks), X.shape[0])
         self.model_ = _core.fit_kernel_ridge(np.ascontiguousarray(X), np.ascontiguousarray(y, dtype=np.float64),
-                                             self.solver, float(self.alpha), _gamma(self.gamma, X.shape[1]),
+                                             self.solver, self.kernel, float(self.alpha),
+                                             _gamma(self.gamma, X.shape[1]),
                                              n_landmarks, float(self.nu), _seed(self.random_state),
                                              bool(self.verbose))
         return self
