@@ -103,7 +103,9 @@ fn to_numpy<'py>(py: Python<'py>, m: faer::MatRef<'_, f64>) -> Bound<'py, PyArra
     Array2::from_shape_fn((m.nrows(), m.ncols()), |(i, j)| m[(i, j)]).into_pyarray(py)
 }
 
-fn kernel(name: &str, gamma: f64, degree: u32, coef0: f64, d: usize) -> PyResult<Kernel> {
+/// The kernel scikit-learn calls `name` with its `gamma`, `degree` and `coef0`: the Gaussian
+/// `exp(−γ‖x − y‖²)` is σ = 1/√(2γ), the Laplacian `exp(−γ‖x − y‖₁)` is σ = 1/γ.
+fn kernel(name: &str, gamma: f64, degree: u32, coef0: f64) -> PyResult<Kernel> {
     let sigma = || {
         if gamma.is_finite() && gamma > 0.0 {
             Ok((1.0 / (2.0 * gamma)).sqrt())
@@ -113,8 +115,15 @@ fn kernel(name: &str, gamma: f64, degree: u32, coef0: f64, d: usize) -> PyResult
     };
     Ok(match name {
         "rbf" | "gaussian" => Kernel::Gaussian { sigma: sigma()? },
-        "laplacian" => Kernel::Laplacian { sigma: 1.0 / gamma },
-        "poly" | "polynomial" => Kernel::Polynomial { scale: d as f64, offset: coef0, degree },
+        "laplacian" => {
+            sigma()?;
+            Kernel::Laplacian { sigma: 1.0 / gamma }
+        }
+        // scikit-learn's (γ⟨x, y⟩ + coef0)^degree is Stolr's (⟨x, y⟩/scale + offset)^degree with scale = 1/γ.
+        "poly" | "polynomial" => {
+            sigma()?;
+            Kernel::Polynomial { scale: 1.0 / gamma, offset: coef0, degree }
+        }
         other => return Err(value_error(format!("unknown kernel '{other}' (rbf, laplacian, poly)"))),
     })
 }
@@ -156,7 +165,7 @@ fn fit_kernel_pca<'py>(
     verbose: bool,
 ) -> PyResult<KpcaFitArrays<'py>> {
     let x = to_mat(&x);
-    let kernel = kernel(kernel_name, gamma, degree, coef0, x.ncols())?;
+    let kernel = kernel(kernel_name, gamma, degree, coef0)?;
     let sampler = match sampler {
         "rff" => SamplerKind::Rff,
         "columns" => SamplerKind::Columns,
@@ -239,7 +248,7 @@ fn fit_kernel_ridge<'py>(
     if !matches!(kernel_name, "rbf" | "gaussian" | "laplacian") {
         return Err(value_error(format!("kernel '{kernel_name}' is not available for regression (rbf, laplacian)")));
     }
-    let kernel = kernel(kernel_name, gamma, 0, 0.0, x.ncols())?;
+    let kernel = kernel(kernel_name, gamma, 0, 0.0)?;
     let solver = match solver {
         "slkl" => KrrSolver::Slkl(SlklConfig { lambda: alpha, nu, landmarks: n_landmarks, ..Default::default() }),
         "krr" => KrrSolver::Krr { lambda: alpha },

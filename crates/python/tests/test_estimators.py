@@ -58,6 +58,23 @@ def test_kernel_pca_matches_scikit_learn():
     assert _up_to_sign(ours.eigenvectors_, ref.eigenvectors_) < 1e-8
 
 
+@pytest.mark.parametrize("kernel,params", [("laplacian", {}), ("poly", {"degree": 2, "coef0": 1.0})])
+def test_other_kernels_match_scikit_learn(kernel, params):
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(120, 3))
+    ours = stolr.KernelPCA(n_components=3, kernel=kernel, gamma=0.3, **params).fit(X)
+    if kernel == "laplacian":  # scikit-learn's KernelPCA takes it as a precomputed kernel
+        from sklearn.metrics.pairwise import laplacian_kernel
+
+        ref = SkKernelPCA(n_components=3, kernel="precomputed", eigen_solver="dense").fit(laplacian_kernel(X, X, gamma=0.3))
+        expected = ref.transform(laplacian_kernel(X[:10], X, gamma=0.3))
+    else:
+        ref = SkKernelPCA(n_components=3, kernel=kernel, gamma=0.3, eigen_solver="dense", **params).fit(X)
+        expected = ref.transform(X[:10])
+    assert np.allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-9)
+    assert _up_to_sign(ours.transform(X[:10]), expected) < 1e-8
+
+
 def test_stochastic_kernel_pca_is_close_to_exact():
     rng = np.random.default_rng(2)
     X, Y = rng.normal(size=(300, 3)) * [3, 1, 0.5], rng.normal(size=(20, 3))
