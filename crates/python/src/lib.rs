@@ -8,7 +8,7 @@ use std::path::Path;
 
 use faer::Mat;
 use numpy::ndarray::{Array1, Array2};
-use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use std::ops::ControlFlow;
 
 use pyo3::exceptions::{PyKeyboardInterrupt, PyMemoryError, PyValueError};
@@ -99,6 +99,31 @@ fn to_mat(x: &PyReadonlyArray2<'_, f64>) -> Mat<f64> {
     Mat::from_fn(a.nrows(), a.ncols(), |i, j| a[(i, j)])
 }
 
+/// A NumPy `(n, d)` float64 array as a faer matrix: a zero-copy view when the array is
+/// contiguous (C order read as row-major, Fortran order as column-major), a copy otherwise.
+enum Rows<'a> {
+    View(faer::MatRef<'a, f64>),
+    Owned(Mat<f64>),
+}
+
+impl Rows<'_> {
+    fn get(&self) -> faer::MatRef<'_, f64> {
+        match self {
+            Rows::View(v) => *v,
+            Rows::Owned(m) => m.as_ref(),
+        }
+    }
+}
+
+fn rows<'a>(x: &'a PyReadonlyArray2<'_, f64>) -> Rows<'a> {
+    let (n, d) = x.as_array().dim();
+    match x.as_slice() {
+        Ok(s) if x.is_c_contiguous() => Rows::View(faer::MatRef::from_row_major_slice(s, n, d)),
+        Ok(s) if x.is_fortran_contiguous() => Rows::View(faer::MatRef::from_column_major_slice(s, n, d)),
+        _ => Rows::Owned(to_mat(x)),
+    }
+}
+
 fn to_numpy<'py>(py: Python<'py>, m: faer::MatRef<'_, f64>) -> Bound<'py, PyArray2<f64>> {
     Array2::from_shape_fn((m.nrows(), m.ncols()), |(i, j)| m[(i, j)]).into_pyarray(py)
 }
@@ -164,7 +189,7 @@ fn fit_kernel_pca<'py>(
     seed: u64,
     verbose: bool,
 ) -> PyResult<KpcaFitArrays<'py>> {
-    let x = to_mat(&x);
+    let x = rows(&x);
     let kernel = kernel(kernel_name, gamma, degree, coef0)?;
     let sampler = match sampler {
         "rff" => SamplerKind::Rff,
@@ -189,8 +214,8 @@ fn fit_kernel_pca<'py>(
     };
     let params = KernelPca { rank: n_components, kernel, center, standardize: false, solver };
     let mut observer = PythonObserver::new(verbose);
-    let result = py
-        .detach(|| params.fit_prepared(x.as_ref(), None, &mut Xoshiro256PlusPlus::seed_from_u64(seed), &mut observer));
+    let result =
+        py.detach(|| params.fit_prepared(x.get(), None, &mut Xoshiro256PlusPlus::seed_from_u64(seed), &mut observer));
     let fit = observer.finish(result)?;
     let values = Array1::from(fit.pairs.values.clone()).into_pyarray(py);
     let projections = to_numpy(py, fit.pairs.projections().as_ref());
@@ -208,7 +233,7 @@ fn fit_pca<'py>(
     seed: u64,
     verbose: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let x = to_mat(&x);
+    let x = rows(&x);
     let solver = match solver {
         "exact" => PcaSolver::Exact,
         "svrg-bb" => PcaSolver::SvrgBb(SvrgPcaConfig::consistent(n_components)),
@@ -218,7 +243,7 @@ fn fit_pca<'py>(
     let params = Pca { rank: n_components, center, scale: false, solver };
     let mut observer = PythonObserver::new(verbose);
     let result = py.detach(|| {
-        let p = params.prepare(x.as_ref())?;
+        let p = params.prepare(x.get())?;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         Ok::<_, SolverError>(params.fit_prepared(p.x.as_ref(), p.mean, p.scale, &mut rng, &mut observer)?.0)
     });
@@ -243,7 +268,7 @@ fn fit_kernel_ridge<'py>(
     seed: u64,
     verbose: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let x = to_mat(&x);
+    let x = rows(&x);
     let y: Vec<f64> = y.as_array().iter().copied().collect();
     if !matches!(kernel_name, "rbf" | "gaussian" | "laplacian") {
         return Err(value_error(format!("kernel '{kernel_name}' is not available for regression (rbf, laplacian)")));
@@ -264,7 +289,7 @@ fn fit_kernel_ridge<'py>(
     let result = py.detach(|| {
         let mut landmarks = Xoshiro256PlusPlus::seed_from_u64(seed);
         let mut coordinates = Xoshiro256PlusPlus::seed_from_u64(seed.wrapping_add(1));
-        params.fit_prepared(x.as_ref(), &y, None, &mut landmarks, &mut coordinates, &mut observer)
+        params.fit_prepared(x.get(), &y, None, &mut landmarks, &mut coordinates, &mut observer)
     });
     let model = observer.finish(result)?.0;
     model_bytes(py, &model)
@@ -274,15 +299,15 @@ fn fit_kernel_ridge<'py>(
 #[pyfunction]
 fn transform<'py>(py: Python<'py>, model: &[u8], x: PyReadonlyArray2<'py, f64>) -> PyResult<Bound<'py, PyArray2<f64>>> {
     let file = ModelFile::from_bytes(model, IN_MEMORY).map_err(value_error)?;
-    let x = to_mat(&x);
+    let x = rows(&x);
     let z = match file.kind() {
         "kernel-pca" => {
             let m = KernelPcaModel::from_model_file(&file, Path::new(IN_MEMORY)).map_err(value_error)?;
-            py.detach(|| m.transform(x.as_ref()))
+            py.detach(|| m.transform(x.get()))
         }
         "pca" => {
             let m = PcaModel::from_model_file(&file, Path::new(IN_MEMORY)).map_err(value_error)?;
-            py.detach(|| m.transform(x.as_ref()))
+            py.detach(|| m.transform(x.get()))
         }
         other => return Err(value_error(format!("a {other} model has no transform"))),
     }
@@ -298,7 +323,7 @@ fn inverse_transform<'py>(
     z: PyReadonlyArray2<'py, f64>,
 ) -> PyResult<Bound<'py, PyArray2<f64>>> {
     let m: PcaModel = load(model)?;
-    let x = m.inverse_transform(to_mat(&z).as_ref()).map_err(solver_error)?;
+    let x = m.inverse_transform(rows(&z).get()).map_err(solver_error)?;
     Ok(to_numpy(py, x.as_ref()))
 }
 
@@ -306,8 +331,8 @@ fn inverse_transform<'py>(
 #[pyfunction]
 fn predict<'py>(py: Python<'py>, model: &[u8], x: PyReadonlyArray2<'py, f64>) -> PyResult<Bound<'py, PyArray1<f64>>> {
     let m: KrrModel = load(model)?;
-    let x = to_mat(&x);
-    let f = py.detach(|| m.predict(x.as_ref())).map_err(solver_error)?;
+    let x = rows(&x);
+    let f = py.detach(|| m.predict(x.get())).map_err(solver_error)?;
     Ok(Array1::from_iter(f.iter().copied()).into_pyarray(py))
 }
 
@@ -364,9 +389,9 @@ impl StreamingState {
     /// Observes the rows of `x` `(b, d)` in order (the GIL released); a rejected batch leaves
     /// the solver as it was.
     fn partial_fit(&mut self, py: Python<'_>, x: PyReadonlyArray2<'_, f64>) -> PyResult<()> {
-        let x = to_mat(&x);
+        let x = rows(&x);
         let solver = &mut self.solver;
-        py.detach(|| solver.observe_batch(x.as_ref())).map_err(solver_error)?;
+        py.detach(|| solver.observe_batch(x.get())).map_err(solver_error)?;
         Ok(())
     }
 
@@ -379,12 +404,12 @@ impl StreamingState {
     /// eigenvalues are the sums of squared projections of `x` (the rows given, usually the last
     /// batch or the whole data), nonincreasing after a Rayleigh–Ritz rotation on `x`.
     fn model<'py>(&mut self, py: Python<'py>, x: PyReadonlyArray2<'py, f64>) -> PyResult<Bound<'py, PyBytes>> {
-        let x = to_mat(&x);
+        let x = rows(&x);
         let basis = self.solver.subspace();
-        let pairs = stolr_solvers::rayleigh_ritz(x.as_ref(), basis.as_ref()).map_err(solver_error)?;
+        let pairs = stolr_solvers::rayleigh_ritz(x.get(), basis.as_ref()).map_err(solver_error)?;
         self.captured = pairs.values.clone();
         let d = basis.nrows();
-        let model = PcaModel::from_basis(&self.name, vec![0.0; d], vec![1.0; d], &pairs, x.nrows().max(1))
+        let model = PcaModel::from_basis(&self.name, vec![0.0; d], vec![1.0; d], &pairs, x.get().nrows().max(1))
             .map_err(solver_error)?;
         model_bytes(py, &model)
     }
