@@ -4,13 +4,14 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use clap::builder::TypedValueParser;
 use clap::{Args, ValueEnum};
 use faer::Mat;
 use stolr_datasets::{Dataset, Standardization, generate, standardize, write_npy_matrix, write_npy_vector};
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_rule};
 use stolr_lowrank::Eigenpairs;
 use stolr_report::{KpcaDataset, KpcaParameters, KpcaReport, KpcaResult, KpcaTimings, ReportKernel, TauReport};
-use stolr_solvers::{KernelPca, KernelPcaModel, KpcaSolver, SamplerKind as Sampler, SkpcaConfig, Stop, tau_for_rank};
+use stolr_solvers::{KernelPca, KernelPcaModel, KpcaSolver, SamplerKind, SkpcaConfig, Stop, tau_for_rank};
 
 use crate::common::input::{Format, label_values, read};
 use crate::common::output::{write_model, write_report};
@@ -32,29 +33,6 @@ pub enum KernelKind {
     Laplacian,
     /// (<x,y>/scale + offset)^degree
     Polynomial,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SamplerKind {
-    /// Random Fourier features (cos/sin pairs): 2·features columns per draw; Gaussian, Laplacian.
-    Rff,
-    /// Uniform column sampling with replacement, `features` columns per draw.
-    Columns,
-    /// Symmetric column sampling, 2·features columns per draw.
-    ColumnsSym,
-    /// Random Maclaurin features, `features` columns per draw; polynomial kernel.
-    Maclaurin,
-}
-
-impl SamplerKind {
-    fn solver_kind(self) -> Sampler {
-        match self {
-            SamplerKind::Rff => Sampler::Rff,
-            SamplerKind::Columns => Sampler::Columns,
-            SamplerKind::ColumnsSym => Sampler::ColumnsSym,
-            SamplerKind::Maclaurin => Sampler::Maclaurin,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -106,8 +84,11 @@ pub struct KpcaArgs {
     /// this many eigenvalues exceed it. Default 10 when neither --tau nor --rank is given.
     #[arg(long)]
     rank: Option<usize>,
-    /// Unbiased kernel estimator feeding SKPCA.
-    #[arg(long, value_enum, default_value = "rff")]
+    /// Unbiased kernel estimator feeding SKPCA: rff (random Fourier features, 2·features
+    /// columns per draw; Gaussian, Laplacian), columns (uniform column sampling), columns-sym
+    /// (symmetric column sampling, 2·features columns), maclaurin (random Maclaurin features;
+    /// polynomial kernel).
+    #[arg(long, default_value = "rff", value_parser = clap::builder::PossibleValuesParser::new(["rff", "columns", "columns-sym", "maclaurin"]).try_map(|s| s.parse::<SamplerKind>()))]
     sampler: SamplerKind,
     /// Features (or sampled columns) per draw.
     #[arg(long, default_value_t = 50)]
@@ -248,7 +229,7 @@ fn solve(
             };
             let config =
                 SkpcaConfig { tau, iterations: args.iterations, max_rank: Some(args.max_rank), ..Default::default() };
-            let solver = KpcaSolver::Skpca { config, sampler: args.sampler.solver_kind(), features: args.features };
+            let solver = KpcaSolver::Skpca { config, sampler: args.sampler, features: args.features };
             (solver, stream(args.seed, 3))
         }
         SolverKind::Exact => (KpcaSolver::exact(), stream(args.seed, 4)),
@@ -350,7 +331,7 @@ pub fn run(args: KpcaArgs) -> Result<()> {
         parameters: KpcaParameters {
             rank: args.rank,
             tau: args.tau,
-            sampler: args.sampler.solver_kind().name().into(),
+            sampler: args.sampler.name().into(),
             features: args.features,
             iterations: args.iterations,
             landmarks: args.landmarks,

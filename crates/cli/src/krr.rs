@@ -497,7 +497,7 @@ pub fn run(args: KrrArgs) -> Result<()> {
             test_size: args.test_size,
         },
         kernel: ReportKernel::Gaussian { sigma, sigma_source: Some(sigma_source.clone()) },
-        solver: solver_name(args.solver).into(),
+        solver: fitted.model.solver().into(),
         parameters: KrrParameters {
             landmarks: (args.solver != KrrSolver::Krr).then_some(args.landmarks),
             lambda: args.lambda,
@@ -528,7 +528,7 @@ pub fn run(args: KrrArgs) -> Result<()> {
     println!(
         "stolr krr: {solver} on {format} ({origin}; n_train={n}, n_test={m}, d={d}), sigma={sigma:.4}{nu_text}: \
          test MSE {test_mse:.6}, {centres} centres{sparsity}, fit {fit:.2} s, peak {mem}{out}",
-        solver = solver_name(args.solver),
+        solver = fitted.model.solver(),
         origin = prepared.origin,
         format = prepared.format,
         n = train.n(),
@@ -542,13 +542,4 @@ pub fn run(args: KrrArgs) -> Result<()> {
         out = args.out.as_ref().map(|d| format!(" -> {}", d.display())).unwrap_or_default(),
     );
     Ok(())
-}
-
-fn solver_name(s: KrrSolver) -> &'static str {
-    match s {
-        KrrSolver::Slkl => "slkl",
-        KrrSolver::Krr => "krr",
-        KrrSolver::KrrSubset => "krr-subset",
-        KrrSolver::Uniform => "uniform",
-    }
 }

@@ -191,13 +191,7 @@ fn fit_kernel_pca<'py>(
 ) -> PyResult<KpcaFitArrays<'py>> {
     let x = rows(&x);
     let kernel = kernel(kernel_name, gamma, degree, coef0)?;
-    let sampler = match sampler {
-        "rff" => SamplerKind::Rff,
-        "columns" => SamplerKind::Columns,
-        "columns-sym" => SamplerKind::ColumnsSym,
-        "maclaurin" => SamplerKind::Maclaurin,
-        other => return Err(value_error(format!("unknown sampler '{other}'"))),
-    };
+    let sampler: SamplerKind = sampler.parse().map_err(value_error)?;
     let solver = match solver {
         "exact" => KpcaSolver::exact(),
         "nystrom" => KpcaSolver::Nystrom { landmarks: n_landmarks },

@@ -30,6 +30,10 @@ pub enum SamplerKind {
 }
 
 impl SamplerKind {
+    /// Every sampler, in the order of their names.
+    pub const ALL: [SamplerKind; 4] =
+        [SamplerKind::Rff, SamplerKind::Columns, SamplerKind::ColumnsSym, SamplerKind::Maclaurin];
+
     /// The name as the CLI spells it: `rff`, `columns`, `columns-sym`, `maclaurin`.
     pub fn name(self) -> &'static str {
         match self {
@@ -38,6 +42,18 @@ impl SamplerKind {
             SamplerKind::ColumnsSym => "columns-sym",
             SamplerKind::Maclaurin => "maclaurin",
         }
+    }
+}
+
+impl std::str::FromStr for SamplerKind {
+    type Err = String;
+
+    /// The sampler named `rff`, `columns`, `columns-sym` or `maclaurin`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
+            format!("unknown sampler '{s}' (one of {})", names.join(", "))
+        })
     }
 }
 
