@@ -217,11 +217,13 @@ pub fn run(args: PcaArgs) -> Result<()> {
         }
     };
     let params = Pca { rank: args.rank, center: args.center, scale: args.scale, solver };
-    let stolr_solvers::pca::Prepared { mean, scale, x: prepared } = params.prepare(data.x.as_ref())?;
+    // The fit time counts the centring and scaling copy: it is part of fitting the model.
     let solve_start = Instant::now();
+    let prepared = params.prepare(data.x.as_ref())?;
     let mut rng = stream(args.seed, 1);
     let mut progress = Progress::new(params.solver.name(), None, 1);
-    let (model, stop, epochs) = params.fit_prepared(prepared.as_ref(), mean, scale, &mut rng, &mut progress)?;
+    let (model, stop, epochs) =
+        params.fit_prepared(prepared.x(), prepared.mean.clone(), prepared.scale.clone(), &mut rng, &mut progress)?;
     progress.finish();
     drop(prepared);
     let epochs = stop.map(|_| epochs);

@@ -35,7 +35,7 @@ mod rff;
 pub use bandwidth::{DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, bandwidth_rule};
 pub use centered::{Centered, centered_kernel_matrix};
 pub use columns::ColumnSampling;
-pub use data::check_data;
+pub use data::{check_data, column_means, to_owned};
 pub use error::EstimatorError;
 pub use factors::{Factors, KernelSampler};
 pub use kernel::{Kernel, kernel_row_means};

@@ -239,7 +239,7 @@ fn fit_pca<'py>(
     let result = py.detach(|| {
         let p = params.prepare(x.get())?;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-        Ok::<_, SolverError>(params.fit_prepared(p.x.as_ref(), p.mean, p.scale, &mut rng, &mut observer)?.0)
+        Ok::<_, SolverError>(params.fit_prepared(p.x(), p.mean.clone(), p.scale.clone(), &mut rng, &mut observer)?.0)
     });
     let model = observer.finish(result)?;
     model_bytes(py, &model)

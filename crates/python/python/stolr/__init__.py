@@ -115,8 +115,14 @@ class PCA(TransformerMixin, BaseEstimator, _Model):
 
 class StreamingPCA(TransformerMixin, BaseEstimator, _Model):
     """Streaming PCA by capped MSG (default), MSG, incremental PCA or Oja (paper 003): one pass
-    over batches of rows with ``partial_fit``; the rows are not centred. The solvers need
-    ``1 <= n_components < n_features``."""
+    over batches of rows with ``partial_fit``. The solvers need ``1 <= n_components < n_features``.
+
+    The rows are not centred: as in paper 003, the components are the top eigenvectors of the
+    second moment E[x xᵀ] (scikit-learn's IncrementalPCA centres with a running mean; centre the
+    stream beforehand for the same subspace). The solvers keep no rows, so after ``partial_fit``
+    ``components_`` (n_components, n_features) and ``explained_variance_`` (non-increasing) are the
+    Rayleigh–Ritz pairs of the current subspace on the latest batch; ``fit`` computes them on
+    all of ``X``."""
 
     def __init__(self, n_components=1, solver="capped-msg", eta_scale=0.5, cap=None, batch_size=None,
                  random_state=None):

@@ -253,7 +253,7 @@ impl KernelPca {
             name,
             self.kernel,
             standardization,
-            x.to_owned(),
+            stolr_estimators::to_owned(x),
             &pairs,
             centering,
         )?;
@@ -280,7 +280,7 @@ impl Fit for KernelPca {
     ) -> Result<KernelPcaModel, SolverError> {
         if self.standardize {
             crate::error::check_data(x)?;
-            let mut owned = x.to_owned();
+            let mut owned = stolr_estimators::to_owned(x);
             let stats = standardize(&mut owned);
             Ok(self.fit_prepared(owned.as_ref(), Some(stats), rng, observer)?.model)
         } else {

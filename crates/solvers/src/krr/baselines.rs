@@ -65,7 +65,7 @@ pub fn krr(x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel, config: &KrrConfig) -
     check_lambda(config.lambda)?;
     let k = kernel_matrix(x, kernel, false, config.max_kernel_bytes)?;
     let alpha = ridge_solve(k, y, config.lambda)?;
-    KernelExpansion::new(*kernel, x.to_owned(), alpha)
+    KernelExpansion::new(*kernel, stolr_estimators::to_owned(x), alpha)
 }
 
 /// KRR_M: kernel ridge regression trained on the `M` landmark points only (the "subset of data"

@@ -174,7 +174,7 @@ impl FitRegression for KernelRidge {
         let mut coordinates = fork(rng);
         if self.standardize {
             crate::error::check_data(x)?;
-            let mut owned = x.to_owned();
+            let mut owned = stolr_estimators::to_owned(x);
             let stats = standardize(&mut owned);
             Ok(self.fit_prepared(owned.as_ref(), y, Some(stats), rng, &mut coordinates, observer)?.0)
         } else {

@@ -38,8 +38,17 @@ pub struct Prepared {
     pub mean: Vec<f64>,
     /// The scale divided by, length `d` (ones without scaling).
     pub scale: Vec<f64>,
-    /// `(x − mean) / scale`, shape `(n, d)`.
-    pub x: faer::Mat<f64>,
+    /// `(x − mean) / scale` `(n, d)`, or its transpose `(d, n)` when `transposed`.
+    data: faer::Mat<f64>,
+    transposed: bool,
+}
+
+impl Prepared {
+    /// The prepared data `(x − mean) / scale`, shape `(n, d)`, in the memory layout of the
+    /// data given to [`Pca::prepare`] (row-major stays row-major).
+    pub fn x(&self) -> MatRef<'_, f64> {
+        if self.transposed { self.data.transpose() } else { self.data.as_ref() }
+    }
 }
 
 /// PCA parameters: `rank` principal axes of the rows of `x`, after subtracting the mean of
@@ -83,26 +92,32 @@ impl Pca {
     /// [`SolverError::Estimator`] for empty or non-finite data.
     pub fn prepare(&self, x: MatRef<'_, f64>) -> Result<Prepared, SolverError> {
         crate::error::check_data(x)?;
-        let (n, d) = x.shape();
-        let mut prepared = x.to_owned();
-        let mut mean = vec![0.0; d];
-        if self.center {
-            for (j, m) in mean.iter_mut().enumerate() {
-                *m = prepared.col(j).sum() / n as f64;
-                prepared.col_as_slice_mut(j).iter_mut().for_each(|v| *v -= *m);
+        let d = x.ncols();
+        let mean = if self.center { stolr_estimators::column_means(x) } else { vec![0.0; d] };
+        // The copy keeps the source's layout (a C-order NumPy array stays row-major): a
+        // transposing copy of MNIST costs more than the exact PCA's matrix product.
+        let transposed = x.col_stride() == 1 && x.row_stride() != 1;
+        let mut data = stolr_estimators::to_owned(if transposed { x.transpose() } else { x });
+        // Column j of `data` is a sample (transposed) or a feature.
+        for j in 0..data.ncols() {
+            let col = data.col_as_slice_mut(j);
+            if transposed {
+                col.iter_mut().zip(&mean).for_each(|(v, m)| *v -= m);
+            } else {
+                col.iter_mut().for_each(|v| *v -= mean[j]);
             }
         }
         let mut scale = vec![1.0; d];
         if self.scale {
-            let max = (0..d)
-                .map(|j| prepared.col_as_slice(j).iter().fold(0.0_f64, |a, v| a.max(v.abs())))
+            let max = (0..data.ncols())
+                .map(|j| data.col_as_slice(j).iter().fold(0.0_f64, |a, v| a.max(v.abs())))
                 .fold(0.0, f64::max);
             if max > 0.0 {
-                prepared *= 1.0 / max;
+                data *= 1.0 / max;
                 scale = vec![max; d];
             }
         }
-        Ok(Prepared { mean, scale, x: prepared })
+        Ok(Prepared { mean, scale, data, transposed })
     }
 
     /// Fits on data already prepared by [`Pca::prepare`] and returns the model with the run's
@@ -123,7 +138,7 @@ impl Pca {
         let (pairs, stop, epochs) = match &self.solver {
             PcaSolver::Exact => (exact_pca(prepared, self.rank)?, None, 0),
             PcaSolver::SvrgBb(config) => {
-                let rows = prepared.transpose().to_owned();
+                let rows = stolr_estimators::to_owned(prepared.transpose());
                 let config = SvrgPcaConfig { rank: self.rank, ..config.clone() };
                 let mut solver = SvrgPca::new(rows.transpose(), config, rng)?;
                 let stop = run(&mut solver, rng, observer)?;
@@ -131,7 +146,7 @@ impl Pca {
                 (out.pairs, Some(stop), out.epochs)
             }
             PcaSolver::VrPca(config) => {
-                let rows = prepared.transpose().to_owned();
+                let rows = stolr_estimators::to_owned(prepared.transpose());
                 let config = VrPcaConfig { rank: self.rank, ..config.clone() };
                 let mut solver = VrPca::new(rows.transpose(), config, rng)?;
                 let stop = run(&mut solver, rng, observer)?;
@@ -154,6 +169,6 @@ impl Fit for Pca {
     /// empty or non-finite data; [`SolverError::Diverged`] and factorization errors.
     fn fit(&self, x: MatRef<'_, f64>, rng: &mut dyn Rng, observer: &mut dyn Observer) -> Result<PcaModel, SolverError> {
         let p = self.prepare(x)?;
-        Ok(self.fit_prepared(p.x.as_ref(), p.mean, p.scale, rng, observer)?.0)
+        Ok(self.fit_prepared(p.x(), p.mean.clone(), p.scale.clone(), rng, observer)?.0)
     }
 }
