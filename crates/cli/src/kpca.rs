@@ -241,7 +241,14 @@ fn solve(
     if args.solver != SolverKind::Skpca && args.rank.is_none() {
         bail!("--solver {} needs --rank (the number of eigenpairs)", solver.name());
     }
-    let params = KernelPca { rank: args.rank, kernel: *kernel, center: args.center, standardize: false, solver };
+    let params = KernelPca {
+        rank: args.rank,
+        kernel: *kernel,
+        center: args.center,
+        standardize: false,
+        solver,
+        memory: crate::memory::budget(),
+    };
     let iterative = matches!(args.solver, SolverKind::Skpca | SolverKind::Kha);
     let mut progress = Progress::new(params.solver.name(), iterative.then_some(args.iterations), 1);
     let fit = params.fit_prepared(x, standardization, &mut rng, &mut progress)?;

@@ -25,6 +25,11 @@ struct Cli {
     /// Worker threads for the linear algebra and element-wise passes (0: one per core).
     #[arg(long, global = true, default_value_t = 0)]
     threads: usize,
+    /// Memory the run may allocate, e.g. 2G or 500M (binary units). Every allocation whose size
+    /// follows from the data or a parameter is estimated first; over the limit the run stops
+    /// with an error before doing the work. Default: 80 % of the memory available at the start.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = stolr_memory::parse_size)]
+    memory_limit: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -54,6 +59,7 @@ fn main() -> std::process::ExitCode {
         }
         faer::set_global_parallelism(faer::Par::rayon(cli.threads));
     }
+    memory::set_budget(cli.memory_limit.map(stolr_memory::MemoryBudget::bytes).unwrap_or_default());
     let result = match cli.command {
         Command::Kpca(args) => kpca::run(*args),
         Command::Pca(args) => pca::run(*args),

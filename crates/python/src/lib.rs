@@ -18,6 +18,7 @@ use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use stolr_datasets::ModelFile;
 use stolr_estimators::Kernel;
+use stolr_memory::MemoryBudget;
 use stolr_solvers::{
     IncrementalPca, IterationReport, KernelPca, KernelPcaModel, KernelRidge, KpcaSolver, KrrModel, KrrSolver, Msg,
     MsgConfig, Observer, Oja, Pca, PcaModel, PcaSolver, Persist, Predictor, SamplerKind, SkpcaConfig, SlklConfig,
@@ -42,7 +43,7 @@ fn value_error(e: impl std::fmt::Display) -> PyErr {
 /// the CLI prints.
 fn solver_error(e: SolverError) -> PyErr {
     match e {
-        SolverError::KernelTooLarge { .. } => PyMemoryError::new_err(e.to_string()),
+        SolverError::Memory(_) => PyMemoryError::new_err(e.to_string()),
         other => PyValueError::new_err(other.to_string()),
     }
 }
@@ -206,7 +207,8 @@ fn fit_kernel_pca<'py>(
         "kha" => KpcaSolver::Kha { eta: 0.05, iterations: n_iter, init_scale: 0.01 },
         other => return Err(value_error(format!("unknown solver '{other}' (exact, nystrom, skpca, kha)"))),
     };
-    let params = KernelPca { rank: n_components, kernel, center, standardize: false, solver };
+    let params =
+        KernelPca { rank: n_components, kernel, center, standardize: false, solver, memory: MemoryBudget::default() };
     let mut observer = PythonObserver::new(verbose);
     let result =
         py.detach(|| params.fit_prepared(x.get(), None, &mut Xoshiro256PlusPlus::seed_from_u64(seed), &mut observer));

@@ -40,18 +40,9 @@ pub enum SolverError {
         /// Iterations run.
         iterations: usize,
     },
-    /// The dense kernel matrix would not fit the memory budget.
-    #[error(
-        "the dense {n} x {n} kernel matrix needs {needed_bytes} bytes, more than the budget of {budget_bytes} bytes; use the skpca or nystrom solver"
-    )]
-    KernelTooLarge {
-        /// Number of samples.
-        n: usize,
-        /// Bytes the matrix needs.
-        needed_bytes: u128,
-        /// The configured budget.
-        budget_bytes: u128,
-    },
+    /// An allocation the run needs would exceed the memory budget (checked before it is made).
+    #[error(transparent)]
+    Memory(#[from] stolr_memory::MemoryError),
     /// An iterative solver's iterate stopped being finite or full-rank.
     #[error("the iterate diverged in epoch {epoch}; lower the step size (or use the consistent mode)")]
     Diverged {

@@ -213,8 +213,8 @@ fn bad_parameters_are_typed_errors() {
     let mut bad = x.clone();
     bad[(3, 1)] = f64::INFINITY;
     assert!(matches!(exact_kpca(bad.as_ref(), &GAUSS, &ExactKpcaConfig::new(2)), Err(SolverError::Estimator(_))));
-    let budget = ExactKpcaConfig { max_kernel_bytes: 100, ..ExactKpcaConfig::new(2) };
-    assert!(matches!(exact_kpca(x.as_ref(), &GAUSS, &budget), Err(SolverError::KernelTooLarge { .. })));
+    let budget = ExactKpcaConfig { memory: stolr_memory::MemoryBudget::bytes(100), ..ExactKpcaConfig::new(2) };
+    assert!(matches!(exact_kpca(x.as_ref(), &GAUSS, &budget), Err(SolverError::Memory(_))));
     // The iterate's form follows the sampler: PSD for RFF, general for column sampling.
     let cols = ColumnSampling::new(x.as_ref(), GAUSS, 3, false).unwrap();
     assert!(matches!(Skpca::new(SkpcaConfig::default(), Box::new(cols)).unwrap().iterate(), Iterate::General(_)));

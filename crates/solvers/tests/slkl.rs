@@ -472,8 +472,8 @@ fn bad_inputs_are_errors() {
     ));
     assert!(krr_subset(x.as_ref(), &y, &GAUSS, &KrrConfig::default(), &[]).is_err());
     assert!(krr(x.as_ref(), &y[..3], &GAUSS, &KrrConfig::default()).is_err());
-    let tiny = KrrConfig { max_kernel_bytes: 100, ..KrrConfig::default() };
-    assert!(matches!(krr(x.as_ref(), &y, &GAUSS, &tiny), Err(SolverError::KernelTooLarge { .. })));
+    let tiny = KrrConfig { memory: stolr_memory::MemoryBudget::bytes(100), ..KrrConfig::default() };
+    assert!(matches!(krr(x.as_ref(), &y, &GAUSS, &tiny), Err(SolverError::Memory(_))));
     for weight in [UniformWeight::Fixed(0.0), UniformWeight::Fixed(-1.0), UniformWeight::Fixed(f64::NAN)] {
         let cfg = UnifConfig { weight, ..UnifConfig::default() };
         assert!(matches!(

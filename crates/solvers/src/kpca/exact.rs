@@ -5,6 +5,8 @@ use faer::{Mat, MatRef};
 use stolr_estimators::Kernel;
 use stolr_lowrank::{Eigenpairs, top_eigenpairs};
 
+use stolr_memory::{MemoryBudget, f64_bytes};
+
 use crate::SolverError;
 use crate::error::{check_data, check_rank};
 
@@ -15,9 +17,8 @@ pub struct ExactKpcaConfig {
     pub rank: usize,
     /// Centre in feature space: decompose `HKH`, `H = I − 11ᵀ/n`.
     pub center: bool,
-    /// Refuse to build the `n × n` kernel matrix when it needs more bytes than this
-    /// (default 16 GiB, for a 24 GiB machine).
-    pub max_kernel_bytes: u128,
+    /// The memory budget the `n × n` kernel matrix (`8·n²` bytes) must fit.
+    pub memory: MemoryBudget,
     /// Relative tolerance of the Krylov–Schur eigensolver (default `1e-10`).
     pub tolerance: f64,
 }
@@ -25,7 +26,7 @@ pub struct ExactKpcaConfig {
 impl ExactKpcaConfig {
     /// `rank` eigenpairs of the uncentred kernel matrix with the default budget and tolerance.
     pub fn new(rank: usize) -> Self {
-        Self { rank, center: false, max_kernel_bytes: 16 << 30, tolerance: 1e-10 }
+        Self { rank, center: false, memory: MemoryBudget::default(), tolerance: 1e-10 }
     }
 }
 
@@ -33,26 +34,34 @@ impl ExactKpcaConfig {
 /// `(n, d)`. Memory `8·n²` bytes; centring is done in place.
 ///
 /// # Errors
-/// [`SolverError::KernelTooLarge`] if `8·n²` exceeds `max_bytes`; [`SolverError::Estimator`]
+/// [`SolverError::Memory`] if `8·n²` bytes exceed `memory`; [`SolverError::Estimator`]
 /// for empty or non-finite data and invalid kernel parameters.
 pub fn kernel_matrix(
     x: MatRef<'_, f64>,
     kernel: &Kernel,
     center: bool,
-    max_bytes: u128,
+    memory: MemoryBudget,
 ) -> Result<Mat<f64>, SolverError> {
     check_data(x)?;
     kernel.validate()?;
-    let n = x.nrows() as u128;
-    let needed = 8 * n * n;
-    if needed > max_bytes {
-        return Err(SolverError::KernelTooLarge { n: x.nrows(), needed_bytes: needed, budget_bytes: max_bytes });
-    }
+    check_dense_kernel(x.nrows(), memory)?;
     let mut k = kernel.matrix(x);
     if center {
         center_in_place(&mut k);
     }
     Ok(k)
+}
+
+/// Checks that the dense `n × n` kernel matrix fits `memory` (`8·n²` bytes; centring is in
+/// place, the eigensolver's workspace is `O(n·r)`).
+///
+/// # Errors
+/// [`SolverError::Memory`] naming the matrix otherwise.
+pub fn check_dense_kernel(n: usize, memory: MemoryBudget) -> Result<(), SolverError> {
+    Ok(memory.check(
+        format!("the dense n × n kernel matrix (n = {n}); use the skpca or nystrom solver"),
+        f64_bytes(&[n, n]),
+    )?)
 }
 
 /// `K ← HKH` for a symmetric `K`, `H = I − 11ᵀ/n`: `K_ij += m̄ − m_i − m_j` with `m = K1/n`,
@@ -104,15 +113,7 @@ pub(crate) fn exact_fit(
     }
     check_data(x)?;
     kernel.validate()?;
-    let n = x.nrows() as u128;
-    let needed = 8 * n * n;
-    if needed > config.max_kernel_bytes {
-        return Err(SolverError::KernelTooLarge {
-            n: x.nrows(),
-            needed_bytes: needed,
-            budget_bytes: config.max_kernel_bytes,
-        });
-    }
+    check_dense_kernel(x.nrows(), config.memory)?;
     let mut k = kernel.matrix(x);
     let stats = config.center.then(|| center_in_place(&mut k));
     Ok((top_eigenpairs(k.as_ref(), config.rank, config.tolerance)?, stats))

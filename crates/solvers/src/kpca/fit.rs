@@ -8,6 +8,7 @@ use stolr_estimators::{
     Centered, ColumnSampling, Kernel, KernelSampler, RandomFourierFeatures, RandomMaclaurin, kernel_row_means,
 };
 use stolr_lowrank::Eigenpairs;
+use stolr_memory::MemoryBudget;
 
 use crate::kpca::exact::exact_fit;
 use crate::kpca::{
@@ -64,8 +65,6 @@ pub enum KpcaSolver {
     Exact {
         /// Relative tolerance of the eigensolver.
         tolerance: f64,
-        /// Refuse the `n × n` matrix above this many bytes.
-        max_kernel_bytes: u128,
     },
     /// Exact eigenpairs of the Nyström approximation on `landmarks` uniform landmarks
     /// ([`crate::nystrom_kpca`]).
@@ -95,10 +94,9 @@ pub enum KpcaSolver {
 }
 
 impl KpcaSolver {
-    /// The exact solver with tolerance `1e-10` and a 16 GiB kernel budget.
+    /// The exact solver with tolerance `1e-10`.
     pub fn exact() -> Self {
-        let defaults = ExactKpcaConfig::new(1);
-        KpcaSolver::Exact { tolerance: defaults.tolerance, max_kernel_bytes: defaults.max_kernel_bytes }
+        KpcaSolver::Exact { tolerance: ExactKpcaConfig::new(1).tolerance }
     }
 
     /// The name as the CLI spells it: `exact`, `nystrom`, `skpca`, `kha`.
@@ -147,12 +145,15 @@ pub struct KernelPca {
     pub standardize: bool,
     /// The solver.
     pub solver: KpcaSolver,
+    /// The memory budget every size-dependent allocation of the fit is checked against before
+    /// it is made (default: 80 % of the memory available at the first fit).
+    pub memory: MemoryBudget,
 }
 
 impl KernelPca {
     /// `rank` components of `kernel` by `solver`, uncentred, without standardization.
     pub fn new(rank: usize, kernel: Kernel, solver: KpcaSolver) -> Self {
-        Self { rank: Some(rank), kernel, center: false, standardize: false, solver }
+        Self { rank: Some(rank), kernel, center: false, standardize: false, solver, memory: MemoryBudget::default() }
     }
 
     /// Sets feature-space centring.
@@ -188,11 +189,11 @@ impl KernelPca {
         // The solvers on the training rows give eigenpairs, the kernel means when they have
         // them, and how the run ended; the model is built from those below.
         let (pairs, means, stop, iterations) = match &self.solver {
-            KpcaSolver::Exact { tolerance, max_kernel_bytes } => {
+            KpcaSolver::Exact { tolerance } => {
                 let config = ExactKpcaConfig {
                     rank: self.rank_for("exact")?,
                     center: self.center,
-                    max_kernel_bytes: *max_kernel_bytes,
+                    memory: self.memory,
                     tolerance: *tolerance,
                 };
                 let (pairs, means) = exact_fit(x, &self.kernel, &config)?;
@@ -269,7 +270,7 @@ impl Fit for KernelPca {
     /// # Errors
     /// [`SolverError::InvalidConfig`] / [`SolverError::InvalidRank`] for impossible parameters
     /// (`rank` missing, 0 or above `n`; landmarks outside `[rank, n]`; τ ≤ 0; ...),
-    /// [`SolverError::Estimator`] for empty or non-finite data, [`SolverError::KernelTooLarge`]
+    /// [`SolverError::Estimator`] for empty or non-finite data, [`SolverError::Memory`]
     /// for an exact fit over its budget, [`SolverError::RankCollapsed`] when SKPCA's τ is above
     /// every eigenvalue, and the solvers' numerical errors.
     fn fit(

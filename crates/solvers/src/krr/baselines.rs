@@ -17,13 +17,13 @@ pub struct KrrConfig {
     /// $(K + \lambda I)\alpha = y$, the minimiser of
     /// $\sum_i (y_i - f(x_i))^2 + \lambda \|f\|_{\mathcal H}^2$ (paper 004, (6)–(8)).
     pub lambda: f64,
-    /// Refuse to build a kernel matrix needing more bytes than this (default 16 GiB).
-    pub max_kernel_bytes: u128,
+    /// The memory budget the kernel matrix must fit (default: 80 % of the memory available).
+    pub memory: stolr_memory::MemoryBudget,
 }
 
 impl Default for KrrConfig {
     fn default() -> Self {
-        Self { lambda: 1.0, max_kernel_bytes: 16 << 30 }
+        Self { lambda: 1.0, memory: stolr_memory::MemoryBudget::default() }
     }
 }
 
@@ -55,7 +55,7 @@ fn ridge_solve(mut k: Mat<f64>, y: &[f64], lambda: f64) -> Result<Vec<f64>, Solv
 /// # Errors
 /// [`SolverError::InvalidConfig`] unless λ is positive and finite; [`SolverError::Estimator`]
 /// for empty or non-finite data and invalid kernel parameters; [`SolverError::ShapeMismatch`]
-/// if `y.len() != n`; [`SolverError::NonFiniteTarget`]; [`SolverError::KernelTooLarge`] over the
+/// if `y.len() != n`; [`SolverError::NonFiniteTarget`]; [`SolverError::Memory`] over the
 /// memory budget; [`SolverError::LowRank`] if the Cholesky factorization fails.
 ///
 /// # References
@@ -63,7 +63,7 @@ fn ridge_solve(mut k: Mat<f64>, y: &[f64], lambda: f64) -> Result<Vec<f64>, Solv
 pub fn krr(x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel, config: &KrrConfig) -> Result<KernelExpansion, SolverError> {
     check_regression(x, y)?;
     check_lambda(config.lambda)?;
-    let k = kernel_matrix(x, kernel, false, config.max_kernel_bytes)?;
+    let k = kernel_matrix(x, kernel, false, config.memory)?;
     let alpha = ridge_solve(k, y, config.lambda)?;
     KernelExpansion::new(*kernel, stolr_estimators::to_owned(x), alpha)
 }
@@ -94,7 +94,7 @@ pub fn krr_subset(
     check_landmarks(landmarks, x.nrows())?;
     let xj = Mat::from_fn(landmarks.len(), x.ncols(), |r, c| x[(landmarks[r], c)]);
     let yj: Vec<f64> = landmarks.iter().map(|&i| y[i]).collect();
-    let k = kernel_matrix(xj.as_ref(), kernel, false, config.max_kernel_bytes)?;
+    let k = kernel_matrix(xj.as_ref(), kernel, false, config.memory)?;
     let alpha = ridge_solve(k, &yj, config.lambda)?;
     KernelExpansion::new(*kernel, xj, alpha)
 }

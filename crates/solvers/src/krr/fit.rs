@@ -162,7 +162,7 @@ impl FitRegression for KernelRidge {
     /// # Errors
     /// [`SolverError::InvalidConfig`] for λ ≤ 0, ν ≤ 0, `M` outside `[1, n]`;
     /// [`SolverError::ShapeMismatch`] if `y.len() != n`; [`SolverError::NonFiniteTarget`];
-    /// [`SolverError::Estimator`] for empty or non-finite data; [`SolverError::KernelTooLarge`]
+    /// [`SolverError::Estimator`] for empty or non-finite data; [`SolverError::Memory`]
     /// for KRR_n over its budget; numerical failures of the solvers.
     fn fit(
         &self,

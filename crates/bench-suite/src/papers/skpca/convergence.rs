@@ -43,7 +43,7 @@ pub(super) fn exact_target(
     let n = x.nrows();
     let start = Instant::now();
     let pairs = {
-        let k = kernel_matrix(x, &kernel, false, 16 << 30)?;
+        let k = kernel_matrix(x, &kernel, false, stolr_memory::MemoryBudget::default())?;
         top_eigenpairs(k.as_ref(), ds.target_pairs.min(n), 1e-10)?
     };
     let seconds = start.elapsed().as_secs_f64();
