@@ -213,8 +213,15 @@ fn solve(
                 }
                 (None, rank) => {
                     let rank = rank.unwrap_or(10);
-                    let choice =
-                        tau_for_rank(x, kernel, rank, args.tau_subsample, args.center, &mut stream(args.seed, 2))?;
+                    let choice = tau_for_rank(
+                        x,
+                        kernel,
+                        rank,
+                        args.tau_subsample,
+                        args.center,
+                        crate::memory::budget(),
+                        &mut stream(args.seed, 2),
+                    )?;
                     tau_report = Some(TauReport {
                         value: choice.tau,
                         source: format!(
@@ -250,6 +257,9 @@ fn solve(
         memory: crate::memory::budget(),
     };
     let iterative = matches!(args.solver, SolverKind::Skpca | SolverKind::Kha);
+    if iterative {
+        Progress::check_trace("--iterations", args.iterations, 1)?;
+    }
     let mut progress = Progress::new(params.solver.name(), iterative.then_some(args.iterations), 1);
     let fit = params.fit_prepared(x, standardization, &mut rng, &mut progress)?;
     progress.finish();

@@ -157,9 +157,6 @@ pub struct KrrArgs {
     /// Where SLKL's kernel columns come from.
     #[arg(long, value_enum, default_value = "precomputed")]
     columns: ColumnsArg,
-    /// KRR_n refuses kernel matrices larger than this (GiB).
-    #[arg(long, default_value_t = 16.0)]
-    max_kernel_gib: f64,
     /// Seed of every random choice (data, split, width pairs, landmarks, coordinate order, ν).
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -330,9 +327,6 @@ fn check_args(args: &KrrArgs, n: usize) -> Result<()> {
     if args.max_epochs == 0 {
         bail!("--max-epochs must be at least 1");
     }
-    if !(args.max_kernel_gib.is_finite() && args.max_kernel_gib > 0.0) {
-        bail!("--max-kernel-gib must be positive, got {}", args.max_kernel_gib);
-    }
     Ok(())
 }
 
@@ -371,13 +365,13 @@ fn fit(
         KrrSolver::KrrSubset => Solver::KrrSubset { lambda, landmarks: args.landmarks },
         KrrSolver::Krr => Solver::Krr { lambda },
     };
-    let max_kernel_bytes = (args.max_kernel_gib * (1u64 << 30) as f64) as u128;
     if args.solver == KrrSolver::Krr {
-        // KRR_n's n × n matrix is refused above the budget before any work.
-        let needed = 8 * (x.nrows() as u128).pow(2);
-        if needed > max_kernel_bytes {
-            bail!("KRR_n needs a {n} x {n} kernel matrix ({needed} bytes), more than --max-kernel-gib", n = x.nrows());
-        }
+        // KRR_n's n × n matrix (and its Cholesky factor) is refused above the budget before any work.
+        let n = x.nrows();
+        crate::memory::budget().check(
+            format!("KRR_n's {n} × {n} kernel matrix and its Cholesky factor (n = {n}; --memory-limit)"),
+            stolr_memory::f64_bytes(&[2, n, n]),
+        )?;
     }
     let params = KernelRidge { kernel: *kernel, solver, standardize: false };
     let (model, summary) = params.fit_prepared(

@@ -74,6 +74,16 @@ fn main() -> std::process::ExitCode {
             for cause in err.chain().skip(1) {
                 eprintln!("  caused by: {cause}");
             }
+            let over_budget = err.chain().any(|e| {
+                matches!(e.downcast_ref(), Some(stolr_memory::MemoryError::OverBudget { .. }))
+                    || matches!(e.downcast_ref(), Some(stolr_solvers::SolverError::Memory(_)))
+            });
+            if over_budget {
+                eprintln!(
+                    "  hint: --memory-limit SIZE sets the limit (now {}); a stochastic solver (skpca, nystrom) needs less",
+                    stolr_memory::format_bytes(memory::budget().limit())
+                );
+            }
             std::process::ExitCode::FAILURE
         }
     }

@@ -128,6 +128,12 @@ pub struct PcaArgs {
 /// The data of `--generate kind`, drawn from the seed's stream 0.
 pub(crate) fn generated(args: &PcaArgs, kind: Generator) -> Result<generate::Generated> {
     let mut rng = stream(args.seed, 0);
+    // The n × d matrix, its orthonormal factors (n × d and d × d) and a product's temporary.
+    let (n, d) = (args.n, args.d);
+    crate::memory::budget().check(
+        format!("the generated {n} × {d} data (--n, --d)"),
+        stolr_memory::f64_bytes(&[3, n, d]).saturating_add(stolr_memory::f64_bytes(&[2, d, d])),
+    )?;
     Ok(match kind {
         Generator::Eigengap => generate::eigengap(args.n, args.d, args.gap, &mut rng)?,
         Generator::Gaussian => generate::gaussian_matrix(args.n, args.d, 1.0, &mut rng),
@@ -221,6 +227,9 @@ pub fn run(args: PcaArgs) -> Result<()> {
     let solve_start = Instant::now();
     let prepared = params.prepare(data.x.as_ref())?;
     let mut rng = stream(args.seed, 1);
+    if let Some(epochs) = args.epochs {
+        Progress::check_trace("--epochs", epochs, 1)?;
+    }
     let mut progress = Progress::new(params.solver.name(), None, 1);
     let (model, stop, epochs) =
         params.fit_prepared(prepared.x(), prepared.mean.clone(), prepared.scale.clone(), &mut rng, &mut progress)?;

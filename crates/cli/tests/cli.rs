@@ -124,3 +124,35 @@ fn bad_input_gets_a_clear_error_and_no_panic() {
     assert_fails_with(&with(&["--solver", "exact"]), "--rank");
     assert_fails_with(&stolr(&["kpca", "--input", "/nonexistent/file"]), "/nonexistent/file");
 }
+
+/// Every size a user can type that needs more memory than `--memory-limit` ends with an
+/// `error:` naming what was estimated and the limit, before any work, with no panic.
+#[test]
+fn sizes_over_the_memory_budget_are_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = write_csv(dir.path(), 300);
+    let input = csv.to_str().unwrap();
+    let out_dir = dir.path().join("out");
+    let out = out_dir.to_str().unwrap();
+    let kpca = |extra: &[&str]| {
+        let mut args = vec!["kpca", "--input", input, "--format", "csv", "--out", out, "--sigma", "1"];
+        args.extend_from_slice(extra);
+        stolr(&args)
+    };
+    assert_fails_with(&kpca(&["--iterations", "100000000000", "--tau", "1"]), "convergence trace");
+    assert_fails_with(&kpca(&["--solver", "kha", "--rank", "2", "--iterations", "100000000000"]), "--iterations");
+    // 300 × 300 × 8 B = 703 KiB for the dense kernel: over a 100 KiB limit.
+    let dense = kpca(&["--solver", "exact", "--rank", "2", "--memory-limit", "100K"]);
+    assert_fails_with(&dense, "kernel matrix (n = 300)");
+    assert!(stderr(&dense).contains("100 KiB"), "the limit is named: {}", stderr(&dense));
+    assert_fails_with(
+        &kpca(&["--rank", "5", "--tau-subsample", "100000000000", "--memory-limit", "100K"]),
+        "tau_subsample",
+    );
+    assert_fails_with(&kpca(&["--memory-limit", "12 parsecs"]), "cannot read the size");
+    assert_fails_with(
+        &stolr(&["pca", "--generate", "gaussian", "--n", "100000000000", "--d", "1000", "--rank", "2", "--out", out]),
+        "--n, --d",
+    );
+    assert!(!out_dir.exists(), "nothing is written when the run is refused");
+}

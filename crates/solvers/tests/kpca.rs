@@ -188,8 +188,16 @@ fn tau_for_rank_separates_the_requested_rank() {
     let x = data(n, 12);
     let all = all_eigenpairs(&GAUSS.matrix(x.as_ref()));
     for rank in [1, 4, 10] {
-        let choice =
-            tau_for_rank(x.as_ref(), &GAUSS, rank, n, false, &mut Xoshiro256PlusPlus::seed_from_u64(3)).unwrap();
+        let choice = tau_for_rank(
+            x.as_ref(),
+            &GAUSS,
+            rank,
+            n,
+            false,
+            stolr_memory::MemoryBudget::UNLIMITED,
+            &mut Xoshiro256PlusPlus::seed_from_u64(3),
+        )
+        .unwrap();
         assert_eq!(all.values.iter().filter(|&&v| v > choice.tau).count(), rank);
     }
 }

@@ -17,7 +17,25 @@ pub struct Progress {
     last: Option<IterationReport>,
 }
 
+/// Bytes the trace of one recorded iteration takes: the tuple in memory and its line in
+/// report.json (about 100 characters).
+const TRACE_BYTES_PER_ITERATION: u64 = 128;
+
 impl Progress {
+    /// Checks that the trace of `iterations` recorded iterations (`parameter` names them, e.g.
+    /// `--iterations`) fits the run's memory budget.
+    ///
+    /// # Errors
+    /// The budget's error naming `parameter` and the estimate.
+    pub fn check_trace(parameter: &str, iterations: usize, every: usize) -> anyhow::Result<()> {
+        let recorded = (iterations / every.max(1)) as u64;
+        crate::memory::budget().check(
+            format!("the convergence trace of {parameter} {iterations}"),
+            recorded.saturating_mul(TRACE_BYTES_PER_ITERATION),
+        )?;
+        Ok(())
+    }
+
     /// A bar over `total` iterations (`None`: unknown, a spinner), recording every `every`-th.
     pub fn new(what: &str, total: Option<usize>, every: usize) -> Self {
         let bar = std::io::stderr().is_terminal().then(|| {

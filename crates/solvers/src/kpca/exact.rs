@@ -58,10 +58,7 @@ pub fn kernel_matrix(
 /// # Errors
 /// [`SolverError::Memory`] naming the matrix otherwise.
 pub fn check_dense_kernel(n: usize, memory: MemoryBudget) -> Result<(), SolverError> {
-    Ok(memory.check(
-        format!("the dense n × n kernel matrix (n = {n}); use the skpca or nystrom solver"),
-        f64_bytes(&[n, n]),
-    )?)
+    Ok(memory.check(format!("the dense n × n kernel matrix (n = {n})"), f64_bytes(&[n, n]))?)
 }
 
 /// `K ← HKH` for a symmetric `K`, `H = I − 11ᵀ/n`: `K_ij += m̄ − m_i − m_j` with `m = K1/n`,

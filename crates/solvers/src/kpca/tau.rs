@@ -4,6 +4,7 @@ use faer::{Mat, MatRef};
 use rand::Rng;
 use stolr_estimators::{Kernel, centered_kernel_matrix};
 use stolr_lowrank::sym_eigen_desc;
+use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::SolverError;
 use crate::error::{check_data, check_rank};
@@ -31,8 +32,9 @@ pub struct TauChoice {
 ///
 /// # Errors
 /// [`SolverError::InvalidRank`] if `rank` is 0 or `rank ≥ m` (the subsample must show the
-/// eigenvalue after the cut) or if `μ̄_rank ≤ 0`; data and kernel errors as
-/// [`crate::exact_kpca`].
+/// eigenvalue after the cut) or if `μ̄_rank ≤ 0`; [`SolverError::Memory`] if the subsample's
+/// kernel matrix and its eigendecomposition (about `(3 or 4)·8m²` bytes) exceed `memory`; data
+/// and kernel errors as [`crate::exact_kpca`].
 ///
 /// # References
 /// Paper `000_64249a13de5bd3cc.txt`, "Experimental Setting" (choice of λ); spec §2.7 and
@@ -43,12 +45,20 @@ pub fn tau_for_rank<R: Rng + ?Sized>(
     rank: usize,
     subsample: usize,
     center: bool,
+    memory: MemoryBudget,
     rng: &mut R,
 ) -> Result<TauChoice, SolverError> {
     check_data(x)?;
     kernel.validate()?;
     let n = x.nrows();
     let m = subsample.min(n);
+    // The subsample's rows, its kernel matrix (and a centred copy), and the dense symmetric
+    // eigendecomposition's eigenvectors and workspace: about four m × m matrices.
+    let matrices = if center { 4 } else { 3 };
+    memory.check(
+        format!("choosing tau from the kernel matrix of a random subsample (tau_subsample m = {m})"),
+        f64_bytes(&[m, x.ncols()]).saturating_add(f64_bytes(&[matrices, m, m])),
+    )?;
     check_rank(rank, n)?;
     if rank >= m {
         return Err(SolverError::InvalidRank {

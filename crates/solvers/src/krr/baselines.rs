@@ -39,6 +39,15 @@ fn check_lambda(lambda: f64) -> Result<(), SolverError> {
 }
 
 /// Solves $(K + \lambda I)\alpha = y$ by Cholesky and returns $\alpha$.
+/// Checks the `n × n` kernel matrix and the Cholesky factor `spd_solve` makes of it (two
+/// `8n²`-byte matrices) against the budget.
+fn check_kernel_and_factor(n: usize, config: &KrrConfig) -> Result<(), SolverError> {
+    Ok(config.memory.check(
+        format!("the {n} × {n} kernel matrix and its Cholesky factor (n = {n})"),
+        stolr_memory::f64_bytes(&[2, n, n]),
+    )?)
+}
+
 fn ridge_solve(mut k: Mat<f64>, y: &[f64], lambda: f64) -> Result<Vec<f64>, SolverError> {
     for i in 0..k.nrows() {
         k[(i, i)] += lambda;
@@ -50,7 +59,8 @@ fn ridge_solve(mut k: Mat<f64>, y: &[f64], lambda: f64) -> Result<Vec<f64>, Solv
 
 /// KRR_n: kernel ridge regression on all `n` training points, $\alpha = (K + \lambda I)^{-1} y$ by
 /// a dense Cholesky factorization (faer), predictor $f(x) = \sum_{i=1}^n \alpha_i \kappa(x, x_i)$.
-/// `x` has shape `(n, d)`, `y` length `n`. Time $O(n^2 d + n^3/3)$, memory $8n^2$ bytes.
+/// `x` has shape `(n, d)`, `y` length `n`. Time $O(n^2 d + n^3/3)$, memory $16n^2$ bytes (the
+/// matrix and its Cholesky factor).
 ///
 /// # Errors
 /// [`SolverError::InvalidConfig`] unless λ is positive and finite; [`SolverError::Estimator`]
@@ -63,6 +73,7 @@ fn ridge_solve(mut k: Mat<f64>, y: &[f64], lambda: f64) -> Result<Vec<f64>, Solv
 pub fn krr(x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel, config: &KrrConfig) -> Result<KernelExpansion, SolverError> {
     check_regression(x, y)?;
     check_lambda(config.lambda)?;
+    check_kernel_and_factor(x.nrows(), config)?;
     let k = kernel_matrix(x, kernel, false, config.memory)?;
     let alpha = ridge_solve(k, y, config.lambda)?;
     KernelExpansion::new(*kernel, stolr_estimators::to_owned(x), alpha)
@@ -94,6 +105,7 @@ pub fn krr_subset(
     check_landmarks(landmarks, x.nrows())?;
     let xj = Mat::from_fn(landmarks.len(), x.ncols(), |r, c| x[(landmarks[r], c)]);
     let yj: Vec<f64> = landmarks.iter().map(|&i| y[i]).collect();
+    check_kernel_and_factor(xj.nrows(), config)?;
     let k = kernel_matrix(xj.as_ref(), kernel, false, config.memory)?;
     let alpha = ridge_solve(k, &yj, config.lambda)?;
     KernelExpansion::new(*kernel, xj, alpha)
