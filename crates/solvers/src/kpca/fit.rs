@@ -236,6 +236,13 @@ impl KernelPca {
                     center: self.center,
                     init_scale: *init_scale,
                 };
+                // The coefficients A (n, r), their update and the eigenvectors (n, r), plus
+                // the row-major copy of the data (n, d).
+                let (n, d) = x.shape();
+                self.memory.check(
+                    format!("KHA's n × r coefficients (n = {n}, rank = {})", config.rank),
+                    stolr_memory::f64_bytes(&[3, n, config.rank]).saturating_add(stolr_memory::f64_bytes(&[n, d])),
+                )?;
                 let mut solver = Kha::new(x, self.kernel, config, rng)?;
                 let stop = run(&mut solver, rng, observer)?;
                 let pairs = solver.eigenpairs()?;
