@@ -4,7 +4,7 @@ Writes eigenvalues.npy, eigenvectors.npy and a report.json in the layout of `sto
 so that `kpca-eval` / `kpca-bench` evaluate it with the same metric. scikit-learn always centres
 in feature space, so compare with `stolr kpca --center`.
 
-Usage: python3 sklearn_kpca.py --input FILE --format libsvm|magic [--standardize]
+Usage: python3 sklearn_kpca.py --input FILE --format libsvm|magic|kdd-csv [--standardize]
            --sigma S --rank R --eigen-solver arpack|randomized|dense --out DIR
 """
 import argparse
@@ -25,6 +25,14 @@ def load(path, fmt):
         return np.asarray(x.todense(), dtype=np.float64)
     if fmt == "magic":
         return np.loadtxt(path, delimiter=",", usecols=range(10), dtype=np.float64)
+    if fmt == "kdd-csv":
+        # KDD Cup 99 as `stolr kpca --format csv --categorical 2,3,4 --label-column 42` reads it:
+        # columns 2-4 one-hot, column 42 (the label) dropped.
+        import pandas as pd
+        frame = pd.read_csv(path, header=None)
+        frame = frame.drop(columns=[41])
+        frame = pd.get_dummies(frame, columns=[1, 2, 3], dtype=np.float64)
+        return frame.to_numpy(dtype=np.float64)
     raise SystemExit(f"unknown format {fmt}")
 
 

@@ -5,6 +5,11 @@
 //!     SKPCA vs exact and Nyström kernel PCA on Mushrooms and Magic (separate processes,
 //!     peak memory of each); with --sklearn also scikit-learn's KernelPCA (needs python3 with
 //!     scikit-learn) next to the centred runs; writes results/kpca/summary.{json,md}
+//! cargo xtask bench scale [--sizes LIST] [--skpca-iterations T] [--rank R] [--mf-max-n N] [--sklearn] [--data DIR] [--out DIR]
+//!     kernel PCA on KDD Cup subsamples (n = 20k, 50k, 100k, 494k by default) with every solver
+//!     that fits the memory budget (dense and matrix-free exact, Nyström m = 500 and 2000,
+//!     SKPCA), each a separate process: time, peak RSS, accuracy → results/scale/summary.{json,md},
+//!     time.{svg,png}, memory.{svg,png} (docs/results/scale/ holds the committed run)
 //! cargo xtask reproduce NAME [--quick] [--seeds N] [--data DIR] [--out DIR] [FLAGS...]
 //!     one paper's reproduction (see REPRODUCTIONS); writes results/NAME/ (or --out DIR).
 //!     pca:   paper 002's Tables 1 and 3–8 (SVRG-PCA paper and consistent modes, VR-PCA,
@@ -64,12 +69,16 @@ const DOC_EXTENSIONS: &[&str] = &["md", "json", "png", "svg"];
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-        ["bench", "kpca", rest @ ..] => bench_kpca(rest),
+        ["bench", "kpca", rest @ ..] => bench_cli("kpca", "kpca-bench", rest),
+        ["bench", "scale", rest @ ..] => bench_cli("scale", "scale-bench", rest),
         ["reproduce", name, rest @ ..] => reproduce(name, rest),
         ["bench", "criterion", rest @ ..] => cargo(&["bench", "-p", "stolr-benches", "--"], rest),
         _ => {
             eprintln!(
                 "usage: cargo xtask bench kpca [--iterations T] [--only NAME] [--data DIR] [--out DIR] [--sklearn]"
+            );
+            eprintln!(
+                "       cargo xtask bench scale [--sizes LIST] [--skpca-iterations T] [--rank R] [--mf-max-n N] [--sklearn]"
             );
             eprintln!("       cargo xtask bench criterion [FILTER]");
             let names: Vec<&str> = REPRODUCTIONS.iter().map(|r| r.name).collect();
@@ -103,7 +112,10 @@ fn cargo(fixed: &[&str], rest: &[&str]) -> Result<(), String> {
     if status.success() { Ok(()) } else { Err(format!("cargo {} failed", fixed.join(" "))) }
 }
 
-fn bench_kpca(rest: &[&str]) -> Result<(), String> {
+/// `cargo xtask bench kpca|scale ...`: builds the CLI and the benchmark binary `bin`, then
+/// runs it on the release `stolr` with the shared data folder and `results/NAME` unless given;
+/// `--sklearn` gets the path of `benches/python/sklearn_kpca.py`.
+fn bench_cli(name: &str, bin: &str, rest: &[&str]) -> Result<(), String> {
     cargo(&["build", "--release", "-p", "stolr-cli", "-p", "stolr-bench-suite"], &[])?;
     let release = root().join("target/release");
     let mut args: Vec<String> = vec!["--stolr".into(), release.join("stolr").display().to_string()];
@@ -111,7 +123,7 @@ fn bench_kpca(rest: &[&str]) -> Result<(), String> {
         args.extend(["--data".into(), root().join("../shared/data").display().to_string()]);
     }
     if !rest.contains(&"--out") {
-        args.extend(["--out".into(), root().join("results/kpca").display().to_string()]);
+        args.extend(["--out".into(), root().join("results").join(name).display().to_string()]);
     }
     for arg in rest {
         args.push(arg.to_string());
@@ -119,11 +131,8 @@ fn bench_kpca(rest: &[&str]) -> Result<(), String> {
             args.push(root().join("benches/python/sklearn_kpca.py").display().to_string());
         }
     }
-    let status = Command::new(release.join("kpca-bench"))
-        .args(&args)
-        .status()
-        .map_err(|e| format!("cannot run kpca-bench: {e}"))?;
-    if status.success() { Ok(()) } else { Err("kpca-bench failed".into()) }
+    let status = Command::new(release.join(bin)).args(&args).status().map_err(|e| format!("cannot run {bin}: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("{bin} failed")) }
 }
 
 /// `cargo xtask reproduce NAME|all ...`: builds the binaries, runs each reproduction and, on a

@@ -27,6 +27,7 @@ pub mod papers;
 pub mod report;
 pub mod results;
 pub mod runner;
+pub mod scale_bench;
 pub mod stats;
 pub mod table;
 
