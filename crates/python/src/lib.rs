@@ -23,6 +23,7 @@ use stolr_solvers::{
     IncrementalPca, IterationReport, KernelPca, KernelPcaModel, KernelRidge, KpcaSolver, KrrModel, KrrSolver, Msg,
     MsgConfig, Observer, Oja, Pca, PcaModel, PcaSolver, Persist, Predictor, SamplerKind, SkpcaConfig, SlklConfig,
     SolverError, StepSize, StreamingPca, SvrgPcaConfig, Transformer, UnifConfig, UniformWeight, VrPcaConfig,
+    tau_for_rank,
 };
 
 /// A kernel PCA fit for Python: the model bytes, the eigenvalues and the training projections.
@@ -170,7 +171,7 @@ fn load<M: Persist>(bytes: &[u8]) -> PyResult<M> {
 /// Kernel PCA: returns the model bytes, the eigenvalues (nonincreasing) and the training
 /// projections `(n, r)`.
 #[pyfunction]
-#[pyo3(signature = (x, n_components, kernel_name, gamma, degree, coef0, solver, center, tau, n_iter, n_features, sampler, n_landmarks, seed, verbose))]
+#[pyo3(signature = (x, n_components, kernel_name, gamma, degree, coef0, solver, center, tau, n_iter, n_features, sampler, n_landmarks, seed, verbose, memory_limit=None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_kernel_pca<'py>(
     py: Python<'py>,
@@ -189,7 +190,12 @@ fn fit_kernel_pca<'py>(
     n_landmarks: usize,
     seed: u64,
     verbose: bool,
+    memory_limit: Option<String>,
 ) -> PyResult<KpcaFitArrays<'py>> {
+    let memory = match memory_limit {
+        Some(text) => MemoryBudget::bytes(stolr_memory::parse_size(&text).map_err(value_error)?),
+        None => MemoryBudget::default(),
+    };
     let x = rows(&x);
     let kernel = kernel(kernel_name, gamma, degree, coef0)?;
     let sampler: SamplerKind = sampler.parse().map_err(value_error)?;
@@ -197,7 +203,18 @@ fn fit_kernel_pca<'py>(
         "exact" => KpcaSolver::exact(),
         "nystrom" => KpcaSolver::Nystrom { landmarks: n_landmarks },
         "skpca" => {
-            let tau = tau.ok_or_else(|| value_error("solver='skpca' needs tau"))?;
+            let tau = match (tau, n_components) {
+                (Some(tau), _) => tau,
+                // As the CLI: τ between the estimated n_components-th and next eigenvalue, from
+                // the kernel matrix of a 2000-row subsample (seeded from random_state).
+                (None, Some(rank)) => {
+                    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x7a75);
+                    py.detach(|| tau_for_rank(x.get(), &kernel, rank, 2000, center, memory, &mut rng))
+                        .map_err(solver_error)?
+                        .tau
+                }
+                (None, None) => return Err(value_error("solver='skpca' needs tau or n_components")),
+            };
             KpcaSolver::Skpca {
                 config: SkpcaConfig { tau, iterations: n_iter, ..Default::default() },
                 sampler,
@@ -207,8 +224,7 @@ fn fit_kernel_pca<'py>(
         "kha" => KpcaSolver::Kha { eta: 0.05, iterations: n_iter, init_scale: 0.01 },
         other => return Err(value_error(format!("unknown solver '{other}' (exact, nystrom, skpca, kha)"))),
     };
-    let params =
-        KernelPca { rank: n_components, kernel, center, standardize: false, solver, memory: MemoryBudget::default() };
+    let params = KernelPca { rank: n_components, kernel, center, standardize: false, solver, memory };
     let mut observer = PythonObserver::new(verbose);
     let result =
         py.detach(|| params.fit_prepared(x.get(), None, &mut Xoshiro256PlusPlus::seed_from_u64(seed), &mut observer));

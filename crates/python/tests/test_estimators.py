@@ -182,12 +182,14 @@ def test_unknown_kernel_is_an_error():
         stolr.KernelRidge(kernel="poly").fit(np.eye(3), np.ones(3))
 
 
-def test_memory_error_over_the_kernel_budget():
-    # An exact kernel PCA of 60 000 rows needs a 28.8 GB kernel matrix: refused before any work.
-    X = np.zeros((60_000, 1))
-    X[:, 0] = np.arange(60_000)
-    with pytest.raises(MemoryError):
-        stolr.KernelPCA(n_components=2).fit(X)
+def test_memory_error_over_the_memory_limit():
+    # Choosing tau for SKPCA decomposes the kernel matrix of a 2000-row subsample (about 96 MB):
+    # over a 1 MB limit it is refused before any work, with the CLI's message.
+    X = np.random.default_rng(0).normal(size=(2000, 3))
+    with pytest.raises(MemoryError, match="memory limit of 1.00 MiB"):
+        stolr.KernelPCA(n_components=2, solver="skpca", memory_limit="1M").fit(X)
+    with pytest.raises(ValueError, match="cannot read the size"):
+        stolr.KernelPCA(n_components=2, memory_limit="lots").fit(X)
 
 
 def test_ctrl_c_interrupts_a_long_fit_promptly():

@@ -45,12 +45,17 @@ class KernelPCA(TransformerMixin, BaseEstimator, _Model):
 
     Eigenvalues are in nonincreasing order. ``transform`` projects new rows on the kernel
     principal axes, scaled as scikit-learn's ``KernelPCA.transform``.
+
+    ``memory_limit`` (bytes, or a size such as ``"2G"``; default 80 % of the memory available)
+    bounds every allocation whose size follows from the data or a parameter: a fit that would
+    exceed it raises ``MemoryError`` before doing the work.
     """
 
     def __init__(self, n_components=None, kernel="rbf", gamma=None, degree=3, coef0=1.0,
                  solver="exact", center=True, tau=None, n_iter=1000, n_features=50,
-                 sampler="rff", n_landmarks=500, random_state=None, verbose=False):
+                 sampler="rff", n_landmarks=500, memory_limit=None, random_state=None, verbose=False):
         self.verbose = verbose
+        self.memory_limit = memory_limit
         self.n_components = n_components
         self.kernel = kernel
         self.gamma = gamma
@@ -72,7 +77,8 @@ class KernelPCA(TransformerMixin, BaseEstimator, _Model):
             np.ascontiguousarray(X), n_components, self.kernel, _gamma(self.gamma, X.shape[1]),
             int(self.degree), float(self.coef0), self.solver, bool(self.center), self.tau,
             int(self.n_iter), int(self.n_features), self.sampler, int(self.n_landmarks),
-            _seed(self.random_state), bool(self.verbose))
+            _seed(self.random_state), bool(self.verbose),
+            None if self.memory_limit is None else str(self.memory_limit))
         self.model_ = model
         self.eigenvalues_ = values
         # Eigenvectors (n, r) of the (centred) training kernel matrix, from U Λ^{1/2}.
