@@ -200,8 +200,10 @@ impl KernelPca {
                 (pairs, means, None, 0)
             }
             KpcaSolver::Nystrom { landmarks } => {
-                let config =
-                    NystromConfig { landmarks: *landmarks, rank: self.rank_for("nystrom")?, center: self.center };
+                let config = NystromConfig {
+                    memory: self.memory,
+                    ..NystromConfig::new(*landmarks, self.rank_for("nystrom")?).center(self.center)
+                };
                 let fit = nystrom_fit(x, &self.kernel, &config, rng)?;
                 let rows = Mat::from_fn(fit.landmarks.len(), x.ncols(), |i, j| x[(fit.landmarks[i], j)]);
                 let centering = if self.center { KernelCentering::Offset(fit.offset) } else { KernelCentering::None };
