@@ -272,9 +272,9 @@ impl Fit for KernelPca {
     /// # Errors
     /// [`SolverError::InvalidConfig`] / [`SolverError::InvalidRank`] for impossible parameters
     /// (`rank` missing, 0 or above `n`; landmarks outside `[rank, n]`; τ ≤ 0; ...),
-    /// [`SolverError::Estimator`] for empty or non-finite data, [`SolverError::Memory`]
-    /// for an exact fit over its budget, [`SolverError::RankCollapsed`] when SKPCA's τ is above
-    /// every eigenvalue, and the solvers' numerical errors.
+    /// [`SolverError::Estimator`] for empty or non-finite data, [`SolverError::Memory`] for an
+    /// exact or Nyström fit over its budget, [`SolverError::RankCollapsed`] when SKPCA's τ is
+    /// above every eigenvalue, and the solvers' numerical errors.
     fn fit(
         &self,
         x: MatRef<'_, f64>,
