@@ -305,16 +305,24 @@ pub fn run(args: KpcaArgs) -> Result<()> {
     let t_sigma = Instant::now();
     let (kernel, sigma_source) = build_kernel(&args, data.x.as_ref())?;
     let sigma_time = t_sigma.elapsed();
-    let solved = solve(&args, data.x.as_ref(), &kernel, standardization)?;
-    let pairs = &solved.pairs;
-    let projections: Mat<f64> = pairs.projections();
+    let mut solved = solve(&args, data.x.as_ref(), &kernel, standardization)?;
 
     let t_write = Instant::now();
-    let mut outputs = Vec::new();
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        write_npy_vector(&dir.join("eigenvalues.npy"), &pairs.values)?;
-        write_npy_matrix(&dir.join("eigenvectors.npy"), pairs.vectors.as_ref())?;
+        write_npy_vector(&dir.join("eigenvalues.npy"), &solved.pairs.values)?;
+        write_npy_matrix(&dir.join("eigenvectors.npy"), solved.pairs.vectors.as_ref())?;
+    }
+    // The projections U Λ^{1/2} (as Eigenpairs::projections) overwrite the eigenvectors, which
+    // are written already: at n = 494 021, r = 50 a second (n, r) matrix would cost 198 MB.
+    let mut projections: Mat<f64> = std::mem::replace(&mut solved.pairs.vectors, Mat::new());
+    for (j, &value) in solved.pairs.values.iter().enumerate() {
+        let scale = value.max(0.0).sqrt();
+        projections.col_mut(j).iter_mut().for_each(|v| *v *= scale);
+    }
+    let pairs = &solved.pairs;
+    let mut outputs = Vec::new();
+    if let Some(dir) = &args.out {
         write_npy_matrix(&dir.join("projections.npy"), projections.as_ref())?;
         let model = write_model(dir, &solved.model)?;
         outputs = vec![model, "eigenvalues.npy", "eigenvectors.npy", "projections.npy", "report.json"];

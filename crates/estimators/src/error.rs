@@ -53,6 +53,17 @@ pub enum EstimatorError {
         /// Which kernels or estimators to use instead.
         hint: &'static str,
     },
+    /// Two matrices that must agree in one dimension do not (e.g. the fixed rows of
+    /// [`crate::CrossKernelPanels`] and the data have different numbers of features).
+    #[error("the number of {what} is {found}, expected {expected}")]
+    DimensionMismatch {
+        /// What was counted.
+        what: &'static str,
+        /// The size required.
+        expected: usize,
+        /// The size found.
+        found: usize,
+    },
     /// The bandwidth rule needs at least two samples.
     #[error("the bandwidth rule needs at least 2 samples to form a pair, got {n}")]
     TooFewSamples {

@@ -246,8 +246,20 @@ impl PreparedKernel {
 
     /// $\kappa(x_i, y_j)$ for the rows `y_j` of `y`, shape `(m, d)`; result `(n, m)`.
     pub(crate) fn cross(&self, y: MatRef<'_, f64>, par: Par) -> Mat<f64> {
+        let mut out = Mat::zeros(self.n(), y.nrows());
+        self.cross_into(y, &mut out, par);
+        out
+    }
+
+    /// [`PreparedKernel::cross`] written into `out`, which is resized to `(n, m)` (its
+    /// allocation is reused when it is large enough).
+    pub(crate) fn cross_into(&self, y: MatRef<'_, f64>, out: &mut Mat<f64>, par: Par) {
         let n = self.n();
         let m = y.nrows();
+        if out.nrows() != n || out.ncols() != m {
+            out.truncate(out.nrows().min(n), out.ncols().min(m));
+            out.resize_with(n, m, |_, _| 0.0);
+        }
         match &self.repr {
             Repr::Gram { x, shift, .. } => {
                 let ys = shifted(y, shift);
@@ -255,14 +267,12 @@ impl PreparedKernel {
                     Kernel::Gaussian { .. } => row_sq_norms(ys.as_ref()),
                     _ => vec![0.0; m],
                 };
-                let mut g = Mat::zeros(n, m);
-                matmul(g.as_mut(), Accum::Replace, x, ys.transpose(), 1.0, par);
-                self.map_gram(&mut g, &ysq, false, par);
-                g
+                matmul(out.as_mut(), Accum::Replace, x, ys.transpose(), 1.0, par);
+                self.map_gram(out, &ysq, false, par);
             }
             Repr::Rows { d, .. } => {
                 let yrows = row_major(y);
-                self.l1_columns(n, m, |j| &yrows[j * d..(j + 1) * d], false, par)
+                self.l1_columns_into(out, |j| &yrows[j * d..(j + 1) * d], false, par);
             }
         }
     }
@@ -294,7 +304,11 @@ impl PreparedKernel {
                 }
                 g
             }
-            Repr::Rows { rows, d, .. } => self.l1_columns(n, k, |j| &rows[idx[j] * d..(idx[j] + 1) * d], false, par),
+            Repr::Rows { rows, d, .. } => {
+                let mut out = Mat::zeros(n, k);
+                self.l1_columns_into(&mut out, |j| &rows[idx[j] * d..(idx[j] + 1) * d], false, par);
+                out
+            }
         }
     }
 
@@ -313,37 +327,40 @@ impl PreparedKernel {
                 }
                 g
             }
-            Repr::Rows { rows, d, .. } => self.l1_columns(n, n, |j| &rows[j * d..(j + 1) * d], true, par),
+            Repr::Rows { rows, d, .. } => {
+                let mut out = Mat::zeros(n, n);
+                self.l1_columns_into(&mut out, |j| &rows[j * d..(j + 1) * d], true, par);
+                out
+            }
         };
         mirror_lower_to_upper(&mut k);
         k
     }
 
-    /// Laplacian columns: entry `(i, j)` is $\exp(-\|x_i - y_j\|_1 / \sigma)$ with `y_j =
-    /// other(j)`; with `lower_only`, rows `i < j` are left at zero.
-    fn l1_columns<'s>(
+    /// Laplacian columns written into `out` `(n, m)`: entry `(i, j)` is
+    /// $\exp(-\|x_i - y_j\|_1 / \sigma)$ with `y_j = other(j)`; with `lower_only`, rows `i < j`
+    /// are left untouched.
+    fn l1_columns_into<'s>(
         &'s self,
-        n: usize,
-        m: usize,
+        out: &mut Mat<f64>,
         other: impl Fn(usize) -> &'s [f64] + Sync,
         lower_only: bool,
         par: Par,
-    ) -> Mat<f64> {
+    ) {
         let (Kernel::Laplacian { sigma }, Repr::Rows { rows, d, .. }) = (self.kernel, &self.repr) else {
             unreachable!("l1_columns is only called for the Laplacian kernel")
         };
         let d = *d;
+        let n = out.nrows();
         let inv = -1.0 / sigma;
-        let mut out = Mat::zeros(n, m);
         let start = |j: usize| if lower_only { j.min(n) } else { 0 };
         let cost = |j: usize| (n - start(j)) * (d + TRANSCENDENTAL_COST);
-        for_each_col_mut(&mut out, par, cost, |j, col| {
+        for_each_col_mut(out, par, cost, |j, col| {
             let y = other(j);
             for (i, v) in col.iter_mut().enumerate().skip(start(j)) {
                 *v = (l1_distance(&rows[i * d..(i + 1) * d], y) * inv).exp();
             }
         });
-        out
     }
 }
 

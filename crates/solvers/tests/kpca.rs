@@ -50,8 +50,7 @@ fn nystrom_with_all_landmarks_equals_exact() {
     for center in [false, true] {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
         let exact = exact_kpca(x.as_ref(), &GAUSS, &ExactKpcaConfig { center, ..ExactKpcaConfig::new(8) }).unwrap();
-        let ny =
-            nystrom_kpca(x.as_ref(), &GAUSS, &NystromConfig { landmarks: 150, rank: 8, center }, &mut rng).unwrap();
+        let ny = nystrom_kpca(x.as_ref(), &GAUSS, &NystromConfig::new(150, 8).center(center), &mut rng).unwrap();
         assert_eq!(ny.rank(), 8);
         for (a, b) in ny.values.iter().zip(&exact.values) {
             assert!((a - b).abs() < 1e-6 * exact.values[0], "{a} vs {b}");
@@ -66,8 +65,7 @@ fn nystrom_with_few_landmarks_is_an_approximation_from_below() {
     let x = data(150, 3);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
     let exact = exact_kpca(x.as_ref(), &GAUSS, &ExactKpcaConfig::new(5)).unwrap();
-    let ny =
-        nystrom_kpca(x.as_ref(), &GAUSS, &NystromConfig { landmarks: 30, rank: 5, center: false }, &mut rng).unwrap();
+    let ny = nystrom_kpca(x.as_ref(), &GAUSS, &NystromConfig::new(30, 5), &mut rng).unwrap();
     for (a, b) in ny.values.iter().zip(&exact.values) {
         assert!(*a <= b + 1e-9 * exact.values[0]);
     }

@@ -200,8 +200,10 @@ impl KernelPca {
                 (pairs, means, None, 0)
             }
             KpcaSolver::Nystrom { landmarks } => {
-                let config =
-                    NystromConfig { landmarks: *landmarks, rank: self.rank_for("nystrom")?, center: self.center };
+                let config = NystromConfig {
+                    memory: self.memory,
+                    ..NystromConfig::new(*landmarks, self.rank_for("nystrom")?).center(self.center)
+                };
                 let fit = nystrom_fit(x, &self.kernel, &config, rng)?;
                 let rows = Mat::from_fn(fit.landmarks.len(), x.ncols(), |i, j| x[(fit.landmarks[i], j)]);
                 let centering = if self.center { KernelCentering::Offset(fit.offset) } else { KernelCentering::None };
@@ -277,9 +279,9 @@ impl Fit for KernelPca {
     /// # Errors
     /// [`SolverError::InvalidConfig`] / [`SolverError::InvalidRank`] for impossible parameters
     /// (`rank` missing, 0 or above `n`; landmarks outside `[rank, n]`; τ ≤ 0; ...),
-    /// [`SolverError::Estimator`] for empty or non-finite data, [`SolverError::Memory`]
-    /// for an exact fit over its budget, [`SolverError::RankCollapsed`] when SKPCA's τ is above
-    /// every eigenvalue, and the solvers' numerical errors.
+    /// [`SolverError::Estimator`] for empty or non-finite data, [`SolverError::Memory`] for an
+    /// exact or Nyström fit over its budget, [`SolverError::RankCollapsed`] when SKPCA's τ is
+    /// above every eigenvalue, and the solvers' numerical errors.
     fn fit(
         &self,
         x: MatRef<'_, f64>,

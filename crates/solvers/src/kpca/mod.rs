@@ -17,6 +17,6 @@ pub use exact::{ExactKpcaConfig, exact_kpca, kernel_matrix};
 pub use fit::{KernelPca, KernelPcaFit, KpcaSolver, SamplerKind};
 pub use kha::{Kha, KhaConfig};
 pub use model::{KernelCentering, KernelPcaModel};
-pub use nystrom::{NystromConfig, NystromFit, nystrom_fit, nystrom_kpca};
+pub use nystrom::{DEFAULT_BLOCK_ROWS, NystromConfig, NystromFit, nystrom_fit, nystrom_kpca};
 pub use skpca::{Iterate, Skpca, SkpcaConfig, shrunk_target};
 pub use tau::{TauChoice, tau_for_rank};

@@ -1,14 +1,22 @@
-//! Nyström kernel PCA with exact orthonormal eigenpairs of the approximation.
+//! Nyström kernel PCA with exact orthonormal eigenpairs of the approximation, in
+//! $O(m^2 + n r)$ memory: the `n × m` kernel block is produced and consumed in row blocks.
 
-use faer::{Mat, MatRef};
+use faer::linalg::matmul::matmul;
+use faer::linalg::matmul::triangular::{self, BlockStructure};
+use faer::{Accum, Mat, MatRef, Par};
 use rand::Rng;
-use stolr_estimators::Kernel;
+use stolr_estimators::{CrossKernelPanels, Kernel, PANEL_ROWS, Panel};
 use stolr_lowrank::{Eigenpairs, sym_eigen_desc};
+use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::SolverError;
 use crate::error::{check_data, check_rank};
 
-/// Configuration of [`nystrom_kpca`].
+/// Rows of the `n × m` kernel block evaluated at once by default (`8·4096·m` bytes: 66 MB for
+/// `m = 2000`).
+pub const DEFAULT_BLOCK_ROWS: usize = 4096;
+
+/// Configuration of [`nystrom_kpca`] and [`nystrom_fit`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct NystromConfig {
     /// Number of landmarks `m`, `1 ≤ m ≤ n`, drawn uniformly without replacement.
@@ -17,23 +25,43 @@ pub struct NystromConfig {
     pub rank: usize,
     /// Centre in feature space (decompose `H K̃ H`).
     pub center: bool,
+    /// The budget the fit's allocations are checked against before any is made (see
+    /// [`nystrom_fit`] for the estimate).
+    pub memory: MemoryBudget,
+    /// Rows of the kernel block `C` evaluated at once (rounded up to a multiple of
+    /// [`PANEL_ROWS`]); memory `8·block_rows·m` bytes. The results do not depend on it, bit for
+    /// bit (see [`nystrom_fit`]).
+    pub block_rows: usize,
+}
+
+impl NystromConfig {
+    /// `landmarks` landmarks, `rank` pairs, uncentred, the default budget and
+    /// [`DEFAULT_BLOCK_ROWS`].
+    pub fn new(landmarks: usize, rank: usize) -> Self {
+        Self { landmarks, rank, center: false, memory: MemoryBudget::default(), block_rows: DEFAULT_BLOCK_ROWS }
+    }
+
+    /// Sets feature-space centring.
+    pub fn center(mut self, center: bool) -> Self {
+        self.center = center;
+        self
+    }
 }
 
 /// Nyström kernel PCA: the top `rank` eigenpairs of `K̃ = C W⁺ Cᵀ`, where `C = K[:, I]`
 /// `(n, m)` and `W = K[I, I]` `(m, m)` for `m` landmarks `I` drawn uniformly without
 /// replacement. Eigenpairs are exact for `K̃` and orthonormal (not the Williams–Seeger scaled
-/// approximations): `W = U_W Λ_W U_Wᵀ` (eigenvalues below `1e-10·max` dropped),
+/// approximations): `W = U_W Λ_W U_Wᵀ` (eigenvalues `≤ 1e-10·max` dropped),
 /// `F = C U_W Λ_W^{-1/2}` so `K̃ = F Fᵀ`, `FᵀF = V Λ Vᵀ`, `u_i = F v_i / √λ_i`.
 /// With `center`, the columns of `F` are centred, giving `H K̃ H`. Fewer than `rank` pairs are
-/// returned when `K̃` has lower numerical rank. Time `O(n·m·d + n·m² + m³)`, memory `O(n·m)`.
+/// returned when `K̃` has lower numerical rank. Eigenvectors `(n, r)`, eigenvalues
+/// nonincreasing. Time $O(n m d + n m^2 + m^3)$, memory $O(m^2 + n r)$ (see [`nystrom_fit`]).
 ///
 /// # Errors
-/// [`SolverError::InvalidRank`] if `rank` is 0 or exceeds `m`; [`SolverError::InvalidConfig`]
-/// if `m` is 0 or exceeds `n`; [`SolverError::Estimator`] for empty or non-finite data and
-/// invalid kernel parameters; [`SolverError::LowRank`] if an eigendecomposition fails.
+/// As [`nystrom_fit`].
 ///
 /// # References
-/// Paper `000_64249a13de5bd3cc.txt`, "Experimental Setting" (Nyström); spec §1.5.
+/// Paper `000_64249a13de5bd3cc.txt`, "Experimental Setting" (Nyström); spec `math.md` §1.5.
 pub fn nystrom_kpca<R: Rng + ?Sized>(
     x: MatRef<'_, f64>,
     kernel: &Kernel,
@@ -46,7 +74,8 @@ pub fn nystrom_kpca<R: Rng + ?Sized>(
 /// What [`nystrom_fit`] returns: the eigenpairs of [`nystrom_kpca`] and the out-of-sample map.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NystromFit {
-    /// The eigenpairs of `K̃` (or `H K̃ H`), as [`nystrom_kpca`] returns them.
+    /// The eigenpairs of `K̃` (or `H K̃ H`), as [`nystrom_kpca`] returns them: eigenvectors
+    /// `(n, r)`.
     pub pairs: Eigenpairs,
     /// The landmarks `I`, training row indices, length `m`, in the order drawn.
     pub landmarks: Vec<usize>,
@@ -57,17 +86,58 @@ pub struct NystromFit {
     pub offset: Vec<f64>,
 }
 
+/// The allocations of [`nystrom_fit`] that grow with `n`, `m`, `r`, `d` and the block size, each
+/// with what it is, in bytes: the `m × m` matrices (at most four at a time: `W`, `U_W`, the
+/// eigensolver's workspace, then `S`, `G` and `V`; plus the landmark rows and their prepared
+/// copy), the row blocks of `C` with their panels of `F` (at most `m` columns), and the
+/// `(n, r)` eigenvectors.
+fn allocations(n: usize, m: usize, r: usize, d: usize, block_rows: usize) -> [(String, u64); 3] {
+    let block = CrossKernelPanels::rounded_block_rows(block_rows).min(n.next_multiple_of(PANEL_ROWS));
+    let square = f64_bytes(&[4, m, m]).saturating_add(f64_bytes(&[2, m, d]));
+    [
+        (format!("the m × m landmark kernel and its factors (m = {m} landmarks)"), square),
+        (
+            format!("the row blocks of the n × m kernel block (block of {block} rows, m = {m} landmarks)"),
+            f64_bytes(&[block, 2 * m + d]),
+        ),
+        (format!("the n × r eigenvectors (n = {n}, r = {r})"), f64_bytes(&[n, r])),
+    ]
+}
+
 /// Nyström kernel PCA as [`nystrom_kpca`], with the landmarks, the coefficients `B` and the
 /// offset `c` that project a new row: $z(x) = k(x, L)\,B - c$, the coordinates of the centred
 /// Nyström feature vector $\varphi(x) - \bar\varphi$, $\varphi(x) = \Lambda_W^{-1/2} U_W^\top k(L, x)$,
 /// on the eigenvectors `V` of $\tilde F^\top \tilde F$. On the training rows this gives the
 /// projections $U\Lambda^{1/2}$ of the eigenpairs.
 ///
+/// **Two passes over `C`, never held whole.** `C` is evaluated in blocks of
+/// `config.block_rows` rows (panels of [`PANEL_ROWS`] rows computed in parallel). With
+/// $S = U_W \Lambda_W^{-1/2}$ `(m, m′)` from `W` first, the first pass forms each panel of
+/// $\tilde F = (C - 1 s^\top) S$ and accumulates $G = \tilde F^\top \tilde F$ (lower triangle,
+/// `(m′, m′)`) and the column sums of $\tilde F$; `s` is a shift, the mean row of `W` (an unbiased
+/// estimate of the mean row $\bar c$ of `C`, which limits cancellation), and $s = 0$ without
+/// centring. Centring then subtracts $n\,g g^\top$, $g$ the mean row of $\tilde F$: the same
+/// `m′ × m′` matrix $F^\top H F$ as the dense formula, formed from `F` as the dense formula forms
+/// it (never from $C^\top C$, whose rounding the small eigenvalues of `W` would amplify). The
+/// second pass forms $u_i = \big((C - 1 s^\top) B - 1 t^\top\big)_{:, i} / \sqrt{\lambda_i}$ with
+/// $B = S V$, $t = V^\top g$. Both passes add panel after panel in row order, so the result is
+/// the same, bit for bit, for every `block_rows`, and the same seed gives the same bits.
+///
+/// Time $O(n m d)$ kernel evaluations (twice) $+ O(n m m′ + n m′^2/2)$ $+ O(n m r + m^3)$, with
+/// $m′ \le m$ the numerical rank of `W`; memory, estimated and checked before any allocation:
+/// `8·(4m² + 2md + block·(2m + d) + n·r)` bytes. The data `x` is only read, never copied.
+///
 /// # Errors
-/// As [`nystrom_kpca`].
+/// [`SolverError::InvalidRank`] if `rank` is 0 or exceeds `m`; [`SolverError::InvalidConfig`]
+/// if `m` is 0 or exceeds `n`; [`SolverError::Memory`] if one of the allocations above, or
+/// their sum, exceeds `config.memory` (naming it: the `m × m` landmark kernel, the row blocks,
+/// the `n × r` eigenvectors); [`SolverError::Estimator`] for empty or non-finite data and
+/// invalid kernel parameters; [`SolverError::LowRank`] if an eigendecomposition fails.
 ///
 /// # References
-/// Spec `math.md` §1.5 and Appendix C (out-of-sample kernel PCA).
+/// Paper `000_64249a13de5bd3cc.txt`, "Experimental Setting" (the Nyström baseline); spec
+/// `math.md` §1.5 (exact orthonormal eigenpairs of `K̃`) and Appendix C (out-of-sample kernel
+/// PCA).
 pub fn nystrom_fit<R: Rng + ?Sized>(
     x: MatRef<'_, f64>,
     kernel: &Kernel,
@@ -76,7 +146,7 @@ pub fn nystrom_fit<R: Rng + ?Sized>(
 ) -> Result<NystromFit, SolverError> {
     check_data(x)?;
     kernel.validate()?;
-    let n = x.nrows();
+    let (n, d) = x.shape();
     let m = config.landmarks;
     if m == 0 || m > n {
         return Err(SolverError::InvalidConfig {
@@ -85,34 +155,315 @@ pub fn nystrom_fit<R: Rng + ?Sized>(
         });
     }
     check_rank(config.rank, m)?;
+    let needs = allocations(n, m, config.rank, d, config.block_rows);
+    for (what, bytes) in &needs {
+        config.memory.check(what.as_str(), *bytes)?;
+    }
+    let total = needs.iter().fold(0u64, |acc, (_, b)| acc.saturating_add(*b));
+    config.memory.check(
+        format!(
+            "the Nyström fit (m = {m} landmarks, r = {}, n = {n}: m × m matrices, row blocks and eigenvectors together)",
+            config.rank
+        ),
+        total,
+    )?;
+    let par = faer::get_global_parallelism();
+
     let idx = rand::seq::index::sample(rng, n, m).into_vec();
-    let c = kernel.columns(x, &idx);
-    let w = Mat::from_fn(m, m, |i, j| c[(idx[i], j)]);
-    let (ew, uw) = sym_eigen_desc(w.as_ref())?;
+    let landmarks = Mat::from_fn(m, d, |i, j| x[(idx[i], j)]);
+
+    // W = U_W Λ_W U_Wᵀ; S = U_W Λ_W^{-1/2} on the kept eigenvalues, scaled in place.
+    let w = kernel.matrix(landmarks.as_ref());
+    // The shift s: the mean row of W (rows of C at the landmarks), or 0 without centring.
+    let shift: Vec<f64> =
+        if config.center { (0..m).map(|j| w.col(j).sum() / m as f64).collect() } else { vec![0.0; m] };
+    let (ew, mut s_full) = sym_eigen_desc(w.as_ref())?;
+    drop(w);
     let cutoff = 1e-10 * ew.first().copied().unwrap_or(0.0).max(0.0);
     let kept = ew.iter().take_while(|&&v| v > cutoff).count();
-    let scaled = Mat::from_fn(m, kept, |i, j| uw[(i, j)] / ew[j].sqrt());
-    let mut f = &c * &scaled;
-    drop(c);
-    let mut f_mean = vec![0.0; kept];
-    if config.center {
-        for (j, fm) in f_mean.iter_mut().enumerate() {
-            let mean = (0..n).map(|i| f[(i, j)]).sum::<f64>() / n as f64;
-            for i in 0..n {
-                f[(i, j)] -= mean;
+    for (j, &value) in ew.iter().enumerate().take(kept) {
+        let inv = 1.0 / value.sqrt();
+        s_full.col_mut(j).iter_mut().for_each(|v| *v *= inv);
+    }
+    let s = s_full.as_ref().subcols(0, kept);
+
+    // Pass 1: F̃ = (C − 1sᵀ) S a panel at a time (in parallel); G = Σ f̃_i f̃_iᵀ (lower
+    // triangle) and Σ f̃_i, panel after panel.
+    let panels = CrossKernelPanels::new(kernel, x, landmarks.as_ref())?;
+    let mut gram = Mat::<f64>::zeros(kept, kept);
+    let mut f_sums = vec![0.0; kept];
+    let features = |panel: &mut Panel| {
+        if config.center {
+            subtract_shift(&mut panel.kernel, &shift);
+        }
+        product_into(&mut panel.scratch, panel.kernel.as_ref(), s);
+    };
+    panels.for_each_block(config.block_rows, features, |block| {
+        for panel in block.iter() {
+            let f = panel.scratch.as_ref();
+            if config.center {
+                for (j, sum) in f_sums.iter_mut().enumerate() {
+                    *sum += f.col(j).iter().sum::<f64>();
+                }
             }
-            *fm = mean;
+            triangular::matmul(
+                gram.as_mut(),
+                BlockStructure::TriangularLower,
+                Accum::Add,
+                f.transpose(),
+                BlockStructure::Rectangular,
+                f,
+                BlockStructure::Rectangular,
+                1.0,
+                par,
+            );
+        }
+        Ok::<(), SolverError>(())
+    })?;
+    // g = f̄ − Sᵀs, the mean of the f̃_i, and F̃ᵀF̃ centred = G − n g gᵀ.
+    let g: Vec<f64> = f_sums.iter().map(|v| v / n as f64).collect();
+    if config.center {
+        for j in 0..kept {
+            for i in j..kept {
+                gram[(i, j)] -= n as f64 * g[i] * g[j];
+            }
         }
     }
-    let gram = f.transpose() * &f;
     let (lam, v) = sym_eigen_desc(gram.as_ref())?;
+    drop(gram);
     let cutoff = 1e-10 * lam.first().copied().unwrap_or(0.0).max(0.0);
     let r = lam.iter().take(config.rank).take_while(|&&l| l > cutoff).count();
-    let coeffs = Mat::from_fn(kept, r, |i, j| v[(i, j)] / lam[j].sqrt());
-    let mut pairs = Eigenpairs { values: lam[..r].to_vec(), vectors: &f * &coeffs };
+    let v_r = v.as_ref().subcols(0, r);
+    let mut coefficients = s * v_r;
+    // t = gᵀV, the mean of F̃V: the centred projections are (C − 1sᵀ) B − 1 tᵀ.
+    let t: Vec<f64> = (0..r).map(|j| dot(v_r.col(j), &g)).collect();
+    drop((v, s_full));
+
+    // Pass 2: u_i = ((C − 1sᵀ) B − 1 tᵀ)_i / √λ_i.
+    let inv_sqrt: Vec<f64> = lam[..r].iter().map(|l| 1.0 / l.sqrt()).collect();
+    let mut vectors = Mat::<f64>::zeros(n, r);
+    let coefficients_ref = coefficients.as_ref();
+    let eigenvectors = |panel: &mut Panel| {
+        if config.center {
+            subtract_shift(&mut panel.kernel, &shift);
+        }
+        product_into(&mut panel.scratch, panel.kernel.as_ref(), coefficients_ref);
+        for j in 0..r {
+            panel.scratch.col_mut(j).iter_mut().for_each(|u| *u = (*u - t[j]) * inv_sqrt[j]);
+        }
+    };
+    panels.for_each_block(config.block_rows, eigenvectors, |block| {
+        for panel in block.iter() {
+            let len = panel.scratch.nrows();
+            vectors.as_mut().subrows_mut(panel.first_row, len).copy_from(panel.scratch.as_ref());
+        }
+        Ok::<(), SolverError>(())
+    })?;
+
+    let mut pairs = Eigenpairs { values: lam[..r].to_vec(), vectors };
     let signs = pairs.fix_signs();
-    let v_r = Mat::from_fn(kept, r, |i, j| v[(i, j)] * signs[j]);
-    let coefficients = &scaled * &v_r;
-    let offset = (0..r).map(|j| (0..kept).map(|i| f_mean[i] * v_r[(i, j)]).sum()).collect();
+    for (j, &sign) in signs.iter().enumerate() {
+        coefficients.col_mut(j).iter_mut().for_each(|b| *b *= sign);
+    }
+    // c = f̄ᵀV = sᵀB + t.
+    let offset = if config.center {
+        (0..r).map(|j| dot(coefficients.col(j), &shift) + signs[j] * t[j]).collect()
+    } else {
+        vec![0.0; r]
+    };
     Ok(NystromFit { pairs, landmarks: idx, coefficients, offset })
+}
+
+/// Subtracts `shift` (length `m`) from every column of `panel` `(m, len)`, a transposed panel
+/// of `C`.
+fn subtract_shift(panel: &mut Mat<f64>, shift: &[f64]) {
+    for j in 0..panel.ncols() {
+        panel.col_mut(j).iter_mut().zip(shift).for_each(|(v, s)| *v -= s);
+    }
+}
+
+/// `out ← kernelᵀ · rhs` for a transposed kernel panel `kernel` `(m, len)` and `rhs` `(m, k)`;
+/// `out` is resized to `(len, k)` (its allocation reused). Sequential: panels run in parallel.
+fn product_into(out: &mut Mat<f64>, kernel: MatRef<'_, f64>, rhs: MatRef<'_, f64>) {
+    let (len, k) = (kernel.ncols(), rhs.ncols());
+    if out.nrows() != len || out.ncols() != k {
+        out.truncate(out.nrows().min(len), out.ncols().min(k));
+        out.resize_with(len, k, |_, _| 0.0);
+    }
+    matmul(out.as_mut(), Accum::Replace, kernel.transpose(), rhs, 1.0, Par::Seq);
+}
+
+/// $a^\top b$ for a column `a` and a slice `b` of the same length, summed in index order.
+fn dot(a: faer::ColRef<'_, f64>, b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    /// The straightforward dense Nyström (the `n × m` block held whole), as the solver computed
+    /// it before blocks: the reference the blocked solver must agree with.
+    fn dense_nystrom(
+        x: MatRef<'_, f64>,
+        kernel: &Kernel,
+        m: usize,
+        rank: usize,
+        center: bool,
+        seed: u64,
+    ) -> NystromFit {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let n = x.nrows();
+        let idx = rand::seq::index::sample(&mut rng, n, m).into_vec();
+        let c = kernel.columns(x, &idx);
+        let w = Mat::from_fn(m, m, |i, j| c[(idx[i], j)]);
+        let (ew, uw) = sym_eigen_desc(w.as_ref()).unwrap();
+        let cutoff = 1e-10 * ew[0].max(0.0);
+        let kept = ew.iter().take_while(|&&v| v > cutoff).count();
+        let scaled = Mat::from_fn(m, kept, |i, j| uw[(i, j)] / ew[j].sqrt());
+        let mut f = &c * &scaled;
+        let mut f_mean = vec![0.0; kept];
+        if center {
+            for (j, fm) in f_mean.iter_mut().enumerate() {
+                let mean = (0..n).map(|i| f[(i, j)]).sum::<f64>() / n as f64;
+                (0..n).for_each(|i| f[(i, j)] -= mean);
+                *fm = mean;
+            }
+        }
+        let gram = f.transpose() * &f;
+        let (lam, v) = sym_eigen_desc(gram.as_ref()).unwrap();
+        let cutoff = 1e-10 * lam[0].max(0.0);
+        let r = lam.iter().take(rank).take_while(|&&l| l > cutoff).count();
+        let coeffs = Mat::from_fn(kept, r, |i, j| v[(i, j)] / lam[j].sqrt());
+        let mut pairs = Eigenpairs { values: lam[..r].to_vec(), vectors: &f * &coeffs };
+        let signs = pairs.fix_signs();
+        let v_r = Mat::from_fn(kept, r, |i, j| v[(i, j)] * signs[j]);
+        let coefficients = &scaled * &v_r;
+        let offset = (0..r).map(|j| (0..kept).map(|i| f_mean[i] * v_r[(i, j)]).sum()).collect();
+        NystromFit { pairs, landmarks: idx, coefficients, offset }
+    }
+
+    /// Three well-separated clusters in 4 dimensions with a smooth perturbation: a spectrum
+    /// with clear gaps at the top.
+    fn clusters(n: usize) -> Mat<f64> {
+        Mat::from_fn(n, 4, |i, j| {
+            let centre = [0.0, 3.0, -2.5][i % 3] * if j % 2 == 0 { 1.0 } else { -0.5 };
+            centre + ((i * 7 + j * 13) as f64 * 0.377).sin() * 0.8
+        })
+    }
+
+    fn max_abs_diff(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> f64 {
+        assert_eq!(a.shape(), b.shape());
+        (0..a.ncols()).flat_map(|j| (0..a.nrows()).map(move |i| (a[(i, j)] - b[(i, j)]).abs())).fold(0.0, f64::max)
+    }
+
+    fn max_abs(a: MatRef<'_, f64>) -> f64 {
+        (0..a.ncols()).flat_map(|j| (0..a.nrows()).map(move |i| a[(i, j)].abs())).fold(0.0, f64::max)
+    }
+
+    fn config(m: usize, rank: usize, center: bool, block_rows: usize) -> NystromConfig {
+        NystromConfig { block_rows, memory: MemoryBudget::UNLIMITED, ..NystromConfig::new(m, rank).center(center) }
+    }
+
+    #[test]
+    fn blocked_nystrom_agrees_with_the_dense_formula_to_1e_10() {
+        let x = clusters(1100);
+        let new_rows = Mat::from_fn(50, 4, |i, j| ((i * 4 + j) as f64 * 0.91).cos() * 3.0);
+        let kernels = [
+            Kernel::Gaussian { sigma: 2.0 },
+            Kernel::Laplacian { sigma: 4.0 },
+            Kernel::Polynomial { scale: 4.0, offset: 1.0, degree: 2 },
+        ];
+        for kernel in kernels {
+            for center in [false, true] {
+                let (m, rank) = (60, 6);
+                let reference = dense_nystrom(x.as_ref(), &kernel, m, rank, center, 11);
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
+                let fit = nystrom_fit(x.as_ref(), &kernel, &config(m, rank, center, 512), &mut rng).unwrap();
+                let tag = format!("{kernel:?}, center = {center}");
+                assert_eq!(fit.landmarks, reference.landmarks, "{tag}");
+                assert_eq!(fit.pairs.rank(), reference.pairs.rank(), "{tag}");
+                let top = reference.pairs.values[0];
+                for (a, b) in fit.pairs.values.iter().zip(&reference.pairs.values) {
+                    assert!((a - b).abs() <= 1e-10 * b.abs(), "{tag}: eigenvalue {a} vs {b}");
+                    assert!(*b > 1e-6 * top, "{tag}: the test needs well-resolved eigenvalues");
+                }
+                let du = max_abs_diff(fit.pairs.vectors.as_ref(), reference.pairs.vectors.as_ref());
+                assert!(du <= 1e-10, "{tag}: eigenvectors differ by {du}");
+                // B itself is as ill-conditioned as W (entries ∝ λ_W^{-1/2}); what it defines,
+                // the projection z(x) = k(x, L) B − c of new rows, is what must agree.
+                let project = |f: &NystromFit| {
+                    let lm = Mat::from_fn(m, x.ncols(), |i, j| x[(f.landmarks[i], j)]);
+                    let mut z = kernel.cross(new_rows.as_ref(), lm.as_ref()) * &f.coefficients;
+                    for j in 0..z.ncols() {
+                        z.col_mut(j).iter_mut().for_each(|v| *v -= f.offset[j]);
+                    }
+                    z
+                };
+                let z_ref = project(&reference);
+                let dz = max_abs_diff(project(&fit).as_ref(), z_ref.as_ref());
+                assert!(dz <= 1e-10 * max_abs(z_ref.as_ref()), "{tag}: projections of new rows differ by {dz}");
+                // Orthonormal eigenvectors.
+                let gram = fit.pairs.vectors.transpose() * &fit.pairs.vectors;
+                let eye = Mat::<f64>::identity(fit.pairs.rank(), fit.pairs.rank());
+                assert!(max_abs_diff(gram.as_ref(), eye.as_ref()) <= 1e-12, "{tag}");
+            }
+        }
+    }
+
+    #[test]
+    fn results_are_bitwise_independent_of_the_block_size_and_reproducible() {
+        let x = clusters(1500);
+        let kernel = Kernel::Gaussian { sigma: 1.5 };
+        for center in [false, true] {
+            let run = |block_rows| {
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+                nystrom_fit(x.as_ref(), &kernel, &config(80, 7, center, block_rows), &mut rng).unwrap()
+            };
+            let first = run(1);
+            assert_eq!(first.pairs.vectors.nrows(), 1500);
+            for block_rows in [256, 700, 1024, 4096, usize::MAX] {
+                assert_eq!(run(block_rows), first, "block_rows = {block_rows}, center = {center}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_budget_is_checked_before_allocating_and_names_what_is_over() {
+        let x = clusters(600);
+        let kernel = Kernel::Gaussian { sigma: 1.5 };
+        let over = |limit: u64, m: usize, rank: usize, block_rows: usize| {
+            let config =
+                NystromConfig { memory: MemoryBudget::bytes(limit), block_rows, ..NystromConfig::new(m, rank) };
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+            match nystrom_fit(x.as_ref(), &kernel, &config, &mut rng) {
+                Err(SolverError::Memory(e)) => e.to_string(),
+                other => panic!("expected a memory error, got {other:?}"),
+            }
+        };
+        // m = 500: 4·500²·8 = 8 MB of m × m matrices, over a 4 MB budget.
+        let message = over(4 << 20, 500, 5, DEFAULT_BLOCK_ROWS);
+        assert!(message.contains("m × m landmark kernel") && message.contains("m = 500"), "{message}");
+        // The default block (4096 rows, cut to the 768 that cover n = 600) of m = 100 columns
+        // (twice, with the panels of F) plus d = 4: 1.25 MB, over 614 kB, while the m × m
+        // matrices (326 kB) fit.
+        let message = over(600 << 10, 100, 10, DEFAULT_BLOCK_ROWS);
+        assert!(message.contains("row blocks") && message.contains("768 rows"), "{message}");
+        // The n × r eigenvectors: 600·100·8 = 480 kB, over 450 kB, while the m × m matrices
+        // (326 kB) and blocks of 256 rows (418 kB with their panels of F) fit.
+        let message = over(450_000, 100, 100, 256);
+        assert!(message.contains("n × r eigenvectors") && message.contains("r = 100"), "{message}");
+        // Each part fits, their sum does not.
+        let parts = allocations(600, 100, 10, 4, DEFAULT_BLOCK_ROWS);
+        let largest = parts.iter().map(|p| p.1).max().unwrap();
+        let message = over(largest, 100, 10, DEFAULT_BLOCK_ROWS);
+        assert!(message.contains("together"), "{message}");
+        // Within the budget: it runs.
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        let sum: u64 = parts.iter().map(|p| p.1).sum();
+        let config = NystromConfig { memory: MemoryBudget::bytes(sum), ..NystromConfig::new(100, 10) };
+        assert_eq!(nystrom_fit(x.as_ref(), &kernel, &config, &mut rng).unwrap().pairs.rank(), 10);
+    }
 }

@@ -105,7 +105,7 @@ pub fn run_timed<R: Rng>(
         }
         TimedMethod::Nystrom { landmarks, rank } => {
             let start = Instant::now();
-            let config = NystromConfig { landmarks: *landmarks, rank: *rank, center: false };
+            let config = NystromConfig::new(*landmarks, *rank);
             let pairs = nystrom_kpca(x, &kernel, &config, rng)?;
             let seconds = start.elapsed().as_secs_f64();
             trace.push(None, seconds, None, &pairs)?;

@@ -1,0 +1,212 @@
+//! The cross-kernel matrix between many rows and a few fixed rows, produced in row panels and
+//! handed to the caller in a fixed order, so that it is never held whole.
+
+use faer::{Mat, MatRef, Par};
+use rayon::prelude::*;
+
+use crate::EstimatorError;
+use crate::kernel::{Kernel, PreparedKernel};
+
+/// Rows of `X` per panel of [`CrossKernelPanels`]: the unit in which the cross kernel is
+/// evaluated and in which callers accumulate, whatever the block size.
+pub const PANEL_ROWS: usize = 256;
+
+/// The cross-kernel matrix $C_{ij} = \kappa(x_i, y_j)$ of the rows of `x` `(n, d)` against a few
+/// fixed rows `y` `(m, d)` (e.g. Nyström landmarks), delivered as transposed row panels
+/// $C_{P,:}^\top$ `(m, |P|)` of [`PANEL_ROWS`] rows of `x` each, panel after panel in row order.
+///
+/// Panels are evaluated a block at a time: the panels of one block are computed in parallel
+/// (one panel per task, each on one thread, following `faer::get_global_parallelism()`), then
+/// handed to the caller in order. Every panel is computed by the same sequential code whatever
+/// the block size and the number of threads, so its bits depend on neither; a caller that
+/// accumulates panel after panel gets results independent of the block size, bit for bit.
+///
+/// `y` is prepared once as [`Kernel::cross`] prepares its first argument (Gaussian: shifted by
+/// the column means of `y`, which limits cancellation in $\|x\|^2 + \|y\|^2 - 2x^\top y$ and
+/// leaves distances unchanged); `x` is only read, a panel at a time, and never copied whole.
+/// Memory: $8\,m\,(d + b)$ bytes for a block of `b` rows, plus $8\,d$ per panel in flight.
+///
+/// # References
+/// `spec/math.md` §1.5 (Nyström: the `n × m` block `C = K[:, I]`); paper
+/// `000_64249a13de5bd3cc.txt`, "Experimental Setting" (Nyström baseline).
+pub struct CrossKernelPanels<'a> {
+    x: MatRef<'a, f64>,
+    prepared: PreparedKernel,
+    m: usize,
+}
+
+impl<'a> CrossKernelPanels<'a> {
+    /// Prepares the fixed rows `y` `(m, d)` against the rows of `x` `(n, d)`: $O(m d)$.
+    ///
+    /// # Errors
+    /// [`EstimatorError::InvalidKernel`] for invalid kernel parameters;
+    /// [`EstimatorError::DimensionMismatch`] if `x` and `y` have different numbers of columns.
+    pub fn new(kernel: &Kernel, x: MatRef<'a, f64>, y: MatRef<'_, f64>) -> Result<Self, EstimatorError> {
+        kernel.validate()?;
+        if x.ncols() != y.ncols() {
+            return Err(EstimatorError::DimensionMismatch {
+                what: "features of the fixed rows (one per column of the data)",
+                expected: x.ncols(),
+                found: y.ncols(),
+            });
+        }
+        Ok(Self { x, prepared: PreparedKernel::new(*kernel, y), m: y.nrows() })
+    }
+
+    /// Number of rows `n` of `x`.
+    pub fn n(&self) -> usize {
+        self.x.nrows()
+    }
+
+    /// Number of fixed rows `m`.
+    pub fn m(&self) -> usize {
+        self.m
+    }
+
+    /// `block_rows` rounded up to a whole number (at least one) of [`PANEL_ROWS`]: the rows
+    /// [`CrossKernelPanels::for_each_block`] evaluates at once.
+    pub fn rounded_block_rows(block_rows: usize) -> usize {
+        block_rows.max(1).div_ceil(PANEL_ROWS).saturating_mul(PANEL_ROWS)
+    }
+
+    /// Evaluates every panel of `x` and hands it over, blocks of
+    /// [`Self::rounded_block_rows`]`(block_rows)` rows in row order: for each block, first
+    /// `map(panel)` on every panel of the block in parallel (right after the panel's kernel is
+    /// evaluated, on the same thread), then `consume(panels)` once, with the block's panels in
+    /// row order. [`Panel::kernel`] holds $C^\top$ `(m, len)` for rows `first_row ..
+    /// first_row + len` (`len = PANEL_ROWS` except in the last panel of `x`); `map` may overwrite
+    /// it and write what it derives into [`Panel::scratch`]. The buffers are reused from block to
+    /// block. Stops at, and returns, the first error of `consume`.
+    ///
+    /// `map` should run sequentially (`Par::Seq`): the parallelism is across panels. Time
+    /// $O(n\,m\,d)$ kernel evaluations; memory `8·m·block_rows` bytes of kernel panels plus the
+    /// scratch `map` allocates (the caller should check both against its budget first).
+    ///
+    /// # Errors
+    /// The first error `consume` returns.
+    pub fn for_each_block<E>(
+        &self,
+        block_rows: usize,
+        map: impl Fn(&mut Panel) + Sync,
+        mut consume: impl FnMut(&mut [Panel]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let n = self.n();
+        let block = Self::rounded_block_rows(block_rows).min(n.next_multiple_of(PANEL_ROWS));
+        let mut panels: Vec<Panel> = (0..block / PANEL_ROWS)
+            .map(|_| Panel { first_row: 0, kernel: Mat::zeros(self.m, PANEL_ROWS), scratch: Mat::new() })
+            .collect();
+        let parallel = faer::get_global_parallelism().degree() > 1;
+        for start in (0..n).step_by(block.max(1)) {
+            let count = (n - start).min(block).div_ceil(PANEL_ROWS);
+            let fill = |(p, panel): (usize, &mut Panel)| {
+                panel.first_row = start + p * PANEL_ROWS;
+                let rows = self.x.subrows(panel.first_row, PANEL_ROWS.min(n - panel.first_row));
+                self.prepared.cross_into(rows, &mut panel.kernel, Par::Seq);
+                map(panel);
+            };
+            let used = &mut panels[..count];
+            if parallel && count > 1 {
+                used.par_iter_mut().enumerate().for_each(fill);
+            } else {
+                used.iter_mut().enumerate().for_each(fill);
+            }
+            consume(used)?;
+        }
+        Ok(())
+    }
+}
+
+/// One panel of [`CrossKernelPanels`]: rows `first_row .. first_row + kernel.ncols()` of `x`.
+#[derive(Debug)]
+pub struct Panel {
+    /// Index of the panel's first row in `x`.
+    pub first_row: usize,
+    /// $C^\top$ for the panel's rows, shape `(m, len)`, `len ≤ PANEL_ROWS`.
+    pub kernel: Mat<f64>,
+    /// Free for the caller's `map` (empty at first, kept from block to block).
+    pub scratch: Mat<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize, d: usize, seed: f64) -> Mat<f64> {
+        Mat::from_fn(n, d, |i, j| ((i * d + j) as f64 * seed).sin() * 2.0 + (j as f64) * 0.1)
+    }
+
+    #[test]
+    fn panels_tile_the_cross_kernel_in_order_for_every_kernel_and_block_size() {
+        let x = data(700, 5, 0.37);
+        let y = data(9, 5, 0.71);
+        let kernels = [
+            Kernel::Gaussian { sigma: 1.3 },
+            Kernel::Laplacian { sigma: 2.0 },
+            Kernel::Polynomial { scale: 5.0, offset: 1.0, degree: 3 },
+        ];
+        for kernel in kernels {
+            let dense = kernel.cross(x.as_ref(), y.as_ref());
+            let mut first: Option<Mat<f64>> = None;
+            for block_rows in [1, 256, 300, 512, 4096] {
+                let panels = CrossKernelPanels::new(&kernel, x.as_ref(), y.as_ref()).unwrap();
+                let mut c = Mat::<f64>::zeros(700, 9);
+                let mut next = 0;
+                // `map` doubles each panel into its scratch; `consume` reads both.
+                let map = |panel: &mut Panel| {
+                    panel.scratch = Mat::from_fn(9, panel.kernel.ncols(), |j, i| 2.0 * panel.kernel[(j, i)])
+                };
+                panels
+                    .for_each_block(block_rows, map, |block| {
+                        for panel in block.iter() {
+                            assert_eq!((panel.first_row, panel.kernel.nrows()), (next, 9));
+                            for i in 0..panel.kernel.ncols() {
+                                for j in 0..9 {
+                                    assert_eq!(panel.scratch[(j, i)], 2.0 * panel.kernel[(j, i)]);
+                                    c[(next + i, j)] = panel.kernel[(j, i)];
+                                }
+                            }
+                            next += panel.kernel.ncols();
+                        }
+                        Ok::<(), ()>(())
+                    })
+                    .unwrap();
+                assert_eq!(next, 700);
+                let err = (0..700)
+                    .flat_map(|i| (0..9).map(move |j| (i, j)))
+                    .map(|(i, j)| (c[(i, j)] - dense[(i, j)]).abs())
+                    .fold(0.0, f64::max);
+                let scale = (0..700).map(|i| dense[(i, 0)].abs()).fold(1.0, f64::max);
+                assert!(err <= 1e-12 * scale, "{kernel:?}: {err}");
+                match &first {
+                    None => first = Some(c),
+                    Some(f) => assert_eq!(f, &c, "{kernel:?}: block size {block_rows} changed the bits"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn consume_errors_stop_the_pass_and_shapes_are_checked() {
+        let x = data(600, 3, 0.2);
+        let panels = CrossKernelPanels::new(&Kernel::Gaussian { sigma: 1.0 }, x.as_ref(), x.subrows(0, 4)).unwrap();
+        let mut calls = 0;
+        let out = panels.for_each_block(
+            256,
+            |_| {},
+            |_| {
+                calls += 1;
+                Err("stop")
+            },
+        );
+        assert_eq!((out, calls), (Err("stop"), 1));
+        let wide = data(4, 5, 0.3);
+        assert!(matches!(
+            CrossKernelPanels::new(&Kernel::Gaussian { sigma: 1.0 }, x.as_ref(), wide.as_ref()),
+            Err(EstimatorError::DimensionMismatch { expected: 3, found: 5, .. })
+        ));
+        assert!(matches!(
+            CrossKernelPanels::new(&Kernel::Gaussian { sigma: -1.0 }, x.as_ref(), x.as_ref()),
+            Err(EstimatorError::InvalidKernel { .. })
+        ));
+    }
+}
