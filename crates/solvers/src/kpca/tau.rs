@@ -3,7 +3,7 @@
 use faer::{Mat, MatRef};
 use rand::Rng;
 use stolr_estimators::{Kernel, centered_kernel_matrix};
-use stolr_lowrank::sym_eigen_desc;
+use stolr_lowrank::sym_eigenvalues_desc;
 
 use crate::SolverError;
 use crate::error::{check_data, check_rank};
@@ -27,7 +27,7 @@ pub struct TauChoice {
 /// spectrum, Braun 2006). τ is the geometric mean of `(n/m)μ̄_rank` and `(n/m)μ̄_{rank+1}`, the
 /// middle of the interval `[(n/m)μ̄_{r+1}, (n/m)μ̄_r)` on a log scale (our choice: the paper
 /// gives only the interval). When `μ̄_{rank+1} ≤ 0`, τ is half of `(n/m)μ̄_rank`. Cost
-/// `O(m²d + m³)`.
+/// `O(m²d + m³)` (eigenvalues only).
 ///
 /// # Errors
 /// [`SolverError::InvalidRank`] if `rank` is 0 or `rank ≥ m` (the subsample must show the
@@ -65,7 +65,7 @@ pub fn tau_for_rank<R: Rng + ?Sized>(
     if center {
         k = centered_kernel_matrix(&k);
     }
-    let (mu, _) = sym_eigen_desc(k.as_ref())?;
+    let mu = sym_eigenvalues_desc(k.as_ref())?;
     let scale = n as f64 / m as f64;
     let estimated: Vec<f64> = mu[..=rank].iter().map(|v| v * scale).collect();
     let (hi, lo) = (estimated[rank - 1], estimated[rank]);
