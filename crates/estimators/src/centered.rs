@@ -75,6 +75,17 @@ impl<S: KernelSampler> KernelSampler for Centered<S> {
         Ok(factors)
     }
 
+    /// The inner sampler's draw into `out` (reusing its storage when the inner sampler does),
+    /// then centred in place.
+    fn sample_into(&mut self, rng: &mut dyn rand::Rng, out: &mut Factors) -> Result<(), EstimatorError> {
+        self.inner.sample_into(rng, out)?;
+        center_columns(&mut out.zeta);
+        if let Some(chi) = out.chi.as_mut() {
+            center_columns(chi);
+        }
+        Ok(())
+    }
+
     fn name(&self) -> &'static str {
         self.inner.name()
     }

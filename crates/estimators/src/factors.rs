@@ -92,6 +92,20 @@ pub trait KernelSampler {
     /// the `Result` leaves room for samplers that read data lazily.
     fn sample(&mut self, rng: &mut dyn rand::Rng) -> Result<Factors, EstimatorError>;
 
+    /// Draws one $\xi = \zeta\chi^\top$ into `out`, the same draw as
+    /// [`sample`](KernelSampler::sample) would return for the same `rng`. Samplers that can
+    /// (random Fourier features) write into the storage of `out` when its shapes already fit,
+    /// so that a solver drawing every iteration allocates the `(n, a)` factors once; the
+    /// default replaces `out` by a fresh draw.
+    ///
+    /// # Errors
+    /// As [`sample`](KernelSampler::sample); on error `out` holds unspecified values of the
+    /// right shape or its previous contents.
+    fn sample_into(&mut self, rng: &mut dyn rand::Rng, out: &mut Factors) -> Result<(), EstimatorError> {
+        *out = self.sample(rng)?;
+        Ok(())
+    }
+
     /// Short name of the estimator: `"rff"`, `"columns"`, `"columns-sym"` or `"maclaurin"`
     /// ([`crate::Centered`] reports the name of the sampler it wraps).
     fn name(&self) -> &'static str;
@@ -114,6 +128,10 @@ impl<S: KernelSampler + ?Sized> KernelSampler for Box<S> {
         (**self).sample(rng)
     }
 
+    fn sample_into(&mut self, rng: &mut dyn rand::Rng, out: &mut Factors) -> Result<(), EstimatorError> {
+        (**self).sample_into(rng, out)
+    }
+
     fn name(&self) -> &'static str {
         (**self).name()
     }
@@ -134,6 +152,10 @@ impl<S: KernelSampler + ?Sized> KernelSampler for &mut S {
 
     fn sample(&mut self, rng: &mut dyn rand::Rng) -> Result<Factors, EstimatorError> {
         (**self).sample(rng)
+    }
+
+    fn sample_into(&mut self, rng: &mut dyn rand::Rng, out: &mut Factors) -> Result<(), EstimatorError> {
+        (**self).sample_into(rng, out)
     }
 
     fn name(&self) -> &'static str {

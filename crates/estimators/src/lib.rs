@@ -32,6 +32,7 @@ mod kernel_blocks;
 mod maclaurin;
 mod parallel;
 mod rff;
+mod sincos;
 
 pub use bandwidth::{DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, bandwidth_rule};
 pub use centered::{Centered, centered_kernel_matrix};

@@ -1,11 +1,13 @@
 //! Random Fourier features (Rahimi & Recht 2007), exactly as in paper 000.
 
 use faer::linalg::matmul::matmul;
-use faer::{Accum, Mat, MatRef};
+use faer::reborrow::*;
+use faer::{Accum, Mat, MatMut, MatRef, Par};
 use rand_distr::{Cauchy, Distribution, StandardNormal};
+use rayon::prelude::*;
 
 use crate::data::check_data;
-use crate::parallel::for_each_col_mut;
+use crate::sincos::scaled_cos_sin;
 use crate::{EstimatorError, Factors, Kernel, KernelSampler};
 
 /// Unbiased symmetric PSD estimator of a shift-invariant kernel matrix by random Fourier
@@ -21,8 +23,12 @@ use crate::{EstimatorError, Factors, Kernel, KernelSampler};
 /// Spectral densities: Gaussian $w = g/\sigma$, $g \sim N(0, I_d)$; Laplacian (ℓ1)
 /// $w_l = c_l/\sigma$ with $c_l \sim \mathrm{Cauchy}(0, 1)$ i.i.d.
 ///
-/// Cost per draw: one GEMM `(n, d) × (d, k)` and `2nk` cos/sin evaluations, spread over
-/// `faer::get_global_parallelism()` threads.
+/// Cost per draw: one GEMM `(n, d) × (d, k)` and `2nk` cos/sin evaluations, done in blocks
+/// of [`ROW_BLOCK`] rows (the block's projections stay in cache between the product and the
+/// cos/sin pass) spread over `faer::get_global_parallelism()` threads. Memory: `O(d·k)` besides
+/// the factor itself, which [`KernelSampler::sample_into`] reuses from draw to draw. Every row of
+/// the factor is computed by the same operations whatever the number of threads, so a draw does
+/// not depend on it.
 ///
 /// # References
 /// Paper `000_64249a13de5bd3cc.txt`, "Unbiased Estimators", item 2; `spec/math.md` §1.3(c);
@@ -34,8 +40,49 @@ pub struct RandomFourierFeatures<'a> {
     features: usize,
     /// Frequencies $[w_1, \dots, w_k]$, shape `(d, k)`, reused across draws.
     omega: Mat<f64>,
-    /// Projections $X W$, shape `(n, k)`, reused across draws.
-    projection: Mat<f64>,
+}
+
+/// Rows per block of the feature pass: a block of `x` (`ROW_BLOCK × d`) and its projections
+/// (`ROW_BLOCK × k`) fit in a core's L2 cache for the `d` and `k` of typical data.
+const ROW_BLOCK: usize = 512;
+
+/// `zeta[:, 2j] = k^{-1/2} cos(X w_j)`, `zeta[:, 2j+1] = k^{-1/2} sin(X w_j)` for the
+/// frequencies `omega` `(d, k)`, data `x` `(n, d)` and `zeta` `(n, 2k)`, one block of
+/// [`ROW_BLOCK`] rows at a time (product, then cos/sin while the block is in cache).
+fn fill_features(x: MatRef<'_, f64>, omega: MatRef<'_, f64>, zeta: MatMut<'_, f64>, par: Par) {
+    let k = omega.ncols();
+    let scale = 1.0 / (k as f64).sqrt();
+    let block = |projection: &mut Mat<f64>, (b, mut z): (usize, MatMut<'_, f64>)| {
+        let rows = z.nrows();
+        let mut p = projection.as_mut().subrows_mut(0, rows);
+        matmul(p.rb_mut(), Accum::Replace, x.subrows(b * ROW_BLOCK, rows), omega, 1.0, Par::Seq);
+        for j in 0..k {
+            let (cos, sin) = z.rb_mut().subcols_mut(2 * j, 2).split_at_col_mut(1);
+            scaled_cos_sin(column(p.rb().col(j)), scale, column_mut(cos.col_mut(0)), column_mut(sin.col_mut(0)));
+        }
+    };
+    let new_projection = || Mat::<f64>::zeros(ROW_BLOCK, k);
+    if par.degree() <= 1 || x.nrows() <= ROW_BLOCK {
+        let mut projection = new_projection();
+        let mut zeta = zeta;
+        for b in 0..x.nrows().div_ceil(ROW_BLOCK) {
+            let start = b * ROW_BLOCK;
+            let rows = ROW_BLOCK.min(x.nrows() - start);
+            block(&mut projection, (b, zeta.rb_mut().subrows_mut(start, rows)));
+        }
+    } else {
+        zeta.par_row_chunks_mut(ROW_BLOCK).enumerate().for_each_init(new_projection, block);
+    }
+}
+
+/// The contiguous slice of a column of a column-major matrix.
+fn column<'a>(c: faer::ColRef<'a, f64>) -> &'a [f64] {
+    c.try_as_col_major().expect("columns of owned faer matrices are contiguous").as_slice()
+}
+
+/// The contiguous mutable slice of a column of a column-major matrix.
+fn column_mut<'a>(c: faer::ColMut<'a, f64>) -> &'a mut [f64] {
+    c.try_as_col_major_mut().expect("columns of owned faer matrices are contiguous").as_slice_mut()
 }
 
 impl<'a> RandomFourierFeatures<'a> {
@@ -62,14 +109,8 @@ impl<'a> RandomFourierFeatures<'a> {
             return Err(EstimatorError::ZeroFeatures { what: "random Fourier features" });
         }
         check_data(x)?;
-        let (n, d) = x.shape();
-        Ok(RandomFourierFeatures {
-            x,
-            kernel,
-            features,
-            omega: Mat::zeros(d, features),
-            projection: Mat::zeros(n, features),
-        })
+        let d = x.ncols();
+        Ok(RandomFourierFeatures { x, kernel, features, omega: Mat::zeros(d, features) })
     }
 
     /// The kernel whose matrix is estimated.
@@ -122,31 +163,22 @@ impl KernelSampler for RandomFourierFeatures<'_> {
     }
 
     fn sample(&mut self, rng: &mut dyn rand::Rng) -> Result<Factors, EstimatorError> {
+        let mut out = Factors { zeta: Mat::zeros(self.x.nrows(), 2 * self.features), chi: None };
+        self.sample_into(rng, &mut out)?;
+        Ok(out)
+    }
+
+    /// Draws into `out`, reusing `out.zeta` when it already has shape `(n, 2k)` (no allocation
+    /// then); the result is bit for bit that of [`KernelSampler::sample`] with the same `rng`.
+    fn sample_into(&mut self, rng: &mut dyn rand::Rng, out: &mut Factors) -> Result<(), EstimatorError> {
         self.draw_frequencies(rng);
-        let par = faer::get_global_parallelism();
-        matmul(self.projection.as_mut(), Accum::Replace, self.x, self.omega.as_ref(), 1.0, par);
-        let n = self.x.nrows();
-        let scale = 1.0 / (self.features as f64).sqrt();
-        let projection = &self.projection;
-        let mut zeta = Mat::zeros(n, 2 * self.features);
-        for_each_col_mut(
-            &mut zeta,
-            par,
-            |_| 16 * n,
-            |c, col| {
-                let p = projection.col_as_slice(c / 2);
-                if c % 2 == 0 {
-                    for (z, &t) in col.iter_mut().zip(p) {
-                        *z = scale * t.cos();
-                    }
-                } else {
-                    for (z, &t) in col.iter_mut().zip(p) {
-                        *z = scale * t.sin();
-                    }
-                }
-            },
-        );
-        Ok(Factors { zeta, chi: None })
+        let (n, k) = (self.x.nrows(), self.features);
+        if out.zeta.shape() != (n, 2 * k) {
+            out.zeta = Mat::zeros(n, 2 * k);
+        }
+        out.chi = None;
+        fill_features(self.x, self.omega.as_ref(), out.zeta.as_mut(), faer::get_global_parallelism());
+        Ok(())
     }
 
     fn name(&self) -> &'static str {

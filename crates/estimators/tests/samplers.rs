@@ -106,6 +106,62 @@ fn rff_rows_have_unit_norm_and_entries_are_bounded() {
     }
 }
 
+/// `sample_into` gives the draw `sample` gives for the same seed, for every sampler and their
+/// centred versions; random Fourier features write into the storage they are given.
+#[test]
+fn sample_into_equals_sample() {
+    let x = gaussian_data(700, 3, 1.0, 12);
+    let pairs = all_samplers(&x).into_iter().zip(all_samplers(&x));
+    let centered = all_samplers(&x).into_iter().map(|s| Box::new(Centered::new(s)) as Box<dyn KernelSampler + '_>);
+    let centered_too = all_samplers(&x).into_iter().map(|s| Box::new(Centered::new(s)) as Box<dyn KernelSampler + '_>);
+    for (mut a, mut b) in pairs.chain(centered.zip(centered_too)) {
+        let (mut ra, mut rb) = (rng(3), rng(3));
+        let mut out = stolr_estimators::Factors { zeta: Mat::new(), chi: None };
+        for draw in 0..3 {
+            a.sample_into(&mut ra, &mut out).unwrap();
+            let fresh = b.sample(&mut rb).unwrap();
+            assert_eq!(out, fresh, "{} draw {draw}", a.name());
+        }
+    }
+    let mut rff = RandomFourierFeatures::new(x.as_ref(), GAUSSIAN, 5).unwrap();
+    let mut out = rff.sample(&mut rng(1)).unwrap();
+    let storage = out.zeta.as_ptr();
+    rff.sample_into(&mut rng(2), &mut out).unwrap();
+    assert_eq!(out.zeta.as_ptr(), storage);
+}
+
+/// The blocked random Fourier features equal their definition
+/// `ζ[i, 2j] = k^{-1/2} cos(x_iᵀw_j)`, `ζ[i, 2j+1] = k^{-1/2} sin(x_iᵀw_j)` with the frequencies
+/// redrawn from the same seed in the documented order (`w_j = g_j/σ`, column by column),
+/// evaluated with the standard library's `cos`/`sin`, over several row blocks.
+#[test]
+fn rff_features_match_their_definition() {
+    use rand_distr::{Distribution, StandardNormal};
+    let (n, d, k, sigma) = (1300, 4, 6, 0.7);
+    let x = gaussian_data(n, d, 3.0, 13);
+    let mut s = RandomFourierFeatures::new(x.as_ref(), Kernel::Gaussian { sigma }, k).unwrap();
+    let f = s.sample(&mut rng(8)).unwrap();
+    let mut r = rng(8);
+    let w = {
+        let mut w = Mat::<f64>::zeros(d, k);
+        for j in 0..k {
+            for l in 0..d {
+                let g: f64 = StandardNormal.sample(&mut r);
+                w[(l, j)] = g / sigma;
+            }
+        }
+        w
+    };
+    let scale = 1.0 / (k as f64).sqrt();
+    for i in 0..n {
+        for j in 0..k {
+            let t: f64 = (0..d).map(|l| x[(i, l)] * w[(l, j)]).sum();
+            assert!((f.zeta[(i, 2 * j)] - scale * t.cos()).abs() < 1e-14, "cos at ({i}, {j})");
+            assert!((f.zeta[(i, 2 * j + 1)] - scale * t.sin()).abs() < 1e-14, "sin at ({i}, {j})");
+        }
+    }
+}
+
 #[test]
 fn column_sampling_structure() {
     let x = gaussian_data(10, 3, 1.0, 5);

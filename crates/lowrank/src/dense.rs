@@ -30,6 +30,27 @@ pub fn sym_eigen_desc(a: MatRef<'_, f64>) -> Result<(Vec<f64>, Mat<f64>), LowRan
     Ok((values, vectors))
 }
 
+/// The eigenvalues of the symmetric matrix `a`, shape `(m, m)`, in **nonincreasing** order,
+/// without the eigenvectors (several times cheaper than [`sym_eigen_desc`] for large `m`);
+/// only the lower triangle is read.
+///
+/// # Errors
+/// [`LowRankError::ShapeMismatch`] if `a` is not square; [`LowRankError::NoConvergence`] if
+/// faer's eigensolver fails.
+pub fn sym_eigenvalues_desc(a: MatRef<'_, f64>) -> Result<Vec<f64>, LowRankError> {
+    let m = a.nrows();
+    crate::error::check_shape("symmetric matrix", (m, m), (a.nrows(), a.ncols()))?;
+    if m == 0 {
+        return Ok(Vec::new());
+    }
+    let mut values = a
+        .self_adjoint_eigenvalues(Side::Lower)
+        .map_err(|_| LowRankError::NoConvergence { what: "symmetric eigenvalues" })?;
+    // faer: nondecreasing. Reverse once, here.
+    values.reverse();
+    Ok(values)
+}
+
 /// Thin QR factorization `a = q r` of `a`, shape `(n, k)`: `q` has shape `(n, min(n, k))` with
 /// orthonormal columns and `r` is upper trapezoidal, shape `(min(n, k), k)` (Householder, faer).
 pub fn thin_qr(a: MatRef<'_, f64>) -> (Mat<f64>, Mat<f64>) {
@@ -307,4 +328,98 @@ pub fn spd_inverse(a: MatRef<'_, f64>, what: &'static str) -> Result<Mat<f64>, L
         return Ok(Mat::zeros(0, 0));
     }
     Ok(cholesky(a, what)?.inverse())
+}
+
+/// Rows per group of [`gram_of_pair`]: enough for efficient products, few enough partial sums.
+const GRAM_GROUP_ROWS: usize = 4096;
+/// At most this many partial Gram matrices are held at once by [`gram_of_pair`].
+const GRAM_MAX_GROUPS: usize = 32;
+
+/// The lower triangle of the Gram matrix `[u, w]ᵀ[u, w]` of `u` `(n, b)` and `w` `(n, a)`,
+/// shape `(b + a, b + a)` (upper triangle zero), without forming `[u, w]`.
+///
+/// The rows are cut into `g = min(⌈n/4096⌉, 32)` contiguous groups; each group's partial Gram
+/// matrix is one sequential product (in parallel over groups on faer's global parallelism), and
+/// the partials are summed in group order. The groups depend on `n` only, so the result is the
+/// same bits whatever the number of threads. Cost `n·(b+a)(b+a+1)` flops; memory `g·(b+a)²`.
+///
+/// # Panics
+/// If `u` and `w` have different numbers of rows.
+pub(crate) fn gram_of_pair(u: MatRef<'_, f64>, w: MatRef<'_, f64>) -> Mat<f64> {
+    use faer::linalg::matmul::triangular::{BlockStructure, matmul};
+    assert_eq!(u.nrows(), w.nrows(), "gram_of_pair: row counts differ");
+    let (n, b, a) = (u.nrows(), u.ncols(), w.ncols());
+    let m = b + a;
+    let groups = n.div_ceil(GRAM_GROUP_ROWS).clamp(1, GRAM_MAX_GROUPS);
+    let rows_per_group = n.div_ceil(groups).max(1);
+    let partial = |g: usize| {
+        let start = (g * rows_per_group).min(n);
+        let len = rows_per_group.min(n - start);
+        let (ug, wg) = (u.subrows(start, len), w.subrows(start, len));
+        let mut out = Mat::<f64>::zeros(m, m);
+        let seq = faer::Par::Seq;
+        let (lower, rect) = (BlockStructure::TriangularLower, BlockStructure::Rectangular);
+        let replace = faer::Accum::Replace;
+        matmul(out.as_mut().submatrix_mut(0, 0, b, b), lower, replace, ug.transpose(), rect, ug, rect, 1.0, seq);
+        matmul(out.as_mut().submatrix_mut(b, 0, a, b), rect, replace, wg.transpose(), rect, ug, rect, 1.0, seq);
+        matmul(out.as_mut().submatrix_mut(b, b, a, a), lower, replace, wg.transpose(), rect, wg, rect, 1.0, seq);
+        out
+    };
+    let partials: Vec<Mat<f64>> = if faer::get_global_parallelism().degree() > 1 && groups > 1 {
+        use rayon::prelude::*;
+        (0..groups).into_par_iter().map(partial).collect()
+    } else {
+        (0..groups).map(partial).collect()
+    };
+    let mut parts = partials.into_iter();
+    let mut sum = parts.next().unwrap_or_else(|| Mat::zeros(m, m));
+    for p in parts {
+        sum += &p;
+    }
+    sum
+}
+
+/// Rows per block of [`combine_in_place`].
+const COMBINE_ROWS: usize = 512;
+
+/// `u[:, ..k] ← [u[:, ..b], w] · y` in place, for `u` `(n, c)` with `c ≥ max(b, k)`, `w`
+/// `(n, a)` and `y` `(b + a, k)`; the other columns of `u` are left as they are.
+///
+/// Row `i` of the result depends on row `i` of `u` and `w` only, so the product is formed one
+/// block of 512 rows at a time into a small buffer and copied back over the block: no `n × k`
+/// temporary. Blocks run in parallel on faer's global parallelism; each row is computed by
+/// the same operations whatever the number of threads. Cost `2n(b+a)k` flops.
+///
+/// # Panics
+/// If the shapes are inconsistent.
+pub(crate) fn combine_in_place(u: faer::MatMut<'_, f64>, b: usize, w: MatRef<'_, f64>, y: MatRef<'_, f64>) {
+    let (n, k, a) = (u.nrows(), y.ncols(), w.ncols());
+    assert!(w.nrows() == n && y.nrows() == b + a && u.ncols() >= b.max(k), "combine_in_place: shapes");
+    let block = |tmp: &mut Mat<f64>, (index, ub): (usize, faer::MatMut<'_, f64>)| {
+        let rows = ub.nrows();
+        let mut t = tmp.as_mut().subrows_mut(0, rows);
+        let wb = w.subrows(index * COMBINE_ROWS, rows);
+        let seq = faer::Par::Seq;
+        let use_u = b > 0;
+        if use_u {
+            let ub_old = ub.rb().subcols(0, b);
+            faer::linalg::matmul::matmul(t.rb_mut(), faer::Accum::Replace, ub_old, y.subrows(0, b), 1.0, seq);
+        }
+        let accum = if use_u { faer::Accum::Add } else { faer::Accum::Replace };
+        faer::linalg::matmul::matmul(t.rb_mut(), accum, wb, y.subrows(b, a), 1.0, seq);
+        ub.subcols_mut(0, k).copy_from(t.rb());
+    };
+    let new_tmp = || Mat::<f64>::zeros(COMBINE_ROWS.min(n), k);
+    if faer::get_global_parallelism().degree() > 1 && n > COMBINE_ROWS {
+        use rayon::prelude::*;
+        u.par_row_chunks_mut(COMBINE_ROWS).enumerate().for_each_init(new_tmp, block);
+    } else {
+        let mut tmp = new_tmp();
+        let mut u = u;
+        for index in 0..n.div_ceil(COMBINE_ROWS) {
+            let start = index * COMBINE_ROWS;
+            let rows = COMBINE_ROWS.min(n - start);
+            block(&mut tmp, (index, u.rb_mut().subrows_mut(start, rows)));
+        }
+    }
 }

@@ -9,10 +9,17 @@ use crate::error::check_shape;
 /// How the shrinkage step orthogonalizes `[U, new block]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Orthogonalization {
+    /// No `n`-sized orthogonalization: the Gram matrix of `[U, ζ]` and a Rayleigh–Ritz step on
+    /// the small `(b+a) × (b+a)` core, the new factor formed in place over `U`
+    /// ([`crate::shrink_psd_in_place`]). `n·(b+a)²` flops for the Gram matrix and `2n(b+a)r`
+    /// for the new factor, against about twice that for block Gram–Schmidt. The default. The
+    /// PSD path only: the general path ([`crate::shrink_general`]) runs
+    /// [`Orthogonalization::BlockGramSchmidt`] when given this.
+    #[default]
+    RayleighRitz,
     /// Block classical Gram–Schmidt of the new block against the (already orthonormal) `U`
     /// with one re-orthogonalization pass, then a thin QR of the remainder only:
-    /// `O(n·a·b + n·a²)` instead of `O(n·(a+b)²)`. The default.
-    #[default]
+    /// `O(n·a·b + n·a²)` instead of `O(n·(a+b)²)`.
     BlockGramSchmidt,
     /// A fresh thin QR of the whole `n × (b + a)` block, as the paper writes it. Kept as the
     /// reference path for tests.
@@ -155,13 +162,14 @@ pub(crate) struct Basis {
     pub pending: Option<Mat<f64>>,
 }
 
-/// `[u, w] = basis · coeffs` by block Gram–Schmidt (keeping `u`) or a fresh QR.
+/// `[u, w] = basis · coeffs` by block Gram–Schmidt (keeping `u`; also for `RayleighRitz`,
+/// which has no explicit basis) or a fresh QR.
 /// `w` `(n, a)` is consumed (its storage becomes the new columns).
 pub(crate) fn extend_basis(u: MatRef<'_, f64>, w: Mat<f64>, how: Orthogonalization) -> Result<Basis, LowRankError> {
     check_shape("new block", (u.nrows(), w.ncols()), (w.nrows(), w.ncols()))?;
     let (b, a) = (u.ncols(), w.ncols());
     match how {
-        Orthogonalization::BlockGramSchmidt => {
+        Orthogonalization::BlockGramSchmidt | Orthogonalization::RayleighRitz => {
             let Deferred { c, q, pending, r } = orthogonalize_deferred(u, w);
             let p = q.ncols();
             let mut coeffs = Mat::zeros(b + p, b + a);

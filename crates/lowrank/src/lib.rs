@@ -39,8 +39,8 @@ pub use capped_simplex::{
     Corner, SimplexProjection, mixture_decomposition, project_capped_rank, project_capped_simplex,
 };
 pub use dense::{
-    ThinSvd, gram_apply, spd_inverse, spd_solve, squared_norm, sym_eigen_desc, tall_inner, thin_qr, thin_svd,
-    top_eigenpairs,
+    ThinSvd, gram_apply, spd_inverse, spd_solve, squared_norm, sym_eigen_desc, sym_eigenvalues_desc, tall_inner,
+    thin_qr, thin_svd, top_eigenpairs,
 };
 pub use eigenpairs::Eigenpairs;
 pub use error::LowRankError;
@@ -48,6 +48,6 @@ pub use gram_schmidt::{Orthogonalization, OrthogonalizedBlock, orthogonalize_aga
 pub use low_rank::LowRank;
 pub use rank_one_eigen::{RankOneEigenUpdate, rank_one_eigen_update};
 pub use secular::eigen_diagonal_plus_rank_one;
-pub use svs::{shrink_dense, shrink_general, shrink_psd};
+pub use svs::{shrink_dense, shrink_general, shrink_psd, shrink_psd_in_place};
 pub use sym_low_rank::SymLowRank;
 pub use woodbury::{ColumnQuadratics, Probe, WoodburyInverse};

@@ -3,7 +3,7 @@
 
 use faer::{Mat, MatRef};
 
-use crate::dense::{sym_eigen_desc, thin_svd};
+use crate::dense::{gram_of_pair, sym_eigen_desc, thin_svd};
 use crate::error::{check_finite_mat, check_shape};
 use crate::gram_schmidt::{Orthogonalization, extend_basis};
 use crate::{LowRank, LowRankError, SymLowRank};
@@ -88,6 +88,11 @@ pub fn shrink_psd(
             reason: format!("eta = {eta} > 1 makes (1 - eta) Z indefinite; the PSD path needs eta <= 1 once Z != 0"),
         });
     }
+    if how == Orthogonalization::RayleighRitz {
+        let mut next = z.clone();
+        shrink_psd_in_place(&mut next, zeta.as_ref(), eta, threshold)?;
+        return Ok(next);
+    }
     let basis = extend_basis(z.u(), zeta, how)?;
     let r = basis.coeffs.as_ref();
     let rd = scale_by_step_weights(r, z.s(), eta);
@@ -97,6 +102,73 @@ pub fn shrink_psd(
     let u_new = basis.times(z.u(), w.as_ref().subcols(0, keep));
     let s_new = lam[..keep].iter().map(|x| x - threshold).collect();
     Ok(SymLowRank::from_parts_unchecked(u_new, s_new))
+}
+
+/// One factored SPGD step on a symmetric PSD iterate, in place and without orthogonalizing
+/// any `n`-sized block: `Z ← D_threshold[(1 − η) Z + η ζζᵀ]` with `Z = U diag(s) Uᵀ` of size
+/// `n × n` (modified in place) and `ζ` of shape `(n, a)` (only read).
+///
+/// With `V = [U, ζ]` and `D = diag((1−η)s, η 1_a) ⪰ 0`, `(1 − η) Z + η ζζᵀ = V D Vᵀ`, whose
+/// nonzero eigenpairs are those of the small `M = D^{1/2} (VᵀV) D^{1/2}`, size `m = b + a`:
+/// if `M W = W Λ`, then `(V D^{1/2} W Λ^{-1/2}, Λ)` are eigenpairs of `V D Vᵀ` (the vectors
+/// orthonormal because `Wᵀ M W = Λ`). So `Z⁺ = U⁺ diag(Λ_J − threshold) U⁺ᵀ` with
+/// `U⁺ = V Y`, `Y = D^{1/2} W_J Λ_J^{-1/2}`, `J = {j : Λ_j > threshold}`. The whole Gram
+/// matrix `VᵀV` is formed, `UᵀU` included, so the step is exact for the stored factor even when
+/// `U` is orthonormal only to rounding, and rounding errors do not build up over iterations.
+/// The orthonormality of column `j` of `U⁺` holds to about `ε·Λ_1/Λ_j` (rounding in `M` is
+/// of order `ε·Λ_1` and is divided by `Λ_j`); SKPCA's threshold `η_t τ` keeps that small
+/// (about `10⁻¹²` at KDD Cup scale). Rounding can also make eigenvalues of order `m·ε·Λ_1`
+/// out of exact zeros (for instance when `b + a > n`), so eigenvalues at or below
+/// `1000·m·ε·Λ_1` are dropped even when `threshold` is lower: their vectors would be noise.
+///
+/// `U⁺ = [U, ζ] Y` is written over `U` block of rows by block of rows, so the step allocates
+/// nothing of size `n` except when the rank grows beyond the columns already reserved for `U`
+/// (it then reserves up to 50 % more, at most `b + a`). Cost `n·m(m+1)` flops for the Gram matrix, `O(m³)` for the
+/// small eigendecomposition and `2n·m·r⁺` for `U⁺`; memory `O(m²)` besides `U`. The result
+/// does not depend on the number of threads.
+///
+/// # Errors
+/// [`LowRankError::ShapeMismatch`] if `zeta` does not have `n` rows;
+/// [`LowRankError::NonFinite`] for NaN/∞ in `zeta` (seen on the diagonal of the Gram matrix);
+/// [`LowRankError::InvalidParameter`] if `eta ≤ 0`, `threshold < 0`, or `eta > 1` while
+/// `Z ≠ 0`; [`LowRankError::NoConvergence`] if the small eigendecomposition fails. On error `z`
+/// is unchanged.
+///
+/// # References
+/// Paper `000_64249a13de5bd3cc.txt`, Algorithm 1 line 5 and "Implementation Issues" (the
+/// paper re-factors `[U, ζ]` by a QR; this Rayleigh–Ritz form gives the same iterate).
+pub fn shrink_psd_in_place(
+    z: &mut SymLowRank,
+    zeta: MatRef<'_, f64>,
+    eta: f64,
+    threshold: f64,
+) -> Result<(), LowRankError> {
+    check_step(eta, threshold)?;
+    check_shape("zeta", (z.n(), zeta.ncols()), (zeta.nrows(), zeta.ncols()))?;
+    let (b, a) = (z.rank(), zeta.ncols());
+    if b > 0 && eta > 1.0 {
+        return Err(LowRankError::InvalidParameter {
+            name: "eta",
+            reason: format!("eta = {eta} > 1 makes (1 - eta) Z indefinite; the PSD path needs eta <= 1 once Z != 0"),
+        });
+    }
+    let m = b + a;
+    let gram = gram_of_pair(z.u(), zeta);
+    // A NaN or ∞ in column j of ζ makes (ζᵀζ)_jj NaN or ∞: no separate pass over ζ.
+    if let Some(j) = (b..m).find(|&j| !gram[(j, j)].is_finite()) {
+        let value = zeta.col(j - b).iter().copied().find(|v| !v.is_finite()).unwrap_or(gram[(j, j)]);
+        return Err(LowRankError::NonFinite { what: "zeta", value });
+    }
+    let root: Vec<f64> =
+        z.s().iter().map(|&v| ((1.0 - eta) * v).max(0.0).sqrt()).chain((0..a).map(|_| eta.sqrt())).collect();
+    let core = Mat::from_fn(m, m, |i, j| if i >= j { root[i] * gram[(i, j)] * root[j] } else { 0.0 });
+    let (lam, w) = sym_eigen_desc(core.as_ref())?;
+    let floor = 1e3 * m as f64 * f64::EPSILON * lam.first().copied().unwrap_or(0.0).max(0.0);
+    let keep = lam.iter().take_while(|&&x| x > threshold && x > floor).count();
+    let y = Mat::from_fn(m, keep, |i, j| root[i] * w[(i, j)] / lam[j].sqrt());
+    let s_new = lam[..keep].iter().map(|x| x - threshold).collect();
+    z.replace_by_combination(zeta, y.as_ref(), s_new);
+    Ok(())
 }
 
 /// One factored SPGD step on a general iterate:

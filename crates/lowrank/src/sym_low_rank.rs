@@ -58,6 +58,22 @@ impl SymLowRank {
         Self { u, s }
     }
 
+    /// `U ← [U, w] y` in place and `s ← s_new`, for `w` `(n, a)`, `y` `(b + a, k)` and `s_new`
+    /// of length `k` (the caller guarantees the invariants). When `U` has to grow it reserves
+    /// `min(1.5·k, b + a)` columns, so that a slowly growing rank reallocates rarely and the
+    /// reservation never exceeds the columns of `[U, w]`.
+    pub(crate) fn replace_by_combination(&mut self, w: MatRef<'_, f64>, y: MatRef<'_, f64>, s_new: Vec<f64>) {
+        let (n, b, k) = (self.u.nrows(), self.u.ncols(), y.ncols());
+        debug_assert_eq!(k, s_new.len());
+        if k > b {
+            self.u.reserve(n, (k + k / 2).min(b + w.ncols()));
+            self.u.resize_with(n, k, |_, _| 0.0);
+        }
+        crate::dense::combine_in_place(self.u.as_mut(), b, w, y);
+        self.u.truncate(n, k);
+        self.s = s_new;
+    }
+
     /// Size `n` of the matrix.
     pub fn n(&self) -> usize {
         self.u.nrows()

@@ -7,7 +7,7 @@ use rand_distr::{Distribution, StandardNormal};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use stolr_lowrank::{
     LowRank, LowRankError, Orthogonalization, SymLowRank, frobenius, orthogonalize_against, shrink_dense,
-    shrink_general, shrink_psd, sym_eigen_desc, thin_qr,
+    shrink_general, shrink_psd, shrink_psd_in_place, sym_eigen_desc, thin_qr,
 };
 
 fn gaussian(rows: usize, cols: usize, rng: &mut Xoshiro256PlusPlus) -> Mat<f64> {
@@ -36,6 +36,9 @@ fn orthonormality_defect(q: MatRef<'_, f64>) -> f64 {
 }
 
 const MODES: [Orthogonalization; 2] = [Orthogonalization::BlockGramSchmidt, Orthogonalization::FreshQr];
+/// The PSD path also has the Rayleigh–Ritz step (the general path runs block Gram–Schmidt for it).
+const PSD_MODES: [Orthogonalization; 3] =
+    [Orthogonalization::RayleighRitz, Orthogonalization::BlockGramSchmidt, Orthogonalization::FreshQr];
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
@@ -69,7 +72,7 @@ proptest! {
     #[test]
     fn psd_path_equals_general_path(n in 3usize..24, a in 1usize..6, steps in 1usize..6, tau in 0.0f64..2.0, seed in any::<u64>()) {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-        for how in MODES {
+        for how in PSD_MODES {
             let mut sym = SymLowRank::zeros(n);
             let mut general = LowRank::zeros(n, n);
             for t in 1..=steps {
@@ -82,6 +85,39 @@ proptest! {
                 prop_assert_eq!(sym.rank(), general.rank());
                 prop_assert!(orthonormality_defect(sym.u()) < 1e-10);
             }
+        }
+    }
+
+    /// The in-place Rayleigh–Ritz step gives the iterates of the block Gram–Schmidt step (the
+    /// previous implementation) and of the dense iteration `Z ← D_{ητ}[(1−η)Z + η ζζᵀ]`, with
+    /// the same ranks, eigenvalues to rounding and an orthonormal factor, including blocks with
+    /// `b + a > n` (rank-deficient `[U, ζ]`) and τ = 0.
+    #[test]
+    fn rayleigh_ritz_step_equals_block_gram_schmidt_and_dense(n in 3usize..30, a in 1usize..8, steps in 1usize..8, tau in prop_oneof![Just(0.0), 0.05f64..2.0], seed in any::<u64>()) {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let mut in_place = SymLowRank::zeros(n);
+        let mut reference = SymLowRank::zeros(n);
+        let mut dense = Mat::<f64>::zeros(n, n);
+        for t in 1..=steps {
+            let eta = 2.0 / t as f64;
+            let zeta = gaussian(n, a, &mut rng);
+            shrink_psd_in_place(&mut in_place, zeta.as_ref(), eta, eta * tau).unwrap();
+            reference = shrink_psd(&reference, zeta.clone(), eta, eta * tau, Orthogonalization::BlockGramSchmidt).unwrap();
+            let target = &dense * (1.0 - eta) + &zeta * zeta.transpose() * eta;
+            dense = shrink_dense(target.as_ref(), eta * tau).unwrap();
+            let scale = 1.0 + max_abs(dense.as_ref());
+            prop_assert!(max_abs_diff(in_place.to_dense().as_ref(), dense.as_ref()) < 1e-9 * scale);
+            prop_assert!(max_abs_diff(in_place.to_dense().as_ref(), reference.to_dense().as_ref()) < 1e-9 * scale);
+            if tau > 0.0 {
+                // With τ = 0 the reference may keep rounding-level eigenvalues that the
+                // Rayleigh–Ritz step drops (documented floor); with τ > 0 the ranks agree.
+                prop_assert_eq!(in_place.rank(), reference.rank());
+                for (x, y) in in_place.s().iter().zip(reference.s()) {
+                    prop_assert!((x - y).abs() < 1e-10 * scale, "{} vs {}", x, y);
+                }
+            }
+            prop_assert!(in_place.s().windows(2).all(|w| w[0] >= w[1]) && in_place.s().iter().all(|&v| v > 0.0));
+            prop_assert!(orthonormality_defect(in_place.u()) < 1e-9);
         }
     }
 
@@ -248,6 +284,39 @@ fn bad_inputs_are_typed_errors() {
     assert!(matches!(SymLowRank::new(Mat::zeros(5, 2), vec![1.0]), Err(LowRankError::ShapeMismatch { .. })));
 }
 
+/// The in-place step checks like the allocating one and leaves the iterate unchanged on error.
+#[test]
+fn in_place_step_errors_leave_the_iterate_unchanged() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+    let mut z = SymLowRank::zeros(6);
+    shrink_psd_in_place(&mut z, gaussian(6, 2, &mut rng).as_ref(), 2.0, 0.1).unwrap();
+    let before = z.clone();
+    assert!(z.rank() > 0);
+    let short = gaussian(5, 2, &mut rng);
+    assert!(matches!(shrink_psd_in_place(&mut z, short.as_ref(), 0.5, 0.1), Err(LowRankError::ShapeMismatch { .. })));
+    let mut bad = gaussian(6, 3, &mut rng);
+    for value in [f64::NAN, f64::INFINITY] {
+        bad[(4, 2)] = value;
+        match shrink_psd_in_place(&mut z, bad.as_ref(), 0.5, 0.1) {
+            Err(LowRankError::NonFinite { what: "zeta", value: v }) => assert!(v.is_nan() || v == value),
+            other => panic!("expected NonFinite, got {other:?}"),
+        }
+    }
+    let good = gaussian(6, 2, &mut rng);
+    assert!(matches!(
+        shrink_psd_in_place(&mut z, good.as_ref(), 2.0, 0.1),
+        Err(LowRankError::InvalidParameter { name: "eta", .. })
+    ));
+    assert!(matches!(
+        shrink_psd_in_place(&mut z, good.as_ref(), 0.5, -1.0),
+        Err(LowRankError::InvalidParameter { name: "threshold", .. })
+    ));
+    assert_eq!(z, before);
+    // A threshold above the spectrum empties the factor but keeps its row count.
+    shrink_psd_in_place(&mut z, good.as_ref(), 0.5, 1e9).unwrap();
+    assert_eq!((z.rank(), z.u().nrows()), (0, 6));
+}
+
 /// A threshold above every singular value collapses the iterate to rank 0 (not an error here;
 /// the solver decides what a collapsed rank means).
 #[test]
@@ -309,5 +378,23 @@ fn rank_deficient_blocks_take_the_fallback() {
         let target = &dense * (1.0 - eta) + &zeta * chi.transpose() * eta;
         dense = shrink_dense(target.as_ref(), eta * 0.1).unwrap();
         assert!(max_abs_diff(z.to_dense().as_ref(), dense.as_ref()) < 1e-10);
+    }
+}
+
+/// Eigenvalues alone equal those of the full decomposition, in the same (nonincreasing) order.
+#[test]
+fn eigenvalues_only_equal_the_full_decomposition() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(31);
+    for m in [0, 1, 7, 60] {
+        let g = gaussian(m, m, &mut rng);
+        let a = &g + g.transpose();
+        let (full, _) = sym_eigen_desc(a.as_ref()).unwrap();
+        let only = stolr_lowrank::sym_eigenvalues_desc(a.as_ref()).unwrap();
+        assert_eq!(only.len(), m);
+        let scale = 1.0 + full.iter().fold(0.0_f64, |s, v| s.max(v.abs()));
+        for (x, y) in only.iter().zip(&full) {
+            assert!((x - y).abs() < 1e-12 * scale, "{x} vs {y}");
+        }
+        assert!(only.windows(2).all(|w| w[0] >= w[1]));
     }
 }

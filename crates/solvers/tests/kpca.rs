@@ -7,10 +7,11 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use stolr_estimators::{Centered, ColumnSampling, Kernel, RandomFourierFeatures, centered_kernel_matrix};
-use stolr_lowrank::{Eigenpairs, sym_eigen_desc};
+use stolr_lowrank::{Eigenpairs, Orthogonalization, sym_eigen_desc};
 use stolr_solvers::{
-    ExactKpcaConfig, Iterate, IterationReport, Kha, KhaConfig, NystromConfig, Observer, Skpca, SkpcaConfig,
-    SolverError, Stop, exact_kpca, nystrom_kpca, run, run_with_target, shrunk_target, tau_for_rank,
+    ExactKpcaConfig, Iterate, IterationReport, KernelPca, Kha, KhaConfig, KpcaSolver, NystromConfig, Observer,
+    SamplerKind, Skpca, SkpcaConfig, SolverError, Stop, exact_kpca, nystrom_kpca, run, run_with_target, shrunk_target,
+    tau_for_rank,
 };
 
 /// `‖Z_{t+1} − K̂‖_F² / n²` after every step: the caller's metric, computed from the truth.
@@ -155,6 +156,65 @@ fn same_seed_same_result() {
     };
     assert_eq!(run(1), run(1));
     assert_ne!(run(1), run(2));
+}
+
+/// The default in-place Rayleigh–Ritz step and the block Gram–Schmidt step of the previous
+/// implementation follow the same iterates (same seed, same draws) up to rounding, on a size
+/// with several row blocks and Gram groups.
+#[test]
+fn rayleigh_ritz_and_block_gram_schmidt_follow_the_same_iterates() {
+    let x = data(5000, 14);
+    let fit = |how| {
+        let sampler = RandomFourierFeatures::new(x.as_ref(), GAUSS, 10).unwrap();
+        let config = SkpcaConfig { tau: 20.0, iterations: 40, orthogonalization: how, ..Default::default() };
+        let mut solver = Skpca::new(config, Box::new(sampler)).unwrap();
+        run(&mut solver, &mut Xoshiro256PlusPlus::seed_from_u64(4), &mut ()).unwrap();
+        solver.eigenpairs().unwrap()
+    };
+    let new = fit(Orthogonalization::RayleighRitz);
+    let old = fit(Orthogonalization::BlockGramSchmidt);
+    assert!(new.rank() >= 5);
+    assert_eq!(new.rank(), old.rank());
+    for (a, b) in new.values.iter().zip(&old.values) {
+        assert!((a - b).abs() <= 1e-10 * old.values[0], "{a} vs {b}");
+    }
+    // Eigenvectors with signs fixed, where the eigenvalue gap makes them well defined.
+    let gap = |i: usize| {
+        let prev = if i == 0 { f64::INFINITY } else { old.values[i - 1] - old.values[i] };
+        let next = old.values.get(i + 1).map_or(f64::INFINITY, |v| old.values[i] - v);
+        prev.min(next) / old.values[0]
+    };
+    for i in (0..old.rank()).filter(|&i| gap(i) > 1e-3) {
+        let diff = (0..x.nrows()).map(|r| (new.vectors[(r, i)] - old.vectors[(r, i)]).abs()).fold(0.0, f64::max);
+        assert!(diff < 1e-8, "eigenvector {i}: {diff}");
+    }
+}
+
+/// SKPCA's buffers are estimated and checked against the budget before the run: the error
+/// names the rank cap and the features.
+#[test]
+fn skpca_memory_is_checked_before_the_run() {
+    let x = data(500, 15);
+    let sampler = RandomFourierFeatures::new(x.as_ref(), GAUSS, 10).unwrap();
+    let config = SkpcaConfig { tau: 1.0, iterations: 5, max_rank: Some(30), ..Default::default() };
+    let solver = Skpca::new(config.clone(), Box::new(sampler)).unwrap();
+    // U with up to r + a columns and the draw: 8·n·(r + 2a) bytes, a = 2·features.
+    assert_eq!(solver.memory_estimate(), 8 * 500 * (30 + 2 * 20));
+    solver.check_memory(stolr_memory::MemoryBudget::bytes(8 * 500 * 70)).unwrap();
+    match solver.check_memory(stolr_memory::MemoryBudget::bytes(8 * 500 * 70 - 1)) {
+        Err(SolverError::Memory(e)) => {
+            let text = e.to_string();
+            assert!(text.contains("max_rank = 30") && text.contains("features"), "{text}");
+        }
+        other => panic!("expected a memory error, got {other:?}"),
+    }
+    let params = KernelPca {
+        memory: stolr_memory::MemoryBudget::bytes(100_000),
+        ..KernelPca::new(3, GAUSS, KpcaSolver::Skpca { config, sampler: SamplerKind::Rff, features: 10 })
+    };
+    let mut progress = ();
+    let result = params.fit_prepared(x.as_ref(), None, &mut Xoshiro256PlusPlus::seed_from_u64(1), &mut progress);
+    assert!(matches!(result, Err(SolverError::Memory(_))));
 }
 
 #[test]

@@ -221,6 +221,7 @@ impl KernelPca {
                 };
                 let sampler = if self.center { Box::new(Centered::new(inner)) } else { inner };
                 let mut solver = Skpca::new(config.clone(), sampler)?;
+                solver.check_memory(self.memory)?;
                 let stop = run(&mut solver, rng, observer)?;
                 let mut pairs = solver.eigenpairs()?;
                 if let Some(r) = self.rank {
@@ -280,8 +281,9 @@ impl Fit for KernelPca {
     /// [`SolverError::InvalidConfig`] / [`SolverError::InvalidRank`] for impossible parameters
     /// (`rank` missing, 0 or above `n`; landmarks outside `[rank, n]`; τ ≤ 0; ...),
     /// [`SolverError::Estimator`] for empty or non-finite data, [`SolverError::Memory`] for an
-    /// exact or Nyström fit over its budget, [`SolverError::RankCollapsed`] when SKPCA's τ is
-    /// above every eigenvalue, and the solvers' numerical errors.
+    /// exact or Nyström fit or SKPCA's buffers ([`Skpca::check_memory`]) over the budget,
+    /// [`SolverError::RankCollapsed`] when SKPCA's τ is above every eigenvalue, and the solvers'
+    /// numerical errors.
     fn fit(
         &self,
         x: MatRef<'_, f64>,

@@ -1,8 +1,12 @@
 //! SKPCA: kernel PCA by stochastic proximal gradient descent with singular value shrinkage.
 
+use faer::Mat;
 use rand::Rng;
-use stolr_estimators::KernelSampler;
-use stolr_lowrank::{Eigenpairs, LowRank, Orthogonalization, SymLowRank, frobenius, shrink_general, shrink_psd};
+use stolr_estimators::{Factors, KernelSampler};
+use stolr_lowrank::{
+    Eigenpairs, LowRank, Orthogonalization, SymLowRank, frobenius, shrink_general, shrink_psd, shrink_psd_in_place,
+};
+use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::{IterativeSolver, SolverError, StepReport, Stop};
 
@@ -17,7 +21,9 @@ pub struct SkpcaConfig {
     pub iterations: usize,
     /// Stop when `rank(Z_t)` exceeds this (memory is `O(n·(rank + a))`); `None`: no cap.
     pub max_rank: Option<usize>,
-    /// How the new factor block is orthogonalized (block Gram–Schmidt by default).
+    /// How the step re-factors `[U, ζ]`: by default ([`Orthogonalization::RayleighRitz`]) a
+    /// Rayleigh–Ritz step on the Gram matrix, in place (PSD iterates; a general iterate then
+    /// uses block Gram–Schmidt); block Gram–Schmidt or a fresh QR on request.
     pub orthogonalization: Orthogonalization,
 }
 
@@ -63,9 +69,14 @@ impl Iterate {
 /// `K̂ = D_τ[K]`, fed by unbiased low-rank estimators `ξ_t = ζ_t χ_tᵀ` of `K` (or of `HKH`).
 ///
 /// Step `t` (1-based): `η_t = 2/t`, `Z_{t+1} = D_{η_t τ}[(1 − η_t) Z_t + η_t ξ_t]`, `Z_1 = 0`,
-/// with the iterate always factored (see [`stolr_lowrank::shrink_psd`] and
-/// [`stolr_lowrank::shrink_general`]). Memory `O(n·(a + b_t))` with `a` the rank of a draw
-/// and `b_t = rank(Z_t)`; time per step `O(n·(d·a + a·(a + b_t)) + (a + b_t)³)`.
+/// with the iterate always factored (see [`stolr_lowrank::shrink_psd_in_place`],
+/// [`stolr_lowrank::shrink_psd`] and [`stolr_lowrank::shrink_general`]). Memory
+/// `O(n·(a + b_t))` with `a` the rank of a draw and `b_t = rank(Z_t)`; time per step
+/// `O(n·(d·a + (a + b_t)²) + (a + b_t)³)`. On the PSD path with the default
+/// [`Orthogonalization::RayleighRitz`], the draw is written into one `(n, a)` buffer reused
+/// from step to step and the factor `U` is updated in place, so a step allocates nothing of
+/// size `n` (except when the rank outgrows the reserved columns of `U`); see
+/// [`Skpca::check_memory`] for the estimate.
 /// The last iterate converges at rate `O(log log T / T)` (Theorem 1).
 ///
 /// The solver owns its sampler; each [`step`](IterativeSolver::step) draws one estimate, and
@@ -77,6 +88,8 @@ pub struct Skpca<'a> {
     config: SkpcaConfig,
     sampler: Box<dyn KernelSampler + 'a>,
     iterate: Iterate,
+    /// The last draw; its storage is reused by the next one when the sampler allows.
+    draw: Factors,
     t: usize,
 }
 
@@ -122,7 +135,49 @@ impl<'a> Skpca<'a> {
         }
         let iterate =
             if symmetric_psd { Iterate::Psd(SymLowRank::zeros(n)) } else { Iterate::General(LowRank::zeros(n, n)) };
-        Ok(Self { config, sampler, iterate, t: 0 })
+        Ok(Self { config, sampler, iterate, draw: Factors { zeta: Mat::new(), chi: None }, t: 0 })
+    }
+
+    /// Estimated bytes held by the solver at its largest: for a PSD iterate on the
+    /// Rayleigh–Ritz path, the factor `U` with up to `r + a` reserved columns and the draw
+    /// buffer, `8n·(r + 2a)`; on the other paths about three (PSD) or six (general) `n × (r + a)`
+    /// blocks besides the draw, `8n·(3(r + a) + 2a)` or `8n·(6(r + a) + 2a)`. Here `a` is the
+    /// sampler's [`draw_rank`](KernelSampler::draw_rank) and `r` the rank cap `max_rank`
+    /// (without one, `min(n, iterations·a)`).
+    pub fn memory_estimate(&self) -> u64 {
+        let n = self.sampler.n();
+        let a = self.sampler.draw_rank();
+        let r = self.config.max_rank.unwrap_or(self.config.iterations.saturating_mul(a)).min(n);
+        // (blocks of n × (r + a), draw buffers of n × a)
+        let (blocks, draws) = match (&self.iterate, self.config.orthogonalization) {
+            (Iterate::Psd(_), Orthogonalization::RayleighRitz) => (1, 1),
+            (Iterate::Psd(_), _) => (3, 2),
+            (Iterate::General(_), _) => (6, 2),
+        };
+        let cols = r.saturating_add(a).saturating_mul(blocks).saturating_add(a.saturating_mul(draws));
+        f64_bytes(&[n, cols])
+    }
+
+    /// Checks [`Skpca::memory_estimate`] against `memory` before the run starts.
+    ///
+    /// # Errors
+    /// [`SolverError::Memory`] naming `max_rank` and the features per draw when the estimate
+    /// exceeds the budget.
+    pub fn check_memory(&self, memory: MemoryBudget) -> Result<(), SolverError> {
+        let n = self.sampler.n();
+        let a = self.sampler.draw_rank();
+        let cap = match self.config.max_rank {
+            Some(r) => format!("max_rank = {r}"),
+            None => {
+                format!("no max_rank, so up to iterations × a = {} columns", self.config.iterations.saturating_mul(a))
+            }
+        };
+        Ok(memory.check(
+            format!(
+                "SKPCA's factor and draw buffers, n × (rank + a) plus n × a doubles (n = {n}, {cap},                  a = {a} columns per draw from the features); lower max_rank or the features"
+            ),
+            self.memory_estimate(),
+        )?)
     }
 
     /// The configuration.
@@ -152,19 +207,26 @@ impl<'a> Skpca<'a> {
         let eta = 2.0 / t as f64;
         let threshold = eta * self.config.tau;
         let how = self.config.orthogonalization;
-        let draw = self.sampler.sample(rng)?;
-        self.iterate = match (&self.iterate, draw.chi) {
-            (Iterate::Psd(z), None) => Iterate::Psd(shrink_psd(z, draw.zeta, eta, threshold, how)?),
-            (Iterate::Psd(_), Some(_)) => {
+        self.sampler.sample_into(rng, &mut self.draw)?;
+        let draw = &mut self.draw;
+        match (&mut self.iterate, draw.chi.is_some()) {
+            (Iterate::Psd(_), true) => {
                 return Err(SolverError::SamplerMismatch {
                     reason: "a PSD iterate received a non-symmetric draw".into(),
                 });
             }
-            (Iterate::General(z), chi) => {
-                let chi = chi.unwrap_or_else(|| draw.zeta.clone());
-                Iterate::General(shrink_general(z, draw.zeta, chi, eta, threshold, how)?)
+            (Iterate::Psd(z), false) if how == Orthogonalization::RayleighRitz => {
+                shrink_psd_in_place(z, draw.zeta.as_ref(), eta, threshold)?;
             }
-        };
+            (Iterate::Psd(z), false) => {
+                *z = shrink_psd(z, std::mem::replace(&mut draw.zeta, Mat::new()), eta, threshold, how)?;
+            }
+            (Iterate::General(z), _) => {
+                let zeta = std::mem::replace(&mut draw.zeta, Mat::new());
+                let chi = draw.chi.take().unwrap_or_else(|| zeta.clone());
+                *z = shrink_general(z, zeta, chi, eta, threshold, how)?;
+            }
+        }
         self.t = t;
         Ok(())
     }

@@ -3,7 +3,7 @@
 use faer::{Mat, MatRef};
 use rand::Rng;
 use stolr_estimators::{Kernel, centered_kernel_matrix};
-use stolr_lowrank::sym_eigen_desc;
+use stolr_lowrank::sym_eigenvalues_desc;
 use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::SolverError;
@@ -28,7 +28,7 @@ pub struct TauChoice {
 /// spectrum, Braun 2006). τ is the geometric mean of `(n/m)μ̄_rank` and `(n/m)μ̄_{rank+1}`, the
 /// middle of the interval `[(n/m)μ̄_{r+1}, (n/m)μ̄_r)` on a log scale (our choice: the paper
 /// gives only the interval). When `μ̄_{rank+1} ≤ 0`, τ is half of `(n/m)μ̄_rank`. Cost
-/// `O(m²d + m³)`.
+/// `O(m²d + m³)` (eigenvalues only).
 ///
 /// # Errors
 /// [`SolverError::InvalidRank`] if `rank` is 0 or `rank ≥ m` (the subsample must show the
@@ -53,7 +53,7 @@ pub fn tau_for_rank<R: Rng + ?Sized>(
     let n = x.nrows();
     let m = subsample.min(n);
     // The subsample's rows, its kernel matrix (and a centred copy), and the dense symmetric
-    // eigendecomposition's eigenvectors and workspace: about four m × m matrices.
+    // eigenvalue solver's workspace (counted as a full eigendecomposition's): at most four m × m matrices.
     let matrices = if center { 4 } else { 3 };
     memory.check(
         format!("choosing tau from the kernel matrix of a random subsample (tau_subsample m = {m})"),
@@ -75,7 +75,7 @@ pub fn tau_for_rank<R: Rng + ?Sized>(
     if center {
         k = centered_kernel_matrix(&k);
     }
-    let (mu, _) = sym_eigen_desc(k.as_ref())?;
+    let mu = sym_eigenvalues_desc(k.as_ref())?;
     let scale = n as f64 / m as f64;
     let estimated: Vec<f64> = mu[..=rank].iter().map(|v| v * scale).collect();
     let (hi, lo) = (estimated[rank - 1], estimated[rank]);
