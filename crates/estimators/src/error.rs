@@ -69,9 +69,7 @@ pub enum EstimatorError {
     #[error("the bandwidth rule needs at least 1 sampled pair, got 0")]
     ZeroPairs,
     /// Every row of the data is the same, so the bandwidth rule has no pair of distinct rows.
-    #[error(
-        "all {n} rows are equal: the bandwidth rule needs two distinct rows; set sigma explicitly"
-    )]
+    #[error("all {n} rows are equal: the bandwidth rule needs two distinct rows; set sigma explicitly")]
     SingleDistinctRow {
         /// Number of rows.
         n: usize,
