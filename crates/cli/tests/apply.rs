@@ -207,7 +207,7 @@ fn write_table_gz(path: &Path, n: usize, distinct: usize) {
     for i in 0..n {
         let k = i % distinct;
         let (a, b) = (((k * 7) as f64 * 0.37).sin(), ((k * 3) as f64 * 0.91).cos() * 100.0);
-        text += &format!("{a},{},{b},{}\n", protocols[k % 3], if k % 2 == 0 { "normal." } else { "smurf." });
+        text += &format!("{a},{},{b},{}\n", protocols[k % 3], if k.is_multiple_of(2) { "normal." } else { "smurf." });
     }
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     gz.write_all(text.as_bytes()).unwrap();

@@ -301,7 +301,7 @@ fn read_impl<R: Read>(
     let mut roles: Vec<Role> = Vec::new();
     let mut fields = 0;
     // Per categorical column: the value -> index map (in first-seen order when learning).
-    let mut maps: Vec<HashMap<String, u32>> = Vec::new();
+    let mut maps: CategoryMaps = Vec::new();
     let mut numeric = Vec::new();
     let mut codes: Vec<u32> = Vec::new();
     let mut classes = Vec::new();
@@ -471,8 +471,11 @@ fn read_impl<R: Read>(
     Ok((Dataset { x, labels, source: name.to_owned() }, encoding))
 }
 
+/// Per categorical column, its values and their codes.
+type CategoryMaps = Vec<HashMap<String, u32>>;
+
 /// The role of each of the `fields` columns and the category maps, checked against `fields`.
-fn setup(plan: &Plan<'_>, fields: usize, name: &str) -> Result<(Vec<Role>, Vec<HashMap<String, u32>>), DataError> {
+fn setup(plan: &Plan<'_>, fields: usize, name: &str) -> Result<(Vec<Role>, CategoryMaps), DataError> {
     let out_of_range =
         |what: &'static str, column: usize| DataError::ColumnOutOfRange { path: name.to_owned(), what, column, fields };
     let mut roles = vec![Role::Numeric; fields];
