@@ -21,9 +21,10 @@ pub struct ApplyArgs {
     /// The new rows (one sample per row), with the model's number of features.
     #[arg(long)]
     input: PathBuf,
-    /// Format of --input.
-    #[arg(long, value_enum, default_value = "libsvm")]
-    format: Format,
+    /// Format of --input [default: csv for a model fitted on a CSV table with --categorical or
+    /// --label-column (the new rows in the training file's layout), libsvm otherwise].
+    #[arg(long, value_enum)]
+    format: Option<Format>,
     /// Output folder for projections.npy (transform) or predictions.npy (predict) and report.json.
     #[arg(long)]
     out: PathBuf,
@@ -41,13 +42,16 @@ fn load(args: &ApplyArgs, kinds: &[&str]) -> Result<(ModelFile, PathBuf)> {
 pub fn transform(args: ApplyArgs) -> Result<()> {
     let start = Instant::now();
     let (file, path) = load(&args, &[KernelPcaModel::KIND, PcaModel::KIND])?;
-    let model: Box<dyn Transformer> = if file.kind() == KernelPcaModel::KIND {
-        Box::new(KernelPcaModel::from_model_file(&file, &path)?)
+    let (model, encoding): (Box<dyn Transformer>, _) = if file.kind() == KernelPcaModel::KIND {
+        let model = KernelPcaModel::from_model_file(&file, &path)?;
+        let encoding = model.encoding().cloned();
+        (Box::new(model), encoding)
     } else {
-        Box::new(PcaModel::from_model_file(&file, &path)?)
+        (Box::new(PcaModel::from_model_file(&file, &path)?), None)
     };
     let d = n_features(&file)?;
-    let data = read_for_model(&args.input, args.format, d, false)?;
+    let format = args.format.unwrap_or(if encoding.is_some() { Format::Csv } else { Format::Libsvm });
+    let data = read_for_model(&args.input, format, d, false, encoding.as_ref())?;
     let z = model.transform(data.x.as_ref()).with_context(|| format!("cannot transform {}", args.input.display()))?;
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     write_npy_matrix(&args.out.join("projections.npy"), z.as_ref())?;
@@ -56,7 +60,7 @@ pub fn transform(args: ApplyArgs) -> Result<()> {
         command: "transform".into(),
         model: path.display().to_string(),
         model_kind: file.kind().into(),
-        dataset: ApplyDataset { source: data.source.clone(), format: args.format.name(), n: data.n(), d: data.d() },
+        dataset: ApplyDataset { source: data.source.clone(), format: format.name(), n: data.n(), d: data.d() },
         result: ApplyResult { rows: z.nrows(), components: Some(z.ncols()), mse: None },
         total_seconds: start.elapsed().as_secs_f64(),
         outputs: vec!["projections.npy".into(), "report.json".into()],
@@ -81,7 +85,8 @@ pub fn predict(args: ApplyArgs) -> Result<()> {
     let start = Instant::now();
     let (file, path) = load(&args, &[KrrModel::KIND])?;
     let model = KrrModel::from_model_file(&file, &path)?;
-    let data = read_for_model(&args.input, args.format, model.n_features(), true)?;
+    let format = args.format.unwrap_or(Format::Libsvm);
+    let data = read_for_model(&args.input, format, model.n_features(), true, None)?;
     let f = model.predict(data.x.as_ref()).with_context(|| format!("cannot predict {}", args.input.display()))?;
     let predictions: Vec<f64> = (0..f.nrows()).map(|i| f[i]).collect();
     let mse = data.targets().map(|y| mean_squared_error(&predictions, y));
@@ -92,7 +97,7 @@ pub fn predict(args: ApplyArgs) -> Result<()> {
         command: "predict".into(),
         model: path.display().to_string(),
         model_kind: file.kind().into(),
-        dataset: ApplyDataset { source: data.source.clone(), format: args.format.name(), n: data.n(), d: data.d() },
+        dataset: ApplyDataset { source: data.source.clone(), format: format.name(), n: data.n(), d: data.d() },
         result: ApplyResult { rows: predictions.len(), components: None, mse },
         total_seconds: start.elapsed().as_secs_f64(),
         outputs: vec!["predictions.npy".into(), "report.json".into()],

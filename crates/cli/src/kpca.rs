@@ -7,13 +7,18 @@ use anyhow::{Context, Result, bail};
 use clap::builder::TypedValueParser;
 use clap::{Args, ValueEnum};
 use faer::Mat;
-use stolr_datasets::{Dataset, Standardization, generate, standardize, write_npy_matrix, write_npy_vector};
-use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_rule};
+use stolr_datasets::{
+    Dataset, OneHotEncoding, Standardization, generate, standardize, write_npy_matrix, write_npy_vector,
+};
+use stolr_estimators::{Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_estimate};
 use stolr_lowrank::Eigenpairs;
-use stolr_report::{KpcaDataset, KpcaParameters, KpcaReport, KpcaResult, KpcaTimings, ReportKernel, TauReport};
+use stolr_report::{
+    BandwidthReport, KpcaDataset, KpcaParameters, KpcaReport, KpcaResult, KpcaTimings, ReportCategorical, ReportKernel,
+    TauReport,
+};
 use stolr_solvers::{KernelPca, KernelPcaModel, KpcaSolver, SamplerKind, SkpcaConfig, Stop, tau_for_rank};
 
-use crate::common::input::{Format, label_values, read};
+use crate::common::input::{Format, TableArgs, label_values, read_with_table};
 use crate::common::output::{write_model, write_report};
 use crate::common::progress::Progress;
 use crate::common::sigma::SigmaArg;
@@ -58,14 +63,17 @@ pub struct KpcaArgs {
     /// Format of --input (libsvm, csv, magic, mnist, npy).
     #[arg(long, value_enum, default_value = "libsvm")]
     format: Format,
+    #[command(flatten)]
+    table: TableArgs,
     /// Kernel function.
     #[arg(long, value_enum, default_value = "gaussian")]
     kernel: KernelKind,
     /// Standardize every feature to mean 0 and standard deviation 1 before anything else.
     #[arg(long)]
     standardize: bool,
-    /// Kernel bandwidth: `auto` (20th percentile of pairwise Euclidean distances, estimated from
-    /// 10⁶ seeded random pairs) or a positive number.
+    /// Kernel bandwidth: `auto` (20th percentile of the pairwise Euclidean distances between
+    /// distinct rows, duplicate rows counted once; estimated from 10⁶ seeded random pairs) or a
+    /// positive number.
     #[arg(long, default_value = "auto")]
     sigma: SigmaArg,
     /// Polynomial kernel degree q.
@@ -127,9 +135,14 @@ pub struct KpcaArgs {
     plot: Option<PathBuf>,
 }
 
-fn load(args: &KpcaArgs) -> Result<(Dataset, &'static str)> {
+fn load(args: &KpcaArgs) -> Result<(Dataset, Option<OneHotEncoding>, &'static str)> {
     Ok(match &args.input {
-        None => (generate::rings(DEFAULT_N, DEFAULT_NOISE, &mut stream(args.seed, 0)), "built-in"),
+        None => {
+            if args.table.given() {
+                bail!("--categorical and --label-column need an --input CSV file");
+            }
+            (generate::rings(DEFAULT_N, DEFAULT_NOISE, &mut stream(args.seed, 0)), None, "built-in")
+        }
         Some(path) => {
             if matches!(args.format, Format::Abalone | Format::Housing) {
                 bail!(
@@ -137,34 +150,67 @@ fn load(args: &KpcaArgs) -> Result<(Dataset, &'static str)> {
                     args.format.name()
                 );
             }
-            (read(path, args.format, false)?, "file")
+            let (data, encoding) = read_with_table(path, args.format, &args.table)?;
+            (data, encoding, "file")
         }
     })
 }
 
-fn build_kernel(args: &KpcaArgs, x: faer::MatRef<'_, f64>) -> Result<(Kernel, &'static str)> {
-    let sigma = |rng_index| -> Result<(f64, &'static str)> {
+/// The bandwidth rule's counts for the report, with a warning (also printed to stderr) when
+/// duplicate rows exceed 10 % of the rows.
+fn bandwidth_report(b: &Bandwidth) -> BandwidthReport {
+    let warning = b.many_duplicates().then(|| {
+        format!(
+            "{} of the {} rows ({:.1} %) duplicate another row: sigma was taken over the {} distinct rows, \
+             each counted once",
+            b.rows - b.distinct_rows,
+            b.rows,
+            100.0 * b.duplicate_share(),
+            b.distinct_rows
+        )
+    });
+    if let Some(w) = &warning {
+        eprintln!("warning: {w}");
+    }
+    BandwidthReport {
+        percentile: DEFAULT_BANDWIDTH_PERCENTILE,
+        scope: "all rows".into(),
+        rows: b.rows,
+        distinct_rows: b.distinct_rows,
+        duplicate_share: b.duplicate_share(),
+        pairs: b.pairs,
+        exact: b.exact,
+        warning,
+    }
+}
+
+fn build_kernel(args: &KpcaArgs, x: faer::MatRef<'_, f64>) -> Result<(Kernel, &'static str, Option<BandwidthReport>)> {
+    let sigma = |rng_index| -> Result<(f64, &'static str, Option<BandwidthReport>)> {
         match args.sigma {
             SigmaArg::Auto => {
-                let s = bandwidth_rule(
+                let b = bandwidth_estimate(
                     x,
                     DEFAULT_BANDWIDTH_PERCENTILE,
                     DEFAULT_BANDWIDTH_PAIRS,
                     &mut stream(args.seed, rng_index),
                 )?;
-                Ok((s, "auto: 20th percentile of pairwise Euclidean distances"))
+                Ok((
+                    b.sigma,
+                    "auto: 20th percentile of pairwise Euclidean distances between distinct rows",
+                    Some(bandwidth_report(&b)),
+                ))
             }
-            SigmaArg::Value(s) => Ok((s, "given")),
+            SigmaArg::Value(s) => Ok((s, "given", None)),
         }
     };
-    let (kernel, how) = match args.kernel {
+    let (kernel, how, counts) = match args.kernel {
         KernelKind::Gaussian => {
-            let (sigma, how) = sigma(1)?;
-            (Kernel::Gaussian { sigma }, how)
+            let (sigma, how, counts) = sigma(1)?;
+            (Kernel::Gaussian { sigma }, how, counts)
         }
         KernelKind::Laplacian => {
-            let (sigma, how) = sigma(1)?;
-            (Kernel::Laplacian { sigma }, how)
+            let (sigma, how, counts) = sigma(1)?;
+            (Kernel::Laplacian { sigma }, how, counts)
         }
         KernelKind::Polynomial => (
             Kernel::Polynomial {
@@ -173,10 +219,11 @@ fn build_kernel(args: &KpcaArgs, x: faer::MatRef<'_, f64>) -> Result<(Kernel, &'
                 degree: args.degree,
             },
             "not used",
+            None,
         ),
     };
     kernel.validate()?;
-    Ok((kernel, how))
+    Ok((kernel, how, counts))
 }
 
 /// What a solver run produced, for the report.
@@ -291,7 +338,7 @@ pub fn run(args: KpcaArgs) -> Result<()> {
     if args.rank == Some(0) {
         bail!("--rank must be at least 1");
     }
-    let (mut data, origin) = load(&args)?;
+    let (mut data, encoding, origin) = load(&args)?;
     let read_time = total.elapsed();
     if data.n() == 0 || data.d() == 0 {
         bail!("the dataset is empty ({} samples, {} features)", data.n(), data.d());
@@ -303,9 +350,16 @@ pub fn run(args: KpcaArgs) -> Result<()> {
     }
     let standardization: Option<Standardization> = args.standardize.then(|| standardize(&mut data.x));
     let t_sigma = Instant::now();
-    let (kernel, sigma_source) = build_kernel(&args, data.x.as_ref())?;
+    let (kernel, sigma_source, bandwidth) = build_kernel(&args, data.x.as_ref())?;
     let sigma_time = t_sigma.elapsed();
     let mut solved = solve(&args, data.x.as_ref(), &kernel, standardization)?;
+    let categorical: Vec<ReportCategorical> = encoding
+        .iter()
+        .flat_map(|e| e.columns())
+        .map(|c| ReportCategorical { column: c.column, categories: c.categories.clone() })
+        .collect();
+    let label_column = encoding.as_ref().and_then(OneHotEncoding::label);
+    solved.model = solved.model.with_encoding(encoding)?;
 
     let t_write = Instant::now();
     if let Some(dir) = &args.out {
@@ -349,6 +403,8 @@ pub fn run(args: KpcaArgs) -> Result<()> {
             n: data.n(),
             d: data.d(),
             standardized: args.standardize,
+            label_column,
+            categorical,
         },
         kernel: report_kernel(&kernel, sigma_source),
         centered: args.center,
@@ -365,6 +421,7 @@ pub fn run(args: KpcaArgs) -> Result<()> {
             seed: args.seed,
         },
         tau: solved.tau.clone(),
+        bandwidth,
         result: KpcaResult {
             rank: pairs.rank(),
             eigenvalues: pairs.values.clone(),

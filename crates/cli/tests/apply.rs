@@ -197,3 +197,87 @@ fn read_npy_matrix_1d(path: &Path) -> Vec<f64> {
     let npy = npyz::NpyFile::new(&bytes[..]).unwrap();
     npy.into_vec::<f64>().unwrap()
 }
+
+/// A gzip-compressed table of `n` rows: a number, a protocol (categorical, one of `tcp`, `udp`,
+/// `icmp`), a number, a class label; row `i` repeats row `i % distinct`.
+fn write_table_gz(path: &Path, n: usize, distinct: usize) {
+    use std::io::Write;
+    let protocols = ["tcp", "udp", "icmp"];
+    let mut text = String::from("duration,protocol,bytes,class\n");
+    for i in 0..n {
+        let k = i % distinct;
+        let (a, b) = (((k * 7) as f64 * 0.37).sin(), ((k * 3) as f64 * 0.91).cos() * 100.0);
+        text += &format!("{a},{},{b},{}\n", protocols[k % 3], if k.is_multiple_of(2) { "normal." } else { "smurf." });
+    }
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(text.as_bytes()).unwrap();
+    std::fs::write(path, gz.finish().unwrap()).unwrap();
+}
+
+#[test]
+fn categorical_csv_model_encodes_new_rows_as_the_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    // Half the rows are copies: the bandwidth rule warns and counts them once.
+    let train = dir.path().join("train.csv.gz");
+    write_table_gz(&train, 120, 60);
+    let t = train.to_str().unwrap();
+    let fit = dir.path().join("fit");
+    let f = fit.to_str().unwrap();
+    let out = stolr(&[
+        "kpca",
+        "--input",
+        t,
+        "--format",
+        "csv",
+        "--categorical",
+        "2",
+        "--label-column",
+        "4",
+        "--standardize",
+        "--center",
+        "--solver",
+        "exact",
+        "--rank",
+        "3",
+        "--out",
+        f,
+    ]);
+    ok(out.clone());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("warning: 60 of the 120 rows"));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fit.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["dataset"]["d"], 5);
+    assert_eq!(report["dataset"]["label_column"], 4);
+    assert_eq!(report["dataset"]["categorical"][0]["categories"], serde_json::json!(["icmp", "tcp", "udp"]));
+    assert_eq!(report["bandwidth"]["distinct_rows"], 60);
+    assert_eq!(report["bandwidth"]["scope"], "all rows");
+    assert!(report["bandwidth"]["warning"].is_string());
+
+    // The saved model reads the same file (CSV by default) and gives the fit's projections.
+    let back = dir.path().join("back");
+    ok(stolr(&["transform", "--model", f, "--input", t, "--out", back.to_str().unwrap()]));
+    let fitted = read_npy_matrix(&fit.join("projections.npy")).unwrap();
+    let again = read_npy_matrix(&back.join("projections.npy")).unwrap();
+    assert!(max_abs_diff(&fitted, &again) <= 1e-8 * fitted.norm_max());
+
+    // New rows: a subset of the categories is fine; an unseen one is an error naming it.
+    let new = dir.path().join("new.csv");
+    std::fs::write(&new, "0.5,udp,3,normal.\n").unwrap();
+    let o = dir.path().join("o");
+    ok(stolr(&["transform", "--model", f, "--input", new.to_str().unwrap(), "--out", o.to_str().unwrap()]));
+    std::fs::write(&new, "0.5,udp,3,normal.\n0.1,sctp,2,normal.\n").unwrap();
+    assert_fails_with(
+        &stolr(&["transform", "--model", f, "--input", new.to_str().unwrap(), "--out", o.to_str().unwrap()]),
+        "column 2 has the category \"sctp\"",
+    );
+    // Bad options are errors, not panics.
+    let o = o.to_str().unwrap();
+    let fails = |extra: &[&str], needle: &str| {
+        let mut args = vec!["kpca", "--input", t, "--format", "csv", "--rank", "2", "--solver", "exact", "--out", o];
+        args.extend(extra);
+        assert_fails_with(&stolr(&args), needle);
+    };
+    fails(&["--categorical", "2,4", "--label-column", "4"], "label column");
+    fails(&["--categorical", "2,7", "--label-column", "4"], "categorical column 7 does not exist");
+    fails(&["--label-column", "4"], "field 2 \"tcp\" is not a number");
+}

@@ -400,6 +400,70 @@ pub enum DataError {
         reason: String,
     },
 
+    /// A column number given for a table (categorical or label) is not one of its columns.
+    #[error("{path}: {what} column {column} does not exist: the rows have {fields} fields, numbered 1 to {fields}")]
+    ColumnOutOfRange {
+        /// File path or stream name.
+        path: String,
+        /// What the column was given as: `"categorical"` or `"label"`.
+        what: &'static str,
+        /// The 1-based column number given.
+        column: usize,
+        /// The number of fields of the first record.
+        fields: usize,
+    },
+
+    /// The label column is also listed as categorical.
+    #[error("column {column} is the label column and cannot also be categorical")]
+    LabelIsCategorical {
+        /// The 1-based column number.
+        column: usize,
+    },
+
+    /// A field of a numeric CSV column is a number but NaN or infinite.
+    #[error("{path}:{line}: field {field} \"{text}\" is not a finite number")]
+    NonFiniteField {
+        /// File path or stream name.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// 1-based field (column) number.
+        field: usize,
+        /// The field text, trimmed.
+        text: String,
+    },
+
+    /// A row read for a fitted model has another number of fields than the model's training
+    /// file.
+    #[error("{path}:{line}: {found} fields, but the model was fitted on rows of {expected} fields")]
+    FieldCountForModel {
+        /// File path or stream name.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// Number of fields of the training rows.
+        expected: usize,
+        /// Number of fields on this line.
+        found: usize,
+    },
+
+    /// A categorical field of a row read for a fitted model holds a value the model never saw.
+    #[error(
+        "{path}:{line}: column {column} has the category \"{value}\", unseen when the model was fitted (known: {known})"
+    )]
+    UnseenCategory {
+        /// File path or stream name.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// The 1-based column number.
+        column: usize,
+        /// The unseen value, trimmed.
+        value: String,
+        /// The model's categories of that column, comma-separated.
+        known: String,
+    },
+
     /// A generator parameter is out of its allowed range.
     #[error("invalid parameter {name}: {reason}")]
     InvalidParameter {

@@ -9,6 +9,9 @@
 //!   [`read_libsvm_with_dim`]: the same with a fixed number of features, for new rows.
 //! - [`read_csv`], [`read_magic`]: comma-separated UCI files with an optional class column;
 //!   [`read_csv_regression`]: the same with a numeric target in the last column.
+//! - [`read_table`]: CSV tables, gzip-compressed or not, with categorical columns one-hot
+//!   encoded ([`OneHotEncoding`]) and a label column; [`read_table_with`] reads new rows with
+//!   a fitted model's encoding.
 //! - [`read_housing`], [`read_abalone`]: the Boston housing and Abalone regression sets (paper
 //!   004), with numeric targets.
 //! - [`read_mnist`]: the MNIST digits from their original IDX files (gzipped or not).
@@ -39,6 +42,7 @@ mod npy;
 mod split;
 mod standardize;
 mod stream;
+mod table;
 
 pub use abalone::{ABALONE_COLUMNS, read_abalone, read_abalone_from};
 pub use csv::{LabelColumn, read_csv, read_csv_from, read_csv_regression, read_csv_regression_from, read_magic};
@@ -54,3 +58,7 @@ pub use npy::{read_npy_matrix, write_npy_indices, write_npy_matrix, write_npy_ve
 pub use split::{Split, TrainTest, random_folds, random_split};
 pub use standardize::{Standardization, standardize};
 pub use stream::{RowFormat, RowStream, stream_rows};
+pub use table::{
+    CategoricalColumn, OneHotEncoding, Table, TableLabel, TableOptions, read_table, read_table_from, read_table_with,
+    read_table_with_from,
+};

@@ -14,8 +14,15 @@ use serde_json::Value;
 
 use crate::DataError;
 
-/// The model format version this build writes, and the newest it reads.
-pub const MODEL_FORMAT_VERSION: u32 = 1;
+/// The newest model format version this build reads and writes.
+///
+/// - Version 1: the layout of [`ModelFile`].
+/// - Version 2: the same layout; a model's parameters may hold an `"encoding"` object, the
+///   categorical [`OneHotEncoding`](crate::OneHotEncoding) its rows are read with. A file is
+///   written with the lowest version its content needs ([`ModelFile::require_format_version`]),
+///   so a model without an encoding is still version 1 and older builds read it; a version 1
+///   file has no encoding (none is needed to read its rows).
+pub const MODEL_FORMAT_VERSION: u32 = 2;
 
 /// The file name the command-line tool uses for the model inside an `--out` directory.
 pub const MODEL_FILE_NAME: &str = "model.npz";
@@ -144,6 +151,9 @@ pub struct ModelFile {
     parameters: Value,
     arrays: BTreeMap<String, ModelArray>,
     stolr_version: String,
+    /// The format version written: 1 for a new file unless raised by
+    /// [`ModelFile::require_format_version`], the file's own for a loaded one.
+    format_version: u32,
     /// The first problem met by a `put_*` method that cannot return an error, reported by
     /// [`ModelFile::to_bytes`]; always `None` for a loaded file.
     pending_error: Option<String>,
@@ -211,8 +221,27 @@ impl ModelFile {
             parameters,
             arrays: BTreeMap::new(),
             stolr_version: env!("CARGO_PKG_VERSION").to_owned(),
+            format_version: 1,
             pending_error: None,
         }
+    }
+
+    /// The model format version the file is written with (the file's own for a loaded one).
+    pub fn format_version(&self) -> u32 {
+        self.format_version
+    }
+
+    /// Raises the format version written to at least `version`, for content that older readers
+    /// would misread (see [`MODEL_FORMAT_VERSION`]); a lower `version` changes nothing.
+    ///
+    /// A `version` above [`MODEL_FORMAT_VERSION`] is reported by [`ModelFile::to_bytes`] as
+    /// [`DataError::InvalidParameter`].
+    pub fn require_format_version(&mut self, version: u32) {
+        if version > MODEL_FORMAT_VERSION {
+            self.pending_error
+                .get_or_insert_with(|| format!("format version {version} is above {MODEL_FORMAT_VERSION}"));
+        }
+        self.format_version = self.format_version.max(version);
     }
 
     /// The model's kind, e.g. `"kpca"`.
@@ -390,7 +419,7 @@ impl ModelFile {
         }
         let header = Header {
             format: MODEL_FORMAT.to_owned(),
-            format_version: u64::from(MODEL_FORMAT_VERSION),
+            format_version: u64::from(self.format_version),
             kind: self.kind.clone(),
             stolr_version: self.stolr_version.clone(),
             parameters: self.parameters.clone(),
@@ -534,6 +563,8 @@ impl ModelFile {
             parameters: header.parameters,
             arrays,
             stolr_version: header.stolr_version,
+            // At most MODEL_FORMAT_VERSION, checked above.
+            format_version: u32::try_from(version).unwrap_or(MODEL_FORMAT_VERSION),
             pending_error: None,
         })
     }

@@ -188,7 +188,8 @@ fn save_load_save_gives_identical_bytes_and_the_layout_numpy_expects() {
     archive.by_name("header.json").expect("header").read_to_end(&mut json).expect("read");
     let header: Value = serde_json::from_slice(&json).expect("JSON");
     assert_eq!(header["format"], "stolr-model");
-    assert_eq!(header["format_version"], MODEL_FORMAT_VERSION);
+    // The lowest version the content needs: 1 without an encoding.
+    assert_eq!(header["format_version"], 1);
     assert_eq!(header["kind"], "kpca");
     assert_eq!(header["arrays"]["x"], json!({ "dtype": "f64", "shape": [2, 5] }));
     assert_eq!(header["arrays"]["landmarks"], json!({ "dtype": "i64", "shape": [4] }));
@@ -284,17 +285,38 @@ fn garbage_and_foreign_archives_are_not_stolr_model_files() {
 }
 
 #[test]
+fn the_version_written_is_the_lowest_the_content_needs_and_survives_a_reload() {
+    let mut model = small_model();
+    assert_eq!(model.format_version(), 1);
+    model.require_format_version(2);
+    model.require_format_version(1);
+    assert_eq!(model.format_version(), 2);
+    let bytes = model.to_bytes().expect("encode");
+    let back = ModelFile::from_bytes(&bytes, "m.npz").expect("decode");
+    assert_eq!(back.format_version(), 2);
+    assert_eq!(back.to_bytes().expect("encode"), bytes);
+    // A version 1 file reloads and saves as version 1, byte for byte.
+    let v1 = small_model().to_bytes().expect("encode");
+    let back = ModelFile::from_bytes(&v1, "m.npz").expect("decode");
+    assert_eq!((back.format_version(), back.to_bytes().expect("encode")), (1, v1));
+    // Beyond this build's version: an error when writing.
+    let mut future = small_model();
+    future.require_format_version(MODEL_FORMAT_VERSION + 1);
+    assert!(matches!(future.to_bytes(), Err(DataError::InvalidParameter { .. })));
+}
+
+#[test]
 fn a_newer_format_version_is_reported_as_such() {
     let bytes = small_model().to_bytes().expect("encode");
     let newer = edit_header(&bytes, |h| h["format_version"] = json!(MODEL_FORMAT_VERSION + 1));
     let err = load_err(&newer);
     assert!(
-        matches!(&err, DataError::ModelVersion { path, found: 2, supported: MODEL_FORMAT_VERSION } if path == "m.npz"),
+        matches!(&err, DataError::ModelVersion { path, found: 3, supported: MODEL_FORMAT_VERSION } if path == "m.npz"),
         "{err:?}"
     );
     assert_eq!(
         err.to_string(),
-        "m.npz: written by a newer Stolr (model format version 2); this build reads model format versions up to 1"
+        "m.npz: written by a newer Stolr (model format version 3); this build reads model format versions up to 2"
     );
     // Even when the rest of the header has changed beyond recognition.
     let newer = edit_header(&bytes, |h| *h = json!({ "format": "stolr-model", "format_version": 7, "layout": [] }));

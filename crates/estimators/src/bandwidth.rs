@@ -1,10 +1,13 @@
-//! The kernel-width rule: a percentile of the pairwise Euclidean distances.
+//! The kernel-width rule: a percentile of the pairwise Euclidean distances between distinct rows.
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hasher};
 
 use faer::MatRef;
 use rand::{Rng, RngExt};
 
 use crate::EstimatorError;
-use crate::data::{check_data, row_major};
+use crate::data::check_data;
 
 /// Default percentile of the width rule (paper 000, "Experimental Setting").
 pub const DEFAULT_BANDWIDTH_PERCENTILE: f64 = 20.0;
@@ -12,28 +15,48 @@ pub const DEFAULT_BANDWIDTH_PERCENTILE: f64 = 20.0;
 /// Default number of sampled pairs of the width rule (`spec/math.md` §1.1, marked \[D\]).
 pub const DEFAULT_BANDWIDTH_PAIRS: usize = 1_000_000;
 
+/// Share of duplicate rows (`1 - distinct_rows / rows`) above which callers should warn that
+/// the data holds many repeated rows: 10 %. The rule itself is unaffected by duplicates; the
+/// warning says that the kernel matrix has many equal rows (and so a low effective `n`).
+pub const DUPLICATE_WARNING_SHARE: f64 = 0.10;
+
+/// What [`bandwidth_estimate`] measured: the width and the counts it was computed from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bandwidth {
+    /// The width $\sigma$, in the units of the data (a distance); positive and finite.
+    pub sigma: f64,
+    /// Number of rows examined: every row of the data, `n` (the duplicates are found over the
+    /// whole data, not over a subsample).
+    pub rows: usize,
+    /// Number of distinct rows among them (exact duplicates, entry for entry, count once).
+    pub distinct_rows: usize,
+    /// Number of pairwise distances the percentile was taken over.
+    pub pairs: usize,
+    /// Whether every pair of distinct rows was used (`true`) or `pairs` pairs were sampled.
+    pub exact: bool,
+}
+
+impl Bandwidth {
+    /// The share of duplicate rows, `1 - distinct_rows / rows`, in `[0, 1)`.
+    pub fn duplicate_share(&self) -> f64 {
+        if self.rows == 0 { 0.0 } else { 1.0 - self.distinct_rows as f64 / self.rows as f64 }
+    }
+
+    /// Whether duplicates exceed [`DUPLICATE_WARNING_SHARE`] of the rows.
+    pub fn many_duplicates(&self) -> bool {
+        self.duplicate_share() > DUPLICATE_WARNING_SHARE
+    }
+}
+
 /// The kernel width $\sigma$ as the `percentile`-th percentile of the pairwise Euclidean
-/// distances $\{\|x_i - x_j\|_2 : i < j\}$ of the rows of `x`, shape `(n, d)`; the result is
-/// in the units of the data (a distance, not a squared distance).
+/// distances between the **distinct** rows of `x`, shape `(n, d)`; the result is in the units
+/// of the data (a distance, not a squared distance).
 ///
-/// If $n(n-1)/2 \le$ `pairs`, every pair is used and the result is exact. Otherwise `pairs`
-/// pairs are drawn i.i.d. uniformly among the pairs $i \ne j$ (with replacement), which
-/// estimates the same percentile; `rng` is used only in that case. The percentile linearly
-/// interpolates between order statistics, like numpy's default: with the $m$ distances sorted
-/// as $v_0 \le \dots \le v_{m-1}$ and $h = (p/100)(m-1)$, it returns
-/// $v_{\lfloor h\rfloor} + (h - \lfloor h\rfloor)(v_{\lfloor h\rfloor+1} - v_{\lfloor h\rfloor})$.
-///
-/// Cost: $O(\min(\mathrm{pairs}, n^2/2) \cdot d)$ time and $O(\min(\mathrm{pairs}, n^2/2))$
-/// memory.
+/// Same as [`bandwidth_estimate`]`(x, percentile, pairs, rng)?.sigma`; see there for the rule,
+/// its cost and its departure from paper 000 (duplicate rows count once).
 ///
 /// # Errors
-/// - [`EstimatorError::TooFewSamples`] if $n < 2$;
-/// - [`EstimatorError::EmptyData`] if $d = 0$; [`EstimatorError::NonFinite`] for a NaN or
-///   infinite entry;
-/// - [`EstimatorError::InvalidPercentile`] unless $0 <$ `percentile` $\le 100$;
-/// - [`EstimatorError::ZeroPairs`] if `pairs == 0`;
-/// - [`EstimatorError::DegenerateBandwidth`] if the percentile is 0 (for instance, all
-///   samples are equal).
+/// As [`bandwidth_estimate`].
 ///
 /// # References
 /// `spec/math.md` §1.1; paper `000_64249a13de5bd3cc.txt`, "Experimental Setting" (20th
@@ -44,6 +67,54 @@ pub fn bandwidth_rule<R: Rng + ?Sized>(
     pairs: usize,
     rng: &mut R,
 ) -> Result<f64, EstimatorError> {
+    bandwidth_estimate(x, percentile, pairs, rng).map(|b| b.sigma)
+}
+
+/// The kernel width $\sigma$ as the `percentile`-th percentile of the pairwise Euclidean
+/// distances $\{\|u_a - u_b\|_2 : a < b\}$ between the **distinct** rows $u_0, \dots, u_{m-1}$
+/// of `x`, shape `(n, d)`, with the counts it was computed from.
+///
+/// **Duplicates count once (a departure from paper 000).** Paper 000 takes the percentile over
+/// all pairs of samples. When many rows repeat (KDD Cup 99: about 145 000 distinct rows among
+/// 494 021, and most of the rest copies of a few attack records), most pairs are copies of each
+/// other and that percentile is 0 or nearly so: the kernel becomes nearly the identity. So the
+/// rows are first deduplicated: the distinct rows $u_a$ are the first occurrence of each row in
+/// row order (rows equal entry for entry, with $-0 = +0$; found by hashing every row, so over
+/// the whole data, not a subsample), and the pairs are formed among them. On data without
+/// duplicate rows $u_a$ is row $a$ of `x` and the result is bit for bit the rule without
+/// deduplication (same distances, same draws from `rng`).
+///
+/// If $m(m-1)/2 \le$ `pairs`, every pair of distinct rows is used and the result is exact.
+/// Otherwise `pairs` pairs are drawn i.i.d. uniformly among the pairs $a \ne b$ (with
+/// replacement), which estimates the same percentile; `rng` is used only in that case, so the
+/// same seed gives the same bits. The percentile linearly interpolates between order
+/// statistics, like numpy's default: with the $p$ distances sorted as $v_0 \le \dots \le
+/// v_{p-1}$ and $h = (\mathrm{percentile}/100)(p-1)$, it returns $v_{\lfloor h\rfloor} + (h -
+/// \lfloor h\rfloor)(v_{\lfloor h\rfloor+1} - v_{\lfloor h\rfloor})$.
+///
+/// Cost: $O(n d)$ to find the distinct rows, then $O(\min(\mathrm{pairs}, m^2/2) \cdot d)$
+/// time. Memory: a hash table of the `m` distinct rows ($O(m)$ words), a row-major copy of them
+/// ($8 m d$ bytes) and the distances ($8\min(\mathrm{pairs}, m^2/2)$ bytes).
+///
+/// # Errors
+/// - [`EstimatorError::TooFewSamples`] if $n < 2$;
+/// - [`EstimatorError::EmptyData`] if $d = 0$; [`EstimatorError::NonFinite`] for a NaN or
+///   infinite entry;
+/// - [`EstimatorError::InvalidPercentile`] unless $0 <$ `percentile` $\le 100$;
+/// - [`EstimatorError::ZeroPairs`] if `pairs == 0`;
+/// - [`EstimatorError::SingleDistinctRow`] if every row is equal ($m = 1$);
+/// - [`EstimatorError::DegenerateBandwidth`] if the percentile is still 0 (distinct rows so
+///   close that their squared distance underflows).
+///
+/// # References
+/// `spec/math.md` §1.1; paper `000_64249a13de5bd3cc.txt`, "Experimental Setting" (20th
+/// percentile, after Mallapragada et al. 2009), here over distinct rows.
+pub fn bandwidth_estimate<R: Rng + ?Sized>(
+    x: MatRef<'_, f64>,
+    percentile: f64,
+    pairs: usize,
+    rng: &mut R,
+) -> Result<Bandwidth, EstimatorError> {
     let n = x.nrows();
     if n < 2 {
         return Err(EstimatorError::TooFewSamples { n });
@@ -56,36 +127,88 @@ pub fn bandwidth_rule<R: Rng + ?Sized>(
         return Err(EstimatorError::ZeroPairs);
     }
     let d = x.ncols();
-    let rows = row_major(x);
-    let row = |i: usize| &rows[i * d..(i + 1) * d];
+    let distinct = distinct_rows(x);
+    let m = distinct.len();
+    if m < 2 {
+        return Err(EstimatorError::SingleDistinctRow { n });
+    }
+    // The distinct rows, row-major: row a is row distinct[a] of x.
+    let mut rows = Vec::with_capacity(m * d);
+    for &i in &distinct {
+        rows.extend((0..d).map(|k| x[(i, k)]));
+    }
+    drop(distinct);
+    let row = |a: usize| &rows[a * d..(a + 1) * d];
     let dist =
-        |i: usize, j: usize| -> f64 { row(i).iter().zip(row(j)).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt() };
+        |a: usize, b: usize| -> f64 { row(a).iter().zip(row(b)).map(|(u, v)| (u - v) * (u - v)).sum::<f64>().sqrt() };
 
-    // n(n-1)/2 without overflow.
-    let all_pairs = (n as u128) * (n as u128 - 1) / 2;
-    let mut distances: Vec<f64> = if all_pairs <= pairs as u128 {
+    // m(m-1)/2 without overflow.
+    let all_pairs = (m as u128) * (m as u128 - 1) / 2;
+    let exact = all_pairs <= pairs as u128;
+    let mut distances: Vec<f64> = if exact {
         let mut v = Vec::with_capacity(all_pairs as usize);
-        for i in 0..n {
-            for j in i + 1..n {
-                v.push(dist(i, j));
+        for a in 0..m {
+            for b in a + 1..m {
+                v.push(dist(a, b));
             }
         }
         v
     } else {
         (0..pairs)
             .map(|_| {
-                let i = rng.random_range(0..n);
-                let mut j = rng.random_range(0..n - 1);
-                if j >= i {
-                    j += 1;
+                let a = rng.random_range(0..m);
+                let mut b = rng.random_range(0..m - 1);
+                if b >= a {
+                    b += 1;
                 }
-                dist(i, j)
+                dist(a, b)
             })
             .collect()
     };
-    let m = distances.len();
+    let count = distances.len();
     let sigma = linear_percentile(&mut distances, percentile);
-    if sigma > 0.0 { Ok(sigma) } else { Err(EstimatorError::DegenerateBandwidth { percentile, pairs: m }) }
+    if sigma > 0.0 {
+        Ok(Bandwidth { sigma, rows: n, distinct_rows: m, pairs: count, exact })
+    } else {
+        Err(EstimatorError::DegenerateBandwidth { percentile, pairs: count })
+    }
+}
+
+/// The indices of the distinct rows of `x` `(n, d)`: the first occurrence of each row, in row
+/// order. Rows are equal when every entry is equal as `f64` (so $-0 = +0$; `x` is finite).
+/// One pass, $O(n d)$ time, a hash table of the distinct rows ($O(m)$ words); hash collisions
+/// are resolved by comparing the rows.
+fn distinct_rows(x: MatRef<'_, f64>) -> Vec<usize> {
+    let (n, d) = x.shape();
+    let same = |i: usize, j: usize| (0..d).all(|k| x[(i, k)] == x[(j, k)]);
+    // Hash of a row -> its first row with that hash; rows with the same hash but other entries
+    // (a 64-bit collision) go to `others`.
+    let mut first: HashMap<u64, usize> = HashMap::new();
+    let mut others: HashMap<u64, Vec<usize>> = HashMap::new();
+    let mut distinct = Vec::new();
+    for i in 0..n {
+        let mut hasher = DefaultHasher::new();
+        for k in 0..d {
+            // + 0.0 maps -0.0 to +0.0, so rows equal as numbers hash equally.
+            hasher.write_u64((x[(i, k)] + 0.0).to_bits());
+        }
+        let h = hasher.finish();
+        match first.get(&h) {
+            None => {
+                first.insert(h, i);
+                distinct.push(i);
+            }
+            Some(&j) if same(i, j) => {}
+            Some(_) => {
+                let list = others.entry(h).or_default();
+                if !list.iter().any(|&j| same(i, j)) {
+                    list.push(i);
+                    distinct.push(i);
+                }
+            }
+        }
+    }
+    distinct
 }
 
 /// The `p`-th percentile (`0 < p <= 100`) of the non-empty `values` with numpy's default

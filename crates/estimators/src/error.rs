@@ -79,10 +79,17 @@ pub enum EstimatorError {
     /// The bandwidth rule was asked to sample zero pairs.
     #[error("the bandwidth rule needs at least 1 sampled pair, got 0")]
     ZeroPairs,
-    /// The requested percentile of the pairwise distances is zero, so it cannot be a bandwidth.
+    /// Every row of the data is the same, so the bandwidth rule has no pair of distinct rows.
+    #[error("all {n} rows are equal: the bandwidth rule needs two distinct rows; set sigma explicitly")]
+    SingleDistinctRow {
+        /// Number of rows.
+        n: usize,
+    },
+    /// The requested percentile of the pairwise distances (between distinct rows) is zero, so it
+    /// cannot be a bandwidth.
     #[error(
-        "the {percentile}-th percentile of {pairs} pairwise distances is 0 \
-         (too many duplicate samples): cannot use it as a kernel bandwidth; \
+        "the {percentile}-th percentile of {pairs} pairwise distances between distinct rows is 0 \
+         (rows too close to tell apart): cannot use it as a kernel bandwidth; \
          raise the percentile or set sigma explicitly"
     )]
     DegenerateBandwidth {

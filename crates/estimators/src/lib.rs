@@ -34,7 +34,10 @@ mod parallel;
 mod rff;
 mod sincos;
 
-pub use bandwidth::{DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, bandwidth_rule};
+pub use bandwidth::{
+    Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, DUPLICATE_WARNING_SHARE, bandwidth_estimate,
+    bandwidth_rule,
+};
 pub use centered::{Centered, centered_kernel_matrix};
 pub use columns::ColumnSampling;
 pub use data::{check_data, column_means, to_owned};

@@ -4,7 +4,10 @@ mod common;
 
 use common::{gaussian_data, rng};
 use faer::Mat;
-use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, EstimatorError, bandwidth_rule};
+use rand::RngExt;
+use stolr_estimators::{
+    DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, EstimatorError, bandwidth_estimate, bandwidth_rule,
+};
 
 /// All pairwise distances `i < j`, sorted.
 fn sorted_distances(x: &Mat<f64>) -> Vec<f64> {
@@ -89,13 +92,86 @@ fn errors() {
     let constant = Mat::from_fn(6, 3, |_, j| j as f64);
     assert!(matches!(
         bandwidth_rule(constant.as_ref(), 20.0, 100, &mut r),
-        Err(EstimatorError::DegenerateBandwidth { .. })
+        Err(EstimatorError::SingleDistinctRow { n: 6 })
     ));
-    // Many duplicates: the 20th percentile is 0 even though not all distances are.
-    let mostly_equal = Mat::from_fn(10, 1, |i, _| if i == 0 { 1.0 } else { 0.0 });
+    // Distinct rows whose squared distance underflows to 0.
+    let tiny = Mat::from_fn(3, 1, |i, _| i as f64 * 1e-200);
     assert!(matches!(
-        bandwidth_rule(mostly_equal.as_ref(), 20.0, 100, &mut r),
-        Err(EstimatorError::DegenerateBandwidth { .. })
+        bandwidth_rule(tiny.as_ref(), 20.0, 100, &mut r),
+        Err(EstimatorError::DegenerateBandwidth { pairs: 3, .. })
     ));
-    assert!(bandwidth_rule(mostly_equal.as_ref(), 100.0, 100, &mut r).unwrap() == 1.0);
+}
+
+/// The rule as it was before duplicates were removed (paper 000's: every pair of rows, or
+/// `pairs` pairs drawn i.i.d. among the pairs `i != j`), written out independently.
+fn rule_without_dedup(x: &Mat<f64>, percentile: f64, pairs: usize, rng: &mut impl rand::Rng) -> f64 {
+    let n = x.nrows();
+    let dist = |i: usize, j: usize| (0..x.ncols()).map(|l| (x[(i, l)] - x[(j, l)]).powi(2)).sum::<f64>().sqrt();
+    let mut v = Vec::new();
+    if n * (n - 1) / 2 <= pairs {
+        for i in 0..n {
+            for j in i + 1..n {
+                v.push(dist(i, j));
+            }
+        }
+    } else {
+        for _ in 0..pairs {
+            let i = rng.random_range(0..n);
+            let mut j = rng.random_range(0..n - 1);
+            if j >= i {
+                j += 1;
+            }
+            v.push(dist(i, j));
+        }
+    }
+    v.sort_by(f64::total_cmp);
+    numpy_percentile(&v, percentile)
+}
+
+#[test]
+fn without_duplicate_rows_the_rule_is_unchanged_bit_for_bit() {
+    // Sampled (79 800 pairs > 5 000) and exact (435 pairs <= 1000) regimes.
+    for (n, pairs) in [(400, 5_000), (30, 1_000)] {
+        let x = gaussian_data(n, 5, 1.0, 7);
+        for seed in [0, 1, 2] {
+            let est = bandwidth_estimate(x.as_ref(), 20.0, pairs, &mut rng(seed)).unwrap();
+            let old = rule_without_dedup(&x, 20.0, pairs, &mut rng(seed));
+            assert_eq!(est.sigma.to_bits(), old.to_bits(), "n = {n}, seed {seed}");
+            assert_eq!((est.rows, est.distinct_rows), (n, n));
+            assert_eq!(est.duplicate_share(), 0.0);
+            assert!(!est.many_duplicates());
+        }
+    }
+}
+
+#[test]
+fn duplicate_rows_count_once() {
+    // 50 distinct rows, then 450 copies of them (a skewed mix: row 0 many times, others a few),
+    // shuffled after the first occurrences so the first occurrences keep the order 0..50.
+    let (m, d) = (50, 4);
+    let distinct = gaussian_data(m, d, 1.0, 11);
+    let mut order: Vec<usize> = (0..m).collect();
+    let mut r = rng(5);
+    for t in 0..450 {
+        order.push(if t % 3 != 2 { 0 } else { r.random_range(0..m) });
+    }
+    order[m..].sort_by_key(|&i| (i * 7919) % 97);
+    let with_copies = Mat::from_fn(order.len(), d, |i, j| distinct[(order[i], j)]);
+    // Both regimes: all 1225 pairs of distinct rows, and 400 sampled pairs.
+    for pairs in [DEFAULT_BANDWIDTH_PAIRS, 400] {
+        for seed in [0, 9] {
+            let a = bandwidth_estimate(with_copies.as_ref(), 20.0, pairs, &mut rng(seed)).unwrap();
+            let b = bandwidth_estimate(distinct.as_ref(), 20.0, pairs, &mut rng(seed)).unwrap();
+            assert_eq!(a.sigma.to_bits(), b.sigma.to_bits(), "pairs {pairs}, seed {seed}");
+            assert_eq!((a.rows, a.distinct_rows, a.pairs, a.exact), (500, 50, b.pairs, b.exact));
+            assert!((a.duplicate_share() - 0.9).abs() < 1e-12);
+            assert!(a.many_duplicates());
+        }
+    }
+    // The old rule collapses on the same data: the 20th percentile of all pairs is 0 there.
+    assert_eq!(rule_without_dedup(&with_copies, 20.0, DEFAULT_BANDWIDTH_PAIRS, &mut rng(0)), 0.0);
+    // -0.0 and +0.0 are the same value.
+    let signed_zero = Mat::from_fn(4, 1, |i, _| [0.0, -0.0, 1.0, 3.0][i]);
+    let est = bandwidth_estimate(signed_zero.as_ref(), 50.0, 100, &mut rng(0)).unwrap();
+    assert_eq!((est.distinct_rows, est.sigma), (3, 2.0));
 }

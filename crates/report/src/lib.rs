@@ -89,6 +89,44 @@ pub struct KpcaDataset {
     /// Whether the features were standardized.
     #[serde(default)]
     pub standardized: bool,
+    /// `--label-column`: the 1-based column kept as labels, not features.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_column: Option<usize>,
+    /// `--categorical`: every one-hot encoded column with its categories, in feature order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub categorical: Vec<ReportCategorical>,
+}
+
+/// One one-hot encoded column of a CSV input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportCategorical {
+    /// The 1-based column number in the file.
+    pub column: usize,
+    /// Its categories, sorted by their bytes; one feature each, in this order.
+    pub categories: Vec<String>,
+}
+
+/// What the bandwidth rule (`--sigma auto`) measured: σ is the percentile of the pairwise
+/// distances between distinct rows, duplicates counted once (a departure from paper 000).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BandwidthReport {
+    /// The percentile taken (20).
+    pub percentile: f64,
+    /// Which rows were searched for duplicates: `"all rows"` (the whole data, not a sample).
+    pub scope: String,
+    /// Rows searched, `n`.
+    pub rows: usize,
+    /// Distinct rows among them.
+    pub distinct_rows: usize,
+    /// `1 − distinct_rows / rows`.
+    pub duplicate_share: f64,
+    /// Pairwise distances between distinct rows the percentile was taken over.
+    pub pairs: usize,
+    /// Whether every pair of distinct rows was used (otherwise `pairs` were sampled).
+    pub exact: bool,
+    /// Set when duplicates exceed 10 % of the rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 /// The parameters of a `stolr kpca` run, as given.
@@ -186,6 +224,9 @@ pub struct KpcaReport {
     /// SKPCA's τ.
     #[serde(default)]
     pub tau: Option<TauReport>,
+    /// The bandwidth rule's counts, when σ was chosen by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth: Option<BandwidthReport>,
     /// The eigenvalues and the rank trajectory.
     pub result: KpcaResult,
     /// Timings.

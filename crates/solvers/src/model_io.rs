@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use serde_json::{Value, json};
-use stolr_datasets::{ModelFile, Standardization};
+use stolr_datasets::{ModelFile, OneHotEncoding, Standardization};
 use stolr_estimators::Kernel;
 
 use crate::SolverError;
@@ -122,4 +122,40 @@ pub(crate) fn prepare_rows(
         s.apply(&mut owned)?;
     }
     Ok(owned)
+}
+
+/// Stores the categorical encoding (if any) as the header parameter `"encoding"`; returns the
+/// model format version the file then needs (2 with an encoding, which older builds would
+/// ignore and so misread rows; 1 without), for [`ModelFile::require_format_version`].
+pub(crate) fn put_encoding(parameters: &mut Value, encoding: Option<&OneHotEncoding>) -> u32 {
+    match encoding {
+        Some(e) => {
+            parameters["encoding"] = e.to_json();
+            2
+        }
+        None => 1,
+    }
+}
+
+/// Reads what [`put_encoding`] wrote: `None` when absent (every version 1 file); `d` is the
+/// model's number of features, which the encoding must produce.
+pub(crate) fn get_encoding(file: &ModelFile, d: usize, path: &Path) -> Result<Option<OneHotEncoding>, SolverError> {
+    let Some(v) = file.parameters().get("encoding").filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let e = OneHotEncoding::from_json(v).map_err(|e| bad(path, e.to_string()))?;
+    if e.n_features() != d {
+        return Err(bad(path, format!("the encoding gives {} features, the model takes {d}", e.n_features())));
+    }
+    Ok(Some(e))
+}
+
+/// Checks that `encoding` (if any) produces `d` features.
+pub(crate) fn check_encoding(encoding: Option<&OneHotEncoding>, d: usize) -> Result<(), SolverError> {
+    match encoding {
+        Some(e) if e.n_features() != d => Err(SolverError::ModelMismatch {
+            reason: format!("the categorical encoding gives {} features, the model takes {d}", e.n_features()),
+        }),
+        _ => Ok(()),
+    }
 }

@@ -220,3 +220,47 @@ fn models_round_trip_and_refuse_the_wrong_kind() {
     assert!(PcaModel::load(&k).is_err());
     assert!(KernelPcaModel::load(&dir.path().join("missing.npz")).is_err());
 }
+
+/// CSV text with a categorical column and a label → one-hot encoding → fit → save/load →
+/// the same text read with the loaded model's encoding transforms to the fit's projections.
+/// The encoding makes the file version 2; a model without one stays version 1 and loads with
+/// no encoding.
+#[test]
+fn categorical_encoding_round_trips_through_the_model_file() {
+    use stolr_datasets::{ModelFile, TableLabel, TableOptions, read_table_from, read_table_with_from};
+    let protocols = ["tcp", "udp", "icmp", "tcp"];
+    let text: String = (0..80)
+        .map(|i| {
+            format!("{},{},{},c{}\n", (i as f64 * 0.37).sin(), protocols[i % 4], (i as f64 * 0.11).cos() * 50.0, i % 2)
+        })
+        .collect();
+    let options = TableOptions { categorical: vec![2], label: TableLabel::Column(4), numeric_label: false };
+    let table = read_table_from(text.as_bytes(), "t.csv", &options).unwrap();
+    assert_eq!(table.data.d(), 5);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+    let params = KernelPca::new(3, GAUSS, KpcaSolver::exact()).center(true);
+    let mut x = table.data.x.clone();
+    let s = stolr_datasets::standardize(&mut x);
+    let fit = params.fit_prepared(x.as_ref(), Some(s), &mut rng, &mut ()).unwrap();
+    let projections = fit.pairs.projections();
+    let model = fit.model.with_encoding(Some(table.encoding.clone())).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.npz");
+    model.save(&path).unwrap();
+    assert_eq!(ModelFile::load(&path).unwrap().format_version(), 2);
+    let back = KernelPcaModel::load(&path).unwrap();
+    assert_eq!(back, model);
+    let encoding = back.encoding().expect("kept");
+    let rows = read_table_with_from(text.as_bytes(), "t.csv", encoding, false).unwrap();
+    let z = back.transform(rows.x.as_ref()).unwrap();
+    assert!((&z - &projections).norm_max() <= 1e-8 * projections.norm_max());
+
+    // A wrong width is refused; without an encoding the file stays version 1.
+    let wrong = stolr_datasets::OneHotEncoding::new(2, None, vec![]).unwrap();
+    assert!(matches!(model.clone().with_encoding(Some(wrong)), Err(SolverError::ModelMismatch { .. })));
+    let plain = model.with_encoding(None).unwrap();
+    plain.save(&path).unwrap();
+    assert_eq!(ModelFile::load(&path).unwrap().format_version(), 1);
+    assert_eq!(KernelPcaModel::load(&path).unwrap().encoding(), None);
+}

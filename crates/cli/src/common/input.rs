@@ -3,10 +3,11 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use clap::ValueEnum;
+use clap::{Args, ValueEnum};
 use stolr_datasets::{
-    Dataset, LabelColumn, Labels, MnistSplit, read_abalone, read_csv, read_csv_regression, read_housing, read_libsvm,
-    read_magic, read_mnist, read_npy_matrix,
+    DataError, Dataset, LabelColumn, Labels, MnistSplit, OneHotEncoding, TableLabel, TableOptions, read_abalone,
+    read_csv, read_csv_regression, read_housing, read_libsvm, read_magic, read_mnist, read_npy_matrix, read_table,
+    read_table_with,
 };
 
 /// A data file's format.
@@ -14,7 +15,8 @@ use stolr_datasets::{
 pub enum Format {
     /// LIBSVM/svmlight sparse text (`label index:value ...`, 1-based indices).
     Libsvm,
-    /// Comma-separated numbers; for `krr` and `predict` the last column is the target.
+    /// Comma-separated values, gzip-compressed or not (`--categorical`, `--label-column`); for
+    /// `krr` and `predict` the last column is the target.
     Csv,
     /// The UCI MAGIC gamma telescope file: 10 numeric columns and a class column (g/h).
     Magic,
@@ -54,11 +56,81 @@ pub fn read(path: &Path, format: Format, targets: bool) -> Result<Dataset> {
     Ok(data)
 }
 
+/// `--categorical` and `--label-column`: how the columns of a CSV table become features.
+#[derive(Debug, Clone, Default, Args)]
+pub struct TableArgs {
+    /// CSV input: the columns to one-hot encode, 1-based and comma-separated (e.g. 2,3,4). Each
+    /// becomes one 0/1 feature per category (categories sorted; listed in report.json and kept
+    /// in the model, so `stolr transform` encodes new rows the same way).
+    #[arg(long, value_name = "COLS", value_delimiter = ',')]
+    pub categorical: Vec<usize>,
+    /// CSV input: the 1-based column holding the labels (kept as labels, not features).
+    #[arg(long, value_name = "COL")]
+    pub label_column: Option<usize>,
+}
+
+impl TableArgs {
+    /// Whether either option was given.
+    pub fn given(&self) -> bool {
+        !self.categorical.is_empty() || self.label_column.is_some()
+    }
+}
+
+/// Reads `path` as `format` with the table options: a CSV file goes through the table reader
+/// (gzip detected by its signature; categorical columns one-hot encoded; the label column kept
+/// as labels) and, when `table` asks for an encoding, returns it for the model. Other formats
+/// are read by [`read`]; `--categorical` and `--label-column` are an error with them.
+pub fn read_with_table(path: &Path, format: Format, table: &TableArgs) -> Result<(Dataset, Option<OneHotEncoding>)> {
+    if format != Format::Csv {
+        if table.given() {
+            bail!("--categorical and --label-column apply to --format csv, not --format {}", format.name());
+        }
+        return Ok((read(path, format, false)?, None));
+    }
+    let options = TableOptions {
+        categorical: table.categorical.clone(),
+        label: table.label_column.map_or(TableLabel::None, TableLabel::Column),
+        numeric_label: false,
+    };
+    let t = read_table(path, &options).map_err(hint).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok((t.data, table.given().then_some(t.encoding)))
+}
+
+/// Adds a hint to a non-numeric field of a CSV file: list the column with `--categorical`.
+fn hint(e: DataError) -> anyhow::Error {
+    match &e {
+        DataError::BadField { field, .. } => {
+            let field = *field;
+            anyhow::Error::new(e).context(format!(
+                "column {field} is not numeric: one-hot encode it with --categorical, or name it with --label-column"
+            ))
+        }
+        _ => anyhow::Error::new(e),
+    }
+}
+
 /// Reads new rows for a model with `d` features: a LIBSVM file whose highest index is below
 /// `d` is padded with zero columns, one with an index above `d` is an error; rows of another
 /// width in any other format are an error. Values are checked finite.
-pub fn read_for_model(path: &Path, format: Format, d: usize, targets: bool) -> Result<Dataset> {
-    let data = if format == Format::Libsvm {
+///
+/// With `encoding` (the model was fitted on a CSV table with categorical or label columns), the
+/// file must be CSV in the training file's layout, and is encoded with the model's categories;
+/// an unseen category is an error naming the line, the column and the value.
+pub fn read_for_model(
+    path: &Path,
+    format: Format,
+    d: usize,
+    targets: bool,
+    encoding: Option<&OneHotEncoding>,
+) -> Result<Dataset> {
+    let data = if let Some(encoding) = encoding {
+        if format != Format::Csv {
+            bail!(
+                "the model was fitted on a CSV table with categorical or label columns: give the new rows as --format csv"
+            );
+        }
+        read_table_with(path, encoding, targets).with_context(|| format!("cannot read {}", path.display()))?
+    } else if format == Format::Libsvm {
         stolr_datasets::read_libsvm_with_dim(path, d).with_context(|| format!("cannot read {}", path.display()))?
     } else {
         read(path, format, targets)?

@@ -4,13 +4,13 @@ use std::path::Path;
 
 use faer::{Mat, MatRef};
 use serde_json::json;
-use stolr_datasets::{ModelFile, Standardization};
+use stolr_datasets::{ModelFile, OneHotEncoding, Standardization};
 use stolr_estimators::Kernel;
 use stolr_lowrank::Eigenpairs;
 
 use crate::model_io::{
-    bad, check_finite_array, get_f64, get_standardization, get_str, kernel_from_json, kernel_to_json, prepare_rows,
-    put_standardization,
+    bad, check_encoding, check_finite_array, get_encoding, get_f64, get_standardization, get_str, kernel_from_json,
+    kernel_to_json, prepare_rows, put_encoding, put_standardization,
 };
 use crate::{Persist, SolverError, Transformer};
 
@@ -96,6 +96,7 @@ pub struct KernelPcaModel {
     coefficients: Mat<f64>,
     eigenvalues: Vec<f64>,
     centering: KernelCentering,
+    encoding: Option<OneHotEncoding>,
 }
 
 impl KernelPcaModel {
@@ -169,7 +170,35 @@ impl KernelPcaModel {
         {
             return Err(SolverError::ModelMismatch { reason: "the model has non-finite entries".into() });
         }
-        Ok(Self { solver: solver.to_string(), kernel, standardization, rows, coefficients, eigenvalues, centering })
+        Ok(Self {
+            solver: solver.to_string(),
+            kernel,
+            standardization,
+            rows,
+            coefficients,
+            eigenvalues,
+            centering,
+            encoding: None,
+        })
+    }
+
+    /// The model with `encoding`, the categorical one-hot encoding its rows were read with
+    /// (`None`: the rows were numeric as read). It is saved with the model (format version 2)
+    /// so that new rows are read the same way (`stolr_datasets::read_table_with`); it does not
+    /// change [`Transformer::transform`], which takes rows already encoded.
+    ///
+    /// # Errors
+    /// [`SolverError::ModelMismatch`] if the encoding does not produce
+    /// [`KernelPcaModel::n_features`] features.
+    pub fn with_encoding(mut self, encoding: Option<OneHotEncoding>) -> Result<Self, SolverError> {
+        check_encoding(encoding.as_ref(), self.n_features())?;
+        self.encoding = encoding;
+        Ok(self)
+    }
+
+    /// The categorical encoding of the raw rows, if the model was fitted on a table with one.
+    pub fn encoding(&self) -> Option<&OneHotEncoding> {
+        self.encoding.as_ref()
     }
 
     /// The model of eigenpairs `pairs` (eigenvectors `(n, r)` over the training rows `rows`
@@ -283,9 +312,7 @@ impl Persist for KernelPcaModel {
             KernelCentering::Training { grand_mean, .. } => ("training", Some(*grand_mean)),
             KernelCentering::Offset(_) => ("offset", None),
         };
-        let mut file = ModelFile::new(
-            Self::KIND,
-            json!({
+        let mut parameters = json!({
                 "solver": self.solver,
                 "kernel": kernel_to_json(&self.kernel),
                 "centering": centering,
@@ -294,8 +321,10 @@ impl Persist for KernelPcaModel {
                 "rank": self.rank(),
                 "eigenvalue_order": "nonincreasing",
                 "transform": "z(x) = k~(x, rows) @ coefficients (see centering); training rows give U diag(sqrt(eigenvalues))",
-            }),
-        );
+        });
+        let version = put_encoding(&mut parameters, self.encoding.as_ref());
+        let mut file = ModelFile::new(Self::KIND, parameters);
+        file.require_format_version(version);
         file.put_matrix("rows", self.rows.as_ref());
         file.put_matrix("coefficients", self.coefficients.as_ref());
         file.put_vector("eigenvalues", &self.eigenvalues);
@@ -325,7 +354,9 @@ impl Persist for KernelPcaModel {
         };
         let standardization = get_standardization(file, rows.ncols(), path)?;
         let solver = get_str(file, "solver", path)?.to_string();
+        let encoding = get_encoding(file, rows.ncols(), path)?;
         Self::new(&solver, kernel, standardization, rows, coefficients, eigenvalues, centering)
+            .and_then(|m| m.with_encoding(encoding))
             .map_err(|e| bad(path, e.to_string()))
     }
 }

@@ -1,0 +1,683 @@
+//! CSV tables with categorical columns (one-hot encoded) and a label column, gzip-compressed
+//! or not, read with the `csv` crate; and the encoding that reads new rows the same way.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use flate2::read::MultiGzDecoder;
+use serde::{Deserialize, Serialize};
+
+use crate::dataset::try_zeros;
+use crate::{DataError, Dataset, Labels};
+
+/// Which column of a table, if any, holds the labels (kept out of the features).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TableLabel {
+    /// Every column is a feature; the dataset gets [`Labels::None`].
+    #[default]
+    None,
+    /// The column with this 1-based number.
+    Column(usize),
+    /// The last column.
+    Last,
+}
+
+/// How to read a table: its categorical columns, its label column, and the kind of labels.
+///
+/// Column numbers are 1-based, as in `cut -f` and spreadsheet headers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TableOptions {
+    /// The columns to one-hot encode (1-based, any order, repeats ignored). Every other column
+    /// but the label must hold numbers.
+    pub categorical: Vec<usize>,
+    /// The label column.
+    pub label: TableLabel,
+    /// Labels are numbers ([`Labels::Numeric`], regression targets) rather than class names
+    /// kept as written ([`Labels::Classes`]).
+    pub numeric_label: bool,
+}
+
+/// One categorical column of a table and its categories.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CategoricalColumn {
+    /// The column's 1-based number in the file.
+    pub column: usize,
+    /// The categories, sorted by their bytes (so independent of the row order), distinct and
+    /// nonempty; the column becomes one feature per category, in this order.
+    pub categories: Vec<String>,
+}
+
+/// How the fields of a table become features: which columns are one-hot encoded, with which
+/// categories, and which column is the label. Learned by [`read_table`]; applied to new rows by
+/// [`read_table_with`] so they encode exactly as the training rows did. It is kept in a fitted
+/// model (model format version 2, see [`crate::MODEL_FORMAT_VERSION`]).
+///
+/// Feature layout: the columns in file order, the label skipped; a numeric column gives one
+/// feature, a categorical column one feature per category (1.0 for the row's category, 0.0
+/// for the others), in the order of [`CategoricalColumn::categories`]. So the number of
+/// features is `fields − (1 if a label) − (number of categorical columns) + (total number of
+/// categories)`; KDD Cup 99 (42 fields, label 42, categorical 2, 3, 4 with 3, 66 and 11
+/// categories) gives 38 + 80 = 118.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OneHotEncoding {
+    fields: usize,
+    label: Option<usize>,
+    columns: Vec<CategoricalColumn>,
+}
+
+impl OneHotEncoding {
+    /// An encoding of rows of `fields` fields, with the 1-based `label` column (or none) and the
+    /// categorical `columns`.
+    ///
+    /// # Errors
+    /// [`DataError::InvalidParameter`] (`"encoding"`) if a column number is 0 or above
+    /// `fields`, the columns are not strictly increasing, the label is also categorical, or a
+    /// column's categories are empty, repeated or not sorted.
+    pub fn new(fields: usize, label: Option<usize>, columns: Vec<CategoricalColumn>) -> Result<Self, DataError> {
+        let invalid = |reason: String| DataError::InvalidParameter { name: "encoding", reason };
+        let in_range = |c: usize| (1..=fields).contains(&c);
+        if let Some(l) = label
+            && !in_range(l)
+        {
+            return Err(invalid(format!("label column {l} is not in 1..={fields}")));
+        }
+        for (k, col) in columns.iter().enumerate() {
+            if !in_range(col.column) {
+                return Err(invalid(format!("categorical column {} is not in 1..={fields}", col.column)));
+            }
+            if k > 0 && columns[k - 1].column >= col.column {
+                return Err(invalid("categorical columns must be strictly increasing".into()));
+            }
+            if Some(col.column) == label {
+                return Err(invalid(format!("column {} is both the label and categorical", col.column)));
+            }
+            if col.categories.is_empty() || col.categories.windows(2).any(|w| w[0] >= w[1]) {
+                return Err(invalid(format!(
+                    "the categories of column {} must be nonempty, distinct and sorted",
+                    col.column
+                )));
+            }
+        }
+        Ok(Self { fields, label, columns })
+    }
+
+    /// An encoding read back from JSON (as written by `serde_json::to_value`), checked as
+    /// [`OneHotEncoding::new`] checks.
+    ///
+    /// # Errors
+    /// [`DataError::InvalidParameter`] (`"encoding"`) if the JSON has another shape or the
+    /// encoding is inconsistent.
+    pub fn from_json(value: &serde_json::Value) -> Result<Self, DataError> {
+        let raw = OneHotEncoding::deserialize(value).map_err(|e| DataError::InvalidParameter {
+            name: "encoding",
+            reason: format!("not a one-hot encoding: {e}"),
+        })?;
+        Self::new(raw.fields, raw.label, raw.columns)
+    }
+
+    /// The encoding as JSON: `{"fields": 42, "label": 42, "columns": [{"column": 2,
+    /// "categories": ["icmp", "tcp", "udp"]}, ...]}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({ "fields": self.fields, "label": self.label, "columns": self.columns })
+    }
+
+    /// The number of fields of a row of the file.
+    pub fn fields(&self) -> usize {
+        self.fields
+    }
+
+    /// The 1-based label column, if any.
+    pub fn label(&self) -> Option<usize> {
+        self.label
+    }
+
+    /// The categorical columns, in increasing column order.
+    pub fn columns(&self) -> &[CategoricalColumn] {
+        &self.columns
+    }
+
+    /// The number of features `d` a row encodes to.
+    pub fn n_features(&self) -> usize {
+        let label = usize::from(self.label.is_some());
+        let categories: usize = self.columns.iter().map(|c| c.categories.len()).sum();
+        self.fields - label - self.columns.len() + categories
+    }
+
+    /// The name of every feature, length [`OneHotEncoding::n_features`]: `"c5"` for numeric
+    /// column 5, `"c2=tcp"` for category `tcp` of categorical column 2.
+    pub fn feature_names(&self) -> Vec<String> {
+        let mut names = Vec::with_capacity(self.n_features());
+        let mut cats = self.columns.iter().peekable();
+        for c in 1..=self.fields {
+            if Some(c) == self.label {
+                continue;
+            }
+            match cats.peek() {
+                Some(col) if col.column == c => {
+                    names.extend(col.categories.iter().map(|v| format!("c{c}={v}")));
+                    cats.next();
+                }
+                _ => names.push(format!("c{c}")),
+            }
+        }
+        names
+    }
+}
+
+/// A table read by [`read_table`]: the dataset and the encoding that produced its features.
+#[derive(Debug, Clone)]
+pub struct Table {
+    /// The rows, shape `(n, d)` with `d = encoding.n_features()`, and the labels.
+    pub data: Dataset,
+    /// How the fields became features.
+    pub encoding: OneHotEncoding,
+}
+
+/// Reads the CSV file `path`, gzip-compressed or not, into a [`Table`]; the categories of each
+/// categorical column are the distinct values found in it, sorted.
+///
+/// See [`read_table_from`] for the format and the errors.
+///
+/// # Errors
+/// [`DataError::Io`] if the file cannot be opened or read (or its gzip stream is corrupt), and
+/// every error of [`read_table_from`].
+pub fn read_table(path: &Path, options: &TableOptions) -> Result<Table, DataError> {
+    let name = path.display().to_string();
+    read_table_from(open_maybe_gzip(path)?, &name, options)
+}
+
+/// Reads new rows from the CSV file `path` (gzip-compressed or not) with a fixed `encoding`,
+/// the one a model was fitted with: the same number of fields, the same label column, the
+/// same categories. `numeric_label` as in [`TableOptions`].
+///
+/// # Errors
+/// As [`read_table_with_from`], and [`DataError::Io`] if the file cannot be read.
+pub fn read_table_with(path: &Path, encoding: &OneHotEncoding, numeric_label: bool) -> Result<Dataset, DataError> {
+    let name = path.display().to_string();
+    read_table_with_from(open_maybe_gzip(path)?, &name, encoding, numeric_label)
+}
+
+/// Opens `path` for reading, through a gzip decoder when it starts with the gzip signature
+/// `1f 8b` (whatever its name).
+fn open_maybe_gzip(path: &Path) -> Result<Box<dyn Read>, DataError> {
+    let name = path.display().to_string();
+    let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let head = reader.fill_buf().map_err(|e| DataError::io(&name, e))?;
+    if head.starts_with(&[0x1f, 0x8b]) {
+        Ok(Box::new(BufReader::with_capacity(1 << 16, MultiGzDecoder::new(reader))))
+    } else {
+        Ok(Box::new(reader))
+    }
+}
+
+/// Reads CSV text from `reader` into a [`Table`]; `name` names the input in errors and
+/// becomes `source`.
+///
+/// Format: records separated by `\n` or `\r\n`, fields by `,`, RFC 4180 quoting (`"a,b"` is
+/// one field), whitespace around fields ignored, blank lines skipped, every record with the
+/// same number of fields. The first record is a header of column names, and skipped, if it
+/// has a numeric column (neither categorical nor the label) and none of its numeric fields is
+/// a number. Columns listed in `options.categorical` are one-hot encoded with their values
+/// sorted (see [`OneHotEncoding`]); the label column is kept as labels; every other field must
+/// be a finite number. Result shape `(n, d)`, `n` the data records and `d` as
+/// [`OneHotEncoding::n_features`]. Memory: the numbers once as read ($8 n$ bytes per numeric
+/// column, $4 n$ per categorical one, plus the labels) and then the `(n, d)` matrix.
+///
+/// # Errors
+/// - [`DataError::LabelIsCategorical`] if the label column is also listed as categorical;
+/// - [`DataError::ColumnOutOfRange`] if a categorical or label column number is 0 or above
+///   the number of fields of the first record;
+/// - [`DataError::WrongFieldCount`] (with the line) for a ragged record;
+/// - [`DataError::BadField`] (line, 1-based field, text) for a field of a numeric column that
+///   is not a number, [`DataError::NonFiniteField`] for one that is NaN or infinite;
+/// - [`DataError::BadTarget`] for a numeric label that is not a finite number;
+/// - [`DataError::Empty`] if there is no data record; [`DataError::NotUtf8`] (with the line),
+///   [`DataError::Io`]; [`DataError::TooLarge`] if the matrix cannot be allocated.
+pub fn read_table_from<R: Read>(reader: R, name: &str, options: &TableOptions) -> Result<Table, DataError> {
+    let mut categorical = options.categorical.clone();
+    categorical.sort_unstable();
+    categorical.dedup();
+    if let TableLabel::Column(l) = options.label
+        && categorical.contains(&l)
+    {
+        return Err(DataError::LabelIsCategorical { column: l });
+    }
+    let plan = Plan::Learn { categorical, label: options.label };
+    let (data, encoding) = read_impl(reader, name, plan, options.numeric_label)?;
+    Ok(Table { data, encoding })
+}
+
+/// Reads new rows from CSV text with a fixed `encoding` (see [`read_table_with`]); the format
+/// is that of [`read_table_from`]. The result has `encoding.n_features()` columns.
+///
+/// # Errors
+/// As [`read_table_from`], and
+/// - [`DataError::FieldCountForModel`] if a record does not have `encoding.fields()` fields;
+/// - [`DataError::UnseenCategory`] (line, column, value, the known categories) if a
+///   categorical field holds a value the encoding does not know.
+pub fn read_table_with_from<R: Read>(
+    reader: R,
+    name: &str,
+    encoding: &OneHotEncoding,
+    numeric_label: bool,
+) -> Result<Dataset, DataError> {
+    read_impl(reader, name, Plan::Fixed(encoding), numeric_label).map(|(data, _)| data)
+}
+
+/// Learn the categories from the data, or use those of an encoding.
+enum Plan<'a> {
+    Learn { categorical: Vec<usize>, label: TableLabel },
+    Fixed(&'a OneHotEncoding),
+}
+
+/// What every column of a record is, 0-based.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Numeric,
+    /// The k-th categorical column.
+    Categorical(usize),
+    Label,
+}
+
+fn read_impl<R: Read>(
+    reader: R,
+    name: &str,
+    plan: Plan<'_>,
+    numeric_label: bool,
+) -> Result<(Dataset, OneHotEncoding), DataError> {
+    let mut csv = ::csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(::csv::Trim::All)
+        .buffer_capacity(1 << 16)
+        .from_reader(reader);
+    let mut record = ::csv::StringRecord::new();
+
+    // Set when the first record is read.
+    let mut roles: Vec<Role> = Vec::new();
+    let mut fields = 0;
+    // Per categorical column: the value -> index map (in first-seen order when learning).
+    let mut maps: CategoryMaps = Vec::new();
+    let mut numeric = Vec::new();
+    let mut codes: Vec<u32> = Vec::new();
+    let mut classes = Vec::new();
+    let mut targets = Vec::new();
+    let mut n = 0usize;
+    let mut first = true;
+
+    loop {
+        match csv.read_record(&mut record) {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(e) => return Err(csv_error(name, e)),
+        }
+        let line = record.position().map_or(0, |p| p.line() as usize);
+        // A whitespace-only line is one empty field after trimming: blank.
+        if record.len() == 1 && record[0].is_empty() {
+            continue;
+        }
+        if first {
+            first = false;
+            fields = match plan {
+                Plan::Learn { .. } => record.len(),
+                Plan::Fixed(enc) => enc.fields,
+            };
+            let (r, m) = setup(&plan, fields, name)?;
+            roles = r;
+            maps = m;
+            let mut numeric_fields = roles.iter().zip(record.iter()).filter(|(r, _)| **r == Role::Numeric);
+            let is_header =
+                numeric_fields.clone().next().is_some() && numeric_fields.all(|(_, f)| f.parse::<f64>().is_err());
+            if is_header {
+                continue;
+            }
+        }
+        if record.len() != fields {
+            return Err(match plan {
+                Plan::Learn { .. } => {
+                    DataError::WrongFieldCount { path: name.to_owned(), line, expected: fields, found: record.len() }
+                }
+                Plan::Fixed(_) => {
+                    DataError::FieldCountForModel { path: name.to_owned(), line, expected: fields, found: record.len() }
+                }
+            });
+        }
+        for (k, (role, text)) in roles.iter().zip(record.iter()).enumerate() {
+            match *role {
+                Role::Numeric => {
+                    let value = text.parse::<f64>().map_err(|_| DataError::BadField {
+                        path: name.to_owned(),
+                        line,
+                        field: k + 1,
+                        text: text.to_owned(),
+                    })?;
+                    if !value.is_finite() {
+                        return Err(DataError::NonFiniteField {
+                            path: name.to_owned(),
+                            line,
+                            field: k + 1,
+                            text: text.to_owned(),
+                        });
+                    }
+                    numeric.push(value);
+                }
+                Role::Categorical(c) => {
+                    let code = match maps[c].get(text) {
+                        Some(&code) => code,
+                        None => match &plan {
+                            Plan::Learn { .. } => {
+                                let code = u32::try_from(maps[c].len()).map_err(|_| DataError::InvalidParameter {
+                                    name: "categorical",
+                                    reason: format!("column {} has more than 2^32 categories", k + 1),
+                                })?;
+                                maps[c].insert(text.to_owned(), code);
+                                code
+                            }
+                            Plan::Fixed(enc) => {
+                                return Err(DataError::UnseenCategory {
+                                    path: name.to_owned(),
+                                    line,
+                                    column: k + 1,
+                                    value: text.to_owned(),
+                                    known: enc.columns[c].categories.join(", "),
+                                });
+                            }
+                        },
+                    };
+                    codes.push(code);
+                }
+                Role::Label if numeric_label => {
+                    let value = text.parse::<f64>().ok().filter(|v| v.is_finite());
+                    targets.push(value.ok_or_else(|| DataError::BadTarget {
+                        path: name.to_owned(),
+                        line,
+                        field: k + 1,
+                        text: text.to_owned(),
+                    })?);
+                }
+                Role::Label => classes.push(text.to_owned()),
+            }
+        }
+        n += 1;
+    }
+    if n == 0 {
+        return Err(DataError::Empty { path: name.to_owned() });
+    }
+
+    // The encoding: learned categories sorted, with each first-seen code's sorted position.
+    let (encoding, remap): (OneHotEncoding, Vec<Vec<u32>>) = match plan {
+        Plan::Fixed(enc) => {
+            let remap = enc.columns.iter().map(|c| (0..c.categories.len() as u32).collect()).collect();
+            (enc.clone(), remap)
+        }
+        Plan::Learn { .. } => {
+            let mut columns = Vec::with_capacity(maps.len());
+            let mut remap = Vec::with_capacity(maps.len());
+            let cat_columns = roles.iter().enumerate().filter(|(_, r)| matches!(r, Role::Categorical(_)));
+            for ((k, _), map) in cat_columns.zip(&maps) {
+                let mut by_code: Vec<(&String, u32)> = map.iter().map(|(v, &c)| (v, c)).collect();
+                by_code.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+                let mut to_sorted = vec![0u32; by_code.len()];
+                for (pos, (_, code)) in by_code.iter().enumerate() {
+                    to_sorted[*code as usize] = pos as u32;
+                }
+                columns.push(CategoricalColumn {
+                    column: k + 1,
+                    categories: by_code.into_iter().map(|(v, _)| v.clone()).collect(),
+                });
+                remap.push(to_sorted);
+            }
+            let label = roles.iter().position(|r| *r == Role::Label).map(|k| k + 1);
+            (OneHotEncoding::new(fields, label, columns)?, remap)
+        }
+    };
+
+    // The feature matrix: numeric columns, then one-hot blocks, in file order.
+    let d = encoding.n_features();
+    let mut x = try_zeros(n, d, name)?;
+    let n_numeric = roles.iter().filter(|r| **r == Role::Numeric).count();
+    let n_cat = maps.len();
+    let (mut out, mut num_k) = (0, 0);
+    for role in &roles {
+        match *role {
+            Role::Numeric => {
+                let col = x.col_as_slice_mut(out);
+                for (i, v) in col.iter_mut().enumerate() {
+                    *v = numeric[i * n_numeric + num_k];
+                }
+                out += 1;
+                num_k += 1;
+            }
+            Role::Categorical(c) => {
+                for i in 0..n {
+                    let pos = remap[c][codes[i * n_cat + c] as usize] as usize;
+                    x[(i, out + pos)] = 1.0;
+                }
+                out += encoding.columns[c].categories.len();
+            }
+            Role::Label => {}
+        }
+    }
+    drop(numeric);
+    let labels = match encoding.label {
+        None => Labels::None,
+        Some(_) if numeric_label => Labels::Numeric(targets),
+        Some(_) => Labels::Classes(classes),
+    };
+    Ok((Dataset { x, labels, source: name.to_owned() }, encoding))
+}
+
+/// Per categorical column, its values and their codes.
+type CategoryMaps = Vec<HashMap<String, u32>>;
+
+/// The role of each of the `fields` columns and the category maps, checked against `fields`.
+fn setup(plan: &Plan<'_>, fields: usize, name: &str) -> Result<(Vec<Role>, CategoryMaps), DataError> {
+    let out_of_range =
+        |what: &'static str, column: usize| DataError::ColumnOutOfRange { path: name.to_owned(), what, column, fields };
+    let mut roles = vec![Role::Numeric; fields];
+    let mut maps = Vec::new();
+    match plan {
+        Plan::Learn { categorical, label } => {
+            let label = match *label {
+                TableLabel::None => None,
+                TableLabel::Column(l) => Some(l),
+                TableLabel::Last => Some(fields),
+            };
+            if let Some(l) = label {
+                if !(1..=fields).contains(&l) {
+                    return Err(out_of_range("label", l));
+                }
+                roles[l - 1] = Role::Label;
+            }
+            for &c in categorical {
+                if !(1..=fields).contains(&c) {
+                    return Err(out_of_range("categorical", c));
+                }
+                if roles[c - 1] == Role::Label {
+                    return Err(DataError::LabelIsCategorical { column: c });
+                }
+                roles[c - 1] = Role::Categorical(maps.len());
+                maps.push(HashMap::new());
+            }
+        }
+        Plan::Fixed(enc) => {
+            if let Some(l) = enc.label {
+                roles[l - 1] = Role::Label;
+            }
+            for col in &enc.columns {
+                roles[col.column - 1] = Role::Categorical(maps.len());
+                maps.push(col.categories.iter().enumerate().map(|(i, v)| (v.clone(), i as u32)).collect());
+            }
+        }
+    }
+    Ok((roles, maps))
+}
+
+/// A `csv` crate error as a [`DataError`] naming the input and, when known, the line.
+fn csv_error(name: &str, e: ::csv::Error) -> DataError {
+    let line = e.position().map(|p| p.line() as usize);
+    match e.into_kind() {
+        ::csv::ErrorKind::Io(source) => DataError::io(name, source),
+        ::csv::ErrorKind::Utf8 { pos, .. } => {
+            DataError::NotUtf8 { path: name.to_owned(), line: pos.map_or(line.unwrap_or(0), |p| p.line() as usize) }
+        }
+        other => DataError::io(name, std::io::Error::other(format!("{other:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use faer::Mat;
+    use std::io::Write;
+
+    /// Three fields of KDD Cup's kind: a number, a protocol (categorical), a number, a label.
+    const TEXT: &str = "0, tcp, 5.5, normal.\n1,udp,-2,smurf.\n2,tcp,0,normal.\n3,icmp,1e3,smurf.\n";
+
+    fn opts(categorical: &[usize], label: TableLabel) -> TableOptions {
+        TableOptions { categorical: categorical.to_vec(), label, numeric_label: false }
+    }
+
+    fn read(text: &str, options: &TableOptions) -> Result<Table, DataError> {
+        read_table_from(text.as_bytes(), "t.csv", options)
+    }
+
+    #[test]
+    fn one_hot_columns_in_file_order_with_sorted_categories() {
+        let table = read(TEXT, &opts(&[2], TableLabel::Column(4))).expect("valid");
+        let enc = &table.encoding;
+        assert_eq!((enc.fields(), enc.label(), enc.n_features()), (4, Some(4), 5));
+        assert_eq!(
+            enc.columns(),
+            [CategoricalColumn { column: 2, categories: vec!["icmp".into(), "tcp".into(), "udp".into()] }]
+        );
+        assert_eq!(enc.feature_names(), ["c1", "c2=icmp", "c2=tcp", "c2=udp", "c3"]);
+        let rows = [
+            [0.0, 0.0, 1.0, 0.0, 5.5],
+            [1.0, 0.0, 0.0, 1.0, -2.0],
+            [2.0, 0.0, 1.0, 0.0, 0.0],
+            [3.0, 1.0, 0.0, 0.0, 1e3],
+        ];
+        assert_eq!(table.data.x, Mat::from_fn(4, 5, |i, j| rows[i][j]));
+        let classes = ["normal.", "smurf.", "normal.", "smurf."].map(String::from).to_vec();
+        assert_eq!(table.data.labels, Labels::Classes(classes));
+        // Categories are sorted, so the row order does not change the encoding.
+        let reversed: String = TEXT.lines().rev().map(|l| format!("{l}\n")).collect();
+        let back = read(&reversed, &opts(&[2], TableLabel::Column(4))).expect("valid");
+        assert_eq!(back.encoding, table.encoding);
+    }
+
+    #[test]
+    fn header_quotes_blank_lines_crlf_last_label_and_numeric_targets() {
+        let text = "id,proto,x,y\r\n\r\n \r\n0,\"tcp\",1,0.5\r\n1,\"u,dp\",2,-1";
+        let options = TableOptions { categorical: vec![2], label: TableLabel::Last, numeric_label: true };
+        let table = read(text, &options).expect("valid");
+        assert_eq!(table.encoding.columns()[0].categories, ["tcp", "u,dp"]);
+        assert_eq!(table.data.x, Mat::from_fn(2, 4, |i, j| [[0.0, 1.0, 0.0, 1.0], [1.0, 0.0, 1.0, 2.0]][i][j]));
+        assert_eq!(table.data.labels, Labels::Numeric(vec![0.5, -1.0]));
+        // No label, no categorical column: a plain numeric table.
+        let plain = read("1,2\n3,4\n", &TableOptions::default()).expect("valid");
+        assert_eq!(plain.data.x, Mat::from_fn(2, 2, |i, j| (2 * i + j + 1) as f64));
+        assert_eq!((plain.data.labels, plain.encoding.n_features()), (Labels::None, 2));
+    }
+
+    #[test]
+    fn gzip_files_are_detected_by_their_signature() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let plain = dir.path().join("t.csv");
+        std::fs::write(&plain, TEXT).expect("write");
+        // A gzip file whose name does not end in .gz.
+        let packed = dir.path().join("t.data");
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(TEXT.as_bytes()).expect("compress");
+        std::fs::write(&packed, gz.finish().expect("compress")).expect("write");
+        let options = opts(&[2], TableLabel::Column(4));
+        let a = read_table(&plain, &options).expect("plain");
+        let b = read_table(&packed, &options).expect("gzip");
+        assert_eq!((a.data.x, a.encoding), (b.data.x, b.encoding));
+    }
+
+    #[test]
+    fn typed_errors_for_bad_options_and_bad_rows() {
+        let err = read(TEXT, &opts(&[2, 4], TableLabel::Column(4))).unwrap_err();
+        assert!(matches!(err, DataError::LabelIsCategorical { column: 4 }), "{err:?}");
+        let err = read("1,a\n\n \n2,b,3\n", &opts(&[2], TableLabel::None)).unwrap_err();
+        assert!(matches!(err, DataError::WrongFieldCount { line: 4, expected: 2, found: 3, .. }), "{err:?}");
+        let err = read(TEXT, &opts(&[5], TableLabel::Column(4))).unwrap_err();
+        assert!(
+            matches!(err, DataError::ColumnOutOfRange { what: "categorical", column: 5, fields: 4, .. }),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "t.csv: categorical column 5 does not exist: the rows have 4 fields, numbered 1 to 4"
+        );
+        let err = read(TEXT, &opts(&[0], TableLabel::Column(4))).unwrap_err();
+        assert!(matches!(err, DataError::ColumnOutOfRange { column: 0, .. }), "{err:?}");
+        let err = read(TEXT, &opts(&[2], TableLabel::Column(9))).unwrap_err();
+        assert!(matches!(err, DataError::ColumnOutOfRange { what: "label", column: 9, .. }), "{err:?}");
+        // Non-numeric value in a numeric column: line and field named.
+        let err = read(TEXT, &opts(&[], TableLabel::Column(4))).unwrap_err();
+        assert!(matches!(&err, DataError::BadField { line: 1, field: 2, text, .. } if text == "tcp"), "{err:?}");
+        assert_eq!(err.to_string(), "t.csv:1: field 2 \"tcp\" is not a number");
+        let err = read("1,a\n2,b,3\n", &opts(&[2], TableLabel::None)).unwrap_err();
+        assert!(matches!(err, DataError::WrongFieldCount { line: 2, expected: 2, found: 3, .. }), "{err:?}");
+        let err = read("1,a\nnan,b\n", &opts(&[2], TableLabel::None)).unwrap_err();
+        assert!(matches!(err, DataError::NonFiniteField { line: 2, field: 1, .. }), "{err:?}");
+        for empty in ["", "\n\n", "x,y\n"] {
+            let err = read(empty, &opts(&[], TableLabel::None)).unwrap_err();
+            assert!(matches!(err, DataError::Empty { .. }), "{empty:?}: {err:?}");
+        }
+        let numeric = TableOptions { categorical: vec![], label: TableLabel::Last, numeric_label: true };
+        let err = read("1,2\n3,x\n", &numeric).unwrap_err();
+        assert!(matches!(err, DataError::BadTarget { line: 2, field: 2, .. }), "{err:?}");
+    }
+
+    #[test]
+    fn new_rows_encode_as_the_training_rows_and_unseen_categories_are_errors() {
+        let table = read(TEXT, &opts(&[2], TableLabel::Column(4))).expect("valid");
+        let enc = OneHotEncoding::from_json(&table.encoding.to_json()).expect("round trip");
+        assert_eq!(enc, table.encoding);
+        let again = read_table_with_from(TEXT.as_bytes(), "new.csv", &enc, false).expect("same rows");
+        assert_eq!(again.x, table.data.x);
+        // A subset of the categories still gives every one-hot column.
+        let some = read_table_with_from("7,udp,1,x\n".as_bytes(), "new.csv", &enc, false).expect("valid");
+        assert_eq!(some.x, Mat::from_fn(1, 5, |_, j| [7.0, 0.0, 0.0, 1.0, 1.0][j]));
+        let err = read_table_with_from("7,udp,1,x\n8,sctp,2,y\n".as_bytes(), "new.csv", &enc, false).unwrap_err();
+        assert!(
+            matches!(&err, DataError::UnseenCategory { line: 2, column: 2, value, .. } if value == "sctp"),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "new.csv:2: column 2 has the category \"sctp\", unseen when the model was fitted (known: icmp, tcp, udp)"
+        );
+        let err = read_table_with_from("7,udp,1\n".as_bytes(), "new.csv", &enc, false).unwrap_err();
+        assert!(matches!(err, DataError::FieldCountForModel { line: 1, expected: 4, found: 3, .. }), "{err:?}");
+    }
+
+    #[test]
+    fn inconsistent_encodings_are_rejected() {
+        let col = |column, cats: &[&str]| CategoricalColumn {
+            column,
+            categories: cats.iter().map(|s| s.to_string()).collect(),
+        };
+        assert!(OneHotEncoding::new(3, Some(3), vec![col(1, &["a", "b"])]).is_ok());
+        for (fields, label, columns) in [
+            (3, Some(4), vec![]),
+            (3, None, vec![col(4, &["a"])]),
+            (3, Some(1), vec![col(1, &["a"])]),
+            (3, None, vec![col(2, &["a"]), col(1, &["b"])]),
+            (3, None, vec![col(1, &[])]),
+            (3, None, vec![col(1, &["b", "a"])]),
+            (3, None, vec![col(1, &["a", "a"])]),
+        ] {
+            assert!(matches!(OneHotEncoding::new(fields, label, columns), Err(DataError::InvalidParameter { .. })));
+        }
+        assert!(OneHotEncoding::from_json(&serde_json::json!({"fields": 2})).is_err());
+    }
+}
