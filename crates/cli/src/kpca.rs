@@ -353,6 +353,10 @@ pub fn run(args: KpcaArgs) -> Result<()> {
     let (kernel, sigma_source, bandwidth) = build_kernel(&args, data.x.as_ref())?;
     let sigma_time = t_sigma.elapsed();
     let mut solved = solve(&args, data.x.as_ref(), &kernel, standardization)?;
+    // The model keeps what it needs of the rows; the data matrix itself (466 MB at KDD Cup) is
+    // released before the outputs are written.
+    let (n, d) = (data.n(), data.d());
+    data.x = Mat::new();
     let categorical: Vec<ReportCategorical> = encoding
         .iter()
         .flat_map(|e| e.columns())
@@ -400,8 +404,8 @@ pub fn run(args: KpcaArgs) -> Result<()> {
             source: data.source.clone(),
             origin: origin.into(),
             format: if args.input.is_some() { args.format.name() } else { "generated".into() },
-            n: data.n(),
-            d: data.d(),
+            n,
+            d,
             standardized: args.standardize,
             label_column,
             categorical,
@@ -454,8 +458,8 @@ pub fn run(args: KpcaArgs) -> Result<()> {
     println!(
         "stolr kpca: {solver} on {dataset_text} (n={n}, d={d}), {kname}{sigma_text}{tau_text}: {r} eigenpairs, lambda_1={l1:.6}, {it}{secs:.2} s, peak {mem}{out}",
         solver = solved.model.solver(),
-        n = data.n(),
-        d = data.d(),
+        n = n,
+        d = d,
         kname = format!("{:?}", args.kernel).to_lowercase(),
         r = pairs.rank(),
         l1 = pairs.values.first().copied().unwrap_or(f64::NAN),

@@ -379,6 +379,15 @@ impl ModelFile {
     /// dimension above [`MAX_EMPTY_DIM`], or an index given to
     /// [`ModelFile::put_indices`] is above `i64::MAX` (`"arrays"`).
     pub fn to_bytes(&self) -> Result<Vec<u8>, DataError> {
+        let header = self.checked_header()?;
+        self.encode(&header, Cursor::new(Vec::new())).map(Cursor::into_inner).map_err(|e| DataError::Io {
+            path: format!("model file of kind \"{}\" (in memory)", self.kind),
+            source: std::io::Error::other(e),
+        })
+    }
+
+    /// The header of the file, after checking everything [`ModelFile::to_bytes`] reports.
+    fn checked_header(&self) -> Result<Header, DataError> {
         let invalid = |name, reason| DataError::InvalidParameter { name, reason };
         if let Some(reason) = &self.pending_error {
             return Err(invalid("arrays", reason.clone()));
@@ -417,26 +426,22 @@ impl ModelFile {
             let shape = shape.iter().map(|&d| d as u64).collect();
             entries.insert(name.clone(), ArrayEntry { dtype: array.dtype_tag(), shape });
         }
-        let header = Header {
+        Ok(Header {
             format: MODEL_FORMAT.to_owned(),
             format_version: u64::from(self.format_version),
             kind: self.kind.clone(),
             stolr_version: self.stolr_version.clone(),
             parameters: self.parameters.clone(),
             arrays: entries,
-        };
-        self.encode(&header).map_err(|e| DataError::Io {
-            path: format!("model file of kind \"{}\" (in memory)", self.kind),
-            source: std::io::Error::other(e),
         })
     }
 
-    /// Writes the archive; errors are those of writing to memory, which do not happen in
-    /// practice.
-    fn encode(&self, header: &Header) -> Result<Vec<u8>, String> {
+    /// Writes the archive to `out` (memory or a file: the arrays are streamed, never held a
+    /// second time) and returns it.
+    fn encode<W: Write + std::io::Seek>(&self, header: &Header, out: W) -> Result<W, String> {
         let mut json = serde_json::to_vec_pretty(header).map_err(|e| e.to_string())?;
         json.push(b'\n');
-        let mut zip = zip::ZipWriter::new(Cursor::new(Vec::new()));
+        let mut zip = zip::ZipWriter::new(out);
         start_member(&mut zip, HEADER_MEMBER, json.len() as u64)?;
         zip.write_all(&json).map_err(|e| e.to_string())?;
         for (name, array) in &self.arrays {
@@ -462,7 +467,7 @@ impl ModelFile {
             };
             result.map_err(|e| format!("writing array \"{name}\": {e}"))?;
         }
-        Ok(zip.finish().map_err(|e| e.to_string())?.into_inner())
+        zip.finish().map_err(|e| e.to_string())
     }
 
     /// Reads a model file from its bytes; `name` (usually the path) names it in errors.
@@ -577,7 +582,7 @@ impl ModelFile {
     /// Those of [`ModelFile::to_bytes`]; [`DataError::Io`] (naming `path`) if the temporary
     /// file cannot be created, written, flushed or renamed (it is removed on failure).
     pub fn save(&self, path: &Path) -> Result<(), DataError> {
-        let bytes = self.to_bytes()?;
+        let header = self.checked_header()?;
         let name = path.display().to_string();
         let io_err = |e| DataError::io(&name, e);
         let file_name = path
@@ -587,9 +592,14 @@ impl ModelFile {
             Some(dir) if !dir.as_os_str().is_empty() => dir,
             _ => Path::new("."),
         };
-        let (temp_path, mut file) = create_temp(dir, file_name).map_err(io_err)?;
-        let written = file.write_all(&bytes).and_then(|()| file.sync_all());
-        drop(file);
+        let (temp_path, file) = create_temp(dir, file_name).map_err(io_err)?;
+        // Streamed to the file: a model holding the training rows (466 MB at KDD Cup) is not
+        // built a second time in memory.
+        let written = self
+            .encode(&header, std::io::BufWriter::with_capacity(1 << 20, file))
+            .map_err(std::io::Error::other)
+            .and_then(|out| out.into_inner().map_err(|e| e.into_error()))
+            .and_then(|file| file.sync_all());
         if let Err(e) = written.and_then(|()| std::fs::rename(&temp_path, path)) {
             let _ = std::fs::remove_file(&temp_path);
             return Err(io_err(e));
