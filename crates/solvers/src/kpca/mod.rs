@@ -5,17 +5,21 @@
 //! Algorithm); [`tau_for_rank`] picks SKPCA's τ for a wanted rank. [`KernelPca`] fits any of
 //! them into a [`KernelPcaModel`] that transforms new rows.
 
+mod certificate;
 mod exact;
 mod fit;
 mod kha;
+mod matrix_free;
 mod model;
 mod nystrom;
 mod skpca;
 mod tau;
 
-pub use exact::{ExactKpcaConfig, exact_kpca, kernel_matrix};
+pub use certificate::{Certificate, CertifyConfig, CertifyMethod, ConfidenceIntervals, certify};
+pub use exact::{ExactKpcaConfig, ExactOperator, exact_kpca, kernel_matrix};
 pub use fit::{KernelPca, KernelPcaFit, KpcaSolver, SamplerKind};
 pub use kha::{Kha, KhaConfig};
+pub use matrix_free::{MatrixFreeConfig, MatrixFreeFit, matrix_free_bytes, matrix_free_kpca};
 pub use model::{KernelCentering, KernelPcaModel};
 pub use nystrom::{NystromConfig, NystromFit, nystrom_fit, nystrom_kpca};
 pub use skpca::{Iterate, Skpca, SkpcaConfig, shrunk_target};
