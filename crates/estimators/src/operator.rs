@@ -369,8 +369,8 @@ mod tests {
                 assert!((opc.trace() - trace_c).abs() < 1e-12 * trace.abs().max(1.0));
                 // The row means it computed are K1/n.
                 let (means, grand) = opc.means().unwrap();
-                for i in 0..53 {
-                    assert!((means[i] - k.row(i).sum() / 53.0).abs() < 1e-12 * scale);
+                for (i, &m) in means.iter().enumerate() {
+                    assert!((m - k.row(i).sum() / 53.0).abs() < 1e-12 * scale);
                 }
                 assert!((grand - means.iter().sum::<f64>() / 53.0).abs() < 1e-15 * scale);
 

@@ -244,7 +244,7 @@ fn orthonormalize_block(w: &mut Mat<f64>, basis: MatRef<'_, f64>, salt: &mut usi
             }
         }
         let mut norm = col(w, c).iter().map(|v| v * v).sum::<f64>().sqrt();
-        if !(norm > 1e-12 * before) || norm == 0.0 {
+        if norm.is_nan() || norm <= 1e-12 * before || norm == 0.0 {
             // Dependent column: a fresh direction, orthogonal to everything so far.
             *salt += 1;
             for (i, v) in start_column(n, c, *salt).enumerate() {
@@ -450,6 +450,46 @@ mod tests {
         // and dependent columns must be replaced.
         let x = blobs(200, 2, 3);
         compare(x.as_ref(), Kernel::Polynomial { scale: 1.0, offset: 1.0, degree: 1 }, 3, false, 4);
+    }
+
+    #[test]
+    fn the_exact_solver_falls_back_to_matrix_free_over_budget_and_says_so() {
+        use crate::Transformer;
+        use crate::kpca::{ExactOperator, KernelPca, KpcaSolver};
+        let x = blobs(1500, 3, 8);
+        let kernel = Kernel::Gaussian { sigma: 1.5 };
+        let workers = KernelOperator::workers(faer::get_global_parallelism());
+        let budget = MemoryBudget::bytes(matrix_free_bytes(1500, 3, 5, 0, DEFAULT_TILE, workers));
+        assert!(budget.limit() < f64_bytes(&[1500, 1500]));
+        let mut rng = <Xoshiro256PlusPlus as SeedableRng>::seed_from_u64(0);
+        let fit_with = |operator, memory, rng: &mut Xoshiro256PlusPlus| {
+            let params = KernelPca {
+                memory,
+                ..KernelPca::new(5, kernel, KpcaSolver::Exact { tolerance: 1e-10, operator }).center(true)
+            };
+            params.fit_prepared(x.as_ref(), None, rng, &mut ()).unwrap()
+        };
+        let dense = fit_with(ExactOperator::Auto, MemoryBudget::UNLIMITED, &mut rng);
+        assert_eq!(dense.exact_operator, Some(ExactOperator::Dense));
+        // The matrix-free buffers fit the budget, 8·n² bytes do not.
+        let mf = fit_with(ExactOperator::Auto, budget, &mut rng);
+        assert_eq!(mf.exact_operator, Some(ExactOperator::MatrixFree));
+        let forced = fit_with(ExactOperator::MatrixFree, MemoryBudget::UNLIMITED, &mut rng);
+        assert_eq!(forced.exact_operator, Some(ExactOperator::MatrixFree));
+        for i in 0..5 {
+            assert!((dense.pairs.values[i] - mf.pairs.values[i]).abs() <= 1e-8 * dense.pairs.values[0]);
+        }
+        // The same model: training rows, coefficients UΛ^{-1/2} and centring statistics.
+        let za = dense.model.transform(x.as_ref().subrows(0, 20)).unwrap();
+        let zb = mf.model.transform(x.as_ref().subrows(0, 20)).unwrap();
+        assert!((&za - &zb).norm_max() < 1e-6 * za.norm_max());
+        let err = KernelPca {
+            memory: budget,
+            ..KernelPca::new(5, kernel, KpcaSolver::Exact { tolerance: 1e-10, operator: ExactOperator::Dense })
+        }
+        .fit_prepared(x.as_ref(), None, &mut rng, &mut ())
+        .unwrap_err();
+        assert!(matches!(err, SolverError::Memory(_)));
     }
 
     #[test]
