@@ -13,10 +13,13 @@ use stolr_datasets::{
 use stolr_estimators::{Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_estimate};
 use stolr_lowrank::Eigenpairs;
 use stolr_report::{
-    BandwidthReport, KpcaDataset, KpcaParameters, KpcaReport, KpcaResult, KpcaTimings, ReportCategorical, ReportKernel,
-    TauReport,
+    BandwidthReport, CertificateIntervals, CertificateReport, KpcaDataset, KpcaParameters, KpcaReport, KpcaResult,
+    KpcaTimings, ReportCategorical, ReportKernel, TauReport,
 };
-use stolr_solvers::{KernelPca, KernelPcaModel, KpcaSolver, SamplerKind, SkpcaConfig, Stop, tau_for_rank};
+use stolr_solvers::{
+    CertifyConfig, CertifyMethod, ExactOperator, KernelCentering, KernelPca, KernelPcaModel, KpcaSolver, SamplerKind,
+    SkpcaConfig, Stop, certify, tau_for_rank,
+};
 
 use crate::common::input::{Format, TableArgs, label_values, read_with_table};
 use crate::common::output::{write_model, write_report};
@@ -44,12 +47,28 @@ pub enum KernelKind {
 pub enum SolverKind {
     /// Stochastic proximal gradient descent with shrinkage (paper 000, Algorithm 1).
     Skpca,
-    /// Dense kernel matrix and a symmetric eigensolver (memory 8·n² bytes).
+    /// Exact eigenpairs: the dense kernel matrix (memory 8·n² bytes) when it fits
+    /// --memory-limit, else the matrix-free solver.
     Exact,
+    /// Exact eigenpairs without the kernel matrix: a tiled kernel operator and a block
+    /// Krylov–Schur eigensolver (memory O(n·(d + rank)), time O(n²·d) per block product).
+    ExactMatrixFree,
     /// Exact eigenpairs of the Nyström approximation with `--landmarks` columns.
     Nystrom,
     /// The Kernel Hebbian Algorithm (constant step --eta, --iterations steps; memory O(n·rank)).
     Kha,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CertifyArg {
+    /// Exact when affordable, else estimated.
+    Auto,
+    /// One product K·U with the kernel operator.
+    Exact,
+    /// Sampled rows of K·U with 95 % confidence intervals.
+    Estimate,
+    /// No certificate.
+    Off,
 }
 
 /// Arguments of `stolr kpca`.
@@ -129,6 +148,12 @@ pub struct KpcaArgs {
     /// eigenvectors.npy, projections.npy and report.json.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Accuracy certificate of the eigenpairs against the true kernel matrix (residuals
+    /// ||K u - λ u|| / λ₁ and captured variance u'Ku / tr K): exact (one product K·U), estimate
+    /// (2000 sampled rows, 95 % intervals), off, or auto (exact when n ≤ 50 000 and it fits
+    /// --memory-limit, else estimate).
+    #[arg(long, value_enum, default_value = "auto")]
+    certify: CertifyArg,
     /// Plot the training rows on the first two components (and the convergence of an iterative
     /// solver beside them) to this .svg or .png file.
     #[arg(long)]
@@ -236,6 +261,8 @@ struct Solved {
     /// `(t, rank, objective, kkt_violation)` of every iteration of an iterative solver.
     trace: Vec<(usize, usize, Option<f64>, Option<f64>)>,
     solve_time: Duration,
+    /// Which operator the exact solver ran.
+    exact_operator: Option<ExactOperator>,
 }
 
 fn solve(
@@ -287,6 +314,9 @@ fn solve(
             (solver, stream(args.seed, 3))
         }
         SolverKind::Exact => (KpcaSolver::exact(), stream(args.seed, 4)),
+        SolverKind::ExactMatrixFree => {
+            (KpcaSolver::Exact { tolerance: 1e-10, operator: ExactOperator::MatrixFree }, stream(args.seed, 4))
+        }
         SolverKind::Nystrom => (KpcaSolver::Nystrom { landmarks: args.landmarks }, stream(args.seed, 4)),
         SolverKind::Kha => {
             (KpcaSolver::Kha { eta: args.eta, iterations: args.iterations, init_scale: 0.01 }, stream(args.seed, 5))
@@ -321,7 +351,51 @@ fn solve(
         stop: fit.stop,
         trace: progress.trace,
         solve_time: start.elapsed(),
+        exact_operator: fit.exact_operator,
     })
+}
+
+/// The certificate of the training eigenpairs (`None` with `--certify off`).
+fn certificate(
+    args: &KpcaArgs,
+    x: faer::MatRef<'_, f64>,
+    kernel: &Kernel,
+    solved: &Solved,
+) -> Result<Option<CertificateReport>> {
+    let method = match args.certify {
+        CertifyArg::Off => return Ok(None),
+        CertifyArg::Auto => None,
+        CertifyArg::Exact => Some(CertifyMethod::Exact),
+        CertifyArg::Estimate => Some(CertifyMethod::Estimate),
+    };
+    let start = Instant::now();
+    let means = match solved.model.centering() {
+        KernelCentering::Training { column_means, grand_mean } if args.center => {
+            Some((column_means.as_slice(), *grand_mean))
+        }
+        _ => None,
+    };
+    let config = CertifyConfig { method, memory: crate::memory::budget(), ..Default::default() };
+    let cert = certify(x, kernel, args.center, means, &solved.pairs, &config, &mut stream(args.seed, 6))
+        .context("certificate")?;
+    Ok(Some(CertificateReport {
+        method: cert.method.name().into(),
+        definition: "residuals[i] = ||K~ u_i - lambda_i u_i||_2 / lambda_1; captured[i] = u_i' K~ u_i / trace(K~); \
+                     K~ the (centred) training kernel matrix, u_i the returned eigenvectors over the training rows"
+            .into(),
+        residuals: cert.residuals,
+        captured: cert.captured,
+        captured_total: cert.captured_total,
+        trace: cert.trace,
+        sample_rows: cert.sample_rows,
+        ci95: cert.ci95.map(|ci| CertificateIntervals {
+            method: ci.method.into(),
+            residuals: ci.residuals.iter().map(|&(a, b)| [a, b]).collect(),
+            captured: ci.captured.iter().map(|&(a, b)| [a, b]).collect(),
+        }),
+        centering_estimated: cert.centering_estimated,
+        seconds: start.elapsed().as_secs_f64(),
+    }))
 }
 
 fn report_kernel(kernel: &Kernel, sigma_source: &str) -> ReportKernel {
@@ -353,6 +427,7 @@ pub fn run(args: KpcaArgs) -> Result<()> {
     let (kernel, sigma_source, bandwidth) = build_kernel(&args, data.x.as_ref())?;
     let sigma_time = t_sigma.elapsed();
     let mut solved = solve(&args, data.x.as_ref(), &kernel, standardization)?;
+    let certificate = certificate(&args, data.x.as_ref(), &kernel, &solved)?;
     // The model keeps what it needs of the rows; the data matrix itself (466 MB at KDD Cup) is
     // released before the outputs are written.
     let (n, d) = (data.n(), data.d());
@@ -413,6 +488,7 @@ pub fn run(args: KpcaArgs) -> Result<()> {
         kernel: report_kernel(&kernel, sigma_source),
         centered: args.center,
         solver: solved.model.solver().into(),
+        exact_operator: solved.exact_operator.map(|o| o.name().into()),
         parameters: KpcaParameters {
             rank: args.rank,
             tau: args.tau,
@@ -434,6 +510,7 @@ pub fn run(args: KpcaArgs) -> Result<()> {
             stop_reason: solved.stop.map(|s| s.to_string()),
             rank_trajectory: solved.trace.iter().map(|r| r.1).collect(),
         },
+        certificate: certificate.clone(),
         timings_s: KpcaTimings {
             read: read_time.as_secs_f64(),
             bandwidth: sigma_time.as_secs_f64(),
@@ -455,9 +532,20 @@ pub fn run(args: KpcaArgs) -> Result<()> {
     let tau_text = solved.tau.as_ref().map(|t| format!(" tau={:.4}", t.value)).unwrap_or_default();
     let dataset_text =
         if args.input.is_some() { data.source.clone() } else { format!("built-in dataset: {}", data.source) };
+    let certificate_text = certificate
+        .as_ref()
+        .map(|c| {
+            let worst = c.residuals.iter().copied().fold(0.0, f64::max);
+            format!(", certificate ({}): max residual {worst:.2e}, captured {:.4}", c.method, c.captured_total)
+        })
+        .unwrap_or_default();
+    let solver_text = match solved.exact_operator {
+        Some(op) => format!("{} ({})", solved.model.solver(), op.name()),
+        None => solved.model.solver().to_string(),
+    };
     println!(
-        "stolr kpca: {solver} on {dataset_text} (n={n}, d={d}), {kname}{sigma_text}{tau_text}: {r} eigenpairs, lambda_1={l1:.6}, {it}{secs:.2} s, peak {mem}{out}",
-        solver = solved.model.solver(),
+        "stolr kpca: {solver} on {dataset_text} (n={n}, d={d}), {kname}{sigma_text}{tau_text}: {r} eigenpairs, lambda_1={l1:.6}, {it}{secs:.2} s, peak {mem}{certificate_text}{out}",
+        solver = solver_text,
         n = n,
         d = d,
         kname = format!("{:?}", args.kernel).to_lowercase(),

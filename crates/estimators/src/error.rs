@@ -98,4 +98,14 @@ pub enum EstimatorError {
         /// Number of pairwise distances the percentile was computed from.
         pairs: usize,
     },
+    /// Two inputs do not fit together (e.g. a block applied to the kernel operator).
+    #[error("{what}: expected {expected}, found {found}")]
+    ShapeMismatch {
+        /// What does not fit.
+        what: &'static str,
+        /// The size it must have.
+        expected: usize,
+        /// The size it has.
+        found: usize,
+    },
 }

@@ -1,6 +1,7 @@
 //! Kernel functions and dense kernel matrices.
 
 use faer::linalg::matmul::matmul;
+use faer::prelude::ReborrowMut;
 use faer::{Accum, Mat, MatRef, Par};
 
 use crate::EstimatorError;
@@ -206,8 +207,13 @@ impl PreparedKernel {
         PreparedKernel { kernel, repr }
     }
 
+    /// The kernel.
+    pub(crate) fn kernel(&self) -> Kernel {
+        self.kernel
+    }
+
     /// Number of samples `n`.
-    fn n(&self) -> usize {
+    pub(crate) fn n(&self) -> usize {
         match &self.repr {
             Repr::Gram { x, .. } => x.nrows(),
             Repr::Rows { n, .. } => *n,
@@ -335,6 +341,114 @@ impl PreparedKernel {
         };
         mirror_lower_to_upper(&mut k);
         k
+    }
+
+    /// The kernel $\kappa(x, x)$ of every row with itself, length `n`: 1 for the Gaussian and
+    /// Laplacian kernels, $(\|x_i\|^2/s + c)^q$ for the polynomial kernel. Time $O(nd)$.
+    pub(crate) fn diagonal(&self) -> Vec<f64> {
+        match (self.kernel, &self.repr) {
+            (Kernel::Polynomial { scale, offset, degree }, Repr::Gram { x, .. }) => (0..x.nrows())
+                .map(|i| {
+                    let sq: f64 = (0..x.ncols()).map(|l| x[(i, l)] * x[(i, l)]).sum();
+                    powu(sq / scale + offset, degree)
+                })
+                .collect(),
+            _ => vec![1.0; self.n()],
+        }
+    }
+
+    /// The rows `idx` of the prepared data as a new [`PreparedKernel`] with the same shift (so
+    /// that tiles between the two are exact), shape `(idx.len(), d)`.
+    ///
+    /// # Panics
+    /// If an index is `>= n`.
+    pub(crate) fn gather(&self, idx: &[usize]) -> PreparedKernel {
+        let repr = match &self.repr {
+            Repr::Gram { x, sq, shift } => Repr::Gram {
+                x: Mat::from_fn(idx.len(), x.ncols(), |a, l| x[(idx[a], l)]),
+                sq: if sq.is_empty() { Vec::new() } else { idx.iter().map(|&i| sq[i]).collect() },
+                shift: shift.clone(),
+            },
+            Repr::Rows { rows, d, .. } => Repr::Rows {
+                rows: idx.iter().flat_map(|&i| rows[i * d..(i + 1) * d].iter().copied()).collect(),
+                n: idx.len(),
+                d: *d,
+            },
+        };
+        PreparedKernel { kernel: self.kernel, repr }
+    }
+
+    /// Writes the tile $\kappa(l_a, x_j)$ for the rows `a ∈ rows` of `left` (a
+    /// [`PreparedKernel`] of the same kernel and shift, e.g. `self` or a [`Self::gather`] of
+    /// it) and the rows `j ∈ cols` of `self` into `out`, shape `(rows.len(), cols.len())`,
+    /// sequentially. Entries whose global row index (`left_ids[a]`, or `a` itself when
+    /// `left_ids` is `None`) equals the column index are the diagonal: exactly 1 for the
+    /// Gaussian kernel, as in [`PreparedKernel::matrix`]. Time $O(t_r t_c d)$ plus one
+    /// transcendental per entry; no allocation.
+    pub(crate) fn tile_into(
+        &self,
+        left: &PreparedKernel,
+        rows: std::ops::Range<usize>,
+        left_ids: Option<&[usize]>,
+        cols: std::ops::Range<usize>,
+        mut out: faer::MatMut<'_, f64>,
+    ) {
+        let (tr, tc) = (rows.len(), cols.len());
+        debug_assert_eq!((out.nrows(), out.ncols()), (tr, tc));
+        let global = |a: usize| left_ids.map_or(rows.start + a, |ids| ids[rows.start + a]);
+        match (self.kernel, &self.repr, &left.repr) {
+            (_, Repr::Gram { x, sq, .. }, Repr::Gram { x: lx, sq: lsq, .. }) => {
+                let xl = lx.subrows(rows.start, tr);
+                let xr = x.subrows(cols.start, tc);
+                matmul(out.rb_mut(), Accum::Replace, xl, xr.transpose(), 1.0, Par::Seq);
+                match self.kernel {
+                    Kernel::Gaussian { sigma } => {
+                        let scale = -1.0 / (2.0 * sigma * sigma);
+                        let lsq = &lsq[rows.start..rows.end];
+                        for c in 0..tc {
+                            let j = cols.start + c;
+                            let sj = sq[j];
+                            let col =
+                                out.rb_mut().col_mut(c).try_as_col_major_mut().expect("tile columns are contiguous");
+                            for (v, &si) in col.as_slice_mut().iter_mut().zip(lsq) {
+                                let d2 = (si + sj - 2.0 * *v).max(0.0);
+                                *v = (d2 * scale).exp();
+                            }
+                        }
+                        for a in 0..tr {
+                            let g = global(a);
+                            if cols.contains(&g) {
+                                out[(a, g - cols.start)] = 1.0;
+                            }
+                        }
+                    }
+                    Kernel::Polynomial { scale, offset, degree } => {
+                        let inv = 1.0 / scale;
+                        for c in 0..tc {
+                            let col =
+                                out.rb_mut().col_mut(c).try_as_col_major_mut().expect("tile columns are contiguous");
+                            for v in col.as_slice_mut() {
+                                *v = powu(*v * inv + offset, degree);
+                            }
+                        }
+                    }
+                    Kernel::Laplacian { .. } => unreachable!("the Laplacian kernel uses the row representation"),
+                }
+            }
+            (Kernel::Laplacian { sigma }, Repr::Rows { rows: xr, d, .. }, Repr::Rows { rows: lr, .. }) => {
+                let d = *d;
+                let inv = -1.0 / sigma;
+                for c in 0..tc {
+                    let j = cols.start + c;
+                    let y = &xr[j * d..(j + 1) * d];
+                    for a in 0..tr {
+                        let i = rows.start + a;
+                        out[(a, c)] = (l1_distance(&lr[i * d..(i + 1) * d], y) * inv).exp();
+                    }
+                }
+            }
+            _ => unreachable!("tiles are formed between preparations of the same kernel"),
+        }
     }
 
     /// Laplacian columns written into `out` `(n, m)`: entry `(i, j)` is

@@ -8,7 +8,9 @@
 //! - the estimators behind the [`KernelSampler`] trait: [`RandomFourierFeatures`] (Rahimi &
 //!   Recht 2007), [`ColumnSampling`] (asymmetric and symmetric), [`RandomMaclaurin`] (Kar &
 //!   Karnick 2012), and [`Centered`], which turns any of them into an estimator of the
-//!   centred matrix $HKH$ (see also [`centered_kernel_matrix`]).
+//!   centred matrix $HKH$ (see also [`centered_kernel_matrix`]);
+//! - [`KernelOperator`]: $K V$ (or $HKH\,V$) for a block of vectors, tile by tile, without
+//!   holding $K$ (exact kernel PCA at large `n`).
 //!
 //! Conventions: `f64` throughout; the data `X` has shape `(n, d)`, one sample per row;
 //! factors have shape `(n, a)`. Randomness is injected (`rng: &mut dyn rand::Rng` or
@@ -30,6 +32,7 @@ mod factors;
 mod kernel;
 mod kernel_blocks;
 mod maclaurin;
+mod operator;
 mod parallel;
 mod rff;
 mod sincos;
@@ -46,4 +49,5 @@ pub use factors::{Factors, KernelSampler};
 pub use kernel::{Kernel, kernel_row_means};
 pub use kernel_blocks::{CrossKernelPanels, PANEL_ROWS, Panel};
 pub use maclaurin::RandomMaclaurin;
+pub use operator::{DEFAULT_TILE, KernelOperator, OperatorCentering};
 pub use rff::RandomFourierFeatures;

@@ -219,6 +219,10 @@ pub struct KpcaReport {
     pub centered: bool,
     /// The solver (`exact`, `nystrom`, `skpca`, `kha`).
     pub solver: String,
+    /// For the exact solver, which operator ran: `dense` (the `n × n` kernel matrix) or
+    /// `matrix-free` (the tiled kernel operator and a block Krylov–Schur eigensolver).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exact_operator: Option<String>,
     /// The parameters as given.
     pub parameters: KpcaParameters,
     /// SKPCA's τ.
@@ -229,6 +233,10 @@ pub struct KpcaReport {
     pub bandwidth: Option<BandwidthReport>,
     /// The eigenvalues and the rank trajectory.
     pub result: KpcaResult,
+    /// The accuracy certificate of the eigenpairs against the true kernel matrix (`None` with
+    /// `--certify off`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate: Option<CertificateReport>,
     /// Timings.
     pub timings_s: KpcaTimings,
     /// Peak resident memory of the run in bytes, when measured.
@@ -552,4 +560,46 @@ pub struct ApplyReport {
     pub total_seconds: f64,
     /// The files written.
     pub outputs: Vec<String>,
+}
+
+/// The accuracy certificate of a kernel PCA result (issue 12, item 6): for each eigenpair
+/// $(\lambda_i, u_i)$ of the result, measured against the true (centred) kernel matrix
+/// $\tilde K$.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CertificateReport {
+    /// `exact` (one product $\tilde K U$) or `estimate` (rows of $\tilde K U$ on uniformly
+    /// sampled rows).
+    pub method: String,
+    /// What the numbers are.
+    pub definition: String,
+    /// $\|\tilde K u_i - \lambda_i u_i\| / \lambda_1$, one per eigenpair.
+    pub residuals: Vec<f64>,
+    /// $u_i^\top \tilde K u_i / \operatorname{tr}\tilde K$, one per eigenpair.
+    pub captured: Vec<f64>,
+    /// The sum of `captured`.
+    pub captured_total: f64,
+    /// $\operatorname{tr}\tilde K$, the total variance in feature space.
+    pub trace: f64,
+    /// Rows sampled (estimates only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample_rows: Option<usize>,
+    /// 95 % confidence intervals (estimates only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci95: Option<CertificateIntervals>,
+    /// Whether the centring statistics were estimated from the sample too (not in the intervals).
+    #[serde(default)]
+    pub centering_estimated: bool,
+    /// Seconds spent computing the certificate.
+    pub seconds: f64,
+}
+
+/// 95 % confidence intervals of an estimated certificate, `[low, high]` per eigenpair.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CertificateIntervals {
+    /// How they were computed.
+    pub method: String,
+    /// For each residual.
+    pub residuals: Vec<[f64; 2]>,
+    /// For each captured fraction.
+    pub captured: Vec<[f64; 2]>,
 }

@@ -114,6 +114,20 @@ pub enum SolverError {
         /// What does not fit.
         reason: String,
     },
+    /// An iterative eigensolver did not reach its tolerance within its iteration limit.
+    #[error(
+        "{what} did not converge after {iterations} restarts: largest relative residual {residual:e}, tolerance {tolerance:e}"
+    )]
+    NotConverged {
+        /// Which solver.
+        what: &'static str,
+        /// Restarts (or iterations) run.
+        iterations: usize,
+        /// The largest residual reached, relative to the largest eigenvalue.
+        residual: f64,
+        /// The tolerance asked for.
+        tolerance: f64,
+    },
     /// An error reading or writing data or model files.
     #[error(transparent)]
     Data(#[from] stolr_datasets::DataError),

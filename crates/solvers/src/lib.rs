@@ -36,9 +36,10 @@ pub mod streaming;
 pub use error::SolverError;
 pub use estimator::{Fit, FitRegression, Persist, Predictor, Transformer};
 pub use kpca::{
-    ExactKpcaConfig, Iterate, KernelCentering, KernelPca, KernelPcaFit, KernelPcaModel, Kha, KhaConfig, KpcaSolver,
-    NystromConfig, NystromFit, SamplerKind, Skpca, SkpcaConfig, TauChoice, exact_kpca, kernel_matrix, nystrom_fit,
-    nystrom_kpca, shrunk_target, tau_for_rank,
+    Certificate, CertifyConfig, CertifyMethod, ConfidenceIntervals, ExactKpcaConfig, ExactOperator, Iterate,
+    KernelCentering, KernelPca, KernelPcaFit, KernelPcaModel, Kha, KhaConfig, KpcaSolver, MatrixFreeConfig,
+    MatrixFreeFit, NystromConfig, NystromFit, SamplerKind, Skpca, SkpcaConfig, TauChoice, certify, exact_kpca,
+    kernel_matrix, matrix_free_bytes, matrix_free_kpca, nystrom_fit, nystrom_kpca, shrunk_target, tau_for_rank,
 };
 pub use krr::{
     ColumnMode, CoordinatePartials, CoordinateRule, KernelExpansion, KernelRidge, KrrConfig, KrrFitSummary, KrrModel,

@@ -1,5 +1,6 @@
-//! Exact kernel PCA: the dense kernel matrix and a symmetric eigensolver (paper 000's
-//! "Baseline").
+//! Exact kernel PCA (paper 000's "Baseline"): the dense kernel matrix and a symmetric
+//! eigensolver when it fits the memory budget, the matrix-free block eigensolver on the tiled
+//! kernel operator otherwise ([`ExactOperator`]).
 
 use faer::{Mat, MatRef};
 use stolr_estimators::Kernel;
@@ -9,6 +10,32 @@ use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::SolverError;
 use crate::error::{check_data, check_rank};
+use crate::kpca::matrix_free::{MatrixFreeConfig, matrix_free_kpca};
+
+/// How the exact solver applies the kernel matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExactOperator {
+    /// [`ExactOperator::Dense`] when the `n × n` kernel matrix fits the memory budget,
+    /// [`ExactOperator::MatrixFree`] otherwise.
+    #[default]
+    Auto,
+    /// The dense kernel matrix (`8·n²` bytes) and faer's Krylov–Schur eigensolver.
+    Dense,
+    /// The tiled kernel operator and a block Krylov–Schur eigensolver
+    /// ([`crate::kpca::matrix_free_kpca`]), memory $O(n(d + k))$, time $O(n^2 d)$ per product.
+    MatrixFree,
+}
+
+impl ExactOperator {
+    /// The name as reports spell it: `auto`, `dense`, `matrix-free`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExactOperator::Auto => "auto",
+            ExactOperator::Dense => "dense",
+            ExactOperator::MatrixFree => "matrix-free",
+        }
+    }
+}
 
 /// Configuration of [`exact_kpca`].
 #[derive(Debug, Clone, PartialEq)]
@@ -21,12 +48,14 @@ pub struct ExactKpcaConfig {
     pub memory: MemoryBudget,
     /// Relative tolerance of the Krylov–Schur eigensolver (default `1e-10`).
     pub tolerance: f64,
+    /// Dense kernel matrix or matrix-free operator (default [`ExactOperator::Auto`]).
+    pub operator: ExactOperator,
 }
 
 impl ExactKpcaConfig {
     /// `rank` eigenpairs of the uncentred kernel matrix with the default budget and tolerance.
     pub fn new(rank: usize) -> Self {
-        Self { rank, center: false, memory: MemoryBudget::default(), tolerance: 1e-10 }
+        Self { rank, center: false, memory: MemoryBudget::default(), tolerance: 1e-10, operator: ExactOperator::Auto }
     }
 }
 
@@ -77,12 +106,15 @@ fn center_in_place(k: &mut Mat<f64>) -> (Vec<f64>, f64) {
 
 /// Exact kernel PCA: the top `rank` eigenpairs of the kernel matrix of the rows of `x`
 /// `(n, d)`, eigenvalues nonincreasing, eigenvectors `(n, rank)` orthonormal with fixed signs.
-/// Time `O(n²d)` for `K` plus `O(n²)` per Krylov–Schur step (or `O(n³)` for small `n`); memory
-/// `O(n²)`.
+/// Dense ([`ExactOperator::Dense`]): time `O(n²d)` for `K` plus `O(n²)` per Krylov–Schur step
+/// (or `O(n³)` for small `n`), memory `O(n²)`. Matrix-free: see
+/// [`crate::kpca::matrix_free_kpca`]. [`ExactOperator::Auto`] takes the dense path when
+/// `8·n²` bytes fit `config.memory`.
 ///
 /// # Errors
 /// [`SolverError::InvalidRank`] if `rank` is 0 or exceeds `n`; the errors of
-/// [`kernel_matrix`]; [`SolverError::LowRank`] if the eigensolver fails.
+/// [`kernel_matrix`] (dense) or of [`crate::kpca::matrix_free_kpca`] (matrix-free, including
+/// [`SolverError::Memory`] for its buffers); [`SolverError::LowRank`] if the eigensolver fails.
 ///
 /// # References
 /// Paper `000_64249a13de5bd3cc.txt`, "Experimental Setting" (Baseline); spec §2.9.
@@ -95,12 +127,12 @@ pub(crate) type KernelMeans = (Vec<f64>, f64);
 
 /// [`exact_kpca`], also returning the centring statistics `(m, m̄)` of `K` when
 /// `config.center` (the column means of `K` and their mean), which a model needs to centre new
-/// rows.
+/// rows, and the operator that ran (`Dense` or `MatrixFree`, never `Auto`).
 pub(crate) fn exact_fit(
     x: MatRef<'_, f64>,
     kernel: &Kernel,
     config: &ExactKpcaConfig,
-) -> Result<(Eigenpairs, Option<KernelMeans>), SolverError> {
+) -> Result<(Eigenpairs, Option<KernelMeans>, ExactOperator), SolverError> {
     check_rank(config.rank, x.nrows())?;
     if !(config.tolerance.is_finite() && config.tolerance > 0.0) {
         return Err(SolverError::InvalidConfig {
@@ -110,8 +142,24 @@ pub(crate) fn exact_fit(
     }
     check_data(x)?;
     kernel.validate()?;
-    check_dense_kernel(x.nrows(), config.memory)?;
+    let dense_fits = check_dense_kernel(x.nrows(), config.memory);
+    let operator = match (config.operator, dense_fits) {
+        (ExactOperator::Dense, Err(e)) => return Err(e),
+        (ExactOperator::Dense, Ok(())) | (ExactOperator::Auto, Ok(())) => ExactOperator::Dense,
+        (ExactOperator::MatrixFree, _) | (ExactOperator::Auto, Err(_)) => ExactOperator::MatrixFree,
+    };
+    if operator == ExactOperator::MatrixFree {
+        let mf = MatrixFreeConfig {
+            rank: config.rank,
+            center: config.center,
+            tolerance: config.tolerance,
+            memory: config.memory,
+            ..MatrixFreeConfig::new(config.rank)
+        };
+        let fit = matrix_free_kpca(x, kernel, &mf)?;
+        return Ok((fit.pairs, fit.means, operator));
+    }
     let mut k = kernel.matrix(x);
     let stats = config.center.then(|| center_in_place(&mut k));
-    Ok((top_eigenpairs(k.as_ref(), config.rank, config.tolerance)?, stats))
+    Ok((top_eigenpairs(k.as_ref(), config.rank, config.tolerance)?, stats, operator))
 }

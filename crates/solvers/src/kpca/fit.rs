@@ -12,7 +12,8 @@ use stolr_memory::MemoryBudget;
 
 use crate::kpca::exact::exact_fit;
 use crate::kpca::{
-    ExactKpcaConfig, KernelCentering, KernelPcaModel, Kha, KhaConfig, NystromConfig, Skpca, SkpcaConfig, nystrom_fit,
+    ExactKpcaConfig, ExactOperator, KernelCentering, KernelPcaModel, Kha, KhaConfig, NystromConfig, Skpca, SkpcaConfig,
+    nystrom_fit,
 };
 use crate::{Fit, Observer, SolverError, Stop, run};
 
@@ -61,10 +62,13 @@ impl std::str::FromStr for SamplerKind {
 /// Which kernel PCA solver [`KernelPca`] fits with.
 #[derive(Debug, Clone, PartialEq)]
 pub enum KpcaSolver {
-    /// The dense kernel matrix and a symmetric eigensolver ([`crate::exact_kpca`]).
+    /// Exact eigenpairs ([`crate::exact_kpca`]): the dense kernel matrix when it fits the
+    /// memory budget, the matrix-free block eigensolver otherwise, or as `operator` forces.
     Exact {
         /// Relative tolerance of the eigensolver.
         tolerance: f64,
+        /// Dense, matrix-free, or chosen by the budget.
+        operator: ExactOperator,
     },
     /// Exact eigenpairs of the Nyström approximation on `landmarks` uniform landmarks
     /// ([`crate::nystrom_kpca`]).
@@ -94,9 +98,9 @@ pub enum KpcaSolver {
 }
 
 impl KpcaSolver {
-    /// The exact solver with tolerance `1e-10`.
+    /// The exact solver with tolerance `1e-10`, dense when the kernel matrix fits the budget.
     pub fn exact() -> Self {
-        KpcaSolver::Exact { tolerance: ExactKpcaConfig::new(1).tolerance }
+        KpcaSolver::Exact { tolerance: ExactKpcaConfig::new(1).tolerance, operator: ExactOperator::Auto }
     }
 
     /// The name as the CLI spells it: `exact`, `nystrom`, `skpca`, `kha`.
@@ -123,6 +127,8 @@ pub struct KernelPcaFit {
     pub stop: Option<Stop>,
     /// Iterations run (0 for exact and Nyström).
     pub iterations: usize,
+    /// For the exact solver, which operator ran (`Dense` or `MatrixFree`); `None` otherwise.
+    pub exact_operator: Option<ExactOperator>,
 }
 
 /// Kernel PCA parameters: `rank` components of the kernel matrix of `kernel`, optionally
@@ -188,15 +194,18 @@ impl KernelPca {
         let name = self.solver.name();
         // The solvers on the training rows give eigenpairs, the kernel means when they have
         // them, and how the run ended; the model is built from those below.
+        let mut exact_operator = None;
         let (pairs, means, stop, iterations) = match &self.solver {
-            KpcaSolver::Exact { tolerance } => {
+            KpcaSolver::Exact { tolerance, operator } => {
                 let config = ExactKpcaConfig {
                     rank: self.rank_for("exact")?,
                     center: self.center,
                     memory: self.memory,
                     tolerance: *tolerance,
+                    operator: *operator,
                 };
-                let (pairs, means) = exact_fit(x, &self.kernel, &config)?;
+                let (pairs, means, ran) = exact_fit(x, &self.kernel, &config)?;
+                exact_operator = Some(ran);
                 (pairs, means, None, 0)
             }
             KpcaSolver::Nystrom { landmarks } => {
@@ -210,7 +219,7 @@ impl KernelPca {
                 let values = fit.pairs.values.clone();
                 let model =
                     KernelPcaModel::new(name, self.kernel, standardization, rows, fit.coefficients, values, centering)?;
-                return Ok(KernelPcaFit { model, pairs: fit.pairs, stop: None, iterations: 0 });
+                return Ok(KernelPcaFit { model, pairs: fit.pairs, stop: None, iterations: 0, exact_operator: None });
             }
             KpcaSolver::Skpca { config, sampler, features } => {
                 let inner: Box<dyn KernelSampler + '_> = match sampler {
@@ -268,7 +277,7 @@ impl KernelPca {
             &pairs,
             centering,
         )?;
-        Ok(KernelPcaFit { model, pairs, stop, iterations })
+        Ok(KernelPcaFit { model, pairs, stop, iterations, exact_operator })
     }
 }
 

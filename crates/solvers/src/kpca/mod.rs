@@ -1,21 +1,27 @@
 //! Kernel PCA: [`Skpca`] (stochastic proximal gradient descent on the nuclear-norm
 //! formulation, paper `000_64249a13de5bd3cc.txt`, Algorithm 1) and the three baselines of that
-//! paper, [`exact_kpca`] (dense kernel matrix and a symmetric eigensolver), [`nystrom_kpca`]
+//! paper, [`exact_kpca`] (dense kernel matrix and a symmetric eigensolver, or without the kernel
+//! matrix: [`matrix_free_kpca`]), [`nystrom_kpca`]
 //! (exact orthonormal eigenpairs of the Nyström approximation) and [`Kha`] (the Kernel Hebbian
 //! Algorithm); [`tau_for_rank`] picks SKPCA's τ for a wanted rank. [`KernelPca`] fits any of
-//! them into a [`KernelPcaModel`] that transforms new rows.
+//! them into a [`KernelPcaModel`] that transforms new rows, and [`certify`] measures any result
+//! against the true kernel matrix.
 
+mod certificate;
 mod exact;
 mod fit;
 mod kha;
+mod matrix_free;
 mod model;
 mod nystrom;
 mod skpca;
 mod tau;
 
-pub use exact::{ExactKpcaConfig, exact_kpca, kernel_matrix};
+pub use certificate::{Certificate, CertifyConfig, CertifyMethod, ConfidenceIntervals, certify};
+pub use exact::{ExactKpcaConfig, ExactOperator, exact_kpca, kernel_matrix};
 pub use fit::{KernelPca, KernelPcaFit, KpcaSolver, SamplerKind};
 pub use kha::{Kha, KhaConfig};
+pub use matrix_free::{MatrixFreeConfig, MatrixFreeFit, matrix_free_bytes, matrix_free_kpca};
 pub use model::{KernelCentering, KernelPcaModel};
 pub use nystrom::{DEFAULT_BLOCK_ROWS, NystromConfig, NystromFit, nystrom_fit, nystrom_kpca};
 pub use skpca::{Iterate, Skpca, SkpcaConfig, shrunk_target};

@@ -1,0 +1,409 @@
+//! The kernel matrix as a linear operator: $K V$ (or $HKH\,V$) formed tile by tile, without
+//! ever holding $K$.
+
+use faer::linalg::matmul::matmul;
+use faer::prelude::{Reborrow, ReborrowMut};
+use faer::{Accum, Mat, MatRef, Par};
+use rayon::prelude::*;
+
+use crate::EstimatorError;
+use crate::data::check_data;
+use crate::kernel::{Kernel, PreparedKernel};
+
+/// Default tile side `t`: a tile holds `t × t` kernel values (2 MiB at 512).
+pub const DEFAULT_TILE: usize = 512;
+
+/// How a [`KernelOperator`] centres the kernel in feature space.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OperatorCentering {
+    /// Apply $K$ itself.
+    None,
+    /// Apply $HKH$, $H = I - 11^\top/n$, computing the row means $m = K1/n$ and their mean
+    /// $\bar m$ with one tiled pass over $K$ when the operator is built ($O(n^2 d)$ time).
+    Compute,
+    /// Apply $HKH$ with row means already known (e.g. kept by a model): `means` $= K1/n$,
+    /// length `n`, and `grand_mean` $= 1^\top K 1/n^2$.
+    Given {
+        /// $m = K1/n$, length `n`.
+        means: Vec<f64>,
+        /// $\bar m$.
+        grand_mean: f64,
+    },
+}
+
+/// The kernel matrix $K_{ij} = \kappa(x_i, x_j)$ of the rows of `x` `(n, d)` as an operator on
+/// blocks of vectors: [`KernelOperator::apply`] returns $K V$ (or $HKH\,V$ when centred) for
+/// `V` of shape `(n, b)` without forming $K$.
+///
+/// # Method
+/// $K$ is cut into `t × t` tiles (`t` = [`KernelOperator::tile`]). Only the tiles on and below
+/// the diagonal are evaluated, each once: tile $(I, J)$, $I > J$, adds $K_{IJ} V_J$ to the rows
+/// $I$ of the output and $K_{IJ}^\top V_I$ to the rows $J$, so a product costs $n^2/2$ kernel
+/// evaluations, $n^2 d$ flops for the inner products and $2 n^2 b$ flops for the two GEMMs.
+/// The tiles are split among `par.degree()` workers in contiguous runs of equal length; each
+/// worker accumulates into its own `(n, b)` output, and the outputs are summed.
+///
+/// Centring uses $HKH\,V = KV - m s^\top - 1 (m^\top V) + \bar m\, 1 s^\top$ with $s = V^\top
+/// 1$ (spec §1.2), so it costs $O(nb)$ on top of $KV$.
+///
+/// # Memory
+/// The prepared data `(n, d)` and, when centred, the means `n` (see
+/// [`KernelOperator::bytes`]); a product allocates
+/// [`KernelOperator::apply_bytes`]: the output and one accumulator per extra worker, `(n, b)`
+/// each, and one `t × t` tile per worker. $O(n(d + b))$ in all.
+///
+/// # References
+/// Issue 12, item 4 (exact kernel PCA without the kernel matrix); centring: `spec/math.md` §1.2.
+pub struct KernelOperator {
+    prepared: PreparedKernel,
+    n: usize,
+    d: usize,
+    tile: usize,
+    /// `(m, m̄)` when centred.
+    centering: Option<(Vec<f64>, f64)>,
+    /// $\operatorname{tr} K$.
+    trace: f64,
+}
+
+impl std::fmt::Debug for KernelOperator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelOperator")
+            .field("kernel", &self.prepared.kernel())
+            .field("n", &self.n)
+            .field("d", &self.d)
+            .field("tile", &self.tile)
+            .field("centered", &self.centering.is_some())
+            .finish()
+    }
+}
+
+impl KernelOperator {
+    /// Prepares the operator of `kernel` on the rows of `x` `(n, d)` with tiles of side `tile`
+    /// (use [`DEFAULT_TILE`]). With [`OperatorCentering::Compute`] the row means are computed
+    /// here by one tiled pass ($O(n^2 d)$ time, threads from `par`).
+    ///
+    /// # Errors
+    /// [`EstimatorError::EmptyData`] / [`EstimatorError::NonFinite`] for bad data,
+    /// [`EstimatorError::InvalidKernel`] for bad kernel parameters,
+    /// [`EstimatorError::ShapeMismatch`] if given means do not have length `n`, and
+    /// [`EstimatorError::ZeroFeatures`] if `tile == 0`.
+    pub fn new(
+        x: MatRef<'_, f64>,
+        kernel: Kernel,
+        centering: OperatorCentering,
+        tile: usize,
+        par: Par,
+    ) -> Result<Self, EstimatorError> {
+        check_data(x)?;
+        kernel.validate()?;
+        if tile == 0 {
+            return Err(EstimatorError::ZeroFeatures { what: "rows per kernel tile" });
+        }
+        let prepared = PreparedKernel::new(kernel, x);
+        let n = x.nrows();
+        let trace = prepared.diagonal().iter().sum();
+        let mut op = KernelOperator { prepared, n, d: x.ncols(), tile, centering: None, trace };
+        op.centering = match centering {
+            OperatorCentering::None => None,
+            OperatorCentering::Compute => {
+                let ones = Mat::<f64>::from_fn(n, 1, |_, _| 1.0);
+                let k1 = op.apply(ones.as_ref(), par)?;
+                let means: Vec<f64> = (0..n).map(|i| k1[(i, 0)] / n as f64).collect();
+                let grand = means.iter().sum::<f64>() / n as f64;
+                Some((means, grand))
+            }
+            OperatorCentering::Given { means, grand_mean } => {
+                if means.len() != n {
+                    return Err(EstimatorError::ShapeMismatch {
+                        what: "kernel row means (one per sample)",
+                        expected: n,
+                        found: means.len(),
+                    });
+                }
+                Some((means, grand_mean))
+            }
+        };
+        Ok(op)
+    }
+
+    /// Number of samples `n` (the operator is `n × n`).
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// The tile side `t`.
+    pub fn tile(&self) -> usize {
+        self.tile
+    }
+
+    /// The kernel.
+    pub fn kernel(&self) -> Kernel {
+        self.prepared.kernel()
+    }
+
+    /// The row means $m = K1/n$ (length `n`) and $\bar m = 1^\top K 1/n^2$ of the uncentred
+    /// kernel when the operator is centred; `None` otherwise.
+    pub fn means(&self) -> Option<(&[f64], f64)> {
+        self.centering.as_ref().map(|(m, g)| (m.as_slice(), *g))
+    }
+
+    /// The trace of the operator: $\operatorname{tr} K$ ($= n$ for the Gaussian and Laplacian
+    /// kernels), or $\operatorname{tr}(HKH) = \operatorname{tr} K - n \bar m$ when centred.
+    /// It is the sum of all eigenvalues, the total variance in feature space.
+    pub fn trace(&self) -> f64 {
+        match &self.centering {
+            Some((_, grand)) => self.trace - self.n as f64 * grand,
+            None => self.trace,
+        }
+    }
+
+    /// Bytes an operator on `n` rows of dimension `d` holds: the prepared copy of the data
+    /// `(n, d)`, the squared row norms and the row means, `8·n·(d + 2)`.
+    pub fn bytes(n: usize, d: usize) -> u64 {
+        8u64.saturating_mul(n as u64).saturating_mul(d as u64 + 2)
+    }
+
+    /// Bytes one [`KernelOperator::apply`] of a block of `b` vectors allocates with `workers`
+    /// threads and tiles of side `tile`: the output and `workers − 1` accumulators `(n, b)`,
+    /// and one `tile × tile` buffer per worker.
+    pub fn apply_bytes(n: usize, b: usize, tile: usize, workers: usize) -> u64 {
+        let w = workers.max(1) as u64;
+        let acc = 8u64.saturating_mul(n as u64).saturating_mul(b as u64).saturating_mul(w);
+        let tiles = 8u64.saturating_mul(tile.min(n.max(1)) as u64).saturating_pow(2).saturating_mul(w) / 8;
+        acc.saturating_add(tiles)
+    }
+
+    /// The number of workers a product with parallelism `par` uses.
+    pub fn workers(par: Par) -> usize {
+        par.degree().max(1)
+    }
+
+    /// $K V$, or $HKH\,V$ when centred, for `v` of shape `(n, b)`; result `(n, b)`. Time
+    /// $O(n^2 (d + b))$ with $n^2/2$ kernel evaluations; memory
+    /// [`KernelOperator::apply_bytes`]. Threads from `par`.
+    ///
+    /// # Errors
+    /// [`EstimatorError::ShapeMismatch`] if `v.nrows() != n`.
+    pub fn apply(&self, v: MatRef<'_, f64>, par: Par) -> Result<Mat<f64>, EstimatorError> {
+        self.check_rows(v)?;
+        let mut out = self.apply_uncentered(v, par);
+        if let Some((means, grand)) = &self.centering {
+            let b = v.ncols();
+            let (s, mv) = self.centering_terms(v, means);
+            for c in 0..b {
+                for i in 0..self.n {
+                    out[(i, c)] += (grand - means[i]) * s[c] - mv[c];
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The rows `rows` of [`KernelOperator::apply`]`(v)`, shape `(rows.len(), b)`: $K_{S,:} V$
+    /// (centred as the operator is). Time $O(|S|\, n (d + b))$ with $|S| n$ kernel evaluations,
+    /// parallel over blocks of `t` sampled rows; memory one `(t, b)` output block and one
+    /// `t × t` tile per worker. Rows may repeat.
+    ///
+    /// # Errors
+    /// [`EstimatorError::ShapeMismatch`] if `v.nrows() != n` or a row index is `>= n`.
+    pub fn apply_rows(&self, rows: &[usize], v: MatRef<'_, f64>, par: Par) -> Result<Mat<f64>, EstimatorError> {
+        self.check_rows(v)?;
+        if let Some(&bad) = rows.iter().find(|&&i| i >= self.n) {
+            return Err(EstimatorError::ShapeMismatch {
+                what: "sampled row index (below n)",
+                expected: self.n,
+                found: bad,
+            });
+        }
+        let (n, b, t) = (self.n, v.ncols(), self.tile);
+        let left = self.prepared.gather(rows);
+        let chunks: Vec<usize> = (0..rows.len()).step_by(t).collect();
+        let work = |&start: &usize| {
+            let len = t.min(rows.len() - start);
+            let mut out = Mat::<f64>::zeros(len, b);
+            let mut tile = Mat::<f64>::zeros(len, t.min(n));
+            for j0 in (0..n).step_by(t) {
+                let jl = t.min(n - j0);
+                let mut tv = tile.as_mut().subcols_mut(0, jl);
+                self.prepared.tile_into(&left, start..start + len, Some(rows), j0..j0 + jl, tv.rb_mut());
+                matmul(out.as_mut(), Accum::Add, tv.rb(), v.subrows(j0, jl), 1.0, Par::Seq);
+            }
+            out
+        };
+        let blocks: Vec<Mat<f64>> = if Self::workers(par) > 1 && chunks.len() > 1 {
+            chunks.par_iter().map(work).collect()
+        } else {
+            chunks.iter().map(work).collect()
+        };
+        let mut out = Mat::<f64>::zeros(rows.len(), b);
+        for (&start, block) in chunks.iter().zip(&blocks) {
+            out.as_mut().subrows_mut(start, block.nrows()).copy_from(block);
+        }
+        if let Some((means, grand)) = &self.centering {
+            let (s, mv) = self.centering_terms(v, means);
+            for c in 0..b {
+                for (a, &i) in rows.iter().enumerate() {
+                    out[(a, c)] += (grand - means[i]) * s[c] - mv[c];
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn check_rows(&self, v: MatRef<'_, f64>) -> Result<(), EstimatorError> {
+        if v.nrows() != self.n {
+            return Err(EstimatorError::ShapeMismatch {
+                what: "rows of the block the kernel operator is applied to (n)",
+                expected: self.n,
+                found: v.nrows(),
+            });
+        }
+        Ok(())
+    }
+
+    /// `s = Vᵀ1` and `mᵀV`, length `b` each.
+    fn centering_terms(&self, v: MatRef<'_, f64>, means: &[f64]) -> (Vec<f64>, Vec<f64>) {
+        let b = v.ncols();
+        let s: Vec<f64> = (0..b).map(|c| v.col(c).sum()).collect();
+        let mv: Vec<f64> = (0..b).map(|c| (0..self.n).map(|i| means[i] * v[(i, c)]).sum()).collect();
+        (s, mv)
+    }
+
+    /// $KV$ by lower-triangular tiles, split among the workers.
+    fn apply_uncentered(&self, v: MatRef<'_, f64>, par: Par) -> Mat<f64> {
+        let (n, b, t) = (self.n, v.ncols(), self.tile);
+        let nt = n.div_ceil(t);
+        let pairs: Vec<(usize, usize)> = (0..nt).flat_map(|i| (0..=i).map(move |j| (i, j))).collect();
+        let workers = Self::workers(par).min(pairs.len());
+        let run = |range: std::ops::Range<usize>| {
+            let mut acc = Mat::<f64>::zeros(n, b);
+            let mut tile = Mat::<f64>::zeros(t.min(n), t.min(n));
+            for &(bi, bj) in &pairs[range] {
+                let (i0, j0) = (bi * t, bj * t);
+                let (il, jl) = (t.min(n - i0), t.min(n - j0));
+                let mut kt = tile.as_mut().submatrix_mut(0, 0, il, jl);
+                self.prepared.tile_into(&self.prepared, i0..i0 + il, None, j0..j0 + jl, kt.rb_mut());
+                let kt = kt.rb();
+                matmul(acc.as_mut().subrows_mut(i0, il), Accum::Add, kt, v.subrows(j0, jl), 1.0, Par::Seq);
+                if bi != bj {
+                    matmul(
+                        acc.as_mut().subrows_mut(j0, jl),
+                        Accum::Add,
+                        kt.transpose(),
+                        v.subrows(i0, il),
+                        1.0,
+                        Par::Seq,
+                    );
+                }
+            }
+            acc
+        };
+        if workers <= 1 {
+            return run(0..pairs.len());
+        }
+        let per = pairs.len().div_ceil(workers);
+        let ranges: Vec<std::ops::Range<usize>> =
+            (0..workers).map(|w| (w * per).min(pairs.len())..((w + 1) * per).min(pairs.len())).collect();
+        let mut parts: Vec<Mat<f64>> = ranges.into_par_iter().map(run).collect();
+        let mut out = parts.swap_remove(0);
+        for part in parts {
+            out += part;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::centered_kernel_matrix;
+    use rand::{RngExt, SeedableRng};
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    fn data(n: usize, d: usize, seed: u64) -> (Mat<f64>, Mat<f64>) {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let x = Mat::from_fn(n, d, |_, _| rng.random_range(-1.0..1.0));
+        let v = Mat::from_fn(n, 3, |_, _| rng.random_range(-1.0..1.0));
+        (x, v)
+    }
+
+    fn kernels() -> [Kernel; 3] {
+        [
+            Kernel::Gaussian { sigma: 0.8 },
+            Kernel::Laplacian { sigma: 1.5 },
+            Kernel::Polynomial { scale: 2.0, offset: 1.0, degree: 3 },
+        ]
+    }
+
+    fn max_abs_diff(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> f64 {
+        assert_eq!((a.nrows(), a.ncols()), (b.nrows(), b.ncols()));
+        let mut m = 0.0_f64;
+        for j in 0..a.ncols() {
+            for i in 0..a.nrows() {
+                m = m.max((a[(i, j)] - b[(i, j)]).abs());
+            }
+        }
+        m
+    }
+
+    #[test]
+    fn products_equal_the_dense_products_centred_and_not() {
+        let (x, v) = data(53, 4, 7);
+        for kernel in kernels() {
+            let k = kernel.matrix(x.as_ref());
+            let hkh = centered_kernel_matrix(&k);
+            for (tile, par) in [(7, Par::Seq), (16, Par::rayon(2)), (64, Par::rayon(3)), (53, Par::Seq)] {
+                let op = KernelOperator::new(x.as_ref(), kernel, OperatorCentering::None, tile, par).unwrap();
+                let got = op.apply(v.as_ref(), par).unwrap();
+                let want = &k * &v;
+                assert!(max_abs_diff(got.as_ref(), want.as_ref()) < 1e-12, "{kernel:?} tile {tile}");
+                let trace: f64 = (0..53).map(|i| k[(i, i)]).sum();
+                assert!((op.trace() - trace).abs() < 1e-12 * trace.abs().max(1.0));
+
+                let opc = KernelOperator::new(x.as_ref(), kernel, OperatorCentering::Compute, tile, par).unwrap();
+                let got = opc.apply(v.as_ref(), par).unwrap();
+                let want = &hkh * &v;
+                let scale = want.norm_max().max(1.0);
+                assert!(max_abs_diff(got.as_ref(), want.as_ref()) < 1e-12 * scale, "{kernel:?} centred, tile {tile}");
+                let trace_c: f64 = (0..53).map(|i| hkh[(i, i)]).sum();
+                assert!((opc.trace() - trace_c).abs() < 1e-12 * trace.abs().max(1.0));
+                // The row means it computed are K1/n.
+                let (means, grand) = opc.means().unwrap();
+                for (i, &m) in means.iter().enumerate() {
+                    assert!((m - k.row(i).sum() / 53.0).abs() < 1e-12 * scale);
+                }
+                assert!((grand - means.iter().sum::<f64>() / 53.0).abs() < 1e-15 * scale);
+
+                let rows = [0, 52, 17, 17, 3, 40, 9, 8, 30];
+                let got = opc.apply_rows(&rows, v.as_ref(), par).unwrap();
+                let want = Mat::from_fn(rows.len(), 3, |a, c| want[(rows[a], c)]);
+                assert!(max_abs_diff(got.as_ref(), want.as_ref()) < 1e-12 * scale, "{kernel:?} rows, tile {tile}");
+            }
+        }
+    }
+
+    #[test]
+    fn given_means_reproduce_computed_ones_and_shapes_are_checked() {
+        let (x, v) = data(20, 3, 11);
+        let kernel = Kernel::Gaussian { sigma: 1.0 };
+        let computed = KernelOperator::new(x.as_ref(), kernel, OperatorCentering::Compute, 6, Par::Seq).unwrap();
+        let (m, g) = computed.means().unwrap();
+        let given = OperatorCentering::Given { means: m.to_vec(), grand_mean: g };
+        let op = KernelOperator::new(x.as_ref(), kernel, given, 8, Par::Seq).unwrap();
+        let a = computed.apply(v.as_ref(), Par::Seq).unwrap();
+        let b = op.apply(v.as_ref(), Par::Seq).unwrap();
+        assert!(max_abs_diff(a.as_ref(), b.as_ref()) < 1e-12);
+        let bad = OperatorCentering::Given { means: vec![0.0; 19], grand_mean: 0.0 };
+        assert!(matches!(
+            KernelOperator::new(x.as_ref(), kernel, bad, 8, Par::Seq),
+            Err(EstimatorError::ShapeMismatch { expected: 20, found: 19, .. })
+        ));
+        let short = Mat::<f64>::zeros(19, 2);
+        assert!(matches!(op.apply(short.as_ref(), Par::Seq), Err(EstimatorError::ShapeMismatch { .. })));
+        assert!(matches!(op.apply_rows(&[20], v.as_ref(), Par::Seq), Err(EstimatorError::ShapeMismatch { .. })));
+        assert!(matches!(
+            KernelOperator::new(x.as_ref(), kernel, OperatorCentering::None, 0, Par::Seq),
+            Err(EstimatorError::ZeroFeatures { .. })
+        ));
+    }
+}
