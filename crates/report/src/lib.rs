@@ -198,7 +198,9 @@ pub struct KpcaTimings {
     pub write: f64,
     /// The whole run.
     pub total: f64,
-    /// `solve / iterations`, in milliseconds, for the iterative solvers.
+    /// Time of the iterations alone (the solver loop, without the one-time choice of τ before
+    /// it and the eigenpairs and model after it) / iterations, in milliseconds, for the
+    /// iterative solvers.
     #[serde(default)]
     pub per_iteration_ms: Option<f64>,
 }

@@ -14,6 +14,9 @@ pub struct Progress {
     every: usize,
     /// `(t, rank, objective, kkt_violation)` of the recorded iterations.
     pub trace: Vec<(usize, usize, Option<f64>, Option<f64>)>,
+    /// Time from the start of the solver loop to the end of its last iteration (the
+    /// iterations alone: not τ's choice before the loop nor the eigenpairs after it).
+    pub loop_time: Option<std::time::Duration>,
     last: Option<IterationReport>,
 }
 
@@ -48,7 +51,7 @@ impl Progress {
             bar.set_style(ProgressStyle::with_template(&template).expect("static template").progress_chars("=> "));
             bar
         });
-        Self { bar, every: every.max(1), trace: Vec::new(), last: None }
+        Self { bar, every: every.max(1), trace: Vec::new(), loop_time: None, last: None }
     }
 
     /// Clears the bar and records the last iteration if it was skipped.
@@ -77,6 +80,7 @@ impl Observer for Progress {
                 bar.set_message(msg);
             }
         }
+        self.loop_time = Some(report.elapsed);
         self.last = Some(report.clone());
         ControlFlow::Continue(())
     }
