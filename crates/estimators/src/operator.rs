@@ -336,14 +336,7 @@ mod tests {
     }
 
     fn max_abs_diff(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> f64 {
-        assert_eq!((a.nrows(), a.ncols()), (b.nrows(), b.ncols()));
-        let mut m = 0.0_f64;
-        for j in 0..a.ncols() {
-            for i in 0..a.nrows() {
-                m = m.max((a[(i, j)] - b[(i, j)]).abs());
-            }
-        }
-        m
+        (a - b).norm_max()
     }
 
     #[test]
