@@ -1,6 +1,6 @@
 //! Kernel PCA as n grows: random subsamples of KDD Cup 99 (`n ∈ {20 000, 50 000, 100 000,
 //! 494 021}` by default), read by `stolr kpca` straight from CSV (one-hot columns 2–4, label
-//! column 42, standardized, centred in feature space), with every solver that can run within the memory budget: the
+//! column 42, standardized; centred in feature space up to `--mf-max-n`, uncentred above), with every solver that can run within the memory budget: the
 //! dense exact solver, the matrix-free exact solver, Nyström with m = 500 and m = 2000
 //! landmarks, and SKPCA for 300 iterations; with `--sklearn SCRIPT`, scikit-learn's
 //! `KernelPCA` (ARPACK) for the n whose dense kernel fits the budget. Every run is its own
