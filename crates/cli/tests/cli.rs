@@ -141,9 +141,10 @@ fn sizes_over_the_memory_budget_are_refused_before_any_work() {
     };
     assert_fails_with(&kpca(&["--iterations", "100000000000", "--tau", "1"]), "convergence trace");
     assert_fails_with(&kpca(&["--solver", "kha", "--rank", "2", "--iterations", "100000000000"]), "--iterations");
-    // 300 × 300 × 8 B = 703 KiB for the dense kernel: over a 100 KiB limit.
+    // 300 × 300 × 8 B = 703 KiB for the dense kernel: over a 100 KiB limit, so the exact solver
+    // falls back to the matrix-free one, whose buffers (1.65 MiB) do not fit either.
     let dense = kpca(&["--solver", "exact", "--rank", "2", "--memory-limit", "100K"]);
-    assert_fails_with(&dense, "kernel matrix (n = 300)");
+    assert_fails_with(&dense, "matrix-free exact solver's buffers (n = 300");
     assert!(stderr(&dense).contains("100 KiB"), "the limit is named: {}", stderr(&dense));
     assert_fails_with(
         &kpca(&["--rank", "5", "--tau-subsample", "100000000000", "--memory-limit", "100K"]),
