@@ -1,13 +1,6 @@
-//! Peak resident memory of this process.
+//! Peak resident memory of this process and the run's memory budget.
 
-/// Peak resident set size in bytes (`VmHWM` of `/proc/self/status`), or `None` where the
-/// kernel does not report it.
-pub fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
+pub use stolr_memory::peak_rss_bytes;
 
 use std::sync::OnceLock;
 

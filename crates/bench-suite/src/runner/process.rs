@@ -102,23 +102,7 @@ impl Worker {
     }
 }
 
-/// Peak resident set size of this process in bytes: `VmHWM` of `/proc/self/status` (Linux,
-/// reported in kB). `None` where the file or the field is missing or malformed.
-pub fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    parse_vm_hwm(&status)
-}
-
-/// `VmHWM` in bytes from the text of `/proc/<pid>/status`.
-fn parse_vm_hwm(status: &str) -> Option<u64> {
-    let rest = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
-    let mut words = rest.split_whitespace();
-    let kib: u64 = words.next()?.parse().ok()?;
-    match words.next() {
-        Some("kB") | None => kib.checked_mul(1024),
-        Some(_) => None,
-    }
-}
+pub use stolr_memory::peak_rss_bytes;
 
 /// Bytes as megabytes (10⁶ bytes), NaN when unknown.
 pub fn mb(bytes: Option<u64>) -> f64 {
@@ -128,15 +112,6 @@ pub fn mb(bytes: Option<u64>) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_the_status_line() {
-        let status = "Name:\tx\nVmPeak:\t  9000 kB\nVmHWM:\t    1234 kB\nVmRSS:\t 1000 kB\n";
-        assert_eq!(parse_vm_hwm(status), Some(1234 * 1024));
-        assert_eq!(parse_vm_hwm("VmRSS: 1 kB\n"), None);
-        assert_eq!(parse_vm_hwm("VmHWM: lots kB\n"), None);
-        assert_eq!(parse_vm_hwm("VmHWM: 5 MB\n"), None);
-    }
 
     #[test]
     fn this_process_has_a_peak_on_linux() {
