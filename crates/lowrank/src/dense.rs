@@ -336,19 +336,22 @@ const GRAM_GROUP_ROWS: usize = 4096;
 const GRAM_MAX_GROUPS: usize = 32;
 
 /// The lower triangle of the Gram matrix `[u, w]ᵀ[u, w]` of `u` `(n, b)` and `w` `(n, a)`,
-/// shape `(b + a, b + a)` (upper triangle zero), without forming `[u, w]`.
+/// shape `(b + a, b + a)` (upper triangle zero), without forming `[u, w]`. When `known_uu`
+/// (`(b, b)`, lower triangle read) is given it is taken as the block `uᵀu` instead of forming
+/// it, which saves `n·b(b+1)` of the `n·(b+a)(b+a+1)` flops.
 ///
 /// The rows are cut into `g = min(⌈n/4096⌉, 32)` contiguous groups; each group's partial Gram
 /// matrix is one sequential product (in parallel over groups on faer's global parallelism), and
 /// the partials are summed in group order. The groups depend on `n` only, so the result is the
-/// same bits whatever the number of threads. Cost `n·(b+a)(b+a+1)` flops; memory `g·(b+a)²`.
+/// same bits whatever the number of threads. Memory `g·(b+a)²`.
 ///
 /// # Panics
-/// If `u` and `w` have different numbers of rows.
-pub(crate) fn gram_of_pair(u: MatRef<'_, f64>, w: MatRef<'_, f64>) -> Mat<f64> {
+/// If `u` and `w` have different numbers of rows, or `known_uu` is not `(b, b)`.
+pub(crate) fn gram_of_pair(u: MatRef<'_, f64>, w: MatRef<'_, f64>, known_uu: Option<MatRef<'_, f64>>) -> Mat<f64> {
     use faer::linalg::matmul::triangular::{BlockStructure, matmul};
     assert_eq!(u.nrows(), w.nrows(), "gram_of_pair: row counts differ");
     let (n, b, a) = (u.nrows(), u.ncols(), w.ncols());
+    assert!(known_uu.is_none_or(|g| g.shape() == (b, b)), "gram_of_pair: known_uu shape");
     let m = b + a;
     let groups = n.div_ceil(GRAM_GROUP_ROWS).clamp(1, GRAM_MAX_GROUPS);
     let rows_per_group = n.div_ceil(groups).max(1);
@@ -360,7 +363,9 @@ pub(crate) fn gram_of_pair(u: MatRef<'_, f64>, w: MatRef<'_, f64>) -> Mat<f64> {
         let seq = faer::Par::Seq;
         let (lower, rect) = (BlockStructure::TriangularLower, BlockStructure::Rectangular);
         let replace = faer::Accum::Replace;
-        matmul(out.as_mut().submatrix_mut(0, 0, b, b), lower, replace, ug.transpose(), rect, ug, rect, 1.0, seq);
+        if known_uu.is_none() {
+            matmul(out.as_mut().submatrix_mut(0, 0, b, b), lower, replace, ug.transpose(), rect, ug, rect, 1.0, seq);
+        }
         matmul(out.as_mut().submatrix_mut(b, 0, a, b), rect, replace, wg.transpose(), rect, ug, rect, 1.0, seq);
         matmul(out.as_mut().submatrix_mut(b, b, a, a), lower, replace, wg.transpose(), rect, wg, rect, 1.0, seq);
         out
@@ -375,6 +380,13 @@ pub(crate) fn gram_of_pair(u: MatRef<'_, f64>, w: MatRef<'_, f64>) -> Mat<f64> {
     let mut sum = parts.next().unwrap_or_else(|| Mat::zeros(m, m));
     for p in parts {
         sum += &p;
+    }
+    if let Some(g) = known_uu {
+        for j in 0..b {
+            for i in j..b {
+                sum[(i, j)] = g[(i, j)];
+            }
+        }
     }
     sum
 }

@@ -113,8 +113,12 @@ pub fn shrink_psd(
 /// if `M W = W Λ`, then `(V D^{1/2} W Λ^{-1/2}, Λ)` are eigenpairs of `V D Vᵀ` (the vectors
 /// orthonormal because `Wᵀ M W = Λ`). So `Z⁺ = U⁺ diag(Λ_J − threshold) U⁺ᵀ` with
 /// `U⁺ = V Y`, `Y = D^{1/2} W_J Λ_J^{-1/2}`, `J = {j : Λ_j > threshold}`. The whole Gram
-/// matrix `VᵀV` is formed, `UᵀU` included, so the step is exact for the stored factor even when
+/// matrix `VᵀV` is used, `UᵀU` included, so the step is exact for the stored factor even when
 /// `U` is orthonormal only to rounding, and rounding errors do not build up over iterations.
+/// The block `UᵀU` is carried from the previous step as `YᵀGY` (the Gram matrix of `V Y` in
+/// exact arithmetic, `O(m²k)` instead of `n·b²` flops) for up to 7 steps, then formed from `U`
+/// again (see [`SymLowRank::carried_gram`]); the carried block differs from the stored
+/// factor's by the rounding of the products `V Y`, a few `ε` per step.
 /// The orthonormality of column `j` of `U⁺` holds to about `ε·Λ_1/Λ_j` (rounding in `M` is
 /// of order `ε·Λ_1` and is divided by `Λ_j`); SKPCA's threshold `η_t τ` keeps that small
 /// (about `10⁻¹²` at KDD Cup scale). Rounding can also make eigenvalues of order `m·ε·Λ_1`
@@ -123,7 +127,7 @@ pub fn shrink_psd(
 ///
 /// `U⁺ = [U, ζ] Y` is written over `U` block of rows by block of rows, so the step allocates
 /// nothing of size `n` except when the rank grows beyond the columns already reserved for `U`
-/// (it then reserves up to 50 % more, at most `b + a`). Cost `n·m(m+1)` flops for the Gram matrix, `O(m³)` for the
+/// (it then reserves up to 50 % more, at most `b + a`). Cost `n·a(a+2b+1)` flops for the Gram matrix (`n·m(m+1)` every 8th step), `O(m³)` for the
 /// small eigendecomposition and `2n·m·r⁺` for `U⁺`; memory `O(m²)` besides `U`. The result
 /// does not depend on the number of threads.
 ///
@@ -153,7 +157,9 @@ pub fn shrink_psd_in_place(
         });
     }
     let m = b + a;
-    let gram = gram_of_pair(z.u(), zeta);
+    let carried = z.carried_gram();
+    let gram = gram_of_pair(z.u(), zeta, carried.map(|(g, _)| g));
+    let carried_steps = carried.map_or(0, |(_, c)| c);
     // A NaN or ∞ in column j of ζ makes (ζᵀζ)_jj NaN or ∞: no separate pass over ζ.
     if let Some(j) = (b..m).find(|&j| !gram[(j, j)].is_finite()) {
         let value = zeta.col(j - b).iter().copied().find(|v| !v.is_finite()).unwrap_or(gram[(j, j)]);
@@ -167,8 +173,29 @@ pub fn shrink_psd_in_place(
     let keep = lam.iter().take_while(|&&x| x > threshold && x > floor).count();
     let y = Mat::from_fn(m, keep, |i, j| root[i] * w[(i, j)] / lam[j].sqrt());
     let s_new = lam[..keep].iter().map(|x| x - threshold).collect();
-    z.replace_by_combination(zeta, y.as_ref(), s_new);
+    let next_gram =
+        (carried_steps < MAX_CARRIED_STEPS).then(|| (carry_gram(gram.as_ref(), y.as_ref()), carried_steps + 1));
+    z.replace_by_combination(zeta, y.as_ref(), s_new, next_gram);
     Ok(())
+}
+
+/// Steps over which [`shrink_psd_in_place`] carries `UᵀU` as `YᵀGY` before forming it again
+/// from `U`: the carried matrix differs from the Gram matrix of the stored factor by the
+/// rounding of the product `[U, ζ] Y` (a few `ε` per step, not amplified since `‖Y‖ ≲ 1`),
+/// so its error stays below `10 ε` or so.
+const MAX_CARRIED_STEPS: u32 = 7;
+
+/// `Yᵀ G Y` `(k, k)` for `G` `(m, m)` symmetric given by its lower triangle and `y` `(m, k)`:
+/// the Gram matrix of `[U, ζ] Y` in exact arithmetic. Cost `O(m²k + mk²)`.
+fn carry_gram(gram_lower: MatRef<'_, f64>, y: MatRef<'_, f64>) -> Mat<f64> {
+    let m = gram_lower.nrows();
+    let full = Mat::from_fn(m, m, |i, j| if i >= j { gram_lower[(i, j)] } else { gram_lower[(j, i)] });
+    let (seq, replace) = (faer::Par::Seq, faer::Accum::Replace);
+    let mut gy = Mat::zeros(m, y.ncols());
+    faer::linalg::matmul::matmul(gy.as_mut(), replace, full.as_ref(), y, 1.0, seq);
+    let mut out = Mat::zeros(y.ncols(), y.ncols());
+    faer::linalg::matmul::matmul(out.as_mut(), replace, y.transpose(), gy.as_ref(), 1.0, seq);
+    out
 }
 
 /// One factored SPGD step on a general iterate:

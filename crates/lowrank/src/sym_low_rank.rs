@@ -11,16 +11,29 @@ use crate::{Eigenpairs, LowRankError};
 /// guarantee): `U` has shape `(n, b)` with orthonormal columns, `s` has length `b`, and
 /// `s_1 ≥ … ≥ s_b > 0`. So `(s_i, u_i)` are exactly the nonzero eigenpairs of `Z`, and
 /// `b = rank(Z)`. Memory `O(n·b)`.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Equality compares `U` and `s` only (not the carried Gram matrix of
+/// [`shrink_psd_in_place`](crate::shrink_psd_in_place)).
+#[derive(Debug, Clone)]
 pub struct SymLowRank {
     u: Mat<f64>,
     s: Vec<f64>,
+    /// `UᵀU` `(b, b)` as carried by the step that produced `U` (`YᵀGY`, see
+    /// [`shrink_psd_in_place`](crate::shrink_psd_in_place)), with the number of steps it has been
+    /// carried since it was last formed from `U` itself; `None` when not known.
+    carried_gram: Option<(Mat<f64>, u32)>,
+}
+
+impl PartialEq for SymLowRank {
+    fn eq(&self, other: &Self) -> bool {
+        self.u == other.u && self.s == other.s
+    }
 }
 
 impl SymLowRank {
     /// The zero matrix of size `n × n` (rank 0).
     pub fn zeros(n: usize) -> Self {
-        Self { u: Mat::zeros(n, 0), s: Vec::new() }
+        Self { u: Mat::zeros(n, 0), s: Vec::new(), carried_gram: None }
     }
 
     /// `U diag(s) Uᵀ` from `u`, shape `(n, b)`, with orthonormal columns (not checked), and `s`
@@ -40,7 +53,7 @@ impl SymLowRank {
         if s.windows(2).any(|w| w[0] < w[1]) {
             return Err(LowRankError::InvalidParameter { name: "s", reason: "values must be nonincreasing".into() });
         }
-        Ok(Self { u, s })
+        Ok(Self { u, s, carried_gram: None })
     }
 
     /// Builds the factorization from eigenpairs whose eigenvalues are positive and nonincreasing
@@ -55,14 +68,21 @@ impl SymLowRank {
     /// Crate-internal constructor for factors that satisfy the invariants by construction.
     pub(crate) fn from_parts_unchecked(u: Mat<f64>, s: Vec<f64>) -> Self {
         debug_assert_eq!(u.ncols(), s.len());
-        Self { u, s }
+        Self { u, s, carried_gram: None }
     }
 
     /// `U ← [U, w] y` in place and `s ← s_new`, for `w` `(n, a)`, `y` `(b + a, k)` and `s_new`
-    /// of length `k` (the caller guarantees the invariants). When `U` has to grow it reserves
-    /// `min(1.5·k, b + a)` columns, so that a slowly growing rank reallocates rarely and the
-    /// reservation never exceeds the columns of `[U, w]`.
-    pub(crate) fn replace_by_combination(&mut self, w: MatRef<'_, f64>, y: MatRef<'_, f64>, s_new: Vec<f64>) {
+    /// of length `k` (the caller guarantees the invariants), with `next_gram` the new `UᵀU`
+    /// `(k, k)` as carried by the step and its carry count (or `None`). When `U` has to grow it
+    /// reserves `min(1.5·k, b + a)` columns, so that a slowly growing rank reallocates rarely
+    /// and the reservation never exceeds the columns of `[U, w]`.
+    pub(crate) fn replace_by_combination(
+        &mut self,
+        w: MatRef<'_, f64>,
+        y: MatRef<'_, f64>,
+        s_new: Vec<f64>,
+        next_gram: Option<(Mat<f64>, u32)>,
+    ) {
         let (n, b, k) = (self.u.nrows(), self.u.ncols(), y.ncols());
         debug_assert_eq!(k, s_new.len());
         if k > b {
@@ -72,6 +92,29 @@ impl SymLowRank {
         crate::dense::combine_in_place(self.u.as_mut(), b, w, y);
         self.u.truncate(n, k);
         self.s = s_new;
+        self.carried_gram = next_gram;
+    }
+
+    /// `UᵀU` `(b, b)` as carried from the step that produced `U`, and the number of steps it
+    /// has been carried since it was last formed from `U` itself; `None` when not known (then
+    /// the next step forms it). Part of the state a checkpoint must keep for a resumed run to
+    /// repeat the same bits.
+    pub fn carried_gram(&self) -> Option<(MatRef<'_, f64>, u32)> {
+        self.carried_gram.as_ref().map(|(g, c)| (g.as_ref(), *c))
+    }
+
+    /// Restores a carried `UᵀU` (from [`SymLowRank::carried_gram`] of a saved iterate).
+    ///
+    /// # Errors
+    /// [`LowRankError::ShapeMismatch`] unless `gram` is `(b, b)`; [`LowRankError::NonFinite`]
+    /// for NaN/∞ in it.
+    pub fn set_carried_gram(&mut self, gram: Option<(Mat<f64>, u32)>) -> Result<(), LowRankError> {
+        if let Some((g, _)) = &gram {
+            check_shape("carried gram", (self.rank(), self.rank()), g.shape())?;
+            check_finite_mat("carried gram", g.as_ref())?;
+        }
+        self.carried_gram = gram;
+        Ok(())
     }
 
     /// Size `n` of the matrix.

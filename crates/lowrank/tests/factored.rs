@@ -398,3 +398,34 @@ fn eigenvalues_only_equal_the_full_decomposition() {
         assert!(only.windows(2).all(|w| w[0] >= w[1]));
     }
 }
+
+/// The `UᵀU` the in-place step carries from one step to the next stays the Gram matrix of the
+/// stored factor to rounding over many steps, and is formed again from `U` every 8th step.
+#[test]
+fn carried_gram_tracks_the_stored_factor() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(21);
+    let (n, a, tau) = (400, 6, 0.5);
+    let mut z = SymLowRank::zeros(n);
+    let mut counts = Vec::new();
+    for t in 1..=40 {
+        let eta = 2.0 / t as f64;
+        shrink_psd_in_place(&mut z, gaussian(n, a, &mut rng).as_ref(), eta, eta * tau).unwrap();
+        match z.carried_gram() {
+            Some((g, count)) => {
+                let exact = z.u().transpose() * z.u();
+                assert_eq!(g.shape(), (z.rank(), z.rank()));
+                assert!(max_abs_diff(g, exact.as_ref()) < 1e-13, "step {t}: {}", max_abs_diff(g, exact.as_ref()));
+                counts.push(count);
+            }
+            None => counts.push(0),
+        }
+    }
+    assert!(z.rank() > a, "the rank grew over the steps");
+    assert_eq!(&counts[..9], &[1, 2, 3, 4, 5, 6, 7, 0, 1]);
+    let mut copy = z.clone();
+    let wrong = Mat::<f64>::zeros(z.rank() + 1, z.rank() + 1);
+    assert!(matches!(copy.set_carried_gram(Some((wrong, 1))), Err(LowRankError::ShapeMismatch { .. })));
+    let mut bad = Mat::<f64>::identity(z.rank(), z.rank());
+    bad[(0, 0)] = f64::NAN;
+    assert!(matches!(copy.set_carried_gram(Some((bad, 1))), Err(LowRankError::NonFinite { .. })));
+}
