@@ -68,6 +68,9 @@ pub enum KrrSolver {
 pub enum KrrGenerator {
     /// Paper 004's sinc: y = sin(|x|)/|x| on [-5, 5]², 10 dB noise on the training targets.
     Sinc,
+    /// Friedman #1: x uniform on [0, 1]^10, y = 10 sin(π x1 x2) + 20 (x3 − 0.5)² + 10 x4 + 5 x5,
+    /// N(0, --noise²) noise on the training targets; test targets noise-free.
+    Friedman1,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -119,6 +122,9 @@ pub struct KrrArgs {
     /// Generated test points.
     #[arg(long, default_value_t = 1000)]
     n_test: usize,
+    /// Standard deviation of the noise on Friedman #1's training targets.
+    #[arg(long, default_value_t = 1.0)]
+    noise: f64,
     /// Number of landmarks M (slkl, krr-subset, uniform), at most the number of training points.
     #[arg(long, default_value_t = 100)]
     landmarks: usize,
@@ -133,7 +139,7 @@ pub struct KrrArgs {
     /// Folds of the cross-validation of --nu auto.
     #[arg(long, default_value_t = 5)]
     nu_folds: usize,
-    /// Gaussian kernel width: a number, or `auto` (sinc: 1 as in paper 004; files: the
+    /// Gaussian kernel width: a number, or `auto` (sinc: 1 as in paper 004; otherwise the
     /// --sigma-percentile percentile of the pairwise distances of the standardized training
     /// features).
     #[arg(long, default_value = "auto")]
@@ -229,15 +235,33 @@ fn prepare(args: &KrrArgs) -> Result<Prepared> {
             if args.format.is_some() || args.test_size.is_some() {
                 bail!("--format and --test-size need --input (or --train and --test)");
             }
-            let KrrGenerator::Sinc = args.generate.unwrap_or(KrrGenerator::Sinc);
-            let data = generate::sinc(args.n_train, args.n_test, &mut stream(args.seed, STREAM_DATA))?;
-            if data.test.n() == 0 {
+            if args.n_test == 0 {
                 bail!("--n-test must be at least 1");
             }
-            (data, "generated", "sinc".to_owned())
+            let generator = args.generate.unwrap_or(KrrGenerator::Sinc);
+            let d = match generator {
+                KrrGenerator::Sinc => 2,
+                KrrGenerator::Friedman1 => stolr_datasets::generate::FRIEDMAN1_FEATURES,
+            };
+            let rows = args.n_train.saturating_add(args.n_test);
+            crate::memory::budget().check(
+                format!("the generated data (--n-train + --n-test = {rows} rows of {d} features and a target)"),
+                stolr_memory::f64_bytes(&[rows, d + 1]),
+            )?;
+            let rng = &mut stream(args.seed, STREAM_DATA);
+            match generator {
+                KrrGenerator::Sinc => (generate::sinc(args.n_train, args.n_test, rng)?, "generated", "sinc".to_owned()),
+                KrrGenerator::Friedman1 => (
+                    generate::friedman1(args.n_train, args.n_test, args.noise, rng)?,
+                    "generated",
+                    "friedman1".to_owned(),
+                ),
+            }
         }
     };
     let mut data = data;
+    // Generated sets have features on a known scale (sinc: [-5, 5]², paper 004's setting;
+    // Friedman #1: [0, 1]^10) and are used as generated.
     let standardization = if origin != "generated" && !args.no_standardize { Some(data.standardize()?) } else { None };
     Ok(Prepared { data, origin, format, standardization })
 }
@@ -256,7 +280,7 @@ fn sigma(args: &KrrArgs, prepared: &Prepared) -> Result<(f64, String)> {
         }
         return Ok((s, "given".into()));
     }
-    if prepared.origin == "generated" {
+    if prepared.format == "sinc" {
         return Ok((1.0, "auto: 1, paper 004's width for sinc (Table 1)".into()));
     }
     let x = prepared.data.train.x.as_ref();

@@ -154,6 +154,74 @@ pub fn sinc<R: Rng + ?Sized>(n_train: usize, n_test: usize, rng: &mut R) -> Resu
     })
 }
 
+/// Number of features of [`friedman1`]: 5 that enter the target and 5 that do not.
+pub const FRIEDMAN1_FEATURES: usize = 10;
+
+/// Friedman's first regression benchmark ("Friedman #1"): `x` uniform on $[0, 1]^{10}$ and
+/// $$y = 10 \sin(\pi x_1 x_2) + 20 (x_3 - 0.5)^2 + 10 x_4 + 5 x_5 + \text{noise}\,\varepsilon,
+/// \quad \varepsilon \sim \mathcal N(0, 1),$$
+/// where $x_6, \dots, x_{10}$ do not enter `y`. The clean target has mean about 14.4 and
+/// variance about 24; `noise = 1` (the usual setting) puts the best possible test MSE of noisy
+/// targets at 1. Training targets carry the noise; test targets are noise-free, so a test MSE
+/// measures the error of the fitted function itself. Shapes `(n_train, 10)` and
+/// `(n_test, 10)`, [`Labels::Numeric`] targets.
+///
+/// Draws from `rng`, in order: each training row (its 10 coordinates, then its noise draw),
+/// then each test row's 10 coordinates. Cost $O((n_{train} + n_{test}) d)$; memory
+/// $88(n_{train} + n_{test})$ bytes (the caller checks it against its memory budget).
+///
+/// # Errors
+/// [`DataError::InvalidParameter`] (`n_train`) if `n_train == 0`, (`noise`) unless `noise` is
+/// finite and `≥ 0`.
+///
+/// # References
+/// J. H. Friedman, "Multivariate adaptive regression splines", Annals of Statistics 19 (1991),
+/// Section 4.3; the large-scale regression benchmark of the kernel ridge regression issue.
+pub fn friedman1<R: Rng + ?Sized>(
+    n_train: usize,
+    n_test: usize,
+    noise: f64,
+    rng: &mut R,
+) -> Result<TrainTest, DataError> {
+    if n_train == 0 {
+        return Err(invalid("n_train", "need at least one training point, got 0".to_owned()));
+    }
+    if !(noise.is_finite() && noise >= 0.0) {
+        return Err(invalid("noise", format!("the noise standard deviation must be finite and >= 0, got {noise}")));
+    }
+    let d = FRIEDMAN1_FEATURES;
+    let target = |r: &[f64]| {
+        10.0 * (std::f64::consts::PI * r[0] * r[1]).sin() + 20.0 * (r[2] - 0.5).powi(2) + 10.0 * r[3] + 5.0 * r[4]
+    };
+    let mut part = |n: usize, noisy: bool| {
+        let mut x = Mat::<f64>::zeros(n, d);
+        let mut y = Vec::with_capacity(n);
+        let mut row = [0.0; FRIEDMAN1_FEATURES];
+        for i in 0..n {
+            for (j, v) in row.iter_mut().enumerate() {
+                *v = rng.random::<f64>();
+                x[(i, j)] = *v;
+            }
+            let eps: f64 = if noisy { StandardNormal.sample(rng) } else { 0.0 };
+            y.push(target(&row) + noise * eps);
+        }
+        (x, y)
+    };
+    let (x_train, y_train) = part(n_train, true);
+    let (x_test, y_test) = part(n_test, false);
+    let describe = |what: &str, n: usize| {
+        format!("generate::friedman1 {what} (n = {n}, d = 10): y = 10 sin(pi x1 x2) + 20 (x3 - 0.5)^2 + 10 x4 + 5 x5")
+    };
+    Ok(TrainTest {
+        train: Dataset {
+            x: x_train,
+            labels: Labels::Numeric(y_train),
+            source: format!("{} + N(0, {:.3e}) noise", describe("train", n_train), noise * noise),
+        },
+        test: Dataset { x: x_test, labels: Labels::Numeric(y_test), source: describe("test", n_test) },
+    })
+}
+
 /// A matrix of shape `(n, d)` with i.i.d. standard normal entries $\mathcal N(0, 1)$.
 pub fn gaussian<R: Rng + ?Sized>(n: usize, d: usize, rng: &mut R) -> Mat<f64> {
     Mat::from_fn(n, d, |_, _| StandardNormal.sample(rng))
@@ -394,6 +462,46 @@ mod tests {
         assert_eq!(sinc_of(0.0), 1.0);
         assert!(matches!(sinc(0, 5, &mut seeded(0)), Err(DataError::InvalidParameter { name: "n_train", .. })));
         assert_eq!(sinc(3, 0, &mut seeded(0)).expect("no test points").test.n(), 0);
+    }
+
+    #[test]
+    fn friedman1_targets_and_noise_level() {
+        let (n, m, noise) = (20_000, 300, 1.0);
+        let data = friedman1(n, m, noise, &mut seeded(8)).expect("valid sizes");
+        assert_eq!((data.train.n(), data.train.d(), data.test.n(), data.test.d()), (n, 10, m, 10));
+        assert!(data.train.x.col_iter().all(|c| c.iter().all(|v| (0.0..1.0).contains(v))));
+        let f = |x: &Mat<f64>, i: usize| {
+            10.0 * (std::f64::consts::PI * x[(i, 0)] * x[(i, 1)]).sin()
+                + 20.0 * (x[(i, 2)] - 0.5).powi(2)
+                + 10.0 * x[(i, 3)]
+                + 5.0 * x[(i, 4)]
+        };
+        // Test targets are the clean function.
+        let y_test = data.test.targets().expect("numeric");
+        assert!((0..m).all(|i| y_test[i] == f(&data.test.x, i)));
+        // Training residuals are N(0, 1): mean within 5 standard errors of 0, variance within
+        // 5 of its relative standard error sqrt(2 / n) of 1.
+        let y = data.train.targets().expect("numeric");
+        let r: Vec<f64> = (0..n).map(|i| y[i] - f(&data.train.x, i)).collect();
+        let mean = r.iter().sum::<f64>() / n as f64;
+        let var = r.iter().map(|v| v * v).sum::<f64>() / n as f64;
+        assert!(mean.abs() < 5.0 / (n as f64).sqrt(), "{mean}");
+        assert!((var - 1.0).abs() < 5.0 * (2.0 / n as f64).sqrt(), "{var}");
+        // The clean target's mean is 14.41 (Friedman 1991); its sample mean agrees.
+        let clean_mean = (0..n).map(|i| f(&data.train.x, i)).sum::<f64>() / n as f64;
+        assert!((clean_mean - 14.41).abs() < 0.15, "{clean_mean}");
+        let again = friedman1(n, m, noise, &mut seeded(8)).expect("valid");
+        assert_eq!((again.train.x, again.train.labels), (data.train.x, data.train.labels));
+        assert!(matches!(
+            friedman1(0, 5, 1.0, &mut seeded(0)),
+            Err(DataError::InvalidParameter { name: "n_train", .. })
+        ));
+        for bad in [-1.0, f64::NAN] {
+            assert!(matches!(
+                friedman1(5, 5, bad, &mut seeded(0)),
+                Err(DataError::InvalidParameter { name: "noise", .. })
+            ));
+        }
     }
 
     #[test]
