@@ -86,7 +86,7 @@ pub enum RuleArg {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum NystromSolveArg {
-    /// Direct when its n·M² flops cost less than ~30 conjugate-gradient passes, else CG.
+    /// Direct up to M ≈ 7000 (cheaper than ~30 conjugate-gradient passes), else CG.
     Auto,
     /// K_Mn K_nM accumulated in one pass, then two Cholesky factorizations (exact).
     Direct,
