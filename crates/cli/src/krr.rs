@@ -22,8 +22,9 @@ use stolr_datasets::{
 };
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, Kernel, bandwidth_rule};
 use stolr_solvers::{
-    ColumnMode, CoordinateRule, KernelRidge, KrrModel, KrrSolver as Solver, NuModel, NuSelection, NystromKrrConfig,
-    NystromSolve, SlklConfig, UnifConfig, UniformWeight, log_grid, mean_squared_error, select_nu,
+    ColumnMode, CoordinateRule, KernelRidge, KrrModel, KrrSolver as Solver, NuModel, NuPath, NuSelection,
+    NystromKrrConfig, NystromSolve, SlklConfig, UnifConfig, UniformWeight, log_grid, mean_squared_error, select_nu,
+    select_nu_path,
 };
 
 use stolr_report::{KrrDataset, KrrParameters, KrrReport, KrrResult, KrrTimings, NuValidation, ReportKernel};
@@ -47,7 +48,8 @@ const STREAM_COORDINATES: u32 = 4;
 /// Random stream of `--nu auto` (hold-out split, then the validation fits).
 const STREAM_NU: u32 = 5;
 
-/// `--nu auto` grid: 10^-4 … 10^1, two points per decade (spec §6.14).
+/// `--nu auto` grid of Unif: 10^-4 … 10^1, two points per decade (spec §6.14). SLKL's path
+/// descends from ν_max instead (`select_nu_path`).
 const NU_GRID: (i32, i32, usize) = (-4, 1, 2);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -158,8 +160,9 @@ pub struct KrrArgs {
     #[arg(long, default_value_t = 200)]
     cg_max_iterations: usize,
     /// Sparsity penalty ν > 0 of SLKL (and of Unif's common weight): a number, or `auto` for
-    /// --nu-folds-fold cross-validation on the training set over 10^-4 … 10^1, two points per
-    /// decade: 11 × K fits (give a number on large data).
+    /// --nu-folds-fold cross-validation on the training set. SLKL: a path from ν_max (all
+    /// weights 0) down six decades, two points per decade, warm-started, stopping once the
+    /// validation error has turned; Unif: 10^-4 … 10^1, two points per decade.
     #[arg(long, default_value = "auto")]
     nu: String,
     /// Folds of the cross-validation of --nu auto.
@@ -186,6 +189,11 @@ pub struct KrrArgs {
     /// SLKL maximum number of epochs (one epoch visits the M landmarks once).
     #[arg(long, default_value_t = 1000)]
     max_epochs: usize,
+    /// SLKL: after a full epoch that fails the KKT test, sweep only the active landmarks until
+    /// they pass it, then a full epoch again (faster when few landmarks are active; the paper
+    /// sweeps all of them every epoch).
+    #[arg(long)]
+    active_set: bool,
     /// Where SLKL's kernel columns come from.
     #[arg(long, value_enum, default_value = "precomputed")]
     columns: ColumnsArg,
@@ -337,6 +345,7 @@ fn slkl_config(args: &KrrArgs, nu: f64, landmarks: usize) -> SlklConfig {
             ColumnsArg::Precomputed => ColumnMode::Precomputed,
             ColumnsArg::OnTheFly => ColumnMode::OnTheFly,
         },
+        active_set: args.active_set,
     }
 }
 
@@ -350,10 +359,13 @@ fn validate_nu(args: &KrrArgs, x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel) -
             args.nu_folds
         )
     })?;
-    let model = if args.solver == KrrSolver::Uniform { NuModel::Unif } else { NuModel::Slkl };
     let grid = log_grid(NU_GRID.0, NU_GRID.1, NU_GRID.2);
     let config = slkl_config(args, grid[0], args.landmarks);
-    Ok(select_nu(x, y, &folds, kernel, &config, model, &grid, &rng)?)
+    if args.solver == KrrSolver::Uniform {
+        return Ok(select_nu(x, y, &folds, kernel, &config, NuModel::Unif, &grid, &rng)?);
+    }
+    let path = NuPath { intercept: !args.no_intercept, ..NuPath::default() };
+    Ok(select_nu_path(x, y, &folds, kernel, &config, &path, &rng)?)
 }
 
 /// What a fit produced, for the outputs and the report.
@@ -550,6 +562,9 @@ pub fn run(args: KrrArgs) -> Result<()> {
         grid: v.candidates.iter().map(|c| c.nu).collect(),
         validation_mse: v.candidates.iter().map(|c| c.validation_mse).collect(),
         sparsity: v.candidates.iter().map(|c| c.sparsity).collect(),
+        epochs: v.candidates.iter().map(|c| c.epochs).collect(),
+        nu_max: v.nu_max,
+        stopped_early: v.stopped_early,
         chosen: v.nu,
     });
     let report = KrrReport {

@@ -312,6 +312,15 @@ pub struct NuValidation {
     pub validation_mse: Vec<f64>,
     /// `‖μ‖₀` of each ν.
     pub sparsity: Vec<f64>,
+    /// Mean epochs per fold spent at each ν (SLKL's path: warm-started from the previous ν).
+    #[serde(default)]
+    pub epochs: Vec<f64>,
+    /// SLKL's path: ν_max, the smallest ν with all weights 0, from which the grid descends.
+    #[serde(default)]
+    pub nu_max: Option<f64>,
+    /// SLKL's path: stopped before the end of the grid because the validation error turned.
+    #[serde(default)]
+    pub stopped_early: bool,
     /// The chosen ν.
     pub chosen: f64,
 }
