@@ -617,7 +617,8 @@ fn warm_starts_and_active_set_sweeps_reach_the_cold_minimum() {
     assert_eq!(paper.active, active.active);
     for active_set in [false, true] {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(32);
-        let mut solver = Slkl::new(x.as_ref(), &y, &GAUSS, SlklConfig { active_set, ..config(40, hi) }, &mut rng).unwrap();
+        let mut solver =
+            Slkl::new(x.as_ref(), &y, &GAUSS, SlklConfig { active_set, ..config(40, hi) }, &mut rng).unwrap();
         assert_eq!(run(&mut solver, &mut rng, &mut ()).unwrap(), Stop::Converged);
         let at_hi = solver.sparsity();
         solver.set_nu(lo).unwrap();
@@ -666,8 +667,16 @@ fn nu_path_starts_at_nu_max_and_picks_a_fitting_nu() {
     let best = sel.candidates.iter().find(|c| c.nu == sel.nu).unwrap();
     assert!(best.validation_mse < 0.5 * var, "{} vs variance {var}", best.validation_mse);
     // Without the intercept the same grid scores worse at its best (the mean costs weight).
-    let raw = select_nu_path(x.as_ref(), &y, &folds, &GAUSS, &config(40, 0.1), &NuPath { intercept: false, ..path.clone() }, &rng)
-        .unwrap();
+    let raw = select_nu_path(
+        x.as_ref(),
+        &y,
+        &folds,
+        &GAUSS,
+        &config(40, 0.1),
+        &NuPath { intercept: false, ..path.clone() },
+        &rng,
+    )
+    .unwrap();
     let raw_best = raw.candidates.iter().map(|c| c.validation_mse).fold(f64::INFINITY, f64::min);
     assert!(best.validation_mse <= raw_best * 1.05, "{} vs {raw_best}", best.validation_mse);
     let bad = NuPath { decades: 0, ..path };
