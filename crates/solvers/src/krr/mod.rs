@@ -20,5 +20,5 @@ pub use model::KrrModel;
 pub use nu_selection::{
     NuCandidate, NuModel, NuPath, NuSelection, log_grid, mean_squared_error, select_nu, select_nu_path,
 };
-pub use nystrom::{NystromKrrConfig, NystromKrrFit, NystromSolve, nystrom_krr};
+pub use nystrom::{LambdaSelection, NystromKrrConfig, NystromKrrFit, NystromSolve, nystrom_krr, select_lambda_nystrom};
 pub use slkl::{ColumnMode, CoordinatePartials, CoordinateRule, Slkl, SlklConfig, SlklModel, select_landmarks, slkl};
