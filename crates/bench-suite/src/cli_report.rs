@@ -60,6 +60,7 @@ mod tests {
                 landmarks: Some(200),
                 lambda: 1.0,
                 intercept: true,
+                lambda_source: None,
                 nystrom_solver: None,
                 nu: Some(0.01),
                 nu_source: Some("given".into()),
@@ -70,6 +71,7 @@ mod tests {
                 seed: 0,
             },
             nu_validation: None,
+            lambda_validation: None,
             result: KrrResult {
                 objective: 1.0,
                 objective_definition: "F".into(),

@@ -279,6 +279,9 @@ pub struct KrrParameters {
     pub landmarks: Option<usize>,
     /// λ.
     pub lambda: f64,
+    /// How λ was obtained (`given`, or `auto: ...`).
+    #[serde(default)]
+    pub lambda_source: Option<String>,
     /// Whether an intercept was fitted (targets centred on their training mean).
     #[serde(default)]
     pub intercept: bool,
@@ -299,6 +302,19 @@ pub struct KrrParameters {
     pub columns: String,
     /// `--seed`.
     pub seed: u64,
+}
+
+/// λ chosen by cross-validation (Nyström KRR's `--lambda auto`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LambdaValidation {
+    /// Number of folds.
+    pub folds: usize,
+    /// The λ grid, increasing.
+    pub grid: Vec<f64>,
+    /// Pooled validation MSE of each λ.
+    pub validation_mse: Vec<f64>,
+    /// The chosen λ.
+    pub chosen: f64,
 }
 
 /// ν chosen by cross-validation.
@@ -410,6 +426,9 @@ pub struct KrrReport {
     /// ν's cross-validation, when ν was chosen.
     #[serde(default)]
     pub nu_validation: Option<NuValidation>,
+    /// λ's cross-validation, when λ was chosen (`--lambda auto`).
+    #[serde(default)]
+    pub lambda_validation: Option<LambdaValidation>,
     /// Test error, objective, sparsity.
     pub result: KrrResult,
     /// Timings.

@@ -522,7 +522,9 @@ pub fn select_lambda_nystrom(
     if folds.len() != n || k < 2 || counts.iter().any(|&c| c == 0 || n - c < 2) {
         return Err(SolverError::InvalidConfig {
             name: "folds",
-            reason: format!("need one fold index per sample, at least 2 non-empty folds each leaving 2 to fit; got K = {k}"),
+            reason: format!(
+                "need one fold index per sample, at least 2 non-empty folds each leaving 2 to fit; got K = {k}"
+            ),
         });
     }
     let m = landmarks.len();
@@ -577,7 +579,8 @@ pub fn select_lambda_nystrom(
         },
     )?;
     let par = faer::get_global_parallelism();
-    let (ytotal, stotal) = (ysum.iter().sum::<f64>(), (0..m).map(|j| (0..k).map(|f| ss[(j, f)]).sum::<f64>()).collect::<Vec<_>>());
+    let (ytotal, stotal) =
+        (ysum.iter().sum::<f64>(), (0..m).map(|j| (0..k).map(|f| ss[(j, f)]).sum::<f64>()).collect::<Vec<_>>());
     // Coefficients α for every (fold, λ): (M, K·|grid|).
     let mut alphas = Mat::<f64>::zeros(m, k * grid.len());
     let mut offsets = vec![0.0; k];
