@@ -571,7 +571,7 @@ pub fn select_lambda_nystrom(
                         cf.transpose(),
                         BlockStructure::Rectangular,
                         1.0,
-                        Par::Seq,
+                        faer::get_global_parallelism(),
                     );
                 }
             }
