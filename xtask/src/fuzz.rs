@@ -45,9 +45,11 @@ pub fn fuzz(root: &Path, rest: &[&str]) -> Result<(), String> {
         let manifest = fuzz_dir.join("Cargo.toml");
         let status = Command::new(env!("CARGO"))
             .current_dir(root)
+            // The main workspace's target folder: the profiles match, so its build is reused.
+            .env("CARGO_TARGET_DIR", root.join("target"))
             .args(["test", "--manifest-path"])
             .arg(&manifest)
-            .args(["--no-default-features", "--release"])
+            .arg("--no-default-features")
             .status()
             .map_err(|e| format!("cannot run cargo: {e}"))?;
         return if status.success() { Ok(()) } else { Err("the corpus replay failed".into()) };
