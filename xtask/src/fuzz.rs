@@ -1,4 +1,4 @@
-//! `cargo xtask fuzz [--seconds N] [--target NAME] [--replay]`: runs the coverage-guided fuzz
+//! `cargo xtask fuzz [--seconds N] [--runs N] [--target NAME] [--replay]`: runs the coverage-guided fuzz
 //! targets of `fuzz/` (cargo-fuzz and libFuzzer, on the nightly toolchain), one after the
 //! other, and reports the executions of each; or, with `--replay` (or when nightly or
 //! cargo-fuzz is missing and `--replay` was allowed), replays the committed corpus on stable.
@@ -15,6 +15,7 @@ const LIBFUZZER_OPTIONS: &[&str] = &["-malloc_limit_mb=128", "-rss_limit_mb=2048
 /// `cargo xtask fuzz ...`.
 pub fn fuzz(root: &Path, rest: &[&str]) -> Result<(), String> {
     let mut seconds = 60u64;
+    let mut runs_limit: Option<u64> = None;
     let mut only: Option<String> = None;
     let mut replay = false;
     let mut it = rest.iter();
@@ -24,9 +25,13 @@ pub fn fuzz(root: &Path, rest: &[&str]) -> Result<(), String> {
                 let value = it.next().ok_or("--seconds needs a number")?;
                 seconds = value.parse().map_err(|_| format!("--seconds {value}: not a whole number of seconds"))?;
             }
+            "--runs" => {
+                let value = it.next().ok_or("--runs needs a number")?;
+                runs_limit = Some(value.parse().map_err(|_| format!("--runs {value}: not a whole number"))?);
+            }
             "--target" => only = Some(it.next().ok_or("--target needs a name")?.to_string()),
             "--replay" => replay = true,
-            other => return Err(format!("fuzz takes --seconds N, --target NAME and --replay, not {other}")),
+            other => return Err(format!("fuzz takes --seconds N, --runs N, --target NAME and --replay, not {other}")),
         }
     }
     let fuzz_dir = root.join("fuzz");
@@ -68,6 +73,7 @@ pub fn fuzz(root: &Path, rest: &[&str]) -> Result<(), String> {
             .arg(&seeds)
             .arg("--")
             .arg(&max_time)
+            .args(runs_limit.map(|n| format!("-runs={n}")))
             .args(LIBFUZZER_OPTIONS)
             .stderr(Stdio::piped())
             .spawn()

@@ -31,10 +31,10 @@
 //!     plots (*.md, *.json, *.png, *.svg) of each reproduction to docs/results/NAME/, replacing
 //!     the files there; quick runs and runs with --seeds or --out write under results/ only.
 //!     docs/results/README.md is written by hand and never touched.
-//! cargo xtask fuzz [--seconds N] [--target NAME] [--replay]
+//! cargo xtask fuzz [--seconds N] [--runs N] [--target NAME] [--replay]
 //!     the coverage-guided fuzz targets of fuzz/ (every reader and the model files), N seconds
-//!     each (default 60) with cargo-fuzz on the nightly toolchain; prints the executions per
-//!     target. --replay instead feeds the committed corpus (fuzz/corpus/) to the same entry
+//!     each (default 60; --runs: stop earlier after N executions) with cargo-fuzz on the nightly
+//!     toolchain; prints the executions per target. --replay instead feeds the committed corpus (fuzz/corpus/) to the same entry
 //!     functions as a test on stable, as CI does.
 //! cargo xtask bench criterion [FILTER]
 //!     criterion benchmarks: one SKPCA iteration and its parts (benches/benches/skpca.rs), one
@@ -89,7 +89,7 @@ fn main() -> ExitCode {
                 "       cargo xtask bench scale [--sizes LIST] [--skpca-iterations T] [--rank R] [--mf-max-n N] [--sklearn]"
             );
             eprintln!("       cargo xtask bench criterion [FILTER]");
-            eprintln!("       cargo xtask fuzz [--seconds N] [--target NAME] [--replay]");
+            eprintln!("       cargo xtask fuzz [--seconds N] [--runs N] [--target NAME] [--replay]");
             let names: Vec<&str> = REPRODUCTIONS.iter().map(|r| r.name).collect();
             eprintln!(
                 "       cargo xtask reproduce {}|all [--quick] [--seeds N] [--data DIR] [--out DIR]",

@@ -94,7 +94,10 @@ pub(crate) fn try_zeros(rows: usize, cols: usize, path: &str) -> Result<Mat<f64>
     if (rows == 0 || cols == 0) && rows.max(cols) > crate::MAX_EMPTY_DIM {
         return Err(too_large());
     }
-    DataError::check_budget(path, format!("the {rows} × {cols} data matrix"), stolr_memory::f64_bytes(&[rows, cols]))?;
+    // faer pads every column to a multiple of 8 entries (64 bytes): a short, wide matrix
+    // takes up to 8 times its entries' bytes.
+    let padded = stolr_memory::f64_bytes(&[rows.next_multiple_of(8), cols]);
+    DataError::check_budget(path, format!("the {rows} × {cols} data matrix"), padded)?;
     let mut x = Mat::new();
     x.try_reserve(rows, cols).map_err(|_| too_large())?;
     x.resize_with(rows, cols, |_, _| 0.0);

@@ -591,10 +591,14 @@ impl ModelFile {
     /// Reads the model file at `path`.
     ///
     /// # Errors
-    /// [`DataError::Io`] if the file cannot be read, and every error of
-    /// [`ModelFile::from_bytes`], naming `path`.
+    /// [`DataError::Io`] if the file cannot be read; [`DataError::OverBudget`] if twice its
+    /// length (the file read whole, then its arrays) is over the process's memory budget; and
+    /// every error of [`ModelFile::from_bytes`], naming `path`.
     pub fn load(path: &Path) -> Result<Self, DataError> {
         let name = path.display().to_string();
+        let len = std::fs::metadata(path).map_err(|e| DataError::io(&name, e))?.len();
+        // The file is read whole, then its arrays copied out: twice its length at most.
+        DataError::check_budget(&name, format!("the model file ({len} bytes) and its arrays"), len.saturating_mul(2))?;
         let bytes = std::fs::read(path).map_err(|e| DataError::io(&name, e))?;
         Self::from_bytes(&bytes, &name)
     }

@@ -33,6 +33,11 @@ fn shapes_over_the_budget_are_refused_before_allocating() {
     assert!(over(&err), "{err:?}");
     assert!(err.to_string().contains("the 1 × 1000000 data matrix"), "{err}");
     assert!(read_libsvm_from(&b"1 1000:1\n"[..], "t").is_ok());
+    // Found by fuzzing: faer pads each column to 8 entries, so one row of 10^5 features takes
+    // 6.4 MB, not 800 KB: over the budget.
+    let err = read_libsvm_from(&b"1 100000:1\n"[..], "t").unwrap_err();
+    assert!(over(&err), "{err:?}");
+    assert!(err.to_string().contains("6.10 MiB"), "{err}");
 
     // .npy: a real 200 × 1000 file (1.6 MB) over a 1 MiB budget.
     let dir = tempfile::tempdir().unwrap();
