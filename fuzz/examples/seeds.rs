@@ -110,8 +110,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("custom", custom.to_bytes()?),
     ];
     for (name, bytes) in models {
-        seeds.push(("model_file", name, bytes.clone()));
-        seeds.push(("model_load", name, bytes));
+        seeds.push(("model_load", name, members(&bytes)));
+        seeds.push(("model_file", name, bytes));
     }
 
     for (target, name, bytes) in seeds {
@@ -121,6 +121,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     std::fs::remove_dir_all(&dir)?;
     Ok(())
+}
+
+/// The members of the model file `bytes` in `model_load`'s input layout
+/// ([`stolr_fuzz::model_members`]).
+fn members(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).expect("a ZIP archive");
+    let mut header = Vec::new();
+    let mut arrays = Vec::new();
+    for i in 0..zip.len() {
+        let mut member = zip.by_index(i).expect("a member");
+        let mut content = Vec::new();
+        member.read_to_end(&mut content).expect("its content");
+        let name = member.name().expect("a name").into_owned();
+        if name == "header.json" {
+            header = content;
+        } else {
+            arrays.push((name, content));
+        }
+    }
+    stolr_fuzz::join_members(&header, &arrays)
 }
 
 /// A fresh scratch folder for the `.npy` writer.

@@ -253,13 +253,69 @@ pub fn model_file(data: &[u8]) {
     assert_eq!(loaded.to_bytes().expect("saves"), bytes);
 }
 
-/// A model file read as each fitted model of `stolr-solvers` ([`Persist::from_model_file`]
-/// for [`KernelPcaModel`], [`PcaModel`] and [`KrrModel`]); a model that loads must survive a
-/// save and load unchanged, and apply to two rows of the right width (an error is fine, a
-/// panic is not).
+/// The number of array members [`model_load`] reads from its input: byte 0 modulo this.
+const MAX_MEMBERS: u8 = 8;
+
+/// The members of a model file's ZIP archive as [`model_load`] reads them from its input:
+/// byte 0 gives the number `m` of members after `header.json` (modulo [`MAX_MEMBERS`]); the
+/// rest is split by [`split`] into `header.json`'s content, then `m` pairs of a member name
+/// (e.g. `alpha.npy`) and its content.
+pub fn model_members(data: &[u8]) -> Vec<(String, &[u8])> {
+    let Some((&count, rest)) = data.split_first() else { return Vec::new() };
+    let m = usize::from(count % MAX_MEMBERS);
+    let parts = split(rest, 1 + 2 * m);
+    let mut members = vec![("header.json".to_owned(), parts[0])];
+    for pair in parts[1..].chunks_exact(2) {
+        members.push((String::from_utf8_lossy(pair[0]).into_owned(), pair[1]));
+    }
+    members
+}
+
+/// The inverse of [`model_members`], for the seed corpus.
+///
+/// # Panics
+/// If there are more than [`MAX_MEMBERS`] members after `header.json`, or a part is longer
+/// than 65535 bytes.
+pub fn join_members(header: &[u8], members: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let count = u8::try_from(members.len()).ok().filter(|&m| m < MAX_MEMBERS).expect("at most 7 arrays");
+    let mut parts: Vec<&[u8]> = vec![header];
+    for (name, content) in members {
+        parts.push(name.as_bytes());
+        parts.push(content);
+    }
+    [vec![count], join(&parts)].concat()
+}
+
+/// The model file [`model_load`] reads: the members of `data` ([`model_members`]) in a
+/// stored ZIP archive.
+pub fn model_archive(data: &[u8]) -> Vec<u8> {
+    zip_archive(&model_members(data))
+}
+
+/// A stored ZIP archive of `members`, in order (a duplicate name is skipped).
+fn zip_archive(members: &[(String, &[u8])]) -> Vec<u8> {
+    use std::io::Write;
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    for (name, content) in members {
+        if zip.start_file(name.as_str(), options).is_ok() {
+            zip.write_all(content).expect("writing to memory");
+        }
+    }
+    zip.finish().expect("writing to memory").into_inner()
+}
+
+/// A model file built from fuzzed members ([`model_members`], packed in a valid ZIP archive so
+/// that checksums hold), read by [`ModelFile::from_bytes`] and then as each fitted model of
+/// `stolr-solvers` ([`Persist::from_model_file`] for [`KernelPcaModel`], [`PcaModel`] and
+/// [`KrrModel`]); a model that loads must survive a save and load unchanged, and apply to two
+/// rows of the right width (an error is fine, a panic is not).
 pub fn model_load(data: &[u8]) {
     setup();
-    let Ok(file) = ModelFile::from_bytes(data, "fuzz") else { return };
+    let bytes = model_archive(data);
+    let Ok(file) = ModelFile::from_bytes(&bytes, "fuzz") else { return };
+    let resaved = file.to_bytes().expect("a loaded model saves");
+    assert_eq!(ModelFile::from_bytes(&resaved, "fuzz").expect("loads again").to_bytes().expect("saves again"), resaved);
     let path = Path::new("fuzz");
     let rows = |d: usize| (d <= 4096).then(|| Mat::from_fn(2, d, |i, j| (i + j) as f64 * 0.5 - 1.0));
     if let Ok(model) = KernelPcaModel::from_model_file(&file, path) {
@@ -270,10 +326,10 @@ pub fn model_load(data: &[u8]) {
     }
     if let Ok(model) = PcaModel::from_model_file(&file, path) {
         check_round_trip(&model);
-        if let Some(x) = rows(model.n_features()) {
-            if let Ok(z) = model.transform(x.as_ref()) {
-                let _ = model.inverse_transform(z.as_ref());
-            }
+        if let Some(x) = rows(model.n_features())
+            && let Ok(z) = model.transform(x.as_ref())
+        {
+            let _ = model.inverse_transform(z.as_ref());
         }
     }
     if let Ok(model) = KrrModel::from_model_file(&file, path) {
