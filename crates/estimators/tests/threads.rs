@@ -35,15 +35,15 @@ fn run(par: Par) -> Vec<(&'static str, Vec<u64>)> {
     let gaussian = Kernel::Gaussian { sigma: 1.3 };
     let laplacian = Kernel::Laplacian { sigma: 2.0 };
     let poly = Kernel::Polynomial { scale: 7.0, offset: 1.0, degree: 2 };
-    let mut out = Vec::new();
-    out.push(("rff", draw(&mut RandomFourierFeatures::new(x.as_ref(), gaussian, 9).unwrap())));
-    out.push(("rff centred", draw(&mut Centered::new(RandomFourierFeatures::new(x.as_ref(), laplacian, 9).unwrap()))));
-    out.push(("maclaurin", draw(&mut RandomMaclaurin::new(x.as_ref(), poly, 5).unwrap())));
-    out.push(("maclaurin, one feature", draw(&mut RandomMaclaurin::new(x.as_ref(), poly, 1).unwrap())));
-    out.push(("columns", draw(&mut ColumnSampling::new(x.as_ref(), gaussian, 6, false).unwrap())));
-    out.push(("columns, one column", draw(&mut ColumnSampling::new(x.as_ref(), gaussian, 1, false).unwrap())));
-    out.push(("columns-sym", draw(&mut ColumnSampling::new(x.as_ref(), laplacian, 3, true).unwrap())));
-
+    let mut out = vec![
+        ("rff", draw(&mut RandomFourierFeatures::new(x.as_ref(), gaussian, 9).unwrap())),
+        ("rff centred", draw(&mut Centered::new(RandomFourierFeatures::new(x.as_ref(), laplacian, 9).unwrap()))),
+        ("maclaurin", draw(&mut RandomMaclaurin::new(x.as_ref(), poly, 5).unwrap())),
+        ("maclaurin, one feature", draw(&mut RandomMaclaurin::new(x.as_ref(), poly, 1).unwrap())),
+        ("columns", draw(&mut ColumnSampling::new(x.as_ref(), gaussian, 6, false).unwrap())),
+        ("columns, one column", draw(&mut ColumnSampling::new(x.as_ref(), gaussian, 1, false).unwrap())),
+        ("columns-sym", draw(&mut ColumnSampling::new(x.as_ref(), laplacian, 3, true).unwrap())),
+    ];
     let wide = gaussian_data(3000, 40, 1.0, 5);
     out.push(("cross, one row", bits(&gaussian.cross(wide.as_ref(), wide.as_ref().subrows(7, 1)))));
     out.push(("columns, one index", bits(&poly.columns(wide.as_ref(), &[11]))));
