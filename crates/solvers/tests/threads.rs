@@ -17,8 +17,8 @@ use stolr_estimators::Kernel;
 use stolr_memory::MemoryBudget;
 use stolr_solvers::{
     CertifyConfig, CertifyMethod, ExactOperator, Fit, FitRegression, IncrementalPca, KernelPca, KernelRidge,
-    KpcaSolver, KrrSolver, MatrixFreeConfig, Msg, MsgConfig, Oja, Pca, PcaSolver, SamplerKind, SkpcaConfig, SlklConfig,
-    StepSize, StreamPass, StreamingPca, SvrgPcaConfig, Transformer, VrPcaConfig, certify, matrix_free_kpca,
+    KpcaSolver, KrrSolver, MatrixFreeConfig, Msg, MsgConfig, Oja, Pca, PcaSolver, Predictor, SamplerKind, SkpcaConfig,
+    SlklConfig, StepSize, StreamPass, StreamingPca, SvrgPcaConfig, Transformer, VrPcaConfig, certify, matrix_free_kpca,
     matrix_rows, run, tau_for_rank,
 };
 
@@ -128,12 +128,13 @@ fn regression(out: &mut Results) {
     let y: Vec<f64> = (0..3000).map(|i| x[(i, 0)].sin() + 0.1 * x[(i, 1)]).collect();
     let held_out = blobs(700, 4, 12);
     let gauss = Kernel::Gaussian { sigma: 2.0 };
-    let slkl = SlklConfig { landmarks: 200, max_epochs: 3, ..SlklConfig::default() };
+    let slkl = SlklConfig { landmarks: 700, max_epochs: 2, ..SlklConfig::default() };
     for (name, solver, rows) in [("slkl", KrrSolver::Slkl(slkl), 3000), ("krr", KrrSolver::Krr { lambda: 0.1 }, 1500)] {
         let params = KernelRidge { standardize: true, ..KernelRidge::new(gauss, solver) };
         let model = params.fit(x.as_ref().subrows(0, rows), &y[..rows], &mut rng(3), &mut ()).unwrap();
         out.push((name, vec_bits(model.expansion().coefficients())));
-        let _ = &held_out;
+        let predicted = model.predict(held_out.as_ref()).unwrap();
+        out.push((name, predicted.iter().map(|v| v.to_bits()).collect()));
     }
 }
 
