@@ -89,14 +89,14 @@ fn run(par: Par) -> Vec<(&'static str, Vec<u64>)> {
     out.push(("spd_inverse", bits(&spd_inverse(spd.as_ref(), "spd").unwrap())));
 
     // SLKL's state: columns pushed one by one (each probed), a refresh, a probe.
-    let yv: Vec<f64> = (0..20_000).map(|i| (i as f64 * 0.01).sin()).collect();
+    let yv: Vec<f64> = (0..40_000).map(|i| (i as f64 * 0.01).sin()).collect();
     let mut state = WoodburyInverse::new(0.5, &yv).unwrap();
     for _ in 0..60 {
-        let k: Vec<f64> = gaussian(20_000, 1, &mut rng).col_as_slice(0).to_vec();
+        let k: Vec<f64> = gaussian(40_000, 1, &mut rng).col_as_slice(0).to_vec();
         state.push(&k, 0.7).unwrap();
     }
     state.refresh().unwrap();
-    let k: Vec<f64> = gaussian(20_000, 1, &mut rng).col_as_slice(0).to_vec();
+    let k: Vec<f64> = gaussian(40_000, 1, &mut rng).col_as_slice(0).to_vec();
     let probe = state.probe(&k).unwrap();
     out.push((
         "woodbury",
