@@ -167,11 +167,16 @@ impl KernelOperator {
 
     /// Bytes one [`KernelOperator::apply`] of a block of `b` vectors allocates with `workers`
     /// threads and tiles of side `tile`: the output `(n, b)`, the products of one batch of tile
-    /// pairs (`2 · 64 · tile × b`) and one `tile × tile` buffer per worker (and one more).
+    /// pairs (`2 · min(64, pairs) · tile × b`) and one `tile × tile` buffer per worker (and one
+    /// more).
     pub fn apply_bytes(n: usize, b: usize, tile: usize, workers: usize) -> u64 {
-        let t = tile.min(n.max(1)) as u64;
+        let t = tile.max(1).min(n.max(1));
+        let tiles_per_side = n.div_ceil(t) as u64;
+        let pairs = tiles_per_side.saturating_mul(tiles_per_side + 1) / 2;
+        let batch = pairs.min(PAIRS_PER_BATCH as u64);
+        let t = t as u64;
         let out = 8u64.saturating_mul(n as u64).saturating_mul(b as u64);
-        let products = (16 * PAIRS_PER_BATCH as u64).saturating_mul(t).saturating_mul(b as u64);
+        let products = (16 * batch).saturating_mul(t).saturating_mul(b as u64);
         let tiles = 8u64.saturating_mul(t).saturating_mul(t).saturating_mul(workers.max(1) as u64 + 1);
         out.saturating_add(products).saturating_add(tiles)
     }
