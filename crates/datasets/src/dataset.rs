@@ -112,7 +112,7 @@ pub(crate) fn try_zeros(rows: usize, cols: usize, path: &str) -> Result<Mat<f64>
 /// # Errors
 /// [`DataError::OverBudget`] naming `path`.
 pub(crate) fn check_growth(path: &str, rows: usize, bytes: usize) -> Result<(), DataError> {
-    if rows % 4096 == 0 {
+    if rows.is_multiple_of(4096) {
         DataError::check_budget(path, format!("the values of the {rows} rows read so far"), bytes as u64)
     } else {
         Ok(())
