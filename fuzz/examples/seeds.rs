@@ -34,7 +34,7 @@ fn idx(magic: u32, dims: &[u32], data: &[u8]) -> Vec<u8> {
 /// A `.npy` file with the given header dict and raw data, padded as NumPy pads it.
 fn npy(dict: &str, data: &[u8]) -> Vec<u8> {
     let mut header = dict.to_owned();
-    while (10 + header.len() + 1) % 64 != 0 {
+    while !(10 + header.len() + 1).is_multiple_of(64) {
         header.push(' ');
     }
     header.push('\n');
@@ -45,6 +45,8 @@ fn npy(dict: &str, data: &[u8]) -> Vec<u8> {
     bytes
 }
 
+// The seeds read best as one list, grouped by target.
+#[allow(clippy::vec_init_then_push)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus");
     let mut seeds: Vec<(&str, &str, Vec<u8>)> = Vec::new();

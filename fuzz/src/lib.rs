@@ -29,9 +29,12 @@ use stolr_solvers::{KernelPcaModel, KrrModel, PcaModel, Persist, Predictor, Tran
 /// The memory budget every entry sets for the process: 64 MiB.
 pub const FUZZ_BUDGET: u64 = 64 << 20;
 
+/// An entry function: takes any bytes, returns normally or panics on a finding.
+pub type Entry = fn(&[u8]);
+
 /// The fuzz targets, by name: the names of `fuzz_targets/*.rs`, of the corpus folders and of
 /// the entry functions.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Entry)] = &[
     ("libsvm", libsvm),
     ("csv", csv),
     ("table", table),

@@ -104,6 +104,21 @@ pub(crate) fn try_zeros(rows: usize, cols: usize, path: &str) -> Result<Mat<f64>
     Ok(x)
 }
 
+/// Checks, once every 4096 rows, that the `bytes` a reader holds after reading `rows` rows (the
+/// values kept before the matrix is built) fit the process's memory budget, so that a file
+/// larger than memory, or a small gzip file that inflates to one, is an error rather than an
+/// out-of-memory kill.
+///
+/// # Errors
+/// [`DataError::OverBudget`] naming `path`.
+pub(crate) fn check_growth(path: &str, rows: usize, bytes: usize) -> Result<(), DataError> {
+    if rows.is_multiple_of(4096) {
+        DataError::check_budget(path, format!("the values of the {rows} rows read so far"), bytes as u64)
+    } else {
+        Ok(())
+    }
+}
+
 /// The `(n, d)` matrix whose rows are the consecutive chunks of `d` entries of `values`
 /// (`values.len() == n d`); [`DataError::TooLarge`] if it cannot be allocated.
 pub(crate) fn from_row_major(values: &[f64], n: usize, d: usize, path: &str) -> Result<Mat<f64>, DataError> {

@@ -99,6 +99,9 @@ const MAX_HEADER_LEN: u64 = 1 << 16;
 /// make 2, a structured dtype a few more.
 const MAX_HEADER_DEPTH: usize = 8;
 
+/// The reader [`open_npy`] hands to `npyz`: the checked preamble and header, then the rest.
+pub(crate) type Checked<R> = std::io::Chain<std::io::Cursor<Vec<u8>>, R>;
+
 /// Opens the `.npy` data in `reader` (a file of `file_len` bytes) with `npyz`, after checking
 /// its preamble and header ourselves: the magic string, a version 1 to 3, a header length at
 /// most [`MAX_HEADER_LEN`] and within the file, and brackets nested at most
@@ -112,7 +115,7 @@ pub(crate) fn open_npy<R: Read>(
     mut reader: R,
     name: &str,
     file_len: u64,
-) -> Result<npyz::NpyFile<std::io::Chain<std::io::Cursor<Vec<u8>>, R>>, DataError> {
+) -> Result<npyz::NpyFile<Checked<R>>, DataError> {
     let npy_error = |message: String| DataError::Npy { path: name.to_owned(), message };
     let truncated = || npy_error("not a valid .npy file: the header is truncated".into());
     let mut preamble = vec![0u8; 8];
@@ -401,5 +404,27 @@ mod tests {
         std::fs::write(&file.0, &bytes).expect("write");
         let err = read_npy_matrix(&file.0).unwrap_err();
         assert!(matches!(err, DataError::TooLarge { rows: 0, .. }), "{err:?}");
+    }
+
+    #[test]
+    fn a_failed_write_keeps_the_old_file_and_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("eigenvalues.npy");
+        write_npy_vector(&path, &[1.0, 2.0]).expect("write");
+        let before = std::fs::read(&path).expect("read");
+        // An index above i64::MAX fails before anything is written.
+        let err = write_npy_indices(&path, &[usize::MAX]).unwrap_err();
+        assert!(matches!(err, DataError::InvalidParameter { .. }), "{err:?}");
+        // A target that is a folder: the data is written to a temporary file, the rename fails.
+        let folder = dir.path().join("eigenvectors.npy");
+        std::fs::create_dir(&folder).expect("mkdir");
+        std::fs::write(folder.join("keep"), "x").expect("write");
+        let err = write_npy_matrix(&folder, Mat::<f64>::zeros(100, 100).as_ref()).unwrap_err();
+        assert!(matches!(err, DataError::Io { .. }), "{err:?}");
+        assert_eq!(std::fs::read(&path).expect("read"), before);
+        let mut names: Vec<_> =
+            std::fs::read_dir(dir.path()).expect("list").map(|e| e.expect("entry").file_name()).collect();
+        names.sort();
+        assert_eq!(names, ["eigenvalues.npy", "eigenvectors.npy"]);
     }
 }

@@ -305,12 +305,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         crate::mnist::tests::write_mnist(dir.path(), 5, 2, true);
         let path = dir.path().join("t10k-images-idx3-ubyte.gz");
-        let bytes = flate2::read::MultiGzDecoder::new(&std::fs::read(&path).unwrap()[..]).bytes().count();
-        let raw: Vec<u8> = flate2::read::MultiGzDecoder::new(&std::fs::read(&path).unwrap()[..])
-            .bytes()
-            .take(bytes - 3)
-            .map(Result::unwrap)
-            .collect();
+        let mut raw = Vec::new();
+        flate2::read::MultiGzDecoder::new(&std::fs::read(&path).unwrap()[..]).read_to_end(&mut raw).unwrap();
+        raw.truncate(raw.len() - 3);
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         std::io::Write::write_all(&mut gz, &raw).unwrap();
         std::fs::write(&path, gz.finish().unwrap()).unwrap();

@@ -63,4 +63,18 @@ fn shapes_over_the_budget_are_refused_before_allocating() {
     std::fs::write(mnist.join("t10k-images-idx3-ubyte.gz"), &huge).unwrap();
     let err = stream_rows(&mnist, RowFormat::Mnist).unwrap_err();
     assert!(over(&err), "{err:?}");
+
+    // A 4 KB gzip file that inflates to 200 000 rows: the values read are over the budget
+    // long before the end.
+    let text = "1,2,3\n".repeat(200_000);
+    let path = dir.path().join("bomb.csv.gz");
+    std::fs::write(&path, gzip(text.as_bytes())).unwrap();
+    let err = stolr_datasets::read_table(&path, &Default::default()).unwrap_err();
+    assert!(over(&err), "{err:?}");
+    assert!(err.to_string().contains("rows read so far"), "{err}");
+    let err = stolr_datasets::read_csv_from(text.as_bytes(), "t", stolr_datasets::LabelColumn::None).unwrap_err();
+    assert!(over(&err), "{err:?}");
+    let text = "1 1:1 2:2 3:3\n".repeat(200_000);
+    let err = read_libsvm_from(text.as_bytes(), "t").unwrap_err();
+    assert!(over(&err), "{err:?}");
 }
