@@ -87,7 +87,9 @@ fn main() -> ExitCode {
             eprintln!(
                 "       cargo xtask bench scale [--sizes LIST] [--skpca-iterations T] [--rank R] [--mf-max-n N] [--sklearn]"
             );
-            eprintln!("       cargo xtask bench krr-scale [--quick] [--max-n N] [--out DIR] [--no-sklearn] [--lambda L]");
+            eprintln!(
+                "       cargo xtask bench krr-scale [--quick] [--max-n N] [--out DIR] [--no-sklearn] [--lambda L]"
+            );
             eprintln!("       cargo xtask bench criterion [FILTER]");
             let names: Vec<&str> = REPRODUCTIONS.iter().map(|r| r.name).collect();
             eprintln!(
