@@ -22,8 +22,8 @@ use stolr_datasets::{
 };
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, Kernel, bandwidth_rule};
 use stolr_solvers::{
-    ColumnMode, CoordinateRule, KernelRidge, KrrModel, KrrSolver as Solver, NuModel, NuSelection, SlklConfig,
-    UnifConfig, UniformWeight, log_grid, mean_squared_error, select_nu,
+    ColumnMode, CoordinateRule, KernelRidge, KrrModel, KrrSolver as Solver, NuModel, NuSelection, NystromKrrConfig,
+    NystromSolve, SlklConfig, UnifConfig, UniformWeight, log_grid, mean_squared_error, select_nu,
 };
 
 use stolr_report::{KrrDataset, KrrParameters, KrrReport, KrrResult, KrrTimings, NuValidation, ReportKernel};
@@ -60,6 +60,9 @@ pub enum KrrSolver {
     Krr,
     /// KRR_M: kernel ridge regression on the M landmarks only.
     KrrSubset,
+    /// Nyström KRR: ridge regression over the span of M landmark kernel functions, fitted on
+    /// all n points; memory O(M² + n·d) (direct solve or preconditioned conjugate gradients).
+    Nystrom,
     /// Unif: KRR with uniform weights on the M rank-1 kernels (the best common weight for ν).
     Uniform,
 }
@@ -79,6 +82,16 @@ pub enum RuleArg {
     Exact,
     /// The paper's projected Newton step (Proposition 1).
     Newton,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NystromSolveArg {
+    /// Direct up to M ≈ 7000 (cheaper than ~30 conjugate-gradient passes), else CG.
+    Auto,
+    /// K_Mn K_nM accumulated in one pass, then two Cholesky factorizations (exact).
+    Direct,
+    /// Falkon-preconditioned conjugate gradients, recomputing K_nM panel by panel each iteration.
+    Cg,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -131,6 +144,19 @@ pub struct KrrArgs {
     /// Ridge λ > 0 (paper 004 fixes λ = 1: only λν matters).
     #[arg(long, default_value_t = 1.0)]
     lambda: f64,
+    /// Regress the raw targets (the papers' setting). By default targets are centred on their
+    /// training mean, which the model adds back (an intercept).
+    #[arg(long)]
+    no_intercept: bool,
+    /// How Nyström KRR solves its M × M system.
+    #[arg(long, value_enum, default_value = "auto")]
+    nystrom_solver: NystromSolveArg,
+    /// Nyström KRR's conjugate gradients stop at this relative preconditioned residual.
+    #[arg(long, default_value_t = 1e-8)]
+    cg_tolerance: f64,
+    /// Nyström KRR's conjugate-gradient iteration cap.
+    #[arg(long, default_value_t = 200)]
+    cg_max_iterations: usize,
     /// Sparsity penalty ν > 0 of SLKL (and of Unif's common weight): a number, or `auto` for
     /// --nu-folds-fold cross-validation on the training set over 10^-4 … 10^1, two points per
     /// decade: 11 × K fits (give a number on large data).
@@ -387,6 +413,20 @@ fn fit(
             landmarks: args.landmarks,
         },
         KrrSolver::KrrSubset => Solver::KrrSubset { lambda, landmarks: args.landmarks },
+        KrrSolver::Nystrom => Solver::Nystrom {
+            config: NystromKrrConfig {
+                lambda,
+                solve: match args.nystrom_solver {
+                    NystromSolveArg::Auto => NystromSolve::Auto,
+                    NystromSolveArg::Direct => NystromSolve::Direct,
+                    NystromSolveArg::Cg => NystromSolve::ConjugateGradient,
+                },
+                tolerance: args.cg_tolerance,
+                max_iterations: args.cg_max_iterations,
+                memory: crate::memory::budget(),
+            },
+            landmarks: args.landmarks,
+        },
         KrrSolver::Krr => Solver::Krr { lambda },
     };
     if args.solver == KrrSolver::Krr {
@@ -397,7 +437,7 @@ fn fit(
             stolr_memory::f64_bytes(&[2, n, n]),
         )?;
     }
-    let params = KernelRidge { kernel: *kernel, solver, standardize: false };
+    let params = KernelRidge { kernel: *kernel, solver, intercept: !args.no_intercept, standardize: false };
     let (model, summary) = params.fit_prepared(
         x,
         y,
@@ -411,6 +451,7 @@ fn fit(
         KrrSolver::Slkl => "F(mu) = lambda y^T (lambda I + K_mu)^-1 y + nu sum(mu), paper 004 (14)",
         KrrSolver::Uniform => "F(c 1) of paper 004 (14) at the best common weight c",
         KrrSolver::KrrSubset => "lambda y_J^T (K_JJ + lambda I)^-1 y_J, paper 004 (9) on the landmarks",
+        KrrSolver::Nystrom => "sum_i (y_i - f(x_i))^2 + lambda alpha^T K_MM alpha at the Nystrom KRR solution",
         KrrSolver::Krr => "lambda y^T (K + lambda I)^-1 y, paper 004 (9)",
     };
     let slkl = args.solver == KrrSolver::Slkl;
@@ -425,6 +466,12 @@ fn fit(
         kkt_violation: summary.kkt_violation,
         kkt_threshold: slkl.then_some(args.epsilon * nu),
         uniform_weight: summary.uniform_weight,
+        intercept: model.intercept(),
+        nystrom_solve: summary.nystrom.map(|(solve, _, _)| solve.name().to_string()),
+        cg_iterations: summary
+            .nystrom
+            .and_then(|(solve, it, _)| (solve == NystromSolve::ConjugateGradient).then_some(it)),
+        cg_residual: summary.nystrom.and_then(|(_, _, r)| r),
         test_mse: None,
         train_mse: None,
     };
@@ -466,9 +513,14 @@ pub fn run(args: KrrArgs) -> Result<()> {
     let fit_time = t_fit.elapsed();
 
     let t_predict = Instant::now();
-    let predictions: Vec<f64> = fitted.model.expansion().predict(test.x.as_ref())?.iter().copied().collect();
+    // The rows are already standardized: the expansion plus the intercept is the model's f.
+    let predict = |rows: MatRef<'_, f64>| -> Result<Vec<f64>> {
+        let f = fitted.model.expansion().predict(rows)?;
+        Ok(f.iter().map(|v| v + fitted.model.intercept()).collect())
+    };
+    let predictions = predict(test.x.as_ref())?;
     let predict_time = t_predict.elapsed();
-    let train_predictions: Vec<f64> = fitted.model.expansion().predict(x)?.iter().copied().collect();
+    let train_predictions = predict(x)?;
     let test_mse = mean_squared_error(&predictions, targets(test));
     let train_mse = mean_squared_error(&train_predictions, y);
 
@@ -477,8 +529,8 @@ pub fn run(args: KrrArgs) -> Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         write_npy_vector(&dir.join("predictions.npy"), &predictions)?;
         write_npy_vector(&dir.join("coefficients.npy"), fitted.model.expansion().coefficients())?;
-        outputs.push(write_model(dir, &fitted.model)?);
         outputs = vec!["predictions.npy", "coefficients.npy"];
+        outputs.push(write_model(dir, &fitted.model)?);
         if let Some(landmarks) = &fitted.landmarks {
             write_npy_indices(&dir.join("landmarks.npy"), landmarks)?;
             outputs.push("landmarks.npy");
@@ -519,6 +571,9 @@ pub fn run(args: KrrArgs) -> Result<()> {
         parameters: KrrParameters {
             landmarks: (args.solver != KrrSolver::Krr).then_some(args.landmarks),
             lambda: args.lambda,
+            intercept: !args.no_intercept,
+            nystrom_solver: (args.solver == KrrSolver::Nystrom)
+                .then(|| format!("{:?}", args.nystrom_solver).to_lowercase()),
             nu,
             nu_source: Some(nu_source.to_string()),
             rule: format!("{:?}", args.rule).to_lowercase(),

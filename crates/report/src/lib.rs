@@ -279,6 +279,12 @@ pub struct KrrParameters {
     pub landmarks: Option<usize>,
     /// λ.
     pub lambda: f64,
+    /// Whether an intercept was fitted (targets centred on their training mean).
+    #[serde(default)]
+    pub intercept: bool,
+    /// Nyström KRR's `--nystrom-solver` (`auto`, `direct`, `cg`).
+    #[serde(default)]
+    pub nystrom_solver: Option<String>,
     /// ν (SLKL and Unif).
     pub nu: Option<f64>,
     /// How ν was obtained.
@@ -340,6 +346,18 @@ pub struct KrrResult {
     /// Unif: the common weight.
     #[serde(default)]
     pub uniform_weight: Option<f64>,
+    /// The intercept (the training targets' mean; 0 with `--no-intercept`).
+    #[serde(default)]
+    pub intercept: f64,
+    /// Nyström KRR: the solve used (`direct` or `cg`).
+    #[serde(default)]
+    pub nystrom_solve: Option<String>,
+    /// Nyström KRR by conjugate gradients: iterations run.
+    #[serde(default)]
+    pub cg_iterations: Option<usize>,
+    /// Nyström KRR by conjugate gradients: final relative preconditioned residual.
+    #[serde(default)]
+    pub cg_residual: Option<f64>,
     /// Mean squared error on the test set.
     #[serde(default)]
     pub test_mse: Option<f64>,

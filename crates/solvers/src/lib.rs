@@ -43,8 +43,9 @@ pub use kpca::{
 };
 pub use krr::{
     ColumnMode, CoordinatePartials, CoordinateRule, KernelExpansion, KernelRidge, KrrConfig, KrrFitSummary, KrrModel,
-    KrrSolver, NuCandidate, NuModel, NuSelection, Slkl, SlklConfig, SlklModel, UnifConfig, UnifModel, UniformWeight,
-    krr, krr_subset, log_grid, mean_squared_error, select_landmarks, select_nu, slkl, unif,
+    KrrSolver, NuCandidate, NuModel, NuSelection, NystromKrrConfig, NystromKrrFit, NystromSolve, Slkl, SlklConfig,
+    SlklModel, UnifConfig, UnifModel, UniformWeight, krr, krr_subset, log_grid, mean_squared_error, nystrom_krr,
+    select_landmarks, select_nu, slkl, unif,
 };
 pub use pca::{
     EpochLength, Pca, PcaModel, PcaOutcome, PcaSolver, SvrgPca, SvrgPcaConfig, Tolerance, VrPca, VrPcaConfig,

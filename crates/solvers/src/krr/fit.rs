@@ -7,7 +7,8 @@ use stolr_datasets::{Standardization, standardize};
 use stolr_estimators::Kernel;
 
 use crate::krr::{
-    KernelExpansion, KrrConfig, KrrModel, Slkl, SlklConfig, UnifConfig, krr, krr_subset, select_landmarks, unif,
+    KernelExpansion, KrrConfig, KrrModel, NystromKrrConfig, NystromSolve, Slkl, SlklConfig, UnifConfig, krr,
+    krr_subset, nystrom_krr, select_landmarks, unif,
 };
 use crate::{FitRegression, Observer, SolverError, Stop, run};
 
@@ -28,6 +29,13 @@ pub enum KrrSolver {
         /// Number of landmarks `M`.
         landmarks: usize,
     },
+    /// Nyström KRR on `landmarks` random training points ([`nystrom_krr`]).
+    Nystrom {
+        /// Ridge λ, the solve and its tolerances.
+        config: NystromKrrConfig,
+        /// Number of landmarks `M`.
+        landmarks: usize,
+    },
     /// Uniform weights on `landmarks` rank-1 Nyström kernels ([`unif`]).
     Uniform {
         /// λ, ν and the weight rule.
@@ -38,9 +46,10 @@ pub enum KrrSolver {
 }
 
 impl KrrSolver {
-    /// The name as the CLI spells it: `slkl`, `krr`, `krr-subset`, `uniform`.
+    /// The name as the CLI spells it: `slkl`, `krr`, `krr-subset`, `nystrom`, `uniform`.
     pub fn name(&self) -> &'static str {
         match self {
+            KrrSolver::Nystrom { .. } => "nystrom",
             KrrSolver::Slkl(_) => "slkl",
             KrrSolver::Krr { .. } => "krr",
             KrrSolver::KrrSubset { .. } => "krr-subset",
@@ -68,30 +77,39 @@ pub struct KrrFitSummary {
     pub objective: f64,
     /// Unif's common weight.
     pub uniform_weight: Option<f64>,
+    /// Nyström KRR: the solve used, its CG iterations and final relative residual.
+    pub nystrom: Option<(NystromSolve, usize, Option<f64>)>,
 }
 
-/// Kernel ridge regression parameters: a kernel, a solver and whether to standardize the
-/// features (statistics kept in the model). [`FitRegression::fit`] returns a [`KrrModel`]
-/// (see its example).
+/// Kernel ridge regression parameters: a kernel, a solver, whether to fit an intercept and
+/// whether to standardize the features (statistics kept in the model).
+/// [`FitRegression::fit`] returns a [`KrrModel`] (see its example).
 #[derive(Debug, Clone, PartialEq)]
 pub struct KernelRidge {
     /// The kernel.
     pub kernel: Kernel,
     /// The solver.
     pub solver: KrrSolver,
+    /// Fit an intercept (default): the solver regresses the targets centred on their training
+    /// mean `ȳ`, and the model adds `ȳ` back ($f(x) = \bar y + \sum_j c_j \kappa(x, z_j)$), so
+    /// the ridge penalty does not shrink predictions towards 0 but towards the mean. `false` is
+    /// the papers' setting (paper 004 regresses the raw targets).
+    pub intercept: bool,
     /// Standardize every feature with the training statistics.
     pub standardize: bool,
 }
 
 impl KernelRidge {
-    /// `solver` with `kernel`, without standardization.
+    /// `solver` with `kernel`, with an intercept and without standardization.
     pub fn new(kernel: Kernel, solver: KrrSolver) -> Self {
-        Self { kernel, solver, standardize: false }
+        Self { kernel, solver, intercept: true, standardize: false }
     }
 
     /// Fits on prepared (already standardized, or not meant to be) rows, drawing the landmarks
     /// from `landmark_rng` and SLKL's coordinate order from `coordinate_rng`, so that every
-    /// solver given the same landmark stream uses the same landmarks.
+    /// solver given the same landmark stream uses the same landmarks. With
+    /// [`KernelRidge::intercept`] the solver sees the centred targets and the summary's
+    /// objective is theirs.
     ///
     /// # Errors
     /// As [`FitRegression::fit`].
@@ -104,6 +122,9 @@ impl KernelRidge {
         coordinate_rng: &mut dyn Rng,
         observer: &mut dyn Observer,
     ) -> Result<(KrrModel, KrrFitSummary), SolverError> {
+        crate::error::check_regression(x, y)?;
+        let (centred, intercept) = centre_targets(y, self.intercept);
+        let y = centred.as_deref().unwrap_or(y);
         let ridge_objective = |lambda: f64, e: &KernelExpansion, y: &[f64]| {
             lambda * e.coefficients().iter().zip(y).map(|(a, b)| a * b).sum::<f64>()
         };
@@ -120,7 +141,7 @@ impl KernelRidge {
                     epochs: m.epochs,
                     kkt_violation: m.kkt_violation,
                     objective: m.objective,
-                    uniform_weight: None,
+                    ..Default::default()
                 };
                 (m.expansion, summary)
             }
@@ -136,6 +157,18 @@ impl KernelRidge {
                 let objective = ridge_objective(*lambda, &e, &y_j);
                 (e, KrrFitSummary { landmarks: Some(j), objective, ..Default::default() })
             }
+            KrrSolver::Nystrom { config, landmarks } => {
+                let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
+                let fit = nystrom_krr(x, y, &self.kernel, config, &j)?;
+                let summary = KrrFitSummary {
+                    landmarks: Some(j),
+                    objective: fit.objective,
+                    iterations: fit.iterations,
+                    nystrom: Some((fit.solve, fit.iterations, fit.residual)),
+                    ..Default::default()
+                };
+                (fit.expansion, summary)
+            }
             KrrSolver::Uniform { config, landmarks } => {
                 let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
                 let m = unif(x, y, &self.kernel, config, &j)?;
@@ -149,7 +182,7 @@ impl KernelRidge {
                 (m.expansion, summary)
             }
         };
-        Ok((KrrModel::new(self.solver.name(), expansion, standardization, 0.0)?, summary))
+        Ok((KrrModel::new(self.solver.name(), expansion, standardization, intercept)?, summary))
     }
 }
 
@@ -181,6 +214,16 @@ impl FitRegression for KernelRidge {
             Ok(self.fit_prepared(x, y, None, rng, &mut coordinates, observer)?.0)
         }
     }
+}
+
+/// With `intercept`, the targets minus their mean and the mean (the model's intercept);
+/// otherwise no copy and intercept 0. `y` is non-empty and finite (checked by the caller).
+pub(crate) fn centre_targets(y: &[f64], intercept: bool) -> (Option<Vec<f64>>, f64) {
+    if !intercept {
+        return (None, 0.0);
+    }
+    let mean = y.iter().sum::<f64>() / y.len() as f64;
+    (Some(y.iter().map(|v| v - mean).collect()), mean)
 }
 
 /// A second generator seeded from `rng`, for the coordinate order (so that the landmark draws

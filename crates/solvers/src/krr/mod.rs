@@ -1,6 +1,7 @@
 //! Kernel regression: [`Slkl`] (stochastic low-rank kernel learning, coordinate descent on a
 //! conical combination of rank-1 Nyström kernels, paper `004_cadb4dc86f44be57.txt`) and its
-//! baselines [`krr`] (KRR_n), [`krr_subset`] (KRR_M) and [`unif`] (Unif); all predict through a
+//! baselines [`krr`] (KRR_n), [`krr_subset`] (KRR_M) and [`unif`] (Unif), and Nyström kernel
+//! ridge regression [`nystrom_krr`] (direct or Falkon-preconditioned CG); all predict through a
 //! [`KernelExpansion`]. [`select_nu`] chooses SLKL's (or Unif's) ν by cross-validation.
 //! [`KernelRidge`] fits any of them into a [`KrrModel`] that predicts new rows.
 
@@ -9,6 +10,7 @@ mod expansion;
 mod fit;
 mod model;
 mod nu_selection;
+mod nystrom;
 mod slkl;
 
 pub use baselines::{KrrConfig, UnifConfig, UnifModel, UniformWeight, krr, krr_subset, unif};
@@ -16,4 +18,5 @@ pub use expansion::KernelExpansion;
 pub use fit::{KernelRidge, KrrFitSummary, KrrSolver};
 pub use model::KrrModel;
 pub use nu_selection::{NuCandidate, NuModel, NuSelection, log_grid, mean_squared_error, select_nu};
+pub use nystrom::{NystromKrrConfig, NystromKrrFit, NystromSolve, nystrom_krr};
 pub use slkl::{ColumnMode, CoordinatePartials, CoordinateRule, Slkl, SlklConfig, SlklModel, select_landmarks, slkl};

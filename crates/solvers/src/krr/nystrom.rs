@@ -1,0 +1,594 @@
+//! Nyström kernel ridge regression: the ridge estimator restricted to the span of `M` landmark
+//! kernel functions, solved directly or by preconditioned conjugate gradients, with the `n × M`
+//! kernel block produced and consumed in row panels, never held whole.
+
+use faer::linalg::matmul::matmul;
+use faer::linalg::matmul::triangular::{self, BlockStructure};
+use faer::linalg::triangular_solve::{solve_lower_triangular_in_place, solve_upper_triangular_in_place};
+use faer::{Accum, Mat, MatRef, Par, Side};
+use stolr_estimators::{CrossKernelPanels, Kernel};
+use stolr_memory::{MemoryBudget, f64_bytes};
+
+use crate::SolverError;
+use crate::error::{check_landmarks, check_regression};
+use crate::krr::KernelExpansion;
+
+/// Rows of the `n × M` kernel block evaluated at once (`8·4096·M` bytes: 66 MB for `M = 2000`).
+const BLOCK_ROWS: usize = 4096;
+
+/// How [`nystrom_krr`] solves its `M × M` system.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NystromSolve {
+    /// [`NystromSolve::Direct`] when it costs less than an estimated 30 conjugate-gradient
+    /// iterations (each a fresh pass over the kernel block; in practice up to `M ≈ 7000`),
+    /// else [`NystromSolve::ConjugateGradient`] (default).
+    #[default]
+    Auto,
+    /// One pass over the kernel block accumulating `K_Mn K_nM` and `K_Mn y`, then two Cholesky
+    /// factorizations: exact to rounding. Time `O(n M d + n M² + M³)`.
+    Direct,
+    /// Conjugate gradients preconditioned as in Falkon: every iteration recomputes the kernel
+    /// block panel by panel and applies `K_Mn K_nM` to one vector. Time
+    /// `O(t·n·M·d + M³)` for `t` iterations.
+    ConjugateGradient,
+}
+
+impl NystromSolve {
+    /// The name as the CLI spells it: `auto`, `direct`, `cg`.
+    pub fn name(self) -> &'static str {
+        match self {
+            NystromSolve::Auto => "auto",
+            NystromSolve::Direct => "direct",
+            NystromSolve::ConjugateGradient => "cg",
+        }
+    }
+}
+
+/// Configuration of [`nystrom_krr`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct NystromKrrConfig {
+    /// Ridge λ > 0, in the scaling of [`crate::krr`]: the estimator minimises
+    /// $\sum_i (y_i - f(x_i))^2 + \lambda \|f\|_{\mathcal H}^2$ over
+    /// $f = \sum_{j \in J} \alpha_j \kappa(\cdot, x_j)$ (default 1).
+    pub lambda: f64,
+    /// The solve (default [`NystromSolve::Auto`]).
+    pub solve: NystromSolve,
+    /// Conjugate gradients stop when the preconditioned residual is below `tolerance` times the
+    /// preconditioned right-hand side (default `1e-8`).
+    pub tolerance: f64,
+    /// Conjugate-gradient iteration cap (default 200); reaching it is not an error (the fit
+    /// reports its residual).
+    pub max_iterations: usize,
+    /// The budget the `M × M` matrices and the kernel panels are checked against.
+    pub memory: MemoryBudget,
+}
+
+impl Default for NystromKrrConfig {
+    fn default() -> Self {
+        Self {
+            lambda: 1.0,
+            solve: NystromSolve::Auto,
+            tolerance: 1e-8,
+            max_iterations: 200,
+            memory: MemoryBudget::default(),
+        }
+    }
+}
+
+/// What [`nystrom_krr`] returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NystromKrrFit {
+    /// $f(x) = \sum_{j \in J} \alpha_j \kappa(x, x_j)$: centres the landmark rows in the order
+    /// of the landmarks given, coefficients α.
+    pub expansion: KernelExpansion,
+    /// The solve used ([`NystromSolve::Direct`] or [`NystromSolve::ConjugateGradient`]).
+    pub solve: NystromSolve,
+    /// Conjugate-gradient iterations (0 for the direct solve).
+    pub iterations: usize,
+    /// Final relative preconditioned residual of conjugate gradients (`None` for the direct solve).
+    pub residual: Option<f64>,
+    /// The jitter δ added to the diagonal of `K_MM` for its Cholesky factorization.
+    pub jitter: f64,
+    /// The objective at the fit, $\sum_i (y_i - f(x_i))^2 + \lambda\,\alpha^\top K_{MM}\alpha$.
+    pub objective: f64,
+}
+
+/// Nyström kernel ridge regression on the landmarks `J` (`landmarks`, training row indices):
+/// $$\alpha = (K_{Mn} K_{nM} + \lambda K_{MM})^{-1} K_{Mn}\, y,$$
+/// the minimiser of $\sum_i (y_i - f(x_i))^2 + \lambda \|f\|^2_{\mathcal H}$ over
+/// $f = \sum_{j \in J}\alpha_j \kappa(\cdot, x_j)$ (`x` `(n, d)`, `y` length `n`, `M = |J|`).
+///
+/// Solved stably, never forming the normal matrix's inverse: with the Cholesky factor
+/// $K_{MM} + \delta I = L L^\top$ (δ a jitter of `M·ε` times the largest diagonal entry, raised
+/// tenfold until the factorization succeeds, as Falkon does),
+/// $K_{Mn}K_{nM} + \lambda (K_{MM} + \delta I) = L\,(L^{-1} K_{Mn} K_{nM} L^{-\top} + \lambda I)\,L^\top$,
+/// whose middle factor has eigenvalues `≥ λ`:
+/// - **direct**: one pass over the kernel block accumulates $G = K_{Mn}K_{nM}$ and
+///   $z = K_{Mn} y$; then $H = L^{-1} G L^{-\top}$, a Cholesky solve of
+///   $(H + \lambda I)\gamma = L^{-1} z$ and $\alpha = L^{-\top}\gamma$.
+/// - **conjugate gradients** (Falkon's preconditioner, Rudi, Carratino & Rosasco 2017): with
+///   $R R^\top = \frac{n}{M} L^\top L + \lambda I$, CG on
+///   $R^{-1}L^{-1}(K_{Mn}K_{nM} + \lambda L L^\top)L^{-\top}R^{-\top}\beta = R^{-1}L^{-1}K_{Mn} y$,
+///   $\alpha = L^{-\top}R^{-\top}\beta$; the preconditioner makes the system close to the
+///   identity when the landmarks are a uniform sample, so few iterations are needed. Each
+///   iteration recomputes the kernel block panel by panel (`K_nM` is never stored).
+///
+/// Memory: `O(M² + M·4096)` besides `x` (direct: four `M × M` matrices; CG: three), checked
+/// against `config.memory` first. The kernel panels are summed in a fixed order, so the result
+/// does not depend on the number of threads.
+///
+/// # Errors
+/// [`SolverError::InvalidConfig`] for λ, the tolerance or the iteration cap out of range, or
+/// landmarks that are empty, out of range or repeated; [`SolverError::Estimator`] for empty or
+/// non-finite data; [`SolverError::ShapeMismatch`] if `y.len() != n`;
+/// [`SolverError::NonFiniteTarget`]; [`SolverError::Memory`] over the budget;
+/// [`SolverError::LowRank`] if `K_MM` cannot be factored even with a jitter of `10⁻⁴` of its
+/// diagonal.
+///
+/// # References
+/// Williams & Seeger (2001) and Smola & Schölkopf (2000) for the Nyström estimator; Rudi,
+/// Carratino & Rosasco, "FALKON: an optimal large scale kernel method" (NeurIPS 2017) for the
+/// preconditioner; the kernel ridge regression issue (Deliver 2).
+pub fn nystrom_krr(
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    kernel: &Kernel,
+    config: &NystromKrrConfig,
+    landmarks: &[usize],
+) -> Result<NystromKrrFit, SolverError> {
+    check_regression(x, y)?;
+    kernel.validate()?;
+    check_config(config)?;
+    check_landmarks(landmarks, x.nrows())?;
+    let mut seen = vec![false; x.nrows()];
+    for &j in landmarks {
+        if std::mem::replace(&mut seen[j], true) {
+            return Err(SolverError::InvalidConfig { name: "landmarks", reason: format!("row {j} appears twice") });
+        }
+    }
+    let (n, m) = (x.nrows(), landmarks.len());
+    let solve = match config.solve {
+        NystromSolve::Auto => auto_solve(n, m),
+        chosen => chosen,
+    };
+    let matrices = if solve == NystromSolve::Direct { 4 } else { 3 };
+    config.memory.check(
+        format!("Nyström KRR's {matrices} {m} × {m} matrices and {BLOCK_ROWS}-row kernel panels (M = {m})"),
+        f64_bytes(&[matrices, m, m]) + f64_bytes(&[m, BLOCK_ROWS + 2 * x.ncols()]),
+    )?;
+    let xm = Mat::from_fn(m, x.ncols(), |r, c| x[(landmarks[r], c)]);
+    let panels = CrossKernelPanels::new(kernel, x, xm.as_ref())?;
+    let kmm = kernel.cross(xm.as_ref(), xm.as_ref());
+    let (l, jitter) = jittered_cholesky(kmm.as_ref())?;
+    let (alpha, iterations, residual) = match solve {
+        NystromSolve::ConjugateGradient => {
+            let (alpha, it, res) = solve_cg(&panels, y, l.as_ref(), config)?;
+            (alpha, it, Some(res))
+        }
+        _ => (solve_direct(&panels, y, l.as_ref(), config.lambda)?, 0, None),
+    };
+    let objective = objective(&panels, y, kmm.as_ref(), &alpha, config.lambda)?;
+    Ok(NystromKrrFit {
+        expansion: KernelExpansion::new(*kernel, xm, alpha)?,
+        solve,
+        iterations,
+        residual,
+        jitter,
+        objective,
+    })
+}
+
+fn check_config(config: &NystromKrrConfig) -> Result<(), SolverError> {
+    if !(config.lambda.is_finite() && config.lambda > 0.0) {
+        return Err(SolverError::InvalidConfig {
+            name: "lambda",
+            reason: format!("the ridge must be positive and finite, got {}", config.lambda),
+        });
+    }
+    if !(config.tolerance.is_finite() && config.tolerance > 0.0) {
+        return Err(SolverError::InvalidConfig {
+            name: "tolerance",
+            reason: format!("the CG tolerance must be positive and finite, got {}", config.tolerance),
+        });
+    }
+    if config.max_iterations == 0 {
+        return Err(SolverError::InvalidConfig { name: "max_iterations", reason: "need at least 1 iteration".into() });
+    }
+    Ok(())
+}
+
+/// The cheaper solve by a cost model measured on this kind of machine (Friedman #1, d = 10,
+/// n = 10⁵, M = 2000: one pass of kernel panels 2.8 s, the Gram matrix `K_Mn K_nM` 20 s, so
+/// one kernel entry costs about as much as 250 multiply-adds of the Gram product): direct
+/// `n·M²/250 + n·M` against 30 CG passes of `n·M` each. Direct wins below `M ≈ 7000`.
+fn auto_solve(n: usize, m: usize) -> NystromSolve {
+    let (n, m) = (n as f64, m as f64);
+    let direct = n * m * m / 250.0 + n * m;
+    let cg = 30.0 * n * m;
+    if direct <= cg { NystromSolve::Direct } else { NystromSolve::ConjugateGradient }
+}
+
+/// The lower Cholesky factor of `kmm + δI` and δ: δ starts at `M·ε·max diag` and grows tenfold
+/// until the factorization succeeds, at most to `10⁻⁴·max diag`.
+fn jittered_cholesky(kmm: MatRef<'_, f64>) -> Result<(Mat<f64>, f64), SolverError> {
+    let m = kmm.nrows();
+    let top = (0..m).map(|i| kmm[(i, i)]).fold(0.0_f64, f64::max).max(f64::MIN_POSITIVE);
+    let mut jitter = m as f64 * f64::EPSILON * top;
+    loop {
+        let mut a = kmm.to_owned();
+        for i in 0..m {
+            a[(i, i)] += jitter;
+        }
+        if let Ok(llt) = a.llt(Side::Lower) {
+            return Ok((llt.L().to_owned(), jitter));
+        }
+        jitter *= 10.0;
+        if jitter > 1e-4 * top {
+            return Err(SolverError::LowRank(stolr_lowrank::LowRankError::NotPositiveDefinite {
+                what: "K_MM plus a jitter of 1e-4 of its diagonal",
+            }));
+        }
+    }
+}
+
+/// Direct solve: `G = K_Mn K_nM`, `z = K_Mn y` in one pass, then the two factorizations.
+fn solve_direct(
+    panels: &CrossKernelPanels<'_>,
+    y: &[f64],
+    l: MatRef<'_, f64>,
+    lambda: f64,
+) -> Result<Vec<f64>, SolverError> {
+    let m = l.nrows();
+    let par = faer::get_global_parallelism();
+    let mut gram = Mat::<f64>::zeros(m, m);
+    let mut z = Mat::<f64>::zeros(m, 1);
+    panels.for_each_block(
+        BLOCK_ROWS,
+        |_| {},
+        |block| {
+            for panel in block.iter() {
+                let c = panel.kernel.as_ref(); // Cᵀ for the panel, (M, len)
+                let len = c.ncols();
+                triangular::matmul(
+                    gram.as_mut(),
+                    BlockStructure::TriangularLower,
+                    Accum::Add,
+                    c,
+                    BlockStructure::Rectangular,
+                    c.transpose(),
+                    BlockStructure::Rectangular,
+                    1.0,
+                    par,
+                );
+                let yp = MatRef::from_column_major_slice(&y[panel.first_row..panel.first_row + len], len, 1);
+                matmul(z.as_mut(), Accum::Add, c, yp, 1.0, Par::Seq);
+            }
+            Ok::<(), SolverError>(())
+        },
+    )?;
+    // H = L⁻¹ G L⁻ᵀ from the lower triangle of G.
+    let mut w = Mat::from_fn(m, m, |i, j| if i >= j { gram[(i, j)] } else { gram[(j, i)] });
+    drop(gram);
+    solve_lower_triangular_in_place(l, w.as_mut(), par); // W = L⁻¹ G
+    let mut h = w.transpose().to_owned(); // Wᵀ = G L⁻ᵀ
+    drop(w);
+    solve_lower_triangular_in_place(l, h.as_mut(), par); // L⁻¹ G L⁻ᵀ
+    let mut shifted = Mat::from_fn(m, m, |i, j| 0.5 * (h[(i, j)] + h[(j, i)]));
+    drop(h);
+    for i in 0..m {
+        shifted[(i, i)] += lambda;
+    }
+    solve_lower_triangular_in_place(l, z.as_mut(), par); // L⁻¹ z
+    let mut gamma = stolr_lowrank::spd_solve(shifted.as_ref(), z.as_ref(), "L⁻¹ K_Mn K_nM L⁻ᵀ + λI")?;
+    solve_upper_triangular_in_place(l.transpose(), gamma.as_mut(), par); // α = L⁻ᵀ γ
+    Ok((0..m).map(|i| gamma[(i, 0)]).collect())
+}
+
+/// `K_Mn K_nM v` (length `M`) in one pass over the kernel panels; each panel's contribution
+/// is formed on its own thread and the contributions are summed in row order.
+fn normal_product(panels: &CrossKernelPanels<'_>, v: &[f64]) -> Result<Vec<f64>, SolverError> {
+    let m = v.len();
+    let vm = MatRef::from_column_major_slice(v, m, 1);
+    let mut out = Mat::<f64>::zeros(m, 1);
+    panels.for_each_block(
+        BLOCK_ROWS,
+        |panel| {
+            let c = panel.kernel.as_ref();
+            let mut u = Mat::<f64>::zeros(c.ncols(), 1);
+            matmul(u.as_mut(), Accum::Replace, c.transpose(), vm, 1.0, Par::Seq);
+            if panel.scratch.shape() != (m, 1) {
+                panel.scratch = Mat::zeros(m, 1);
+            }
+            matmul(panel.scratch.as_mut(), Accum::Replace, c, u.as_ref(), 1.0, Par::Seq);
+        },
+        |block| {
+            for panel in block.iter() {
+                out += &panel.scratch;
+            }
+            Ok::<(), SolverError>(())
+        },
+    )?;
+    Ok((0..m).map(|i| out[(i, 0)]).collect())
+}
+
+/// `K_Mn y` (length `M`) in one pass over the kernel panels, summed in row order.
+fn cross_times_targets(panels: &CrossKernelPanels<'_>, y: &[f64], m: usize) -> Result<Vec<f64>, SolverError> {
+    let mut out = Mat::<f64>::zeros(m, 1);
+    panels.for_each_block(
+        BLOCK_ROWS,
+        |_| {},
+        |block| {
+            for panel in block.iter() {
+                let c = panel.kernel.as_ref();
+                let len = c.ncols();
+                let yp = MatRef::from_column_major_slice(&y[panel.first_row..panel.first_row + len], len, 1);
+                matmul(out.as_mut(), Accum::Add, c, yp, 1.0, Par::Seq);
+            }
+            Ok::<(), SolverError>(())
+        },
+    )?;
+    Ok((0..m).map(|i| out[(i, 0)]).collect())
+}
+
+fn lower_solve(l: MatRef<'_, f64>, v: &mut [f64]) {
+    let n = v.len();
+    solve_lower_triangular_in_place(l, faer::MatMut::from_column_major_slice_mut(v, n, 1), Par::Seq);
+}
+
+fn upper_solve(u: MatRef<'_, f64>, v: &mut [f64]) {
+    let n = v.len();
+    solve_upper_triangular_in_place(u, faer::MatMut::from_column_major_slice_mut(v, n, 1), Par::Seq);
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// Falkon-preconditioned conjugate gradients; returns α, the iterations and the final
+/// relative residual.
+fn solve_cg(
+    panels: &CrossKernelPanels<'_>,
+    y: &[f64],
+    l: MatRef<'_, f64>,
+    config: &NystromKrrConfig,
+) -> Result<(Vec<f64>, usize, f64), SolverError> {
+    let (n, m) = (panels.n(), l.nrows());
+    let lambda = config.lambda;
+    // R Rᵀ = (n/M) LᵀL + λI.
+    let mut ltl = Mat::<f64>::zeros(m, m);
+    triangular::matmul(
+        ltl.as_mut(),
+        BlockStructure::TriangularLower,
+        Accum::Replace,
+        l.transpose(),
+        BlockStructure::TriangularUpper,
+        l,
+        BlockStructure::TriangularLower,
+        n as f64 / m as f64,
+        faer::get_global_parallelism(),
+    );
+    for i in 0..m {
+        ltl[(i, i)] += lambda;
+    }
+    let r = ltl.llt(Side::Lower).map_err(|_| {
+        SolverError::LowRank(stolr_lowrank::LowRankError::NotPositiveDefinite { what: "(n/M) LᵀL + λI" })
+    })?;
+    let r = r.L().to_owned();
+    drop(ltl);
+    // P = L⁻ᵀ R⁻ᵀ, Pᵀ = R⁻¹ L⁻¹.
+    let apply_p = |v: &mut [f64]| {
+        upper_solve(r.transpose(), v);
+        upper_solve(l.transpose(), v);
+    };
+    let apply_pt = |v: &mut [f64]| {
+        lower_solve(l, v);
+        lower_solve(r.as_ref(), v);
+    };
+    // A β = Pᵀ K_Mn K_nM P β + λ R⁻¹ R⁻ᵀ β.
+    let operator = |beta: &[f64]| -> Result<Vec<f64>, SolverError> {
+        let mut v = beta.to_vec();
+        apply_p(&mut v);
+        let mut out = normal_product(panels, &v)?;
+        apply_pt(&mut out);
+        let mut reg = beta.to_vec();
+        upper_solve(r.transpose(), &mut reg);
+        lower_solve(r.as_ref(), &mut reg);
+        for (o, g) in out.iter_mut().zip(&reg) {
+            *o += lambda * g;
+        }
+        Ok(out)
+    };
+    let mut b = cross_times_targets(panels, y, m)?;
+    apply_pt(&mut b);
+    let b_norm = dot(&b, &b).sqrt();
+    let mut beta = vec![0.0; m];
+    let mut residual = b.clone();
+    let mut direction = b.clone();
+    let mut rr = dot(&residual, &residual);
+    let mut iterations = 0;
+    let mut relative = if b_norm > 0.0 { rr.sqrt() / b_norm } else { 0.0 };
+    while relative > config.tolerance && iterations < config.max_iterations {
+        let ad = operator(&direction)?;
+        let step = rr / dot(&direction, &ad);
+        if !step.is_finite() || step <= 0.0 {
+            break;
+        }
+        for i in 0..m {
+            beta[i] += step * direction[i];
+            residual[i] -= step * ad[i];
+        }
+        let rr_next = dot(&residual, &residual);
+        let ratio = rr_next / rr;
+        rr = rr_next;
+        for i in 0..m {
+            direction[i] = residual[i] + ratio * direction[i];
+        }
+        iterations += 1;
+        relative = rr.sqrt() / b_norm;
+    }
+    apply_p(&mut beta);
+    Ok((beta, iterations, relative))
+}
+
+/// $\sum_i (y_i - (K_{nM}\alpha)_i)^2 + \lambda\,\alpha^\top K_{MM}\alpha$, one pass over the
+/// kernel panels.
+fn objective(
+    panels: &CrossKernelPanels<'_>,
+    y: &[f64],
+    kmm: MatRef<'_, f64>,
+    alpha: &[f64],
+    lambda: f64,
+) -> Result<f64, SolverError> {
+    let m = alpha.len();
+    let am = MatRef::from_column_major_slice(alpha, m, 1);
+    let mut loss = 0.0;
+    panels.for_each_block(
+        BLOCK_ROWS,
+        |panel| {
+            let c = panel.kernel.as_ref();
+            if panel.scratch.shape() != (c.ncols(), 1) {
+                panel.scratch = Mat::zeros(c.ncols(), 1);
+            }
+            matmul(panel.scratch.as_mut(), Accum::Replace, c.transpose(), am, 1.0, Par::Seq);
+        },
+        |block| {
+            for panel in block.iter() {
+                for (i, f) in panel.scratch.col(0).iter().enumerate() {
+                    let e = y[panel.first_row + i] - f;
+                    loss += e * e;
+                }
+            }
+            Ok::<(), SolverError>(())
+        },
+    )?;
+    let ka = kmm * am;
+    Ok(loss + lambda * (0..m).map(|i| alpha[i] * ka[(i, 0)]).sum::<f64>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{RngExt, SeedableRng};
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    fn data(n: usize, d: usize, seed: u64) -> (Mat<f64>, Vec<f64>) {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let x = Mat::from_fn(n, d, |_, _| rng.random_range(-1.0_f64..1.0));
+        let y = (0..n).map(|i| (3.0 * x[(i, 0)]).sin() + x[(i, 1)] * x[(i, 1)] + 0.1 * rng.random::<f64>()).collect();
+        (x, y)
+    }
+
+    /// The closed form `(K_MnK_nM + λK_MM)⁻¹K_Mn y` by a dense solve (LU) of the normal equations.
+    fn closed_form(x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel, lambda: f64, j: &[usize]) -> Vec<f64> {
+        let xm = Mat::from_fn(j.len(), x.ncols(), |r, c| x[(j[r], c)]);
+        let knm = kernel.cross(x, xm.as_ref());
+        let kmm = kernel.cross(xm.as_ref(), xm.as_ref());
+        let a = knm.transpose() * &knm + kmm * lambda;
+        let b = knm.transpose() * MatRef::from_column_major_slice(y, y.len(), 1);
+        let sol = a.partial_piv_lu().solve(b);
+        (0..j.len()).map(|i| sol[(i, 0)]).collect()
+    }
+
+    use faer::linalg::solvers::Solve;
+
+    #[test]
+    fn direct_and_cg_equal_the_closed_form() {
+        let (x, y) = data(700, 3, 1);
+        let kernel = Kernel::Gaussian { sigma: 0.7 };
+        let j: Vec<usize> = (0..700).step_by(14).collect(); // 50 landmarks
+        for lambda in [1e-2, 1.0, 30.0] {
+            let exact = closed_form(x.as_ref(), &y, &kernel, lambda, &j);
+            let scale = exact.iter().map(|v| v.abs()).fold(0.0, f64::max);
+            for solve in [NystromSolve::Direct, NystromSolve::ConjugateGradient] {
+                let config = NystromKrrConfig { lambda, solve, tolerance: 1e-12, ..NystromKrrConfig::default() };
+                let fit = nystrom_krr(x.as_ref(), &y, &kernel, &config, &j).unwrap();
+                assert_eq!(fit.solve, solve);
+                let err =
+                    fit.expansion.coefficients().iter().zip(&exact).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+                assert!(err < 1e-6 * scale, "{solve:?} λ = {lambda}: {err} vs scale {scale}");
+                // Predictions at the training rows agree with the closed form's much tighter.
+                let f = fit.expansion.predict(x.as_ref()).unwrap();
+                let xm = Mat::from_fn(j.len(), 3, |r, c| x[(j[r], c)]);
+                let fe = kernel.cross(x.as_ref(), xm.as_ref()) * MatRef::from_column_major_slice(&exact, j.len(), 1);
+                let perr = (0..700).map(|i| (f[i] - fe[(i, 0)]).abs()).fold(0.0, f64::max);
+                assert!(perr < 1e-8, "{solve:?} λ = {lambda}: predictions differ by {perr}");
+                if solve == NystromSolve::ConjugateGradient {
+                    assert!(fit.iterations > 0 && fit.iterations < 200 && fit.residual.unwrap() <= 1e-12);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn objective_is_minimal_at_the_fit() {
+        let (x, y) = data(300, 2, 2);
+        let kernel = Kernel::Gaussian { sigma: 0.5 };
+        let j: Vec<usize> = (0..300).step_by(10).collect();
+        let config = NystromKrrConfig { lambda: 0.5, solve: NystromSolve::Direct, ..NystromKrrConfig::default() };
+        let fit = nystrom_krr(x.as_ref(), &y, &kernel, &config, &j).unwrap();
+        let panels = CrossKernelPanels::new(&kernel, x.as_ref(), fit.expansion.centers()).unwrap();
+        let kmm = kernel.cross(fit.expansion.centers(), fit.expansion.centers());
+        let best = fit.objective;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+        for _ in 0..5 {
+            let moved: Vec<f64> =
+                fit.expansion.coefficients().iter().map(|a| a + 1e-3 * rng.random_range(-1.0..1.0)).collect();
+            let value = objective(&panels, &y, kmm.as_ref(), &moved, 0.5).unwrap();
+            assert!(value > best, "{value} <= {best}");
+        }
+    }
+
+    #[test]
+    fn duplicate_landmark_rows_are_handled_by_the_jitter() {
+        // Rows 0..50 repeated: K_MM is singular, the fit still matches the closed form's
+        // predictions (the minimiser's predictions are unique even when α is not).
+        let (base, _) = data(50, 2, 4);
+        let x = Mat::from_fn(100, 2, |i, c| base[(i % 50, c)]);
+        let y: Vec<f64> = (0..100).map(|i| x[(i, 0)] - x[(i, 1)]).collect();
+        let kernel = Kernel::Gaussian { sigma: 1.0 };
+        let j: Vec<usize> = (0..60).collect(); // rows 50..60 repeat rows 0..10
+        let fit = nystrom_krr(x.as_ref(), &y, &kernel, &NystromKrrConfig::default(), &j).unwrap();
+        assert!(fit.jitter > 0.0);
+        let f = fit.expansion.predict(x.as_ref()).unwrap();
+        let unique: Vec<usize> = (0..50).collect();
+        let exact = closed_form(x.as_ref(), &y, &kernel, 1.0, &unique);
+        let xm = Mat::from_fn(50, 2, |r, c| x[(r, c)]);
+        let fe = kernel.cross(x.as_ref(), xm.as_ref()) * MatRef::from_column_major_slice(&exact, 50, 1);
+        let perr = (0..100).map(|i| (f[i] - fe[(i, 0)]).abs()).fold(0.0, f64::max);
+        assert!(perr < 1e-6, "{perr}");
+    }
+
+    #[test]
+    fn bad_inputs_are_errors() {
+        let (x, y) = data(40, 2, 5);
+        let kernel = Kernel::Gaussian { sigma: 1.0 };
+        let j = [0, 1, 2];
+        let fit = |config: NystromKrrConfig, j: &[usize]| nystrom_krr(x.as_ref(), &y, &kernel, &config, j);
+        for lambda in [0.0, -1.0, f64::NAN] {
+            let c = NystromKrrConfig { lambda, ..NystromKrrConfig::default() };
+            assert!(matches!(fit(c, &j), Err(SolverError::InvalidConfig { name: "lambda", .. })));
+        }
+        let c = NystromKrrConfig { tolerance: 0.0, ..NystromKrrConfig::default() };
+        assert!(matches!(fit(c, &j), Err(SolverError::InvalidConfig { name: "tolerance", .. })));
+        let c = NystromKrrConfig { max_iterations: 0, ..NystromKrrConfig::default() };
+        assert!(matches!(fit(c, &j), Err(SolverError::InvalidConfig { name: "max_iterations", .. })));
+        assert!(matches!(
+            fit(NystromKrrConfig::default(), &[0, 1, 0]),
+            Err(SolverError::InvalidConfig { name: "landmarks", .. })
+        ));
+        assert!(matches!(fit(NystromKrrConfig::default(), &[0, 40]), Err(SolverError::InvalidConfig { .. })));
+        assert!(matches!(fit(NystromKrrConfig::default(), &[]), Err(SolverError::InvalidConfig { .. })));
+        let tiny = NystromKrrConfig { memory: MemoryBudget::bytes(1000), ..NystromKrrConfig::default() };
+        assert!(matches!(fit(tiny, &j), Err(SolverError::Memory(_))));
+        assert!(matches!(
+            nystrom_krr(x.as_ref(), &y[..39], &kernel, &NystromKrrConfig::default(), &j),
+            Err(SolverError::ShapeMismatch { .. })
+        ));
+    }
+
+    #[test]
+    fn auto_prefers_direct_for_few_landmarks_and_cg_for_many() {
+        assert_eq!(auto_solve(1_000_000, 2000), NystromSolve::Direct);
+        assert_eq!(auto_solve(1_000_000, 10_000), NystromSolve::ConjugateGradient);
+    }
+}
