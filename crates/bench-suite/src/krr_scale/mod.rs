@@ -26,7 +26,8 @@
 //! Options: `--stolr PATH` (required), `--sklearn-script PATH` (omit or `--no-sklearn` to leave
 //! scikit-learn out), `--quick` (n = 10⁴ only), `--sizes LIST`, `--max-n N`, `--n-test N`,
 //! `--landmarks LIST`, `--lambda L`, `--nu NU`, `--exact-max-n N`, `--time-cap SECONDS`
-//! (1200), `--memory-limit SIZE` (12G), `--seed S`, and `--out DIR`.
+//! (1200; 60 with `--quick`, which also keeps M ∈ {1000, 2000}), `--memory-limit SIZE` (12G),
+//! `--seed S`, and `--out DIR`.
 
 pub mod data;
 pub mod plan;
@@ -75,6 +76,10 @@ pub const NYSTROM_LANDMARKS: [usize; 3] = [1000, 2000, 5000];
 pub const SLKL_LANDMARKS: usize = 1000;
 /// SLKL's ν when `--nu` is not given.
 pub const DEFAULT_NU: f64 = 1.0;
+/// Wall-clock cap of one run in seconds when `--time-cap` is not given.
+pub const TIME_CAP_S: f64 = 1200.0;
+/// The cap of `--quick`.
+pub const QUICK_TIME_CAP_S: f64 = 60.0;
 /// Standard deviation of the noise on the training targets.
 pub const NOISE: f64 = 1.0;
 /// The λ grid of the validation.
@@ -162,6 +167,10 @@ fn settings(opts: &Options) -> Result<Settings, BenchError> {
     if opts.quick {
         sizes.truncate(1);
     }
+    // --quick: the smallest size, the two smaller landmark counts and a 60 s cap (SLKL, which
+    // needs about 100 s at n = 10⁴, then shows the time-out path), a few minutes in all.
+    let (default_landmarks, default_cap) =
+        if opts.quick { (&NYSTROM_LANDMARKS[..2], QUICK_TIME_CAP_S) } else { (&NYSTROM_LANDMARKS[..], TIME_CAP_S) };
     if let Some(max) = opts.parsed::<usize>("--max-n")? {
         sizes.retain(|&n| n <= max);
     }
@@ -181,11 +190,11 @@ fn settings(opts: &Options) -> Result<Settings, BenchError> {
     let protocol = Protocol {
         stolr,
         sklearn,
-        nystrom_landmarks: opts.list("--landmarks")?.unwrap_or_else(|| NYSTROM_LANDMARKS.to_vec()),
+        nystrom_landmarks: opts.list("--landmarks")?.unwrap_or_else(|| default_landmarks.to_vec()),
         slkl_landmarks: SLKL_LANDMARKS,
         nu: positive("--nu", opts.parsed("--nu")?)?.unwrap_or(DEFAULT_NU),
         exact_max_n: opts.parsed("--exact-max-n")?.unwrap_or(10_000),
-        time_cap_s: positive("--time-cap", opts.parsed("--time-cap")?)?.unwrap_or(1200.0),
+        time_cap_s: positive("--time-cap", opts.parsed("--time-cap")?)?.unwrap_or(default_cap),
         memory_limit_bytes,
         seed: opts.parsed("--seed")?.unwrap_or(0),
     };
@@ -308,6 +317,7 @@ pub fn run(opts: &Options) -> Result<(), BenchError> {
                         note: Some(why),
                         wall_s: None,
                         time_cap_s: protocol.time_cap_s,
+                        load_after: None,
                     };
                     runs::row(&spec, n, &skipped, &dir)?
                 }
@@ -381,7 +391,7 @@ pub fn markdown(s: &Summary) -> String {
     };
     for c in &s.target_checks {
         md += &format!(
-            "- {}: {}; fit {}, peak {}, MSE {}\n",
+            "- {}: {}; fit {}, peak {}, MSE {}{}\n",
             c.label,
             if c.holds {
                 "holds"
@@ -392,7 +402,8 @@ pub fn markdown(s: &Summary) -> String {
             },
             yes(c.fit_ok),
             yes(c.peak_ok),
-            yes(c.mse_ok)
+            yes(c.mse_ok),
+            c.note.as_deref().filter(|_| !c.ran).map(|n| format!(" ({n})")).unwrap_or_default()
         );
     }
     md

@@ -41,6 +41,16 @@ pub struct Outcome {
     pub wall_s: Option<f64>,
     /// The time cap it ran under, in seconds.
     pub time_cap_s: f64,
+    /// The machine's 1-minute load average when it ended (`/proc/loadavg`; the run's own
+    /// threads included): above the core count, other work shared the cores and the times
+    /// are inflated.
+    #[serde(default)]
+    pub load_after: Option<f64>,
+}
+
+/// The 1-minute load average (`/proc/loadavg`), `None` where unavailable.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
 }
 
 /// The outcome of a finished earlier run of `command` in `dir`, if it is to be kept.
@@ -105,18 +115,20 @@ pub fn execute(dir: &Path, command: &CommandRecord, time_cap_s: f64) -> Result<O
         std::thread::sleep(Duration::from_millis(100));
     };
     let wall_s = Some(start.elapsed().as_secs_f64());
+    let load_after = load_average();
     let outcome = match status {
         None => Outcome {
             status: Status::TimedOut,
             note: Some(format!("killed at the {time_cap_s:.0} s cap")),
             wall_s,
             time_cap_s,
+            load_after,
         },
-        Some(s) if s.success() => Outcome { status: Status::Done, note: None, wall_s, time_cap_s },
+        Some(s) if s.success() => Outcome { status: Status::Done, note: None, wall_s, time_cap_s, load_after },
         Some(s) => {
             let stderr = std::fs::read_to_string(dir.join("stderr.txt")).unwrap_or_default();
             let (status, note) = failure(&stderr, &s.to_string());
-            Outcome { status, note: Some(note), wall_s, time_cap_s }
+            Outcome { status, note: Some(note), wall_s, time_cap_s, load_after }
         }
     };
     write_json(&dir.join("outcome.json"), &outcome)?;
@@ -150,6 +162,7 @@ pub fn row(spec: &RunSpec, n: usize, outcome: &Outcome, dir: &Path) -> Result<Ro
         status: outcome.status,
         note: outcome.note.clone(),
         wall_s: outcome.wall_s,
+        load_after: outcome.load_after,
         ..Row::default()
     };
     if outcome.status == Status::Done {
@@ -170,15 +183,20 @@ pub fn fill_from_report(row: &mut Row, report: &Value) -> Result<(), String> {
     row.test_mse = Some(report["result"]["test_mse"].as_f64().ok_or("no result.test_mse")?);
     row.fit_s = Some(report["timings_s"]["fit"].as_f64().ok_or("no timings_s.fit")?);
     row.peak_mb = report["peak_memory_bytes"].as_f64().map(|b| b / 1e6);
-    row.solver_reported = ["nystrom_solver", "solver_path"]
-        .iter()
-        .find_map(|k| report["result"][k].as_str().or_else(|| report["parameters"][k].as_str()))
-        .or_else(|| report["solver"].as_str())
-        .map(Into::into);
+    // Nyström's report names the solve it used (`direct`, `cg`) as `result.nystrom_solve`.
+    row.solver_reported =
+        report["result"]["nystrom_solve"].as_str().or_else(|| report["solver"].as_str()).map(Into::into);
     row.iterations =
         ["cg_iterations", "iterations"].iter().find_map(|k| report["result"][k].as_u64()).map(|i| i as usize);
+    let mut notes = Vec::new();
     if let Some(stop) = report["result"]["stop_reason"].as_str() {
-        row.note = Some(format!("stop: {stop}"));
+        notes.push(format!("stop: {stop}"));
+    }
+    if let Some(residual) = report["result"]["cg_residual"].as_f64() {
+        notes.push(format!("CG residual {residual:.1e}"));
+    }
+    if !notes.is_empty() {
+        row.note = Some(notes.join(", "));
     }
     Ok(())
 }
@@ -256,8 +274,13 @@ mod tests {
         let mut r = Row::default();
         assert!(fill_from_report(&mut r, &serde_json::json!({"timings_s": {"fit": 1.0}})).is_err());
         assert!(fill_from_report(&mut r, &serde_json::json!({"result": {"test_mse": 1.0}})).is_err());
-        let report = serde_json::json!({"result": {"test_mse": 2.0, "nystrom_solver": "cg", "cg_iterations": 31}, "timings_s": {"fit": 4.0}});
+        let report = serde_json::json!({
+            "solver": "nystrom",
+            "result": {"test_mse": 2.0, "nystrom_solve": "cg", "cg_iterations": 31, "cg_residual": 3e-9},
+            "timings_s": {"fit": 4.0}
+        });
         fill_from_report(&mut r, &report).unwrap();
         assert_eq!((r.solver_reported.as_deref(), r.iterations, r.peak_mb), (Some("cg"), Some(31), None));
+        assert_eq!(r.note.as_deref(), Some("CG residual 3.0e-9"));
     }
 }

@@ -52,6 +52,8 @@ pub struct Row {
     pub ratio_to_direct: Option<f64>,
     /// Iterations of the solver, where the report gives them (conjugate gradient, SLKL).
     pub iterations: Option<usize>,
+    /// The machine's 1-minute load average when the run ended (see `runs::Outcome`).
+    pub load_after: Option<f64>,
 }
 
 /// The landmark count the exact methods are compared with (the target point).
@@ -113,6 +115,8 @@ pub struct TargetCheck {
     pub mse_ok: Option<bool>,
     /// All three hold.
     pub holds: bool,
+    /// The run's note (why it did not run, how it stopped).
+    pub note: Option<String>,
 }
 
 /// Checks `target` against the Nyström runs with its n and M in `rows` (after
@@ -132,6 +136,7 @@ pub fn check_target(rows: &[Row], target: &Target) -> Vec<TargetCheck> {
                 peak_ok,
                 mse_ok,
                 holds: ran && fit_ok == Some(true) && peak_ok == Some(true) && mse_ok == Some(true),
+                note: r.note.clone(),
             }
         })
         .collect()
