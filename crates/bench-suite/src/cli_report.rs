@@ -59,6 +59,9 @@ mod tests {
             parameters: KrrParameters {
                 landmarks: Some(200),
                 lambda: 1.0,
+                intercept: true,
+                lambda_source: None,
+                nystrom_solver: None,
                 nu: Some(0.01),
                 nu_source: Some("given".into()),
                 rule: "exact".into(),
@@ -68,6 +71,7 @@ mod tests {
                 seed: 0,
             },
             nu_validation: None,
+            lambda_validation: None,
             result: KrrResult {
                 objective: 1.0,
                 objective_definition: "F".into(),
@@ -79,6 +83,10 @@ mod tests {
                 kkt_violation: Some(1e-4),
                 kkt_threshold: Some(1e-5),
                 uniform_weight: None,
+                intercept: 3.5,
+                nystrom_solve: None,
+                cg_iterations: None,
+                cg_residual: None,
                 test_mse: Some(f64::NAN),
                 train_mse: Some(4.0),
             },

@@ -22,11 +22,14 @@ use stolr_datasets::{
 };
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, Kernel, bandwidth_rule};
 use stolr_solvers::{
-    ColumnMode, CoordinateRule, KernelRidge, KrrModel, KrrSolver as Solver, NuModel, NuSelection, NystromKrrConfig,
-    NystromSolve, SlklConfig, UnifConfig, UniformWeight, log_grid, mean_squared_error, select_nu,
+    ColumnMode, CoordinateRule, KernelRidge, KrrModel, KrrSolver as Solver, LambdaSelection, NuModel, NuPath,
+    NuSelection, NystromKrrConfig, NystromSolve, SlklConfig, UnifConfig, UniformWeight, log_grid, mean_squared_error,
+    select_lambda_nystrom, select_landmarks, select_nu, select_nu_path,
 };
 
-use stolr_report::{KrrDataset, KrrParameters, KrrReport, KrrResult, KrrTimings, NuValidation, ReportKernel};
+use stolr_report::{
+    KrrDataset, KrrParameters, KrrReport, KrrResult, KrrTimings, LambdaValidation, NuValidation, ReportKernel,
+};
 
 use crate::common::input::{Format, read};
 use crate::common::output::{write_model, write_report};
@@ -47,7 +50,8 @@ const STREAM_COORDINATES: u32 = 4;
 /// Random stream of `--nu auto` (hold-out split, then the validation fits).
 const STREAM_NU: u32 = 5;
 
-/// `--nu auto` grid: 10^-4 … 10^1, two points per decade (spec §6.14).
+/// `--nu auto` grid of Unif: 10^-4 … 10^1, two points per decade (spec §6.14). SLKL's path
+/// descends from ν_max instead (`select_nu_path`).
 const NU_GRID: (i32, i32, usize) = (-4, 1, 2);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -106,7 +110,9 @@ pub enum ColumnsArg {
 #[derive(Debug, Args)]
 #[command(allow_negative_numbers = true)]
 pub struct KrrArgs {
-    /// Solver.
+    /// Solver. Which to use: nystrom for accuracy per second and per byte at any n; slkl for
+    /// a sparse predictor (fewest centres, cheapest predictions); krr when 16·n² bytes fit
+    /// (docs/krr.md).
     #[arg(long, value_enum, default_value = "slkl")]
     solver: KrrSolver,
     /// One data file, split at random into training and test sets (needs --format and
@@ -141,8 +147,13 @@ pub struct KrrArgs {
     /// Number of landmarks M (slkl, krr-subset, uniform), at most the number of training points.
     #[arg(long, default_value_t = 100)]
     landmarks: usize,
-    /// Ridge λ > 0 (paper 004 fixes λ = 1: only λν matters).
-    #[arg(long, default_value_t = 1.0)]
+    /// Ridge λ > 0 (paper 004 fixes λ = 1: only λν matters), or `auto` (Nyström KRR only):
+    /// --nu-folds-fold cross-validation over 10^-6 … 10^4, two points per decade, in two
+    /// passes over the kernel panels.
+    #[arg(long = "lambda", default_value = "1")]
+    lambda_text: String,
+    /// λ resolved from --lambda (a number, or the cross-validated choice).
+    #[arg(skip)]
     lambda: f64,
     /// Regress the raw targets (the papers' setting). By default targets are centred on their
     /// training mean, which the model adds back (an intercept).
@@ -158,8 +169,9 @@ pub struct KrrArgs {
     #[arg(long, default_value_t = 200)]
     cg_max_iterations: usize,
     /// Sparsity penalty ν > 0 of SLKL (and of Unif's common weight): a number, or `auto` for
-    /// --nu-folds-fold cross-validation on the training set over 10^-4 … 10^1, two points per
-    /// decade: 11 × K fits (give a number on large data).
+    /// --nu-folds-fold cross-validation on the training set. SLKL: a path from ν_max (all
+    /// weights 0) down six decades, two points per decade, warm-started, stopping once the
+    /// validation error has turned; Unif: 10^-4 … 10^1, two points per decade.
     #[arg(long, default_value = "auto")]
     nu: String,
     /// Folds of the cross-validation of --nu auto.
@@ -186,6 +198,11 @@ pub struct KrrArgs {
     /// SLKL maximum number of epochs (one epoch visits the M landmarks once).
     #[arg(long, default_value_t = 1000)]
     max_epochs: usize,
+    /// SLKL: after a full epoch that fails the KKT test, sweep only the active landmarks until
+    /// they pass it, then a full epoch again (faster when few landmarks are active; the paper
+    /// sweeps all of them every epoch).
+    #[arg(long)]
+    active_set: bool,
     /// Where SLKL's kernel columns come from.
     #[arg(long, value_enum, default_value = "precomputed")]
     columns: ColumnsArg,
@@ -337,6 +354,7 @@ fn slkl_config(args: &KrrArgs, nu: f64, landmarks: usize) -> SlklConfig {
             ColumnsArg::Precomputed => ColumnMode::Precomputed,
             ColumnsArg::OnTheFly => ColumnMode::OnTheFly,
         },
+        active_set: args.active_set,
     }
 }
 
@@ -350,10 +368,28 @@ fn validate_nu(args: &KrrArgs, x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel) -
             args.nu_folds
         )
     })?;
-    let model = if args.solver == KrrSolver::Uniform { NuModel::Unif } else { NuModel::Slkl };
     let grid = log_grid(NU_GRID.0, NU_GRID.1, NU_GRID.2);
     let config = slkl_config(args, grid[0], args.landmarks);
-    Ok(select_nu(x, y, &folds, kernel, &config, model, &grid, &rng)?)
+    if args.solver == KrrSolver::Uniform {
+        return Ok(select_nu(x, y, &folds, kernel, &config, NuModel::Unif, &grid, &rng)?);
+    }
+    let path = NuPath { intercept: !args.no_intercept, ..NuPath::default() };
+    Ok(select_nu_path(x, y, &folds, kernel, &config, &path, &rng)?)
+}
+
+/// `--lambda auto` grid: 10^-6 … 10^4, two points per decade.
+const LAMBDA_GRID: (i32, i32, usize) = (-6, 4, 2);
+
+/// λ by `--nu-folds`-fold cross-validation for Nyström KRR, on the landmarks of the final fit.
+fn validate_lambda(args: &KrrArgs, x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel) -> Result<LambdaSelection> {
+    let n = x.nrows();
+    let folds = random_folds(n, args.nu_folds, &mut stream(args.seed, STREAM_NU)).with_context(|| {
+        format!("--lambda auto: cannot make {} folds of the {n} training points (fewer --nu-folds)", args.nu_folds)
+    })?;
+    let landmarks = select_landmarks(n, args.landmarks, &mut stream(args.seed, STREAM_LANDMARKS))?;
+    let config = NystromKrrConfig { memory: crate::memory::budget(), ..NystromKrrConfig::default() };
+    let grid = log_grid(LAMBDA_GRID.0, LAMBDA_GRID.1, LAMBDA_GRID.2);
+    Ok(select_lambda_nystrom(x, y, &folds, kernel, &config, &landmarks, !args.no_intercept, &grid)?)
 }
 
 /// What a fit produced, for the outputs and the report.
@@ -479,8 +515,19 @@ fn fit(
 }
 
 /// Runs `stolr krr`.
-pub fn run(args: KrrArgs) -> Result<()> {
+pub fn run(mut args: KrrArgs) -> Result<()> {
     let total = Instant::now();
+    let auto_lambda = args.lambda_text == "auto";
+    args.lambda = if auto_lambda {
+        if args.solver != KrrSolver::Nystrom {
+            bail!("--lambda auto is available for --solver nystrom; give a number for {:?}", args.solver);
+        }
+        1.0 // checked now, replaced by the cross-validated choice
+    } else {
+        args.lambda_text
+            .parse()
+            .with_context(|| format!("--lambda must be 'auto' or a number, got '{}'", args.lambda_text))?
+    };
     let given_nu = parse_nu(&args.nu)?;
     let prepared = prepare(&args)?;
     let read_time = total.elapsed();
@@ -505,6 +552,13 @@ pub fn run(args: KrrArgs) -> Result<()> {
             (Some(sel.nu), "auto: cross-validation on the training set", Some(sel))
         }
         (None, false) => (None, "not used", None),
+    };
+    let lambda_validation = if auto_lambda {
+        let sel = validate_lambda(&args, x, y, &kernel)?;
+        args.lambda = sel.lambda;
+        Some(sel)
+    } else {
+        None
     };
     let nu_time = t_nu.elapsed();
 
@@ -550,6 +604,9 @@ pub fn run(args: KrrArgs) -> Result<()> {
         grid: v.candidates.iter().map(|c| c.nu).collect(),
         validation_mse: v.candidates.iter().map(|c| c.validation_mse).collect(),
         sparsity: v.candidates.iter().map(|c| c.sparsity).collect(),
+        epochs: v.candidates.iter().map(|c| c.epochs).collect(),
+        nu_max: v.nu_max,
+        stopped_early: v.stopped_early,
         chosen: v.nu,
     });
     let report = KrrReport {
@@ -571,6 +628,9 @@ pub fn run(args: KrrArgs) -> Result<()> {
         parameters: KrrParameters {
             landmarks: (args.solver != KrrSolver::Krr).then_some(args.landmarks),
             lambda: args.lambda,
+            lambda_source: Some(
+                if auto_lambda { "auto: cross-validation on the training set" } else { "given" }.into(),
+            ),
             intercept: !args.no_intercept,
             nystrom_solver: (args.solver == KrrSolver::Nystrom)
                 .then(|| format!("{:?}", args.nystrom_solver).to_lowercase()),
@@ -583,6 +643,12 @@ pub fn run(args: KrrArgs) -> Result<()> {
             seed: args.seed,
         },
         nu_validation,
+        lambda_validation: lambda_validation.map(|v| LambdaValidation {
+            folds: args.nu_folds,
+            grid: v.grid,
+            validation_mse: v.validation_mse,
+            chosen: v.lambda,
+        }),
         result,
         timings_s: KrrTimings {
             read: read_time.as_secs_f64(),

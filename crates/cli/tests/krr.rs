@@ -146,7 +146,12 @@ fn krr_on_every_point_as_landmarks_equals_krr_on_all_points() {
     // --nu auto: validated on the training set and reported.
     let slkl = run_ok(&[&base[..], &["--landmarks", "40"]].concat(), &dir.path().join("slkl"));
     let validation = &slkl["nu_validation"];
-    assert_eq!(validation["grid"].as_array().unwrap().len(), 11);
+    // A path one decade per point down from ν_max, at most 12 points, stopped early or not.
+    let grid: Vec<f64> = validation["grid"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    let nu_max = validation["nu_max"].as_f64().unwrap();
+    assert!(!grid.is_empty() && grid.len() <= 12);
+    assert!((grid[0] / nu_max - 0.1).abs() < 1e-12 && grid.windows(2).all(|w| w[1] < w[0]));
+    assert!(grid.contains(&validation["chosen"].as_f64().unwrap()));
     assert_eq!(slkl["parameters"]["nu"], validation["chosen"]);
     assert!(slkl["result"]["test_mse"].as_f64().unwrap().is_finite());
 }

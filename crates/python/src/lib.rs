@@ -277,6 +277,7 @@ fn fit_kernel_ridge<'py>(
     gamma: f64,
     n_landmarks: usize,
     nu: f64,
+    fit_intercept: bool,
     seed: u64,
     verbose: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
@@ -290,13 +291,19 @@ fn fit_kernel_ridge<'py>(
         "slkl" => KrrSolver::Slkl(SlklConfig { lambda: alpha, nu, landmarks: n_landmarks, ..Default::default() }),
         "krr" => KrrSolver::Krr { lambda: alpha },
         "krr-subset" => KrrSolver::KrrSubset { lambda: alpha, landmarks: n_landmarks },
+        "nystrom" => KrrSolver::Nystrom {
+            config: NystromKrrConfig { lambda: alpha, ..NystromKrrConfig::default() },
+            landmarks: n_landmarks,
+        },
         "uniform" => KrrSolver::Uniform {
             config: UnifConfig { lambda: alpha, nu, weight: UniformWeight::Optimal },
             landmarks: n_landmarks,
         },
-        other => return Err(value_error(format!("unknown solver '{other}' (slkl, krr, krr-subset, uniform)"))),
+        other => {
+            return Err(value_error(format!("unknown solver '{other}' (slkl, krr, krr-subset, nystrom, uniform)")));
+        }
     };
-    let params = KernelRidge::new(kernel, solver);
+    let params = KernelRidge { intercept: fit_intercept, ..KernelRidge::new(kernel, solver) };
     let mut observer = PythonObserver::new(verbose);
     let result = py.detach(|| {
         let mut landmarks = Xoshiro256PlusPlus::seed_from_u64(seed);

@@ -19,17 +19,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import stolr
 
 
-def _expected_failed_checks(estimator):
-    """Checks that cannot pass yet, each with its reason (never skipped silently)."""
-    if isinstance(estimator, stolr.KernelRidge) and estimator.solver == "slkl":
-        return {
-            "check_regressors_train": "SLKL has no intercept yet (issue 13): on scikit-learn's uncentred "
-            "targets its sparse rank-1 kernels with 10 landmarks score R² < 0.5",
-        }
-    return {}
-
-
-@parametrize_with_checks(expected_failed_checks=_expected_failed_checks, estimators=[
+@parametrize_with_checks(estimators=[
     stolr.KernelPCA(n_components=2),
     stolr.KernelPCA(n_components=2, solver="nystrom", n_landmarks=10),
     stolr.PCA(n_components=1),
@@ -37,6 +27,7 @@ def _expected_failed_checks(estimator):
     stolr.StreamingPCA(n_components=1),
     stolr.KernelRidge(),
     stolr.KernelRidge(solver="slkl", n_landmarks=10),
+    stolr.KernelRidge(solver="nystrom", n_landmarks=10),
 ])
 def test_scikit_learn_estimator_checks(estimator, check):
     check(estimator)
@@ -113,10 +104,35 @@ def test_kernel_ridge_matches_scikit_learn():
     rng = np.random.default_rng(4)
     X = rng.normal(size=(150, 3))
     y = np.sin(X[:, 0]) + 0.1 * X[:, 1]
-    ours = stolr.KernelRidge(alpha=0.5, gamma=0.3).fit(X, y)
+    y = y + 5.0  # a mean the intercept has to carry
+    # Without the intercept: scikit-learn's KernelRidge on the raw targets.
+    ours = stolr.KernelRidge(alpha=0.5, gamma=0.3, fit_intercept=False).fit(X, y)
     ref = SkKernelRidge(alpha=0.5, kernel="rbf", gamma=0.3).fit(X, y)
     assert np.allclose(ours.predict(X), ref.predict(X), rtol=1e-9, atol=1e-12)
     assert ours.score(X, y) == pytest.approx(ref.score(X, y), rel=1e-9)
+    # With it (the default): scikit-learn's KernelRidge on the centred targets, plus the mean.
+    ours = stolr.KernelRidge(alpha=0.5, gamma=0.3).fit(X, y)
+    ref = SkKernelRidge(alpha=0.5, kernel="rbf", gamma=0.3).fit(X, y - y.mean())
+    assert np.allclose(ours.predict(X), ref.predict(X) + y.mean(), rtol=1e-9, atol=1e-12)
+
+
+def test_nystrom_kernel_ridge_equals_the_closed_form():
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(400, 3))
+    y = np.sin(X[:, 0]) + 0.3 * X[:, 1] ** 2 + 2.0
+    ours = stolr.KernelRidge(solver="nystrom", n_landmarks=40, alpha=0.3, gamma=0.4, random_state=1).fit(X, y)
+    # The landmarks are rows of X: the centres in the model file are among them.
+    import io
+
+    centres = np.load(io.BytesIO(ours.model_))["centers"]
+    assert centres.shape == (40, 3)
+    idx = [int(np.flatnonzero(np.all(X == c, axis=1))[0]) for c in centres]
+    knm, kmm = rbf_kernel(X, X[idx], gamma=0.4), rbf_kernel(X[idx], X[idx], gamma=0.4)
+    yc = y - y.mean()
+    alpha = np.linalg.solve(knm.T @ knm + 0.3 * kmm, knm.T @ yc)
+    assert np.allclose(ours.predict(X), knm @ alpha + y.mean(), rtol=1e-7, atol=1e-7)
 
 
 def test_pipeline_with_grid_search():

@@ -279,6 +279,9 @@ pub struct KrrParameters {
     pub landmarks: Option<usize>,
     /// λ.
     pub lambda: f64,
+    /// How λ was obtained (`given`, or `auto: ...`).
+    #[serde(default)]
+    pub lambda_source: Option<String>,
     /// Whether an intercept was fitted (targets centred on their training mean).
     #[serde(default)]
     pub intercept: bool,
@@ -301,6 +304,19 @@ pub struct KrrParameters {
     pub seed: u64,
 }
 
+/// λ chosen by cross-validation (Nyström KRR's `--lambda auto`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LambdaValidation {
+    /// Number of folds.
+    pub folds: usize,
+    /// The λ grid, increasing.
+    pub grid: Vec<f64>,
+    /// Pooled validation MSE of each λ.
+    pub validation_mse: Vec<f64>,
+    /// The chosen λ.
+    pub chosen: f64,
+}
+
 /// ν chosen by cross-validation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NuValidation {
@@ -312,6 +328,15 @@ pub struct NuValidation {
     pub validation_mse: Vec<f64>,
     /// `‖μ‖₀` of each ν.
     pub sparsity: Vec<f64>,
+    /// Mean epochs per fold spent at each ν (SLKL's path: warm-started from the previous ν).
+    #[serde(default)]
+    pub epochs: Vec<f64>,
+    /// SLKL's path: ν_max, the smallest ν with all weights 0, from which the grid descends.
+    #[serde(default)]
+    pub nu_max: Option<f64>,
+    /// SLKL's path: stopped before the end of the grid because the validation error turned.
+    #[serde(default)]
+    pub stopped_early: bool,
     /// The chosen ν.
     pub chosen: f64,
 }
@@ -401,6 +426,9 @@ pub struct KrrReport {
     /// ν's cross-validation, when ν was chosen.
     #[serde(default)]
     pub nu_validation: Option<NuValidation>,
+    /// λ's cross-validation, when λ was chosen (`--lambda auto`).
+    #[serde(default)]
+    pub lambda_validation: Option<LambdaValidation>,
     /// Test error, objective, sparsity.
     pub result: KrrResult,
     /// Timings.

@@ -599,3 +599,129 @@ fn newton_step_can_increase_the_objective() {
         assert!((solver.weights()[0] - expected).abs() <= 1e-9 * mu, "{rule:?}: μ = {}", solver.weights()[0]);
     }
 }
+
+/// A warm start at a smaller ν ([`Slkl::set_nu`]) and active-set sweeps reach the same minimum
+/// of (14) as a cold run of the paper's full epochs.
+#[test]
+fn warm_starts_and_active_set_sweeps_reach_the_cold_minimum() {
+    let (x, y) = sinc_data(120, 31);
+    let (hi, lo) = (0.2, 0.01);
+    let cold = |active_set| {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(32);
+        let c = SlklConfig { active_set, ..config(40, lo) };
+        slkl(x.as_ref(), &y, &GAUSS, c, &mut rng, &mut ()).unwrap()
+    };
+    let (paper, active) = (cold(false), cold(true));
+    assert_eq!((paper.stop, active.stop), (Stop::Converged, Stop::Converged));
+    assert!((paper.objective - active.objective).abs() < 1e-9 * paper.objective);
+    assert_eq!(paper.active, active.active);
+    for active_set in [false, true] {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(32);
+        let mut solver =
+            Slkl::new(x.as_ref(), &y, &GAUSS, SlklConfig { active_set, ..config(40, hi) }, &mut rng).unwrap();
+        assert_eq!(run(&mut solver, &mut rng, &mut ()).unwrap(), Stop::Converged);
+        let at_hi = solver.sparsity();
+        solver.set_nu(lo).unwrap();
+        assert_eq!(solver.config().nu, lo);
+        assert_eq!(run(&mut solver, &mut rng, &mut ()).unwrap(), Stop::Converged);
+        let warm = solver.model(Stop::Converged).unwrap();
+        assert!((warm.objective - paper.objective).abs() < 1e-9 * paper.objective, "{active_set}");
+        assert_eq!(warm.active, paper.active);
+        assert!(warm.sparsity() >= at_hi, "a smaller ν keeps at least as many landmarks here");
+    }
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(32);
+    let mut solver = Slkl::new(x.as_ref(), &y, &GAUSS, config(40, hi), &mut rng).unwrap();
+    for bad in [0.0, -1.0, f64::NAN] {
+        assert!(matches!(solver.set_nu(bad), Err(SolverError::InvalidConfig { name: "nu", .. })));
+    }
+}
+
+/// `ν_max` of the path is the smallest ν with every weight 0; the path picks a ν whose model
+/// explains most of a smooth target, centring the targets when asked.
+#[test]
+fn nu_path_starts_at_nu_max_and_picks_a_fitting_nu() {
+    use stolr_solvers::{NuPath, select_nu_path};
+    let (x, y0) = sinc_data(150, 41);
+    let y: Vec<f64> = y0.iter().map(|v| 10.0 + 3.0 * v).collect(); // a large mean
+    let folds: Vec<usize> = (0..150).map(|i| i % 3).collect();
+    let rng = Xoshiro256PlusPlus::seed_from_u64(42);
+    let path = NuPath::default();
+    let sel = select_nu_path(x.as_ref(), &y, &folds, &GAUSS, &config(40, 0.1), &path, &rng).unwrap();
+    let nu_max = sel.nu_max.unwrap();
+    // Just above ν_max the first fold's fit is empty; just below, not.
+    let fit_idx: Vec<usize> = (0..150).filter(|i| i % 3 != 0).collect();
+    let xf = Mat::from_fn(fit_idx.len(), 2, |i, j| x[(fit_idx[i], j)]);
+    let mean = fit_idx.iter().map(|&i| y[i]).sum::<f64>() / fit_idx.len() as f64;
+    let yf: Vec<f64> = fit_idx.iter().map(|&i| y[i] - mean).collect();
+    let sparsity_at = |nu: f64| {
+        let mut r = rng.clone();
+        slkl(xf.as_ref(), &yf, &GAUSS, config(40, nu), &mut r, &mut ()).unwrap().sparsity()
+    };
+    assert_eq!(sparsity_at(nu_max * 1.001), 0);
+    assert!(sparsity_at(nu_max * 0.9) > 0);
+    // Grid descends one decade per point from ν_max.
+    assert!((sel.candidates[0].nu / nu_max - 0.1).abs() < 1e-12);
+    assert!(sel.candidates.windows(2).all(|w| w[1].nu < w[0].nu));
+    // The chosen model explains most of the variance of the targets around their mean.
+    let var = y.iter().map(|v| (v - 10.0 - 3.0 * y0.iter().sum::<f64>() / 150.0).powi(2)).sum::<f64>() / 150.0;
+    let best = sel.candidates.iter().find(|c| c.nu == sel.nu).unwrap();
+    assert!(best.validation_mse < 0.5 * var, "{} vs variance {var}", best.validation_mse);
+    // Without the intercept the same grid scores worse at its best (the mean costs weight).
+    let raw = select_nu_path(
+        x.as_ref(),
+        &y,
+        &folds,
+        &GAUSS,
+        &config(40, 0.1),
+        &NuPath { intercept: false, ..path.clone() },
+        &rng,
+    )
+    .unwrap();
+    let raw_best = raw.candidates.iter().map(|c| c.validation_mse).fold(f64::INFINITY, f64::min);
+    assert!(best.validation_mse <= raw_best * 1.05, "{} vs {raw_best}", best.validation_mse);
+    let bad = NuPath { decades: 0, ..path };
+    assert!(matches!(
+        select_nu_path(x.as_ref(), &y, &folds, &GAUSS, &config(40, 0.1), &bad, &rng),
+        Err(SolverError::InvalidConfig { name: "nu grid", .. })
+    ));
+}
+
+/// With the intercept, every solver regresses the centred targets and adds the mean back:
+/// KRR_n equals the dense solve on `y − ȳ` plus `ȳ`, and shifting the targets by a constant
+/// shifts every solver's predictions by that constant and nothing else.
+#[test]
+fn the_intercept_centres_the_targets_for_every_solver() {
+    use stolr_solvers::{FitRegression, KernelRidge, KrrSolver, NystromKrrConfig, Predictor};
+    let (x, y) = sinc_data(90, 51);
+    let (xt, _) = sinc_data(15, 52);
+    let lambda = 0.5;
+    let ybar = y.iter().sum::<f64>() / 90.0;
+    let params = KernelRidge::new(GAUSS, KrrSolver::Krr { lambda });
+    let model = params.fit(x.as_ref(), &y, &mut Xoshiro256PlusPlus::seed_from_u64(1), &mut ()).unwrap();
+    assert!((model.intercept() - ybar).abs() < 1e-15);
+    let centred: Vec<f64> = y.iter().map(|v| v - ybar).collect();
+    let dense = krr(x.as_ref(), &centred, &GAUSS, &KrrConfig { lambda, ..KrrConfig::default() }).unwrap();
+    let expected: Vec<f64> = col_vec(&dense.predict(xt.as_ref()).unwrap()).iter().map(|v| v + ybar).collect();
+    assert!(max_abs_diff(&col_vec(&model.predict(xt.as_ref()).unwrap()), &expected) < 1e-12);
+    let solvers = [
+        KrrSolver::Krr { lambda },
+        KrrSolver::KrrSubset { lambda, landmarks: 30 },
+        KrrSolver::Nystrom { config: NystromKrrConfig { lambda, ..NystromKrrConfig::default() }, landmarks: 30 },
+        KrrSolver::Slkl(SlklConfig { epsilon: 1e-9, ..config(30, 0.01) }),
+        KrrSolver::Uniform { config: UnifConfig { lambda, nu: 0.01, weight: UniformWeight::Optimal }, landmarks: 30 },
+    ];
+    let shifted: Vec<f64> = y.iter().map(|v| v + 1000.0).collect();
+    for solver in solvers {
+        let params = KernelRidge::new(GAUSS, solver.clone());
+        let fit = |y: &[f64]| params.fit(x.as_ref(), y, &mut Xoshiro256PlusPlus::seed_from_u64(3), &mut ()).unwrap();
+        let (a, b) = (fit(&y), fit(&shifted));
+        let (pa, pb) = (col_vec(&a.predict(xt.as_ref()).unwrap()), col_vec(&b.predict(xt.as_ref()).unwrap()));
+        let moved: Vec<f64> = pa.iter().map(|v| v + 1000.0).collect();
+        assert!(max_abs_diff(&pb, &moved) < 1e-8, "{}: {}", solver.name(), max_abs_diff(&pb, &moved));
+        // Without the intercept the shift changes the fit (the ridge pulls towards 0).
+        let raw = KernelRidge { intercept: false, ..params.clone() };
+        let r = raw.fit(x.as_ref(), &shifted, &mut Xoshiro256PlusPlus::seed_from_u64(3), &mut ()).unwrap();
+        assert_eq!(r.intercept(), 0.0);
+        assert!(max_abs_diff(&col_vec(&r.predict(xt.as_ref()).unwrap()), &moved) > 1e-3, "{}", solver.name());
+    }
+}

@@ -179,10 +179,17 @@ class StreamingPCA(TransformerMixin, BaseEstimator, _Model):
 
 
 class KernelRidge(RegressorMixin, BaseEstimator, _Model):
-    """Kernel ridge regression by SLKL (sparse rank-1 Nyström kernels) or a baseline."""
+    """Kernel ridge regression by SLKL (sparse rank-1 Nyström kernels), Nyström KRR or a baseline.
+
+    ``solver``: ``krr`` (all n points), ``nystrom`` (ridge over ``n_landmarks`` landmark kernel
+    functions, memory O(M² + n·d)), ``slkl`` (sparse: few centres, cheap predictions), ``krr-subset``
+    or ``uniform``. ``fit_intercept`` (default True, as scikit-learn's ``Ridge``) centres the targets
+    on their training mean and adds it back; False regresses the raw targets (paper 004's setting).
+    """
 
     def __init__(self, solver="krr", alpha=1.0, kernel="rbf", gamma=None, n_landmarks=200,
-                 nu=0.01, random_state=None, verbose=False):
+                 nu=0.01, fit_intercept=True, random_state=None, verbose=False):
+        self.fit_intercept = fit_intercept
         self.verbose = verbose
         self.solver = solver
         self.alpha = alpha
@@ -198,8 +205,8 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
         self.model_ = _core.fit_kernel_ridge(np.ascontiguousarray(X), np.ascontiguousarray(y, dtype=np.float64),
                                              self.solver, self.kernel, float(self.alpha),
                                              _gamma(self.gamma, X.shape[1]),
-                                             n_landmarks, float(self.nu), _seed(self.random_state),
-                                             bool(self.verbose))
+                                             n_landmarks, float(self.nu), bool(self.fit_intercept),
+                                             _seed(self.random_state), bool(self.verbose))
         return self
 
     def predict(self, X):

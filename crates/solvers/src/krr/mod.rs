@@ -17,6 +17,8 @@ pub use baselines::{KrrConfig, UnifConfig, UnifModel, UniformWeight, krr, krr_su
 pub use expansion::KernelExpansion;
 pub use fit::{KernelRidge, KrrFitSummary, KrrSolver};
 pub use model::KrrModel;
-pub use nu_selection::{NuCandidate, NuModel, NuSelection, log_grid, mean_squared_error, select_nu};
-pub use nystrom::{NystromKrrConfig, NystromKrrFit, NystromSolve, nystrom_krr};
+pub use nu_selection::{
+    NuCandidate, NuModel, NuPath, NuSelection, log_grid, mean_squared_error, select_nu, select_nu_path,
+};
+pub use nystrom::{LambdaSelection, NystromKrrConfig, NystromKrrFit, NystromSolve, nystrom_krr, select_lambda_nystrom};
 pub use slkl::{ColumnMode, CoordinatePartials, CoordinateRule, Slkl, SlklConfig, SlklModel, select_landmarks, slkl};

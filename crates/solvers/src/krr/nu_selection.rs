@@ -8,7 +8,8 @@ use faer::{Mat, MatRef};
 use rand::Rng;
 use stolr_estimators::Kernel;
 
-use crate::{SlklConfig, SolverError, UnifConfig, UniformWeight, slkl, unif};
+use crate::krr::fit::centre_targets;
+use crate::{Slkl, SlklConfig, SolverError, UnifConfig, UniformWeight, run, slkl, unif};
 
 /// The model whose ν is validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +43,41 @@ pub struct NuSelection {
     /// The chosen ν: smallest validation MSE; among ties (within a relative 10⁻¹²), the largest
     /// ν, i.e. the sparsest model.
     pub nu: f64,
+    /// [`select_nu_path`]: `ν_max`, the smallest ν at which every weight is 0 (on the first
+    /// fold), from which the grid descends; `None` for [`select_nu`].
+    pub nu_max: Option<f64>,
+    /// [`select_nu_path`]: whether the path stopped before the end of the grid because the
+    /// validation error had turned.
+    pub stopped_early: bool,
+}
+
+/// Options of [`select_nu_path`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct NuPath {
+    /// Centre each fold's fitting targets on their mean and add it back to the predictions
+    /// (the [`crate::KernelRidge::intercept`] of the final fit).
+    pub intercept: bool,
+    /// Grid points per decade below `ν_max` (default 1).
+    pub per_decade: usize,
+    /// Decades the grid spans below `ν_max` (default 12: down to `10⁻¹² ν_max`; the early stop
+    /// usually ends the path well before).
+    pub decades: usize,
+    /// SLKL's KKT tolerance ε on the path (default `1e-2`): a validation score needs less
+    /// precision than the final fit, which uses the configuration's own ε.
+    pub epsilon: f64,
+    /// Epoch cap per ν on the path (default 10): from a warm start the validation error has
+    /// settled long before the KKT test passes at small ν.
+    pub max_epochs: usize,
+    /// Stop the path once the pooled validation error has been above `(1 + turn) ×` its best
+    /// for two consecutive ν, or above twice its best once (default 0.01); `None` walks the
+    /// whole grid.
+    pub turn: Option<f64>,
+}
+
+impl Default for NuPath {
+    fn default() -> Self {
+        Self { intercept: true, per_decade: 1, decades: 12, epsilon: 1e-2, max_epochs: 10, turn: Some(0.01) }
+    }
 }
 
 /// `10^e` for `e` from `lo` to `hi` in steps of `1/per_decade` (both ends included), e.g.
@@ -99,23 +135,7 @@ pub fn select_nu<R: Rng + Clone>(
         });
     }
     let n = x.nrows();
-    for (what, len) in
-        [("number of targets (one per sample)", y.len()), ("number of fold indices (one per sample)", folds.len())]
-    {
-        if len != n {
-            return Err(SolverError::ShapeMismatch { what, expected: n, found: len });
-        }
-    }
-    let k = folds.iter().max().map_or(0, |&f| f + 1);
-    let members: Vec<Vec<usize>> = (0..k).map(|f| (0..n).filter(|&i| folds[i] == f).collect()).collect();
-    if k < 2 || members.iter().any(|m| m.is_empty() || n - m.len() < 2) {
-        return Err(SolverError::InvalidConfig {
-            name: "folds",
-            reason: format!(
-                "need at least 2 non-empty folds numbered 0..K, each leaving 2 samples to fit; got K = {k}"
-            ),
-        });
-    }
+    let (members, k) = fold_members(n, y, folds)?;
     let rows = |idx: &[usize]| Mat::from_fn(idx.len(), x.ncols(), |i, j| x[(idx[i], j)]);
     let mut squared = vec![0.0; grid.len()];
     let mut sparsity = vec![0.0; grid.len()];
@@ -157,13 +177,161 @@ pub fn select_nu<R: Rng + Clone>(
             epochs: epochs[g],
         })
         .collect();
+    Ok(NuSelection { nu: best_nu(&candidates), candidates, nu_max: None, stopped_early: false })
+}
+
+/// The ν of the smallest validation error, among ties (relative 10⁻¹²) the largest.
+fn best_nu(candidates: &[NuCandidate]) -> f64 {
     let best = candidates.iter().map(|c| c.validation_mse).fold(f64::INFINITY, f64::min);
-    let nu = candidates
+    candidates
         .iter()
         .filter(|c| c.validation_mse <= best * (1.0 + 1e-12))
         .map(|c| c.nu)
-        .fold(f64::NEG_INFINITY, f64::max);
-    Ok(NuSelection { candidates, nu })
+        .fold(f64::NEG_INFINITY, f64::max)
+}
+
+/// Chooses SLKL's ν by `K`-fold cross-validation along a regularization path with warm starts.
+///
+/// One SLKL solver per fold is built on the samples outside the fold (landmarks drawn from a
+/// clone of `rng`, `M` capped at the fitting samples; targets centred with `path.intercept`).
+/// `ν_max = max_i a_i(0)` — the largest derivative term of (14) at μ = 0, the smallest ν at
+/// which μ = 0 is optimal (Proposition 2: ∂_iF(0) = ν − a_i(0)) — is computed on the first
+/// fold, and the grid descends from it: `ν_max·10^{-j/per_decade}`, `j = 1 … decades·per_decade`.
+/// At each ν every fold's solver is warm-started from its solution at the previous ν
+/// ([`Slkl::set_nu`]) and run to the path's looser tolerance `path.epsilon` (or
+/// `path.max_epochs` epochs), then scored on its held-out
+/// fold; the pooled mean squared error over all samples is the score of ν. The active set and
+/// the Woodbury state carry over from one ν to the next, so each step of the path costs a few
+/// epochs. With `path.turn`, the path stops once the score has exceeded `(1 + turn)` times the
+/// best so far at two consecutive ν, or twice the best at one: the error has clearly turned and smaller ν only cost more
+/// (they activate more landmarks and take more epochs).
+///
+/// Memory: `K` solvers at once (precomputed columns: `8·n·M` bytes each; use
+/// [`crate::ColumnMode::OnTheFly`] on large data). Cost: about `K` fits at the smallest ν
+/// visited, instead of `K × grid` cold fits.
+///
+/// # Errors
+/// [`SolverError::InvalidConfig`] (`folds`) unless there are at least two folds, each with a
+/// sample, leaving two to fit; (`nu grid`) if `per_decade` or `decades` is 0;
+/// [`SolverError::ShapeMismatch`] if `y` or `folds` does not have length `n`; every error of
+/// [`Slkl::new`] and [`Slkl::update`].
+///
+/// # References
+/// Paper `004_cadb4dc86f44be57.txt`, (14), Proposition 2 (20) and Section 5 ("various ν");
+/// Friedman, Hastie & Tibshirani (2010) for pathwise coordinate descent with warm starts; the
+/// kernel ridge regression issue (Deliver 3).
+pub fn select_nu_path<R: Rng + Clone>(
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    folds: &[usize],
+    kernel: &Kernel,
+    config: &SlklConfig,
+    path: &NuPath,
+    rng: &R,
+) -> Result<NuSelection, SolverError> {
+    if path.per_decade == 0 || path.decades == 0 || path.max_epochs == 0 || !(path.epsilon >= 0.0) {
+        return Err(SolverError::InvalidConfig {
+            name: "nu grid",
+            reason: "the path needs at least one decade, one point per decade, one epoch per point and epsilon >= 0"
+                .into(),
+        });
+    }
+    let (members, k) = fold_members(x.nrows(), y, folds)?;
+    let rows = |idx: &[usize]| Mat::from_fn(idx.len(), x.ncols(), |i, j| x[(idx[i], j)]);
+    struct FoldState {
+        solver: Slkl,
+        x_val: Mat<f64>,
+        y_val: Vec<f64>,
+        offset: f64,
+        order_rng: rand::rngs::StdRng,
+    }
+    let mut states = Vec::with_capacity(k);
+    for held in &members {
+        let fit_idx: Vec<usize> = (0..x.nrows()).filter(|&i| folds[i] != folds[held[0]]).collect();
+        let x_fit = rows(&fit_idx);
+        let y_fit: Vec<f64> = fit_idx.iter().map(|&i| y[i]).collect();
+        let (centred, offset) = centre_targets(&y_fit, path.intercept);
+        let mut r = rng.clone();
+        let c = SlklConfig {
+            landmarks: config.landmarks.min(fit_idx.len()),
+            epsilon: path.epsilon,
+            max_epochs: path.max_epochs,
+            active_set: true,
+            ..config.clone()
+        };
+        let solver = Slkl::new(x_fit.as_ref(), centred.as_deref().unwrap_or(&y_fit), kernel, c, &mut r)?;
+        let order_rng = <rand::rngs::StdRng as rand::SeedableRng>::from_rng(&mut r);
+        states.push(FoldState {
+            solver,
+            x_val: rows(held),
+            y_val: held.iter().map(|&i| y[i]).collect(),
+            offset,
+            order_rng,
+        });
+    }
+    let first = &states[0].solver;
+    let mut nu_max = 0.0_f64;
+    for l in 0..first.selected().len() {
+        nu_max = nu_max.max(first.partials(l)?.a);
+    }
+    if !(nu_max.is_finite() && nu_max > 0.0) {
+        // The targets are orthogonal to every landmark column: any ν gives μ = 0.
+        nu_max = config.nu;
+    }
+    let grid: Vec<f64> = (1..=path.decades * path.per_decade)
+        .map(|j| nu_max * 10f64.powf(-(j as f64) / path.per_decade as f64))
+        .collect();
+    let mut candidates: Vec<NuCandidate> = Vec::new();
+    let mut above = 0;
+    let mut stopped_early = false;
+    for &nu in &grid {
+        let (mut squared, mut sparsity, mut epochs) = (0.0, 0.0, 0.0);
+        for st in &mut states {
+            let before = st.solver.epochs();
+            st.solver.set_nu(nu)?;
+            let stop = run(&mut st.solver, &mut st.order_rng, &mut ())?;
+            let model = st.solver.model(stop)?;
+            let pred = model.expansion.predict(st.x_val.as_ref())?;
+            squared += pred.iter().zip(&st.y_val).map(|(p, t)| (p + st.offset - t).powi(2)).sum::<f64>();
+            sparsity += model.sparsity() as f64 / k as f64;
+            epochs += (st.solver.epochs() - before) as f64 / k as f64;
+        }
+        candidates.push(NuCandidate { nu, validation_mse: squared / x.nrows() as f64, sparsity, epochs });
+        if let Some(turn) = path.turn {
+            let best = candidates.iter().map(|c| c.validation_mse).fold(f64::INFINITY, f64::min);
+            let score = squared / x.nrows() as f64;
+            above = if score > (1.0 + turn) * best { above + 1 } else { 0 };
+            // Clearly turned: twice above the best, or once far above it (or not finite).
+            if above >= 2 || (above == 1 && !(score <= 2.0 * best)) {
+                stopped_early = nu != *grid.last().expect("non-empty grid");
+                break;
+            }
+        }
+    }
+    Ok(NuSelection { nu: best_nu(&candidates), candidates, nu_max: Some(nu_max), stopped_early })
+}
+
+/// The members of each fold, after checking the shapes and that every fold is non-empty and
+/// leaves two samples to fit.
+fn fold_members(n: usize, y: &[f64], folds: &[usize]) -> Result<(Vec<Vec<usize>>, usize), SolverError> {
+    for (what, len) in
+        [("number of targets (one per sample)", y.len()), ("number of fold indices (one per sample)", folds.len())]
+    {
+        if len != n {
+            return Err(SolverError::ShapeMismatch { what, expected: n, found: len });
+        }
+    }
+    let k = folds.iter().max().map_or(0, |&f| f + 1);
+    let members: Vec<Vec<usize>> = (0..k).map(|f| (0..n).filter(|&i| folds[i] == f).collect()).collect();
+    if k < 2 || members.iter().any(|m| m.is_empty() || n - m.len() < 2) {
+        return Err(SolverError::InvalidConfig {
+            name: "folds",
+            reason: format!(
+                "need at least 2 non-empty folds numbered 0..K, each leaving 2 samples to fit; got K = {k}"
+            ),
+        });
+    }
+    Ok((members, k))
 }
 
 #[cfg(test)]

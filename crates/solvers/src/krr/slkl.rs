@@ -17,6 +17,9 @@ use crate::error::check_regression;
 use crate::krr::KernelExpansion;
 use crate::{IterativeSolver, Observer, SolverError, StepReport, Stop, run};
 
+/// Active-set sweeps in a row before a full epoch is forced ([`SlklConfig::active_set`]).
+const MAX_ACTIVE_SWEEPS: usize = 5;
+
 /// Weights below this are set to 0: $\lambda K_{ii}/\mu_i$ would overflow in the Woodbury core.
 const TINY_WEIGHT: f64 = 1e-150;
 
@@ -91,6 +94,12 @@ pub struct SlklConfig {
     pub max_epochs: usize,
     /// Where the kernel columns come from (default [`ColumnMode::Precomputed`]).
     pub column_mode: ColumnMode,
+    /// Active-set sweeps (default `false`, the paper's scheme): after a full epoch that fails
+    /// the KKT test, sweep only the active landmarks (`O(p²)` per update instead of `O(np)`
+    /// for an inactive one) until such a sweep passes it, then a full epoch again; convergence
+    /// is still declared only by a full epoch. Much cheaper when few landmarks are active and
+    /// the inactive ones stay inactive, as on a regularization path.
+    pub active_set: bool,
 }
 
 impl Default for SlklConfig {
@@ -103,6 +112,7 @@ impl Default for SlklConfig {
             epsilon: 1e-3,
             max_epochs: 1000,
             column_mode: ColumnMode::Precomputed,
+            active_set: false,
         }
     }
 }
@@ -262,11 +272,21 @@ pub struct Slkl {
     active: Vec<usize>,
     state: WoodburyInverse,
     order: Vec<usize>,
+    /// The landmarks of the current active-set sweep (see [`SlklConfig::active_set`]).
+    active_order: Vec<usize>,
+    /// Whether the current sweep visits every landmark (an epoch) or the active ones only.
+    sweep_full: bool,
+    /// Active-set sweeps since the last full epoch.
+    active_streak: usize,
+    /// Whether the last complete sweep was full, and its largest KKT violation.
+    last_sweep: Option<(bool, f64)>,
     cursor: usize,
     epoch_violation: f64,
     last_epoch_violation: Option<f64>,
     iterations: usize,
     epochs: usize,
+    /// [`Slkl::epochs`] when the current run (this ν) started: the epoch cap counts from here.
+    run_start_epoch: usize,
     column_buf: Vec<f64>,
 }
 
@@ -332,15 +352,38 @@ impl Slkl {
             active: Vec::new(),
             state,
             order: (0..m).collect(),
+            active_order: Vec::new(),
+            sweep_full: true,
+            active_streak: 0,
+            last_sweep: None,
             cursor: m,
             epoch_violation: 0.0,
             last_epoch_violation: None,
             iterations: 0,
             epochs: 0,
+            run_start_epoch: 0,
             column_buf: Vec::with_capacity(n),
             selected,
             config,
         })
+    }
+
+    /// Sets ν to `nu` and starts a new run from the current weights and Woodbury state (a warm
+    /// start for a regularization path): the next [`update`](Self::update) begins a new epoch,
+    /// the epoch cap counts from now, and the last epoch's KKT violation is forgotten. Running
+    /// to convergence from the solution at a larger ν takes few epochs when the two ν are
+    /// close, since the active sets differ little. Cost `O(1)`.
+    ///
+    /// # Errors
+    /// [`SolverError::InvalidConfig`] (`nu`) unless `nu` is positive and finite.
+    pub fn set_nu(&mut self, nu: f64) -> Result<(), SolverError> {
+        SlklConfig { nu, ..self.config.clone() }.validate(self.n)?;
+        self.config.nu = nu;
+        self.cursor = self.sweep_len();
+        self.run_start_epoch = self.epochs;
+        self.last_epoch_violation = None;
+        self.last_sweep = None;
+        Ok(())
     }
 
     /// The configuration.
@@ -575,22 +618,52 @@ impl Slkl {
     /// # Errors
     /// [`SolverError::LowRank`] if a rebuild of the Woodbury state fails (numerically singular).
     pub fn update<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Result<f64, SolverError> {
-        let m = self.mu.len();
-        if self.cursor >= m {
-            self.order.shuffle(rng);
-            self.cursor = 0;
-            self.epoch_violation = 0.0;
+        if self.cursor >= self.sweep_len() {
+            self.begin_sweep(rng);
         }
-        let l = self.order[self.cursor];
+        let l = if self.sweep_full { self.order[self.cursor] } else { self.active_order[self.cursor] };
         let violation = self.update_coordinate(l)?;
         self.epoch_violation = self.epoch_violation.max(violation);
         self.cursor += 1;
         self.iterations += 1;
-        if self.cursor == m {
-            self.epochs += 1;
-            self.last_epoch_violation = Some(self.epoch_violation);
+        if self.cursor == self.sweep_len() {
+            if self.sweep_full {
+                self.epochs += 1;
+                self.last_epoch_violation = Some(self.epoch_violation);
+            }
+            self.last_sweep = Some((self.sweep_full, self.epoch_violation));
         }
         Ok(violation)
+    }
+
+    /// Length of the current sweep: `M` for an epoch, the active landmarks' count otherwise.
+    fn sweep_len(&self) -> usize {
+        if self.sweep_full { self.mu.len() } else { self.active_order.len() }
+    }
+
+    /// Starts the next sweep: a full epoch (a new permutation of `J`), or with
+    /// [`SlklConfig::active_set`] a sweep of the active landmarks after a full epoch or an
+    /// active sweep that failed the KKT test (at most [`MAX_ACTIVE_SWEEPS`] in a row).
+    fn begin_sweep<R: Rng + ?Sized>(&mut self, rng: &mut R) {
+        let tolerance = self.config.epsilon * self.config.nu;
+        let full = !self.config.active_set
+            || self.active.is_empty()
+            || match self.last_sweep {
+                None => true,
+                Some((true, _)) => false,
+                Some((false, violation)) => violation <= tolerance || self.active_streak >= MAX_ACTIVE_SWEEPS,
+            };
+        if full {
+            self.order.shuffle(rng);
+            self.active_streak = 0;
+        } else {
+            self.active_order.clone_from(&self.active);
+            self.active_order.shuffle(rng);
+            self.active_streak += 1;
+        }
+        self.sweep_full = full;
+        self.cursor = 0;
+        self.epoch_violation = 0.0;
     }
 
     fn update_coordinate(&mut self, l: usize) -> Result<f64, SolverError> {
@@ -655,8 +728,7 @@ impl IterativeSolver for Slkl {
     /// ([`Stop::MaxIterations`]).
     fn step(&mut self, rng: &mut dyn Rng) -> Result<StepReport, SolverError> {
         self.update(rng)?;
-        let m = self.mu.len();
-        let epoch_end = self.cursor == m;
+        let epoch_end = self.sweep_full && self.cursor == self.mu.len();
         let stop = if epoch_end && self.epoch_violation <= self.config.epsilon * self.config.nu {
             Some(Stop::Converged)
         } else {
@@ -673,7 +745,8 @@ impl IterativeSolver for Slkl {
     }
 
     fn finished(&self) -> Option<Stop> {
-        (self.cursor >= self.mu.len() && self.epochs >= self.config.max_epochs).then_some(Stop::MaxIterations)
+        (self.cursor >= self.sweep_len() && self.epochs - self.run_start_epoch >= self.config.max_epochs)
+            .then_some(Stop::MaxIterations)
     }
 }
 
