@@ -201,17 +201,18 @@ fn settings(opts: &Options) -> Result<Settings, BenchError> {
     Ok(Settings { protocol, sizes, n_test, lambda: positive("--lambda", opts.parsed("--lambda")?)? })
 }
 
-/// Runs `spec` in `dir` unless an earlier invocation finished it, and returns its row.
-fn run_one(spec: &RunSpec, n: usize, protocol: &Protocol, inputs: Inputs<'_>) -> Result<Row, BenchError> {
+/// Runs `spec` in `inputs.out` unless an earlier invocation finished it, and returns its row
+/// (`n` the training rows, 0 for λ's validation; `stage` names the run in messages).
+fn run_one(spec: &RunSpec, n: usize, stage: &str, protocol: &Protocol, inputs: Inputs<'_>) -> Result<Row, BenchError> {
     let (program, args) = plan::command(spec, protocol, inputs);
     let command = CommandRecord { program, args };
     let outcome = match runs::kept(inputs.out, &command, protocol.time_cap_s)? {
         Some(outcome) => {
-            eprintln!("n = {n}: {} (kept from an earlier run)", spec.label());
+            eprintln!("{stage}: {} (kept from an earlier run)", spec.label());
             outcome
         }
         None => {
-            eprintln!("n = {n}: {} ...", spec.label());
+            eprintln!("{stage}: {} ...", spec.label());
             runs::execute(inputs.out, &command, protocol.time_cap_s)?
         }
     };
@@ -231,7 +232,7 @@ fn validate_lambda(
         let dir = out.path("lambda-validation").join(format!("lambda-{lambda}"));
         let inputs =
             Inputs { train: &files.validation_fit(), test: &files.validation_holdout(), sigma, lambda, out: &dir };
-        let row = run_one(&spec, 0, protocol, inputs)?;
+        let row = run_one(&spec, 0, &format!("λ validation, λ = {lambda}"), protocol, inputs)?;
         scores.push(LambdaScore { lambda, holdout_mse: row.test_mse, status: row.status });
     }
     let best =
@@ -323,7 +324,7 @@ pub fn run(opts: &Options) -> Result<(), BenchError> {
                 }
                 None => {
                     let inputs = Inputs { train: &files.train(n), test: &files.test(), sigma, lambda, out: &dir };
-                    run_one(&spec, n, protocol, inputs)?
+                    run_one(&spec, n, &format!("n = {n}"), protocol, inputs)?
                 }
             };
             eprintln!("{}", serde_json::to_string(&row).expect("a row serializes"));
