@@ -10,6 +10,12 @@
 //!     that fits the memory budget (dense and matrix-free exact, Nyström m = 500 and 2000,
 //!     SKPCA), each a separate process: time, peak RSS, accuracy → results/scale/summary.{json,md},
 //!     time.{svg,png}, memory.{svg,png} (docs/results/scale/ holds the committed run)
+//! cargo xtask bench krr-scale [--quick] [--max-n N] [--out DIR] [--no-sklearn] [--lambda L] [--nu NU] [--time-cap S]
+//!     kernel ridge regression on Friedman #1 (n = 10⁴, 10⁵, 10⁶; --quick: 10⁴ only): Nyström KRR
+//!     (M = 1000, 2000, 5000; direct and CG), SLKL, exact KRR, scikit-learn's Nystroem + Ridge
+//!     and KernelRidge, each a separate process; resumes finished runs → results/krr-scale/
+//!     summary.{json,md}, time.{svg,png}, memory.{svg,png} (docs/results/krr-scale/ holds the
+//!     committed run)
 //! cargo xtask reproduce NAME [--quick] [--seeds N] [--data DIR] [--out DIR] [FLAGS...]
 //!     one paper's reproduction (see REPRODUCTIONS); writes results/NAME/ (or --out DIR).
 //!     pca:   paper 002's Tables 1 and 3–8 (SVRG-PCA paper and consistent modes, VR-PCA,
@@ -78,6 +84,7 @@ fn main() -> ExitCode {
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["bench", "kpca", rest @ ..] => bench_cli("kpca", "kpca-bench", rest),
         ["bench", "scale", rest @ ..] => bench_cli("scale", "scale-bench", rest),
+        ["bench", "krr-scale", rest @ ..] => bench_krr_scale(rest),
         ["reproduce", name, rest @ ..] => reproduce(name, rest),
         ["bench", "criterion", rest @ ..] => cargo(&["bench", "-p", "stolr-benches", "--"], rest),
         ["fuzz", rest @ ..] => fuzz::fuzz(&root(), rest),
@@ -87,6 +94,9 @@ fn main() -> ExitCode {
             );
             eprintln!(
                 "       cargo xtask bench scale [--sizes LIST] [--skpca-iterations T] [--rank R] [--mf-max-n N] [--sklearn]"
+            );
+            eprintln!(
+                "       cargo xtask bench krr-scale [--quick] [--max-n N] [--out DIR] [--no-sklearn] [--lambda L]"
             );
             eprintln!("       cargo xtask bench criterion [FILTER]");
             eprintln!("       cargo xtask fuzz [--seconds N] [--runs N] [--target NAME] [--replay]");
@@ -142,6 +152,15 @@ fn bench_cli(name: &str, bin: &str, rest: &[&str]) -> Result<(), String> {
     }
     let status = Command::new(release.join(bin)).args(&args).status().map_err(|e| format!("cannot run {bin}: {e}"))?;
     if status.success() { Ok(()) } else { Err(format!("{bin} failed")) }
+}
+
+/// `cargo xtask bench krr-scale ...`: [`bench_cli`] with scikit-learn's script
+/// `benches/python/sklearn_krr.py` (the binary leaves it out on `--no-sklearn`).
+fn bench_krr_scale(rest: &[&str]) -> Result<(), String> {
+    let script = root().join("benches/python/sklearn_krr.py").display().to_string();
+    let mut args = rest.to_vec();
+    args.extend(["--sklearn-script", &script]);
+    bench_cli("krr-scale", "krr-scale", &args)
 }
 
 /// `cargo xtask reproduce NAME|all ...`: builds the binaries, runs each reproduction and, on a

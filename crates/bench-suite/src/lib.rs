@@ -7,7 +7,8 @@
 //! - [`papers`]: one module per paper (000 SKPCA, 002 SVRG-PCA, 003 MSG, 004 SLKL), each split
 //!   into its runs, its plots and its Markdown summary.
 //! - [`kpca_bench`]: SKPCA against the exact and Nyström baselines as separate `stolr kpca`
-//!   processes (`cargo xtask bench kpca`).
+//!   processes (`cargo xtask bench kpca`); [`scale_bench`] and [`krr_scale`]: kernel PCA and
+//!   kernel ridge regression as n grows (`cargo xtask bench scale`, `cargo xtask bench krr-scale`).
 //! - Results: every reproduction but paper 002 writes one [`ResultsFile`] (JSON, [`results`]);
 //!   summaries are Markdown [`table`]s and SVG/PNG charts of [`stolr_plot`].
 //! - Numbers: [`metrics`] stream the `n × n` kernel matrix in blocks of rows, so they run where
@@ -21,6 +22,7 @@ pub mod cli_report;
 pub mod curve;
 mod error;
 pub mod kpca_bench;
+pub mod krr_scale;
 pub mod metrics;
 pub mod observe;
 pub mod papers;
