@@ -265,7 +265,7 @@ fn fit_pca<'py>(
 
 /// Kernel ridge regression: returns the model bytes.
 #[pyfunction]
-#[pyo3(signature = (x, y, solver, kernel_name, alpha, gamma, n_landmarks, nu, seed, verbose))]
+#[pyo3(signature = (x, y, solver, kernel_name, alpha, gamma, n_landmarks, nu, fit_intercept, seed, verbose))]
 #[allow(clippy::too_many_arguments)]
 fn fit_kernel_ridge<'py>(
     py: Python<'py>,
