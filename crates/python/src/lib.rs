@@ -21,9 +21,9 @@ use stolr_estimators::Kernel;
 use stolr_memory::MemoryBudget;
 use stolr_solvers::{
     IncrementalPca, IterationReport, KernelPca, KernelPcaModel, KernelRidge, KpcaSolver, KrrModel, KrrSolver, Msg,
-    MsgConfig, Observer, Oja, Pca, PcaModel, PcaSolver, Persist, Predictor, SamplerKind, SkpcaConfig, SlklConfig,
-    SolverError, StepSize, StreamingPca, SvrgPcaConfig, Transformer, UnifConfig, UniformWeight, VrPcaConfig,
-    tau_for_rank,
+    MsgConfig, NystromKrrConfig, Observer, Oja, Pca, PcaModel, PcaSolver, Persist, Predictor, SamplerKind, SkpcaConfig,
+    SlklConfig, SolverError, StepSize, StreamingPca, SvrgPcaConfig, Transformer, UnifConfig, UniformWeight,
+    VrPcaConfig, tau_for_rank,
 };
 
 /// A kernel PCA fit for Python: the model bytes, the eigenvalues and the training projections.
