@@ -37,6 +37,11 @@
 //!     plots (*.md, *.json, *.png, *.svg) of each reproduction to docs/results/NAME/, replacing
 //!     the files there; quick runs and runs with --seeds or --out write under results/ only.
 //!     docs/results/README.md is written by hand and never touched.
+//! cargo xtask fuzz [--seconds N] [--runs N] [--target NAME] [--replay]
+//!     the coverage-guided fuzz targets of fuzz/ (every reader and the model files), N seconds
+//!     each (default 60; --runs: stop earlier after N executions) with cargo-fuzz on the nightly
+//!     toolchain; prints the executions per target. --replay instead feeds the committed corpus (fuzz/corpus/) to the same entry
+//!     functions as a test on stable, as CI does.
 //! cargo xtask bench criterion [FILTER]
 //!     criterion benchmarks: one SKPCA iteration and its parts (benches/benches/skpca.rs), one
 //!     epoch of each linear PCA solver on MNIST (benches/benches/pca.rs)
@@ -45,6 +50,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
+
+mod fuzz;
 
 /// A paper reproduction: its name on the command line (and its folder under `results/` and
 /// `docs/results/`) and the `stolr-bench-suite` binary that runs it. Every binary takes
@@ -80,6 +87,7 @@ fn main() -> ExitCode {
         ["bench", "krr-scale", rest @ ..] => bench_krr_scale(rest),
         ["reproduce", name, rest @ ..] => reproduce(name, rest),
         ["bench", "criterion", rest @ ..] => cargo(&["bench", "-p", "stolr-benches", "--"], rest),
+        ["fuzz", rest @ ..] => fuzz::fuzz(&root(), rest),
         _ => {
             eprintln!(
                 "usage: cargo xtask bench kpca [--iterations T] [--only NAME] [--data DIR] [--out DIR] [--sklearn]"
@@ -91,6 +99,7 @@ fn main() -> ExitCode {
                 "       cargo xtask bench krr-scale [--quick] [--max-n N] [--out DIR] [--no-sklearn] [--lambda L]"
             );
             eprintln!("       cargo xtask bench criterion [FILTER]");
+            eprintln!("       cargo xtask fuzz [--seconds N] [--runs N] [--target NAME] [--replay]");
             let names: Vec<&str> = REPRODUCTIONS.iter().map(|r| r.name).collect();
             eprintln!(
                 "       cargo xtask reproduce {}|all [--quick] [--seeds N] [--data DIR] [--out DIR]",

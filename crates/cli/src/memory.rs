@@ -8,9 +8,13 @@ use stolr_memory::MemoryBudget;
 
 static BUDGET: OnceLock<MemoryBudget> = OnceLock::new();
 
-/// Sets the run's memory budget (`--memory-limit`); the first call wins.
+/// Sets the run's memory budget (`--memory-limit`); the first call wins. It also becomes the
+/// process's budget ([`MemoryBudget::set_process`]), which the data readers check file headers
+/// against.
 pub fn set_budget(budget: MemoryBudget) {
-    let _ = BUDGET.set(budget);
+    if BUDGET.set(budget).is_ok() {
+        MemoryBudget::set_process(budget);
+    }
 }
 
 /// The run's memory budget: `--memory-limit`, else 80 % of the memory available at the start.

@@ -95,11 +95,18 @@ fn sinc_default_writes_consistent_outputs() {
     let active = weights.iter().filter(|&&w| w > 0.0).count();
     assert_eq!(result["sparsity"].as_u64().unwrap() as usize, active);
     assert_eq!(npy_f64(&out.join("coefficients.npy")).len(), active);
-    assert!(result["epochs"].as_u64().unwrap() >= 1 && result["objective"].as_f64().unwrap() > 0.0);
-    assert!(result["stop_reason"].as_str().is_some());
-    for key in ["fit", "predict", "total"] {
-        assert!(report["timings_s"][key].as_f64().unwrap() >= 0.0, "{key}");
+    // A converged run passed its optimality test; the objective F(μ) = λ yᵀGy + ν Σμ exceeds its
+    // penalty term ν Σμ, computed from weights.npy (the first term is positive for y ≠ 0).
+    let stop = result["stop_reason"].as_str().unwrap();
+    if stop.starts_with("converged") {
+        assert!(result["kkt_violation"].as_f64().unwrap() <= result["kkt_threshold"].as_f64().unwrap(), "{result}");
     }
+    let penalty = 0.01 * weights.iter().sum::<f64>();
+    assert!(penalty > 0.0 && result["objective"].as_f64().unwrap() > penalty, "{result}");
+    // The parts of the run fit in its total time.
+    let timings = &report["timings_s"];
+    let part = |key: &str| timings[key].as_f64().unwrap();
+    assert!(part("fit") + part("predict") <= part("total"), "{timings}");
     assert!(report["peak_memory_bytes"].as_u64().unwrap() > 0);
 }
 

@@ -68,6 +68,9 @@ pub fn read_magic(path: &Path) -> Result<Dataset, DataError> {
 ///
 /// Also [`DataError::Empty`] if there is no data row, [`DataError::TooLarge`] if the dense
 /// matrix cannot be allocated.
+///
+/// Memory: [`DataError::OverBudget`] if the values read so far, or the matrix, exceed the
+/// process's memory budget ([`stolr_memory::MemoryBudget::process`]).
 pub fn read_csv_from<R: BufRead>(reader: R, name: &str, label: LabelColumn) -> Result<Dataset, DataError> {
     read_csv_impl(reader, name, label, false)
 }
@@ -163,6 +166,8 @@ fn read_csv_impl<R: BufRead>(
             None => {}
         }
         n += 1;
+        let held = 8 * (values.capacity() + targets.capacity()) + 24 * classes.capacity();
+        crate::dataset::check_growth(name, n, held)?;
     }
 
     if n == 0 {

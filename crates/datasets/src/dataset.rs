@@ -80,18 +80,43 @@ pub fn check_finite(x: MatRef<'_, f64>) -> Result<(), DataError> {
     Ok(())
 }
 
-/// A zero `(rows, cols)` matrix, or [`DataError::TooLarge`] if it cannot be allocated,
-/// so that a corrupt index or shape in a file does not abort the process.
+/// A zero `(rows, cols)` matrix, or [`DataError::TooLarge`] if it cannot be allocated and
+/// [`DataError::OverBudget`] if it is over the process's memory budget, so that a corrupt
+/// index or shape in a file does not abort the process.
 pub(crate) fn try_zeros(rows: usize, cols: usize, path: &str) -> Result<Mat<f64>, DataError> {
     let too_large = || DataError::TooLarge { path: path.to_owned(), rows, cols };
     let bytes = rows.checked_mul(cols).and_then(|len| len.checked_mul(size_of::<f64>()));
     if bytes.is_none_or(|bytes| bytes > isize::MAX as usize) {
         return Err(too_large());
     }
+    // An empty matrix costs work in proportion to its other dimension, bounded like a model
+    // file's empty arrays.
+    if (rows == 0 || cols == 0) && rows.max(cols) > crate::MAX_EMPTY_DIM {
+        return Err(too_large());
+    }
+    // faer pads every column to a multiple of 8 entries (64 bytes): a short, wide matrix
+    // takes up to 8 times its entries' bytes.
+    let padded = stolr_memory::f64_bytes(&[rows.next_multiple_of(8), cols]);
+    DataError::check_budget(path, format!("the {rows} × {cols} data matrix"), padded)?;
     let mut x = Mat::new();
     x.try_reserve(rows, cols).map_err(|_| too_large())?;
     x.resize_with(rows, cols, |_, _| 0.0);
     Ok(x)
+}
+
+/// Checks, once every 4096 rows, that the `bytes` a reader holds after reading `rows` rows (the
+/// values kept before the matrix is built) fit the process's memory budget, so that a file
+/// larger than memory, or a small gzip file that inflates to one, is an error rather than an
+/// out-of-memory kill.
+///
+/// # Errors
+/// [`DataError::OverBudget`] naming `path`.
+pub(crate) fn check_growth(path: &str, rows: usize, bytes: usize) -> Result<(), DataError> {
+    if rows.is_multiple_of(4096) {
+        DataError::check_budget(path, format!("the values of the {rows} rows read so far"), bytes as u64)
+    } else {
+        Ok(())
+    }
 }
 
 /// The `(n, d)` matrix whose rows are the consecutive chunks of `d` entries of `values`

@@ -237,6 +237,16 @@ pub enum DataError {
         cols: usize,
     },
 
+    /// An allocation that a file's header, shape or indices call for is over the memory
+    /// budget of the process ([`stolr_memory::MemoryBudget::process`]); nothing was allocated.
+    #[error("{path}: {source}")]
+    OverBudget {
+        /// File path or stream name.
+        path: String,
+        /// The budget's error: what was estimated, how large, and the limit.
+        source: stolr_memory::MemoryError,
+    },
+
     /// A `.npy` file is malformed or holds something other than a 2-D float64 array.
     #[error("{path}: {message}")]
     Npy {
@@ -487,5 +497,13 @@ impl DataError {
     /// An [`DataError::Io`] error for `path`.
     pub(crate) fn io(path: &str, source: std::io::Error) -> Self {
         DataError::Io { path: path.to_owned(), source }
+    }
+
+    /// `Ok` if `bytes` for `what` fit the process's memory budget, else
+    /// [`DataError::OverBudget`] naming `path`.
+    pub(crate) fn check_budget(path: &str, what: impl Into<String>, bytes: u64) -> Result<(), Self> {
+        stolr_memory::MemoryBudget::process()
+            .check(what, bytes)
+            .map_err(|source| DataError::OverBudget { path: path.to_owned(), source })
     }
 }

@@ -385,11 +385,10 @@ fn invalid(name: &'static str, reason: String) -> DataError {
 /// factorization of a standard normal matrix, each column multiplied by the sign of the matching
 /// diagonal entry of R. The sign fix makes the factorization unique (R with a positive
 /// diagonal), so the result is Haar-distributed (uniform on the Stiefel manifold, on $O(d)$
-/// when square).
+/// when square). The QR factorization runs on one thread (`stolr_lowrank::thin_qr`), so the matrix is the same
+/// bits for any number of threads.
 fn haar_orthonormal<R: Rng + ?Sized>(rows: usize, cols: usize, rng: &mut R) -> Mat<f64> {
-    let qr = gaussian(rows, cols, rng).qr();
-    let mut q = qr.compute_thin_Q();
-    let r = qr.thin_R();
+    let (mut q, r) = stolr_lowrank::thin_qr(gaussian(rows, cols, rng).as_ref());
     for j in 0..cols {
         if r[(j, j)] < 0.0 {
             q.col_as_slice_mut(j).iter_mut().for_each(|value| *value = -*value);

@@ -15,7 +15,14 @@
 //! - [`read_housing`], [`read_abalone`]: the Boston housing and Abalone regression sets (paper
 //!   004), with numeric targets.
 //! - [`read_mnist`]: the MNIST digits from their original IDX files (gzipped or not).
+//!
+//! Headers and indices are untrusted: a shape declared by a file is checked against the
+//! file's length where it is known and against the process's memory budget
+//! ([`stolr_memory::MemoryBudget::process`]) before anything of that size is allocated;
+//! over it, the reader returns [`DataError::OverBudget`]. No input makes a reader panic.
 //! - [`write_npy_matrix`], [`write_npy_vector`], [`read_npy_matrix`]: NumPy `.npy` files.
+//! - [`write_atomic`]: every file Stolr writes appears whole or not at all (temporary file,
+//!   `fsync`, rename).
 //! - [`ModelFile`]: the versioned, NumPy-readable file of a fitted model (`model.npz`).
 //! - [`stream_rows`]: the same formats one sample at a time, for the streaming solvers.
 //! - [`standardize`]: zero mean, unit population variance per column;
@@ -28,6 +35,7 @@
 //!   [`generate::low_rank_plus_noise`]).
 
 mod abalone;
+mod atomic;
 mod csv;
 mod dataset;
 mod error;
@@ -45,6 +53,7 @@ mod stream;
 mod table;
 
 pub use abalone::{ABALONE_COLUMNS, read_abalone, read_abalone_from};
+pub use atomic::write_atomic;
 pub use csv::{LabelColumn, read_csv, read_csv_from, read_csv_regression, read_csv_regression_from, read_magic};
 pub use dataset::{Dataset, Labels, check_finite};
 pub use error::DataError;

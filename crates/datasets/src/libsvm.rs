@@ -45,6 +45,9 @@ pub fn read_libsvm(path: &Path) -> Result<Dataset, DataError> {
 ///
 /// Also [`DataError::Empty`] if there is no data line, [`DataError::TooLarge`] if the dense
 /// `(n, d)` matrix cannot be allocated.
+///
+/// Memory: [`DataError::OverBudget`] if the values read so far, or the matrix, exceed the
+/// process's memory budget ([`stolr_memory::MemoryBudget::process`]).
 pub fn read_libsvm_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, DataError> {
     parse(reader, name, None)
 }
@@ -170,6 +173,8 @@ fn parse<R: BufRead>(reader: R, name: &str, dim: Option<usize>) -> Result<Datase
                 triplets.push((row, index - 1, value));
             }
         }
+        let held = 8 * labels.capacity() + size_of::<(usize, usize, f64)>() * triplets.capacity();
+        crate::dataset::check_growth(name, labels.len(), held)?;
     }
 
     if labels.is_empty() {

@@ -13,7 +13,7 @@
 //! | `t10k-labels-idx1-ubyte.gz` | `0x00000801` (2049) | 10000 |
 
 use std::fs;
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use faer::Mat;
@@ -138,21 +138,21 @@ struct Part {
     rows: usize,
     /// Image width.
     cols: usize,
-    /// The whole decompressed image file, header included.
+    /// The pixels, `count × rows × cols` bytes in row-major order.
     images: Vec<u8>,
-    /// The whole decompressed label file, header included.
+    /// The labels, `count` bytes.
     labels: Vec<u8>,
 }
 
 impl Part {
     /// The pixels, `count × rows × cols` bytes in row-major order.
     fn pixels(&self) -> &[u8] {
-        &self.images[header_len(3)..]
+        &self.images
     }
 
     /// The labels, `count` bytes.
     fn labels(&self) -> &[u8] {
-        &self.labels[header_len(1)..]
+        &self.labels
     }
 }
 
@@ -163,11 +163,15 @@ fn read_part(dir: &Path, prefix: &str) -> Result<Part, DataError> {
     let images_path = images_file.display().to_string();
     let labels_path = labels_file.display().to_string();
 
-    let images = read_bytes(&images_file)?;
-    let dims = check_idx(&images, &images_path, IMAGES_MAGIC, "IDX images (unsigned bytes, 3 dimensions)", "pixels")?;
-    let &[count, rows, cols] = dims.as_slice() else { unreachable!("check_idx returns 3 dimensions") };
-    let labels = read_bytes(&labels_file)?;
-    let dims = check_idx(&labels, &labels_path, LABELS_MAGIC, "IDX labels (unsigned bytes, 1 dimension)", "labels")?;
+    let (dims, images) = read_idx(&images_file, IMAGES_MAGIC, "IDX images (unsigned bytes, 3 dimensions)", "pixels")?;
+    let &[count, rows, cols] = dims.as_slice() else { unreachable!("read_idx returns 3 dimensions") };
+    // The matrix the pixels become: checked now, before the labels are read.
+    DataError::check_budget(
+        &images_path,
+        format!("the {count} × {} pixel matrix", rows.saturating_mul(cols)),
+        stolr_memory::f64_bytes(&[count, rows, cols]),
+    )?;
+    let (dims, labels) = read_idx(&labels_file, LABELS_MAGIC, "IDX labels (unsigned bytes, 1 dimension)", "labels")?;
     let label_count = dims[0];
     if label_count != count {
         return Err(DataError::CountMismatch { images_path, images: count, labels_path, labels: label_count });
@@ -191,67 +195,116 @@ pub(crate) fn find_file(dir: &Path, stem: &str, kind: &str) -> Result<PathBuf, D
         .ok_or_else(|| DataError::MissingFile { dir: dir.display().to_string(), tried: tried.to_vec() })
 }
 
-/// The whole content of `path`, gunzipped if it starts with the gzip signature `1f 8b`.
-fn read_bytes(path: &Path) -> Result<Vec<u8>, DataError> {
+/// Opens `path` for reading, through a gzip decoder when it starts with the gzip signature
+/// `1f 8b` (whatever its name); also returns whether it is gzipped and the file's length.
+pub(crate) fn open_idx(path: &Path) -> Result<(Box<dyn Read>, bool, u64), DataError> {
     let name = path.display().to_string();
-    let raw = fs::read(path).map_err(|e| DataError::io(&name, e))?;
-    if !raw.starts_with(&[0x1f, 0x8b]) {
-        return Ok(raw);
+    let file = fs::File::open(path).map_err(|e| DataError::io(&name, e))?;
+    let file_len = file.metadata().map_err(|e| DataError::io(&name, e))?.len();
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let gzipped = reader.fill_buf().map_err(|e| DataError::io(&name, e))?.starts_with(&[0x1f, 0x8b]);
+    let reader: Box<dyn Read> = if gzipped { Box::new(MultiGzDecoder::new(reader)) } else { Box::new(reader) };
+    Ok((reader, gzipped, file_len))
+}
+
+/// A read error of an IDX file, naming it; a corrupt gzip stream says so.
+fn read_error(name: &str, gzipped: bool, e: std::io::Error) -> DataError {
+    if gzipped {
+        DataError::io(name, std::io::Error::new(e.kind(), format!("gzip decompression failed: {e}")))
+    } else {
+        DataError::io(name, e)
     }
-    // The gzip trailer ends with the uncompressed length modulo 2^32: a capacity hint only.
-    let hint = raw.last_chunk::<4>().map_or(0, |&isize| u32::from_le_bytes(isize) as usize);
-    let mut bytes = Vec::new();
-    let _ = bytes.try_reserve_exact(hint.min(1 << 30));
-    MultiGzDecoder::new(raw.as_slice())
-        .read_to_end(&mut bytes)
-        .map_err(|e| DataError::io(&name, std::io::Error::new(e.kind(), format!("gzip decompression failed: {e}"))))?;
-    Ok(bytes)
+}
+
+/// Reads up to `buf.len()` bytes, fewer only at the end of the input; returns how many.
+fn read_full(reader: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match reader.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(k) => filled += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+/// The header of an IDX file of unsigned bytes with `magic`, read from `reader`: its
+/// dimensions, as many as the magic number's last byte declares. `len` counts the bytes read
+/// (for [`DataError::WrongLength`]).
+pub(crate) fn read_idx_header(
+    reader: &mut dyn Read,
+    name: &str,
+    gzipped: bool,
+    magic: u32,
+    what: &'static str,
+) -> Result<Vec<usize>, DataError> {
+    let ndims = (magic & 0xff) as usize;
+    let header = header_len(ndims);
+    let mut bytes = vec![0u8; header];
+    let got = read_full(reader, &mut bytes).map_err(|e| read_error(name, gzipped, e))?;
+    let word = |k: usize| u32::from_be_bytes([bytes[4 * k], bytes[4 * k + 1], bytes[4 * k + 2], bytes[4 * k + 3]]);
+    if got >= 4 && word(0) != magic {
+        return Err(DataError::BadMagic { path: name.to_owned(), expected: magic, found: word(0), what });
+    }
+    if got < header {
+        return Err(DataError::WrongLength {
+            path: name.to_owned(),
+            expected_bytes: header as u64,
+            found_bytes: got as u64,
+            layout: format!("at least the {header}-byte IDX header"),
+        });
+    }
+    Ok((1..=ndims).map(|k| word(k) as usize).collect())
+}
+
+/// Reads the IDX file of unsigned bytes `path` (gunzipped if it starts with `1f 8b`) and
+/// returns its dimensions and its elements, after checking the magic number and that the file
+/// holds exactly the elements its header declares.
+///
+/// The header is untrusted: its element count is compared with the file's length (for a plain
+/// file) and with the process's memory budget before the elements are allocated; a gzip
+/// stream is read only up to the declared length, then counted (not kept) to its end.
+fn read_idx(path: &Path, magic: u32, what: &'static str, elements: &str) -> Result<(Vec<usize>, Vec<u8>), DataError> {
+    let name = path.display().to_string();
+    let (mut reader, gzipped, file_len) = open_idx(path)?;
+    let dims = read_idx_header(&mut reader, &name, gzipped, magic, what)?;
+    let header = header_len(dims.len()) as u64;
+    // Saturates on an absurd header (three u32 dimensions can overflow u64): no file is that long.
+    let elements_len = dims.iter().fold(1u64, |acc, &dim| acc.saturating_mul(dim as u64));
+    let expected_bytes = elements_len.saturating_add(header);
+    let wrong_length = |found_bytes: u64| {
+        let shape = dims.iter().map(usize::to_string).collect::<Vec<_>>().join(" × ");
+        DataError::WrongLength {
+            path: name.clone(),
+            expected_bytes,
+            found_bytes,
+            layout: format!("{header}-byte header + {shape} {elements}"),
+        }
+    };
+    if !gzipped && file_len != expected_bytes {
+        return Err(wrong_length(file_len));
+    }
+    DataError::check_budget(&name, format!("the {elements} of an IDX file"), elements_len)?;
+    let len = usize::try_from(elements_len).map_err(|_| wrong_length(file_len))?;
+    let mut data = Vec::new();
+    data.try_reserve_exact(len).map_err(|_| DataError::TooLarge { path: name.clone(), rows: len, cols: 1 })?;
+    (&mut reader).take(elements_len).read_to_end(&mut data).map_err(|e| read_error(&name, gzipped, e))?;
+    if data.len() < len {
+        return Err(wrong_length(header + data.len() as u64));
+    }
+    let extra = std::io::copy(&mut reader, &mut std::io::sink()).map_err(|e| read_error(&name, gzipped, e))?;
+    if extra > 0 {
+        return Err(wrong_length(expected_bytes.saturating_add(extra)));
+    }
+    Ok((dims, data))
 }
 
 /// Length of the header of an IDX file with `ndims` dimensions: the magic number and one `u32`
 /// per dimension.
 const fn header_len(ndims: usize) -> usize {
     4 * (1 + ndims)
-}
-
-/// Checks the magic number and the length of the IDX file `bytes` of unsigned bytes and returns
-/// its dimensions, as many as the magic number's last byte declares.
-fn check_idx(
-    bytes: &[u8],
-    path: &str,
-    magic: u32,
-    what: &'static str,
-    elements: &str,
-) -> Result<Vec<usize>, DataError> {
-    let ndims = (magic & 0xff) as usize;
-    let header = header_len(ndims);
-    let too_short = || DataError::WrongLength {
-        path: path.to_owned(),
-        expected_bytes: header as u64,
-        found_bytes: bytes.len() as u64,
-        layout: format!("at least the {header}-byte IDX header"),
-    };
-    let word = |k: usize| bytes.get(4 * k..4 * k + 4).map(|w| u32::from_be_bytes(w.try_into().expect("4 bytes")));
-
-    let found = word(0).ok_or_else(too_short)?;
-    if found != magic {
-        return Err(DataError::BadMagic { path: path.to_owned(), expected: magic, found, what });
-    }
-    let dims =
-        (1..=ndims).map(|k| word(k).map(|dim| dim as usize)).collect::<Option<Vec<_>>>().ok_or_else(too_short)?;
-    // Saturates on an absurd header (three u32 dimensions can overflow u64): no file is that long.
-    let elements_len = dims.iter().fold(1u64, |acc, &dim| acc.saturating_mul(dim as u64));
-    let expected_bytes = elements_len.saturating_add(header as u64);
-    if bytes.len() as u64 != expected_bytes {
-        let shape = dims.iter().map(usize::to_string).collect::<Vec<_>>().join(" × ");
-        return Err(DataError::WrongLength {
-            path: path.to_owned(),
-            expected_bytes,
-            found_bytes: bytes.len() as u64,
-            layout: format!("{header}-byte header + {shape} {elements}"),
-        });
-    }
-    Ok(dims)
 }
 
 /// Writes the row-major `pixels` (`d` bytes per row) into rows `row0..` of `x`.

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::io::{Cursor, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use faer::{Mat, MatRef};
 use npyz::WriterBuilder;
@@ -576,48 +575,30 @@ impl ModelFile {
 
     /// Writes the model file to `path` atomically: the bytes go to a new temporary file in
     /// the same folder, which is flushed to disk (`fsync`) and then renamed over `path`, so
-    /// `path` holds either its old content or the whole new file, never a part of it.
+    /// `path` holds either its old content or the whole new file, never a part of it
+    /// ([`crate::write_atomic`]).
     ///
     /// # Errors
     /// Those of [`ModelFile::to_bytes`]; [`DataError::Io`] (naming `path`) if the temporary
     /// file cannot be created, written, flushed or renamed (it is removed on failure).
     pub fn save(&self, path: &Path) -> Result<(), DataError> {
         let header = self.checked_header()?;
-        let name = path.display().to_string();
-        let io_err = |e| DataError::io(&name, e);
-        let file_name = path
-            .file_name()
-            .ok_or_else(|| io_err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path")))?;
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
-        let (temp_path, file) = create_temp(dir, file_name).map_err(io_err)?;
         // Streamed to the file: a model holding the training rows (466 MB at KDD Cup) is not
         // built a second time in memory.
-        let written = self
-            .encode(&header, std::io::BufWriter::with_capacity(1 << 20, file))
-            .map_err(std::io::Error::other)
-            .and_then(|out| out.into_inner().map_err(|e| e.into_error()))
-            .and_then(|file| file.sync_all());
-        if let Err(e) = written.and_then(|()| std::fs::rename(&temp_path, path)) {
-            let _ = std::fs::remove_file(&temp_path);
-            return Err(io_err(e));
-        }
-        // Make the rename itself durable where a directory can be opened and synced (Unix).
-        if let Ok(dir) = std::fs::File::open(dir) {
-            let _ = dir.sync_all();
-        }
-        Ok(())
+        crate::write_atomic(path, |out| self.encode(&header, out).map(drop).map_err(std::io::Error::other))
     }
 
     /// Reads the model file at `path`.
     ///
     /// # Errors
-    /// [`DataError::Io`] if the file cannot be read, and every error of
-    /// [`ModelFile::from_bytes`], naming `path`.
+    /// [`DataError::Io`] if the file cannot be read; [`DataError::OverBudget`] if twice its
+    /// length (the file read whole, then its arrays) is over the process's memory budget; and
+    /// every error of [`ModelFile::from_bytes`], naming `path`.
     pub fn load(path: &Path) -> Result<Self, DataError> {
         let name = path.display().to_string();
+        let len = std::fs::metadata(path).map_err(|e| DataError::io(&name, e))?.len();
+        // The file is read whole, then its arrays copied out: twice its length at most.
+        DataError::check_budget(&name, format!("the model file ({len} bytes) and its arrays"), len.saturating_mul(2))?;
         let bytes = std::fs::read(path).map_err(|e| DataError::io(&name, e))?;
         Self::from_bytes(&bytes, &name)
     }
@@ -779,22 +760,4 @@ fn parse_npy(npy: &[u8], dtype: Dtype, shape: &[u64], count: usize) -> Result<Pa
         Dtype::I64 => file.into_vec::<i64>().map(Parsed::I64),
     };
     parsed.map_err(|e| format!("reading the data: {e}"))
-}
-
-/// A new file `.NAME.tmp-PID-N` in `dir`, created exclusively.
-fn create_temp(dir: &Path, file_name: &std::ffi::OsStr) -> std::io::Result<(PathBuf, std::fs::File)> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut attempts = 0;
-    loop {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let mut temp_name = std::ffi::OsString::from(".");
-        temp_name.push(file_name);
-        temp_name.push(format!(".tmp-{}-{n}", std::process::id()));
-        let temp_path = dir.join(temp_name);
-        match std::fs::OpenOptions::new().write(true).create_new(true).open(&temp_path) {
-            Ok(file) => return Ok((temp_path, file)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempts < 100 => attempts += 1,
-            Err(e) => return Err(e),
-        }
-    }
 }

@@ -5,7 +5,7 @@
 //! padded so that the data starts at a multiple of 64 bytes. Reading goes through `npyz`.
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufReader, Read, Write};
 use std::path::Path;
 
 use faer::{Mat, MatRef};
@@ -15,7 +15,7 @@ use crate::dataset::try_zeros;
 
 /// Writes `a`, shape `(nrows, ncols)`, to `path` as a float64 `.npy` file in C (row-major)
 /// order with shape `(nrows, ncols)`, readable by `numpy.load`. Non-finite values are
-/// written as they are.
+/// written as they are. The file appears whole or not at all ([`crate::write_atomic`]).
 ///
 /// # Errors
 /// [`DataError::Io`] if the file cannot be created or written.
@@ -26,7 +26,7 @@ pub fn write_npy_matrix(path: &Path, a: MatRef<'_, f64>) -> Result<(), DataError
 }
 
 /// Writes `v` to `path` as a 1-D float64 `.npy` file of shape `(len,)`, readable by
-/// `numpy.load`.
+/// `numpy.load`; atomically ([`crate::write_atomic`]).
 ///
 /// # Errors
 /// [`DataError::Io`] if the file cannot be created or written.
@@ -35,7 +35,8 @@ pub fn write_npy_vector(path: &Path, v: &[f64]) -> Result<(), DataError> {
 }
 
 /// Writes the indices `v` to `path` as a 1-D int64 `.npy` file of shape `(len,)` (dtype
-/// `'<i8'`), readable by `numpy.load`; e.g. the landmark rows chosen by a solver.
+/// `'<i8'`), readable by `numpy.load`; e.g. the landmark rows chosen by a solver. Written
+/// atomically ([`crate::write_atomic`]).
 ///
 /// # Errors
 /// [`DataError::Io`] if the file cannot be created or written; [`DataError::InvalidParameter`]
@@ -62,7 +63,7 @@ pub fn read_npy_matrix(path: &Path) -> Result<Mat<f64>, DataError> {
     let npy_error = |message: String| DataError::Npy { path: name.clone(), message };
     let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
     let file_len = file.metadata().map_err(|e| DataError::io(&name, e))?.len();
-    let npy = npyz::NpyFile::new(BufReader::new(file)).map_err(|e| npy_error(format!("not a valid .npy file: {e}")))?;
+    let npy = open_npy(BufReader::new(file), &name, file_len)?;
 
     let descr = npy.dtype().descr();
     if descr != "'<f8'" && descr != "'>f8'" {
@@ -71,10 +72,7 @@ pub fn read_npy_matrix(path: &Path) -> Result<Mat<f64>, DataError> {
     let &[nrows, ncols] = npy.shape() else {
         return Err(npy_error(format!("shape is {:?}, expected a 2-D array", npy.shape())));
     };
-    let fits = nrows.checked_mul(ncols).and_then(|len| len.checked_mul(8)).is_some_and(|bytes| bytes <= file_len);
-    if !fits {
-        return Err(npy_error(format!("shape ({nrows}, {ncols}) needs more data than the file's {file_len} bytes")));
-    }
+    check_data_fits(nrows, ncols, file_len, &name)?;
     let (Ok(nrows), Ok(ncols)) = (usize::try_from(nrows), usize::try_from(ncols)) else {
         return Err(npy_error(format!("shape ({nrows}, {ncols}) does not fit in memory")));
     };
@@ -91,6 +89,92 @@ pub fn read_npy_matrix(path: &Path) -> Result<Mat<f64>, DataError> {
         x[(i, j)] = value;
     }
     Ok(x)
+}
+
+/// The longest `.npy` header accepted, in bytes. NumPy's own `np.load` refuses headers above
+/// 10 000 bytes by default (`max_header_size`); a float64 matrix needs under 128.
+const MAX_HEADER_LEN: u64 = 1 << 16;
+
+/// The deepest nesting of brackets accepted in a `.npy` header: the dict and the shape tuple
+/// make 2, a structured dtype a few more.
+const MAX_HEADER_DEPTH: usize = 8;
+
+/// The reader [`open_npy`] hands to `npyz`: the checked preamble and header, then the rest.
+pub(crate) type Checked<R> = std::io::Chain<std::io::Cursor<Vec<u8>>, R>;
+
+/// Opens the `.npy` data in `reader` (a file of `file_len` bytes) with `npyz`, after checking
+/// its preamble and header ourselves: the magic string, a version 1 to 3, a header length at
+/// most [`MAX_HEADER_LEN`] and within the file, and brackets nested at most
+/// [`MAX_HEADER_DEPTH`] deep, so that a hostile header can make `npyz` neither allocate nor
+/// recurse beyond those bounds.
+///
+/// # Errors
+/// [`DataError::Npy`] naming `name` for a bad preamble or header; [`DataError::Io`] if it
+/// cannot be read.
+pub(crate) fn open_npy<R: Read>(
+    mut reader: R,
+    name: &str,
+    file_len: u64,
+) -> Result<npyz::NpyFile<Checked<R>>, DataError> {
+    let npy_error = |message: String| DataError::Npy { path: name.to_owned(), message };
+    let truncated = || npy_error("not a valid .npy file: the header is truncated".into());
+    let mut preamble = vec![0u8; 8];
+    reader.read_exact(&mut preamble).map_err(|_| truncated())?;
+    if &preamble[..6] != b"\x93NUMPY" {
+        return Err(npy_error("not a valid .npy file: it does not start with \\x93NUMPY".into()));
+    }
+    let header_len = match preamble[6] {
+        1 => {
+            let mut len = [0u8; 2];
+            reader.read_exact(&mut len).map_err(|_| truncated())?;
+            preamble.extend_from_slice(&len);
+            u64::from(u16::from_le_bytes(len))
+        }
+        2 | 3 => {
+            let mut len = [0u8; 4];
+            reader.read_exact(&mut len).map_err(|_| truncated())?;
+            preamble.extend_from_slice(&len);
+            u64::from(u32::from_le_bytes(len))
+        }
+        major => return Err(npy_error(format!("not a valid .npy file: format version {major} is not 1, 2 or 3"))),
+    };
+    if header_len > MAX_HEADER_LEN || header_len.saturating_add(preamble.len() as u64) > file_len {
+        return Err(npy_error(format!(
+            "not a valid .npy file: a header of {header_len} bytes (in a file of {file_len} bytes; at most {MAX_HEADER_LEN})"
+        )));
+    }
+    let start = preamble.len();
+    preamble.resize(start + header_len as usize, 0);
+    reader.read_exact(&mut preamble[start..]).map_err(|_| truncated())?;
+    let mut depth = 0usize;
+    for &byte in &preamble[start..] {
+        match byte {
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if depth > MAX_HEADER_DEPTH {
+            return Err(npy_error(format!(
+                "not a valid .npy file: the header nests more than {MAX_HEADER_DEPTH} deep"
+            )));
+        }
+    }
+    npyz::NpyFile::new(std::io::Cursor::new(preamble).chain(reader))
+        .map_err(|e| npy_error(format!("not a valid .npy file: {e}")))
+}
+
+/// `Ok` if an `(nrows, ncols)` float64 array fits in a file of `file_len` bytes, else
+/// [`DataError::Npy`]: so a header cannot claim more data than the file holds.
+pub(crate) fn check_data_fits(nrows: u64, ncols: u64, file_len: u64, name: &str) -> Result<(), DataError> {
+    let fits = nrows.checked_mul(ncols).and_then(|len| len.checked_mul(8)).is_some_and(|bytes| bytes <= file_len);
+    if fits {
+        Ok(())
+    } else {
+        Err(DataError::Npy {
+            path: name.to_owned(),
+            message: format!("shape ({nrows}, {ncols}) needs more data than the file's {file_len} bytes"),
+        })
+    }
 }
 
 /// The bytes before the data: magic, version 1.0, header length and the padded header, for
@@ -122,14 +206,14 @@ fn write_npy_bytes(
     shape: &str,
     values: impl IntoIterator<Item = [u8; 8]>,
 ) -> Result<(), DataError> {
-    let name = path.display().to_string();
-    let io_error = |e| DataError::io(&name, e);
-    let mut out = BufWriter::new(File::create(path).map_err(io_error)?);
-    out.write_all(&header(descr, shape)).map_err(io_error)?;
-    for bytes in values {
-        out.write_all(&bytes).map_err(io_error)?;
-    }
-    out.flush().map_err(io_error)
+    let header = header(descr, shape);
+    crate::write_atomic(path, |out| {
+        out.write_all(&header)?;
+        for bytes in values {
+            out.write_all(&bytes)?;
+        }
+        Ok(())
+    })
 }
 
 #[cfg(test)]
@@ -287,5 +371,60 @@ mod tests {
 
         let err = read_npy_matrix(Path::new("/nonexistent/stolr.npy")).unwrap_err();
         assert!(matches!(err, DataError::Io { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn hostile_headers_are_errors_without_large_allocations() {
+        let file = TempFile::new("hostile");
+        // Version 2 with a header length of 4 GiB - 1 in a 16-byte file.
+        std::fs::write(&file.0, b"\x93NUMPY\x02\x00\xff\xff\xff\xff{}\n\n").expect("write");
+        let err = read_npy_matrix(&file.0).unwrap_err();
+        assert!(matches!(&err, DataError::Npy { message, .. } if message.contains("4294967295 bytes")), "{err:?}");
+        // Unknown version, truncated preamble.
+        std::fs::write(&file.0, b"\x93NUMPY\x09\x00\x10\x00").expect("write");
+        assert!(matches!(read_npy_matrix(&file.0), Err(DataError::Npy { .. })));
+        std::fs::write(&file.0, b"\x93NUMPY\x01").expect("write");
+        assert!(matches!(read_npy_matrix(&file.0), Err(DataError::Npy { .. })));
+        // Brackets nested 40 deep: refused before the header parser recurses.
+        let dict =
+            format!("{{'descr': '<f8', 'fortran_order': False, 'shape': {}1{}, }}", "(".repeat(40), ",)".repeat(40));
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend_from_slice(&(dict.len() as u16 + 1).to_le_bytes());
+        bytes.extend_from_slice(dict.as_bytes());
+        bytes.push(b'\n');
+        std::fs::write(&file.0, &bytes).expect("write");
+        let err = read_npy_matrix(&file.0).unwrap_err();
+        assert!(matches!(&err, DataError::Npy { message, .. } if message.contains("nests")), "{err:?}");
+        // An empty (0, 2^40) matrix: no data, but 2^40 columns to build.
+        let dict = "{'descr': '<f8', 'fortran_order': False, 'shape': (0, 1099511627776), }";
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend_from_slice(&(dict.len() as u16 + 1).to_le_bytes());
+        bytes.extend_from_slice(dict.as_bytes());
+        bytes.push(b'\n');
+        std::fs::write(&file.0, &bytes).expect("write");
+        let err = read_npy_matrix(&file.0).unwrap_err();
+        assert!(matches!(err, DataError::TooLarge { rows: 0, .. }), "{err:?}");
+    }
+
+    #[test]
+    fn a_failed_write_keeps_the_old_file_and_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("eigenvalues.npy");
+        write_npy_vector(&path, &[1.0, 2.0]).expect("write");
+        let before = std::fs::read(&path).expect("read");
+        // An index above i64::MAX fails before anything is written.
+        let err = write_npy_indices(&path, &[usize::MAX]).unwrap_err();
+        assert!(matches!(err, DataError::InvalidParameter { .. }), "{err:?}");
+        // A target that is a folder: the data is written to a temporary file, the rename fails.
+        let folder = dir.path().join("eigenvectors.npy");
+        std::fs::create_dir(&folder).expect("mkdir");
+        std::fs::write(folder.join("keep"), "x").expect("write");
+        let err = write_npy_matrix(&folder, Mat::<f64>::zeros(100, 100).as_ref()).unwrap_err();
+        assert!(matches!(err, DataError::Io { .. }), "{err:?}");
+        assert_eq!(std::fs::read(&path).expect("read"), before);
+        let mut names: Vec<_> =
+            std::fs::read_dir(dir.path()).expect("list").map(|e| e.expect("entry").file_name()).collect();
+        names.sort();
+        assert_eq!(names, ["eigenvalues.npy", "eigenvectors.npy"]);
     }
 }

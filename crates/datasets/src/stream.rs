@@ -1,10 +1,8 @@
 //! Reading a dataset one sample at a time, for the streaming solvers.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufReader, Read};
 use std::path::Path;
-
-use flate2::read::MultiGzDecoder;
 
 use crate::DataError;
 
@@ -26,10 +24,12 @@ pub enum RowFormat {
 
 /// A stream of samples, each a `Vec<f64>` of length [`RowStream::dim`]; an item is an error
 /// for a malformed, truncated or non-finite row (the error names the file and the row or line).
+/// The stream ends after its first error.
 pub struct RowStream {
     dim: usize,
     source: String,
     rows: Box<dyn Iterator<Item = Result<Vec<f64>, DataError>>>,
+    failed: bool,
 }
 
 impl RowStream {
@@ -48,7 +48,12 @@ impl Iterator for RowStream {
     type Item = Result<Vec<f64>, DataError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.rows.next()
+        if self.failed {
+            return None;
+        }
+        let item = self.rows.next();
+        self.failed = matches!(item, Some(Err(_)));
+        item
     }
 }
 
@@ -77,7 +82,7 @@ pub fn stream_rows(path: &Path, format: RowFormat) -> Result<RowStream, DataErro
             let (n, dim) = (data.x.nrows(), data.x.ncols());
             let x = data.x;
             let rows = (0..n).map(move |i| Ok((0..dim).map(|j| x[(i, j)]).collect()));
-            Ok(RowStream { dim, source: data.source, rows: Box::new(rows) })
+            Ok(RowStream { dim, source: data.source, rows: Box::new(rows), failed: false })
         }
     }
 }
@@ -86,29 +91,18 @@ fn open(path: &Path) -> Result<BufReader<File>, DataError> {
     File::open(path).map(BufReader::new).map_err(|e| DataError::io(&path.display().to_string(), e))
 }
 
-/// The training then the test images; each file's header is read and checked up front.
+/// The training then the test images; each file's header is read and checked up front: the
+/// image size against the memory budget, and the whole length against a plain file's size.
 fn mnist_rows(dir: &Path) -> Result<RowStream, DataError> {
     let mut parts = Vec::new();
     let mut first: Option<(String, usize, usize)> = None;
     for prefix in ["train", "t10k"] {
         let path = crate::mnist::find_file(dir, &format!("{prefix}-images"), "idx3-ubyte")?;
         let name = path.display().to_string();
-        let mut reader = open(&path)?;
-        let gzipped = reader.fill_buf().map_err(|e| DataError::io(&name, e))?.starts_with(&[0x1f, 0x8b]);
-        let mut reader: Box<dyn Read> = if gzipped { Box::new(MultiGzDecoder::new(reader)) } else { Box::new(reader) };
-        let mut header = [0u8; 16];
-        reader.read_exact(&mut header).map_err(|e| DataError::io(&name, e))?;
-        let word =
-            |k: usize| u32::from_be_bytes([header[4 * k], header[4 * k + 1], header[4 * k + 2], header[4 * k + 3]]);
-        if word(0) != crate::mnist::IMAGES_MAGIC {
-            return Err(DataError::BadMagic {
-                path: name,
-                found: word(0),
-                expected: crate::mnist::IMAGES_MAGIC,
-                what: "IDX images (unsigned bytes, 3 dimensions)",
-            });
-        }
-        let (count, rows, cols) = (word(1) as usize, word(2) as usize, word(3) as usize);
+        let (mut reader, gzipped, file_len) = crate::mnist::open_idx(&path)?;
+        let what = "IDX images (unsigned bytes, 3 dimensions)";
+        let dims = crate::mnist::read_idx_header(&mut reader, &name, gzipped, crate::mnist::IMAGES_MAGIC, what)?;
+        let &[count, rows, cols] = dims.as_slice() else { unreachable!("read_idx_header returns 3 dimensions") };
         if let Some((other_path, other_rows, other_cols)) = &first
             && (*other_rows, *other_cols) != (rows, cols)
         {
@@ -121,10 +115,26 @@ fn mnist_rows(dir: &Path) -> Result<RowStream, DataError> {
                 other_cols: *other_cols,
             });
         }
+        // One image as bytes and as a row of f64: 9 bytes per pixel.
+        let pixels = (rows as u64).saturating_mul(cols as u64);
+        DataError::check_budget(&name, format!("one {rows} × {cols} image"), pixels.saturating_mul(9))?;
+        let expected_bytes = pixels.saturating_mul(count as u64).saturating_add(16);
+        if !gzipped && file_len != expected_bytes {
+            return Err(DataError::WrongLength {
+                path: name,
+                expected_bytes,
+                found_bytes: file_len,
+                layout: format!("16-byte header + {count} × {rows} × {cols} pixels"),
+            });
+        }
         first.get_or_insert((name.clone(), rows, cols));
         parts.push((name, reader, count));
     }
-    let dim = first.map_or(0, |(_, rows, cols)| rows * cols);
+    let (first_path, rows, cols) = first.unwrap_or_default();
+    let dim = rows * cols;
+    if dim == 0 || parts.iter().all(|(_, _, count)| *count == 0) {
+        return Err(DataError::Empty { path: first_path });
+    }
     let source = format!("MNIST train+test streamed from {}", dir.display());
     let rows = parts.into_iter().flat_map(move |(name, mut reader, count)| {
         let mut buffer = vec![0u8; dim];
@@ -135,7 +145,7 @@ fn mnist_rows(dir: &Path) -> Result<RowStream, DataError> {
             Ok(buffer.iter().map(|&b| f64::from(b)).collect())
         })
     });
-    Ok(RowStream { dim, source, rows: Box::new(rows) })
+    Ok(RowStream { dim, source, rows: Box::new(rows), failed: false })
 }
 
 fn csv_rows(path: &Path) -> Result<RowStream, DataError> {
@@ -175,7 +185,12 @@ fn csv_rows(path: &Path) -> Result<RowStream, DataError> {
             return Some(parse_csv_fields(&fields, &name, line, row, dim));
         }
     });
-    Ok(RowStream { dim, source: path.display().to_string(), rows: Box::new(std::iter::once(Ok(first)).chain(rest)) })
+    Ok(RowStream {
+        dim,
+        source: path.display().to_string(),
+        rows: Box::new(std::iter::once(Ok(first)).chain(rest)),
+        failed: false,
+    })
 }
 
 fn parse_csv_fields(fields: &[&str], name: &str, line: usize, row: usize, dim: usize) -> Result<Vec<f64>, DataError> {
@@ -201,10 +216,14 @@ fn parse_csv_fields(fields: &[&str], name: &str, line: usize, row: usize, dim: u
         .collect()
 }
 
+/// The rows of a 2-D float64 C-order `.npy` file; its header is checked against the file's
+/// length and one row against the memory budget before anything of that size is allocated.
 fn npy_rows(path: &Path) -> Result<RowStream, DataError> {
     let name = path.display().to_string();
     let npy_error = |message: String| DataError::Npy { path: name.clone(), message };
-    let npy = npyz::NpyFile::new(open(path)?).map_err(|e| npy_error(format!("not a valid .npy file: {e}")))?;
+    let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
+    let file_len = file.metadata().map_err(|e| DataError::io(&name, e))?.len();
+    let npy = crate::npy::open_npy(BufReader::new(file), &name, file_len)?;
     let descr = npy.dtype().descr();
     if descr != "'<f8'" && descr != "'>f8'" {
         return Err(npy_error(format!("dtype is {descr}, expected float64 ('<f8')")));
@@ -218,6 +237,8 @@ fn npy_rows(path: &Path) -> Result<RowStream, DataError> {
     if n == 0 || d == 0 {
         return Err(DataError::Empty { path: name });
     }
+    crate::npy::check_data_fits(n, d, file_len, &name)?;
+    DataError::check_budget(&name, format!("one row of {d} values"), d.saturating_mul(8))?;
     let dim = usize::try_from(d).map_err(|_| npy_error(format!("{d} columns do not fit in memory")))?;
     let mut values = npy.data::<f64>().map_err(|e| npy_error(e.to_string()))?;
     let source = name.clone();
@@ -241,7 +262,7 @@ fn npy_rows(path: &Path) -> Result<RowStream, DataError> {
         }
         Ok(row)
     });
-    Ok(RowStream { dim, source, rows: Box::new(rows) })
+    Ok(RowStream { dim, source, rows: Box::new(rows), failed: false })
 }
 
 #[cfg(test)]
@@ -270,14 +291,65 @@ mod tests {
     }
 
     #[test]
-    fn truncated_mnist_names_the_image() {
+    fn truncated_mnist_is_an_error_before_streaming_or_names_the_image() {
+        // A plain file: its length is checked against the header when the stream opens.
         let dir = tempfile::tempdir().expect("tempdir");
         crate::mnist::tests::write_mnist(dir.path(), 5, 2, false);
         let path = dir.path().join("t10k-images-idx3-ubyte");
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
-        let err = collect(stream_rows(dir.path(), RowFormat::Mnist).unwrap()).unwrap_err();
+        let err = stream_rows(dir.path(), RowFormat::Mnist).unwrap_err();
+        assert!(matches!(err, DataError::WrongLength { expected_bytes: 40, found_bytes: 37, .. }), "{err:?}");
+
+        // A gzip stream: its length is only known when it ends.
+        let dir = tempfile::tempdir().expect("tempdir");
+        crate::mnist::tests::write_mnist(dir.path(), 5, 2, true);
+        let path = dir.path().join("t10k-images-idx3-ubyte.gz");
+        let mut raw = Vec::new();
+        flate2::read::MultiGzDecoder::new(&std::fs::read(&path).unwrap()[..]).read_to_end(&mut raw).unwrap();
+        raw.truncate(raw.len() - 3);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &raw).unwrap();
+        std::fs::write(&path, gz.finish().unwrap()).unwrap();
+        let mut stream = stream_rows(dir.path(), RowFormat::Mnist).unwrap();
+        let err = stream.by_ref().find_map(Result::err).expect("an error");
         assert!(err.to_string().contains("image 1 is truncated"), "{err}");
+        assert!(stream.next().is_none(), "the stream ends after its first error");
+    }
+
+    #[test]
+    fn hostile_headers_are_errors_before_any_allocation() {
+        // An MNIST header claiming 2^32 - 1 images of 65535 × 65535 pixels.
+        let dir = tempfile::tempdir().expect("tempdir");
+        crate::mnist::tests::write_mnist(dir.path(), 5, 2, false);
+        let path = dir.path().join("train-images-idx3-ubyte");
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[4..8].copy_from_slice(&u32::MAX.to_be_bytes());
+        bytes[8..16].copy_from_slice(&[0, 0, 0xff, 0xff, 0, 0, 0xff, 0xff]);
+        std::fs::write(&path, &bytes).unwrap();
+        let err = stream_rows(dir.path(), RowFormat::Mnist).unwrap_err();
+        assert!(matches!(err, DataError::WrongLength { .. } | DataError::OverBudget { .. }), "{err:?}");
+        // Images of 0 pixels: an empty stream, not four billion empty rows.
+        bytes[8..16].copy_from_slice(&[0; 8]);
+        std::fs::write(&path, &bytes[..16]).unwrap();
+        std::fs::write(dir.path().join("t10k-images-idx3-ubyte"), &bytes[..16]).unwrap();
+        let err = stream_rows(dir.path(), RowFormat::Mnist).unwrap_err();
+        assert!(matches!(err, DataError::Empty { .. }), "{err:?}");
+
+        // A .npy header claiming (1, 2^60) in a 128-byte file.
+        let path = dir.path().join("x.npy");
+        write_npy_matrix(&path, faer::Mat::<f64>::zeros(1, 1).as_ref()).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let header = std::str::from_utf8(&bytes[10..128]).unwrap();
+        let huge = "(1, 1152921504606846976)";
+        // The same header length: the longer shape takes the place of padding spaces.
+        let header = header.replacen("(1, 1)", huge, 1).replacen(&" ".repeat(huge.len() - 6), "", 1);
+        let mut hostile = bytes[..10].to_vec();
+        hostile.extend_from_slice(header.as_bytes());
+        hostile.extend_from_slice(&bytes[128..]);
+        std::fs::write(&path, &hostile).unwrap();
+        let err = stream_rows(&path, RowFormat::Npy).unwrap_err();
+        assert!(matches!(&err, DataError::Npy { message, .. } if message.contains("needs more data")), "{err:?}");
     }
 
     #[test]

@@ -237,6 +237,9 @@ fn open_maybe_gzip(path: &Path) -> Result<Box<dyn Read>, DataError> {
 /// - [`DataError::BadTarget`] for a numeric label that is not a finite number;
 /// - [`DataError::Empty`] if there is no data record; [`DataError::NotUtf8`] (with the line),
 ///   [`DataError::Io`]; [`DataError::TooLarge`] if the matrix cannot be allocated.
+///
+/// Memory: [`DataError::OverBudget`] if the values read so far, or the matrix, exceed the
+/// process's memory budget ([`stolr_memory::MemoryBudget::process`]).
 pub fn read_table_from<R: Read>(reader: R, name: &str, options: &TableOptions) -> Result<Table, DataError> {
     let mut categorical = options.categorical.clone();
     categorical.sort_unstable();
@@ -403,6 +406,8 @@ fn read_impl<R: Read>(
             }
         }
         n += 1;
+        let held = 8 * (numeric.capacity() + targets.capacity()) + 4 * codes.capacity() + 24 * classes.capacity();
+        crate::dataset::check_growth(name, n, held)?;
     }
     if n == 0 {
         return Err(DataError::Empty { path: name.to_owned() });

@@ -1,8 +1,8 @@
 //! Kernel functions and dense kernel matrices.
 
-use faer::linalg::matmul::matmul;
 use faer::prelude::ReborrowMut;
 use faer::{Accum, Mat, MatRef, Par};
+use stolr_lowrank::matmul;
 
 use crate::EstimatorError;
 use crate::data::{column_means, row_major, row_sq_norms, shifted};
@@ -273,7 +273,7 @@ impl PreparedKernel {
                     Kernel::Gaussian { .. } => row_sq_norms(ys.as_ref()),
                     _ => vec![0.0; m],
                 };
-                matmul(out.as_mut(), Accum::Replace, x, ys.transpose(), 1.0, par);
+                matmul(out.as_mut(), Accum::Replace, x.as_ref(), ys.transpose(), 1.0, par);
                 self.map_gram(out, &ysq, false, par);
             }
             Repr::Rows { d, .. } => {
@@ -301,7 +301,7 @@ impl PreparedKernel {
                     _ => vec![0.0; k],
                 };
                 let mut g = Mat::zeros(n, k);
-                matmul(g.as_mut(), Accum::Replace, x, y.transpose(), 1.0, par);
+                matmul(g.as_mut(), Accum::Replace, x.as_ref(), y.transpose(), 1.0, par);
                 self.map_gram(&mut g, &ysq, false, par);
                 if let Kernel::Gaussian { .. } = self.kernel {
                     for (j, &i) in idx.iter().enumerate() {
@@ -324,7 +324,7 @@ impl PreparedKernel {
         let mut k = match &self.repr {
             Repr::Gram { x, sq, .. } => {
                 let mut g = Mat::zeros(n, n);
-                matmul(g.as_mut(), Accum::Replace, x, x.transpose(), 1.0, par);
+                matmul(g.as_mut(), Accum::Replace, x.as_ref(), x.transpose(), 1.0, par);
                 self.map_gram(&mut g, sq, true, par);
                 if let Kernel::Gaussian { .. } = self.kernel {
                     for i in 0..n {

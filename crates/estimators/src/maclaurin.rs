@@ -1,7 +1,7 @@
 //! Random Maclaurin features (Kar & Karnick 2012) for dot-product kernels.
 
-use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatRef};
+use stolr_lowrank::matmul;
 
 use crate::data::check_data;
 use crate::kernel::powu;

@@ -40,8 +40,10 @@ pub enum OperatorCentering {
 /// the diagonal are evaluated, each once: tile $(I, J)$, $I > J$, adds $K_{IJ} V_J$ to the rows
 /// $I$ of the output and $K_{IJ}^\top V_I$ to the rows $J$, so a product costs $n^2/2$ kernel
 /// evaluations, $n^2 d$ flops for the inner products and $2 n^2 b$ flops for the two GEMMs.
-/// The tiles are split among `par.degree()` workers in contiguous runs of equal length; each
-/// worker accumulates into its own `(n, b)` output, and the outputs are summed.
+/// The tile pairs are taken in batches of 64 (row-major order of the lower triangle); the pairs
+/// of a batch are evaluated in parallel on `par.degree()` workers, each forming its two
+/// products sequentially, and the products are then added into the output in pair order. The
+/// batches and the order do not depend on the number of workers, so neither do the bits.
 ///
 /// Centring uses $HKH\,V = KV - m s^\top - 1 (m^\top V) + \bar m\, 1 s^\top$ with $s = V^\top
 /// 1$ (spec §1.2), so it costs $O(nb)$ on top of $KV$.
@@ -49,8 +51,8 @@ pub enum OperatorCentering {
 /// # Memory
 /// The prepared data `(n, d)` and, when centred, the means `n` (see
 /// [`KernelOperator::bytes`]); a product allocates
-/// [`KernelOperator::apply_bytes`]: the output and one accumulator per extra worker, `(n, b)`
-/// each, and one `t × t` tile per worker. $O(n(d + b))$ in all.
+/// [`KernelOperator::apply_bytes`]: the output `(n, b)`, the products of one batch of tile
+/// pairs (`2 · 64 · t × b`) and one `t × t` tile per worker. $O(n(d + b))$ in all.
 ///
 /// # References
 /// Issue 12, item 4 (exact kernel PCA without the kernel matrix); centring: `spec/math.md` §1.2.
@@ -164,13 +166,19 @@ impl KernelOperator {
     }
 
     /// Bytes one [`KernelOperator::apply`] of a block of `b` vectors allocates with `workers`
-    /// threads and tiles of side `tile`: the output and `workers − 1` accumulators `(n, b)`,
-    /// and one `tile × tile` buffer per worker.
+    /// threads and tiles of side `tile`: the output `(n, b)`, the products of one batch of tile
+    /// pairs (`2 · min(64, pairs) · tile × b`) and one `tile × tile` buffer per worker (and one
+    /// more).
     pub fn apply_bytes(n: usize, b: usize, tile: usize, workers: usize) -> u64 {
-        let w = workers.max(1) as u64;
-        let acc = 8u64.saturating_mul(n as u64).saturating_mul(b as u64).saturating_mul(w);
-        let tiles = 8u64.saturating_mul(tile.min(n.max(1)) as u64).saturating_pow(2).saturating_mul(w) / 8;
-        acc.saturating_add(tiles)
+        let t = tile.max(1).min(n.max(1));
+        let tiles_per_side = n.div_ceil(t) as u64;
+        let pairs = tiles_per_side.saturating_mul(tiles_per_side + 1) / 2;
+        let batch = pairs.min(PAIRS_PER_BATCH as u64);
+        let t = t as u64;
+        let out = 8u64.saturating_mul(n as u64).saturating_mul(b as u64);
+        let products = (16 * batch).saturating_mul(t).saturating_mul(b as u64);
+        let tiles = 8u64.saturating_mul(t).saturating_mul(t).saturating_mul(workers.max(1) as u64 + 1);
+        out.saturating_add(products).saturating_add(tiles)
     }
 
     /// The number of workers a product with parallelism `par` uses.
@@ -269,49 +277,62 @@ impl KernelOperator {
         (s, mv)
     }
 
-    /// $KV$ by lower-triangular tiles, split among the workers.
+    /// $KV$ by lower-triangular tiles: batches of [`PAIRS_PER_BATCH`] tile pairs, each pair's
+    /// products formed sequentially (in parallel over the pairs of a batch), then added into the
+    /// output in pair order.
     fn apply_uncentered(&self, v: MatRef<'_, f64>, par: Par) -> Mat<f64> {
         let (n, b, t) = (self.n, v.ncols(), self.tile);
         let nt = n.div_ceil(t);
         let pairs: Vec<(usize, usize)> = (0..nt).flat_map(|i| (0..=i).map(move |j| (i, j))).collect();
-        let workers = Self::workers(par).min(pairs.len());
-        let run = |range: std::ops::Range<usize>| {
-            let mut acc = Mat::<f64>::zeros(n, b);
-            let mut tile = Mat::<f64>::zeros(t.min(n), t.min(n));
-            for &(bi, bj) in &pairs[range] {
-                let (i0, j0) = (bi * t, bj * t);
-                let (il, jl) = (t.min(n - i0), t.min(n - j0));
-                let mut kt = tile.as_mut().submatrix_mut(0, 0, il, jl);
-                self.prepared.tile_into(&self.prepared, i0..i0 + il, None, j0..j0 + jl, kt.rb_mut());
-                let kt = kt.rb();
-                matmul(acc.as_mut().subrows_mut(i0, il), Accum::Add, kt, v.subrows(j0, jl), 1.0, Par::Seq);
-                if bi != bj {
-                    matmul(
-                        acc.as_mut().subrows_mut(j0, jl),
-                        Accum::Add,
-                        kt.transpose(),
-                        v.subrows(i0, il),
-                        1.0,
-                        Par::Seq,
-                    );
+        let new_tile = || Mat::<f64>::zeros(t.min(n), t.min(n));
+        // (K_IJ V_J, K_IJᵀ V_I) of one pair, the second only off the diagonal.
+        let products = |tile: &mut Mat<f64>, &(bi, bj): &(usize, usize)| {
+            let (i0, j0) = (bi * t, bj * t);
+            let (il, jl) = (t.min(n - i0), t.min(n - j0));
+            let mut kt = tile.as_mut().submatrix_mut(0, 0, il, jl);
+            self.prepared.tile_into(&self.prepared, i0..i0 + il, None, j0..j0 + jl, kt.rb_mut());
+            let kt = kt.rb();
+            let mut below = Mat::<f64>::zeros(il, b);
+            matmul(below.as_mut(), Accum::Replace, kt, v.subrows(j0, jl), 1.0, Par::Seq);
+            let above = (bi != bj).then(|| {
+                let mut above = Mat::<f64>::zeros(jl, b);
+                matmul(above.as_mut(), Accum::Replace, kt.transpose(), v.subrows(i0, il), 1.0, Par::Seq);
+                above
+            });
+            (below, above)
+        };
+        let parallel = Self::workers(par) > 1;
+        let mut out = Mat::<f64>::zeros(n, b);
+        let mut tile = new_tile();
+        for batch in pairs.chunks(PAIRS_PER_BATCH) {
+            let done: Vec<(Mat<f64>, Option<Mat<f64>>)> = if parallel && batch.len() > 1 {
+                batch.par_iter().map_init(new_tile, products).collect()
+            } else {
+                batch.iter().map(|pair| products(&mut tile, pair)).collect()
+            };
+            for (&(bi, bj), (below, above)) in batch.iter().zip(&done) {
+                add_rows(&mut out, bi * t, below);
+                if let Some(above) = above {
+                    add_rows(&mut out, bj * t, above);
                 }
             }
-            acc
-        };
-        if workers <= 1 {
-            return run(0..pairs.len());
-        }
-        let per = pairs.len().div_ceil(workers);
-        let ranges: Vec<std::ops::Range<usize>> =
-            (0..workers).map(|w| (w * per).min(pairs.len())..((w + 1) * per).min(pairs.len())).collect();
-        let mut parts: Vec<Mat<f64>> = ranges.into_par_iter().map(run).collect();
-        let mut out = parts.swap_remove(0);
-        for part in parts {
-            out += part;
         }
         out
     }
 }
+
+/// `out[start.., :] += part`, column by column.
+fn add_rows(out: &mut Mat<f64>, start: usize, part: &Mat<f64>) {
+    for c in 0..part.ncols() {
+        let dst = &mut out.col_as_slice_mut(c)[start..start + part.nrows()];
+        dst.iter_mut().zip(part.col_as_slice(c)).for_each(|(o, p)| *o += p);
+    }
+}
+
+/// Tile pairs per batch of [`KernelOperator::apply`]: their products are formed in parallel and
+/// then added into the output in a fixed order, so the result has the same bits for any number
+/// of threads. Fixed, never derived from the number of threads.
+const PAIRS_PER_BATCH: usize = 64;
 
 #[cfg(test)]
 mod tests {

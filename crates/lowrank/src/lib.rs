@@ -14,7 +14,11 @@
 //!
 //! Conventions: `f64` throughout; eigenvalues and singular values are in **nonincreasing**
 //! order everywhere in the public API; eigenvectors are the columns of an `(n, r)` matrix.
-//! Dense factorizations come from faer and read faer's global parallelism setting.
+//! Dense factorizations and products come from faer; products read faer's global parallelism
+//! setting. Every result is the same, bit for bit, whatever the number of threads: reductions
+//! run over row groups fixed by the shape and add their partials in a fixed order, and faer's
+//! kernels whose order depends on the number of threads run on one thread (see [`matmul`] and
+//! [`tall_inner`]).
 //!
 //! # References
 //! Paper `000_64249a13de5bd3cc.txt` (Zhang et al., *Stochastic Optimization for Kernel PCA*,
@@ -39,8 +43,8 @@ pub use capped_simplex::{
     Corner, SimplexProjection, mixture_decomposition, project_capped_rank, project_capped_simplex,
 };
 pub use dense::{
-    ThinSvd, gram_apply, spd_inverse, spd_solve, squared_norm, sym_eigen_desc, sym_eigenvalues_desc, tall_inner,
-    thin_qr, thin_svd, top_eigenpairs,
+    ThinSvd, gram_apply, matmul, mul, spd_inverse, spd_solve, squared_norm, sym_eigen_desc, sym_eigenvalues_desc,
+    tall_inner, thin_qr, thin_svd, top_eigenpairs,
 };
 pub use eigenpairs::Eigenpairs;
 pub use error::LowRankError;

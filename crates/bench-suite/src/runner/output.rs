@@ -8,8 +8,8 @@ use stolr_plot::{LinePlot, RenderedPlot, render};
 use crate::BenchError;
 
 /// Writes `value` as pretty-printed JSON (with a final newline) to `path`, creating its
-/// parent folders. The text goes to `path` + `.tmp`, which is then renamed, so an interrupted
-/// write never leaves a truncated file.
+/// parent folders. Written atomically ([`stolr_datasets::write_atomic`]): an interrupted write
+/// never leaves a truncated file.
 ///
 /// # Errors
 /// [`BenchError::Io`] if a folder or the file cannot be written; [`BenchError::Json`] if
@@ -21,11 +21,19 @@ pub fn write_json<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<(), B
     let mut text =
         serde_json::to_string_pretty(value).map_err(|source| BenchError::Json { path: path.to_owned(), source })?;
     text.push('\n');
-    let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
-    tmp_name.push(".tmp");
-    let tmp = path.with_file_name(tmp_name);
-    std::fs::write(&tmp, text).map_err(BenchError::io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(BenchError::io(path))
+    write_text(path, &text)
+}
+
+/// Writes `text` to `path` atomically ([`stolr_datasets::write_atomic`]).
+///
+/// # Errors
+/// [`BenchError::Io`] naming `path` if it cannot be written.
+pub(crate) fn write_text(path: &Path, text: &str) -> Result<(), BenchError> {
+    use std::io::Write;
+    stolr_datasets::write_atomic(path, |out| out.write_all(text.as_bytes())).map_err(|e| match e {
+        stolr_datasets::DataError::Io { source, .. } => BenchError::io(path)(source),
+        other => BenchError::io(path)(std::io::Error::other(other)),
+    })
 }
 
 /// The output folder of a run (`--out DIR`), created on [`OutDir::create`].
@@ -64,13 +72,13 @@ impl OutDir {
         Ok(path)
     }
 
-    /// Writes `text` to the file `name` (a Markdown summary); returns its path.
+    /// Writes `text` to the file `name` (a Markdown summary), atomically; returns its path.
     ///
     /// # Errors
     /// [`BenchError::Io`] if it cannot be written.
     pub fn markdown(&self, name: &str, text: &str) -> Result<PathBuf, BenchError> {
         let path = self.path(name);
-        std::fs::write(&path, text).map_err(BenchError::io(&path))?;
+        write_text(&path, text)?;
         Ok(path)
     }
 

@@ -34,14 +34,16 @@ pub(super) fn kdd_rows(source: &Path, n: usize, dir: &Path) -> Result<PathBuf, B
     let mut keep = rand::seq::index::sample(&mut rng, lines.len(), n).into_vec();
     keep.sort_unstable();
     std::fs::create_dir_all(dir).map_err(BenchError::io(dir))?;
-    let partial = dir.join(format!("kdd-{n}.csv.partial"));
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&partial).map_err(BenchError::io(&partial))?);
-    for i in keep {
-        writeln!(out, "{}", lines[i]).map_err(BenchError::io(&partial))?;
-    }
-    out.flush().map_err(BenchError::io(&partial))?;
-    drop(out);
-    std::fs::rename(&partial, &target).map_err(BenchError::io(&target))?;
+    stolr_datasets::write_atomic(&target, |out| {
+        for i in keep {
+            writeln!(out, "{}", lines[i])?;
+        }
+        Ok(())
+    })
+    .map_err(|e| match e {
+        stolr_datasets::DataError::Io { source, .. } => BenchError::io(&target)(source),
+        other => BenchError::io(&target)(std::io::Error::other(other)),
+    })?;
     Ok(target)
 }
 

@@ -295,13 +295,15 @@ fn sampled_rows_product(
     let sampled = Mat::from_fn(rows.len(), x.ncols(), |a, l| x[(rows[a], l)]);
     let panels = CrossKernelPanels::new(kernel, x, sampled.as_ref())?;
     let mut out = Mat::<f64>::zeros(rows.len(), v.ncols());
+    let par = faer::get_global_parallelism();
     panels.for_each_block(
         SAMPLED_BLOCK_ROWS,
         |_| {},
         |block| {
             for panel in block.iter() {
                 let len = panel.kernel.ncols();
-                out += &panel.kernel * v.subrows(panel.first_row, len);
+                let rows = v.subrows(panel.first_row, len);
+                stolr_lowrank::matmul(out.as_mut(), faer::Accum::Add, panel.kernel.as_ref(), rows, 1.0, par);
             }
             Ok::<(), SolverError>(())
         },

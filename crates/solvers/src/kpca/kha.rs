@@ -239,7 +239,7 @@ impl Kha {
         for start in (0..n).step_by(BLOCK) {
             let len = BLOCK.min(n - start);
             let block = self.kernel.cross(x.subrows(start, len), x);
-            let prod = &block * &ha;
+            let prod = stolr_lowrank::mul(block.as_ref(), ha.as_ref());
             p.as_mut().subrows_mut(start, len).copy_from(&prod);
         }
         if self.config.center {

@@ -1,9 +1,9 @@
 //! Exact kernel PCA without the kernel matrix: a thick-restart block Lanczos eigensolver (block
 //! Krylov–Schur) on the tiled kernel operator of `stolr-estimators`.
 
-use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatRef, Par};
 use stolr_estimators::{DEFAULT_TILE, Kernel, KernelOperator, OperatorCentering};
+use stolr_lowrank::matmul;
 use stolr_lowrank::{Eigenpairs, sym_eigen_desc};
 use stolr_memory::{MemoryBudget, f64_bytes};
 

@@ -291,7 +291,7 @@ impl Transformer for KernelPcaModel {
         for start in (0..m).step_by(TRANSFORM_BLOCK) {
             let len = TRANSFORM_BLOCK.min(m - start);
             let k = self.kernel.cross(x.as_ref().subrows(start, len), self.rows.as_ref());
-            let block = &k * a;
+            let block = stolr_lowrank::mul(k.as_ref(), a);
             for i in 0..len {
                 let row_mean = if training { k.row(i).sum() / p as f64 } else { 0.0 };
                 for j in 0..r {

@@ -234,7 +234,7 @@ pub fn nystrom_fit<R: Rng + ?Sized>(
     let cutoff = 1e-10 * lam.first().copied().unwrap_or(0.0).max(0.0);
     let r = lam.iter().take(config.rank).take_while(|&&l| l > cutoff).count();
     let v_r = v.as_ref().subcols(0, r);
-    let mut coefficients = s * v_r;
+    let mut coefficients = stolr_lowrank::mul(s, v_r);
     // t = gᵀV, the mean of F̃V: the centred projections are (C − 1sᵀ) B − 1 tᵀ.
     let t: Vec<f64> = (0..r).map(|j| dot(v_r.col(j), &g)).collect();
     drop((v, s_full));

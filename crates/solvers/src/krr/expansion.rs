@@ -110,7 +110,8 @@ impl KernelExpansion {
         for start in (0..m).step_by(PREDICT_BLOCK) {
             let len = PREDICT_BLOCK.min(m - start);
             let k = self.kernel.cross(x.subrows(start, len), self.centers.as_ref());
-            let f = k * c;
+            // A matrix–vector product: faer splits its sum by thread; this one has fixed bits.
+            let f = stolr_lowrank::mul(k.as_ref(), c);
             for i in 0..len {
                 out[start + i] = f[(i, 0)];
             }

@@ -229,7 +229,8 @@ pub fn select_nu_path<R: Rng + Clone>(
     path: &NuPath,
     rng: &R,
 ) -> Result<NuSelection, SolverError> {
-    if path.per_decade == 0 || path.decades == 0 || path.max_epochs == 0 || !(path.epsilon >= 0.0) {
+    if path.per_decade == 0 || path.decades == 0 || path.max_epochs == 0 || path.epsilon.is_nan() || path.epsilon < 0.0
+    {
         return Err(SolverError::InvalidConfig {
             name: "nu grid",
             reason: "the path needs at least one decade, one point per decade, one epoch per point and epsilon >= 0"
@@ -302,7 +303,7 @@ pub fn select_nu_path<R: Rng + Clone>(
             let score = squared / x.nrows() as f64;
             above = if score > (1.0 + turn) * best { above + 1 } else { 0 };
             // Clearly turned: twice above the best, or once far above it (or not finite).
-            if above >= 2 || (above == 1 && !(score <= 2.0 * best)) {
+            if above >= 2 || (above == 1 && (score.is_nan() || score > 2.0 * best)) {
                 stopped_early = nu != *grid.last().expect("non-empty grid");
                 break;
             }

@@ -266,15 +266,7 @@ fn solve_direct(
             Ok::<(), SolverError>(())
         },
     )?;
-    // H = L⁻¹ G L⁻ᵀ from the lower triangle of G.
-    let mut w = Mat::from_fn(m, m, |i, j| if i >= j { gram[(i, j)] } else { gram[(j, i)] });
-    drop(gram);
-    solve_lower_triangular_in_place(l, w.as_mut(), par); // W = L⁻¹ G
-    let mut h = w.transpose().to_owned(); // Wᵀ = G L⁻ᵀ
-    drop(w);
-    solve_lower_triangular_in_place(l, h.as_mut(), par); // L⁻¹ G L⁻ᵀ
-    let mut shifted = Mat::from_fn(m, m, |i, j| 0.5 * (h[(i, j)] + h[(j, i)]));
-    drop(h);
+    let mut shifted = whiten(l, gram);
     for i in 0..m {
         shifted[(i, i)] += lambda;
     }
@@ -282,6 +274,18 @@ fn solve_direct(
     let mut gamma = stolr_lowrank::spd_solve(shifted.as_ref(), z.as_ref(), "L⁻¹ K_Mn K_nM L⁻ᵀ + λI")?;
     solve_upper_triangular_in_place(l.transpose(), gamma.as_mut(), par); // α = L⁻ᵀ γ
     Ok((0..m).map(|i| gamma[(i, 0)]).collect())
+}
+
+/// `H = L⁻¹ G L⁻ᵀ` `(M, M)`, exactly symmetric, from the lower triangle of `gram` (consumed).
+fn whiten(l: MatRef<'_, f64>, gram: Mat<f64>) -> Mat<f64> {
+    let (m, par) = (l.nrows(), faer::get_global_parallelism());
+    let mut w = Mat::from_fn(m, m, |i, j| if i >= j { gram[(i, j)] } else { gram[(j, i)] });
+    drop(gram);
+    solve_lower_triangular_in_place(l, w.as_mut(), par); // W = L⁻¹ G
+    let mut h = w.transpose().to_owned(); // Wᵀ = G L⁻ᵀ
+    drop(w);
+    solve_lower_triangular_in_place(l, h.as_mut(), par); // L⁻¹ G L⁻ᵀ
+    Mat::from_fn(m, m, |i, j| 0.5 * (h[(i, j)] + h[(j, i)]))
 }
 
 /// `K_Mn K_nM v` (length `M`) in one pass over the kernel panels; each panel's contribution
@@ -571,7 +575,7 @@ pub fn select_lambda_nystrom(
                         cf.transpose(),
                         BlockStructure::Rectangular,
                         1.0,
-                        Par::Seq,
+                        faer::get_global_parallelism(),
                     );
                 }
             }
@@ -591,12 +595,7 @@ pub fn select_lambda_nystrom(
                 g += gram;
             }
         }
-        let g = Mat::from_fn(m, m, |i, j| if i >= j { g[(i, j)] } else { g[(j, i)] });
-        let mut w = g;
-        solve_lower_triangular_in_place(l.as_ref(), w.as_mut(), par);
-        let mut h = w.transpose().to_owned();
-        solve_lower_triangular_in_place(l.as_ref(), h.as_mut(), par);
-        let h = Mat::from_fn(m, m, |i, j| 0.5 * (h[(i, j)] + h[(j, i)]));
+        let h = whiten(l.as_ref(), g);
         let (values, q) = stolr_lowrank::sym_eigen_desc(h.as_ref())?;
         let nf = (n - counts[f]) as f64;
         let mean = if intercept { (ytotal - ysum[f]) / nf } else { 0.0 };

@@ -193,7 +193,7 @@ impl Transformer for PcaModel {
             let (m, s) = (self.mean[j], self.scale[j]);
             prepared.col_as_slice_mut(j).iter_mut().for_each(|v| *v = (*v - m) / s);
         }
-        Ok(&prepared * &self.components)
+        Ok(stolr_lowrank::mul(prepared.as_ref(), self.components.as_ref()))
     }
 }
 

@@ -1,7 +1,7 @@
 //! Rayleigh–Ritz post-processing and the exact PCA baseline.
 
 use faer::{Mat, MatRef};
-use stolr_lowrank::{Eigenpairs, sym_eigen_desc, tall_inner, thin_qr, top_eigenpairs};
+use stolr_lowrank::{Eigenpairs, mul, sym_eigen_desc, tall_inner, thin_qr, top_eigenpairs};
 
 use crate::SolverError;
 use crate::error::{check_data, check_rank};
@@ -31,10 +31,11 @@ pub fn rayleigh_ritz(x: MatRef<'_, f64>, basis: MatRef<'_, f64>) -> Result<Eigen
     }
     check_rank(r, d)?;
     let (q, _) = thin_qr(basis);
-    let b = x * &q;
+    let b = mul(x, q.as_ref());
     let h = tall_inner(b.as_ref(), b.as_ref(), false);
     let (theta, w) = sym_eigen_desc(h.as_ref())?;
-    let mut pairs = Eigenpairs { values: theta.iter().map(|t| t.max(0.0)).collect(), vectors: &q * &w };
+    let mut pairs =
+        Eigenpairs { values: theta.iter().map(|t| t.max(0.0)).collect(), vectors: mul(q.as_ref(), w.as_ref()) };
     pairs.fix_signs();
     Ok(pairs)
 }
@@ -69,7 +70,7 @@ pub fn exact_pca(x: MatRef<'_, f64>, rank: usize) -> Result<Eigenpairs, SolverEr
     let mut pairs = top_eigenpairs(g.as_ref(), rank, 1e-12)?;
     if !tall {
         let u = &pairs.vectors;
-        let xtu = x.transpose() * u;
+        let xtu = mul(x.transpose(), u.as_ref());
         let scale: Vec<f64> = pairs.values.iter().map(|v| if *v > 0.0 { 1.0 / v.sqrt() } else { 0.0 }).collect();
         pairs.vectors = Mat::from_fn(d, rank, |i, j| xtu[(i, j)] * scale[j]);
         pairs.fix_signs();

@@ -3,7 +3,7 @@
 
 use faer::{Mat, MatRef};
 use rand::{Rng, RngExt};
-use stolr_lowrank::{gram_apply, tall_inner};
+use stolr_lowrank::{gram_apply, mul, tall_inner};
 
 use crate::error::{check_data, check_rank};
 use crate::pca::common::{PcaOutcome, random_orthonormal, ritz_norm_from_products};
@@ -194,7 +194,7 @@ fn objective_parts(x: MatRef<'_, f64>, w: MatRef<'_, f64>, nu: f64, mu: f64) -> 
     let cw = xtxw * (1.0 / n);
     let gram = tall_inner(w, w, false);
     let pen = penalty_matrix(&gram);
-    let grad = w * nu - &cw + w * &pen * mu;
+    let grad = w * nu - &cw + mul(w, pen.as_ref()) * mu;
     let w_sq = (0..w.ncols()).map(|i| gram[(i, i)]).sum::<f64>();
     let wcw = (0..w.ncols()).map(|j| (0..w.nrows()).map(|i| w[(i, j)] * cw[(i, j)]).sum::<f64>()).sum::<f64>();
     let objective = 0.5 * (nu * w_sq - wcw) + 0.25 * mu * pen.squared_norm_l2();
@@ -226,7 +226,7 @@ pub fn variance_reduced_direction(
 ) -> Mat<f64> {
     let (d, r) = (w.nrows(), w.ncols());
     let pen = penalty_matrix(&tall_inner(w, w, false));
-    let wpen = w * &pen;
+    let wpen = mul(w, pen.as_ref());
     let coef: Vec<f64> = (0..r).map(|j| (0..d).map(|l| x[(i, l)] * (w[(l, j)] - w_snap[(l, j)])).sum()).collect();
     Mat::from_fn(d, r, |l, j| nu * w[(l, j)] + mu * wpen[(l, j)] - x[(i, l)] * coef[j] - cw_snap[(l, j)])
 }

@@ -3,7 +3,7 @@
 use faer::Mat;
 use faer::MatRef;
 use rand::{Rng, RngExt};
-use stolr_lowrank::{gram_apply, sym_eigen_desc, tall_inner, thin_svd};
+use stolr_lowrank::{gram_apply, mul, sym_eigen_desc, tall_inner, thin_svd};
 
 use crate::error::{check_data, check_rank};
 use crate::pca::common::{PcaOutcome, random_orthonormal, row_into};
@@ -39,7 +39,7 @@ fn inverse_sqrt(g: &Mat<f64>) -> Result<Mat<f64>, SolverError> {
         return Err(SolverError::Diverged { epoch: 0 });
     }
     let ps = Mat::from_fn(k, k, |i, j| p[(i, j)] / lam[j].sqrt());
-    Ok(&ps * p.transpose())
+    Ok(mul(ps.as_ref(), p.transpose()))
 }
 
 /// Block VR-PCA on data `x` of shape `(n, d)`, one sample per row.
@@ -149,15 +149,15 @@ impl IterativeSolver for VrPca<'_> {
         let mut xi = vec![0.0; d];
         let mut w = self.w_snap.clone();
         for _ in 0..self.m {
-            let (su, _, sv) = thin_svd((w.transpose() * &self.w_snap).as_ref())?;
-            let b = &sv * su.transpose();
+            let (su, _, sv) = thin_svd(mul(w.transpose(), self.w_snap.as_ref()).as_ref())?;
+            let b = mul(sv.as_ref(), su.transpose());
             let i = rng.random_range(0..n);
             row_into(x, i, &mut xi);
             // coef = xᵀW − (xᵀW̃) B, a 1 × k row.
             let xtw: Vec<f64> = (0..k).map(|j| (0..d).map(|l| xi[l] * w[(l, j)]).sum()).collect();
             let coef: Vec<f64> =
                 (0..k).map(|j| xtw[j] - (0..k).map(|c| self.xw_snap[(i, c)] * b[(c, j)]).sum::<f64>()).collect();
-            let ub = &u_tilde * &b;
+            let ub = mul(u_tilde.as_ref(), b.as_ref());
             for j in 0..k {
                 for l in 0..d {
                     w[(l, j)] += eta * (xi[l] * coef[j] + ub[(l, j)]);
@@ -165,7 +165,7 @@ impl IterativeSolver for VrPca<'_> {
             }
             let gram = tall_inner(w.as_ref(), w.as_ref(), false);
             let inv = inverse_sqrt(&gram).map_err(|_| SolverError::Diverged { epoch: self.epochs })?;
-            w = &w * &inv;
+            w = mul(w.as_ref(), inv.as_ref());
         }
         if !w.norm_l2().is_finite() {
             return Err(SolverError::Diverged { epoch: self.epochs });
