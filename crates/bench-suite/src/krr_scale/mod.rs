@@ -336,7 +336,9 @@ pub fn run(opts: &Options) -> Result<(), BenchError> {
     let summary = summary(&rows);
     let md = markdown(&summary);
     out.markdown("summary.md", &md)?;
-    out.plot("time", &log_log(&summary.runs, "fit time against n (Friedman #1)", "fit time (s)", |r| r.fit_s))?;
+    let mut time = log_log(&summary.runs, "fit time against n (Friedman #1)", "fit time (s)", |r| r.fit_s);
+    time.hlines.push(RefLine::new(ISSUE_TARGET.fit_s, "target at n = 10⁶: 5 min"));
+    out.plot("time", &time)?;
     let mut memory = log_log(&summary.runs, "peak memory against n (Friedman #1)", "peak RSS (MB)", |r| r.peak_mb);
     memory.hlines.push(RefLine::new(ISSUE_TARGET.peak_mb, "target at n = 10⁶: 2 GB"));
     out.plot("memory", &memory)?;
@@ -410,27 +412,51 @@ pub fn markdown(s: &Summary) -> String {
     md
 }
 
-/// One series per run label over the finished runs, on log–log axes.
+/// One series per run label over the finished runs, on log–log axes: a hue per method and
+/// path (Nyström direct blue, Nyström CG orange, scikit-learn's Nystroem green), darker for
+/// more landmarks; CG dashed; a run at one n only as a marker.
 fn log_log(rows: &[Row], title: &str, y_label: &str, value: impl Fn(&Row) -> Option<f64>) -> LinePlot {
     let mut plot = LinePlot::new(title, "n (training rows)", y_label);
     plot.x_log = true;
     plot.y_log = true;
-    let mut labels: Vec<&str> = Vec::new();
+    let mut labels: Vec<&Row> = Vec::new();
     for r in rows {
-        if !labels.contains(&r.label.as_str()) {
-            labels.push(&r.label);
+        if !labels.iter().any(|l| l.label == r.label) {
+            labels.push(r);
         }
     }
-    for (i, label) in labels.iter().enumerate() {
+    for (i, first) in labels.iter().enumerate() {
         let (x, y): (Vec<f64>, Vec<f64>) = rows
             .iter()
-            .filter(|r| r.label == *label && r.status == Status::Done)
+            .filter(|r| r.label == first.label && r.status == Status::Done)
             .filter_map(|r| Some((r.n as f64, value(r)?)))
             .unzip();
         if !x.is_empty() {
-            let style = if x.len() > 1 { LineStyle::Solid } else { LineStyle::Markers };
-            plot.series.push(PlotSeries::new(*label, x, y).style(style).color(palette_color(i)));
+            let style = match (x.len(), first.path.as_str()) {
+                (1, _) => LineStyle::Markers,
+                (_, "cg") => LineStyle::Dashed,
+                _ => LineStyle::Solid,
+            };
+            let color = series_color(first).unwrap_or_else(|| palette_color(i));
+            plot.series.push(PlotSeries::new(first.label.clone(), x, y).style(style).color(color));
         }
     }
     plot
+}
+
+/// The colour of a run's series: shades of one hue per method and path (light to dark for
+/// M = 1000, 2000, 5000), one colour for each method without landmarks; `None` for anything
+/// else (the palette's turn).
+fn series_color(r: &Row) -> Option<[u8; 3]> {
+    let shades: [[u8; 3]; 3] = match (r.method.as_str(), r.path.as_str()) {
+        ("nystrom", "direct") => [[107, 174, 214], [33, 113, 181], [8, 48, 107]],
+        ("nystrom", "cg") => [[253, 174, 107], [230, 85, 13], [127, 39, 4]],
+        ("sklearn-nystroem", _) => [[116, 196, 118], [35, 139, 69], [0, 68, 27]],
+        ("slkl", _) => return Some([227, 119, 194]),
+        ("krr", _) => return Some([90, 90, 90]),
+        ("sklearn-kernel-ridge", _) => return Some([140, 86, 75]),
+        _ => return None,
+    };
+    let shade = NYSTROM_LANDMARKS.iter().position(|&m| Some(m) == r.landmarks)?;
+    Some(shades[shade])
 }
