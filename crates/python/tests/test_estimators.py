@@ -26,8 +26,10 @@ import stolr
     stolr.PCA(n_components=1, solver="svrg-bb"),
     stolr.StreamingPCA(n_components=1),
     stolr.KernelRidge(),
-    stolr.KernelRidge(solver="slkl", n_landmarks=10),
-    stolr.KernelRidge(solver="nystrom", n_landmarks=10),
+    # 30 landmarks: with 10, no low-rank regressor of this family reaches scikit-learn's R² > 0.5
+    # on its check data (neither SLKL nor Nyström KRR, intercept or not).
+    stolr.KernelRidge(solver="slkl", n_landmarks=30),
+    stolr.KernelRidge(solver="nystrom", n_landmarks=30),
 ])
 def test_scikit_learn_estimator_checks(estimator, check):
     check(estimator)
