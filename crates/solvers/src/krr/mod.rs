@@ -11,6 +11,7 @@ mod fit;
 mod model;
 mod nu_selection;
 mod nystrom;
+mod nystrom_cv;
 mod slkl;
 
 pub use baselines::{KrrConfig, UnifConfig, UnifModel, UniformWeight, krr, krr_subset, unif};
@@ -20,5 +21,6 @@ pub use model::KrrModel;
 pub use nu_selection::{
     NuCandidate, NuModel, NuPath, NuSelection, log_grid, mean_squared_error, select_nu, select_nu_path,
 };
-pub use nystrom::{LambdaSelection, NystromKrrConfig, NystromKrrFit, NystromSolve, nystrom_krr, select_lambda_nystrom};
+pub use nystrom::{NystromKrrConfig, NystromKrrFit, NystromSolve, nystrom_krr};
+pub use nystrom_cv::{LambdaSelection, select_lambda_nystrom};
 pub use slkl::{ColumnMode, CoordinatePartials, CoordinateRule, Slkl, SlklConfig, SlklModel, select_landmarks, slkl};
