@@ -21,6 +21,7 @@ use stolr_solvers::{
     SkpcaConfig, Stop, certify, tau_for_rank,
 };
 
+use crate::common::checkpoint::{CheckpointArgs, FileStore, matrix_fingerprint, require_support};
 use crate::common::input::{Format, TableArgs, label_values, read_with_table};
 use crate::common::output::{write_model, write_report};
 use crate::common::progress::Progress;
@@ -158,6 +159,8 @@ pub struct KpcaArgs {
     /// solver beside them) to this .svg or .png file.
     #[arg(long)]
     plot: Option<PathBuf>,
+    #[command(flatten)]
+    checkpoint: CheckpointArgs,
 }
 
 fn load(args: &KpcaArgs) -> Result<(Dataset, Option<OneHotEncoding>, &'static str)> {
@@ -339,7 +342,10 @@ fn solve(
     if iterative {
         Progress::check_trace("--iterations", args.iterations, 1)?;
     }
-    let mut progress = Progress::new(params.solver.name(), iterative.then_some(args.iterations), 1);
+    require_support(&args.checkpoint, args.solver == SolverKind::Skpca, params.solver.name())?;
+    let store = FileStore::new(&args.checkpoint, || Ok(matrix_fingerprint(x)))?;
+    let mut progress =
+        Progress::new(params.solver.name(), iterative.then_some(args.iterations), 1).with_checkpoint(store);
     let fit = params.fit_prepared(x, standardization, &mut rng, &mut progress)?;
     progress.finish();
     if let Some(stop @ Stop::RankCapReached { .. }) = fit.stop {

@@ -34,6 +34,8 @@ use stolr_report::{
 use crate::common::input::{Format, read};
 use crate::common::output::{write_model, write_report};
 
+use crate::common::checkpoint::{CheckpointArgs, FileStore, matrix_fingerprint, require_support};
+use crate::common::progress::Progress;
 use crate::memory::peak_rss_bytes;
 use crate::rng::stream;
 
@@ -213,6 +215,8 @@ pub struct KrrArgs {
     /// report.json.
     #[arg(long)]
     out: Option<PathBuf>,
+    #[command(flatten)]
+    checkpoint: CheckpointArgs,
 }
 
 /// The training and test sets and how they were obtained.
@@ -474,14 +478,26 @@ fn fit(
         )?;
     }
     let params = KernelRidge { kernel: *kernel, solver, intercept: !args.no_intercept, standardize: false };
+    let solver_name = format!("{:?}", args.solver).to_lowercase();
+    require_support(&args.checkpoint, args.solver == KrrSolver::Slkl, &solver_name)?;
+    // The data as SLKL sees them: the training rows and their targets.
+    let store = FileStore::new(&args.checkpoint, || {
+        Ok(format!(
+            "{}; targets {}",
+            matrix_fingerprint(x),
+            matrix_fingerprint(MatRef::from_column_major_slice(y, y.len(), 1))
+        ))
+    })?;
+    let mut progress = Progress::new(&solver_name, None, args.landmarks.max(1)).with_checkpoint(store);
     let (model, summary) = params.fit_prepared(
         x,
         y,
         standardization,
         &mut stream(args.seed, STREAM_LANDMARKS),
         &mut stream(args.seed, STREAM_COORDINATES),
-        &mut (),
+        &mut progress,
     )?;
+    progress.finish();
     let centres = model.expansion().len();
     let definition = match args.solver {
         KrrSolver::Slkl => "F(mu) = lambda y^T (lambda I + K_mu)^-1 y + nu sum(mu), paper 004 (14)",

@@ -16,7 +16,7 @@ mod pca_stream;
 mod plot;
 mod rng;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Stochastic low-rank learning: kernel PCA that keeps memory linear in n.
 #[derive(Debug, Parser)]
@@ -49,7 +49,17 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let command = Cli::command();
+    let matches = command.clone().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    if let Some((name, sub)) = matches.subcommand()
+        && let Some(definition) = command.find_subcommand(name)
+    {
+        common::checkpoint::record_options(definition, sub);
+    }
     if cli.threads == 1 {
         faer::set_global_parallelism(faer::Par::Seq);
     } else if cli.threads > 1 {
@@ -78,6 +88,9 @@ fn main() -> std::process::ExitCode {
                 matches!(e.downcast_ref(), Some(stolr_memory::MemoryError::OverBudget { .. }))
                     || matches!(e.downcast_ref(), Some(stolr_solvers::SolverError::Memory(_)))
             });
+            if let Some(stolr_solvers::SolverError::Interrupted { .. }) = err.downcast_ref() {
+                return std::process::ExitCode::from(130);
+            }
             if over_budget {
                 eprintln!(
                     "  hint: --memory-limit SIZE sets the limit (now {}); a stochastic solver (skpca, nystrom) needs less",

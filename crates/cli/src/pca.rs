@@ -13,6 +13,7 @@ use crate::common::input::{Format, label_values, read};
 use crate::common::output::{write_model, write_report};
 use crate::common::progress::Progress;
 
+use crate::common::checkpoint::{CheckpointArgs, FileStore, matrix_fingerprint, require_support};
 use crate::memory::peak_rss_bytes;
 use crate::rng::stream;
 
@@ -123,6 +124,8 @@ pub struct PcaArgs {
     /// them) to this .svg or .png file.
     #[arg(long)]
     pub(crate) plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) checkpoint: CheckpointArgs,
 }
 
 /// The data of `--generate kind`, drawn from the seed's stream 0.
@@ -230,7 +233,9 @@ pub fn run(args: PcaArgs) -> Result<()> {
     if let Some(epochs) = args.epochs {
         Progress::check_trace("--epochs", epochs, 1)?;
     }
-    let mut progress = Progress::new(params.solver.name(), None, 1);
+    require_support(&args.checkpoint, args.solver != PcaSolver::Exact, params.solver.name())?;
+    let store = FileStore::new(&args.checkpoint, || Ok(matrix_fingerprint(prepared.x())))?;
+    let mut progress = Progress::new(params.solver.name(), None, 1).with_checkpoint(store);
     let (model, stop, epochs) =
         params.fit_prepared(prepared.x(), prepared.mean.clone(), prepared.scale.clone(), &mut rng, &mut progress)?;
     progress.finish();

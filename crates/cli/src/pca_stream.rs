@@ -20,6 +20,7 @@ use stolr_solvers::{
     captured_norm,
 };
 
+use crate::common::checkpoint::{FileStore, file_fingerprint, matrix_fingerprint};
 use crate::common::input::Format;
 use crate::common::progress::Progress;
 use crate::memory::peak_rss_bytes;
@@ -110,6 +111,10 @@ impl Observer for StreamObserver {
         self.max_rank = self.max_rank.max(report.rank);
         self.progress.on_iteration(report)
     }
+
+    fn checkpoints(&mut self) -> Option<&mut dyn stolr_solvers::CheckpointStore> {
+        self.progress.checkpoints()
+    }
 }
 
 fn solver_label(solver: PcaSolver) -> String {
@@ -180,7 +185,12 @@ pub fn run(args: PcaArgs) -> Result<()> {
 
     // Pass 1: the solver sees every sample once, through the one solver loop.
     let solve_start = Instant::now();
-    let mut observer = StreamObserver { progress: Progress::new(&solver_label(args.solver), None, 1000), max_rank: 0 };
+    let store = FileStore::new(&args.checkpoint, || match &source {
+        Source::File(path, _) => file_fingerprint(path),
+        Source::Matrix(x) => Ok(matrix_fingerprint(x.as_ref())),
+    })?;
+    let progress = Progress::new(&solver_label(args.solver), None, 1000).with_checkpoint(store);
+    let mut observer = StreamObserver { progress, max_rank: 0 };
     stolr_solvers::run(&mut StreamPass::new(&mut *solver, source.rows(&transform)?), &mut rng, &mut observer)?;
     observer.progress.finish();
     let max_rank = observer.max_rank;

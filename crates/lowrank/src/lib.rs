@@ -54,4 +54,4 @@ pub use rank_one_eigen::{RankOneEigenUpdate, rank_one_eigen_update};
 pub use secular::eigen_diagonal_plus_rank_one;
 pub use svs::{shrink_dense, shrink_general, shrink_psd, shrink_psd_in_place};
 pub use sym_low_rank::SymLowRank;
-pub use woodbury::{ColumnQuadratics, Probe, WoodburyInverse};
+pub use woodbury::{ColumnQuadratics, Probe, WoodburyInverse, WoodburyParts};

@@ -90,6 +90,27 @@ pub struct WoodburyInverse {
     updates_since_refresh: usize,
 }
 
+/// The parts of a [`WoodburyInverse`] that its updates change, saved bit for bit by a
+/// checkpoint ([`WoodburyInverse::parts`]) and put back by [`WoodburyInverse::restore_parts`];
+/// `λ` and `y` are the state's own and not part of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WoodburyParts {
+    /// The columns `V`, `(n, p)`.
+    pub v: Mat<f64>,
+    /// The weights `d`, length `p`, positive.
+    pub d: Vec<f64>,
+    /// $\Sigma = (\lambda D^{-1} + V^\top V)^{-1}$ as maintained by the updates, `(p, p)`.
+    pub sigma: Mat<f64>,
+    /// $v_y = V^\top y$, length `p`.
+    pub vty: Vec<f64>,
+    /// $\beta = \Sigma v_y$, length `p`.
+    pub beta: Vec<f64>,
+    /// The update counter (the generation a [`Probe`] is checked against).
+    pub generation: u64,
+    /// Updates since Σ was last rebuilt.
+    pub updates_since_refresh: usize,
+}
+
 fn dot(a: &[f64], b: &[f64]) -> f64 {
     let mut acc = [0.0; 4];
     let (ac, bc) = (a.chunks_exact(4), b.chunks_exact(4));
@@ -227,6 +248,51 @@ impl WoodburyInverse {
     /// Number of in-place updates since Σ was last built from scratch.
     pub fn updates_since_refresh(&self) -> usize {
         self.updates_since_refresh
+    }
+
+    /// A copy of the parts the updates change (for a checkpoint).
+    pub fn parts(&self) -> WoodburyParts {
+        let (n, p) = (self.n(), self.p());
+        WoodburyParts {
+            v: Mat::from_fn(n, p, |i, j| self.v[j * n + i]),
+            d: self.d.clone(),
+            sigma: self.sigma.clone(),
+            vty: self.vty.clone(),
+            beta: self.beta.clone(),
+            generation: self.generation,
+            updates_since_refresh: self.updates_since_refresh,
+        }
+    }
+
+    /// Puts back parts saved by [`WoodburyInverse::parts`] of a state with the same `λ` and
+    /// `y`, bit for bit (Σ is not rebuilt).
+    ///
+    /// # Errors
+    /// [`LowRankError::ShapeMismatch`] unless `V` is `(n, p)`, Σ `(p, p)` and `d`, `v_y`, `β`
+    /// have `p` entries; [`LowRankError::NonFinite`] for NaN/∞; [`LowRankError::InvalidParameter`]
+    /// for a weight that is not positive. On error the state is unchanged.
+    pub fn restore_parts(&mut self, parts: WoodburyParts) -> Result<(), LowRankError> {
+        let n = self.n();
+        let p = parts.d.len();
+        check_shape("V", (n, p), parts.v.shape())?;
+        check_shape("Sigma", (p, p), parts.sigma.shape())?;
+        check_shape("V'y", (p, 1), (parts.vty.len(), 1))?;
+        check_shape("beta", (p, 1), (parts.beta.len(), 1))?;
+        check_finite_mat("V", parts.v.as_ref())?;
+        check_finite_mat("Sigma", parts.sigma.as_ref())?;
+        check_finite("V'y", parts.vty.iter().copied())?;
+        check_finite("beta", parts.beta.iter().copied())?;
+        for &w in &parts.d {
+            check_weight(w)?;
+        }
+        self.v = (0..p).flat_map(|j| (0..n).map(move |i| (j, i))).map(|(j, i)| parts.v[(i, j)]).collect();
+        self.d = parts.d;
+        self.sigma = parts.sigma;
+        self.vty = parts.vty;
+        self.beta = parts.beta;
+        self.generation = parts.generation;
+        self.updates_since_refresh = parts.updates_since_refresh;
+        Ok(())
     }
 
     fn check_index(&self, j: usize) -> Result<(), LowRankError> {

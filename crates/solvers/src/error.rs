@@ -128,6 +128,22 @@ pub enum SolverError {
         /// The tolerance asked for.
         tolerance: f64,
     },
+    /// A checkpoint cannot be saved or resumed: damaged, written by another solver or run, or
+    /// the solver keeps no resumable state.
+    #[error("checkpoint: {reason}")]
+    Checkpoint {
+        /// What is wrong.
+        reason: String,
+    },
+    /// The run was stopped on request (Ctrl-C) after iteration `t`, with its state saved to the
+    /// checkpoint: running the same command again resumes it.
+    #[error(
+        "interrupted after iteration {t}; the state is saved in the checkpoint: run the same command again to resume"
+    )]
+    Interrupted {
+        /// Iterations done, whose state the checkpoint holds.
+        t: usize,
+    },
     /// An error reading or writing data or model files.
     #[error(transparent)]
     Data(#[from] stolr_datasets::DataError),

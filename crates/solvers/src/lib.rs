@@ -24,6 +24,7 @@
 //! matrices with fixed signs (largest absolute entry positive).
 #![deny(missing_docs)]
 
+mod checkpoint;
 mod error;
 mod estimator;
 pub mod kpca;
@@ -33,6 +34,7 @@ pub mod pca;
 mod run;
 pub mod streaming;
 
+pub use checkpoint::{CheckpointStore, SolverState};
 pub use error::SolverError;
 pub use estimator::{Fit, FitRegression, Persist, Predictor, Transformer};
 pub use kpca::{

@@ -11,9 +11,11 @@
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
-use rand::Rng;
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::SolverError;
+use crate::checkpoint::{CheckpointStore, SolverState, get_rng, put_rng};
 
 /// What one [`IterativeSolver::step`] measured, in the solver's own terms.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -67,6 +69,12 @@ pub trait Observer {
     fn on_iteration(&mut self, report: &IterationReport) -> ControlFlow<()> {
         let _ = report;
         ControlFlow::Continue(())
+    }
+
+    /// Where this run's checkpoints go, if it keeps any: [`run`] then resumes from the saved
+    /// state, saves every [`every`](CheckpointStore::every) iterations and on a requested stop.
+    fn checkpoints(&mut self) -> Option<&mut dyn CheckpointStore> {
+        None
     }
 }
 
@@ -195,13 +203,42 @@ pub trait IterativeSolver {
     fn finished(&self) -> Option<Stop> {
         None
     }
+
+    /// Writes everything the next steps depend on into `state`, bit for bit, so that
+    /// [`restore_state`](Self::restore_state) on a freshly built solver of the same
+    /// configuration and data continues with the same bits.
+    ///
+    /// # Errors
+    /// [`SolverError::Checkpoint`] for a solver that cannot be checkpointed (the default).
+    fn save_state(&self, state: &mut SolverState) -> Result<(), SolverError> {
+        let _ = state;
+        Err(SolverError::Checkpoint { reason: "this solver cannot be checkpointed".into() })
+    }
+
+    /// Replaces the state by one [`save_state`](Self::save_state) wrote.
+    ///
+    /// # Errors
+    /// [`SolverError::Checkpoint`] when `state` is not one this solver, with this configuration
+    /// and data, could have written (missing or mis-shaped arrays); the solver is then unusable
+    /// and must be rebuilt.
+    fn restore_state(&mut self, state: &SolverState) -> Result<(), SolverError> {
+        let _ = state;
+        Err(SolverError::Checkpoint { reason: "this solver cannot be checkpointed".into() })
+    }
 }
 
 /// Runs `solver` until it stops or `observer` breaks, reporting every iteration. Calling it
 /// again continues from the current state.
 ///
+/// The steps draw from a generator of this loop's own (xoshiro256++ seeded with one draw of
+/// `rng`), whose state a checkpoint can save. When the observer offers a
+/// [`CheckpointStore`](Observer::checkpoints), the loop first restores the saved state, if any,
+/// saves after every `every`-th iteration, and when a stop is requested saves and returns
+/// [`SolverError::Interrupted`].
+///
 /// # Errors
-/// The first error of [`IterativeSolver::step`].
+/// The first error of [`IterativeSolver::step`]; the store's errors and
+/// [`SolverError::Interrupted`] when checkpointing.
 pub fn run<S: IterativeSolver + ?Sized>(
     solver: &mut S,
     rng: &mut dyn Rng,
@@ -227,11 +264,19 @@ where
     F: FnMut(&S) -> Result<Option<f64>, SolverError>,
 {
     let start = Instant::now();
+    let seed = rng.next_u64();
+    let mut own = Xoshiro256PlusPlus::seed_from_u64(seed);
+    if let Some(store) = observer.checkpoints()
+        && let Some(state) = store.load()?
+    {
+        solver.restore_state(&state)?;
+        own = get_rng(&state, seed)?;
+    }
     if let Some(stop) = solver.finished() {
         return Ok(stop);
     }
     loop {
-        let step = solver.step(rng)?;
+        let step = solver.step(&mut own)?;
         let distance_to_target = target(solver)?;
         let report = IterationReport {
             t: step.t,
@@ -242,7 +287,20 @@ where
             samples_seen: step.samples_seen,
             elapsed: start.elapsed(),
         };
-        if observer.on_iteration(&report).is_break() {
+        let observer_stops = observer.on_iteration(&report).is_break();
+        if let Some(store) = observer.checkpoints() {
+            let requested = store.stop_requested();
+            if requested || (step.stop.is_none() && step.t.is_multiple_of(store.every().max(1))) {
+                let mut state = SolverState::new();
+                solver.save_state(&mut state)?;
+                put_rng(&mut state, seed, &own)?;
+                store.save(step.t, state)?;
+            }
+            if requested {
+                return Err(SolverError::Interrupted { t: step.t });
+            }
+        }
+        if observer_stops {
             return Ok(Stop::Interrupted);
         }
         if let Some(stop) = step.stop {

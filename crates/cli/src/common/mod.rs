@@ -1,6 +1,7 @@
 //! What the subcommands share: input formats and readers, the `--sigma` argument, the progress
 //! observer, the `--model` argument and the output folder.
 
+pub mod checkpoint;
 pub mod input;
 pub mod output;
 pub mod progress;

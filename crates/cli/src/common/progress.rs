@@ -4,8 +4,12 @@
 use std::io::IsTerminal;
 use std::ops::ControlFlow;
 
+use std::time::Duration;
+
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use stolr_solvers::{IterationReport, Observer};
+use stolr_solvers::{CheckpointStore, IterationReport, Observer, SolverError, SolverState};
+
+use crate::common::checkpoint::FileStore;
 
 /// Draws a progress bar for `what` (`skpca`, `svrg-bb`, a stream pass, ...) and records the
 /// rank, objective and KKT violation of every `every`-th iteration (and the last).
@@ -16,8 +20,12 @@ pub struct Progress {
     pub trace: Vec<(usize, usize, Option<f64>, Option<f64>)>,
     /// Time from the start of the solver loop to the end of its last iteration (the
     /// iterations alone: not τ's choice before the loop nor the eigenpairs after it).
-    pub loop_time: Option<std::time::Duration>,
+    pub loop_time: Option<Duration>,
     last: Option<IterationReport>,
+    /// Where the run's checkpoints go (`--checkpoint`); they carry the trace and loop time too.
+    checkpoint: Option<FileStore>,
+    /// Loop time of the runs before a resume (from the checkpoint).
+    earlier_time: Duration,
 }
 
 /// Bytes the trace of one recorded iteration takes: the tuple in memory and its line in
@@ -51,7 +59,21 @@ impl Progress {
             bar.set_style(ProgressStyle::with_template(&template).expect("static template").progress_chars("=> "));
             bar
         });
-        Self { bar, every: every.max(1), trace: Vec::new(), loop_time: None, last: None }
+        Self {
+            bar,
+            every: every.max(1),
+            trace: Vec::new(),
+            loop_time: None,
+            last: None,
+            checkpoint: None,
+            earlier_time: Duration::ZERO,
+        }
+    }
+
+    /// Saves checkpoints to `store` (no-op for `None`).
+    pub fn with_checkpoint(mut self, store: Option<FileStore>) -> Self {
+        self.checkpoint = store;
+        self
     }
 
     /// Clears the bar and records the last iteration if it was skipped.
@@ -80,8 +102,50 @@ impl Observer for Progress {
                 bar.set_message(msg);
             }
         }
-        self.loop_time = Some(report.elapsed);
+        self.loop_time = Some(self.earlier_time + report.elapsed);
         self.last = Some(report.clone());
         ControlFlow::Continue(())
+    }
+
+    fn checkpoints(&mut self) -> Option<&mut dyn CheckpointStore> {
+        if self.checkpoint.is_some() { Some(self) } else { None }
+    }
+}
+
+/// The file store, with the recorded trace and loop time saved beside the solver's state so
+/// that a resumed run's report covers every iteration.
+impl CheckpointStore for Progress {
+    fn every(&self) -> usize {
+        self.checkpoint.as_ref().map_or(usize::MAX, CheckpointStore::every)
+    }
+
+    fn load(&mut self) -> Result<Option<SolverState>, SolverError> {
+        let Some(store) = &mut self.checkpoint else { return Ok(None) };
+        let Some(state) = store.load()? else { return Ok(None) };
+        let t = state.usizes("progress-t", None, None)?;
+        let rank = state.usizes("progress-rank", Some(t.len()), None)?;
+        let objective = state.vector("progress-objective", Some(t.len()))?;
+        let kkt = state.vector("progress-kkt", Some(t.len()))?;
+        let some = |v: f64| (!v.is_nan()).then_some(v);
+        self.trace = (0..t.len()).map(|i| (t[i], rank[i], some(objective[i]), some(kkt[i]))).collect();
+        let seconds = state.f64("progress-seconds")?;
+        self.earlier_time = Duration::try_from_secs_f64(seconds).unwrap_or_default();
+        Ok(Some(state))
+    }
+
+    fn save(&mut self, t: usize, mut state: SolverState) -> Result<(), SolverError> {
+        state.put_usizes("progress-t", &self.trace.iter().map(|r| r.0).collect::<Vec<_>>());
+        state.put_usizes("progress-rank", &self.trace.iter().map(|r| r.1).collect::<Vec<_>>());
+        state.put_vector("progress-objective", &self.trace.iter().map(|r| r.2.unwrap_or(f64::NAN)).collect::<Vec<_>>());
+        state.put_vector("progress-kkt", &self.trace.iter().map(|r| r.3.unwrap_or(f64::NAN)).collect::<Vec<_>>());
+        state.put_f64("progress-seconds", self.loop_time.unwrap_or(self.earlier_time).as_secs_f64());
+        match &mut self.checkpoint {
+            Some(store) => store.save(t, state),
+            None => Ok(()),
+        }
+    }
+
+    fn stop_requested(&self) -> bool {
+        self.checkpoint.as_ref().is_some_and(CheckpointStore::stop_requested)
     }
 }

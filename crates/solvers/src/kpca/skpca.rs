@@ -8,7 +8,7 @@ use stolr_lowrank::{
 };
 use stolr_memory::{MemoryBudget, f64_bytes};
 
-use crate::{IterativeSolver, SolverError, StepReport, Stop};
+use crate::{IterativeSolver, SolverError, SolverState, StepReport, Stop};
 
 /// Configuration of [`Skpca`]; validated once by [`Skpca::new`].
 #[derive(Debug, Clone, PartialEq)]
@@ -278,6 +278,61 @@ impl IterativeSolver for Skpca<'_> {
 
     fn finished(&self) -> Option<Stop> {
         (self.t >= self.config.iterations).then_some(Stop::MaxIterations)
+    }
+
+    /// Saves `t` and the iterate's factors: `U` `(n, b)` and `s` for a PSD iterate, with the
+    /// carried `UᵀU` `(b, b)` and its carry count when known (the next steps' bits depend on
+    /// it); `U`, `s`, `V` for a general one.
+    fn save_state(&self, state: &mut SolverState) -> Result<(), SolverError> {
+        state.put_usize("skpca-t", self.t);
+        match &self.iterate {
+            Iterate::Psd(z) => {
+                state.put_bool("skpca-psd", true);
+                state.put_matrix("skpca-u", z.u());
+                state.put_vector("skpca-s", z.s());
+                if let Some((gram, carried)) = z.carried_gram() {
+                    state.put_matrix("skpca-gram", gram);
+                    state.put_usize("skpca-gram_carried", carried as usize);
+                }
+            }
+            Iterate::General(z) => {
+                state.put_bool("skpca-psd", false);
+                state.put_matrix("skpca-u", z.u());
+                state.put_vector("skpca-s", z.s());
+                state.put_matrix("skpca-v", z.v());
+            }
+        }
+        Ok(())
+    }
+
+    fn restore_state(&mut self, state: &SolverState) -> Result<(), SolverError> {
+        let n = self.sampler.n();
+        let psd = state.bool("skpca-psd")?;
+        if psd != matches!(self.iterate, Iterate::Psd(_)) {
+            return Err(SolverError::Checkpoint {
+                reason: "the saved iterate and this sampler differ in symmetry (another --sampler)".into(),
+            });
+        }
+        let t = state.usize("skpca-t")?;
+        let s = state.vector("skpca-s", None)?;
+        let b = s.len();
+        let u = state.matrix("skpca-u", Some((n, b)))?;
+        let bad =
+            |e: stolr_lowrank::LowRankError| SolverError::Checkpoint { reason: format!("the saved iterate: {e}") };
+        self.iterate = if psd {
+            let mut z = SymLowRank::new(u, s).map_err(bad)?;
+            if state.has("skpca-gram") {
+                let carried = u32::try_from(state.usize("skpca-gram_carried")?)
+                    .map_err(|_| SolverError::Checkpoint { reason: "the carried Gram count is too large".into() })?;
+                z.set_carried_gram(Some((state.matrix("skpca-gram", Some((b, b)))?, carried))).map_err(bad)?;
+            }
+            Iterate::Psd(z)
+        } else {
+            let v = state.matrix("skpca-v", Some((n, b)))?;
+            Iterate::General(LowRank::new(u, s, v).map_err(bad)?)
+        };
+        self.t = t;
+        Ok(())
     }
 }
 

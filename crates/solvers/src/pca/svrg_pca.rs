@@ -7,7 +7,7 @@ use stolr_lowrank::{gram_apply, mul, tall_inner};
 
 use crate::error::{check_data, check_rank};
 use crate::pca::common::{PcaOutcome, random_orthonormal, ritz_norm_from_products};
-use crate::{IterativeSolver, Observer, SolverError, StepReport, Stop, run};
+use crate::{IterativeSolver, Observer, SolverError, SolverState, StepReport, Stop, run};
 
 /// When SVRG-PCA stops on the gradient norm.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -476,6 +476,45 @@ impl IterativeSolver for SvrgPca<'_> {
 
     fn finished(&self) -> Option<Stop> {
         self.test()
+    }
+
+    /// Saves the epoch count, the step size `η`, the snapshot `W̃` `(d, r)` with its gradient,
+    /// `CW̃`, objective and captured variance, and the previous snapshot and gradient that the
+    /// next Barzilai–Borwein step reads.
+    fn save_state(&self, state: &mut SolverState) -> Result<(), SolverError> {
+        state.put_usize("svrg-epochs", self.epochs);
+        state.put_f64("svrg-eta", self.eta);
+        state.put_matrix("svrg-w_snap", self.w_snap.as_ref());
+        state.put_matrix("svrg-grad", self.snap.grad.as_ref());
+        state.put_f64("svrg-grad_norm", self.snap.grad_norm);
+        state.put_matrix("svrg-cw", self.snap.cw.as_ref());
+        state.put_f64("svrg-objective", self.snap.objective);
+        state.put_opt_f64("svrg-captured", self.snap.captured);
+        if let Some((w_prev, g_prev)) = &self.prev {
+            state.put_matrix("svrg-w_prev", w_prev.as_ref());
+            state.put_matrix("svrg-g_prev", g_prev.as_ref());
+        }
+        Ok(())
+    }
+
+    fn restore_state(&mut self, state: &SolverState) -> Result<(), SolverError> {
+        let shape = Some((self.x.ncols(), self.config.rank));
+        self.epochs = state.usize("svrg-epochs")?;
+        self.eta = state.f64("svrg-eta")?;
+        self.w_snap = state.matrix("svrg-w_snap", shape)?;
+        self.snap = Snapshot {
+            grad: state.matrix("svrg-grad", shape)?,
+            grad_norm: state.f64("svrg-grad_norm")?,
+            cw: state.matrix("svrg-cw", shape)?,
+            objective: state.f64("svrg-objective")?,
+            captured: state.opt_f64("svrg-captured")?,
+        };
+        self.prev = if state.has("svrg-w_prev") {
+            Some((state.matrix("svrg-w_prev", shape)?, state.matrix("svrg-g_prev", shape)?))
+        } else {
+            None
+        };
+        Ok(())
     }
 }
 

@@ -7,7 +7,7 @@ use stolr_lowrank::{gram_apply, mul, sym_eigen_desc, tall_inner, thin_svd};
 
 use crate::error::{check_data, check_rank};
 use crate::pca::common::{PcaOutcome, random_orthonormal, row_into};
-use crate::{IterativeSolver, Observer, SolverError, StepReport, Stop, run};
+use crate::{IterativeSolver, Observer, SolverError, SolverState, StepReport, Stop, run};
 
 /// Configuration of [`vr_pca`].
 #[derive(Debug, Clone, PartialEq)]
@@ -186,6 +186,25 @@ impl IterativeSolver for VrPca<'_> {
 
     fn finished(&self) -> Option<Stop> {
         self.test()
+    }
+
+    /// Saves the epoch count and the snapshot `W̃` `(d, k)` with `XW̃` `(n, k)` and `XᵀXW̃`
+    /// `(d, k)` (saved rather than recomputed, so the bits are the run's own).
+    fn save_state(&self, state: &mut SolverState) -> Result<(), SolverError> {
+        state.put_usize("vr-epochs", self.epochs);
+        state.put_matrix("vr-w_snap", self.w_snap.as_ref());
+        state.put_matrix("vr-xw_snap", self.xw_snap.as_ref());
+        state.put_matrix("vr-xtxw", self.xtxw.as_ref());
+        Ok(())
+    }
+
+    fn restore_state(&mut self, state: &SolverState) -> Result<(), SolverError> {
+        let (n, d, k) = (self.x.nrows(), self.x.ncols(), self.config.rank);
+        self.epochs = state.usize("vr-epochs")?;
+        self.w_snap = state.matrix("vr-w_snap", Some((d, k)))?;
+        self.xw_snap = state.matrix("vr-xw_snap", Some((n, k)))?;
+        self.xtxw = state.matrix("vr-xtxw", Some((d, k)))?;
+        Ok(())
     }
 }
 

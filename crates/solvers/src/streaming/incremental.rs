@@ -4,8 +4,8 @@
 use faer::Mat;
 use stolr_lowrank::rank_one_eigen_update;
 
-use crate::SolverError;
 use crate::streaming::{StreamingPca, check_dims, check_sample};
+use crate::{SolverError, SolverState};
 
 /// Incremental PCA: `M_{t+1} = P_rank-k(M_t + x_t x_tᵀ)`, the top `k` eigenpairs of the
 /// rank-one update of the previous iterate. No step size; `O(k² d)` per sample, `O(k d)`
@@ -44,6 +44,27 @@ impl IncrementalPca {
 }
 
 impl StreamingPca for IncrementalPca {
+    /// Saves the basis `(d, ≤ k)`, its eigenvalues and the sample count.
+    fn save_state(&self, state: &mut SolverState) -> Result<(), SolverError> {
+        state.put_matrix("incremental-basis", self.basis.as_ref());
+        state.put_vector("incremental-values", &self.values);
+        state.put_usize("incremental-t", self.t);
+        Ok(())
+    }
+
+    fn restore_state(&mut self, state: &SolverState) -> Result<(), SolverError> {
+        let values = state.vector("incremental-values", None)?;
+        if values.len() > self.k {
+            return Err(SolverError::Checkpoint {
+                reason: format!("the saved incremental PCA has {} eigenvalues, more than k = {}", values.len(), self.k),
+            });
+        }
+        self.basis = state.matrix("incremental-basis", Some((self.basis.nrows(), values.len())))?;
+        self.values = values;
+        self.t = state.usize("incremental-t")?;
+        Ok(())
+    }
+
     fn dim(&self) -> usize {
         self.basis.nrows()
     }

@@ -15,7 +15,7 @@ pub use pass::{StreamPass, matrix_rows};
 
 use faer::{Mat, MatRef};
 
-use crate::SolverError;
+use crate::{SolverError, SolverState};
 
 /// A PCA solver that sees the data one sample at a time and can report its current top-`k`
 /// subspace at any point (paper `003_9ee5fcabdf9f0742.txt`: MSG, capped MSG, the incremental
@@ -77,6 +77,25 @@ pub trait StreamingPca {
     /// The current top-`k` subspace: orthonormal columns, shape `(d, min(k, k_t))`, leading
     /// eigenvector first.
     fn subspace(&self) -> Mat<f64>;
+
+    /// Writes the iterate and the step-size schedule into `state`, bit for bit (for a
+    /// checkpoint; see [`IterativeSolver::save_state`](crate::IterativeSolver::save_state)).
+    ///
+    /// # Errors
+    /// [`SolverError::Checkpoint`] for a solver that cannot be checkpointed (the default).
+    fn save_state(&self, state: &mut SolverState) -> Result<(), SolverError> {
+        let _ = state;
+        Err(SolverError::Checkpoint { reason: "this streaming solver cannot be checkpointed".into() })
+    }
+
+    /// Replaces the state by one [`save_state`](Self::save_state) wrote.
+    ///
+    /// # Errors
+    /// [`SolverError::Checkpoint`] for missing or mis-shaped arrays.
+    fn restore_state(&mut self, state: &SolverState) -> Result<(), SolverError> {
+        let _ = state;
+        Err(SolverError::Checkpoint { reason: "this streaming solver cannot be checkpointed".into() })
+    }
 }
 
 /// The step size `η_t` of the `t`-th sample (1-based), `η_t = c/√t` in both forms.
@@ -123,6 +142,20 @@ pub(crate) struct Schedule {
 }
 
 impl Schedule {
+    /// Writes `t` and the running mean of `‖x‖²` under `prefix`.
+    pub fn save(&self, state: &mut SolverState, prefix: &str) {
+        state.put_usize(&format!("{prefix}-schedule_t"), self.t);
+        state.put_f64(&format!("{prefix}-schedule_mean_norm_sq"), self.mean_norm_sq);
+    }
+
+    /// Reads what [`Schedule::save`] wrote.
+    pub fn load(state: &SolverState, prefix: &str) -> Result<Self, SolverError> {
+        Ok(Self {
+            t: state.usize(&format!("{prefix}-schedule_t"))?,
+            mean_norm_sq: state.f64(&format!("{prefix}-schedule_mean_norm_sq"))?,
+        })
+    }
+
     /// Advances to the next sample, with squared norm `norm_sq`, and returns its `η_t`.
     pub fn next(&mut self, step: StepSize, norm_sq: f64) -> f64 {
         self.t += 1;

@@ -5,8 +5,8 @@ use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
 use stolr_lowrank::{mixture_decomposition, project_capped_rank, project_capped_simplex, rank_one_eigen_update};
 
-use crate::SolverError;
 use crate::streaming::{Schedule, StepSize, StreamingPca, check_dims, check_sample, norm_sq};
+use crate::{SolverError, SolverState};
 
 /// Configuration of [`Msg`]: plain MSG (`cap = None`) or capped MSG (`cap = Some(K)`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -146,6 +146,31 @@ impl Msg {
 }
 
 impl StreamingPca for Msg {
+    /// Saves the eigenvectors `(d, m)` and eigenvalues of `M_t`, the schedule and the work
+    /// count.
+    fn save_state(&self, state: &mut SolverState) -> Result<(), SolverError> {
+        state.put_matrix("msg-basis", self.basis.as_ref());
+        state.put_vector("msg-values", &self.values);
+        state.put_f64("msg-work", self.work);
+        self.schedule.save(state, "msg");
+        Ok(())
+    }
+
+    fn restore_state(&mut self, state: &SolverState) -> Result<(), SolverError> {
+        let values = state.vector("msg-values", None)?;
+        let cap = self.config.cap.unwrap_or(self.config.dim);
+        if values.len() > cap || values.iter().any(|v| !(v.is_finite() && (0.0..=1.0).contains(v))) {
+            return Err(SolverError::Checkpoint {
+                reason: "the saved MSG eigenvalues are not in [0, 1] or too many".into(),
+            });
+        }
+        self.basis = state.matrix("msg-basis", Some((self.config.dim, values.len())))?;
+        self.values = values;
+        self.work = state.f64("msg-work")?;
+        self.schedule = Schedule::load(state, "msg")?;
+        Ok(())
+    }
+
     fn dim(&self) -> usize {
         self.config.dim
     }

@@ -5,8 +5,8 @@ use faer::{Accum, Mat, Par};
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
 
-use crate::SolverError;
 use crate::streaming::{Schedule, StepSize, StreamingPca, check_dims, check_sample, norm_sq};
+use crate::{SolverError, SolverState};
 
 /// Steps between two QR re-orthonormalizations of the basis.
 const REORTHONORMALIZE_EVERY: usize = 1024;
@@ -45,6 +45,19 @@ impl Oja {
 }
 
 impl StreamingPca for Oja {
+    /// Saves the basis `(d, k)` and the schedule.
+    fn save_state(&self, state: &mut SolverState) -> Result<(), SolverError> {
+        state.put_matrix("oja-basis", self.basis.as_ref());
+        self.schedule.save(state, "oja");
+        Ok(())
+    }
+
+    fn restore_state(&mut self, state: &SolverState) -> Result<(), SolverError> {
+        self.basis = state.matrix("oja-basis", Some(self.basis.shape()))?;
+        self.schedule = Schedule::load(state, "oja")?;
+        Ok(())
+    }
+
     fn dim(&self) -> usize {
         self.basis.nrows()
     }

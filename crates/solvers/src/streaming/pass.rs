@@ -5,7 +5,7 @@ use faer::MatRef;
 use rand::Rng;
 
 use crate::streaming::StreamingPca;
-use crate::{IterativeSolver, SolverError, StepReport, Stop};
+use crate::{IterativeSolver, SolverError, SolverState, StepReport, Stop};
 
 /// One pass of a [`StreamingPca`] solver over a stream of rows, one sample per
 /// [`step`](IterativeSolver::step); the pass ends with [`Stop::EndOfStream`].
@@ -106,6 +106,44 @@ where
 
     fn finished(&self) -> Option<Stop> {
         self.next.is_none().then_some(Stop::EndOfStream)
+    }
+
+    /// Saves the streaming solver's state, the position in the stream (rows read) and the
+    /// steps made.
+    fn save_state(&self, state: &mut SolverState) -> Result<(), SolverError> {
+        self.solver.save_state(state)?;
+        state.put_usize("stream-position", self.position);
+        state.put_usize("stream-steps", self.steps);
+        Ok(())
+    }
+
+    /// Restores the streaming solver and moves a pass that has read nothing yet to the saved
+    /// position, reading and dropping the rows before it (`O(position)` reading, no work).
+    ///
+    /// # Errors
+    /// [`SolverError::Checkpoint`] if this pass has already read rows or the stream ends
+    /// before the saved position; [`SolverError::Stream`] for a row that cannot be read.
+    fn restore_state(&mut self, state: &SolverState) -> Result<(), SolverError> {
+        if self.position != 0 {
+            return Err(SolverError::Checkpoint { reason: "a pass can only be resumed before its first step".into() });
+        }
+        let position = state.usize("stream-position")?;
+        let steps = state.usize("stream-steps")?;
+        self.solver.restore_state(state)?;
+        for index in 0..position {
+            match self.next.take() {
+                None => {
+                    return Err(SolverError::Checkpoint {
+                        reason: format!("the stream ends after {index} rows, before the saved position {position}"),
+                    });
+                }
+                Some(Err(e)) => return Err(SolverError::Stream { index, source: Box::new(e) }),
+                Some(Ok(_)) => self.next = self.rows.next(),
+            }
+        }
+        self.position = position;
+        self.steps = steps;
+        Ok(())
     }
 }
 

@@ -71,8 +71,8 @@ pub fn run(opts: &Options) -> Result<(), BenchError> {
     }
     eprintln!("MNIST done ({:.1} s)", start.elapsed().as_secs_f64());
 
-    out.json("msg.json", &results)?;
-    out.markdown("msg.md", &md)?;
+    out.json("msg-json", &results)?;
+    out.markdown("msg-md", &md)?;
     eprintln!("wrote {}/msg.{{json,md}} and plots in {:.1} s", out.dir().display(), start.elapsed().as_secs_f64());
     Ok(())
 }

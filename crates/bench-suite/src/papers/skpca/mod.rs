@@ -140,7 +140,7 @@ pub fn run(opts: &Options) -> Result<(), BenchError> {
         plots::plot_dataset(&settings, &report)?;
         reports.push(report);
         // Keep what is done so far, in case a later dataset fails.
-        settings.out.json("skpca.json", &results)?;
+        settings.out.json("skpca-json", &results)?;
     }
     // The per-dataset snapshot folders are removed once scored; remove their parent too.
     let _ = std::fs::remove_dir(settings.out.path("work"));
@@ -153,9 +153,9 @@ pub fn run(opts: &Options) -> Result<(), BenchError> {
         .with_parameter("seeds", settings.seeds);
     summary.time_seconds = started.elapsed().as_secs_f64();
     results.runs.push(summary);
-    let json_path = settings.out.json("skpca.json", &results)?;
+    let json_path = settings.out.json("skpca-json", &results)?;
     let md = report::markdown(&settings, &reports, &results, minutes);
-    settings.out.markdown("skpca.md", &md)?;
+    settings.out.markdown("skpca-md", &md)?;
     println!("{md}");
     println!(
         "wrote {} and skpca.md, plots in {} ({minutes:.1} min)",

@@ -102,8 +102,8 @@ pub fn run(opts: &Options) -> Result<(), BenchError> {
         }
         None => md += &report::benchmark_skipped(),
     }
-    out.json("slkl.json", &results)?;
-    out.markdown("slkl.md", &md)?;
+    out.json("slkl-json", &results)?;
+    out.markdown("slkl-md", &md)?;
     eprintln!("wrote {}/slkl.{{json,md}} and plots in {:.1} s", out.dir().display(), started.elapsed().as_secs_f64());
     Ok(())
 }
