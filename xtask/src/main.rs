@@ -281,8 +281,24 @@ fn copy_docs(out: &Path, docs: &Path) -> Result<usize, String> {
     }
     for file in &new {
         let target = docs.join(file.file_name().unwrap_or_default());
-        std::fs::copy(file, &target)
+        copy_atomic(file, &target)
             .map_err(|e| format!("cannot copy {} to {}: {e}", file.display(), target.display()))?;
     }
     Ok(new.len())
+}
+
+/// Copies `from` to `to` so that `to` appears whole or not at all: the copy goes to a hidden
+/// temporary name in the same folder, is synced and renamed over `to` (removed on failure).
+fn copy_atomic(from: &Path, to: &Path) -> std::io::Result<()> {
+    let mut name = std::ffi::OsString::from(".");
+    name.push(to.file_name().unwrap_or_default());
+    name.push(format!(".{}.tmp", std::process::id()));
+    let temp = to.with_file_name(name);
+    let done = std::fs::copy(from, &temp)
+        .and_then(|_| std::fs::File::open(&temp)?.sync_all())
+        .and_then(|()| std::fs::rename(&temp, to));
+    if done.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    done
 }

@@ -49,21 +49,43 @@ pub(crate) fn prepare(path: &Path) -> Result<(), PlotError> {
     register_font().map_err(|reason| PlotError::Backend { path: path.to_owned(), reason })
 }
 
-/// Draws `figure` on a `size` canvas and writes it to `path` in `format`.
+/// Draws `figure` on a `size` canvas and writes it to `path` in `format`, atomically: the
+/// backend writes a temporary file in the same folder (`.NAME.PID.tmp.EXT`, the extension kept
+/// because the PNG backend picks its encoder from it), which is synced and renamed over
+/// `path`. So `path` holds its previous content or the whole new image, never a part, even if
+/// the process is killed while drawing; on an error the temporary file is removed.
 pub(crate) fn write(figure: &impl Figure, path: &Path, format: ImageFormat, size: (u32, u32)) -> Result<(), PlotError> {
     let fail = |e: String| PlotError::Backend { path: path.to_owned(), reason: e };
-    match format {
+    let name = path.file_name().ok_or_else(|| fail("not a file path".into()))?;
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(name);
+    temp_name.push(format!(".{}.tmp.{}", std::process::id(), if format == ImageFormat::Svg { "svg" } else { "png" }));
+    let temp = path.with_file_name(temp_name);
+    let drawn = match format {
         ImageFormat::Svg => {
-            let root = SVGBackend::new(path, size).into_drawing_area();
-            figure.draw_on(&root).map_err(|e| fail(e.to_string()))?;
-            root.present().map_err(|e| fail(e.to_string()))
+            let root = SVGBackend::new(&temp, size).into_drawing_area();
+            figure
+                .draw_on(&root)
+                .map_err(|e| fail(e.to_string()))
+                .and_then(|()| root.present().map_err(|e| fail(e.to_string())))
         }
         ImageFormat::Png => {
-            let root = BitMapBackend::new(path, size).into_drawing_area();
-            figure.draw_on(&root).map_err(|e| fail(e.to_string()))?;
-            root.present().map_err(|e| fail(e.to_string()))
+            let root = BitMapBackend::new(&temp, size).into_drawing_area();
+            figure
+                .draw_on(&root)
+                .map_err(|e| fail(e.to_string()))
+                .and_then(|()| root.present().map_err(|e| fail(e.to_string())))
         }
+    };
+    let io = |source| PlotError::Io { path: path.to_owned(), source };
+    let finished = drawn.and_then(|()| {
+        std::fs::File::open(&temp).and_then(|f| f.sync_all()).map_err(io)?;
+        std::fs::rename(&temp, path).map_err(io)
+    });
+    if finished.is_err() {
+        let _ = std::fs::remove_file(&temp);
     }
+    finished
 }
 
 /// `path` with `.ext` appended (not replacing an extension: `fig1.a` gives `fig1.a.svg`).
@@ -86,5 +108,32 @@ mod tests {
             assert!(matches!(ImageFormat::from_path(Path::new(bad)), Err(PlotError::Extension { .. })), "{bad}");
         }
         assert_eq!(with_extension(Path::new("out/fig1.a"), "svg"), PathBuf::from("out/fig1.a.svg"));
+    }
+
+    /// A written image replaces the old one whole and leaves no temporary file; a failed write
+    /// leaves the old content and no temporary file either.
+    #[test]
+    fn images_are_written_atomically() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("fig");
+        let mut plot = crate::LinePlot::new("t", "x", "y");
+        plot.series.push(crate::PlotSeries::new("s", vec![1.0, 2.0, 3.0], vec![1.0, 4.0, 9.0]));
+        std::fs::write(dir.path().join("fig.svg"), "old").unwrap();
+        let out = crate::render(&plot, &base).unwrap();
+        let svg = std::fs::read_to_string(&out.svg).unwrap();
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{svg}");
+        assert!(std::fs::read(&out.png).unwrap().starts_with(b"\x89PNG"));
+        let mut names: Vec<String> =
+            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        names.sort();
+        assert_eq!(names, ["fig.png", "fig.svg"]);
+        // The target is a folder: the rename fails, the folder stays, no temporary file remains.
+        let blocked = dir.path().join("blocked");
+        std::fs::create_dir_all(blocked.join("fig.svg")).unwrap();
+        std::fs::write(blocked.join("fig.svg").join("keep"), "x").unwrap();
+        assert!(crate::render(&plot, &blocked.join("fig")).is_err());
+        let left: Vec<String> =
+            std::fs::read_dir(&blocked).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        assert_eq!(left, ["fig.svg"]);
     }
 }
