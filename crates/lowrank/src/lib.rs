@@ -27,6 +27,7 @@
 #![deny(missing_docs)]
 
 mod capped_simplex;
+pub mod comm;
 mod dense;
 mod eigenpairs;
 mod error;
@@ -42,6 +43,7 @@ mod woodbury;
 pub use capped_simplex::{
     Corner, SimplexProjection, mixture_decomposition, project_capped_rank, project_capped_simplex,
 };
+pub use comm::{Communicator, RowShard, SingleProcess};
 pub use dense::{
     ThinSvd, gram_apply, matmul, mul, spd_inverse, spd_solve, squared_norm, sym_eigen_desc, sym_eigenvalues_desc,
     tall_inner, thin_qr, thin_svd, top_eigenpairs,
