@@ -54,6 +54,6 @@ pub use gram_schmidt::{Orthogonalization, OrthogonalizedBlock, orthogonalize_aga
 pub use low_rank::LowRank;
 pub use rank_one_eigen::{RankOneEigenUpdate, rank_one_eigen_update};
 pub use secular::eigen_diagonal_plus_rank_one;
-pub use svs::{shrink_dense, shrink_general, shrink_psd, shrink_psd_in_place};
+pub use svs::{shrink_dense, shrink_general, shrink_psd, shrink_psd_in_place, shrink_psd_in_place_sharded};
 pub use sym_low_rank::SymLowRank;
 pub use woodbury::{ColumnQuadratics, Probe, WoodburyInverse};
