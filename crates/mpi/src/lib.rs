@@ -63,6 +63,12 @@ impl Mpi {
     }
 }
 
+/// Ends every rank of the job with status `code` (`MPI_Abort` on `MPI_COMM_WORLD`); for code
+/// that does not hold the [`Mpi`] value. Never returns.
+pub fn abort_world(code: i32) -> ! {
+    SimpleCommunicator::world().abort(code)
+}
+
 /// Installs a panic hook that prints the panic (with the rank) and then aborts the whole MPI
 /// job with status 101, so that a panicking rank never leaves the others waiting in a
 /// collective. Call after [`Mpi::init`].
