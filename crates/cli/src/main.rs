@@ -97,6 +97,9 @@ fn run() -> std::process::ExitCode {
                 for cause in err.chain().skip(1) {
                     eprintln!("  caused by: {cause}");
                 }
+                // mpirun relays a rank's output asynchronously: leave it time to pass the message
+                // on before the abort ends every process.
+                std::thread::sleep(std::time::Duration::from_millis(300));
                 distributed::abort(1);
             }
             eprintln!("error: {err}");

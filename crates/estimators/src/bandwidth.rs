@@ -213,7 +213,7 @@ pub fn bandwidth_estimate_sharded<R: Rng + ?Sized>(
         n[0]
     };
     let flat: Vec<f64> = blocks.concat();
-    let rows = if d == 0 { 0 } else { flat.len() / d };
+    let rows = flat.len().checked_div(d).unwrap_or(0);
     let gathered = faer::Mat::from_fn(rows, d, |i, k| flat[i * d + k]);
     drop(flat);
     let mut b = bandwidth_estimate(gathered.as_ref(), percentile, pairs, rng)?;
