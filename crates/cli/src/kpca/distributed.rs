@@ -9,11 +9,11 @@
 //! there by the single-process code). Only rank 0 prints and draws the progress bar.
 //!
 //! Not distributed yet (an error under `mpirun -np P`, `P > 1`): the exact, matrix-free exact
-//! and KHA solvers, the column samplers, `--center` with SKPCA, `--standardize`.
+//! and KHA solvers, the column samplers, `--center` with SKPCA.
 
 use anyhow::{Context, Result, bail};
 use faer::{Mat, MatRef};
-use stolr_datasets::{Dataset, Labels, OneHotEncoding, read_libsvm_part};
+use stolr_datasets::{Dataset, Labels, OneHotEncoding, Standardization, read_libsvm_part};
 use stolr_estimators::{KernelSampler, RandomFourierFeatures, RandomMaclaurin};
 use stolr_lowrank::comm::{gather_rows, rows_by_index};
 use stolr_lowrank::{Communicator, Eigenpairs, RowShard};
@@ -38,7 +38,13 @@ pub(super) fn run(args: KpcaArgs, comm: &dyn Communicator) -> Result<()> {
     }
     let shared = read_shard(&args, comm)?;
     let read_time = total.elapsed();
-    let Shared { local, shard, full, encoding, origin } = shared;
+    let Shared { mut local, shard, mut full, encoding, origin } = shared;
+    let standardization = args.standardize.then(|| standardize_sharded(&mut local, comm));
+    // Rank 0 keeps every (standardized) row, for the model, the certificate and the report.
+    let gathered = gather_rows(comm, local.as_ref(), 0);
+    if let (Some(data), Some(x)) = (full.as_mut(), gathered) {
+        data.x = x;
+    }
     if let Some(rank) = args.rank
         && rank > shard.total
     {
@@ -49,8 +55,8 @@ pub(super) fn run(args: KpcaArgs, comm: &dyn Communicator) -> Result<()> {
     let sigma_time = t_sigma.elapsed();
     let start = Instant::now();
     let solved = match args.solver {
-        SolverKind::Nystrom => nystrom(&args, local.as_ref(), shard, &kernel, comm)?,
-        SolverKind::Skpca => skpca(&args, local.as_ref(), shard, full.as_ref(), &kernel, comm)?,
+        SolverKind::Nystrom => nystrom(&args, local.as_ref(), shard, &kernel, standardization, comm)?,
+        SolverKind::Skpca => skpca(&args, local.as_ref(), shard, full.as_ref(), &kernel, standardization, comm)?,
         _ => unreachable!("refused by check_supported"),
     };
     let Some((mut solved, data)) = solved.zip(full) else {
@@ -77,9 +83,6 @@ fn check_supported(args: &KpcaArgs, size: usize) -> Result<()> {
             }
         }
         other => not_yet(format!("--solver {}", format!("{other:?}").to_lowercase()))?,
-    }
-    if args.standardize {
-        not_yet("--standardize".into())?;
     }
     if args.solver == SolverKind::Nystrom && args.rank.is_none() {
         bail!("--solver nystrom needs --rank (the number of eigenpairs)");
@@ -118,11 +121,11 @@ fn read_shard(args: &KpcaArgs, comm: &dyn Communicator) -> Result<Shared> {
                 Labels::Numeric(v) => v.clone(),
                 _ => Vec::new(),
             };
-            let x = gather_rows(comm, local.as_ref(), 0);
-            let labels = comm.gather(&labels, 0).map(|l| l.concat());
-            let full = x.zip(labels).map(|(x, labels)| Dataset {
-                labels: if labels.len() == x.nrows() { Labels::Numeric(labels) } else { Labels::None },
-                x,
+            let total = shard.total;
+            // The rows themselves are gathered after standardization.
+            let full = comm.gather(&labels, 0).map(|l| l.concat()).map(|labels| Dataset {
+                labels: if labels.len() == total { Labels::Numeric(labels) } else { Labels::None },
+                x: Mat::new(),
                 source: part.source.clone(),
             });
             Shared { local, shard, full, encoding: None, origin: "file" }
@@ -155,6 +158,7 @@ fn nystrom(
     local: MatRef<'_, f64>,
     shard: RowShard,
     kernel: &stolr_estimators::Kernel,
+    standardization: Option<Standardization>,
     comm: &dyn Communicator,
 ) -> Result<Option<Solved>> {
     let rank = args.rank.unwrap_or(10);
@@ -170,7 +174,15 @@ fn nystrom(
     };
     let pairs = Eigenpairs { values: fit.pairs.values.clone(), vectors };
     let centering = if args.center { KernelCentering::Offset(fit.offset) } else { KernelCentering::None };
-    let model = KernelPcaModel::new("nystrom", *kernel, None, rows, fit.coefficients, pairs.values.clone(), centering)?;
+    let model = KernelPcaModel::new(
+        "nystrom",
+        *kernel,
+        standardization,
+        rows,
+        fit.coefficients,
+        pairs.values.clone(),
+        centering,
+    )?;
     Ok(Some(solved(model, pairs, None, None, None, Progress::new("nystrom", None, 1))))
 }
 
@@ -182,6 +194,7 @@ fn skpca(
     shard: RowShard,
     full: Option<&Dataset>,
     kernel: &stolr_estimators::Kernel,
+    standardization: Option<Standardization>,
     comm: &dyn Communicator,
 ) -> Result<Option<Solved>> {
     let (tau, tau_report) = match args.tau {
@@ -265,12 +278,42 @@ fn skpca(
     let model = KernelPcaModel::from_training_eigenpairs(
         "skpca",
         *kernel,
-        None,
+        standardization,
         data.x.clone(),
         &pairs,
         KernelCentering::None,
     )?;
     Ok(Some(solved(model, pairs, Some(tau_report), Some(iterations), Some(stop), progress)))
+}
+
+/// Standardizes the sharded columns in place as [`stolr_datasets::standardize`] does on one
+/// process: the column sums, then the sums of squared deviations from the mean, are added over
+/// the ranks in rank order (`2d` doubles); a column whose standard deviation is at most
+/// `10 ε |mean|` is constant and set to 0 with scale 1. The statistics differ from one process's
+/// only by the order of the additions.
+fn standardize_sharded(x: &mut Mat<f64>, comm: &dyn Communicator) -> Standardization {
+    let d = x.ncols();
+    let mut n = [x.nrows() as f64];
+    comm.all_reduce_sum(&mut n);
+    let n = n[0];
+    let mut mean: Vec<f64> = (0..d).map(|j| x.col_as_slice(j).iter().sum::<f64>()).collect();
+    comm.all_reduce_sum(&mut mean);
+    mean.iter_mut().for_each(|m| *m /= n);
+    let mut var: Vec<f64> =
+        (0..d).map(|j| x.col_as_slice(j).iter().map(|&v| (v - mean[j]) * (v - mean[j])).sum::<f64>()).collect();
+    comm.all_reduce_sum(&mut var);
+    let mut scale = vec![1.0; d];
+    for j in 0..d {
+        let (m, std) = (mean[j], (var[j] / n).sqrt());
+        let col = x.col_as_slice_mut(j);
+        if std <= 10.0 * f64::EPSILON * m.abs() || std == 0.0 {
+            col.fill(0.0);
+        } else {
+            scale[j] = std;
+            col.iter_mut().for_each(|v| *v = (*v - m) / std);
+        }
+    }
+    Standardization { mean, scale }
 }
 
 /// The [`Solved`] of a distributed fit (its solve time is set by the caller).
