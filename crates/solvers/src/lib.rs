@@ -50,7 +50,8 @@ pub use krr::{
 };
 pub use pca::{
     EpochLength, Pca, PcaModel, PcaOutcome, PcaSolver, SvrgPca, SvrgPcaConfig, Tolerance, VrPca, VrPcaConfig,
-    captured_norm, exact_pca, penalty_objective, rayleigh_ritz, svrg_pca, variance_reduced_direction, vr_pca,
+    captured_norm, exact_pca, penalty_objective, rayleigh_ritz, rayleigh_ritz_sharded, svrg_pca,
+    variance_reduced_direction, vr_pca,
 };
 pub use run::{IterationReport, IterativeSolver, Observer, StepReport, Stop, StopAt, TimeBudget, run, run_with_target};
 pub use streaming::{IncrementalPca, Msg, MsgConfig, Oja, StepSize, StreamPass, StreamingPca, matrix_rows};

@@ -92,3 +92,35 @@ fn sharded_skpca_matches_one_process() {
         assert!(ev <= 1e-11 && vec <= 1e-8, "P = {p}: eigenvalues {ev:e}, vectors {vec:e}");
     }
 }
+
+#[test]
+fn sharded_svrg_pca_matches_one_process() {
+    use stolr_solvers::{SvrgPca, SvrgPcaConfig, captured_norm};
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(21);
+    let g = stolr_datasets::generate::eigengap(900, 20, 0.3, &mut rng).unwrap();
+    let config = SvrgPcaConfig { max_epochs: 15, ..SvrgPcaConfig::consistent(3) };
+    let solve = |local: MatRef<'_, f64>, comm: &dyn Communicator| {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(8);
+        let mut solver = SvrgPca::new_sharded(local, config.clone(), &mut rng, comm).unwrap();
+        let stop = run(&mut solver, &mut rng, &mut ()).unwrap();
+        solver.finish(stop).unwrap()
+    };
+    let single = solve(g.x.as_ref(), &stolr_lowrank::SingleProcess);
+    let sslev: f64 = g.singular_values.as_ref().unwrap()[..3].iter().map(|s| s * s).sum::<f64>().sqrt();
+    // The run is far enough along for the comparison to mean something.
+    assert!(captured_norm(&single.pairs.values) > 0.99 * sslev);
+    for p in [1, 2, 3] {
+        let out = ThreadGroup::run(p, |comm| {
+            let shard = RowShard::balanced(g.x.nrows(), comm.rank(), comm.size());
+            solve(g.x.as_ref().subrows(shard.first, shard.rows), comm)
+        });
+        for o in &out {
+            assert_eq!(o.epochs, single.epochs, "P = {p}");
+            let (ev, vec) = compare(&single.pairs, &o.pairs);
+            if p == 1 {
+                assert_eq!((ev, vec), (0.0, 0.0), "one rank: the same bits");
+            }
+            assert!(ev <= 1e-10 && vec <= 1e-8, "P = {p}: values {ev:e}, axes {vec:e}");
+        }
+    }
+}
