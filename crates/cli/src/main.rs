@@ -82,7 +82,7 @@ fn run() -> std::process::ExitCode {
     memory::set_budget(cli.memory_limit.map(stolr_memory::MemoryBudget::bytes).unwrap_or_default());
     let result = match cli.command {
         Command::Kpca(args) => kpca::run(*args),
-        Command::Pca(args) => distributed::refuse("stolr pca").and_then(|()| pca::run(*args)),
+        Command::Pca(args) => pca::run(*args),
         Command::Krr(args) => distributed::refuse("stolr krr").and_then(|()| krr::run(*args)),
         Command::Transform(args) => distributed::refuse("stolr transform").and_then(|()| apply::transform(args)),
         Command::Predict(args) => distributed::refuse("stolr predict").and_then(|()| apply::predict(args)),

@@ -16,6 +16,8 @@ use crate::common::progress::Progress;
 use crate::memory::peak_rss_bytes;
 use crate::rng::stream;
 
+mod distributed;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Generator {
     /// Shamir's eigengap matrix (singular values 1, 1−g, 1−1.1g, …; known sslev).
@@ -170,6 +172,10 @@ pub(crate) fn plot(
 
 /// Runs `stolr pca`.
 pub fn run(args: PcaArgs) -> Result<()> {
+    let world = crate::distributed::current();
+    if let Some(comm) = &world {
+        distributed::check_supported(&args, comm.size())?;
+    }
     if args.solver.is_streaming() {
         return crate::pca_stream::run(args);
     }
@@ -231,9 +237,17 @@ pub fn run(args: PcaArgs) -> Result<()> {
         Progress::check_trace("--epochs", epochs, 1)?;
     }
     let mut progress = Progress::new(params.solver.name(), None, 1);
-    let (model, stop, epochs) =
-        params.fit_prepared(prepared.x(), prepared.mean.clone(), prepared.scale.clone(), &mut rng, &mut progress)?;
+    let (mean, scale) = (prepared.mean.clone(), prepared.scale.clone());
+    let (model, stop, epochs) = match &world {
+        // Under mpirun: the rows split across the ranks (SVRG-PCA only).
+        Some(comm) => distributed::fit_prepared(&params, prepared.x(), mean, scale, &mut rng, &mut progress, &**comm)?,
+        None => params.fit_prepared(prepared.x(), mean, scale, &mut rng, &mut progress)?,
+    };
     progress.finish();
+    if world.is_some_and(|c| !c.is_root()) {
+        // Rank 0 writes and prints.
+        return Ok(());
+    }
     drop(prepared);
     let epochs = stop.map(|_| epochs);
     let stop = stop.map(|s| s.to_string());

@@ -113,6 +113,45 @@ fn same_answers_on_one_two_and_three_processes() {
 }
 
 #[test]
+fn svrg_pca_captures_the_same_variance_on_one_two_and_three_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut captured = Vec::new();
+    for np in [1, 2, 3] {
+        let out = dir.path().join(format!("pca-{np}"));
+        let args = [
+            "pca",
+            "--generate",
+            "eigengap",
+            "--n",
+            "3000",
+            "--d",
+            "40",
+            "--solver",
+            "svrg-bb",
+            "--rank",
+            "3",
+            "--epochs",
+            "20",
+            "--seed",
+            "4",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        let (status, stderr, _) = wait(mpirun(np, &args), DEADLINE);
+        assert!(status.success(), "{np} processes: {stderr}");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+        let result = &report["result"];
+        captured.push((result["captured_norm"].as_f64().unwrap(), result["epochs"].as_u64().unwrap()));
+    }
+    for (np, c) in [(2, captured[1]), (3, captured[2])] {
+        assert_eq!(c.1, captured[0].1, "epochs on {np} processes");
+        let rel = (c.0 - captured[0].0).abs() / captured[0].0;
+        assert!(rel <= 1e-12, "captured norm on {np} processes: {} vs {} ({rel:e})", c.0, captured[0].0);
+    }
+}
+
+#[test]
 fn a_killed_rank_ends_the_job_within_seconds() {
     let dir = tempfile::tempdir().unwrap();
     let data = write_data(dir.path());
