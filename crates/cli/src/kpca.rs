@@ -216,7 +216,7 @@ fn bandwidth_report(b: &Bandwidth, print: bool) -> BandwidthReport {
 }
 
 /// The kernel of `args`; `x` is this rank's rows of the data (all of them on one process), and
-/// `d` the number of features (the polynomial kernel's default scale).
+/// σ's rule runs over the rows of every rank of `comm`.
 fn build_kernel(
     args: &KpcaArgs,
     x: faer::MatRef<'_, f64>,
