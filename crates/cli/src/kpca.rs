@@ -10,8 +10,10 @@ use faer::Mat;
 use stolr_datasets::{
     Dataset, OneHotEncoding, Standardization, generate, standardize, write_npy_matrix, write_npy_vector,
 };
-use stolr_estimators::{Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_estimate};
-use stolr_lowrank::Eigenpairs;
+use stolr_estimators::{
+    Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_estimate_sharded,
+};
+use stolr_lowrank::{Communicator, Eigenpairs, SingleProcess};
 use stolr_report::{
     BandwidthReport, CertificateIntervals, CertificateReport, KpcaDataset, KpcaParameters, KpcaReport, KpcaResult,
     KpcaTimings, ReportCategorical, ReportKernel, TauReport,
@@ -28,6 +30,8 @@ use crate::common::progress::Progress;
 use crate::common::sigma::SigmaArg;
 use crate::memory::peak_rss_bytes;
 use crate::rng::stream;
+
+mod distributed;
 
 /// Size of the built-in generated dataset used when no `--input` is given.
 const DEFAULT_N: usize = 2000;
@@ -186,7 +190,7 @@ fn load(args: &KpcaArgs) -> Result<(Dataset, Option<OneHotEncoding>, &'static st
 
 /// The bandwidth rule's counts for the report, with a warning (also printed to stderr) when
 /// duplicate rows exceed 10 % of the rows.
-fn bandwidth_report(b: &Bandwidth) -> BandwidthReport {
+fn bandwidth_report(b: &Bandwidth, print: bool) -> BandwidthReport {
     let warning = b.many_duplicates().then(|| {
         format!(
             "{} of the {} rows ({:.1} %) duplicate another row: sigma was taken over the {} distinct rows, \
@@ -197,7 +201,9 @@ fn bandwidth_report(b: &Bandwidth) -> BandwidthReport {
             b.distinct_rows
         )
     });
-    if let Some(w) = &warning {
+    if let Some(w) = &warning
+        && print
+    {
         eprintln!("warning: {w}");
     }
     BandwidthReport {
@@ -212,20 +218,27 @@ fn bandwidth_report(b: &Bandwidth) -> BandwidthReport {
     }
 }
 
-fn build_kernel(args: &KpcaArgs, x: faer::MatRef<'_, f64>) -> Result<(Kernel, &'static str, Option<BandwidthReport>)> {
+/// The kernel of `args`; `x` is this rank's rows of the data (all of them on one process), and
+/// σ's rule runs over the rows of every rank of `comm`.
+fn build_kernel(
+    args: &KpcaArgs,
+    x: faer::MatRef<'_, f64>,
+    comm: &dyn Communicator,
+) -> Result<(Kernel, &'static str, Option<BandwidthReport>)> {
     let sigma = |rng_index| -> Result<(f64, &'static str, Option<BandwidthReport>)> {
         match args.sigma {
             SigmaArg::Auto => {
-                let b = bandwidth_estimate(
+                let b = bandwidth_estimate_sharded(
                     x,
                     DEFAULT_BANDWIDTH_PERCENTILE,
                     DEFAULT_BANDWIDTH_PAIRS,
                     &mut stream(args.seed, rng_index),
+                    comm,
                 )?;
                 Ok((
                     b.sigma,
                     "auto: 20th percentile of pairwise Euclidean distances between distinct rows",
-                    Some(bandwidth_report(&b)),
+                    Some(bandwidth_report(&b, comm.is_root())),
                 ))
             }
             SigmaArg::Value(s) => Ok((s, "given", None)),
@@ -415,8 +428,29 @@ fn report_kernel(kernel: &Kernel, sigma_source: &str) -> ReportKernel {
     }
 }
 
-/// Runs `stolr kpca`.
+/// What [`finish`] needs besides the solver's result: the rows (all of them), how they were
+/// read, the kernel and the times so far.
+struct Prepared {
+    data: Dataset,
+    encoding: Option<OneHotEncoding>,
+    origin: &'static str,
+    total: Instant,
+    read_time: Duration,
+    sigma_time: Duration,
+    kernel: Kernel,
+    sigma_source: &'static str,
+    bandwidth: Option<BandwidthReport>,
+}
+
+/// Runs `stolr kpca` (on the rows sharded across the processes of an MPI run when there are
+/// several: see [`distributed`]).
 pub fn run(args: KpcaArgs) -> Result<()> {
+    if let Some(comm) = crate::distributed::current() {
+        if args.checkpoint.checkpoint.is_some() {
+            crate::distributed::refuse("--checkpoint")?;
+        }
+        return distributed::run(args, &*comm);
+    }
     let total = Instant::now();
     if args.rank == Some(0) {
         bail!("--rank must be at least 1");
@@ -433,10 +467,19 @@ pub fn run(args: KpcaArgs) -> Result<()> {
     }
     let standardization: Option<Standardization> = args.standardize.then(|| standardize(&mut data.x));
     let t_sigma = Instant::now();
-    let (kernel, sigma_source, bandwidth) = build_kernel(&args, data.x.as_ref())?;
+    let (kernel, sigma_source, bandwidth) = build_kernel(&args, data.x.as_ref(), &SingleProcess)?;
     let sigma_time = t_sigma.elapsed();
-    let mut solved = solve(&args, data.x.as_ref(), &kernel, standardization)?;
-    let certificate = certificate(&args, data.x.as_ref(), &kernel, &solved)?;
+    let solved = solve(&args, data.x.as_ref(), &kernel, standardization)?;
+    let prepared = Prepared { data, encoding, origin, total, read_time, sigma_time, kernel, sigma_source, bandwidth };
+    finish(&args, prepared, solved)
+}
+
+/// The certificate, the output files, the report and the summary line of a fit on all the rows
+/// `prepared.data`.
+fn finish(args: &KpcaArgs, prepared: Prepared, mut solved: Solved) -> Result<()> {
+    let Prepared { mut data, encoding, origin, total, read_time, sigma_time, kernel, sigma_source, bandwidth } =
+        prepared;
+    let certificate = certificate(args, data.x.as_ref(), &kernel, &solved)?;
     // The model keeps what it needs of the rows; the data matrix itself (466 MB at KDD Cup) is
     // released before the outputs are written.
     let (n, d) = (data.n(), data.d());

@@ -8,6 +8,7 @@
 
 mod apply;
 mod common;
+mod distributed;
 mod kpca;
 mod krr;
 mod memory;
@@ -49,6 +50,25 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
+    // Under `mpirun` (built with `--features mpi`): MPI first, so that every rank's failure ends
+    // the whole job (a panic, or an error below, aborts every rank instead of leaving the others
+    // waiting in a collective).
+    #[cfg(feature = "mpi")]
+    let world = stolr_mpi::Mpi::init().map(std::rc::Rc::new);
+    #[cfg(feature = "mpi")]
+    if let Some(world) = &world {
+        use stolr_lowrank::Communicator;
+        if world.size() > 1 {
+            stolr_mpi::abort_on_panic(world.rank());
+        }
+        distributed::set(world.clone());
+    }
+    let code = run();
+    distributed::clear();
+    code
+}
+
+fn run() -> std::process::ExitCode {
     let command = Cli::command();
     let matches = command.clone().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
@@ -73,13 +93,25 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Kpca(args) => kpca::run(*args),
         Command::Pca(args) => pca::run(*args),
-        Command::Krr(args) => krr::run(*args),
-        Command::Transform(args) => apply::transform(args),
-        Command::Predict(args) => apply::predict(args),
+        Command::Krr(args) => distributed::refuse("stolr krr").and_then(|()| krr::run(*args)),
+        Command::Transform(args) => distributed::refuse("stolr transform").and_then(|()| apply::transform(args)),
+        Command::Predict(args) => distributed::refuse("stolr predict").and_then(|()| apply::predict(args)),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
+            if let Some(comm) = distributed::current() {
+                // One rank failed: say which, and end every rank (the others may be waiting
+                // for it in a collective).
+                eprintln!("error (rank {} of {}): {err}", comm.rank(), comm.size());
+                for cause in err.chain().skip(1) {
+                    eprintln!("  caused by: {cause}");
+                }
+                // mpirun relays a rank's output asynchronously: leave it time to pass the message
+                // on before the abort ends every process.
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                distributed::abort(1);
+            }
             eprintln!("error: {err}");
             for cause in err.chain().skip(1) {
                 eprintln!("  caused by: {cause}");

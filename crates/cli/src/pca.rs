@@ -17,6 +17,8 @@ use crate::common::checkpoint::{CheckpointArgs, FileStore, matrix_fingerprint, r
 use crate::memory::peak_rss_bytes;
 use crate::rng::stream;
 
+mod distributed;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Generator {
     /// Shamir's eigengap matrix (singular values 1, 1−g, 1−1.1g, …; known sslev).
@@ -173,6 +175,10 @@ pub(crate) fn plot(
 
 /// Runs `stolr pca`.
 pub fn run(args: PcaArgs) -> Result<()> {
+    let world = crate::distributed::current();
+    if let Some(comm) = &world {
+        distributed::check_supported(&args, comm.size())?;
+    }
     if args.solver.is_streaming() {
         return crate::pca_stream::run(args);
     }
@@ -236,9 +242,17 @@ pub fn run(args: PcaArgs) -> Result<()> {
     require_support(&args.checkpoint, args.solver != PcaSolver::Exact, params.solver.name())?;
     let store = FileStore::new(&args.checkpoint, || Ok(matrix_fingerprint(prepared.x())))?;
     let mut progress = Progress::new(params.solver.name(), None, 1).with_checkpoint(store);
-    let (model, stop, epochs) =
-        params.fit_prepared(prepared.x(), prepared.mean.clone(), prepared.scale.clone(), &mut rng, &mut progress)?;
+    let (mean, scale) = (prepared.mean.clone(), prepared.scale.clone());
+    let (model, stop, epochs) = match &world {
+        // Under mpirun: the rows split across the ranks (SVRG-PCA only).
+        Some(comm) => distributed::fit_prepared(&params, prepared.x(), mean, scale, &mut rng, &mut progress, &**comm)?,
+        None => params.fit_prepared(prepared.x(), mean, scale, &mut rng, &mut progress)?,
+    };
     progress.finish();
+    if world.is_some_and(|c| !c.is_root()) {
+        // Rank 0 writes and prints.
+        return Ok(());
+    }
     drop(prepared);
     let epochs = stop.map(|_| epochs);
     let stop = stop.map(|s| s.to_string());

@@ -474,6 +474,16 @@ pub enum DataError {
         known: String,
     },
 
+    /// The file cannot be read in parts by byte ranges (gzip-compressed text), as a run over
+    /// several processes needs.
+    #[error("{path}: {reason}")]
+    NotShardable {
+        /// File path.
+        path: String,
+        /// Why, and what to do instead.
+        reason: String,
+    },
+
     /// A generator parameter is out of its allowed range.
     #[error("invalid parameter {name}: {reason}")]
     InvalidParameter {

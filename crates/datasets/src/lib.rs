@@ -47,6 +47,7 @@ mod lines;
 mod mnist;
 mod model_file;
 mod npy;
+mod shard;
 mod split;
 mod standardize;
 mod stream;
@@ -64,6 +65,7 @@ pub use model_file::{
     MAX_EMPTY_DIM, MODEL_FILE_NAME, MODEL_FORMAT, MODEL_FORMAT_VERSION, ModelArray, ModelFile, resolve_model_path,
 };
 pub use npy::{read_npy_matrix, write_npy_indices, write_npy_matrix, write_npy_vector};
+pub use shard::{line_aligned_range, read_libsvm_part};
 pub use split::{Split, TrainTest, random_folds, random_split};
 pub use standardize::{Standardization, standardize};
 pub use stream::{RowFormat, RowStream, stream_rows};

@@ -6,6 +6,8 @@ use std::hash::{DefaultHasher, Hasher};
 use faer::MatRef;
 use rand::{Rng, RngExt};
 
+use stolr_lowrank::Communicator;
+
 use crate::EstimatorError;
 use crate::data::check_data;
 
@@ -178,6 +180,47 @@ pub fn bandwidth_estimate<R: Rng + ?Sized>(
 /// order. Rows are equal when every entry is equal as `f64` (so $-0 = +0$; `x` is finite).
 /// One pass, $O(n d)$ time, a hash table of the distinct rows ($O(m)$ words); hash collisions
 /// are resolved by comparing the rows.
+/// [`bandwidth_estimate`] over rows sharded across the ranks of `comm`: `x` is this rank's
+/// block of rows, in rank order the blocks are the whole data. Gives the same [`Bandwidth`], bit
+/// for bit, as [`bandwidth_estimate`] on the whole data (same `rng` state on every rank).
+///
+/// **Scheme.** Each rank finds its own distinct rows (first occurrences, in row order) and the
+/// ranks exchange them ([`Communicator::all_gather`], `8·m_p·d` bytes from rank `p`); on the
+/// concatenation in rank order, the first occurrences are the distinct rows of the whole data in
+/// row order (a row repeated on two ranks is dropped on the second), so every rank then runs
+/// [`bandwidth_estimate`] on the same distinct rows and draws the same pairs. Memory: every
+/// rank holds all `m` distinct rows, `8·m·d` bytes (the whole data when it has no duplicates):
+/// give σ explicitly when that does not fit one process.
+///
+/// # Errors
+/// As [`bandwidth_estimate`] (on the gathered rows, so every rank returns the same error).
+pub fn bandwidth_estimate_sharded<R: Rng + ?Sized>(
+    x: MatRef<'_, f64>,
+    percentile: f64,
+    pairs: usize,
+    rng: &mut R,
+    comm: &dyn Communicator,
+) -> Result<Bandwidth, EstimatorError> {
+    if comm.size() == 1 {
+        return bandwidth_estimate(x, percentile, pairs, rng);
+    }
+    let d = x.ncols();
+    let local: Vec<f64> = distinct_rows(x).into_iter().flat_map(|i| (0..d).map(move |k| x[(i, k)])).collect();
+    let blocks = comm.all_gather(&local);
+    let total_rows: f64 = {
+        let mut n = [x.nrows() as f64];
+        comm.all_reduce_sum(&mut n);
+        n[0]
+    };
+    let flat: Vec<f64> = blocks.concat();
+    let rows = flat.len().checked_div(d).unwrap_or(0);
+    let gathered = faer::Mat::from_fn(rows, d, |i, k| flat[i * d + k]);
+    drop(flat);
+    let mut b = bandwidth_estimate(gathered.as_ref(), percentile, pairs, rng)?;
+    b.rows = total_rows as usize;
+    Ok(b)
+}
+
 fn distinct_rows(x: MatRef<'_, f64>) -> Vec<usize> {
     let (n, d) = x.shape();
     let same = |i: usize, j: usize| (0..d).all(|k| x[(i, k)] == x[(j, k)]);

@@ -39,7 +39,7 @@ mod sincos;
 
 pub use bandwidth::{
     Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, DUPLICATE_WARNING_SHARE, bandwidth_estimate,
-    bandwidth_rule,
+    bandwidth_estimate_sharded, bandwidth_rule,
 };
 pub use centered::{Centered, centered_kernel_matrix};
 pub use columns::ColumnSampling;

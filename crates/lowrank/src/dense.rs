@@ -543,9 +543,18 @@ const GRAM_MAX_GROUPS: usize = 32;
 /// the partials are summed in group order. The groups depend on `n` only, so the result is the
 /// same bits whatever the number of threads. Memory `g·(b+a)²`.
 ///
+/// **Sharded rows.** `u` and `w` are this rank's rows; the local sum (over the local `n`) is
+/// then added across ranks in rank order by `comm` (the rows of the lower triangle below the
+/// known block only, `a·b + a(a+1)/2` numbers, when `known_uu` is given; `m(m+1)/2` otherwise).
+///
 /// # Panics
 /// If `u` and `w` have different numbers of rows, or `known_uu` is not `(b, b)`.
-pub(crate) fn gram_of_pair(u: MatRef<'_, f64>, w: MatRef<'_, f64>, known_uu: Option<MatRef<'_, f64>>) -> Mat<f64> {
+pub(crate) fn gram_of_pair(
+    u: MatRef<'_, f64>,
+    w: MatRef<'_, f64>,
+    known_uu: Option<MatRef<'_, f64>>,
+    comm: &dyn crate::Communicator,
+) -> Mat<f64> {
     use faer::linalg::matmul::triangular::{BlockStructure, matmul};
     assert_eq!(u.nrows(), w.nrows(), "gram_of_pair: row counts differ");
     let (n, b, a) = (u.nrows(), u.ncols(), w.ncols());
@@ -579,6 +588,8 @@ pub(crate) fn gram_of_pair(u: MatRef<'_, f64>, w: MatRef<'_, f64>, known_uu: Opt
     for p in parts {
         sum += &p;
     }
+    // The local rows' partials, then the ranks' in rank order; the known block never crosses.
+    crate::comm::all_reduce_lower_from(comm, &mut sum, if known_uu.is_some() { b } else { 0 });
     if let Some(g) = known_uu {
         for j in 0..b {
             for i in j..b {

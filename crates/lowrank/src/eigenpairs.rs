@@ -60,6 +60,45 @@ impl Eigenpairs {
         signs
     }
 
+    /// [`Eigenpairs::fix_signs`] for eigenvectors whose rows are sharded across the ranks of
+    /// `comm`: this rank holds rows `first..first + n_local` of every eigenvector. Each rank finds
+    /// its entry of largest absolute value per column (the first on ties), the candidates are
+    /// gathered, and the largest wins, the one of lowest global row on ties: the rule of
+    /// [`Eigenpairs::fix_signs`] over the whole column, so the signs do not depend on the number
+    /// of ranks. Returns the signs applied (±1, the same on every rank). Collective: `2r`
+    /// numbers per rank are gathered.
+    pub fn fix_signs_sharded(&mut self, comm: &dyn crate::Communicator, first: usize) -> Vec<f64> {
+        let r = self.vectors.ncols();
+        // Per column: |v| of the local best, its sign and its global row.
+        let mut local = Vec::with_capacity(3 * r);
+        for j in 0..r {
+            let col = self.vectors.col(j);
+            let (mut best, mut sign, mut row) = (0.0_f64, 1.0, f64::INFINITY);
+            for i in 0..col.nrows() {
+                if col[i].abs() > best {
+                    (best, sign, row) = (col[i].abs(), col[i].signum(), (first + i) as f64);
+                }
+            }
+            local.extend([best, sign, row]);
+        }
+        let all = comm.all_gather(&local);
+        let mut signs = vec![1.0; r];
+        for (j, applied) in signs.iter_mut().enumerate() {
+            let (mut best, mut sign, mut row) = (0.0_f64, 1.0, f64::INFINITY);
+            for part in &all {
+                let (b, s, i) = (part[3 * j], part[3 * j + 1], part[3 * j + 2]);
+                if b > best || (b == best && b > 0.0 && i < row) {
+                    (best, sign, row) = (b, s, i);
+                }
+            }
+            if sign < 0.0 {
+                *applied = -1.0;
+                self.vectors.col_mut(j).iter_mut().for_each(|v| *v = -*v);
+            }
+        }
+        signs
+    }
+
     /// Kernel PCA projections of the training points, shape `(n, r)`: column `i` is
     /// `sqrt(λ_i) u_i`, the projection of every training point onto the `i`-th principal axis in
     /// feature space (`Σ_j α_ij κ(x_j, ·)` with `α_i = u_i / sqrt(λ_i)`; spec §2.1). Negative

@@ -27,6 +27,7 @@
 #![deny(missing_docs)]
 
 mod capped_simplex;
+pub mod comm;
 mod dense;
 mod eigenpairs;
 mod error;
@@ -42,6 +43,7 @@ mod woodbury;
 pub use capped_simplex::{
     Corner, SimplexProjection, mixture_decomposition, project_capped_rank, project_capped_simplex,
 };
+pub use comm::{Communicator, RowShard, SingleProcess};
 pub use dense::{
     ThinSvd, gram_apply, matmul, mul, spd_inverse, spd_solve, squared_norm, sym_eigen_desc, sym_eigenvalues_desc,
     tall_inner, thin_qr, thin_svd, top_eigenpairs,
@@ -52,6 +54,6 @@ pub use gram_schmidt::{Orthogonalization, OrthogonalizedBlock, orthogonalize_aga
 pub use low_rank::LowRank;
 pub use rank_one_eigen::{RankOneEigenUpdate, rank_one_eigen_update};
 pub use secular::eigen_diagonal_plus_rank_one;
-pub use svs::{shrink_dense, shrink_general, shrink_psd, shrink_psd_in_place};
+pub use svs::{shrink_dense, shrink_general, shrink_psd, shrink_psd_in_place, shrink_psd_in_place_sharded};
 pub use sym_low_rank::SymLowRank;
 pub use woodbury::{ColumnQuadratics, Probe, WoodburyInverse, WoodburyParts};

@@ -147,6 +147,30 @@ pub fn shrink_psd_in_place(
     eta: f64,
     threshold: f64,
 ) -> Result<(), LowRankError> {
+    shrink_psd_in_place_sharded(z, zeta, eta, threshold, &crate::SingleProcess)
+}
+
+/// [`shrink_psd_in_place`] on rows sharded across the ranks of `comm`: `z` holds this rank's
+/// rows of `U` `(n_local, b)` and `zeta` its rows of `ζ` `(n_local, a)`.
+///
+/// **Scheme.** The only product over the rows is the Gram matrix `VᵀV` of `V = [U, ζ]`: each
+/// rank forms its rows' part (row groups in order, as one process does), and the parts are added
+/// in rank order by [`Communicator::all_reduce_sum`](crate::Communicator::all_reduce_sum) —
+/// `a·b + a(a+1)/2` doubles on the seven steps of eight that carry `UᵀU`, `m(m+1)/2` on the
+/// others. The small eigendecomposition then runs on every rank on the same bits, so every rank
+/// keeps the same eigenpairs, and `U⁺ = V Y` is formed row by row locally. With one rank this is
+/// [`shrink_psd_in_place`], bit for bit.
+///
+/// # Errors
+/// As [`shrink_psd_in_place`]; every rank returns the same error (the checks run on replicated
+/// values), except a shape mismatch of the local `zeta`, which the caller must make consistent.
+pub fn shrink_psd_in_place_sharded(
+    z: &mut SymLowRank,
+    zeta: MatRef<'_, f64>,
+    eta: f64,
+    threshold: f64,
+    comm: &dyn crate::Communicator,
+) -> Result<(), LowRankError> {
     check_step(eta, threshold)?;
     check_shape("zeta", (z.n(), zeta.ncols()), (zeta.nrows(), zeta.ncols()))?;
     let (b, a) = (z.rank(), zeta.ncols());
@@ -158,7 +182,7 @@ pub fn shrink_psd_in_place(
     }
     let m = b + a;
     let carried = z.carried_gram();
-    let gram = gram_of_pair(z.u(), zeta, carried.map(|(g, _)| g));
+    let gram = gram_of_pair(z.u(), zeta, carried.map(|(g, _)| g), comm);
     let carried_steps = carried.map_or(0, |(_, c)| c);
     // A NaN or ∞ in column j of ζ makes (ζᵀζ)_jj NaN or ∞: no separate pass over ζ.
     if let Some(j) = (b..m).find(|&j| !gram[(j, j)].is_finite()) {

@@ -41,7 +41,8 @@ pub use kpca::{
     Certificate, CertifyConfig, CertifyMethod, ConfidenceIntervals, ExactKpcaConfig, ExactOperator, Iterate,
     KernelCentering, KernelPca, KernelPcaFit, KernelPcaModel, Kha, KhaConfig, KpcaSolver, MatrixFreeConfig,
     MatrixFreeFit, NystromConfig, NystromFit, SamplerKind, Skpca, SkpcaConfig, TauChoice, certify, exact_kpca,
-    kernel_matrix, matrix_free_bytes, matrix_free_kpca, nystrom_fit, nystrom_kpca, shrunk_target, tau_for_rank,
+    kernel_matrix, matrix_free_bytes, matrix_free_kpca, nystrom_fit, nystrom_fit_sharded, nystrom_kpca, shrunk_target,
+    tau_for_rank,
 };
 pub use krr::{
     ColumnMode, CoordinatePartials, CoordinateRule, KernelExpansion, KernelRidge, KrrConfig, KrrFitSummary, KrrModel,
@@ -51,7 +52,8 @@ pub use krr::{
 };
 pub use pca::{
     EpochLength, Pca, PcaModel, PcaOutcome, PcaSolver, SvrgPca, SvrgPcaConfig, Tolerance, VrPca, VrPcaConfig,
-    captured_norm, exact_pca, penalty_objective, rayleigh_ritz, svrg_pca, variance_reduced_direction, vr_pca,
+    captured_norm, exact_pca, penalty_objective, rayleigh_ritz, rayleigh_ritz_sharded, svrg_pca,
+    variance_reduced_direction, vr_pca,
 };
 pub use run::{IterationReport, IterativeSolver, Observer, StepReport, Stop, StopAt, TimeBudget, run, run_with_target};
 pub use streaming::{IncrementalPca, Msg, MsgConfig, Oja, StepSize, StreamPass, StreamingPca, matrix_rows};

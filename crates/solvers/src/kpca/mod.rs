@@ -23,6 +23,6 @@ pub use fit::{KernelPca, KernelPcaFit, KpcaSolver, SamplerKind};
 pub use kha::{Kha, KhaConfig};
 pub use matrix_free::{MatrixFreeConfig, MatrixFreeFit, matrix_free_bytes, matrix_free_kpca};
 pub use model::{KernelCentering, KernelPcaModel};
-pub use nystrom::{DEFAULT_BLOCK_ROWS, NystromConfig, NystromFit, nystrom_fit, nystrom_kpca};
+pub use nystrom::{DEFAULT_BLOCK_ROWS, NystromConfig, NystromFit, nystrom_fit, nystrom_fit_sharded, nystrom_kpca};
 pub use skpca::{Iterate, Skpca, SkpcaConfig, shrunk_target};
 pub use tau::{TauChoice, tau_for_rank};

@@ -6,7 +6,8 @@ use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::{Accum, Mat, MatRef, Par};
 use rand::Rng;
 use stolr_estimators::{CrossKernelPanels, Kernel, PANEL_ROWS, Panel};
-use stolr_lowrank::{Eigenpairs, sym_eigen_desc};
+use stolr_lowrank::comm::all_reduce_lower;
+use stolr_lowrank::{Communicator, Eigenpairs, RowShard, SingleProcess, sym_eigen_desc};
 use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::SolverError;
@@ -144,9 +145,48 @@ pub fn nystrom_fit<R: Rng + ?Sized>(
     config: &NystromConfig,
     rng: &mut R,
 ) -> Result<NystromFit, SolverError> {
-    check_data(x)?;
+    nystrom_fit_sharded(x, kernel, config, rng, &SingleProcess, RowShard::whole(x.nrows()))
+}
+
+/// [`nystrom_fit`] on rows sharded across the ranks of `comm`: `x` holds this rank's rows
+/// `shard.first..shard.first + shard.rows` of the `n = shard.total` training rows, and the
+/// eigenvectors returned are this rank's rows `(shard.rows, r)`; the eigenvalues, landmarks,
+/// coefficients and offset are the same on every rank.
+///
+/// **Scheme.** The landmark indices are drawn from `rng` over the global `n`, identically on
+/// every rank (same seed); their rows are assembled on every rank from the ranks that hold them
+/// ([`stolr_lowrank::comm::rows_by_index`], `m·d` doubles). `W` and its eigendecomposition are
+/// replicated. Each rank runs pass 1 over its own rows and the `m′ × m′` Gram matrix
+/// $\tilde F^\top \tilde F$ (lower triangle, `m′(m′+1)/2` doubles) and the column sums of
+/// $\tilde F$ (`m′` doubles) are added across ranks in rank order; the small eigendecomposition
+/// is replicated, and pass 2 forms each rank's rows of the eigenvectors. Signs are fixed over
+/// the whole columns ([`Eigenpairs::fix_signs_sharded`]). The result differs from one process
+/// only by the order in which the per-rank parts of `G` are added (a few `ε·‖G‖`).
+///
+/// # Errors
+/// As [`nystrom_fit`] (the memory estimate counts the local rows), and
+/// [`SolverError::InvalidConfig`] if `x` does not have `shard.rows` rows. Every rank returns the
+/// same error for invalid parameters.
+pub fn nystrom_fit_sharded<R: Rng + ?Sized>(
+    x: MatRef<'_, f64>,
+    kernel: &Kernel,
+    config: &NystromConfig,
+    rng: &mut R,
+    comm: &dyn Communicator,
+    shard: RowShard,
+) -> Result<NystromFit, SolverError> {
+    if x.nrows() != shard.rows {
+        return Err(SolverError::InvalidConfig {
+            name: "shard",
+            reason: format!("the local block has {} rows, the shard {}", x.nrows(), shard.rows),
+        });
+    }
+    if shard.rows > 0 {
+        check_data(x)?;
+    }
     kernel.validate()?;
-    let (n, d) = x.shape();
+    let (n, d) = (shard.total, x.ncols());
+    let local_n = shard.rows;
     let m = config.landmarks;
     if m == 0 || m > n {
         return Err(SolverError::InvalidConfig {
@@ -155,7 +195,7 @@ pub fn nystrom_fit<R: Rng + ?Sized>(
         });
     }
     check_rank(config.rank, m)?;
-    let needs = allocations(n, m, config.rank, d, config.block_rows);
+    let needs = allocations(local_n, m, config.rank, d, config.block_rows);
     for (what, bytes) in &needs {
         config.memory.check(what.as_str(), *bytes)?;
     }
@@ -170,7 +210,11 @@ pub fn nystrom_fit<R: Rng + ?Sized>(
     let par = faer::get_global_parallelism();
 
     let idx = rand::seq::index::sample(rng, n, m).into_vec();
-    let landmarks = Mat::from_fn(m, d, |i, j| x[(idx[i], j)]);
+    let landmarks = if comm.size() == 1 {
+        Mat::from_fn(m, d, |i, j| x[(idx[i], j)])
+    } else {
+        stolr_lowrank::comm::rows_by_index(comm, x, shard, &idx)
+    };
 
     // W = U_W Λ_W U_Wᵀ; S = U_W Λ_W^{-1/2} on the kept eigenvalues, scaled in place.
     let w = kernel.matrix(landmarks.as_ref());
@@ -220,6 +264,11 @@ pub fn nystrom_fit<R: Rng + ?Sized>(
         }
         Ok::<(), SolverError>(())
     })?;
+    // The ranks' parts, added in rank order.
+    all_reduce_lower(comm, &mut gram);
+    if config.center {
+        comm.all_reduce_sum(&mut f_sums);
+    }
     // g = f̄ − Sᵀs, the mean of the f̃_i, and F̃ᵀF̃ centred = G − n g gᵀ.
     let g: Vec<f64> = f_sums.iter().map(|v| v / n as f64).collect();
     if config.center {
@@ -241,7 +290,7 @@ pub fn nystrom_fit<R: Rng + ?Sized>(
 
     // Pass 2: u_i = ((C − 1sᵀ) B − 1 tᵀ)_i / √λ_i.
     let inv_sqrt: Vec<f64> = lam[..r].iter().map(|l| 1.0 / l.sqrt()).collect();
-    let mut vectors = Mat::<f64>::zeros(n, r);
+    let mut vectors = Mat::<f64>::zeros(local_n, r);
     let coefficients_ref = coefficients.as_ref();
     let eigenvectors = |panel: &mut Panel| {
         if config.center {
@@ -261,7 +310,7 @@ pub fn nystrom_fit<R: Rng + ?Sized>(
     })?;
 
     let mut pairs = Eigenpairs { values: lam[..r].to_vec(), vectors };
-    let signs = pairs.fix_signs();
+    let signs = if comm.size() == 1 { pairs.fix_signs() } else { pairs.fix_signs_sharded(comm, shard.first) };
     for (j, &sign) in signs.iter().enumerate() {
         coefficients.col_mut(j).iter_mut().for_each(|b| *b *= sign);
     }

@@ -4,7 +4,8 @@ use faer::Mat;
 use rand::Rng;
 use stolr_estimators::{Factors, KernelSampler};
 use stolr_lowrank::{
-    Eigenpairs, LowRank, Orthogonalization, SymLowRank, frobenius, shrink_general, shrink_psd, shrink_psd_in_place,
+    Communicator, Eigenpairs, LowRank, Orthogonalization, SingleProcess, SymLowRank, frobenius, shrink_general,
+    shrink_psd, shrink_psd_in_place_sharded,
 };
 use stolr_memory::{MemoryBudget, f64_bytes};
 
@@ -91,6 +92,10 @@ pub struct Skpca<'a> {
     /// The last draw; its storage is reused by the next one when the sampler allows.
     draw: Factors,
     t: usize,
+    /// The ranks the rows are sharded across ([`SingleProcess`] unless [`Skpca::sharded`]),
+    /// and the global index of this rank's first row.
+    comm: &'a dyn Communicator,
+    first_row: usize,
 }
 
 impl std::fmt::Debug for Skpca<'_> {
@@ -135,7 +140,57 @@ impl<'a> Skpca<'a> {
         }
         let iterate =
             if symmetric_psd { Iterate::Psd(SymLowRank::zeros(n)) } else { Iterate::General(LowRank::zeros(n, n)) };
-        Ok(Self { config, sampler, iterate, draw: Factors { zeta: Mat::new(), chi: None }, t: 0 })
+        Ok(Self {
+            config,
+            sampler,
+            iterate,
+            draw: Factors { zeta: Mat::new(), chi: None },
+            t: 0,
+            comm: &SingleProcess,
+            first_row: 0,
+        })
+    }
+
+    /// Runs the solver on rows sharded across the ranks of `comm`: the sampler holds this
+    /// rank's rows, global rows `first_row..first_row + n_local`, and draws its random choices
+    /// (the frequencies of random Fourier features, the vectors of random Maclaurin features)
+    /// from the seed shared by every rank, so every rank draws the same ones.
+    ///
+    /// **Scheme.** Each step draws `ζ_t`'s local rows `(n_local, a)`; the Gram matrix of
+    /// `[U, ζ_t]` is the one product over the rows, formed per rank and added in rank order
+    /// ([`stolr_lowrank::shrink_psd_in_place_sharded`]: `a·b + a(a+1)/2` doubles per step, all
+    /// `m(m+1)/2` on one step in eight); the small eigendecomposition is replicated and
+    /// `U⁺ = [U, ζ] Y` is formed locally. The eigenvector signs are fixed over whole columns.
+    /// With the same seed, every number of ranks gives the same iterate up to the order in
+    /// which the per-rank Gram matrices are added (see `docs/distributed.md` for the measured
+    /// agreement).
+    ///
+    /// # Errors
+    /// [`SolverError::InvalidConfig`] if the iterate is general (column sampling draws
+    /// columns of `K`, which need every rank's rows: not distributed) or the orthogonalization
+    /// is not [`Orthogonalization::RayleighRitz`] (the QR paths orthogonalize `n`-sized blocks
+    /// locally).
+    pub fn sharded(mut self, comm: &'a dyn Communicator, first_row: usize) -> Result<Self, SolverError> {
+        if comm.size() > 1 {
+            if matches!(self.iterate, Iterate::General(_)) {
+                return Err(SolverError::InvalidConfig {
+                    name: "sampler",
+                    reason: format!(
+                        "the {} sampler is not distributed yet (its draws are not symmetric PSD);                          use rff or maclaurin under mpirun",
+                        self.sampler.name()
+                    ),
+                });
+            }
+            if self.config.orthogonalization != Orthogonalization::RayleighRitz {
+                return Err(SolverError::InvalidConfig {
+                    name: "orthogonalization",
+                    reason: "only the Rayleigh–Ritz step is distributed".into(),
+                });
+            }
+        }
+        self.comm = comm;
+        self.first_row = first_row;
+        Ok(self)
     }
 
     /// Estimated bytes held by the solver at its largest: for a PSD iterate on the
@@ -216,7 +271,7 @@ impl<'a> Skpca<'a> {
                 });
             }
             (Iterate::Psd(z), false) if how == Orthogonalization::RayleighRitz => {
-                shrink_psd_in_place(z, draw.zeta.as_ref(), eta, threshold)?;
+                shrink_psd_in_place_sharded(z, draw.zeta.as_ref(), eta, threshold, self.comm)?;
             }
             (Iterate::Psd(z), false) => {
                 *z = shrink_psd(z, std::mem::replace(&mut draw.zeta, Mat::new()), eta, threshold, how)?;
@@ -257,7 +312,11 @@ impl<'a> Skpca<'a> {
         for v in &mut pairs.values {
             *v += self.config.tau;
         }
-        pairs.fix_signs();
+        if self.comm.size() == 1 {
+            pairs.fix_signs();
+        } else {
+            pairs.fix_signs_sharded(self.comm, self.first_row);
+        }
         Ok(pairs)
     }
 }

@@ -14,7 +14,7 @@ mod vr_pca;
 pub use common::PcaOutcome;
 pub use fit::{Pca, PcaSolver, Prepared};
 pub use model::PcaModel;
-pub use rayleigh_ritz::{captured_norm, exact_pca, rayleigh_ritz};
+pub use rayleigh_ritz::{captured_norm, exact_pca, rayleigh_ritz, rayleigh_ritz_sharded};
 pub use svrg_pca::{
     EpochLength, SvrgPca, SvrgPcaConfig, Tolerance, penalty_objective, svrg_pca, variance_reduced_direction,
 };

@@ -40,6 +40,37 @@ pub fn rayleigh_ritz(x: MatRef<'_, f64>, basis: MatRef<'_, f64>) -> Result<Eigen
     Ok(pairs)
 }
 
+/// [`rayleigh_ritz`] for data whose rows are sharded across the ranks of `comm`: `x` is this
+/// rank's block `(n_p, d)`, `basis` `(d, r)` the same on every rank. `BᵀB` with `B = XQ` is the
+/// one sum over rows, added across ranks in rank order (`r²` doubles); the rest is replicated,
+/// so every rank returns the same pairs. With one rank, [`rayleigh_ritz`] bit for bit.
+///
+/// # Errors
+/// As [`rayleigh_ritz`].
+pub fn rayleigh_ritz_sharded(
+    x: MatRef<'_, f64>,
+    basis: MatRef<'_, f64>,
+    comm: &dyn stolr_lowrank::Communicator,
+) -> Result<Eigenpairs, SolverError> {
+    let (d, r) = (x.ncols(), basis.ncols());
+    if basis.nrows() != d {
+        return Err(SolverError::InvalidConfig {
+            name: "basis",
+            reason: format!("needs {d} rows, has {}", basis.nrows()),
+        });
+    }
+    check_rank(r, d)?;
+    let (q, _) = thin_qr(basis);
+    let b = mul(x, q.as_ref());
+    let mut h = tall_inner(b.as_ref(), b.as_ref(), false);
+    stolr_lowrank::comm::all_reduce_mat(comm, &mut h);
+    let (theta, w) = sym_eigen_desc(h.as_ref())?;
+    let mut pairs =
+        Eigenpairs { values: theta.iter().map(|t| t.max(0.0)).collect(), vectors: mul(q.as_ref(), w.as_ref()) };
+    pairs.fix_signs();
+    Ok(pairs)
+}
+
 /// `sqrt(Σ θ_i)`: for Ritz pairs of `XᵀX` this is `‖X V‖_F` (paper 002's `‖AᵀX‖_F`); for the
 /// exact top-`r` eigenvalues it is `sslev = sqrt(Σ_{i≤r} λ_i(XᵀX))`.
 pub fn captured_norm(values: &[f64]) -> f64 {

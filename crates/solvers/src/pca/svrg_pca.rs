@@ -3,7 +3,8 @@
 
 use faer::{Mat, MatRef};
 use rand::{Rng, RngExt};
-use stolr_lowrank::{gram_apply, mul, tall_inner};
+use stolr_lowrank::comm::{all_reduce_mat, rows_by_index};
+use stolr_lowrank::{Communicator, RowShard, SingleProcess, gram_apply, mul, tall_inner};
 
 use crate::error::{check_data, check_rank};
 use crate::pca::common::{PcaOutcome, random_orthonormal, ritz_norm_from_products};
@@ -169,8 +170,15 @@ struct Snapshot {
     captured: Option<f64>,
 }
 
-fn snapshot(x: MatRef<'_, f64>, w: &Mat<f64>, nu: f64, mu: f64, with_ritz: bool) -> Result<Snapshot, SolverError> {
-    let parts = objective_parts(x, w.as_ref(), nu, mu);
+fn snapshot(
+    x: MatRef<'_, f64>,
+    w: &Mat<f64>,
+    nu: f64,
+    mu: f64,
+    with_ritz: bool,
+    shards: Sharding<'_>,
+) -> Result<Snapshot, SolverError> {
+    let parts = objective_parts_sharded(x, w.as_ref(), nu, mu, shards);
     let captured = if with_ritz { Some(ritz_norm_from_products(w.as_ref(), parts.xw.as_ref())?) } else { None };
     Ok(Snapshot {
         grad_norm: parts.grad.norm_l2(),
@@ -188,9 +196,23 @@ struct Parts {
     xw: Mat<f64>,
 }
 
+/// The rows a solver holds: this rank's block of the `n` rows and the ranks it shares them with.
+#[derive(Clone, Copy)]
+struct Sharding<'a> {
+    comm: &'a dyn Communicator,
+    shard: RowShard,
+}
+
 fn objective_parts(x: MatRef<'_, f64>, w: MatRef<'_, f64>, nu: f64, mu: f64) -> Parts {
-    let n = x.nrows() as f64;
-    let (xw, xtxw) = gram_apply(x, w);
+    objective_parts_sharded(x, w, nu, mu, Sharding { comm: &SingleProcess, shard: RowShard::whole(x.nrows()) })
+}
+
+/// [`objective_parts`] on this rank's rows: `XᵀXW` `(d, r)` is the one sum over rows, added
+/// across ranks in rank order; `XW` stays local.
+fn objective_parts_sharded(x: MatRef<'_, f64>, w: MatRef<'_, f64>, nu: f64, mu: f64, shards: Sharding<'_>) -> Parts {
+    let n = shards.shard.total as f64;
+    let (xw, mut xtxw) = gram_apply(x, w);
+    all_reduce_mat(shards.comm, &mut xtxw);
     let cw = xtxw * (1.0 / n);
     let gram = tall_inner(w, w, false);
     let pen = penalty_matrix(&gram);
@@ -324,6 +346,7 @@ fn penalty_matrix(gram: &Mat<f64>) -> Mat<f64> {
 /// Paper `002_32bc6583f0d9e789.txt`, (3), (5)–(7), Algorithm 1, Theorem 2.1; spec §3.1–§3.4.
 pub struct SvrgPca<'a> {
     x: MatRef<'a, f64>,
+    shards: Sharding<'a>,
     config: SvrgPcaConfig,
     nu: f64,
     mu: f64,
@@ -346,8 +369,45 @@ impl<'a> SvrgPca<'a> {
     /// lengths; [`SolverError::Estimator`] for empty or non-finite data;
     /// [`SolverError::Diverged`] if the first snapshot is not finite.
     pub fn new<R: Rng + ?Sized>(x: MatRef<'a, f64>, config: SvrgPcaConfig, rng: &mut R) -> Result<Self, SolverError> {
-        let (n, d) = (x.nrows(), x.ncols());
-        let sum_sq = x.squared_norm_l2();
+        Self::new_sharded(x, config, rng, &SingleProcess)
+    }
+
+    /// [`SvrgPca::new`] on rows sharded across the ranks of `comm`: `x` `(n_p, d)` is this
+    /// rank's block, the blocks in rank order are the data. Every rank must pass the same
+    /// `config` and the same `rng` state.
+    ///
+    /// **Scheme: replicated iterate, shared samples.** The iterate `W` `(d, r)` and the snapshot
+    /// are replicated. A snapshot's one sum over rows, `XᵀX W̃`, is formed per rank and added in
+    /// rank order (`d·r` doubles, with `‖X‖_F²` once at the start). Each epoch draws its `K`
+    /// sample indices over the global `n` from the shared `rng` — the indices one process draws
+    /// — and their rows are assembled on every rank from the ranks that hold them
+    /// ([`rows_by_index`], `K·d` doubles); every rank then runs the same inner loop. So the
+    /// iterates are the single-process ones up to the rounding of the rank-ordered sums (with
+    /// one rank, the same bits), and so is the captured variance. The snapshot (`O(n·d·r)`) is
+    /// split across the ranks; the inner loop (`O(K·d·r²)`) is not. [`SvrgPca::finish`]'s
+    /// Rayleigh–Ritz adds `(XQ)ᵀ(XQ)` across ranks (`r²` doubles).
+    ///
+    /// # Errors
+    /// As [`SvrgPca::new`] (with the global `n`), and [`SolverError::InvalidConfig`] for a
+    /// `target` under several ranks (its Rayleigh–Ritz value is not distributed).
+    pub fn new_sharded<R: Rng + ?Sized>(
+        x: MatRef<'a, f64>,
+        config: SvrgPcaConfig,
+        rng: &mut R,
+        comm: &'a dyn Communicator,
+    ) -> Result<Self, SolverError> {
+        let shard = RowShard::from_local_rows(comm, x.nrows());
+        if comm.size() > 1 && config.target.is_some() {
+            return Err(SolverError::InvalidConfig {
+                name: "target",
+                reason: "a Rayleigh–Ritz target is not distributed yet".into(),
+            });
+        }
+        let shards = Sharding { comm, shard };
+        let (n, d) = (shard.total, x.ncols());
+        let mut sum_sq = [x.squared_norm_l2()];
+        comm.all_reduce_sum(&mut sum_sq);
+        let sum_sq = sum_sq[0];
         if !sum_sq.is_finite() || n == 0 || d == 0 {
             // Locate the offending entry (or report empty data).
             check_data(x)?;
@@ -367,8 +427,8 @@ impl<'a> SvrgPca<'a> {
         let cap = config.step_cap.map(|c| c / (nu + 2.0 * mu));
         let eta = config.eta0.unwrap_or(0.1 / nu);
         let w_snap = random_orthonormal(d, r, rng);
-        let snap = snapshot(x, &w_snap, nu, mu, config.target.is_some())?;
-        let solver = Self { x, config, nu, mu, tol, cap, k_inner, eta, w_snap, snap, prev: None, epochs: 0 };
+        let snap = snapshot(x, &w_snap, nu, mu, config.target.is_some(), shards)?;
+        let solver = Self { x, shards, config, nu, mu, tol, cap, k_inner, eta, w_snap, snap, prev: None, epochs: 0 };
         solver.check_snapshot()?;
         Ok(solver)
     }
@@ -427,7 +487,11 @@ impl<'a> SvrgPca<'a> {
     /// # Errors
     /// [`SolverError::LowRank`] if the small eigendecomposition fails.
     pub fn finish(self, stop: Stop) -> Result<PcaOutcome, SolverError> {
-        PcaOutcome::from_iterate(self.x, self.w_snap.as_ref(), self.epochs, stop)
+        if self.shards.comm.size() == 1 {
+            return PcaOutcome::from_iterate(self.x, self.w_snap.as_ref(), self.epochs, stop);
+        }
+        let pairs = crate::pca::rayleigh_ritz_sharded(self.x, self.w_snap.as_ref(), self.shards.comm)?;
+        Ok(PcaOutcome { pairs, epochs: self.epochs, stop, final_iterate_norm: self.w_snap.norm_l2() })
     }
 }
 
@@ -438,7 +502,7 @@ impl IterativeSolver for SvrgPca<'_> {
     /// [`SolverError::Diverged`] if the new snapshot is not finite (the paper's uncapped BB step
     /// can do this outside its own defaults); the state is then past the failed epoch.
     fn step(&mut self, rng: &mut dyn Rng) -> Result<StepReport, SolverError> {
-        let (n, d) = (self.x.nrows(), self.x.ncols());
+        let (n, d) = (self.shards.shard.total, self.x.ncols());
         let r = self.config.rank;
         if let Some((w_prev, g_prev)) = &self.prev {
             let dw = &self.w_snap - w_prev;
@@ -455,11 +519,20 @@ impl IterativeSolver for SvrgPca<'_> {
         // Inner loop: W ← W − η (νW + μW(WᵀW − I) − x x^T(W − W̃) − CW̃).
         let mut w = self.w_snap.clone();
         let mut inner = InnerStep::new(d, r);
-        for _ in 0..self.k_inner {
-            let i = rng.random_range(0..n);
-            inner.apply(self.x, i, &mut w, &self.w_snap, &self.snap.cw, self.nu, self.mu, self.eta);
+        if self.shards.comm.size() == 1 {
+            for _ in 0..self.k_inner {
+                let i = rng.random_range(0..n);
+                inner.apply(self.x, i, &mut w, &self.w_snap, &self.snap.cw, self.nu, self.mu, self.eta);
+            }
+        } else {
+            // The indices one process draws; their rows from the ranks that hold them.
+            let picks: Vec<usize> = (0..self.k_inner).map(|_| rng.random_range(0..n)).collect();
+            let rows = rows_by_index(self.shards.comm, self.x, self.shards.shard, &picks);
+            for k in 0..picks.len() {
+                inner.apply(rows.as_ref(), k, &mut w, &self.w_snap, &self.snap.cw, self.nu, self.mu, self.eta);
+            }
         }
-        let snap = snapshot(self.x, &w, self.nu, self.mu, self.config.target.is_some())?;
+        let snap = snapshot(self.x, &w, self.nu, self.mu, self.config.target.is_some(), self.shards)?;
         let old_snap = std::mem::replace(&mut self.snap, snap);
         self.prev = Some((std::mem::replace(&mut self.w_snap, w), old_snap.grad));
         self.epochs += 1;

@@ -1,0 +1,339 @@
+//! `stolr kpca` on rows sharded across the processes of an MPI run.
+//!
+//! Every rank reads its own rows (a LIBSVM file by line-aligned byte ranges; the other formats
+//! are read whole by every rank, which keeps its balanced share), estimates σ over the distinct
+//! rows of all ranks, and runs the distributed solver on its rows: Nyström
+//! ([`stolr_solvers::nystrom_fit_sharded`]) or SKPCA with random Fourier or Maclaurin features
+//! ([`Skpca::sharded`]). Rank 0 then gathers the rows and the eigenvectors and writes the same
+//! files as one process (the certificate, the model, the report and the summary line are made
+//! there by the single-process code). Only rank 0 prints and draws the progress bar.
+//!
+//! Not distributed yet (an error under `mpirun -np P`, `P > 1`): the exact, matrix-free exact
+//! and KHA solvers, the column samplers, `--center` with SKPCA.
+
+use anyhow::{Context, Result, bail};
+use faer::{Mat, MatRef};
+use stolr_datasets::{Dataset, Labels, OneHotEncoding, Standardization, read_libsvm_part};
+use stolr_estimators::{KernelSampler, RandomFourierFeatures, RandomMaclaurin};
+use stolr_lowrank::comm::{gather_rows, rows_by_index};
+use stolr_lowrank::{Communicator, Eigenpairs, RowShard};
+use stolr_report::TauReport;
+use stolr_solvers::{
+    KernelCentering, KernelPcaModel, NystromConfig, Observer, SamplerKind, Skpca, SkpcaConfig, Stop,
+    nystrom_fit_sharded, tau_for_rank,
+};
+
+use super::{KpcaArgs, Prepared, Solved, SolverKind, build_kernel, finish, load};
+use crate::common::input::Format;
+use crate::common::progress::Progress;
+use crate::rng::stream;
+use std::time::Instant;
+
+/// Runs `stolr kpca` as rank `comm.rank()` of `comm.size()`.
+pub(super) fn run(args: KpcaArgs, comm: &dyn Communicator) -> Result<()> {
+    let total = Instant::now();
+    check_supported(&args, comm.size())?;
+    if args.rank == Some(0) {
+        bail!("--rank must be at least 1");
+    }
+    let shared = read_shard(&args, comm)?;
+    let read_time = total.elapsed();
+    let Shared { mut local, shard, mut full, encoding, origin } = shared;
+    let standardization = args.standardize.then(|| standardize_sharded(&mut local, comm));
+    // Rank 0 keeps every (standardized) row, for the model, the certificate and the report.
+    let gathered = gather_rows(comm, local.as_ref(), 0);
+    if let (Some(data), Some(x)) = (full.as_mut(), gathered) {
+        data.x = x;
+    }
+    if let Some(rank) = args.rank
+        && rank > shard.total
+    {
+        bail!("--rank {rank} exceeds the number of samples n = {}", shard.total);
+    }
+    let t_sigma = Instant::now();
+    let (kernel, sigma_source, bandwidth) = build_kernel(&args, local.as_ref(), comm)?;
+    let sigma_time = t_sigma.elapsed();
+    let start = Instant::now();
+    let solved = match args.solver {
+        SolverKind::Nystrom => nystrom(&args, local.as_ref(), shard, &kernel, standardization, comm)?,
+        SolverKind::Skpca => skpca(&args, local.as_ref(), shard, full.as_ref(), &kernel, standardization, comm)?,
+        _ => unreachable!("refused by check_supported"),
+    };
+    let Some((mut solved, data)) = solved.zip(full) else {
+        return Ok(());
+    };
+    solved.solve_time = start.elapsed();
+    let prepared = Prepared { data, encoding, origin, total, read_time, sigma_time, kernel, sigma_source, bandwidth };
+    finish(&args, prepared, solved)
+}
+
+/// An error for the options whose distributed version does not exist yet.
+fn check_supported(args: &KpcaArgs, size: usize) -> Result<()> {
+    let not_yet = |what: String| -> Result<()> {
+        bail!("{what} is not distributed yet: run it on one process (not under mpirun -np {size})")
+    };
+    match args.solver {
+        SolverKind::Nystrom => {}
+        SolverKind::Skpca => {
+            if !matches!(args.sampler, SamplerKind::Rff | SamplerKind::Maclaurin) {
+                not_yet(format!("SKPCA with --sampler {}", args.sampler.name()))?;
+            }
+            if args.center {
+                not_yet("SKPCA with --center".into())?;
+            }
+        }
+        other => not_yet(format!("--solver {}", format!("{other:?}").to_lowercase()))?,
+    }
+    if args.solver == SolverKind::Nystrom && args.rank.is_none() {
+        bail!("--solver nystrom needs --rank (the number of eigenpairs)");
+    }
+    Ok(())
+}
+
+/// This rank's rows and what rank 0 keeps of the whole data.
+struct Shared {
+    /// This rank's rows `(shard.rows, d)`.
+    local: Mat<f64>,
+    shard: RowShard,
+    /// All the rows, their labels and source, on rank 0 only.
+    full: Option<Dataset>,
+    encoding: Option<OneHotEncoding>,
+    origin: &'static str,
+}
+
+/// Reads this rank's rows: a LIBSVM file by its part of the bytes (widened to the largest index
+/// over all parts), any other input whole, keeping the balanced share. Rank 0 then holds every
+/// row (gathered for a LIBSVM file), for the model, the certificate and the report. Every rank
+/// must end up with at least one row.
+fn read_shard(args: &KpcaArgs, comm: &dyn Communicator) -> Result<Shared> {
+    let (rank, size) = (comm.rank(), comm.size());
+    let shared = match (&args.input, args.format) {
+        (Some(path), Format::Libsvm) => {
+            if args.table.given() {
+                bail!("--categorical and --label-column apply to --format csv, not --format libsvm");
+            }
+            let part = read_libsvm_part(path, rank, size).with_context(|| format!("cannot read {}", path.display()))?;
+            // The number of features is the largest index over every part.
+            let d = comm.all_gather(&[part.d() as f64]).iter().map(|v| v[0] as usize).max().unwrap_or(0);
+            let local = Mat::from_fn(part.n(), d, |i, j| if j < part.d() { part.x[(i, j)] } else { 0.0 });
+            let shard = RowShard::from_local_rows(comm, local.nrows());
+            let labels = match &part.labels {
+                Labels::Numeric(v) => v.clone(),
+                _ => Vec::new(),
+            };
+            let total = shard.total;
+            // The rows themselves are gathered after standardization.
+            let full = comm.gather(&labels, 0).map(|l| l.concat()).map(|labels| Dataset {
+                labels: if labels.len() == total { Labels::Numeric(labels) } else { Labels::None },
+                x: Mat::new(),
+                source: part.source.clone(),
+            });
+            Shared { local, shard, full, encoding: None, origin: "file" }
+        }
+        _ => {
+            let (data, encoding, origin) = load(args)?;
+            let shard = RowShard::balanced(data.n(), rank, size);
+            let local = data.x.as_ref().subrows(shard.first, shard.rows).to_owned();
+            Shared { local, shard, full: (rank == 0).then_some(data), encoding, origin }
+        }
+    };
+    let counts = comm.all_gather(&[shared.local.nrows() as f64, shared.local.ncols() as f64]);
+    if let Some(empty) = counts.iter().position(|c| c[0] == 0.0) {
+        bail!(
+            "rank {empty} of {size} holds no rows of the data (n = {}): use fewer processes",
+            counts.iter().map(|c| c[0] as usize).sum::<usize>()
+        );
+    }
+    if counts.iter().any(|c| c[1] == 0.0) {
+        bail!("the dataset is empty (0 features)");
+    }
+    stolr_datasets::check_finite(shared.local.as_ref()).context("the rows must be finite")?;
+    Ok(shared)
+}
+
+/// Nyström on the sharded rows ([`nystrom_fit_sharded`]); the model and the gathered
+/// eigenpairs on rank 0 (`None` elsewhere).
+fn nystrom(
+    args: &KpcaArgs,
+    local: MatRef<'_, f64>,
+    shard: RowShard,
+    kernel: &stolr_estimators::Kernel,
+    standardization: Option<Standardization>,
+    comm: &dyn Communicator,
+) -> Result<Option<Solved>> {
+    let rank = args.rank.unwrap_or(10);
+    let config = NystromConfig {
+        memory: crate::memory::budget(),
+        ..NystromConfig::new(args.landmarks, rank).center(args.center)
+    };
+    // The stream of the single-process Nyström fit.
+    let fit = nystrom_fit_sharded(local, kernel, &config, &mut stream(args.seed, 4), comm, shard)?;
+    let rows = rows_by_index(comm, local, shard, &fit.landmarks);
+    let Some(vectors) = gather_rows(comm, fit.pairs.vectors.as_ref(), 0) else {
+        return Ok(None);
+    };
+    let pairs = Eigenpairs { values: fit.pairs.values.clone(), vectors };
+    let centering = if args.center { KernelCentering::Offset(fit.offset) } else { KernelCentering::None };
+    let model = KernelPcaModel::new(
+        "nystrom",
+        *kernel,
+        standardization,
+        rows,
+        fit.coefficients,
+        pairs.values.clone(),
+        centering,
+    )?;
+    Ok(Some(solved(model, pairs, None, None, None, Progress::new("nystrom", None, 1))))
+}
+
+/// SKPCA on the sharded rows ([`Skpca::sharded`]); τ given or chosen on rank 0 from the whole
+/// data as one process chooses it, then broadcast.
+fn skpca(
+    args: &KpcaArgs,
+    local: MatRef<'_, f64>,
+    shard: RowShard,
+    full: Option<&Dataset>,
+    kernel: &stolr_estimators::Kernel,
+    standardization: Option<Standardization>,
+    comm: &dyn Communicator,
+) -> Result<Option<Solved>> {
+    let (tau, tau_report) = match args.tau {
+        Some(tau) => {
+            (tau, TauReport { value: tau, source: "given".into(), subsample: None, estimated_eigenvalues: None })
+        }
+        None => {
+            let rank = args.rank.unwrap_or(10);
+            let mut value = [f64::NAN];
+            let mut chosen = None;
+            if let Some(data) = full {
+                // The same subsample and stream as one process (rank 0 holds every row).
+                let choice = tau_for_rank(
+                    data.x.as_ref(),
+                    kernel,
+                    rank,
+                    args.tau_subsample,
+                    args.center,
+                    crate::memory::budget(),
+                    &mut stream(args.seed, 2),
+                );
+                value[0] = choice.as_ref().map_or(f64::NAN, |c| c.tau);
+                chosen = Some(choice);
+            }
+            comm.broadcast(&mut value, 0);
+            let report = match chosen {
+                Some(choice) => {
+                    let choice = choice?;
+                    TauReport {
+                        value: choice.tau,
+                        source: format!(
+                            "chosen for rank {rank} from the spectrum of a {m} x {m} kernel matrix of a random subsample (eigenvalues scaled by n/m)",
+                            m = choice.subsample
+                        ),
+                        subsample: Some(choice.subsample),
+                        estimated_eigenvalues: Some(choice.estimated_eigenvalues.clone()),
+                    }
+                }
+                None if value[0].is_nan() => bail!("rank 0 could not choose tau (see its error)"),
+                None => {
+                    TauReport { value: value[0], source: String::new(), subsample: None, estimated_eigenvalues: None }
+                }
+            };
+            (value[0], report)
+        }
+    };
+    let config = SkpcaConfig { tau, iterations: args.iterations, max_rank: Some(args.max_rank), ..Default::default() };
+    let sampler: Box<dyn KernelSampler + '_> = match args.sampler {
+        SamplerKind::Rff => Box::new(RandomFourierFeatures::new(local, *kernel, args.features)?),
+        _ => Box::new(RandomMaclaurin::new(local, *kernel, args.features)?),
+    };
+    let mut solver = Skpca::new(config, sampler)?.sharded(comm, shard.first)?;
+    solver.check_memory(crate::memory::budget())?;
+    Progress::check_trace("--iterations", args.iterations, 1)?;
+    // Only rank 0 draws the bar (and keeps the trace for the report).
+    let mut progress = comm.is_root().then(|| Progress::new("skpca", Some(args.iterations), 1));
+    let mut silent = ();
+    let observer: &mut dyn Observer = match progress.as_mut() {
+        Some(p) => p,
+        None => &mut silent,
+    };
+    // The stream of the single-process SKPCA fit.
+    let stop = stolr_solvers::run(&mut solver, &mut stream(args.seed, 3), observer)?;
+    if let Some(p) = progress.as_mut() {
+        p.finish();
+    }
+    let mut pairs = solver.eigenpairs()?;
+    if let Some(r) = args.rank {
+        pairs.truncate(r);
+    }
+    let iterations = solver.iterations_done();
+    drop(solver);
+    let (Some(vectors), Some(progress)) = (gather_rows(comm, pairs.vectors.as_ref(), 0), progress) else {
+        return Ok(None);
+    };
+    if let stop @ Stop::RankCapReached { .. } = stop {
+        eprintln!("warning: SKPCA stopped early: {stop} (--max-rank, --tau)");
+    }
+    let pairs = Eigenpairs { values: pairs.values, vectors };
+    let data = full.context("rank 0 holds the rows")?;
+    let model = KernelPcaModel::from_training_eigenpairs(
+        "skpca",
+        *kernel,
+        standardization,
+        data.x.clone(),
+        &pairs,
+        KernelCentering::None,
+    )?;
+    Ok(Some(solved(model, pairs, Some(tau_report), Some(iterations), Some(stop), progress)))
+}
+
+/// Standardizes the sharded columns in place as [`stolr_datasets::standardize`] does on one
+/// process: the column sums, then the sums of squared deviations from the mean, are added over
+/// the ranks in rank order (`2d` doubles); a column whose standard deviation is at most
+/// `10 ε |mean|` is constant and set to 0 with scale 1. The statistics differ from one process's
+/// only by the order of the additions.
+fn standardize_sharded(x: &mut Mat<f64>, comm: &dyn Communicator) -> Standardization {
+    let d = x.ncols();
+    let mut n = [x.nrows() as f64];
+    comm.all_reduce_sum(&mut n);
+    let n = n[0];
+    let mut mean: Vec<f64> = (0..d).map(|j| x.col_as_slice(j).iter().sum::<f64>()).collect();
+    comm.all_reduce_sum(&mut mean);
+    mean.iter_mut().for_each(|m| *m /= n);
+    let mut var: Vec<f64> =
+        (0..d).map(|j| x.col_as_slice(j).iter().map(|&v| (v - mean[j]) * (v - mean[j])).sum::<f64>()).collect();
+    comm.all_reduce_sum(&mut var);
+    let mut scale = vec![1.0; d];
+    for j in 0..d {
+        let (m, std) = (mean[j], (var[j] / n).sqrt());
+        let col = x.col_as_slice_mut(j);
+        if std <= 10.0 * f64::EPSILON * m.abs() || std == 0.0 {
+            col.fill(0.0);
+        } else {
+            scale[j] = std;
+            col.iter_mut().for_each(|v| *v = (*v - m) / std);
+        }
+    }
+    Standardization { mean, scale }
+}
+
+/// The [`Solved`] of a distributed fit (its solve time is set by the caller).
+fn solved(
+    model: KernelPcaModel,
+    pairs: Eigenpairs,
+    tau: Option<TauReport>,
+    iterations: Option<usize>,
+    stop: Option<Stop>,
+    progress: Progress,
+) -> Solved {
+    Solved {
+        model,
+        pairs,
+        tau,
+        iterations,
+        stop,
+        trace: progress.trace,
+        loop_time: progress.loop_time,
+        solve_time: std::time::Duration::ZERO,
+        exact_operator: None,
+    }
+}

@@ -1,0 +1,232 @@
+//! `stolr kpca` under `mpirun` (built with `--features mpi`; run by `.ci/run` with OpenMPI):
+//! the same answers on 1, 2 and 3 processes, and a failing or killed rank ends the whole job
+//! with a non-zero status within seconds. Every `mpirun` runs under a deadline, so a hang fails
+//! the test instead of blocking CI.
+#![cfg(feature = "mpi")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+fn mpirun(np: usize, args: &[&str]) -> Child {
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["--oversubscribe", "-np", &np.to_string(), env!("CARGO_BIN_EXE_stolr")])
+        .args(args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.spawn().expect("mpirun (OpenMPI) must be installed for the mpi feature's tests")
+}
+
+/// Waits for `child` until `deadline`; kills it and panics on a hang. Returns the status, the
+/// standard error and the time taken.
+fn wait(mut child: Child, deadline: Duration) -> (ExitStatus, String, Duration) {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            return (status, String::from_utf8_lossy(&out.stderr).into_owned(), start.elapsed());
+        }
+        if start.elapsed() > deadline {
+            child.kill().ok();
+            panic!("mpirun still running after {deadline:?}: a rank hangs");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A LIBSVM file of 1500 rows: three noisy rings in 3-D, sparse (zeros left out), with lines of
+/// different lengths.
+fn write_data(dir: &Path) -> PathBuf {
+    use std::fmt::Write;
+    let mut text = String::new();
+    for i in 0..1500 {
+        let t = i as f64 * 0.731;
+        let radius = 1.0 + (i % 3) as f64;
+        let row = [radius * t.cos(), radius * t.sin(), if i % 4 == 0 { 0.0 } else { (t * 3.1).sin() * 0.3 }];
+        write!(text, "{}", i % 3).unwrap();
+        for (j, v) in row.iter().enumerate() {
+            if *v != 0.0 {
+                write!(text, " {}:{v}", j + 1).unwrap();
+            }
+        }
+        text.push('\n');
+    }
+    let path = dir.join("rings.libsvm");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn eigenpairs(dir: &Path) -> (Vec<f64>, faer::Mat<f64>) {
+    let bytes = std::fs::read(dir.join("eigenvalues.npy")).unwrap();
+    let values = npyz::NpyFile::new(&bytes[..]).unwrap().into_vec::<f64>().unwrap();
+    (values, stolr_datasets::read_npy_matrix(&dir.join("eigenvectors.npy")).unwrap())
+}
+
+/// Largest eigenvalue difference relative to λ₁, and largest eigenvector entry difference up to
+/// sign.
+fn differences(a: &(Vec<f64>, faer::Mat<f64>), b: &(Vec<f64>, faer::Mat<f64>)) -> (f64, f64) {
+    assert_eq!(a.0.len(), b.0.len(), "ranks differ");
+    assert_eq!(a.1.shape(), b.1.shape());
+    let ev = a.0.iter().zip(&b.0).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max) / a.0[0];
+    let mut vec = 0.0_f64;
+    for j in 0..a.1.ncols() {
+        let dot: f64 = (0..a.1.nrows()).map(|i| a.1[(i, j)] * b.1[(i, j)]).sum();
+        let s = if dot < 0.0 { -1.0 } else { 1.0 };
+        for i in 0..a.1.nrows() {
+            vec = vec.max((s * a.1[(i, j)] - b.1[(i, j)]).abs());
+        }
+    }
+    (ev, vec)
+}
+
+#[test]
+fn same_answers_on_one_two_and_three_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write_data(dir.path());
+    let data = data.to_str().unwrap();
+    let solvers: [(&str, &[&str]); 3] = [
+        ("nystrom", &["--solver", "nystrom", "--landmarks", "200", "--rank", "8"]),
+        ("nystrom-centred", &["--solver", "nystrom", "--landmarks", "200", "--rank", "8", "--center"]),
+        ("skpca", &["--solver", "skpca", "--tau", "5", "--iterations", "40", "--features", "20"]),
+    ];
+    for (name, options) in solvers {
+        let mut results = Vec::new();
+        for np in [1, 2, 3] {
+            let out = dir.path().join(format!("{name}-{np}"));
+            let mut args = vec!["kpca", "--input", data, "--format", "libsvm", "--seed", "3", "--certify", "off"];
+            args.extend_from_slice(options);
+            args.extend_from_slice(&["--out", out.to_str().unwrap()]);
+            let (status, stderr, _) = wait(mpirun(np, &args), DEADLINE);
+            assert!(status.success(), "{name} on {np} processes: {stderr}");
+            results.push(eigenpairs(&out));
+        }
+        assert!(results[0].0.len() >= 3, "{name}: rank {}", results[0].0.len());
+        for (np, r) in [(2, &results[1]), (3, &results[2])] {
+            let (ev, vec) = differences(&results[0], r);
+            assert!(ev <= 1e-10 && vec <= 1e-8, "{name}, {np} vs 1 process: eigenvalues {ev:e}, eigenvectors {vec:e}");
+        }
+    }
+}
+
+#[test]
+fn svrg_pca_captures_the_same_variance_on_one_two_and_three_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut captured = Vec::new();
+    for np in [1, 2, 3] {
+        let out = dir.path().join(format!("pca-{np}"));
+        let args = [
+            "pca",
+            "--generate",
+            "eigengap",
+            "--n",
+            "3000",
+            "--d",
+            "40",
+            "--solver",
+            "svrg-bb",
+            "--rank",
+            "3",
+            "--epochs",
+            "20",
+            "--seed",
+            "4",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        let (status, stderr, _) = wait(mpirun(np, &args), DEADLINE);
+        assert!(status.success(), "{np} processes: {stderr}");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+        let result = &report["result"];
+        captured.push((result["captured_norm"].as_f64().unwrap(), result["epochs"].as_u64().unwrap()));
+    }
+    for (np, c) in [(2, captured[1]), (3, captured[2])] {
+        assert_eq!(c.1, captured[0].1, "epochs on {np} processes");
+        let rel = (c.0 - captured[0].0).abs() / captured[0].0;
+        assert!(rel <= 1e-12, "captured norm on {np} processes: {} vs {} ({rel:e})", c.0, captured[0].0);
+    }
+}
+
+#[test]
+fn a_killed_rank_ends_the_job_within_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write_data(dir.path());
+    let args = [
+        "kpca",
+        "--input",
+        data.to_str().unwrap(),
+        "--format",
+        "libsvm",
+        "--solver",
+        "skpca",
+        "--tau",
+        "5",
+        "--iterations",
+        "10000000",
+        "--certify",
+        "off",
+    ];
+    let mut child = mpirun(2, &args);
+    // The ranks are mpirun's children named stolr; wait until both run, then kill the last.
+    let start = Instant::now();
+    let victim = loop {
+        let ranks = children(child.id());
+        if ranks.len() == 2 {
+            break ranks[1];
+        }
+        if child.try_wait().unwrap().is_some() {
+            let out = child.wait_with_output().unwrap();
+            panic!("mpirun ended before the kill: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        assert!(start.elapsed() < DEADLINE, "the ranks did not start: children {ranks:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    Command::new("kill").args(["-9", &victim.to_string()]).status().unwrap();
+    let (status, stderr, took) = wait(child, Duration::from_secs(30));
+    assert!(!status.success(), "mpirun exited 0 after a rank was killed");
+    assert!(took < Duration::from_secs(10), "mpirun took {took:?} to end the job; {stderr}");
+}
+
+#[test]
+fn an_error_on_the_ranks_ends_the_job_with_a_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write_data(dir.path());
+    // Not distributed: every rank fails before any collective.
+    let args = ["kpca", "--input", data.to_str().unwrap(), "--format", "libsvm", "--solver", "exact", "--rank", "3"];
+    let (status, stderr, _) = wait(mpirun(2, &args), DEADLINE);
+    assert!(!status.success());
+    assert!(stderr.contains("not distributed yet"), "{stderr}");
+    // A file that rank 1 cannot parse while rank 0 can: rank 1 fails, rank 0 would wait for it
+    // in the next collective; the job must end anyway.
+    let bad = dir.path().join("bad.libsvm");
+    let mut text = "1 1:0.5 2:1\n".repeat(200);
+    text.push_str(&"1 1:0.5 2:oops\n".repeat(200));
+    std::fs::write(&bad, text).unwrap();
+    let args = ["kpca", "--input", bad.to_str().unwrap(), "--format", "libsvm", "--solver", "skpca", "--tau", "1"];
+    let (status, stderr, took) = wait(mpirun(2, &args), Duration::from_secs(60));
+    assert!(!status.success());
+    assert!(stderr.contains("rank 1 of 2"), "{stderr}");
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
+
+/// The processes named `stolr` whose parent is `pid`, by pid.
+fn children(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // pid (comm) state ppid ...: the fields after the last ')'.
+        let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |r| r.1).split_whitespace().collect();
+        let name = stat.split_once('(').and_then(|r| r.1.rsplit_once(')')).map_or("", |r| r.0);
+        if name == "stolr" && fields.get(1).and_then(|p| p.parse::<u32>().ok()) == Some(pid) {
+            found.push(child);
+        }
+    }
+    found.sort_unstable();
+    found
+}

@@ -1,0 +1,135 @@
+//! Reading one part of a text file by byte ranges, for runs whose rows are split across
+//! processes: each process reads only its bytes.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use crate::{DataError, Dataset, Labels};
+
+/// The byte range `[start, end)` of part `part` of `parts` of the file at `path`, aligned to
+/// line starts: the nominal range `[len·part/parts, len·(part+1)/parts)` with each end moved
+/// forward to the next line start (a line belongs to the part whose nominal range holds its
+/// first byte). The parts are disjoint, consecutive and cover the file, so reading them in order
+/// gives the lines in file order. Costs one read from each nominal end to the next line break.
+///
+/// # Errors
+/// [`DataError::Io`] if the file cannot be opened or read; [`DataError::NotShardable`] if it is
+/// gzip-compressed (a compressed stream cannot be entered at a byte offset); and
+/// [`DataError::InvalidParameter`] unless `part < parts`.
+pub fn line_aligned_range(path: &Path, part: usize, parts: usize) -> Result<(u64, u64), DataError> {
+    let name = path.display().to_string();
+    if part >= parts {
+        return Err(DataError::InvalidParameter { name: "part", reason: format!("part {part} of {parts}") });
+    }
+    let mut file = File::open(path).map_err(|e| DataError::io(&name, e))?;
+    let len = file.metadata().map_err(|e| DataError::io(&name, e))?.len();
+    let mut magic = [0u8; 2];
+    if len >= 2 {
+        file.read_exact(&mut magic).map_err(|e| DataError::io(&name, e))?;
+        if magic == [0x1f, 0x8b] {
+            return Err(DataError::NotShardable {
+                path: name,
+                reason: "gzip-compressed text cannot be split by byte ranges across processes; \
+                         decompress it first (gunzip), or run on one process"
+                    .into(),
+            });
+        }
+    }
+    let nominal = |k: usize| (len as u128 * k as u128 / parts as u128) as u64;
+    let start = next_line_start(&mut file, nominal(part), len, &name)?;
+    let end = next_line_start(&mut file, nominal(part + 1), len, &name)?;
+    Ok((start, end))
+}
+
+/// The first line start at or after `at`: `at` itself if it is 0 or follows a line break, else
+/// the byte after the next line break (or `len`).
+fn next_line_start(file: &mut File, at: u64, len: u64, name: &str) -> Result<u64, DataError> {
+    if at == 0 || at >= len {
+        return Ok(at.min(len));
+    }
+    file.seek(SeekFrom::Start(at - 1)).map_err(|e| DataError::io(name, e))?;
+    let mut reader = BufReader::new(file.take(len - (at - 1)));
+    let mut skipped = Vec::new();
+    let read = reader.read_until(b'\n', &mut skipped).map_err(|e| DataError::io(name, e))?;
+    Ok(at - 1 + read as u64)
+}
+
+/// Part `part` of `parts` of a LIBSVM file ([`line_aligned_range`]), parsed as
+/// [`crate::read_libsvm`] parses a whole file: shape `(n_part, d_part)` with `d_part` the
+/// largest index seen **in this part** (the caller widens every part to the largest over all
+/// parts), numeric labels. A part without data lines gives an empty dataset `(0, 0)`. Line
+/// numbers in errors count from the start of the part, not of the file.
+///
+/// # Errors
+/// As [`line_aligned_range`] and [`crate::read_libsvm`] (except [`DataError::Empty`]).
+pub fn read_libsvm_part(path: &Path, part: usize, parts: usize) -> Result<Dataset, DataError> {
+    let name = path.display().to_string();
+    let (start, end) = line_aligned_range(path, part, parts)?;
+    let empty = || Dataset { x: faer::Mat::zeros(0, 0), labels: Labels::Numeric(Vec::new()), source: name.clone() };
+    if start == end {
+        return Ok(empty());
+    }
+    let mut file = File::open(path).map_err(|e| DataError::io(&name, e))?;
+    file.seek(SeekFrom::Start(start)).map_err(|e| DataError::io(&name, e))?;
+    let part_name = format!("{name} (bytes {start}..{end})");
+    match crate::read_libsvm_from(BufReader::new(file.take(end - start)), &part_name) {
+        Ok(mut data) => {
+            data.source = name;
+            Ok(data)
+        }
+        Err(DataError::Empty { .. }) => Ok(empty()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_read_every_line_once_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data.libsvm");
+        // Lines of different lengths, a blank line and a comment, no final line break.
+        let text = "1 1:0.5 3:1\n-1 2:2\n\n# comment\n1 1:1 2:1 3:1 4:1 5:1 6:1 7:1\n-1 7:3\n1 2:0.25";
+        std::fs::write(&path, text).unwrap();
+        let whole = crate::read_libsvm(&path).unwrap();
+        for parts in 1..=8 {
+            let mut rows = Vec::new();
+            let mut labels = Vec::new();
+            let mut covered = 0;
+            for part in 0..parts {
+                let (start, end) = line_aligned_range(&path, part, parts).unwrap();
+                assert_eq!(start, covered, "parts = {parts}");
+                assert!(start == 0 || start as usize == text.len() || text.as_bytes()[start as usize - 1] == b'\n');
+                covered = end;
+                let data = read_libsvm_part(&path, part, parts).unwrap();
+                for i in 0..data.n() {
+                    rows.push(
+                        (0..whole.d()).map(|j| if j < data.d() { data.x[(i, j)] } else { 0.0 }).collect::<Vec<_>>(),
+                    );
+                }
+                if let Labels::Numeric(l) = data.labels {
+                    labels.extend(l);
+                }
+            }
+            assert_eq!(covered as usize, text.len());
+            assert_eq!(rows.len(), whole.n(), "parts = {parts}");
+            for (i, row) in rows.iter().enumerate() {
+                for (j, v) in row.iter().enumerate() {
+                    assert_eq!(*v, whole.x[(i, j)]);
+                }
+            }
+            assert_eq!(Labels::Numeric(labels), whole.labels);
+        }
+    }
+
+    #[test]
+    fn gzip_is_refused_with_a_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data.gz");
+        std::fs::write(&path, [0x1f, 0x8b, 8, 0]).unwrap();
+        assert!(matches!(read_libsvm_part(&path, 0, 2), Err(DataError::NotShardable { .. })));
+    }
+}

@@ -1,0 +1,126 @@
+//! Distributed kernel PCA on ranks simulated by threads ([`ThreadGroup`]): the rows split
+//! across `P` ranks give the eigenpairs of one process (Nyström to rounding; SKPCA with the
+//! same seed to rounding), with the eigenvectors' rows in rank order.
+
+use faer::{Mat, MatRef};
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use stolr_estimators::{Kernel, RandomFourierFeatures};
+use stolr_lowrank::comm::{ThreadGroup, gather_rows};
+use stolr_lowrank::{Communicator, Eigenpairs, RowShard};
+use stolr_solvers::{NystromConfig, Skpca, SkpcaConfig, nystrom_fit, nystrom_fit_sharded, run};
+
+fn data(n: usize) -> Mat<f64> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
+    stolr_datasets::generate::rings(n, 0.1, &mut rng).x
+}
+
+/// The largest difference between the eigenpairs, eigenvalues relative to the first.
+fn compare(a: &Eigenpairs, b: &Eigenpairs) -> (f64, f64) {
+    assert_eq!(a.values.len(), b.values.len());
+    let ev = a.values.iter().zip(&b.values).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max) / a.values[0];
+    (ev, max_abs_diff(a.vectors.as_ref(), b.vectors.as_ref()))
+}
+
+fn max_abs_diff(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> f64 {
+    assert_eq!(a.shape(), b.shape());
+    (0..a.ncols()).flat_map(|j| (0..a.nrows()).map(move |i| (a[(i, j)] - b[(i, j)]).abs())).fold(0.0, f64::max)
+}
+
+/// Runs `fit` on `p` thread ranks, each on its balanced share of the rows of `x`; returns the
+/// eigenpairs with the eigenvectors gathered on rank 0, and checks that every rank has the same
+/// eigenvalues.
+fn on_ranks(
+    p: usize,
+    x: &Mat<f64>,
+    fit: impl Fn(MatRef<'_, f64>, RowShard, &dyn Communicator) -> Eigenpairs + Sync,
+) -> Eigenpairs {
+    let n = x.nrows();
+    let out = ThreadGroup::run(p, |comm| {
+        let shard = RowShard::balanced(n, comm.rank(), comm.size());
+        let pairs = fit(x.as_ref().subrows(shard.first, shard.rows), shard, comm);
+        let all = gather_rows(comm, pairs.vectors.as_ref(), 0);
+        (pairs.values, all)
+    });
+    assert!(out.iter().all(|o| o.0 == out[0].0), "ranks disagree on the eigenvalues");
+    let (values, vectors) = out.into_iter().next().unwrap();
+    Eigenpairs { values, vectors: vectors.unwrap() }
+}
+
+#[test]
+fn sharded_nystrom_matches_one_process() {
+    let x = data(700);
+    let kernel = Kernel::Gaussian { sigma: 0.8 };
+    for center in [false, true] {
+        let config = NystromConfig { block_rows: 64, ..NystromConfig::new(120, 8).center(center) };
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        let single = nystrom_fit(x.as_ref(), &kernel, &config, &mut rng).unwrap();
+        for p in [1, 2, 3] {
+            let got = on_ranks(p, &x, |local, shard, comm| {
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+                nystrom_fit_sharded(local, &kernel, &config, &mut rng, comm, shard).unwrap().pairs
+            });
+            let (ev, vec) = compare(&single.pairs, &got);
+            if p == 1 {
+                assert_eq!((ev, vec), (0.0, 0.0), "one rank: the same bits");
+            }
+            assert!(ev <= 1e-12 && vec <= 1e-9, "center {center}, P = {p}: eigenvalues {ev:e}, vectors {vec:e}");
+        }
+    }
+}
+
+#[test]
+fn sharded_skpca_matches_one_process() {
+    let x = data(600);
+    let kernel = Kernel::Gaussian { sigma: 0.8 };
+    let config = SkpcaConfig { tau: 8.0, iterations: 40, ..Default::default() };
+    let solve = |local: MatRef<'_, f64>, shard: RowShard, comm: &dyn Communicator| {
+        let sampler = Box::new(RandomFourierFeatures::new(local, kernel, 20).unwrap());
+        let mut solver = Skpca::new(config.clone(), sampler).unwrap().sharded(comm, shard.first).unwrap();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(9);
+        run(&mut solver, &mut rng, &mut ()).unwrap();
+        solver.eigenpairs().unwrap()
+    };
+    let single = solve(x.as_ref(), RowShard::whole(x.nrows()), &stolr_lowrank::SingleProcess);
+    assert!(single.rank() >= 3, "rank {}", single.rank());
+    for p in [1, 2, 3] {
+        let got = on_ranks(p, &x, solve);
+        let (ev, vec) = compare(&single, &got);
+        if p == 1 {
+            assert_eq!((ev, vec), (0.0, 0.0), "one rank: the same bits");
+        }
+        assert!(ev <= 1e-11 && vec <= 1e-8, "P = {p}: eigenvalues {ev:e}, vectors {vec:e}");
+    }
+}
+
+#[test]
+fn sharded_svrg_pca_matches_one_process() {
+    use stolr_solvers::{SvrgPca, SvrgPcaConfig, captured_norm};
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(21);
+    let g = stolr_datasets::generate::eigengap(900, 20, 0.3, &mut rng).unwrap();
+    let config = SvrgPcaConfig { max_epochs: 15, ..SvrgPcaConfig::consistent(3) };
+    let solve = |local: MatRef<'_, f64>, comm: &dyn Communicator| {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(8);
+        let mut solver = SvrgPca::new_sharded(local, config.clone(), &mut rng, comm).unwrap();
+        let stop = run(&mut solver, &mut rng, &mut ()).unwrap();
+        solver.finish(stop).unwrap()
+    };
+    let single = solve(g.x.as_ref(), &stolr_lowrank::SingleProcess);
+    let sslev: f64 = g.singular_values.as_ref().unwrap()[..3].iter().map(|s| s * s).sum::<f64>().sqrt();
+    // The run is far enough along for the comparison to mean something.
+    assert!(captured_norm(&single.pairs.values) > 0.99 * sslev);
+    for p in [1, 2, 3] {
+        let out = ThreadGroup::run(p, |comm| {
+            let shard = RowShard::balanced(g.x.nrows(), comm.rank(), comm.size());
+            solve(g.x.as_ref().subrows(shard.first, shard.rows), comm)
+        });
+        for o in &out {
+            assert_eq!(o.epochs, single.epochs, "P = {p}");
+            let (ev, vec) = compare(&single.pairs, &o.pairs);
+            if p == 1 {
+                assert_eq!((ev, vec), (0.0, 0.0), "one rank: the same bits");
+            }
+            assert!(ev <= 1e-10 && vec <= 1e-8, "P = {p}: values {ev:e}, axes {vec:e}");
+        }
+    }
+}
