@@ -67,7 +67,7 @@ pub use model_file::{
 pub use npy::{read_npy_matrix, write_npy_indices, write_npy_matrix, write_npy_vector};
 pub use shard::{line_aligned_range, read_libsvm_part};
 pub use split::{Split, TrainTest, random_folds, random_split};
-pub use standardize::{Standardization, standardize};
+pub use standardize::{Standardization, standardize, standardize_reduced};
 pub use stream::{RowFormat, RowStream, stream_rows};
 pub use table::{
     CategoricalColumn, OneHotEncoding, Table, TableLabel, TableOptions, read_table, read_table_from, read_table_with,

@@ -49,20 +49,32 @@ impl Standardization {
 /// Non-finite entries propagate into their column's statistics; call
 /// [`check_finite`](crate::check_finite) first if `x` did not come from a reader of this crate.
 pub fn standardize(x: &mut Mat<f64>) -> Standardization {
-    let n = x.nrows();
+    standardize_reduced(x, |_| {})
+}
+
+/// [`standardize`] for rows split across processes: `x` `(n_p, d)` holds this process's rows,
+/// and `reduce` adds a buffer over every process in place (e.g. a rank-ordered all-reduce), so
+/// the means and scales are those of all the rows. With a `reduce` that does nothing, this is
+/// [`standardize`], bit for bit.
+pub fn standardize_reduced(x: &mut Mat<f64>, mut reduce: impl FnMut(&mut [f64])) -> Standardization {
     let d = x.ncols();
-    let mut mean = vec![0.0; d];
+    let mut n = [x.nrows() as f64];
+    reduce(&mut n);
+    let n = n[0];
+    let mut mean: Vec<f64> = (0..d).map(|j| x.col_as_slice(j).iter().sum::<f64>()).collect();
     let mut scale = vec![1.0; d];
-    if n == 0 {
-        return Standardization { mean, scale };
+    if n == 0.0 {
+        return Standardization { mean: vec![0.0; d], scale };
     }
+    reduce(&mut mean);
+    mean.iter_mut().for_each(|m| *m /= n);
+    // Two passes: the variance of the centered values, which is accurate for large means.
+    let mut var: Vec<f64> =
+        (0..d).map(|j| x.col_as_slice(j).iter().map(|&v| (v - mean[j]) * (v - mean[j])).sum::<f64>()).collect();
+    reduce(&mut var);
     for j in 0..d {
+        let (m, std) = (mean[j], (var[j] / n).sqrt());
         let col = x.col_as_slice_mut(j);
-        let m = col.iter().sum::<f64>() / n as f64;
-        // Two passes: the variance of the centered values, which is accurate for large means.
-        let var = col.iter().map(|&v| (v - m) * (v - m)).sum::<f64>() / n as f64;
-        let std = var.sqrt();
-        mean[j] = m;
         if std <= 10.0 * f64::EPSILON * m.abs() || std == 0.0 {
             col.fill(0.0);
         } else {

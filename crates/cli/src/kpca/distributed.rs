@@ -292,28 +292,7 @@ fn skpca(
 /// `10 ε |mean|` is constant and set to 0 with scale 1. The statistics differ from one process's
 /// only by the order of the additions.
 fn standardize_sharded(x: &mut Mat<f64>, comm: &dyn Communicator) -> Standardization {
-    let d = x.ncols();
-    let mut n = [x.nrows() as f64];
-    comm.all_reduce_sum(&mut n);
-    let n = n[0];
-    let mut mean: Vec<f64> = (0..d).map(|j| x.col_as_slice(j).iter().sum::<f64>()).collect();
-    comm.all_reduce_sum(&mut mean);
-    mean.iter_mut().for_each(|m| *m /= n);
-    let mut var: Vec<f64> =
-        (0..d).map(|j| x.col_as_slice(j).iter().map(|&v| (v - mean[j]) * (v - mean[j])).sum::<f64>()).collect();
-    comm.all_reduce_sum(&mut var);
-    let mut scale = vec![1.0; d];
-    for j in 0..d {
-        let (m, std) = (mean[j], (var[j] / n).sqrt());
-        let col = x.col_as_slice_mut(j);
-        if std <= 10.0 * f64::EPSILON * m.abs() || std == 0.0 {
-            col.fill(0.0);
-        } else {
-            scale[j] = std;
-            col.iter_mut().for_each(|v| *v = (*v - m) / std);
-        }
-    }
-    Standardization { mean, scale }
+    stolr_datasets::standardize_reduced(x, |buffer| comm.all_reduce_sum(buffer))
 }
 
 /// The [`Solved`] of a distributed fit (its solve time is set by the caller).

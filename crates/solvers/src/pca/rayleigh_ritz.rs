@@ -22,22 +22,7 @@ use crate::error::{check_data, check_rank};
 /// # References
 /// Spec `math.md` §1.6 (Wen et al. 2016), used by paper `002_32bc6583f0d9e789.txt`.
 pub fn rayleigh_ritz(x: MatRef<'_, f64>, basis: MatRef<'_, f64>) -> Result<Eigenpairs, SolverError> {
-    let (d, r) = (x.ncols(), basis.ncols());
-    if basis.nrows() != d {
-        return Err(SolverError::InvalidConfig {
-            name: "basis",
-            reason: format!("needs {d} rows, has {}", basis.nrows()),
-        });
-    }
-    check_rank(r, d)?;
-    let (q, _) = thin_qr(basis);
-    let b = mul(x, q.as_ref());
-    let h = tall_inner(b.as_ref(), b.as_ref(), false);
-    let (theta, w) = sym_eigen_desc(h.as_ref())?;
-    let mut pairs =
-        Eigenpairs { values: theta.iter().map(|t| t.max(0.0)).collect(), vectors: mul(q.as_ref(), w.as_ref()) };
-    pairs.fix_signs();
-    Ok(pairs)
+    rayleigh_ritz_sharded(x, basis, &stolr_lowrank::SingleProcess)
 }
 
 /// [`rayleigh_ritz`] for data whose rows are sharded across the ranks of `comm`: `x` is this
