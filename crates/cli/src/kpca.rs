@@ -20,7 +20,7 @@ use stolr_report::{
 };
 use stolr_solvers::{
     CertifyConfig, CertifyMethod, ExactOperator, KernelCentering, KernelPca, KernelPcaModel, KpcaSolver, SamplerKind,
-    SkpcaConfig, Stop, certify, tau_for_rank,
+    SkpcaConfig, Stop, TauChoice, certify, tau_for_rank,
 };
 
 use crate::common::checkpoint::{CheckpointArgs, FileStore, matrix_fingerprint, require_support};
@@ -267,6 +267,19 @@ fn build_kernel(
     Ok((kernel, how, counts))
 }
 
+/// The report of τ chosen for `rank` eigenpairs by [`tau_for_rank`].
+fn chosen_tau_report(rank: usize, choice: &TauChoice) -> TauReport {
+    TauReport {
+        value: choice.tau,
+        source: format!(
+            "chosen for rank {rank} from the spectrum of a {m} x {m} kernel matrix of a random subsample (eigenvalues scaled by n/m)",
+            m = choice.subsample
+        ),
+        subsample: Some(choice.subsample),
+        estimated_eigenvalues: Some(choice.estimated_eigenvalues.clone()),
+    }
+}
+
 /// What a solver run produced, for the report.
 struct Solved {
     model: KernelPcaModel,
@@ -314,15 +327,7 @@ fn solve(
                         crate::memory::budget(),
                         &mut stream(args.seed, 2),
                     )?;
-                    tau_report = Some(TauReport {
-                        value: choice.tau,
-                        source: format!(
-                            "chosen for rank {rank} from the spectrum of a {m} x {m} kernel matrix of a random subsample (eigenvalues scaled by n/m)",
-                            m = choice.subsample
-                        ),
-                        subsample: Some(choice.subsample),
-                        estimated_eigenvalues: Some(choice.estimated_eigenvalues.clone()),
-                    });
+                    tau_report = Some(chosen_tau_report(rank, &choice));
                     choice.tau
                 }
             };

@@ -23,7 +23,7 @@ use stolr_solvers::{
     nystrom_fit_sharded, tau_for_rank,
 };
 
-use super::{KpcaArgs, Prepared, Solved, SolverKind, build_kernel, finish, load};
+use super::{KpcaArgs, Prepared, Solved, SolverKind, build_kernel, chosen_tau_report, finish, load};
 use crate::common::input::Format;
 use crate::common::progress::Progress;
 use crate::rng::stream;
@@ -221,18 +221,7 @@ fn skpca(
             }
             comm.broadcast(&mut value, 0);
             let report = match chosen {
-                Some(choice) => {
-                    let choice = choice?;
-                    TauReport {
-                        value: choice.tau,
-                        source: format!(
-                            "chosen for rank {rank} from the spectrum of a {m} x {m} kernel matrix of a random subsample (eigenvalues scaled by n/m)",
-                            m = choice.subsample
-                        ),
-                        subsample: Some(choice.subsample),
-                        estimated_eigenvalues: Some(choice.estimated_eigenvalues.clone()),
-                    }
-                }
+                Some(choice) => chosen_tau_report(rank, &choice?),
                 None if value[0].is_nan() => bail!("rank 0 could not choose tau (see its error)"),
                 None => {
                     TauReport { value: value[0], source: String::new(), subsample: None, estimated_eigenvalues: None }
