@@ -21,6 +21,7 @@ use stolr_datasets::{
     Dataset, Standardization, TrainTest, generate, random_folds, random_split, write_npy_indices, write_npy_vector,
 };
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, Kernel, bandwidth_rule};
+use stolr_lowrank::{Communicator, RowShard};
 use stolr_solvers::{
     ColumnMode, CoordinateRule, KernelRidge, KrrModel, KrrSolver as Solver, LambdaSelection, NuModel, NuPath,
     NuSelection, NystromKrrConfig, NystromSolve, SlklConfig, UnifConfig, UniformWeight, log_grid, mean_squared_error,
@@ -444,6 +445,7 @@ fn fit(
     kernel: &Kernel,
     nu: f64,
     standardization: Option<Standardization>,
+    comm: Option<&dyn Communicator>,
 ) -> Result<Fitted> {
     let lambda = args.lambda;
     let solver = match args.solver {
@@ -488,16 +490,31 @@ fn fit(
             matrix_fingerprint(MatRef::from_column_major_slice(y, y.len(), 1))
         ))
     })?;
-    let mut progress = Progress::new(&solver_name, None, args.landmarks.max(1)).with_checkpoint(store);
-    let (model, summary) = params.fit_prepared(
-        x,
-        y,
-        standardization,
-        &mut stream(args.seed, STREAM_LANDMARKS),
-        &mut stream(args.seed, STREAM_COORDINATES),
-        &mut progress,
-    )?;
-    progress.finish();
+    let (model, summary) = if let Some(comm) = comm {
+        // This rank's balanced share of the training rows; the landmarks are drawn over the
+        // global n from the same stream as on one process.
+        let shard = RowShard::balanced(x.nrows(), comm.rank(), comm.size());
+        params.fit_prepared_sharded(
+            x.subrows(shard.first, shard.rows),
+            &y[shard.first..shard.first + shard.rows],
+            standardization,
+            &mut stream(args.seed, STREAM_LANDMARKS),
+            comm,
+            shard,
+        )?
+    } else {
+        let mut progress = Progress::new(&solver_name, None, args.landmarks.max(1)).with_checkpoint(store);
+        let fitted = params.fit_prepared(
+            x,
+            y,
+            standardization,
+            &mut stream(args.seed, STREAM_LANDMARKS),
+            &mut stream(args.seed, STREAM_COORDINATES),
+            &mut progress,
+        )?;
+        progress.finish();
+        fitted
+    };
     let centres = model.expansion().len();
     let definition = match args.solver {
         KrrSolver::Slkl => "F(mu) = lambda y^T (lambda I + K_mu)^-1 y + nu sum(mu), paper 004 (14)",
@@ -530,9 +547,43 @@ fn fit(
     Ok(Fitted { model, landmarks: summary.landmarks, weights: summary.weights, result })
 }
 
+/// Under `mpirun -np P > 1`: an error for everything but Nyström KRR's direct solve with a
+/// given λ (not distributed yet).
+fn check_distributed(args: &KrrArgs, size: usize) -> Result<()> {
+    let not_yet = |what: &str| -> Result<()> {
+        bail!("stolr krr {what} is not distributed yet: run it on one process (not under mpirun -np {size})")
+    };
+    if args.solver != KrrSolver::Nystrom {
+        let name = format!("{:?}", args.solver).to_lowercase();
+        not_yet(&format!("--solver {name}"))?;
+    }
+    if args.lambda_text == "auto" {
+        not_yet("--lambda auto (cross-validation)")?;
+    }
+    if args.nystrom_solver == NystromSolveArg::Cg {
+        not_yet("--nystrom-solver cg")?;
+    }
+    if args.checkpoint.checkpoint.is_some() {
+        not_yet("--checkpoint")?;
+    }
+    Ok(())
+}
+
 /// Runs `stolr krr`.
+///
+/// Under `mpirun -np P > 1` (Nyström KRR, direct solve, given λ): every rank reads the whole
+/// data file (or generates the data) and prepares it as one process does — split,
+/// standardization statistics and σ are computed from all training rows on every rank, the same
+/// bits everywhere — then keeps its balanced share of the training rows for the fit
+/// ([`KernelRidge::fit_prepared_sharded`]: `ȳ`, `K_Mn K_nM` and `K_Mn (y − ȳ)` added across
+/// ranks in rank order, the `M × M` solve replicated). Rank 0, which still holds every row,
+/// predicts, writes every output and prints; the other ranks stop after the fit.
 pub fn run(mut args: KrrArgs) -> Result<()> {
     let total = Instant::now();
+    let world = crate::distributed::current();
+    if let Some(comm) = &world {
+        check_distributed(&args, comm.size())?;
+    }
     let auto_lambda = args.lambda_text == "auto";
     args.lambda = if auto_lambda {
         if args.solver != KrrSolver::Nystrom {
@@ -579,8 +630,11 @@ pub fn run(mut args: KrrArgs) -> Result<()> {
     let nu_time = t_nu.elapsed();
 
     let t_fit = Instant::now();
-    let fitted = fit(&args, x, y, &kernel, nu.unwrap_or(f64::NAN), prepared.standardization.clone())?;
+    let fitted = fit(&args, x, y, &kernel, nu.unwrap_or(f64::NAN), prepared.standardization.clone(), world.as_deref())?;
     let fit_time = t_fit.elapsed();
+    if world.as_ref().is_some_and(|comm| comm.rank() != 0) {
+        return Ok(()); // rank 0 predicts, writes and prints
+    }
 
     let t_predict = Instant::now();
     // The rows are already standardized: the expansion plus the intercept is the model's f.

@@ -93,7 +93,7 @@ fn run() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Kpca(args) => kpca::run(*args),
         Command::Pca(args) => pca::run(*args),
-        Command::Krr(args) => distributed::refuse("stolr krr").and_then(|()| krr::run(*args)),
+        Command::Krr(args) => krr::run(*args),
         Command::Transform(args) => distributed::refuse("stolr transform").and_then(|()| apply::transform(args)),
         Command::Predict(args) => distributed::refuse("stolr predict").and_then(|()| apply::predict(args)),
     };

@@ -48,7 +48,8 @@ pub use krr::{
     ColumnMode, CoordinatePartials, CoordinateRule, KernelExpansion, KernelRidge, KrrConfig, KrrFitSummary, KrrModel,
     KrrSolver, LambdaSelection, NuCandidate, NuModel, NuPath, NuSelection, NystromKrrConfig, NystromKrrFit,
     NystromSolve, Slkl, SlklConfig, SlklModel, UnifConfig, UnifModel, UniformWeight, krr, krr_subset, log_grid,
-    mean_squared_error, nystrom_krr, select_lambda_nystrom, select_landmarks, select_nu, select_nu_path, slkl, unif,
+    mean_squared_error, nystrom_krr, nystrom_krr_sharded, select_lambda_nystrom, select_landmarks, select_nu,
+    select_nu_path, slkl, unif,
 };
 pub use pca::{
     EpochLength, Pca, PcaModel, PcaOutcome, PcaSolver, SvrgPca, SvrgPcaConfig, Tolerance, VrPca, VrPcaConfig,

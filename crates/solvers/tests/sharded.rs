@@ -124,3 +124,98 @@ fn sharded_svrg_pca_matches_one_process() {
         }
     }
 }
+
+/// Friedman #1-like regression rows: `(x (n, 5), y)`.
+fn regression(n: usize) -> (Mat<f64>, Vec<f64>) {
+    use rand::RngExt;
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(21);
+    let x = Mat::from_fn(n, 5, |_, _| rng.random::<f64>());
+    let y = (0..n)
+        .map(|i| {
+            10.0 * (std::f64::consts::PI * x[(i, 0)] * x[(i, 1)]).sin()
+                + 20.0 * (x[(i, 2)] - 0.5).powi(2)
+                + 10.0 * x[(i, 3)]
+                + 5.0 * x[(i, 4)]
+                + rng.random::<f64>()
+        })
+        .collect();
+    (x, y)
+}
+
+#[test]
+fn sharded_nystrom_krr_matches_one_process() {
+    use stolr_solvers::{KernelRidge, KrrSolver, NystromKrrConfig, NystromSolve, Predictor};
+    let (x, y) = regression(900);
+    let test = regression(200).0;
+    let kernel = Kernel::Gaussian { sigma: 0.6 };
+    let config = NystromKrrConfig { lambda: 0.3, solve: NystromSolve::Auto, ..NystromKrrConfig::default() };
+    for intercept in [true, false] {
+        let params = KernelRidge {
+            intercept,
+            ..KernelRidge::new(kernel, KrrSolver::Nystrom { config: config.clone(), landmarks: 80 })
+        };
+        let mut coordinates = Xoshiro256PlusPlus::seed_from_u64(0);
+        let (single, single_summary) = params
+            .fit_prepared(x.as_ref(), &y, None, &mut Xoshiro256PlusPlus::seed_from_u64(9), &mut coordinates, &mut ())
+            .unwrap();
+        let expected: Vec<f64> = single.predict(test.as_ref()).unwrap().iter().copied().collect();
+        let scale = expected.iter().map(|v| v.abs()).fold(0.0, f64::max);
+        for p in [1, 2, 3] {
+            let out = ThreadGroup::run(p, |comm| {
+                let shard = RowShard::balanced(900, comm.rank(), comm.size());
+                let (model, summary) = params
+                    .fit_prepared_sharded(
+                        x.as_ref().subrows(shard.first, shard.rows),
+                        &y[shard.first..shard.first + shard.rows],
+                        None,
+                        &mut Xoshiro256PlusPlus::seed_from_u64(9),
+                        comm,
+                        shard,
+                    )
+                    .unwrap();
+                (
+                    model.predict(test.as_ref()).unwrap().iter().copied().collect::<Vec<f64>>(),
+                    model.intercept(),
+                    summary,
+                )
+            });
+            // Every rank holds the same model.
+            assert!(out.iter().all(|o| o.0 == out[0].0 && o.1 == out[0].1), "P = {p}: ranks disagree");
+            let (got, intercept_got, summary) = &out[0];
+            assert_eq!(summary.landmarks, single_summary.landmarks, "the landmarks do not depend on P");
+            let err = got.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max) / scale;
+            if p == 1 {
+                assert_eq!(got, &expected, "one rank: the same bits");
+                assert_eq!(summary.objective, single_summary.objective);
+            }
+            assert!(err <= 1e-10, "intercept {intercept}, P = {p}: predictions differ by {err:e} relative");
+            assert!((intercept_got - single.intercept()).abs() <= 1e-12 * single.intercept().abs().max(1.0));
+            let rel = (summary.objective - single_summary.objective).abs() / single_summary.objective;
+            assert!(rel <= 1e-10, "P = {p}: objective {rel:e}");
+        }
+    }
+}
+
+#[test]
+fn sharded_nystrom_krr_refuses_what_is_not_distributed() {
+    use stolr_solvers::{KernelRidge, KrrSolver, NystromKrrConfig, NystromSolve, SolverError};
+    let (x, y) = regression(100);
+    let kernel = Kernel::Gaussian { sigma: 0.6 };
+    let cg = NystromKrrConfig { solve: NystromSolve::ConjugateGradient, ..NystromKrrConfig::default() };
+    let errors = ThreadGroup::run(2, |comm| {
+        let shard = RowShard::balanced(100, comm.rank(), comm.size());
+        let (xl, yl) = (x.as_ref().subrows(shard.first, shard.rows), &y[shard.first..shard.first + shard.rows]);
+        let rng = &mut Xoshiro256PlusPlus::seed_from_u64(1);
+        let cg = KernelRidge::new(kernel, KrrSolver::Nystrom { config: cg.clone(), landmarks: 10 })
+            .fit_prepared_sharded(xl, yl, None, rng, comm, shard)
+            .unwrap_err();
+        let subset = KernelRidge::new(kernel, KrrSolver::KrrSubset { lambda: 1.0, landmarks: 10 })
+            .fit_prepared_sharded(xl, yl, None, rng, comm, shard)
+            .unwrap_err();
+        (cg, subset)
+    });
+    for (cg, subset) in errors {
+        assert!(matches!(cg, SolverError::InvalidConfig { name: "solve", .. }), "{cg}");
+        assert!(matches!(subset, SolverError::InvalidConfig { name: "solver", .. }), "{subset}");
+    }
+}

@@ -5,10 +5,11 @@ use faer::MatRef;
 use rand::Rng;
 use stolr_datasets::{Standardization, standardize};
 use stolr_estimators::Kernel;
+use stolr_lowrank::{Communicator, RowShard};
 
 use crate::krr::{
     KernelExpansion, KrrConfig, KrrModel, NystromKrrConfig, NystromSolve, Slkl, SlklConfig, UnifConfig, krr,
-    krr_subset, nystrom_krr, select_landmarks, unif,
+    krr_subset, nystrom_krr, nystrom_krr_sharded, select_landmarks, unif,
 };
 use crate::{FitRegression, Observer, SolverError, Stop, run};
 
@@ -183,6 +184,68 @@ impl KernelRidge {
             }
         };
         Ok((KrrModel::new(self.solver.name(), expansion, standardization, intercept)?, summary))
+    }
+}
+
+impl KernelRidge {
+    /// [`KernelRidge::fit_prepared`] on training rows sharded across the ranks of `comm`, for
+    /// [`KrrSolver::Nystrom`] with the direct solve ([`nystrom_krr_sharded`]): `x`
+    /// `(shard.rows, d)` and `y` are this rank's rows of the `n = shard.total` prepared
+    /// training rows. The landmarks are drawn from `landmark_rng` over the global `n` (the
+    /// indices one process draws, the same on every rank); with [`KernelRidge::intercept`] the
+    /// target mean `ȳ` is the local sums added across ranks in rank order, divided by `n`.
+    /// Every rank returns the same model; with one rank it is bit for bit
+    /// [`KernelRidge::fit_prepared`]'s.
+    ///
+    /// # Errors
+    /// As [`nystrom_krr_sharded`]; [`SolverError::InvalidConfig`] (`solver`) for any other
+    /// solver on more than one rank (not distributed yet), or (`landmarks`) for `M` outside
+    /// `[1, n]`.
+    pub fn fit_prepared_sharded(
+        &self,
+        x: MatRef<'_, f64>,
+        y: &[f64],
+        standardization: Option<Standardization>,
+        landmark_rng: &mut dyn Rng,
+        comm: &dyn Communicator,
+        shard: RowShard,
+    ) -> Result<(KrrModel, KrrFitSummary), SolverError> {
+        let KrrSolver::Nystrom { config, landmarks } = &self.solver else {
+            return Err(SolverError::InvalidConfig {
+                name: "solver",
+                reason: format!("{} is not distributed yet: only nystrom runs on sharded rows", self.solver.name()),
+            });
+        };
+        if y.len() != x.nrows() || x.nrows() != shard.rows {
+            return Err(SolverError::InvalidConfig {
+                name: "shard",
+                reason: format!(
+                    "the local block has {} rows and {} targets, the shard {}",
+                    x.nrows(),
+                    y.len(),
+                    shard.rows
+                ),
+            });
+        }
+        let (centred, intercept) = if self.intercept {
+            let mut sum = [y.iter().sum::<f64>()];
+            comm.all_reduce_sum(&mut sum);
+            let mean = sum[0] / shard.total as f64;
+            (Some(y.iter().map(|v| v - mean).collect::<Vec<f64>>()), mean)
+        } else {
+            (None, 0.0)
+        };
+        let y = centred.as_deref().unwrap_or(y);
+        let j = select_landmarks(shard.total, *landmarks, landmark_rng)?;
+        let fit = nystrom_krr_sharded(x, y, &self.kernel, config, &j, comm, shard)?;
+        let summary = KrrFitSummary {
+            landmarks: Some(j),
+            objective: fit.objective,
+            iterations: fit.iterations,
+            nystrom: Some((fit.solve, fit.iterations, fit.residual)),
+            ..Default::default()
+        };
+        Ok((KrrModel::new(self.solver.name(), fit.expansion, standardization, intercept)?, summary))
     }
 }
 

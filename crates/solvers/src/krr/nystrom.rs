@@ -7,6 +7,8 @@ use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::linalg::triangular_solve::{solve_lower_triangular_in_place, solve_upper_triangular_in_place};
 use faer::{Accum, Mat, MatRef, Par, Side};
 use stolr_estimators::{CrossKernelPanels, Kernel};
+use stolr_lowrank::comm::{all_reduce_lower, all_reduce_mat, rows_by_index};
+use stolr_lowrank::{Communicator, RowShard};
 use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::SolverError;
@@ -181,6 +183,97 @@ pub fn nystrom_krr(
     })
 }
 
+/// [`nystrom_krr`] on training rows sharded across the ranks of `comm`, direct solve only:
+/// `x` `(shard.rows, d)` and `y` (length `shard.rows`) are this rank's rows
+/// `shard.first..shard.first + shard.rows` of the `n = shard.total` training rows; `landmarks`
+/// are global row indices (the same on every rank). Every rank returns the same fit.
+///
+/// **Scheme.** The landmark rows `(M, d)` are assembled on every rank from the ranks that hold
+/// them ([`stolr_lowrank::comm::rows_by_index`], `M·d` doubles); `K_MM` and its Cholesky
+/// factor are replicated. Each rank makes one pass over its own rows accumulating its part of
+/// the lower triangle of `K_Mn K_nM` and of `K_Mn y`, which are added across ranks in rank
+/// order (`M(M+1)/2 + M` doubles); the `M × M` solve is replicated. The training loss of the
+/// objective is a local sum added across ranks (one double). With one rank the result is
+/// bit for bit [`nystrom_krr`]'s; with `P` ranks it differs by the rounding of the rank-ordered
+/// sums.
+///
+/// # Errors
+/// As [`nystrom_krr`] (the memory estimate counts the local rows), and
+/// [`SolverError::InvalidConfig`] (`shard`) if `x` or `y` do not have `shard.rows` rows, or
+/// (`solve`) for [`NystromSolve::ConjugateGradient`] — or [`NystromSolve::Auto`] choosing it for
+/// the global `n` — on more than one rank (not distributed yet). An invalid parameter gives
+/// every rank the same error; bad data (non-finite entries) is only seen by the rank holding it,
+/// and the caller must then stop every rank (as `mpirun` does on an error).
+pub fn nystrom_krr_sharded(
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    kernel: &Kernel,
+    config: &NystromKrrConfig,
+    landmarks: &[usize],
+    comm: &dyn Communicator,
+    shard: RowShard,
+) -> Result<NystromKrrFit, SolverError> {
+    if x.nrows() != shard.rows || y.len() != shard.rows {
+        return Err(SolverError::InvalidConfig {
+            name: "shard",
+            reason: format!("the local block has {} rows and {} targets, the shard {}", x.nrows(), y.len(), shard.rows),
+        });
+    }
+    if comm.size() == 1 {
+        return nystrom_krr(x, y, kernel, config, landmarks);
+    }
+    if shard.rows > 0 {
+        check_regression(x, y)?;
+    }
+    kernel.validate()?;
+    check_config(config)?;
+    check_landmarks(landmarks, shard.total)?;
+    let mut seen = vec![false; shard.total];
+    for &j in landmarks {
+        if std::mem::replace(&mut seen[j], true) {
+            return Err(SolverError::InvalidConfig { name: "landmarks", reason: format!("row {j} appears twice") });
+        }
+    }
+    drop(seen);
+    let m = landmarks.len();
+    let solve = match config.solve {
+        NystromSolve::Auto => auto_solve(shard.total, m),
+        chosen => chosen,
+    };
+    if solve != NystromSolve::Direct {
+        return Err(SolverError::InvalidConfig {
+            name: "solve",
+            reason: format!(
+                "Nyström KRR's conjugate gradients are not distributed yet (M = {m}, n = {}): use the direct solve",
+                shard.total
+            ),
+        });
+    }
+    config.memory.check(
+        format!("Nyström KRR's 4 {m} × {m} matrices and {BLOCK_ROWS}-row kernel panels (M = {m})"),
+        f64_bytes(&[4, m, m]) + f64_bytes(&[m, BLOCK_ROWS + 2 * x.ncols()]),
+    )?;
+    let xm = rows_by_index(comm, x, shard, landmarks);
+    let panels = CrossKernelPanels::new(kernel, x, xm.as_ref())?;
+    let kmm = kernel.cross(xm.as_ref(), xm.as_ref());
+    let (l, jitter) = jittered_cholesky(kmm.as_ref())?;
+    let (mut gram, mut z) = normal_equations(&panels, y, m)?;
+    all_reduce_lower(comm, &mut gram);
+    all_reduce_mat(comm, &mut z);
+    let alpha = finish_direct(l.as_ref(), gram, z, config.lambda)?;
+    let mut loss = [training_loss(&panels, y, &alpha)?];
+    comm.all_reduce_sum(&mut loss);
+    let objective = loss[0] + penalty(kmm.as_ref(), &alpha, config.lambda);
+    Ok(NystromKrrFit {
+        expansion: KernelExpansion::new(*kernel, xm, alpha)?,
+        solve,
+        iterations: 0,
+        residual: None,
+        jitter,
+        objective,
+    })
+}
+
 fn check_config(config: &NystromKrrConfig) -> Result<(), SolverError> {
     if !(config.lambda.is_finite() && config.lambda > 0.0) {
         return Err(SolverError::InvalidConfig {
@@ -241,7 +334,13 @@ fn solve_direct(
     l: MatRef<'_, f64>,
     lambda: f64,
 ) -> Result<Vec<f64>, SolverError> {
-    let m = l.nrows();
+    let (gram, z) = normal_equations(panels, y, l.nrows())?;
+    finish_direct(l, gram, z, lambda)
+}
+
+/// One pass over the kernel panels: the lower triangle of `G = K_Mn K_nM` `(M, M)` (the strict
+/// upper triangle is left at zero) and `z = K_Mn y` `(M, 1)`, panels added in row order.
+fn normal_equations(panels: &CrossKernelPanels<'_>, y: &[f64], m: usize) -> Result<(Mat<f64>, Mat<f64>), SolverError> {
     let par = faer::get_global_parallelism();
     let mut gram = Mat::<f64>::zeros(m, m);
     let mut z = Mat::<f64>::zeros(m, 1);
@@ -269,6 +368,13 @@ fn solve_direct(
             Ok::<(), SolverError>(())
         },
     )?;
+    Ok((gram, z))
+}
+
+/// α from the lower triangle of `G` and `z` (both consumed): `H = L⁻¹GL⁻ᵀ`, a Cholesky solve
+/// of `(H + λI)γ = L⁻¹z`, `α = L⁻ᵀγ`.
+fn finish_direct(l: MatRef<'_, f64>, gram: Mat<f64>, mut z: Mat<f64>, lambda: f64) -> Result<Vec<f64>, SolverError> {
+    let (m, par) = (l.nrows(), faer::get_global_parallelism());
     let mut shifted = whiten(l, gram);
     for i in 0..m {
         shifted[(i, i)] += lambda;
@@ -446,6 +552,11 @@ fn objective(
     alpha: &[f64],
     lambda: f64,
 ) -> Result<f64, SolverError> {
+    Ok(training_loss(panels, y, alpha)? + penalty(kmm, alpha, lambda))
+}
+
+/// $\sum_i (y_i - (K_{nM}\alpha)_i)^2$ over the rows of `panels`, in row order.
+fn training_loss(panels: &CrossKernelPanels<'_>, y: &[f64], alpha: &[f64]) -> Result<f64, SolverError> {
     let m = alpha.len();
     let am = MatRef::from_column_major_slice(alpha, m, 1);
     let mut loss = 0.0;
@@ -468,8 +579,14 @@ fn objective(
             Ok::<(), SolverError>(())
         },
     )?;
-    let ka = kmm * am;
-    Ok(loss + lambda * (0..m).map(|i| alpha[i] * ka[(i, 0)]).sum::<f64>())
+    Ok(loss)
+}
+
+/// $\lambda\,\alpha^\top K_{MM}\alpha$.
+fn penalty(kmm: MatRef<'_, f64>, alpha: &[f64], lambda: f64) -> f64 {
+    let m = alpha.len();
+    let ka = kmm * MatRef::from_column_major_slice(alpha, m, 1);
+    lambda * (0..m).map(|i| alpha[i] * ka[(i, 0)]).sum::<f64>()
 }
 
 #[cfg(test)]
