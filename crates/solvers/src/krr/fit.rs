@@ -8,8 +8,8 @@ use stolr_estimators::Kernel;
 use stolr_lowrank::{Communicator, RowShard};
 
 use crate::krr::{
-    KernelExpansion, KrrConfig, KrrModel, NystromKrrConfig, NystromSolve, Slkl, SlklConfig, UnifConfig, krr,
-    krr_subset, nystrom_krr, nystrom_krr_sharded, select_landmarks, unif,
+    KernelExpansion, KrrConfig, KrrModel, NystromKrrConfig, NystromKrrFit, NystromSolve, Slkl, SlklConfig, UnifConfig,
+    krr, krr_subset, nystrom_krr, nystrom_krr_sharded, select_landmarks, unif,
 };
 use crate::{FitRegression, Observer, SolverError, Stop, run};
 
@@ -161,13 +161,7 @@ impl KernelRidge {
             KrrSolver::Nystrom { config, landmarks } => {
                 let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
                 let fit = nystrom_krr(x, y, &self.kernel, config, &j)?;
-                let summary = KrrFitSummary {
-                    landmarks: Some(j),
-                    objective: fit.objective,
-                    iterations: fit.iterations,
-                    nystrom: Some((fit.solve, fit.iterations, fit.residual)),
-                    ..Default::default()
-                };
+                let summary = nystrom_summary(j, &fit);
                 (fit.expansion, summary)
             }
             KrrSolver::Uniform { config, landmarks } => {
@@ -238,13 +232,7 @@ impl KernelRidge {
         let y = centred.as_deref().unwrap_or(y);
         let j = select_landmarks(shard.total, *landmarks, landmark_rng)?;
         let fit = nystrom_krr_sharded(x, y, &self.kernel, config, &j, comm, shard)?;
-        let summary = KrrFitSummary {
-            landmarks: Some(j),
-            objective: fit.objective,
-            iterations: fit.iterations,
-            nystrom: Some((fit.solve, fit.iterations, fit.residual)),
-            ..Default::default()
-        };
+        let summary = nystrom_summary(j, &fit);
         Ok((KrrModel::new(self.solver.name(), fit.expansion, standardization, intercept)?, summary))
     }
 }
@@ -296,4 +284,15 @@ fn fork(rng: &mut dyn Rng) -> rand::rngs::StdRng {
     let mut seed = <rand::rngs::StdRng as SeedableRng>::Seed::default();
     rng.fill_bytes(&mut seed);
     rand::rngs::StdRng::from_seed(seed)
+}
+
+/// The summary of a Nyström KRR fit on the landmarks `j`.
+fn nystrom_summary(j: Vec<usize>, fit: &NystromKrrFit) -> KrrFitSummary {
+    KrrFitSummary {
+        landmarks: Some(j),
+        objective: fit.objective,
+        iterations: fit.iterations,
+        nystrom: Some((fit.solve, fit.iterations, fit.residual)),
+        ..Default::default()
+    }
 }
