@@ -590,12 +590,14 @@ fn penalty(kmm: MatRef<'_, f64>, alpha: &[f64], lambda: f64) -> f64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use rand::{RngExt, SeedableRng};
     use rand_xoshiro::Xoshiro256PlusPlus;
 
-    fn data(n: usize, d: usize, seed: u64) -> (Mat<f64>, Vec<f64>) {
+    /// `(n, d)` rows uniform in `[−1, 1]` and noisy smooth targets (also used by the λ
+    /// cross-validation tests).
+    pub(crate) fn data(n: usize, d: usize, seed: u64) -> (Mat<f64>, Vec<f64>) {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         let x = Mat::from_fn(n, d, |_, _| rng.random_range(-1.0_f64..1.0));
         let y = (0..n).map(|i| (3.0 * x[(i, 0)]).sin() + x[(i, 1)] * x[(i, 1)] + 0.1 * rng.random::<f64>()).collect();

@@ -196,16 +196,8 @@ pub fn select_lambda_nystrom(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::krr::nystrom::tests::data;
     use faer::linalg::solvers::Solve;
-    use rand::{RngExt, SeedableRng};
-    use rand_xoshiro::Xoshiro256PlusPlus;
-
-    fn data(n: usize, d: usize, seed: u64) -> (Mat<f64>, Vec<f64>) {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-        let x = Mat::from_fn(n, d, |_, _| rng.random_range(-1.0_f64..1.0));
-        let y = (0..n).map(|i| (3.0 * x[(i, 0)]).sin() + x[(i, 1)] * x[(i, 1)] + 0.1 * rng.random::<f64>()).collect();
-        (x, y)
-    }
 
     /// Every λ's validation error equals a fit on the other folds (same landmarks) scored on
     /// the held-out fold, and the chosen λ is the grid's best.
