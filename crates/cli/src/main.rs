@@ -103,10 +103,13 @@ fn run() -> std::process::ExitCode {
             if let Some(comm) = distributed::current() {
                 // One rank failed: say which, and end every rank (the others may be waiting
                 // for it in a collective).
-                eprintln!("error (rank {} of {}): {err}", comm.rank(), comm.size());
+                // One write of the whole message: mpirun relays every rank's stderr into one
+                // stream, and a message written piece by piece interleaves with the others'.
+                let mut message = format!("error (rank {} of {}): {err}\n", comm.rank(), comm.size());
                 for cause in err.chain().skip(1) {
-                    eprintln!("  caused by: {cause}");
+                    message.push_str(&format!("  caused by: {cause}\n"));
                 }
+                let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), message.as_bytes());
                 // mpirun relays a rank's output asynchronously: leave it time to pass the message
                 // on before the abort ends every process.
                 std::thread::sleep(std::time::Duration::from_millis(300));

@@ -287,13 +287,16 @@ fn an_error_on_the_ranks_ends_the_job_with_a_message() {
     // A file that rank 1 cannot parse while rank 0 can: rank 1 fails, rank 0 would wait for it
     // in the next collective; the job must end anyway.
     let bad = dir.path().join("bad.libsvm");
-    let mut text = "1 1:0.5 2:1\n".repeat(200);
+    // 400 good lines (4800 bytes) then 200 bad ones (3000 bytes): rank 0's byte range
+    // (0..3900) holds only good lines.
+    let mut text = "1 1:0.5 2:1\n".repeat(400);
     text.push_str(&"1 1:0.5 2:oops\n".repeat(200));
     std::fs::write(&bad, text).unwrap();
     let args = ["kpca", "--input", bad.to_str().unwrap(), "--format", "libsvm", "--solver", "skpca", "--tau", "1"];
     let (status, stderr, took) = wait(mpirun(2, &args), Duration::from_secs(60));
     assert!(!status.success());
     assert!(stderr.contains("rank 1 of 2"), "{stderr}");
+    assert!(!stderr.contains("rank 0 of 2): cannot read"), "rank 0 holds only good lines: {stderr}");
     assert!(took < Duration::from_secs(30), "took {took:?}");
 }
 
