@@ -3,8 +3,8 @@
 //!
 //! Without the `mpi` feature, or under `mpirun -np 1`, [`current`] is `None` and every
 //! subcommand runs as on one machine. With `P > 1` processes, `stolr kpca` shards the rows
-//! (see `kpca/distributed.rs`), as do `stolr pca --solver svrg-bb` and `stolr krr --solver
-//! nystrom` (`krr::run`); the subcommands that are not distributed yet stop with an error
+//! (see `kpca/distributed.rs`), as do `stolr pca --solver svrg-bb|msg|capped-msg`
+//! (`pca/distributed.rs`) and `stolr krr --solver nystrom` (`krr::run`); the subcommands that are not distributed yet stop with an error
 //! rather than run `P` copies of the same job.
 
 use std::cell::RefCell;

@@ -17,7 +17,7 @@ use crate::common::checkpoint::{CheckpointArgs, FileStore, matrix_fingerprint, r
 use crate::memory::peak_rss_bytes;
 use crate::rng::stream;
 
-mod distributed;
+pub(crate) mod distributed;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Generator {
@@ -115,6 +115,11 @@ pub struct PcaArgs {
     /// Capped MSG: the rank cap K (default rank + 1).
     #[arg(long)]
     pub(crate) cap: Option<usize>,
+    /// MSG and capped MSG: samples per update. 1 (the default) is paper 003's one sample at a
+    /// time; B > 1 adds B samples, each with its own step size, in one rank-B eigen-update and
+    /// projects once. Under mpirun -np P every rank adds its share of the B rows (B ≥ P).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) batch: usize,
     /// Seed of every random choice.
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u64,
@@ -249,7 +254,7 @@ pub fn run(args: PcaArgs) -> Result<()> {
         None => params.fit_prepared(prepared.x(), mean, scale, &mut rng, &mut progress)?,
     };
     progress.finish();
-    if world.is_some_and(|c| !c.is_root()) {
+    if world.as_ref().is_some_and(|c| !c.is_root()) {
         // Rank 0 writes and prints.
         return Ok(());
     }
@@ -271,6 +276,8 @@ pub fn run(args: PcaArgs) -> Result<()> {
                 cap: None,
                 eta_scale: None,
                 eta_schedule: None,
+                batch: None,
+                processes: world.as_ref().map(|c| c.size()),
                 seed: args.seed,
             },
             result: PcaResult {

@@ -13,7 +13,7 @@ use anyhow::{Result, bail};
 use clap::ValueEnum;
 use faer::Mat;
 use stolr_datasets::{DataError, RowFormat, stream_rows};
-use stolr_lowrank::{Eigenpairs, sym_eigen_desc};
+use stolr_lowrank::{Communicator, Eigenpairs, RowShard, SingleProcess, sym_eigen_desc};
 use stolr_report::{PcaDataset, PcaParameters, PcaReport, PcaResult, PcaTimings};
 use stolr_solvers::{
     IncrementalPca, IterationReport, Msg, MsgConfig, Observer, Oja, PcaModel, StepSize, StreamPass, StreamingPca,
@@ -124,7 +124,21 @@ fn solver_label(solver: PcaSolver) -> String {
 /// Runs `stolr pca` with a streaming solver.
 pub fn run(args: PcaArgs) -> Result<()> {
     let total = Instant::now();
+    if args.batch == 0 {
+        bail!("--batch must be at least 1");
+    }
+    if args.batch > 1 && !matches!(args.solver, PcaSolver::Msg | PcaSolver::CappedMsg) {
+        bail!("--batch applies to msg and capped-msg; {} takes one sample at a time", solver_label(args.solver));
+    }
+    // Under mpirun: this rank's rows, and one world to add the passes' sums and gather the
+    // mini-batches over.
+    let world = crate::distributed::current();
+    let comm: &dyn Communicator = world.as_deref().unwrap_or(&SingleProcess);
     let (source, name) = match (&args.input, args.generate) {
+        _ if world.is_some() => {
+            let (local, name) = crate::pca::distributed::local_rows(&args, comm)?;
+            (Source::Matrix(local), name)
+        }
         (Some(path), _) => {
             let format = match args.format {
                 Format::Mnist => RowFormat::Mnist,
@@ -153,11 +167,20 @@ pub fn run(args: PcaArgs) -> Result<()> {
     if args.center || args.scale {
         let mut sum = vec![0.0; d];
         let mut max_abs = 0.0_f64;
-        let n = source.for_each(|x| {
+        let local = source.for_each(|x| {
             sum.iter_mut().zip(x).for_each(|(s, v)| *s += v);
             max_abs = x.iter().fold(max_abs, |m, v| m.max(v.abs()));
             Ok(())
         })?;
+        // Every rank's sums and counts, added in rank order; the largest |x| of every rank.
+        let n = if comm.size() > 1 {
+            sum.push(local as f64);
+            comm.all_reduce_sum(&mut sum);
+            max_abs = comm.all_gather(&[max_abs]).iter().fold(0.0, |m, v| m.max(v[0]));
+            sum.pop().map_or(0, |n| n as usize)
+        } else {
+            local
+        };
         if n == 0 {
             bail!("the dataset is empty");
         }
@@ -191,8 +214,17 @@ pub fn run(args: PcaArgs) -> Result<()> {
     })?;
     let progress = Progress::new(&solver_label(args.solver), None, 1000).with_checkpoint(store);
     let mut observer = StreamObserver { progress, max_rank: 0 };
-    stolr_solvers::run(&mut StreamPass::new(&mut *solver, source.rows(&transform)?), &mut rng, &mut observer)?;
-    observer.progress.finish();
+    // Each rank adds its share of every mini-batch (one process: all of it).
+    let local_batch = RowShard::balanced(args.batch, comm.rank(), comm.size()).rows;
+    let mut pass = StreamPass::new(&mut *solver, source.rows(&transform)?).sharded(local_batch, comm)?;
+    let mut silent = ();
+    // Only rank 0 draws the progress bar.
+    let watcher: &mut dyn Observer = if comm.is_root() { &mut observer } else { &mut silent };
+    stolr_solvers::run(&mut pass, &mut rng, watcher)?;
+    drop(pass);
+    if comm.is_root() {
+        observer.progress.finish();
+    }
     let max_rank = observer.max_rank;
     let n = solver.samples_seen();
     if n == 0 {
@@ -220,6 +252,7 @@ pub fn run(args: PcaArgs) -> Result<()> {
         }
         Ok(())
     })?;
+    stolr_lowrank::comm::all_reduce_lower(comm, &mut gram);
     for a in 0..r {
         for b in 0..a {
             gram[(b, a)] = gram[(a, b)];
@@ -234,6 +267,10 @@ pub fn run(args: PcaArgs) -> Result<()> {
     let solver_name = solver_label(args.solver);
     let mean = transform.mean.clone().unwrap_or_else(|| vec![0.0; d]);
     let model = PcaModel::from_basis(&solver_name, mean, vec![1.0 / transform.scale; d], &pairs, n)?;
+    if !comm.is_root() {
+        // Rank 0 writes and prints.
+        return Ok(());
+    }
 
     if let Some(dir) = &args.out {
         let report = PcaReport {
@@ -248,6 +285,8 @@ pub fn run(args: PcaArgs) -> Result<()> {
                 cap: (args.solver == PcaSolver::CappedMsg).then(|| args.cap.unwrap_or(k + 1)),
                 eta_scale: (args.solver != PcaSolver::Incremental).then_some(args.eta_scale),
                 eta_schedule: Some("c / (sqrt(t) * running mean of ||x||^2)".into()),
+                batch: matches!(args.solver, PcaSolver::Msg | PcaSolver::CappedMsg).then_some(args.batch),
+                processes: (comm.size() > 1).then_some(comm.size()),
                 seed: args.seed,
             },
             result: PcaResult {

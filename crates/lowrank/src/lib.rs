@@ -26,6 +26,7 @@
 //! §2.3, §2.4. Paper `004_cadb4dc86f44be57.txt` (Machart et al., SLKL), (22)–(27); spec §6.8–§6.9.
 #![deny(missing_docs)]
 
+mod block_eigen;
 mod capped_simplex;
 pub mod comm;
 mod dense;
@@ -40,6 +41,7 @@ mod svs;
 mod sym_low_rank;
 mod woodbury;
 
+pub use block_eigen::block_eigen_update;
 pub use capped_simplex::{
     Corner, SimplexProjection, mixture_decomposition, project_capped_rank, project_capped_simplex,
 };

@@ -479,6 +479,12 @@ pub struct PcaParameters {
     /// The streaming step schedule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eta_schedule: Option<String>,
+    /// MSG's samples per update `--batch` (1: one at a time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<usize>,
+    /// The number of MPI processes when more than one ran the fit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<usize>,
     /// `--seed`.
     pub seed: u64,
 }

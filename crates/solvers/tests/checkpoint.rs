@@ -176,27 +176,30 @@ fn linear_pca_solvers_resume_with_the_same_bits() {
 
 /// A stream pass owns a `&mut` to its solver, so the solver lives in a box the pass borrows for
 /// the whole test: `build` leaks one per call (a few kilobytes).
-fn streaming_case(make: impl Fn(&mut Xoshiro256PlusPlus) -> Box<dyn StreamingPca>) {
+/// `batch` rows per step ([`StreamPass::with_batch`]; 1 is the plain pass).
+fn streaming_case(make: impl Fn(&mut Xoshiro256PlusPlus) -> Box<dyn StreamingPca>, batch: usize) {
     let x: &'static Mat<f64> = Box::leak(Box::new(blobs(200, 6, 3)));
     assert_resume_is_exact(
-        |r| StreamPass::new(Box::leak(make(r)), matrix_rows(x.as_ref())),
+        |r| StreamPass::new(Box::leak(make(r)), matrix_rows(x.as_ref())).with_batch(batch).unwrap(),
         |p, stop| {
             assert_eq!(stop, Stop::EndOfStream);
             assert_eq!(p.rows_read(), 200);
             [bits(p.solver().subspace().as_ref()), vec![p.solver().samples_seen() as u64]].concat()
         },
-        25,
-        93,
+        if batch == 1 { 25 } else { 5 },
+        if batch == 1 { 93 } else { 17 },
     );
 }
 
 #[test]
 fn streaming_solvers_resume_at_their_position_in_the_stream() {
     let step = StepSize::ScaleFree { c: 1.0 };
-    streaming_case(|r| Box::new(Msg::new(MsgConfig { step, ..MsgConfig::msg(6, 2) }, r).unwrap()));
-    streaming_case(|r| Box::new(Msg::new(MsgConfig { step, cap: Some(3), ..MsgConfig::msg(6, 2) }, r).unwrap()));
-    streaming_case(|_| Box::new(IncrementalPca::new(6, 2).unwrap()));
-    streaming_case(|r| Box::new(Oja::new(6, 2, step, r).unwrap()));
+    streaming_case(|r| Box::new(Msg::new(MsgConfig { step, ..MsgConfig::msg(6, 2) }, r).unwrap()), 1);
+    streaming_case(|r| Box::new(Msg::new(MsgConfig { step, cap: Some(3), ..MsgConfig::msg(6, 2) }, r).unwrap()), 1);
+    streaming_case(|_| Box::new(IncrementalPca::new(6, 2).unwrap()), 1);
+    streaming_case(|r| Box::new(Oja::new(6, 2, step, r).unwrap()), 1);
+    // Mini-batches of 7 rows (the last one shorter).
+    streaming_case(|r| Box::new(Msg::new(MsgConfig { step, cap: Some(3), ..MsgConfig::msg(6, 2) }, r).unwrap()), 7);
 }
 
 #[test]

@@ -53,12 +53,15 @@ fn capped_msg_never_stays_stuck_on_the_counter_example() {
     }
 }
 
-/// Dense MSG: `M ← P(M + η xxᵀ)` with a full eigendecomposition and the projection computed
-/// independently by bisection on the shift.
-fn dense_msg_step(m: &Mat<f64>, x: &[f64], eta: f64, k: f64) -> Mat<f64> {
-    let d = x.len();
-    let xm = Mat::from_fn(d, 1, |i, _| x[i]);
-    let target = m + &xm * xm.transpose() * eta;
+/// Dense MSG: `M ← P(M + Σ η xxᵀ)` over the `(x, η)` of `samples`, with a full
+/// eigendecomposition and the projection computed independently by bisection on the shift.
+fn dense_msg_step(m: &Mat<f64>, samples: &[(&[f64], f64)], k: f64) -> Mat<f64> {
+    let d = m.nrows();
+    let mut target = m.clone();
+    for (x, eta) in samples {
+        let xm = Mat::from_fn(d, 1, |i, _| x[i]);
+        target += &xm * xm.transpose() * *eta;
+    }
     let (values, vectors) = sym_eigen_desc(target.as_ref()).unwrap();
     let g = |s: f64| values.iter().map(|v| (v + s).clamp(0.0, 1.0)).sum::<f64>();
     let (mut lo, mut hi) = (-10.0 - values[0], 10.0);
@@ -101,7 +104,7 @@ fn low_rank_msg_equals_dense_msg() {
                 .map(|i| Distribution::<f64>::sample(&StandardNormal, &mut r) * (1.0 + i as f64) / d as f64)
                 .collect();
             msg.observe(&x).unwrap();
-            dense = dense_msg_step(&dense, &x, 0.7 / (t as f64).sqrt(), k as f64);
+            dense = dense_msg_step(&dense, &[(&x, 0.7 / (t as f64).sqrt())], k as f64);
             let ours = iterate_dense(&msg);
             assert!(max_abs_diff(ours.as_ref(), dense.as_ref()) < 1e-10, "seed {seed}, step {t}");
             let s = msg.eigenvalues();
@@ -113,6 +116,60 @@ fn low_rank_msg_equals_dense_msg() {
         let gram = u.transpose() * u;
         assert!(max_abs_diff(gram.as_ref(), Mat::<f64>::identity(u.ncols(), u.ncols()).as_ref()) < 1e-12);
     }
+}
+
+/// A mini-batch step is the dense `M ← P(M + Σᵢ η_{t+i} xᵢxᵢᵀ)`, each sample with its own
+/// step size, for batches larger than `d − m` too (then the eigen-update's basis is all of
+/// `R^d`).
+#[test]
+fn minibatch_msg_equals_dense_minibatch_msg() {
+    for (seed, b) in [(0, 2), (1, 5), (2, 13)] {
+        let (d, k) = (10, 3);
+        let mut r = rng(seed);
+        let config = MsgConfig { step: StepSize::InverseSqrt { c: 0.7 }, ..MsgConfig::msg(d, k) };
+        let mut msg = Msg::new(config, &mut r).unwrap();
+        let mut dense = iterate_dense(&msg);
+        let mut t = 0;
+        for step in 0..60 {
+            let batch = Mat::from_fn(b, d, |_, i| {
+                Distribution::<f64>::sample(&StandardNormal, &mut r) * (1.0 + i as f64) / d as f64
+            });
+            msg.observe_minibatch(batch.as_ref()).unwrap();
+            let rows: Vec<Vec<f64>> = (0..b).map(|s| (0..d).map(|i| batch[(s, i)]).collect()).collect();
+            let samples: Vec<(&[f64], f64)> = rows
+                .iter()
+                .map(|x| {
+                    t += 1;
+                    (&x[..], 0.7 / (t as f64).sqrt())
+                })
+                .collect();
+            dense = dense_msg_step(&dense, &samples, k as f64);
+            let ours = iterate_dense(&msg);
+            assert!(max_abs_diff(ours.as_ref(), dense.as_ref()) < 1e-10, "seed {seed}, b {b}, step {step}");
+            let s = msg.eigenvalues();
+            assert!((s.iter().sum::<f64>() - k as f64).abs() < 1e-10);
+            assert!(s.iter().all(|&v| v > 0.0 && v <= 1.0));
+        }
+        assert_eq!(msg.samples_seen(), 60 * b);
+        let u = msg.basis();
+        let gram = u.transpose() * u;
+        assert!(max_abs_diff(gram.as_ref(), Mat::<f64>::identity(u.ncols(), u.ncols()).as_ref()) < 1e-12);
+    }
+}
+
+#[test]
+fn minibatch_capped_msg_finds_a_spiked_subspace() {
+    let (d, k) = (30, 3);
+    let mut r = rng(8);
+    let mut msg = Msg::new(MsgConfig::capped(d, k), &mut r).unwrap();
+    let rows: Vec<Vec<f64>> = (0..20_000).map(|_| spiked_sample(d, &mut r)).collect();
+    let data = Mat::from_fn(rows.len(), d, |i, j| rows[i][j]);
+    for start in (0..data.nrows()).step_by(16) {
+        msg.observe_minibatch(data.as_ref().subrows(start, 16)).unwrap();
+        assert!(msg.iterate_rank() <= k + 1, "capped MSG exceeded its cap K = k + 1");
+    }
+    let overlap = overlap_with_axes(&msg.subspace(), k);
+    assert!(overlap > 0.97, "overlap {overlap}");
 }
 
 /// Gaussian samples with covariance `diag(λ)`, `λ` decaying, so the top-`k` subspace is
@@ -256,5 +313,43 @@ fn oja_step_spans_the_qr_of_the_power_step() {
         assert!(diff.norm_max() < 1e-12, "step {t}: {}", diff.norm_max());
         let gram = after.transpose() * &after;
         assert!(max_abs_diff(gram.as_ref(), Mat::<f64>::identity(k, k).as_ref()) < 1e-12);
+    }
+}
+
+/// Data-parallel mini-batches on `P` thread ranks: every rank ends with the same iterate, and
+/// it is the single-process mini-batch pass over the rows in the order the ranks gather them
+/// (the next 10 rows of rank 0, then of rank 1, ...), bit for bit.
+#[test]
+fn a_sharded_pass_is_the_pass_over_the_gathered_order() {
+    use stolr_lowrank::comm::ThreadGroup;
+    use stolr_lowrank::{Communicator, RowShard};
+    use stolr_solvers::{StreamPass, matrix_rows, run};
+    let (n, d, k, local) = (600, 12, 2, 10);
+    let mut r = rng(21);
+    let rows: Vec<Vec<f64>> = (0..n).map(|_| spiked_sample(d, &mut r)).collect();
+    let x = Mat::from_fn(n, d, |i, j| rows[i][j]);
+    for p in [1, 2, 3] {
+        let shards: Vec<RowShard> = (0..p).map(|rank| RowShard::balanced(n, rank, p)).collect();
+        // The gathered order: step t takes rows t·local.. of every shard, in rank order.
+        let order: Vec<usize> = (0..shards[0].rows / local)
+            .flat_map(|t| shards.iter().flat_map(move |s| s.first + t * local..s.first + (t + 1) * local))
+            .collect();
+        let interleaved = Mat::from_fn(n, d, |i, j| x[(order[i], j)]);
+        let mut single = Msg::new(MsgConfig::capped(d, k), &mut rng(4)).unwrap();
+        let pass = StreamPass::new(&mut single, matrix_rows(interleaved.as_ref())).with_batch(local * p).unwrap();
+        run(&mut { pass }, &mut rng(5), &mut ()).unwrap();
+        let ranks = ThreadGroup::run(p, |comm| {
+            let shard = RowShard::balanced(n, comm.rank(), comm.size());
+            let mut msg = Msg::new(MsgConfig::capped(d, k), &mut rng(4)).unwrap();
+            let rows = matrix_rows(x.as_ref().subrows(shard.first, shard.rows));
+            let mut pass = StreamPass::new(&mut msg, rows).sharded(local, comm).unwrap();
+            run(&mut pass, &mut rng(5), &mut ()).unwrap();
+            (msg.eigenvalues().to_vec(), msg.basis().to_owned(), msg.samples_seen())
+        });
+        for (values, basis, seen) in ranks {
+            assert_eq!(seen, n, "P = {p}");
+            assert_eq!(values, single.eigenvalues(), "P = {p}");
+            assert_eq!(basis, single.basis().to_owned(), "P = {p}");
+        }
     }
 }

@@ -44,18 +44,7 @@ pub trait StreamingPca {
     /// # Errors
     /// [`SolverError::InvalidSample`] with the index of the first bad row; as `observe`.
     fn observe_batch(&mut self, batch: MatRef<'_, f64>) -> Result<(), SolverError> {
-        if batch.ncols() != self.dim() {
-            return Err(SolverError::InvalidSample {
-                index: 0,
-                reason: format!("the batch has {} columns, expected d = {}", batch.ncols(), self.dim()),
-            });
-        }
-        for i in 0..batch.nrows() {
-            let row = batch.row(i);
-            if let Some(j) = (0..row.ncols()).find(|&j| !row[j].is_finite()) {
-                return Err(SolverError::InvalidSample { index: i, reason: format!("entry {j} is {}", row[j]) });
-            }
-        }
+        check_batch(batch, self.dim())?;
         let mut buffer = vec![0.0; self.dim()];
         for i in 0..batch.nrows() {
             let row = batch.row(i);
@@ -65,6 +54,17 @@ pub trait StreamingPca {
             self.observe(&buffer)?;
         }
         Ok(())
+    }
+
+    /// Takes a mini-batch, shape `(b, d)`, as one update where the solver has one: MSG and
+    /// capped MSG add the batch's `b` rank-one terms together and project once
+    /// ([`Msg`]'s `observe_minibatch`); the others (the default) take the rows one at a time,
+    /// as [`StreamingPca::observe_batch`]. Every row is checked before any is used.
+    ///
+    /// # Errors
+    /// As [`StreamingPca::observe_batch`].
+    fn observe_minibatch(&mut self, batch: MatRef<'_, f64>) -> Result<(), SolverError> {
+        self.observe_batch(batch)
     }
 
     /// Samples taken so far, `t`.
@@ -184,6 +184,24 @@ pub(crate) fn check_sample(x: &[f64], d: usize) -> Result<(), SolverError> {
     }
     if let Some(j) = x.iter().position(|v| !v.is_finite()) {
         return Err(SolverError::InvalidSample { index: 0, reason: format!("entry {j} is {}", x[j]) });
+    }
+    Ok(())
+}
+
+/// Checks a mini-batch `(b, d)`: `d` columns and finite entries; the error names the first
+/// bad row's index in the batch.
+pub(crate) fn check_batch(batch: MatRef<'_, f64>, d: usize) -> Result<(), SolverError> {
+    if batch.ncols() != d {
+        return Err(SolverError::InvalidSample {
+            index: 0,
+            reason: format!("the batch has {} columns, expected d = {d}", batch.ncols()),
+        });
+    }
+    for i in 0..batch.nrows() {
+        let row = batch.row(i);
+        if let Some(j) = (0..row.ncols()).find(|&j| !row[j].is_finite()) {
+            return Err(SolverError::InvalidSample { index: i, reason: format!("entry {j} is {}", row[j]) });
+        }
     }
     Ok(())
 }

@@ -3,9 +3,11 @@
 use faer::{Mat, MatRef};
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
-use stolr_lowrank::{mixture_decomposition, project_capped_rank, project_capped_simplex, rank_one_eigen_update};
+use stolr_lowrank::{
+    block_eigen_update, mixture_decomposition, project_capped_rank, project_capped_simplex, rank_one_eigen_update,
+};
 
-use crate::streaming::{Schedule, StepSize, StreamingPca, check_dims, check_sample, norm_sq};
+use crate::streaming::{Schedule, StepSize, StreamingPca, check_batch, check_dims, check_sample, norm_sq};
 use crate::{SolverError, SolverState};
 
 /// Configuration of [`Msg`]: plain MSG (`cap = None`) or capped MSG (`cap = Some(K)`).
@@ -145,6 +147,24 @@ impl Msg {
     }
 }
 
+impl Msg {
+    /// The projection of the updated eigenvalues `values` (nonincreasing) onto the feasible set
+    /// (capped: of the top `K`), without the eigenvalues projected to zero.
+    fn project(&self, values: &[f64]) -> Result<Vec<f64>, SolverError> {
+        let d = self.config.dim;
+        let mut projected = match self.config.cap {
+            Some(cap) => project_capped_rank(values, d, cap, self.config.k as f64)?,
+            None => project_capped_simplex(values, d - values.len(), self.config.k as f64)?,
+        }
+        .values;
+        // The start is feasible, so tr(M + ηxxᵀ) ≥ k and the shift S ≤ 0: implicit zero
+        // eigenvalues stay at zero (up to rounding, which we drop).
+        let keep = projected.iter().take_while(|&&v| v > 0.0).count();
+        projected.truncate(keep);
+        Ok(projected)
+    }
+}
+
 impl StreamingPca for Msg {
     /// Saves the eigenvectors `(d, m)` and eigenvalues of `M_t`, the schedule and the work
     /// count.
@@ -187,20 +207,42 @@ impl StreamingPca for Msg {
         let mut schedule = self.schedule;
         let eta = schedule.next(self.config.step, norm_sq(x));
         let update = rank_one_eigen_update(self.basis.as_ref(), &self.values, x, eta)?;
-        let projected = match self.config.cap {
-            Some(cap) => project_capped_rank(update.values(), d, cap, self.config.k as f64)?,
-            None => project_capped_simplex(update.values(), d - update.values().len(), self.config.k as f64)?,
-        };
-        // The start is feasible, so tr(M + ηxxᵀ) ≥ k and the shift S ≤ 0: implicit zero
-        // eigenvalues stay at zero (up to rounding, which we drop).
-        let keep = projected.values.iter().take_while(|&&v| v > 0.0).count();
+        let projected = self.project(update.values())?;
+        let keep = projected.len();
         // Only the resized part is filled; `basis_into` overwrites every entry.
         self.spare.resize_with(d, keep, |_, _| 0.0);
         update.basis_into(self.basis.as_ref(), self.spare.as_mut())?;
         std::mem::swap(&mut self.basis, &mut self.spare);
         self.work += (self.values.len() * self.values.len()) as f64;
-        self.values.clear();
-        self.values.extend_from_slice(&projected.values[..keep]);
+        self.values = projected;
+        self.schedule = schedule;
+        Ok(())
+    }
+
+    /// One mini-batch step `M ← P(M + Σᵢ η_{t+i} xᵢ xᵢᵀ)` for the rows `xᵢ` of `batch`
+    /// `(b, d)`: each sample gets the step size it would get one at a time (the schedule
+    /// advances sample by sample), the `b` terms are added at once by a rank-`b` eigen-update
+    /// ([`stolr_lowrank::block_eigen_update`], `O(d (m + b)²)`), and the eigenvalues are projected
+    /// once. It differs from `b` calls of [`StreamingPca::observe`] only by skipping the `b − 1`
+    /// projections in between; a batch of one row is that call. The work count adds `b m²`.
+    fn observe_minibatch(&mut self, batch: MatRef<'_, f64>) -> Result<(), SolverError> {
+        if batch.nrows() <= 1 {
+            return self.observe_batch(batch);
+        }
+        check_batch(batch, self.config.dim)?;
+        let mut schedule = self.schedule;
+        let mut row = vec![0.0; self.config.dim];
+        let etas: Vec<f64> = (0..batch.nrows())
+            .map(|i| {
+                row.iter_mut().enumerate().for_each(|(j, r)| *r = batch[(i, j)]);
+                schedule.next(self.config.step, norm_sq(&row))
+            })
+            .collect();
+        let update = block_eigen_update(self.basis.as_ref(), &self.values, batch, &etas)?;
+        let projected = self.project(&update.values)?;
+        self.basis = update.vectors.subcols(0, projected.len()).to_owned();
+        self.work += (batch.nrows() * self.values.len() * self.values.len()) as f64;
+        self.values = projected;
         self.schedule = schedule;
         Ok(())
     }

@@ -4,10 +4,13 @@
 use faer::MatRef;
 use rand::Rng;
 
+use stolr_lowrank::{Communicator, SingleProcess};
+
 use crate::streaming::StreamingPca;
 use crate::{IterativeSolver, SolverError, SolverState, StepReport, Stop};
 
-/// One pass of a [`StreamingPca`] solver over a stream of rows, one sample per
+/// One pass of a [`StreamingPca`] solver over a stream of rows, one sample (or one
+/// mini-batch: [`StreamPass::with_batch`], [`StreamPass::sharded`]) per
 /// [`step`](IterativeSolver::step); the pass ends with [`Stop::EndOfStream`].
 ///
 /// The stream yields rows of length `d` (`Vec<f64>`) or the reader's error, which arrives as
@@ -34,8 +37,16 @@ pub struct StreamPass<'s, S: StreamingPca + ?Sized, I, E> {
     solver: &'s mut S,
     rows: I,
     next: Option<Result<Vec<f64>, E>>,
+    /// Rows taken from this rank's stream.
     position: usize,
+    /// Samples of every rank taken in this pass.
+    samples: usize,
     steps: usize,
+    /// Rows of this rank's stream per step.
+    batch: usize,
+    comm: &'s dyn Communicator,
+    /// Every rank's stream has ended (known after a step).
+    ended: bool,
 }
 
 impl<'s, S, I, E> StreamPass<'s, S, I, E>
@@ -44,10 +55,38 @@ where
     I: Iterator<Item = Result<Vec<f64>, E>>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    /// A pass of `solver` over `rows` (reads the first row ahead).
+    /// A pass of `solver` over `rows`, one sample per step (reads the first row ahead).
     pub fn new(solver: &'s mut S, mut rows: I) -> Self {
         let next = rows.next();
-        Self { solver, rows, next, position: 0, steps: 0 }
+        Self { solver, rows, next, position: 0, samples: 0, steps: 0, batch: 1, comm: &SingleProcess, ended: false }
+    }
+
+    /// The same pass taking `batch` rows per step as one mini-batch update
+    /// ([`StreamingPca::observe_minibatch`]; the last batch may be shorter).
+    ///
+    /// # Errors
+    /// [`SolverError::InvalidConfig`] for `batch = 0`.
+    pub fn with_batch(self, batch: usize) -> Result<Self, SolverError> {
+        self.sharded(batch, &SingleProcess)
+    }
+
+    /// The pass of one rank of `comm` over its own stream of rows, in data-parallel
+    /// mini-batches: each step takes the next `local` rows of every rank's stream (fewer when
+    /// a stream ends), gathers them on every rank in rank order (`comm.all_gather`, `d` doubles
+    /// per row and one flag per rank), and makes one [`StreamingPca::observe_minibatch`] update
+    /// of the gathered batch on every rank. The update's inputs are the same bits on every
+    /// rank, so the ranks' iterates stay identical without further communication; the pass
+    /// ends when every stream has ended. With one rank it is [`StreamPass::with_batch`].
+    ///
+    /// # Errors
+    /// [`SolverError::InvalidConfig`] for `local = 0`.
+    pub fn sharded(mut self, local: usize, comm: &'s dyn Communicator) -> Result<Self, SolverError> {
+        if local == 0 {
+            return Err(SolverError::InvalidConfig { name: "batch", reason: "must be at least 1 row per step".into() });
+        }
+        self.batch = local;
+        self.comm = comm;
+        Ok(self)
     }
 
     /// The solver.
@@ -59,6 +98,33 @@ where
     pub fn rows_read(&self) -> usize {
         self.position
     }
+
+    /// This rank's next rows, at most `batch` of them, flattened row-major after a flag telling
+    /// whether its stream has more.
+    fn take_rows(&mut self) -> Result<Vec<f64>, SolverError> {
+        let d = self.solver.dim();
+        let mut message = vec![0.0];
+        for _ in 0..self.batch {
+            let index = self.position;
+            match self.next.take() {
+                None => break,
+                Some(Err(e)) => return Err(SolverError::Stream { index, source: Box::new(e) }),
+                Some(Ok(row)) => {
+                    if row.len() != d {
+                        return Err(SolverError::InvalidSample {
+                            index,
+                            reason: format!("it has length {}, expected d = {d}", row.len()),
+                        });
+                    }
+                    message.extend_from_slice(&row);
+                    self.position += 1;
+                    self.next = self.rows.next();
+                }
+            }
+        }
+        message[0] = if self.next.is_some() { 1.0 } else { 0.0 };
+        Ok(message)
+    }
 }
 
 impl<S, I, E> IterativeSolver for StreamPass<'_, S, I, E>
@@ -67,52 +133,63 @@ where
     I: Iterator<Item = Result<Vec<f64>, E>>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    /// Observes the next row. `t` counts the samples of this pass, `samples_seen` those of the
-    /// solver's life; `rank` is the iterate's rank `k_t`.
+    /// Observes the next row (or mini-batch, see [`StreamPass::sharded`]). `t` counts the
+    /// steps of this pass, `samples_seen` the samples of the solver's life; `rank` is the
+    /// iterate's rank `k_t`.
     ///
     /// # Errors
-    /// [`SolverError::Stream`] for a reader error (the solver is unchanged); the solver's
-    /// [`SolverError::InvalidSample`] (unchanged too) and factorization errors.
+    /// [`SolverError::Stream`] for a reader error (the solver is unchanged);
+    /// [`SolverError::InvalidSample`] for a row of the wrong length or with NaN or ±∞, with its
+    /// position in this pass (the solver is unchanged); factorization errors.
     fn step(&mut self, _rng: &mut dyn Rng) -> Result<StepReport, SolverError> {
-        let index = self.position;
-        let row = match self.next.take() {
-            None => {
-                return Ok(StepReport {
-                    t: self.steps,
-                    rank: self.solver.iterate_rank(),
-                    samples_seen: self.solver.samples_seen(),
-                    stop: Some(Stop::EndOfStream),
-                    ..Default::default()
-                });
-            }
-            Some(Err(e)) => return Err(SolverError::Stream { index, source: Box::new(e) }),
-            Some(Ok(row)) => row,
-        };
-        self.position += 1;
-        self.solver.observe(&row).map_err(|e| match e {
-            SolverError::InvalidSample { reason, .. } => SolverError::InvalidSample { index, reason },
-            other => other,
-        })?;
-        self.steps += 1;
-        self.next = self.rows.next();
+        let message = self.take_rows()?;
+        let d = self.solver.dim();
+        let gathered = if self.comm.size() == 1 { vec![message] } else { self.comm.all_gather(&message) };
+        let more = gathered.iter().any(|m| m.first().is_some_and(|&flag| flag != 0.0));
+        let count: usize = gathered.iter().map(|m| m.len().saturating_sub(1) / d.max(1)).sum();
+        if count > 0 {
+            let first = self.samples;
+            let observed = if count == 1 {
+                // One sample (the plain pass): no batch to assemble.
+                let row = gathered.iter().find(|m| m.len() > 1).map_or(&[][..], |m| &m[1..]);
+                self.solver.observe(row)
+            } else {
+                let flat: Vec<&[f64]> = gathered.iter().flat_map(|m| m[1..].chunks_exact(d)).collect();
+                let batch = faer::Mat::from_fn(count, d, |i, j| flat[i][j]);
+                self.solver.observe_minibatch(batch.as_ref())
+            };
+            observed.map_err(|e| match e {
+                SolverError::InvalidSample { index, reason } => {
+                    SolverError::InvalidSample { index: first + index, reason }
+                }
+                other => other,
+            })?;
+            self.samples += count;
+            self.steps += 1;
+        }
+        self.ended = !more;
         Ok(StepReport {
             t: self.steps,
             rank: self.solver.iterate_rank(),
             samples_seen: self.solver.samples_seen(),
-            stop: self.next.is_none().then_some(Stop::EndOfStream),
+            stop: self.ended.then_some(Stop::EndOfStream),
             ..Default::default()
         })
     }
 
+    /// On one rank, a pass over an empty stream has ended before its first step; with several
+    /// ranks, only the first step's gather can tell.
     fn finished(&self) -> Option<Stop> {
-        self.next.is_none().then_some(Stop::EndOfStream)
+        let ended = self.ended || (self.comm.size() == 1 && self.next.is_none());
+        ended.then_some(Stop::EndOfStream)
     }
 
-    /// Saves the streaming solver's state, the position in the stream (rows read) and the
-    /// steps made.
+    /// Saves the streaming solver's state, the position in this rank's stream (rows read), the
+    /// samples of every rank taken and the steps made.
     fn save_state(&self, state: &mut SolverState) -> Result<(), SolverError> {
         self.solver.save_state(state)?;
         state.put_usize("stream-position", self.position);
+        state.put_usize("stream-samples", self.samples);
         state.put_usize("stream-steps", self.steps);
         Ok(())
     }
@@ -128,6 +205,7 @@ where
             return Err(SolverError::Checkpoint { reason: "a pass can only be resumed before its first step".into() });
         }
         let position = state.usize("stream-position")?;
+        let samples = state.usize("stream-samples")?;
         let steps = state.usize("stream-steps")?;
         self.solver.restore_state(state)?;
         for index in 0..position {
@@ -142,6 +220,7 @@ where
             }
         }
         self.position = position;
+        self.samples = samples;
         self.steps = steps;
         Ok(())
     }
