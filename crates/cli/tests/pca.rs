@@ -100,10 +100,13 @@ fn bad_input_gets_a_clear_error() {
 fn streaming_solvers_capture_the_top_subspace_in_one_pass() {
     let dir = tempfile::tempdir().unwrap();
     let common = ["pca", "--generate", "lowrank", "--n", "4000", "--d", "30", "--gen-rank", "3", "--noise", "0.1"];
-    let run = |solver: &str| -> serde_json::Value {
-        let out_dir = dir.path().join(solver);
+    let run = |solver: &str, batch: &str| -> serde_json::Value {
+        let out_dir = dir.path().join(format!("{solver}-{batch}"));
         let mut args: Vec<&str> = common.to_vec();
         args.extend(["--rank", "3", "--center", "--solver", solver, "--out", out_dir.to_str().unwrap()]);
+        if batch != "1" {
+            args.extend(["--batch", batch]);
+        }
         let out = stolr(&args);
         assert!(out.status.success(), "{solver}: {}", String::from_utf8_lossy(&out.stderr));
         let comps = read_npy_matrix(&out_dir.join("components.npy")).unwrap();
@@ -112,9 +115,11 @@ fn streaming_solvers_capture_the_top_subspace_in_one_pass() {
         assert!((&g - faer::Mat::<f64>::identity(3, 3)).norm_max() < 1e-10, "{solver}: not orthonormal");
         serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap()).unwrap()
     };
-    let exact = run("exact")["result"]["captured_norm"].as_f64().unwrap();
-    for solver in ["msg", "capped-msg", "incremental", "oja"] {
-        let report = run(solver);
+    let exact = run("exact", "1")["result"]["captured_norm"].as_f64().unwrap();
+    for (solver, batch) in [("msg", "1"), ("capped-msg", "1"), ("incremental", "1"), ("oja", "1"), ("capped-msg", "32")]
+    {
+        let report = run(solver, batch);
+        assert_eq!(report["parameters"]["batch"].as_u64(), solver.contains("msg").then(|| batch.parse().unwrap()));
         let captured = report["result"]["captured_norm"].as_f64().unwrap();
         let ratio = (captured / exact).powi(2);
         assert!(ratio > 0.999 && ratio <= 1.0 + 1e-9, "{solver}: captured variance ratio {ratio}");
@@ -146,6 +151,9 @@ fn streaming_bad_input_gets_a_clear_error() {
     assert_fails_with(&with(&["--rank", "3"]), "--rank 3");
     assert_fails_with(&with(&["--rank", "2", "--cap", "1"]), "cap K");
     assert_fails_with(&with(&["--rank", "1", "--eta-scale", "0"]), "eta_scale");
+    assert_fails_with(&with(&["--rank", "1", "--batch", "0"]), "--batch must be at least 1");
+    let oja = ["pca", "--input", input, "--format", "csv", "--solver", "oja", "--rank", "1", "--batch", "4"];
+    assert_fails_with(&stolr(&oja), "--batch applies to msg and capped-msg");
     std::fs::write(&csv, "1,2,3\n4,5\n").unwrap();
     assert_fails_with(&with(&["--rank", "1"]), "fields");
 }
