@@ -1,8 +1,9 @@
 //! Exact kernel PCA without the kernel matrix: a thick-restart block Lanczos eigensolver (block
 //! Krylov–Schur) on the tiled kernel operator of `stolr-estimators`.
 
+use faer::linalg::triangular_solve::solve_lower_triangular_in_place;
 use faer::prelude::{Reborrow, ReborrowMut};
-use faer::{Accum, Mat, MatMut, MatRef};
+use faer::{Accum, Mat, MatMut, MatRef, Par};
 use stolr_estimators::{DEFAULT_TILE, Kernel, KernelOperator, OperatorCentering};
 use stolr_lowrank::comm::{all_gather_rows, all_reduce_mat};
 use stolr_lowrank::{Communicator, Eigenpairs, RowShard, SingleProcess, matmul, sym_eigen_desc, tall_inner};
@@ -149,8 +150,8 @@ pub fn matrix_free_bytes_sharded(
 /// Thick-restart block Lanczos with full reorthogonalization (a block form of Stewart's
 /// Krylov–Schur method): from a deterministic start block of `b` vectors, the basis $Q$ grows
 /// by one block per operator product ($W = K Q_{\rm new}$, two passes of classical Gram–Schmidt
-/// against $Q$, then a Gram–Schmidt QR inside the block, column by column with one
-/// reorthogonalization), keeping $T = Q^\top K Q$; when $Q$ holds `m_max` columns, the
+/// against $Q$, then two passes of Cholesky QR inside the block, or Gram–Schmidt column by
+/// column when the block is nearly dependent), keeping $T = Q^\top K Q$; when $Q$ holds `m_max` columns, the
 /// Rayleigh–Ritz step takes the eigenpairs $(\theta, s)$ of $T$, whose residuals are
 /// $\|R\, s_{\rm last}\|$ by the Krylov relation $K Q = Q T + F R E^\top$, and restarts from
 /// the `k + b` leading Ritz vectors and $F$. Each product is one pass over the kernel tiles, so
@@ -186,7 +187,7 @@ pub fn matrix_free_kpca(
 /// the Krylov basis. A block product gathers the current block's rows from every rank
 /// (`n·b` doubles) and each rank forms its rows $K_{R,:} V$ with
 /// [`KernelOperator::apply_row_block`]. Every inner product over the rows (the projections
-/// $Q^\top W$, the norms and coefficients of the in-block Gram–Schmidt) is reduced on each
+/// $Q^\top W$, the Gram matrices $W^\top W$ of the in-block Cholesky QR) is reduced on each
 /// rank in fixed row groups ([`stolr_lowrank::tall_inner`]) and added across ranks in rank
 /// order ([`all_reduce_mat`]), so the projected matrix, the small eigenproblems, the residuals
 /// and so every restart decision are the same bits on every rank. Centring gathers each rank's
@@ -346,12 +347,59 @@ fn project_out(ranks: &Ranks<'_>, against: MatRef<'_, f64>, mut w: MatMut<'_, f6
 }
 
 /// Orthonormalizes the columns of `w` `(rows, b)` (this rank's rows) in place, each already
-/// orthogonal to `basis` `(rows, m)`, by Gram–Schmidt column by column (each column projected
-/// off the previous ones twice), returning the upper triangular `r` with `w_in = w_out · r`,
-/// the same on every rank. A column whose norm falls below `1e-12` of its norm on entry is
-/// dependent: it is replaced by a start-like vector orthogonalized against `basis` and the
-/// previous columns, and its column in `r` is 0, which keeps the relation exact.
+/// orthogonal to `basis` `(rows, m)`, returning the upper triangular `r` with
+/// `w_in = w_out · r`, the same on every rank.
+///
+/// Two passes of Cholesky QR: the Gram matrix `wᵀw` is added across ranks (one reduction of
+/// `b²` numbers), factored `LLᵀ` on every rank, and `w ← w L⁻ᵀ`. When a column keeps less than
+/// [`CHOLESKY_QR_KEEP`] of its norm against the previous ones (so that the first pass could
+/// lose orthogonality), every rank finishes with [`column_gram_schmidt`] instead, which
+/// handles dependent columns. The branch depends only on the reduced Gram matrix, so every rank
+/// takes it.
 fn orthonormalize_block(ranks: &Ranks<'_>, w: &mut Mat<f64>, basis: MatRef<'_, f64>, salt: &mut usize) -> Mat<f64> {
+    let b = w.ncols();
+    let mut r = Mat::<f64>::identity(b, b);
+    for _ in 0..2 {
+        let gram = ranks.inner(w.as_ref(), w.as_ref());
+        let Some(l) = checked_cholesky(&gram) else {
+            return column_gram_schmidt(ranks, w, basis, salt) * &r;
+        };
+        solve_lower_triangular_in_place(l.as_ref(), w.as_mut().transpose_mut(), Par::Seq);
+        r = l.transpose() * &r;
+    }
+    r
+}
+
+/// The share of its norm a column must keep against the previous columns for Cholesky QR
+/// (`1e-5`: the Gram matrix then has condition well below `1/ε`, and two passes give columns
+/// orthonormal to rounding).
+const CHOLESKY_QR_KEEP: f64 = 1e-5;
+
+/// The Cholesky factor `L` (lower) of the Gram matrix `g` `(b, b)`, or `None` when a pivot
+/// falls below `CHOLESKY_QR_KEEP² · g_jj` (or is not finite).
+fn checked_cholesky(g: &Mat<f64>) -> Option<Mat<f64>> {
+    let b = g.nrows();
+    let mut l = Mat::<f64>::zeros(b, b);
+    for j in 0..b {
+        let pivot = g[(j, j)] - (0..j).map(|k| l[(j, k)] * l[(j, k)]).sum::<f64>();
+        if !(pivot > CHOLESKY_QR_KEEP * CHOLESKY_QR_KEEP * g[(j, j)] && pivot.is_finite()) {
+            return None;
+        }
+        l[(j, j)] = pivot.sqrt();
+        for i in j + 1..b {
+            l[(i, j)] = (g[(i, j)] - (0..j).map(|k| l[(i, k)] * l[(j, k)]).sum::<f64>()) / l[(j, j)];
+        }
+    }
+    Some(l)
+}
+
+/// [`orthonormalize_block`] column by column: each column projected off the previous ones
+/// twice (one reduction each), then normalized; `3b − 1` reductions in all. A column whose norm
+/// falls below `1e-12` of its norm on entry is dependent: it is replaced by a start-like vector
+/// orthogonalized against `basis` and the previous columns, and its diagonal entry in `r` is 0
+/// (its coefficients on the previous columns stay), so `w_in = w_out · r` holds to `1e-12` of
+/// the column's norm.
+fn column_gram_schmidt(ranks: &Ranks<'_>, w: &mut Mat<f64>, basis: MatRef<'_, f64>, salt: &mut usize) -> Mat<f64> {
     let b = w.ncols();
     let mut r = Mat::<f64>::zeros(b, b);
     // The norms on entry, one reduction for the block.
@@ -377,9 +425,6 @@ fn orthonormalize_block(ranks: &Ranks<'_>, w: &mut Mat<f64>, basis: MatRef<'_, f
                 project_out(ranks, done.rb(), col.rb_mut());
             }
             norm = ranks.norm(col.rb());
-            for p in 0..=c {
-                r[(p, c)] = 0.0;
-            }
         } else {
             r[(c, c)] = norm;
         }
@@ -595,6 +640,33 @@ mod tests {
         .fit_prepared(x.as_ref(), None, &mut rng, &mut ())
         .unwrap_err();
         assert!(matches!(err, SolverError::Memory(_)));
+    }
+
+    #[test]
+    fn block_orthonormalization_keeps_the_relation_for_any_conditioning() {
+        let ranks = Ranks { comm: &SingleProcess, shard: RowShard::whole(200) };
+        let mut rng = <Xoshiro256PlusPlus as SeedableRng>::seed_from_u64(4);
+        let random = Mat::from_fn(200, 6, |_, _| rng.random_range(-1.0..1.0));
+        // Well conditioned (Cholesky QR); a column 1e-7 from the span of the others (below
+        // CHOLESKY_QR_KEEP: column by column); an exactly repeated column (replaced).
+        let mut near = random.clone();
+        let mut repeated = random.clone();
+        for i in 0..200 {
+            near[(i, 4)] = random[(i, 1)] - random[(i, 2)] + 1e-7 * random[(i, 4)];
+            repeated[(i, 5)] = random[(i, 0)];
+        }
+        for (name, w_in) in [("random", random), ("nearly dependent", near), ("repeated", repeated)] {
+            let mut w = w_in.clone();
+            let mut salt = 0;
+            let r = orthonormalize_block(&ranks, &mut w, Mat::<f64>::zeros(200, 0).as_ref(), &mut salt);
+            let gram = w.transpose() * &w;
+            let orth = (&gram - Mat::<f64>::identity(6, 6)).norm_max();
+            assert!(orth < 1e-14, "{name}: ‖WᵀW − I‖ = {orth:e}");
+            let relation = (&w * &r - &w_in).norm_max();
+            assert!(relation < 1e-13 * w_in.norm_max(), "{name}: ‖W R − W_in‖ = {relation:e}");
+            assert!((0..6).all(|i| (0..i).all(|j| r[(i, j)] == 0.0)), "{name}: R upper triangular");
+            assert_eq!(salt, usize::from(name == "repeated"), "{name}: replaced columns");
+        }
     }
 
     #[test]
