@@ -1,7 +1,8 @@
-//! `stolr kpca`, `stolr pca --solver svrg-bb|capped-msg` and `stolr krr --solver nystrom` under `mpirun` (built with `--features mpi`; run by `.ci/run` with OpenMPI):
-//! the same answers on 1, 2 and 3 processes, and a failing or killed rank ends the whole job
-//! with a non-zero status within seconds. Every `mpirun` runs under a deadline, so a hang fails
-//! the test instead of blocking CI.
+//! `stolr kpca` (Nyström, SKPCA, matrix-free exact), `stolr pca --solver
+//! svrg-bb|capped-msg` and `stolr krr --solver nystrom` under `mpirun` (built with `--features
+//! mpi`; run by `.ci/run` with OpenMPI): the same answers on 1, 2 and 3 processes, and a failing
+//! or killed rank ends the whole job with a non-zero status within seconds. Every `mpirun` runs
+//! under a deadline, so a hang fails the test instead of blocking CI.
 #![cfg(feature = "mpi")]
 
 use std::path::{Path, PathBuf};
@@ -88,10 +89,12 @@ fn same_answers_on_one_two_and_three_processes() {
     let dir = tempfile::tempdir().unwrap();
     let data = write_data(dir.path());
     let data = data.to_str().unwrap();
-    let solvers: [(&str, &[&str]); 3] = [
+    let solvers: [(&str, &[&str]); 5] = [
         ("nystrom", &["--solver", "nystrom", "--landmarks", "200", "--rank", "8"]),
         ("nystrom-centred", &["--solver", "nystrom", "--landmarks", "200", "--rank", "8", "--center"]),
         ("skpca", &["--solver", "skpca", "--tau", "5", "--iterations", "40", "--features", "20"]),
+        ("matrix-free", &["--solver", "exact-matrix-free", "--rank", "6"]),
+        ("matrix-free-centred", &["--solver", "exact-matrix-free", "--rank", "6", "--center"]),
     ];
     for (name, options) in solvers {
         let mut results = Vec::new();

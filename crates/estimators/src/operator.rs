@@ -114,18 +114,28 @@ impl KernelOperator {
                 let grand = means.iter().sum::<f64>() / n as f64;
                 Some((means, grand))
             }
-            OperatorCentering::Given { means, grand_mean } => {
-                if means.len() != n {
-                    return Err(EstimatorError::ShapeMismatch {
-                        what: "kernel row means (one per sample)",
-                        expected: n,
-                        found: means.len(),
-                    });
-                }
-                Some((means, grand_mean))
-            }
+            OperatorCentering::Given { means, grand_mean } => return op.with_means(means, grand_mean),
         };
         Ok(op)
+    }
+
+    /// The operator centred with row means known already: it then applies $HKH$ with
+    /// `means` $= K1/n$ (length `n`) and `grand_mean` $= 1^\top K 1/n^2$, as
+    /// [`OperatorCentering::Given`] does. A distributed solver uses it after adding up each
+    /// rank's rows of $K1$ (see [`KernelOperator::apply_row_block`]).
+    ///
+    /// # Errors
+    /// [`EstimatorError::ShapeMismatch`] if `means` does not have length `n`.
+    pub fn with_means(mut self, means: Vec<f64>, grand_mean: f64) -> Result<Self, EstimatorError> {
+        if means.len() != self.n {
+            return Err(EstimatorError::ShapeMismatch {
+                what: "kernel row means (one per sample)",
+                expected: self.n,
+                found: means.len(),
+            });
+        }
+        self.centering = Some((means, grand_mean));
+        Ok(self)
     }
 
     /// Number of samples `n` (the operator is `n × n`).
@@ -170,12 +180,18 @@ impl KernelOperator {
     /// pairs (`2 · min(64, pairs) · tile × b`) and one `tile × tile` buffer per worker (and one
     /// more).
     pub fn apply_bytes(n: usize, b: usize, tile: usize, workers: usize) -> u64 {
+        Self::row_block_apply_bytes(n, n, b, tile, workers)
+    }
+
+    /// Bytes one [`KernelOperator::apply_row_block`] of `rows` of the `n` rows allocates for a
+    /// block of `b` vectors: as [`KernelOperator::apply_bytes`] with an output of `(rows, b)`.
+    pub fn row_block_apply_bytes(n: usize, rows: usize, b: usize, tile: usize, workers: usize) -> u64 {
         let t = tile.max(1).min(n.max(1));
         let tiles_per_side = n.div_ceil(t) as u64;
         let pairs = tiles_per_side.saturating_mul(tiles_per_side + 1) / 2;
         let batch = pairs.min(PAIRS_PER_BATCH as u64);
         let t = t as u64;
-        let out = 8u64.saturating_mul(n as u64).saturating_mul(b as u64);
+        let out = 8u64.saturating_mul(rows as u64).saturating_mul(b as u64);
         let products = (16 * batch).saturating_mul(t).saturating_mul(b as u64);
         let tiles = 8u64.saturating_mul(t).saturating_mul(t).saturating_mul(workers.max(1) as u64 + 1);
         out.saturating_add(products).saturating_add(tiles)
@@ -193,14 +209,45 @@ impl KernelOperator {
     /// # Errors
     /// [`EstimatorError::ShapeMismatch`] if `v.nrows() != n`.
     pub fn apply(&self, v: MatRef<'_, f64>, par: Par) -> Result<Mat<f64>, EstimatorError> {
+        self.apply_row_block(0..self.n, v, par)
+    }
+
+    /// The contiguous rows `rows` $= R$ of [`KernelOperator::apply`]`(v)`, shape
+    /// `(rows.len(), b)`: $K_{R,:} V$ (centred as the operator is) for `v` `(n, b)`, the part of
+    /// a product that the rank owning rows $R$ forms in a distributed run.
+    ///
+    /// # Method
+    /// The rows of $R$ are cut into tiles of side `t` from `rows.start`. The columns of $R$ are
+    /// taken by the lower-triangular tile pairs of $K_{RR}$ as [`KernelOperator::apply`] takes
+    /// them ($|R|^2/2$ kernel evaluations, each used twice), the other columns by plain tiles
+    /// ($|R|(n - |R|)$ evaluations): row tile by row tile, its diagonal-block pairs, then its
+    /// tiles left of $R$, then right of it, in batches of 64 whose products are added in that
+    /// order, so the bits do not depend on the number of workers. With `rows = 0..n` this is
+    /// [`KernelOperator::apply`] itself (the same bits). Memory
+    /// [`KernelOperator::row_block_apply_bytes`].
+    ///
+    /// # Errors
+    /// [`EstimatorError::ShapeMismatch`] if `v.nrows() != n` or `rows` does not lie in `0..n`.
+    pub fn apply_row_block(
+        &self,
+        rows: std::ops::Range<usize>,
+        v: MatRef<'_, f64>,
+        par: Par,
+    ) -> Result<Mat<f64>, EstimatorError> {
         self.check_rows(v)?;
-        let mut out = self.apply_uncentered(v, par);
+        if rows.start > rows.end || rows.end > self.n {
+            return Err(EstimatorError::ShapeMismatch {
+                what: "end of the row block (at most n, after its start)",
+                expected: self.n,
+                found: rows.end,
+            });
+        }
+        let mut out = self.apply_uncentered(rows.clone(), v, par);
         if let Some((means, grand)) = &self.centering {
-            let b = v.ncols();
             let (s, mv) = self.centering_terms(v, means);
-            for c in 0..b {
-                for i in 0..self.n {
-                    out[(i, c)] += (grand - means[i]) * s[c] - mv[c];
+            for c in 0..v.ncols() {
+                for (a, i) in rows.clone().enumerate() {
+                    out[(a, c)] += (grand - means[i]) * s[c] - mv[c];
                 }
             }
         }
@@ -277,24 +324,36 @@ impl KernelOperator {
         (s, mv)
     }
 
-    /// $KV$ by lower-triangular tiles: batches of [`PAIRS_PER_BATCH`] tile pairs, each pair's
-    /// products formed sequentially (in parallel over the pairs of a batch), then added into the
-    /// output in pair order.
-    fn apply_uncentered(&self, v: MatRef<'_, f64>, par: Par) -> Mat<f64> {
+    /// $K_{R,:} V$ by tiles (see [`KernelOperator::apply_row_block`]): batches of
+    /// [`PAIRS_PER_BATCH`] tile pairs, each pair's products formed sequentially (in parallel
+    /// over the pairs of a batch), then added into the output in pair order.
+    fn apply_uncentered(&self, rows: std::ops::Range<usize>, v: MatRef<'_, f64>, par: Par) -> Mat<f64> {
         let (n, b, t) = (self.n, v.ncols(), self.tile);
-        let nt = n.div_ceil(t);
-        let pairs: Vec<(usize, usize)> = (0..nt).flat_map(|i| (0..=i).map(move |j| (i, j))).collect();
+        let (first, m) = (rows.start, rows.len());
+        // Column tiles outside the block, left then right of it: (first column, width).
+        let outside: Vec<(usize, usize)> = (0..first)
+            .step_by(t)
+            .map(|j0| (j0, t.min(first - j0)))
+            .chain((rows.end..n).step_by(t).map(|j0| (j0, t.min(n - j0))))
+            .collect();
+        // (row tile I, Ok(diagonal-block column tile J ≤ I) or Err(index into `outside`)).
+        let pairs: Vec<(usize, Result<usize, usize>)> = (0..m.div_ceil(t))
+            .flat_map(|i| (0..=i).map(move |j| (i, Ok(j))).chain((0..outside.len()).map(move |o| (i, Err(o)))))
+            .collect();
         let new_tile = || Mat::<f64>::zeros(t.min(n), t.min(n));
-        // (K_IJ V_J, K_IJᵀ V_I) of one pair, the second only off the diagonal.
-        let products = |tile: &mut Mat<f64>, &(bi, bj): &(usize, usize)| {
-            let (i0, j0) = (bi * t, bj * t);
-            let (il, jl) = (t.min(n - i0), t.min(n - j0));
+        // (K_IJ V_J, K_IJᵀ V_I) of one pair, the second only off the diagonal of K_RR.
+        let products = |tile: &mut Mat<f64>, &(bi, bj): &(usize, Result<usize, usize>)| {
+            let (i0, il) = (first + bi * t, t.min(m - bi * t));
+            let (j0, jl) = match bj {
+                Ok(bj) => (first + bj * t, t.min(m - bj * t)),
+                Err(o) => outside[o],
+            };
             let mut kt = tile.as_mut().submatrix_mut(0, 0, il, jl);
             self.prepared.tile_into(&self.prepared, i0..i0 + il, None, j0..j0 + jl, kt.rb_mut());
             let kt = kt.rb();
             let mut below = Mat::<f64>::zeros(il, b);
             matmul(below.as_mut(), Accum::Replace, kt, v.subrows(j0, jl), 1.0, Par::Seq);
-            let above = (bi != bj).then(|| {
+            let above = (bj.is_ok_and(|bj| bj != bi)).then(|| {
                 let mut above = Mat::<f64>::zeros(jl, b);
                 matmul(above.as_mut(), Accum::Replace, kt.transpose(), v.subrows(i0, il), 1.0, Par::Seq);
                 above
@@ -302,7 +361,7 @@ impl KernelOperator {
             (below, above)
         };
         let parallel = Self::workers(par) > 1;
-        let mut out = Mat::<f64>::zeros(n, b);
+        let mut out = Mat::<f64>::zeros(m, b);
         let mut tile = new_tile();
         for batch in pairs.chunks(PAIRS_PER_BATCH) {
             let done: Vec<(Mat<f64>, Option<Mat<f64>>)> = if parallel && batch.len() > 1 {
@@ -312,7 +371,7 @@ impl KernelOperator {
             };
             for (&(bi, bj), (below, above)) in batch.iter().zip(&done) {
                 add_rows(&mut out, bi * t, below);
-                if let Some(above) = above {
+                if let (Some(above), Ok(bj)) = (above, bj) {
                     add_rows(&mut out, bj * t, above);
                 }
             }
@@ -394,6 +453,47 @@ mod tests {
                 assert!(max_abs_diff(got.as_ref(), want.as_ref()) < 1e-12 * scale, "{kernel:?} rows, tile {tile}");
             }
         }
+    }
+
+    #[test]
+    fn row_blocks_equal_the_rows_of_the_dense_product() {
+        let (x, v) = data(61, 3, 13);
+        for kernel in kernels() {
+            let k = kernel.matrix(x.as_ref());
+            let hkh = centered_kernel_matrix(&k);
+            for (tile, par) in [(7, Par::Seq), (16, Par::rayon(2)), (100, Par::rayon(3))] {
+                let plain = KernelOperator::new(x.as_ref(), kernel, OperatorCentering::None, tile, par).unwrap();
+                let centred = KernelOperator::new(x.as_ref(), kernel, OperatorCentering::Compute, tile, par).unwrap();
+                for (op, dense) in [(&plain, &k), (&centred, &hkh)] {
+                    let want = dense * &v;
+                    let scale = want.norm_max().max(1.0);
+                    // Blocks at the start, inside (not on tile boundaries), at the end, empty, all.
+                    for rows in [0..20, 20..41, 41..61, 5..6, 30..30, 0..61] {
+                        let got = op.apply_row_block(rows.clone(), v.as_ref(), par).unwrap();
+                        assert_eq!(got.shape(), (rows.len(), 3));
+                        let err = max_abs_diff(got.as_ref(), want.as_ref().subrows(rows.start, rows.len()));
+                        assert!(err < 1e-12 * scale, "{kernel:?} tile {tile} rows {rows:?}: {err:e}");
+                    }
+                    // The whole block is the symmetric product itself, bit for bit.
+                    let all = op.apply_row_block(0..61, v.as_ref(), par).unwrap();
+                    assert_eq!(all, op.apply(v.as_ref(), par).unwrap());
+                }
+            }
+        }
+        let op = KernelOperator::new(x.as_ref(), kernels()[0], OperatorCentering::None, 8, Par::Seq).unwrap();
+        assert!(matches!(op.apply_row_block(50..62, v.as_ref(), Par::Seq), Err(EstimatorError::ShapeMismatch { .. })));
+        let short = Mat::<f64>::zeros(60, 3);
+        assert!(matches!(
+            op.apply_row_block(0..10, short.as_ref(), Par::Seq),
+            Err(EstimatorError::ShapeMismatch { .. })
+        ));
+        // Means given afterwards centre as computed ones do.
+        let computed = KernelOperator::new(x.as_ref(), kernels()[0], OperatorCentering::Compute, 8, Par::Seq).unwrap();
+        let (m, g) = computed.means().unwrap();
+        let later = op.with_means(m.to_vec(), g).unwrap();
+        assert_eq!(later.apply(v.as_ref(), Par::Seq).unwrap(), computed.apply(v.as_ref(), Par::Seq).unwrap());
+        let op = KernelOperator::new(x.as_ref(), kernels()[0], OperatorCentering::None, 8, Par::Seq).unwrap();
+        assert!(matches!(op.with_means(vec![0.0; 3], 0.0), Err(EstimatorError::ShapeMismatch { found: 3, .. })));
     }
 
     #[test]

@@ -60,6 +60,7 @@ fn run(par: Par) -> Vec<(&'static str, Vec<u64>)> {
         out.push((name, bits(&op.apply(v.as_ref().subcols(0, 1), par).unwrap())));
         let sampled: Vec<usize> = (0..700).map(|i| (i * 37) % 2100).collect();
         out.push((name, bits(&op.apply_rows(&sampled, v.as_ref(), par).unwrap())));
+        out.push((name, bits(&op.apply_row_block(700..1500, v.as_ref(), par).unwrap())));
     }
 
     let panels = CrossKernelPanels::new(&gaussian, x.as_ref(), x.as_ref().subrows(0, 20)).unwrap();

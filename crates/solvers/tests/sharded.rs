@@ -1,6 +1,7 @@
 //! Distributed kernel PCA on ranks simulated by threads ([`ThreadGroup`]): the rows split
-//! across `P` ranks give the eigenpairs of one process (Nyström to rounding; SKPCA with the
-//! same seed to rounding), with the eigenvectors' rows in rank order.
+//! across `P` ranks give the eigenpairs of one process (Nyström and the matrix-free exact
+//! solver to rounding; SKPCA with the same seed to rounding), with the eigenvectors' rows in
+//! rank order.
 
 use faer::{Mat, MatRef};
 use rand::SeedableRng;
@@ -8,7 +9,11 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use stolr_estimators::{Kernel, RandomFourierFeatures};
 use stolr_lowrank::comm::{ThreadGroup, gather_rows};
 use stolr_lowrank::{Communicator, Eigenpairs, RowShard};
-use stolr_solvers::{NystromConfig, Skpca, SkpcaConfig, nystrom_fit, nystrom_fit_sharded, run};
+use stolr_memory::MemoryBudget;
+use stolr_solvers::{
+    MatrixFreeConfig, NystromConfig, Skpca, SkpcaConfig, matrix_free_kpca, matrix_free_kpca_sharded, nystrom_fit,
+    nystrom_fit_sharded, run,
+};
 
 fn data(n: usize) -> Mat<f64> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
@@ -65,6 +70,51 @@ fn sharded_nystrom_matches_one_process() {
                 assert_eq!((ev, vec), (0.0, 0.0), "one rank: the same bits");
             }
             assert!(ev <= 1e-12 && vec <= 1e-9, "center {center}, P = {p}: eigenvalues {ev:e}, vectors {vec:e}");
+        }
+    }
+}
+
+#[test]
+fn sharded_matrix_free_matches_one_process() {
+    let kernel = Kernel::Gaussian { sigma: 0.8 };
+    // n = 400: the block Krylov–Schur path with restarts; n = 30 < rank + 3·block: the dense
+    // fallback (the operator applied to the identity); a kernel of rank 4 (linear, with an
+    // offset, on 3-D rows) whose Krylov space is exhausted at once, so that dependent columns
+    // are replaced on every rank alike.
+    let linear = Kernel::Polynomial { scale: 1.0, offset: 1.0, degree: 1 };
+    for (n, rank, kernel) in [(400, 6, kernel), (30, 10, kernel), (300, 3, linear)] {
+        let x = data(n);
+        for center in [false, true] {
+            let config =
+                MatrixFreeConfig { center, tile: 64, memory: MemoryBudget::UNLIMITED, ..MatrixFreeConfig::new(rank) };
+            let single = matrix_free_kpca(x.as_ref(), &kernel, &config).unwrap();
+            if n == 30 {
+                assert_eq!((single.restarts, single.products), (0, 1), "the dense fallback");
+            } else if n == 400 {
+                assert!(single.restarts >= 1, "restarts {}", single.restarts);
+            }
+            for p in [1, 2, 3] {
+                let got = on_ranks(p, &x, |local, shard, comm| {
+                    let fit = matrix_free_kpca_sharded(local, &kernel, &config, comm, shard).unwrap();
+                    assert_eq!(fit.means.is_some(), center);
+                    if let (Some((m, g)), Some((ms, gs))) = (&fit.means, &single.means) {
+                        let err = m.iter().zip(ms).map(|(a, b)| (a - b).abs()).fold((g - gs).abs(), f64::max);
+                        assert!(err <= 1e-14, "P = {p}: kernel means differ by {err:e}");
+                    }
+                    fit.pairs
+                });
+                let (ev, vec) = compare(&single.pairs, &got);
+                if p == 1 {
+                    assert_eq!((ev, vec), (0.0, 0.0), "one rank: the same bits");
+                }
+                eprintln!(
+                    "matrix-free {kernel:?}, n {n}, center {center}, P = {p}: eigenvalues {ev:e}, vectors {vec:e}"
+                );
+                assert!(
+                    ev <= 1e-10 && vec <= 1e-8,
+                    "n {n}, center {center}, P = {p}: eigenvalues {ev:e}, vectors {vec:e}"
+                );
+            }
         }
     }
 }

@@ -3,15 +3,19 @@
 //! Every rank reads its own rows (a LIBSVM file by line-aligned byte ranges; the other formats
 //! are read whole by every rank, which keeps its balanced share), estimates σ over the distinct
 //! rows of all ranks, and runs the distributed solver on its rows: Nyström
-//! ([`stolr_solvers::nystrom_fit_sharded`]) or SKPCA with random Fourier or Maclaurin features
-//! ([`Skpca::sharded`]). Rank 0 then gathers the rows and the eigenvectors and writes the same
-//! files as one process (the certificate, the model, the report and the summary line are made
-//! there by the single-process code). Only rank 0 prints and draws the progress bar.
+//! ([`stolr_solvers::nystrom_fit_sharded`]), SKPCA with random Fourier or Maclaurin features
+//! ([`Skpca::sharded`]) or the matrix-free exact solver
+//! ([`stolr_solvers::matrix_free_kpca_sharded`]: every rank holds all `n` rows, `8·n·d`
+//! bytes, and its rows of the Krylov basis). Rank 0 then gathers the rows and the eigenvectors
+//! and writes the same files as one process (the certificate, the model, the report and the
+//! summary line are made there by the single-process code). Only rank 0 prints and draws the
+//! progress bar.
 //!
-//! Not distributed yet (an error under `mpirun -np P`, `P > 1`): the exact, matrix-free exact
-//! and KHA solvers, the column samplers, `--center` with SKPCA.
+//! Not distributed yet (an error under `mpirun -np P`, `P > 1`): the exact solver with the
+//! dense kernel matrix (`--solver exact`), KHA, the column samplers, `--center` with SKPCA.
 
 use anyhow::{Context, Result, bail};
+use clap::ValueEnum;
 use faer::{Mat, MatRef};
 use stolr_datasets::{Dataset, Labels, OneHotEncoding, Standardization, read_libsvm_part};
 use stolr_estimators::{KernelSampler, RandomFourierFeatures, RandomMaclaurin};
@@ -19,8 +23,8 @@ use stolr_lowrank::comm::{gather_rows, rows_by_index};
 use stolr_lowrank::{Communicator, Eigenpairs, RowShard};
 use stolr_report::TauReport;
 use stolr_solvers::{
-    KernelCentering, KernelPcaModel, NystromConfig, Observer, SamplerKind, Skpca, SkpcaConfig, Stop,
-    nystrom_fit_sharded, tau_for_rank,
+    ExactKpcaConfig, ExactOperator, KernelCentering, KernelPcaModel, KpcaSolver, NystromConfig, Observer, SamplerKind,
+    Skpca, SkpcaConfig, Stop, matrix_free_kpca_sharded, nystrom_fit_sharded, tau_for_rank,
 };
 
 use super::{KpcaArgs, Prepared, Solved, SolverKind, build_kernel, chosen_tau_report, finish, load};
@@ -57,6 +61,9 @@ pub(super) fn run(args: KpcaArgs, comm: &dyn Communicator) -> Result<()> {
     let solved = match args.solver {
         SolverKind::Nystrom => nystrom(&args, local.as_ref(), shard, &kernel, standardization, comm)?,
         SolverKind::Skpca => skpca(&args, local.as_ref(), shard, full.as_ref(), &kernel, standardization, comm)?,
+        SolverKind::ExactMatrixFree => {
+            matrix_free(&args, local.as_ref(), shard, full.as_ref(), &kernel, standardization, comm)?
+        }
         _ => unreachable!("refused by check_supported"),
     };
     let Some((mut solved, data)) = solved.zip(full) else {
@@ -72,8 +79,9 @@ fn check_supported(args: &KpcaArgs, size: usize) -> Result<()> {
     let not_yet = |what: String| -> Result<()> {
         bail!("{what} is not distributed yet: run it on one process (not under mpirun -np {size})")
     };
+    let solver = args.solver.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
     match args.solver {
-        SolverKind::Nystrom => {}
+        SolverKind::Nystrom | SolverKind::ExactMatrixFree => {}
         SolverKind::Skpca => {
             if !matches!(args.sampler, SamplerKind::Rff | SamplerKind::Maclaurin) {
                 not_yet(format!("SKPCA with --sampler {}", args.sampler.name()))?;
@@ -82,10 +90,10 @@ fn check_supported(args: &KpcaArgs, size: usize) -> Result<()> {
                 not_yet("SKPCA with --center".into())?;
             }
         }
-        other => not_yet(format!("--solver {}", format!("{other:?}").to_lowercase()))?,
+        _ => not_yet(format!("--solver {solver}"))?,
     }
-    if args.solver == SolverKind::Nystrom && args.rank.is_none() {
-        bail!("--solver nystrom needs --rank (the number of eigenpairs)");
+    if matches!(args.solver, SolverKind::Nystrom | SolverKind::ExactMatrixFree) && args.rank.is_none() {
+        bail!("--solver {solver} needs --rank (the number of eigenpairs)");
     }
     Ok(())
 }
@@ -273,6 +281,42 @@ fn skpca(
         KernelCentering::None,
     )?;
     Ok(Some(solved(model, pairs, Some(tau_report), Some(iterations), Some(stop), progress)))
+}
+
+/// The matrix-free exact solver on the sharded rows ([`matrix_free_kpca_sharded`]) with the
+/// configuration of one process's `--solver exact-matrix-free`; the model (the training rows,
+/// built as one process builds it) and the gathered eigenpairs on rank 0 (`None` elsewhere).
+fn matrix_free(
+    args: &KpcaArgs,
+    local: MatRef<'_, f64>,
+    shard: RowShard,
+    full: Option<&Dataset>,
+    kernel: &stolr_estimators::Kernel,
+    standardization: Option<Standardization>,
+    comm: &dyn Communicator,
+) -> Result<Option<Solved>> {
+    let exact = ExactKpcaConfig {
+        center: args.center,
+        memory: crate::memory::budget(),
+        ..ExactKpcaConfig::new(args.rank.unwrap_or(10))
+    };
+    let fit = matrix_free_kpca_sharded(local, kernel, &exact.matrix_free(), comm, shard)?;
+    let Some(vectors) = gather_rows(comm, fit.pairs.vectors.as_ref(), 0) else {
+        return Ok(None);
+    };
+    let pairs = Eigenpairs { values: fit.pairs.values, vectors };
+    let data = full.context("rank 0 holds the rows")?;
+    let model = KernelPcaModel::from_training_eigenpairs(
+        KpcaSolver::exact().name(),
+        *kernel,
+        standardization,
+        data.x.clone(),
+        &pairs,
+        KernelCentering::from_training_means(fit.means),
+    )?;
+    let progress = Progress::new(KpcaSolver::exact().name(), None, 1);
+    let solved = solved(model, pairs, None, None, None, progress);
+    Ok(Some(Solved { exact_operator: Some(ExactOperator::MatrixFree), ..solved }))
 }
 
 /// Standardizes the sharded columns in place as [`stolr_datasets::standardize`] does on one

@@ -57,6 +57,17 @@ impl ExactKpcaConfig {
     pub fn new(rank: usize) -> Self {
         Self { rank, center: false, memory: MemoryBudget::default(), tolerance: 1e-10, operator: ExactOperator::Auto }
     }
+
+    /// The configuration of the matrix-free solver that [`exact_kpca`] runs for this one (its
+    /// rank, centring, tolerance and budget; block and tile by default).
+    pub fn matrix_free(&self) -> MatrixFreeConfig {
+        MatrixFreeConfig {
+            center: self.center,
+            tolerance: self.tolerance,
+            memory: self.memory,
+            ..MatrixFreeConfig::new(self.rank)
+        }
+    }
 }
 
 /// The dense kernel matrix `K` (or `HKH` when `center`), shape `(n, n)`, of the rows of `x`
@@ -149,14 +160,7 @@ pub(crate) fn exact_fit(
         (ExactOperator::MatrixFree, _) | (ExactOperator::Auto, Err(_)) => ExactOperator::MatrixFree,
     };
     if operator == ExactOperator::MatrixFree {
-        let mf = MatrixFreeConfig {
-            rank: config.rank,
-            center: config.center,
-            tolerance: config.tolerance,
-            memory: config.memory,
-            ..MatrixFreeConfig::new(config.rank)
-        };
-        let fit = matrix_free_kpca(x, kernel, &mf)?;
+        let fit = matrix_free_kpca(x, kernel, &config.matrix_free())?;
         return Ok((fit.pairs, fit.means, operator));
     }
     let mut k = kernel.matrix(x);

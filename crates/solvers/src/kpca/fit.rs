@@ -265,17 +265,13 @@ impl KernelPca {
                 (pairs, means, Some(stop), solver.iterations_done())
             }
         };
-        let centering = match means {
-            Some((column_means, grand_mean)) => KernelCentering::Training { column_means, grand_mean },
-            None => KernelCentering::None,
-        };
         let model = KernelPcaModel::from_training_eigenpairs(
             name,
             self.kernel,
             standardization,
             stolr_estimators::to_owned(x),
             &pairs,
-            centering,
+            KernelCentering::from_training_means(means),
         )?;
         Ok(KernelPcaFit { model, pairs, stop, iterations, exact_operator })
     }

@@ -1,10 +1,12 @@
 //! Exact kernel PCA without the kernel matrix: a thick-restart block Lanczos eigensolver (block
 //! Krylov–Schur) on the tiled kernel operator of `stolr-estimators`.
 
-use faer::{Accum, Mat, MatRef, Par};
+use faer::linalg::triangular_solve::solve_lower_triangular_in_place;
+use faer::prelude::{Reborrow, ReborrowMut};
+use faer::{Accum, Mat, MatMut, MatRef, Par};
 use stolr_estimators::{DEFAULT_TILE, Kernel, KernelOperator, OperatorCentering};
-use stolr_lowrank::matmul;
-use stolr_lowrank::{Eigenpairs, sym_eigen_desc};
+use stolr_lowrank::comm::{all_gather_rows, all_reduce_mat};
+use stolr_lowrank::{Communicator, Eigenpairs, RowShard, SingleProcess, matmul, sym_eigen_desc, tall_inner};
 use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::SolverError;
@@ -74,11 +76,14 @@ impl Sizes {
         (m_max >= p + b).then_some(Sizes { b, p, m_max })
     }
 
-    /// Bytes of the basis `(n, m_max + b)`, the expansion block `(n, b)`, the Ritz vectors at a
-    /// restart `(n, p)` and the projected matrix `(m_max + b)²`.
-    fn bytes(self, n: usize) -> u64 {
+    /// Bytes of this rank's `rows` of the basis `(rows, m_max + b)`, the expansion block
+    /// `(rows, b)` and the Ritz vectors at a restart `(rows, p)`, the block gathered from every
+    /// rank before a product `(n, b)` and the projected matrix `(m_max + b)²`.
+    fn bytes(self, n: usize, rows: usize) -> u64 {
         let cols = self.m_max + 2 * self.b + self.p;
-        f64_bytes(&[n, cols]).saturating_add(f64_bytes(&[self.m_max + self.b, self.m_max + self.b]))
+        f64_bytes(&[rows, cols])
+            .saturating_add(f64_bytes(&[n, self.b]))
+            .saturating_add(f64_bytes(&[self.m_max + self.b, self.m_max + self.b]))
     }
 }
 
@@ -86,10 +91,10 @@ impl Sizes {
 #[derive(Debug, Clone)]
 pub struct MatrixFreeFit {
     /// The top `k` eigenpairs, eigenvalues nonincreasing, eigenvectors `(n, k)` orthonormal,
-    /// signs fixed.
+    /// signs fixed (from [`matrix_free_kpca_sharded`]: this rank's rows `(shard.rows, k)`).
     pub pairs: Eigenpairs,
-    /// When centred, the row means $m = K1/n$ (length `n`) and $\bar m$ of the uncentred
-    /// kernel, which a model needs to centre new rows.
+    /// When centred, the row means $m = K1/n$ (length `n`, on every rank) and $\bar m$ of the
+    /// uncentred kernel, which a model needs to centre new rows.
     pub means: Option<(Vec<f64>, f64)>,
     /// Rayleigh–Ritz restarts run.
     pub restarts: usize,
@@ -104,16 +109,38 @@ pub struct MatrixFreeFit {
 
 /// Bytes [`matrix_free_kpca`] allocates for `n` rows of dimension `d`, `k` pairs and block `b`
 /// (0 = auto) with `workers` threads and tile side `tile`: the operator, the Krylov basis and
-/// the buffers of one product (the dense fallback for tiny `n`: `8n²`), plus the `(n, k)`
-/// result.
+/// the buffers of one product (the dense fallback for tiny `n`: `8n²` more), plus the `(n, k)`
+/// result. [`matrix_free_bytes_sharded`] with all rows on one process.
 pub fn matrix_free_bytes(n: usize, d: usize, k: usize, block: usize, tile: usize, workers: usize) -> u64 {
+    matrix_free_bytes_sharded(RowShard::whole(n), d, k, block, tile, workers)
+}
+
+/// Bytes [`matrix_free_kpca_sharded`] allocates on a rank holding `shard.rows` of the
+/// `n = shard.total` rows: the operator on **all** `n` rows `8n(d + 2)` and, when the rows are
+/// split (`shard.rows < n`), the gathered copy of them `8nd`; this rank's rows of the Krylov
+/// basis and of the `(·, k)` result, the gathered block `(n, b)` and the buffers of one
+/// row-block product ([`KernelOperator::row_block_apply_bytes`]). The dense fallback for tiny
+/// `n` holds the identity `(n, n)`, this rank's rows of the operator applied to it and the
+/// gathered `(n, n)` result.
+pub fn matrix_free_bytes_sharded(
+    shard: RowShard,
+    d: usize,
+    k: usize,
+    block: usize,
+    tile: usize,
+    workers: usize,
+) -> u64 {
+    let (n, rows) = (shard.total, shard.rows);
     let b = if block == 0 { MatrixFreeConfig::auto_block(k, d) } else { block };
-    let operator = KernelOperator::bytes(n, d);
+    let gathered = if rows < n { f64_bytes(&[n, d]) } else { 0 };
+    let operator = KernelOperator::bytes(n, d).saturating_add(gathered);
     let (basis, apply) = match Sizes::new(n, k, b) {
-        Some(sizes) => (sizes.bytes(n), KernelOperator::apply_bytes(n, b, tile, workers)),
-        None => (f64_bytes(&[n, n]).saturating_mul(2), KernelOperator::apply_bytes(n, n, tile, workers)),
+        Some(sizes) => (sizes.bytes(n, rows), KernelOperator::row_block_apply_bytes(n, rows, b, tile, workers)),
+        None => {
+            (f64_bytes(&[n, n]).saturating_mul(2), KernelOperator::row_block_apply_bytes(n, rows, n, tile, workers))
+        }
     };
-    operator.saturating_add(basis).saturating_add(apply).saturating_add(f64_bytes(&[n, k]))
+    operator.saturating_add(basis).saturating_add(apply).saturating_add(f64_bytes(&[rows, k]))
 }
 
 /// Exact kernel PCA without the kernel matrix: the top `rank` eigenpairs of $K$ (or $HKH$) of
@@ -123,13 +150,14 @@ pub fn matrix_free_bytes(n: usize, d: usize, k: usize, block: usize, tile: usize
 /// Thick-restart block Lanczos with full reorthogonalization (a block form of Stewart's
 /// Krylov–Schur method): from a deterministic start block of `b` vectors, the basis $Q$ grows
 /// by one block per operator product ($W = K Q_{\rm new}$, two passes of classical Gram–Schmidt
-/// against $Q$, then a modified Gram–Schmidt QR inside the block), keeping $T = Q^\top K Q$;
-/// when $Q$ holds `m_max` columns, the Rayleigh–Ritz step takes the eigenpairs $(\theta, s)$
-/// of $T$, whose residuals are $\|R\, s_{\rm last}\|$ by the Krylov relation
-/// $K Q = Q T + F R E^\top$, and restarts from the `k + b` leading Ritz vectors and $F$.
-/// Each product is one pass over the kernel tiles, so kernel evaluations — the dominant cost
-/// at small `d` — are shared by `b` vectors. Time per product $O(n^2(d + b))$; memory
-/// [`matrix_free_bytes`], $O(n(d + k + b))$.
+/// against $Q$, then two passes of Cholesky QR inside the block, or Gram–Schmidt column by
+/// column when the block is nearly dependent), keeping $T = Q^\top K Q$; when $Q$ holds `m_max` columns, the
+/// Rayleigh–Ritz step takes the eigenpairs $(\theta, s)$ of $T$, whose residuals are
+/// $\|R\, s_{\rm last}\|$ by the Krylov relation $K Q = Q T + F R E^\top$, and restarts from
+/// the `k + b` leading Ritz vectors and $F$. Each product is one pass over the kernel tiles, so
+/// kernel evaluations — the dominant cost at small `d` — are shared by `b` vectors. Time per
+/// product $O(n^2(d + b))$; memory [`matrix_free_bytes`], $O(n(d + k + b))$. This is
+/// [`matrix_free_kpca_sharded`] on one process.
 ///
 /// # Errors
 /// [`SolverError::InvalidRank`], [`SolverError::InvalidConfig`] (tolerance not positive, tile
@@ -146,7 +174,45 @@ pub fn matrix_free_kpca(
     kernel: &Kernel,
     config: &MatrixFreeConfig,
 ) -> Result<MatrixFreeFit, SolverError> {
-    let n = x.nrows();
+    matrix_free_kpca_sharded(x, kernel, config, &SingleProcess, RowShard::whole(x.nrows()))
+}
+
+/// [`matrix_free_kpca`] on rows sharded across the ranks of `comm`: `x` holds this rank's rows
+/// `shard.first..shard.first + shard.rows` of the `n = shard.total` training rows; the
+/// eigenvectors returned are this rank's rows `(shard.rows, k)`, everything else is the same on
+/// every rank.
+///
+/// **Scheme.** The rows are all-gathered once (`n·d` doubles): every rank holds the whole data
+/// (`8n(d + 2)` bytes for the operator, plus `8nd` for the gathered copy) but only its rows of
+/// the Krylov basis. A block product gathers the current block's rows from every rank
+/// (`n·b` doubles) and each rank forms its rows $K_{R,:} V$ with
+/// [`KernelOperator::apply_row_block`]. Every inner product over the rows (the projections
+/// $Q^\top W$, the Gram matrices $W^\top W$ of the in-block Cholesky QR) is reduced on each
+/// rank in fixed row groups ([`stolr_lowrank::tall_inner`]) and added across ranks in rank
+/// order ([`all_reduce_mat`]), so the projected matrix, the small eigenproblems, the residuals
+/// and so every restart decision are the same bits on every rank. Centring gathers each rank's
+/// rows of $K1/n$ (`n` doubles). Signs are fixed over the whole columns
+/// ([`Eigenpairs::fix_signs_sharded`]). The dense fallback for tiny `n` gathers the rows of the
+/// operator applied to the identity (`n²` doubles) and decomposes it on every rank. The result
+/// differs from one process's only by rounding: the ranks' tiles and partial sums differ.
+///
+/// # Errors
+/// As [`matrix_free_kpca`] (the memory estimate is [`matrix_free_bytes_sharded`]), and
+/// [`SolverError::InvalidConfig`] if `x` does not have `shard.rows` rows.
+pub fn matrix_free_kpca_sharded(
+    x: MatRef<'_, f64>,
+    kernel: &Kernel,
+    config: &MatrixFreeConfig,
+    comm: &dyn Communicator,
+    shard: RowShard,
+) -> Result<MatrixFreeFit, SolverError> {
+    if x.nrows() != shard.rows {
+        return Err(SolverError::InvalidConfig {
+            name: "shard",
+            reason: format!("the local block has {} rows, the shard {}", x.nrows(), shard.rows),
+        });
+    }
+    let n = shard.total;
     check_rank(config.rank, n)?;
     if !(config.tolerance.is_finite() && config.tolerance > 0.0) {
         return Err(SolverError::InvalidConfig {
@@ -157,28 +223,48 @@ pub fn matrix_free_kpca(
     if config.tile == 0 {
         return Err(SolverError::InvalidConfig { name: "tile", reason: "must be at least 1".into() });
     }
-    check_data(x)?;
     kernel.validate()?;
     let par = faer::get_global_parallelism();
     let k = config.rank;
     let d = x.ncols();
     let b = if config.block == 0 { MatrixFreeConfig::auto_block(k, d) } else { config.block };
     let workers = KernelOperator::workers(par);
+    let gathered = if comm.size() > 1 { "every rank's copy of all rows, " } else { "" };
     config.memory.check(
         format!(
             "the matrix-free exact solver's buffers (n = {n}, d = {d}, rank = {k}, block = {b}, tile = {}: \
-             the data, a Krylov basis of about 2·rank + 8·block columns and one product)",
+             {gathered}the data, a Krylov basis of about 2·rank + 8·block columns and one product)",
             config.tile
         ),
-        matrix_free_bytes(n, d, k, b, config.tile, workers),
+        matrix_free_bytes_sharded(shard, d, k, b, config.tile, workers),
     )?;
-    let centering = if config.center { OperatorCentering::Compute } else { OperatorCentering::None };
-    let op = KernelOperator::new(x, *kernel, centering, config.tile, par)?;
+    let op = {
+        let all = (comm.size() > 1).then(|| all_gather_rows(comm, x));
+        let all = all.as_ref().map_or(x, |a| a.as_ref());
+        // Every rank checks the same rows, so every rank returns the same error.
+        check_data(all)?;
+        KernelOperator::new(all, *kernel, OperatorCentering::None, config.tile, par)?
+    };
+    let rows = shard.first..shard.first + shard.rows;
+    let op = if config.center {
+        // This rank's rows of m = K1/n, gathered: the operator is symmetric.
+        let ones = Mat::<f64>::from_fn(n, 1, |_, _| 1.0);
+        let local = op.apply_row_block(rows.clone(), ones.as_ref(), par)?;
+        let local = Mat::from_fn(shard.rows, 1, |i, _| local[(i, 0)] / n as f64);
+        let means = all_gather_rows(comm, local.as_ref());
+        let means: Vec<f64> = means.col(0).iter().copied().collect();
+        let grand = means.iter().sum::<f64>() / n as f64;
+        op.with_means(means, grand)?
+    } else {
+        op
+    };
     let means = op.means().map(|(m, g)| (m.to_vec(), g));
-    let mut apply = |v: MatRef<'_, f64>| -> Result<Mat<f64>, SolverError> { Ok(op.apply(v, par)?) };
+    let mut apply =
+        |v: MatRef<'_, f64>| -> Result<Mat<f64>, SolverError> { Ok(op.apply_row_block(rows.clone(), v, par)?) };
+    let ranks = Ranks { comm, shard };
     let solved = match Sizes::new(n, k, b) {
-        Some(sizes) => block_krylov_schur(n, k, sizes, config.tolerance, config.max_restarts, &mut apply)?,
-        None => dense_through_operator(n, k, &mut apply)?,
+        Some(sizes) => block_krylov_schur(&ranks, k, sizes, config.tolerance, config.max_restarts, &mut apply)?,
+        None => dense_through_operator(&ranks, k, &mut apply)?,
     };
     Ok(MatrixFreeFit {
         pairs: solved.pairs,
@@ -197,15 +283,48 @@ struct Solved {
     residuals: Vec<f64>,
 }
 
+/// This rank's rows of the operator applied to a whole block `(n, b)`: `(shard.rows, b)`.
 type Apply<'a> = dyn FnMut(MatRef<'_, f64>) -> Result<Mat<f64>, SolverError> + 'a;
 
-/// Tiny `n`: the operator applied to the identity, then a dense eigendecomposition.
-fn dense_through_operator(n: usize, k: usize, apply: &mut Apply<'_>) -> Result<Solved, SolverError> {
-    let a = apply(Mat::<f64>::identity(n, n).as_ref())?;
+/// The ranks sharing the rows of the basis and this rank's share.
+struct Ranks<'a> {
+    comm: &'a dyn Communicator,
+    shard: RowShard,
+}
+
+impl Ranks<'_> {
+    /// `aᵀ b` over all rows: each rank's rows in fixed groups, then added in rank order.
+    fn inner(&self, a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> Mat<f64> {
+        let mut out = tall_inner(a, b, false);
+        all_reduce_mat(self.comm, &mut out);
+        out
+    }
+
+    /// The Euclidean norm of a sharded column `(rows, 1)`.
+    fn norm(&self, v: MatRef<'_, f64>) -> f64 {
+        self.inner(v, v)[(0, 0)].sqrt()
+    }
+
+    /// This rank's rows of the deterministic start column `c`.
+    fn start_column(&self, c: usize, salt: usize, mut out: MatMut<'_, f64>) {
+        let values = start_column(self.shard.total, c, salt).skip(self.shard.first);
+        for (i, v) in values.take(self.shard.rows).enumerate() {
+            out[(i, 0)] = v;
+        }
+    }
+}
+
+/// Tiny `n`: the operator applied to the identity, its rows gathered from every rank, then a
+/// dense eigendecomposition on every rank.
+fn dense_through_operator(ranks: &Ranks<'_>, k: usize, apply: &mut Apply<'_>) -> Result<Solved, SolverError> {
+    let n = ranks.shard.total;
+    let a = all_gather_rows(ranks.comm, apply(Mat::<f64>::identity(n, n).as_ref())?.as_ref());
     let sym = Mat::from_fn(n, n, |i, j| 0.5 * (a[(i, j)] + a[(j, i)]));
+    drop(a);
     let (values, vectors) = sym_eigen_desc(sym.as_ref())?;
     let mut pairs = Eigenpairs { values: values[..k].to_vec(), vectors: vectors.subcols(0, k).to_owned() };
     pairs.fix_signs();
+    pairs.vectors = pairs.vectors.subrows(ranks.shard.first, ranks.shard.rows).to_owned();
     Ok(Solved { pairs, restarts: 0, products: 1, residuals: vec![0.0; k] })
 }
 
@@ -216,75 +335,110 @@ fn start_column(n: usize, c: usize, salt: usize) -> impl Iterator<Item = f64> {
     (0..n).map(move |i| ((i as f64 + 1.0) * alpha + 0.5 * (c as f64)).fract() - 0.5)
 }
 
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
+/// Projects the columns of `against` (orthonormal, this rank's rows) off `w` (this rank's rows):
+/// `w -= against · coef` with `coef = againstᵀ w` over all rows, which is returned.
+fn project_out(ranks: &Ranks<'_>, against: MatRef<'_, f64>, mut w: MatMut<'_, f64>) -> Mat<f64> {
+    if against.ncols() == 0 {
+        return Mat::zeros(0, w.ncols());
+    }
+    let coef = ranks.inner(against, w.rb());
+    matmul(w.rb_mut(), Accum::Add, against, coef.as_ref(), -1.0, faer::get_global_parallelism());
+    coef
 }
 
-fn col(m: &Mat<f64>, j: usize) -> &[f64] {
-    m.col(j).try_as_col_major().expect("owned columns are contiguous").as_slice()
+/// Orthonormalizes the columns of `w` `(rows, b)` (this rank's rows) in place, each already
+/// orthogonal to `basis` `(rows, m)`, returning the upper triangular `r` with
+/// `w_in = w_out · r`, the same on every rank.
+///
+/// Two passes of Cholesky QR: the Gram matrix `wᵀw` is added across ranks (one reduction of
+/// `b²` numbers), factored `LLᵀ` on every rank, and `w ← w L⁻ᵀ`. When a column keeps less than
+/// [`CHOLESKY_QR_KEEP`] of its norm against the previous ones (so that the first pass could
+/// lose orthogonality), every rank finishes with [`column_gram_schmidt`] instead, which
+/// handles dependent columns. The branch depends only on the reduced Gram matrix, so every rank
+/// takes it.
+fn orthonormalize_block(ranks: &Ranks<'_>, w: &mut Mat<f64>, basis: MatRef<'_, f64>, salt: &mut usize) -> Mat<f64> {
+    let b = w.ncols();
+    let mut r = Mat::<f64>::identity(b, b);
+    for _ in 0..2 {
+        let gram = ranks.inner(w.as_ref(), w.as_ref());
+        let Some(l) = checked_cholesky(&gram) else {
+            return column_gram_schmidt(ranks, w, basis, salt) * &r;
+        };
+        solve_lower_triangular_in_place(l.as_ref(), w.as_mut().transpose_mut(), Par::Seq);
+        r = l.transpose() * &r;
+    }
+    r
 }
 
-/// Orthonormalizes the columns of `w` `(n, b)` in place, each already orthogonal to `basis`
-/// `(n, m)`, by modified Gram–Schmidt with one reorthogonalization, returning the upper
-/// triangular `r` with `w_in = w_out · r`. A column whose norm falls below `1e-12` of its norm on
-/// entry is dependent: it is replaced by a start-like vector orthogonalized against `basis` and
-/// the previous columns, and its diagonal in `r` is 0, which keeps the relation exact.
-fn orthonormalize_block(w: &mut Mat<f64>, basis: MatRef<'_, f64>, salt: &mut usize) -> Mat<f64> {
-    let (n, b) = (w.nrows(), w.ncols());
+/// The share of its norm a column must keep against the previous columns for Cholesky QR
+/// (`1e-5`: the Gram matrix then has condition well below `1/ε`, and two passes give columns
+/// orthonormal to rounding).
+const CHOLESKY_QR_KEEP: f64 = 1e-5;
+
+/// The Cholesky factor `L` (lower) of the Gram matrix `g` `(b, b)`, or `None` when a pivot
+/// falls below `CHOLESKY_QR_KEEP² · g_jj` (or is not finite).
+fn checked_cholesky(g: &Mat<f64>) -> Option<Mat<f64>> {
+    let b = g.nrows();
+    let mut l = Mat::<f64>::zeros(b, b);
+    for j in 0..b {
+        let pivot = g[(j, j)] - (0..j).map(|k| l[(j, k)] * l[(j, k)]).sum::<f64>();
+        if !(pivot > CHOLESKY_QR_KEEP * CHOLESKY_QR_KEEP * g[(j, j)] && pivot.is_finite()) {
+            return None;
+        }
+        l[(j, j)] = pivot.sqrt();
+        for i in j + 1..b {
+            l[(i, j)] = (g[(i, j)] - (0..j).map(|k| l[(i, k)] * l[(j, k)]).sum::<f64>()) / l[(j, j)];
+        }
+    }
+    Some(l)
+}
+
+/// [`orthonormalize_block`] column by column: each column projected off the previous ones
+/// twice (one reduction each), then normalized; `3b − 1` reductions in all. A column whose norm
+/// falls below `1e-12` of its norm on entry is dependent: it is replaced by a start-like vector
+/// orthogonalized against `basis` and the previous columns, and its diagonal entry in `r` is 0
+/// (its coefficients on the previous columns stay), so `w_in = w_out · r` holds to `1e-12` of
+/// the column's norm.
+fn column_gram_schmidt(ranks: &Ranks<'_>, w: &mut Mat<f64>, basis: MatRef<'_, f64>, salt: &mut usize) -> Mat<f64> {
+    let b = w.ncols();
     let mut r = Mat::<f64>::zeros(b, b);
+    // The norms on entry, one reduction for the block.
+    let mut entry = Mat::from_fn(1, b, |_, c| w.col(c).iter().map(|v| v * v).sum::<f64>());
+    all_reduce_mat(ranks.comm, &mut entry);
     for c in 0..b {
-        let before = col(w, c).iter().map(|v| v * v).sum::<f64>().sqrt();
+        let before = entry[(0, c)].sqrt();
+        let (done, mut rest) = w.as_mut().split_at_col_mut(c);
+        let mut col = rest.rb_mut().subcols_mut(0, 1);
         for _ in 0..2 {
+            let coef = project_out(ranks, done.rb(), col.rb_mut());
             for p in 0..c {
-                let coef = dot(col(w, p), col(w, c));
-                r[(p, c)] += coef;
-                for i in 0..n {
-                    w[(i, c)] -= coef * w[(i, p)];
-                }
+                r[(p, c)] += coef[(p, 0)];
             }
         }
-        let mut norm = col(w, c).iter().map(|v| v * v).sum::<f64>().sqrt();
+        let mut norm = ranks.norm(col.rb());
         if norm.is_nan() || norm <= 1e-12 * before || norm == 0.0 {
             // Dependent column: a fresh direction, orthogonal to everything so far.
             *salt += 1;
-            for (i, v) in start_column(n, c, *salt).enumerate() {
-                w[(i, c)] = v;
-            }
+            ranks.start_column(c, *salt, col.rb_mut());
             for _ in 0..2 {
-                let mut h = Mat::<f64>::zeros(basis.ncols(), 1);
-                matmul(h.as_mut(), Accum::Replace, basis.transpose(), w.as_ref().subcols(c, 1), 1.0, Par::Seq);
-                matmul(w.as_mut().subcols_mut(c, 1), Accum::Add, basis, h.as_ref(), -1.0, Par::Seq);
-                for p in 0..c {
-                    let coef = dot(col(w, p), col(w, c));
-                    for i in 0..n {
-                        w[(i, c)] -= coef * w[(i, p)];
-                    }
-                }
+                project_out(ranks, basis, col.rb_mut());
+                project_out(ranks, done.rb(), col.rb_mut());
             }
-            norm = col(w, c).iter().map(|v| v * v).sum::<f64>().sqrt();
-            for p in 0..c {
-                r[(p, c)] = 0.0;
-            }
-            r[(c, c)] = 0.0;
-            let inv = 1.0 / norm;
-            for i in 0..n {
-                w[(i, c)] *= inv;
-            }
-            continue;
+            norm = ranks.norm(col.rb());
+        } else {
+            r[(c, c)] = norm;
         }
-        r[(c, c)] = norm;
         let inv = 1.0 / norm;
-        for i in 0..n {
-            w[(i, c)] *= inv;
-        }
+        col.col_mut(0).iter_mut().for_each(|v| *v *= inv);
     }
     r
 }
 
 /// The block Krylov–Schur iteration on `apply` (an `n × n` symmetric operator on `(n, b)`
-/// blocks). See [`matrix_free_kpca`].
+/// blocks, each rank forming its rows) with the basis sharded by rows. See
+/// [`matrix_free_kpca`] and [`matrix_free_kpca_sharded`].
 fn block_krylov_schur(
-    n: usize,
+    ranks: &Ranks<'_>,
     k: usize,
     sizes: Sizes,
     tolerance: f64,
@@ -292,47 +446,43 @@ fn block_krylov_schur(
     apply: &mut Apply<'_>,
 ) -> Result<Solved, SolverError> {
     let Sizes { b, p, m_max } = sizes;
+    let rows = ranks.shard.rows;
     let par = faer::get_global_parallelism();
-    let mut q = Mat::<f64>::zeros(n, m_max + b);
+    let mut q = Mat::<f64>::zeros(rows, m_max + b);
     let mut t = Mat::<f64>::zeros(m_max + b, m_max + b);
     let mut salt = 0;
     // Start block: deterministic columns, orthonormalized.
-    let mut start = Mat::<f64>::zeros(n, b);
+    let mut start = Mat::<f64>::zeros(rows, b);
     for c in 0..b {
-        for (i, v) in start_column(n, c, 0).enumerate() {
-            start[(i, c)] = v;
-        }
+        ranks.start_column(c, 0, start.as_mut().subcols_mut(c, 1));
     }
-    orthonormalize_block(&mut start, q.as_ref().subcols(0, 0), &mut salt);
+    orthonormalize_block(ranks, &mut start, q.as_ref().subcols(0, 0), &mut salt);
     q.as_mut().subcols_mut(0, b).copy_from(&start);
     drop(start);
     let (mut m, mut new) = (b, 0);
     let (mut restarts, mut products) = (0, 0);
     loop {
-        let mut w = apply(q.as_ref().subcols(new, b))?;
+        let block = all_gather_rows(ranks.comm, q.as_ref().subcols(new, b));
+        let mut w = apply(block.as_ref())?;
+        drop(block);
         products += 1;
         let qm = q.as_ref().subcols(0, m);
-        let mut h = Mat::<f64>::zeros(m, b);
-        matmul(h.as_mut(), Accum::Replace, qm.transpose(), w.as_ref(), 1.0, par);
-        matmul(w.as_mut(), Accum::Add, qm, h.as_ref(), -1.0, par);
-        let mut h2 = Mat::<f64>::zeros(m, b);
-        matmul(h2.as_mut(), Accum::Replace, qm.transpose(), w.as_ref(), 1.0, par);
-        matmul(w.as_mut(), Accum::Add, qm, h2.as_ref(), -1.0, par);
-        h += &h2;
+        let mut h = project_out(ranks, qm, w.as_mut());
+        h += project_out(ranks, qm, w.as_mut());
         for c in 0..b {
             for i in 0..m {
                 t[(i, new + c)] = h[(i, c)];
                 t[(new + c, i)] = h[(i, c)];
             }
         }
-        let r = orthonormalize_block(&mut w, qm, &mut salt);
+        let r = orthonormalize_block(ranks, &mut w, qm, &mut salt);
         if m + b <= m_max {
             q.as_mut().subcols_mut(m, b).copy_from(&w);
             new = m;
             m += b;
             continue;
         }
-        // Rayleigh–Ritz on the m columns.
+        // Rayleigh–Ritz on the m columns: replicated, so every rank takes the same branch.
         let tm = Mat::from_fn(m, m, |i, j| 0.5 * (t[(i, j)] + t[(j, i)]));
         let (theta, s) = sym_eigen_desc(tm.as_ref())?;
         let scale = theta[0].abs().max(f64::MIN_POSITIVE);
@@ -358,14 +508,14 @@ fn block_krylov_schur(
                     tolerance,
                 });
             }
-            let mut vectors = Mat::<f64>::zeros(n, k);
+            let mut vectors = Mat::<f64>::zeros(rows, k);
             matmul(vectors.as_mut(), Accum::Replace, q.as_ref().subcols(0, m), s.as_ref().subcols(0, k), 1.0, par);
             let mut pairs = Eigenpairs { values: theta[..k].to_vec(), vectors };
-            pairs.fix_signs();
+            pairs.fix_signs_sharded(ranks.comm, ranks.shard.first);
             return Ok(Solved { pairs, restarts, products, residuals });
         }
         // Thick restart: Q ← [Q s_{:p}, F], T ← diag(θ_{:p}), expand F next.
-        let mut y = Mat::<f64>::zeros(n, p);
+        let mut y = Mat::<f64>::zeros(rows, p);
         matmul(y.as_mut(), Accum::Replace, q.as_ref().subcols(0, m), s.as_ref().subcols(0, p), 1.0, par);
         q.as_mut().subcols_mut(0, p).copy_from(&y);
         drop(y);
@@ -490,6 +640,33 @@ mod tests {
         .fit_prepared(x.as_ref(), None, &mut rng, &mut ())
         .unwrap_err();
         assert!(matches!(err, SolverError::Memory(_)));
+    }
+
+    #[test]
+    fn block_orthonormalization_keeps_the_relation_for_any_conditioning() {
+        let ranks = Ranks { comm: &SingleProcess, shard: RowShard::whole(200) };
+        let mut rng = <Xoshiro256PlusPlus as SeedableRng>::seed_from_u64(4);
+        let random = Mat::from_fn(200, 6, |_, _| rng.random_range(-1.0..1.0));
+        // Well conditioned (Cholesky QR); a column 1e-7 from the span of the others (below
+        // CHOLESKY_QR_KEEP: column by column); an exactly repeated column (replaced).
+        let mut near = random.clone();
+        let mut repeated = random.clone();
+        for i in 0..200 {
+            near[(i, 4)] = random[(i, 1)] - random[(i, 2)] + 1e-7 * random[(i, 4)];
+            repeated[(i, 5)] = random[(i, 0)];
+        }
+        for (name, w_in) in [("random", random), ("nearly dependent", near), ("repeated", repeated)] {
+            let mut w = w_in.clone();
+            let mut salt = 0;
+            let r = orthonormalize_block(&ranks, &mut w, Mat::<f64>::zeros(200, 0).as_ref(), &mut salt);
+            let gram = w.transpose() * &w;
+            let orth = (&gram - Mat::<f64>::identity(6, 6)).norm_max();
+            assert!(orth < 1e-14, "{name}: ‖WᵀW − I‖ = {orth:e}");
+            let relation = (&w * &r - &w_in).norm_max();
+            assert!(relation < 1e-13 * w_in.norm_max(), "{name}: ‖W R − W_in‖ = {relation:e}");
+            assert!((0..6).all(|i| (0..i).all(|j| r[(i, j)] == 0.0)), "{name}: R upper triangular");
+            assert_eq!(salt, usize::from(name == "repeated"), "{name}: replaced columns");
+        }
     }
 
     #[test]

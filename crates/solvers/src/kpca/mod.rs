@@ -21,7 +21,10 @@ pub use certificate::{Certificate, CertifyConfig, CertifyMethod, ConfidenceInter
 pub use exact::{ExactKpcaConfig, ExactOperator, exact_kpca, kernel_matrix};
 pub use fit::{KernelPca, KernelPcaFit, KpcaSolver, SamplerKind};
 pub use kha::{Kha, KhaConfig};
-pub use matrix_free::{MatrixFreeConfig, MatrixFreeFit, matrix_free_bytes, matrix_free_kpca};
+pub use matrix_free::{
+    MatrixFreeConfig, MatrixFreeFit, matrix_free_bytes, matrix_free_bytes_sharded, matrix_free_kpca,
+    matrix_free_kpca_sharded,
+};
 pub use model::{KernelCentering, KernelPcaModel};
 pub use nystrom::{DEFAULT_BLOCK_ROWS, NystromConfig, NystromFit, nystrom_fit, nystrom_fit_sharded, nystrom_kpca};
 pub use skpca::{Iterate, Skpca, SkpcaConfig, shrunk_target};

@@ -41,6 +41,18 @@ pub enum KernelCentering {
     ),
 }
 
+impl KernelCentering {
+    /// [`KernelCentering::Training`] with the column means `m` (length `n`) and their mean
+    /// $\bar m$ of the training kernel matrix when a centred fit returned them, else
+    /// [`KernelCentering::None`].
+    pub fn from_training_means(means: Option<(Vec<f64>, f64)>) -> Self {
+        match means {
+            Some((column_means, grand_mean)) => KernelCentering::Training { column_means, grand_mean },
+            None => KernelCentering::None,
+        }
+    }
+}
+
 /// A fitted kernel PCA model: it maps a row $x$ to its coordinates on the `r` kernel principal
 /// axes,
 /// $$z(x) = \tilde k(x, R)\, A \in \mathbb R^r,$$
