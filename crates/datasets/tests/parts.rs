@@ -3,8 +3,10 @@
 //! 1 to 5 parts and for more parts than rows; damaged files are typed errors and gzip is
 //! refused.
 
-use std::io::Write;
 use std::path::Path;
+
+mod common;
+use common::{gzip, idx};
 
 use faer::Mat;
 use npyz::WriterBuilder;
@@ -67,12 +69,6 @@ fn assert_some_part_fails<T: std::fmt::Debug>(
         assert!(!errors.is_empty(), "parts = {parts}: no part failed");
         assert!(errors.iter().all(&expected), "parts = {parts}: {errors:?}");
     }
-}
-
-fn gzip(bytes: &[u8]) -> Vec<u8> {
-    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    encoder.write_all(bytes).expect("compress");
-    encoder.finish().expect("compress")
 }
 
 /// Comma-separated rows of different lengths in bytes, with blank lines, `\r\n` endings and no
@@ -201,16 +197,6 @@ fn table_parts_refuse_categories_line_breaks_in_fields_and_gzip() {
     std::fs::write(&path, gzip(csv_text(false).as_bytes())).expect("write");
     assert!(read_table(&path, &options).is_ok());
     assert!(matches!(read_table_part(&path, &options, 1, 2), Err(DataError::NotShardable { .. })));
-}
-
-/// An IDX file of unsigned bytes: magic, dimensions, data.
-fn idx(magic: u32, dims: &[u32], data: &[u8]) -> Vec<u8> {
-    let mut bytes = magic.to_be_bytes().to_vec();
-    for dim in dims {
-        bytes.extend_from_slice(&dim.to_be_bytes());
-    }
-    bytes.extend_from_slice(data);
-    bytes
 }
 
 /// A small MNIST in `dir`: `train` then `test` images of 3 × 4 pixels, plain files.
