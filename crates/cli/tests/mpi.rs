@@ -1,8 +1,9 @@
 //! `stolr kpca` (Nyström, SKPCA, matrix-free exact), `stolr pca --solver
 //! svrg-bb|capped-msg` and `stolr krr --solver nystrom` under `mpirun` (built with `--features
-//! mpi`; run by `.ci/run` with OpenMPI): the same answers on 1, 2 and 3 processes, and a failing
-//! or killed rank ends the whole job with a non-zero status within seconds. Every `mpirun` runs
-//! under a deadline, so a hang fails the test instead of blocking CI.
+//! mpi`; run by `.ci/run` with OpenMPI): the same answers on 1, 2 and 3 processes (also with CSV
+//! and `.npy` files read in parts), and a failing or killed rank ends the whole job with a
+//! non-zero status within seconds. Every `mpirun` runs under a deadline, so a hang fails the
+//! test instead of blocking CI.
 #![cfg(feature = "mpi")]
 
 use std::path::{Path, PathBuf};
@@ -112,6 +113,73 @@ fn same_answers_on_one_two_and_three_processes() {
             let (ev, vec) = differences(&results[0], r);
             assert!(ev <= 1e-10 && vec <= 1e-8, "{name}, {np} vs 1 process: eigenvalues {ev:e}, eigenvectors {vec:e}");
         }
+    }
+}
+
+/// The rows of [`write_data`]'s LIBSVM file, dense `(1500, 3)`, written as a CSV file with a
+/// header line, a gzip-compressed copy of it, and a `.npy` file; their paths.
+fn write_dense(dir: &Path) -> [PathBuf; 3] {
+    let data = stolr_datasets::read_libsvm(&write_data(dir)).unwrap();
+    let mut text = String::from("x,y,z\n");
+    for i in 0..data.n() {
+        // Rust prints the shortest decimal that reads back to the same f64.
+        text.push_str(&format!("{},{},{}\n", data.x[(i, 0)], data.x[(i, 1)], data.x[(i, 2)]));
+    }
+    let csv = dir.join("rings.csv");
+    std::fs::write(&csv, &text).unwrap();
+    let gz = dir.join("rings.csv.gz");
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut encoder, text.as_bytes()).unwrap();
+    std::fs::write(&gz, encoder.finish().unwrap()).unwrap();
+    let npy = dir.join("rings.npy");
+    stolr_datasets::write_npy_matrix(&npy, data.x.as_ref()).unwrap();
+    [csv, gz, npy]
+}
+
+#[test]
+fn csv_and_npy_files_read_in_parts_give_the_answers_of_one_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let [csv, gz, npy] = write_dense(dir.path());
+    let mut results = Vec::new();
+    // The gzip-compressed CSV file is read whole by every rank (with a warning).
+    for (name, path, format, np) in [
+        ("csv", &csv, "csv", 1),
+        ("csv", &csv, "csv", 2),
+        ("gz", &gz, "csv", 2),
+        ("npy", &npy, "npy", 1),
+        ("npy", &npy, "npy", 2),
+    ] {
+        let out = dir.path().join(format!("{name}-{np}"));
+        let args = [
+            "kpca",
+            "--input",
+            path.to_str().unwrap(),
+            "--format",
+            format,
+            "--seed",
+            "3",
+            "--certify",
+            "off",
+            "--solver",
+            "nystrom",
+            "--landmarks",
+            "200",
+            "--rank",
+            "8",
+            "--standardize",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        let (status, stderr, _) = wait(mpirun(np, &args), DEADLINE);
+        assert!(status.success(), "{name} on {np} processes: {stderr}");
+        assert_eq!(stderr.contains("every process reads the whole file"), name == "gz", "{name}, {np}: {stderr}");
+        results.push((name, np, eigenpairs(&out)));
+    }
+    let (_, _, one) = &results[0];
+    assert_eq!(one.0.len(), 8);
+    for (name, np, r) in &results[1..] {
+        let (ev, vec) = differences(one, r);
+        assert!(ev <= 1e-10 && vec <= 1e-8, "{name} on {np} vs csv on 1: eigenvalues {ev:e}, eigenvectors {vec:e}");
     }
 }
 

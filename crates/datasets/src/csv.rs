@@ -72,7 +72,7 @@ pub fn read_magic(path: &Path) -> Result<Dataset, DataError> {
 /// Memory: [`DataError::OverBudget`] if the values read so far, or the matrix, exceed the
 /// process's memory budget ([`stolr_memory::MemoryBudget::process`]).
 pub fn read_csv_from<R: BufRead>(reader: R, name: &str, label: LabelColumn) -> Result<Dataset, DataError> {
-    read_csv_impl(reader, name, label, false)
+    read_csv_impl(reader, name, label, false, None)
 }
 
 /// Reads a comma-separated regression file: every column but the last is a feature, the last
@@ -97,15 +97,75 @@ pub fn read_csv_regression(path: &Path) -> Result<Dataset, DataError> {
 /// As [`read_csv_from`], and [`DataError::BadTarget`] (with line and field) if a target is not
 /// a finite number.
 pub fn read_csv_regression_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, DataError> {
-    read_csv_impl(reader, name, LabelColumn::Last, true)
+    read_csv_impl(reader, name, LabelColumn::Last, true, None)
+}
+
+/// Part `part` of `parts` of a comma-separated file, read by its line-aligned byte range
+/// ([`crate::line_aligned_range`]) and parsed as [`read_csv`] parses the whole file: reading
+/// the parts in order gives the rows of [`read_csv`]`(path, label)`, shape `(n_part, d)`, and
+/// their labels. Every part first reads the file's first non-blank line, so that all decide
+/// alike whether it is a header (which only the part holding it skips) and expect its number
+/// of fields. A part without data rows gives `(0, d)` with empty labels. Line numbers in
+/// errors count from the start of the part, not of the file; the memory budget applies to the
+/// part.
+///
+/// # Errors
+/// As [`crate::line_aligned_range`] (gzip is [`DataError::NotShardable`]) and [`read_csv`];
+/// [`DataError::Empty`] only if the file has no non-blank line.
+pub fn read_csv_part(path: &Path, label: LabelColumn, part: usize, parts: usize) -> Result<Dataset, DataError> {
+    let name = path.display().to_string();
+    let range = crate::line_aligned_range(path, part, parts)?;
+    let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
+    let mut lines = crate::lines::Lines::new(BufReader::new(file), &name);
+    let (found, header) = loop {
+        match lines.next_line()? {
+            None => return Err(DataError::Empty { path: name }),
+            Some((_, text)) if text.trim().is_empty() => {}
+            Some((_, text)) => {
+                let fields: Vec<&str> = text.split(',').map(str::trim).collect();
+                break (fields.len(), is_header(&fields, label));
+            }
+        }
+    };
+    let range = if header { crate::shard::after_header(range, lines.consumed()) } else { range };
+    let empty = || Dataset {
+        x: faer::Mat::zeros(0, found - usize::from(label != LabelColumn::None)),
+        labels: if label == LabelColumn::None { Labels::None } else { Labels::Classes(Vec::new()) },
+        source: name.clone(),
+    };
+    let mut data = crate::shard::parse_range(path, range, empty, |reader, part_name| {
+        read_csv_impl(reader, part_name, label, false, Some(found))
+    })?;
+    data.source = name;
+    Ok(data)
+}
+
+/// The 0-based column of the label in a row of `found` fields.
+fn label_at(label: LabelColumn, found: usize) -> Option<usize> {
+    match label {
+        LabelColumn::None => None,
+        LabelColumn::First => Some(0),
+        LabelColumn::Last => Some(found - 1),
+    }
+}
+
+/// Whether the first non-blank line, split into `fields`, is a header: it has a feature column
+/// and none of its feature fields is a number.
+fn is_header(fields: &[&str], label: LabelColumn) -> bool {
+    let label_at = label_at(label, fields.len());
+    let mut features = (0..fields.len()).filter(|&k| Some(k) != label_at);
+    features.clone().next().is_some() && features.all(|k| fields[k].parse::<f64>().is_err())
 }
 
 /// [`read_csv_from`], with the label column parsed as finite numbers when `numeric_label`.
+/// With `expected`, the number of fields of the file's first line is known (a part of a file,
+/// [`read_csv_part`]) and no line is taken as a header.
 fn read_csv_impl<R: BufRead>(
     reader: R,
     name: &str,
     label: LabelColumn,
     numeric_label: bool,
+    mut expected: Option<usize>,
 ) -> Result<Dataset, DataError> {
     let mut lines = crate::lines::Lines::new(reader, name);
     // Row-major feature values, `d` per row.
@@ -113,7 +173,6 @@ fn read_csv_impl<R: BufRead>(
     let mut classes = Vec::new();
     let mut targets = Vec::new();
     let mut n = 0;
-    let mut expected = None;
 
     while let Some((line, text)) = lines.next_line()? {
         if text.trim().is_empty() {
@@ -121,11 +180,7 @@ fn read_csv_impl<R: BufRead>(
         }
         let fields: Vec<&str> = text.split(',').map(str::trim).collect();
         let found = fields.len();
-        let label_at = match label {
-            LabelColumn::None => None,
-            LabelColumn::First => Some(0),
-            LabelColumn::Last => Some(found - 1),
-        };
+        let label_at = label_at(label, found);
         let is_feature = |k: &usize| Some(*k) != label_at;
 
         match expected {
@@ -135,10 +190,7 @@ fn read_csv_impl<R: BufRead>(
             Some(_) => {}
             None => {
                 expected = Some(found);
-                let mut features = (0..found).filter(is_feature);
-                let is_header =
-                    features.clone().next().is_some() && features.all(|k| fields[k].parse::<f64>().is_err());
-                if is_header {
+                if is_header(&fields, label) {
                     continue;
                 }
             }

@@ -474,8 +474,9 @@ pub enum DataError {
         known: String,
     },
 
-    /// The file cannot be read in parts by byte ranges (gzip-compressed text), as a run over
-    /// several processes needs.
+    /// The file cannot be read in parts, as a run over several processes needs: it is
+    /// gzip-compressed (a compressed stream cannot be entered at an offset), or its encoding
+    /// needs every row (a table's categorical columns), or a record spans lines.
     #[error("{path}: {reason}")]
     NotShardable {
         /// File path.

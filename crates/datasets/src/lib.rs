@@ -21,6 +21,10 @@
 //! ([`stolr_memory::MemoryBudget::process`]) before anything of that size is allocated;
 //! over it, the reader returns [`DataError::OverBudget`]. No input makes a reader panic.
 //! - [`write_npy_matrix`], [`write_npy_vector`], [`read_npy_matrix`]: NumPy `.npy` files.
+//! - [`read_libsvm_part`], [`read_csv_part`], [`read_table_part`], [`read_mnist_part`],
+//!   [`read_npy_part`]: one part of a file for a run whose rows are split across processes,
+//!   each process reading only its bytes (text by line-aligned byte ranges, IDX and `.npy` by
+//!   offsets); gzip-compressed files are [`DataError::NotShardable`].
 //! - [`write_atomic`]: every file Stolr writes appears whole or not at all (temporary file,
 //!   `fsync`, rename).
 //! - [`ModelFile`]: the versioned, NumPy-readable file of a fitted model (`model.npz`).
@@ -55,21 +59,23 @@ mod table;
 
 pub use abalone::{ABALONE_COLUMNS, read_abalone, read_abalone_from};
 pub use atomic::write_atomic;
-pub use csv::{LabelColumn, read_csv, read_csv_from, read_csv_regression, read_csv_regression_from, read_magic};
+pub use csv::{
+    LabelColumn, read_csv, read_csv_from, read_csv_part, read_csv_regression, read_csv_regression_from, read_magic,
+};
 pub use dataset::{Dataset, Labels, check_finite};
 pub use error::DataError;
 pub use housing::{HOUSING_FEATURES, read_housing, read_housing_from};
 pub use libsvm::{read_libsvm, read_libsvm_from, read_libsvm_with_dim, read_libsvm_with_dim_from};
-pub use mnist::{MnistSplit, read_mnist};
+pub use mnist::{MnistSplit, read_mnist, read_mnist_part};
 pub use model_file::{
     MAX_EMPTY_DIM, MODEL_FILE_NAME, MODEL_FORMAT, MODEL_FORMAT_VERSION, ModelArray, ModelFile, resolve_model_path,
 };
-pub use npy::{read_npy_matrix, write_npy_indices, write_npy_matrix, write_npy_vector};
+pub use npy::{read_npy_matrix, read_npy_part, write_npy_indices, write_npy_matrix, write_npy_vector};
 pub use shard::{line_aligned_range, read_libsvm_part};
 pub use split::{Split, TrainTest, random_folds, random_split};
 pub use standardize::{Standardization, standardize, standardize_reduced};
 pub use stream::{RowFormat, RowStream, stream_rows};
 pub use table::{
-    CategoricalColumn, OneHotEncoding, Table, TableLabel, TableOptions, read_table, read_table_from, read_table_with,
-    read_table_with_from,
+    CategoricalColumn, OneHotEncoding, Table, TableLabel, TableOptions, read_table, read_table_from, read_table_part,
+    read_table_with, read_table_with_from,
 };

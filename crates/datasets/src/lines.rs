@@ -11,11 +11,17 @@ pub(crate) struct Lines<R> {
     path: String,
     buf: Vec<u8>,
     line: usize,
+    consumed: u64,
 }
 
 impl<R: BufRead> Lines<R> {
     pub(crate) fn new(reader: R, path: &str) -> Self {
-        Lines { reader, path: path.to_owned(), buf: Vec::new(), line: 0 }
+        Lines { reader, path: path.to_owned(), buf: Vec::new(), line: 0, consumed: 0 }
+    }
+
+    /// The bytes read so far, line breaks included: the offset of the next line's start.
+    pub(crate) fn consumed(&self) -> u64 {
+        self.consumed
     }
 
     /// The next line as `(1-based line number, text without line break)`, `None` at the end.
@@ -29,6 +35,7 @@ impl<R: BufRead> Lines<R> {
             return Ok(None);
         }
         self.line += 1;
+        self.consumed += read as u64;
         let mut bytes = self.buf.as_slice();
         if let Some(rest) = bytes.strip_suffix(b"\n") {
             bytes = rest;

@@ -26,6 +26,12 @@ use crate::{DataError, Dataset, Labels};
 pub(crate) const IMAGES_MAGIC: u32 = 0x0000_0803;
 /// Magic number of an IDX file of unsigned bytes with 1 dimension (labels).
 const LABELS_MAGIC: u32 = 0x0000_0801;
+/// An IDX file's magic number, its description and the name of its elements.
+type IdxKind = (u32, &'static str, &'static str);
+/// The MNIST images.
+const IMAGES: IdxKind = (IMAGES_MAGIC, "IDX images (unsigned bytes, 3 dimensions)", "pixels");
+/// The MNIST labels.
+const LABELS: IdxKind = (LABELS_MAGIC, "IDX labels (unsigned bytes, 1 dimension)", "labels");
 /// The largest MNIST label.
 const MAX_LABEL: u8 = 9;
 /// Rows converted per block when filling the column-major matrix from row-major bytes: a block
@@ -128,6 +134,145 @@ pub fn read_mnist(dir: &Path, split: MnistSplit) -> Result<Dataset, DataError> {
     })
 }
 
+/// Part `part` of `parts` of MNIST in `dir`: the rows `RowShard::balanced(n, part, parts)` of
+/// [`read_mnist`]`(dir, split)` (global rows `first..first + rows`, the first `n mod parts`
+/// parts holding one row more), read by seeking to them in the uncompressed IDX files, so each
+/// process reads only its bytes. Shape `(rows, h·w)`, numeric labels; reading the parts in
+/// order gives [`read_mnist`]'s rows and labels exactly. The files' headers and lengths are
+/// checked as [`read_mnist`] checks them (every part sees a damaged file), the labels of the
+/// part are checked to be digits, and the memory budget applies to the part's matrix.
+///
+/// # Errors
+/// - [`DataError::NotShardable`] if a file is gzip-compressed (a compressed stream cannot be
+///   entered at an offset): gunzip the files, or read them whole;
+/// - [`DataError::InvalidParameter`] unless `part < parts`;
+/// - every error of [`read_mnist`] ([`DataError::LabelOutOfRange`] for this part's labels).
+pub fn read_mnist_part(dir: &Path, split: MnistSplit, part: usize, parts: usize) -> Result<Dataset, DataError> {
+    crate::shard::check_part(part, parts)?;
+    let (prefixes, split_name) = split.parts();
+    let mut files = Vec::new();
+    for prefix in prefixes {
+        let images = seekable_idx(dir, &format!("{prefix}-images"), "idx3-ubyte", IMAGES)?;
+        let labels = seekable_idx(dir, &format!("{prefix}-labels"), "idx1-ubyte", LABELS)?;
+        if labels.dims[0] != images.dims[0] {
+            return Err(DataError::CountMismatch {
+                images_path: images.name,
+                images: images.dims[0],
+                labels_path: labels.name,
+                labels: labels.dims[0],
+            });
+        }
+        if let Some(first) = files.first().map(|f: &(SeekableIdx, SeekableIdx)| &f.0)
+            && images.dims[1..] != first.dims[1..]
+        {
+            return Err(DataError::ImageSizeMismatch {
+                path: images.name,
+                rows: images.dims[1],
+                cols: images.dims[2],
+                other_path: first.name.clone(),
+                other_rows: first.dims[1],
+                other_cols: first.dims[2],
+            });
+        }
+        files.push((images, labels));
+    }
+    let n: usize = files.iter().map(|(images, _)| images.dims[0]).sum();
+    let (first_images, _) = &files[0];
+    let d = first_images.dims[1] * first_images.dims[2];
+    if n == 0 {
+        return Err(DataError::Empty { path: first_images.name.clone() });
+    }
+    let shard = stolr_lowrank::RowShard::balanced(n, part, parts);
+    let mut x = try_zeros(shard.rows, d, &first_images.name)?;
+    let mut labels = Vec::with_capacity(shard.rows);
+    // Global row of the first image of each file.
+    let mut offset = 0;
+    for (images, label_file) in &mut files {
+        let count = images.dims[0];
+        // This part's rows of this file, as indices into the file.
+        let from = shard.first.max(offset) - offset;
+        let to = (shard.first + shard.rows).min(offset + count).saturating_sub(offset);
+        offset += count;
+        if from >= to {
+            continue;
+        }
+        let digits = label_file.read_at(from, to - from, 1)?;
+        if let Some((k, &value)) = digits.iter().enumerate().find(|&(_, &label)| label > MAX_LABEL) {
+            return Err(DataError::LabelOutOfRange {
+                path: label_file.name.clone(),
+                index: from + k,
+                value,
+                max: MAX_LABEL,
+            });
+        }
+        let row0 = labels.len();
+        labels.extend(digits.iter().map(|&label| f64::from(label)));
+        // In blocks of BLOCK_ROWS images, so that only one block of bytes is held.
+        for block in (from..to).step_by(BLOCK_ROWS) {
+            let rows = BLOCK_ROWS.min(to - block);
+            fill_rows(&mut x, row0 + block - from, &images.read_at(block, rows, d)?, d);
+        }
+    }
+    Ok(Dataset {
+        x,
+        labels: Labels::Numeric(labels),
+        source: format!("MNIST {split_name} ({n} × {d}) from {}", dir.display()),
+    })
+}
+
+/// An uncompressed IDX file whose header and length were checked: elements can be read at
+/// any offset.
+struct SeekableIdx {
+    /// Its path, for messages.
+    name: String,
+    /// Its dimensions.
+    dims: Vec<usize>,
+    /// The open file.
+    file: fs::File,
+}
+
+impl SeekableIdx {
+    /// Items `from..from + count` of `size` bytes each (an item is an image or a label).
+    fn read_at(&mut self, from: usize, count: usize, size: usize) -> Result<Vec<u8>, DataError> {
+        use std::io::{Seek, SeekFrom};
+        let at = header_len(self.dims.len()) as u64 + (from * size) as u64;
+        let mut bytes = vec![0u8; count * size];
+        self.file
+            .seek(SeekFrom::Start(at))
+            .and_then(|_| self.file.read_exact(&mut bytes))
+            .map_err(|e| DataError::io(&self.name, e))?;
+        Ok(bytes)
+    }
+}
+
+/// Opens `{stem}-{kind}` in `dir` (as [`find_file`] finds it), checks its magic number and that
+/// its length is the one its header declares; [`DataError::NotShardable`] if it is gzipped.
+fn seekable_idx(
+    dir: &Path,
+    stem: &str,
+    kind: &str,
+    (magic, what, elements): IdxKind,
+) -> Result<SeekableIdx, DataError> {
+    let path = find_file(dir, stem, kind)?;
+    let name = path.display().to_string();
+    let (mut reader, gzipped, file_len) = open_idx(&path)?;
+    if gzipped {
+        return Err(DataError::NotShardable {
+            path: name,
+            reason: "a gzip-compressed IDX file cannot be entered at an offset, so its images cannot be split \
+                     across processes; decompress the files first (gunzip), or run on one process"
+                .into(),
+        });
+    }
+    let dims = read_idx_header(&mut reader, &name, false, magic, what)?;
+    drop(reader);
+    if file_len != idx_lengths(&dims).2 {
+        return Err(wrong_idx_length(&name, &dims, elements, file_len));
+    }
+    let file = fs::File::open(&path).map_err(|e| DataError::io(&name, e))?;
+    Ok(SeekableIdx { name, dims, file })
+}
+
 /// One image file and its label file, checked against each other.
 struct Part {
     /// Path of the image file, for messages.
@@ -163,7 +308,7 @@ fn read_part(dir: &Path, prefix: &str) -> Result<Part, DataError> {
     let images_path = images_file.display().to_string();
     let labels_path = labels_file.display().to_string();
 
-    let (dims, images) = read_idx(&images_file, IMAGES_MAGIC, "IDX images (unsigned bytes, 3 dimensions)", "pixels")?;
+    let (dims, images) = read_idx(&images_file, IMAGES)?;
     let &[count, rows, cols] = dims.as_slice() else { unreachable!("read_idx returns 3 dimensions") };
     // The matrix the pixels become: checked now, before the labels are read.
     DataError::check_budget(
@@ -171,7 +316,7 @@ fn read_part(dir: &Path, prefix: &str) -> Result<Part, DataError> {
         format!("the {count} × {} pixel matrix", rows.saturating_mul(cols)),
         stolr_memory::f64_bytes(&[count, rows, cols]),
     )?;
-    let (dims, labels) = read_idx(&labels_file, LABELS_MAGIC, "IDX labels (unsigned bytes, 1 dimension)", "labels")?;
+    let (dims, labels) = read_idx(&labels_file, LABELS)?;
     let label_count = dims[0];
     if label_count != count {
         return Err(DataError::CountMismatch { images_path, images: count, labels_path, labels: label_count });
@@ -266,23 +411,12 @@ pub(crate) fn read_idx_header(
 /// The header is untrusted: its element count is compared with the file's length (for a plain
 /// file) and with the process's memory budget before the elements are allocated; a gzip
 /// stream is read only up to the declared length, then counted (not kept) to its end.
-fn read_idx(path: &Path, magic: u32, what: &'static str, elements: &str) -> Result<(Vec<usize>, Vec<u8>), DataError> {
+fn read_idx(path: &Path, (magic, what, elements): IdxKind) -> Result<(Vec<usize>, Vec<u8>), DataError> {
     let name = path.display().to_string();
     let (mut reader, gzipped, file_len) = open_idx(path)?;
     let dims = read_idx_header(&mut reader, &name, gzipped, magic, what)?;
-    let header = header_len(dims.len()) as u64;
-    // Saturates on an absurd header (three u32 dimensions can overflow u64): no file is that long.
-    let elements_len = dims.iter().fold(1u64, |acc, &dim| acc.saturating_mul(dim as u64));
-    let expected_bytes = elements_len.saturating_add(header);
-    let wrong_length = |found_bytes: u64| {
-        let shape = dims.iter().map(usize::to_string).collect::<Vec<_>>().join(" × ");
-        DataError::WrongLength {
-            path: name.clone(),
-            expected_bytes,
-            found_bytes,
-            layout: format!("{header}-byte header + {shape} {elements}"),
-        }
-    };
+    let (header, elements_len, expected_bytes) = idx_lengths(&dims);
+    let wrong_length = |found_bytes: u64| wrong_idx_length(&name, &dims, elements, found_bytes);
     if !gzipped && file_len != expected_bytes {
         return Err(wrong_length(file_len));
     }
@@ -299,6 +433,28 @@ fn read_idx(path: &Path, magic: u32, what: &'static str, elements: &str) -> Resu
         return Err(wrong_length(expected_bytes.saturating_add(extra)));
     }
     Ok((dims, data))
+}
+
+/// The header length, the element count and the total length in bytes of an IDX file of
+/// unsigned bytes with dimensions `dims`. Saturates on an absurd header (three `u32`
+/// dimensions can overflow `u64`): no file is that long.
+fn idx_lengths(dims: &[usize]) -> (u64, u64, u64) {
+    let header = header_len(dims.len()) as u64;
+    let elements_len = dims.iter().fold(1u64, |acc, &dim| acc.saturating_mul(dim as u64));
+    (header, elements_len, elements_len.saturating_add(header))
+}
+
+/// [`DataError::WrongLength`] for an IDX file `name` with dimensions `dims` of `elements`
+/// (e.g. `"pixels"`) that is `found_bytes` long.
+fn wrong_idx_length(name: &str, dims: &[usize], elements: &str, found_bytes: u64) -> DataError {
+    let (header, _, expected_bytes) = idx_lengths(dims);
+    let shape = dims.iter().map(usize::to_string).collect::<Vec<_>>().join(" × ");
+    DataError::WrongLength {
+        path: name.to_owned(),
+        expected_bytes,
+        found_bytes,
+        layout: format!("{header}-byte header + {shape} {elements}"),
+    }
 }
 
 /// Length of the header of an IDX file with `ndims` dimensions: the magic number and one `u32`

@@ -64,18 +64,7 @@ pub fn read_npy_matrix(path: &Path) -> Result<Mat<f64>, DataError> {
     let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
     let file_len = file.metadata().map_err(|e| DataError::io(&name, e))?.len();
     let npy = open_npy(BufReader::new(file), &name, file_len)?;
-
-    let descr = npy.dtype().descr();
-    if descr != "'<f8'" && descr != "'>f8'" {
-        return Err(npy_error(format!("dtype is {descr}, expected float64 ('<f8')")));
-    }
-    let &[nrows, ncols] = npy.shape() else {
-        return Err(npy_error(format!("shape is {:?}, expected a 2-D array", npy.shape())));
-    };
-    check_data_fits(nrows, ncols, file_len, &name)?;
-    let (Ok(nrows), Ok(ncols)) = (usize::try_from(nrows), usize::try_from(ncols)) else {
-        return Err(npy_error(format!("shape ({nrows}, {ncols}) does not fit in memory")));
-    };
+    let (nrows, ncols) = float64_shape(&npy, &name, file_len)?;
     let order = npy.order();
 
     let mut x = try_zeros(nrows, ncols, &name)?;
@@ -87,6 +76,91 @@ pub fn read_npy_matrix(path: &Path) -> Result<Mat<f64>, DataError> {
             npyz::Order::Fortran => (k % nrows, k / nrows),
         };
         x[(i, j)] = value;
+    }
+    Ok(x)
+}
+
+/// The shape `(nrows, ncols)` of the 2-D float64 array of `npy` (a file `name` of `file_len`
+/// bytes), checked to fit the file ([`check_data_fits`]) and memory's indices.
+///
+/// # Errors
+/// [`DataError::Npy`] if the dtype is not float64, the array is not 2-D, or the shape does not
+/// fit.
+fn float64_shape<R: Read>(npy: &npyz::NpyFile<R>, name: &str, file_len: u64) -> Result<(usize, usize), DataError> {
+    let npy_error = |message: String| DataError::Npy { path: name.to_owned(), message };
+    let descr = npy.dtype().descr();
+    if descr != "'<f8'" && descr != "'>f8'" {
+        return Err(npy_error(format!("dtype is {descr}, expected float64 ('<f8')")));
+    }
+    let &[nrows, ncols] = npy.shape() else {
+        return Err(npy_error(format!("shape is {:?}, expected a 2-D array", npy.shape())));
+    };
+    check_data_fits(nrows, ncols, file_len, name)?;
+    let (Ok(nrows), Ok(ncols)) = (usize::try_from(nrows), usize::try_from(ncols)) else {
+        return Err(npy_error(format!("shape ({nrows}, {ncols}) does not fit in memory")));
+    };
+    Ok((nrows, ncols))
+}
+
+/// Part `part` of `parts` of a 2-D float64 `.npy` file: the rows
+/// `RowShard::balanced(nrows, part, parts)` of [`read_npy_matrix`] (global rows
+/// `first..first + rows`, the first `nrows mod parts` parts holding one row more), read by
+/// seeking so that each process reads only its bytes: one run of bytes for a C-order array, one
+/// per column for a Fortran-order one. Shape `(rows, ncols)`; reading the parts in order gives
+/// [`read_npy_matrix`]'s matrix bit for bit. The header is checked as [`read_npy_matrix`]
+/// checks it, the file must hold the data its header declares, and the memory budget applies
+/// to the part's matrix.
+///
+/// # Errors
+/// As [`read_npy_matrix`]: [`DataError::Npy`] for a bad header, dtype or shape, or a file
+/// shorter than the data its shape needs; [`DataError::Io`]; [`DataError::TooLarge`] or
+/// [`DataError::OverBudget`] for the part's matrix; and [`DataError::InvalidParameter`]
+/// unless `part < parts`.
+pub fn read_npy_part(path: &Path, part: usize, parts: usize) -> Result<Mat<f64>, DataError> {
+    use std::io::{Seek, SeekFrom};
+    crate::shard::check_part(part, parts)?;
+    let name = path.display().to_string();
+    let npy_error = |message: String| DataError::Npy { path: name.clone(), message };
+    let mut file = File::open(path).map_err(|e| DataError::io(&name, e))?;
+    let file_len = file.metadata().map_err(|e| DataError::io(&name, e))?.len();
+    let header = checked_header(&mut file, &name, file_len)?;
+    let data_start = header.len() as u64;
+    let npy = npyz::NpyFile::new(header.as_slice()).map_err(|e| npy_error(format!("not a valid .npy file: {e}")))?;
+    let (nrows, ncols) = float64_shape(&npy, &name, file_len)?;
+    let big_endian = npy.dtype().descr() == "'>f8'";
+    // Fits in u64: checked by float64_shape.
+    let data_len = 8 * nrows as u64 * ncols as u64;
+    if data_start + data_len > file_len {
+        return Err(npy_error(format!(
+            "the file is {file_len} bytes, shorter than its {data_start}-byte header and {data_len} bytes of data"
+        )));
+    }
+    let shard = stolr_lowrank::RowShard::balanced(nrows, part, parts);
+    let mut x = try_zeros(shard.rows, ncols, &name)?;
+    // `count` values from value `at` of the data, in blocks of at most 8192, to `put`.
+    let mut read = |at: usize, count: usize, put: &mut dyn FnMut(usize, f64)| -> Result<(), DataError> {
+        file.seek(SeekFrom::Start(data_start + 8 * at as u64)).map_err(|e| DataError::io(&name, e))?;
+        let mut bytes = vec![0u8; 8 * count.min(8192)];
+        for block in (0..count).step_by(8192) {
+            let len = 8192.min(count - block);
+            file.read_exact(&mut bytes[..8 * len]).map_err(|e| DataError::io(&name, e))?;
+            for (k, b) in bytes[..8 * len].chunks_exact(8).enumerate() {
+                let b = b.try_into().expect("8 bytes");
+                put(block + k, if big_endian { f64::from_be_bytes(b) } else { f64::from_le_bytes(b) });
+            }
+        }
+        Ok(())
+    };
+    match npy.order() {
+        npyz::Order::C => {
+            read(shard.first * ncols, shard.rows * ncols, &mut |k, v| x[(k / ncols, k % ncols)] = v)?;
+        }
+        npyz::Order::Fortran => {
+            for j in 0..ncols {
+                let column = x.col_as_slice_mut(j);
+                read(j * nrows + shard.first, shard.rows, &mut |i, v| column[i] = v)?;
+            }
+        }
     }
     Ok(x)
 }
@@ -116,6 +190,17 @@ pub(crate) fn open_npy<R: Read>(
     name: &str,
     file_len: u64,
 ) -> Result<npyz::NpyFile<Checked<R>>, DataError> {
+    let preamble = checked_header(&mut reader, name, file_len)?;
+    npyz::NpyFile::new(std::io::Cursor::new(preamble).chain(reader))
+        .map_err(|e| DataError::Npy { path: name.to_owned(), message: format!("not a valid .npy file: {e}") })
+}
+
+/// The preamble and header of the `.npy` data in `reader` (a file of `file_len` bytes), read
+/// and checked as [`open_npy`] describes; the data starts at the returned length.
+///
+/// # Errors
+/// As [`open_npy`].
+fn checked_header<R: Read>(mut reader: R, name: &str, file_len: u64) -> Result<Vec<u8>, DataError> {
     let npy_error = |message: String| DataError::Npy { path: name.to_owned(), message };
     let truncated = || npy_error("not a valid .npy file: the header is truncated".into());
     let mut preamble = vec![0u8; 8];
@@ -159,8 +244,7 @@ pub(crate) fn open_npy<R: Read>(
             )));
         }
     }
-    npyz::NpyFile::new(std::io::Cursor::new(preamble).chain(reader))
-        .map_err(|e| npy_error(format!("not a valid .npy file: {e}")))
+    Ok(preamble)
 }
 
 /// `Ok` if an `(nrows, ncols)` float64 array fits in a file of `file_len` bytes, else

@@ -19,9 +19,7 @@ use crate::{DataError, Dataset, Labels};
 /// [`DataError::InvalidParameter`] unless `part < parts`.
 pub fn line_aligned_range(path: &Path, part: usize, parts: usize) -> Result<(u64, u64), DataError> {
     let name = path.display().to_string();
-    if part >= parts {
-        return Err(DataError::InvalidParameter { name: "part", reason: format!("part {part} of {parts}") });
-    }
+    check_part(part, parts)?;
     let mut file = File::open(path).map_err(|e| DataError::io(&name, e))?;
     let len = file.metadata().map_err(|e| DataError::io(&name, e))?.len();
     let mut magic = [0u8; 2];
@@ -65,21 +63,52 @@ fn next_line_start(file: &mut File, at: u64, len: u64, name: &str) -> Result<u64
 /// As [`line_aligned_range`] and [`crate::read_libsvm`] (except [`DataError::Empty`]).
 pub fn read_libsvm_part(path: &Path, part: usize, parts: usize) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
-    let (start, end) = line_aligned_range(path, part, parts)?;
+    let range = line_aligned_range(path, part, parts)?;
     let empty = || Dataset { x: faer::Mat::zeros(0, 0), labels: Labels::Numeric(Vec::new()), source: name.clone() };
-    if start == end {
+    let mut data = parse_range(path, range, empty, crate::read_libsvm_from)?;
+    data.source = name;
+    Ok(data)
+}
+
+/// Parses bytes `start..end` of the text file `path` with `parse`, which gets a reader of those
+/// bytes and a name for errors (`"path (bytes start..end)"`). An empty range, or one that
+/// `parse` finds without data ([`DataError::Empty`]), gives `empty()`.
+///
+/// # Errors
+/// [`DataError::Io`] if the file cannot be opened or read; every error of `parse` but
+/// [`DataError::Empty`].
+pub(crate) fn parse_range<T>(
+    path: &Path,
+    (start, end): (u64, u64),
+    empty: impl FnOnce() -> T,
+    parse: impl FnOnce(BufReader<std::io::Take<File>>, &str) -> Result<T, DataError>,
+) -> Result<T, DataError> {
+    if start >= end {
         return Ok(empty());
     }
+    let name = path.display().to_string();
     let mut file = File::open(path).map_err(|e| DataError::io(&name, e))?;
     file.seek(SeekFrom::Start(start)).map_err(|e| DataError::io(&name, e))?;
-    let part_name = format!("{name} (bytes {start}..{end})");
-    match crate::read_libsvm_from(BufReader::new(file.take(end - start)), &part_name) {
-        Ok(mut data) => {
-            data.source = name;
-            Ok(data)
-        }
+    match parse(BufReader::new(file.take(end - start)), &format!("{name} (bytes {start}..{end})")) {
         Err(DataError::Empty { .. }) => Ok(empty()),
-        Err(e) => Err(e),
+        other => other,
+    }
+}
+
+/// A part's byte range `(start, end)` without the header line that ends at byte `header_end`
+/// (the first non-blank line of the file, which only blank lines precede): the part that holds
+/// the header starts after it, the parts before it (blank lines only) become empty.
+pub(crate) fn after_header((start, end): (u64, u64), header_end: u64) -> (u64, u64) {
+    let start = start.max(header_end);
+    (start, end.max(start))
+}
+
+/// The checks of a part request: [`DataError::InvalidParameter`] unless `part < parts`.
+pub(crate) fn check_part(part: usize, parts: usize) -> Result<(), DataError> {
+    if part < parts {
+        Ok(())
+    } else {
+        Err(DataError::InvalidParameter { name: "part", reason: format!("part {part} of {parts}") })
     }
 }
 

@@ -250,8 +250,115 @@ pub fn read_table_from<R: Read>(reader: R, name: &str, options: &TableOptions) -
         return Err(DataError::LabelIsCategorical { column: l });
     }
     let plan = Plan::Learn { categorical, label: options.label };
-    let (data, encoding) = read_impl(reader, name, plan, options.numeric_label)?;
+    let (data, encoding) = read_impl(reader, name, plan, options.numeric_label, None)?;
     Ok(Table { data, encoding })
+}
+
+/// Part `part` of `parts` of a CSV table without categorical columns, read by its line-aligned
+/// byte range ([`crate::line_aligned_range`]) and parsed as [`read_table`] parses the whole
+/// file: reading the parts in order gives the rows `(n_part, d)` and labels of
+/// [`read_table`]`(path, options)`, and every part returns the same encoding (no categories).
+/// Every part first reads the file's first record, so that all decide alike whether it is a
+/// header (which only the part holding it skips) and expect its number of fields. A part
+/// without data records gives `(0, d)` with empty labels. Line numbers in errors count from the
+/// start of the part; the memory budget applies to the part.
+///
+/// Categorical columns are refused: their categories (and so the feature layout) are learned
+/// from every row. A quoted field holding a line break is refused too, since the parts are
+/// split at line starts.
+///
+/// # Errors
+/// - [`DataError::NotShardable`] if `options.categorical` is not empty, the file is
+///   gzip-compressed, or a field holds a line break;
+/// - as [`crate::line_aligned_range`] and [`read_table`]; [`DataError::Empty`] only if the
+///   file has no record.
+pub fn read_table_part(path: &Path, options: &TableOptions, part: usize, parts: usize) -> Result<Table, DataError> {
+    let name = path.display().to_string();
+    if !options.categorical.is_empty() {
+        return Err(DataError::NotShardable {
+            path: name,
+            reason: "the categories of a one-hot encoded column are learned from every row, so a table with \
+                     categorical columns is not read in parts; run on one process"
+                .into(),
+        });
+    }
+    let range = crate::line_aligned_range(path, part, parts)?;
+    let plan = || Plan::Learn { categorical: Vec::new(), label: options.label };
+    // The file's first record: its field count, its end and whether it is a header.
+    let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
+    let mut csv = csv_reader(BufReader::new(file));
+    let mut record = ::csv::StringRecord::new();
+    let (fields, header_end, header, label) = loop {
+        if !csv.read_record(&mut record).map_err(|e| csv_error(&name, e))? {
+            return Err(DataError::Empty { path: name });
+        }
+        if is_blank(&record) {
+            continue;
+        }
+        check_one_line(&record, &name)?;
+        let (roles, _) = setup(&plan(), record.len(), &name)?;
+        let label = roles.iter().position(|r| *r == Role::Label).map(|k| k + 1);
+        break (record.len(), csv.position().byte(), is_header(&roles, &record), label);
+    };
+    let range = if header { crate::shard::after_header(range, header_end) } else { range };
+    let encoding = OneHotEncoding::new(fields, label, Vec::new())?;
+    let empty = || Table {
+        data: Dataset {
+            x: faer::Mat::zeros(0, encoding.n_features()),
+            labels: match label {
+                None => Labels::None,
+                Some(_) if options.numeric_label => Labels::Numeric(Vec::new()),
+                Some(_) => Labels::Classes(Vec::new()),
+            },
+            source: name.clone(),
+        },
+        encoding: encoding.clone(),
+    };
+    let mut table = crate::shard::parse_range(path, range, empty, |reader, part_name| {
+        let (data, encoding) = read_impl(reader, part_name, plan(), options.numeric_label, Some(fields))?;
+        Ok(Table { data, encoding })
+    })?;
+    table.data.source = name;
+    Ok(table)
+}
+
+/// The CSV reader of every table: `,`-separated, RFC 4180 quoting, fields trimmed, records of
+/// any length (checked by the caller).
+fn csv_reader<R: Read>(reader: R) -> ::csv::Reader<R> {
+    ::csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(::csv::Trim::All)
+        .buffer_capacity(1 << 16)
+        .from_reader(reader)
+}
+
+/// Whether a record is a blank line: a whitespace-only line is one empty field after trimming.
+fn is_blank(record: &::csv::StringRecord) -> bool {
+    record.len() == 1 && record[0].is_empty()
+}
+
+/// Whether the first record, whose columns have `roles`, is a header: it has a numeric column
+/// and none of its numeric fields is a number.
+fn is_header(roles: &[Role], record: &::csv::StringRecord) -> bool {
+    let mut numeric_fields = roles.iter().zip(record.iter()).filter(|(r, _)| **r == Role::Numeric);
+    numeric_fields.clone().next().is_some() && numeric_fields.all(|(_, f)| f.parse::<f64>().is_err())
+}
+
+/// [`DataError::NotShardable`] if a field of `record` holds a line break (quoted), which a
+/// split of the file at line starts would cut.
+fn check_one_line(record: &::csv::StringRecord, name: &str) -> Result<(), DataError> {
+    if record.iter().any(|f| f.contains('\n')) {
+        let line = record.position().map_or(0, |p| p.line());
+        return Err(DataError::NotShardable {
+            path: name.to_owned(),
+            reason: format!(
+                "line {line}: a quoted field holds a line break, so the file cannot be split at line starts; \
+                 run on one process"
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Reads new rows from CSV text with a fixed `encoding` (see [`read_table_with`]); the format
@@ -268,7 +375,7 @@ pub fn read_table_with_from<R: Read>(
     encoding: &OneHotEncoding,
     numeric_label: bool,
 ) -> Result<Dataset, DataError> {
-    read_impl(reader, name, Plan::Fixed(encoding), numeric_label).map(|(data, _)| data)
+    read_impl(reader, name, Plan::Fixed(encoding), numeric_label, None).map(|(data, _)| data)
 }
 
 /// Learn the categories from the data, or use those of an encoding.
@@ -286,18 +393,17 @@ enum Role {
     Label,
 }
 
+/// Reads the records of `reader` as `plan` says. With `known`, the text is a part of a file
+/// whose first record has `known` fields ([`read_table_part`]): no record is taken as a
+/// header, and a field holding a line break is [`DataError::NotShardable`].
 fn read_impl<R: Read>(
     reader: R,
     name: &str,
     plan: Plan<'_>,
     numeric_label: bool,
+    known: Option<usize>,
 ) -> Result<(Dataset, OneHotEncoding), DataError> {
-    let mut csv = ::csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .trim(::csv::Trim::All)
-        .buffer_capacity(1 << 16)
-        .from_reader(reader);
+    let mut csv = csv_reader(reader);
     let mut record = ::csv::StringRecord::new();
 
     // Set when the first record is read.
@@ -319,23 +425,22 @@ fn read_impl<R: Read>(
             Err(e) => return Err(csv_error(name, e)),
         }
         let line = record.position().map_or(0, |p| p.line() as usize);
-        // A whitespace-only line is one empty field after trimming: blank.
-        if record.len() == 1 && record[0].is_empty() {
+        if is_blank(&record) {
             continue;
+        }
+        if known.is_some() {
+            check_one_line(&record, name)?;
         }
         if first {
             first = false;
             fields = match plan {
-                Plan::Learn { .. } => record.len(),
+                Plan::Learn { .. } => known.unwrap_or(record.len()),
                 Plan::Fixed(enc) => enc.fields,
             };
             let (r, m) = setup(&plan, fields, name)?;
             roles = r;
             maps = m;
-            let mut numeric_fields = roles.iter().zip(record.iter()).filter(|(r, _)| **r == Role::Numeric);
-            let is_header =
-                numeric_fields.clone().next().is_some() && numeric_fields.all(|(_, f)| f.parse::<f64>().is_err());
-            if is_header {
+            if known.is_none() && is_header(&roles, &record) {
                 continue;
             }
         }

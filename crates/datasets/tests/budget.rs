@@ -1,27 +1,13 @@
 //! Readers check a file's declared shape against the process's memory budget before
-//! allocating. A separate test binary: the budget is process-wide.
-
-use std::io::Write;
+//! allocating; the part readers check their part. A separate test binary: the budget is
+//! process-wide.
 
 use faer::Mat;
 use stolr_datasets::{DataError, MnistSplit, RowFormat, read_libsvm_from, read_mnist, read_npy_matrix, stream_rows};
 use stolr_memory::MemoryBudget;
 
-/// An IDX file of unsigned bytes.
-fn idx(magic: u32, dims: &[u32], data: &[u8]) -> Vec<u8> {
-    let mut bytes = magic.to_be_bytes().to_vec();
-    for dim in dims {
-        bytes.extend_from_slice(&dim.to_be_bytes());
-    }
-    bytes.extend_from_slice(data);
-    bytes
-}
-
-fn gzip(bytes: &[u8]) -> Vec<u8> {
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(bytes).unwrap();
-    gz.finish().unwrap()
-}
+mod common;
+use common::{gzip, idx};
 
 #[test]
 fn shapes_over_the_budget_are_refused_before_allocating() {
@@ -47,6 +33,17 @@ fn shapes_over_the_budget_are_refused_before_allocating() {
     MemoryBudget::set_process(MemoryBudget::bytes(1 << 20));
     let err = read_npy_matrix(&path).unwrap_err();
     assert!(over(&err), "{err:?}");
+    // In parts: the budget applies to each part, 100 rows of 1000 fit.
+    assert!(over(&stolr_datasets::read_npy_part(&path, 0, 1).unwrap_err()));
+    assert_eq!(stolr_datasets::read_npy_part(&path, 1, 2).unwrap().shape(), (100, 1000));
+
+    // MNIST in parts, plain files: 2000 images (12.5 MB as f64) over, a sixteenth of them not.
+    let plain = dir.path().join("plain-mnist");
+    std::fs::create_dir(&plain).unwrap();
+    std::fs::write(plain.join("t10k-images-idx3-ubyte"), idx(0x803, &[2000, 28, 28], &vec![0; 2000 * 784])).unwrap();
+    std::fs::write(plain.join("t10k-labels-idx1-ubyte"), idx(0x801, &[2000], &[0; 2000])).unwrap();
+    assert!(over(&stolr_datasets::read_mnist_part(&plain, MnistSplit::Test, 0, 1).unwrap_err()));
+    assert_eq!(stolr_datasets::read_mnist_part(&plain, MnistSplit::Test, 3, 16).unwrap().n(), 125);
 
     // MNIST, gzipped: a header claiming 60000 images of 28 × 28 in a stream that holds one.
     let mnist = dir.path().join("mnist");
@@ -74,6 +71,14 @@ fn shapes_over_the_budget_are_refused_before_allocating() {
     assert!(err.to_string().contains("rows read so far"), "{err}");
     let err = stolr_datasets::read_csv_from(text.as_bytes(), "t", stolr_datasets::LabelColumn::None).unwrap_err();
     assert!(over(&err), "{err:?}");
+    // The same rows as a plain file, in parts: over in one part, within the budget in 20.
+    let path = dir.path().join("rows.csv");
+    std::fs::write(&path, &text).unwrap();
+    let none = stolr_datasets::LabelColumn::None;
+    assert!(over(&stolr_datasets::read_csv_part(&path, none, 0, 1).unwrap_err()));
+    assert_eq!(stolr_datasets::read_csv_part(&path, none, 19, 20).unwrap().n(), 10_000);
+    assert!(over(&stolr_datasets::read_table_part(&path, &Default::default(), 0, 1).unwrap_err()));
+    assert_eq!(stolr_datasets::read_table_part(&path, &Default::default(), 7, 20).unwrap().data.n(), 10_000);
     let text = "1 1:1 2:2 3:3\n".repeat(200_000);
     let err = read_libsvm_from(text.as_bytes(), "t").unwrap_err();
     assert!(over(&err), "{err:?}");

@@ -1,14 +1,17 @@
-//! One input format enum and the readers behind it, for fitting and for applying a model.
+//! One input format enum and the readers behind it, for fitting and for applying a model, and
+//! [`load_part`], which reads only one process's rows for a run under mpirun.
 
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
+use faer::Mat;
 use stolr_datasets::{
     DataError, Dataset, LabelColumn, Labels, MnistSplit, OneHotEncoding, TableLabel, TableOptions, read_abalone,
-    read_csv, read_csv_regression, read_housing, read_libsvm, read_magic, read_mnist, read_npy_matrix, read_table,
-    read_table_with,
+    read_csv, read_csv_part, read_csv_regression, read_housing, read_libsvm, read_libsvm_part, read_magic, read_mnist,
+    read_mnist_part, read_npy_matrix, read_npy_part, read_table, read_table_part, read_table_with,
 };
+use stolr_lowrank::{Communicator, RowShard};
 
 /// A data file's format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -70,6 +73,15 @@ pub struct TableArgs {
 }
 
 impl TableArgs {
+    /// The table reader's options: the categorical columns, the label column, class labels.
+    fn options(&self) -> TableOptions {
+        TableOptions {
+            categorical: self.categorical.clone(),
+            label: self.label_column.map_or(TableLabel::None, TableLabel::Column),
+            numeric_label: false,
+        }
+    }
+
     /// Whether either option was given.
     pub fn given(&self) -> bool {
         !self.categorical.is_empty() || self.label_column.is_some()
@@ -87,13 +99,116 @@ pub fn read_with_table(path: &Path, format: Format, table: &TableArgs) -> Result
         }
         return Ok((read(path, format, false)?, None));
     }
-    let options = TableOptions {
-        categorical: table.categorical.clone(),
-        label: table.label_column.map_or(TableLabel::None, TableLabel::Column),
-        numeric_label: false,
-    };
-    let t = read_table(path, &options).map_err(hint).with_context(|| format!("cannot read {}", path.display()))?;
+    let t =
+        read_table(path, &table.options()).map_err(hint).with_context(|| format!("cannot read {}", path.display()))?;
     Ok((t.data, table.given().then_some(t.encoding)))
+}
+
+/// One process's rows of an input file: [`load_part`].
+pub struct Part {
+    /// This process's rows `(shard.rows, d)`, their labels, and the file's description.
+    pub data: Dataset,
+    /// Which rows of the file they are.
+    pub shard: RowShard,
+    /// As [`read_with_table`] returns it.
+    pub encoding: Option<OneHotEncoding>,
+}
+
+/// Reads the rows of `path` that rank `comm.rank()` of `comm.size()` holds, as
+/// [`read_with_table`] reads the whole file, each process reading only its bytes: LIBSVM and
+/// CSV (a table without `--categorical`) and MAGIC by line-aligned byte ranges (the shards
+/// follow the lines, so they are nearly balanced), a LIBSVM part widened to the largest index
+/// over all parts; MNIST IDX and `.npy` by offsets, the balanced shards of
+/// [`RowShard::balanced`]. The parts in rank order are the rows of the whole file. A file that
+/// cannot be read in parts (gzip-compressed, a table with categorical columns, see
+/// [`DataError::NotShardable`]), and the Abalone and housing files, are read whole by every
+/// process, which keeps its balanced share; rank 0 then warns why. Collective.
+pub fn load_part(path: &Path, format: Format, table: &TableArgs, comm: &dyn Communicator) -> Result<Part> {
+    let (rank, size) = (comm.rank(), comm.size());
+    if format != Format::Csv && table.given() {
+        bail!("--categorical and --label-column apply to --format csv, not --format {}", format.name());
+    }
+    let part = match format {
+        Format::Libsvm => read_libsvm_part(path, rank, size).map(|data| (data, None)),
+        Format::Csv => {
+            read_table_part(path, &table.options(), rank, size).map(|t| (t.data, table.given().then_some(t.encoding)))
+        }
+        Format::Magic => read_csv_part(path, LabelColumn::Last, rank, size).map(|data| (data, None)),
+        Format::Mnist => read_mnist_part(path, MnistSplit::All, rank, size).map(|data| (data, None)),
+        Format::Npy => read_npy_part(path, rank, size)
+            .map(|x| (Dataset { x, labels: Labels::None, source: path.display().to_string() }, None)),
+        Format::Abalone | Format::Housing => Err(DataError::NotShardable {
+            path: path.display().to_string(),
+            reason: format!("the {} file is read whole", format.name()),
+        }),
+    };
+    let (mut data, encoding) = match part {
+        Ok(part) => part,
+        Err(e @ DataError::NotShardable { .. }) => {
+            if comm.is_root() {
+                eprintln!("warning: {e}; every process reads the whole file and keeps its share of the rows");
+            }
+            let (whole, encoding) = read_with_table(path, format, table)?;
+            let shard = RowShard::balanced(whole.n(), rank, size);
+            let x = whole.x.as_ref().subrows(shard.first, shard.rows).to_owned();
+            let labels = match whole.labels {
+                Labels::None => Labels::None,
+                Labels::Numeric(v) => Labels::Numeric(v[shard.first..shard.first + shard.rows].to_vec()),
+                Labels::Classes(v) => Labels::Classes(v[shard.first..shard.first + shard.rows].to_vec()),
+            };
+            (Dataset { x, labels, source: whole.source }, encoding)
+        }
+        Err(e) => return Err(hint(e)).with_context(|| format!("cannot read {}", path.display())),
+    };
+    if format == Format::Libsvm {
+        // The number of features is the largest index over every part.
+        let d = comm.all_gather(&[data.d() as f64]).iter().map(|v| v[0] as usize).max().unwrap_or(0);
+        let part = &data.x;
+        data.x = Mat::from_fn(part.nrows(), d, |i, j| if j < part.ncols() { part[(i, j)] } else { 0.0 });
+    }
+    let shard = RowShard::from_local_rows(comm, data.n());
+    Ok(Part { data, shard, encoding })
+}
+
+/// The labels of every rank's rows, in rank order, on rank 0 (`None` elsewhere); numbers are
+/// sent as they are, class names as their length and UTF-8 bytes. Ranks whose labels are of
+/// different kinds give [`Labels::None`]. Collective.
+pub fn gather_labels(comm: &dyn Communicator, labels: &Labels) -> Option<Labels> {
+    let mut send = Vec::new();
+    match labels {
+        Labels::None => send.push(0.0),
+        Labels::Numeric(v) => {
+            send.push(1.0);
+            send.extend_from_slice(v);
+        }
+        Labels::Classes(v) => {
+            send.push(2.0);
+            for class in v {
+                send.push(class.len() as f64);
+                send.extend(class.bytes().map(f64::from));
+            }
+        }
+    }
+    let parts = comm.gather(&send, 0)?;
+    if parts.iter().any(|p| p.first() != send.first()) {
+        return Some(Labels::None);
+    }
+    let values = parts.iter().flat_map(|p| p[1..].iter().copied());
+    Some(match labels {
+        Labels::None => Labels::None,
+        Labels::Numeric(_) => Labels::Numeric(values.collect()),
+        Labels::Classes(_) => {
+            let values: Vec<f64> = values.collect();
+            let (mut classes, mut k) = (Vec::new(), 0);
+            while k < values.len() {
+                let len = values[k] as usize;
+                let bytes: Vec<u8> = values[k + 1..(k + 1 + len).min(values.len())].iter().map(|&b| b as u8).collect();
+                classes.push(String::from_utf8_lossy(&bytes).into_owned());
+                k += 1 + len;
+            }
+            Labels::Classes(classes)
+        }
+    })
 }
 
 /// Adds a hint to a non-numeric field of a CSV file: list the column with `--categorical`.

@@ -1,11 +1,12 @@
 //! `stolr kpca` on rows sharded across the processes of an MPI run.
 //!
-//! Every rank reads its own rows (a LIBSVM file by line-aligned byte ranges; the other formats
-//! are read whole by every rank, which keeps its balanced share), estimates σ over the distinct
-//! rows of all ranks, and runs the distributed solver on its rows: Nyström
-//! ([`stolr_solvers::nystrom_fit_sharded`]), SKPCA with random Fourier or Maclaurin features
-//! ([`Skpca::sharded`]) or the matrix-free exact solver
-//! ([`stolr_solvers::matrix_free_kpca_sharded`]: every rank holds all `n` rows, `8·n·d`
+//! Every rank reads only its own rows of a file ([`crate::common::input::load_part`]: LIBSVM,
+//! CSV and MAGIC by line-aligned byte ranges, MNIST IDX and `.npy` by offsets; gzip files and
+//! tables with categorical columns are read whole by every rank, which keeps its balanced
+//! share, as is the built-in data), estimates σ over the distinct rows of all ranks, and runs
+//! the distributed solver on its rows: Nyström ([`stolr_solvers::nystrom_fit_sharded`]), SKPCA
+//! with random Fourier or Maclaurin features ([`Skpca::sharded`]) or the matrix-free exact
+//! solver ([`stolr_solvers::matrix_free_kpca_sharded`]: every rank holds all `n` rows, `8·n·d`
 //! bytes, and its rows of the Krylov basis). Rank 0 then gathers the rows and the eigenvectors
 //! and writes the same files as one process (the certificate, the model, the report and the
 //! summary line are made there by the single-process code). Only rank 0 prints and draws the
@@ -17,7 +18,7 @@
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
 use faer::{Mat, MatRef};
-use stolr_datasets::{Dataset, Labels, OneHotEncoding, Standardization, read_libsvm_part};
+use stolr_datasets::{Dataset, OneHotEncoding, Standardization};
 use stolr_estimators::{KernelSampler, RandomFourierFeatures, RandomMaclaurin};
 use stolr_lowrank::comm::{gather_rows, rows_by_index};
 use stolr_lowrank::{Communicator, Eigenpairs, RowShard};
@@ -28,7 +29,7 @@ use stolr_solvers::{
 };
 
 use super::{KpcaArgs, Prepared, Solved, SolverKind, build_kernel, chosen_tau_report, finish, load};
-use crate::common::input::Format;
+use crate::common::input::{Format, Part, gather_labels, load_part};
 use crate::common::progress::Progress;
 use crate::rng::stream;
 use std::time::Instant;
@@ -109,34 +110,24 @@ struct Shared {
     origin: &'static str,
 }
 
-/// Reads this rank's rows: a LIBSVM file by its part of the bytes (widened to the largest index
-/// over all parts), any other input whole, keeping the balanced share. Rank 0 then holds every
-/// row (gathered for a LIBSVM file), for the model, the certificate and the report. Every rank
-/// must end up with at least one row.
+/// Reads this rank's rows: a file's part ([`load_part`]: LIBSVM, CSV and MAGIC by line-aligned
+/// byte ranges, MNIST IDX and `.npy` by offsets; gzip and tables with categorical columns read
+/// whole), the built-in data whole, keeping the balanced share. Rank 0 gets the labels of every
+/// row now, and every (standardized) row later, for the model, the certificate and the report.
+/// Every rank must end up with at least one row.
 fn read_shard(args: &KpcaArgs, comm: &dyn Communicator) -> Result<Shared> {
     let (rank, size) = (comm.rank(), comm.size());
-    let shared = match (&args.input, args.format) {
-        (Some(path), Format::Libsvm) => {
-            if args.table.given() {
-                bail!("--categorical and --label-column apply to --format csv, not --format libsvm");
-            }
-            let part = read_libsvm_part(path, rank, size).with_context(|| format!("cannot read {}", path.display()))?;
-            // The number of features is the largest index over every part.
-            let d = comm.all_gather(&[part.d() as f64]).iter().map(|v| v[0] as usize).max().unwrap_or(0);
-            let local = Mat::from_fn(part.n(), d, |i, j| if j < part.d() { part.x[(i, j)] } else { 0.0 });
-            let shard = RowShard::from_local_rows(comm, local.nrows());
-            let labels = match &part.labels {
-                Labels::Numeric(v) => v.clone(),
-                _ => Vec::new(),
-            };
-            let total = shard.total;
+    let shared = match &args.input {
+        // The regression sets are refused by `load`.
+        Some(path) if !matches!(args.format, Format::Abalone | Format::Housing) => {
+            let Part { data, shard, encoding } = load_part(path, args.format, &args.table, comm)?;
             // The rows themselves are gathered after standardization.
-            let full = comm.gather(&labels, 0).map(|l| l.concat()).map(|labels| Dataset {
-                labels: if labels.len() == total { Labels::Numeric(labels) } else { Labels::None },
+            let full = gather_labels(comm, &data.labels).map(|labels| Dataset {
+                labels,
                 x: Mat::new(),
-                source: part.source.clone(),
+                source: data.source.clone(),
             });
-            Shared { local, shard, full, encoding: None, origin: "file" }
+            Shared { local: data.x, shard, full, encoding, origin: "file" }
         }
         _ => {
             let (data, encoding, origin) = load(args)?;
