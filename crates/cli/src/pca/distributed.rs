@@ -1,17 +1,15 @@
 //! `stolr pca` on rows sharded across the processes of an MPI run: SVRG-PCA, MSG and capped
 //! MSG.
 //!
-//! Every rank reads the data whole (MNIST's IDX files, CSV, `.npy` and LIBSVM alike; reading
-//! by offsets is not done yet) and keeps its balanced share of the rows.
-//!
-//! - SVRG-PCA: each rank prepares the data as one process does (centring and scaling need
-//!   every row, which each rank has), then runs [`SvrgPca::new_sharded`] on its share, whose
+//! - SVRG-PCA: every rank reads the data whole (reading by parts is not done yet for it) and
+//!   prepares it as one process does (centring and scaling need every row, which each rank
+//!   has), then runs [`SvrgPca::new_sharded`] on its balanced share of the rows, whose
 //!   snapshots are split across the ranks and whose iterates are the single-process ones up to
 //!   the rounding of the rank-ordered sums.
-//! - MSG and capped MSG (`crate::pca_stream`, with [`local_rows`]): data-parallel mini-batches
-//!   of `--batch` rows, each rank adding its share of every batch
-//!   ([`stolr_solvers::StreamPass::sharded`]); the means and the final Ritz Gram are
-//!   all-reduced.
+//! - MSG and capped MSG (`crate::pca_stream`): every rank reads only its rows ([`local_rows`],
+//!   held in memory) and streams them in data-parallel mini-batches of `--batch` rows, each
+//!   rank adding its share of every batch ([`stolr_solvers::StreamPass::sharded`]); the means
+//!   and the final Ritz Gram are all-reduced.
 //!
 //! The model (`d × r`) is the same on every rank; rank 0 writes it. The other PCA solvers
 //! (exact, VR-PCA, incremental, Oja) and `--checkpoint` are not distributed yet: an error
@@ -47,24 +45,28 @@ pub(super) fn check_supported(args: &PcaArgs, size: usize) -> Result<()> {
     Ok(())
 }
 
-/// This rank's rows of the data for the streaming solvers: the input read whole (or generated)
-/// and its balanced share kept (reading by parts is not done yet for them), with the name of
-/// the source.
+/// This rank's rows of the data for the streaming solvers, with the name of the source: only
+/// its part of an input file ([`crate::common::input::load_part`]; a gzip file is read whole
+/// and its balanced share kept), or its balanced share of the generated data. Every rank must
+/// hold a row. Collective.
 pub(crate) fn local_rows(args: &PcaArgs, comm: &dyn Communicator) -> Result<(faer::Mat<f64>, String)> {
-    let data = match (&args.input, args.generate) {
-        (Some(path), _) => crate::common::input::read(path, args.format, false)?,
+    let (x, source, shard) = match (&args.input, args.generate) {
+        (Some(path), _) => {
+            let part = crate::common::input::load_part(path, args.format, &Default::default(), comm)?;
+            (part.data.x, part.data.source, part.shard)
+        }
         (None, Some(kind)) => {
             let g = super::generated(args, kind)?;
-            stolr_datasets::Dataset { x: g.x, labels: stolr_datasets::Labels::None, source: g.source }
+            let shard = RowShard::balanced(g.x.nrows(), comm.rank(), comm.size());
+            (g.x.as_ref().subrows(shard.first, shard.rows).to_owned(), g.source, shard)
         }
         (None, None) => bail!("give --input or --generate"),
     };
-    let n = data.n();
-    let shard = RowShard::balanced(n, comm.rank(), comm.size());
-    if shard.rows == 0 {
-        bail!("rank {} of {} holds no rows (n = {n}): use fewer processes", comm.rank(), comm.size());
+    let counts = comm.all_gather(&[shard.rows as f64]);
+    if let Some(empty) = counts.iter().position(|c| c[0] == 0.0) {
+        bail!("rank {empty} of {} holds no rows (n = {}): use fewer processes", comm.size(), shard.total);
     }
-    Ok((data.x.as_ref().subrows(shard.first, shard.rows).to_owned(), data.source))
+    Ok((x, source))
 }
 
 /// [`Pca::fit_prepared`] for SVRG-PCA with the rows of the prepared data `x` `(n, d)` split
