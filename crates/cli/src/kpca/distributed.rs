@@ -59,12 +59,19 @@ pub(super) fn run(args: KpcaArgs, comm: &dyn Communicator) -> Result<()> {
     let (kernel, sigma_source, bandwidth) = build_kernel(&args, local.as_ref(), comm)?;
     let sigma_time = t_sigma.elapsed();
     let start = Instant::now();
+    let on = Sharded {
+        args: &args,
+        local: local.as_ref(),
+        shard,
+        full: full.as_ref(),
+        kernel: &kernel,
+        standardization,
+        comm,
+    };
     let solved = match args.solver {
-        SolverKind::Nystrom => nystrom(&args, local.as_ref(), shard, &kernel, standardization, comm)?,
-        SolverKind::Skpca => skpca(&args, local.as_ref(), shard, full.as_ref(), &kernel, standardization, comm)?,
-        SolverKind::ExactMatrixFree => {
-            matrix_free(&args, local.as_ref(), shard, full.as_ref(), &kernel, standardization, comm)?
-        }
+        SolverKind::Nystrom => nystrom(on)?,
+        SolverKind::Skpca => skpca(on)?,
+        SolverKind::ExactMatrixFree => matrix_free(on)?,
         _ => unreachable!("refused by check_supported"),
     };
     let Some((mut solved, data)) = solved.zip(full) else {
@@ -150,16 +157,24 @@ fn read_shard(args: &KpcaArgs, comm: &dyn Communicator) -> Result<Shared> {
     Ok(shared)
 }
 
+/// What a distributed solver of `stolr kpca` runs on: this rank's rows and what every rank
+/// shares.
+struct Sharded<'a> {
+    args: &'a KpcaArgs,
+    /// This rank's rows `(shard.rows, d)`, standardized when asked.
+    local: MatRef<'a, f64>,
+    shard: RowShard,
+    /// Every row, on rank 0 only.
+    full: Option<&'a Dataset>,
+    kernel: &'a stolr_estimators::Kernel,
+    standardization: Option<Standardization>,
+    comm: &'a dyn Communicator,
+}
+
 /// Nyström on the sharded rows ([`nystrom_fit_sharded`]); the model and the gathered
 /// eigenpairs on rank 0 (`None` elsewhere).
-fn nystrom(
-    args: &KpcaArgs,
-    local: MatRef<'_, f64>,
-    shard: RowShard,
-    kernel: &stolr_estimators::Kernel,
-    standardization: Option<Standardization>,
-    comm: &dyn Communicator,
-) -> Result<Option<Solved>> {
+fn nystrom(on: Sharded<'_>) -> Result<Option<Solved>> {
+    let Sharded { args, local, shard, kernel, standardization, comm, .. } = on;
     let rank = args.rank.unwrap_or(10);
     let config = NystromConfig {
         memory: crate::memory::budget(),
@@ -187,15 +202,8 @@ fn nystrom(
 
 /// SKPCA on the sharded rows ([`Skpca::sharded`]); τ given or chosen on rank 0 from the whole
 /// data as one process chooses it, then broadcast.
-fn skpca(
-    args: &KpcaArgs,
-    local: MatRef<'_, f64>,
-    shard: RowShard,
-    full: Option<&Dataset>,
-    kernel: &stolr_estimators::Kernel,
-    standardization: Option<Standardization>,
-    comm: &dyn Communicator,
-) -> Result<Option<Solved>> {
+fn skpca(on: Sharded<'_>) -> Result<Option<Solved>> {
+    let Sharded { args, local, shard, full, kernel, standardization, comm } = on;
     let (tau, tau_report) = match args.tau {
         Some(tau) => {
             (tau, TauReport { value: tau, source: "given".into(), subsample: None, estimated_eigenvalues: None })
@@ -277,15 +285,8 @@ fn skpca(
 /// The matrix-free exact solver on the sharded rows ([`matrix_free_kpca_sharded`]) with the
 /// configuration of one process's `--solver exact-matrix-free`; the model (the training rows,
 /// built as one process builds it) and the gathered eigenpairs on rank 0 (`None` elsewhere).
-fn matrix_free(
-    args: &KpcaArgs,
-    local: MatRef<'_, f64>,
-    shard: RowShard,
-    full: Option<&Dataset>,
-    kernel: &stolr_estimators::Kernel,
-    standardization: Option<Standardization>,
-    comm: &dyn Communicator,
-) -> Result<Option<Solved>> {
+fn matrix_free(on: Sharded<'_>) -> Result<Option<Solved>> {
+    let Sharded { args, local, shard, full, kernel, standardization, comm } = on;
     let exact = ExactKpcaConfig {
         center: args.center,
         memory: crate::memory::budget(),
