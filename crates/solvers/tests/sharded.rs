@@ -169,6 +169,8 @@ fn sharded_nystrom_krr_matches_one_process() {
                         &y[shard.first..shard.first + shard.rows],
                         None,
                         &mut Xoshiro256PlusPlus::seed_from_u64(9),
+                        &mut Xoshiro256PlusPlus::seed_from_u64(0),
+                        &mut (),
                         comm,
                         shard,
                     )
@@ -207,10 +209,10 @@ fn sharded_nystrom_krr_refuses_what_is_not_distributed() {
         let (xl, yl) = (x.as_ref().subrows(shard.first, shard.rows), &y[shard.first..shard.first + shard.rows]);
         let rng = &mut Xoshiro256PlusPlus::seed_from_u64(1);
         let cg = KernelRidge::new(kernel, KrrSolver::Nystrom { config: cg.clone(), landmarks: 10 })
-            .fit_prepared_sharded(xl, yl, None, rng, comm, shard)
+            .fit_prepared_sharded(xl, yl, None, rng, &mut Xoshiro256PlusPlus::seed_from_u64(2), &mut (), comm, shard)
             .unwrap_err();
         let subset = KernelRidge::new(kernel, KrrSolver::KrrSubset { lambda: 1.0, landmarks: 10 })
-            .fit_prepared_sharded(xl, yl, None, rng, comm, shard)
+            .fit_prepared_sharded(xl, yl, None, rng, &mut Xoshiro256PlusPlus::seed_from_u64(2), &mut (), comm, shard)
             .unwrap_err();
         (cg, subset)
     });
