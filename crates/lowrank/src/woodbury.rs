@@ -579,7 +579,8 @@ impl<'c> WoodburyInverse<'c> {
         let mut core = tall_inner(cols, cols, true);
         self.vty = self.vt_local(&self.y);
         if self.comm.size() > 1 {
-            let mut buf: Vec<f64> = (0..p).flat_map(|i| (0..=i).map(move |j| (i, j))).map(|(i, j)| core[(i, j)]).collect();
+            let mut buf: Vec<f64> =
+                (0..p).flat_map(|i| (0..=i).map(move |j| (i, j))).map(|(i, j)| core[(i, j)]).collect();
             buf.extend_from_slice(&self.vty);
             self.comm.all_reduce_sum(&mut buf);
             let mut sums = buf.into_iter();

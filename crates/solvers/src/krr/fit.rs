@@ -7,6 +7,7 @@ use stolr_datasets::{Standardization, standardize};
 use stolr_estimators::Kernel;
 use stolr_lowrank::{Communicator, RowShard, SingleProcess};
 
+use crate::error::check_shard;
 use crate::krr::{
     KernelExpansion, KrrConfig, KrrModel, NystromKrrConfig, NystromKrrFit, NystromSolve, Slkl, SlklConfig, UnifConfig,
     krr, krr_subset, nystrom_krr, nystrom_krr_sharded, select_landmarks, unif,
@@ -211,17 +212,7 @@ impl KernelRidge {
                 ),
             });
         }
-        if y.len() != x.nrows() || x.nrows() != shard.rows {
-            return Err(SolverError::InvalidConfig {
-                name: "shard",
-                reason: format!(
-                    "the local block has {} rows and {} targets, the shard {}",
-                    x.nrows(),
-                    y.len(),
-                    shard.rows
-                ),
-            });
-        }
+        check_shard(x.nrows(), y.len(), shard)?;
         let (centred, intercept) = if self.intercept {
             let mut sum = [y.iter().sum::<f64>()];
             comm.all_reduce_sum(&mut sum);

@@ -14,7 +14,7 @@ use stolr_estimators::Kernel;
 use stolr_lowrank::comm::rows_by_index;
 use stolr_lowrank::{Communicator, Probe, RowShard, SingleProcess, WoodburyInverse};
 
-use crate::error::check_regression;
+use crate::error::{check_regression, check_shard};
 use crate::krr::KernelExpansion;
 use crate::{IterativeSolver, Observer, SolverError, SolverState, StepReport, Stop, run};
 
@@ -358,12 +358,7 @@ impl<'c> Slkl<'c> {
         if shard.rows > 0 || comm.size() == 1 {
             check_regression(x, y)?;
         }
-        if x.nrows() != shard.rows || y.len() != shard.rows {
-            return Err(SolverError::InvalidConfig {
-                name: "shard",
-                reason: format!("the local block has {} rows and {} targets, the shard {}", x.nrows(), y.len(), shard.rows),
-            });
-        }
+        check_shard(x.nrows(), y.len(), shard)?;
         kernel.validate()?;
         let (n, d) = (shard.total, x.ncols());
         config.validate(n)?;
