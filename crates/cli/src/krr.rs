@@ -24,8 +24,8 @@ use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, Kernel, bandwidth_rule};
 use stolr_lowrank::{Communicator, RowShard};
 use stolr_solvers::{
     ColumnMode, CoordinateRule, KernelRidge, KrrModel, KrrSolver as Solver, LambdaSelection, NuModel, NuPath,
-    NuSelection, NystromKrrConfig, NystromSolve, SlklConfig, UnifConfig, UniformWeight, log_grid, mean_squared_error,
-    select_lambda_nystrom, select_landmarks, select_nu, select_nu_path,
+    NuSelection, NystromKrrConfig, NystromSolve, Observer, SlklConfig, UnifConfig, UniformWeight, log_grid,
+    mean_squared_error, select_lambda_nystrom, select_landmarks, select_nu, select_nu_path,
 };
 
 use stolr_report::{
@@ -492,16 +492,29 @@ fn fit(
     })?;
     let (model, summary) = if let Some(comm) = comm {
         // This rank's balanced share of the training rows; the landmarks are drawn over the
-        // global n from the same stream as on one process.
+        // global n, and SLKL's coordinate order, from the same streams as on one process.
         let shard = RowShard::balanced(x.nrows(), comm.rank(), comm.size());
-        params.fit_prepared_sharded(
+        // Only rank 0 draws the bar (it never stops the run, so the ranks stay in step).
+        let mut progress = comm.is_root().then(|| Progress::new(&solver_name, None, args.landmarks.max(1)));
+        let mut silent = ();
+        let observer: &mut dyn Observer = match progress.as_mut() {
+            Some(p) => p,
+            None => &mut silent,
+        };
+        let fitted = params.fit_prepared_sharded(
             x.subrows(shard.first, shard.rows),
             &y[shard.first..shard.first + shard.rows],
             standardization,
             &mut stream(args.seed, STREAM_LANDMARKS),
+            &mut stream(args.seed, STREAM_COORDINATES),
+            observer,
             comm,
             shard,
-        )?
+        )?;
+        if let Some(p) = progress.as_mut() {
+            p.finish();
+        }
+        fitted
     } else {
         let mut progress = Progress::new(&solver_name, None, args.landmarks.max(1)).with_checkpoint(store);
         let fitted = params.fit_prepared(
@@ -548,14 +561,17 @@ fn fit(
 }
 
 /// Under `mpirun -np P > 1`: an error for everything but Nyström KRR's direct solve with a
-/// given λ (not distributed yet).
+/// given λ and SLKL with a given ν (not distributed yet).
 fn check_distributed(args: &KrrArgs, size: usize) -> Result<()> {
     let not_yet = |what: &str| -> Result<()> {
         bail!("stolr krr {what} is not distributed yet: run it on one process (not under mpirun -np {size})")
     };
-    if args.solver != KrrSolver::Nystrom {
-        let name = format!("{:?}", args.solver).to_lowercase();
+    if !matches!(args.solver, KrrSolver::Nystrom | KrrSolver::Slkl) {
+        let name = args.solver.to_possible_value().map(|v| v.get_name().to_owned()).unwrap_or_default();
         not_yet(&format!("--solver {name}"))?;
+    }
+    if args.solver == KrrSolver::Slkl && args.nu == "auto" {
+        not_yet("--nu auto (cross-validation; give --nu)")?;
     }
     if args.lambda_text == "auto" {
         not_yet("--lambda auto (cross-validation)")?;
@@ -571,13 +587,15 @@ fn check_distributed(args: &KrrArgs, size: usize) -> Result<()> {
 
 /// Runs `stolr krr`.
 ///
-/// Under `mpirun -np P > 1` (Nyström KRR, direct solve, given λ): every rank reads the whole
-/// data file (or generates the data) and prepares it as one process does — split,
-/// standardization statistics and σ are computed from all training rows on every rank, the same
-/// bits everywhere — then keeps its balanced share of the training rows for the fit
-/// ([`KernelRidge::fit_prepared_sharded`]: `ȳ`, `K_Mn K_nM` and `K_Mn (y − ȳ)` added across
-/// ranks in rank order, the `M × M` solve replicated). Rank 0, which still holds every row,
-/// predicts, writes every output and prints; the other ranks stop after the fit.
+/// Under `mpirun -np P > 1` (Nyström KRR, direct solve, given λ; SLKL, given ν): every rank
+/// reads the whole data file (or generates the data) and prepares it as one process does —
+/// split, standardization statistics and σ are computed from all training rows on every rank,
+/// the same bits everywhere — then keeps its balanced share of the training rows for the fit
+/// ([`KernelRidge::fit_prepared_sharded`]: Nyström adds `ȳ`, `K_Mn K_nM` and `K_Mn (y − ȳ)`
+/// across ranks in rank order and replicates the `M × M` solve; SLKL keeps each rank's rows of
+/// the kernel columns and adds every inner product over the rows across ranks, with μ and the
+/// Woodbury core replicated). Rank 0, which still holds every row, predicts, writes every
+/// output and prints; the other ranks stop after the fit.
 pub fn run(mut args: KrrArgs) -> Result<()> {
     let total = Instant::now();
     let world = crate::distributed::current();

@@ -69,6 +69,13 @@ pub trait Communicator {
     }
 }
 
+/// Shows the rank and the size, so that solvers holding a communicator can derive `Debug`.
+impl std::fmt::Debug for dyn Communicator + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "rank {} of {}", self.rank(), self.size())
+    }
+}
+
 /// The communicator of a single process: rank 0 of 1. Reductions and broadcasts leave the
 /// buffer as it is; gathers return the buffer itself.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

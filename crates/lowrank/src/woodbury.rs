@@ -8,6 +8,7 @@
 use faer::{Mat, MatRef};
 
 use crate::LowRankError;
+use crate::comm::{Communicator, SingleProcess};
 use crate::dense::{spd_inverse, tall_inner};
 use crate::error::{check_finite, check_finite_mat, check_shape};
 
@@ -73,10 +74,21 @@ pub struct Probe {
 /// [`refresh`](Self::refresh), Σ is rebuilt from scratch by a Cholesky factorization in
 /// $O(np^2 + p^3)$. Memory: $O(np + p^2 + n)$ (`V`, Σ and `y`).
 ///
+/// **Rows sharded across ranks** ([`WoodburyInverse::sharded`]): each rank holds its rows of
+/// `y` and of `V` (`n` is then the local row count); every sum over the rows ($y^\top y$,
+/// $V^\top k$, $k^\top y$, $k^\top k$, $V^\top V$, $V^\top y$) is formed on the local rows and
+/// added across ranks by [`Communicator::all_reduce_sum`] in rank order, so Σ, $v_y$, β and every
+/// quantity of size `p` are the same bits on every rank, and so are the decisions taken from
+/// them (a rebuild instead of an in-place update). A [`probe`](Self::probe) sends one buffer of
+/// `p + 2` doubles, a [`refresh`](Self::refresh) one of `p(p+1)/2 + p`; the other updates send
+/// nothing. The methods that reduce are collective: every rank calls them in the same order.
+/// With [`SingleProcess`] (what [`WoodburyInverse::new`] uses) nothing is sent.
+///
 /// # References
 /// Paper `004_cadb4dc86f44be57.txt`, (22)–(27), Theorems 2–3, (30); `spec/math.md` §6.8–§6.9.
 #[derive(Debug, Clone)]
-pub struct WoodburyInverse {
+pub struct WoodburyInverse<'c> {
+    comm: &'c dyn Communicator,
     lambda: f64,
     y: Vec<f64>,
     yty: f64,
@@ -134,14 +146,26 @@ fn check_weight(d: f64) -> Result<(), LowRankError> {
     }
 }
 
-impl WoodburyInverse {
+impl<'c> WoodburyInverse<'c> {
     /// The state for `V` with no columns (`p = 0`), i.e. $G = I/\lambda$, tracking `y` (length
-    /// `n`).
+    /// `n`), on one process.
     ///
     /// # Errors
     /// [`LowRankError::InvalidParameter`] unless `lambda` is positive and finite;
     /// [`LowRankError::NonFinite`] for NaN/∞ in `y`.
     pub fn new(lambda: f64, y: &[f64]) -> Result<Self, LowRankError> {
+        Self::sharded(lambda, y, &SingleProcess)
+    }
+
+    /// [`WoodburyInverse::new`] for rows sharded across the ranks of `comm`: `y` is this rank's
+    /// rows of the tracked right-hand side (length `n` = the local row count), and the columns
+    /// added later are this rank's rows of them (see the type's docs). Collective ($y^\top y$,
+    /// one double).
+    ///
+    /// # Errors
+    /// As [`WoodburyInverse::new`] (a non-finite `y` is seen only by the rank holding it; the
+    /// caller must then stop every rank).
+    pub fn sharded(lambda: f64, y: &[f64], comm: &'c dyn Communicator) -> Result<Self, LowRankError> {
         if !(lambda.is_finite() && lambda > 0.0) {
             return Err(LowRankError::InvalidParameter {
                 name: "lambda",
@@ -149,10 +173,13 @@ impl WoodburyInverse {
             });
         }
         check_finite("y", y.iter().copied())?;
+        let mut yty = [dot(y, y)];
+        comm.all_reduce_sum(&mut yty);
         Ok(Self {
+            comm,
             lambda,
             y: y.to_vec(),
-            yty: dot(y, y),
+            yty: yty[0],
             v: Vec::new(),
             d: Vec::new(),
             sigma: Mat::zeros(0, 0),
@@ -308,8 +335,8 @@ impl WoodburyInverse {
         check_finite(what, x.iter().copied())
     }
 
-    /// $V^\top x$, length `p`, for `x` of length `n`.
-    fn vt(&self, x: &[f64]) -> Vec<f64> {
+    /// $V^\top x$ over this rank's rows (not reduced), length `p`, for `x` of length `n`.
+    fn vt_local(&self, x: &[f64]) -> Vec<f64> {
         let (n, p) = (self.n(), self.p());
         if p == 0 {
             return Vec::new();
@@ -344,19 +371,22 @@ impl WoodburyInverse {
         out
     }
 
-    /// $G x = (x - V \Sigma V^\top x)/\lambda$ for `x` of length `n`; result of length `n`.
+    /// $G x = (x - V \Sigma V^\top x)/\lambda$ for `x` of length `n`; result of length `n`
+    /// (sharded: this rank's rows of `x` and of the result; collective, `p` doubles).
     /// Cost $O(np + p^2)$.
     ///
     /// # Errors
     /// [`LowRankError::ShapeMismatch`] if `x.len() != n`; [`LowRankError::NonFinite`] for NaN/∞.
     pub fn apply(&self, x: &[f64]) -> Result<Vec<f64>, LowRankError> {
         self.check_len("x", x)?;
-        let w = self.sigma_mul(&self.vt(x));
+        let mut vtx = self.vt_local(x);
+        self.comm.all_reduce_sum(&mut vtx);
+        let w = self.sigma_mul(&vtx);
         Ok(self.residual_over_lambda(x, &w))
     }
 
-    /// $\alpha = G y = (y - V\beta)/\lambda$, length `n` (the KRR dual variable of paper 004, (15)).
-    /// Cost $O(np)$.
+    /// $\alpha = G y = (y - V\beta)/\lambda$, length `n` (the KRR dual variable of paper 004, (15);
+    /// sharded: this rank's rows). Cost $O(np)$.
     pub fn alpha(&self) -> Vec<f64> {
         self.residual_over_lambda(&self.y, &self.beta)
     }
@@ -369,16 +399,19 @@ impl WoodburyInverse {
 
     /// The products of a column `k` (length `n`) with the state: $q = V^\top k$, $u = \Sigma q$,
     /// $k^\top y$, $k^\top k$, $k^\top G y$ and $k^\top G k$ (spec §6.8, "Any i ∈ J").
-    /// Cost $O(np + p^2)$.
+    /// Sharded: `k` is this rank's rows of the column; $q$, $k^\top y$ and $k^\top k$ are added
+    /// across ranks in one buffer of `p + 2` doubles (collective). Cost $O(np + p^2)$.
     ///
     /// # Errors
     /// [`LowRankError::ShapeMismatch`] if `k.len() != n`; [`LowRankError::NonFinite`] for NaN/∞.
     pub fn probe(&self, k: &[f64]) -> Result<Probe, LowRankError> {
         self.check_len("k", k)?;
-        let q = self.vt(k);
+        let mut q = self.vt_local(k);
+        q.extend([dot(k, &self.y), dot(k, k)]);
+        self.comm.all_reduce_sum(&mut q);
+        let k_k = q.pop().expect("two sums were pushed");
+        let k_y = q.pop().expect("two sums were pushed");
         let u = self.sigma_mul(&q);
-        let k_y = dot(k, &self.y);
-        let k_k = dot(k, k);
         let quadratics = ColumnQuadratics {
             k_g_y: (k_y - dot(&q, &self.beta)) / self.lambda,
             k_g_k: (k_k - dot(&q, &u)).max(0.0) / self.lambda,
@@ -534,7 +567,9 @@ impl WoodburyInverse {
     }
 
     /// Rebuilds Σ, $v_y$ and β from `V`, `d` and `y`: $\Sigma = (\lambda D^{-1} + V^\top V)^{-1}$ by
-    /// Cholesky. Cost $O(np^2 + p^3)$. Spec §6.9 advises this every ~$p^2$ updates.
+    /// Cholesky. Cost $O(np^2 + p^3)$. Spec §6.9 advises this every ~$p^2$ updates. Sharded:
+    /// the lower triangle of $V^\top V$ and $V^\top y$ are added across ranks in one buffer of
+    /// `p(p+1)/2 + p` doubles (collective).
     ///
     /// # Errors
     /// [`LowRankError::NotPositiveDefinite`] if the Cholesky factorization fails.
@@ -542,17 +577,31 @@ impl WoodburyInverse {
         let p = self.p();
         let cols = self.columns();
         let mut core = tall_inner(cols, cols, true);
+        self.vty = self.vt_local(&self.y);
+        if self.comm.size() > 1 {
+            let mut buf: Vec<f64> =
+                (0..p).flat_map(|i| (0..=i).map(move |j| (i, j))).map(|(i, j)| core[(i, j)]).collect();
+            buf.extend_from_slice(&self.vty);
+            self.comm.all_reduce_sum(&mut buf);
+            let mut sums = buf.into_iter();
+            for i in 0..p {
+                for j in 0..=i {
+                    core[(i, j)] = sums.next().expect("p(p+1)/2 + p sums");
+                }
+            }
+            self.vty = sums.collect();
+        }
         for j in 0..p {
             core[(j, j)] += self.lambda / self.d[j];
         }
         self.sigma = spd_inverse(core.as_ref(), "Woodbury core λD⁻¹ + VᵀV")?;
-        self.vty = self.vt(&self.y);
         self.after_update();
         self.updates_since_refresh = 0;
         Ok(())
     }
 
-    /// The dense $G = (I - V\Sigma V^\top)/\lambda$, shape `(n, n)`. For tests on small inputs only.
+    /// The dense $G = (I - V\Sigma V^\top)/\lambda$, shape `(n, n)`. For tests on small inputs
+    /// only, on one process (sharded: the diagonal block of this rank's rows).
     pub fn to_dense(&self) -> Mat<f64> {
         let n = self.n();
         let cols = self.columns();

@@ -193,6 +193,18 @@ pub(crate) fn check_regression(x: faer::MatRef<'_, f64>, y: &[f64]) -> Result<()
     }
 }
 
+/// Checks that this rank's block of a sharded regression problem, `rows` samples and `targets`
+/// targets, has the `shard.rows` rows of its [`RowShard`](stolr_lowrank::RowShard).
+pub(crate) fn check_shard(rows: usize, targets: usize, shard: stolr_lowrank::RowShard) -> Result<(), SolverError> {
+    if rows == shard.rows && targets == shard.rows {
+        return Ok(());
+    }
+    Err(SolverError::InvalidConfig {
+        name: "shard",
+        reason: format!("the local block has {rows} rows and {targets} targets, the shard {}", shard.rows),
+    })
+}
+
 /// Checks that every landmark index is below `n` and that there is at least one.
 pub(crate) fn check_landmarks(landmarks: &[usize], n: usize) -> Result<(), SolverError> {
     if landmarks.is_empty() {

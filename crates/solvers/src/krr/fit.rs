@@ -5,8 +5,9 @@ use faer::MatRef;
 use rand::Rng;
 use stolr_datasets::{Standardization, standardize};
 use stolr_estimators::Kernel;
-use stolr_lowrank::{Communicator, RowShard};
+use stolr_lowrank::{Communicator, RowShard, SingleProcess};
 
+use crate::error::check_shard;
 use crate::krr::{
     KernelExpansion, KrrConfig, KrrModel, NystromKrrConfig, NystromKrrFit, NystromSolve, Slkl, SlklConfig, UnifConfig,
     krr, krr_subset, nystrom_krr, nystrom_krr_sharded, select_landmarks, unif,
@@ -130,22 +131,15 @@ impl KernelRidge {
             lambda * e.coefficients().iter().zip(y).map(|(a, b)| a * b).sum::<f64>()
         };
         let (expansion, summary) = match &self.solver {
-            KrrSolver::Slkl(config) => {
-                let mut solver = Slkl::new(x, y, &self.kernel, config.clone(), landmark_rng)?;
-                let stop = run(&mut solver, coordinate_rng, observer)?;
-                let m = solver.model(stop)?;
-                let summary = KrrFitSummary {
-                    landmarks: Some(m.selected.clone()),
-                    weights: Some(m.weights.clone()),
-                    stop: Some(m.stop),
-                    iterations: m.iterations,
-                    epochs: m.epochs,
-                    kkt_violation: m.kkt_violation,
-                    objective: m.objective,
-                    ..Default::default()
-                };
-                (m.expansion, summary)
-            }
+            KrrSolver::Slkl(config) => slkl_fit(
+                x,
+                y,
+                &self.kernel,
+                config,
+                (landmark_rng, coordinate_rng, observer),
+                &SingleProcess,
+                RowShard::whole(x.nrows()),
+            )?,
             KrrSolver::Krr { lambda } => {
                 let e = krr(x, y, &self.kernel, &KrrConfig { lambda: *lambda, ..KrrConfig::default() })?;
                 let objective = ridge_objective(*lambda, &e, y);
@@ -183,44 +177,42 @@ impl KernelRidge {
 
 impl KernelRidge {
     /// [`KernelRidge::fit_prepared`] on training rows sharded across the ranks of `comm`, for
-    /// [`KrrSolver::Nystrom`] with the direct solve ([`nystrom_krr_sharded`]): `x`
-    /// `(shard.rows, d)` and `y` are this rank's rows of the `n = shard.total` prepared
-    /// training rows. The landmarks are drawn from `landmark_rng` over the global `n` (the
-    /// indices one process draws, the same on every rank); with [`KernelRidge::intercept`] the
-    /// target mean `ȳ` is the local sums added across ranks in rank order, divided by `n`.
-    /// Every rank returns the same model; with one rank it is bit for bit
-    /// [`KernelRidge::fit_prepared`]'s.
+    /// [`KrrSolver::Nystrom`] with the direct solve ([`nystrom_krr_sharded`]) and
+    /// [`KrrSolver::Slkl`] ([`Slkl::new_sharded`]): `x` `(shard.rows, d)` and `y` are this
+    /// rank's rows of the `n = shard.total` prepared training rows. The landmarks are drawn from
+    /// `landmark_rng` over the global `n` and SLKL's coordinate order from `coordinate_rng` (the
+    /// draws of one process, the same on every rank; every rank must pass the same generator
+    /// states); with [`KernelRidge::intercept`] the target mean `ȳ` is the local sums added
+    /// across ranks in rank order, divided by `n`. `observer` must not stop the run on one rank
+    /// only (pass `&mut ()` on every rank but the one that reports). Every rank returns the
+    /// same model; with one rank it is bit for bit [`KernelRidge::fit_prepared`]'s.
     ///
     /// # Errors
-    /// As [`nystrom_krr_sharded`]; [`SolverError::InvalidConfig`] (`solver`) for any other
-    /// solver on more than one rank (not distributed yet), or (`landmarks`) for `M` outside
-    /// `[1, n]`.
+    /// As [`nystrom_krr_sharded`] and [`Slkl::new_sharded`]; [`SolverError::InvalidConfig`]
+    /// (`solver`) for any other solver on more than one rank (not distributed yet), or
+    /// (`landmarks`) for `M` outside `[1, n]`.
+    #[allow(clippy::too_many_arguments)]
     pub fn fit_prepared_sharded(
         &self,
         x: MatRef<'_, f64>,
         y: &[f64],
         standardization: Option<Standardization>,
         landmark_rng: &mut dyn Rng,
+        coordinate_rng: &mut dyn Rng,
+        observer: &mut dyn Observer,
         comm: &dyn Communicator,
         shard: RowShard,
     ) -> Result<(KrrModel, KrrFitSummary), SolverError> {
-        let KrrSolver::Nystrom { config, landmarks } = &self.solver else {
+        if !matches!(self.solver, KrrSolver::Nystrom { .. } | KrrSolver::Slkl(_)) {
             return Err(SolverError::InvalidConfig {
                 name: "solver",
-                reason: format!("{} is not distributed yet: only nystrom runs on sharded rows", self.solver.name()),
-            });
-        };
-        if y.len() != x.nrows() || x.nrows() != shard.rows {
-            return Err(SolverError::InvalidConfig {
-                name: "shard",
                 reason: format!(
-                    "the local block has {} rows and {} targets, the shard {}",
-                    x.nrows(),
-                    y.len(),
-                    shard.rows
+                    "{} is not distributed yet: only nystrom and slkl run on sharded rows",
+                    self.solver.name()
                 ),
             });
         }
+        check_shard(x.nrows(), y.len(), shard)?;
         let (centred, intercept) = if self.intercept {
             let mut sum = [y.iter().sum::<f64>()];
             comm.all_reduce_sum(&mut sum);
@@ -230,10 +222,19 @@ impl KernelRidge {
             (None, 0.0)
         };
         let y = centred.as_deref().unwrap_or(y);
-        let j = select_landmarks(shard.total, *landmarks, landmark_rng)?;
-        let fit = nystrom_krr_sharded(x, y, &self.kernel, config, &j, comm, shard)?;
-        let summary = nystrom_summary(j, &fit);
-        Ok((KrrModel::new(self.solver.name(), fit.expansion, standardization, intercept)?, summary))
+        let (expansion, summary) = match &self.solver {
+            KrrSolver::Slkl(config) => {
+                slkl_fit(x, y, &self.kernel, config, (landmark_rng, coordinate_rng, observer), comm, shard)?
+            }
+            KrrSolver::Nystrom { config, landmarks } => {
+                let j = select_landmarks(shard.total, *landmarks, landmark_rng)?;
+                let fit = nystrom_krr_sharded(x, y, &self.kernel, config, &j, comm, shard)?;
+                let summary = nystrom_summary(j, &fit);
+                (fit.expansion, summary)
+            }
+            _ => unreachable!("refused above"),
+        };
+        Ok((KrrModel::new(self.solver.name(), expansion, standardization, intercept)?, summary))
     }
 }
 
@@ -284,6 +285,34 @@ fn fork(rng: &mut dyn Rng) -> rand::rngs::StdRng {
     let mut seed = <rand::rngs::StdRng as SeedableRng>::Seed::default();
     rng.fill_bytes(&mut seed);
     rand::rngs::StdRng::from_seed(seed)
+}
+
+/// SLKL on this rank's rows ([`Slkl::new_sharded`], landmarks from the first generator), run
+/// with the coordinate order from the second generator and the observer; the expansion and
+/// the summary.
+fn slkl_fit(
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    kernel: &Kernel,
+    config: &SlklConfig,
+    (landmark_rng, coordinate_rng, observer): (&mut dyn Rng, &mut dyn Rng, &mut dyn Observer),
+    comm: &dyn Communicator,
+    shard: RowShard,
+) -> Result<(KernelExpansion, KrrFitSummary), SolverError> {
+    let mut solver = Slkl::new_sharded(x, y, kernel, config.clone(), landmark_rng, comm, shard)?;
+    let stop = run(&mut solver, coordinate_rng, observer)?;
+    let m = solver.model(stop)?;
+    let summary = KrrFitSummary {
+        landmarks: Some(m.selected.clone()),
+        weights: Some(m.weights.clone()),
+        stop: Some(m.stop),
+        iterations: m.iterations,
+        epochs: m.epochs,
+        kkt_violation: m.kkt_violation,
+        objective: m.objective,
+        ..Default::default()
+    };
+    Ok((m.expansion, summary))
 }
 
 /// The summary of a Nyström KRR fit on the landmarks `j`.

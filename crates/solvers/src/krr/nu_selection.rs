@@ -240,7 +240,7 @@ pub fn select_nu_path<R: Rng + Clone>(
     let (members, k) = fold_members(x.nrows(), y, folds)?;
     let rows = |idx: &[usize]| Mat::from_fn(idx.len(), x.ncols(), |i, j| x[(idx[i], j)]);
     struct FoldState {
-        solver: Slkl,
+        solver: Slkl<'static>,
         x_val: Mat<f64>,
         y_val: Vec<f64>,
         offset: f64,

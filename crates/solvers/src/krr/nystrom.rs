@@ -12,7 +12,7 @@ use stolr_lowrank::{Communicator, RowShard};
 use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::SolverError;
-use crate::error::{check_landmarks, check_regression};
+use crate::error::{check_landmarks, check_regression, check_shard};
 use crate::krr::KernelExpansion;
 
 /// Rows of the `n × M` kernel block evaluated at once (`8·4096·M` bytes: 66 MB for `M = 2000`).
@@ -213,12 +213,7 @@ pub fn nystrom_krr_sharded(
     comm: &dyn Communicator,
     shard: RowShard,
 ) -> Result<NystromKrrFit, SolverError> {
-    if x.nrows() != shard.rows || y.len() != shard.rows {
-        return Err(SolverError::InvalidConfig {
-            name: "shard",
-            reason: format!("the local block has {} rows and {} targets, the shard {}", x.nrows(), y.len(), shard.rows),
-        });
-    }
+    check_shard(x.nrows(), y.len(), shard)?;
     if comm.size() == 1 {
         return nystrom_krr(x, y, kernel, config, landmarks);
     }

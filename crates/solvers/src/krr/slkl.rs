@@ -11,9 +11,10 @@ use faer::{Col, Mat, MatRef};
 use rand::Rng;
 use rand::seq::SliceRandom;
 use stolr_estimators::Kernel;
-use stolr_lowrank::{Probe, WoodburyInverse};
+use stolr_lowrank::comm::rows_by_index;
+use stolr_lowrank::{Communicator, Probe, RowShard, SingleProcess, WoodburyInverse};
 
-use crate::error::check_regression;
+use crate::error::{check_regression, check_shard};
 use crate::krr::KernelExpansion;
 use crate::{IterativeSolver, Observer, SolverError, SolverState, StepReport, Stop, run};
 
@@ -244,7 +245,8 @@ impl SlklModel {
 /// 3. Case 1–4 of spec §6.9 on the Woodbury state, $O(p^2)$ (Case 4: $O(n + p^2)$).
 ///
 /// Memory: $8(nM + np + p^2 + Md)$ bytes precomputed (the Woodbury state keeps its own copy of
-/// the `p` active columns), $8(nd + np + p^2 + Md)$ on the fly. Landmarks with
+/// the `p` active columns), $8(nd + np + p^2 + Md)$ on the fly; sharded
+/// ([`Slkl::new_sharded`]), `n` is the rank's row count in the first two terms. Landmarks with
 /// $K_{ii} = 0$ (a zero feature vector, possible for the polynomial kernel) give a zero rank-1
 /// kernel; their weight stays 0.
 ///
@@ -252,9 +254,12 @@ impl SlklModel {
 /// Paper `004_cadb4dc86f44be57.txt`, (14)–(27), Algorithms 1–2, Propositions 1–3;
 /// `spec/math.md` §6.1–§6.13 and Appendix A.1.
 #[derive(Debug, Clone)]
-pub struct Slkl {
+pub struct Slkl<'c> {
+    /// This rank's training rows.
+    shard: RowShard,
     config: SlklConfig,
     kernel: Kernel,
+    /// Training rows over all ranks.
     n: usize,
     d: usize,
     /// `J`, training row indices, length `M`.
@@ -263,16 +268,18 @@ pub struct Slkl {
     landmark_rows: Mat<f64>,
     /// `K_ii` for `i ∈ J`.
     diag: Vec<f64>,
-    /// Precomputed columns `K[:, J]`, `(n, M)`.
+    /// Precomputed columns `K[:, J]`, this rank's rows, `(shard.rows, M)`.
     columns: Option<Mat<f64>>,
-    /// Row-major copy of `X` for on-the-fly columns.
+    /// Row-major copy of this rank's rows of `X` for on-the-fly columns.
     rows: Option<Vec<f64>>,
     mu: Vec<f64>,
     /// Position in the Woodbury state of each landmark, `None` if inactive.
     position: Vec<Option<usize>>,
     /// Landmark (index into `J`) of each Woodbury column; length `p`.
     active: Vec<usize>,
-    state: WoodburyInverse,
+    /// The Woodbury state, which holds the communicator of the ranks sharing the rows
+    /// ([`SingleProcess`] for [`Slkl::new`]).
+    state: WoodburyInverse<'c>,
     order: Vec<usize>,
     /// The landmarks of the current active-set sweep (see [`SlklConfig::active_set`]).
     active_order: Vec<usize>,
@@ -292,7 +299,7 @@ pub struct Slkl {
     column_buf: Vec<f64>,
 }
 
-impl Slkl {
+impl<'c> Slkl<'c> {
     /// A solver for data `x` `(n, d)` (one sample per row) and targets `y` (length `n`) with
     /// kernel `kernel`, starting at μ = 0. Draws the `M` landmarks from `rng`
     /// ([`select_landmarks`]) and, in [`ColumnMode::Precomputed`], computes their kernel columns
@@ -310,38 +317,79 @@ impl Slkl {
         config: SlklConfig,
         rng: &mut R,
     ) -> Result<Self, SolverError> {
-        check_regression(x, y)?;
+        Self::new_sharded(x, y, kernel, config, rng, &SingleProcess, RowShard::whole(x.nrows()))
+    }
+
+    /// [`Slkl::new`] on training rows sharded across the ranks of `comm`: `x`
+    /// `(shard.rows, d)` and `y` (length `shard.rows`) are this rank's rows
+    /// `shard.first..shard.first + shard.rows` of the `n = shard.total` training rows. Every
+    /// rank must pass the same `kernel`, `config` and `rng` state, and then make the same calls
+    /// in the same order (the updates are collective).
+    ///
+    /// **Scheme.** The landmarks `J` are drawn over the global `n` from `rng` (the indices one
+    /// process draws) and their rows `(M, d)` assembled on every rank from their owners
+    /// ([`stolr_lowrank::comm::rows_by_index`], `M·d` doubles). Each rank holds its rows of the
+    /// `M` kernel columns (precomputed) or computes them when needed (on the fly), and its rows
+    /// of `y` and of the active columns inside the sharded [`WoodburyInverse`], which adds every
+    /// sum over the rows across ranks in rank order: `p + 2` doubles when an inactive landmark
+    /// is visited, none for an active one (its derivatives are $O(1)$ from Σ and β), and
+    /// `p(p+1)/2 + p` at a rebuild of Σ. So μ, Σ, β, the objective, the KKT violations and every
+    /// decision (the new weight, a landmark entering or leaving, the stop) are the same bits on
+    /// every rank, and the coordinate order, drawn from the run's generator, is the same too.
+    /// With one rank (what [`Slkl::new`] uses) nothing is sent; with `P` ranks the run differs
+    /// from one process by the rounding of the rank-ordered sums (and, for precomputed
+    /// Gaussian columns, of the kernel values, whose evaluation centres each rank's rows on
+    /// their own column means).
+    ///
+    /// # Errors
+    /// As [`Slkl::new`], and [`SolverError::InvalidConfig`] (`shard`) if `x` does not have
+    /// `shard.rows` rows. An invalid parameter gives every rank the same error; bad data
+    /// (non-finite entries) is only seen by the rank holding it, and the caller must then stop
+    /// every rank.
+    pub fn new_sharded<R: Rng + ?Sized>(
+        x: MatRef<'_, f64>,
+        y: &[f64],
+        kernel: &Kernel,
+        config: SlklConfig,
+        rng: &mut R,
+        comm: &'c dyn Communicator,
+        shard: RowShard,
+    ) -> Result<Self, SolverError> {
+        if shard.rows > 0 || comm.size() == 1 {
+            check_regression(x, y)?;
+        }
+        check_shard(x.nrows(), y.len(), shard)?;
         kernel.validate()?;
-        let (n, d) = (x.nrows(), x.ncols());
+        let (n, d) = (shard.total, x.ncols());
         config.validate(n)?;
         let m = config.landmarks;
         let selected = select_landmarks(n, m, rng)?;
-        let landmark_rows = Mat::from_fn(m, d, |l, c| x[(selected[l], c)]);
-        let (columns, rows, diag) = match config.column_mode {
+        let landmark_rows = rows_by_index(comm, x, shard, &selected);
+        let diag: Vec<f64> = (0..m)
+            .map(|l| {
+                let xi: Vec<f64> = landmark_rows.row(l).iter().copied().collect();
+                kernel.eval(&xi, &xi)
+            })
+            .collect();
+        let (columns, rows) = match config.column_mode {
             ColumnMode::Precomputed => {
-                let cols = kernel.columns(x, &selected);
-                let diag = selected.iter().enumerate().map(|(l, &i)| cols[(i, l)]).collect();
-                (Some(cols), None, diag)
-            }
-            ColumnMode::OnTheFly => {
-                let mut rows = vec![0.0; n * d];
-                for c in 0..d {
-                    for r in 0..n {
-                        rows[r * d + c] = x[(r, c)];
+                let mut cols = kernel.cross(x, landmark_rows.as_ref());
+                // A landmark's own entry is K_ii exactly, as in `Kernel::columns`.
+                for (l, &i) in selected.iter().enumerate() {
+                    if shard.contains(i) {
+                        cols[(i - shard.first, l)] = diag[l];
                     }
                 }
-                let diag = selected
-                    .iter()
-                    .map(|&i| {
-                        let xi = &rows[i * d..(i + 1) * d];
-                        kernel.eval(xi, xi)
-                    })
-                    .collect();
-                (None, Some(rows), diag)
+                (Some(cols), None)
+            }
+            ColumnMode::OnTheFly => {
+                let rows = (0..x.nrows()).flat_map(|r| (0..d).map(move |c| x[(r, c)])).collect();
+                (None, Some(rows))
             }
         };
-        let state = WoodburyInverse::new(config.lambda, y)?;
+        let state = WoodburyInverse::sharded(config.lambda, y, comm)?;
         Ok(Self {
+            shard,
             kernel: *kernel,
             n,
             d,
@@ -364,7 +412,7 @@ impl Slkl {
             iterations: 0,
             epochs: 0,
             run_start_epoch: 0,
-            column_buf: Vec::with_capacity(n),
+            column_buf: Vec::with_capacity(shard.rows),
             selected,
             config,
         })
@@ -435,15 +483,15 @@ impl Slkl {
         self.state.lambda_y_g_y() + self.config.nu * l1
     }
 
-    /// $\alpha = (\lambda I + K_\mu)^{-1} y = (y - V\beta)/\lambda$, length `n` (paper 004, (15)).
-    /// Cost $O(np)$.
+    /// $\alpha = (\lambda I + K_\mu)^{-1} y = (y - V\beta)/\lambda$, length `n` (paper 004, (15);
+    /// sharded: this rank's rows). Cost $O(np)$.
     pub fn alpha(&self) -> Vec<f64> {
         self.state.alpha()
     }
 
     /// The Woodbury state (Σ, β, active columns); its column `j` is landmark
     /// `selected()[active_landmarks()[j]]`.
-    pub fn woodbury(&self) -> &WoodburyInverse {
+    pub fn woodbury(&self) -> &WoodburyInverse<'c> {
         &self.state
     }
 
@@ -452,16 +500,16 @@ impl Slkl {
         &self.active
     }
 
-    /// Writes the kernel column $k_i$ of landmark `l` (index into `J`) into `buf` (length `n`).
+    /// Writes this rank's rows of the kernel column $k_i$ of landmark `l` (index into `J`) into
+    /// `buf` (length `shard.rows`).
     fn fill_column(&self, l: usize, buf: &mut Vec<f64>) {
         buf.clear();
         if let Some(cols) = &self.columns {
             buf.extend_from_slice(cols.col_as_slice(l));
         } else if let Some(rows) = &self.rows {
             let d = self.d;
-            let i = self.selected[l];
-            let xi = &rows[i * d..(i + 1) * d];
-            buf.extend((0..self.n).map(|r| self.kernel.eval(&rows[r * d..(r + 1) * d], xi)));
+            let xi: Vec<f64> = self.landmark_rows.row(l).iter().copied().collect();
+            buf.extend((0..self.shard.rows).map(|r| self.kernel.eval(&rows[r * d..(r + 1) * d], &xi)));
         }
     }
 
@@ -506,7 +554,8 @@ impl Slkl {
 
     /// The partial derivatives of (14) along landmark `l` (index into `J`) at the current μ
     /// (Proposition 2, (20)–(21)). For a landmark with $K_{ii} = 0$ every field is 0 except
-    /// `gradient = ν`. Cost $O(1)$ if active, $O(np + p^2)$ (+ a column) otherwise.
+    /// `gradient = ν`. Cost $O(1)$ if active, $O(np + p^2)$ (+ a column) otherwise; then
+    /// collective when sharded ([`Slkl::new_sharded`]).
     ///
     /// # Errors
     /// [`SolverError::InvalidConfig`] (`landmark`) if `l >= M`.
@@ -515,14 +564,14 @@ impl Slkl {
         if !usable(self.diag[l]) {
             return Ok(CoordinatePartials { a: 0.0, b: 0.0, gradient: self.config.nu, curvature: 0.0 });
         }
-        let mut buf = Vec::with_capacity(self.n);
+        let mut buf = Vec::with_capacity(self.shard.rows);
         let (ka, kgk, _) = self.quadratics(l, &mut buf)?;
         Ok(self.partials_from(l, ka, kgk))
     }
 
     /// The largest KKT violation $\max_{i \in J} |\min(\mu_i, \partial_i F(\mu))|$ over all
     /// landmarks (0 exactly at a minimiser of (14); spec §6.7, §6.12). Cost: one sweep,
-    /// $O(M(np + p^2))$ (+ `M` columns on the fly).
+    /// $O(M(np + p^2))$ (+ `M` columns on the fly). Collective when sharded.
     ///
     /// # Errors
     /// [`SolverError::LowRank`] only on an internal shape error.
@@ -721,7 +770,7 @@ impl Slkl {
     }
 }
 
-impl IterativeSolver for Slkl {
+impl IterativeSolver for Slkl<'_> {
     /// One coordinate update ([`Slkl::update`]). Reports `objective = F(μ)` (14),
     /// `rank = ‖μ‖₀` and, at the end of an epoch, `kkt_violation` = the epoch's largest
     /// $|\min(\mu_i, \partial_i F)|$; `samples_seen` counts `n` per update (one kernel column).

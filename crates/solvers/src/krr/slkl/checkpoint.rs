@@ -4,10 +4,10 @@
 use super::Slkl;
 use crate::{SolverError, SolverState};
 
-impl Slkl {
+impl Slkl<'_> {
     /// Saves ν, the weights μ (length `M`), the active landmarks in their Woodbury order, the
     /// Woodbury state's changing parts ([`WoodburyParts`](stolr_lowrank::WoodburyParts): the
-    /// active kernel columns `(n, p)`, Σ `(p, p)`, ...), the sweep orders, the cursor and the
+    /// active kernel columns `(n, p)` (this rank's rows when sharded), Σ `(p, p)`, ...), the sweep orders, the cursor and the
     /// epoch and KKT bookkeeping. The landmarks and their kernel columns are rebuilt by
     /// [`Slkl::new`] from the same seed.
     pub(super) fn save_checkpoint(&self, state: &mut SolverState) -> Result<(), SolverError> {
@@ -62,7 +62,7 @@ impl Slkl {
         }
         let p = active.len();
         let parts = stolr_lowrank::WoodburyParts {
-            v: state.matrix("slkl-v", Some((self.n, p)))?,
+            v: state.matrix("slkl-v", Some((self.shard.rows, p)))?,
             d: state.vector("slkl-d", Some(p))?,
             sigma: state.matrix("slkl-sigma", Some((p, p)))?,
             vty: state.vector("slkl-vty", Some(p))?,

@@ -1,0 +1,236 @@
+//! Distributed kernel ridge regression on ranks simulated by threads ([`ThreadGroup`]): the
+//! training rows split across `P` ranks give one process's fit. Nyström KRR: predictions to
+//! rounding (1e-10 relative). SLKL: the same landmarks, coordinate updates, epochs and active
+//! set, the weights and predictions to rounding. With one rank, the same bits.
+
+use faer::Mat;
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use stolr_estimators::Kernel;
+use stolr_lowrank::comm::ThreadGroup;
+use stolr_lowrank::{Communicator, RowShard};
+use stolr_solvers::{
+    ColumnMode, KernelRidge, KrrFitSummary, KrrModel, KrrSolver, NystromKrrConfig, NystromSolve, Predictor, Slkl,
+    SlklConfig, SolverError, Stop,
+};
+
+/// Friedman #1-like regression rows: `(x (n, 5), y)`.
+fn regression(n: usize, seed: u64) -> (Mat<f64>, Vec<f64>) {
+    use rand::RngExt;
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let x = Mat::from_fn(n, 5, |_, _| rng.random::<f64>());
+    let y = (0..n)
+        .map(|i| {
+            10.0 * (std::f64::consts::PI * x[(i, 0)] * x[(i, 1)]).sin()
+                + 20.0 * (x[(i, 2)] - 0.5).powi(2)
+                + 10.0 * x[(i, 3)]
+                + 5.0 * x[(i, 4)]
+                + rng.random::<f64>()
+        })
+        .collect();
+    (x, y)
+}
+
+fn max_abs(v: &[f64]) -> f64 {
+    v.iter().map(|a| a.abs()).fold(0.0, f64::max)
+}
+
+fn max_diff(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
+}
+
+/// Landmark and coordinate streams of every fit below.
+const LANDMARK_SEED: u64 = 9;
+const COORDINATE_SEED: u64 = 4;
+
+fn predictions(model: &KrrModel, test: &Mat<f64>) -> Vec<f64> {
+    model.predict(test.as_ref()).unwrap().iter().copied().collect()
+}
+
+/// The one-process fit of `params`: the model, its summary and its predictions on `test`.
+fn fit_single(params: &KernelRidge, x: &Mat<f64>, y: &[f64], test: &Mat<f64>) -> (KrrModel, KrrFitSummary, Vec<f64>) {
+    let (model, summary) = params
+        .fit_prepared(
+            x.as_ref(),
+            y,
+            None,
+            &mut Xoshiro256PlusPlus::seed_from_u64(LANDMARK_SEED),
+            &mut Xoshiro256PlusPlus::seed_from_u64(COORDINATE_SEED),
+            &mut (),
+        )
+        .unwrap();
+    let p = predictions(&model, test);
+    (model, summary, p)
+}
+
+/// The fit of `params` on `p` thread ranks, each on its balanced share of the rows: the
+/// predictions on `test`, the intercept and the summary, after checking that every rank holds
+/// the same model bit for bit.
+fn fit_on_ranks(
+    p: usize,
+    params: &KernelRidge,
+    x: &Mat<f64>,
+    y: &[f64],
+    test: &Mat<f64>,
+) -> (Vec<f64>, f64, KrrFitSummary) {
+    let n = x.nrows();
+    let mut out = ThreadGroup::run(p, |comm| {
+        let shard = RowShard::balanced(n, comm.rank(), comm.size());
+        let (model, summary) = params
+            .fit_prepared_sharded(
+                x.as_ref().subrows(shard.first, shard.rows),
+                &y[shard.first..shard.first + shard.rows],
+                None,
+                &mut Xoshiro256PlusPlus::seed_from_u64(LANDMARK_SEED),
+                &mut Xoshiro256PlusPlus::seed_from_u64(COORDINATE_SEED),
+                &mut (),
+                comm,
+                shard,
+            )
+            .unwrap();
+        (predictions(&model, test), model.intercept(), summary)
+    });
+    for o in &out[1..] {
+        assert!(o.0 == out[0].0 && o.1 == out[0].1 && o.2 == out[0].2, "P = {p}: ranks disagree");
+    }
+    out.swap_remove(0)
+}
+
+#[test]
+fn sharded_nystrom_krr_matches_one_process() {
+    let (x, y) = regression(900, 21);
+    let test = regression(200, 21).0;
+    let kernel = Kernel::Gaussian { sigma: 0.6 };
+    let config = NystromKrrConfig { lambda: 0.3, solve: NystromSolve::Auto, ..NystromKrrConfig::default() };
+    for intercept in [true, false] {
+        let params = KernelRidge {
+            intercept,
+            ..KernelRidge::new(kernel, KrrSolver::Nystrom { config: config.clone(), landmarks: 80 })
+        };
+        let (single, single_summary, expected) = fit_single(&params, &x, &y, &test);
+        for p in [1, 2, 3] {
+            let (got, intercept_got, summary) = fit_on_ranks(p, &params, &x, &y, &test);
+            assert_eq!(summary.landmarks, single_summary.landmarks, "the landmarks do not depend on P");
+            let err = max_diff(&got, &expected) / max_abs(&expected);
+            if p == 1 {
+                assert_eq!(got, expected, "one rank: the same bits");
+                assert_eq!(summary.objective, single_summary.objective);
+            }
+            assert!(err <= 1e-10, "intercept {intercept}, P = {p}: predictions differ by {err:e} relative");
+            assert!((intercept_got - single.intercept()).abs() <= 1e-12 * single.intercept().abs().max(1.0));
+            let rel = (summary.objective - single_summary.objective).abs() / single_summary.objective;
+            assert!(rel <= 1e-10, "P = {p}: objective {rel:e}");
+        }
+    }
+}
+
+#[test]
+fn sharded_krr_refuses_what_is_not_distributed() {
+    let (x, y) = regression(100, 21);
+    let kernel = Kernel::Gaussian { sigma: 0.6 };
+    let cg = NystromKrrConfig { solve: NystromSolve::ConjugateGradient, ..NystromKrrConfig::default() };
+    let errors = ThreadGroup::run(2, |comm| {
+        let shard = RowShard::balanced(100, comm.rank(), comm.size());
+        let (xl, yl) = (x.as_ref().subrows(shard.first, shard.rows), &y[shard.first..shard.first + shard.rows]);
+        let rng = &mut Xoshiro256PlusPlus::seed_from_u64(1);
+        let fit = |solver: KrrSolver, rng: &mut Xoshiro256PlusPlus| {
+            KernelRidge::new(kernel, solver)
+                .fit_prepared_sharded(
+                    xl,
+                    yl,
+                    None,
+                    rng,
+                    &mut Xoshiro256PlusPlus::seed_from_u64(2),
+                    &mut (),
+                    comm,
+                    shard,
+                )
+                .unwrap_err()
+        };
+        let cg = fit(KrrSolver::Nystrom { config: cg.clone(), landmarks: 10 }, rng);
+        let subset = fit(KrrSolver::KrrSubset { lambda: 1.0, landmarks: 10 }, rng);
+        (cg, subset)
+    });
+    for (cg, subset) in errors {
+        assert!(matches!(cg, SolverError::InvalidConfig { name: "solve", .. }), "{cg}");
+        assert!(matches!(subset, SolverError::InvalidConfig { name: "solver", .. }), "{subset}");
+    }
+}
+
+#[test]
+fn sharded_slkl_matches_one_process() {
+    let (x, y) = regression(700, 21);
+    let test = regression(200, 22).0;
+    let kernel = Kernel::Gaussian { sigma: 0.4 };
+    let cases = [(ColumnMode::Precomputed, false, true), (ColumnMode::OnTheFly, true, false)];
+    for (column_mode, active_set, intercept) in cases {
+        let config =
+            SlklConfig { nu: 1.0, landmarks: 60, epsilon: 1e-8, column_mode, active_set, ..Default::default() };
+        let params = KernelRidge { intercept, ..KernelRidge::new(kernel, KrrSolver::Slkl(config)) };
+        let (single, s, expected) = fit_single(&params, &x, &y, &test);
+        let weights = s.weights.clone().unwrap();
+        assert_eq!(s.stop, Some(Stop::Converged), "{column_mode:?}: the one-process fit must converge");
+        let active = weights.iter().filter(|&&w| w > 0.0).count();
+        assert!(active > 3 && active < 60, "{column_mode:?}: {active} of 60 landmarks active, not a sparse fit");
+        for p in [1, 2, 3] {
+            let (got, intercept_got, summary) = fit_on_ranks(p, &params, &x, &y, &test);
+            assert_eq!(summary.landmarks, s.landmarks, "P = {p}: the landmarks do not depend on P");
+            assert_eq!((summary.iterations, summary.epochs, summary.stop), (s.iterations, s.epochs, s.stop));
+            let w = summary.weights.as_ref().unwrap();
+            let support = |v: &[f64]| v.iter().map(|&a| a > 0.0).collect::<Vec<bool>>();
+            assert_eq!(support(w), support(&weights), "P = {p}: another active set");
+            if p == 1 {
+                assert_eq!(got, expected, "one rank: the same bits");
+                assert_eq!(w, &weights);
+                assert_eq!(summary.objective, s.objective);
+            }
+            let dw = max_diff(w, &weights) / max_abs(&weights);
+            let dp = max_diff(&got, &expected) / max_abs(&expected);
+            let dobj = (summary.objective - s.objective).abs() / s.objective;
+            assert!(dw <= 1e-10, "{column_mode:?}, P = {p}: weights differ by {dw:e} relative");
+            assert!(dp <= 1e-10, "{column_mode:?}, P = {p}: predictions differ by {dp:e} relative");
+            assert!(dobj <= 1e-10, "{column_mode:?}, P = {p}: objective differs by {dobj:e} relative");
+            assert!((intercept_got - single.intercept()).abs() <= 1e-12 * single.intercept().abs().max(1.0));
+            eprintln!("{column_mode:?}, P = {p}: weights {dw:.1e}, predictions {dp:.1e}, objective {dobj:.1e}");
+        }
+    }
+}
+
+/// The KKT violation over every landmark (a sweep of collective derivatives) agrees across `P`,
+/// and a rank whose block does not match its shard is refused on that rank.
+#[test]
+fn sharded_slkl_derivatives_and_shard_check() {
+    let n = 300;
+    let (x, y) = regression(n, 5);
+    let kernel = Kernel::Gaussian { sigma: 0.4 };
+    let config = SlklConfig { nu: 1.0, landmarks: 30, max_epochs: 3, ..Default::default() };
+    let run_on = |comm: &dyn Communicator| {
+        let shard = RowShard::balanced(n, comm.rank(), comm.size());
+        let (xl, yl) = (x.as_ref().subrows(shard.first, shard.rows), &y[shard.first..shard.first + shard.rows]);
+        let rng = &mut Xoshiro256PlusPlus::seed_from_u64(3);
+        let mut solver = Slkl::new_sharded(xl, yl, &kernel, config.clone(), rng, comm, shard).unwrap();
+        stolr_solvers::run(&mut solver, rng, &mut ()).unwrap();
+        (solver.kkt_violation().unwrap(), solver.objective(), solver.weights().to_vec())
+    };
+    let single = ThreadGroup::run(1, |comm| run_on(comm)).remove(0);
+    assert!(single.0 > 0.0, "three epochs should not reach a minimiser exactly");
+    for p in [2, 3] {
+        for got in ThreadGroup::run(p, |comm| run_on(comm)) {
+            assert!((got.0 - single.0).abs() <= 1e-10 * single.0, "P = {p}: KKT {} vs {}", got.0, single.0);
+            assert!((got.1 - single.1).abs() <= 1e-10 * single.1, "P = {p}: objective");
+            assert!(max_diff(&got.2, &single.2) <= 1e-10 * max_abs(&single.2), "P = {p}: weights");
+        }
+    }
+    let errors = ThreadGroup::run(2, |comm| {
+        let shard = RowShard::balanced(n, comm.rank(), comm.size());
+        let rng = &mut Xoshiro256PlusPlus::seed_from_u64(3);
+        // Rank blocks one row short of the shard: refused before any collective.
+        let rows = shard.rows - 1;
+        let xl = x.as_ref().subrows(shard.first, rows);
+        Slkl::new_sharded(xl, &y[shard.first..shard.first + rows], &kernel, config.clone(), rng, comm, shard).err()
+    });
+    for e in errors {
+        assert!(matches!(e, Some(SolverError::InvalidConfig { name: "shard", .. })), "{e:?}");
+    }
+}
