@@ -19,7 +19,8 @@ use crate::{Eigenpairs, LowRankError, mul, sym_eigen_desc, thin_qr};
 /// Method: the thin QR factorization `[U, Xᵀ] = Q R` (Householder, so `Q` `(d, p)` is
 /// orthonormal to rounding even when the samples are dependent or lie in `span(U)`), then, with
 /// `R = [R_U, R_X]`, the `(p, p)` matrix `R_U diag(σ) R_Uᵀ + R_X diag(w) R_Xᵀ` is decomposed
-/// densely and its eigenvectors rotate `Q`. Cost `O(d (m + b)²)` time, `O(d (m + b))` memory.
+/// densely and its eigenvectors rotate `Q`. Cost `O(d (m + b)²)` time (plus `O(d (m + b) c)`
+/// to form `c` eigenvectors), `O(d (m + b))` memory.
 /// For `b = 1` [`rank_one_eigen_update`](crate::rank_one_eigen_update) is cheaper
 /// (`O(m d)` plus the eigenvectors kept).
 ///
@@ -42,7 +43,7 @@ pub fn block_eigen_update(
     values: &[f64],
     samples: MatRef<'_, f64>,
     weights: &[f64],
-) -> Result<Eigenpairs, LowRankError> {
+) -> Result<BlockEigenUpdate, LowRankError> {
     let (d, m) = (u.nrows(), u.ncols());
     let b = samples.nrows();
     check_shape("eigenvalues", (m, 1), (values.len(), 1))?;
@@ -60,7 +61,47 @@ pub fn block_eigen_update(
     let scaled = Mat::from_fn(r.nrows(), m + b, |i, j| r[(i, j)] * if j < m { values[j] } else { weights[j - m] });
     let small = mul(scaled.as_ref(), r.transpose());
     let (new_values, rotation) = sym_eigen_desc(small.as_ref())?;
-    Ok(Eigenpairs { values: new_values, vectors: mul(q.as_ref(), rotation.as_ref()) })
+    Ok(BlockEigenUpdate { values: new_values, rotation, basis: q })
+}
+
+/// The eigendecomposition [`block_eigen_update`] computes, held as an orthonormal basis `Q`
+/// `(d, p)` and a rotation `(p, p)`, so that only the eigenvectors the caller keeps are formed.
+#[derive(Debug, Clone)]
+pub struct BlockEigenUpdate {
+    values: Vec<f64>,
+    /// `(p, p)`: column `j` holds eigenvector `j` in the basis `Q`.
+    rotation: Mat<f64>,
+    /// `Q`, `(d, p)`, orthonormal.
+    basis: Mat<f64>,
+}
+
+impl BlockEigenUpdate {
+    /// The eigenvalues, **nonincreasing**, length `p = min(d, m + b)`.
+    pub fn values(&self) -> &[f64] {
+        &self.values
+    }
+
+    /// The leading `count` eigenvectors, shape `(d, count)`, orthonormal, in the order of
+    /// [`BlockEigenUpdate::values`]; `O(d p count)`.
+    ///
+    /// # Errors
+    /// [`LowRankError::InvalidParameter`] for `count > p`.
+    pub fn basis(&self, count: usize) -> Result<Mat<f64>, LowRankError> {
+        let p = self.values.len();
+        if count > p {
+            return Err(LowRankError::InvalidParameter {
+                name: "count",
+                reason: format!("{count} eigenvectors asked of {p}"),
+            });
+        }
+        Ok(mul(self.basis.as_ref(), self.rotation.as_ref().subcols(0, count)))
+    }
+
+    /// All `p` eigenpairs.
+    pub fn into_eigenpairs(self) -> Eigenpairs {
+        let vectors = mul(self.basis.as_ref(), self.rotation.as_ref());
+        Eigenpairs { values: self.values, vectors }
+    }
 }
 
 #[cfg(test)]
@@ -101,7 +142,10 @@ mod tests {
                 }
             }
             let weights: Vec<f64> = (0..b).map(|s| if s == 1 { 0.0 } else { 0.3 + 0.1 * s as f64 }).collect();
-            let pairs = block_eigen_update(u.as_ref(), &values, samples.as_ref(), &weights).unwrap();
+            let update = block_eigen_update(u.as_ref(), &values, samples.as_ref(), &weights).unwrap();
+            let leading = update.basis(2.min(d)).unwrap();
+            let pairs = update.into_eigenpairs();
+            assert_eq!(leading, pairs.vectors.subcols(0, leading.ncols()).to_owned());
             let p = d.min(m + b);
             assert_eq!(pairs.vectors.shape(), (d, p));
             let want = dense(u.as_ref(), &values, samples.as_ref(), &weights);

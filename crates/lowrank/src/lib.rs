@@ -41,7 +41,7 @@ mod svs;
 mod sym_low_rank;
 mod woodbury;
 
-pub use block_eigen::block_eigen_update;
+pub use block_eigen::{BlockEigenUpdate, block_eigen_update};
 pub use capped_simplex::{
     Corner, SimplexProjection, mixture_decomposition, project_capped_rank, project_capped_simplex,
 };

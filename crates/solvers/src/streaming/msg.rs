@@ -239,8 +239,8 @@ impl StreamingPca for Msg {
             })
             .collect();
         let update = block_eigen_update(self.basis.as_ref(), &self.values, batch, &etas)?;
-        let projected = self.project(&update.values)?;
-        self.basis = update.vectors.subcols(0, projected.len()).to_owned();
+        let projected = self.project(update.values())?;
+        self.basis = update.basis(projected.len())?;
         self.work += (batch.nrows() * self.values.len() * self.values.len()) as f64;
         self.values = projected;
         self.schedule = schedule;
