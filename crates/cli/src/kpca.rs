@@ -20,7 +20,7 @@ use stolr_report::{
 };
 use stolr_solvers::{
     CertifyConfig, CertifyMethod, ExactOperator, KernelCentering, KernelPca, KernelPcaModel, KpcaSolver, SamplerKind,
-    SkpcaConfig, Stop, TauChoice, certify, tau_for_rank,
+    SkpcaConfig, Stop, certify, tau_for_rank,
 };
 
 use crate::common::checkpoint::{CheckpointArgs, FileStore, matrix_fingerprint, require_support};
@@ -267,17 +267,34 @@ fn build_kernel(
     Ok((kernel, how, counts))
 }
 
-/// The report of τ chosen for `rank` eigenpairs by [`tau_for_rank`].
-fn chosen_tau_report(rank: usize, choice: &TauChoice) -> TauReport {
-    TauReport {
+/// SKPCA's τ with its report: `--tau` as given, or chosen for `--rank` eigenpairs (default 10)
+/// by [`tau_for_rank`] on the rows `x` (all of them: every distributed rank's on rank 0), from
+/// the seed's stream 2 and `--tau-subsample`.
+fn choose_tau(args: &KpcaArgs, x: faer::MatRef<'_, f64>, kernel: &Kernel) -> Result<(f64, TauReport)> {
+    if let Some(tau) = args.tau {
+        let report = TauReport { value: tau, source: "given".into(), subsample: None, estimated_eigenvalues: None };
+        return Ok((tau, report));
+    }
+    let rank = args.rank.unwrap_or(10);
+    let choice = tau_for_rank(
+        x,
+        kernel,
+        rank,
+        args.tau_subsample,
+        args.center,
+        crate::memory::budget(),
+        &mut stream(args.seed, 2),
+    )?;
+    let report = TauReport {
         value: choice.tau,
         source: format!(
             "chosen for rank {rank} from the spectrum of a {m} x {m} kernel matrix of a random subsample (eigenvalues scaled by n/m)",
             m = choice.subsample
         ),
         subsample: Some(choice.subsample),
-        estimated_eigenvalues: Some(choice.estimated_eigenvalues.clone()),
-    }
+        estimated_eigenvalues: Some(choice.estimated_eigenvalues),
+    };
+    Ok((choice.tau, report))
 }
 
 /// What a solver run produced, for the report.
@@ -306,31 +323,8 @@ fn solve(
     let mut tau_report = None;
     let (solver, mut rng) = match args.solver {
         SolverKind::Skpca => {
-            let tau = match (args.tau, args.rank) {
-                (Some(tau), _) => {
-                    tau_report = Some(TauReport {
-                        value: tau,
-                        source: "given".into(),
-                        subsample: None,
-                        estimated_eigenvalues: None,
-                    });
-                    tau
-                }
-                (None, rank) => {
-                    let rank = rank.unwrap_or(10);
-                    let choice = tau_for_rank(
-                        x,
-                        kernel,
-                        rank,
-                        args.tau_subsample,
-                        args.center,
-                        crate::memory::budget(),
-                        &mut stream(args.seed, 2),
-                    )?;
-                    tau_report = Some(chosen_tau_report(rank, &choice));
-                    choice.tau
-                }
-            };
+            let (tau, report) = choose_tau(args, x, kernel)?;
+            tau_report = Some(report);
             let config =
                 SkpcaConfig { tau, iterations: args.iterations, max_rank: Some(args.max_rank), ..Default::default() };
             let solver = KpcaSolver::Skpca { config, sampler: args.sampler, features: args.features };

@@ -90,10 +90,12 @@ fn same_answers_on_one_two_and_three_processes() {
     let dir = tempfile::tempdir().unwrap();
     let data = write_data(dir.path());
     let data = data.to_str().unwrap();
-    let solvers: [(&str, &[&str]); 5] = [
+    let solvers: [(&str, &[&str]); 6] = [
         ("nystrom", &["--solver", "nystrom", "--landmarks", "200", "--rank", "8"]),
         ("nystrom-centred", &["--solver", "nystrom", "--landmarks", "200", "--rank", "8", "--center"]),
         ("skpca", &["--solver", "skpca", "--tau", "5", "--iterations", "40", "--features", "20"]),
+        // τ chosen for 4 eigenpairs on rank 0, from every row, as one process chooses it.
+        ("skpca-tau-from-rank", &["--solver", "skpca", "--rank", "4", "--iterations", "40", "--features", "20"]),
         ("matrix-free", &["--solver", "exact-matrix-free", "--rank", "6"]),
         ("matrix-free-centred", &["--solver", "exact-matrix-free", "--rank", "6", "--center"]),
     ];

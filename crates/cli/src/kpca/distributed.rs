@@ -25,10 +25,10 @@ use stolr_lowrank::{Communicator, Eigenpairs, RowShard};
 use stolr_report::TauReport;
 use stolr_solvers::{
     ExactKpcaConfig, ExactOperator, KernelCentering, KernelPcaModel, KpcaSolver, NystromConfig, Observer, SamplerKind,
-    Skpca, SkpcaConfig, Stop, matrix_free_kpca_sharded, nystrom_fit_sharded, tau_for_rank,
+    Skpca, SkpcaConfig, Stop, matrix_free_kpca_sharded, nystrom_fit_sharded,
 };
 
-use super::{KpcaArgs, Prepared, Solved, SolverKind, build_kernel, chosen_tau_report, finish, load};
+use super::{KpcaArgs, Prepared, Solved, SolverKind, build_kernel, choose_tau, finish, load};
 use crate::common::input::{Format, Part, gather_labels, load_part};
 use crate::common::progress::Progress;
 use crate::rng::stream;
@@ -204,37 +204,22 @@ fn nystrom(on: Sharded<'_>) -> Result<Option<Solved>> {
 /// data as one process chooses it, then broadcast.
 fn skpca(on: Sharded<'_>) -> Result<Option<Solved>> {
     let Sharded { args, local, shard, full, kernel, standardization, comm } = on;
-    let (tau, tau_report) = match args.tau {
-        Some(tau) => {
-            (tau, TauReport { value: tau, source: "given".into(), subsample: None, estimated_eigenvalues: None })
-        }
-        None => {
-            let rank = args.rank.unwrap_or(10);
-            let mut value = [f64::NAN];
-            let mut chosen = None;
-            if let Some(data) = full {
-                // The same subsample and stream as one process (rank 0 holds every row).
-                let choice = tau_for_rank(
-                    data.x.as_ref(),
-                    kernel,
-                    rank,
-                    args.tau_subsample,
-                    args.center,
-                    crate::memory::budget(),
-                    &mut stream(args.seed, 2),
-                );
-                value[0] = choice.as_ref().map_or(f64::NAN, |c| c.tau);
-                chosen = Some(choice);
+    // τ given, or chosen on rank 0 (which holds every row) as one process chooses it, then
+    // broadcast to the other ranks.
+    let (tau, tau_report) = if args.tau.is_some() {
+        choose_tau(args, local, kernel)?
+    } else {
+        let chosen = full.map(|data| choose_tau(args, data.x.as_ref(), kernel));
+        let mut value = [chosen.as_ref().and_then(|c| c.as_ref().ok()).map_or(f64::NAN, |c| c.0)];
+        comm.broadcast(&mut value, 0);
+        match chosen {
+            Some(chosen) => chosen?,
+            None if value[0].is_nan() => bail!("rank 0 could not choose tau (see its error)"),
+            None => {
+                let report =
+                    TauReport { value: value[0], source: String::new(), subsample: None, estimated_eigenvalues: None };
+                (value[0], report)
             }
-            comm.broadcast(&mut value, 0);
-            let report = match chosen {
-                Some(choice) => chosen_tau_report(rank, &choice?),
-                None if value[0].is_nan() => bail!("rank 0 could not choose tau (see its error)"),
-                None => {
-                    TauReport { value: value[0], source: String::new(), subsample: None, estimated_eigenvalues: None }
-                }
-            };
-            (value[0], report)
         }
     };
     let config = SkpcaConfig { tau, iterations: args.iterations, max_rank: Some(args.max_rank), ..Default::default() };
