@@ -4,7 +4,12 @@
 //! means (and the largest absolute value); then one pass feeds the solver; then one pass
 //! computes the Ritz values of the result (Rayleigh–Ritz on the `k`-dimensional subspace,
 //! which also orders the components by captured variance). Memory is `O(d k + d)` throughout
-//! (except for LIBSVM input, which is read whole).
+//! (except for LIBSVM input, which is read whole), plus `O(d B)` for MSG's `--batch B`.
+//!
+//! Under `mpirun -np P > 1` (MSG and capped MSG only): each rank holds its part of the rows in
+//! memory ([`crate::pca::distributed::local_rows`]) and streams it in data-parallel
+//! mini-batches ([`StreamPass::sharded`]); the sums of the first and last passes are added
+//! across ranks; rank 0 writes and prints.
 
 use std::path::Path;
 use std::time::Instant;
