@@ -213,14 +213,7 @@ impl KernelRidge {
             });
         }
         check_shard(x.nrows(), y.len(), shard)?;
-        let (centred, intercept) = if self.intercept {
-            let mut sum = [y.iter().sum::<f64>()];
-            comm.all_reduce_sum(&mut sum);
-            let mean = sum[0] / shard.total as f64;
-            (Some(y.iter().map(|v| v - mean).collect::<Vec<f64>>()), mean)
-        } else {
-            (None, 0.0)
-        };
+        let (centred, intercept) = centre_targets_sharded(y, self.intercept, comm, shard.total);
         let y = centred.as_deref().unwrap_or(y);
         let (expansion, summary) = match &self.solver {
             KrrSolver::Slkl(config) => {
@@ -271,10 +264,19 @@ impl FitRegression for KernelRidge {
 /// With `intercept`, the targets minus their mean and the mean (the model's intercept);
 /// otherwise no copy and intercept 0. `y` is non-empty and finite (checked by the caller).
 pub(crate) fn centre_targets(y: &[f64], intercept: bool) -> (Option<Vec<f64>>, f64) {
+    centre_targets_sharded(y, intercept, &stolr_lowrank::SingleProcess, y.len())
+}
+
+/// [`centre_targets`] for this rank's rows `y` of `n` targets split across the ranks of
+/// `comm`: the mean is the local sums added in rank order, divided by `n` (collective, one
+/// double). On one process it is `centre_targets`'s mean, bit for bit.
+fn centre_targets_sharded(y: &[f64], intercept: bool, comm: &dyn Communicator, n: usize) -> (Option<Vec<f64>>, f64) {
     if !intercept {
         return (None, 0.0);
     }
-    let mean = y.iter().sum::<f64>() / y.len() as f64;
+    let mut sum = [y.iter().sum::<f64>()];
+    comm.all_reduce_sum(&mut sum);
+    let mean = sum[0] / n as f64;
     (Some(y.iter().map(|v| v - mean).collect()), mean)
 }
 
