@@ -216,6 +216,18 @@ fn slkl_and_unif_equal_the_bordered_system_of_their_kernel() {
         assert_eq!(solver.sparsity(), m, "{column_mode:?}: a small ν keeps every landmark active");
         check(&solver, "after coordinate descent");
     }
+    // Through `KernelRidge` (the default intercept): the fitted SLKL model is the bordered
+    // system of its learned K_μ.
+    let config = SlklConfig { lambda, nu: 1e-3, landmarks: m, epsilon: 1e-10, max_epochs: 5000, ..Default::default() };
+    let (model, summary) = fit(&KernelRidge::new(GAUSS, KrrSolver::Slkl(config)), &x, &y);
+    let (j, mu) = (summary.landmarks.unwrap(), summary.weights.unwrap());
+    assert!(mu.iter().filter(|&&w| w > 0.0).count() > 5);
+    let (kmu, kmu_t) = k_mu(&x, &xt, &j, &mu);
+    let (alpha, b) = bordered(kmu.as_ref(), &y, lambda);
+    let ft = &kmu_t * MatRef::from_column_major_slice(&alpha, n, 1);
+    let expected: Vec<f64> = (0..xt.nrows()).map(|i| ft[(i, 0)] + b).collect();
+    let err = max_diff(&predict(&model, &xt), &expected);
+    assert!(err < 1e-8, "SLKL through KernelRidge: predictions differ by {err:e}");
     // Unif: K_μ = c Σ kᵢkᵢᵀ/Kᵢᵢ with its common weight.
     let params = KernelRidge::new(
         GAUSS,
