@@ -346,3 +346,36 @@ fn the_intercept_survives_a_save_and_load() {
     assert_eq!(loaded, model);
     assert_eq!(predict(&loaded, &x), predict(&model, &x));
 }
+
+/// An SLKL checkpoint keeps whether its columns were centred: restoring it into a run with the
+/// other setting is refused (the saved Woodbury columns would be of another problem), and into
+/// a run with the same setting continues to the same bits.
+#[test]
+fn an_slkl_checkpoint_is_refused_across_intercept_settings() {
+    use stolr_solvers::{IterativeSolver, SolverError, SolverState};
+    let (x, y) = data(120, 13);
+    let config = SlklConfig { nu: 1e-3, landmarks: 20, max_epochs: 3, ..Default::default() };
+    let solver = |intercept: bool| {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
+        let whole = RowShard::whole(120);
+        Slkl::with_intercept(x.as_ref(), &y, &GAUSS, config.clone(), intercept, &mut rng, &SingleProcess, whole)
+            .unwrap()
+    };
+    let mut with = solver(true);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+    for _ in 0..30 {
+        with.update(&mut rng).unwrap();
+    }
+    let mut state = SolverState::new();
+    with.save_state(&mut state).unwrap();
+    assert!(matches!(solver(false).restore_state(&state), Err(SolverError::Checkpoint { .. })));
+    let mut again = solver(true);
+    again.restore_state(&state).unwrap();
+    assert_eq!(again.weights(), with.weights());
+    assert_eq!(again.intercept(), with.intercept());
+    let mut without = solver(false);
+    without.update(&mut rng).unwrap();
+    let mut state = SolverState::new();
+    without.save_state(&mut state).unwrap();
+    assert!(matches!(solver(true).restore_state(&state), Err(SolverError::Checkpoint { .. })));
+}

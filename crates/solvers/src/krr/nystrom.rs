@@ -50,8 +50,10 @@ impl NystromSolve {
 #[derive(Debug, Clone, PartialEq)]
 pub struct NystromKrrConfig {
     /// Ridge λ > 0, in the scaling of [`crate::krr`]: the estimator minimises
-    /// $\sum_i (y_i - f(x_i))^2 + \lambda \|f\|_{\mathcal H}^2$ over
-    /// $f = \sum_{j \in J} \alpha_j \kappa(\cdot, x_j)$ (default 1).
+    /// $\sum_i (y_i - f(x_i))^2 + \lambda \|f - b\|_{\mathcal H}^2$ over
+    /// $f = \sum_{j \in J} \alpha_j \kappa(\cdot, x_j) + b$, `b` the unpenalized intercept (0
+    /// without one; see [`nystrom_krr`]) (default 1). scikit-learn's `Ridge(alpha=λ)` on
+    /// `Nystroem` features is the same problem.
     pub lambda: f64,
     /// The solve (default [`NystromSolve::Auto`]).
     pub solve: NystromSolve,
