@@ -651,11 +651,15 @@ fn nu_path_starts_at_nu_max_and_picks_a_fitting_nu() {
     // Just above ν_max the first fold's fit is empty; just below, not.
     let fit_idx: Vec<usize> = (0..150).filter(|i| i % 3 != 0).collect();
     let xf = Mat::from_fn(fit_idx.len(), 2, |i, j| x[(fit_idx[i], j)]);
-    let mean = fit_idx.iter().map(|&i| y[i]).sum::<f64>() / fit_idx.len() as f64;
-    let yf: Vec<f64> = fit_idx.iter().map(|&i| y[i] - mean).collect();
+    let yf: Vec<f64> = fit_idx.iter().map(|&i| y[i]).collect();
     let sparsity_at = |nu: f64| {
         let mut r = rng.clone();
-        slkl(xf.as_ref(), &yf, &GAUSS, config(40, nu), &mut r, &mut ()).unwrap().sparsity()
+        let whole = stolr_lowrank::RowShard::whole(fit_idx.len());
+        let single = stolr_lowrank::SingleProcess;
+        let mut solver =
+            Slkl::with_intercept(xf.as_ref(), &yf, &GAUSS, config(40, nu), true, &mut r, &single, whole).unwrap();
+        let stop = stolr_solvers::run(&mut solver, &mut r, &mut ()).unwrap();
+        solver.model(stop).unwrap().sparsity()
     };
     assert_eq!(sparsity_at(nu_max * 1.001), 0);
     assert!(sparsity_at(nu_max * 0.9) > 0);
@@ -686,23 +690,15 @@ fn nu_path_starts_at_nu_max_and_picks_a_fitting_nu() {
     ));
 }
 
-/// With the intercept, every solver regresses the centred targets and adds the mean back:
-/// KRR_n equals the dense solve on `y − ȳ` plus `ȳ`, and shifting the targets by a constant
-/// shifts every solver's predictions by that constant and nothing else.
+/// With the intercept (a model term, see `tests/krr_intercept.rs` for the exact references),
+/// shifting the targets by a constant shifts every solver's predictions by that constant and
+/// nothing else; without it the shift changes the fit (the ridge pulls towards 0).
 #[test]
-fn the_intercept_centres_the_targets_for_every_solver() {
+fn the_intercept_absorbs_a_constant_shift_for_every_solver() {
     use stolr_solvers::{FitRegression, KernelRidge, KrrSolver, NystromKrrConfig, Predictor};
     let (x, y) = sinc_data(90, 51);
     let (xt, _) = sinc_data(15, 52);
     let lambda = 0.5;
-    let ybar = y.iter().sum::<f64>() / 90.0;
-    let params = KernelRidge::new(GAUSS, KrrSolver::Krr { lambda });
-    let model = params.fit(x.as_ref(), &y, &mut Xoshiro256PlusPlus::seed_from_u64(1), &mut ()).unwrap();
-    assert!((model.intercept() - ybar).abs() < 1e-15);
-    let centred: Vec<f64> = y.iter().map(|v| v - ybar).collect();
-    let dense = krr(x.as_ref(), &centred, &GAUSS, &KrrConfig { lambda, ..KrrConfig::default() }).unwrap();
-    let expected: Vec<f64> = col_vec(&dense.predict(xt.as_ref()).unwrap()).iter().map(|v| v + ybar).collect();
-    assert!(max_abs_diff(&col_vec(&model.predict(xt.as_ref()).unwrap()), &expected) < 1e-12);
     let solvers = [
         KrrSolver::Krr { lambda },
         KrrSolver::KrrSubset { lambda, landmarks: 30 },
@@ -718,7 +714,6 @@ fn the_intercept_centres_the_targets_for_every_solver() {
         let (pa, pb) = (col_vec(&a.predict(xt.as_ref()).unwrap()), col_vec(&b.predict(xt.as_ref()).unwrap()));
         let moved: Vec<f64> = pa.iter().map(|v| v + 1000.0).collect();
         assert!(max_abs_diff(&pb, &moved) < 1e-8, "{}: {}", solver.name(), max_abs_diff(&pb, &moved));
-        // Without the intercept the shift changes the fit (the ridge pulls towards 0).
         let raw = KernelRidge { intercept: false, ..params.clone() };
         let r = raw.fit(x.as_ref(), &shifted, &mut Xoshiro256PlusPlus::seed_from_u64(3), &mut ()).unwrap();
         assert_eq!(r.intercept(), 0.0);

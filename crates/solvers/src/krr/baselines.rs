@@ -48,13 +48,33 @@ fn check_kernel_and_factor(n: usize, config: &KrrConfig) -> Result<(), SolverErr
     )?)
 }
 
-fn ridge_solve(mut k: Mat<f64>, y: &[f64], lambda: f64) -> Result<Vec<f64>, SolverError> {
+/// `(α, b)`: without `intercept`, $\alpha = (K + \lambda I)^{-1}y$ and `b = 0`; with it, the
+/// bordered system
+/// $$\begin{pmatrix} K + \lambda I & \mathbf 1 \\ \mathbf 1^\top & 0 \end{pmatrix}
+/// \begin{pmatrix}\alpha \\ b\end{pmatrix} = \begin{pmatrix} y \\ 0\end{pmatrix}$$
+/// by its Schur complement: with $A = K + \lambda I$ (SPD, one Cholesky factorization, two
+/// right-hand sides) and $\tilde y = y - \bar y\mathbf 1$,
+/// $b = \bar y + \mathbf 1^\top A^{-1}\tilde y / \mathbf 1^\top A^{-1}\mathbf 1$ and
+/// $\alpha = A^{-1}\tilde y - (b - \bar y) A^{-1}\mathbf 1$. The complement
+/// $\mathbf 1^\top A^{-1}\mathbf 1 > 0$, so the system is never singular; solving with the
+/// centred targets keeps a large constant offset of `y` out of α (the answer is the same in exact
+/// arithmetic).
+fn ridge_solve(mut k: Mat<f64>, y: &[f64], lambda: f64, intercept: bool) -> Result<(Vec<f64>, f64), SolverError> {
+    let n = y.len();
     for i in 0..k.nrows() {
         k[(i, i)] += lambda;
     }
-    let rhs = MatRef::from_column_major_slice(y, y.len(), 1);
-    let alpha = spd_solve(k.as_ref(), rhs, "K + λI")?;
-    Ok((0..y.len()).map(|i| alpha[(i, 0)]).collect())
+    if !intercept {
+        let rhs = MatRef::from_column_major_slice(y, n, 1);
+        let alpha = spd_solve(k.as_ref(), rhs, "K + λI")?;
+        return Ok(((0..n).map(|i| alpha[(i, 0)]).collect(), 0.0));
+    }
+    let mean = y.iter().sum::<f64>() / n as f64;
+    let rhs = Mat::from_fn(n, 2, |i, j| if j == 0 { y[i] - mean } else { 1.0 });
+    let sol = spd_solve(k.as_ref(), rhs.as_ref(), "K + λI")?;
+    let (top, bottom) = (0..n).fold((0.0, 0.0), |(t, b), i| (t + sol[(i, 0)], b + sol[(i, 1)]));
+    let shift = top / bottom;
+    Ok(((0..n).map(|i| sol[(i, 0)] - shift * sol[(i, 1)]).collect(), mean + shift))
 }
 
 /// KRR_n: kernel ridge regression on all `n` training points, $\alpha = (K + \lambda I)^{-1} y$ by
@@ -71,12 +91,35 @@ fn ridge_solve(mut k: Mat<f64>, y: &[f64], lambda: f64) -> Result<Vec<f64>, Solv
 /// # References
 /// Paper `004_cadb4dc86f44be57.txt`, (6)–(10) and Table 2 ("KRR_n"); `spec/math.md` §6.3, §6.14.
 pub fn krr(x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel, config: &KrrConfig) -> Result<KernelExpansion, SolverError> {
+    Ok(krr_fit(x, y, kernel, config, false)?.0)
+}
+
+/// [`krr`] with or without an unpenalized intercept: returns the expansion and `b`, the model
+/// $f(x) = \sum_i \alpha_i \kappa(x, x_i) + b$. With `intercept`, `(α, b)` solve the bordered
+/// system $\begin{pmatrix} K + \lambda I & \mathbf 1 \\ \mathbf 1^\top & 0 \end{pmatrix}
+/// \begin{pmatrix}\alpha \\ b\end{pmatrix} = \begin{pmatrix} y \\ 0\end{pmatrix}$, the
+/// minimiser of $\sum_i (y_i - f(x_i))^2 + \lambda\|f - b\|^2_{\mathcal H}$ (its first block
+/// row is the stationarity in α, the second, $\mathbf 1^\top\alpha = 0$, in b). It is
+/// equivalent to the doubly-centred kernel, $(CKC + \lambda I)\alpha = Cy$ with
+/// $C = I - \mathbf 1\mathbf 1^\top/n$; the bordered form is used because it reuses the
+/// Cholesky factor of $K + \lambda I$ (no second `n × n` pass to centre the matrix, and no
+/// cancellation of the kernel's common part in $CKC$), see `ridge_solve`. Without, `b = 0`.
+///
+/// # Errors
+/// As [`krr`].
+pub(crate) fn krr_fit(
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    kernel: &Kernel,
+    config: &KrrConfig,
+    intercept: bool,
+) -> Result<(KernelExpansion, f64), SolverError> {
     check_regression(x, y)?;
     check_lambda(config.lambda)?;
     check_kernel_and_factor(x.nrows(), config)?;
     let k = kernel_matrix(x, kernel, false, config.memory)?;
-    let alpha = ridge_solve(k, y, config.lambda)?;
-    KernelExpansion::new(*kernel, stolr_estimators::to_owned(x), alpha)
+    let (alpha, b) = ridge_solve(k, y, config.lambda, intercept)?;
+    Ok((KernelExpansion::new(*kernel, stolr_estimators::to_owned(x), alpha)?, b))
 }
 
 /// KRR_M: kernel ridge regression trained on the `M` landmark points only (the "subset of data"
@@ -100,6 +143,22 @@ pub fn krr_subset(
     config: &KrrConfig,
     landmarks: &[usize],
 ) -> Result<KernelExpansion, SolverError> {
+    Ok(krr_subset_fit(x, y, kernel, config, landmarks, false)?.0)
+}
+
+/// [`krr_subset`] with or without an unpenalized intercept: the bordered system of
+/// [`krr_fit`] on the landmark rows only; returns the expansion and `b`.
+///
+/// # Errors
+/// As [`krr_subset`].
+pub(crate) fn krr_subset_fit(
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    kernel: &Kernel,
+    config: &KrrConfig,
+    landmarks: &[usize],
+    intercept: bool,
+) -> Result<(KernelExpansion, f64), SolverError> {
     check_regression(x, y)?;
     check_lambda(config.lambda)?;
     check_landmarks(landmarks, x.nrows())?;
@@ -107,8 +166,8 @@ pub fn krr_subset(
     let yj: Vec<f64> = landmarks.iter().map(|&i| y[i]).collect();
     check_kernel_and_factor(xj.nrows(), config)?;
     let k = kernel_matrix(xj.as_ref(), kernel, false, config.memory)?;
-    let alpha = ridge_solve(k, &yj, config.lambda)?;
-    KernelExpansion::new(*kernel, xj, alpha)
+    let (alpha, b) = ridge_solve(k, &yj, config.lambda, intercept)?;
+    Ok((KernelExpansion::new(*kernel, xj, alpha)?, b))
 }
 
 /// How Unif chooses the common weight μ_i = c of the `M` rank-1 kernels.
@@ -148,8 +207,12 @@ pub struct UnifModel {
     pub expansion: KernelExpansion,
     /// The common weight `c = μ_i` of every landmark with $K_{ii} > 0$.
     pub weight: f64,
-    /// $F(c\mathbf 1)$ of (14) (the ν term counts the landmarks with $K_{ii} > 0$).
+    /// $F(c\mathbf 1)$ of (14) (the ν term counts the landmarks with $K_{ii} > 0$); with the
+    /// intercept, of the centred columns and targets.
     pub objective: f64,
+    /// The unpenalized intercept $b = \bar y - \sum_i c_i \bar k_i$ (0 without; [`unif`] has
+    /// none): the predictor is the expansion plus `b`.
+    pub intercept: f64,
 }
 
 /// Unif: KRR with the kernel $K_\mu = c \sum_{i \in J} k_i k_i^\top / K_{ii}$ (uniform weights on
@@ -181,6 +244,25 @@ pub fn unif(
     config: &UnifConfig,
     landmarks: &[usize],
 ) -> Result<UnifModel, SolverError> {
+    unif_fit(x, y, kernel, config, landmarks, false)
+}
+
+/// [`unif`] with or without an unpenalized intercept. With `intercept`, every rank-1 column
+/// $k_i$ is centred over the training rows, $\tilde k_i = k_i - \bar k_i\mathbf 1$ (so the
+/// kernel is $C K_\mu C$, $C = I - \mathbf 1\mathbf 1^\top/n$), the targets too, and
+/// $b = \bar y - \sum_i c_i \bar k_i$: the KRR with kernel $K_\mu$ and an unpenalized `b`, as
+/// for SLKL ([`crate::Slkl::with_intercept`]).
+///
+/// # Errors
+/// As [`unif`].
+pub(crate) fn unif_fit(
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    kernel: &Kernel,
+    config: &UnifConfig,
+    landmarks: &[usize],
+    intercept: bool,
+) -> Result<UnifModel, SolverError> {
     check_regression(x, y)?;
     kernel.validate()?;
     check_lambda(config.lambda)?;
@@ -207,9 +289,17 @@ pub fn unif(
             kii > 0.0 && kii.is_finite()
         })
         .collect();
-    let cols = Mat::from_fn(n, kept.len(), |i, j| all[(i, kept[j])]);
+    let diag: Vec<f64> = kept.iter().map(|&l| all[(landmarks[l], l)]).collect();
+    let means: Vec<f64> = if intercept {
+        kept.iter().map(|&l| (0..n).map(|i| all[(i, l)]).sum::<f64>() / n as f64).collect()
+    } else {
+        vec![0.0; kept.len()]
+    };
+    let cols = Mat::from_fn(n, kept.len(), |i, j| all[(i, kept[j])] - means[j]);
     drop(all);
-    let diag: Vec<f64> = kept.iter().enumerate().map(|(j, &l)| cols[(landmarks[l], j)]).collect();
+    let mean = if intercept { y.iter().sum::<f64>() / n as f64 } else { 0.0 };
+    let centred: Vec<f64> = y.iter().map(|v| v - mean).collect();
+    let y = if intercept { &centred[..] } else { y };
     let m = kept.len() as f64;
     let yty: f64 = y.iter().map(|v| v * v).sum();
     let c = match config.weight {
@@ -219,13 +309,15 @@ pub fn unif(
     let centers_of = |idx: &[usize]| Mat::from_fn(idx.len(), x.ncols(), |r, col| x[(landmarks[idx[r]], col)]);
     if c == 0.0 || kept.is_empty() {
         let expansion = KernelExpansion::new(*kernel, Mat::zeros(0, x.ncols()), Vec::new())?;
-        return Ok(UnifModel { expansion, weight: c, objective: yty });
+        return Ok(UnifModel { expansion, weight: c, objective: yty, intercept: mean });
     }
     let d: Vec<f64> = diag.iter().map(|&k| c / k).collect();
     let state = WoodburyInverse::from_columns(lambda, y, cols.as_ref(), &d)?;
     let objective = state.lambda_y_g_y() + nu * m * c;
-    let expansion = KernelExpansion::new(*kernel, centers_of(&kept), state.beta().to_vec())?;
-    Ok(UnifModel { expansion, weight: c, objective })
+    let beta = state.beta();
+    let b = mean - beta.iter().zip(&means).map(|(c, k)| c * k).sum::<f64>();
+    let expansion = KernelExpansion::new(*kernel, centers_of(&kept), beta.to_vec())?;
+    Ok(UnifModel { expansion, weight: c, objective, intercept: b })
 }
 
 /// $\arg\min_{c \ge 0} F(c\mathbf 1)$ for the columns `cols` `(n, M)` with diagonal entries

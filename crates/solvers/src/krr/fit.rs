@@ -8,37 +8,46 @@ use stolr_estimators::Kernel;
 use stolr_lowrank::{Communicator, RowShard, SingleProcess};
 
 use crate::error::check_shard;
+use crate::krr::baselines::{krr_fit, krr_subset_fit, unif_fit};
 use crate::krr::{
     KernelExpansion, KrrConfig, KrrModel, NystromKrrConfig, NystromKrrFit, NystromSolve, Slkl, SlklConfig, UnifConfig,
-    krr, krr_subset, nystrom_krr, nystrom_krr_sharded, select_landmarks, unif,
+    nystrom_krr, nystrom_krr_sharded, select_landmarks,
 };
 use crate::{FitRegression, Observer, SolverError, Stop, run};
 
 /// Which kernel regression solver [`KernelRidge`] fits with.
 #[derive(Debug, Clone, PartialEq)]
 pub enum KrrSolver {
-    /// SLKL (paper 004, Algorithm 2) with its configuration (λ, ν, `M` landmarks, ...).
+    /// SLKL (paper 004, Algorithm 2) with its configuration (λ, ν, `M` landmarks, ...); with
+    /// the intercept the rank-1 columns are centred over the training rows
+    /// ([`Slkl::with_intercept`]).
     Slkl(SlklConfig),
-    /// KRR on all training points, $(K + \lambda I)\alpha = y$ ([`krr`]).
+    /// KRR on all training points ([`crate::krr`]): $(K + \lambda I)\alpha = y$, or with the
+    /// intercept the bordered system
+    /// $\begin{pmatrix} K + \lambda I & \mathbf 1 \\ \mathbf 1^\top & 0 \end{pmatrix}
+    /// \begin{pmatrix}\alpha \\ b\end{pmatrix} = \begin{pmatrix} y \\ 0\end{pmatrix}$.
     Krr {
         /// Ridge λ > 0.
         lambda: f64,
     },
-    /// KRR on `landmarks` random training points only ([`krr_subset`]).
+    /// KRR on `landmarks` random training points only ([`crate::krr_subset`]); with the
+    /// intercept the bordered system on those points.
     KrrSubset {
         /// Ridge λ > 0.
         lambda: f64,
         /// Number of landmarks `M`.
         landmarks: usize,
     },
-    /// Nyström KRR on `landmarks` random training points ([`nystrom_krr`]).
+    /// Nyström KRR on `landmarks` random training points ([`nystrom_krr`]); with the intercept
+    /// the centred system (columns of `K_nM` centred over the training rows).
     Nystrom {
         /// Ridge λ, the solve and its tolerances.
         config: NystromKrrConfig,
         /// Number of landmarks `M`.
         landmarks: usize,
     },
-    /// Uniform weights on `landmarks` rank-1 Nyström kernels ([`unif`]).
+    /// Uniform weights on `landmarks` rank-1 Nyström kernels ([`crate::unif`]); with the
+    /// intercept the rank-1 columns are centred over the training rows, as SLKL's.
     Uniform {
         /// λ, ν and the weight rule.
         config: UnifConfig,
@@ -75,7 +84,8 @@ pub struct KrrFitSummary {
     pub epochs: usize,
     /// Largest KKT violation of the last complete epoch (SLKL).
     pub kkt_violation: Option<f64>,
-    /// The objective at the fit: SLKL and Unif: $F(\mu)$ of paper 004 (14); KRR: $\lambda y^\top (K + \lambda I)^{-1} y$.
+    /// The objective at the fit: SLKL and Unif: $F(\mu)$ of paper 004 (14); KRR: $\lambda y^\top (K + \lambda I)^{-1} y$;
+    /// with the intercept, the same for the centred system ($\lambda (y - \bar y)^\top\alpha$ for KRR).
     pub objective: f64,
     /// Unif's common weight.
     pub uniform_weight: Option<f64>,
@@ -92,10 +102,14 @@ pub struct KernelRidge {
     pub kernel: Kernel,
     /// The solver.
     pub solver: KrrSolver,
-    /// Fit an intercept (default): the solver regresses the targets centred on their training
-    /// mean `ȳ`, and the model adds `ȳ` back ($f(x) = \bar y + \sum_j c_j \kappa(x, z_j)$), so
-    /// the ridge penalty does not shrink predictions towards 0 but towards the mean. `false` is
-    /// the papers' setting (paper 004 regresses the raw targets).
+    /// Fit an intercept (default): $f(x) = \sum_j c_j \kappa(x, z_j) + b$ with `b` an
+    /// unpenalized model term, fitted jointly with the coefficients. Each solver solves its
+    /// system for it: Nyström KRR the centred system (columns of `K_nM` centred over the
+    /// training rows, $b = \bar y - \bar k^\top\alpha$), KRR_n and KRR_M the bordered system
+    /// $[K + \lambda I, \mathbf 1; \mathbf 1^\top, 0][\alpha; b] = [y; 0]$, SLKL and Unif the
+    /// rank-1 columns centred over the training rows ($b = \bar y - \sum_j c_j \bar k_j$).
+    /// Invariant to a constant added to the targets (the predictions move by it). `false` is the
+    /// papers' setting (paper 004 regresses the raw targets; $b = 0$).
     pub intercept: bool,
     /// Standardize every feature with the training statistics.
     pub standardize: bool,
@@ -110,8 +124,8 @@ impl KernelRidge {
     /// Fits on prepared (already standardized, or not meant to be) rows, drawing the landmarks
     /// from `landmark_rng` and SLKL's coordinate order from `coordinate_rng`, so that every
     /// solver given the same landmark stream uses the same landmarks. With
-    /// [`KernelRidge::intercept`] the solver sees the centred targets and the summary's
-    /// objective is theirs.
+    /// [`KernelRidge::intercept`] every solver fits the intercept as a model term (see there) and
+    /// the summary's objective is that of the centred system.
     ///
     /// # Errors
     /// As [`FitRegression::fit`].
@@ -125,42 +139,46 @@ impl KernelRidge {
         observer: &mut dyn Observer,
     ) -> Result<(KrrModel, KrrFitSummary), SolverError> {
         crate::error::check_regression(x, y)?;
-        let (centred, intercept) = centre_targets(y, self.intercept);
-        let y = centred.as_deref().unwrap_or(y);
+        let with = self.intercept;
+        // λ yᵀα, or with the intercept λ (y − ȳ)ᵀα (the same number as 1ᵀα = 0, without the
+        // cancellation of a large ȳ): the ridge objective at the solution of the (bordered) system.
         let ridge_objective = |lambda: f64, e: &KernelExpansion, y: &[f64]| {
-            lambda * e.coefficients().iter().zip(y).map(|(a, b)| a * b).sum::<f64>()
+            let mean = if with { y.iter().sum::<f64>() / y.len() as f64 } else { 0.0 };
+            lambda * e.coefficients().iter().zip(y).map(|(a, v)| a * (v - mean)).sum::<f64>()
         };
-        let (expansion, summary) = match &self.solver {
+        let (expansion, intercept, summary) = match &self.solver {
             KrrSolver::Slkl(config) => slkl_fit(
                 x,
                 y,
                 &self.kernel,
                 config,
+                with,
                 (landmark_rng, coordinate_rng, observer),
                 &SingleProcess,
                 RowShard::whole(x.nrows()),
             )?,
             KrrSolver::Krr { lambda } => {
-                let e = krr(x, y, &self.kernel, &KrrConfig { lambda: *lambda, ..KrrConfig::default() })?;
+                let (e, b) = krr_fit(x, y, &self.kernel, &KrrConfig { lambda: *lambda, ..KrrConfig::default() }, with)?;
                 let objective = ridge_objective(*lambda, &e, y);
-                (e, KrrFitSummary { objective, ..Default::default() })
+                (e, b, KrrFitSummary { objective, ..Default::default() })
             }
             KrrSolver::KrrSubset { lambda, landmarks } => {
                 let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
-                let e = krr_subset(x, y, &self.kernel, &KrrConfig { lambda: *lambda, ..KrrConfig::default() }, &j)?;
+                let config = KrrConfig { lambda: *lambda, ..KrrConfig::default() };
+                let (e, b) = krr_subset_fit(x, y, &self.kernel, &config, &j, with)?;
                 let y_j: Vec<f64> = j.iter().map(|&i| y[i]).collect();
                 let objective = ridge_objective(*lambda, &e, &y_j);
-                (e, KrrFitSummary { landmarks: Some(j), objective, ..Default::default() })
+                (e, b, KrrFitSummary { landmarks: Some(j), objective, ..Default::default() })
             }
             KrrSolver::Nystrom { config, landmarks } => {
                 let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
-                let fit = nystrom_krr(x, y, &self.kernel, config, &j)?;
+                let fit = nystrom_krr(x, y, &self.kernel, config, &j, with)?;
                 let summary = nystrom_summary(j, &fit);
-                (fit.expansion, summary)
+                (fit.expansion, fit.intercept, summary)
             }
             KrrSolver::Uniform { config, landmarks } => {
                 let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
-                let m = unif(x, y, &self.kernel, config, &j)?;
+                let m = unif_fit(x, y, &self.kernel, config, &j, with)?;
                 let summary = KrrFitSummary {
                     weights: Some(vec![m.weight; j.len()]),
                     landmarks: Some(j),
@@ -168,7 +186,7 @@ impl KernelRidge {
                     uniform_weight: Some(m.weight),
                     ..Default::default()
                 };
-                (m.expansion, summary)
+                (m.expansion, m.intercept, summary)
             }
         };
         Ok((KrrModel::new(self.solver.name(), expansion, standardization, intercept)?, summary))
@@ -182,8 +200,8 @@ impl KernelRidge {
     /// rank's rows of the `n = shard.total` prepared training rows. The landmarks are drawn from
     /// `landmark_rng` over the global `n` and SLKL's coordinate order from `coordinate_rng` (the
     /// draws of one process, the same on every rank; every rank must pass the same generator
-    /// states); with [`KernelRidge::intercept`] the target mean `ȳ` is the local sums added
-    /// across ranks in rank order, divided by `n`. `observer` must not stop the run on one rank
+    /// states); with [`KernelRidge::intercept`] the target mean `ȳ` and the column means of the
+    /// kernel columns are the local sums added across ranks in rank order, divided by `n`. `observer` must not stop the run on one rank
     /// only (pass `&mut ()` on every rank but the one that reports). Every rank returns the
     /// same model; with one rank it is bit for bit [`KernelRidge::fit_prepared`]'s.
     ///
@@ -213,17 +231,22 @@ impl KernelRidge {
             });
         }
         check_shard(x.nrows(), y.len(), shard)?;
-        let (centred, intercept) = centre_targets_sharded(y, self.intercept, comm, shard.total);
-        let y = centred.as_deref().unwrap_or(y);
-        let (expansion, summary) = match &self.solver {
-            KrrSolver::Slkl(config) => {
-                slkl_fit(x, y, &self.kernel, config, (landmark_rng, coordinate_rng, observer), comm, shard)?
-            }
+        let (expansion, intercept, summary) = match &self.solver {
+            KrrSolver::Slkl(config) => slkl_fit(
+                x,
+                y,
+                &self.kernel,
+                config,
+                self.intercept,
+                (landmark_rng, coordinate_rng, observer),
+                comm,
+                shard,
+            )?,
             KrrSolver::Nystrom { config, landmarks } => {
                 let j = select_landmarks(shard.total, *landmarks, landmark_rng)?;
-                let fit = nystrom_krr_sharded(x, y, &self.kernel, config, &j, comm, shard)?;
+                let fit = nystrom_krr_sharded(x, y, &self.kernel, config, &j, self.intercept, comm, shard)?;
                 let summary = nystrom_summary(j, &fit);
-                (fit.expansion, summary)
+                (fit.expansion, fit.intercept, summary)
             }
             _ => unreachable!("refused above"),
         };
@@ -261,25 +284,6 @@ impl FitRegression for KernelRidge {
     }
 }
 
-/// With `intercept`, the targets minus their mean and the mean (the model's intercept);
-/// otherwise no copy and intercept 0. `y` is non-empty and finite (checked by the caller).
-pub(crate) fn centre_targets(y: &[f64], intercept: bool) -> (Option<Vec<f64>>, f64) {
-    centre_targets_sharded(y, intercept, &stolr_lowrank::SingleProcess, y.len())
-}
-
-/// [`centre_targets`] for this rank's rows `y` of `n` targets split across the ranks of
-/// `comm`: the mean is the local sums added in rank order, divided by `n` (collective, one
-/// double). On one process it is `centre_targets`'s mean, bit for bit.
-fn centre_targets_sharded(y: &[f64], intercept: bool, comm: &dyn Communicator, n: usize) -> (Option<Vec<f64>>, f64) {
-    if !intercept {
-        return (None, 0.0);
-    }
-    let mut sum = [y.iter().sum::<f64>()];
-    comm.all_reduce_sum(&mut sum);
-    let mean = sum[0] / n as f64;
-    (Some(y.iter().map(|v| v - mean).collect()), mean)
-}
-
 /// A second generator seeded from `rng`, for the coordinate order (so that the landmark draws
 /// come first from `rng` itself).
 fn fork(rng: &mut dyn Rng) -> rand::rngs::StdRng {
@@ -289,19 +293,21 @@ fn fork(rng: &mut dyn Rng) -> rand::rngs::StdRng {
     rand::rngs::StdRng::from_seed(seed)
 }
 
-/// SLKL on this rank's rows ([`Slkl::new_sharded`], landmarks from the first generator), run
-/// with the coordinate order from the second generator and the observer; the expansion and
-/// the summary.
+/// SLKL on this rank's rows ([`Slkl::with_intercept`], landmarks from the first generator),
+/// run with the coordinate order from the second generator and the observer; the expansion,
+/// the intercept and the summary.
+#[allow(clippy::too_many_arguments)]
 fn slkl_fit(
     x: MatRef<'_, f64>,
     y: &[f64],
     kernel: &Kernel,
     config: &SlklConfig,
+    intercept: bool,
     (landmark_rng, coordinate_rng, observer): (&mut dyn Rng, &mut dyn Rng, &mut dyn Observer),
     comm: &dyn Communicator,
     shard: RowShard,
-) -> Result<(KernelExpansion, KrrFitSummary), SolverError> {
-    let mut solver = Slkl::new_sharded(x, y, kernel, config.clone(), landmark_rng, comm, shard)?;
+) -> Result<(KernelExpansion, f64, KrrFitSummary), SolverError> {
+    let mut solver = Slkl::with_intercept(x, y, kernel, config.clone(), intercept, landmark_rng, comm, shard)?;
     let stop = run(&mut solver, coordinate_rng, observer)?;
     let m = solver.model(stop)?;
     let summary = KrrFitSummary {
@@ -314,7 +320,7 @@ fn slkl_fit(
         objective: m.objective,
         ..Default::default()
     };
-    Ok((m.expansion, summary))
+    Ok((m.expansion, m.intercept, summary))
 }
 
 /// The summary of a Nyström KRR fit on the landmarks `j`.

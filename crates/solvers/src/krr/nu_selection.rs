@@ -8,7 +8,6 @@ use faer::{Mat, MatRef};
 use rand::Rng;
 use stolr_estimators::Kernel;
 
-use crate::krr::fit::centre_targets;
 use crate::{Slkl, SlklConfig, SolverError, UnifConfig, UniformWeight, run, slkl, unif};
 
 /// The model whose ν is validated.
@@ -54,8 +53,8 @@ pub struct NuSelection {
 /// Options of [`select_nu_path`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct NuPath {
-    /// Centre each fold's fitting targets on their mean and add it back to the predictions
-    /// (the [`crate::KernelRidge::intercept`] of the final fit).
+    /// Fit each fold with an unpenalized intercept ([`Slkl::with_intercept`]: centred targets and
+    /// kernel columns; the [`crate::KernelRidge::intercept`] of the final fit).
     pub intercept: bool,
     /// Grid points per decade below `ν_max` (default 1).
     pub per_decade: usize,
@@ -193,7 +192,7 @@ fn best_nu(candidates: &[NuCandidate]) -> f64 {
 /// Chooses SLKL's ν by `K`-fold cross-validation along a regularization path with warm starts.
 ///
 /// One SLKL solver per fold is built on the samples outside the fold (landmarks drawn from a
-/// clone of `rng`, `M` capped at the fitting samples; targets centred with `path.intercept`).
+/// clone of `rng`, `M` capped at the fitting samples; with an intercept if `path.intercept`).
 /// `ν_max = max_i a_i(0)` — the largest derivative term of (14) at μ = 0, the smallest ν at
 /// which μ = 0 is optimal (Proposition 2: ∂_iF(0) = ν − a_i(0)) — is computed on the first
 /// fold, and the grid descends from it: `ν_max·10^{-j/per_decade}`, `j = 1 … decades·per_decade`.
@@ -243,7 +242,6 @@ pub fn select_nu_path<R: Rng + Clone>(
         solver: Slkl<'static>,
         x_val: Mat<f64>,
         y_val: Vec<f64>,
-        offset: f64,
         order_rng: rand::rngs::StdRng,
     }
     let mut states = Vec::with_capacity(k);
@@ -251,7 +249,6 @@ pub fn select_nu_path<R: Rng + Clone>(
         let fit_idx: Vec<usize> = (0..x.nrows()).filter(|&i| folds[i] != folds[held[0]]).collect();
         let x_fit = rows(&fit_idx);
         let y_fit: Vec<f64> = fit_idx.iter().map(|&i| y[i]).collect();
-        let (centred, offset) = centre_targets(&y_fit, path.intercept);
         let mut r = rng.clone();
         let c = SlklConfig {
             landmarks: config.landmarks.min(fit_idx.len()),
@@ -260,15 +257,19 @@ pub fn select_nu_path<R: Rng + Clone>(
             active_set: true,
             ..config.clone()
         };
-        let solver = Slkl::new(x_fit.as_ref(), centred.as_deref().unwrap_or(&y_fit), kernel, c, &mut r)?;
+        let whole = stolr_lowrank::RowShard::whole(fit_idx.len());
+        let solver = Slkl::with_intercept(
+            x_fit.as_ref(),
+            &y_fit,
+            kernel,
+            c,
+            path.intercept,
+            &mut r,
+            &stolr_lowrank::SingleProcess,
+            whole,
+        )?;
         let order_rng = <rand::rngs::StdRng as rand::SeedableRng>::from_rng(&mut r);
-        states.push(FoldState {
-            solver,
-            x_val: rows(held),
-            y_val: held.iter().map(|&i| y[i]).collect(),
-            offset,
-            order_rng,
-        });
+        states.push(FoldState { solver, x_val: rows(held), y_val: held.iter().map(|&i| y[i]).collect(), order_rng });
     }
     let first = &states[0].solver;
     let mut nu_max = 0.0_f64;
@@ -292,8 +293,8 @@ pub fn select_nu_path<R: Rng + Clone>(
             st.solver.set_nu(nu)?;
             let stop = run(&mut st.solver, &mut st.order_rng, &mut ())?;
             let model = st.solver.model(stop)?;
-            let pred = model.expansion.predict(st.x_val.as_ref())?;
-            squared += pred.iter().zip(&st.y_val).map(|(p, t)| (p + st.offset - t).powi(2)).sum::<f64>();
+            let pred = model.predict(st.x_val.as_ref())?;
+            squared += pred.iter().zip(&st.y_val).map(|(p, t)| (p - t).powi(2)).sum::<f64>();
             sparsity += model.sparsity() as f64 / k as f64;
             epochs += (st.solver.epochs() - before) as f64 / k as f64;
         }

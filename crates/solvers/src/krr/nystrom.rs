@@ -6,7 +6,7 @@ use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::linalg::triangular_solve::{solve_lower_triangular_in_place, solve_upper_triangular_in_place};
 use faer::{Accum, Mat, MatRef, Par, Side};
-use stolr_estimators::{CrossKernelPanels, Kernel};
+use stolr_estimators::{CrossKernelPanels, Kernel, Panel};
 use stolr_lowrank::comm::{all_reduce_lower, all_reduce_mat, rows_by_index};
 use stolr_lowrank::{Communicator, RowShard};
 use stolr_memory::{MemoryBudget, f64_bytes};
@@ -50,8 +50,10 @@ impl NystromSolve {
 #[derive(Debug, Clone, PartialEq)]
 pub struct NystromKrrConfig {
     /// Ridge λ > 0, in the scaling of [`crate::krr`]: the estimator minimises
-    /// $\sum_i (y_i - f(x_i))^2 + \lambda \|f\|_{\mathcal H}^2$ over
-    /// $f = \sum_{j \in J} \alpha_j \kappa(\cdot, x_j)$ (default 1).
+    /// $\sum_i (y_i - f(x_i))^2 + \lambda \|f - b\|_{\mathcal H}^2$ over
+    /// $f = \sum_{j \in J} \alpha_j \kappa(\cdot, x_j) + b$, `b` the unpenalized intercept (0
+    /// without one; see [`nystrom_krr`]) (default 1). scikit-learn's `Ridge(alpha=λ)` on
+    /// `Nystroem` features is the same problem.
     pub lambda: f64,
     /// The solve (default [`NystromSolve::Auto`]).
     pub solve: NystromSolve,
@@ -80,9 +82,12 @@ impl Default for NystromKrrConfig {
 /// What [`nystrom_krr`] returns.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NystromKrrFit {
-    /// $f(x) = \sum_{j \in J} \alpha_j \kappa(x, x_j)$: centres the landmark rows in the order
-    /// of the landmarks given, coefficients α.
+    /// $\sum_{j \in J} \alpha_j \kappa(x, x_j)$: centres the landmark rows in the order of the
+    /// landmarks given, coefficients α. The predictor is this plus [`NystromKrrFit::intercept`].
     pub expansion: KernelExpansion,
+    /// The unpenalized intercept $b = \bar y - \bar k^\top\alpha$ (units of the targets; 0 without
+    /// an intercept): $f(x) = \sum_{j \in J} \alpha_j \kappa(x, x_j) + b$.
+    pub intercept: f64,
     /// The solve used ([`NystromSolve::Direct`] or [`NystromSolve::ConjugateGradient`]).
     pub solve: NystromSolve,
     /// Conjugate-gradient iterations (0 for the direct solve).
@@ -91,16 +96,36 @@ pub struct NystromKrrFit {
     pub residual: Option<f64>,
     /// The jitter δ added to the diagonal of `K_MM` for its Cholesky factorization.
     pub jitter: f64,
-    /// The objective at the fit, $\sum_i (y_i - f(x_i))^2 + \lambda\,\alpha^\top K_{MM}\alpha$.
+    /// The objective at the fit, $\sum_i (y_i - f(x_i))^2 + \lambda\,\alpha^\top K_{MM}\alpha$
+    /// (with $f$ including the intercept).
     pub objective: f64,
 }
 
-/// Nyström kernel ridge regression on the landmarks `J` (`landmarks`, training row indices):
-/// $$\alpha = (K_{Mn} K_{nM} + \lambda K_{MM})^{-1} K_{Mn}\, y,$$
-/// the minimiser of $\sum_i (y_i - f(x_i))^2 + \lambda \|f\|^2_{\mathcal H}$ over
-/// $f = \sum_{j \in J}\alpha_j \kappa(\cdot, x_j)$ (`x` `(n, d)`, `y` length `n`, `M = |J|`).
+/// Nyström kernel ridge regression on the landmarks `J` (`landmarks`, training row indices),
+/// `x` `(n, d)`, `y` length `n`, `M = |J|`: the minimiser of
+/// $$\sum_i \big(y_i - f(x_i)\big)^2 + \lambda\,\alpha^\top K_{MM}\alpha, \qquad
+/// f(x) = \sum_{j \in J}\alpha_j \kappa(x, x_j) + b,$$
+/// i.e. ridge regression with penalty $\lambda\|f - b\|^2_{\mathcal H}$ on the span of the `M`
+/// landmark kernel functions.
 ///
-/// Solved stably, never forming the normal matrix's inverse: with the Cholesky factor
+/// - **With `intercept`** (what [`crate::KernelRidge`] fits by default) the intercept `b` is an
+///   unpenalized model term. Minimising over `b` first gives the **centred system**: with the
+///   column means $\bar k = \frac1n K_{Mn}\mathbf 1$ of $K_{nM}$ over the training rows and the
+///   centred block $\tilde K_{nM} = K_{nM} - \mathbf 1\bar k^\top$,
+///   $$\alpha = (\tilde K_{Mn}\tilde K_{nM} + \lambda K_{MM})^{-1}\tilde K_{Mn}(y - \bar y\mathbf 1),
+///   \qquad b = \bar y - \bar k^\top\alpha.$$
+///   This is scikit-learn's `Nystroem` + `Ridge` (which centres the features and the targets)
+///   up to the feature map: `Ridge` on $K_{nM}K_{MM}^{-1/2}$ with `alpha = λ` is the same
+///   estimator. The sums over the rows are accumulated around a shift (the column means of
+///   $K_{MM}$) and corrected exactly, $\tilde K_{Mn}\tilde K_{nM} = S - n\,\delta\delta^\top$ with
+///   $S = \sum_i (k_i - s)(k_i - s)^\top$, $\delta = \bar k - s$, so no large common part of the
+///   kernel values cancels.
+/// - **Without** (`intercept = false`, the papers' setting): $b = 0$ and
+///   $\alpha = (K_{Mn} K_{nM} + \lambda K_{MM})^{-1} K_{Mn}\, y$.
+///
+/// Solved stably, never forming the normal matrix's inverse (written below for the uncentred
+/// system; the centred one replaces $K_{nM}$ by $\tilde K_{nM}$ and $y$ by $y - \bar y\mathbf 1$):
+/// with the Cholesky factor
 /// $K_{MM} + \delta I = L L^\top$ (δ a jitter of `M·ε` times the largest diagonal entry, raised
 /// tenfold until the factorization succeeds, as Falkon does),
 /// $K_{Mn}K_{nM} + \lambda (K_{MM} + \delta I) = L\,(L^{-1} K_{Mn} K_{nM} L^{-\top} + \lambda I)\,L^\top$,
@@ -113,7 +138,8 @@ pub struct NystromKrrFit {
 ///   $R^{-1}L^{-1}(K_{Mn}K_{nM} + \lambda L L^\top)L^{-\top}R^{-\top}\beta = R^{-1}L^{-1}K_{Mn} y$,
 ///   $\alpha = L^{-\top}R^{-\top}\beta$; the preconditioner makes the system close to the
 ///   identity when the landmarks are a uniform sample, so few iterations are needed. Each
-///   iteration recomputes the kernel block panel by panel (`K_nM` is never stored).
+///   iteration recomputes the kernel block panel by panel (`K_nM` is never stored); with the
+///   intercept, one more pass first gives $\bar k$, and every pass centres its panels on it.
 ///
 /// Memory: `O(M² + M·4096)` besides `x` (direct: four `M × M` matrices; CG: five), checked
 /// against `config.memory` first. The kernel panels are summed in a fixed order, so the result
@@ -130,13 +156,15 @@ pub struct NystromKrrFit {
 /// # References
 /// Williams & Seeger (2001) and Smola & Schölkopf (2000) for the Nyström estimator; Rudi,
 /// Carratino & Rosasco, "FALKON: an optimal large scale kernel method" (NeurIPS 2017) for the
-/// preconditioner; the kernel ridge regression issue (Deliver 2).
+/// preconditioner; the kernel ridge regression issue (Deliver 2); issue 21 (Deliver 2, the
+/// intercept as a model term).
 pub fn nystrom_krr(
     x: MatRef<'_, f64>,
     y: &[f64],
     kernel: &Kernel,
     config: &NystromKrrConfig,
     landmarks: &[usize],
+    intercept: bool,
 ) -> Result<NystromKrrFit, SolverError> {
     check_regression(x, y)?;
     kernel.validate()?;
@@ -165,15 +193,24 @@ pub fn nystrom_krr(
     let panels = CrossKernelPanels::new(kernel, x, xm.as_ref())?;
     let kmm = kernel.cross(xm.as_ref(), xm.as_ref());
     let (l, jitter) = jittered_cholesky(kmm.as_ref())?;
-    let (alpha, iterations, residual) = match solve {
+    let centring = intercept.then(|| Centring::new(y, y.iter().sum::<f64>() / n as f64, kmm.as_ref()));
+    let y = centring.as_ref().map_or(y, |c| &c.y);
+    let (alpha, kbar, iterations, residual) = match solve {
         NystromSolve::ConjugateGradient => {
-            let (alpha, it, res) = solve_cg(&panels, y, l.as_ref(), config)?;
-            (alpha, it, Some(res))
+            let (mut sums, ysum) = shifted_sums(&panels, y, centring.as_ref())?;
+            let kbar = centring.as_ref().map(|c| c.finish(&mut sums, None, ysum, n));
+            let (alpha, it, res) = solve_cg(&panels, &sums, kbar.as_deref(), l.as_ref(), config)?;
+            (alpha, kbar, it, Some(res))
         }
-        _ => (solve_direct(&panels, y, l.as_ref(), config.lambda)?, 0, None),
+        _ => {
+            let (mut gram, mut sums, ysum) = normal_equations(&panels, y, m, centring.as_ref())?;
+            let kbar = centring.as_ref().map(|c| c.finish(&mut sums, Some(&mut gram), ysum, n));
+            (finish_direct(l.as_ref(), gram, sums, config.lambda)?, kbar, 0, None)
+        }
     };
-    let objective = objective(&panels, y, kmm.as_ref(), &alpha, config.lambda)?;
+    let objective = training_loss(&panels, y, &alpha, kbar.as_deref())? + penalty(kmm.as_ref(), &alpha, config.lambda);
     Ok(NystromKrrFit {
+        intercept: intercept_of(centring.as_ref(), kbar.as_deref(), &alpha),
         expansion: KernelExpansion::new(*kernel, xm, alpha)?,
         solve,
         iterations,
@@ -181,6 +218,63 @@ pub fn nystrom_krr(
         jitter,
         objective,
     })
+}
+
+/// The intercept's centring of Nyström KRR: the targets' mean ȳ, the centred targets and the
+/// shift `s` (column means of `K_MM`) around which the sums over the training rows are taken.
+struct Centring {
+    mean: f64,
+    y: Vec<f64>,
+    shift: Vec<f64>,
+}
+
+impl Centring {
+    /// `mean` is ȳ over all training rows (over every rank when sharded); `y` this rank's targets.
+    fn new(y: &[f64], mean: f64, kmm: MatRef<'_, f64>) -> Self {
+        let m = kmm.nrows();
+        let shift = (0..m).map(|j| (0..m).map(|r| kmm[(r, j)]).sum::<f64>() / m as f64).collect();
+        Self { mean, y: y.iter().map(|v| v - mean).collect(), shift }
+    }
+
+    /// Turns the sums around the shift into the centred ones, in place, and returns $\bar k$:
+    /// `sums` `(M, 2)` holds $u = \sum_i (k_i - s)\tilde y_i$ and $t = \sum_i (k_i - s)$ over all
+    /// `n` rows, `ysum` $= \sum_i \tilde y_i$ (0 up to rounding), `gram` (lower triangle)
+    /// $S = \sum_i (k_i - s)(k_i - s)^\top$. With $\delta = t/n = \bar k - s$:
+    /// $\tilde K_{Mn}\tilde y = u - \delta\,\mathrm{ysum}$ and
+    /// $\tilde K_{Mn}\tilde K_{nM} = S - n\,\delta\delta^\top$. `sums` keeps one column.
+    fn finish(&self, sums: &mut Mat<f64>, gram: Option<&mut Mat<f64>>, ysum: f64, n: usize) -> Vec<f64> {
+        let m = self.shift.len();
+        let delta: Vec<f64> = (0..m).map(|j| sums[(j, 1)] / n as f64).collect();
+        if let Some(gram) = gram {
+            for j in 0..m {
+                for i in j..m {
+                    gram[(i, j)] -= n as f64 * delta[i] * delta[j];
+                }
+            }
+        }
+        *sums = Mat::from_fn(m, 1, |j, _| sums[(j, 0)] - delta[j] * ysum);
+        (0..m).map(|j| self.shift[j] + delta[j]).collect()
+    }
+}
+
+/// $b = \bar y - \bar k^\top\alpha$ with the intercept, else 0.
+fn intercept_of(centring: Option<&Centring>, kbar: Option<&[f64]>, alpha: &[f64]) -> f64 {
+    match (centring, kbar) {
+        (Some(c), Some(kbar)) => c.mean - dot(kbar, alpha),
+        _ => 0.0,
+    }
+}
+
+/// Subtracts `centre` (length `M`) from every column of the panel's $C^\top$ `(M, len)`.
+fn centre_panel(panel: &mut Panel, centre: Option<&[f64]>) {
+    if let Some(centre) = centre {
+        let len = panel.kernel.ncols();
+        for i in 0..len {
+            for (v, c) in panel.kernel.col_mut(i).iter_mut().zip(centre) {
+                *v -= c;
+            }
+        }
+    }
 }
 
 /// [`nystrom_krr`] on training rows sharded across the ranks of `comm`, direct solve only:
@@ -192,7 +286,10 @@ pub fn nystrom_krr(
 /// them ([`stolr_lowrank::comm::rows_by_index`], `M·d` doubles); `K_MM` and its Cholesky
 /// factor are replicated. Each rank makes one pass over its own rows accumulating its part of
 /// the lower triangle of `K_Mn K_nM` and of `K_Mn y`, which are added across ranks in rank
-/// order (`M(M+1)/2 + M` doubles); the `M × M` solve is replicated. The training loss of the
+/// order (`M(M+1)/2 + M` doubles); the `M × M` solve is replicated. With `intercept`, ȳ is
+/// the local sums added in rank order (one double) and the column sums of the kernel block
+/// (around the shift) and $\sum_i \tilde y_i$ travel with `K_Mn y` (`M + 1` more doubles), so
+/// every rank centres with the same $\bar k$. The training loss of the
 /// objective is a local sum added across ranks (one double). With one rank the result is
 /// bit for bit [`nystrom_krr`]'s; with `P` ranks it differs by the rounding of the rank-ordered
 /// sums.
@@ -204,18 +301,20 @@ pub fn nystrom_krr(
 /// the global `n` — on more than one rank (not distributed yet). An invalid parameter gives
 /// every rank the same error; bad data (non-finite entries) is only seen by the rank holding it,
 /// and the caller must then stop every rank (as `mpirun` does on an error).
+#[allow(clippy::too_many_arguments)]
 pub fn nystrom_krr_sharded(
     x: MatRef<'_, f64>,
     y: &[f64],
     kernel: &Kernel,
     config: &NystromKrrConfig,
     landmarks: &[usize],
+    intercept: bool,
     comm: &dyn Communicator,
     shard: RowShard,
 ) -> Result<NystromKrrFit, SolverError> {
     check_shard(x.nrows(), y.len(), shard)?;
     if comm.size() == 1 {
-        return nystrom_krr(x, y, kernel, config, landmarks);
+        return nystrom_krr(x, y, kernel, config, landmarks, intercept);
     }
     if shard.rows > 0 {
         check_regression(x, y)?;
@@ -252,14 +351,33 @@ pub fn nystrom_krr_sharded(
     let panels = CrossKernelPanels::new(kernel, x, xm.as_ref())?;
     let kmm = kernel.cross(xm.as_ref(), xm.as_ref());
     let (l, jitter) = jittered_cholesky(kmm.as_ref())?;
-    let (mut gram, mut z) = normal_equations(&panels, y, m)?;
+    let centring = intercept.then(|| {
+        let mut sum = [y.iter().sum::<f64>()];
+        comm.all_reduce_sum(&mut sum);
+        Centring::new(y, sum[0] / shard.total as f64, kmm.as_ref())
+    });
+    let y = centring.as_ref().map_or(y, |c| &c.y);
+    let (mut gram, sums, ysum) = normal_equations(&panels, y, m, centring.as_ref())?;
     all_reduce_lower(comm, &mut gram);
-    all_reduce_mat(comm, &mut z);
-    let alpha = finish_direct(l.as_ref(), gram, z, config.lambda)?;
-    let mut loss = [training_loss(&panels, y, &alpha)?];
+    // The sums and Σỹ travel together: (M + 1, 2), Σỹ in the last row.
+    let mut packed = Mat::from_fn(m + 1, sums.ncols(), |i, j| {
+        if i < m {
+            sums[(i, j)]
+        } else if j == 0 {
+            ysum
+        } else {
+            0.0
+        }
+    });
+    all_reduce_mat(comm, &mut packed);
+    let mut sums = Mat::from_fn(m, packed.ncols(), |i, j| packed[(i, j)]);
+    let kbar = centring.as_ref().map(|c| c.finish(&mut sums, Some(&mut gram), packed[(m, 0)], shard.total));
+    let alpha = finish_direct(l.as_ref(), gram, sums, config.lambda)?;
+    let mut loss = [training_loss(&panels, y, &alpha, kbar.as_deref())?];
     comm.all_reduce_sum(&mut loss);
     let objective = loss[0] + penalty(kmm.as_ref(), &alpha, config.lambda);
     Ok(NystromKrrFit {
+        intercept: intercept_of(centring.as_ref(), kbar.as_deref(), &alpha),
         expansion: KernelExpansion::new(*kernel, xm, alpha)?,
         solve,
         iterations: 0,
@@ -322,26 +440,25 @@ pub(super) fn jittered_cholesky(kmm: MatRef<'_, f64>) -> Result<(Mat<f64>, f64),
     }
 }
 
-/// Direct solve: `G = K_Mn K_nM`, `z = K_Mn y` in one pass, then the two factorizations.
-fn solve_direct(
+/// One pass over the kernel panels: the lower triangle of `G = K_Mn K_nM` `(M, M)` (the strict
+/// upper triangle is left at zero) and `z = K_Mn y` `(M, 1)`, panels added in row order. With
+/// `centring`, every kernel row is taken minus the shift `s` and the result is
+/// $S = \sum_i (k_i - s)(k_i - s)^\top$, the sums `(M, 2)` $[\sum_i (k_i - s) y_i,\ \sum_i (k_i - s)]$
+/// and $\sum_i y_i$ (see [`Centring::finish`]); without, `(G, z, 0)`.
+fn normal_equations(
     panels: &CrossKernelPanels<'_>,
     y: &[f64],
-    l: MatRef<'_, f64>,
-    lambda: f64,
-) -> Result<Vec<f64>, SolverError> {
-    let (gram, z) = normal_equations(panels, y, l.nrows())?;
-    finish_direct(l, gram, z, lambda)
-}
-
-/// One pass over the kernel panels: the lower triangle of `G = K_Mn K_nM` `(M, M)` (the strict
-/// upper triangle is left at zero) and `z = K_Mn y` `(M, 1)`, panels added in row order.
-fn normal_equations(panels: &CrossKernelPanels<'_>, y: &[f64], m: usize) -> Result<(Mat<f64>, Mat<f64>), SolverError> {
+    m: usize,
+    centring: Option<&Centring>,
+) -> Result<(Mat<f64>, Mat<f64>, f64), SolverError> {
     let par = faer::get_global_parallelism();
     let mut gram = Mat::<f64>::zeros(m, m);
-    let mut z = Mat::<f64>::zeros(m, 1);
+    let shift = centring.map(|c| c.shift.as_slice());
+    let mut sums = Mat::<f64>::zeros(m, if shift.is_some() { 2 } else { 1 });
+    let mut ysum = 0.0;
     panels.for_each_block(
         BLOCK_ROWS,
-        |_| {},
+        |panel| centre_panel(panel, shift),
         |block| {
             for panel in block.iter() {
                 let c = panel.kernel.as_ref(); // Cᵀ for the panel, (M, len)
@@ -357,13 +474,32 @@ fn normal_equations(panels: &CrossKernelPanels<'_>, y: &[f64], m: usize) -> Resu
                     1.0,
                     par,
                 );
-                let yp = MatRef::from_column_major_slice(&y[panel.first_row..panel.first_row + len], len, 1);
-                matmul(z.as_mut(), Accum::Add, c, yp, 1.0, Par::Seq);
+                accumulate_sums(&mut sums, &mut ysum, c, &y[panel.first_row..panel.first_row + len]);
             }
             Ok::<(), SolverError>(())
         },
     )?;
-    Ok((gram, z))
+    Ok((gram, sums, ysum))
+}
+
+/// Adds the panel's $C^\top y_P$ to column 0 of `sums` and, if it has two columns, $C^\top \mathbf 1$
+/// to column 1 and $\sum y_P$ to `ysum`.
+fn accumulate_sums(sums: &mut Mat<f64>, ysum: &mut f64, c: MatRef<'_, f64>, yp: &[f64]) {
+    let len = yp.len();
+    let ym = MatRef::from_column_major_slice(yp, len, 1);
+    matmul(sums.as_mut().subcols_mut(0, 1), Accum::Add, c, ym, 1.0, Par::Seq);
+    if sums.ncols() == 2 {
+        let ones = vec![1.0; len];
+        matmul(
+            sums.as_mut().subcols_mut(1, 1),
+            Accum::Add,
+            c,
+            MatRef::from_column_major_slice(&ones, len, 1),
+            1.0,
+            Par::Seq,
+        );
+        *ysum += yp.iter().sum::<f64>();
+    }
 }
 
 /// α from the lower triangle of `G` and `z` (both consumed): `H = L⁻¹GL⁻ᵀ`, a Cholesky solve
@@ -392,15 +528,17 @@ pub(super) fn whiten(l: MatRef<'_, f64>, gram: Mat<f64>) -> Mat<f64> {
     Mat::from_fn(m, m, |i, j| 0.5 * (h[(i, j)] + h[(j, i)]))
 }
 
-/// `K_Mn K_nM v` (length `M`) in one pass over the kernel panels; each panel's contribution
-/// is formed on its own thread and the contributions are summed in row order.
-fn normal_product(panels: &CrossKernelPanels<'_>, v: &[f64]) -> Result<Vec<f64>, SolverError> {
+/// `K_Mn K_nM v` (length `M`) in one pass over the kernel panels, or with `centre` = $\bar k$
+/// the centred $\tilde K_{Mn}\tilde K_{nM} v$ (each panel centred first); each panel's
+/// contribution is formed on its own thread and the contributions are summed in row order.
+fn normal_product(panels: &CrossKernelPanels<'_>, v: &[f64], centre: Option<&[f64]>) -> Result<Vec<f64>, SolverError> {
     let m = v.len();
     let vm = MatRef::from_column_major_slice(v, m, 1);
     let mut out = Mat::<f64>::zeros(m, 1);
     panels.for_each_block(
         BLOCK_ROWS,
         |panel| {
+            centre_panel(panel, centre);
             let c = panel.kernel.as_ref();
             let mut u = Mat::<f64>::zeros(c.ncols(), 1);
             matmul(u.as_mut(), Accum::Replace, c.transpose(), vm, 1.0, Par::Seq);
@@ -419,23 +557,28 @@ fn normal_product(panels: &CrossKernelPanels<'_>, v: &[f64]) -> Result<Vec<f64>,
     Ok((0..m).map(|i| out[(i, 0)]).collect())
 }
 
-/// `K_Mn y` (length `M`) in one pass over the kernel panels, summed in row order.
-fn cross_times_targets(panels: &CrossKernelPanels<'_>, y: &[f64], m: usize) -> Result<Vec<f64>, SolverError> {
-    let mut out = Mat::<f64>::zeros(m, 1);
+/// `K_Mn y` `(M, 1)` in one pass over the kernel panels, summed in row order; with `centring`
+/// the sums around the shift `(M, 2)` and $\sum_i y_i$ as in [`normal_equations`].
+fn shifted_sums(
+    panels: &CrossKernelPanels<'_>,
+    y: &[f64],
+    centring: Option<&Centring>,
+) -> Result<(Mat<f64>, f64), SolverError> {
+    let shift = centring.map(|c| c.shift.as_slice());
+    let mut sums = Mat::<f64>::zeros(panels.m(), if shift.is_some() { 2 } else { 1 });
+    let mut ysum = 0.0;
     panels.for_each_block(
         BLOCK_ROWS,
-        |_| {},
+        |panel| centre_panel(panel, shift),
         |block| {
             for panel in block.iter() {
                 let c = panel.kernel.as_ref();
-                let len = c.ncols();
-                let yp = MatRef::from_column_major_slice(&y[panel.first_row..panel.first_row + len], len, 1);
-                matmul(out.as_mut(), Accum::Add, c, yp, 1.0, Par::Seq);
+                accumulate_sums(&mut sums, &mut ysum, c, &y[panel.first_row..panel.first_row + c.ncols()]);
             }
             Ok::<(), SolverError>(())
         },
     )?;
-    Ok((0..m).map(|i| out[(i, 0)]).collect())
+    Ok((sums, ysum))
 }
 
 fn lower_solve(l: MatRef<'_, f64>, v: &mut [f64]) {
@@ -452,11 +595,13 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-/// Falkon-preconditioned conjugate gradients; returns α, the iterations and the final
-/// relative residual.
+/// Falkon-preconditioned conjugate gradients on the right-hand side `rhs` `(M, 1)`
+/// ($K_{Mn}y$, or $\tilde K_{Mn}\tilde y$ with `centre` = $\bar k$, which centres every pass);
+/// returns α, the iterations and the final relative residual.
 fn solve_cg(
     panels: &CrossKernelPanels<'_>,
-    y: &[f64],
+    rhs: &Mat<f64>,
+    centre: Option<&[f64]>,
     l: MatRef<'_, f64>,
     config: &NystromKrrConfig,
 ) -> Result<(Vec<f64>, usize, f64), SolverError> {
@@ -496,7 +641,7 @@ fn solve_cg(
     let operator = |beta: &[f64]| -> Result<Vec<f64>, SolverError> {
         let mut v = beta.to_vec();
         apply_p(&mut v);
-        let mut out = normal_product(panels, &v)?;
+        let mut out = normal_product(panels, &v, centre)?;
         apply_pt(&mut out);
         let mut reg = beta.to_vec();
         upper_solve(r.transpose(), &mut reg);
@@ -506,7 +651,7 @@ fn solve_cg(
         }
         Ok(out)
     };
-    let mut b = cross_times_targets(panels, y, m)?;
+    let mut b: Vec<f64> = (0..m).map(|i| rhs[(i, 0)]).collect();
     apply_pt(&mut b);
     let b_norm = dot(&b, &b).sqrt();
     let mut beta = vec![0.0; m];
@@ -538,26 +683,22 @@ fn solve_cg(
     Ok((beta, iterations, relative))
 }
 
-/// $\sum_i (y_i - (K_{nM}\alpha)_i)^2 + \lambda\,\alpha^\top K_{MM}\alpha$, one pass over the
-/// kernel panels.
-fn objective(
+/// $\sum_i (y_i - (K_{nM}\alpha)_i)^2$ over the rows of `panels`, in row order; with `centre`
+/// = $\bar k$ (and `y` centred) $\sum_i (\tilde y_i - ((k_i - \bar k)^\top\alpha))^2$, the loss
+/// of the model with its intercept.
+fn training_loss(
     panels: &CrossKernelPanels<'_>,
     y: &[f64],
-    kmm: MatRef<'_, f64>,
     alpha: &[f64],
-    lambda: f64,
+    centre: Option<&[f64]>,
 ) -> Result<f64, SolverError> {
-    Ok(training_loss(panels, y, alpha)? + penalty(kmm, alpha, lambda))
-}
-
-/// $\sum_i (y_i - (K_{nM}\alpha)_i)^2$ over the rows of `panels`, in row order.
-fn training_loss(panels: &CrossKernelPanels<'_>, y: &[f64], alpha: &[f64]) -> Result<f64, SolverError> {
     let m = alpha.len();
     let am = MatRef::from_column_major_slice(alpha, m, 1);
     let mut loss = 0.0;
     panels.for_each_block(
         BLOCK_ROWS,
         |panel| {
+            centre_panel(panel, centre);
             let c = panel.kernel.as_ref();
             if panel.scratch.shape() != (c.ncols(), 1) {
                 panel.scratch = Mat::zeros(c.ncols(), 1);
@@ -622,7 +763,7 @@ pub(crate) mod tests {
             let scale = exact.iter().map(|v| v.abs()).fold(0.0, f64::max);
             for solve in [NystromSolve::Direct, NystromSolve::ConjugateGradient] {
                 let config = NystromKrrConfig { lambda, solve, tolerance: 1e-12, ..NystromKrrConfig::default() };
-                let fit = nystrom_krr(x.as_ref(), &y, &kernel, &config, &j).unwrap();
+                let fit = nystrom_krr(x.as_ref(), &y, &kernel, &config, &j, false).unwrap();
                 assert_eq!(fit.solve, solve);
                 let err =
                     fit.expansion.coefficients().iter().zip(&exact).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
@@ -640,13 +781,88 @@ pub(crate) mod tests {
         }
     }
 
+    /// The centred closed form densely: $\tilde K = K_{nM} - \mathbf 1\bar k^\top$,
+    /// $\alpha = (\tilde K^\top\tilde K + \lambda K_{MM})^{-1}\tilde K^\top(y - \bar y)$,
+    /// $b = \bar y - \bar k^\top\alpha$; returns the predictions at the rows of `at`.
+    pub(crate) fn centred_closed_form(
+        x: MatRef<'_, f64>,
+        y: &[f64],
+        kernel: &Kernel,
+        lambda: f64,
+        j: &[usize],
+        at: MatRef<'_, f64>,
+    ) -> Vec<f64> {
+        let (n, m) = (x.nrows(), j.len());
+        let xm = Mat::from_fn(m, x.ncols(), |r, c| x[(j[r], c)]);
+        let knm = kernel.cross(x, xm.as_ref());
+        let kmm = kernel.cross(xm.as_ref(), xm.as_ref());
+        let kbar: Vec<f64> = (0..m).map(|c| (0..n).map(|i| knm[(i, c)]).sum::<f64>() / n as f64).collect();
+        let ybar = y.iter().sum::<f64>() / n as f64;
+        let kc = Mat::from_fn(n, m, |i, c| knm[(i, c)] - kbar[c]);
+        let yc = Mat::from_fn(n, 1, |i, _| y[i] - ybar);
+        let a = kc.transpose() * &kc + kmm * lambda;
+        let alpha = a.partial_piv_lu().solve(kc.transpose() * &yc);
+        let b = ybar - (0..m).map(|c| kbar[c] * alpha[(c, 0)]).sum::<f64>();
+        let f = kernel.cross(at, xm.as_ref()) * &alpha;
+        (0..at.nrows()).map(|i| f[(i, 0)] + b).collect()
+    }
+
+    #[test]
+    fn with_intercept_direct_and_cg_equal_the_centred_closed_form() {
+        // Targets far from 0 and a kernel whose functions are far from constant: the intercept
+        // matters, and the old fit (targets centred, columns not) differs by far more than 1e-8.
+        let (x, y0) = data(900, 3, 11);
+        let y: Vec<f64> = y0.iter().map(|v| 5.0 * v + 40.0).collect();
+        let (xt, _) = data(200, 3, 12);
+        let kernel = Kernel::Gaussian { sigma: 0.4 };
+        let j: Vec<usize> = (0..900).step_by(18).collect(); // 50 landmarks
+        for lambda in [1e-2, 1.0, 30.0] {
+            let exact = centred_closed_form(x.as_ref(), &y, &kernel, lambda, &j, xt.as_ref());
+            for solve in [NystromSolve::Direct, NystromSolve::ConjugateGradient] {
+                let config = NystromKrrConfig {
+                    lambda,
+                    solve,
+                    tolerance: 1e-14,
+                    max_iterations: 1000,
+                    ..NystromKrrConfig::default()
+                };
+                let fit = nystrom_krr(x.as_ref(), &y, &kernel, &config, &j, true).unwrap();
+                let f = fit.expansion.predict(xt.as_ref()).unwrap();
+                let err = (0..200).map(|i| (f[i] + fit.intercept - exact[i]).abs()).fold(0.0, f64::max);
+                assert!(err < 1e-8, "{solve:?} λ = {lambda}: predictions differ by {err:e}");
+                // The objective is the intercept model's: loss with b plus the penalty.
+                let fx = fit.expansion.predict(x.as_ref()).unwrap();
+                let loss: f64 = (0..900).map(|i| (y[i] - fx[i] - fit.intercept).powi(2)).sum();
+                let kmm = kernel.cross(fit.expansion.centers(), fit.expansion.centers());
+                let pen = penalty(kmm.as_ref(), fit.expansion.coefficients(), lambda);
+                assert!((fit.objective - loss - pen).abs() <= 1e-9 * fit.objective, "{solve:?} λ = {lambda}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_constant_offset_of_the_targets_moves_only_the_intercept() {
+        let (x, y) = data(600, 2, 13);
+        let shifted: Vec<f64> = y.iter().map(|v| v + 1e6).collect();
+        let kernel = Kernel::Gaussian { sigma: 0.5 };
+        let j: Vec<usize> = (0..600).step_by(15).collect();
+        for solve in [NystromSolve::Direct, NystromSolve::ConjugateGradient] {
+            let config = NystromKrrConfig { lambda: 0.1, solve, tolerance: 1e-13, ..NystromKrrConfig::default() };
+            let a = nystrom_krr(x.as_ref(), &y, &kernel, &config, &j, true).unwrap();
+            let b = nystrom_krr(x.as_ref(), &shifted, &kernel, &config, &j, true).unwrap();
+            let (fa, fb) = (a.expansion.predict(x.as_ref()).unwrap(), b.expansion.predict(x.as_ref()).unwrap());
+            let err = (0..600).map(|i| (fb[i] + b.intercept - 1e6 - fa[i] - a.intercept).abs()).fold(0.0, f64::max);
+            assert!(err < 1e-7, "{solve:?}: {err:e}");
+        }
+    }
+
     #[test]
     fn objective_is_minimal_at_the_fit() {
         let (x, y) = data(300, 2, 2);
         let kernel = Kernel::Gaussian { sigma: 0.5 };
         let j: Vec<usize> = (0..300).step_by(10).collect();
         let config = NystromKrrConfig { lambda: 0.5, solve: NystromSolve::Direct, ..NystromKrrConfig::default() };
-        let fit = nystrom_krr(x.as_ref(), &y, &kernel, &config, &j).unwrap();
+        let fit = nystrom_krr(x.as_ref(), &y, &kernel, &config, &j, false).unwrap();
         let panels = CrossKernelPanels::new(&kernel, x.as_ref(), fit.expansion.centers()).unwrap();
         let kmm = kernel.cross(fit.expansion.centers(), fit.expansion.centers());
         let best = fit.objective;
@@ -654,7 +870,7 @@ pub(crate) mod tests {
         for _ in 0..5 {
             let moved: Vec<f64> =
                 fit.expansion.coefficients().iter().map(|a| a + 1e-3 * rng.random_range(-1.0..1.0)).collect();
-            let value = objective(&panels, &y, kmm.as_ref(), &moved, 0.5).unwrap();
+            let value = training_loss(&panels, &y, &moved, None).unwrap() + penalty(kmm.as_ref(), &moved, 0.5);
             assert!(value > best, "{value} <= {best}");
         }
     }
@@ -668,7 +884,7 @@ pub(crate) mod tests {
         let y: Vec<f64> = (0..100).map(|i| x[(i, 0)] - x[(i, 1)]).collect();
         let kernel = Kernel::Gaussian { sigma: 1.0 };
         let j: Vec<usize> = (0..60).collect(); // rows 50..60 repeat rows 0..10
-        let fit = nystrom_krr(x.as_ref(), &y, &kernel, &NystromKrrConfig::default(), &j).unwrap();
+        let fit = nystrom_krr(x.as_ref(), &y, &kernel, &NystromKrrConfig::default(), &j, false).unwrap();
         assert!(fit.jitter > 0.0);
         let f = fit.expansion.predict(x.as_ref()).unwrap();
         let unique: Vec<usize> = (0..50).collect();
@@ -684,7 +900,7 @@ pub(crate) mod tests {
         let (x, y) = data(40, 2, 5);
         let kernel = Kernel::Gaussian { sigma: 1.0 };
         let j = [0, 1, 2];
-        let fit = |config: NystromKrrConfig, j: &[usize]| nystrom_krr(x.as_ref(), &y, &kernel, &config, j);
+        let fit = |config: NystromKrrConfig, j: &[usize]| nystrom_krr(x.as_ref(), &y, &kernel, &config, j, true);
         for lambda in [0.0, -1.0, f64::NAN] {
             let c = NystromKrrConfig { lambda, ..NystromKrrConfig::default() };
             assert!(matches!(fit(c, &j), Err(SolverError::InvalidConfig { name: "lambda", .. })));
@@ -702,7 +918,7 @@ pub(crate) mod tests {
         let tiny = NystromKrrConfig { memory: MemoryBudget::bytes(1000), ..NystromKrrConfig::default() };
         assert!(matches!(fit(tiny, &j), Err(SolverError::Memory(_))));
         assert!(matches!(
-            nystrom_krr(x.as_ref(), &y[..39], &kernel, &NystromKrrConfig::default(), &j),
+            nystrom_krr(x.as_ref(), &y[..39], &kernel, &NystromKrrConfig::default(), &j, true),
             Err(SolverError::ShapeMismatch { .. })
         ));
     }

@@ -25,12 +25,15 @@ pub struct LambdaSelection {
 
 /// Chooses Nyström KRR's λ by `K`-fold cross-validation over `grid`, on the landmarks
 /// `landmarks` (drawn once from the whole training set; only their positions are used, never
-/// their targets, so no target leaks into a fold), with `intercept` handled per fold (each
-/// fold's fitting targets centred on their own mean).
+/// their targets, so no target leaks into a fold), with `intercept` handled per fold as
+/// [`nystrom_krr`] does: the centred system on the fold's fitting rows (their targets and the
+/// columns of their kernel block centred on their own means, $\bar y_f$ and $\bar k_f$) and
+/// the intercept $b = \bar y_f - \bar k_f^\top\alpha_\lambda$ for every λ.
 ///
 /// Two passes over the kernel panels, whatever the grid: the first accumulates, per fold `f`,
 /// $G_f = K_{Mf}K_{fM}$, $z_f = K_{Mf} y_f$ and $s_f = K_{Mf}\mathbf 1$; for each held-out
-/// fold, $H = L^{-1}(\sum_{g \ne f} G_g)L^{-\top} = Q\Lambda Q^\top$ is decomposed once and every
+/// fold, $H = L^{-1}(\sum_{g \ne f} G_g - n_f\bar k_f\bar k_f^\top)L^{-\top} = Q\Lambda Q^\top$
+/// (without the intercept, no rank-1 term) is decomposed once and every
 /// λ solved as $\alpha_\lambda = L^{-\top} Q(\Lambda + \lambda I)^{-1}Q^\top L^{-1} z$ in
 /// `O(M²)`; the second pass predicts every held-out row for every λ. Cost
 /// `O(n M² + K M³ + n M K |grid|)`; memory `(K + 3) M²` doubles, checked against `config.memory`.
@@ -130,7 +133,7 @@ pub fn select_lambda_nystrom(
         (ysum.iter().sum::<f64>(), (0..m).map(|j| (0..k).map(|f| ss[(j, f)]).sum::<f64>()).collect::<Vec<_>>());
     // Coefficients α for every (fold, λ): (M, K·|grid|).
     let mut alphas = Mat::<f64>::zeros(m, k * grid.len());
-    let mut offsets = vec![0.0; k];
+    let mut offsets = vec![0.0; k * grid.len()];
     for f in 0..k {
         let mut g = Mat::<f64>::zeros(m, m);
         for (h, gram) in grams.iter().enumerate() {
@@ -138,11 +141,19 @@ pub fn select_lambda_nystrom(
                 g += gram;
             }
         }
-        let h = whiten(l.as_ref(), g);
-        let (values, q) = stolr_lowrank::sym_eigen_desc(h.as_ref())?;
         let nf = (n - counts[f]) as f64;
         let mean = if intercept { (ytotal - ysum[f]) / nf } else { 0.0 };
-        offsets[f] = mean;
+        // The fitting rows' column means k̄_f; centred Gram G − n_f k̄_f k̄_fᵀ (lower triangle).
+        let kbar: Vec<f64> = (0..m).map(|j| if intercept { (stotal[j] - ss[(j, f)]) / nf } else { 0.0 }).collect();
+        if intercept {
+            for j in 0..m {
+                for i in j..m {
+                    g[(i, j)] -= nf * kbar[i] * kbar[j];
+                }
+            }
+        }
+        let h = whiten(l.as_ref(), g);
+        let (values, q) = stolr_lowrank::sym_eigen_desc(h.as_ref())?;
         // z = K_M,fit (y − mean) = Σ_{g≠f} z_g − mean Σ_{g≠f} s_g, then L⁻¹ z and Qᵀ.
         let mut z = Mat::from_fn(m, 1, |j, _| {
             let zsum: f64 = (0..k).filter(|&h| h != f).map(|h| zs[(j, h)]).sum();
@@ -154,6 +165,7 @@ pub fn select_lambda_nystrom(
             let scaled = Mat::from_fn(m, 1, |j, _| qz[(j, 0)] / (values[j].max(0.0) + lambda));
             let mut a = &q * scaled;
             solve_upper_triangular_in_place(l.transpose(), a.as_mut(), par);
+            offsets[f * grid.len() + gi] = mean - (0..m).map(|j| kbar[j] * a[(j, 0)]).sum::<f64>();
             alphas.col_mut(f * grid.len() + gi).copy_from(a.col(0));
         }
     }
@@ -174,7 +186,7 @@ pub fn select_lambda_nystrom(
                     let row = panel.first_row + i;
                     let f = folds[row];
                     for (gi, sq) in squared.iter_mut().enumerate() {
-                        let e = panel.scratch[(i, f * grid.len() + gi)] + offsets[f] - y[row];
+                        let e = panel.scratch[(i, f * grid.len() + gi)] + offsets[f * grid.len() + gi] - y[row];
                         *sq += e * e;
                     }
                 }
@@ -218,19 +230,25 @@ mod tests {
                     let fit_rows: Vec<usize> = (0..300).filter(|&i| folds[i] != f).collect();
                     let xf = Mat::from_fn(fit_rows.len(), 2, |r, c| x[(fit_rows[r], c)]);
                     let yf: Vec<f64> = fit_rows.iter().map(|&i| y[i]).collect();
-                    let mean = if intercept { yf.iter().sum::<f64>() / yf.len() as f64 } else { 0.0 };
+                    let nf = yf.len() as f64;
+                    let mean = if intercept { yf.iter().sum::<f64>() / nf } else { 0.0 };
                     let yc: Vec<f64> = yf.iter().map(|v| v - mean).collect();
                     // The same landmark rows, as indices into the fitting rows... landmarks may sit
-                    // in the held-out fold, so fit the closed form on explicit centres.
+                    // in the held-out fold, so fit the (centred) closed form on explicit centres.
                     let xm = Mat::from_fn(j.len(), 2, |r, c| x[(j[r], c)]);
                     let knm = kernel.cross(xf.as_ref(), xm.as_ref());
+                    let kbar: Vec<f64> = (0..j.len())
+                        .map(|c| if intercept { knm.col(c).iter().sum::<f64>() / nf } else { 0.0 })
+                        .collect();
+                    let knm = Mat::from_fn(knm.nrows(), j.len(), |r, c| knm[(r, c)] - kbar[c]);
                     let kmm = kernel.cross(xm.as_ref(), xm.as_ref());
                     let a = knm.transpose() * &knm + kmm * lambda;
                     let b = knm.transpose() * MatRef::from_column_major_slice(&yc, yc.len(), 1);
                     let alpha = a.partial_piv_lu().solve(b);
+                    let offset = mean - (0..j.len()).map(|c| kbar[c] * alpha[(c, 0)]).sum::<f64>();
                     for i in (0..300).filter(|&i| folds[i] == f) {
                         let xi = Mat::from_fn(1, 2, |_, c| x[(i, c)]);
-                        let p = (kernel.cross(xi.as_ref(), xm.as_ref()) * &alpha)[(0, 0)] + mean;
+                        let p = (kernel.cross(xi.as_ref(), xm.as_ref()) * &alpha)[(0, 0)] + offset;
                         sq += (p - y[i]).powi(2);
                     }
                 }

@@ -6,6 +6,14 @@
 //! $$F(\mu) = \lambda\, y^\top (\lambda I + K_\mu)^{-1} y + \nu \sum_{i \in J} \mu_i, \quad \mu \ge 0.$$
 //! The inverse is never formed: it is kept in Woodbury form
 //! ([`stolr_lowrank::WoodburyInverse`]) over the `p = ‖μ‖₀` active columns.
+//!
+//! With an intercept ([`Slkl::with_intercept`], what [`crate::KernelRidge`] fits by default)
+//! the predictor is $f(x) = \sum_i c_i\kappa(x, x_i) + b$ with `b` unpenalized: the same
+//! algorithm runs on the rank-1 columns centred over the training rows,
+//! $\tilde k_i = k_i - \bar k_i\mathbf 1$ ($\bar k_i$ the mean of column `i`), and the centred
+//! targets $\tilde y = y - \bar y\mathbf 1$, i.e. (14) with $\tilde K_\mu = C K_\mu C$,
+//! $C = I - \mathbf 1\mathbf 1^\top/n$ — the KRR objective with `b` minimised out — and
+//! $b = \bar y - \sum_i c_i \bar k_i$.
 
 use faer::{Col, Mat, MatRef};
 use rand::Rng;
@@ -194,9 +202,13 @@ pub struct CoordinatePartials {
 /// Paper 004, Algorithm 2 output; spec §6.8 ("Predictor") and §6.11 line 4.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SlklModel {
-    /// $f(x) = \sum_{i \in A} c_i \kappa(x, x_i)$ with $c = \beta$: centres are the active
-    /// landmarks (rows of the training data, in the order of [`SlklModel::active`]).
+    /// $\sum_{i \in A} c_i \kappa(x, x_i)$ with $c = \beta$: centres are the active
+    /// landmarks (rows of the training data, in the order of [`SlklModel::active`]). The
+    /// predictor is this plus [`SlklModel::intercept`].
     pub expansion: KernelExpansion,
+    /// The unpenalized intercept $b = \bar y - \sum_{i \in A} c_i \bar k_i$
+    /// ([`Slkl::with_intercept`]; 0 in the papers' setting).
+    pub intercept: f64,
     /// The landmarks `J` as training row indices, length `M`, in the order drawn.
     pub selected: Vec<usize>,
     /// The weights μ ≥ 0, length `M`, aligned with `selected`.
@@ -218,13 +230,18 @@ pub struct SlklModel {
 }
 
 impl SlklModel {
-    /// $f(x_t)$ for every row of `x` `(m, d)`, length `m`; see [`KernelExpansion::predict`].
+    /// $f(x_t)$ for every row of `x` `(m, d)`, length `m`: [`KernelExpansion::predict`] plus
+    /// the intercept.
     ///
     /// # Errors
     /// [`SolverError::ShapeMismatch`] if `x` has not `d` columns; [`SolverError::Estimator`]
     /// for NaN/∞ in `x`.
     pub fn predict(&self, x: MatRef<'_, f64>) -> Result<Col<f64>, SolverError> {
-        self.expansion.predict(x)
+        let mut f = self.expansion.predict(x)?;
+        for i in 0..f.nrows() {
+            f[i] += self.intercept;
+        }
+        Ok(f)
     }
 
     /// `‖μ‖₀`, the number of active landmarks `p`.
@@ -297,6 +314,9 @@ pub struct Slkl<'c> {
     /// [`Slkl::epochs`] when the current run (this ν) started: the epoch cap counts from here.
     run_start_epoch: usize,
     column_buf: Vec<f64>,
+    /// With an intercept: ȳ and the column means $\bar k_i$ (length `M`, over all ranks' rows)
+    /// that the targets and the columns are centred by.
+    centring: Option<(f64, Vec<f64>)>,
 }
 
 impl<'c> Slkl<'c> {
@@ -355,6 +375,35 @@ impl<'c> Slkl<'c> {
         comm: &'c dyn Communicator,
         shard: RowShard,
     ) -> Result<Self, SolverError> {
+        Self::with_intercept(x, y, kernel, config, false, rng, comm, shard)
+    }
+
+    /// [`Slkl::new_sharded`] with or without an unpenalized intercept (`intercept = false` is
+    /// [`Slkl::new_sharded`], the papers' setting). With it, the model is
+    /// $f(x) = \sum_i c_i \kappa(x, x_i) + b$: the targets are centred on their mean ȳ and every
+    /// landmark column on its mean over the training rows, $\tilde k_i = k_i - \bar k_i\mathbf 1$
+    /// (both means are local sums added across ranks in rank order, divided by `n`), and the
+    /// coordinate descent, the Woodbury updates (Cases 1–4 hold for any columns) and (14) run
+    /// on them unchanged: for fixed μ this is KRR with kernel $K_\mu$ and the intercept
+    /// minimised out ($\lambda\,\tilde y^\top(\lambda I + C K_\mu C)^{-1}\tilde y$, the bordered
+    /// system's objective), and $b = \bar y - \sum_i c_i \bar k_i$ ([`Slkl::intercept`]). The
+    /// normalization $K_{ii}$ of the rank-1 kernels is unchanged. Precomputed columns are
+    /// centred once; on the fly, the means cost one more pass over the `M` columns at the start
+    /// ($O(nMd)$, no memory) and each column is centred when it is computed.
+    ///
+    /// # Errors
+    /// As [`Slkl::new_sharded`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn with_intercept<R: Rng + ?Sized>(
+        x: MatRef<'_, f64>,
+        y: &[f64],
+        kernel: &Kernel,
+        config: SlklConfig,
+        intercept: bool,
+        rng: &mut R,
+        comm: &'c dyn Communicator,
+        shard: RowShard,
+    ) -> Result<Self, SolverError> {
         if shard.rows > 0 || comm.size() == 1 {
             check_regression(x, y)?;
         }
@@ -371,7 +420,7 @@ impl<'c> Slkl<'c> {
                 kernel.eval(&xi, &xi)
             })
             .collect();
-        let (columns, rows) = match config.column_mode {
+        let (mut columns, rows) = match config.column_mode {
             ColumnMode::Precomputed => {
                 let mut cols = kernel.cross(x, landmark_rows.as_ref());
                 // A landmark's own entry is K_ii exactly, as in `Kernel::columns`.
@@ -383,11 +432,45 @@ impl<'c> Slkl<'c> {
                 (Some(cols), None)
             }
             ColumnMode::OnTheFly => {
-                let rows = (0..x.nrows()).flat_map(|r| (0..d).map(move |c| x[(r, c)])).collect();
+                let rows: Vec<f64> = (0..x.nrows()).flat_map(|r| (0..d).map(move |c| x[(r, c)])).collect();
                 (None, Some(rows))
             }
         };
-        let state = WoodburyInverse::sharded(config.lambda, y, comm)?;
+        let mut centred_y = None;
+        let centring = if intercept {
+            // Local sums in row order, [Σ y, Σ k_1, …, Σ k_M], added across ranks in rank order.
+            let mut sums = vec![0.0; m + 1];
+            sums[0] = y.iter().sum::<f64>();
+            match (&columns, &rows) {
+                (Some(cols), _) => {
+                    for l in 0..m {
+                        sums[l + 1] = cols.col(l).iter().sum::<f64>();
+                    }
+                }
+                (None, Some(rows)) => {
+                    for l in 0..m {
+                        let xi: Vec<f64> = landmark_rows.row(l).iter().copied().collect();
+                        sums[l + 1] = (0..shard.rows).map(|r| kernel.eval(&rows[r * d..(r + 1) * d], &xi)).sum::<f64>();
+                    }
+                }
+                (None, None) => unreachable!("one column source"),
+            }
+            comm.all_reduce_sum(&mut sums);
+            let mean = sums[0] / n as f64;
+            let means: Vec<f64> = sums[1..].iter().map(|s| s / n as f64).collect();
+            if let Some(cols) = &mut columns {
+                for (l, mean) in means.iter().enumerate() {
+                    for v in cols.col_mut(l).iter_mut() {
+                        *v -= mean;
+                    }
+                }
+            }
+            centred_y = Some(y.iter().map(|v| v - mean).collect::<Vec<f64>>());
+            Some((mean, means))
+        } else {
+            None
+        };
+        let state = WoodburyInverse::sharded(config.lambda, centred_y.as_deref().unwrap_or(y), comm)?;
         Ok(Self {
             shard,
             kernel: *kernel,
@@ -415,6 +498,7 @@ impl<'c> Slkl<'c> {
             column_buf: Vec::with_capacity(shard.rows),
             selected,
             config,
+            centring,
         })
     }
 
@@ -483,8 +567,25 @@ impl<'c> Slkl<'c> {
         self.state.lambda_y_g_y() + self.config.nu * l1
     }
 
+    /// The intercept $b = \bar y - \sum_{j \in A} \beta_j \bar k_j$ at the current weights
+    /// ([`Slkl::with_intercept`]; 0 without). Cost $O(p)$.
+    pub fn intercept(&self) -> f64 {
+        match &self.centring {
+            Some((mean, means)) => {
+                let beta = self.state.beta();
+                mean - self.active.iter().zip(beta).map(|(&l, b)| b * means[l]).sum::<f64>()
+            }
+            None => 0.0,
+        }
+    }
+
+    /// Whether the model has an intercept ([`Slkl::with_intercept`]).
+    pub fn has_intercept(&self) -> bool {
+        self.centring.is_some()
+    }
+
     /// $\alpha = (\lambda I + K_\mu)^{-1} y = (y - V\beta)/\lambda$, length `n` (paper 004, (15);
-    /// sharded: this rank's rows). Cost $O(np)$.
+    /// sharded: this rank's rows; with the intercept, of the centred system). Cost $O(np)$.
     pub fn alpha(&self) -> Vec<f64> {
         self.state.alpha()
     }
@@ -501,7 +602,7 @@ impl<'c> Slkl<'c> {
     }
 
     /// Writes this rank's rows of the kernel column $k_i$ of landmark `l` (index into `J`) into
-    /// `buf` (length `shard.rows`).
+    /// `buf` (length `shard.rows`); with the intercept, the centred column $k_i - \bar k_i$.
     fn fill_column(&self, l: usize, buf: &mut Vec<f64>) {
         buf.clear();
         if let Some(cols) = &self.columns {
@@ -509,7 +610,8 @@ impl<'c> Slkl<'c> {
         } else if let Some(rows) = &self.rows {
             let d = self.d;
             let xi: Vec<f64> = self.landmark_rows.row(l).iter().copied().collect();
-            buf.extend((0..self.shard.rows).map(|r| self.kernel.eval(&rows[r * d..(r + 1) * d], &xi)));
+            let mean = self.centring.as_ref().map_or(0.0, |(_, means)| means[l]);
+            buf.extend((0..self.shard.rows).map(|r| self.kernel.eval(&rows[r * d..(r + 1) * d], &xi) - mean));
         }
     }
 
@@ -758,6 +860,7 @@ impl<'c> Slkl<'c> {
         let coefficients = order.iter().map(|&j| beta[j]).collect();
         Ok(SlklModel {
             expansion: KernelExpansion::new(self.kernel, centers, coefficients)?,
+            intercept: self.intercept(),
             selected: self.selected.clone(),
             weights: self.mu.clone(),
             active: order.iter().map(|&j| self.selected[self.active[j]]).collect(),

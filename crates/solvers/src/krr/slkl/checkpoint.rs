@@ -12,6 +12,7 @@ impl Slkl<'_> {
     /// [`Slkl::new`] from the same seed.
     pub(super) fn save_checkpoint(&self, state: &mut SolverState) -> Result<(), SolverError> {
         state.put_f64("slkl-nu", self.config.nu);
+        state.put_bool("slkl-intercept", self.centring.is_some());
         state.put_vector("slkl-mu", &self.mu);
         state.put_usizes("slkl-active", &self.active);
         let parts = self.state.parts();
@@ -47,6 +48,18 @@ impl Slkl<'_> {
         if nu.to_bits() != self.config.nu.to_bits() {
             return Err(SolverError::Checkpoint {
                 reason: format!("it was written with nu = {nu}, this run has nu = {}", self.config.nu),
+            });
+        }
+        // Checkpoints from before the intercept was a model term have no flag; their columns
+        // were never centred.
+        let saved_intercept = state.has("slkl-intercept") && state.bool("slkl-intercept")?;
+        if saved_intercept != self.centring.is_some() {
+            return Err(SolverError::Checkpoint {
+                reason: format!(
+                    "it was written {} an intercept (centred kernel columns), this run has {}",
+                    if saved_intercept { "with" } else { "without" },
+                    if self.centring.is_some() { "one" } else { "none" }
+                ),
             });
         }
         let mu = state.vector("slkl-mu", Some(m))?;
