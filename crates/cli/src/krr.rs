@@ -158,8 +158,8 @@ pub struct KrrArgs {
     /// λ resolved from --lambda (a number, or the cross-validated choice).
     #[arg(skip)]
     lambda: f64,
-    /// Regress the raw targets (the papers' setting). By default targets are centred on their
-    /// training mean, which the model adds back (an intercept).
+    /// No intercept: f(x) = Σ α_j k(x, z_j), the papers' setting. By default the model is
+    /// f(x) = Σ α_j k(x, z_j) + b with the intercept b unpenalized (docs/krr.md, "Intercept").
     #[arg(long)]
     no_intercept: bool,
     /// How Nyström KRR solves its M × M system.

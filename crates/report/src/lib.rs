@@ -288,7 +288,7 @@ pub struct KrrParameters {
     /// How λ was obtained (`given`, or `auto: ...`).
     #[serde(default)]
     pub lambda_source: Option<String>,
-    /// Whether an intercept was fitted (targets centred on their training mean).
+    /// Whether an intercept was fitted: an unpenalized term `b` of `f(x) = Σ α_j k(x, z_j) + b`.
     #[serde(default)]
     pub intercept: bool,
     /// Nyström KRR's `--nystrom-solver` (`auto`, `direct`, `cg`).
@@ -377,7 +377,8 @@ pub struct KrrResult {
     /// Unif: the common weight.
     #[serde(default)]
     pub uniform_weight: Option<f64>,
-    /// The intercept (the training targets' mean; 0 with `--no-intercept`).
+    /// The intercept `b` of `f(x) = Σ α_j k(x, z_j) + b`, in the units of the targets (0 with
+    /// `--no-intercept`).
     #[serde(default)]
     pub intercept: f64,
     /// Nyström KRR: the solve used (`direct` or `cg`).
