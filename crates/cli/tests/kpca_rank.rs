@@ -28,7 +28,8 @@ fn identical_rows(dir: &Path, n: usize) -> String {
 fn constant_data_with_center_is_an_error_not_nan() {
     let dir = tempfile::tempdir().unwrap();
     let input = identical_rows(dir.path(), 120);
-    for solver in [&["--solver", "nystrom", "--landmarks", "50"][..], &["--solver", "kha"][..], &["--solver", "exact"][..]]
+    for solver in
+        [&["--solver", "nystrom", "--landmarks", "50"][..], &["--solver", "kha"][..], &["--solver", "exact"][..]]
     {
         let mut args = vec!["kpca", "--input", &input, "--format", "csv", "--center", "--rank", "3", "--sigma", "1"];
         args.extend(solver);

@@ -253,7 +253,7 @@ fn skpca(on: Sharded<'_>) -> Result<Option<Solved>> {
     if let Some(r) = args.rank {
         pairs.truncate(r);
     }
-    stolr_solvers::numerical_rank(&mut pairs);
+    stolr_solvers::truncate_to_numerical_rank(&mut pairs);
     let iterations = solver.iterations_done();
     drop(solver);
     let (Some(vectors), Some(progress)) = (gather_rows(comm, pairs.vectors.as_ref(), 0), progress) else {

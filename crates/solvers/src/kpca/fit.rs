@@ -225,7 +225,7 @@ impl KpcaWarning {
 
 /// Drops the numerically zero pairs of `pairs` (nonincreasing): those with
 /// $\lambda_j \le$ [`RANK_TOLERANCE`]$\,\lambda_1$. Returns how many are kept.
-pub fn numerical_rank(pairs: &mut Eigenpairs) -> usize {
+pub fn truncate_to_numerical_rank(pairs: &mut Eigenpairs) -> usize {
     let first = pairs.values.first().copied().unwrap_or(0.0);
     let kept = pairs.values.iter().take_while(|&&v| v > RANK_TOLERANCE * first && v > 0.0).count();
     pairs.truncate(kept);
@@ -291,8 +291,15 @@ impl KernelPca {
     }
 
     /// Fits on rows that are already standardized (or not meant to be), recording
-    /// `standardization` in the model; returns the model, the training eigenpairs and how the
-    /// run ended.
+    /// `standardization` in the model; returns the model, the training eigenpairs, how the run
+    /// ended and its warnings ([`KernelPcaFit`]).
+    ///
+    /// Every solver returns at most `rank` pairs and drops the numerically zero ones
+    /// ($\lambda_j \le$ [`RANK_TOLERANCE`]$\,\lambda_1$): asking for more pairs than the kernel
+    /// matrix's numerical rank returns the pairs that exist, with a
+    /// [`KpcaWarning::RankDeficient`] (SKPCA: [`KpcaWarning::BelowTau`]) naming how many. KHA
+    /// ends with a Rayleigh–Ritz step ([`Kha::ritz`]) and reports its convergence test
+    /// (`converged`, `max_residual`, [`KpcaWarning::NotConverged`]).
     ///
     /// # Errors
     /// As [`Fit::fit`].
@@ -324,7 +331,7 @@ impl KernelPca {
                 if lambda1.is_nan() || lambda1 <= floor {
                     return Err(zero_kernel(config.rank, self.center, lambda1, floor));
                 }
-                if numerical_rank(&mut pairs) < config.rank {
+                if truncate_to_numerical_rank(&mut pairs) < config.rank {
                     warnings.push(KpcaWarning::RankDeficient {
                         requested: config.rank,
                         returned: pairs.rank(),
@@ -376,7 +383,7 @@ impl KernelPca {
                 if let Some(r) = self.rank {
                     pairs.truncate(r);
                 }
-                numerical_rank(&mut pairs);
+                truncate_to_numerical_rank(&mut pairs);
                 if let Some(r) = self.rank
                     && pairs.rank() < r
                 {
@@ -480,8 +487,10 @@ impl Fit for KernelPca {
     /// (`rank` missing, 0 or above `n`; landmarks outside `[rank, n]`; τ ≤ 0; ...),
     /// [`SolverError::Estimator`] for empty or non-finite data, [`SolverError::Memory`] for an
     /// exact or Nyström fit or SKPCA's buffers ([`Skpca::check_memory`]) over the budget,
-    /// [`SolverError::RankCollapsed`] when SKPCA's τ is above every eigenvalue, and the solvers'
-    /// numerical errors.
+    /// [`SolverError::RankCollapsed`] when SKPCA's τ is above every eigenvalue,
+    /// [`SolverError::InvalidRank`] when the (centred) kernel matrix is numerically zero (largest
+    /// eigenvalue at most `100·n·ε·max_i k(x_i, x_i)`: constant data with centring), so that no
+    /// eigenpair exists, and the solvers' numerical errors.
     fn fit(
         &self,
         x: MatRef<'_, f64>,
