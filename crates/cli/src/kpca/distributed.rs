@@ -295,7 +295,13 @@ fn matrix_free(on: Sharded<'_>) -> Result<Option<Solved>> {
     let Some(vectors) = gather_rows(comm, fit.pairs.vectors.as_ref(), 0) else {
         return Ok(None);
     };
-    let pairs = Eigenpairs { values: fit.pairs.values, vectors };
+    let mut pairs = Eigenpairs { values: fit.pairs.values, vectors };
+    let requested = exact.rank;
+    let warning = (stolr_solvers::truncate_to_numerical_rank(&mut pairs) < requested)
+        .then(|| KpcaWarning::RankDeficient { requested, returned: pairs.rank(), solver: "exact" });
+    if pairs.rank() == 0 {
+        bail!("the (centred) kernel matrix has no positive eigenvalue: no eigenpair exists");
+    }
     let data = full.context("rank 0 holds the rows")?;
     let model = KernelPcaModel::from_training_eigenpairs(
         KpcaSolver::exact().name(),
@@ -307,7 +313,8 @@ fn matrix_free(on: Sharded<'_>) -> Result<Option<Solved>> {
     )?;
     let progress = Progress::new(KpcaSolver::exact().name(), None, 1);
     let solved = solved(model, pairs, None, None, None, progress);
-    Ok(Some(Solved { exact_operator: Some(ExactOperator::MatrixFree), ..solved }))
+    let warnings = super::print_warnings(warning.as_slice());
+    Ok(Some(Solved { exact_operator: Some(ExactOperator::MatrixFree), warnings, ..solved }))
 }
 
 /// Standardizes the sharded columns in place as [`stolr_datasets::standardize`] does on one
