@@ -19,8 +19,8 @@ use stolr_report::{
     KpcaTimings, ReportCategorical, ReportKernel, TauReport,
 };
 use stolr_solvers::{
-    CertifyConfig, CertifyMethod, ExactOperator, KernelCentering, KernelPca, KernelPcaModel, KpcaSolver, SamplerKind,
-    SkpcaConfig, Stop, certify, tau_for_rank,
+    CertifyConfig, CertifyMethod, ExactOperator, KernelCentering, KernelPca, KernelPcaModel, KpcaSolver, KpcaWarning,
+    SamplerKind, SkpcaConfig, Stop, certify, tau_for_rank,
 };
 
 use crate::common::checkpoint::{CheckpointArgs, FileStore, matrix_fingerprint, require_support};
@@ -311,6 +311,11 @@ struct Solved {
     solve_time: Duration,
     /// Which operator the exact solver ran.
     exact_operator: Option<ExactOperator>,
+    /// KHA's convergence test and largest relative residual (`None` for the other solvers).
+    converged: Option<bool>,
+    max_residual: Option<f64>,
+    /// The fit's warnings, as printed to stderr (fewer pairs than requested, not converged).
+    warnings: Vec<String>,
 }
 
 fn solve(
@@ -363,6 +368,7 @@ fn solve(
     if let Some(stop @ Stop::RankCapReached { .. }) = fit.stop {
         eprintln!("warning: SKPCA stopped early: {stop} (--max-rank, --tau)");
     }
+    let warnings = print_warnings(&fit.warnings);
     Ok(Solved {
         model: fit.model,
         pairs: fit.pairs,
@@ -373,7 +379,22 @@ fn solve(
         trace: progress.trace,
         solve_time: start.elapsed(),
         exact_operator: fit.exact_operator,
+        converged: fit.converged,
+        max_residual: fit.max_residual,
+        warnings,
     })
+}
+
+/// Prints every warning of a fit to stderr as `warning: …` and returns them as printed, for
+/// `report.json`.
+fn print_warnings(warnings: &[KpcaWarning]) -> Vec<String> {
+    warnings
+        .iter()
+        .map(|w| {
+            eprintln!("warning: {w}");
+            w.to_string()
+        })
+        .collect()
 }
 
 /// The certificate of the training eigenpairs (`None` with `--certify off`).
@@ -564,6 +585,10 @@ fn finish(args: &KpcaArgs, prepared: Prepared, mut solved: Solved) -> Result<()>
             iterations_run: solved.iterations,
             stop_reason: solved.stop.map(|s| s.to_string()),
             rank_trajectory: solved.trace.iter().map(|r| r.1).collect(),
+            requested_rank: args.rank,
+            converged: solved.converged,
+            max_residual: solved.max_residual,
+            warnings: solved.warnings.clone(),
         },
         certificate: certificate.clone(),
         timings_s: KpcaTimings {
@@ -598,8 +623,18 @@ fn finish(args: &KpcaArgs, prepared: Prepared, mut solved: Solved) -> Result<()>
         Some(op) => format!("{} ({})", solved.model.solver(), op.name()),
         None => solved.model.solver().to_string(),
     };
+    // Fewer pairs than asked for, and KHA's convergence test, in the summary line too.
+    let requested_text = match args.rank {
+        Some(asked) if asked > pairs.rank() => format!(" (of {asked} requested: numerical rank {})", pairs.rank()),
+        _ => String::new(),
+    };
+    let converged_text = match (solved.converged, solved.max_residual) {
+        (Some(true), Some(res)) => format!("converged (max residual {res:.2e}), "),
+        (Some(false), Some(res)) => format!("NOT converged (max residual {res:.2e}), "),
+        _ => String::new(),
+    };
     println!(
-        "stolr kpca: {solver} on {dataset_text} (n={n}, d={d}), {kname}{sigma_text}{tau_text}: {r} eigenpairs, lambda_1={l1:.6}, {it}{secs:.2} s, peak {mem}{certificate_text}{out}",
+        "stolr kpca: {solver} on {dataset_text} (n={n}, d={d}), {kname}{sigma_text}{tau_text}: {r} eigenpairs{requested_text}, lambda_1={l1:.6}, {it}{converged_text}{secs:.2} s, peak {mem}{certificate_text}{out}",
         solver = solver_text,
         n = n,
         d = d,

@@ -189,6 +189,21 @@ pub struct KpcaResult {
     /// The iterate's rank after every iteration (empty for exact and Nyström).
     #[serde(default)]
     pub rank_trajectory: Vec<usize>,
+    /// The rank asked for (`--rank`), when given; `rank` is smaller when the kernel matrix has
+    /// fewer numerically nonzero eigenpairs (see `warnings`).
+    #[serde(default)]
+    pub requested_rank: Option<usize>,
+    /// For KHA, whether its Ritz pairs passed the convergence test (largest relative residual
+    /// at most the tolerance); `None` for the solvers without one.
+    #[serde(default)]
+    pub converged: Option<bool>,
+    /// For KHA, the largest relative residual `||K~ u_j - lambda_j u_j|| / lambda_1` of the
+    /// returned pairs.
+    #[serde(default)]
+    pub max_residual: Option<f64>,
+    /// What the fit warned about (fewer pairs than requested, not converged), as printed.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// The timings of a `stolr kpca` run, in seconds.

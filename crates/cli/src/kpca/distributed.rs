@@ -24,8 +24,8 @@ use stolr_lowrank::comm::{gather_rows, rows_by_index};
 use stolr_lowrank::{Communicator, Eigenpairs, RowShard};
 use stolr_report::TauReport;
 use stolr_solvers::{
-    ExactKpcaConfig, ExactOperator, KernelCentering, KernelPcaModel, KpcaSolver, NystromConfig, Observer, SamplerKind,
-    Skpca, SkpcaConfig, Stop, matrix_free_kpca_sharded, nystrom_fit_sharded,
+    ExactKpcaConfig, ExactOperator, KernelCentering, KernelPcaModel, KpcaSolver, KpcaWarning, NystromConfig, Observer,
+    SamplerKind, Skpca, SkpcaConfig, Stop, matrix_free_kpca_sharded, nystrom_fit_sharded,
 };
 
 use super::{KpcaArgs, Prepared, Solved, SolverKind, build_kernel, choose_tau, finish, load};
@@ -187,6 +187,12 @@ fn nystrom(on: Sharded<'_>) -> Result<Option<Solved>> {
         return Ok(None);
     };
     let pairs = Eigenpairs { values: fit.pairs.values.clone(), vectors };
+    // Fewer pairs than requested: the numerical rank, said as one process says it.
+    let warning = (pairs.rank() < rank).then_some(KpcaWarning::RankDeficient {
+        requested: rank,
+        returned: pairs.rank(),
+        solver: "nystrom",
+    });
     let centering = if args.center { KernelCentering::Offset(fit.offset) } else { KernelCentering::None };
     let model = KernelPcaModel::new(
         "nystrom",
@@ -197,7 +203,8 @@ fn nystrom(on: Sharded<'_>) -> Result<Option<Solved>> {
         pairs.values.clone(),
         centering,
     )?;
-    Ok(Some(solved(model, pairs, None, None, None, Progress::new("nystrom", None, 1))))
+    let solved = solved(model, pairs, None, None, None, Progress::new("nystrom", None, 1));
+    Ok(Some(Solved { warnings: super::print_warnings(warning.as_slice()), ..solved }))
 }
 
 /// SKPCA on the sharded rows ([`Skpca::sharded`]); τ given or chosen on rank 0 from the whole
@@ -246,6 +253,7 @@ fn skpca(on: Sharded<'_>) -> Result<Option<Solved>> {
     if let Some(r) = args.rank {
         pairs.truncate(r);
     }
+    stolr_solvers::truncate_to_numerical_rank(&mut pairs);
     let iterations = solver.iterations_done();
     drop(solver);
     let (Some(vectors), Some(progress)) = (gather_rows(comm, pairs.vectors.as_ref(), 0), progress) else {
@@ -255,6 +263,11 @@ fn skpca(on: Sharded<'_>) -> Result<Option<Solved>> {
         eprintln!("warning: SKPCA stopped early: {stop} (--max-rank, --tau)");
     }
     let pairs = Eigenpairs { values: pairs.values, vectors };
+    let warning = args.rank.filter(|&r| pairs.rank() < r).map(|requested| KpcaWarning::BelowTau {
+        requested,
+        returned: pairs.rank(),
+        tau,
+    });
     let data = full.context("rank 0 holds the rows")?;
     let model = KernelPcaModel::from_training_eigenpairs(
         "skpca",
@@ -264,7 +277,8 @@ fn skpca(on: Sharded<'_>) -> Result<Option<Solved>> {
         &pairs,
         KernelCentering::None,
     )?;
-    Ok(Some(solved(model, pairs, Some(tau_report), Some(iterations), Some(stop), progress)))
+    let solved = solved(model, pairs, Some(tau_report), Some(iterations), Some(stop), progress);
+    Ok(Some(Solved { warnings: super::print_warnings(warning.as_slice()), ..solved }))
 }
 
 /// The matrix-free exact solver on the sharded rows ([`matrix_free_kpca_sharded`]) with the
@@ -281,7 +295,13 @@ fn matrix_free(on: Sharded<'_>) -> Result<Option<Solved>> {
     let Some(vectors) = gather_rows(comm, fit.pairs.vectors.as_ref(), 0) else {
         return Ok(None);
     };
-    let pairs = Eigenpairs { values: fit.pairs.values, vectors };
+    let mut pairs = Eigenpairs { values: fit.pairs.values, vectors };
+    let requested = exact.rank;
+    let warning = (stolr_solvers::truncate_to_numerical_rank(&mut pairs) < requested)
+        .then(|| KpcaWarning::RankDeficient { requested, returned: pairs.rank(), solver: "exact" });
+    if pairs.rank() == 0 {
+        bail!("the (centred) kernel matrix has no positive eigenvalue: no eigenpair exists");
+    }
     let data = full.context("rank 0 holds the rows")?;
     let model = KernelPcaModel::from_training_eigenpairs(
         KpcaSolver::exact().name(),
@@ -293,7 +313,8 @@ fn matrix_free(on: Sharded<'_>) -> Result<Option<Solved>> {
     )?;
     let progress = Progress::new(KpcaSolver::exact().name(), None, 1);
     let solved = solved(model, pairs, None, None, None, progress);
-    Ok(Some(Solved { exact_operator: Some(ExactOperator::MatrixFree), ..solved }))
+    let warnings = super::print_warnings(warning.as_slice());
+    Ok(Some(Solved { exact_operator: Some(ExactOperator::MatrixFree), warnings, ..solved }))
 }
 
 /// Standardizes the sharded columns in place as [`stolr_datasets::standardize`] does on one
@@ -324,5 +345,8 @@ fn solved(
         loop_time: progress.loop_time,
         solve_time: std::time::Duration::ZERO,
         exact_operator: None,
+        converged: None,
+        max_residual: None,
+        warnings: Vec::new(),
     }
 }

@@ -11,6 +11,7 @@ use stolr_lowrank::Eigenpairs;
 use stolr_memory::MemoryBudget;
 
 use crate::kpca::exact::exact_fit;
+use crate::kpca::kha::{zero_kernel, zero_kernel_floor};
 use crate::kpca::{
     ExactKpcaConfig, ExactOperator, KernelCentering, KernelPcaModel, Kha, KhaConfig, NystromConfig, Skpca, SkpcaConfig,
     nystrom_fit,
@@ -115,13 +116,15 @@ impl KpcaSolver {
 }
 
 /// Everything a kernel PCA fit produced: the model, the training eigenpairs (eigenvectors
-/// `(n, r)` over the training rows; the model of a Nyström fit keeps only the landmarks) and
-/// how the run ended.
+/// `(n, r)` over the training rows; the model of a Nyström fit keeps only the landmarks), how
+/// the run ended and what its user should know.
 #[derive(Debug, Clone)]
 pub struct KernelPcaFit {
     /// The model, for new rows.
     pub model: KernelPcaModel,
-    /// Eigenvalues (nonincreasing) and eigenvectors `(n, r)` of the training kernel matrix.
+    /// Eigenvalues (nonincreasing) and eigenvectors `(n, r)` of the training kernel matrix;
+    /// `r` is at most the requested rank, fewer when the kernel has fewer numerically nonzero
+    /// eigenpairs (see `warnings`).
     pub pairs: Eigenpairs,
     /// Why an iterative solver stopped (`None` for exact and Nyström).
     pub stop: Option<Stop>,
@@ -129,6 +132,115 @@ pub struct KernelPcaFit {
     pub iterations: usize,
     /// For the exact solver, which operator ran (`Dense` or `MatrixFree`); `None` otherwise.
     pub exact_operator: Option<ExactOperator>,
+    /// For KHA, whether its Ritz pairs passed the convergence test ([`crate::Kha::ritz`]);
+    /// `None` for the solvers without one (exact and Nyström are direct, SKPCA runs a fixed
+    /// number of steps).
+    pub converged: Option<bool>,
+    /// For KHA, the largest relative residual `‖K̃ u_j − λ_j u_j‖₂ / λ₁` of the returned pairs.
+    pub max_residual: Option<f64>,
+    /// Fewer pairs than requested, a run that has not converged: the result is valid but is
+    /// not all that was asked for.
+    pub warnings: Vec<KpcaWarning>,
+}
+
+/// Relative tolerance of the numerical rank of a kernel matrix: an eigenpair with
+/// $\lambda_j \le 10^{-10}\,\lambda_1$ is numerically zero (its eigenvector is not determined
+/// by the data to working precision), and every kernel PCA solver drops it.
+pub const RANK_TOLERANCE: f64 = 1e-10;
+
+/// Something a kernel PCA fit reports besides its result: the result is valid, but not all
+/// that was asked for. The CLI prints each as `warning: …` and lists them in `report.json`.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum KpcaWarning {
+    /// The kernel matrix has fewer numerically nonzero eigenpairs (eigenvalue above
+    /// [`RANK_TOLERANCE`]`·λ₁`) than were requested: those that exist are returned.
+    RankDeficient {
+        /// The requested rank.
+        requested: usize,
+        /// The pairs returned: the numerical rank (within the span found, for KHA).
+        returned: usize,
+        /// The solver's name (`exact`, `nystrom`, `kha`).
+        solver: &'static str,
+    },
+    /// SKPCA's iterate has fewer eigenpairs above τ than were requested.
+    BelowTau {
+        /// The requested rank.
+        requested: usize,
+        /// The pairs returned.
+        returned: usize,
+        /// The shrinkage threshold τ.
+        tau: f64,
+    },
+    /// An iterative solver ended before its convergence test passed.
+    NotConverged {
+        /// The solver's name (`kha`).
+        solver: &'static str,
+        /// Iterations run.
+        iterations: usize,
+        /// The largest relative residual `‖K̃ u_j − λ_j u_j‖₂ / λ₁`.
+        max_residual: f64,
+        /// The tolerance of the test.
+        tolerance: f64,
+    },
+}
+
+impl std::fmt::Display for KpcaWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KpcaWarning::RankDeficient { requested, returned, solver } => {
+                let within = if *solver == "kha" { " within the span KHA found" } else { "" };
+                write!(
+                    f,
+                    "{requested} eigenpairs requested but only {returned} exist: the kernel matrix has numerical rank \
+                     {returned}{within} (eigenvalues at most {RANK_TOLERANCE:e}·lambda_1 are numerically zero); \
+                     {returned} returned"
+                )
+            }
+            KpcaWarning::BelowTau { requested, returned, tau } => write!(
+                f,
+                "{requested} eigenpairs requested but SKPCA found only {returned} with eigenvalue above tau = {tau}; \
+                 {returned} returned (lower tau, or the kernel matrix has lower rank)"
+            ),
+            KpcaWarning::NotConverged { solver, iterations, max_residual, tolerance } => write!(
+                f,
+                "{solver} has not converged after {iterations} iterations: largest relative residual \
+                 ||K u - lambda u|| / lambda_1 = {max_residual:.3e} > tolerance {tolerance:e} \
+                 (run more iterations or a smaller step size eta)"
+            ),
+        }
+    }
+}
+
+impl KpcaWarning {
+    /// A short machine-readable name: `rank-deficient`, `below-tau`, `not-converged`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            KpcaWarning::RankDeficient { .. } => "rank-deficient",
+            KpcaWarning::BelowTau { .. } => "below-tau",
+            KpcaWarning::NotConverged { .. } => "not-converged",
+        }
+    }
+}
+
+/// Drops the numerically zero pairs of `pairs` (nonincreasing): those with
+/// $\lambda_j \le$ [`RANK_TOLERANCE`]$\,\lambda_1$. Returns how many are kept.
+pub fn truncate_to_numerical_rank(pairs: &mut Eigenpairs) -> usize {
+    let first = pairs.values.first().copied().unwrap_or(0.0);
+    let kept = pairs.values.iter().take_while(|&&v| v > RANK_TOLERANCE * first && v > 0.0).count();
+    pairs.truncate(kept);
+    kept
+}
+
+/// `max_i k(x_i, x_i)` over the rows of `x`, `O(n·d)`: the scale of a kernel matrix's entries.
+fn max_diagonal(x: MatRef<'_, f64>, kernel: &Kernel) -> f64 {
+    let mut row = vec![0.0; x.ncols()];
+    (0..x.nrows())
+        .map(|i| {
+            row.iter_mut().enumerate().for_each(|(j, v)| *v = x[(i, j)]);
+            kernel.eval(&row, &row)
+        })
+        .fold(0.0, f64::max)
 }
 
 /// Kernel PCA parameters: `rank` components of the kernel matrix of `kernel`, optionally
@@ -179,8 +291,15 @@ impl KernelPca {
     }
 
     /// Fits on rows that are already standardized (or not meant to be), recording
-    /// `standardization` in the model; returns the model, the training eigenpairs and how the
-    /// run ended.
+    /// `standardization` in the model; returns the model, the training eigenpairs, how the run
+    /// ended and its warnings ([`KernelPcaFit`]).
+    ///
+    /// Every solver returns at most `rank` pairs and drops the numerically zero ones
+    /// ($\lambda_j \le$ [`RANK_TOLERANCE`]$\,\lambda_1$): asking for more pairs than the kernel
+    /// matrix's numerical rank returns the pairs that exist, with a
+    /// [`KpcaWarning::RankDeficient`] (SKPCA: [`KpcaWarning::BelowTau`]) naming how many. KHA
+    /// ends with a Rayleigh–Ritz step ([`Kha::ritz`]) and reports its convergence test
+    /// (`converged`, `max_residual`, [`KpcaWarning::NotConverged`]).
     ///
     /// # Errors
     /// As [`Fit::fit`].
@@ -192,6 +311,7 @@ impl KernelPca {
         observer: &mut dyn Observer,
     ) -> Result<KernelPcaFit, SolverError> {
         let name = self.solver.name();
+        let mut warnings = Vec::new();
         // The solvers on the training rows give eigenpairs, the kernel means when they have
         // them, and how the run ended; the model is built from those below.
         let mut exact_operator = None;
@@ -204,22 +324,49 @@ impl KernelPca {
                     tolerance: *tolerance,
                     operator: *operator,
                 };
-                let (pairs, means, ran) = exact_fit(x, &self.kernel, &config)?;
+                let (mut pairs, means, ran) = exact_fit(x, &self.kernel, &config)?;
                 exact_operator = Some(ran);
+                let lambda1 = pairs.values.first().copied().unwrap_or(0.0);
+                let floor = zero_kernel_floor(x.nrows(), max_diagonal(x, &self.kernel));
+                if lambda1.is_nan() || lambda1 <= floor {
+                    return Err(zero_kernel(config.rank, self.center, lambda1, floor));
+                }
+                if truncate_to_numerical_rank(&mut pairs) < config.rank {
+                    warnings.push(KpcaWarning::RankDeficient {
+                        requested: config.rank,
+                        returned: pairs.rank(),
+                        solver: name,
+                    });
+                }
                 (pairs, means, None, 0)
             }
             KpcaSolver::Nystrom { landmarks } => {
-                let config = NystromConfig {
-                    memory: self.memory,
-                    ..NystromConfig::new(*landmarks, self.rank_for("nystrom")?).center(self.center)
-                };
+                let rank = self.rank_for("nystrom")?;
+                let config =
+                    NystromConfig { memory: self.memory, ..NystromConfig::new(*landmarks, rank).center(self.center) };
                 let fit = nystrom_fit(x, &self.kernel, &config, rng)?;
+                if fit.pairs.rank() < rank {
+                    warnings.push(KpcaWarning::RankDeficient {
+                        requested: rank,
+                        returned: fit.pairs.rank(),
+                        solver: name,
+                    });
+                }
                 let rows = Mat::from_fn(fit.landmarks.len(), x.ncols(), |i, j| x[(fit.landmarks[i], j)]);
                 let centering = if self.center { KernelCentering::Offset(fit.offset) } else { KernelCentering::None };
                 let values = fit.pairs.values.clone();
                 let model =
                     KernelPcaModel::new(name, self.kernel, standardization, rows, fit.coefficients, values, centering)?;
-                return Ok(KernelPcaFit { model, pairs: fit.pairs, stop: None, iterations: 0, exact_operator: None });
+                return Ok(KernelPcaFit {
+                    model,
+                    pairs: fit.pairs,
+                    stop: None,
+                    iterations: 0,
+                    exact_operator: None,
+                    converged: None,
+                    max_residual: None,
+                    warnings,
+                });
             }
             KpcaSolver::Skpca { config, sampler, features } => {
                 let inner: Box<dyn KernelSampler + '_> = match sampler {
@@ -236,6 +383,12 @@ impl KernelPca {
                 if let Some(r) = self.rank {
                     pairs.truncate(r);
                 }
+                truncate_to_numerical_rank(&mut pairs);
+                if let Some(r) = self.rank
+                    && pairs.rank() < r
+                {
+                    warnings.push(KpcaWarning::BelowTau { requested: r, returned: pairs.rank(), tau: config.tau });
+                }
                 // The centring statistics are exact: one streamed pass over K, O(n²d).
                 let means = self.center.then(|| kernel_row_means(x, &self.kernel));
                 (pairs, means, Some(stop), solver.iterations_done())
@@ -247,22 +400,60 @@ impl KernelPca {
                     iterations: *iterations,
                     center: self.center,
                     init_scale: *init_scale,
+                    ..KhaConfig::new(1, 1)
                 };
-                // The coefficients A (n, r), their update and the eigenvectors (n, r), plus
-                // the row-major copy of the data (n, d).
+                // The coefficients A (n, r), their update, and the Rayleigh–Ritz step's n × r
+                // blocks (H A, K̃ H A and its scaled copy, the SVD's basis, Q, K̃ Q, the
+                // eigenvectors, K̃ U and the model coefficients), plus the row-major copy of the
+                // data (n, d) and a 256-row block of K.
                 let (n, d) = x.shape();
                 self.memory.check(
-                    format!("KHA's n × r coefficients (n = {n}, rank = {})", config.rank),
-                    stolr_memory::f64_bytes(&[3, n, config.rank]).saturating_add(stolr_memory::f64_bytes(&[n, d])),
+                    format!("KHA's n × r coefficients and Rayleigh–Ritz step (n = {n}, rank = {})", config.rank),
+                    stolr_memory::f64_bytes(&[11, n, config.rank])
+                        .saturating_add(stolr_memory::f64_bytes(&[n, d]))
+                        .saturating_add(stolr_memory::f64_bytes(&[256, n])),
                 )?;
+                let rank = config.rank;
+                let tolerance = config.tolerance;
                 let mut solver = Kha::new(x, self.kernel, config, rng)?;
                 let stop = run(&mut solver, rng, observer)?;
-                let pairs = solver.eigenpairs()?;
-                let means = self.center.then(|| {
+                let ritz = solver.ritz()?;
+                let iterations = solver.iterations_done();
+                if ritz.pairs.rank() < rank {
+                    warnings.push(KpcaWarning::RankDeficient {
+                        requested: rank,
+                        returned: ritz.pairs.rank(),
+                        solver: name,
+                    });
+                }
+                let max_residual = ritz.residuals.iter().copied().fold(0.0, f64::max);
+                if !ritz.converged {
+                    warnings.push(KpcaWarning::NotConverged { solver: name, iterations, max_residual, tolerance });
+                }
+                let centering = KernelCentering::from_training_means(self.center.then(|| {
                     let (m, all) = solver.kernel_means();
                     (m.to_vec(), all)
+                }));
+                let values = ritz.pairs.values.clone();
+                let model = KernelPcaModel::new(
+                    name,
+                    self.kernel,
+                    standardization,
+                    stolr_estimators::to_owned(x),
+                    ritz.coefficients,
+                    values,
+                    centering,
+                )?;
+                return Ok(KernelPcaFit {
+                    model,
+                    pairs: ritz.pairs,
+                    stop: Some(stop),
+                    iterations,
+                    exact_operator: None,
+                    converged: Some(ritz.converged),
+                    max_residual: Some(max_residual),
+                    warnings,
                 });
-                (pairs, means, Some(stop), solver.iterations_done())
             }
         };
         let model = KernelPcaModel::from_training_eigenpairs(
@@ -273,7 +464,16 @@ impl KernelPca {
             &pairs,
             KernelCentering::from_training_means(means),
         )?;
-        Ok(KernelPcaFit { model, pairs, stop, iterations, exact_operator })
+        Ok(KernelPcaFit {
+            model,
+            pairs,
+            stop,
+            iterations,
+            exact_operator,
+            converged: None,
+            max_residual: None,
+            warnings,
+        })
     }
 }
 
@@ -287,8 +487,10 @@ impl Fit for KernelPca {
     /// (`rank` missing, 0 or above `n`; landmarks outside `[rank, n]`; τ ≤ 0; ...),
     /// [`SolverError::Estimator`] for empty or non-finite data, [`SolverError::Memory`] for an
     /// exact or Nyström fit or SKPCA's buffers ([`Skpca::check_memory`]) over the budget,
-    /// [`SolverError::RankCollapsed`] when SKPCA's τ is above every eigenvalue, and the solvers'
-    /// numerical errors.
+    /// [`SolverError::RankCollapsed`] when SKPCA's τ is above every eigenvalue,
+    /// [`SolverError::InvalidRank`] when the (centred) kernel matrix is numerically zero (largest
+    /// eigenvalue at most `100·n·ε·max_i k(x_i, x_i)`: constant data with centring), so that no
+    /// eigenpair exists, and the solvers' numerical errors.
     fn fit(
         &self,
         x: MatRef<'_, f64>,

@@ -19,8 +19,10 @@ mod tau;
 
 pub use certificate::{Certificate, CertifyConfig, CertifyMethod, ConfidenceIntervals, certify};
 pub use exact::{ExactKpcaConfig, ExactOperator, exact_kpca, kernel_matrix};
-pub use fit::{KernelPca, KernelPcaFit, KpcaSolver, SamplerKind};
-pub use kha::{Kha, KhaConfig};
+pub use fit::{
+    KernelPca, KernelPcaFit, KpcaSolver, KpcaWarning, RANK_TOLERANCE, SamplerKind, truncate_to_numerical_rank,
+};
+pub use kha::{Kha, KhaConfig, KhaRitz, SPAN_TOLERANCE};
 pub use matrix_free::{
     MatrixFreeConfig, MatrixFreeFit, matrix_free_bytes, matrix_free_bytes_sharded, matrix_free_kpca,
     matrix_free_kpca_sharded,

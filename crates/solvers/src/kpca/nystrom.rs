@@ -12,6 +12,7 @@ use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::SolverError;
 use crate::error::{check_data, check_rank};
+use crate::kpca::kha::{zero_kernel, zero_kernel_floor};
 
 /// Rows of the `n × m` kernel block evaluated at once by default (`8·4096·m` bytes: 66 MB for
 /// `m = 2000`).
@@ -55,7 +56,9 @@ impl NystromConfig {
 /// approximations): `W = U_W Λ_W U_Wᵀ` (eigenvalues `≤ 1e-10·max` dropped),
 /// `F = C U_W Λ_W^{-1/2}` so `K̃ = F Fᵀ`, `FᵀF = V Λ Vᵀ`, `u_i = F v_i / √λ_i`.
 /// With `center`, the columns of `F` are centred, giving `H K̃ H`. Fewer than `rank` pairs are
-/// returned when `K̃` has lower numerical rank. Eigenvectors `(n, r)`, eigenvalues
+/// returned when `K̃` has lower numerical rank: pairs with `λ_i ≤ 1e-10·λ₁`
+/// ([`crate::kpca::RANK_TOLERANCE`]) are dropped ([`crate::KernelPca`] then warns, naming how
+/// many exist). Eigenvectors `(n, r)`, eigenvalues
 /// nonincreasing. Time $O(n m d + n m^2 + m^3)$, memory $O(m^2 + n r)$ (see [`nystrom_fit`]).
 ///
 /// # Errors
@@ -132,7 +135,9 @@ fn allocations(n: usize, m: usize, r: usize, d: usize, block_rows: usize) -> [(S
 /// [`SolverError::InvalidRank`] if `rank` is 0 or exceeds `m`; [`SolverError::InvalidConfig`]
 /// if `m` is 0 or exceeds `n`; [`SolverError::Memory`] if one of the allocations above, or
 /// their sum, exceeds `config.memory` (naming it: the `m × m` landmark kernel, the row blocks,
-/// the `n × r` eigenvectors); [`SolverError::Estimator`] for empty or non-finite data and
+/// the `n × r` eigenvectors); [`SolverError::InvalidRank`] if the (centred) Nyström kernel
+/// matrix is numerically zero (largest eigenvalue at most `100·n·ε·max_i k(z_i, z_i)` over the
+/// landmarks `z_i`; e.g. constant data with `center`); [`SolverError::Estimator`] for empty or non-finite data and
 /// invalid kernel parameters; [`SolverError::LowRank`] if an eigendecomposition fails.
 ///
 /// # References
@@ -218,6 +223,8 @@ pub fn nystrom_fit_sharded<R: Rng + ?Sized>(
 
     // W = U_W Λ_W U_Wᵀ; S = U_W Λ_W^{-1/2} on the kept eigenvalues, scaled in place.
     let w = kernel.matrix(landmarks.as_ref());
+    // The scale of the kernel's entries, for the test of a numerically zero kernel matrix.
+    let max_diagonal = (0..m).map(|i| w[(i, i)]).fold(0.0, f64::max);
     // The shift s: the mean row of W (rows of C at the landmarks), or 0 without centring.
     let shift: Vec<f64> =
         if config.center { (0..m).map(|j| w.col(j).sum() / m as f64).collect() } else { vec![0.0; m] };
@@ -280,7 +287,14 @@ pub fn nystrom_fit_sharded<R: Rng + ?Sized>(
     }
     let (lam, v) = sym_eigen_desc(gram.as_ref())?;
     drop(gram);
-    let cutoff = 1e-10 * lam.first().copied().unwrap_or(0.0).max(0.0);
+    // A (centred) Nyström kernel matrix at the rounding level has no eigenpairs (constant data
+    // with centring): an error, never 0 pairs or NaN.
+    let lambda1 = lam.first().copied().unwrap_or(0.0);
+    let floor = zero_kernel_floor(n, max_diagonal);
+    if lambda1.is_nan() || lambda1 <= floor {
+        return Err(zero_kernel(config.rank, config.center, lambda1, floor));
+    }
+    let cutoff = crate::kpca::RANK_TOLERANCE * lambda1;
     let r = lam.iter().take(config.rank).take_while(|&&l| l > cutoff).count();
     let v_r = v.as_ref().subcols(0, r);
     let mut coefficients = stolr_lowrank::mul(s, v_r);
