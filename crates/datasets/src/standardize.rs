@@ -187,8 +187,15 @@ mod tests {
                 let mean = col[0] + col.iter().map(|v| v - col[0]).sum::<f64>() / n as f64;
                 let std = (col.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n as f64).sqrt();
                 let err = (s.mean[j] - mean).abs();
-                assert!(err <= 2.0 * f64::EPSILON * mean.abs(), "offset {offset}, spread {spread}: mean off by {err:e}");
-                assert!((s.scale[j] - std).abs() <= 1e-10 * std, "offset {offset}, spread {spread}: std {} vs {std}", s.scale[j]);
+                assert!(
+                    err <= 2.0 * f64::EPSILON * mean.abs(),
+                    "offset {offset}, spread {spread}: mean off by {err:e}"
+                );
+                assert!(
+                    (s.scale[j] - std).abs() <= 1e-10 * std,
+                    "offset {offset}, spread {spread}: std {} vs {std}",
+                    s.scale[j]
+                );
                 // The standardized column has mean 0 and variance 1 up to the rounding of the
                 // stored values (an ulp of the offset, relative to the spread).
                 let tol = 4.0 * f64::EPSILON * mean.abs() / std + 1e-12;

@@ -81,8 +81,9 @@ fn fill_features(x: MatRef<'_, f64>, centre: Option<&[f64]>, omega: MatRef<'_, f
             scaled_cos_sin(column(p.rb().col(j)), scale, column_mut(cos.col_mut(0)), column_mut(sin.col_mut(0)));
         }
     };
-    let new_buffers =
-        || (Mat::<f64>::zeros(ROW_BLOCK, k), if centre.is_some() { Mat::<f64>::zeros(ROW_BLOCK, d) } else { Mat::new() });
+    let new_buffers = || {
+        (Mat::<f64>::zeros(ROW_BLOCK, k), if centre.is_some() { Mat::<f64>::zeros(ROW_BLOCK, d) } else { Mat::new() })
+    };
     if par.degree() <= 1 || x.nrows() <= ROW_BLOCK {
         let mut buffers = new_buffers();
         let mut zeta = zeta;
@@ -239,7 +240,13 @@ impl KernelSampler for RandomFourierFeatures<'_> {
             out.zeta = Mat::zeros(n, 2 * k);
         }
         out.chi = None;
-        fill_features(self.x, self.centre.as_deref(), self.omega.as_ref(), out.zeta.as_mut(), faer::get_global_parallelism());
+        fill_features(
+            self.x,
+            self.centre.as_deref(),
+            self.omega.as_ref(),
+            out.zeta.as_mut(),
+            faer::get_global_parallelism(),
+        );
         Ok(())
     }
 

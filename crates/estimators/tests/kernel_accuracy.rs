@@ -136,8 +136,9 @@ fn the_tiled_operator_and_panels_match_direct_differences() {
         let k = reference(&x, &x, sigma);
         for evaluation in [KernelEvaluation::Expanded, KernelEvaluation::Direct] {
             for (tile, par) in [(37, Par::Seq), (64, Par::rayon(2))] {
-                let op = KernelOperator::with_evaluation(x.as_ref(), kernel, evaluation, OperatorCentering::None, tile, par)
-                    .unwrap();
+                let op =
+                    KernelOperator::with_evaluation(x.as_ref(), kernel, evaluation, OperatorCentering::None, tile, par)
+                        .unwrap();
                 let got = op.apply(v.as_ref(), par).unwrap();
                 assert_product(name, &format!("{evaluation:?} operator, tile {tile}"), &got, &k, &v);
                 let rows = [199, 3, 3, 150, 0];
@@ -242,7 +243,8 @@ fn centred_random_fourier_features_keep_their_precision_far_from_the_origin() {
     assert!(err <= 1e-12, "centred features differ by {err:e}");
     assert!(common::max_abs_diff(&raw, &reference) > 1e-3, "the uncentred draw was expected to lose precision");
     // An explicit centre: the same draw up to rounding.
-    let at = draw(&mut RandomFourierFeatures::new(far.as_ref(), kernel, 64).unwrap().centred_at(vec![1e15; 3]).unwrap());
+    let at =
+        draw(&mut RandomFourierFeatures::new(far.as_ref(), kernel, 64).unwrap().centred_at(vec![1e15; 3]).unwrap());
     assert!(common::max_abs_diff(&at, &reference) <= 1e-12);
     let wrong = RandomFourierFeatures::new(far.as_ref(), kernel, 4).unwrap().centred_at(vec![0.0; 2]);
     assert!(matches!(wrong, Err(EstimatorError::DimensionMismatch { expected: 3, found: 2, .. })));

@@ -36,13 +36,17 @@ fn cases() -> Vec<(&'static str, Mat<f64>, f64)> {
         ("one row at 1e20", with_row(1e20), 2.0),
         ("offset 1e9", Mat::from_fn(200, 5, |i, l| base[(i, l)] + 1e9), 2.0),
         ("offset 1e8", Mat::from_fn(200, 5, |i, l| base[(i, l)] + 1e8), 2.0),
-        ("scale 1e-8, one row at 1", {
-            let mut x = Mat::from_fn(200, 5, |i, l| base[(i, l)] * 1e-8);
-            for l in 0..5 {
-                x[(199, l)] = 1.0;
-            }
-            x
-        }, 2e-8),
+        (
+            "scale 1e-8, one row at 1",
+            {
+                let mut x = Mat::from_fn(200, 5, |i, l| base[(i, l)] * 1e-8);
+                for l in 0..5 {
+                    x[(199, l)] = 1.0;
+                }
+                x
+            },
+            2e-8,
+        ),
         ("scale 1e8", Mat::from_fn(200, 5, |i, l| base[(i, l)] * 1e8), 2e8),
     ]
 }
@@ -69,7 +73,9 @@ fn mean_shifted_expansion(x: &Mat<f64>, sigma: f64) -> Mat<f64> {
     let xc = Mat::from_fn(n, d, |i, l| x[(i, l)] - mean[l]);
     let sq: Vec<f64> = (0..n).map(|i| (0..d).map(|l| xc[(i, l)] * xc[(i, l)]).sum()).collect();
     let g = &xc * xc.transpose();
-    Mat::from_fn(n, n, |i, j| if i == j { 1.0 } else { (-(sq[i] + sq[j] - 2.0 * g[(i, j)]).max(0.0) / (2.0 * sigma * sigma)).exp() })
+    Mat::from_fn(n, n, |i, j| {
+        if i == j { 1.0 } else { (-(sq[i] + sq[j] - 2.0 * g[(i, j)]).max(0.0) / (2.0 * sigma * sigma)).exp() }
+    })
 }
 
 fn top(k: &Mat<f64>, r: usize) -> Eigenpairs {
@@ -152,7 +158,11 @@ fn the_certificate_checks_against_an_independent_kernel() {
             let bad = certify(x.as_ref(), &kernel, center, means, &wrong, &config, &mut rng).unwrap();
             let limit = if method == CertifyMethod::Exact { 1e-12 } else { 1e-10 };
             for i in 0..3 {
-                assert!(good.residuals[i] <= limit, "{name}, centre {center}, {method:?}: true pair {i}: {:?}", good.residuals);
+                assert!(
+                    good.residuals[i] <= limit,
+                    "{name}, centre {center}, {method:?}: true pair {i}: {:?}",
+                    good.residuals
+                );
             }
             assert!(
                 bad.residuals.iter().any(|&r| r >= 1e-3),

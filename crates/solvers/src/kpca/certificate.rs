@@ -126,9 +126,9 @@ pub struct Certificate {
 /// itself.
 ///
 /// # Method
-/// Exact: $K[U, 1]$ from one operator product with direct kernel values, then $\tilde K U = KU
-/// - m s^\top - 1 (m^\top U) + \bar m\, 1 s^\top$ with $m = K1/n$, $s = U^\top 1$ when
-/// centred, and $R = \tilde K U - U\Lambda$: $O(n^2(d + r))$ time, memory $O(n(d + r))$.
+/// Exact: $K[U, 1]$ from one operator product with direct kernel values, then (when centred)
+/// $\tilde K U = KU - m s^\top - 1 (m^\top U) + \bar m\, 1 s^\top$ with $m = K1/n$,
+/// $s = U^\top 1$, and $R = \tilde K U - U\Lambda$: $O(n^2(d + r))$ time, memory $O(n(d + r))$.
 /// Estimate: `s` rows $j_1..j_s$ drawn uniformly with replacement from `rng`,
 /// the rows $(\tilde K U)_{j_t}$ ($O(s\,n(d + r))$ time); then $Z_t = n\, r_{j_t i}^2$ has
 /// mean $\|r_i\|^2$ and $Y_t = n\, u_{j_t i}(\tilde K U)_{j_t i}$ mean $u_i^\top\tilde K u_i$.
