@@ -21,7 +21,9 @@ use crate::{EstimatorError, Factors, Kernel, KernelSampler};
 /// [`KernelSampler::is_symmetric_psd`] is `false`.
 ///
 /// Cost per draw: $k$ kernel columns, $O(nkd)$ (one GEMM for the Gaussian and polynomial
-/// kernels); the data are prepared once at construction ($O(nd)$ extra memory).
+/// kernels); the data are prepared once at construction ($O(nd)$ extra memory: two copies of
+/// `X`, shifted and original, for the Gaussian kernel, whose values are accurate whatever the
+/// offset of the rows, see [`crate::KernelEvaluation`]).
 ///
 /// # References
 /// Paper `000_64249a13de5bd3cc.txt`, "Unbiased Estimators", item 1; `spec/math.md`

@@ -5,7 +5,7 @@ use faer::{Mat, MatRef, Par};
 use rayon::prelude::*;
 
 use crate::EstimatorError;
-use crate::kernel::{Kernel, PreparedKernel};
+use crate::kernel::{Kernel, KernelEvaluation, PreparedKernel};
 
 /// Rows of `X` per panel of [`CrossKernelPanels`]: the unit in which the cross kernel is
 /// evaluated and in which callers accumulate, whatever the block size.
@@ -21,10 +21,11 @@ pub const PANEL_ROWS: usize = 256;
 /// the block size and the number of threads, so its bits depend on neither; a caller that
 /// accumulates panel after panel gets results independent of the block size, bit for bit.
 ///
-/// `y` is prepared once as [`Kernel::cross`] prepares its first argument (Gaussian: shifted by
-/// the column means of `y`, which limits cancellation in $\|x\|^2 + \|y\|^2 - 2x^\top y$ and
-/// leaves distances unchanged); `x` is only read, a panel at a time, and never copied whole.
-/// Memory: $8\,m\,(d + b)$ bytes for a block of `b` rows, plus $8\,d$ per panel in flight.
+/// `y` is prepared once as [`Kernel::cross`] prepares its first argument (Gaussian: shifted to
+/// the coordinate-wise median of `y`, with the distances the expansion $\|x\|^2 + \|y\|^2 -
+/// 2x^\top y$ could cancel recomputed directly, see [`KernelEvaluation`]); `x` is only read, a
+/// panel at a time, and never copied whole. Memory: $8\,m\,(2d + b)$ bytes for a block of `b`
+/// rows, plus $16\,d \cdot$ [`PANEL_ROWS`] per panel in flight.
 ///
 /// # References
 /// `spec/math.md` §1.5 (Nyström: the `n × m` block `C = K[:, I]`); paper
@@ -42,6 +43,20 @@ impl<'a> CrossKernelPanels<'a> {
     /// [`EstimatorError::InvalidKernel`] for invalid kernel parameters;
     /// [`EstimatorError::DimensionMismatch`] if `x` and `y` have different numbers of columns.
     pub fn new(kernel: &Kernel, x: MatRef<'a, f64>, y: MatRef<'_, f64>) -> Result<Self, EstimatorError> {
+        Self::with_evaluation(kernel, KernelEvaluation::Expanded, x, y)
+    }
+
+    /// [`CrossKernelPanels::new`] with the kernel values evaluated as `evaluation` says
+    /// ([`KernelEvaluation::Direct`]: a direct loop over the coordinates for every entry).
+    ///
+    /// # Errors
+    /// As [`CrossKernelPanels::new`].
+    pub fn with_evaluation(
+        kernel: &Kernel,
+        evaluation: KernelEvaluation,
+        x: MatRef<'a, f64>,
+        y: MatRef<'_, f64>,
+    ) -> Result<Self, EstimatorError> {
         kernel.validate()?;
         if x.ncols() != y.ncols() {
             return Err(EstimatorError::DimensionMismatch {
@@ -50,7 +65,7 @@ impl<'a> CrossKernelPanels<'a> {
                 found: y.ncols(),
             });
         }
-        Ok(Self { x, prepared: PreparedKernel::new(*kernel, y), m: y.nrows() })
+        Ok(Self { x, prepared: PreparedKernel::with_evaluation(*kernel, y, evaluation), m: y.nrows() })
     }
 
     /// Number of rows `n` of `x`.

@@ -46,7 +46,7 @@ pub use columns::ColumnSampling;
 pub use data::{check_data, column_means, to_owned};
 pub use error::EstimatorError;
 pub use factors::{Factors, KernelSampler};
-pub use kernel::{Kernel, kernel_row_means};
+pub use kernel::{Kernel, KernelEvaluation, kernel_row_means};
 pub use kernel_blocks::{CrossKernelPanels, PANEL_ROWS, Panel};
 pub use maclaurin::RandomMaclaurin;
 pub use operator::{DEFAULT_TILE, KernelOperator, OperatorCentering};

@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use crate::EstimatorError;
 use crate::data::check_data;
-use crate::kernel::{Kernel, PreparedKernel};
+use crate::kernel::{Kernel, KernelEvaluation, PreparedKernel};
 
 /// Default tile side `t`: a tile holds `t × t` kernel values (2 MiB at 512).
 pub const DEFAULT_TILE: usize = 512;
@@ -40,7 +40,11 @@ pub enum OperatorCentering {
 /// the diagonal are evaluated, each once: tile $(I, J)$, $I > J$, adds $K_{IJ} V_J$ to the rows
 /// $I$ of the output and $K_{IJ}^\top V_I$ to the rows $J$, so a product costs $n^2/2$ kernel
 /// evaluations, $n^2 d$ flops for the inner products and $2 n^2 b$ flops for the two GEMMs.
-/// The tile pairs are taken in batches of 64 (row-major order of the lower triangle); the pairs
+/// A tile's kernel values are formed as [`KernelEvaluation`] says: by default
+/// ([`KernelOperator::new`]) one GEMM per tile, the Gaussian on rows shifted to their
+/// coordinate-wise median with the distances that could cancel recomputed directly, so every
+/// value is accurate to a few ulps whatever the offset and spread of the rows;
+/// [`KernelOperator::with_evaluation`] can ask for direct loops instead. The tile pairs are taken in batches of 64 (row-major order of the lower triangle); the pairs
 /// of a batch are evaluated in parallel on `par.degree()` workers, each forming its two
 /// products sequentially, and the products are then added into the output in pair order. The
 /// batches and the order do not depend on the number of workers, so neither do the bits.
@@ -49,7 +53,8 @@ pub enum OperatorCentering {
 /// 1$ (spec §1.2), so it costs $O(nb)$ on top of $KV$.
 ///
 /// # Memory
-/// The prepared data `(n, d)` and, when centred, the means `n` (see
+/// The prepared data (two copies `(n, d)` for the Gaussian kernel) and, when centred, the
+/// means `n` (see
 /// [`KernelOperator::bytes`]); a product allocates
 /// [`KernelOperator::apply_bytes`]: the output `(n, b)`, the products of one batch of tile
 /// pairs (`2 · 64 · t × b`) and one `t × t` tile per worker. $O(n(d + b))$ in all.
@@ -96,12 +101,30 @@ impl KernelOperator {
         tile: usize,
         par: Par,
     ) -> Result<Self, EstimatorError> {
+        Self::with_evaluation(x, kernel, KernelEvaluation::Expanded, centering, tile, par)
+    }
+
+    /// [`KernelOperator::new`] with the kernel values evaluated as `evaluation` says:
+    /// [`KernelEvaluation::Direct`] evaluates every entry by a direct loop over the coordinates
+    /// (no GEMM), independently of the expansion [`KernelOperator::new`] uses, e.g. to certify
+    /// a result computed with it.
+    ///
+    /// # Errors
+    /// As [`KernelOperator::new`].
+    pub fn with_evaluation(
+        x: MatRef<'_, f64>,
+        kernel: Kernel,
+        evaluation: KernelEvaluation,
+        centering: OperatorCentering,
+        tile: usize,
+        par: Par,
+    ) -> Result<Self, EstimatorError> {
         check_data(x)?;
         kernel.validate()?;
         if tile == 0 {
             return Err(EstimatorError::ZeroFeatures { what: "rows per kernel tile" });
         }
-        let prepared = PreparedKernel::new(kernel, x);
+        let prepared = PreparedKernel::with_evaluation(kernel, x, evaluation);
         let n = x.nrows();
         let trace = prepared.diagonal().iter().sum();
         let mut op = KernelOperator { prepared, n, d: x.ncols(), tile, centering: None, trace };
@@ -169,10 +192,12 @@ impl KernelOperator {
         }
     }
 
-    /// Bytes an operator on `n` rows of dimension `d` holds: the prepared copy of the data
-    /// `(n, d)`, the squared row norms and the row means, `8·n·(d + 2)`.
+    /// Bytes an operator on `n` rows of dimension `d` holds at most: two prepared copies of
+    /// the data `(n, d)` (the Gaussian kernel's shifted rows for the GEMM and original rows for
+    /// the direct differences; one copy otherwise), the squared row norms and the row means,
+    /// `8·n·(2d + 2)`.
     pub fn bytes(n: usize, d: usize) -> u64 {
-        8u64.saturating_mul(n as u64).saturating_mul(d as u64 + 2)
+        8u64.saturating_mul(n as u64).saturating_mul((d as u64).saturating_mul(2).saturating_add(2))
     }
 
     /// Bytes one [`KernelOperator::apply`] of a block of `b` vectors allocates with `workers`

@@ -3,7 +3,7 @@
 
 use faer::{Mat, MatRef};
 use rand::{Rng, RngExt};
-use stolr_estimators::{CrossKernelPanels, DEFAULT_TILE, Kernel, KernelOperator, OperatorCentering};
+use stolr_estimators::{CrossKernelPanels, DEFAULT_TILE, Kernel, KernelEvaluation, KernelOperator, OperatorCentering};
 use stolr_lowrank::Eigenpairs;
 use stolr_memory::{MemoryBudget, f64_bytes};
 
@@ -13,7 +13,7 @@ use crate::error::check_data;
 /// How a [`Certificate`] was computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CertifyMethod {
-    /// One product $K U$ with the tiled kernel operator: exact up to rounding.
+    /// One product $K [U, 1]$ with the tiled kernel operator: exact up to rounding.
     Exact,
     /// Rows of $K U$ on a uniform sample of rows, with 95 % confidence intervals.
     Estimate,
@@ -32,11 +32,14 @@ impl CertifyMethod {
 /// Configuration of [`certify`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct CertifyConfig {
-    /// The method; `None` picks [`CertifyMethod::Exact`] when `n ≤ exact_max_n` and its
-    /// buffers fit `memory`, [`CertifyMethod::Estimate`] otherwise.
+    /// The method; `None` picks [`CertifyMethod::Exact`] when `n ≤ exact_max_n`, $n^2 d \le
+    /// 2.5\cdot10^{11}$ (`n = 50 000` up to `d = 100`, `n ≈ 17 900` at `d = 784`: the exact
+    /// certificate's direct kernel loops cost $n^2 d/2$ multiply-adds) and its buffers fit
+    /// `memory`, [`CertifyMethod::Estimate`] otherwise.
     pub method: Option<CertifyMethod>,
     /// Largest `n` for which the automatic choice is exact (default 50 000: one product is
-    /// then at most $1.25\cdot10^9$ kernel evaluations, seconds to a minute on two cores).
+    /// then at most $1.25\cdot10^9$ kernel evaluations, seconds to a minute on two cores for
+    /// `d` up to about 100).
     pub exact_max_n: usize,
     /// Rows sampled (uniformly, with replacement) by the estimate, `s ≥ 2` (default 2000).
     pub sample_rows: usize,
@@ -57,6 +60,15 @@ impl Default for CertifyConfig {
         }
     }
 }
+
+/// Largest $n^2 d$ for which the automatic choice of [`CertifyConfig`] is exact: $2.5\cdot
+/// 10^{11}$, i.e. `n = 50 000` up to `d = 100`, `n ≈ 17 900` at `d = 784`. The exact certificate
+/// evaluates every kernel value by a direct loop over the coordinates (independent of the GEMM
+/// expansion the solvers use), which costs $n^2 d / 2$ multiply-adds without blocking: measured
+/// on one core at `n = 4000`, 0.14 s per product at `d = 50` (2.2 times the GEMM path) and, at
+/// `n = 2000`, 0.53 s at `d = 784` (7 times). At this bound a product takes about 20 s on two
+/// cores.
+const EXACT_MAX_WORK: f64 = 2.5e11;
 
 /// 95 % confidence intervals of an estimated [`Certificate`], one `(low, high)` per eigenpair.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,12 +116,20 @@ pub struct Certificate {
 /// solver's approximation, measured here against the true kernel).
 ///
 /// `means`: the row means $m = K1/n$ and $\bar m$ of the uncentred kernel when known (a
-/// centred model keeps them); without them a centred exact certificate computes them (one more
-/// pass, $O(n^2 d)$) and a centred estimate estimates them from its sample.
+/// centred model keeps them). The exact certificate does not use them: it computes its own,
+/// from one more column of its product. A centred estimate uses them when given and otherwise
+/// estimates them from its sample.
+///
+/// **Independence.** Every kernel value is evaluated by a direct loop over the coordinates of
+/// the rows ([`KernelEvaluation::Direct`]: $\sum_l (x_l - y_l)^2$ for the Gaussian kernel), not
+/// by the GEMM expansion the solvers use, so an error in the solvers' kernel cannot certify
+/// itself.
 ///
 /// # Method
-/// Exact: $R = \tilde K U - U\Lambda$ from one operator product, $O(n^2(d + r))$ time, memory
-/// $O(n(d + r))$. Estimate: `s` rows $j_1..j_s$ drawn uniformly with replacement from `rng`,
+/// Exact: $K[U, 1]$ from one operator product with direct kernel values, then (when centred)
+/// $\tilde K U = KU - m s^\top - 1 (m^\top U) + \bar m\, 1 s^\top$ with $m = K1/n$,
+/// $s = U^\top 1$, and $R = \tilde K U - U\Lambda$: $O(n^2(d + r))$ time, memory $O(n(d + r))$.
+/// Estimate: `s` rows $j_1..j_s$ drawn uniformly with replacement from `rng`,
 /// the rows $(\tilde K U)_{j_t}$ ($O(s\,n(d + r))$ time); then $Z_t = n\, r_{j_t i}^2$ has
 /// mean $\|r_i\|^2$ and $Y_t = n\, u_{j_t i}(\tilde K U)_{j_t i}$ mean $u_i^\top\tilde K u_i$.
 /// The point estimates are $\sqrt{\bar Z}/\lambda_1$ and $\bar Y/\operatorname{tr}$, and the
@@ -155,30 +175,49 @@ pub fn certify(
     let par = faer::get_global_parallelism();
     let workers = KernelOperator::workers(par);
     let d = x.ncols();
+    let b = r + usize::from(center);
     let exact_bytes = KernelOperator::bytes(n, d)
-        .saturating_add(KernelOperator::apply_bytes(n, r, config.tile, workers))
-        .saturating_add(f64_bytes(&[n, r]));
+        .saturating_add(KernelOperator::apply_bytes(n, b, config.tile, workers))
+        .saturating_add(f64_bytes(&[2 * n, b]));
     let method = match config.method {
         Some(m) => m,
-        None if n <= config.exact_max_n && exact_bytes <= config.memory.limit() => CertifyMethod::Exact,
+        None if n <= config.exact_max_n
+            && (n as f64) * (n as f64) * (d as f64) <= EXACT_MAX_WORK
+            && exact_bytes <= config.memory.limit() =>
+        {
+            CertifyMethod::Exact
+        }
         None => CertifyMethod::Estimate,
     };
     let lambda1 = pairs.values.first().map_or(1.0, |v| v.abs()).max(f64::MIN_POSITIVE);
-    let centering = match (center, means) {
-        (false, _) => OperatorCentering::None,
-        (true, Some((m, g))) => OperatorCentering::Given { means: m.to_vec(), grand_mean: g },
-        (true, None) if method == CertifyMethod::Exact => OperatorCentering::Compute,
-        (true, None) => OperatorCentering::None,
-    };
     match method {
         CertifyMethod::Exact => {
             config.memory.check(
                 format!("the exact certificate (n = {n}, d = {d}, rank = {r}: the data and one product K·U)"),
                 exact_bytes,
             )?;
-            let op = KernelOperator::new(x, *kernel, centering, config.tile, par)?;
-            let ku = op.apply(u, par)?;
-            let trace = op.trace();
+            let op = KernelOperator::with_evaluation(
+                x,
+                *kernel,
+                KernelEvaluation::Direct,
+                OperatorCentering::None,
+                config.tile,
+                par,
+            )?;
+            // K·[U, 1]: the last column gives the centring statistics when centred.
+            let v = Mat::from_fn(n, b, |j, c| if c < r { u[(j, c)] } else { 1.0 });
+            let kv = op.apply(v.as_ref(), par)?;
+            drop(v);
+            let (ku, trace) = if center {
+                let m: Vec<f64> = (0..n).map(|j| kv[(j, r)] / n as f64).collect();
+                let grand = m.iter().sum::<f64>() / n as f64;
+                let sums: Vec<f64> = (0..r).map(|c| u.col(c).sum()).collect();
+                let mtu: Vec<f64> = (0..r).map(|c| (0..n).map(|j| m[j] * u[(j, c)]).sum()).collect();
+                let centred = Mat::from_fn(n, r, |j, c| kv[(j, c)] - m[j] * sums[c] - mtu[c] + grand * sums[c]);
+                (centred, op.trace() - n as f64 * grand)
+            } else {
+                (kv, op.trace())
+            };
             let mut residuals = Vec::with_capacity(r);
             let mut captured = Vec::with_capacity(r);
             for i in 0..r {
@@ -284,7 +323,8 @@ const SAMPLED_BLOCK_ROWS: usize = 1024;
 
 /// $K[S, :]\,V$, shape `(s, b)`, for the sampled rows `rows` (length `s`) of `x` `(n, d)` and
 /// `v` `(n, b)`: kernel panels between the rows of `x` and the sampled rows, each multiplied
-/// into the result as it is formed, in row order (same bits for any thread count). Memory
+/// into the result as it is formed, in row order (same bits for any thread count). Kernel values
+/// by direct loops over the coordinates ([`KernelEvaluation::Direct`]). Memory
 /// `8·s·(d + b + SAMPLED_BLOCK_ROWS)` bytes; `x` is not copied.
 fn sampled_rows_product(
     x: MatRef<'_, f64>,
@@ -293,7 +333,7 @@ fn sampled_rows_product(
     v: MatRef<'_, f64>,
 ) -> Result<Mat<f64>, SolverError> {
     let sampled = Mat::from_fn(rows.len(), x.ncols(), |a, l| x[(rows[a], l)]);
-    let panels = CrossKernelPanels::new(kernel, x, sampled.as_ref())?;
+    let panels = CrossKernelPanels::with_evaluation(kernel, KernelEvaluation::Direct, x, sampled.as_ref())?;
     let mut out = Mat::<f64>::zeros(rows.len(), v.ncols());
     let par = faer::get_global_parallelism();
     panels.for_each_block(

@@ -370,7 +370,9 @@ impl KernelPca {
             }
             KpcaSolver::Skpca { config, sampler, features } => {
                 let inner: Box<dyn KernelSampler + '_> = match sampler {
-                    SamplerKind::Rff => Box::new(RandomFourierFeatures::new(x, self.kernel, *features)?),
+                    // Rows shifted to their coordinate-wise median: accurate features far from the
+                    // origin, the same kernel estimate (the model uses the kernel, not the features).
+                    SamplerKind::Rff => Box::new(RandomFourierFeatures::new(x, self.kernel, *features)?.centred()),
                     SamplerKind::Columns => Box::new(ColumnSampling::new(x, self.kernel, *features, false)?),
                     SamplerKind::ColumnsSym => Box::new(ColumnSampling::new(x, self.kernel, *features, true)?),
                     SamplerKind::Maclaurin => Box::new(RandomMaclaurin::new(x, self.kernel, *features)?),
