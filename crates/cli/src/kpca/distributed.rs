@@ -231,7 +231,15 @@ fn skpca(on: Sharded<'_>) -> Result<Option<Solved>> {
     };
     let config = SkpcaConfig { tau, iterations: args.iterations, max_rank: Some(args.max_rank), ..Default::default() };
     let sampler: Box<dyn KernelSampler + '_> = match args.sampler {
-        SamplerKind::Rff => Box::new(RandomFourierFeatures::new(local, *kernel, args.features)?),
+        SamplerKind::Rff => {
+            // Every rank projects its rows shifted by one centre: rank 0's coordinate-wise
+            // median, broadcast (accurate features far from the origin, the same estimate).
+            let rff = RandomFourierFeatures::new(local, *kernel, args.features)?;
+            let rff = if comm.is_root() { rff.centred() } else { rff };
+            let mut centre = rff.centre().map_or_else(|| vec![0.0; local.ncols()], <[f64]>::to_vec);
+            comm.broadcast(&mut centre, 0);
+            Box::new(rff.centred_at(centre)?)
+        }
         _ => Box::new(RandomMaclaurin::new(local, *kernel, args.features)?),
     };
     let mut solver = Skpca::new(config, sampler)?.sharded(comm, shard.first)?;
