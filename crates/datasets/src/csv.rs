@@ -420,4 +420,55 @@ mod tests {
         assert_eq!((data.n(), data.d()), (2, 0));
         assert_eq!(data.labels, classes(&["g", "h"]));
     }
+
+    #[test]
+    fn magic_rows_must_have_eleven_fields_and_the_class_g_or_h() {
+        let row = "28.8,16.0,2.6,0.39,0.2,27.7,22.0,-8.2,40.1,81.9";
+        let clean = format!("{row},g\n{row},h\n");
+        let data = read_magic_from(clean.as_bytes(), "magic04.data").expect("valid");
+        assert_eq!((data.n(), data.d()), (2, 10));
+        assert_eq!(data.labels, classes(&["g", "h"]));
+        // A 5-column numeric CSV used to be read as d = 4 with its last feature dropped.
+        let err = read_magic_from("1,2,3,4,5\n6,7,8,9,10\n".as_bytes(), "five.csv").unwrap_err();
+        assert!(matches!(err, DataError::LayoutFieldCount { line: 1, expected: 11, found: 5, .. }), "{err:?}");
+        assert!(err.to_string().starts_with("five.csv:1: 5 fields, expected 11 (MAGIC"), "{err}");
+        let err = read_magic_from(format!("{row},g\n{row},x\n").as_bytes(), "m.data").unwrap_err();
+        assert!(matches!(&err, DataError::BadCategory { line: 2, field: 11, text, .. } if text == "x"), "{err:?}");
+        assert_eq!(err.to_string(), "m.data:2: field 11 \"x\" is not one of g, h");
+        // A numeric last column is not a class either.
+        let err = read_magic_from(format!("{row},1\n").as_bytes(), "m.data").unwrap_err();
+        assert!(matches!(err, DataError::BadCategory { line: 1, field: 11, .. }), "{err:?}");
+    }
+
+    #[test]
+    fn gzip_and_a_byte_order_mark_are_read_like_the_plain_file() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let plain = dir.path().join("plain.csv");
+        std::fs::write(&plain, CLEAN).expect("write");
+        let bom = dir.path().join("bom.csv");
+        std::fs::write(&bom, format!("\u{feff}{CLEAN}")).expect("write");
+        let packed = dir.path().join("packed.data");
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(format!("\u{feff}{CLEAN}").as_bytes()).expect("compress");
+        std::fs::write(&packed, gz.finish().expect("compress")).expect("write");
+        let want = read_csv(&plain, LabelColumn::Last).expect("plain");
+        for path in [&bom, &packed] {
+            let data = read_csv(path, LabelColumn::Last).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!((data.x, data.labels), (want.x.clone(), want.labels.clone()));
+        }
+    }
+
+    #[test]
+    fn an_error_quotes_at_most_about_80_characters_of_a_field() {
+        let field = "x".repeat(10 << 20);
+        let err = parse(&format!("1,2\n3,{field}\n"), LabelColumn::None).unwrap_err();
+        assert!(matches!(err, DataError::BadField { line: 2, field: 2, .. }), "line and field");
+        let message = err.to_string();
+        assert!(message.len() < 300, "{} bytes: {}", message.len(), &message[..300.min(message.len())]);
+        assert!(message.contains(&format!("{}...({} bytes)", "x".repeat(64), 10 << 20)), "{message}");
+        // Short fields are quoted whole.
+        let err = parse("1,2\n3,abc\n", LabelColumn::None).unwrap_err();
+        assert_eq!(err.to_string(), "test.data:2: field 2 \"abc\" is not a number");
+    }
 }

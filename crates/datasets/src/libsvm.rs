@@ -395,4 +395,35 @@ mod tests {
             prop_assert_eq!(data.labels, Labels::Numeric(labels));
         }
     }
+
+    #[test]
+    fn gzip_and_a_byte_order_mark_are_read_like_the_plain_file() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let bom = dir.path().join("bom.svm");
+        std::fs::write(&bom, format!("\u{feff}{CLEAN}")).expect("write");
+        let packed = dir.path().join("packed.svm");
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(format!("\u{feff}{CLEAN}").as_bytes()).expect("compress");
+        std::fs::write(&packed, gz.finish().expect("compress")).expect("write");
+        let (x, y) = expected();
+        for path in [&bom, &packed] {
+            let data = read_libsvm(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(data.x, x);
+            assert_eq!(data.labels, Labels::Numeric(y.clone()));
+            let data = read_libsvm_with_dim(path, 6).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!((data.n(), data.d()), (4, 6));
+        }
+    }
+
+    #[test]
+    fn an_error_quotes_at_most_about_80_characters_of_a_token() {
+        let token = format!("1:{}", "9".repeat(10 << 20));
+        for text in [format!("1 {token}x\n"), format!("{} 1:1\n", "y".repeat(10 << 20))] {
+            let err = parse(&text).unwrap_err();
+            let message = err.to_string();
+            assert!(message.len() < 300, "{} bytes: {}", message.len(), &message[..300]);
+            assert!(message.starts_with("test:1: field "), "{message}");
+        }
+    }
 }

@@ -231,3 +231,65 @@ impl<R: BufRead> Read for Bounded<R> {
         Ok(k)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all_lines(text: &[u8], max_line: usize) -> Result<Vec<(usize, String)>, DataError> {
+        let mut lines = Lines::with_max_line(text, "t.txt", max_line);
+        let mut out = Vec::new();
+        while let Some((line, text)) = lines.next_line()? {
+            out.push((line, text.to_owned()));
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_skipped_at_the_start_only() {
+        let lines = all_lines(b"\xef\xbb\xbfa,b\r\n\xef\xbb\xbfc\n", 100).expect("valid");
+        assert_eq!(lines, [(1, "a,b".to_owned()), (2, "\u{feff}c".to_owned())]);
+    }
+
+    #[test]
+    fn a_line_over_the_limit_is_an_error_naming_it_before_more_is_held() {
+        // Lines of 10 bytes with their line break pass a limit of 10; the third has 11.
+        let text = b"123456789\n123456789\n1234567890\nok\n";
+        let err = all_lines(text, 10).unwrap_err();
+        assert!(matches!(err, DataError::LineTooLong { line: 3, limit: 10, what: "line", .. }), "{err:?}");
+        assert!(err.to_string().starts_with("t.txt:3: a line longer than 10 bytes"), "{err}");
+        assert_eq!(all_lines(text, 11).expect("valid").len(), 4);
+        // An endless line without a break: the error comes after at most limit + 1 bytes.
+        let mut lines = Lines::with_max_line(std::io::BufReader::new(std::io::repeat(0).take(1 << 40)), "zero", 1 << 16);
+        let err = lines.next_line().unwrap_err();
+        assert!(matches!(err, DataError::LineTooLong { line: 1, .. }), "{err:?}");
+        assert!(lines.buf.capacity() <= 1 << 18, "held {} bytes", lines.buf.capacity());
+    }
+
+    #[test]
+    fn bounded_skips_a_byte_order_mark_and_stops_an_endless_line_or_record() {
+        let mut out = String::new();
+        let mut bounded = Bounded::with_max_line(&b"\xef\xbb\xbfx,y\n1,2\n"[..], 0, 100);
+        bounded.read_to_string(&mut out).expect("valid");
+        assert_eq!((out.as_str(), bounded.bom_len()), ("x,y\n1,2\n", 3));
+
+        let zeros = std::io::BufReader::new(b"1,2\n".chain(std::io::repeat(0).take(1 << 40)));
+        let mut bounded = Bounded::with_max_line(zeros, 1 << 16, 1 << 16);
+        let e = std::io::copy(&mut bounded, &mut std::io::sink()).unwrap_err();
+        let err = TooLong::from_io("zero", &e).expect("a TooLong error");
+        assert!(matches!(err, DataError::LineTooLong { line: 2, what: "line", limit: 65536, .. }), "{err:?}");
+
+        // Short lines inside one quoted record that never ends.
+        let quoted = std::io::BufReader::new(b"\"".chain(std::io::repeat(b'\n').take(1 << 40)));
+        let mut bounded = Bounded::with_max_line(quoted, 100, 1000);
+        let e = std::io::copy(&mut bounded, &mut std::io::sink()).unwrap_err();
+        let err = TooLong::from_io("q", &e).expect("a TooLong error");
+        assert!(matches!(err, DataError::LineTooLong { line: 1, what: "quoted record", .. }), "{err:?}");
+    }
+
+    #[test]
+    fn the_line_limit_follows_the_budget_within_its_bounds() {
+        let limit = max_line_bytes();
+        assert!((4096..=MAX_LINE_CAP).contains(&limit), "{limit}");
+    }
+}

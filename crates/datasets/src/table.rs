@@ -802,4 +802,25 @@ mod tests {
         }
         assert!(OneHotEncoding::from_json(&serde_json::json!({"fields": 2})).is_err());
     }
+
+    #[test]
+    fn a_byte_order_mark_is_skipped_whole_and_in_parts() {
+        let plain = read("1,2\n3,4\n", &TableOptions::default()).expect("valid");
+        let bom = read("\u{feff}1,2\n3,4\n", &TableOptions::default()).expect("a BOM before a number");
+        assert_eq!(bom.data.x, plain.data.x);
+        // With a header: every part skips it at the same offset.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("bom.csv");
+        std::fs::write(&path, "\u{feff}a,\"b,c\"\n1,2\n3,4\n5,6\n").expect("write");
+        let whole = read_table(&path, &TableOptions::default()).expect("whole");
+        assert_eq!(whole.data.x, Mat::from_fn(3, 2, |i, j| (2 * i + j + 1) as f64));
+        for parts in 1..=4 {
+            let mut rows = Vec::new();
+            for part in 0..parts {
+                let t = read_table_part(&path, &TableOptions::default(), part, parts).expect("part");
+                rows.extend((0..t.data.n()).map(|i| [t.data.x[(i, 0)], t.data.x[(i, 1)]]));
+            }
+            assert_eq!(rows, [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], "{parts} parts");
+        }
+    }
 }
