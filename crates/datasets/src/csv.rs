@@ -167,7 +167,7 @@ fn read_part(path: &Path, label: LabelColumn, kind: Kind, part: usize, parts: us
             None => return Err(DataError::Empty { path: name }),
             Some((_, text)) if text.trim().is_empty() => {}
             Some((_, text)) => {
-                let fields: Vec<&str> = text.split(',').map(str::trim).collect();
+                let fields: Vec<&str> = crate::fields::split_fields(text);
                 break (fields.len(), is_header(&fields, label));
             }
         }
@@ -223,7 +223,7 @@ fn read_csv_impl<R: BufRead>(
         if text.trim().is_empty() {
             continue;
         }
-        let fields: Vec<&str> = text.split(',').map(str::trim).collect();
+        let fields: Vec<&str> = crate::fields::split_fields(text);
         let found = fields.len();
         let label_at = label_at(label, found);
         let is_feature = |k: &usize| Some(*k) != label_at;
@@ -470,5 +470,13 @@ mod tests {
         // Short fields are quoted whole.
         let err = parse("1,2\n3,abc\n", LabelColumn::None).unwrap_err();
         assert_eq!(err.to_string(), "test.data:2: field 2 \"abc\" is not a number");
+    }
+
+    #[test]
+    fn quoted_fields_are_read_like_plain_ones() {
+        let clean = parse(CLEAN, LabelColumn::Last).expect("valid text");
+        let quoted = "\u{feff}\"1.5\", \"2\",\"g\"\r\n-3,\"4e-2\",h\n\"0\",7,\"g\"";
+        let data = parse(quoted, LabelColumn::Last).expect("quoted fields");
+        assert_eq!((data.x, data.labels), (clean.x, clean.labels));
     }
 }

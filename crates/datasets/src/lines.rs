@@ -212,16 +212,19 @@ impl<R: BufRead> Read for Bounded<R> {
             }
         }
         let k = self.inner.read(out)?;
-        let chunk = &out[..k];
-        match chunk.iter().rposition(|&b| b == b'\n') {
-            Some(last) => {
-                self.newlines += chunk.iter().filter(|&&b| b == b'\n').count();
-                self.since_newline = (k - last - 1) as u64;
-            }
-            None => self.since_newline += k as u64,
-        }
-        self.total += k as u64;
         let too_long = |line, what, limit| std::io::Error::other(TooLong { line, what, limit });
+        // Every line that ends in this chunk, with its line break, then the one it leaves open.
+        let mut start = 0;
+        for end in out[..k].iter().enumerate().filter(|&(_, &b)| b == b'\n').map(|(at, _)| at + 1) {
+            if self.since_newline + (end - start) as u64 > self.max_line {
+                return Err(too_long(self.newlines + 1, "line", self.max_line));
+            }
+            self.newlines += 1;
+            self.since_newline = 0;
+            start = end;
+        }
+        self.since_newline += (k - start) as u64;
+        self.total += k as u64;
         if self.since_newline > self.max_line {
             return Err(too_long(self.newlines + 1, "line", self.max_line));
         }
@@ -278,6 +281,20 @@ mod tests {
         let e = std::io::copy(&mut bounded, &mut std::io::sink()).unwrap_err();
         let err = TooLong::from_io("zero", &e).expect("a TooLong error");
         assert!(matches!(err, DataError::LineTooLong { line: 2, what: "line", limit: 65536, .. }), "{err:?}");
+
+        // A line just over the limit that ends within one read, as Lines counts it (with its
+        // line break), and one at the limit.
+        for (text, fails) in [(&b"1,2\n123456789\nok\n"[..], true), (&b"1,2\n12345678\nok\n"[..], false)] {
+            let mut bounded = Bounded::with_max_line(text, 1000, 9);
+            let result = std::io::copy(&mut bounded, &mut std::io::sink());
+            match result {
+                Err(e) => {
+                    let err = TooLong::from_io("t", &e).expect("a TooLong error");
+                    assert!(fails && matches!(err, DataError::LineTooLong { line: 2, .. }), "{err:?}");
+                }
+                Ok(_) => assert!(!fails, "{:?}", std::str::from_utf8(text)),
+            }
+        }
 
         // Short lines inside one quoted record that never ends.
         let quoted = std::io::BufReader::new(b"\"".chain(std::io::repeat(b'\n').take(1 << 40)));
