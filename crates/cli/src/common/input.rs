@@ -16,12 +16,16 @@ use stolr_lowrank::{Communicator, RowShard};
 /// A data file's format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
-    /// LIBSVM/svmlight sparse text (`label index:value ...`, 1-based indices).
+    /// LIBSVM/svmlight sparse text (`label index:value ...`, 1-based indices), gzip-compressed or
+    /// not.
     Libsvm,
-    /// Comma-separated values, gzip-compressed or not (`--categorical`, `--label-column`); for
-    /// `krr` and `predict` the last column is the target.
+    /// Comma-separated values, gzip-compressed or not, quoted fields and a UTF-8 byte order
+    /// mark accepted, a header line skipped (`--categorical`, `--label-column`); for `krr` the
+    /// last column is the target, for `predict` too when the rows have one column more than the
+    /// model's features.
     Csv,
-    /// The UCI MAGIC gamma telescope file: 10 numeric columns and a class column (g/h).
+    /// The UCI MAGIC gamma telescope file: 10 numeric columns and a class column (g/h); every
+    /// row is checked to have 11 fields and the class g or h.
     Magic,
     /// The MNIST digits: a folder with the original IDX files (gzipped or not).
     Mnist,
