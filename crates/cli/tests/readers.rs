@@ -77,7 +77,8 @@ fn csv_text(rows: &[[f64; 4]], columns: usize, hostile: bool) -> String {
 
 /// The same CSV three ways: plain, with a BOM and quoted fields, and that gzip-compressed.
 fn three_ways(dir: &Path, name: &str, text_plain: &str, text_hostile: &str) -> [PathBuf; 3] {
-    let paths = [dir.join(format!("{name}.csv")), dir.join(format!("{name}-bom.csv")), dir.join(format!("{name}.csv.gz"))];
+    let paths =
+        [dir.join(format!("{name}.csv")), dir.join(format!("{name}-bom.csv")), dir.join(format!("{name}.csv.gz"))];
     std::fs::write(&paths[0], text_plain).unwrap();
     std::fs::write(&paths[1], text_hostile).unwrap();
     std::fs::write(&paths[2], gzip(text_hostile.as_bytes())).unwrap();
@@ -99,20 +100,57 @@ fn kpca_pca_and_krr_read_the_same_csv_with_gzip_a_bom_and_quoted_fields() {
         let (kpca, pca, krr, oja) = (out("kpca"), out("pca"), out("krr"), out("oja"));
         let input = s(&features[k]);
         let run = stolr(&[
-            "kpca", "--input", input, "--format", "csv", "--solver", "exact", "--rank", "2", "--sigma", "1.5",
-            "--out", s(&kpca),
+            "kpca",
+            "--input",
+            input,
+            "--format",
+            "csv",
+            "--solver",
+            "exact",
+            "--rank",
+            "2",
+            "--sigma",
+            "1.5",
+            "--out",
+            s(&kpca),
         ]);
         assert_ok(&run, &format!("kpca on {input}"));
-        let run = stolr(&["pca", "--input", input, "--format", "csv", "--solver", "exact", "--rank", "2", "--out", s(&pca)]);
+        let run =
+            stolr(&["pca", "--input", input, "--format", "csv", "--solver", "exact", "--rank", "2", "--out", s(&pca)]);
         assert_ok(&run, &format!("pca on {input}"));
         // A streaming solver reads the file one row at a time, with the same rules.
         let run = stolr(&[
-            "pca", "--input", input, "--format", "csv", "--solver", "oja", "--rank", "2", "--seed", "3", "--out", s(&oja),
+            "pca",
+            "--input",
+            input,
+            "--format",
+            "csv",
+            "--solver",
+            "oja",
+            "--rank",
+            "2",
+            "--seed",
+            "3",
+            "--out",
+            s(&oja),
         ]);
         assert_ok(&run, &format!("pca --solver oja on {input}"));
         let run = stolr(&[
-            "krr", "--train", s(&train_files[k]), "--test", s(&test_files[k]), "--format", "csv", "--solver", "krr",
-            "--sigma", "1", "--lambda", "0.001", "--out", s(&krr),
+            "krr",
+            "--train",
+            s(&train_files[k]),
+            "--test",
+            s(&test_files[k]),
+            "--format",
+            "csv",
+            "--solver",
+            "krr",
+            "--sigma",
+            "1",
+            "--lambda",
+            "0.001",
+            "--out",
+            s(&krr),
         ]);
         assert_ok(&run, &format!("krr on {}", s(&train_files[k])));
         results.push([
@@ -140,8 +178,21 @@ fn predict_takes_csv_rows_with_or_without_the_target() {
     std::fs::write(&without, gzip(csv_text(&test, 3, true).as_bytes())).unwrap();
     let fit = dir.path().join("fit");
     let run = stolr(&[
-        "krr", "--train", s(&train), "--test", s(&with), "--format", "csv", "--solver", "krr", "--sigma", "1",
-        "--lambda", "0.001", "--out", s(&fit),
+        "krr",
+        "--train",
+        s(&train),
+        "--test",
+        s(&with),
+        "--format",
+        "csv",
+        "--solver",
+        "krr",
+        "--sigma",
+        "1",
+        "--lambda",
+        "0.001",
+        "--out",
+        s(&fit),
     ]);
     assert_ok(&run, "krr");
     let (p1, p2) = (dir.path().join("p1"), dir.path().join("p2"));
@@ -176,8 +227,19 @@ fn libsvm_takes_gzip_and_a_bom() {
     for (k, input) in [&plain, &bom, &packed].into_iter().enumerate() {
         let out = dir.path().join(format!("out{k}"));
         let run = stolr(&[
-            "kpca", "--input", s(input), "--format", "libsvm", "--solver", "exact", "--rank", "2", "--sigma", "1",
-            "--out", s(&out),
+            "kpca",
+            "--input",
+            s(input),
+            "--format",
+            "libsvm",
+            "--solver",
+            "exact",
+            "--rank",
+            "2",
+            "--sigma",
+            "1",
+            "--out",
+            s(&out),
         ]);
         assert_ok(&run, s(input));
         eigenvalues.push(npy_f64(&out.join("eigenvalues.npy")));
@@ -217,17 +279,24 @@ fn a_line_over_the_budget_is_an_error_naming_the_line() {
     std::fs::write(&svm, format!("1 1:1\n1 2:1\n1{tokens}\n")).unwrap();
     let out = dir.path().join("out");
     let needle = ":3: a line longer than 131072 bytes";
-    for (command, input, format) in [
-        ("kpca", &csv, "csv"),
-        ("pca", &csv, "csv"),
-        ("kpca", &svm, "libsvm"),
-        ("pca", &svm, "libsvm"),
-    ] {
+    for (command, input, format) in
+        [("kpca", &csv, "csv"), ("pca", &csv, "csv"), ("kpca", &svm, "libsvm"), ("pca", &svm, "libsvm")]
+    {
         let run = stolr(&[command, "--input", s(input), "--format", format, "--memory-limit", "1M", "--out", s(&out)]);
         assert_fails_with(&run, &format!("{}{needle}", s(input)));
     }
     let run = stolr(&[
-        "krr", "--input", s(&csv), "--format", "csv", "--test-size", "2", "--memory-limit", "1M", "--out", s(&out),
+        "krr",
+        "--input",
+        s(&csv),
+        "--format",
+        "csv",
+        "--test-size",
+        "2",
+        "--memory-limit",
+        "1M",
+        "--out",
+        s(&out),
     ]);
     assert_fails_with(&run, &format!("{}{needle}", s(&csv)));
 }
@@ -326,8 +395,19 @@ fn a_model_resaved_by_numpy_predicts_as_the_original() {
     std::fs::write(&test, csv_text(&rows(10, 300), 4, false)).unwrap();
     let fit = dir.path().join("fit");
     let run = stolr(&[
-        "krr", "--train", s(&train), "--test", s(&test), "--format", "csv", "--solver", "krr", "--sigma", "1",
-        "--out", s(&fit),
+        "krr",
+        "--train",
+        s(&train),
+        "--test",
+        s(&test),
+        "--format",
+        "csv",
+        "--solver",
+        "krr",
+        "--sigma",
+        "1",
+        "--out",
+        s(&fit),
     ]);
     assert_ok(&run, "krr");
     let predict = |model: &Path, out: &Path| {
@@ -338,8 +418,9 @@ fn a_model_resaved_by_numpy_predicts_as_the_original() {
     let want = predict(&fit, &dir.path().join("p0"));
     for function in ["savez", "savez_compressed"] {
         let resaved = dir.path().join(format!("{function}.npz"));
-        let script =
-            format!("import numpy as np, sys\nm = np.load(sys.argv[1])\nnp.{function}(sys.argv[2], **{{k: m[k] for k in m.files}})");
+        let script = format!(
+            "import numpy as np, sys\nm = np.load(sys.argv[1])\nnp.{function}(sys.argv[2], **{{k: m[k] for k in m.files}})"
+        );
         let status = Command::new("python3")
             .args(["-c", &script, s(&fit.join("model.npz")), s(&resaved)])
             .status()

@@ -263,7 +263,8 @@ mod tests {
         assert!(err.to_string().starts_with("t.txt:3: a line longer than 10 bytes"), "{err}");
         assert_eq!(all_lines(text, 11).expect("valid").len(), 4);
         // An endless line without a break: the error comes after at most limit + 1 bytes.
-        let mut lines = Lines::with_max_line(std::io::BufReader::new(std::io::repeat(0).take(1 << 40)), "zero", 1 << 16);
+        let mut lines =
+            Lines::with_max_line(std::io::BufReader::new(std::io::repeat(0).take(1 << 40)), "zero", 1 << 16);
         let err = lines.next_line().unwrap_err();
         assert!(matches!(err, DataError::LineTooLong { line: 1, .. }), "{err:?}");
         assert!(lines.buf.capacity() <= 1 << 18, "held {} bytes", lines.buf.capacity());

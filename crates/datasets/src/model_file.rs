@@ -490,17 +490,17 @@ impl ModelFile {
             err(format!("not a Stolr model file: cannot read it as a ZIP archive ({e}); is it truncated?"))
         })?;
         // As Stolr writes it, or as np.savez re-saves what np.load gave.
-        let (header_index, header_member) = match (zip.index_for_name(HEADER_MEMBER), zip.index_for_name(NUMPY_HEADER_MEMBER))
-        {
-            (Some(index), _) => (index, HEADER_MEMBER),
-            (None, Some(index)) => (index, NUMPY_HEADER_MEMBER),
-            (None, None) => {
-                return Err(err(format!(
-                    "not a Stolr model file: the ZIP archive has no {HEADER_MEMBER} (nor {NUMPY_HEADER_MEMBER}, as \
+        let (header_index, header_member) =
+            match (zip.index_for_name(HEADER_MEMBER), zip.index_for_name(NUMPY_HEADER_MEMBER)) {
+                (Some(index), _) => (index, HEADER_MEMBER),
+                (None, Some(index)) => (index, NUMPY_HEADER_MEMBER),
+                (None, None) => {
+                    return Err(err(format!(
+                        "not a Stolr model file: the ZIP archive has no {HEADER_MEMBER} (nor {NUMPY_HEADER_MEMBER}, as \
                      np.savez re-saves it)"
-                )));
-            }
-        };
+                    )));
+                }
+            };
         let mut json = read_member(&mut zip, header_index, header_member, bytes.len()).map_err(&err)?;
         if header_member == NUMPY_HEADER_MEMBER {
             json = numpy_bytes_scalar(&json).map_err(|reason| err(format!("{NUMPY_HEADER_MEMBER}: {reason}")))?;
@@ -731,9 +731,7 @@ fn read_member<R: Read + std::io::Seek>(
 /// The text of a `.npy` member holding a 0-d bytes (`|S<n>`) or text (`<U<n>`) array, as
 /// `np.savez` writes a `bytes` or `str` value; trailing NULs removed, as NumPy reads it.
 fn numpy_bytes_scalar(npy: &[u8]) -> Result<Vec<u8>, String> {
-    let start = crate::npy::checked_header(npy, NUMPY_HEADER_MEMBER, npy.len() as u64)
-        .map_err(npy_message)?
-        .len();
+    let start = crate::npy::checked_header(npy, NUMPY_HEADER_MEMBER, npy.len() as u64).map_err(npy_message)?.len();
     let file = npyz::NpyFile::new(npy).map_err(|e| format!("not a valid .npy file: {e}"))?;
     let expected = "a 0-d array of dtype S (bytes) or U (text) holding the JSON header";
     if !file.shape().is_empty() {

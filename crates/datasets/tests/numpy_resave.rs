@@ -141,10 +141,8 @@ fn a_model_resaved_by_numpy_itself_loads_unchanged() {
         let script = format!(
             "import numpy as np, sys\nm = np.load(sys.argv[1])\nnp.{function}(sys.argv[2], **{{k: m[k] for k in m.files}})"
         );
-        let status = Command::new("python3")
-            .args(["-c", &script, path(&original), path(&out)])
-            .status()
-            .expect("python3 runs");
+        let status =
+            Command::new("python3").args(["-c", &script, path(&original), path(&out)]).status().expect("python3 runs");
         assert!(status.success(), "{function}");
         let back = ModelFile::load(&out).unwrap_or_else(|e| panic!("{function}: {e}"));
         assert_eq!(back, model, "{function}");

@@ -264,7 +264,11 @@ pub fn read_for_model(
         read(path, format, targets)?
     };
     if data.d() != d {
-        let with_target = if format == Format::Csv && targets { format!(" (or {} with the target last)", d + 1) } else { String::new() };
+        let with_target = if format == Format::Csv && targets {
+            format!(" (or {} with the target last)", d + 1)
+        } else {
+            String::new()
+        };
         bail!("{} has {} features per row, the model takes {d}{with_target}", path.display(), data.d());
     }
     stolr_datasets::check_finite(data.x.as_ref())
