@@ -475,15 +475,23 @@ impl ModelFile {
 
     /// Reads a model file from its bytes; `name` (usually the path) names it in errors.
     ///
+    /// Also read: the file as NumPy re-saves it, `np.savez(path, **np.load(model))` or
+    /// `np.savez_compressed`: members in any order, deflate-compressed or stored, ZIP64 extra
+    /// fields, NumPy's own `.npy` headers, and `header.json` as the 0-d bytes array
+    /// `header.json.npy` (what `np.load` gives for a member that is not a `.npy` file).
+    ///
     /// # Errors
     /// - [`DataError::ModelFile`] if `bytes` is not a ZIP archive ("not a Stolr model file"),
     ///   is truncated or corrupted (a CRC-32 mismatch, a member shorter than declared),
-    ///   `header.json` is missing, not valid JSON or lacks a field, `format` is not
+    ///   a member is compressed by another method than deflate, `header.json` (or
+    ///   `header.json.npy`) is missing, not valid JSON or lacks a field, `format` is not
     ///   `"stolr-model"`, or an array member is missing, unlisted, or disagrees with
-    ///   `header.json` (dtype, shape, `.npy` header, length);
+    ///   `header.json` (dtype, shape, Fortran order, length), each named;
     /// - [`DataError::ModelVersion`] if `format_version` is above [`MODEL_FORMAT_VERSION`].
     ///
-    /// Whatever the file claims, no single allocation is larger than `bytes`.
+    /// Whatever the file claims, no single allocation is larger than `bytes`, or for a
+    /// deflate-compressed member, than what its bytes can inflate to and the memory budget
+    /// ([`stolr_memory::MemoryBudget::process`]) allow.
     pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Self, DataError> {
         let err = |reason: String| DataError::ModelFile { path: name.to_owned(), reason };
         let mut zip = zip::ZipArchive::new(Cursor::new(bytes)).map_err(|e| {
@@ -569,8 +577,9 @@ impl ModelFile {
             let index = zip
                 .index_for_name(&member)
                 .ok_or_else(|| array_err(format!("{member} is missing from the archive")))?;
-            let (shape, count) = checked_shape(&entry.shape, bytes.len()).map_err(&array_err)?;
             let npy = read_member(&mut zip, index, &member, bytes.len()).map_err(&err)?;
+            // A compressed member may hold more than the whole file's length.
+            let (shape, count) = checked_shape(&entry.shape, bytes.len().max(npy.len())).map_err(&array_err)?;
             let value = parse_npy(&npy, &member, entry.dtype, &entry.shape, count)
                 .map_err(|reason| array_err(format!("{member}: {reason}")))?;
             let value = match value {
