@@ -19,7 +19,8 @@ pub enum LabelColumn {
     Last,
 }
 
-/// Reads a comma-separated file into a [`Dataset`]; `source` is the path.
+/// Reads a comma-separated file, gzip-compressed or not (detected by its signature), into a
+/// [`Dataset`]; `source` is the path.
 ///
 /// See [`read_csv_from`] for the format accepted and the errors returned.
 ///
@@ -28,19 +29,57 @@ pub enum LabelColumn {
 /// [`read_csv_from`].
 pub fn read_csv(path: &Path, label: LabelColumn) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
-    let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
-    read_csv_from(BufReader::new(file), &name, label)
+    read_csv_from(crate::lines::open_text(path)?, &name, label)
 }
+
+/// The number of fields of a row of the MAGIC gamma telescope file.
+pub const MAGIC_FIELDS: usize = 11;
+
+/// The layout of the MAGIC file, as errors name it.
+const MAGIC_LAYOUT: &str = "MAGIC gamma telescope: 10 features and the class g or h";
 
 /// Reads the UCI MAGIC gamma telescope file `magic04.data`: 10 numeric features and the
 /// class `g`/`h` in the last column, so shape `(19020, 10)` and [`Labels::Classes`].
 ///
-/// Same as [`read_csv`]`(path, LabelColumn::Last)`.
+/// Read as [`read_csv`]`(path, LabelColumn::Last)` reads it (gzip-compressed or not, a byte
+/// order mark skipped, a header line of 11 names skipped), and every row must have the layout.
 ///
 /// # Errors
-/// As [`read_csv`].
+/// As [`read_csv`], and with the line: [`DataError::LayoutFieldCount`] for a row of another
+/// number of fields than [`MAGIC_FIELDS`] (11); [`DataError::BadCategory`] (with the field) for
+/// a class other than `g` or `h`.
 pub fn read_magic(path: &Path) -> Result<Dataset, DataError> {
-    read_csv(path, LabelColumn::Last)
+    let name = path.display().to_string();
+    read_magic_from(crate::lines::open_text(path)?, &name)
+}
+
+/// Reads MAGIC gamma telescope text from `reader`, as [`read_magic`] reads a file; `name`
+/// names the input in errors and becomes `source`.
+///
+/// # Errors
+/// As [`read_magic`].
+pub fn read_magic_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, DataError> {
+    read_csv_impl(reader, name, LabelColumn::Last, Kind::Magic, None)
+}
+
+/// Part `part` of `parts` of a MAGIC gamma telescope file, as [`read_csv_part`] reads a part
+/// of a comma-separated file and with the checks of [`read_magic`].
+///
+/// # Errors
+/// As [`read_csv_part`] and [`read_magic`].
+pub fn read_magic_part(path: &Path, part: usize, parts: usize) -> Result<Dataset, DataError> {
+    read_part(path, LabelColumn::Last, Kind::Magic, part, parts)
+}
+
+/// What the label column of a comma-separated file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Class names, kept as written.
+    Classes,
+    /// Finite numbers (regression targets).
+    Numeric,
+    /// The MAGIC layout: [`MAGIC_FIELDS`] fields, the class `g` or `h` last.
+    Magic,
 }
 
 /// Reads comma-separated text from `reader` into a [`Dataset`]; `name` names the input in
@@ -56,10 +95,12 @@ pub fn read_magic(path: &Path) -> Result<Dataset, DataError> {
 /// names and skipped. Its field count still sets the expected count.
 ///
 /// Also accepted: `\r\n` line endings, a last line without a line break, blank or
-/// whitespace-only lines (skipped).
+/// whitespace-only lines (skipped), a UTF-8 byte order mark at the start (skipped).
 ///
 /// # Errors
 /// With the line number:
+/// - [`DataError::LineTooLong`]: a line is longer than an eighth of the memory budget (at most
+///   256 MiB), found before more than that is read;
 /// - [`DataError::WrongFieldCount`]: a row has another number of fields than the first;
 /// - [`DataError::BadField`]: a feature field is not a number (e.g. `?` or empty), with its
 ///   1-based field number and text;
@@ -72,7 +113,7 @@ pub fn read_magic(path: &Path) -> Result<Dataset, DataError> {
 /// Memory: [`DataError::OverBudget`] if the values read so far, or the matrix, exceed the
 /// process's memory budget ([`stolr_memory::MemoryBudget::process`]).
 pub fn read_csv_from<R: BufRead>(reader: R, name: &str, label: LabelColumn) -> Result<Dataset, DataError> {
-    read_csv_impl(reader, name, label, false, None)
+    read_csv_impl(reader, name, label, Kind::Classes, None)
 }
 
 /// Reads a comma-separated regression file: every column but the last is a feature, the last
@@ -85,8 +126,7 @@ pub fn read_csv_from<R: BufRead>(reader: R, name: &str, label: LabelColumn) -> R
 /// [`read_csv_regression_from`].
 pub fn read_csv_regression(path: &Path) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
-    let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
-    read_csv_regression_from(BufReader::new(file), &name)
+    read_csv_regression_from(crate::lines::open_text(path)?, &name)
 }
 
 /// Reads comma-separated regression text from `reader`: the format of [`read_csv_from`] with
@@ -97,7 +137,7 @@ pub fn read_csv_regression(path: &Path) -> Result<Dataset, DataError> {
 /// As [`read_csv_from`], and [`DataError::BadTarget`] (with line and field) if a target is not
 /// a finite number.
 pub fn read_csv_regression_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, DataError> {
-    read_csv_impl(reader, name, LabelColumn::Last, true, None)
+    read_csv_impl(reader, name, LabelColumn::Last, Kind::Numeric, None)
 }
 
 /// Part `part` of `parts` of a comma-separated file, read by its line-aligned byte range
@@ -113,6 +153,11 @@ pub fn read_csv_regression_from<R: BufRead>(reader: R, name: &str) -> Result<Dat
 /// As [`crate::line_aligned_range`] (gzip is [`DataError::NotShardable`]) and [`read_csv`];
 /// [`DataError::Empty`] only if the file has no non-blank line.
 pub fn read_csv_part(path: &Path, label: LabelColumn, part: usize, parts: usize) -> Result<Dataset, DataError> {
+    read_part(path, label, Kind::Classes, part, parts)
+}
+
+/// [`read_csv_part`] with the label column's `kind`.
+fn read_part(path: &Path, label: LabelColumn, kind: Kind, part: usize, parts: usize) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
     let range = crate::line_aligned_range(path, part, parts)?;
     let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
@@ -122,7 +167,7 @@ pub fn read_csv_part(path: &Path, label: LabelColumn, part: usize, parts: usize)
             None => return Err(DataError::Empty { path: name }),
             Some((_, text)) if text.trim().is_empty() => {}
             Some((_, text)) => {
-                let fields: Vec<&str> = text.split(',').map(str::trim).collect();
+                let fields: Vec<&str> = crate::fields::split_fields(text);
                 break (fields.len(), is_header(&fields, label));
             }
         }
@@ -134,7 +179,7 @@ pub fn read_csv_part(path: &Path, label: LabelColumn, part: usize, parts: usize)
         source: name.clone(),
     };
     let mut data = crate::shard::parse_range(path, range, empty, |reader, part_name| {
-        read_csv_impl(reader, part_name, label, false, Some(found))
+        read_csv_impl(reader, part_name, label, kind, Some(found))
     })?;
     data.source = name;
     Ok(data)
@@ -157,14 +202,14 @@ fn is_header(fields: &[&str], label: LabelColumn) -> bool {
     features.clone().next().is_some() && features.all(|k| fields[k].parse::<f64>().is_err())
 }
 
-/// [`read_csv_from`], with the label column parsed as finite numbers when `numeric_label`.
+/// [`read_csv_from`], with the label column of `kind` (numbers, or the MAGIC layout's class).
 /// With `expected`, the number of fields of the file's first line is known (a part of a file,
 /// [`read_csv_part`]) and no line is taken as a header.
 fn read_csv_impl<R: BufRead>(
     reader: R,
     name: &str,
     label: LabelColumn,
-    numeric_label: bool,
+    kind: Kind,
     mut expected: Option<usize>,
 ) -> Result<Dataset, DataError> {
     let mut lines = crate::lines::Lines::new(reader, name);
@@ -178,10 +223,19 @@ fn read_csv_impl<R: BufRead>(
         if text.trim().is_empty() {
             continue;
         }
-        let fields: Vec<&str> = text.split(',').map(str::trim).collect();
+        let fields: Vec<&str> = crate::fields::split_fields(text);
         let found = fields.len();
         let label_at = label_at(label, found);
         let is_feature = |k: &usize| Some(*k) != label_at;
+        if kind == Kind::Magic && found != MAGIC_FIELDS {
+            return Err(DataError::LayoutFieldCount {
+                path: name.to_owned(),
+                line,
+                expected: MAGIC_FIELDS,
+                found,
+                layout: MAGIC_LAYOUT,
+            });
+        }
 
         match expected {
             Some(expected) if expected != found => {
@@ -210,9 +264,18 @@ fn read_csv_impl<R: BufRead>(
             values.push(value);
         }
         match label_at {
-            Some(k) if numeric_label => {
+            Some(k) if kind == Kind::Numeric => {
                 let at = At { path: name, line, field: k + 1, row: n, col: k };
                 targets.push(target(fields[k], at)?);
+            }
+            Some(k) if kind == Kind::Magic && !matches!(fields[k], "g" | "h") => {
+                return Err(DataError::BadCategory {
+                    path: name.to_owned(),
+                    line,
+                    field: k + 1,
+                    text: fields[k].to_owned(),
+                    allowed: "g, h",
+                });
             }
             Some(k) => classes.push(fields[k].to_owned()),
             None => {}
@@ -234,7 +297,7 @@ fn read_csv_impl<R: BufRead>(
     }
     let labels = match label {
         LabelColumn::None => Labels::None,
-        LabelColumn::First | LabelColumn::Last if numeric_label => Labels::Numeric(targets),
+        LabelColumn::First | LabelColumn::Last if kind == Kind::Numeric => Labels::Numeric(targets),
         LabelColumn::First | LabelColumn::Last => Labels::Classes(classes),
     };
     Ok(Dataset { x, labels, source: name.to_owned() })
@@ -356,5 +419,64 @@ mod tests {
         let data = parse("g\nh\n", LabelColumn::Last).expect("valid text");
         assert_eq!((data.n(), data.d()), (2, 0));
         assert_eq!(data.labels, classes(&["g", "h"]));
+    }
+
+    #[test]
+    fn magic_rows_must_have_eleven_fields_and_the_class_g_or_h() {
+        let row = "28.8,16.0,2.6,0.39,0.2,27.7,22.0,-8.2,40.1,81.9";
+        let clean = format!("{row},g\n{row},h\n");
+        let data = read_magic_from(clean.as_bytes(), "magic04.data").expect("valid");
+        assert_eq!((data.n(), data.d()), (2, 10));
+        assert_eq!(data.labels, classes(&["g", "h"]));
+        // A 5-column numeric CSV used to be read as d = 4 with its last feature dropped.
+        let err = read_magic_from("1,2,3,4,5\n6,7,8,9,10\n".as_bytes(), "five.csv").unwrap_err();
+        assert!(matches!(err, DataError::LayoutFieldCount { line: 1, expected: 11, found: 5, .. }), "{err:?}");
+        assert!(err.to_string().starts_with("five.csv:1: 5 fields, expected 11 (MAGIC"), "{err}");
+        let err = read_magic_from(format!("{row},g\n{row},x\n").as_bytes(), "m.data").unwrap_err();
+        assert!(matches!(&err, DataError::BadCategory { line: 2, field: 11, text, .. } if text == "x"), "{err:?}");
+        assert_eq!(err.to_string(), "m.data:2: field 11 \"x\" is not one of g, h");
+        // A numeric last column is not a class either.
+        let err = read_magic_from(format!("{row},1\n").as_bytes(), "m.data").unwrap_err();
+        assert!(matches!(err, DataError::BadCategory { line: 1, field: 11, .. }), "{err:?}");
+    }
+
+    #[test]
+    fn gzip_and_a_byte_order_mark_are_read_like_the_plain_file() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let plain = dir.path().join("plain.csv");
+        std::fs::write(&plain, CLEAN).expect("write");
+        let bom = dir.path().join("bom.csv");
+        std::fs::write(&bom, format!("\u{feff}{CLEAN}")).expect("write");
+        let packed = dir.path().join("packed.data");
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(format!("\u{feff}{CLEAN}").as_bytes()).expect("compress");
+        std::fs::write(&packed, gz.finish().expect("compress")).expect("write");
+        let want = read_csv(&plain, LabelColumn::Last).expect("plain");
+        for path in [&bom, &packed] {
+            let data = read_csv(path, LabelColumn::Last).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!((data.x, data.labels), (want.x.clone(), want.labels.clone()));
+        }
+    }
+
+    #[test]
+    fn an_error_quotes_at_most_about_80_characters_of_a_field() {
+        let field = "x".repeat(10 << 20);
+        let err = parse(&format!("1,2\n3,{field}\n"), LabelColumn::None).unwrap_err();
+        assert!(matches!(err, DataError::BadField { line: 2, field: 2, .. }), "line and field");
+        let message = err.to_string();
+        assert!(message.len() < 300, "{} bytes: {}", message.len(), &message[..300.min(message.len())]);
+        assert!(message.contains(&format!("{}...({} bytes)", "x".repeat(64), 10 << 20)), "{message}");
+        // Short fields are quoted whole.
+        let err = parse("1,2\n3,abc\n", LabelColumn::None).unwrap_err();
+        assert_eq!(err.to_string(), "test.data:2: field 2 \"abc\" is not a number");
+    }
+
+    #[test]
+    fn quoted_fields_are_read_like_plain_ones() {
+        let clean = parse(CLEAN, LabelColumn::Last).expect("valid text");
+        let quoted = "\u{feff}\"1.5\", \"2\",\"g\"\r\n-3,\"4e-2\",h\n\"0\",7,\"g\"";
+        let data = parse(quoted, LabelColumn::Last).expect("quoted fields");
+        assert_eq!((data.x, data.labels), (clean.x, clean.labels));
     }
 }

@@ -36,7 +36,7 @@ pub enum DataError {
     },
 
     /// A LIBSVM label is not a finite number.
-    #[error("{path}:{line}: field 1 \"{label}\": label is not a finite number")]
+    #[error("{path}:{line}: field 1 \"{}\": label is not a finite number", clip(.label))]
     BadLabel {
         /// File path or stream name.
         path: String,
@@ -47,7 +47,7 @@ pub enum DataError {
     },
 
     /// A LIBSVM feature token has no `:` between index and value.
-    #[error("{path}:{line}: field {field} \"{token}\": expected index:value")]
+    #[error("{path}:{line}: field {field} \"{}\": expected index:value", clip(.token))]
     MissingColon {
         /// File path or stream name.
         path: String,
@@ -61,8 +61,8 @@ pub enum DataError {
 
     /// A LIBSVM feature index is not a positive integer (indices are 1-based, so 0 is rejected).
     #[error(
-        "{path}:{line}: field {field} \"{token}\": index \"{index}\" is not a positive integer \
-         (LIBSVM indices start at 1)"
+        "{path}:{line}: field {field} \"{}\": index \"{}\" is not a positive integer \
+         (LIBSVM indices start at 1)", clip(.token), clip(.index)
     )]
     BadIndex {
         /// File path or stream name.
@@ -79,8 +79,8 @@ pub enum DataError {
 
     /// A LIBSVM feature index appears twice in a row on one line.
     #[error(
-        "{path}:{line}: field {field} \"{token}\": duplicate index {index} \
-         (indices must be strictly increasing)"
+        "{path}:{line}: field {field} \"{}\": duplicate index {index} \
+         (indices must be strictly increasing)", clip(.token)
     )]
     DuplicateIndex {
         /// File path or stream name.
@@ -97,8 +97,8 @@ pub enum DataError {
 
     /// A LIBSVM feature index is smaller than the one before it on the same line.
     #[error(
-        "{path}:{line}: field {field} \"{token}\": index {index} comes after index {previous} \
-         (indices must be strictly increasing)"
+        "{path}:{line}: field {field} \"{}\": index {index} comes after index {previous} \
+         (indices must be strictly increasing)", clip(.token)
     )]
     IndexNotIncreasing {
         /// File path or stream name.
@@ -116,7 +116,7 @@ pub enum DataError {
     },
 
     /// A LIBSVM feature value is not a number.
-    #[error("{path}:{line}: field {field} \"{token}\": value \"{value}\" is not a number")]
+    #[error("{path}:{line}: field {field} \"{}\": value \"{}\" is not a number", clip(.token), clip(.value))]
     BadValue {
         /// File path or stream name.
         path: String,
@@ -131,7 +131,7 @@ pub enum DataError {
     },
 
     /// A CSV feature field is not a number.
-    #[error("{path}:{line}: field {field} \"{text}\" is not a number")]
+    #[error("{path}:{line}: field {field} \"{}\" is not a number", clip(.text))]
     BadField {
         /// File path or stream name.
         path: String,
@@ -172,7 +172,7 @@ pub enum DataError {
     },
 
     /// A regression target is not a finite number.
-    #[error("{path}:{line}: field {field} \"{text}\": the target is not a finite number")]
+    #[error("{path}:{line}: field {field} \"{}\": the target is not a finite number", clip(.text))]
     BadTarget {
         /// File path or stream name.
         path: String,
@@ -185,7 +185,7 @@ pub enum DataError {
     },
 
     /// A categorical field holds a value outside its categories (e.g. Abalone's sex `M`/`F`/`I`).
-    #[error("{path}:{line}: field {field} \"{text}\" is not one of {allowed}")]
+    #[error("{path}:{line}: field {field} \"{}\" is not one of {allowed}", clip(.text))]
     BadCategory {
         /// File path or stream name.
         path: String,
@@ -344,8 +344,8 @@ pub enum DataError {
     /// A LIBSVM feature index is larger than the fixed number of features the reader was given
     /// (e.g. the features of the model being applied).
     #[error(
-        "{path}:{line}: field {field} \"{token}\": index {index} is above the {dim} features \
-         expected (LIBSVM indices start at 1)"
+        "{path}:{line}: field {field} \"{}\": index {index} is above the {dim} features \
+         expected (LIBSVM indices start at 1)", clip(.token)
     )]
     IndexAboveDim {
         /// File path or stream name.
@@ -431,7 +431,7 @@ pub enum DataError {
     },
 
     /// A field of a numeric CSV column is a number but NaN or infinite.
-    #[error("{path}:{line}: field {field} \"{text}\" is not a finite number")]
+    #[error("{path}:{line}: field {field} \"{}\" is not a finite number", clip(.text))]
     NonFiniteField {
         /// File path or stream name.
         path: String,
@@ -459,7 +459,8 @@ pub enum DataError {
 
     /// A categorical field of a row read for a fitted model holds a value the model never saw.
     #[error(
-        "{path}:{line}: column {column} has the category \"{value}\", unseen when the model was fitted (known: {known})"
+        "{path}:{line}: column {column} has the category \"{}\", unseen when the model was fitted (known: {})",
+        clip(.value), clip_list(.known)
     )]
     UnseenCategory {
         /// File path or stream name.
@@ -472,6 +473,26 @@ pub enum DataError {
         value: String,
         /// The model's categories of that column, comma-separated.
         known: String,
+    },
+
+    /// A line of text (or a quoted CSV record spanning lines) is longer than the longest the
+    /// readers accept: an eighth of the process's memory budget
+    /// ([`stolr_memory::MemoryBudget::process`]), at most 256 MiB. Raised before more than that
+    /// is held, so a file without line breaks (`/dev/zero`, a gzip bomb) is an error, not an
+    /// out-of-memory kill.
+    #[error(
+        "{path}:{line}: a {what} longer than {limit} bytes, the longest read (an eighth of the memory \
+         limit, at most 256 MiB): is this a text file in the format given? (raise --memory-limit for longer lines)"
+    )]
+    LineTooLong {
+        /// File path or stream name.
+        path: String,
+        /// 1-based line number of the line (or of the record's first line).
+        line: usize,
+        /// `"line"` or `"quoted record"`.
+        what: &'static str,
+        /// The limit in bytes.
+        limit: u64,
     },
 
     /// The file cannot be read in parts, as a run over several processes needs: it is
@@ -493,6 +514,32 @@ pub enum DataError {
         /// What is wrong, with the value given.
         reason: String,
     },
+}
+
+/// The most characters of a field that an error message quotes.
+pub(crate) const QUOTE_CHARS: usize = 80;
+
+/// `text` as an error message quotes it: whole if at most [`QUOTE_CHARS`] characters, else its
+/// first 64 characters, `...` and its length in bytes, so that a field of a 50 MB line does not
+/// become 50 MB of error message.
+pub(crate) fn clip(text: &str) -> std::borrow::Cow<'_, str> {
+    clip_to(text, QUOTE_CHARS, 64)
+}
+
+/// A list (such as a column's categories) as an error message quotes it: at most 240
+/// characters.
+fn clip_list(text: &str) -> std::borrow::Cow<'_, str> {
+    clip_to(text, 3 * QUOTE_CHARS, 3 * 64)
+}
+
+fn clip_to(text: &str, most: usize, keep: usize) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(most) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some(_) => {
+            let end = text.char_indices().nth(keep).map_or(text.len(), |(at, _)| at);
+            std::borrow::Cow::Owned(format!("{}...({} bytes)", &text[..end], text.len()))
+        }
+    }
 }
 
 /// `"path:line: "`, `"path: "` or `""`, for [`DataError::NonFinite`].

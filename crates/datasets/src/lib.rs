@@ -7,7 +7,8 @@
 //!
 //! - [`read_libsvm`]: LIBSVM / svmlight sparse text (`label index:value ...`);
 //!   [`read_libsvm_with_dim`]: the same with a fixed number of features, for new rows.
-//! - [`read_csv`], [`read_magic`]: comma-separated UCI files with an optional class column;
+//! - [`read_csv`], [`read_magic`]: comma-separated UCI files with an optional class column
+//!   ([`read_magic`] checks the MAGIC layout: 11 fields, the class `g` or `h`);
 //!   [`read_csv_regression`]: the same with a numeric target in the last column.
 //! - [`read_table`]: CSV tables, gzip-compressed or not, with categorical columns one-hot
 //!   encoded ([`OneHotEncoding`]) and a label column; [`read_table_with`] reads new rows with
@@ -20,6 +21,10 @@
 //! file's length where it is known and against the process's memory budget
 //! ([`stolr_memory::MemoryBudget::process`]) before anything of that size is allocated;
 //! over it, the reader returns [`DataError::OverBudget`]. No input makes a reader panic.
+//! Every text reader takes gzip-compressed input (detected by its signature) and skips a UTF-8
+//! byte order mark; a line longer than an eighth of the budget (at most 256 MiB) is
+//! [`DataError::LineTooLong`], raised before more is held; an error quotes at most 80
+//! characters of a field.
 //! - [`write_npy_matrix`], [`write_npy_vector`], [`read_npy_matrix`]: NumPy `.npy` files.
 //! - [`read_libsvm_part`], [`read_csv_part`], [`read_table_part`], [`read_mnist_part`],
 //!   [`read_npy_part`]: one part of a file for a run whose rows are split across processes,
@@ -60,7 +65,8 @@ mod table;
 pub use abalone::{ABALONE_COLUMNS, read_abalone, read_abalone_from};
 pub use atomic::write_atomic;
 pub use csv::{
-    LabelColumn, read_csv, read_csv_from, read_csv_part, read_csv_regression, read_csv_regression_from, read_magic,
+    LabelColumn, MAGIC_FIELDS, read_csv, read_csv_from, read_csv_part, read_csv_regression, read_csv_regression_from,
+    read_magic, read_magic_from, read_magic_part,
 };
 pub use dataset::{Dataset, Labels, check_finite};
 pub use error::DataError;

@@ -1,13 +1,13 @@
 //! LIBSVM / svmlight sparse text.
 
-use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::BufRead;
 use std::path::Path;
 
 use crate::dataset::try_zeros;
 use crate::{DataError, Dataset, Labels};
 
-/// Reads a LIBSVM / svmlight file into a dense [`Dataset`]; `source` is the path.
+/// Reads a LIBSVM / svmlight file, gzip-compressed or not (detected by its signature), into a
+/// dense [`Dataset`]; `source` is the path.
 ///
 /// See [`read_libsvm_from`] for the format accepted and the errors returned.
 ///
@@ -16,8 +16,7 @@ use crate::{DataError, Dataset, Labels};
 /// [`read_libsvm_from`].
 pub fn read_libsvm(path: &Path) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
-    let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
-    read_libsvm_from(BufReader::new(file), &name)
+    read_libsvm_from(crate::lines::open_text(path)?, &name)
 }
 
 /// Reads LIBSVM / svmlight text from `reader` into a dense [`Dataset`]; `name` names the
@@ -30,10 +29,13 @@ pub fn read_libsvm(path: &Path) -> Result<Dataset, DataError> {
 ///
 /// Also accepted: `\r\n` line endings, a last line without a line break, tabs or several
 /// spaces between tokens, blank or whitespace-only lines (skipped), `#` comments (the rest of
-/// the line is ignored) and `qid:<n>` tokens (ignored).
+/// the line is ignored), `qid:<n>` tokens (ignored), a UTF-8 byte order mark at the start
+/// (skipped).
 ///
 /// # Errors
 /// With the line number and field (the label is field 1):
+/// - [`DataError::LineTooLong`]: a line is longer than an eighth of the memory budget (at most
+///   256 MiB), found before more than that is read;
 /// - [`DataError::BadLabel`]: the label is not a finite number;
 /// - [`DataError::MissingColon`]: a token is not `index:value`;
 /// - [`DataError::BadIndex`]: the index is not a positive integer (e.g. `0`);
@@ -62,8 +64,7 @@ pub fn read_libsvm_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, Da
 /// [`read_libsvm_with_dim_from`].
 pub fn read_libsvm_with_dim(path: &Path, d: usize) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
-    let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
-    read_libsvm_with_dim_from(BufReader::new(file), &name, d)
+    read_libsvm_with_dim_from(crate::lines::open_text(path)?, &name, d)
 }
 
 /// Reads LIBSVM / svmlight text from `reader` into a dense [`Dataset`] of shape `(n, d)`;
@@ -392,6 +393,37 @@ mod tests {
             let data = parse(&to_libsvm(&x, &labels)).expect("generated text is valid");
             prop_assert_eq!(&data.x, &x);
             prop_assert_eq!(data.labels, Labels::Numeric(labels));
+        }
+    }
+
+    #[test]
+    fn gzip_and_a_byte_order_mark_are_read_like_the_plain_file() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let bom = dir.path().join("bom.svm");
+        std::fs::write(&bom, format!("\u{feff}{CLEAN}")).expect("write");
+        let packed = dir.path().join("packed.svm");
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(format!("\u{feff}{CLEAN}").as_bytes()).expect("compress");
+        std::fs::write(&packed, gz.finish().expect("compress")).expect("write");
+        let (x, y) = expected();
+        for path in [&bom, &packed] {
+            let data = read_libsvm(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(data.x, x);
+            assert_eq!(data.labels, Labels::Numeric(y.clone()));
+            let data = read_libsvm_with_dim(path, 6).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!((data.n(), data.d()), (4, 6));
+        }
+    }
+
+    #[test]
+    fn an_error_quotes_at_most_about_80_characters_of_a_token() {
+        let token = format!("1:{}", "9".repeat(10 << 20));
+        for text in [format!("1 {token}x\n"), format!("{} 1:1\n", "y".repeat(10 << 20))] {
+            let err = parse(&text).unwrap_err();
+            let message = err.to_string();
+            assert!(message.len() < 300, "{} bytes: {}", message.len(), &message[..300]);
+            assert!(message.starts_with("test:1: field "), "{message}");
         }
     }
 }

@@ -32,6 +32,10 @@ pub const MODEL_FORMAT: &str = "stolr-model";
 /// The name of the JSON member.
 const HEADER_MEMBER: &str = "header.json";
 
+/// The JSON member as NumPy re-saves it: `dict(np.load("model.npz"))` holds `header.json` as
+/// bytes, which `np.savez` writes as a 0-d bytes array (`|S<len>`) named `header.json.npy`.
+const NUMPY_HEADER_MEMBER: &str = "header.json.npy";
+
 /// The longest array name accepted, in bytes.
 const MAX_NAME_LEN: usize = 128;
 
@@ -471,24 +475,44 @@ impl ModelFile {
 
     /// Reads a model file from its bytes; `name` (usually the path) names it in errors.
     ///
+    /// Also read: the file as NumPy re-saves it, `np.savez(path, **np.load(model))` or
+    /// `np.savez_compressed`: members in any order, deflate-compressed or stored, ZIP64 extra
+    /// fields, NumPy's own `.npy` headers, and `header.json` as the 0-d bytes array
+    /// `header.json.npy` (what `np.load` gives for a member that is not a `.npy` file).
+    ///
     /// # Errors
     /// - [`DataError::ModelFile`] if `bytes` is not a ZIP archive ("not a Stolr model file"),
     ///   is truncated or corrupted (a CRC-32 mismatch, a member shorter than declared),
-    ///   `header.json` is missing, not valid JSON or lacks a field, `format` is not
+    ///   a member is compressed by another method than deflate, `header.json` (or
+    ///   `header.json.npy`) is missing, not valid JSON or lacks a field, `format` is not
     ///   `"stolr-model"`, or an array member is missing, unlisted, or disagrees with
-    ///   `header.json` (dtype, shape, `.npy` header, length);
+    ///   `header.json` (dtype, shape, Fortran order, length), each named;
     /// - [`DataError::ModelVersion`] if `format_version` is above [`MODEL_FORMAT_VERSION`].
     ///
-    /// Whatever the file claims, no single allocation is larger than `bytes`.
+    /// Whatever the file claims, no single allocation is larger than `bytes`, or for a
+    /// deflate-compressed member, than what its bytes can inflate to and the memory budget
+    /// ([`stolr_memory::MemoryBudget::process`]) allow.
     pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Self, DataError> {
         let err = |reason: String| DataError::ModelFile { path: name.to_owned(), reason };
         let mut zip = zip::ZipArchive::new(Cursor::new(bytes)).map_err(|e| {
             err(format!("not a Stolr model file: cannot read it as a ZIP archive ({e}); is it truncated?"))
         })?;
-        let header_index = zip
-            .index_for_name(HEADER_MEMBER)
-            .ok_or_else(|| err(format!("not a Stolr model file: the ZIP archive has no {HEADER_MEMBER}")))?;
-        let json = read_member(&mut zip, header_index, HEADER_MEMBER, bytes.len()).map_err(&err)?;
+        // As Stolr writes it, or as np.savez re-saves what np.load gave.
+        let (header_index, header_member) =
+            match (zip.index_for_name(HEADER_MEMBER), zip.index_for_name(NUMPY_HEADER_MEMBER)) {
+                (Some(index), _) => (index, HEADER_MEMBER),
+                (None, Some(index)) => (index, NUMPY_HEADER_MEMBER),
+                (None, None) => {
+                    return Err(err(format!(
+                        "not a Stolr model file: the ZIP archive has no {HEADER_MEMBER} (nor {NUMPY_HEADER_MEMBER}, as \
+                     np.savez re-saves it)"
+                    )));
+                }
+            };
+        let mut json = read_member(&mut zip, header_index, header_member, bytes.len()).map_err(&err)?;
+        if header_member == NUMPY_HEADER_MEMBER {
+            json = numpy_bytes_scalar(&json).map_err(|reason| err(format!("{NUMPY_HEADER_MEMBER}: {reason}")))?;
+        }
         let value: Value = serde_json::from_slice(&json)
             .map_err(|e| err(format!("not a Stolr model file: {HEADER_MEMBER} is not valid JSON ({e})")))?;
         match value.get("format").and_then(Value::as_str) {
@@ -525,10 +549,11 @@ impl ModelFile {
                 Some(Ok(member)) => member,
                 _ => return Err(err(format!("member {index} of the archive has no readable name"))),
             };
-            let listed = member == HEADER_MEMBER
+            let listed = member == header_member
                 || member.strip_suffix(".npy").is_some_and(|array| header.arrays.contains_key(array));
             if !listed {
-                return Err(err(format!("member {member:?} is not listed in {HEADER_MEMBER}")));
+                let shown = crate::error::clip(&member);
+                return Err(err(format!("member \"{shown}\" is not listed in {HEADER_MEMBER}")));
             }
         }
         if let Some(array) = header.arrays.keys().find(|array| zip.index_for_name(&format!("{array}.npy")).is_none()) {
@@ -552,9 +577,10 @@ impl ModelFile {
             let index = zip
                 .index_for_name(&member)
                 .ok_or_else(|| array_err(format!("{member} is missing from the archive")))?;
-            let (shape, count) = checked_shape(&entry.shape, bytes.len()).map_err(&array_err)?;
             let npy = read_member(&mut zip, index, &member, bytes.len()).map_err(&err)?;
-            let value = parse_npy(&npy, entry.dtype, &entry.shape, count)
+            // A compressed member may hold more than the whole file's length.
+            let (shape, count) = checked_shape(&entry.shape, bytes.len().max(npy.len())).map_err(&array_err)?;
+            let value = parse_npy(&npy, &member, entry.dtype, &entry.shape, count)
                 .map_err(|reason| array_err(format!("{member}: {reason}")))?;
             let value = match value {
                 Parsed::F64(data) => ModelArray::F64 { shape, data },
@@ -660,22 +686,48 @@ fn start_member<W: Write + std::io::Seek>(zip: &mut zip::ZipWriter<W>, name: &st
     zip.start_file(name, options).map_err(|e| e.to_string())
 }
 
-/// The content of member `index`, read to its end so that its CRC-32 is checked; its
-/// declared size must not exceed `file_len`, which bounds the allocation.
+/// The content of member `index`, read to its end so that its CRC-32 is checked. A stored
+/// member's declared size must not exceed `file_len`; a deflate-compressed one's (as
+/// `np.savez_compressed` writes) must be within what deflate can inflate its compressed bytes
+/// to and within the process's memory budget. Either bounds the allocation.
 fn read_member<R: Read + std::io::Seek>(
     zip: &mut zip::ZipArchive<R>,
     index: usize,
     member: &str,
     file_len: usize,
 ) -> Result<Vec<u8>, String> {
-    let mut file = zip.by_index(index).map_err(|e| format!("{member}: {e}; the file is truncated or corrupted"))?;
+    let file = zip.by_index(index).map_err(|e| match e {
+        zip::result::ZipError::UnsupportedArchive(what) => format!(
+            "{member}: {what}; a model file's members are read stored or deflate-compressed (as np.savez and \
+             np.savez_compressed write them)"
+        ),
+        e => format!("{member}: {e}; the file is truncated or corrupted"),
+    })?;
     let size = file.size();
-    let size = usize::try_from(size)
-        .ok()
-        .filter(|&size| size <= file_len)
-        .ok_or_else(|| format!("{member}: declares {size} bytes, more than the whole file's {file_len}"))?;
+    if file.compression() == zip::CompressionMethod::Stored {
+        if size > file_len as u64 {
+            return Err(format!("{member}: declares {size} bytes, more than the whole file's {file_len}"));
+        }
+    } else {
+        // Deflate inflates at most 1032 to 1.
+        let most = file.compressed_size().saturating_mul(1032).saturating_add(1024);
+        if size > most {
+            return Err(format!(
+                "{member}: declares {size} bytes, more than its {} compressed bytes can inflate to; the file is \
+                 corrupted",
+                file.compressed_size()
+            ));
+        }
+        stolr_memory::MemoryBudget::process()
+            .check(format!("{member} uncompressed"), size)
+            .map_err(|e| format!("{member}: {e}"))?;
+    }
+    let size = usize::try_from(size).map_err(|_| format!("{member}: declares {size} bytes, more than memory"))?;
     let mut content = Vec::with_capacity(size);
-    file.read_to_end(&mut content).map_err(|e| format!("{member}: {e}; the file is truncated or corrupted"))?;
+    // One byte more than declared, to tell a member longer than it says.
+    file.take(size as u64 + 1)
+        .read_to_end(&mut content)
+        .map_err(|e| format!("{member}: {e}; the file is truncated or corrupted"))?;
     if content.len() != size {
         return Err(format!(
             "{member}: holds {} bytes but declares {size}; the file is truncated or corrupted",
@@ -683,6 +735,50 @@ fn read_member<R: Read + std::io::Seek>(
         ));
     }
     Ok(content)
+}
+
+/// The text of a `.npy` member holding a 0-d bytes (`|S<n>`) or text (`<U<n>`) array, as
+/// `np.savez` writes a `bytes` or `str` value; trailing NULs removed, as NumPy reads it.
+fn numpy_bytes_scalar(npy: &[u8]) -> Result<Vec<u8>, String> {
+    let start = crate::npy::checked_header(npy, NUMPY_HEADER_MEMBER, npy.len() as u64).map_err(npy_message)?.len();
+    let file = npyz::NpyFile::new(npy).map_err(|e| format!("not a valid .npy file: {e}"))?;
+    let expected = "a 0-d array of dtype S (bytes) or U (text) holding the JSON header";
+    if !file.shape().is_empty() {
+        return Err(format!("holds an array of shape {:?}, expected {expected}", file.shape()));
+    }
+    let npyz::DType::Plain(type_str) = file.dtype() else {
+        return Err(format!("holds a structured array, expected {expected}"));
+    };
+    let data = &npy[start..];
+    let width = usize::try_from(type_str.size_field()).unwrap_or(usize::MAX);
+    let mut text = match type_str.type_char() {
+        npyz::TypeChar::ByteStr if data.len() == width => data.to_vec(),
+        npyz::TypeChar::UnicodeStr if Some(data.len()) == width.checked_mul(4) => {
+            let little = type_str.endianness() != npyz::Endianness::Big;
+            let units = data.chunks_exact(4).map(|c| {
+                let c = [c[0], c[1], c[2], c[3]];
+                if little { u32::from_le_bytes(c) } else { u32::from_be_bytes(c) }
+            });
+            let chars: Option<String> = units.filter(|&u| u != 0).map(char::from_u32).collect();
+            chars.ok_or("holds text that is not valid Unicode")?.into_bytes()
+        }
+        npyz::TypeChar::ByteStr | npyz::TypeChar::UnicodeStr => {
+            return Err(format!("holds {} bytes of data, but its dtype {type_str} needs another length", data.len()));
+        }
+        _ => return Err(format!("holds dtype {type_str}, expected {expected}")),
+    };
+    while text.last() == Some(&0) {
+        text.pop();
+    }
+    Ok(text)
+}
+
+/// The message of a [`DataError::Npy`] (without its path), or the whole error.
+fn npy_message(e: DataError) -> String {
+    match e {
+        DataError::Npy { message, .. } => message,
+        e => e.to_string(),
+    }
 }
 
 /// The shape as `usize` and the number of entries, or why it cannot be stored in a file of
@@ -724,36 +820,38 @@ enum Parsed {
     I64(Vec<i64>),
 }
 
-/// Parses a `.npy` member that must hold `count` entries of `dtype` with `shape` in C order.
+/// Parses a `.npy` member (named `member`) that must hold `count` entries of `dtype` with
+/// `shape` in C order.
 ///
-/// Its header must be exactly the one `npyz` writes for that dtype and shape: this checks the
-/// member against `header.json` and, since that header is known to be well formed, lets
-/// `npyz` parse it without meeting a malformed or hostile one.
-fn parse_npy(npy: &[u8], dtype: Dtype, shape: &[u64], count: usize) -> Result<Parsed, String> {
-    let mut expected = Vec::new();
-    npyz::WriteOptions::new_header_only()
-        .dtype(dtype.npy_dtype()?)
-        .shape(shape)
-        .writer(&mut expected)
-        .write_header_only()
-        .map_err(|e| format!("cannot build the expected .npy header: {e}"))?;
-    if !npy.starts_with(&expected) {
+/// Its header is checked as [`crate::read_npy_matrix`] checks one (length, nesting) before
+/// `npyz` parses it, so NumPy's own headers (`np.savez`) are read as well as Stolr's; then its
+/// dtype, shape and order must be those of `header.json`.
+fn parse_npy(npy: &[u8], member: &str, dtype: Dtype, shape: &[u64], count: usize) -> Result<Parsed, String> {
+    let start = crate::npy::checked_header(npy, member, npy.len() as u64).map_err(npy_message)?.len();
+    let file = npyz::NpyFile::new(npy).map_err(|e| format!("not a valid .npy file: {e}"))?;
+    let expected = dtype.npy_dtype()?;
+    if file.dtype() != expected {
         return Err(format!(
-            "its .npy header does not match {HEADER_MEMBER}'s dtype {} ({}) and shape {shape:?} in C order",
+            "its .npy header has dtype {}, but {HEADER_MEMBER} gives {} ({})",
+            file.dtype().descr(),
             dtype.name(),
             dtype.npy_descr()
         ));
     }
-    let data_len = npy.len() - expected.len();
+    if file.shape() != shape {
+        return Err(format!("its .npy header has shape {:?}, but {HEADER_MEMBER} gives {shape:?}", file.shape()));
+    }
+    if file.order() != npyz::Order::C && shape.iter().filter(|&&d| d > 1).count() > 1 {
+        return Err("its .npy header says Fortran order; a model file's arrays are in C order \
+                    (save np.ascontiguousarray(a))"
+            .into());
+    }
+    let data_len = npy.len() - start;
     if data_len != 8 * count {
         return Err(format!(
             "{data_len} bytes of data, but shape {shape:?} needs {}; the file is truncated or corrupted",
             8 * count
         ));
-    }
-    let file = npyz::NpyFile::new(npy).map_err(|e| format!("not a valid .npy file: {e}"))?;
-    if file.shape() != shape || file.order() != npyz::Order::C {
-        return Err(format!("npyz reads shape {:?}, expected {shape:?}", file.shape()));
     }
     let parsed = match dtype {
         Dtype::F64 => file.into_vec::<f64>().map(Parsed::F64),

@@ -200,7 +200,7 @@ pub(crate) fn open_npy<R: Read>(
 ///
 /// # Errors
 /// As [`open_npy`].
-fn checked_header<R: Read>(mut reader: R, name: &str, file_len: u64) -> Result<Vec<u8>, DataError> {
+pub(crate) fn checked_header<R: Read>(mut reader: R, name: &str, file_len: u64) -> Result<Vec<u8>, DataError> {
     let npy_error = |message: String| DataError::Npy { path: name.to_owned(), message };
     let truncated = || npy_error("not a valid .npy file: the header is truncated".into());
     let mut preamble = vec![0u8; 8];

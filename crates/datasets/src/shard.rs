@@ -47,10 +47,25 @@ fn next_line_start(file: &mut File, at: u64, len: u64, name: &str) -> Result<u64
         return Ok(at.min(len));
     }
     file.seek(SeekFrom::Start(at - 1)).map_err(|e| DataError::io(name, e))?;
+    // Skipped without being held: the line may be of any length.
     let mut reader = BufReader::new(file.take(len - (at - 1)));
-    let mut skipped = Vec::new();
-    let read = reader.read_until(b'\n', &mut skipped).map_err(|e| DataError::io(name, e))?;
-    Ok(at - 1 + read as u64)
+    let mut read = 0u64;
+    loop {
+        let buf = reader.fill_buf().map_err(|e| DataError::io(name, e))?;
+        if buf.is_empty() {
+            break;
+        }
+        let (used, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(k) => (k + 1, true),
+            None => (buf.len(), false),
+        };
+        reader.consume(used);
+        read += used as u64;
+        if done {
+            break;
+        }
+    }
+    Ok(at - 1 + read)
 }
 
 /// Part `part` of `parts` of a LIBSVM file ([`line_aligned_range`]), parsed as

@@ -12,8 +12,8 @@ pub enum RowFormat {
     /// A directory with MNIST's IDX image files: the 60 000 training images, then the 10 000
     /// test images (`d = 784`), read straight from the gzip stream.
     Mnist,
-    /// Comma-separated numbers, one sample per line, no label column; a first line that is
-    /// not numeric is taken for a header and skipped.
+    /// Comma-separated numbers, one sample per line, no label column, gzip-compressed or not;
+    /// fields may be quoted; a first line that is not numeric is taken for a header and skipped.
     Csv,
     /// A 2-D float64 `.npy` matrix in C (row-major) order, one sample per row.
     Npy,
@@ -87,8 +87,9 @@ pub fn stream_rows(path: &Path, format: RowFormat) -> Result<RowStream, DataErro
     }
 }
 
-fn open(path: &Path) -> Result<BufReader<File>, DataError> {
-    File::open(path).map(BufReader::new).map_err(|e| DataError::io(&path.display().to_string(), e))
+/// A text file, through a gzip decoder when it starts with the gzip signature.
+fn open(path: &Path) -> Result<Box<dyn std::io::BufRead>, DataError> {
+    crate::lines::open_text(path)
 }
 
 /// The training then the test images; each file's header is read and checked up front: the
@@ -157,7 +158,7 @@ fn csv_rows(path: &Path) -> Result<RowStream, DataError> {
         if text.trim().is_empty() {
             continue;
         }
-        let fields: Vec<&str> = text.split(',').map(str::trim).collect();
+        let fields: Vec<&str> = crate::fields::split_fields(text);
         if first.is_none() && fields.iter().all(|f| f.parse::<f64>().is_err()) {
             first = Some(None);
             continue;
@@ -181,7 +182,7 @@ fn csv_rows(path: &Path) -> Result<RowStream, DataError> {
                 continue;
             }
             row += 1;
-            let fields: Vec<&str> = text.split(',').map(str::trim).collect();
+            let fields: Vec<&str> = crate::fields::split_fields(text);
             return Some(parse_csv_fields(&fields, &name, line, row, dim));
         }
     });

@@ -6,10 +6,10 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
-use flate2::read::MultiGzDecoder;
 use serde::{Deserialize, Serialize};
 
 use crate::dataset::try_zeros;
+use crate::lines::Bounded;
 use crate::{DataError, Dataset, Labels};
 
 /// Which column of a table, if any, holds the labels (kept out of the features).
@@ -202,16 +202,8 @@ pub fn read_table_with(path: &Path, encoding: &OneHotEncoding, numeric_label: bo
 
 /// Opens `path` for reading, through a gzip decoder when it starts with the gzip signature
 /// `1f 8b` (whatever its name).
-fn open_maybe_gzip(path: &Path) -> Result<Box<dyn Read>, DataError> {
-    let name = path.display().to_string();
-    let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
-    let mut reader = BufReader::with_capacity(1 << 16, file);
-    let head = reader.fill_buf().map_err(|e| DataError::io(&name, e))?;
-    if head.starts_with(&[0x1f, 0x8b]) {
-        Ok(Box::new(BufReader::with_capacity(1 << 16, MultiGzDecoder::new(reader))))
-    } else {
-        Ok(Box::new(reader))
-    }
+fn open_maybe_gzip(path: &Path) -> Result<Box<dyn BufRead>, DataError> {
+    crate::lines::open_text(path)
 }
 
 /// Reads CSV text from `reader` into a [`Table`]; `name` names the input in errors and
@@ -289,7 +281,7 @@ pub fn read_table_part(path: &Path, options: &TableOptions, part: usize, parts: 
     let mut csv = csv_reader(BufReader::new(file));
     let mut record = ::csv::StringRecord::new();
     let (fields, header_end, header, label) = loop {
-        if !csv.read_record(&mut record).map_err(|e| csv_error(&name, e))? {
+        if !next_record(&mut csv, &mut record, &name)? {
             return Err(DataError::Empty { path: name });
         }
         if is_blank(&record) {
@@ -298,7 +290,9 @@ pub fn read_table_part(path: &Path, options: &TableOptions, part: usize, parts: 
         check_one_line(&record, &name)?;
         let (roles, _) = setup(&plan(), record.len(), &name)?;
         let label = roles.iter().position(|r| *r == Role::Label).map(|k| k + 1);
-        break (record.len(), csv.position().byte(), is_header(&roles, &record), label);
+        // The parser's offsets start after a byte order mark.
+        let header_end = csv.position().byte() + csv.get_ref().bom_len();
+        break (record.len(), header_end, is_header(&roles, &record), label);
     };
     let range = if header { crate::shard::after_header(range, header_end) } else { range };
     let encoding = OneHotEncoding::new(fields, label, Vec::new())?;
@@ -322,15 +316,33 @@ pub fn read_table_part(path: &Path, options: &TableOptions, part: usize, parts: 
     Ok(table)
 }
 
+/// The bytes the `csv` reader buffers.
+const CSV_BUFFER: usize = 1 << 16;
+
 /// The CSV reader of every table: `,`-separated, RFC 4180 quoting, fields trimmed, records of
-/// any length (checked by the caller).
-fn csv_reader<R: Read>(reader: R) -> ::csv::Reader<R> {
+/// any length (checked by the caller); a UTF-8 byte order mark skipped, and lines (and quoted
+/// records) bounded by [`crate::lines::max_line_bytes`] ([`crate::lines::Bounded`]). After
+/// each record, [`next_record`] tells the bound where the next one starts.
+fn csv_reader<R: Read>(reader: R) -> ::csv::Reader<Bounded<BufReader<R>>> {
     ::csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
         .trim(::csv::Trim::All)
-        .buffer_capacity(1 << 16)
-        .from_reader(reader)
+        .buffer_capacity(CSV_BUFFER)
+        .from_reader(Bounded::new(BufReader::with_capacity(CSV_BUFFER, reader), CSV_BUFFER as u64))
+}
+
+/// Reads the next record of `csv` into `record` (`false` at the end) and tells the line bound
+/// where the record after it starts.
+fn next_record<R: Read>(
+    csv: &mut ::csv::Reader<Bounded<BufReader<R>>>,
+    record: &mut ::csv::StringRecord,
+    name: &str,
+) -> Result<bool, DataError> {
+    let more = csv.read_record(record).map_err(|e| csv_error(name, e))?;
+    let (offset, line) = (csv.position().byte(), csv.position().line() as usize);
+    csv.get_mut().record_starts_at(offset, line);
+    Ok(more)
 }
 
 /// Whether a record is a blank line: a whitespace-only line is one empty field after trimming.
@@ -419,10 +431,8 @@ fn read_impl<R: Read>(
     let mut first = true;
 
     loop {
-        match csv.read_record(&mut record) {
-            Ok(true) => {}
-            Ok(false) => break,
-            Err(e) => return Err(csv_error(name, e)),
+        if !next_record(&mut csv, &mut record, name)? {
+            break;
         }
         let line = record.position().map_or(0, |p| p.line() as usize);
         if is_blank(&record) {
@@ -631,7 +641,9 @@ fn setup(plan: &Plan<'_>, fields: usize, name: &str) -> Result<(Vec<Role>, Categ
 fn csv_error(name: &str, e: ::csv::Error) -> DataError {
     let line = e.position().map(|p| p.line() as usize);
     match e.into_kind() {
-        ::csv::ErrorKind::Io(source) => DataError::io(name, source),
+        ::csv::ErrorKind::Io(source) => {
+            crate::lines::TooLong::from_io(name, &source).unwrap_or_else(|| DataError::io(name, source))
+        }
         ::csv::ErrorKind::Utf8 { pos, .. } => {
             DataError::NotUtf8 { path: name.to_owned(), line: pos.map_or(line.unwrap_or(0), |p| p.line() as usize) }
         }
@@ -789,5 +801,26 @@ mod tests {
             assert!(matches!(OneHotEncoding::new(fields, label, columns), Err(DataError::InvalidParameter { .. })));
         }
         assert!(OneHotEncoding::from_json(&serde_json::json!({"fields": 2})).is_err());
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_skipped_whole_and_in_parts() {
+        let plain = read("1,2\n3,4\n", &TableOptions::default()).expect("valid");
+        let bom = read("\u{feff}1,2\n3,4\n", &TableOptions::default()).expect("a BOM before a number");
+        assert_eq!(bom.data.x, plain.data.x);
+        // With a header: every part skips it at the same offset.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("bom.csv");
+        std::fs::write(&path, "\u{feff}a,\"b,c\"\n1,2\n3,4\n5,6\n").expect("write");
+        let whole = read_table(&path, &TableOptions::default()).expect("whole");
+        assert_eq!(whole.data.x, Mat::from_fn(3, 2, |i, j| (2 * i + j + 1) as f64));
+        for parts in 1..=4 {
+            let mut rows = Vec::new();
+            for part in 0..parts {
+                let t = read_table_part(&path, &TableOptions::default(), part, parts).expect("part");
+                rows.extend((0..t.data.n()).map(|i| [t.data.x[(i, 0)], t.data.x[(i, 1)]]));
+            }
+            assert_eq!(rows, [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], "{parts} parts");
+        }
     }
 }

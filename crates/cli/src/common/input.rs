@@ -7,21 +7,25 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use faer::Mat;
 use stolr_datasets::{
-    DataError, Dataset, LabelColumn, Labels, MnistSplit, OneHotEncoding, TableLabel, TableOptions, read_abalone,
-    read_csv, read_csv_part, read_csv_regression, read_housing, read_libsvm, read_libsvm_part, read_magic, read_mnist,
-    read_mnist_part, read_npy_matrix, read_npy_part, read_table, read_table_part, read_table_with,
+    DataError, Dataset, Labels, MnistSplit, OneHotEncoding, TableLabel, TableOptions, read_abalone, read_housing,
+    read_libsvm, read_libsvm_part, read_magic, read_magic_part, read_mnist, read_mnist_part, read_npy_matrix,
+    read_npy_part, read_table, read_table_part, read_table_with,
 };
 use stolr_lowrank::{Communicator, RowShard};
 
 /// A data file's format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
-    /// LIBSVM/svmlight sparse text (`label index:value ...`, 1-based indices).
+    /// LIBSVM/svmlight sparse text (`label index:value ...`, 1-based indices), gzip-compressed or
+    /// not.
     Libsvm,
-    /// Comma-separated values, gzip-compressed or not (`--categorical`, `--label-column`); for
-    /// `krr` and `predict` the last column is the target.
+    /// Comma-separated values, gzip-compressed or not, quoted fields and a UTF-8 byte order
+    /// mark accepted, a header line skipped (`--categorical`, `--label-column`); for `krr` the
+    /// last column is the target, for `predict` too when the rows have one column more than the
+    /// model's features.
     Csv,
-    /// The UCI MAGIC gamma telescope file: 10 numeric columns and a class column (g/h).
+    /// The UCI MAGIC gamma telescope file: 10 numeric columns and a class column (g/h); every
+    /// row is checked to have 11 fields and the class g or h.
     Magic,
     /// The MNIST digits: a folder with the original IDX files (gzipped or not).
     Mnist,
@@ -40,13 +44,18 @@ impl Format {
     }
 }
 
-/// Reads `path` as `format`. With `targets`, a CSV file's last column is the target (the
-/// regression reader); otherwise CSV files have no label column.
+/// Reads `path` as `format`. With `targets`, a CSV file's last column is the target (numbers);
+/// otherwise CSV files have no label column. Every command reads CSV with the one table reader
+/// of `kpca` ([`read_table`]: gzip detected by its signature, a UTF-8 byte order mark skipped,
+/// RFC 4180 quoted fields, a header line skipped).
 pub fn read(path: &Path, format: Format, targets: bool) -> Result<Dataset> {
     let data = match format {
         Format::Libsvm => read_libsvm(path),
-        Format::Csv if targets => read_csv_regression(path),
-        Format::Csv => read_csv(path, LabelColumn::None),
+        Format::Csv => {
+            let label = if targets { TableLabel::Last } else { TableLabel::None };
+            let options = TableOptions { categorical: Vec::new(), label, numeric_label: targets };
+            read_table(path, &options).map(|t| t.data)
+        }
         Format::Magic => read_magic(path),
         Format::Mnist => read_mnist(path, MnistSplit::All),
         Format::Npy => {
@@ -133,7 +142,7 @@ pub fn load_part(path: &Path, format: Format, table: &TableArgs, comm: &dyn Comm
         Format::Csv => {
             read_table_part(path, &table.options(), rank, size).map(|t| (t.data, table.given().then_some(t.encoding)))
         }
-        Format::Magic => read_csv_part(path, LabelColumn::Last, rank, size).map(|data| (data, None)),
+        Format::Magic => read_magic_part(path, rank, size).map(|data| (data, None)),
         Format::Mnist => read_mnist_part(path, MnistSplit::All, rank, size).map(|data| (data, None)),
         Format::Npy => read_npy_part(path, rank, size)
             .map(|x| (Dataset { x, labels: Labels::None, source: path.display().to_string() }, None)),
@@ -226,7 +235,9 @@ fn hint(e: DataError) -> anyhow::Error {
 
 /// Reads new rows for a model with `d` features: a LIBSVM file whose highest index is below
 /// `d` is padded with zero columns, one with an index above `d` is an error; rows of another
-/// width in any other format are an error. Values are checked finite.
+/// width in any other format are an error. Values are checked finite. With `targets`
+/// (`predict`), a CSV file may have `d + 1` columns, the last the targets, or `d` columns
+/// and no targets.
 ///
 /// With `encoding` (the model was fitted on a CSV table with categorical or label columns), the
 /// file must be CSV in the training file's layout, and is encoded with the model's categories;
@@ -247,14 +258,35 @@ pub fn read_for_model(
         read_table_with(path, encoding, targets).with_context(|| format!("cannot read {}", path.display()))?
     } else if format == Format::Libsvm {
         stolr_datasets::read_libsvm_with_dim(path, d).with_context(|| format!("cannot read {}", path.display()))?
+    } else if format == Format::Csv && targets {
+        read_csv_maybe_targets(path, d)?
     } else {
         read(path, format, targets)?
     };
     if data.d() != d {
-        bail!("{} has {} features per row, the model takes {d}", path.display(), data.d());
+        let with_target = if format == Format::Csv && targets {
+            format!(" (or {} with the target last)", d + 1)
+        } else {
+            String::new()
+        };
+        bail!("{} has {} features per row, the model takes {d}{with_target}", path.display(), data.d());
     }
     stolr_datasets::check_finite(data.x.as_ref())
         .with_context(|| format!("{}: the rows must be finite", path.display()))?;
+    Ok(data)
+}
+
+/// A CSV file of new rows for a model with `d` features: rows of `d + 1` columns hold the
+/// targets in the last; rows of `d` columns have none (and any other width is the caller's
+/// error). Read as [`read`] reads CSV, every column numeric.
+fn read_csv_maybe_targets(path: &Path, d: usize) -> Result<Dataset> {
+    let mut data = read(path, Format::Csv, false)?;
+    if data.d() == d + 1 {
+        let n = data.n();
+        let targets: Vec<f64> = (0..n).map(|i| data.x[(i, d)]).collect();
+        data.x = data.x.as_ref().subcols(0, d).to_owned();
+        data.labels = Labels::Numeric(targets);
+    }
     Ok(data)
 }
 
