@@ -40,9 +40,10 @@ pub use estimator::{Fit, FitRegression, Persist, Predictor, Transformer};
 pub use kpca::{
     Certificate, CertifyConfig, CertifyMethod, ConfidenceIntervals, ExactKpcaConfig, ExactOperator, Iterate,
     KernelCentering, KernelPca, KernelPcaFit, KernelPcaModel, Kha, KhaConfig, KpcaSolver, MatrixFreeConfig,
-    MatrixFreeFit, NystromConfig, NystromFit, SamplerKind, Skpca, SkpcaConfig, TauChoice, certify, exact_kpca,
+    MatrixFreeFit, NystromConfig, NystromFit, SamplerKind, Skpca, SkpcaConfig, TauChoice, certify, check_skpca_memory,
+    exact_kpca,
     kernel_matrix, matrix_free_bytes, matrix_free_bytes_sharded, matrix_free_kpca, matrix_free_kpca_sharded,
-    nystrom_fit, nystrom_fit_sharded, nystrom_kpca, shrunk_target, tau_for_rank,
+    nystrom_fit, nystrom_fit_sharded, nystrom_kpca, shrunk_target, skpca_memory_estimate, tau_for_rank,
 };
 pub use krr::{
     ColumnMode, CoordinatePartials, CoordinateRule, KernelExpansion, KernelRidge, KrrConfig, KrrFitSummary, KrrModel,
