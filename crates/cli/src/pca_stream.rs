@@ -211,6 +211,19 @@ pub fn run(args: PcaArgs) -> Result<()> {
     }
     let prepare_time = prepare_start.elapsed();
 
+    // The solver's iterate, d × r doubles with its update buffers (about three such blocks),
+    // and a mini-batch, checked before the solver allocates any of it: capped MSG keeps up to
+    // its cap, the others k + 1 columns at least (plain MSG's rank can grow past it, by one per
+    // sample at most: not bounded before the pass).
+    let r = match args.solver {
+        PcaSolver::CappedMsg => args.cap.unwrap_or(k + 1).min(d),
+        _ => k + 1,
+    };
+    let what = solver_label(args.solver);
+    crate::memory::budget().check(
+        format!("the d × r iterate of {what} and its updates (d = {d}, r = {r}, --batch {})", args.batch),
+        stolr_memory::f64_bytes(&[3, d, r + 1]).saturating_add(stolr_memory::f64_bytes(&[2, args.batch, d])),
+    )?;
     let mut rng = stream(args.seed, 1);
     let step = StepSize::ScaleFree { c: args.eta_scale };
     let mut solver: Box<dyn StreamingPca> = match args.solver {

@@ -147,16 +147,28 @@ fn an_unwritable_out_or_checkpoint_is_refused_before_any_work() {
     assert!(holder.join("inner").is_dir());
 }
 
+/// A child process killed when dropped: a failed assertion (a panic) must not leave a long
+/// run behind, holding whatever the test process holds.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A long SKPCA run on the built-in rings (killed by the test), writing to `out`.
-fn spawn_long(out: &Path, extra: &[&str]) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_stolr"))
+fn spawn_long(out: &Path, extra: &[&str]) -> KillOnDrop {
+    let child = Command::new(env!("CARGO_BIN_EXE_stolr"))
         .args(["kpca", "--tau", "5", "--iterations", "1000000", "--max-rank", "50", "--certify", "off"])
         .args(["--out", s(out)])
         .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("spawn stolr")
+        .expect("spawn stolr");
+    KillOnDrop(child)
 }
 
 /// Waits (at most a minute) until `path` exists with non-empty content.
@@ -183,7 +195,7 @@ fn a_second_run_on_the_same_out_or_checkpoint_fails_at_once_naming_the_first() {
     let out = dir.path().join("out");
     let ck = dir.path().join("state.ck");
     let mut first = spawn_long(&out, &["--checkpoint", s(&ck), "--checkpoint-every", "1000000"]);
-    let pid = first.id().to_string();
+    let pid = first.0.id().to_string();
     assert_eq!(wait_for(&dir.path().join(".out.lock")).trim(), pid);
     let second = ["kpca", "--input", s(&csv), "--format", "csv", "--tau", "1", "--iterations", "3"];
     let text = fails_with(&stolr(&[&second[..], &["--out", s(&out)]].concat()), &["--out", "in use by another stolr run"]);
@@ -195,8 +207,7 @@ fn a_second_run_on_the_same_out_or_checkpoint_fails_at_once_naming_the_first() {
     );
     assert!(text.contains(&format!("process {pid}")), "{text}");
     assert!(!out.exists() && !other_out.exists(), "the refused runs wrote something");
-    first.kill().unwrap();
-    first.wait().unwrap();
+    drop(first);
     // The killed run left its staging folder and lock files; the next runs clean them up.
     assert!(std::fs::read_dir(dir.path()).unwrap().count() > 2);
     ok(&[&second[..], &["--out", s(&out), "--checkpoint", s(&ck), "--checkpoint-every", "1"]].concat());
@@ -256,12 +267,14 @@ fn a_killed_run_never_leaves_a_mixed_set() {
     let mut seeds = vec![1];
     for k in 0..12u64 {
         let seed = k + 2;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_stolr"))
-            .args(args(&seed.to_string()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = KillOnDrop(
+            Command::new(env!("CARGO_BIN_EXE_stolr"))
+                .args(args(&seed.to_string()))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
         if k < 11 {
             // Delays from 40 % to 110 % of a whole run: the writes are at its end.
             std::thread::sleep(full.mul_f64(0.4 + 0.07 * k as f64));
@@ -275,8 +288,8 @@ fn a_killed_run_never_leaves_a_mixed_set() {
                 std::hint::spin_loop();
             }
         }
-        let _ = child.kill();
-        let finished = child.wait().unwrap().success();
+        let _ = child.0.kill();
+        let finished = child.0.wait().unwrap().success();
         let found = consistent_set(&out);
         if finished {
             seeds.push(seed);
@@ -326,13 +339,14 @@ fn the_users_own_files_in_out_are_kept_and_stale_leftovers_are_cleaned() {
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
 }
 
-/// 10 000 rows of 4 features; row `edited` (1-based) changed in its last digit when given.
+/// 10 000 rows of 30 features (3.4 MB, more than the first and last MiB the old fingerprint
+/// read); row `edited` (1-based) changed in its last digit when given.
 fn stream_csv(path: &Path, edited: Option<usize>) {
     let text: String = (1..=10_000)
         .map(|i| {
-            let t = i as f64 * 0.37;
-            let last = if Some(i) == edited { 0.123457 } else { 0.123456 };
-            format!("{:.6},{:.6},{:.6},{last}\n", t.sin(), t.cos(), (2.0 * t).sin() * 0.5)
+            let mut row: Vec<String> = (0..29).map(|j| format!("{:.6}", (i as f64 * 0.37 + j as f64).sin())).collect();
+            row.push(if Some(i) == edited { "0.123457" } else { "0.123456" }.to_owned());
+            row.join(",") + "\n"
         })
         .collect();
     std::fs::write(path, text).unwrap();
@@ -367,4 +381,29 @@ fn an_edited_streamed_file_is_refused_on_resume_naming_the_row() {
     let longer = std::fs::read_to_string(&csv).unwrap().replacen("0.123457", "0.12345678", 1);
     std::fs::write(&csv, longer).unwrap();
     fails_with(&run("d"), &["row 5001"]);
+    // Rows appended after the part the checkpoint covers: the resumed pass goes on with them
+    // (its result is that of an uninterrupted pass over the longer input) ...
+    stream_csv(&csv, None);
+    let mut longer = std::fs::read_to_string(&csv).unwrap();
+    longer.push_str(&longer.clone()[..longer.find('\n').unwrap() + 1]);
+    std::fs::write(&csv, longer).unwrap();
+    let appended = run("e");
+    assert!(appended.status.success(), "{}", stderr(&appended));
+    let report = std::fs::read_to_string(dir.path().join("e").join("report.json")).unwrap();
+    assert!(report.contains("\"samples\": 10001"), "{report}");
+    // ... unless the rows were centred with the means of the whole input, which then differ.
+    let centred = |out: &str| {
+        let mut v = args(out);
+        v.push("--center".into());
+        let ck2 = dir.path().join("centred.ck");
+        let at = v.iter().position(|a| a == "--checkpoint").unwrap() + 1;
+        v[at] = s(&ck2).to_owned();
+        stolr(&v.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    stream_csv(&csv, None);
+    assert!(centred("f").status.success());
+    let mut longer = std::fs::read_to_string(&csv).unwrap();
+    longer.push_str("9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9\n");
+    std::fs::write(&csv, longer).unwrap();
+    fails_with(&centred("g"), &["which the checkpoint covers, are unchanged", "changed after them"]);
 }
