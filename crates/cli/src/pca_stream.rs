@@ -34,6 +34,9 @@ use crate::memory::peak_rss_bytes;
 use crate::pca::{PcaArgs, PcaSolver, generated, write_outputs};
 use crate::rng::stream;
 
+/// A pass's rows, fingerprinted as they are read ([`RowPrefix`]) and transformed.
+type Rows<'s> = Box<dyn Iterator<Item = Result<Vec<f64>, RowError<DataError>>> + 's>;
+
 /// Where the samples come from: a file re-opened for each pass, or a generated matrix.
 enum Source<'a> {
     File(&'a Path, RowFormat),
@@ -43,11 +46,7 @@ enum Source<'a> {
 impl Source<'_> {
     /// The rows, transformed, as a stream for [`StreamPass`]; each row as read (before the
     /// transform) goes into `prefix`, the fingerprint a checkpoint keeps of the rows read.
-    fn rows<'s>(
-        &'s self,
-        transform: &'s Transform,
-        prefix: &RowPrefix,
-    ) -> Result<Box<dyn Iterator<Item = Result<Vec<f64>, RowError<DataError>>> + 's>> {
+    fn rows<'s>(&'s self, transform: &'s Transform, prefix: &RowPrefix) -> Result<Rows<'s>> {
         let apply = move |x: &[f64]| {
             let mut out = vec![0.0; x.len()];
             transform.apply(x, &mut out);

@@ -194,11 +194,12 @@ fn a_second_run_on_the_same_out_or_checkpoint_fails_at_once_naming_the_first() {
     let csv = small_csv(dir.path());
     let out = dir.path().join("out");
     let ck = dir.path().join("state.ck");
-    let mut first = spawn_long(&out, &["--checkpoint", s(&ck), "--checkpoint-every", "1000000"]);
+    let first = spawn_long(&out, &["--checkpoint", s(&ck), "--checkpoint-every", "1000000"]);
     let pid = first.0.id().to_string();
     assert_eq!(wait_for(&dir.path().join(".out.lock")).trim(), pid);
     let second = ["kpca", "--input", s(&csv), "--format", "csv", "--tau", "1", "--iterations", "3"];
-    let text = fails_with(&stolr(&[&second[..], &["--out", s(&out)]].concat()), &["--out", "in use by another stolr run"]);
+    let text =
+        fails_with(&stolr(&[&second[..], &["--out", s(&out)]].concat()), &["--out", "in use by another stolr run"]);
     assert!(text.contains(&format!("process {pid}")), "{text}");
     let other_out = dir.path().join("other");
     let text = fails_with(
@@ -312,7 +313,23 @@ fn the_users_own_files_in_out_are_kept_and_stale_leftovers_are_cleaned() {
     let dir = tempfile::tempdir().unwrap();
     let csv = small_csv(dir.path());
     let out = dir.path().join("out");
-    let run = |seed: &str| ok(&["kpca", "--input", s(&csv), "--format", "csv", "--tau", "1", "--iterations", "5", "--seed", seed, "--out", s(&out)]);
+    let run = |seed: &str| {
+        ok(&[
+            "kpca",
+            "--input",
+            s(&csv),
+            "--format",
+            "csv",
+            "--tau",
+            "1",
+            "--iterations",
+            "5",
+            "--seed",
+            seed,
+            "--out",
+            s(&out),
+        ])
+    };
     run("1");
     std::fs::write(out.join("notes.txt"), "mine").unwrap();
     // Leftovers of killed runs: a staging folder, a previous set and an unlocked lock file.

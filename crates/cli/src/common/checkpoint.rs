@@ -506,8 +506,10 @@ fn store_prefix(file: &mut ModelFile, saved: &SavedPrefix) {
 
 /// The [`SavedPrefix`] of a checkpoint, `None` when it has none or it is inconsistent.
 fn load_prefix(file: &ModelFile) -> Option<SavedPrefix> {
-    let (Some(stolr_datasets::ModelArray::I64 { data: words, .. }), Some(stolr_datasets::ModelArray::I64 { data: shape, .. })) =
-        (file.array(PREFIX_CRCS), file.array(PREFIX_SHAPE))
+    let (
+        Some(stolr_datasets::ModelArray::I64 { data: words, .. }),
+        Some(stolr_datasets::ModelArray::I64 { data: shape, .. }),
+    ) = (file.array(PREFIX_CRCS), file.array(PREFIX_SHAPE))
     else {
         return None;
     };

@@ -84,7 +84,9 @@ impl PathLock {
                 .create(true)
                 .truncate(false)
                 .open(&path)
-                .with_context(|| format!("{option} {}: cannot create the lock file {}", target.display(), path.display()))?;
+                .with_context(|| {
+                    format!("{option} {}: cannot create the lock file {}", target.display(), path.display())
+                })?;
             match file.try_lock() {
                 Ok(()) => {}
                 Err(std::fs::TryLockError::WouldBlock) => {
@@ -101,7 +103,8 @@ impl PathLock {
                     );
                 }
                 Err(std::fs::TryLockError::Error(e)) => {
-                    return Err(e).with_context(|| format!("{option} {}: cannot lock {}", target.display(), path.display()));
+                    return Err(e)
+                        .with_context(|| format!("{option} {}: cannot lock {}", target.display(), path.display()));
                 }
             }
             if !same_file(&file, &path) {
@@ -401,7 +404,8 @@ fn swap_in(staging: &Path, target: &Path) -> Result<()> {
         }
     };
     sync_dir(parent)?;
-    std::fs::remove_dir_all(&old).with_context(|| format!("cannot remove the previous set, now at {}", old.display()))?;
+    std::fs::remove_dir_all(&old)
+        .with_context(|| format!("cannot remove the previous set, now at {}", old.display()))?;
     Ok(())
 }
 

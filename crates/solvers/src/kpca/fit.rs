@@ -73,9 +73,7 @@ impl SamplerKind {
                 let workers = faer::get_global_parallelism().degree().max(1);
                 f64_bytes(&[d, k]).saturating_add(f64_bytes(&[workers, 512, k]))
             }
-            SamplerKind::Columns | SamplerKind::ColumnsSym => {
-                f64_bytes(&[2, n, k]).saturating_add(f64_bytes(&[k, d]))
-            }
+            SamplerKind::Columns | SamplerKind::ColumnsSym => f64_bytes(&[2, n, k]).saturating_add(f64_bytes(&[k, d])),
             SamplerKind::Maclaurin => f64_bytes(&[2, d + n, k]),
         }
     }

@@ -428,7 +428,9 @@ pub fn check_skpca_memory(
 ) -> Result<(), SolverError> {
     let cap = match config.max_rank {
         Some(r) => format!("max_rank = {r}, so rank ≤ {}", r.min(n)),
-        None => format!("no max_rank, so rank ≤ min(n, iterations × a) = {}", config.iterations.saturating_mul(a).min(n)),
+        None => {
+            format!("no max_rank, so rank ≤ min(n, iterations × a) = {}", config.iterations.saturating_mul(a).min(n))
+        }
     };
     let r = config.max_rank.unwrap_or(config.iterations.saturating_mul(a)).min(n);
     let m = r.saturating_add(a);
@@ -483,7 +485,13 @@ mod tests {
         Mat::from_fn(n, d, |i, j| ((i * d + j) as f64 * 0.37).sin())
     }
 
-    fn fit(x: &Mat<f64>, config: SkpcaConfig, sampler: SamplerKind, features: usize, memory: MemoryBudget) -> Result<(), SolverError> {
+    fn fit(
+        x: &Mat<f64>,
+        config: SkpcaConfig,
+        sampler: SamplerKind,
+        features: usize,
+        memory: MemoryBudget,
+    ) -> Result<(), SolverError> {
         let kernel = match sampler {
             SamplerKind::Maclaurin => Kernel::Polynomial { scale: 1.0, offset: 1.0, degree: 2 },
             _ => Kernel::Gaussian { sigma: 1.0 },
@@ -535,7 +543,11 @@ mod tests {
         }
         let params = KernelPca {
             memory: MemoryBudget::bytes(1 << 30),
-            ..KernelPca::new(1, Kernel::Gaussian { sigma: 1.0 }, KpcaSolver::Kha { eta: 0.05, iterations: 100_000_000, init_scale: 0.01 })
+            ..KernelPca::new(
+                1,
+                Kernel::Gaussian { sigma: 1.0 },
+                KpcaSolver::Kha { eta: 0.05, iterations: 100_000_000, init_scale: 0.01 },
+            )
         };
         let result = params.fit_prepared(x.as_ref(), None, &mut Xoshiro256PlusPlus::seed_from_u64(1), &mut ());
         assert!(matches!(result, Err(SolverError::Memory(_))), "{:?}", result.err());
