@@ -30,11 +30,15 @@ pub struct ApplyArgs {
     out: PathBuf,
 }
 
+/// The model file, then `--out` claimed before the rows are read: locked, write-tested and
+/// refused when it is the model's own folder (its `projections.npy` and `report.json` would
+/// replace the fit's); see [`crate::common::output`].
 fn load(args: &ApplyArgs, kinds: &[&str]) -> Result<(ModelFile, PathBuf)> {
     let path = stolr_datasets::resolve_model_path(&args.model)
         .with_context(|| format!("cannot use the model {}", args.model.display()))?;
     let file =
         ModelFile::load_kind(&path, kinds).with_context(|| format!("cannot load the model {}", path.display()))?;
+    crate::common::output::claim(Some(&args.out), None, Some(&path))?;
     Ok((file, path))
 }
 
@@ -53,8 +57,9 @@ pub fn transform(args: ApplyArgs) -> Result<()> {
     let format = args.format.unwrap_or(if encoding.is_some() { Format::Csv } else { Format::Libsvm });
     let data = read_for_model(&args.input, format, d, false, encoding.as_ref())?;
     let z = model.transform(data.x.as_ref()).with_context(|| format!("cannot transform {}", args.input.display()))?;
-    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
-    write_npy_matrix(&args.out.join("projections.npy"), z.as_ref())?;
+    let out = crate::common::output::staged(&args.out);
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    write_npy_matrix(&out.join("projections.npy"), z.as_ref())?;
     let report = ApplyReport {
         stolr_version: env!("CARGO_PKG_VERSION").into(),
         command: "transform".into(),
@@ -65,7 +70,7 @@ pub fn transform(args: ApplyArgs) -> Result<()> {
         total_seconds: start.elapsed().as_secs_f64(),
         outputs: vec!["projections.npy".into(), "report.json".into()],
     };
-    write_report(&args.out, &report)?;
+    write_report(&out, &report)?;
     println!(
         "stolr transform: {} rows of {} on the {} model {} -> {} ({} x {})",
         data.n(),
@@ -90,8 +95,9 @@ pub fn predict(args: ApplyArgs) -> Result<()> {
     let f = model.predict(data.x.as_ref()).with_context(|| format!("cannot predict {}", args.input.display()))?;
     let predictions: Vec<f64> = (0..f.nrows()).map(|i| f[i]).collect();
     let mse = data.targets().map(|y| mean_squared_error(&predictions, y));
-    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
-    write_npy_vector(&args.out.join("predictions.npy"), &predictions)?;
+    let out = crate::common::output::staged(&args.out);
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    write_npy_vector(&out.join("predictions.npy"), &predictions)?;
     let report = ApplyReport {
         stolr_version: env!("CARGO_PKG_VERSION").into(),
         command: "predict".into(),
@@ -102,7 +108,7 @@ pub fn predict(args: ApplyArgs) -> Result<()> {
         total_seconds: start.elapsed().as_secs_f64(),
         outputs: vec!["predictions.npy".into(), "report.json".into()],
     };
-    write_report(&args.out, &report)?;
+    write_report(&out, &report)?;
     println!(
         "stolr predict: {} rows of {} with the {} model {}{} -> {}",
         data.n(),

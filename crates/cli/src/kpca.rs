@@ -513,7 +513,9 @@ fn finish(args: &KpcaArgs, prepared: Prepared, mut solved: Solved) -> Result<()>
     solved.model = solved.model.with_encoding(encoding)?;
 
     let t_write = Instant::now();
-    if let Some(dir) = &args.out {
+    // The files go into the staging folder of the claimed --out, swapped in as a set by main.
+    let out = args.out.as_deref().map(crate::common::output::staged);
+    if let Some(dir) = &out {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         write_npy_vector(&dir.join("eigenvalues.npy"), &solved.pairs.values)?;
         write_npy_matrix(&dir.join("eigenvectors.npy"), solved.pairs.vectors.as_ref())?;
@@ -527,7 +529,7 @@ fn finish(args: &KpcaArgs, prepared: Prepared, mut solved: Solved) -> Result<()>
     }
     let pairs = &solved.pairs;
     let mut outputs = Vec::new();
-    if let Some(dir) = &args.out {
+    if let Some(dir) = &out {
         write_npy_matrix(&dir.join("projections.npy"), projections.as_ref())?;
         let model = write_model(dir, &solved.model)?;
         outputs = vec![model, "eigenvalues.npy", "eigenvectors.npy", "projections.npy", "report.json"];
@@ -538,6 +540,7 @@ fn finish(args: &KpcaArgs, prepared: Prepared, mut solved: Solved) -> Result<()>
         let title = format!("stolr kpca ({}): first two components", solved.model.solver());
         let labels = label_values(&data);
         let curve = crate::plot::Curve { t, y: ranks, label: "rank of the iterate", log_y: false };
+        let path = &crate::common::output::staged_file(path);
         crate::plot::embedding(path, &title, projections.as_ref(), labels.as_deref(), Some(curve))?;
     }
     let write_time = t_write.elapsed();
@@ -602,7 +605,7 @@ fn finish(args: &KpcaArgs, prepared: Prepared, mut solved: Solved) -> Result<()>
         peak_memory_bytes: peak,
         outputs: outputs.iter().map(|o| o.to_string()).collect(),
     };
-    if let Some(dir) = &args.out {
+    if let Some(dir) = &out {
         write_report(dir, &report)?;
     }
     let sigma_text = match kernel {

@@ -667,7 +667,9 @@ pub fn run(mut args: KrrArgs) -> Result<()> {
     let train_mse = mean_squared_error(&train_predictions, y);
 
     let mut outputs = Vec::new();
-    if let Some(dir) = &args.out {
+    // The files go into the staging folder of the claimed --out, swapped in as a set by main.
+    let out = args.out.as_deref().map(crate::common::output::staged);
+    if let Some(dir) = &out {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         write_npy_vector(&dir.join("predictions.npy"), &predictions)?;
         write_npy_vector(&dir.join("coefficients.npy"), fitted.model.expansion().coefficients())?;
@@ -749,7 +751,7 @@ pub fn run(mut args: KrrArgs) -> Result<()> {
         peak_memory_bytes: peak,
         outputs: outputs.iter().map(|o| o.to_string()).collect(),
     };
-    if let Some(dir) = &args.out {
+    if let Some(dir) = &out {
         write_report(dir, &report)?;
     }
     println!(

@@ -68,6 +68,23 @@ fn main() -> std::process::ExitCode {
     code
 }
 
+/// `--threads` (0: one per core) bounded by the `cores` this process may run on
+/// (`std::thread::available_parallelism`, which follows the CPU affinity mask and cgroup
+/// quotas): more threads than cores only add switching and memory (`--threads 10000` spawned
+/// about 9000 threads and took a minute on 200 rows), and the results are the same bits for
+/// any number of threads. A clamped value is said on stderr.
+fn clamp_threads(requested: usize, cores: usize) -> usize {
+    let cores = cores.max(1);
+    if requested > cores {
+        eprintln!(
+            "warning: --threads {requested} is more than the {cores} cores available to this process; using {cores}"
+        );
+        cores
+    } else {
+        requested
+    }
+}
+
 fn run() -> std::process::ExitCode {
     let command = Cli::command();
     let matches = command.clone().get_matches();
@@ -80,23 +97,37 @@ fn run() -> std::process::ExitCode {
     {
         common::checkpoint::record_options(definition, sub);
     }
-    if cli.threads == 1 {
+    let threads = clamp_threads(cli.threads, std::thread::available_parallelism().map_or(1, usize::from));
+    if threads == 1 {
         faer::set_global_parallelism(faer::Par::Seq);
-    } else if cli.threads > 1 {
+    } else if threads > 1 {
         // faer and the element-wise passes share rayon's global pool.
-        if let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(cli.threads).build_global() {
+        if let Err(e) = rayon::ThreadPoolBuilder::new().num_threads(threads).build_global() {
             eprintln!("warning: cannot size the thread pool: {e}");
         }
-        faer::set_global_parallelism(faer::Par::rayon(cli.threads));
+        faer::set_global_parallelism(faer::Par::rayon(threads));
     }
     memory::set_budget(cli.memory_limit.map(stolr_memory::MemoryBudget::bytes).unwrap_or_default());
-    let result = match cli.command {
+    // --out and --checkpoint are claimed (locked, write-tested) before any work, on the rank
+    // that writes (transform and predict claim --out once they know the model's folder).
+    let writer = distributed::current().is_none_or(|comm| comm.is_root());
+    let claimed = match matches.subcommand() {
+        Some((name, sub)) if writer && !matches!(name, "transform" | "predict") => {
+            let path = |id: &str| sub.try_get_one::<std::path::PathBuf>(id).ok().flatten().map(|p| p.as_path());
+            common::output::claim(path("out"), path("checkpoint"), None)
+        }
+        _ => Ok(()),
+    };
+    let result = claimed.and_then(|()| match cli.command {
         Command::Kpca(args) => kpca::run(*args),
         Command::Pca(args) => pca::run(*args),
         Command::Krr(args) => krr::run(*args),
         Command::Transform(args) => distributed::refuse("stolr transform").and_then(|()| apply::transform(args)),
         Command::Predict(args) => distributed::refuse("stolr predict").and_then(|()| apply::predict(args)),
-    };
+    });
+    // The new output set replaces the old one only after the whole command succeeded.
+    let result = result.and_then(|()| common::output::commit());
+    common::output::release();
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {

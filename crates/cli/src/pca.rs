@@ -157,6 +157,8 @@ pub(crate) const OUTPUTS: [&str; 4] = ["model.npz", "components.npy", "eigenvalu
 /// Writes `model.npz`, `components.npy` `(d, r)`, `eigenvalues.npy` (length `r`) and
 /// `report.json` to `dir`, creating it.
 pub(crate) fn write_outputs(dir: &std::path::Path, model: &PcaModel, report: &PcaReport) -> Result<()> {
+    // Into the staging folder of the claimed --out, swapped in as a set by main.
+    let dir = &crate::common::output::staged(dir);
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     write_model(dir, model)?;
     write_npy_matrix(&dir.join("components.npy"), model.components())?;
@@ -175,7 +177,7 @@ pub(crate) fn plot(
 ) -> Result<()> {
     let z = model.transform(x)?;
     let title = format!("stolr pca ({}): first two components", model.solver());
-    crate::plot::embedding(path, &title, z.as_ref(), labels, curve)
+    crate::plot::embedding(&crate::common::output::staged_file(path), &title, z.as_ref(), labels, curve)
 }
 
 /// Runs `stolr pca`.

@@ -25,12 +25,17 @@ use stolr_solvers::{
     captured_norm,
 };
 
-use crate::common::checkpoint::{FileStore, file_fingerprint, matrix_fingerprint};
+use crate::common::checkpoint::{
+    FileStore, RowError, RowPrefix, changed_input, matrix_fingerprint, streamed_file_fingerprint,
+};
 use crate::common::input::Format;
 use crate::common::progress::Progress;
 use crate::memory::peak_rss_bytes;
 use crate::pca::{PcaArgs, PcaSolver, generated, write_outputs};
 use crate::rng::stream;
+
+/// A pass's rows, fingerprinted as they are read ([`RowPrefix`]) and transformed.
+type Rows<'s> = Box<dyn Iterator<Item = Result<Vec<f64>, RowError<DataError>>> + 's>;
 
 /// Where the samples come from: a file re-opened for each pass, or a generated matrix.
 enum Source<'a> {
@@ -39,23 +44,19 @@ enum Source<'a> {
 }
 
 impl Source<'_> {
-    /// The rows, transformed, as a stream for [`StreamPass`].
-    fn rows<'s>(
-        &'s self,
-        transform: &'s Transform,
-    ) -> Result<Box<dyn Iterator<Item = Result<Vec<f64>, DataError>> + 's>> {
+    /// The rows, transformed, as a stream for [`StreamPass`]; each row as read (before the
+    /// transform) goes into `prefix`, the fingerprint a checkpoint keeps of the rows read.
+    fn rows<'s>(&'s self, transform: &'s Transform, prefix: &RowPrefix) -> Result<Rows<'s>> {
         let apply = move |x: &[f64]| {
             let mut out = vec![0.0; x.len()];
             transform.apply(x, &mut out);
             out
         };
-        Ok(match self {
-            Source::File(path, format) => Box::new(stream_rows(path, *format)?.map(move |r| r.map(|x| apply(&x)))),
-            Source::Matrix(x) => Box::new((0..x.nrows()).map(move |i| {
-                let row: Vec<f64> = (0..x.ncols()).map(|j| x[(i, j)]).collect();
-                Ok(apply(&row))
-            })),
-        })
+        let raw: Box<dyn Iterator<Item = Result<Vec<f64>, DataError>> + 's> = match self {
+            Source::File(path, format) => Box::new(stream_rows(path, *format)?),
+            Source::Matrix(x) => Box::new((0..x.nrows()).map(move |i| Ok((0..x.ncols()).map(|j| x[(i, j)]).collect()))),
+        };
+        Ok(Box::new(prefix.wrap(raw).map(move |r| r.map(|x| apply(&x)))))
     }
 
     /// One pass: calls `f` on every sample, in order.
@@ -97,6 +98,17 @@ struct Transform {
 }
 
 impl Transform {
+    /// What the rows are read through, for a checkpoint: a CRC-32 of the means' and the
+    /// scale's bits.
+    fn fingerprint(&self) -> String {
+        let mut crc = crc32fast::Hasher::new();
+        for v in self.mean.iter().flatten().chain([&self.scale]) {
+            crc.update(&v.to_bits().to_le_bytes());
+        }
+        let what = if self.mean.is_some() { "the feature means and the scale" } else { "the scale" };
+        format!("{what} computed over the whole input (crc32 {:08x})", crc.finalize())
+    }
+
     fn apply(&self, x: &[f64], out: &mut [f64]) {
         match &self.mean {
             Some(mean) => out.iter_mut().zip(x).zip(mean).for_each(|((o, v), m)| *o = (v - m) * self.scale),
@@ -198,6 +210,19 @@ pub fn run(args: PcaArgs) -> Result<()> {
     }
     let prepare_time = prepare_start.elapsed();
 
+    // The solver's iterate, d × r doubles with its update buffers (about three such blocks),
+    // and a mini-batch, checked before the solver allocates any of it: capped MSG keeps up to
+    // its cap, the others k + 1 columns at least (plain MSG's rank can grow past it, by one per
+    // sample at most: not bounded before the pass).
+    let r = match args.solver {
+        PcaSolver::CappedMsg => args.cap.unwrap_or(k + 1).min(d),
+        _ => k + 1,
+    };
+    let what = solver_label(args.solver);
+    crate::memory::budget().check(
+        format!("the d × r iterate of {what} and its updates (d = {d}, r = {r}, --batch {})", args.batch),
+        stolr_memory::f64_bytes(&[3, d, r + 1]).saturating_add(stolr_memory::f64_bytes(&[2, args.batch, d])),
+    )?;
     let mut rng = stream(args.seed, 1);
     let step = StepSize::ScaleFree { c: args.eta_scale };
     let mut solver: Box<dyn StreamingPca> = match args.solver {
@@ -213,19 +238,24 @@ pub fn run(args: PcaArgs) -> Result<()> {
 
     // Pass 1: the solver sees every sample once, through the one solver loop.
     let solve_start = Instant::now();
+    let prefix = RowPrefix::new();
     let store = FileStore::new(&args.checkpoint, || match &source {
-        Source::File(path, _) => file_fingerprint(path),
+        Source::File(..) => Ok(streamed_file_fingerprint()),
         Source::Matrix(x) => Ok(matrix_fingerprint(x.as_ref())),
-    })?;
+    })?
+    .map(|store| store.with_prefix(prefix.clone(), transform.fingerprint()));
     let progress = Progress::new(&solver_label(args.solver), None, 1000).with_checkpoint(store);
     let mut observer = StreamObserver { progress, max_rank: 0 };
     // Each rank adds its share of every mini-batch (one process: all of it).
     let local_batch = RowShard::balanced(args.batch, comm.rank(), comm.size()).rows;
-    let mut pass = StreamPass::new(&mut *solver, source.rows(&transform)?).sharded(local_batch, comm)?;
+    let mut pass = StreamPass::new(&mut *solver, source.rows(&transform, &prefix)?).sharded(local_batch, comm)?;
     let mut silent = ();
     // Only rank 0 draws the progress bar.
     let watcher: &mut dyn Observer = if comm.is_root() { &mut observer } else { &mut silent };
-    stolr_solvers::run(&mut pass, &mut rng, watcher)?;
+    stolr_solvers::run(&mut pass, &mut rng, watcher).map_err(|e| match changed_input(&e) {
+        Some(reason) => anyhow::anyhow!("cannot resume from --checkpoint: {reason}"),
+        None => e.into(),
+    })?;
     drop(pass);
     if comm.is_root() {
         observer.progress.finish();

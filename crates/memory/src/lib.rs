@@ -127,6 +127,25 @@ pub fn f64_bytes(shape: &[usize]) -> u64 {
     shape.iter().fold(8u64, |acc, &dim| acc.saturating_mul(dim as u64))
 }
 
+/// Bytes kept per iteration by the record of an iterative run: the convergence trace of the
+/// command-line tool (the tuple in memory and its line in `report.json`, about 100
+/// characters) and the observers of the bench-suite and of Python.
+pub const ITERATION_RECORD_BYTES: u64 = 128;
+
+/// Checks that a record of `iterations` iterations ([`ITERATION_RECORD_BYTES`] each) fits
+/// `budget`, for every front end alike: a count of iterations no run could record (nor
+/// finish: `10¹²` SKPCA draws) is refused up front instead of running for ever. `parameter`
+/// names the count in the message (`iterations`, `--epochs`, `n_iter`).
+///
+/// # Errors
+/// [`MemoryError::OverBudget`] naming `parameter` and `iterations`.
+pub fn check_iterations(budget: MemoryBudget, parameter: &str, iterations: usize) -> Result<(), MemoryError> {
+    budget.check(
+        format!("the per-iteration record of {parameter} = {iterations}"),
+        (iterations as u64).saturating_mul(ITERATION_RECORD_BYTES),
+    )
+}
+
 /// The memory available to a new allocation now (`MemAvailable` in `/proc/meminfo`), in bytes,
 /// or `None` where that file is missing or unreadable.
 pub fn available_bytes() -> Option<u64> {

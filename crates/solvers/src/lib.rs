@@ -41,9 +41,9 @@ pub use kpca::{
     Certificate, CertifyConfig, CertifyMethod, ConfidenceIntervals, ExactKpcaConfig, ExactOperator, Iterate,
     KernelCentering, KernelPca, KernelPcaFit, KernelPcaModel, Kha, KhaConfig, KhaRitz, KpcaSolver, KpcaWarning,
     MatrixFreeConfig, MatrixFreeFit, NystromConfig, NystromFit, RANK_TOLERANCE, SamplerKind, Skpca, SkpcaConfig,
-    TauChoice, certify, exact_kpca, kernel_matrix, matrix_free_bytes, matrix_free_bytes_sharded, matrix_free_kpca,
-    matrix_free_kpca_sharded, nystrom_fit, nystrom_fit_sharded, nystrom_kpca, shrunk_target, tau_for_rank,
-    truncate_to_numerical_rank,
+    TauChoice, certify, check_skpca_memory, exact_kpca, kernel_matrix, matrix_free_bytes, matrix_free_bytes_sharded,
+    matrix_free_kpca, matrix_free_kpca_sharded, nystrom_fit, nystrom_fit_sharded, nystrom_kpca, shrunk_target,
+    skpca_memory_estimate, tau_for_rank, truncate_to_numerical_rank,
 };
 pub use krr::{
     ColumnMode, CoordinatePartials, CoordinateRule, KernelExpansion, KernelRidge, KrrConfig, KrrFitSummary, KrrModel,

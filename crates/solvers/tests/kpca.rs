@@ -198,10 +198,12 @@ fn skpca_memory_is_checked_before_the_run() {
     let sampler = RandomFourierFeatures::new(x.as_ref(), GAUSS, 10).unwrap();
     let config = SkpcaConfig { tau: 1.0, iterations: 5, max_rank: Some(30), ..Default::default() };
     let solver = Skpca::new(config.clone(), Box::new(sampler)).unwrap();
-    // U with up to r + a columns and the draw: 8·n·(r + 2a) bytes, a = 2·features.
-    assert_eq!(solver.memory_estimate(), 8 * 500 * (30 + 2 * 20));
-    solver.check_memory(stolr_memory::MemoryBudget::bytes(8 * 500 * 70)).unwrap();
-    match solver.check_memory(stolr_memory::MemoryBudget::bytes(8 * 500 * 70 - 1)) {
+    // U with up to r + a columns and the draw: 8·n·(r + 2a) bytes, a = 2·features; and the
+    // (r + a)² Gram matrix of [U, ζ] with its eigendecomposition: (1 partial + 7)·8·(r + a)².
+    let bytes = 8 * 500 * (30 + 2 * 20) + 8 * 8 * 50 * 50;
+    assert_eq!(solver.memory_estimate(), bytes);
+    solver.check_memory(stolr_memory::MemoryBudget::bytes(bytes)).unwrap();
+    match solver.check_memory(stolr_memory::MemoryBudget::bytes(bytes - 1)) {
         Err(SolverError::Memory(e)) => {
             let text = e.to_string();
             assert!(text.contains("max_rank = 30") && text.contains("features"), "{text}");

@@ -230,6 +230,16 @@ fn skpca(on: Sharded<'_>) -> Result<Option<Solved>> {
         }
     };
     let config = SkpcaConfig { tau, iterations: args.iterations, max_rank: Some(args.max_rank), ..Default::default() };
+    // Every buffer, the sampler's included, is checked before the sampler allocates any.
+    let (n_local, d) = local.shape();
+    stolr_solvers::check_skpca_memory(
+        n_local,
+        args.sampler.draw_rank(args.features),
+        args.sampler.is_symmetric_psd(),
+        &config,
+        args.sampler.buffer_bytes(n_local, d, args.features),
+        crate::memory::budget(),
+    )?;
     let sampler: Box<dyn KernelSampler + '_> = match args.sampler {
         SamplerKind::Rff => {
             // Every rank projects its rows shifted by one centre: rank 0's coordinate-wise
@@ -243,7 +253,6 @@ fn skpca(on: Sharded<'_>) -> Result<Option<Solved>> {
         _ => Box::new(RandomMaclaurin::new(local, *kernel, args.features)?),
     };
     let mut solver = Skpca::new(config, sampler)?.sharded(comm, shard.first)?;
-    solver.check_memory(crate::memory::budget())?;
     Progress::check_trace("--iterations", args.iterations, 1)?;
     // Only rank 0 draws the bar (and keeps the trace for the report).
     let mut progress = comm.is_root().then(|| Progress::new("skpca", Some(args.iterations), 1));

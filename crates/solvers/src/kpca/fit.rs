@@ -8,13 +8,13 @@ use stolr_estimators::{
     Centered, ColumnSampling, Kernel, KernelSampler, RandomFourierFeatures, RandomMaclaurin, kernel_row_means,
 };
 use stolr_lowrank::Eigenpairs;
-use stolr_memory::MemoryBudget;
+use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::kpca::exact::exact_fit;
 use crate::kpca::kha::{zero_kernel, zero_kernel_floor};
 use crate::kpca::{
     ExactKpcaConfig, ExactOperator, KernelCentering, KernelPcaModel, Kha, KhaConfig, NystromConfig, Skpca, SkpcaConfig,
-    nystrom_fit,
+    check_skpca_memory, nystrom_fit,
 };
 use crate::{Fit, Observer, SolverError, Stop, run};
 
@@ -44,6 +44,38 @@ impl SamplerKind {
             SamplerKind::Columns => "columns",
             SamplerKind::ColumnsSym => "columns-sym",
             SamplerKind::Maclaurin => "maclaurin",
+        }
+    }
+
+    /// Columns `a` of one draw with `features` features (or sampled columns): `2·features` for
+    /// rff and columns-sym, `features` otherwise (saturating).
+    pub fn draw_rank(self, features: usize) -> usize {
+        match self {
+            SamplerKind::Rff | SamplerKind::ColumnsSym => features.saturating_mul(2),
+            SamplerKind::Columns | SamplerKind::Maclaurin => features,
+        }
+    }
+
+    /// Whether the draws are symmetric PSD (`ζζᵀ`): rff and maclaurin.
+    pub fn is_symmetric_psd(self) -> bool {
+        matches!(self, SamplerKind::Rff | SamplerKind::Maclaurin)
+    }
+
+    /// Estimated bytes of the sampler's own buffers for `n` rows of `d` features, besides the
+    /// draw that SKPCA's estimate counts ([`crate::skpca_memory_estimate`]): rff its `d × k`
+    /// frequencies and a `512 × k` projection block per worker thread; column sampling the
+    /// `n × k` kernel columns, their `k × d` rows and a `n × k` scratch; random Maclaurin its
+    /// `d × t` Rademacher vectors and the `n × t` projections, `t` the sum of the features'
+    /// orders (about `k`, bounded here by `2k`). Saturates instead of wrapping.
+    pub fn buffer_bytes(self, n: usize, d: usize, features: usize) -> u64 {
+        let k = features;
+        match self {
+            SamplerKind::Rff => {
+                let workers = faer::get_global_parallelism().degree().max(1);
+                f64_bytes(&[d, k]).saturating_add(f64_bytes(&[workers, 512, k]))
+            }
+            SamplerKind::Columns | SamplerKind::ColumnsSym => f64_bytes(&[2, n, k]).saturating_add(f64_bytes(&[k, d])),
+            SamplerKind::Maclaurin => f64_bytes(&[2, d + n, k]),
         }
     }
 }
@@ -369,6 +401,12 @@ impl KernelPca {
                 });
             }
             KpcaSolver::Skpca { config, sampler, features } => {
+                // Every buffer of the run, the sampler's included, before any is allocated.
+                let (n, d) = x.shape();
+                stolr_memory::check_iterations(self.memory, "iterations", config.iterations)?;
+                let a = sampler.draw_rank(*features);
+                let sampler_bytes = sampler.buffer_bytes(n, d, *features);
+                check_skpca_memory(n, a, sampler.is_symmetric_psd(), config, sampler_bytes, self.memory)?;
                 let inner: Box<dyn KernelSampler + '_> = match sampler {
                     // Rows shifted to their coordinate-wise median: accurate features far from the
                     // origin, the same kernel estimate (the model uses the kernel, not the features).
@@ -379,7 +417,6 @@ impl KernelPca {
                 };
                 let sampler = if self.center { Box::new(Centered::new(inner)) } else { inner };
                 let mut solver = Skpca::new(config.clone(), sampler)?;
-                solver.check_memory(self.memory)?;
                 let stop = run(&mut solver, rng, observer)?;
                 let mut pairs = solver.eigenpairs()?;
                 if let Some(r) = self.rank {
@@ -409,6 +446,7 @@ impl KernelPca {
                 // eigenvectors, K̃ U and the model coefficients), plus the row-major copy of the
                 // data (n, d) and a 256-row block of K.
                 let (n, d) = x.shape();
+                stolr_memory::check_iterations(self.memory, "iterations", config.iterations)?;
                 self.memory.check(
                     format!("KHA's n × r coefficients and Rayleigh–Ritz step (n = {n}, rank = {})", config.rank),
                     stolr_memory::f64_bytes(&[11, n, config.rank])

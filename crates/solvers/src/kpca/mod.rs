@@ -29,5 +29,5 @@ pub use matrix_free::{
 };
 pub use model::{KernelCentering, KernelPcaModel};
 pub use nystrom::{DEFAULT_BLOCK_ROWS, NystromConfig, NystromFit, nystrom_fit, nystrom_fit_sharded, nystrom_kpca};
-pub use skpca::{Iterate, Skpca, SkpcaConfig, shrunk_target};
+pub use skpca::{Iterate, Skpca, SkpcaConfig, check_skpca_memory, shrunk_target, skpca_memory_estimate};
 pub use tau::{TauChoice, tau_for_rank};

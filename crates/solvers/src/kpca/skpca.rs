@@ -193,46 +193,23 @@ impl<'a> Skpca<'a> {
         Ok(self)
     }
 
-    /// Estimated bytes held by the solver at its largest: for a PSD iterate on the
-    /// Rayleigh–Ritz path, the factor `U` with up to `r + a` reserved columns and the draw
-    /// buffer, `8n·(r + 2a)`; on the other paths about three (PSD) or six (general) `n × (r + a)`
-    /// blocks besides the draw, `8n·(3(r + a) + 2a)` or `8n·(6(r + a) + 2a)`. Here `a` is the
-    /// sampler's [`draw_rank`](KernelSampler::draw_rank) and `r` the rank cap `max_rank`
-    /// (without one, `min(n, iterations·a)`).
+    /// Estimated bytes held by the solver at its largest, besides its sampler's own buffers:
+    /// [`skpca_memory_estimate`] for this solver's `n`, draw rank `a` (the sampler's
+    /// [`draw_rank`](KernelSampler::draw_rank)), iterate symmetry and configuration.
     pub fn memory_estimate(&self) -> u64 {
-        let n = self.sampler.n();
-        let a = self.sampler.draw_rank();
-        let r = self.config.max_rank.unwrap_or(self.config.iterations.saturating_mul(a)).min(n);
-        // (blocks of n × (r + a), draw buffers of n × a)
-        let (blocks, draws) = match (&self.iterate, self.config.orthogonalization) {
-            (Iterate::Psd(_), Orthogonalization::RayleighRitz) => (1, 1),
-            (Iterate::Psd(_), _) => (3, 2),
-            (Iterate::General(_), _) => (6, 2),
-        };
-        let cols = r.saturating_add(a).saturating_mul(blocks).saturating_add(a.saturating_mul(draws));
-        f64_bytes(&[n, cols])
+        let psd = matches!(self.iterate, Iterate::Psd(_));
+        skpca_memory_estimate(self.sampler.n(), self.sampler.draw_rank(), psd, &self.config)
     }
 
-    /// Checks [`Skpca::memory_estimate`] against `memory` before the run starts.
+    /// Checks [`Skpca::memory_estimate`] against `memory` before the run starts (the sampler
+    /// already exists: [`check_skpca_memory`] checks before it is built).
     ///
     /// # Errors
     /// [`SolverError::Memory`] naming `max_rank` and the features per draw when the estimate
     /// exceeds the budget.
     pub fn check_memory(&self, memory: MemoryBudget) -> Result<(), SolverError> {
-        let n = self.sampler.n();
-        let a = self.sampler.draw_rank();
-        let cap = match self.config.max_rank {
-            Some(r) => format!("max_rank = {r}"),
-            None => {
-                format!("no max_rank, so up to iterations × a = {} columns", self.config.iterations.saturating_mul(a))
-            }
-        };
-        Ok(memory.check(
-            format!(
-                "SKPCA's factor and draw buffers, n × (rank + a) plus n × a doubles (n = {n}, {cap},                  a = {a} columns per draw from the features); lower max_rank or the features"
-            ),
-            self.memory_estimate(),
-        )?)
+        let psd = matches!(self.iterate, Iterate::Psd(_));
+        check_skpca_memory(self.sampler.n(), self.sampler.draw_rank(), psd, &self.config, 0, memory)
     }
 
     /// The configuration.
@@ -395,6 +372,80 @@ impl IterativeSolver for Skpca<'_> {
     }
 }
 
+/// Rows per partial Gram matrix in `stolr_lowrank`'s Gram product of `[U, ζ]` (its
+/// `GRAM_GROUP_ROWS`), and the most partials it holds at once (`GRAM_MAX_GROUPS`): the
+/// partials are formed for every group of rows, then added.
+const GRAM_GROUP_ROWS: usize = 4096;
+const GRAM_MAX_GROUPS: usize = 32;
+
+/// Estimated bytes SKPCA holds at its largest for `n` rows and draws of `a` columns (`psd`:
+/// the draws are symmetric PSD, as random Fourier and Maclaurin features; column sampling is
+/// not), besides the sampler's own buffers. With `r` the rank cap `max_rank` (without one,
+/// `iterations · a`), at most `n`, and `m = r + a` the columns of `[U, ζ]`:
+///
+/// - `n`-sized blocks: on the PSD Rayleigh–Ritz path the factor `U` with up to `r + a`
+///   reserved columns and the draw buffer, `8n·(r + 2a)`; on the other paths about three
+///   (PSD) or six (general) `n × (r + a)` blocks besides the draw (and `χ`), `8n·(3m + 2a)` or
+///   `8n·(6m + 2a)`;
+/// - `m × m` matrices: on the Rayleigh–Ritz path the Gram matrix of `[U, ζ]` as one partial
+///   per group of 4096 rows (at most 32) held at once, the scaled core, its eigenvectors
+///   (faer's and the reordered copy), faer's workspace (about `m²`), `Y` and the carried Gram
+///   matrix (a symmetric copy and `GY`): `(groups + 7)·8m²`; on the QR paths the
+///   coefficients, their scaled copy, the product and its SVD or eigendecomposition with
+///   workspace: `10·8m²`.
+///
+/// The sizes saturate at `u64::MAX` instead of wrapping (an absurd `features` must fail the
+/// check, not pass it). At `n = 200`, `features = 10 000` (RFF: `a = 20 000`) the Gram
+/// matrices alone are `8·20 200² ≈ 3.3 GB` each.
+pub fn skpca_memory_estimate(n: usize, a: usize, psd: bool, config: &SkpcaConfig) -> u64 {
+    let r = config.max_rank.unwrap_or(config.iterations.saturating_mul(a)).min(n);
+    let m = r.saturating_add(a);
+    let rayleigh_ritz = psd && config.orthogonalization == Orthogonalization::RayleighRitz;
+    let cols = match (psd, rayleigh_ritz) {
+        (true, true) => r.saturating_add(a.saturating_mul(2)),
+        (true, false) => m.saturating_mul(3).saturating_add(a.saturating_mul(2)),
+        (false, _) => m.saturating_mul(6).saturating_add(a.saturating_mul(2)),
+    };
+    let small = if rayleigh_ritz { n.div_ceil(GRAM_GROUP_ROWS).clamp(1, GRAM_MAX_GROUPS) + 7 } else { 10 };
+    f64_bytes(&[n, cols]).saturating_add(f64_bytes(&[small, m, m]))
+}
+
+/// Checks SKPCA's memory before anything of its size is allocated (before the sampler is
+/// built, since a sampler allocates its own buffers at construction): [`skpca_memory_estimate`]
+/// for `n` rows and draws of `a` columns, plus `sampler_bytes` (the sampler's own buffers, e.g.
+/// the `d × features` frequencies of random Fourier features), against `memory`.
+///
+/// # Errors
+/// [`SolverError::Memory`] naming `n`, the rank cap, the columns per draw and the size of the
+/// `(rank + a)²` Gram matrix when the estimate exceeds the budget.
+pub fn check_skpca_memory(
+    n: usize,
+    a: usize,
+    psd: bool,
+    config: &SkpcaConfig,
+    sampler_bytes: u64,
+    memory: MemoryBudget,
+) -> Result<(), SolverError> {
+    let cap = match config.max_rank {
+        Some(r) => format!("max_rank = {r}, so rank ≤ {}", r.min(n)),
+        None => {
+            format!("no max_rank, so rank ≤ min(n, iterations × a) = {}", config.iterations.saturating_mul(a).min(n))
+        }
+    };
+    let r = config.max_rank.unwrap_or(config.iterations.saturating_mul(a)).min(n);
+    let m = r.saturating_add(a);
+    let needed = skpca_memory_estimate(n, a, psd, config).saturating_add(sampler_bytes);
+    Ok(memory.check(
+        format!(
+            "SKPCA with a = {a} columns per draw (from the features) and n = {n} rows ({cap}): its n × (rank + a) \
+             factor and draws, the sampler's buffers and the (rank + a)² = {m}² Gram matrix of [U, ζ] with its \
+             eigendecomposition ({} each; fewer features per draw or a lower max_rank need less)",
+            stolr_memory::format_bytes(f64_bytes(&[m, m]))
+        ),
+        needed,
+    )?)
+}
+
 /// The SKPCA target `K̂ = D_τ[K] = Σ_{λ_i > τ} (λ_i − τ) u_i u_iᵀ` from exact eigenpairs of `K`
 /// (nonincreasing). The pairs must include every eigenvalue above τ; pairs at or below τ are
 /// dropped.
@@ -420,4 +471,85 @@ pub fn shrunk_target(pairs: &Eigenpairs, tau: f64) -> Result<SymLowRank, SolverE
     }
     let values = pairs.values[..keep].iter().map(|v| v - tau).collect();
     Ok(SymLowRank::new(pairs.vectors.subcols(0, keep).to_owned(), values)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{KernelPca, KpcaSolver, SamplerKind};
+    use rand::SeedableRng;
+    use rand_xoshiro::Xoshiro256PlusPlus;
+    use stolr_estimators::Kernel;
+
+    fn rows(n: usize, d: usize) -> Mat<f64> {
+        Mat::from_fn(n, d, |i, j| ((i * d + j) as f64 * 0.37).sin())
+    }
+
+    fn fit(
+        x: &Mat<f64>,
+        config: SkpcaConfig,
+        sampler: SamplerKind,
+        features: usize,
+        memory: MemoryBudget,
+    ) -> Result<(), SolverError> {
+        let kernel = match sampler {
+            SamplerKind::Maclaurin => Kernel::Polynomial { scale: 1.0, offset: 1.0, degree: 2 },
+            _ => Kernel::Gaussian { sigma: 1.0 },
+        };
+        let params = KernelPca {
+            rank: None,
+            memory,
+            ..KernelPca::new(1, kernel, KpcaSolver::Skpca { config, sampler, features })
+        };
+        params.fit_prepared(x.as_ref(), None, &mut Xoshiro256PlusPlus::seed_from_u64(1), &mut ()).map(drop)
+    }
+
+    /// The Gram matrix of [U, ζ], (rank + a)² doubles, is in the estimate: at n = 200 and
+    /// 10⁵ random Fourier features (a = 2·10⁵) it is 320 GB, which the n-sized buffers alone
+    /// (320 MB) did not show; the fit is refused before the sampler allocates anything, for
+    /// every sampler, instead of panicking or exhausting the memory.
+    #[test]
+    fn the_gram_matrix_of_a_huge_draw_is_refused_before_any_allocation() {
+        let x = rows(200, 5);
+        let config = SkpcaConfig { tau: 1.0, iterations: 1, max_rank: Some(2000), ..Default::default() };
+        let a = 200_000;
+        let estimate = skpca_memory_estimate(200, a, true, &config);
+        assert!(estimate >= f64_bytes(&[200 + a, 200 + a]), "{estimate}");
+        for sampler in SamplerKind::ALL {
+            for features in [100_000, 1 << 40, usize::MAX] {
+                match fit(&x, config.clone(), sampler, features, MemoryBudget::bytes(1 << 30)) {
+                    Err(SolverError::Memory(e)) => {
+                        let text = e.to_string();
+                        assert!(text.contains("Gram matrix") && text.contains("features"), "{text}");
+                    }
+                    other => panic!("{sampler:?} with {features} features: expected a memory error, got {other:?}"),
+                }
+            }
+        }
+        // Within the budget it runs.
+        fit(&x, config, SamplerKind::Rff, 10, MemoryBudget::bytes(1 << 30)).unwrap();
+    }
+
+    /// An iteration count no run can record (nor finish) is refused up front, by the library
+    /// (so Python's `n_iter` gets the command line's bound): 10⁸ iterations need 12.8 GB of
+    /// per-iteration record against a 1 GiB budget.
+    #[test]
+    fn an_absurd_iteration_count_is_refused_up_front() {
+        let x = rows(3, 2);
+        let config = SkpcaConfig { tau: 1.0, iterations: 100_000_000, ..Default::default() };
+        match fit(&x, config, SamplerKind::Rff, 1, MemoryBudget::bytes(1 << 30)) {
+            Err(SolverError::Memory(e)) => assert!(e.to_string().contains("iterations = 100000000"), "{e}"),
+            other => panic!("expected a memory error, got {other:?}"),
+        }
+        let params = KernelPca {
+            memory: MemoryBudget::bytes(1 << 30),
+            ..KernelPca::new(
+                1,
+                Kernel::Gaussian { sigma: 1.0 },
+                KpcaSolver::Kha { eta: 0.05, iterations: 100_000_000, init_scale: 0.01 },
+            )
+        };
+        let result = params.fit_prepared(x.as_ref(), None, &mut Xoshiro256PlusPlus::seed_from_u64(1), &mut ());
+        assert!(matches!(result, Err(SolverError::Memory(_))), "{:?}", result.err());
+    }
 }
