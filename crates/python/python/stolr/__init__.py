@@ -224,8 +224,11 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
 
     ``solver``: ``krr`` (all n points), ``nystrom`` (ridge over ``n_landmarks`` landmark kernel
     functions, memory O(M² + n·d)), ``slkl`` (sparse: few centres, cheap predictions), ``krr-subset``
-    or ``uniform``. ``fit_intercept`` (default True, as scikit-learn's ``Ridge``) centres the targets
-    on their training mean and adds it back; False regresses the raw targets (paper 004's setting).
+    or ``uniform``. ``fit_intercept`` (default True, as scikit-learn's ``Ridge``) fits
+    ``f(x) = Σ_j c_j k(x, z_j) + b`` with the intercept ``b`` an unpenalized model term (exact KRR:
+    the bordered system; Nyström: the kernel columns centred over the training rows, as
+    ``Nystroem`` + ``Ridge``; SLKL: centred rank-1 columns); False fits no ``b`` (paper 004's
+    setting).
     """
 
     def __init__(self, solver="krr", alpha=1.0, kernel="rbf", gamma=None, n_landmarks=200,
