@@ -26,8 +26,9 @@ use stolr_solvers::{
     VrPcaConfig, tau_for_rank,
 };
 
-/// A kernel PCA fit for Python: the model bytes, the eigenvalues and the training projections.
-type KpcaFitArrays<'py> = (Bound<'py, PyBytes>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray2<f64>>);
+/// A kernel PCA fit for Python: the model bytes, the eigenvalues, the training projections and
+/// the fit's warnings (fewer pairs than requested, KHA not converged) as messages.
+type KpcaFitArrays<'py> = (Bound<'py, PyBytes>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray2<f64>>, Vec<String>);
 
 /// A PCA model's components `(r, d)`, explained variance and mean.
 type PcaArrays<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>);
@@ -168,8 +169,8 @@ fn load<M: Persist>(bytes: &[u8]) -> PyResult<M> {
     M::from_model_file(&file, Path::new(IN_MEMORY)).map_err(value_error)
 }
 
-/// Kernel PCA: returns the model bytes, the eigenvalues (nonincreasing) and the training
-/// projections `(n, r)`.
+/// Kernel PCA: returns the model bytes, the eigenvalues (nonincreasing), the training
+/// projections `(n, r)` and the fit's warnings.
 #[pyfunction]
 #[pyo3(signature = (x, n_components, kernel_name, gamma, degree, coef0, solver, center, tau, n_iter, n_features, sampler, n_landmarks, seed, verbose, memory_limit=None))]
 #[allow(clippy::too_many_arguments)]
@@ -231,7 +232,8 @@ fn fit_kernel_pca<'py>(
     let fit = observer.finish(result)?;
     let values = Array1::from(fit.pairs.values.clone()).into_pyarray(py);
     let projections = to_numpy(py, fit.pairs.projections().as_ref());
-    Ok((model_bytes(py, &fit.model)?, values, projections))
+    let warnings = fit.warnings.iter().map(ToString::to_string).collect();
+    Ok((model_bytes(py, &fit.model)?, values, projections, warnings))
 }
 
 /// PCA: returns the model bytes.

@@ -7,6 +7,8 @@ of a Stolr model file (the ``model.npz`` the ``stolr`` command writes), so it pi
 that format and ``stolr.load(path)`` reads a model the CLI saved.
 """
 
+import warnings
+
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -91,12 +93,18 @@ class KernelPCA(TransformerMixin, BaseEstimator, _Model):
         n_components = self.n_components if self.n_components is not None else min(X.shape)
         # As KernelRidge: at most one landmark per training row (the default 500 on fewer rows).
         n_landmarks = min(_count("n_landmarks", self.n_landmarks), X.shape[0])
-        model, values, projections = _core.fit_kernel_pca(
+        model, values, projections, warns = _core.fit_kernel_pca(
             np.ascontiguousarray(X), n_components, self.kernel, _gamma(self.gamma, X.shape[1]),
             int(self.degree), float(self.coef0), self.solver, bool(self.center), self.tau,
             _count("n_iter", self.n_iter), _count("n_features", self.n_features), self.sampler, n_landmarks,
             _seed(self.random_state), bool(self.verbose),
             None if self.memory_limit is None else str(self.memory_limit))
+        # The fit's warnings: fewer eigenpairs than n_components (the kernel's numerical rank),
+        # or KHA stopped before its residual test passed. Without n_components, the pairs that
+        # exist are what was asked for.
+        for message in warns:
+            if self.n_components is not None or "requested" not in message:
+                warnings.warn(message, RuntimeWarning, stacklevel=2)
         self.model_ = model
         self.eigenvalues_ = values
         # Eigenvectors (n, r) of the (centred) training kernel matrix, from U Λ^{1/2}.
