@@ -22,12 +22,13 @@ use stolr_memory::MemoryBudget;
 use stolr_solvers::{
     IncrementalPca, IterationReport, KernelPca, KernelPcaModel, KernelRidge, KpcaSolver, KrrModel, KrrSolver, Msg,
     MsgConfig, NystromKrrConfig, Observer, Oja, Pca, PcaModel, PcaSolver, Persist, Predictor, SamplerKind, SkpcaConfig,
-    SlklConfig, SolverError, StepSize, StreamingPca, SvrgPcaConfig, Transformer, UnifConfig, UniformWeight,
+    SlklConfig, SolverError, SolverState, StepSize, StreamingPca, SvrgPcaConfig, Transformer, UnifConfig, UniformWeight,
     VrPcaConfig, tau_for_rank,
 };
 
-/// A kernel PCA fit for Python: the model bytes, the eigenvalues and the training projections.
-type KpcaFitArrays<'py> = (Bound<'py, PyBytes>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray2<f64>>);
+/// A kernel PCA fit for Python: the model bytes, the eigenvalues, the training projections and
+/// the fit's warnings (fewer pairs than requested, KHA not converged) as messages.
+type KpcaFitArrays<'py> = (Bound<'py, PyBytes>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray2<f64>>, Vec<String>);
 
 /// A PCA model's components `(r, d)`, explained variance and mean.
 type PcaArrays<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>);
@@ -168,8 +169,8 @@ fn load<M: Persist>(bytes: &[u8]) -> PyResult<M> {
     M::from_model_file(&file, Path::new(IN_MEMORY)).map_err(value_error)
 }
 
-/// Kernel PCA: returns the model bytes, the eigenvalues (nonincreasing) and the training
-/// projections `(n, r)`.
+/// Kernel PCA: returns the model bytes, the eigenvalues (nonincreasing), the training
+/// projections `(n, r)` and the fit's warnings.
 #[pyfunction]
 #[pyo3(signature = (x, n_components, kernel_name, gamma, degree, coef0, solver, center, tau, n_iter, n_features, sampler, n_landmarks, seed, verbose, memory_limit=None))]
 #[allow(clippy::too_many_arguments)]
@@ -231,7 +232,8 @@ fn fit_kernel_pca<'py>(
     let fit = observer.finish(result)?;
     let values = Array1::from(fit.pairs.values.clone()).into_pyarray(py);
     let projections = to_numpy(py, fit.pairs.projections().as_ref());
-    Ok((model_bytes(py, &fit.model)?, values, projections))
+    let warnings = fit.warnings.iter().map(ToString::to_string).collect();
+    Ok((model_bytes(py, &fit.model)?, values, projections, warnings))
 }
 
 /// PCA: returns the model bytes.
@@ -372,8 +374,44 @@ fn pca_attributes<'py>(py: Python<'py>, model: &[u8]) -> PyResult<PcaArrays<'py>
 struct StreamingState {
     solver: Box<dyn StreamingPca + Send + Sync>,
     name: String,
+    /// The constructor's parameters, kept so that [`StreamingState::to_bytes`] can describe
+    /// the solver it saves.
+    params: StreamingParams,
     /// Σ over the rows seen of `(xᵀv_j)²` for the current components, refreshed per batch.
     captured: Vec<f64>,
+}
+
+/// What builds a streaming solver: its name, `d`, `k`, the step-size scale and MSG's cap.
+#[derive(Debug, Clone, PartialEq)]
+struct StreamingParams {
+    n_features: usize,
+    n_components: usize,
+    eta_scale: f64,
+    cap: Option<usize>,
+}
+
+/// The model-file kind of a pickled streaming solver (the bytes of
+/// [`StreamingState::to_bytes`]): not a model, so `stolr.load` refuses it by name.
+const STREAMING_STATE_KIND: &str = "streaming-pca-state";
+
+fn build_streaming(
+    solver: &str,
+    p: &StreamingParams,
+    seed: u64,
+) -> PyResult<Box<dyn StreamingPca + Send + Sync>> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let step = StepSize::ScaleFree { c: p.eta_scale };
+    let (d, k) = (p.n_features, p.n_components);
+    Ok(match solver {
+        "msg" => Box::new(Msg::new(MsgConfig { step, ..MsgConfig::msg(d, k) }, &mut rng).map_err(solver_error)?),
+        "capped-msg" => Box::new(
+            Msg::new(MsgConfig { step, cap: Some(p.cap.unwrap_or(k + 1)), ..MsgConfig::msg(d, k) }, &mut rng)
+                .map_err(solver_error)?,
+        ),
+        "incremental" => Box::new(IncrementalPca::new(d, k).map_err(solver_error)?),
+        "oja" => Box::new(Oja::new(d, k, step, &mut rng).map_err(solver_error)?),
+        other => return Err(value_error(format!("unknown solver '{other}' (capped-msg, msg, incremental, oja)"))),
+    })
 }
 
 #[pymethods]
@@ -389,20 +427,72 @@ impl StreamingState {
         cap: Option<usize>,
         seed: u64,
     ) -> PyResult<Self> {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-        let step = StepSize::ScaleFree { c: eta_scale };
-        let (d, k) = (n_features, n_components);
-        let built: Box<dyn StreamingPca + Send + Sync> = match solver {
-            "msg" => Box::new(Msg::new(MsgConfig { step, ..MsgConfig::msg(d, k) }, &mut rng).map_err(solver_error)?),
-            "capped-msg" => Box::new(
-                Msg::new(MsgConfig { step, cap: Some(cap.unwrap_or(k + 1)), ..MsgConfig::msg(d, k) }, &mut rng)
-                    .map_err(solver_error)?,
-            ),
-            "incremental" => Box::new(IncrementalPca::new(d, k).map_err(solver_error)?),
-            "oja" => Box::new(Oja::new(d, k, step, &mut rng).map_err(solver_error)?),
-            other => return Err(value_error(format!("unknown solver '{other}' (capped-msg, msg, incremental, oja)"))),
+        let params = StreamingParams { n_features, n_components, eta_scale, cap };
+        let built = build_streaming(solver, &params, seed)?;
+        Ok(Self { solver: built, name: solver.to_string(), params, captured: Vec::new() })
+    }
+
+    /// The solver's whole state (iterate, step-size schedule, samples seen) as the bytes of a
+    /// Stolr model file of kind `streaming-pca-state`, bit for bit: what pickling stores, so
+    /// that `partial_fit` after unpickling continues where it stopped.
+    ///
+    /// Raises `ValueError` if the solver cannot save its state.
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let mut state = SolverState::new();
+        self.solver.save_state(&mut state).map_err(solver_error)?;
+        let p = &self.params;
+        let mut file = ModelFile::new(
+            STREAMING_STATE_KIND,
+            serde_json::json!({
+                "solver": self.name, "n_features": p.n_features, "n_components": p.n_components,
+                "eta_scale": p.eta_scale, "cap": p.cap, "samples_seen": self.solver.samples_seen(),
+            }),
+        );
+        for (name, array) in state.arrays() {
+            file.put_array(name, array.clone());
+        }
+        file.put_vector("captured", &self.captured);
+        let bytes = file.to_bytes().map_err(value_error)?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// The solver [`StreamingState::to_bytes`] saved.
+    ///
+    /// Raises `ValueError` for bytes that are not a saved streaming solver, or whose arrays do
+    /// not fit its parameters.
+    #[staticmethod]
+    fn from_bytes(bytes: &[u8]) -> PyResult<Self> {
+        let file = ModelFile::from_bytes(bytes, IN_MEMORY).map_err(value_error)?;
+        if file.kind() != STREAMING_STATE_KIND {
+            return Err(value_error(format!("a {} file, expected a saved streaming PCA state", file.kind())));
+        }
+        let p = file.parameters();
+        let field = |name: &str| {
+            p.get(name).ok_or_else(|| value_error(format!("the saved streaming PCA state has no '{name}'")))
         };
-        Ok(Self { solver: built, name: solver.to_string(), captured: Vec::new() })
+        let count = |name: &str| {
+            field(name)?
+                .as_u64()
+                .map(|v| v as usize)
+                .ok_or_else(|| value_error(format!("the saved streaming PCA state's '{name}' is not a count")))
+        };
+        let name = field("solver")?
+            .as_str()
+            .ok_or_else(|| value_error("the saved streaming PCA state's 'solver' is not a name"))?
+            .to_string();
+        let eta_scale = field("eta_scale")?
+            .as_f64()
+            .ok_or_else(|| value_error("the saved streaming PCA state's 'eta_scale' is not a number"))?;
+        let cap = match p.get("cap") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(_) => Some(count("cap")?),
+        };
+        let params = StreamingParams { n_features: count("n_features")?, n_components: count("n_components")?, eta_scale, cap };
+        let mut solver = build_streaming(&name, &params, 0)?;
+        let arrays: Vec<_> = file.arrays().iter().filter(|(k, _)| k.as_str() != "captured").collect();
+        solver.restore_state(&SolverState::from_arrays(arrays.into_iter())).map_err(solver_error)?;
+        let captured = if file.has("captured") { file.vector("captured").map_err(value_error)? } else { Vec::new() };
+        Ok(Self { solver, name, params, captured })
     }
 
     /// Observes the rows of `x` `(b, d)` in order (the GIL released); a rejected batch leaves

@@ -112,10 +112,17 @@ def test_kernel_ridge_matches_scikit_learn():
     ref = SkKernelRidge(alpha=0.5, kernel="rbf", gamma=0.3).fit(X, y)
     assert np.allclose(ours.predict(X), ref.predict(X), rtol=1e-9, atol=1e-12)
     assert ours.score(X, y) == pytest.approx(ref.score(X, y), rel=1e-9)
-    # With it (the default): scikit-learn's KernelRidge on the centred targets, plus the mean.
+    # With it (the default): b is an unpenalized model term, the bordered system
+    # [[K + αI, 1], [1ᵀ, 0]] [c; b] = [y; 0] (not the centred targets plus their mean).
     ours = stolr.KernelRidge(alpha=0.5, gamma=0.3).fit(X, y)
-    ref = SkKernelRidge(alpha=0.5, kernel="rbf", gamma=0.3).fit(X, y - y.mean())
-    assert np.allclose(ours.predict(X), ref.predict(X) + y.mean(), rtol=1e-9, atol=1e-12)
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    K, n = rbf_kernel(X, X, gamma=0.3), X.shape[0]
+    A = np.block([[K + 0.5 * np.eye(n), np.ones((n, 1))], [np.ones((1, n)), np.zeros((1, 1))]])
+    sol = np.linalg.solve(A, np.append(y, 0.0))
+    assert np.allclose(ours.predict(X), K @ sol[:n] + sol[n], rtol=1e-9, atol=1e-12)
+    centred_targets = SkKernelRidge(alpha=0.5, kernel="rbf", gamma=0.3).fit(X, y - y.mean())
+    assert not np.allclose(ours.predict(X), centred_targets.predict(X) + y.mean(), rtol=1e-6)
 
 
 def test_nystrom_kernel_ridge_equals_the_closed_form():
@@ -132,9 +139,12 @@ def test_nystrom_kernel_ridge_equals_the_closed_form():
     assert centres.shape == (40, 3)
     idx = [int(np.flatnonzero(np.all(X == c, axis=1))[0]) for c in centres]
     knm, kmm = rbf_kernel(X, X[idx], gamma=0.4), rbf_kernel(X[idx], X[idx], gamma=0.4)
-    yc = y - y.mean()
-    alpha = np.linalg.solve(knm.T @ knm + 0.3 * kmm, knm.T @ yc)
-    assert np.allclose(ours.predict(X), knm @ alpha + y.mean(), rtol=1e-7, atol=1e-7)
+    # The centred system: columns of K_nM and the targets centred over the training rows,
+    # b = ȳ − k̄ᵀα (the intercept as an unpenalized model term).
+    kbar, yc = knm.mean(axis=0), y - y.mean()
+    kc = knm - kbar
+    alpha = np.linalg.solve(kc.T @ kc + 0.3 * kmm, kc.T @ yc)
+    assert np.allclose(ours.predict(X), knm @ alpha + y.mean() - kbar @ alpha, rtol=1e-7, atol=1e-7)
 
 
 def test_pipeline_with_grid_search():

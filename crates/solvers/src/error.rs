@@ -177,6 +177,27 @@ pub(crate) fn check_rank(rank: usize, n: usize) -> Result<(), SolverError> {
     Ok(())
 }
 
+/// Checks a PCA rank against both dimensions of the data `(n, d)`: at least 1 and at most
+/// `min(n, d)`, the error naming which dimension binds.
+pub(crate) fn check_pca_rank(rank: usize, n: usize, d: usize) -> Result<(), SolverError> {
+    if rank == 0 {
+        return Err(SolverError::InvalidRank { rank, reason: "the rank must be at least 1".into() });
+    }
+    if rank > d {
+        return Err(SolverError::InvalidRank {
+            rank,
+            reason: format!("it exceeds the number of features d = {d} (n = {n} samples)"),
+        });
+    }
+    if rank > n {
+        return Err(SolverError::InvalidRank {
+            rank,
+            reason: format!("it exceeds the number of samples n = {n} (d = {d} features)"),
+        });
+    }
+    Ok(())
+}
+
 /// Checks the data `x` `(n, d)` and the targets `y` (length `n`) of a regression problem.
 pub(crate) fn check_regression(x: faer::MatRef<'_, f64>, y: &[f64]) -> Result<(), SolverError> {
     check_data(x)?;

@@ -7,6 +7,8 @@ of a Stolr model file (the ``model.npz`` the ``stolr`` command writes), so it pi
 that format and ``stolr.load(path)`` reads a model the CLI saved.
 """
 
+import warnings
+
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -22,6 +24,22 @@ def _seed(random_state):
     if isinstance(random_state, (int, np.integer)):
         return int(random_state) & 0xFFFFFFFFFFFFFFFF
     return int(np.random.RandomState(random_state).randint(0, 2**31 - 1))
+
+
+def _is_int(v):
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _count(name, v):
+    """A parameter that must be a positive integer: TypeError for a non-integer, ValueError for
+    a value below 1 (the CLI's refusal of the same option)."""
+    if not _is_int(v):
+        raise TypeError(f"{name} must be an integer, got {type(v).__name__}")
+    if v < 1:
+        raise ValueError(f"{name} must be at least 1, got {v}")
+    if v > 2**63 - 1:
+        raise ValueError(f"{name} = {v} is too large")
+    return int(v)
 
 
 def _gamma(gamma, n_features):
@@ -73,12 +91,20 @@ class KernelPCA(TransformerMixin, BaseEstimator, _Model):
     def fit(self, X, y=None):
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
         n_components = self.n_components if self.n_components is not None else min(X.shape)
-        model, values, projections = _core.fit_kernel_pca(
+        # As KernelRidge: at most one landmark per training row (the default 500 on fewer rows).
+        n_landmarks = min(_count("n_landmarks", self.n_landmarks), X.shape[0])
+        model, values, projections, warns = _core.fit_kernel_pca(
             np.ascontiguousarray(X), n_components, self.kernel, _gamma(self.gamma, X.shape[1]),
             int(self.degree), float(self.coef0), self.solver, bool(self.center), self.tau,
-            int(self.n_iter), int(self.n_features), self.sampler, int(self.n_landmarks),
+            _count("n_iter", self.n_iter), _count("n_features", self.n_features), self.sampler, n_landmarks,
             _seed(self.random_state), bool(self.verbose),
             None if self.memory_limit is None else str(self.memory_limit))
+        # The fit's warnings: fewer eigenpairs than n_components (the kernel's numerical rank),
+        # or KHA stopped before its residual test passed. Without n_components, the pairs that
+        # exist are what was asked for.
+        for message in warns:
+            if self.n_components is not None or "requested" not in message:
+                warnings.warn(message, RuntimeWarning, stacklevel=2)
         self.model_ = model
         self.eigenvalues_ = values
         # Eigenvectors (n, r) of the (centred) training kernel matrix, from U Λ^{1/2}.
@@ -139,8 +165,17 @@ class StreamingPCA(TransformerMixin, BaseEstimator, _Model):
         self.batch_size = batch_size
         self.random_state = random_state
 
+    def _check_params(self):
+        if self.batch_size is not None and not (_is_int(self.batch_size) and self.batch_size >= 1):
+            raise ValueError(f"batch_size must be a positive integer or None, got {self.batch_size!r}")
+        if not _is_int(self.n_components):
+            raise TypeError(f"n_components must be an integer, got {type(self.n_components).__name__}")
+        if self.cap is not None and not (_is_int(self.cap) and self.cap >= 1):
+            raise ValueError(f"cap must be a positive integer or None, got {self.cap!r}")
+
     def partial_fit(self, X, y=None):
         first = not hasattr(self, "state_")
+        self._check_params()
         X = validate_data(self, X, dtype=np.float64, reset=first)
         if first:
             if not 1 <= int(self.n_components) < X.shape[1]:
@@ -155,6 +190,7 @@ class StreamingPCA(TransformerMixin, BaseEstimator, _Model):
         return self
 
     def fit(self, X, y=None):
+        self._check_params()
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
         for attr in ("state_", "model_"):
             if hasattr(self, attr):
@@ -173,9 +209,22 @@ class StreamingPCA(TransformerMixin, BaseEstimator, _Model):
         return _core.transform(self.model_, np.ascontiguousarray(X))
 
     def __getstate__(self):
-        state = self.__dict__.copy()
-        state.pop("state_", None)  # the solver's state is not pickled: the model is
+        # The solver's whole state travels as the bytes of a Stolr file, so that partial_fit
+        # continues after unpickling (n_samples_seen_ and the step-size schedule included).
+        state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__.copy()
+        state = dict(state)
+        if "state_" in state:
+            state["state_"] = state["state_"].to_bytes()
         return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        if isinstance(state.get("state_"), (bytes, bytearray)):
+            state["state_"] = _core.StreamingState.from_bytes(bytes(state["state_"]))
+        if hasattr(super(), "__setstate__"):
+            super().__setstate__(state)
+        else:
+            self.__dict__.update(state)
 
 
 class KernelRidge(RegressorMixin, BaseEstimator, _Model):
@@ -183,8 +232,11 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
 
     ``solver``: ``krr`` (all n points), ``nystrom`` (ridge over ``n_landmarks`` landmark kernel
     functions, memory O(M² + n·d)), ``slkl`` (sparse: few centres, cheap predictions), ``krr-subset``
-    or ``uniform``. ``fit_intercept`` (default True, as scikit-learn's ``Ridge``) centres the targets
-    on their training mean and adds it back; False regresses the raw targets (paper 004's setting).
+    or ``uniform``. ``fit_intercept`` (default True, as scikit-learn's ``Ridge``) fits
+    ``f(x) = Σ_j c_j k(x, z_j) + b`` with the intercept ``b`` an unpenalized model term (exact KRR:
+    the bordered system; Nyström: the kernel columns centred over the training rows, as
+    ``Nystroem`` + ``Ridge``; SLKL: centred rank-1 columns); False fits no ``b`` (paper 004's
+    setting).
     """
 
     def __init__(self, solver="krr", alpha=1.0, kernel="rbf", gamma=None, n_landmarks=200,
@@ -201,7 +253,7 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
 
     def fit(self, X, y):
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
-        n_landmarks = min(int(self.n_landmarks), X.shape[0])
+        n_landmarks = min(_count("n_landmarks", self.n_landmarks), X.shape[0])
         self.model_ = _core.fit_kernel_ridge(np.ascontiguousarray(X), np.ascontiguousarray(y, dtype=np.float64),
                                              self.solver, self.kernel, float(self.alpha),
                                              _gamma(self.gamma, X.shape[1]),
@@ -223,7 +275,12 @@ def load(path):
     with open(path, "rb") as f:
         data = f.read()
     kind = _core.model_kind(data)
-    est = {"kernel-pca": KernelPCA, "pca": PCA, "kernel-ridge": KernelRidge}[kind]()
+    estimators = {"kernel-pca": KernelPCA, "pca": PCA, "kernel-ridge": KernelRidge}
+    if kind not in estimators:
+        what = "a solver checkpoint" if ("checkpoint" in kind or "state" in kind) else f"a '{kind}' file"
+        raise ValueError(f"{path} is {what}, not a fitted model (kernel-pca, pca or kernel-ridge); "
+                         "resume a checkpoint with the stolr command's --checkpoint")
+    est = estimators[kind]()
     est.model_ = data
     if kind == "pca":
         est.components_, est.explained_variance_, est.mean_ = _core.pca_attributes(data)

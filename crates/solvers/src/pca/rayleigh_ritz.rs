@@ -4,7 +4,7 @@ use faer::{Mat, MatRef};
 use stolr_lowrank::{Eigenpairs, mul, sym_eigen_desc, tall_inner, thin_qr, top_eigenpairs};
 
 use crate::SolverError;
-use crate::error::{check_data, check_rank};
+use crate::error::{check_data, check_pca_rank, check_rank};
 
 /// Rayleigh–Ritz: the best rank-`r` eigen-approximation of `XᵀX` within `span(basis)`.
 ///
@@ -78,7 +78,7 @@ pub fn captured_norm(values: &[f64]) -> f64 {
 pub fn exact_pca(x: MatRef<'_, f64>, rank: usize) -> Result<Eigenpairs, SolverError> {
     check_data(x)?;
     let (n, d) = (x.nrows(), x.ncols());
-    check_rank(rank, n.min(d))?;
+    check_pca_rank(rank, n, d)?;
     let tall = n >= d;
     let gram_of = if tall { x } else { x.transpose() };
     let mut g = tall_inner(gram_of, gram_of, true);

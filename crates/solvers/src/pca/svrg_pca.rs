@@ -6,7 +6,7 @@ use rand::{Rng, RngExt};
 use stolr_lowrank::comm::{all_reduce_mat, rows_by_index};
 use stolr_lowrank::{Communicator, RowShard, SingleProcess, gram_apply, mul, tall_inner};
 
-use crate::error::{check_data, check_rank};
+use crate::error::{check_data, check_pca_rank};
 use crate::pca::common::{PcaOutcome, random_orthonormal, ritz_norm_from_products};
 use crate::{IterativeSolver, Observer, SolverError, SolverState, StepReport, Stop, run};
 
@@ -120,7 +120,7 @@ impl SvrgPcaConfig {
     }
 
     fn validate(&self, n: usize, d: usize) -> Result<(), SolverError> {
-        check_rank(self.rank, n.min(d))?;
+        check_pca_rank(self.rank, n, d)?;
         let positive = |name: &'static str, v: f64| {
             if v.is_finite() && v > 0.0 {
                 Ok(())

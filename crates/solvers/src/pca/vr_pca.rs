@@ -5,7 +5,7 @@ use faer::MatRef;
 use rand::{Rng, RngExt};
 use stolr_lowrank::{gram_apply, mul, sym_eigen_desc, tall_inner, thin_svd};
 
-use crate::error::{check_data, check_rank};
+use crate::error::{check_data, check_pca_rank};
 use crate::pca::common::{PcaOutcome, random_orthonormal, row_into};
 use crate::{IterativeSolver, Observer, SolverError, SolverState, StepReport, Stop, run};
 
@@ -80,7 +80,7 @@ impl<'a> VrPca<'a> {
         check_data(x)?;
         let (n, d) = (x.nrows(), x.ncols());
         let k = config.rank;
-        check_rank(k, n.min(d))?;
+        check_pca_rank(k, n, d)?;
         if config.epochs == 0 || config.epoch_length == Some(0) {
             return Err(SolverError::InvalidConfig {
                 name: "epochs",
