@@ -82,6 +82,19 @@ pub fn exact_pca(x: MatRef<'_, f64>, rank: usize) -> Result<Eigenpairs, SolverEr
     let tall = n >= d;
     let gram_of = if tall { x } else { x.transpose() };
     let mut g = tall_inner(gram_of, gram_of, true);
+    // Every entry of the Gram matrix is at most its largest eigenvalue λ₁ in magnitude: an entry
+    // beyond the float64 range means λ₁ is too (entries near 1e154 and above), not a rounding
+    // problem that scaling would solve.
+    if let Some(i) = (0..g.nrows()).find(|&i| !g[(i, i)].is_finite()) {
+        return Err(SolverError::InvalidConfig {
+            name: "data",
+            reason: format!(
+                "the sums of squares of the data (diagonal entry {i} of the {0} × {0} Gram matrix) exceed the largest \
+                 float64, and so would the eigenvalues: divide the data by a constant first",
+                g.nrows()
+            ),
+        });
+    }
     mirror_lower(&mut g);
     let mut pairs = top_eigenpairs(g.as_ref(), rank, 1e-12)?;
     if !tall {
@@ -98,6 +111,22 @@ fn mirror_lower(g: &mut Mat<f64>) {
     for j in 0..g.ncols() {
         for i in 0..j {
             g[(i, j)] = g[(j, i)];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Entries near 1e154: the eigenvalues of XᵀX are beyond the float64 range, an error that
+    /// says so (not an eigensolver failure on ∞), on tall and wide data.
+    #[test]
+    fn exact_pca_refuses_eigenvalues_beyond_the_float_range() {
+        for (n, d) in [(40, 3), (3, 40)] {
+            let big = Mat::from_fn(n, d, |i, j| (((i * 7 + j * 13) % 11) as f64 - 5.0) * 1e154);
+            let err = exact_pca(big.as_ref(), 1).unwrap_err().to_string();
+            assert!(err.contains("exceed the largest float64"), "{err}");
         }
     }
 }
