@@ -354,6 +354,17 @@ fn the_users_own_files_in_out_are_kept_and_stale_leftovers_are_cleaned() {
     assert_eq!(std::fs::read_to_string(out.join("notes.txt")).unwrap(), "mine");
     assert!(std::fs::read_to_string(&plot).unwrap().contains("<svg"));
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    // An output of the previous run that this run does not write (its plot) goes with the old
+    // set; the user's file stays. The staging folder of another --out whose name starts with
+    // "out" (`out.tmp-1`) is not a leftover of this one and is left alone.
+    let other = dir.path().join(".out.tmp-1.tmp-5-6");
+    std::fs::create_dir(&other).unwrap();
+    let args4 = ["kpca", "--input", s(&csv), "--format", "csv", "--tau", "1", "--iterations", "5", "--seed", "4"];
+    ok(&[&args4[..], &["--out", s(&out)]].concat());
+    assert_eq!(consistent_set(&out), 4);
+    assert!(!plot.exists(), "the previous run's plot stayed beside the new set");
+    assert_eq!(std::fs::read_to_string(out.join("notes.txt")).unwrap(), "mine");
+    assert!(other.is_dir(), "another --out's staging folder was removed");
 }
 
 /// 10 000 rows of 30 features (3.4 MB, more than the first and last MiB the old fingerprint
@@ -423,4 +434,26 @@ fn an_edited_streamed_file_is_refused_on_resume_naming_the_row() {
     longer.push_str("9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9,9\n");
     std::fs::write(&csv, longer).unwrap();
     fails_with(&centred("g"), &["which the checkpoint covers, are unchanged", "changed after them"]);
+}
+
+/// A pass in mini-batches of 64 rows resumed on the unchanged input: every row read ahead of the
+/// checkpoint's load (more than one batch) is checked, and none is taken for a change.
+#[test]
+fn a_streamed_pass_in_batches_resumes_on_the_unchanged_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("rows.csv");
+    let ck = dir.path().join("pass.ck");
+    stream_csv(&csv, None);
+    let run = |out: &str| {
+        let out = dir.path().join(out);
+        stolr(&[
+            "pca", "--solver", "capped-msg", "--batch", "64", "--rank", "2", "--input", s(&csv), "--format", "csv",
+            "--seed", "4", "--checkpoint", s(&ck), "--checkpoint-every", "100", "--out", s(&out),
+        ])
+    };
+    assert!(run("a").status.success());
+    let resumed = run("b");
+    assert!(resumed.status.success() && stderr(&resumed).contains("resuming"), "{}", stderr(&resumed));
+    stream_csv(&csv, Some(5001));
+    fails_with(&run("c"), &["5001", "checkpoint"]);
 }

@@ -26,6 +26,10 @@ pub const MODEL_FORMAT_VERSION: u32 = 2;
 /// The file name the command-line tool uses for the model inside an `--out` directory.
 pub const MODEL_FILE_NAME: &str = "model.npz";
 
+/// The largest `header.json` a model file may hold (16 MiB; Stolr's own are a few KiB): a
+/// header is parsed into a JSON tree several times its size, so it is bounded outright.
+const MAX_HEADER_BYTES: u64 = 16 << 20;
+
 /// The value of `format` in every model file's `header.json`.
 pub const MODEL_FORMAT: &str = "stolr-model";
 
@@ -509,7 +513,11 @@ impl ModelFile {
                     )));
                 }
             };
-        let mut json = read_member(&mut zip, header_index, header_member, bytes.len()).map_err(&err)?;
+        // Every inflated member counts against the budget together (arrays stay alive while the
+        // next one is read): `inflated` is their running total.
+        let mut inflated = 0u64;
+        let mut json = read_member(&mut zip, header_index, header_member, bytes.len(), Some(MAX_HEADER_BYTES), &mut inflated)
+            .map_err(&err)?;
         if header_member == NUMPY_HEADER_MEMBER {
             json = numpy_bytes_scalar(&json).map_err(|reason| err(format!("{NUMPY_HEADER_MEMBER}: {reason}")))?;
         }
@@ -577,7 +585,7 @@ impl ModelFile {
             let index = zip
                 .index_for_name(&member)
                 .ok_or_else(|| array_err(format!("{member} is missing from the archive")))?;
-            let npy = read_member(&mut zip, index, &member, bytes.len()).map_err(&err)?;
+            let npy = read_member(&mut zip, index, &member, bytes.len(), None, &mut inflated).map_err(&err)?;
             // A compressed member may hold more than the whole file's length.
             let (shape, count) = checked_shape(&entry.shape, bytes.len().max(npy.len())).map_err(&array_err)?;
             let value = parse_npy(&npy, &member, entry.dtype, &entry.shape, count)
@@ -690,11 +698,18 @@ fn start_member<W: Write + std::io::Seek>(zip: &mut zip::ZipWriter<W>, name: &st
 /// member's declared size must not exceed `file_len`; a deflate-compressed one's (as
 /// `np.savez_compressed` writes) must be within what deflate can inflate its compressed bytes
 /// to and within the process's memory budget. Either bounds the allocation.
+///
+/// `cap` bounds the member's size outright (the header); `inflated` is the running total of
+/// the deflated members read so far, and the budget is checked against that total plus this
+/// member (twice its size: the bytes and the array parsed from them), so that many members each
+/// within the budget cannot together exceed it.
 fn read_member<R: Read + std::io::Seek>(
     zip: &mut zip::ZipArchive<R>,
     index: usize,
     member: &str,
     file_len: usize,
+    cap: Option<u64>,
+    inflated: &mut u64,
 ) -> Result<Vec<u8>, String> {
     let file = zip.by_index(index).map_err(|e| match e {
         zip::result::ZipError::UnsupportedArchive(what) => format!(
@@ -704,6 +719,17 @@ fn read_member<R: Read + std::io::Seek>(
         e => format!("{member}: {e}; the file is truncated or corrupted"),
     })?;
     let size = file.size();
+    if let Some(cap) = cap
+        && size > cap
+    {
+        return Err(format!("{member}: declares {size} bytes, more than the {cap} a model file's header may hold"));
+    }
+    if file.compressed_size() > file_len as u64 {
+        return Err(format!(
+            "{member}: declares {} compressed bytes, more than the whole file's {file_len}; the file is corrupted",
+            file.compressed_size()
+        ));
+    }
     if file.compression() == zip::CompressionMethod::Stored {
         if size > file_len as u64 {
             return Err(format!("{member}: declares {size} bytes, more than the whole file's {file_len}"));
@@ -718,9 +744,11 @@ fn read_member<R: Read + std::io::Seek>(
                 file.compressed_size()
             ));
         }
+        let total = inflated.saturating_add(size.saturating_mul(2));
         stolr_memory::MemoryBudget::process()
-            .check(format!("{member} uncompressed"), size)
+            .check(format!("{member} uncompressed, with the members inflated before it"), total)
             .map_err(|e| format!("{member}: {e}"))?;
+        *inflated = total;
     }
     let size = usize::try_from(size).map_err(|_| format!("{member}: declares {size} bytes, more than memory"))?;
     let mut content = Vec::with_capacity(size);

@@ -128,6 +128,35 @@ fn a_resaved_file_that_cannot_be_the_model_is_refused_with_the_true_reason() {
     assert!(!message.contains("panicked"), "{message}");
 }
 
+/// A deflated `header.json` that inflates to 20 MiB (a 20 KiB file) is refused by its size
+/// before it is inflated and parsed; many arrays each within the budget but together over it
+/// are refused on their running total.
+#[test]
+fn a_compressed_header_or_arrays_beyond_their_bounds_are_refused() {
+    let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    let mut zip = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    zip.start_file("header.json", options).expect("member");
+    let mut text = b"{\"format\": \"stolr-model\", \"pad\": \"".to_vec();
+    text.extend(std::iter::repeat_n(b' ', 20 << 20));
+    text.extend_from_slice(b"\"}");
+    zip.write_all(&text).expect("write");
+    let bytes = zip.finish().expect("finish").into_inner();
+    assert!(bytes.len() < 1 << 20, "{} bytes", bytes.len());
+    let message = ModelFile::from_bytes(&bytes, "header-bomb.npz").unwrap_err().to_string();
+    assert!(message.contains("a model file's header may hold"), "{message}");
+
+    // Ten deflated arrays of 6 MiB of zeros each (a few tens of KiB in all) under a 64 MiB
+    // budget: each fits alone, their total with its parsed copies does not.
+    let mut model = ModelFile::new("krr", json!({ "lambda": 0.5 }));
+    for k in 0..10 {
+        model.put_vector(&format!("a{k}"), &vec![0.0; 3 << 18]);
+    }
+    let bytes = resaved(&model, zip::CompressionMethod::Deflated);
+    stolr_memory::MemoryBudget::set_process(stolr_memory::MemoryBudget::bytes(64 << 20));
+    let message = ModelFile::from_bytes(&bytes, "arrays-bomb.npz").unwrap_err().to_string();
+    assert!(message.contains("with the members inflated before it"), "{message}");
+}
+
 /// With Python and NumPy at hand, the real thing: `np.savez` and `np.savez_compressed` of
 /// `dict(np.load(model))`.
 #[test]

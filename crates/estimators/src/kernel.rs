@@ -703,10 +703,13 @@ const MEANS_BLOCK: usize = 256;
 pub fn kernel_row_means(x: MatRef<'_, f64>, kernel: &Kernel) -> (Vec<f64>, f64) {
     let n = x.nrows();
     let mut means = Vec::with_capacity(n);
+    // The rows prepared once (not once per block): column j of the block `K[:, rows]` holds
+    // the kernel of row j with every row.
+    let prepared = PreparedKernel::new(*kernel, x);
     for start in (0..n).step_by(MEANS_BLOCK) {
         let len = MEANS_BLOCK.min(n - start);
-        let block = kernel.cross(x.subrows(start, len), x);
-        means.extend((0..len).map(|i| block.row(i).sum() / n as f64));
+        let block = prepared.cross(x.subrows(start, len), faer::get_global_parallelism());
+        means.extend((0..len).map(|j| block.col(j).sum() / n as f64));
     }
     let all = if n == 0 { 0.0 } else { means.iter().sum::<f64>() / n as f64 };
     (means, all)

@@ -171,8 +171,12 @@ struct PrefixState {
     pending: Option<crc32fast::Hasher>,
     /// Rows read so far.
     read: usize,
-    /// The row hashes read before a resume's expectations arrived (the read-ahead row).
+    /// The row hashes read before a resume's expectations arrived (the read-ahead rows: a
+    /// batch, or a shard's first rows), all of them, until [`FileStore::load`] says whether the
+    /// run resumes.
     early: Vec<crc32fast::Hasher>,
+    /// Set once it is known that no checkpoint is resumed: rows are no longer kept in `early`.
+    fresh: bool,
     /// A resume's expectations and the check so far.
     expected: Option<SavedPrefix>,
     check: Block,
@@ -189,7 +193,7 @@ impl PrefixState {
         }
         self.read += 1;
         if self.expected.is_none() {
-            if self.early.len() < 16 {
+            if !self.fresh {
                 self.early.push(row);
             }
             return Ok(());
@@ -285,6 +289,13 @@ impl RowPrefix {
     }
 
     /// Starts checking the rows against `saved`, the rows already read first.
+    /// No checkpoint is resumed: the rows read ahead need not be kept for a check.
+    fn start_fresh(&self) {
+        let mut state = self.state();
+        state.fresh = true;
+        state.early = Vec::new();
+    }
+
     fn expect(&self, saved: SavedPrefix) -> Result<(), String> {
         let mut state = self.state();
         let early = std::mem::take(&mut state.early);
@@ -438,6 +449,9 @@ impl CheckpointStore for FileStore {
 
     fn load(&mut self) -> Result<Option<SolverState>, SolverError> {
         if !self.path.exists() {
+            if let Some((prefix, _)) = &self.prefix {
+                prefix.start_fresh();
+            }
             return Ok(None);
         }
         let file = ModelFile::load_kind(&self.path, &[KIND])?;

@@ -17,11 +17,14 @@
 //! 2. **The writes** go into the staging folder ([`staged`]), each file through
 //!    [`stolr_datasets::write_atomic`] (written, flushed, `fsync`ed).
 //! 3. **The swap** ([`commit`], by `main` once the command has succeeded): every file of the
-//!    staging folder and the folder itself are `fsync`ed; the files of the old `DIR` that the new
-//!    set does not replace (a user's own files) are hard-linked (or copied) into the staging
-//!    folder; then on Linux one `renameat2(staging, DIR, RENAME_EXCHANGE)` swaps the two folders
-//!    atomically (the old set now sits at the staging name), and the parent folder is `fsync`ed;
-//!    finally the old set is removed. Without `RENAME_EXCHANGE` (another system, or a file
+//!    staging folder and the folder itself are `fsync`ed; the files of the old `DIR` that are not
+//!    run outputs (`.npy`, `.npz`, `.json`, `.svg`, `.png`: those belong to the old set and go
+//!    with it, so no output of the previous run survives beside the new set) and that the new set
+//!    does not hold (a user's own files) are hard-linked (or copied) into the staging folder; a
+//!    folder that appeared in `DIR` since step 1 stops the swap, the old set kept; then on Linux
+//!    one `renameat2(staging, DIR, RENAME_EXCHANGE)` swaps the two folders atomically (the old
+//!    set now sits at the staging name), and the parent folder is `fsync`ed; what a user added to
+//!    the old folder in the meantime is moved across; finally the old set is removed. Without `RENAME_EXCHANGE` (another system, or a file
 //!    system without it) the swap is two renames, `DIR → PARENT/.NAME.old-PID` then
 //!    `staging → DIR`; a run killed between the two leaves no `DIR` and the old set at
 //!    `.NAME.old-PID`, which the next run's step 1 renames back to `DIR`.
@@ -292,23 +295,69 @@ fn claim_out(out: &Path, model: Option<&Path>) -> Result<OutputSet> {
     Ok(OutputSet { given: out.to_path_buf(), target, staging, committed: false, _lock: lock })
 }
 
-/// Removes what killed runs on `target` left (the caller holds its lock): staging folders and
-/// old sets `PARENT/.NAME.tmp-*`, `PARENT/.NAME.old-*`; an old set is first renamed back to
-/// `target` when `target` is missing (a run killed between the two renames of the fallback).
+/// Removes what killed runs on `target` left (the caller holds its lock): staging folders
+/// `PARENT/.NAME.tmp-PID-NANOS` and old sets `PARENT/.NAME.old-PID`, matched by exactly that
+/// shape (digits only after the prefix, folders only), so that the staging folder of another
+/// `--out` whose name merely starts with `NAME` is never touched. An old set is first renamed
+/// back to `target` when `target` is missing (a run killed between the two renames of the
+/// fallback).
 fn clean_stale(target: &Path) -> Result<()> {
     let parent = target.parent().unwrap_or(Path::new("."));
     let name = target.file_name().unwrap_or_default().to_string_lossy().into_owned();
     let (tmp, old) = (format!(".{name}.tmp-"), format!(".{name}.old-"));
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
     for entry in std::fs::read_dir(parent).with_context(|| format!("cannot read {}", parent.display()))? {
         let entry = entry?;
+        if !entry.file_type()?.is_dir() {
+            continue;
+        }
         let file = entry.file_name().to_string_lossy().into_owned();
-        if file.starts_with(&old) && !target.exists() {
+        let is_old = file.strip_prefix(&old).is_some_and(digits);
+        let is_tmp = file.strip_prefix(&tmp).and_then(|t| t.split_once('-')).is_some_and(|(a, b)| digits(a) && digits(b));
+        if is_old && !target.exists() {
             std::fs::rename(entry.path(), target).with_context(|| {
                 format!("cannot restore the previous set {} to {}", entry.path().display(), target.display())
             })?;
-        } else if file.starts_with(&tmp) || file.starts_with(&old) {
+        } else if is_tmp || is_old {
             std::fs::remove_dir_all(entry.path())
                 .with_context(|| format!("cannot remove {}, left by a killed run", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether a file of an `--out` folder belongs to a run's set: what Stolr writes there
+/// (`.npy` arrays, the `.npz` model, `.json` reports, `.svg`/`.png` plots). The other files of
+/// the folder (a user's notes) are carried into the new set; these are replaced as a whole, so
+/// an output of the previous run that this run does not write disappears with its set.
+fn is_run_output(name: &std::ffi::OsStr) -> bool {
+    let name = Path::new(name);
+    matches!(name.extension().and_then(|e| e.to_str()), Some("npy" | "npz" | "json" | "svg" | "png"))
+}
+
+/// Carries the files of the old folder `from` that are not run outputs (and that `to` does not
+/// hold) into `to`: hard-linked, or copied. A subfolder is refused unless `move_folders`, when
+/// it is renamed into `to`.
+fn carry_over(from: &Path, to: &Path, move_folders: bool) -> Result<()> {
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let new = to.join(entry.file_name());
+        if is_run_output(&entry.file_name()) || new.symlink_metadata().is_ok() {
+            continue;
+        }
+        if entry.file_type()?.is_dir() {
+            if !move_folders {
+                bail!(
+                    "{} appeared during the run: a run replaces its --out folder as a whole; the previous set is \
+                     kept and this run's results were not written",
+                    entry.path().display()
+                );
+            }
+            std::fs::rename(entry.path(), &new)
+                .with_context(|| format!("cannot keep {} in the new set", entry.path().display()))?;
+        } else if std::fs::hard_link(entry.path(), &new).is_err() {
+            std::fs::copy(entry.path(), &new)
+                .with_context(|| format!("cannot keep {} in the new set", entry.path().display()))?;
         }
     }
     Ok(())
@@ -377,18 +426,9 @@ fn swap_in(staging: &Path, target: &Path) -> Result<()> {
         sync_dir(parent)?;
         return Ok(());
     }
-    // The user's own files in the old folder are kept: linked (or copied) into the new set.
-    for entry in std::fs::read_dir(target)? {
-        let entry = entry?;
-        let new = staging.join(entry.file_name());
-        if entry.file_type()?.is_dir() || new.symlink_metadata().is_ok() {
-            continue;
-        }
-        if std::fs::hard_link(entry.path(), &new).is_err() {
-            std::fs::copy(entry.path(), &new)
-                .with_context(|| format!("cannot keep {} in the new set", entry.path().display()))?;
-        }
-    }
+    // The user's own files in the old folder are kept: linked (or copied) into the new set; a
+    // folder that appeared there since the claim stops the swap with the old set kept.
+    carry_over(target, staging, false)?;
     sync_dir(staging)?;
     let old = match exchange(staging, target) {
         Ok(()) => staging.to_path_buf(),
@@ -404,6 +444,10 @@ fn swap_in(staging: &Path, target: &Path) -> Result<()> {
         }
     };
     sync_dir(parent)?;
+    // What a user added to the old folder between the carry-over and the swap, moved across
+    // before the old set is removed.
+    carry_over(&old, target, true)?;
+    sync_dir(target)?;
     std::fs::remove_dir_all(&old)
         .with_context(|| format!("cannot remove the previous set, now at {}", old.display()))?;
     Ok(())

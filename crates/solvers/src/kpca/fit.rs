@@ -422,11 +422,18 @@ impl KernelPca {
                 if let Some(r) = self.rank {
                     pairs.truncate(r);
                 }
+                let found = pairs.rank();
                 truncate_to_numerical_rank(&mut pairs);
+                if pairs.rank() == 0 {
+                    return Err(SolverError::RankCollapsed { tau: config.tau, iterations: solver.iterations_done() });
+                }
                 if let Some(r) = self.rank
                     && pairs.rank() < r
                 {
                     warnings.push(KpcaWarning::BelowTau { requested: r, returned: pairs.rank(), tau: config.tau });
+                } else if pairs.rank() < found {
+                    // No rank was asked for: the pairs above τ that are numerically zero.
+                    warnings.push(KpcaWarning::RankDeficient { requested: found, returned: pairs.rank(), solver: "skpca" });
                 }
                 // The centring statistics are exact: one streamed pass over K, O(n²d).
                 let means = self.center.then(|| kernel_row_means(x, &self.kernel));
@@ -444,13 +451,22 @@ impl KernelPca {
                 // The coefficients A (n, r), their update, and the Rayleigh–Ritz step's n × r
                 // blocks (H A, K̃ H A and its scaled copy, the SVD's basis, Q, K̃ Q, the
                 // eigenvectors, K̃ U and the model coefficients), plus the row-major copy of the
-                // data (n, d) and a 256-row block of K.
+                // data (n, d), the kernel operator of the Rayleigh–Ritz products and the row
+                // means (its prepared rows, two more n × d copies) and a 256-row block of K.
                 let (n, d) = x.shape();
                 stolr_memory::check_iterations(self.memory, "iterations", config.iterations)?;
+                let workers = stolr_estimators::KernelOperator::workers(faer::get_global_parallelism());
                 self.memory.check(
                     format!("KHA's n × r coefficients and Rayleigh–Ritz step (n = {n}, rank = {})", config.rank),
                     stolr_memory::f64_bytes(&[11, n, config.rank])
                         .saturating_add(stolr_memory::f64_bytes(&[n, d]))
+                        .saturating_add(stolr_estimators::KernelOperator::bytes(n, d))
+                        .saturating_add(stolr_estimators::KernelOperator::apply_bytes(
+                            n,
+                            config.rank,
+                            stolr_estimators::DEFAULT_TILE,
+                            workers,
+                        ))
                         .saturating_add(stolr_memory::f64_bytes(&[256, n])),
                 )?;
                 let rank = config.rank;

@@ -2,15 +2,12 @@
 
 use faer::{Mat, MatRef};
 use rand::{Rng, RngExt};
-use stolr_estimators::{Kernel, kernel_row_means};
+use faer::Par;
+use stolr_estimators::{DEFAULT_TILE, Kernel, KernelOperator, OperatorCentering, kernel_row_means};
 use stolr_lowrank::Eigenpairs;
 
 use crate::error::{check_data, check_rank};
 use crate::{IterativeSolver, SolverError, StepReport, Stop};
-
-/// Rows of `K` formed at a time by the passes over the whole kernel matrix (memory
-/// `8·BLOCK·n` bytes).
-const BLOCK: usize = 256;
 
 /// Configuration of [`Kha`]; validated once by [`Kha::new`].
 #[derive(Debug, Clone, PartialEq)]
@@ -226,23 +223,23 @@ impl Kha {
         }
     }
 
-    /// `K̃ B = H K (H B)` (or `K B` without centring) for `b` `(n, k)`, in one streamed pass
-    /// over `K`: blocks of 256 rows of `K` are evaluated from the data and multiplied at once.
-    /// Time `O(n²(d + k))`, memory `O(n·(k + 256))`.
+    /// `K̃ B = H K (H B)` (or `K B` without centring) for `b` `(n, k)`, in one pass of the tiled
+    /// kernel operator over `K` (never held).
+    /// Time `O(n²(d + k))`, memory `O(n·(2d + k))` (the tiled kernel operator).
     fn kernel_product(&self, b: MatRef<'_, f64>) -> Mat<f64> {
         let n = self.n;
         let mut hb = b.to_owned();
         if self.config.center {
             center_columns(&mut hb);
         }
-        let x = self.data();
-        let mut p = Mat::<f64>::zeros(n, b.ncols());
-        for start in (0..n).step_by(BLOCK) {
-            let len = BLOCK.min(n - start);
-            let block = self.kernel.cross(x.subrows(start, len), x);
-            let prod = stolr_lowrank::mul(block.as_ref(), hb.as_ref());
-            p.as_mut().subrows_mut(start, len).copy_from(&prod);
-        }
+        // The data prepared once for the whole product (the tiled operator: symmetric tiles,
+        // the same bits on any thread count), not once per block of rows.
+        let operator = KernelOperator::new(self.data(), self.kernel, OperatorCentering::None, DEFAULT_TILE, Par::Seq)
+            .expect("the data and kernel were checked when KHA was built");
+        let mut p = operator
+            .apply(hb.as_ref(), faer::get_global_parallelism())
+            .expect("the block has one row per sample");
+        debug_assert_eq!(p.nrows(), n);
         if self.config.center {
             center_columns(&mut p);
         }
@@ -269,7 +266,7 @@ impl Kha {
     ///    projections are `K̃ C = U Λ^{1/2}` exactly (to rounding), which is what
     ///    [`crate::KernelPcaModel`] computes for the training rows.
     ///
-    /// Time `O(n²(d + r) + n r²)`, memory `O(n·(r + 256))`.
+    /// Time `O(n²(d + r) + n r²)`, memory `O(n·(2d + r))`.
     ///
     /// # Errors
     /// [`SolverError::Diverged`] if the coefficients are not finite; [`SolverError::InvalidRank`]
