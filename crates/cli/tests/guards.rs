@@ -447,8 +447,25 @@ fn a_streamed_pass_in_batches_resumes_on_the_unchanged_input() {
     let run = |out: &str| {
         let out = dir.path().join(out);
         stolr(&[
-            "pca", "--solver", "capped-msg", "--batch", "64", "--rank", "2", "--input", s(&csv), "--format", "csv",
-            "--seed", "4", "--checkpoint", s(&ck), "--checkpoint-every", "100", "--out", s(&out),
+            "pca",
+            "--solver",
+            "capped-msg",
+            "--batch",
+            "64",
+            "--rank",
+            "2",
+            "--input",
+            s(&csv),
+            "--format",
+            "csv",
+            "--seed",
+            "4",
+            "--checkpoint",
+            s(&ck),
+            "--checkpoint-every",
+            "100",
+            "--out",
+            s(&out),
         ])
     };
     assert!(run("a").status.success());

@@ -23,8 +23,16 @@ fn run_ok(args: &[&str]) {
 /// by `outlier` on every coordinate when given.
 fn rows(n: usize, d: usize, seed: u64, offset: f64, outlier: Option<f64>) -> Vec<Vec<f64>> {
     let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
-    let mut x: Vec<Vec<f64>> =
-        (0..n).map(|_| (0..d).map(|_| { let z: f64 = StandardNormal.sample(&mut rng); offset + z }).collect()).collect();
+    let mut x: Vec<Vec<f64>> = (0..n)
+        .map(|_| {
+            (0..d)
+                .map(|_| {
+                    let z: f64 = StandardNormal.sample(&mut rng);
+                    offset + z
+                })
+                .collect()
+        })
+        .collect();
     if let Some(o) = outlier {
         x[n - 1] = vec![o; d];
     }
@@ -119,9 +127,23 @@ fn kernel_pca_on_an_outlier_or_an_offset_matches_direct_differences() {
         for center in [false, true] {
             let reference = reference_eigenvalues(&x, 2.0, center, 3);
             for (input, format) in [(&csv, "csv"), (&svm, "libsvm")] {
-                for solver in [&["--solver", "exact"][..], &["--solver", "exact-matrix-free"], &["--solver", "nystrom", "--landmarks", "120"]] {
+                for solver in [
+                    &["--solver", "exact"][..],
+                    &["--solver", "exact-matrix-free"],
+                    &["--solver", "nystrom", "--landmarks", "120"],
+                ] {
                     let out = dir.path().join(format!("{name}-{format}-{center}-{}", solver[1]));
-                    let mut args = vec!["kpca", "--input", input.to_str().unwrap(), "--format", format, "--sigma", "2", "--rank", "3"];
+                    let mut args = vec![
+                        "kpca",
+                        "--input",
+                        input.to_str().unwrap(),
+                        "--format",
+                        format,
+                        "--sigma",
+                        "2",
+                        "--rank",
+                        "3",
+                    ];
                     args.extend_from_slice(solver);
                     if center {
                         args.push("--center");
@@ -129,7 +151,12 @@ fn kernel_pca_on_an_outlier_or_an_offset_matches_direct_differences() {
                     args.extend_from_slice(&["--out", out.to_str().unwrap()]);
                     run_ok(&args);
                     let tol = if solver[1] == "exact-matrix-free" { 1e-9 } else { 1e-10 };
-                    assert_close(&eigenvalues(&out), &reference, tol, &format!("{name}, {format}, center {center}, {}", solver[1]));
+                    assert_close(
+                        &eigenvalues(&out),
+                        &reference,
+                        tol,
+                        &format!("{name}, {format}, center {center}, {}", solver[1]),
+                    );
                 }
             }
         }
@@ -148,13 +175,28 @@ fn kernel_ridge_with_an_outlier_row_matches_the_bordered_system() {
         let test = rows(30, 4, 22, offset, None);
         let y: Vec<f64> = train.iter().map(|r| (r[0] - offset).sin() + 0.5 * (r[1] - offset) + 3.0).collect();
         let y_test = vec![0.0; test.len()];
-        let (a, b) = (temp_file(dir.path(), &format!("{name}-train.csv")), temp_file(dir.path(), &format!("{name}-test.csv")));
+        let (a, b) =
+            (temp_file(dir.path(), &format!("{name}-train.csv")), temp_file(dir.path(), &format!("{name}-test.csv")));
         write_csv(&a, &train, Some(&y));
         write_csv(&b, &test, Some(&y_test));
         let out = dir.path().join(format!("{name}-krr"));
         run_ok(&[
-            "krr", "--train", a.to_str().unwrap(), "--test", b.to_str().unwrap(), "--format", "csv", "--solver", "krr",
-            "--sigma", "2", "--lambda", "0.5", "--no-standardize", "--out", out.to_str().unwrap(),
+            "krr",
+            "--train",
+            a.to_str().unwrap(),
+            "--test",
+            b.to_str().unwrap(),
+            "--format",
+            "csv",
+            "--solver",
+            "krr",
+            "--sigma",
+            "2",
+            "--lambda",
+            "0.5",
+            "--no-standardize",
+            "--out",
+            out.to_str().unwrap(),
         ]);
         let n = train.len();
         let k = kernel_matrix(&train, &train, sigma);
@@ -166,7 +208,8 @@ fn kernel_ridge_with_an_outlier_row_matches_the_bordered_system() {
         let rhs = Mat::from_fn(n + 1, 1, |i, _| if i < n { y[i] } else { 0.0 });
         let sol = border.partial_piv_lu().solve(&rhs);
         let kt = kernel_matrix(&test, &train, sigma);
-        let reference: Vec<f64> = (0..test.len()).map(|i| (0..n).map(|j| kt[(i, j)] * sol[(j, 0)]).sum::<f64>() + sol[(n, 0)]).collect();
+        let reference: Vec<f64> =
+            (0..test.len()).map(|i| (0..n).map(|j| kt[(i, j)] * sol[(j, 0)]).sum::<f64>() + sol[(n, 0)]).collect();
         let ours = npy_vector(&out.join("predictions.npy"));
         assert_close(&ours, &reference, 1e-8, &format!("krr predictions, {name}"));
     }

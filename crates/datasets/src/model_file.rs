@@ -516,8 +516,9 @@ impl ModelFile {
         // Every inflated member counts against the budget together (arrays stay alive while the
         // next one is read): `inflated` is their running total.
         let mut inflated = 0u64;
-        let mut json = read_member(&mut zip, header_index, header_member, bytes.len(), Some(MAX_HEADER_BYTES), &mut inflated)
-            .map_err(&err)?;
+        let mut json =
+            read_member(&mut zip, header_index, header_member, bytes.len(), Some(MAX_HEADER_BYTES), &mut inflated)
+                .map_err(&err)?;
         if header_member == NUMPY_HEADER_MEMBER {
             json = numpy_bytes_scalar(&json).map_err(|reason| err(format!("{NUMPY_HEADER_MEMBER}: {reason}")))?;
         }

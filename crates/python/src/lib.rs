@@ -22,8 +22,8 @@ use stolr_memory::MemoryBudget;
 use stolr_solvers::{
     IncrementalPca, IterationReport, KernelPca, KernelPcaModel, KernelRidge, KpcaSolver, KrrModel, KrrSolver, Msg,
     MsgConfig, NystromKrrConfig, Observer, Oja, Pca, PcaModel, PcaSolver, Persist, Predictor, SamplerKind, SkpcaConfig,
-    SlklConfig, SolverError, SolverState, StepSize, StreamingPca, SvrgPcaConfig, Transformer, UnifConfig, UniformWeight,
-    VrPcaConfig, tau_for_rank,
+    SlklConfig, SolverError, SolverState, StepSize, StreamingPca, SvrgPcaConfig, Transformer, UnifConfig,
+    UniformWeight, VrPcaConfig, tau_for_rank,
 };
 
 /// A kernel PCA fit for Python: the model bytes, the eigenvalues, the training projections and
@@ -394,11 +394,7 @@ struct StreamingParams {
 /// [`StreamingState::to_bytes`]): not a model, so `stolr.load` refuses it by name.
 const STREAMING_STATE_KIND: &str = "streaming-pca-state";
 
-fn build_streaming(
-    solver: &str,
-    p: &StreamingParams,
-    seed: u64,
-) -> PyResult<Box<dyn StreamingPca + Send + Sync>> {
+fn build_streaming(solver: &str, p: &StreamingParams, seed: u64) -> PyResult<Box<dyn StreamingPca + Send + Sync>> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let step = StepSize::ScaleFree { c: p.eta_scale };
     let (d, k) = (p.n_features, p.n_components);
@@ -487,7 +483,8 @@ impl StreamingState {
             None | Some(serde_json::Value::Null) => None,
             Some(_) => Some(count("cap")?),
         };
-        let params = StreamingParams { n_features: count("n_features")?, n_components: count("n_components")?, eta_scale, cap };
+        let params =
+            StreamingParams { n_features: count("n_features")?, n_components: count("n_components")?, eta_scale, cap };
         let mut solver = build_streaming(&name, &params, 0)?;
         let arrays: Vec<_> = file.arrays().iter().filter(|(k, _)| k.as_str() != "captured").collect();
         solver.restore_state(&SolverState::from_arrays(arrays.into_iter())).map_err(solver_error)?;

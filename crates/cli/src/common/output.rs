@@ -313,7 +313,8 @@ fn clean_stale(target: &Path) -> Result<()> {
         }
         let file = entry.file_name().to_string_lossy().into_owned();
         let is_old = file.strip_prefix(&old).is_some_and(digits);
-        let is_tmp = file.strip_prefix(&tmp).and_then(|t| t.split_once('-')).is_some_and(|(a, b)| digits(a) && digits(b));
+        let is_tmp =
+            file.strip_prefix(&tmp).and_then(|t| t.split_once('-')).is_some_and(|(a, b)| digits(a) && digits(b));
         if is_old && !target.exists() {
             std::fs::rename(entry.path(), target).with_context(|| {
                 format!("cannot restore the previous set {} to {}", entry.path().display(), target.display())

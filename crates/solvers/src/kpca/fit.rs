@@ -433,7 +433,11 @@ impl KernelPca {
                     warnings.push(KpcaWarning::BelowTau { requested: r, returned: pairs.rank(), tau: config.tau });
                 } else if pairs.rank() < found {
                     // No rank was asked for: the pairs above τ that are numerically zero.
-                    warnings.push(KpcaWarning::RankDeficient { requested: found, returned: pairs.rank(), solver: "skpca" });
+                    warnings.push(KpcaWarning::RankDeficient {
+                        requested: found,
+                        returned: pairs.rank(),
+                        solver: "skpca",
+                    });
                 }
                 // The centring statistics are exact: one streamed pass over K, O(n²d).
                 let means = self.center.then(|| kernel_row_means(x, &self.kernel));

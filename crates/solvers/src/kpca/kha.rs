@@ -1,8 +1,8 @@
 //! The Kernel Hebbian Algorithm (KHA), the stochastic kernel PCA baseline of paper 000.
 
+use faer::Par;
 use faer::{Mat, MatRef};
 use rand::{Rng, RngExt};
-use faer::Par;
 use stolr_estimators::{DEFAULT_TILE, Kernel, KernelOperator, OperatorCentering, kernel_row_means};
 use stolr_lowrank::Eigenpairs;
 
@@ -236,9 +236,8 @@ impl Kha {
         // the same bits on any thread count), not once per block of rows.
         let operator = KernelOperator::new(self.data(), self.kernel, OperatorCentering::None, DEFAULT_TILE, Par::Seq)
             .expect("the data and kernel were checked when KHA was built");
-        let mut p = operator
-            .apply(hb.as_ref(), faer::get_global_parallelism())
-            .expect("the block has one row per sample");
+        let mut p =
+            operator.apply(hb.as_ref(), faer::get_global_parallelism()).expect("the block has one row per sample");
         debug_assert_eq!(p.nrows(), n);
         if self.config.center {
             center_columns(&mut p);
