@@ -85,6 +85,28 @@ fn three_ways(dir: &Path, name: &str, text_plain: &str, text_hostile: &str) -> [
     paths
 }
 
+/// `stolr krr --solver krr` (σ = 1, λ = 0.001) trained on the CSV `train`, predicting `test`,
+/// writing into `out`.
+fn exact_krr(train: &Path, test: &Path, out: &Path) -> Output {
+    stolr(&[
+        "krr",
+        "--train",
+        s(train),
+        "--test",
+        s(test),
+        "--format",
+        "csv",
+        "--solver",
+        "krr",
+        "--sigma",
+        "1",
+        "--lambda",
+        "0.001",
+        "--out",
+        s(out),
+    ])
+}
+
 #[test]
 fn kpca_pca_and_krr_read_the_same_csv_with_gzip_a_bom_and_quoted_fields() {
     let dir = tempfile::tempdir().unwrap();
@@ -135,23 +157,7 @@ fn kpca_pca_and_krr_read_the_same_csv_with_gzip_a_bom_and_quoted_fields() {
             s(&oja),
         ]);
         assert_ok(&run, &format!("pca --solver oja on {input}"));
-        let run = stolr(&[
-            "krr",
-            "--train",
-            s(&train_files[k]),
-            "--test",
-            s(&test_files[k]),
-            "--format",
-            "csv",
-            "--solver",
-            "krr",
-            "--sigma",
-            "1",
-            "--lambda",
-            "0.001",
-            "--out",
-            s(&krr),
-        ]);
+        let run = exact_krr(&train_files[k], &test_files[k], &krr);
         assert_ok(&run, &format!("krr on {}", s(&train_files[k])));
         results.push([
             npy_f64(&kpca.join("eigenvalues.npy")),
@@ -177,23 +183,7 @@ fn predict_takes_csv_rows_with_or_without_the_target() {
     std::fs::write(&with, csv_text(&test, 4, false)).unwrap();
     std::fs::write(&without, gzip(csv_text(&test, 3, true).as_bytes())).unwrap();
     let fit = dir.path().join("fit");
-    let run = stolr(&[
-        "krr",
-        "--train",
-        s(&train),
-        "--test",
-        s(&with),
-        "--format",
-        "csv",
-        "--solver",
-        "krr",
-        "--sigma",
-        "1",
-        "--lambda",
-        "0.001",
-        "--out",
-        s(&fit),
-    ]);
+    let run = exact_krr(&train, &with, &fit);
     assert_ok(&run, "krr");
     let (p1, p2) = (dir.path().join("p1"), dir.path().join("p2"));
     let run = stolr(&["predict", "--model", s(&fit), "--input", s(&with), "--format", "csv", "--out", s(&p1)]);

@@ -87,11 +87,6 @@ pub fn stream_rows(path: &Path, format: RowFormat) -> Result<RowStream, DataErro
     }
 }
 
-/// A text file, through a gzip decoder when it starts with the gzip signature.
-fn open(path: &Path) -> Result<Box<dyn std::io::BufRead>, DataError> {
-    crate::lines::open_text(path)
-}
-
 /// The training then the test images; each file's header is read and checked up front: the
 /// image size against the memory budget, and the whole length against a plain file's size.
 fn mnist_rows(dir: &Path) -> Result<RowStream, DataError> {
@@ -151,7 +146,7 @@ fn mnist_rows(dir: &Path) -> Result<RowStream, DataError> {
 
 fn csv_rows(path: &Path) -> Result<RowStream, DataError> {
     let name = path.display().to_string();
-    let mut lines = crate::lines::Lines::new(open(path)?, &name);
+    let mut lines = crate::lines::Lines::new(crate::lines::open_text(path)?, &name);
     // Find the first data line (skipping blank lines and a header) to learn d.
     let mut first = None;
     while let Some((line, text)) = lines.next_line()? {

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufReader, Read};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -186,7 +186,7 @@ pub struct Table {
 /// every error of [`read_table_from`].
 pub fn read_table(path: &Path, options: &TableOptions) -> Result<Table, DataError> {
     let name = path.display().to_string();
-    read_table_from(open_maybe_gzip(path)?, &name, options)
+    read_table_from(crate::lines::open_text(path)?, &name, options)
 }
 
 /// Reads new rows from the CSV file `path` (gzip-compressed or not) with a fixed `encoding`,
@@ -197,13 +197,7 @@ pub fn read_table(path: &Path, options: &TableOptions) -> Result<Table, DataErro
 /// As [`read_table_with_from`], and [`DataError::Io`] if the file cannot be read.
 pub fn read_table_with(path: &Path, encoding: &OneHotEncoding, numeric_label: bool) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
-    read_table_with_from(open_maybe_gzip(path)?, &name, encoding, numeric_label)
-}
-
-/// Opens `path` for reading, through a gzip decoder when it starts with the gzip signature
-/// `1f 8b` (whatever its name).
-fn open_maybe_gzip(path: &Path) -> Result<Box<dyn BufRead>, DataError> {
-    crate::lines::open_text(path)
+    read_table_with_from(crate::lines::open_text(path)?, &name, encoding, numeric_label)
 }
 
 /// Reads CSV text from `reader` into a [`Table`]; `name` names the input in errors and
