@@ -7,20 +7,15 @@ use anyhow::{Context, Result, bail};
 use clap::builder::TypedValueParser;
 use clap::{Args, ValueEnum};
 use faer::Mat;
-use stolr_datasets::{
-    Dataset, OneHotEncoding, Standardization, generate, standardize, write_npy_matrix, write_npy_vector,
-};
-use stolr_estimators::{
-    Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_estimate_sharded,
-};
-use stolr_lowrank::{Communicator, Eigenpairs, SingleProcess};
+use stolr_datasets::{Dataset, OneHotEncoding, generate, write_npy_matrix, write_npy_vector};
+use stolr_estimators::{Bandwidth, DEFAULT_BANDWIDTH_PERCENTILE, Kernel};
 use stolr_report::{
     BandwidthReport, CertificateIntervals, CertificateReport, KpcaDataset, KpcaParameters, KpcaReport, KpcaResult,
     KpcaTimings, ReportCategorical, ReportKernel, TauReport,
 };
 use stolr_solvers::{
-    CertifyConfig, CertifyMethod, ExactOperator, KernelCentering, KernelPca, KernelPcaModel, KpcaSolver, KpcaWarning,
-    SamplerKind, SkpcaConfig, Stop, certify, tau_for_rank,
+    Certificate, CertifyRule, DEFAULT_TAU_SUBSAMPLE, ExactOperator, KernelPcaFit, KernelPcaJob, KernelPcaOutcome, KernelSpec, KpcaSolver,
+    KhaConfig, KpcaStream, KpcaWarning, SamplerKind, Shard, SigmaRule, SkpcaConfig, Stop, TauOutcome, TauRule,
 };
 
 use crate::common::checkpoint::{CheckpointArgs, FileStore, matrix_fingerprint, require_support};
@@ -29,7 +24,6 @@ use crate::common::output::{write_model, write_report};
 use crate::common::progress::Progress;
 use crate::common::sigma::SigmaArg;
 use crate::memory::peak_rss_bytes;
-use crate::rng::stream;
 
 mod distributed;
 
@@ -129,7 +123,7 @@ pub struct KpcaArgs {
     #[arg(long, default_value_t = 1000)]
     iterations: usize,
     /// KHA's constant step size eta.
-    #[arg(long, default_value_t = 0.05)]
+    #[arg(long, default_value_t = KhaConfig::DEFAULT_ETA)]
     eta: f64,
     /// Centre the data in feature space (kernel PCA of HKH).
     #[arg(long)]
@@ -144,10 +138,10 @@ pub struct KpcaArgs {
     #[arg(long, default_value_t = 500)]
     landmarks: usize,
     /// SKPCA stops if the iterate's rank exceeds this (memory is about 8·n·(rank + 2·features) bytes).
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = SkpcaConfig::DEFAULT_MAX_RANK)]
     max_rank: usize,
     /// Subsample size m for choosing tau from --rank.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = DEFAULT_TAU_SUBSAMPLE)]
     tau_subsample: usize,
     /// Output directory for model.npz (apply it with `stolr transform`), eigenvalues.npy,
     /// eigenvectors.npy, projections.npy and report.json.
@@ -173,7 +167,7 @@ fn load(args: &KpcaArgs) -> Result<(Dataset, Option<OneHotEncoding>, &'static st
             if args.table.given() {
                 bail!("--categorical and --label-column need an --input CSV file");
             }
-            (generate::rings(DEFAULT_N, DEFAULT_NOISE, &mut stream(args.seed, 0)), None, "built-in")
+            (generate::rings(DEFAULT_N, DEFAULT_NOISE, &mut KpcaStream::Data.rng(args.seed)), None, "built-in")
         }
         Some(path) => {
             if matches!(args.format, Format::Abalone | Format::Housing) {
@@ -190,7 +184,7 @@ fn load(args: &KpcaArgs) -> Result<(Dataset, Option<OneHotEncoding>, &'static st
 
 /// The bandwidth rule's counts for the report, with a warning (also printed to stderr) when
 /// duplicate rows exceed 10 % of the rows.
-fn bandwidth_report(b: &Bandwidth, print: bool) -> BandwidthReport {
+fn bandwidth_report(b: &Bandwidth) -> BandwidthReport {
     let warning = b.many_duplicates().then(|| {
         format!(
             "{} of the {} rows ({:.1} %) duplicate another row: sigma was taken over the {} distinct rows, \
@@ -201,9 +195,7 @@ fn bandwidth_report(b: &Bandwidth, print: bool) -> BandwidthReport {
             b.distinct_rows
         )
     });
-    if let Some(w) = &warning
-        && print
-    {
+    if let Some(w) = &warning {
         eprintln!("warning: {w}");
     }
     BandwidthReport {
@@ -218,171 +210,50 @@ fn bandwidth_report(b: &Bandwidth, print: bool) -> BandwidthReport {
     }
 }
 
-/// The kernel of `args`; `x` is this rank's rows of the data (all of them on one process), and
-/// σ's rule runs over the rows of every rank of `comm`.
-fn build_kernel(
-    args: &KpcaArgs,
-    x: faer::MatRef<'_, f64>,
-    comm: &dyn Communicator,
-) -> Result<(Kernel, &'static str, Option<BandwidthReport>)> {
-    let sigma = |rng_index| -> Result<(f64, &'static str, Option<BandwidthReport>)> {
-        match args.sigma {
-            SigmaArg::Auto => {
-                let b = bandwidth_estimate_sharded(
-                    x,
-                    DEFAULT_BANDWIDTH_PERCENTILE,
-                    DEFAULT_BANDWIDTH_PAIRS,
-                    &mut stream(args.seed, rng_index),
-                    comm,
-                )?;
-                Ok((
-                    b.sigma,
-                    "auto: 20th percentile of pairwise Euclidean distances between distinct rows",
-                    Some(bandwidth_report(&b, comm.is_root())),
-                ))
-            }
-            SigmaArg::Value(s) => Ok((s, "given", None)),
+/// The job of `args`: the library's typed request, which the Python package builds from its
+/// keyword arguments.
+fn job(args: &KpcaArgs) -> KernelPcaJob {
+    let sigma = match args.sigma {
+        SigmaArg::Auto => SigmaRule::Auto,
+        SigmaArg::Value(s) => SigmaRule::Given(s),
+    };
+    let kernel = match args.kernel {
+        KernelKind::Gaussian => KernelSpec::Gaussian(sigma),
+        KernelKind::Laplacian => KernelSpec::Laplacian(sigma),
+        KernelKind::Polynomial => {
+            KernelSpec::Polynomial { scale: args.poly_scale, offset: args.poly_offset, degree: args.degree }
         }
     };
-    let (kernel, how, counts) = match args.kernel {
-        KernelKind::Gaussian => {
-            let (sigma, how, counts) = sigma(1)?;
-            (Kernel::Gaussian { sigma }, how, counts)
-        }
-        KernelKind::Laplacian => {
-            let (sigma, how, counts) = sigma(1)?;
-            (Kernel::Laplacian { sigma }, how, counts)
-        }
-        KernelKind::Polynomial => (
-            Kernel::Polynomial {
-                scale: args.poly_scale.unwrap_or(x.ncols() as f64),
-                offset: args.poly_offset,
-                degree: args.degree,
-            },
-            "not used",
-            None,
-        ),
+    let solver = match args.solver {
+        SolverKind::Skpca => KpcaSolver::Skpca {
+            // τ is set by the job's rule.
+            config: SkpcaConfig { iterations: args.iterations, max_rank: Some(args.max_rank), ..Default::default() },
+            sampler: args.sampler,
+            features: args.features,
+        },
+        SolverKind::Exact => KpcaSolver::exact(),
+        SolverKind::ExactMatrixFree => KpcaSolver::exact_with(ExactOperator::MatrixFree),
+        SolverKind::Nystrom => KpcaSolver::Nystrom { landmarks: args.landmarks },
+        SolverKind::Kha => KpcaSolver::kha(args.eta, args.iterations),
     };
-    kernel.validate()?;
-    Ok((kernel, how, counts))
-}
-
-/// SKPCA's τ with its report: `--tau` as given, or chosen for `--rank` eigenpairs (default 10)
-/// by [`tau_for_rank`] on the rows `x` (all of them: every distributed rank's on rank 0), from
-/// the seed's stream 2 and `--tau-subsample`.
-fn choose_tau(args: &KpcaArgs, x: faer::MatRef<'_, f64>, kernel: &Kernel) -> Result<(f64, TauReport)> {
-    if let Some(tau) = args.tau {
-        let report = TauReport { value: tau, source: "given".into(), subsample: None, estimated_eigenvalues: None };
-        return Ok((tau, report));
-    }
-    let rank = args.rank.unwrap_or(10);
-    let choice = tau_for_rank(
-        x,
-        kernel,
-        rank,
-        args.tau_subsample,
-        args.center,
-        crate::memory::budget(),
-        &mut stream(args.seed, 2),
-    )?;
-    let report = TauReport {
-        value: choice.tau,
-        source: format!(
-            "chosen for rank {rank} from the spectrum of a {m} x {m} kernel matrix of a random subsample (eigenvalues scaled by n/m)",
-            m = choice.subsample
-        ),
-        subsample: Some(choice.subsample),
-        estimated_eigenvalues: Some(choice.estimated_eigenvalues),
+    let tau = match args.tau {
+        Some(tau) => TauRule::Given(tau),
+        None => TauRule::ForRank { rank: args.rank.unwrap_or(10), subsample: args.tau_subsample },
     };
-    Ok((choice.tau, report))
-}
-
-/// What a solver run produced, for the report.
-struct Solved {
-    model: KernelPcaModel,
-    pairs: Eigenpairs,
-    tau: Option<TauReport>,
-    iterations: Option<usize>,
-    stop: Option<Stop>,
-    /// `(t, rank, objective, kkt_violation)` of every iteration of an iterative solver.
-    trace: Vec<(usize, usize, Option<f64>, Option<f64>)>,
-    /// Time of the iterations alone (the solver loop), for `per_iteration_ms`.
-    loop_time: Option<Duration>,
-    solve_time: Duration,
-    /// Which operator the exact solver ran.
-    exact_operator: Option<ExactOperator>,
-    /// KHA's convergence test and largest relative residual (`None` for the other solvers).
-    converged: Option<bool>,
-    max_residual: Option<f64>,
-    /// The fit's warnings, as printed to stderr (fewer pairs than requested, not converged).
-    warnings: Vec<String>,
-}
-
-fn solve(
-    args: &KpcaArgs,
-    x: faer::MatRef<'_, f64>,
-    kernel: &Kernel,
-    standardization: Option<Standardization>,
-) -> Result<Solved> {
-    let start = Instant::now();
-    let mut tau_report = None;
-    let (solver, mut rng) = match args.solver {
-        SolverKind::Skpca => {
-            let (tau, report) = choose_tau(args, x, kernel)?;
-            tau_report = Some(report);
-            let config =
-                SkpcaConfig { tau, iterations: args.iterations, max_rank: Some(args.max_rank), ..Default::default() };
-            let solver = KpcaSolver::Skpca { config, sampler: args.sampler, features: args.features };
-            (solver, stream(args.seed, 3))
-        }
-        SolverKind::Exact => (KpcaSolver::exact(), stream(args.seed, 4)),
-        SolverKind::ExactMatrixFree => {
-            (KpcaSolver::Exact { tolerance: 1e-10, operator: ExactOperator::MatrixFree }, stream(args.seed, 4))
-        }
-        SolverKind::Nystrom => (KpcaSolver::Nystrom { landmarks: args.landmarks }, stream(args.seed, 4)),
-        SolverKind::Kha => {
-            (KpcaSolver::Kha { eta: args.eta, iterations: args.iterations, init_scale: 0.01 }, stream(args.seed, 5))
-        }
+    let certify = match args.certify {
+        CertifyArg::Off => CertifyRule::Off,
+        CertifyArg::Auto => CertifyRule::Auto,
+        CertifyArg::Exact => CertifyRule::Exact,
+        CertifyArg::Estimate => CertifyRule::Estimate,
     };
-    if args.solver != SolverKind::Skpca && args.rank.is_none() {
-        bail!("--solver {} needs --rank (the number of eigenpairs)", solver.name());
-    }
-    let params = KernelPca {
-        rank: args.rank,
-        kernel: *kernel,
+    KernelPcaJob {
         center: args.center,
-        standardize: false,
-        solver,
+        standardize: args.standardize,
+        tau,
+        certify,
         memory: crate::memory::budget(),
-    };
-    let iterative = matches!(args.solver, SolverKind::Skpca | SolverKind::Kha);
-    if iterative {
-        Progress::check_trace("--iterations", args.iterations, 1)?;
+        ..KernelPcaJob::new(kernel, args.rank, solver, args.seed)
     }
-    require_support(&args.checkpoint, args.solver == SolverKind::Skpca, params.solver.name())?;
-    let store = FileStore::new(&args.checkpoint, || Ok(matrix_fingerprint(x)))?;
-    let mut progress =
-        Progress::new(params.solver.name(), iterative.then_some(args.iterations), 1).with_checkpoint(store);
-    let fit = params.fit_prepared(x, standardization, &mut rng, &mut progress)?;
-    progress.finish();
-    if let Some(stop @ Stop::RankCapReached { .. }) = fit.stop {
-        eprintln!("warning: SKPCA stopped early: {stop} (--max-rank, --tau)");
-    }
-    let warnings = print_warnings(&fit.warnings);
-    Ok(Solved {
-        model: fit.model,
-        pairs: fit.pairs,
-        tau: tau_report,
-        iterations: iterative.then_some(fit.iterations),
-        stop: fit.stop,
-        loop_time: progress.loop_time,
-        trace: progress.trace,
-        solve_time: start.elapsed(),
-        exact_operator: fit.exact_operator,
-        converged: fit.converged,
-        max_residual: fit.max_residual,
-        warnings,
-    })
 }
 
 /// Prints every warning of a fit to stderr as `warning: …` and returns them as printed, for
@@ -397,47 +268,26 @@ fn print_warnings(warnings: &[KpcaWarning]) -> Vec<String> {
         .collect()
 }
 
-/// The certificate of the training eigenpairs (`None` with `--certify off`).
-fn certificate(
-    args: &KpcaArgs,
-    x: faer::MatRef<'_, f64>,
-    kernel: &Kernel,
-    solved: &Solved,
-) -> Result<Option<CertificateReport>> {
-    let method = match args.certify {
-        CertifyArg::Off => return Ok(None),
-        CertifyArg::Auto => None,
-        CertifyArg::Exact => Some(CertifyMethod::Exact),
-        CertifyArg::Estimate => Some(CertifyMethod::Estimate),
-    };
-    let start = Instant::now();
-    let means = match solved.model.centering() {
-        KernelCentering::Training { column_means, grand_mean } if args.center => {
-            Some((column_means.as_slice(), *grand_mean))
-        }
-        _ => None,
-    };
-    let config = CertifyConfig { method, memory: crate::memory::budget(), ..Default::default() };
-    let cert = certify(x, kernel, args.center, means, &solved.pairs, &config, &mut stream(args.seed, 6))
-        .context("certificate")?;
-    Ok(Some(CertificateReport {
+/// The certificate as `report.json` gives it.
+fn certificate_report(cert: &Certificate, seconds: f64) -> CertificateReport {
+    CertificateReport {
         method: cert.method.name().into(),
         definition: "residuals[i] = ||K~ u_i - lambda_i u_i||_2 / lambda_1; captured[i] = u_i' K~ u_i / trace(K~); \
                      K~ the (centred) training kernel matrix, u_i the returned eigenvectors over the training rows"
             .into(),
-        residuals: cert.residuals,
-        captured: cert.captured,
+        residuals: cert.residuals.clone(),
+        captured: cert.captured.clone(),
         captured_total: cert.captured_total,
         trace: cert.trace,
         sample_rows: cert.sample_rows,
-        ci95: cert.ci95.map(|ci| CertificateIntervals {
+        ci95: cert.ci95.as_ref().map(|ci| CertificateIntervals {
             method: ci.method.into(),
             residuals: ci.residuals.iter().map(|&(a, b)| [a, b]).collect(),
             captured: ci.captured.iter().map(|&(a, b)| [a, b]).collect(),
         }),
         centering_estimated: cert.centering_estimated,
-        seconds: start.elapsed().as_secs_f64(),
-    }))
+        seconds,
+    }
 }
 
 fn report_kernel(kernel: &Kernel, sigma_source: &str) -> ReportKernel {
@@ -448,96 +298,148 @@ fn report_kernel(kernel: &Kernel, sigma_source: &str) -> ReportKernel {
     }
 }
 
-/// What [`finish`] needs besides the solver's result: the rows (all of them), how they were
-/// read, the kernel and the times so far.
-struct Prepared {
+/// SKPCA's τ as `report.json` gives it.
+fn tau_report(tau: &TauOutcome) -> TauReport {
+    match &tau.choice {
+        None => TauReport { value: tau.value, source: "given".into(), subsample: None, estimated_eigenvalues: None },
+        Some(choice) => TauReport {
+            value: choice.tau,
+            source: format!(
+                "chosen for rank {rank} from the spectrum of a {m} x {m} kernel matrix of a random subsample (eigenvalues scaled by n/m)",
+                rank = choice.estimated_eigenvalues.len().saturating_sub(1),
+                m = choice.subsample
+            ),
+            subsample: Some(choice.subsample),
+            estimated_eigenvalues: Some(choice.estimated_eigenvalues.clone()),
+        },
+    }
+}
+
+/// What [`finish`] needs besides the job's outcome: the labels and source of the rows (on rank
+/// 0), how they were read, and the run's progress record.
+struct Read {
+    /// The rows' labels and source; its matrix is empty (the rows went to the job).
     data: Dataset,
     encoding: Option<OneHotEncoding>,
     origin: &'static str,
     total: Instant,
     read_time: Duration,
-    sigma_time: Duration,
-    kernel: Kernel,
-    sigma_source: &'static str,
-    bandwidth: Option<BandwidthReport>,
 }
 
-/// Runs `stolr kpca` (on the rows sharded across the processes of an MPI run when there are
-/// several: see [`distributed`]).
+/// Runs `stolr kpca`: reads the rows (this rank's part under an MPI run with several
+/// processes: see [`distributed`]), runs the library's job on them, and writes the outputs on
+/// rank 0.
 pub fn run(args: KpcaArgs) -> Result<()> {
-    if let Some(comm) = crate::distributed::current() {
-        if args.checkpoint.checkpoint.is_some() {
-            crate::distributed::refuse("--checkpoint")?;
-        }
-        return distributed::run(args, &*comm);
-    }
+    let world = crate::distributed::current();
     let total = Instant::now();
     if args.rank == Some(0) {
         bail!("--rank must be at least 1");
     }
-    let (mut data, encoding, origin) = load(&args)?;
-    let read_time = total.elapsed();
-    if data.n() == 0 || data.d() == 0 {
-        bail!("the dataset is empty ({} samples, {} features)", data.n(), data.d());
+    if args.solver != SolverKind::Skpca && args.rank.is_none() {
+        bail!("--solver {} needs --rank (the number of eigenpairs)", job(&args).solver.name());
     }
-    if let Some(rank) = args.rank
-        && rank > data.n()
-    {
-        bail!("--rank {rank} exceeds the number of samples n = {}", data.n());
+    let job = job(&args);
+    let iterative = matches!(args.solver, SolverKind::Skpca | SolverKind::Kha);
+    if iterative {
+        Progress::check_trace("--iterations", args.iterations, 1)?;
     }
-    let standardization: Option<Standardization> = args.standardize.then(|| standardize(&mut data.x));
-    let t_sigma = Instant::now();
-    let (kernel, sigma_source, bandwidth) = build_kernel(&args, data.x.as_ref(), &SingleProcess)?;
-    let sigma_time = t_sigma.elapsed();
-    let solved = solve(&args, data.x.as_ref(), &kernel, standardization)?;
-    let prepared = Prepared { data, encoding, origin, total, read_time, sigma_time, kernel, sigma_source, bandwidth };
-    finish(&args, prepared, solved)
+    let (shard, read) = match &world {
+        Some(comm) => {
+            if args.checkpoint.checkpoint.is_some() {
+                crate::distributed::refuse("--checkpoint")?;
+            }
+            let part = distributed::read_shard(&args, &**comm)?;
+            let read = Read {
+                data: part.full,
+                encoding: part.encoding,
+                origin: part.origin,
+                total,
+                read_time: total.elapsed(),
+            };
+            (Shard::part(part.local, part.shard, &**comm), read)
+        }
+        None => {
+            let (mut data, encoding, origin) = load(&args)?;
+            let read_time = total.elapsed();
+            if data.n() == 0 || data.d() == 0 {
+                bail!("the dataset is empty ({} samples, {} features)", data.n(), data.d());
+            }
+            if let Some(rank) = args.rank
+                && rank > data.n()
+            {
+                bail!("--rank {rank} exceeds the number of samples n = {}", data.n());
+            }
+            let x = std::mem::replace(&mut data.x, Mat::new());
+            (Shard::whole_owned(x), Read { data, encoding, origin, total, read_time })
+        }
+    };
+    require_support(&args.checkpoint, args.solver == SolverKind::Skpca, job.solver.name())?;
+    let store = FileStore::new(&args.checkpoint, || Ok(matrix_fingerprint(shard.rows())))?;
+    // Only rank 0 draws the bar and keeps the trace for the report.
+    let mut progress =
+        Progress::new(job.solver.name(), iterative.then_some(args.iterations), 1).with_checkpoint(store);
+    let outcome = job.run(shard, &mut progress)?;
+    progress.finish();
+    match outcome {
+        Some(outcome) => finish(&args, read, outcome, progress),
+        None => Ok(()),
+    }
 }
 
-/// The certificate, the output files, the report and the summary line of a fit on all the rows
-/// `prepared.data`.
-fn finish(args: &KpcaArgs, prepared: Prepared, mut solved: Solved) -> Result<()> {
-    let Prepared { mut data, encoding, origin, total, read_time, sigma_time, kernel, sigma_source, bandwidth } =
-        prepared;
-    let certificate = certificate(args, data.x.as_ref(), &kernel, &solved)?;
-    // The model keeps what it needs of the rows; the data matrix itself (466 MB at KDD Cup) is
-    // released before the outputs are written.
-    let (n, d) = (data.n(), data.d());
-    data.x = Mat::new();
+/// The output files, the report and the summary line of a job's outcome (on rank 0).
+fn finish(args: &KpcaArgs, read: Read, outcome: KernelPcaOutcome, progress: Progress) -> Result<()> {
+    let Read { data, encoding, origin, total, read_time } = read;
+    let KernelPcaOutcome { n, d, kernel, bandwidth, tau, fit, certificate, timings, .. } = outcome;
+    let KernelPcaFit { mut model, mut pairs, stop, iterations, exact_operator, converged, max_residual, warnings } =
+        fit;
+    if let Some(stop @ Stop::RankCapReached { .. }) = stop {
+        eprintln!("warning: SKPCA stopped early: {stop} (--max-rank, --tau)");
+    }
+    let warnings = print_warnings(&warnings);
+    let sigma_source = match (&bandwidth, &kernel) {
+        (Some(_), _) => "auto: 20th percentile of pairwise Euclidean distances between distinct rows",
+        (None, Kernel::Polynomial { .. }) => "not used",
+        (None, _) => "given",
+    };
+    let bandwidth = bandwidth.as_ref().map(bandwidth_report);
+    let tau = tau.as_ref().map(tau_report);
+    let certificate = certificate.as_ref().map(|c| certificate_report(c, timings.certificate.unwrap_or_default().as_secs_f64()));
+    let iterative = matches!(args.solver, SolverKind::Skpca | SolverKind::Kha);
+    let iterations = iterative.then_some(iterations);
+    let solve_time = timings.solve;
     let categorical: Vec<ReportCategorical> = encoding
         .iter()
         .flat_map(|e| e.columns())
         .map(|c| ReportCategorical { column: c.column, categories: c.categories.clone() })
         .collect();
     let label_column = encoding.as_ref().and_then(OneHotEncoding::label);
-    solved.model = solved.model.with_encoding(encoding)?;
+    model = model.with_encoding(encoding)?;
 
     let t_write = Instant::now();
     // The files go into the staging folder of the claimed --out, swapped in as a set by main.
     let out = args.out.as_deref().map(crate::common::output::staged);
     if let Some(dir) = &out {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        write_npy_vector(&dir.join("eigenvalues.npy"), &solved.pairs.values)?;
-        write_npy_matrix(&dir.join("eigenvectors.npy"), solved.pairs.vectors.as_ref())?;
+        write_npy_vector(&dir.join("eigenvalues.npy"), &pairs.values)?;
+        write_npy_matrix(&dir.join("eigenvectors.npy"), pairs.vectors.as_ref())?;
     }
     // The projections U Λ^{1/2} (as Eigenpairs::projections) overwrite the eigenvectors, which
     // are written already: at n = 494 021, r = 50 a second (n, r) matrix would cost 198 MB.
-    let mut projections: Mat<f64> = std::mem::replace(&mut solved.pairs.vectors, Mat::new());
-    for (j, &value) in solved.pairs.values.iter().enumerate() {
+    let mut projections: Mat<f64> = std::mem::replace(&mut pairs.vectors, Mat::new());
+    for (j, &value) in pairs.values.iter().enumerate() {
         let scale = value.max(0.0).sqrt();
         projections.col_mut(j).iter_mut().for_each(|v| *v *= scale);
     }
-    let pairs = &solved.pairs;
     let mut outputs = Vec::new();
     if let Some(dir) = &out {
         write_npy_matrix(&dir.join("projections.npy"), projections.as_ref())?;
-        let model = write_model(dir, &solved.model)?;
-        outputs = vec![model, "eigenvalues.npy", "eigenvectors.npy", "projections.npy", "report.json"];
+        let written = write_model(dir, &model)?;
+        outputs = vec![written, "eigenvalues.npy", "eigenvectors.npy", "projections.npy", "report.json"];
     }
     if let Some(path) = &args.plot {
-        let t: Vec<f64> = solved.trace.iter().map(|r| r.0 as f64).collect();
-        let ranks: Vec<f64> = solved.trace.iter().map(|r| r.1 as f64).collect();
-        let title = format!("stolr kpca ({}): first two components", solved.model.solver());
+        let t: Vec<f64> = progress.trace.iter().map(|r| r.0 as f64).collect();
+        let ranks: Vec<f64> = progress.trace.iter().map(|r| r.1 as f64).collect();
+        let title = format!("stolr kpca ({}): first two components", model.solver());
         let labels = label_values(&data);
         let curve = crate::plot::Curve { t, y: ranks, label: "rank of the iterate", log_y: false };
         let path = &crate::common::output::staged_file(path);
@@ -547,10 +449,9 @@ fn finish(args: &KpcaArgs, prepared: Prepared, mut solved: Solved) -> Result<()>
     let peak = peak_rss_bytes();
     // The iterations alone: τ's choice before the loop and the eigenpairs and model after it
     // are one-time costs, in the solve time.
-    let per_iteration_ms = solved
-        .iterations
+    let per_iteration_ms = iterations
         .filter(|&t| t > 0)
-        .map(|t| solved.loop_time.unwrap_or(solved.solve_time).as_secs_f64() * 1e3 / t as f64);
+        .map(|t| progress.loop_time.unwrap_or(solve_time).as_secs_f64() * 1e3 / t as f64);
     let report = KpcaReport {
         stolr_version: env!("CARGO_PKG_VERSION").into(),
         command: "kpca".into(),
@@ -566,8 +467,8 @@ fn finish(args: &KpcaArgs, prepared: Prepared, mut solved: Solved) -> Result<()>
         },
         kernel: report_kernel(&kernel, sigma_source),
         centered: args.center,
-        solver: solved.model.solver().into(),
-        exact_operator: solved.exact_operator.map(|o| o.name().into()),
+        solver: model.solver().into(),
+        exact_operator: exact_operator.map(|o| o.name().into()),
         parameters: KpcaParameters {
             rank: args.rank,
             tau: args.tau,
@@ -579,25 +480,25 @@ fn finish(args: &KpcaArgs, prepared: Prepared, mut solved: Solved) -> Result<()>
             tau_subsample: args.tau_subsample,
             seed: args.seed,
         },
-        tau: solved.tau.clone(),
+        tau: tau.clone(),
         bandwidth,
         result: KpcaResult {
             rank: pairs.rank(),
             eigenvalues: pairs.values.clone(),
             eigenvalue_order: "nonincreasing".into(),
-            iterations_run: solved.iterations,
-            stop_reason: solved.stop.map(|s| s.to_string()),
-            rank_trajectory: solved.trace.iter().map(|r| r.1).collect(),
+            iterations_run: iterations,
+            stop_reason: stop.map(|s| s.to_string()),
+            rank_trajectory: progress.trace.iter().map(|r| r.1).collect(),
             requested_rank: args.rank,
-            converged: solved.converged,
-            max_residual: solved.max_residual,
-            warnings: solved.warnings.clone(),
+            converged,
+            max_residual,
+            warnings,
         },
         certificate: certificate.clone(),
         timings_s: KpcaTimings {
             read: read_time.as_secs_f64(),
-            bandwidth: sigma_time.as_secs_f64(),
-            solve: solved.solve_time.as_secs_f64(),
+            bandwidth: timings.bandwidth.as_secs_f64(),
+            solve: solve_time.as_secs_f64(),
             write: write_time.as_secs_f64(),
             total: total.elapsed().as_secs_f64(),
             per_iteration_ms,
@@ -612,7 +513,7 @@ fn finish(args: &KpcaArgs, prepared: Prepared, mut solved: Solved) -> Result<()>
         Kernel::Gaussian { sigma } | Kernel::Laplacian { sigma } => format!(" sigma={sigma:.4}"),
         _ => String::new(),
     };
-    let tau_text = solved.tau.as_ref().map(|t| format!(" tau={:.4}", t.value)).unwrap_or_default();
+    let tau_text = tau.as_ref().map(|t| format!(" tau={:.4}", t.value)).unwrap_or_default();
     let dataset_text =
         if args.input.is_some() { data.source.clone() } else { format!("built-in dataset: {}", data.source) };
     let certificate_text = certificate
@@ -622,16 +523,16 @@ fn finish(args: &KpcaArgs, prepared: Prepared, mut solved: Solved) -> Result<()>
             format!(", certificate ({}): max residual {worst:.2e}, captured {:.4}", c.method, c.captured_total)
         })
         .unwrap_or_default();
-    let solver_text = match solved.exact_operator {
-        Some(op) => format!("{} ({})", solved.model.solver(), op.name()),
-        None => solved.model.solver().to_string(),
+    let solver_text = match exact_operator {
+        Some(op) => format!("{} ({})", model.solver(), op.name()),
+        None => model.solver().to_string(),
     };
     // Fewer pairs than asked for, and KHA's convergence test, in the summary line too.
     let requested_text = match args.rank {
         Some(asked) if asked > pairs.rank() => format!(" (of {asked} requested: numerical rank {})", pairs.rank()),
         _ => String::new(),
     };
-    let converged_text = match (solved.converged, solved.max_residual) {
+    let converged_text = match (converged, max_residual) {
         (Some(true), Some(res)) => format!("converged (max residual {res:.2e}), "),
         (Some(false), Some(res)) => format!("NOT converged (max residual {res:.2e}), "),
         _ => String::new(),
@@ -644,7 +545,7 @@ fn finish(args: &KpcaArgs, prepared: Prepared, mut solved: Solved) -> Result<()>
         kname = format!("{:?}", args.kernel).to_lowercase(),
         r = pairs.rank(),
         l1 = pairs.values.first().copied().unwrap_or(f64::NAN),
-        it = solved.iterations.map(|t| format!("{t} iterations, ")).unwrap_or_default(),
+        it = iterations.map(|t| format!("{t} iterations, ")).unwrap_or_default(),
         secs = total.elapsed().as_secs_f64(),
         mem = peak.map(|b| format!("{:.1} MB", b as f64 / 1e6)).unwrap_or_else(|| "unknown".into()),
         out = args.out.as_ref().map(|d| format!(" -> {}", d.display())).unwrap_or_default(),

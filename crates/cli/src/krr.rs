@@ -6,10 +6,10 @@
 //! with the training statistics (files only). The Gaussian kernel width is σ = 1 for sinc
 //! (paper 004, Table 1) and the 20th percentile of the training distances otherwise.
 //!
-//! Random streams (`rng::stream(seed, i)`): 0 sinc data, 1 train/test split, 2 width rule,
-//! 3 landmarks `J`, 4 SLKL's coordinate order, 5 the folds and fits of `--nu auto`.
-//! `J` comes from stream 3 alone, so `slkl`, `krr-subset` and `uniform` use the same landmarks
-//! for the same seed and data.
+//! Random streams: the library's named [`KrrStream`]s (sinc data, train/test split, width rule,
+//! landmarks `J`, SLKL's coordinate order, the folds and fits of `--nu auto`). `J` comes from
+//! its own stream, so `slkl`, `krr-subset` and `uniform` use the same landmarks for the same
+//! seed and data, and Python's `KernelRidge` draws the same.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -23,8 +23,8 @@ use stolr_datasets::{
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, Kernel, bandwidth_rule};
 use stolr_lowrank::{Communicator, RowShard};
 use stolr_solvers::{
-    ColumnMode, CoordinateRule, KernelRidge, KrrModel, KrrSolver as Solver, LambdaSelection, NuModel, NuPath,
-    NuSelection, NystromKrrConfig, NystromSolve, Observer, SlklConfig, UnifConfig, UniformWeight, log_grid,
+    ColumnMode, CoordinateRule, KernelRidge, KernelRidgeJob, KrrModel, KrrStream, Shard, KrrSolver as Solver, LambdaSelection, NuModel, NuPath,
+    NuSelection, NystromKrrConfig, NystromSolve, SlklConfig, UnifConfig, UniformWeight, log_grid,
     mean_squared_error, select_lambda_nystrom, select_landmarks, select_nu, select_nu_path,
 };
 
@@ -38,20 +38,6 @@ use crate::common::output::{write_model, write_report};
 use crate::common::checkpoint::{CheckpointArgs, FileStore, matrix_fingerprint, require_support};
 use crate::common::progress::Progress;
 use crate::memory::peak_rss_bytes;
-use crate::rng::stream;
-
-/// Random stream of the generated data.
-const STREAM_DATA: u32 = 0;
-/// Random stream of the train/test split.
-const STREAM_SPLIT: u32 = 1;
-/// Random stream of the width rule's sampled pairs.
-const STREAM_SIGMA: u32 = 2;
-/// Random stream of the landmarks `J`.
-const STREAM_LANDMARKS: u32 = 3;
-/// Random stream of SLKL's coordinate order.
-const STREAM_COORDINATES: u32 = 4;
-/// Random stream of `--nu auto` (hold-out split, then the validation fits).
-const STREAM_NU: u32 = 5;
 
 /// `--nu auto` grid of Unif: 10^-4 … 10^1, two points per decade (spec §6.14). SLKL's path
 /// descends from ν_max instead (`select_nu_path`).
@@ -262,7 +248,7 @@ fn prepare(args: &KrrArgs) -> Result<Prepared> {
             let format = args.format.context("--input needs --format abalone|housing|csv|libsvm")?;
             let test_size = args.test_size.context("--input needs --test-size N")?;
             let data = read_regression(input, format, None)?;
-            let split = random_split(data.n(), test_size, &mut stream(args.seed, STREAM_SPLIT))
+            let split = random_split(data.n(), test_size, &mut KrrStream::Split.rng(args.seed))
                 .with_context(|| format!("cannot split the {} rows of {}", data.n(), input.display()))?;
             (split.apply(&data)?, "file, random split", format_name(format))
         }
@@ -296,7 +282,7 @@ fn prepare(args: &KrrArgs) -> Result<Prepared> {
                 format!("the generated data (--n-train + --n-test = {rows} rows of {d} features and a target)"),
                 stolr_memory::f64_bytes(&[rows, d + 1]),
             )?;
-            let rng = &mut stream(args.seed, STREAM_DATA);
+            let rng = &mut KrrStream::Data.rng(args.seed);
             match generator {
                 KrrGenerator::Sinc => (generate::sinc(args.n_train, args.n_test, rng)?, "generated", "sinc".to_owned()),
                 KrrGenerator::Friedman1 => (
@@ -332,7 +318,7 @@ fn sigma(args: &KrrArgs, prepared: &Prepared) -> Result<(f64, String)> {
         return Ok((1.0, "auto: 1, paper 004's width for sinc (Table 1)".into()));
     }
     let x = prepared.data.train.x.as_ref();
-    let s = bandwidth_rule(x, args.sigma_percentile, DEFAULT_BANDWIDTH_PAIRS, &mut stream(args.seed, STREAM_SIGMA))
+    let s = bandwidth_rule(x, args.sigma_percentile, DEFAULT_BANDWIDTH_PAIRS, &mut KrrStream::Bandwidth.rng(args.seed))
         .context("cannot choose the kernel width")?;
     Ok((
         s,
@@ -366,7 +352,7 @@ fn slkl_config(args: &KrrArgs, nu: f64, landmarks: usize) -> SlklConfig {
 /// ν by `--nu-folds`-fold cross-validation on the training set (SLKL or Unif).
 fn validate_nu(args: &KrrArgs, x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel) -> Result<NuSelection> {
     let n = x.nrows();
-    let mut rng = stream(args.seed, STREAM_NU);
+    let mut rng = KrrStream::Validation.rng(args.seed);
     let folds = random_folds(n, args.nu_folds, &mut rng).with_context(|| {
         format!(
             "--nu auto: cannot make {} folds of the {n} training points (give --nu or fewer --nu-folds)",
@@ -388,10 +374,10 @@ const LAMBDA_GRID: (i32, i32, usize) = (-6, 4, 2);
 /// λ by `--nu-folds`-fold cross-validation for Nyström KRR, on the landmarks of the final fit.
 fn validate_lambda(args: &KrrArgs, x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel) -> Result<LambdaSelection> {
     let n = x.nrows();
-    let folds = random_folds(n, args.nu_folds, &mut stream(args.seed, STREAM_NU)).with_context(|| {
+    let folds = random_folds(n, args.nu_folds, &mut KrrStream::Validation.rng(args.seed)).with_context(|| {
         format!("--lambda auto: cannot make {} folds of the {n} training points (fewer --nu-folds)", args.nu_folds)
     })?;
-    let landmarks = select_landmarks(n, args.landmarks, &mut stream(args.seed, STREAM_LANDMARKS))?;
+    let landmarks = select_landmarks(n, args.landmarks, &mut KrrStream::Landmarks.rng(args.seed))?;
     let config = NystromKrrConfig { memory: crate::memory::budget(), ..NystromKrrConfig::default() };
     let grid = log_grid(LAMBDA_GRID.0, LAMBDA_GRID.1, LAMBDA_GRID.2);
     Ok(select_lambda_nystrom(x, y, &folds, kernel, &config, &landmarks, !args.no_intercept, &grid)?)
@@ -471,15 +457,13 @@ fn fit(
         },
         KrrSolver::Krr => Solver::Krr { lambda },
     };
-    if args.solver == KrrSolver::Krr {
-        // KRR_n's n × n matrix (and its Cholesky factor) is refused above the budget before any work.
-        let n = x.nrows();
-        crate::memory::budget().check(
-            format!("KRR_n's {n} × {n} kernel matrix and its Cholesky factor (n = {n}; --memory-limit)"),
-            stolr_memory::f64_bytes(&[2, n, n]),
-        )?;
-    }
-    let params = KernelRidge { kernel: *kernel, solver, intercept: !args.no_intercept, standardize: false };
+    let job = KernelRidgeJob {
+        memory: crate::memory::budget(),
+        ..KernelRidgeJob::new(
+            KernelRidge { kernel: *kernel, solver, intercept: !args.no_intercept, standardize: false },
+            args.seed,
+        )
+    };
     let solver_name = format!("{:?}", args.solver).to_lowercase();
     require_support(&args.checkpoint, args.solver == KrrSolver::Slkl, &solver_name)?;
     // The data as SLKL sees them: the training rows and their targets.
@@ -490,44 +474,20 @@ fn fit(
             matrix_fingerprint(MatRef::from_column_major_slice(y, y.len(), 1))
         ))
     })?;
-    let (model, summary) = if let Some(comm) = comm {
+    // Only rank 0 draws the bar (it never stops the run, so the ranks stay in step).
+    let mut progress = Progress::new(&solver_name, None, args.landmarks.max(1)).with_checkpoint(store);
+    let (model, summary) = match comm {
         // This rank's balanced share of the training rows; the landmarks are drawn over the
         // global n, and SLKL's coordinate order, from the same streams as on one process.
-        let shard = RowShard::balanced(x.nrows(), comm.rank(), comm.size());
-        // Only rank 0 draws the bar (it never stops the run, so the ranks stay in step).
-        let mut progress = comm.is_root().then(|| Progress::new(&solver_name, None, args.landmarks.max(1)));
-        let mut silent = ();
-        let observer: &mut dyn Observer = match progress.as_mut() {
-            Some(p) => p,
-            None => &mut silent,
-        };
-        let fitted = params.fit_prepared_sharded(
-            x.subrows(shard.first, shard.rows),
-            &y[shard.first..shard.first + shard.rows],
-            standardization,
-            &mut stream(args.seed, STREAM_LANDMARKS),
-            &mut stream(args.seed, STREAM_COORDINATES),
-            observer,
-            comm,
-            shard,
-        )?;
-        if let Some(p) = progress.as_mut() {
-            p.finish();
+        Some(comm) => {
+            let place = RowShard::balanced(x.nrows(), comm.rank(), comm.size());
+            let local = x.subrows(place.first, place.rows).to_owned();
+            let shard = Shard::part(local, place, comm);
+            job.run(shard, &y[place.first..place.first + place.rows], standardization, &mut progress)?
         }
-        fitted
-    } else {
-        let mut progress = Progress::new(&solver_name, None, args.landmarks.max(1)).with_checkpoint(store);
-        let fitted = params.fit_prepared(
-            x,
-            y,
-            standardization,
-            &mut stream(args.seed, STREAM_LANDMARKS),
-            &mut stream(args.seed, STREAM_COORDINATES),
-            &mut progress,
-        )?;
-        progress.finish();
-        fitted
+        None => job.run(Shard::whole(x), y, standardization, &mut progress)?,
     };
+    progress.finish();
     let centres = model.expansion().len();
     let definition = match args.solver {
         KrrSolver::Slkl => "F(mu) = lambda y^T (lambda I + K_mu)^-1 y + nu sum(mu), paper 004 (14)",

@@ -15,7 +15,6 @@ mod memory;
 mod pca;
 mod pca_stream;
 mod plot;
-mod rng;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 

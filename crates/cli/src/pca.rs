@@ -7,7 +7,11 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use stolr_datasets::{Dataset, generate, write_npy_matrix, write_npy_vector};
 use stolr_report::{PcaDataset, PcaParameters, PcaReport, PcaResult, PcaTimings};
-use stolr_solvers::{Pca, PcaModel, PcaSolver as Solver, SvrgPcaConfig, Transformer, VrPcaConfig, captured_norm};
+use stolr_lowrank::RowShard;
+use stolr_solvers::{
+    Pca, PcaJob, PcaJobOutcome, PcaModel, PcaSolver as Solver, PcaStream, Shard, SvrgPcaConfig, Transformer,
+    VrPcaConfig, captured_norm,
+};
 
 use crate::common::input::{Format, label_values, read};
 use crate::common::output::{write_model, write_report};
@@ -15,7 +19,6 @@ use crate::common::progress::Progress;
 
 use crate::common::checkpoint::{CheckpointArgs, FileStore, matrix_fingerprint, require_support};
 use crate::memory::peak_rss_bytes;
-use crate::rng::stream;
 
 pub(crate) mod distributed;
 
@@ -137,7 +140,7 @@ pub struct PcaArgs {
 
 /// The data of `--generate kind`, drawn from the seed's stream 0.
 pub(crate) fn generated(args: &PcaArgs, kind: Generator) -> Result<generate::Generated> {
-    let mut rng = stream(args.seed, 0);
+    let mut rng = PcaStream::Data.rng(args.seed);
     // The n × d matrix, its orthonormal factors (n × d and d × d) and a product's temporary.
     let (n, d) = (args.n, args.d);
     crate::memory::budget().check(
@@ -180,7 +183,9 @@ pub(crate) fn plot(
     crate::plot::embedding(&crate::common::output::staged_file(path), &title, z.as_ref(), labels, curve)
 }
 
-/// Runs `stolr pca`.
+/// Runs `stolr pca`: reads the rows (this rank's part under an MPI run with several
+/// processes), runs the library's job on them ([`PcaJob::run`], the call Python makes), and
+/// writes the outputs on rank 0.
 pub fn run(args: PcaArgs) -> Result<()> {
     let world = crate::distributed::current();
     if let Some(comm) = &world {
@@ -190,26 +195,31 @@ pub fn run(args: PcaArgs) -> Result<()> {
         return crate::pca_stream::run(args);
     }
     let total = Instant::now();
-    let (data, singular_values): (Dataset, Option<Vec<f64>>) = match (&args.input, args.generate) {
-        (Some(path), _) => {
-            if matches!(args.format, Format::Abalone | Format::Housing) {
-                bail!(
-                    "--format {} is a regression set; pca reads mnist, libsvm, csv, npy or magic",
-                    args.format.name()
-                );
-            }
-            (read(path, args.format, false)?, None)
+    let (mut data, singular_values, shard): (Dataset, Option<Vec<f64>>, RowShard) = match (&world, &args.input, args.generate)
+    {
+        (_, Some(_), _) if matches!(args.format, Format::Abalone | Format::Housing) => bail!(
+            "--format {} is a regression set; pca reads mnist, libsvm, csv, npy or magic",
+            args.format.name()
+        ),
+        (Some(comm), _, _) => {
+            let (x, source, shard) = distributed::local_rows(&args, &**comm)?;
+            (Dataset { x, labels: stolr_datasets::Labels::None, source }, None, shard)
         }
-        (None, Some(kind)) => {
+        (None, Some(path), _) => {
+            let data = read(path, args.format, false)?;
+            let shard = RowShard::whole(data.n());
+            (data, None, shard)
+        }
+        (None, None, Some(kind)) => {
             let g = generated(&args, kind)?;
-            let data = Dataset { x: g.x, labels: stolr_datasets::Labels::None, source: g.source };
-            (data, g.singular_values)
+            let shard = RowShard::whole(g.x.nrows());
+            (Dataset { x: g.x, labels: stolr_datasets::Labels::None, source: g.source }, g.singular_values, shard)
         }
-        (None, None) => bail!("give --input or --generate"),
+        (None, None, None) => bail!("give --input or --generate"),
     };
     let source = data.source.clone();
     let read_time = total.elapsed();
-    let (n, d) = (data.n(), data.d());
+    let (n, d) = (shard.total, data.d());
     if n == 0 || d == 0 {
         bail!("the dataset is empty ({n} samples, {d} features)");
     }
@@ -233,37 +243,36 @@ pub fn run(args: PcaArgs) -> Result<()> {
             }
             Solver::SvrgBb(config)
         }
-        PcaSolver::VrPca => Solver::VrPca(VrPcaConfig::new(args.rank, args.epochs.unwrap_or(10))),
+        PcaSolver::VrPca => Solver::VrPca(VrPcaConfig::new(args.rank, args.epochs.unwrap_or(VrPcaConfig::DEFAULT_EPOCHS))),
         PcaSolver::Msg | PcaSolver::CappedMsg | PcaSolver::Incremental | PcaSolver::Oja => {
             unreachable!("streaming solvers run in pca_stream")
         }
     };
-    let params = Pca { rank: args.rank, center: args.center, scale: args.scale, solver };
-    // The fit time counts the centring and scaling copy: it is part of fitting the model.
-    let solve_start = Instant::now();
-    let prepared = params.prepare(data.x.as_ref())?;
-    let mut rng = stream(args.seed, 1);
+    let job = PcaJob {
+        memory: crate::memory::budget(),
+        ..PcaJob::new(Pca { rank: args.rank, center: args.center, scale: args.scale, solver }, args.seed)
+    };
     if let Some(epochs) = args.epochs {
         Progress::check_trace("--epochs", epochs, 1)?;
     }
-    require_support(&args.checkpoint, args.solver != PcaSolver::Exact, params.solver.name())?;
-    let store = FileStore::new(&args.checkpoint, || Ok(matrix_fingerprint(prepared.x())))?;
-    let mut progress = Progress::new(params.solver.name(), None, 1).with_checkpoint(store);
-    let (mean, scale) = (prepared.mean.clone(), prepared.scale.clone());
-    let (model, stop, epochs) = match &world {
-        // Under mpirun: the rows split across the ranks (SVRG-PCA only).
-        Some(comm) => distributed::fit_prepared(&params, prepared.x(), mean, scale, &mut rng, &mut progress, &**comm)?,
-        None => params.fit_prepared(prepared.x(), mean, scale, &mut rng, &mut progress)?,
+    require_support(&args.checkpoint, args.solver != PcaSolver::Exact, job.pca.solver.name())?;
+    // The fingerprint of the rows as read (the job prepares its own copy).
+    let store = FileStore::new(&args.checkpoint, || Ok(matrix_fingerprint(data.x.as_ref())))?;
+    let mut progress = Progress::new(job.pca.solver.name(), None, 1).with_checkpoint(store);
+    let shard_rows = match &world {
+        // Rank 0 plots its own rows under mpirun (a copy kept for it).
+        Some(comm) if args.plot.is_some() => Shard::part(data.x.clone(), shard, &**comm),
+        Some(comm) => Shard::part(std::mem::replace(&mut data.x, faer::Mat::new()), shard, &**comm),
+        None => Shard::whole(data.x.as_ref()),
     };
+    let PcaJobOutcome { model, stop, epochs, solve_time } = job.run(shard_rows, &mut progress)?;
     progress.finish();
     if world.as_ref().is_some_and(|c| !c.is_root()) {
         // Rank 0 writes and prints.
         return Ok(());
     }
-    drop(prepared);
     let epochs = stop.map(|_| epochs);
     let stop = stop.map(|s| s.to_string());
-    let solve_time = solve_start.elapsed();
     let captured = captured_norm(model.eigenvalues());
     if let Some(dir) = &args.out {
         let report = PcaReport {

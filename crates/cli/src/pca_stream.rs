@@ -1,15 +1,17 @@
 //! `stolr pca --solver msg|capped-msg|incremental|oja`: PCA in one pass over a stream.
 //!
-//! Passes over the input: with `--center` or `--scale`, one pass first computes the feature
-//! means (and the largest absolute value); then one pass feeds the solver; then one pass
-//! computes the Ritz values of the result (Rayleigh–Ritz on the `k`-dimensional subspace,
+//! The fit is the library's streaming job ([`StreamingPcaJob`], the call Python's
+//! `StreamingPCA.fit` makes) over a [`RowSource`] that re-opens the file for each pass (or
+//! walks a generated matrix): with `--center` or `--scale`, one pass first computes the
+//! feature means (and the largest absolute value); then one pass feeds the solver; then one
+//! pass computes the Ritz values of the result (Rayleigh–Ritz on the `k`-dimensional subspace,
 //! which also orders the components by captured variance). Memory is `O(d k + d)` throughout
 //! (except for LIBSVM input, which is read whole), plus `O(d B)` for MSG's `--batch B`.
 //!
 //! Under `mpirun -np P > 1` (MSG and capped MSG only): each rank holds its part of the rows in
 //! memory ([`crate::pca::distributed::local_rows`]) and streams it in data-parallel
-//! mini-batches ([`StreamPass::sharded`]); the sums of the first and last passes are added
-//! across ranks; rank 0 writes and prints.
+//! mini-batches; the sums of the first and last passes are added across ranks; rank 0 writes
+//! and prints.
 
 use std::path::Path;
 use std::time::Instant;
@@ -17,104 +19,67 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use clap::ValueEnum;
 use faer::Mat;
-use stolr_datasets::{DataError, RowFormat, stream_rows};
-use stolr_lowrank::{Communicator, Eigenpairs, RowShard, SingleProcess, sym_eigen_desc};
+use stolr_datasets::{RowFormat, stream_rows};
+use stolr_lowrank::{Communicator, SingleProcess};
 use stolr_report::{PcaDataset, PcaParameters, PcaReport, PcaResult, PcaTimings};
 use stolr_solvers::{
-    IncrementalPca, IterationReport, Msg, MsgConfig, Observer, Oja, PcaModel, StepSize, StreamPass, StreamingPca,
-    captured_norm,
+    IterationReport, Observer, PassKind, RowPass, RowReadError, RowSource, SolverError, StreamTransform,
+    StreamingPcaJob, StreamingSolver, captured_norm,
 };
 
-use crate::common::checkpoint::{
-    FileStore, RowError, RowPrefix, changed_input, matrix_fingerprint, streamed_file_fingerprint,
-};
+use crate::common::checkpoint::{FileStore, RowPrefix, changed_input, matrix_fingerprint, streamed_file_fingerprint};
 use crate::common::input::Format;
 use crate::common::progress::Progress;
 use crate::memory::peak_rss_bytes;
 use crate::pca::{PcaArgs, PcaSolver, generated, write_outputs};
-use crate::rng::stream;
 
-/// A pass's rows, fingerprinted as they are read ([`RowPrefix`]) and transformed.
-type Rows<'s> = Box<dyn Iterator<Item = Result<Vec<f64>, RowError<DataError>>> + 's>;
+/// Where the samples come from: a file re-opened for each pass, or a matrix; the solver's pass
+/// goes through `prefix`, the fingerprint a checkpoint keeps of the rows read.
+struct Source<'a> {
+    rows: Rows<'a>,
+    prefix: RowPrefix,
+}
 
-/// Where the samples come from: a file re-opened for each pass, or a generated matrix.
-enum Source<'a> {
+enum Rows<'a> {
     File(&'a Path, RowFormat),
     Matrix(Mat<f64>),
 }
 
-impl Source<'_> {
-    /// The rows, transformed, as a stream for [`StreamPass`]; each row as read (before the
-    /// transform) goes into `prefix`, the fingerprint a checkpoint keeps of the rows read.
-    fn rows<'s>(&'s self, transform: &'s Transform, prefix: &RowPrefix) -> Result<Rows<'s>> {
-        let apply = move |x: &[f64]| {
-            let mut out = vec![0.0; x.len()];
-            transform.apply(x, &mut out);
-            out
-        };
-        let raw: Box<dyn Iterator<Item = Result<Vec<f64>, DataError>> + 's> = match self {
-            Source::File(path, format) => Box::new(stream_rows(path, *format)?),
-            Source::Matrix(x) => Box::new((0..x.nrows()).map(move |i| Ok((0..x.ncols()).map(|j| x[(i, j)]).collect()))),
-        };
-        Ok(Box::new(prefix.wrap(raw).map(move |r| r.map(|x| apply(&x)))))
+impl RowSource for Source<'_> {
+    fn dim(&self) -> Result<usize, SolverError> {
+        Ok(match &self.rows {
+            Rows::File(path, format) => stream_rows(path, *format).map_err(read_error)?.dim(),
+            Rows::Matrix(x) => x.ncols(),
+        })
     }
 
-    /// One pass: calls `f` on every sample, in order.
-    fn for_each(&self, mut f: impl FnMut(&[f64]) -> Result<()>) -> Result<usize> {
-        let mut count = 0;
-        match self {
-            Source::File(path, format) => {
-                for row in stream_rows(path, *format)? {
-                    f(&row?)?;
-                    count += 1;
-                }
-            }
-            Source::Matrix(x) => {
-                let mut row = vec![0.0; x.ncols()];
-                for i in 0..x.nrows() {
-                    for (j, r) in row.iter_mut().enumerate() {
-                        *r = x[(i, j)];
-                    }
-                    f(&row)?;
-                    count += 1;
-                }
-            }
-        }
-        Ok(count)
-    }
-
-    fn dim(&self) -> Result<usize> {
-        Ok(match self {
-            Source::File(path, format) => stream_rows(path, *format)?.dim(),
-            Source::Matrix(x) => x.ncols(),
+    fn rows(&self, pass: PassKind) -> Result<RowPass<'_>, SolverError> {
+        let raw: Box<dyn Iterator<Item = Result<Vec<f64>, stolr_datasets::DataError>> + '_> = match &self.rows {
+            Rows::File(path, format) => Box::new(stream_rows(path, *format).map_err(read_error)?),
+            Rows::Matrix(x) => Box::new((0..x.nrows()).map(move |i| Ok((0..x.ncols()).map(|j| x[(i, j)]).collect()))),
+        };
+        Ok(match pass {
+            // Each row as read goes into the checkpoint's fingerprint.
+            PassKind::Solver => Box::new(self.prefix.wrap(raw).map(|r| r.map_err(|e| RowReadError(Box::new(e))))),
+            _ => Box::new(raw.map(|r| r.map_err(|e| RowReadError(Box::new(e))))),
         })
     }
 }
 
-/// The affine map applied to every sample: `(x − mean) · scale`.
-struct Transform {
-    mean: Option<Vec<f64>>,
-    scale: f64,
+/// A reader's error opening a pass, as the job reports it.
+fn read_error(e: stolr_datasets::DataError) -> SolverError {
+    SolverError::Stream { index: 0, source: Box::new(e) }
 }
 
-impl Transform {
-    /// What the rows are read through, for a checkpoint: a CRC-32 of the means' and the
-    /// scale's bits.
-    fn fingerprint(&self) -> String {
-        let mut crc = crc32fast::Hasher::new();
-        for v in self.mean.iter().flatten().chain([&self.scale]) {
-            crc.update(&v.to_bits().to_le_bytes());
-        }
-        let what = if self.mean.is_some() { "the feature means and the scale" } else { "the scale" };
-        format!("{what} computed over the whole input (crc32 {:08x})", crc.finalize())
+/// What the rows are read through, for a checkpoint: a CRC-32 of the means' and the scale's
+/// bits.
+fn fingerprint(transform: &StreamTransform) -> String {
+    let mut crc = crc32fast::Hasher::new();
+    for v in transform.mean.iter().flatten().chain([&transform.scale]) {
+        crc.update(&v.to_bits().to_le_bytes());
     }
-
-    fn apply(&self, x: &[f64], out: &mut [f64]) {
-        match &self.mean {
-            Some(mean) => out.iter_mut().zip(x).zip(mean).for_each(|((o, v), m)| *o = (v - m) * self.scale),
-            None => out.iter_mut().zip(x).for_each(|(o, v)| *o = v * self.scale),
-        }
-    }
+    let what = if transform.mean.is_some() { "the feature means and the scale" } else { "the scale" };
+    format!("{what} computed over the whole input (crc32 {:08x})", crc.finalize())
 }
 
 /// The progress bar of the pass, and the largest rank the iterate reached.
@@ -138,6 +103,25 @@ fn solver_label(solver: PcaSolver) -> String {
     solver.to_possible_value().map_or_else(String::new, |v| v.get_name().to_owned())
 }
 
+/// The job of `args`.
+fn job(args: &PcaArgs) -> StreamingPcaJob {
+    let solver = match args.solver {
+        PcaSolver::Msg => StreamingSolver::Msg,
+        PcaSolver::CappedMsg => StreamingSolver::CappedMsg { cap: args.cap },
+        PcaSolver::Incremental => StreamingSolver::Incremental,
+        PcaSolver::Oja => StreamingSolver::Oja,
+        PcaSolver::SvrgBb | PcaSolver::VrPca | PcaSolver::Exact => unreachable!("not a streaming solver"),
+    };
+    StreamingPcaJob {
+        eta_scale: args.eta_scale,
+        batch: args.batch,
+        center: args.center,
+        scale: args.scale,
+        memory: crate::memory::budget(),
+        ..StreamingPcaJob::new(solver, args.rank, args.seed)
+    }
+}
+
 /// Runs `stolr pca` with a streaming solver.
 pub fn run(args: PcaArgs) -> Result<()> {
     let total = Instant::now();
@@ -151,10 +135,10 @@ pub fn run(args: PcaArgs) -> Result<()> {
     // mini-batches over.
     let world = crate::distributed::current();
     let comm: &dyn Communicator = world.as_deref().unwrap_or(&SingleProcess);
-    let (source, name) = match (&args.input, args.generate) {
+    let (rows, name) = match (&args.input, args.generate) {
         _ if world.is_some() => {
-            let (local, name) = crate::pca::distributed::local_rows(&args, comm)?;
-            (Source::Matrix(local), name)
+            let (local, name, _) = crate::pca::distributed::local_rows(&args, comm)?;
+            (Rows::Matrix(local), name)
         }
         (Some(path), _) => {
             let format = match args.format {
@@ -164,144 +148,49 @@ pub fn run(args: PcaArgs) -> Result<()> {
                 Format::Npy => RowFormat::Npy,
                 other => bail!("the streaming solvers read mnist, libsvm, csv or npy, not {}", other.name()),
             };
-            (Source::File(path, format), path.display().to_string())
+            (Rows::File(path, format), path.display().to_string())
         }
         (None, Some(kind)) => {
             let g = generated(&args, kind)?;
-            (Source::Matrix(g.x), g.source)
+            (Rows::Matrix(g.x), g.source)
         }
         (None, None) => bail!("give --input or --generate"),
     };
+    let source = Source { rows, prefix: RowPrefix::new() };
     let d = source.dim()?;
     let k = args.rank;
     if k == 0 || k >= d {
         bail!("--rank {k} is impossible for a streaming solver: it must be between 1 and d − 1 = {}", d - 1);
     }
+    let job = job(&args);
 
     // Pass 0 (only with --center or --scale): feature means and the largest |x|.
-    let prepare_start = Instant::now();
-    let mut transform = Transform { mean: None, scale: 1.0 };
-    if args.center || args.scale {
-        let mut sum = vec![0.0; d];
-        let mut max_abs = 0.0_f64;
-        let local = source.for_each(|x| {
-            sum.iter_mut().zip(x).for_each(|(s, v)| *s += v);
-            max_abs = x.iter().fold(max_abs, |m, v| m.max(v.abs()));
-            Ok(())
-        })?;
-        // Every rank's sums and counts, added in rank order; the largest |x| of every rank.
-        let n = if comm.size() > 1 {
-            sum.push(local as f64);
-            comm.all_reduce_sum(&mut sum);
-            max_abs = comm.all_gather(&[max_abs]).iter().fold(0.0, |m, v| m.max(v[0]));
-            sum.pop().map_or(0, |n| n as usize)
-        } else {
-            local
-        };
-        if n == 0 {
-            bail!("the dataset is empty");
-        }
-        if args.center {
-            transform.mean = Some(sum.iter().map(|s| s / n as f64).collect());
-        }
-        if args.scale && max_abs > 0.0 {
-            transform.scale = 1.0 / max_abs;
-        }
-    }
-    let prepare_time = prepare_start.elapsed();
-
-    // The solver's iterate, d × r doubles with its update buffers (about three such blocks),
-    // and a mini-batch, checked before the solver allocates any of it: capped MSG keeps up to
-    // its cap, the others k + 1 columns at least (plain MSG's rank can grow past it, by one per
-    // sample at most: not bounded before the pass).
-    let r = match args.solver {
-        PcaSolver::CappedMsg => args.cap.unwrap_or(k + 1).min(d),
-        _ => k + 1,
-    };
-    let what = solver_label(args.solver);
-    crate::memory::budget().check(
-        format!("the d × r iterate of {what} and its updates (d = {d}, r = {r}, --batch {})", args.batch),
-        stolr_memory::f64_bytes(&[3, d, r + 1]).saturating_add(stolr_memory::f64_bytes(&[2, args.batch, d])),
-    )?;
-    let mut rng = stream(args.seed, 1);
-    let step = StepSize::ScaleFree { c: args.eta_scale };
-    let mut solver: Box<dyn StreamingPca> = match args.solver {
-        PcaSolver::Msg => Box::new(Msg::new(MsgConfig { step, ..MsgConfig::msg(d, k) }, &mut rng)?),
-        PcaSolver::CappedMsg => {
-            let cap = args.cap.unwrap_or(k + 1);
-            Box::new(Msg::new(MsgConfig { step, cap: Some(cap), ..MsgConfig::msg(d, k) }, &mut rng)?)
-        }
-        PcaSolver::Incremental => Box::new(IncrementalPca::new(d, k)?),
-        PcaSolver::Oja => Box::new(Oja::new(d, k, step, &mut rng)?),
-        PcaSolver::SvrgBb | PcaSolver::VrPca | PcaSolver::Exact => unreachable!("not a streaming solver"),
-    };
-
-    // Pass 1: the solver sees every sample once, through the one solver loop.
-    let solve_start = Instant::now();
-    let prefix = RowPrefix::new();
-    let store = FileStore::new(&args.checkpoint, || match &source {
-        Source::File(..) => Ok(streamed_file_fingerprint()),
-        Source::Matrix(x) => Ok(matrix_fingerprint(x.as_ref())),
+    let preparing = Instant::now();
+    let transform = job.transform(&source, comm)?;
+    let prepare_time = preparing.elapsed();
+    let store = FileStore::new(&args.checkpoint, || match &source.rows {
+        Rows::File(..) => Ok(streamed_file_fingerprint()),
+        Rows::Matrix(x) => Ok(matrix_fingerprint(x.as_ref())),
     })?
-    .map(|store| store.with_prefix(prefix.clone(), transform.fingerprint()));
+    .map(|store| store.with_prefix(source.prefix.clone(), fingerprint(&transform)));
     let progress = Progress::new(&solver_label(args.solver), None, 1000).with_checkpoint(store);
     let mut observer = StreamObserver { progress, max_rank: 0 };
-    // Each rank adds its share of every mini-batch (one process: all of it).
-    let local_batch = RowShard::balanced(args.batch, comm.rank(), comm.size()).rows;
-    let mut pass = StreamPass::new(&mut *solver, source.rows(&transform, &prefix)?).sharded(local_batch, comm)?;
-    let mut silent = ();
-    // Only rank 0 draws the progress bar.
-    let watcher: &mut dyn Observer = if comm.is_root() { &mut observer } else { &mut silent };
-    stolr_solvers::run(&mut pass, &mut rng, watcher).map_err(|e| match changed_input(&e) {
+    // Pass 1 and 2: the solver, then Rayleigh–Ritz on its subspace.
+    let outcome = job.fit(&source, &transform, comm, &mut observer).map_err(|e| match changed_input(&e) {
         Some(reason) => anyhow::anyhow!("cannot resume from --checkpoint: {reason}"),
         None => e.into(),
     })?;
-    drop(pass);
     if comm.is_root() {
         observer.progress.finish();
     }
     let max_rank = observer.max_rank;
-    let n = solver.samples_seen();
-    if n == 0 {
-        bail!("the dataset is empty");
-    }
-    let mut buffer = vec![0.0; d];
-    let solve_time = solve_start.elapsed();
-    let subspace = solver.subspace();
-
-    // Pass 2: Rayleigh–Ritz on span(subspace): B = Σ (Vᵀx)(Vᵀx)ᵀ, then its eigenpairs.
-    let eval_start = Instant::now();
-    let r = subspace.ncols();
-    let mut gram = Mat::<f64>::zeros(r, r);
-    let mut proj = vec![0.0; r];
-    source.for_each(|x| {
-        transform.apply(x, &mut buffer);
-        for (j, p) in proj.iter_mut().enumerate() {
-            let col = subspace.col(j);
-            *p = (0..d).map(|i| col[i] * buffer[i]).sum();
-        }
-        for a in 0..r {
-            for b in 0..=a {
-                gram[(a, b)] += proj[a] * proj[b];
-            }
-        }
-        Ok(())
-    })?;
-    stolr_lowrank::comm::all_reduce_lower(comm, &mut gram);
-    for a in 0..r {
-        for b in 0..a {
-            gram[(b, a)] = gram[(a, b)];
-        }
-    }
-    let (values, rotation) = sym_eigen_desc(gram.as_ref())?;
-    let mut pairs = Eigenpairs { values, vectors: &subspace * rotation };
-    pairs.fix_signs();
-    let eval_time = eval_start.elapsed();
+    let n = outcome.samples;
+    let [_, solve_time, eval_time] = outcome.timings;
+    let pairs = &outcome.pairs;
+    let model = &outcome.model;
     let captured = captured_norm(&pairs.values);
     let rate = n as f64 / solve_time.as_secs_f64();
     let solver_name = solver_label(args.solver);
-    let mean = transform.mean.clone().unwrap_or_else(|| vec![0.0; d]);
-    let model = PcaModel::from_basis(&solver_name, mean, vec![1.0 / transform.scale; d], &pairs, n)?;
     if !comm.is_root() {
         // Rank 0 writes and prints.
         return Ok(());
@@ -333,10 +222,10 @@ pub fn run(args: PcaArgs) -> Result<()> {
                 sslev: None,
                 epochs: None,
                 stop_reason: None,
-                passes: Some(if transform.mean.is_some() || args.scale { 3 } else { 2 }),
+                passes: Some(outcome.passes),
                 samples: Some(n),
                 samples_per_second: Some(rate),
-                final_iterate_rank: Some(solver.iterate_rank()),
+                final_iterate_rank: Some(outcome.solver.iterate_rank()),
                 max_iterate_rank: Some(max_rank),
             },
             timings_s: PcaTimings {
@@ -349,12 +238,12 @@ pub fn run(args: PcaArgs) -> Result<()> {
             peak_memory_bytes: peak_rss_bytes(),
             outputs: crate::pca::OUTPUTS.iter().map(|o| o.to_string()).collect(),
         };
-        write_outputs(dir, &model, &report)?;
+        write_outputs(dir, model, &report)?;
     }
     println!(
         "stolr pca: {solver_name} on {name} (n={n}, d={d}), k={k}: one pass at {rate:.0} samples/s, \
          ||A^T V||_F = {captured:.6}, final rank {rank}, {secs:.2} s{out}",
-        rank = solver.iterate_rank(),
+        rank = outcome.solver.iterate_rank(),
         secs = solve_time.as_secs_f64(),
         out = args.out.as_ref().map(|d| format!(" -> {}", d.display())).unwrap_or_default(),
     );

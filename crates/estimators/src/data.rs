@@ -114,18 +114,30 @@ pub(crate) fn row_major(x: MatRef<'_, f64>) -> Vec<f64> {
 /// Each column is summed from row 0 down in either memory layout, so a row-major and a
 /// column-major copy of the same data give the same bits. Never fails.
 pub fn column_means(x: MatRef<'_, f64>) -> Vec<f64> {
+    column_means_reduced(x, |_| {})
+}
+
+/// [`column_means`] for rows split across processes: `x` `(n_p, d)` holds this process's rows
+/// and `reduce` adds a buffer over every process in place (a rank-ordered all-reduce), so the
+/// means are those of all the rows, with the same second pass. With a `reduce` that does
+/// nothing this is [`column_means`], bit for bit.
+pub fn column_means_reduced(x: MatRef<'_, f64>, mut reduce: impl FnMut(&mut [f64])) -> Vec<f64> {
     // Each column is summed over rows 0, 1, … in turn in either memory order, so the bits do
     // not depend on the layout.
-    let n = x.nrows();
-    if n == 0 {
+    let mut n = [x.nrows() as f64];
+    reduce(&mut n);
+    let n = n[0];
+    if n == 0.0 {
         return vec![0.0; x.ncols()];
     }
     let mut sums = vec![0.0; x.ncols()];
     for_each_in_memory_order(x, |_, col, value| sums[col] += value);
-    let first: Vec<f64> = sums.iter().map(|sum| sum / n as f64).collect();
+    reduce(&mut sums);
+    let first: Vec<f64> = sums.iter().map(|sum| sum / n).collect();
     let mut corrections = vec![0.0; x.ncols()];
     for_each_in_memory_order(x, |_, col, value| corrections[col] += value - first[col]);
-    first.iter().zip(corrections).map(|(m, c)| m + c / n as f64).collect()
+    reduce(&mut corrections);
+    first.iter().zip(corrections).map(|(m, c)| m + c / n).collect()
 }
 
 /// The coordinate-wise median of the rows of `x` `(n, d)`, length `d` (zeros when `n == 0`):

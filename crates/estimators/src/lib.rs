@@ -43,7 +43,7 @@ pub use bandwidth::{
 };
 pub use centered::{Centered, centered_kernel_matrix};
 pub use columns::ColumnSampling;
-pub use data::{check_data, column_means, to_owned};
+pub use data::{check_data, column_means, column_means_reduced, to_owned};
 pub use error::EstimatorError;
 pub use factors::{Factors, KernelSampler};
 pub use kernel::{Kernel, KernelEvaluation, kernel_row_means};

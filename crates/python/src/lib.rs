@@ -14,19 +14,19 @@ use std::ops::ControlFlow;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use rand::SeedableRng;
-use rand_xoshiro::Xoshiro256PlusPlus;
 use stolr_datasets::ModelFile;
 use stolr_estimators::Kernel;
 use stolr_memory::MemoryBudget;
+use stolr_lowrank::SingleProcess;
 use stolr_solvers::{
-    IncrementalPca, IterationReport, KernelPca, KernelPcaModel, KernelRidge, KpcaSolver, KrrModel, KrrSolver, Msg,
-    MsgConfig, NystromKrrConfig, Observer, Oja, Pca, PcaModel, PcaSolver, Persist, Predictor, SamplerKind, SkpcaConfig,
-    SlklConfig, SolverError, SolverState, StepSize, StreamingPca, SvrgPcaConfig, Transformer, UnifConfig,
-    UniformWeight, VrPcaConfig, tau_for_rank,
+    DEFAULT_TAU_SUBSAMPLE, IterationReport, KernelPcaJob, KernelPcaModel, KernelRidge, KernelRidgeJob, KhaConfig,
+    KpcaSolver, KrrModel, KrrSolver, MatrixSource, NystromKrrConfig, Observer, Pca, PcaJob, PcaModel, PcaSolver,
+    PcaStream, Persist, Predictor, SamplerKind, Shard, SkpcaConfig, SlklConfig, SolverError, SolverState,
+    StreamingPca, StreamingPcaJob, StreamingSolver, SvrgPcaConfig, TauRule, Transformer, UnifConfig, UniformWeight,
+    VrPcaConfig,
 };
 
-/// A kernel PCA fit for Python: the model bytes, the eigenvalues, the training projections and
+/// A kernel PCA fit for Python: the model bytes, the eigenvalues, the training eigenvectors and
 /// the fit's warnings (fewer pairs than requested, KHA not converged) as messages.
 type KpcaFitArrays<'py> = (Bound<'py, PyBytes>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray2<f64>>, Vec<String>);
 
@@ -169,8 +169,9 @@ fn load<M: Persist>(bytes: &[u8]) -> PyResult<M> {
     M::from_model_file(&file, Path::new(IN_MEMORY)).map_err(value_error)
 }
 
-/// Kernel PCA: returns the model bytes, the eigenvalues (nonincreasing), the training
-/// projections `(n, r)` and the fit's warnings.
+/// Kernel PCA through the library's job ([`KernelPcaJob`], the call the CLI makes): returns
+/// the model bytes, the eigenvalues (nonincreasing), the training eigenvectors `(n, r)` and the
+/// fit's warnings.
 #[pyfunction]
 #[pyo3(signature = (x, n_components, kernel_name, gamma, degree, coef0, solver, center, tau, n_iter, n_features, sampler, n_landmarks, seed, verbose, memory_limit=None))]
 #[allow(clippy::too_many_arguments)]
@@ -193,47 +194,52 @@ fn fit_kernel_pca<'py>(
     verbose: bool,
     memory_limit: Option<String>,
 ) -> PyResult<KpcaFitArrays<'py>> {
-    let memory = match memory_limit {
-        Some(text) => MemoryBudget::bytes(stolr_memory::parse_size(&text).map_err(value_error)?),
-        None => MemoryBudget::default(),
-    };
+    let memory = budget(memory_limit)?;
     let x = rows(&x);
     let kernel = kernel(kernel_name, gamma, degree, coef0)?;
     let sampler: SamplerKind = sampler.parse().map_err(value_error)?;
     let solver = match solver {
         "exact" => KpcaSolver::exact(),
         "nystrom" => KpcaSolver::Nystrom { landmarks: n_landmarks },
-        "skpca" => {
-            let tau = match (tau, n_components) {
-                (Some(tau), _) => tau,
-                // As the CLI: τ between the estimated n_components-th and next eigenvalue, from
-                // the kernel matrix of a 2000-row subsample (seeded from random_state).
-                (None, Some(rank)) => {
-                    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x7a75);
-                    py.detach(|| tau_for_rank(x.get(), &kernel, rank, 2000, center, memory, &mut rng))
-                        .map_err(solver_error)?
-                        .tau
-                }
-                (None, None) => return Err(value_error("solver='skpca' needs tau or n_components")),
-            };
-            KpcaSolver::Skpca {
-                config: SkpcaConfig { tau, iterations: n_iter, ..Default::default() },
-                sampler,
-                features: n_features,
-            }
-        }
-        "kha" => KpcaSolver::Kha { eta: 0.05, iterations: n_iter, init_scale: 0.01 },
+        "skpca" => KpcaSolver::Skpca {
+            config: SkpcaConfig {
+                iterations: n_iter,
+                max_rank: Some(SkpcaConfig::DEFAULT_MAX_RANK),
+                ..Default::default()
+            },
+            sampler,
+            features: n_features,
+        },
+        "kha" => KpcaSolver::kha(KhaConfig::DEFAULT_ETA, n_iter),
         other => return Err(value_error(format!("unknown solver '{other}' (exact, nystrom, skpca, kha)"))),
     };
-    let params = KernelPca { rank: n_components, kernel, center, standardize: false, solver, memory };
+    // As the CLI: τ given, or between the estimated n_components-th and next eigenvalue.
+    let tau = match (tau, n_components) {
+        (Some(tau), _) => TauRule::Given(tau),
+        (None, Some(rank)) => TauRule::ForRank { rank, subsample: DEFAULT_TAU_SUBSAMPLE },
+        (None, None) if solver.name() == "skpca" => {
+            return Err(value_error("solver='skpca' needs tau or n_components"));
+        }
+        (None, None) => TauRule::ForRank { rank: 10, subsample: DEFAULT_TAU_SUBSAMPLE },
+    };
+    let job = KernelPcaJob { center, tau, memory, ..KernelPcaJob::new(kernel.into(), n_components, solver, seed) };
     let mut observer = PythonObserver::new(verbose);
-    let result =
-        py.detach(|| params.fit_prepared(x.get(), None, &mut Xoshiro256PlusPlus::seed_from_u64(seed), &mut observer));
-    let fit = observer.finish(result)?;
+    let result = py.detach(|| job.run(Shard::whole(x.get()), &mut observer));
+    let outcome = observer.finish(result)?.ok_or_else(|| value_error("no result on one process"))?;
+    let fit = outcome.fit;
     let values = Array1::from(fit.pairs.values.clone()).into_pyarray(py);
-    let projections = to_numpy(py, fit.pairs.projections().as_ref());
+    let vectors = to_numpy(py, fit.pairs.vectors.as_ref());
     let warnings = fit.warnings.iter().map(ToString::to_string).collect();
-    Ok((model_bytes(py, &fit.model)?, values, projections, warnings))
+    Ok((model_bytes(py, &fit.model)?, values, vectors, warnings))
+}
+
+/// The memory budget of a fit: `memory_limit` (bytes, or a size such as `"2G"`), else 80 % of
+/// the memory available.
+fn budget(memory_limit: Option<String>) -> PyResult<MemoryBudget> {
+    Ok(match memory_limit {
+        Some(text) => MemoryBudget::bytes(stolr_memory::parse_size(&text).map_err(value_error)?),
+        None => MemoryBudget::default(),
+    })
 }
 
 /// PCA: returns the model bytes.
@@ -251,17 +257,13 @@ fn fit_pca<'py>(
     let solver = match solver {
         "exact" => PcaSolver::Exact,
         "svrg-bb" => PcaSolver::SvrgBb(SvrgPcaConfig::consistent(n_components)),
-        "vr-pca" => PcaSolver::VrPca(VrPcaConfig::new(n_components, 10)),
+        "vr-pca" => PcaSolver::VrPca(VrPcaConfig::new(n_components, VrPcaConfig::DEFAULT_EPOCHS)),
         other => return Err(value_error(format!("unknown solver '{other}' (exact, svrg-bb, vr-pca)"))),
     };
-    let params = Pca { rank: n_components, center, scale: false, solver };
+    let job = PcaJob::new(Pca { rank: n_components, center, scale: false, solver }, seed);
     let mut observer = PythonObserver::new(verbose);
-    let result = py.detach(|| {
-        let p = params.prepare(x.get())?;
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-        Ok::<_, SolverError>(params.fit_prepared(p.x(), p.mean.clone(), p.scale.clone(), &mut rng, &mut observer)?.0)
-    });
-    let model = observer.finish(result)?;
+    let result = py.detach(|| job.run(Shard::whole(x.get()), &mut observer));
+    let model = observer.finish(result)?.model;
     model_bytes(py, &model)
 }
 
@@ -305,13 +307,9 @@ fn fit_kernel_ridge<'py>(
             return Err(value_error(format!("unknown solver '{other}' (slkl, krr, krr-subset, nystrom, uniform)")));
         }
     };
-    let params = KernelRidge { intercept: fit_intercept, ..KernelRidge::new(kernel, solver) };
+    let job = KernelRidgeJob::new(KernelRidge { intercept: fit_intercept, ..KernelRidge::new(kernel, solver) }, seed);
     let mut observer = PythonObserver::new(verbose);
-    let result = py.detach(|| {
-        let mut landmarks = Xoshiro256PlusPlus::seed_from_u64(seed);
-        let mut coordinates = Xoshiro256PlusPlus::seed_from_u64(seed.wrapping_add(1));
-        params.fit_prepared(x.get(), &y, None, &mut landmarks, &mut coordinates, &mut observer)
-    });
+    let result = py.detach(|| job.run(Shard::whole(x.get()), &y, None, &mut observer));
     let model = observer.finish(result)?.0;
     model_bytes(py, &model)
 }
@@ -394,20 +392,52 @@ struct StreamingParams {
 /// [`StreamingState::to_bytes`]): not a model, so `stolr.load` refuses it by name.
 const STREAMING_STATE_KIND: &str = "streaming-pca-state";
 
-fn build_streaming(solver: &str, p: &StreamingParams, seed: u64) -> PyResult<Box<dyn StreamingPca + Send + Sync>> {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let step = StepSize::ScaleFree { c: p.eta_scale };
-    let (d, k) = (p.n_features, p.n_components);
+/// The streaming solver named `solver`.
+fn streaming_solver(solver: &str, cap: Option<usize>) -> PyResult<StreamingSolver> {
     Ok(match solver {
-        "msg" => Box::new(Msg::new(MsgConfig { step, ..MsgConfig::msg(d, k) }, &mut rng).map_err(solver_error)?),
-        "capped-msg" => Box::new(
-            Msg::new(MsgConfig { step, cap: Some(p.cap.unwrap_or(k + 1)), ..MsgConfig::msg(d, k) }, &mut rng)
-                .map_err(solver_error)?,
-        ),
-        "incremental" => Box::new(IncrementalPca::new(d, k).map_err(solver_error)?),
-        "oja" => Box::new(Oja::new(d, k, step, &mut rng).map_err(solver_error)?),
+        "msg" => StreamingSolver::Msg,
+        "capped-msg" => StreamingSolver::CappedMsg { cap },
+        "incremental" => StreamingSolver::Incremental,
+        "oja" => StreamingSolver::Oja,
         other => return Err(value_error(format!("unknown solver '{other}' (capped-msg, msg, incremental, oja)"))),
     })
+}
+
+fn build_streaming(solver: &str, p: &StreamingParams, seed: u64) -> PyResult<Box<dyn StreamingPca + Send + Sync>> {
+    // The stream of the CLI's solver.
+    let mut rng = PcaStream::Solver.rng(seed);
+    streaming_solver(solver, p.cap)?
+        .build(p.n_features, p.n_components, p.eta_scale, &mut rng)
+        .map_err(solver_error)
+}
+
+/// Streaming PCA over the rows of `x` through the library's job ([`StreamingPcaJob`], the
+/// call the CLI makes): one pass of the solver, one sample at a time, then Rayleigh–Ritz on
+/// the whole of `x`. Returns the solver's state (to continue with `partial_fit`) and the model
+/// bytes.
+#[pyfunction]
+#[pyo3(signature = (x, solver, n_components, eta_scale, cap, seed))]
+fn fit_streaming<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'py, f64>,
+    solver: &str,
+    n_components: usize,
+    eta_scale: f64,
+    cap: Option<usize>,
+    seed: u64,
+) -> PyResult<(StreamingState, Bound<'py, PyBytes>)> {
+    let x = rows(&x);
+    let job = StreamingPcaJob { eta_scale, ..StreamingPcaJob::new(streaming_solver(solver, cap)?, n_components, seed) };
+    let result = py.detach(|| job.run(&MatrixSource(x.get()), &SingleProcess, &mut ()));
+    let outcome = result.map_err(solver_error)?;
+    let params = StreamingParams { n_features: x.get().ncols(), n_components, eta_scale, cap };
+    let state = StreamingState {
+        solver: outcome.solver,
+        name: solver.to_string(),
+        params,
+        captured: outcome.pairs.values.clone(),
+    };
+    Ok((state, model_bytes(py, &outcome.model)?))
 }
 
 #[pymethods]
@@ -532,6 +562,7 @@ fn model_kind(model: &[u8]) -> PyResult<String> {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit_kernel_pca, m)?)?;
     m.add_function(wrap_pyfunction!(fit_pca, m)?)?;
+    m.add_function(wrap_pyfunction!(fit_streaming, m)?)?;
     m.add_function(wrap_pyfunction!(fit_kernel_ridge, m)?)?;
     m.add_function(wrap_pyfunction!(transform, m)?)?;
     m.add_function(wrap_pyfunction!(inverse_transform, m)?)?;

@@ -15,6 +15,14 @@ pub enum SolverError {
         /// What is wrong and what is allowed.
         reason: String,
     },
+    /// The solver or option runs on one process only, and the rows are sharded across several.
+    #[error("{what} is not distributed yet: run it on one process, not on {processes}")]
+    NotDistributed {
+        /// What is not distributed (a solver, a sampler, an option).
+        what: String,
+        /// The number of processes the rows are sharded across.
+        processes: usize,
+    },
     /// The requested rank is impossible for the data.
     #[error("rank {rank} is impossible here: {reason}")]
     InvalidRank {

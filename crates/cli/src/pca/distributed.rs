@@ -1,11 +1,10 @@
 //! `stolr pca` on rows sharded across the processes of an MPI run: SVRG-PCA, MSG and capped
 //! MSG.
 //!
-//! - SVRG-PCA: every rank reads the data whole (reading by parts is not done yet for it) and
-//!   prepares it as one process does (centring and scaling need every row, which each rank
-//!   has), then runs [`SvrgPca::new_sharded`] on its balanced share of the rows, whose
-//!   snapshots are split across the ranks and whose iterates are the single-process ones up to
-//!   the rounding of the rank-ordered sums.
+//! - SVRG-PCA: every rank reads only its rows ([`local_rows`]) and runs the library's job on
+//!   them ([`stolr_solvers::PcaJob::run`], the call one process makes): the means and the
+//!   scale are added over the ranks, the snapshots' products split across them, and the
+//!   iterates are the single-process ones up to the rounding of the rank-ordered sums.
 //! - MSG and capped MSG (`crate::pca_stream`): every rank reads only its rows ([`local_rows`],
 //!   held in memory) and streams them in data-parallel mini-batches of `--batch` rows, each
 //!   rank adding its share of every batch ([`stolr_solvers::StreamPass::sharded`]); the means
@@ -16,9 +15,7 @@
 //! under `mpirun -np P > 1`.
 
 use anyhow::{Result, bail};
-use faer::MatRef;
 use stolr_lowrank::{Communicator, RowShard};
-use stolr_solvers::{Observer, Pca, PcaModel, PcaSolver as Solver, Stop, SvrgPca, SvrgPcaConfig};
 
 use super::{PcaArgs, PcaSolver};
 
@@ -49,7 +46,7 @@ pub(super) fn check_supported(args: &PcaArgs, size: usize) -> Result<()> {
 /// its part of an input file ([`crate::common::input::load_part`]; a gzip file is read whole
 /// and its balanced share kept), or its balanced share of the generated data. Every rank must
 /// hold a row. Collective.
-pub(crate) fn local_rows(args: &PcaArgs, comm: &dyn Communicator) -> Result<(faer::Mat<f64>, String)> {
+pub(crate) fn local_rows(args: &PcaArgs, comm: &dyn Communicator) -> Result<(faer::Mat<f64>, String, RowShard)> {
     let (x, source, shard) = match (&args.input, args.generate) {
         (Some(path), _) => {
             let part = crate::common::input::load_part(path, args.format, &Default::default(), comm)?;
@@ -66,36 +63,5 @@ pub(crate) fn local_rows(args: &PcaArgs, comm: &dyn Communicator) -> Result<(fae
     if let Some(empty) = counts.iter().position(|c| c[0] == 0.0) {
         bail!("rank {empty} of {} holds no rows (n = {}): use fewer processes", comm.size(), shard.total);
     }
-    Ok((x, source))
-}
-
-/// [`Pca::fit_prepared`] for SVRG-PCA with the rows of the prepared data `x` `(n, d)` split
-/// across the ranks of `comm` (balanced, in rank order); only rank 0 reports to `observer`.
-pub(super) fn fit_prepared(
-    params: &Pca,
-    x: MatRef<'_, f64>,
-    mean: Vec<f64>,
-    scale: Vec<f64>,
-    rng: &mut dyn rand::Rng,
-    observer: &mut dyn Observer,
-    comm: &dyn Communicator,
-) -> Result<(PcaModel, Option<Stop>, usize)> {
-    let Solver::SvrgBb(config) = &params.solver else {
-        bail!("only SVRG-PCA is distributed");
-    };
-    let n = x.nrows();
-    let shard = RowShard::balanced(n, comm.rank(), comm.size());
-    if shard.rows == 0 {
-        bail!("rank {} of {} holds no rows (n = {n}): use fewer processes", comm.rank(), comm.size());
-    }
-    // Row-major local rows: the inner loop reads one row at a time.
-    let local = stolr_estimators::to_owned(x.subrows(shard.first, shard.rows).transpose());
-    let config = SvrgPcaConfig { rank: params.rank, ..config.clone() };
-    let mut silent = ();
-    let observer: &mut dyn Observer = if comm.is_root() { observer } else { &mut silent };
-    let mut solver = SvrgPca::new_sharded(local.transpose(), config, rng, comm)?;
-    let stop = stolr_solvers::run(&mut solver, rng, observer)?;
-    let out = solver.finish(stop)?;
-    let model = PcaModel::from_basis(params.solver.name(), mean, scale, &out.pairs, n)?;
-    Ok((model, Some(stop), out.epochs))
+    Ok((x, source, shard))
 }

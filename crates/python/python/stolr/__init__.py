@@ -93,7 +93,7 @@ class KernelPCA(TransformerMixin, BaseEstimator, _Model):
         n_components = self.n_components if self.n_components is not None else min(X.shape)
         # As KernelRidge: at most one landmark per training row (the default 500 on fewer rows).
         n_landmarks = min(_count("n_landmarks", self.n_landmarks), X.shape[0])
-        model, values, projections, warns = _core.fit_kernel_pca(
+        model, values, vectors, warns = _core.fit_kernel_pca(
             np.ascontiguousarray(X), n_components, self.kernel, _gamma(self.gamma, X.shape[1]),
             int(self.degree), float(self.coef0), self.solver, bool(self.center), self.tau,
             _count("n_iter", self.n_iter), _count("n_features", self.n_features), self.sampler, n_landmarks,
@@ -107,9 +107,8 @@ class KernelPCA(TransformerMixin, BaseEstimator, _Model):
                 warnings.warn(message, RuntimeWarning, stacklevel=2)
         self.model_ = model
         self.eigenvalues_ = values
-        # Eigenvectors (n, r) of the (centred) training kernel matrix, from U Λ^{1/2}.
-        scale = np.sqrt(np.where(values > 0, values, 1.0))
-        self.eigenvectors_ = projections / scale
+        # Eigenvectors (n, r) of the (centred) training kernel matrix, as the CLI writes them.
+        self.eigenvectors_ = vectors
         return self
 
     def transform(self, X):
@@ -154,7 +153,8 @@ class StreamingPCA(TransformerMixin, BaseEstimator, _Model):
     stream beforehand for the same subspace). The solvers keep no rows, so after ``partial_fit``
     ``components_`` (n_components, n_features) and ``explained_variance_`` (non-increasing) are the
     Rayleigh–Ritz pairs of the current subspace on the latest batch; ``fit`` computes them on
-    all of ``X``."""
+    all of ``X``. ``batch_size`` is kept for compatibility and changes nothing (every
+    solver takes the rows one at a time)."""
 
     def __init__(self, n_components=1, solver="capped-msg", eta_scale=0.5, cap=None, batch_size=None,
                  random_state=None):
@@ -190,17 +190,22 @@ class StreamingPCA(TransformerMixin, BaseEstimator, _Model):
         return self
 
     def fit(self, X, y=None):
+        """One pass of the solver over the rows of ``X`` in order, then Rayleigh–Ritz on all of
+        ``X``: the library's streaming job, the fit ``stolr pca --solver ...`` runs (the same
+        seed gives the same components). ``partial_fit`` afterwards continues the stream."""
         self._check_params()
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
         for attr in ("state_", "model_"):
             if hasattr(self, attr):
                 delattr(self, attr)
-        batch = self.batch_size or X.shape[0]
-        for start in range(0, X.shape[0], batch):
-            self.partial_fit(X[start:start + batch])
-        # Rayleigh–Ritz on the whole data for the final components.
-        self.model_ = self.state_.model(np.ascontiguousarray(X))
+        if not 1 <= int(self.n_components) < X.shape[1]:
+            raise ValueError(f"n_components={self.n_components} must be at least 1 and below the "
+                             f"number of features (n_features = {X.shape[1]})")
+        self.state_, self.model_ = _core.fit_streaming(
+            np.ascontiguousarray(X), self.solver, int(self.n_components), float(self.eta_scale), self.cap,
+            _seed(self.random_state))
         self.components_, self.explained_variance_, _ = _core.pca_attributes(self.model_)
+        self.n_samples_seen_ = self.state_.samples_seen()
         return self
 
     def transform(self, X):

@@ -1,20 +1,22 @@
 //! Kernel PCA parameters: one entry point that fits any of the four solvers into a
 //! [`KernelPcaModel`].
 
-use faer::{Mat, MatRef};
+use faer::MatRef;
 use rand::Rng;
 use stolr_datasets::{Standardization, standardize};
 use stolr_estimators::{
     Centered, ColumnSampling, Kernel, KernelSampler, RandomFourierFeatures, RandomMaclaurin, kernel_row_means,
 };
-use stolr_lowrank::Eigenpairs;
+use stolr_lowrank::comm::{gather_rows, rows_by_index};
+use stolr_lowrank::{Communicator, Eigenpairs};
 use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::kpca::exact::exact_fit;
 use crate::kpca::kha::{zero_kernel, zero_kernel_floor};
+use crate::job::Shard;
 use crate::kpca::{
     ExactKpcaConfig, ExactOperator, KernelCentering, KernelPcaModel, Kha, KhaConfig, NystromConfig, Skpca, SkpcaConfig,
-    check_skpca_memory, nystrom_fit,
+    check_skpca_memory, matrix_free_kpca_sharded, nystrom_fit_sharded,
 };
 use crate::{Fit, Observer, SolverError, Stop, run};
 
@@ -134,6 +136,17 @@ impl KpcaSolver {
     /// The exact solver with tolerance `1e-10`, dense when the kernel matrix fits the budget.
     pub fn exact() -> Self {
         KpcaSolver::Exact { tolerance: ExactKpcaConfig::new(1).tolerance, operator: ExactOperator::Auto }
+    }
+
+    /// The exact solver with tolerance `1e-10` and the operator `operator`.
+    pub fn exact_with(operator: ExactOperator) -> Self {
+        KpcaSolver::Exact { tolerance: ExactKpcaConfig::new(1).tolerance, operator }
+    }
+
+    /// KHA with step size `eta`, `iterations` steps and the default initial scale
+    /// ([`KhaConfig::DEFAULT_INIT_SCALE`]).
+    pub fn kha(eta: f64, iterations: usize) -> Self {
+        KpcaSolver::Kha { eta, iterations, init_scale: KhaConfig::DEFAULT_INIT_SCALE }
     }
 
     /// The name as the CLI spells it: `exact`, `nystrom`, `skpca`, `kha`.
@@ -324,14 +337,7 @@ impl KernelPca {
 
     /// Fits on rows that are already standardized (or not meant to be), recording
     /// `standardization` in the model; returns the model, the training eigenpairs, how the run
-    /// ended and its warnings ([`KernelPcaFit`]).
-    ///
-    /// Every solver returns at most `rank` pairs and drops the numerically zero ones
-    /// ($\lambda_j \le$ [`RANK_TOLERANCE`]$\,\lambda_1$): asking for more pairs than the kernel
-    /// matrix's numerical rank returns the pairs that exist, with a
-    /// [`KpcaWarning::RankDeficient`] (SKPCA: [`KpcaWarning::BelowTau`]) naming how many. KHA
-    /// ends with a Rayleigh–Ritz step ([`Kha::ritz`]) and reports its convergence test
-    /// (`converged`, `max_residual`, [`KpcaWarning::NotConverged`]).
+    /// ended and its warnings ([`KernelPcaFit`]). [`KernelPca::fit_shard`] on one process.
     ///
     /// # Errors
     /// As [`Fit::fit`].
@@ -342,10 +348,57 @@ impl KernelPca {
         rng: &mut dyn Rng,
         observer: &mut dyn Observer,
     ) -> Result<KernelPcaFit, SolverError> {
+        let fit = self.fit_shard(&Shard::whole(x), Some(x), standardization, rng, observer)?;
+        fit.ok_or_else(|| unreachable_on_one_process("the fit"))
+    }
+
+    /// The one fit of every front end: on the rows of `shard` (already standardized, or not
+    /// meant to be) held by the ranks of its communicator, recording `standardization` in the
+    /// model. `all` is every row `(n, d)` on rank 0 (`shard.rows()` itself on one process) and
+    /// `None` on the other ranks: the model of the exact solvers, SKPCA and KHA keeps the
+    /// training rows. Returns the model, the training eigenpairs (eigenvectors gathered, rows in
+    /// order), how the run ended and its warnings ([`KernelPcaFit`]) on rank 0, `None` on the
+    /// other ranks. Collective; only rank 0 reports to `observer`.
+    ///
+    /// Sharded rows (several ranks) run Nyström ([`crate::nystrom_fit_sharded`]), the
+    /// matrix-free exact solver ([`crate::matrix_free_kpca_sharded`]; `Auto` picks it) and SKPCA
+    /// with random Fourier or Maclaurin features ([`Skpca::sharded`]; every rank projects its
+    /// rows shifted by rank 0's coordinate-wise median); one process runs the same functions
+    /// with the single-process communicator, and every solver.
+    ///
+    /// Every solver returns at most `rank` pairs and drops the numerically zero ones
+    /// ($\lambda_j \le$ [`RANK_TOLERANCE`]$\,\lambda_1$): asking for more pairs than the kernel
+    /// matrix's numerical rank returns the pairs that exist, with a
+    /// [`KpcaWarning::RankDeficient`] (SKPCA: [`KpcaWarning::BelowTau`]) naming how many. KHA
+    /// ends with a Rayleigh–Ritz step ([`Kha::ritz`]) and reports its convergence test
+    /// (`converged`, `max_residual`, [`KpcaWarning::NotConverged`]).
+    ///
+    /// # Errors
+    /// As [`Fit::fit`], and [`SolverError::NotDistributed`] on several ranks for the dense
+    /// exact solver, KHA, the column samplers and centred SKPCA.
+    pub fn fit_shard(
+        &self,
+        shard: &Shard<'_>,
+        all: Option<MatRef<'_, f64>>,
+        standardization: Option<Standardization>,
+        rng: &mut dyn Rng,
+        observer: &mut dyn Observer,
+    ) -> Result<Option<KernelPcaFit>, SolverError> {
+        let (comm, place, local) = (shard.comm, shard.place, shard.rows());
+        let processes = comm.size();
+        let not_distributed = |what: &str| -> Result<(), SolverError> {
+            if processes > 1 {
+                return Err(SolverError::NotDistributed { what: what.to_string(), processes });
+            }
+            Ok(())
+        };
+        let mut silent = ();
+        let observer: &mut dyn Observer = if comm.is_root() { observer } else { &mut silent };
         let name = self.solver.name();
         let mut warnings = Vec::new();
-        // The solvers on the training rows give eigenpairs, the kernel means when they have
-        // them, and how the run ended; the model is built from those below.
+        // The solvers on the training rows give eigenpairs (this rank's rows of the
+        // eigenvectors), the kernel means when they have them, and how the run ended; the
+        // eigenvectors are gathered and the model built from those below.
         let mut exact_operator = None;
         let (pairs, means, stop, iterations) = match &self.solver {
             KpcaSolver::Exact { tolerance, operator } => {
@@ -356,10 +409,20 @@ impl KernelPca {
                     tolerance: *tolerance,
                     operator: *operator,
                 };
-                let (mut pairs, means, ran) = exact_fit(x, &self.kernel, &config)?;
+                let (mut pairs, means, ran) = if processes == 1 {
+                    exact_fit(local, &self.kernel, &config)?
+                } else {
+                    if *operator == ExactOperator::Dense {
+                        not_distributed("the exact solver with the dense kernel matrix")?;
+                    }
+                    crate::error::check_rank(config.rank, place.total)?;
+                    let fit = matrix_free_kpca_sharded(local, &self.kernel, &config.matrix_free(), comm, place)?;
+                    (fit.pairs, fit.means, ExactOperator::MatrixFree)
+                };
                 exact_operator = Some(ran);
                 let lambda1 = pairs.values.first().copied().unwrap_or(0.0);
-                let floor = zero_kernel_floor(x.nrows(), max_diagonal(x, &self.kernel));
+                let largest = comm.all_gather(&[max_diagonal(local, &self.kernel)]).iter().fold(0.0, |m, v| v[0].max(m));
+                let floor = zero_kernel_floor(place.total, largest);
                 if lambda1.is_nan() || lambda1 <= floor {
                     return Err(zero_kernel(config.rank, self.center, lambda1, floor));
                 }
@@ -376,7 +439,7 @@ impl KernelPca {
                 let rank = self.rank_for("nystrom")?;
                 let config =
                     NystromConfig { memory: self.memory, ..NystromConfig::new(*landmarks, rank).center(self.center) };
-                let fit = nystrom_fit(x, &self.kernel, &config, rng)?;
+                let fit = nystrom_fit_sharded(local, &self.kernel, &config, rng, comm, place)?;
                 if fit.pairs.rank() < rank {
                     warnings.push(KpcaWarning::RankDeficient {
                         requested: rank,
@@ -384,25 +447,34 @@ impl KernelPca {
                         solver: name,
                     });
                 }
-                let rows = Mat::from_fn(fit.landmarks.len(), x.ncols(), |i, j| x[(fit.landmarks[i], j)]);
+                let rows = rows_by_index(comm, local, place, &fit.landmarks);
+                let Some(pairs) = gather_pairs(comm, fit.pairs) else {
+                    return Ok(None);
+                };
                 let centering = if self.center { KernelCentering::Offset(fit.offset) } else { KernelCentering::None };
-                let values = fit.pairs.values.clone();
+                let values = pairs.values.clone();
                 let model =
                     KernelPcaModel::new(name, self.kernel, standardization, rows, fit.coefficients, values, centering)?;
-                return Ok(KernelPcaFit {
+                return Ok(Some(KernelPcaFit {
                     model,
-                    pairs: fit.pairs,
+                    pairs,
                     stop: None,
                     iterations: 0,
                     exact_operator: None,
                     converged: None,
                     max_residual: None,
                     warnings,
-                });
+                }));
             }
             KpcaSolver::Skpca { config, sampler, features } => {
+                if !matches!(sampler, SamplerKind::Rff | SamplerKind::Maclaurin) {
+                    not_distributed(&format!("SKPCA with the {} sampler", sampler.name()))?;
+                }
+                if self.center {
+                    not_distributed("SKPCA with centring")?;
+                }
                 // Every buffer of the run, the sampler's included, before any is allocated.
-                let (n, d) = x.shape();
+                let (n, d) = local.shape();
                 stolr_memory::check_iterations(self.memory, "iterations", config.iterations)?;
                 let a = sampler.draw_rank(*features);
                 let sampler_bytes = sampler.buffer_bytes(n, d, *features);
@@ -410,22 +482,34 @@ impl KernelPca {
                 let inner: Box<dyn KernelSampler + '_> = match sampler {
                     // Rows shifted to their coordinate-wise median: accurate features far from the
                     // origin, the same kernel estimate (the model uses the kernel, not the features).
-                    SamplerKind::Rff => Box::new(RandomFourierFeatures::new(x, self.kernel, *features)?.centred()),
-                    SamplerKind::Columns => Box::new(ColumnSampling::new(x, self.kernel, *features, false)?),
-                    SamplerKind::ColumnsSym => Box::new(ColumnSampling::new(x, self.kernel, *features, true)?),
-                    SamplerKind::Maclaurin => Box::new(RandomMaclaurin::new(x, self.kernel, *features)?),
+                    // Every rank shifts by one centre, rank 0's median.
+                    SamplerKind::Rff if processes == 1 => {
+                        Box::new(RandomFourierFeatures::new(local, self.kernel, *features)?.centred())
+                    }
+                    SamplerKind::Rff => {
+                        let rff = RandomFourierFeatures::new(local, self.kernel, *features)?;
+                        let rff = if comm.is_root() { rff.centred() } else { rff };
+                        let mut centre = rff.centre().map_or_else(|| vec![0.0; d], <[f64]>::to_vec);
+                        comm.broadcast(&mut centre, 0);
+                        Box::new(rff.centred_at(centre)?)
+                    }
+                    SamplerKind::Columns => Box::new(ColumnSampling::new(local, self.kernel, *features, false)?),
+                    SamplerKind::ColumnsSym => Box::new(ColumnSampling::new(local, self.kernel, *features, true)?),
+                    SamplerKind::Maclaurin => Box::new(RandomMaclaurin::new(local, self.kernel, *features)?),
                 };
                 let sampler = if self.center { Box::new(Centered::new(inner)) } else { inner };
-                let mut solver = Skpca::new(config.clone(), sampler)?;
+                let mut solver = Skpca::new(config.clone(), sampler)?.sharded(comm, place.first)?;
                 let stop = run(&mut solver, rng, observer)?;
                 let mut pairs = solver.eigenpairs()?;
+                let iterations = solver.iterations_done();
+                drop(solver);
                 if let Some(r) = self.rank {
                     pairs.truncate(r);
                 }
                 let found = pairs.rank();
                 truncate_to_numerical_rank(&mut pairs);
                 if pairs.rank() == 0 {
-                    return Err(SolverError::RankCollapsed { tau: config.tau, iterations: solver.iterations_done() });
+                    return Err(SolverError::RankCollapsed { tau: config.tau, iterations });
                 }
                 if let Some(r) = self.rank
                     && pairs.rank() < r
@@ -439,83 +523,20 @@ impl KernelPca {
                         solver: "skpca",
                     });
                 }
-                // The centring statistics are exact: one streamed pass over K, O(n²d).
-                let means = self.center.then(|| kernel_row_means(x, &self.kernel));
-                (pairs, means, Some(stop), solver.iterations_done())
+                // The centring statistics are exact: one streamed pass over K, O(n²d) (one
+                // process: refused above on several).
+                let means = self.center.then(|| kernel_row_means(local, &self.kernel));
+                (pairs, means, Some(stop), iterations)
             }
             KpcaSolver::Kha { eta, iterations, init_scale } => {
-                let config = KhaConfig {
-                    rank: self.rank_for("kha")?,
-                    eta: *eta,
-                    iterations: *iterations,
-                    center: self.center,
-                    init_scale: *init_scale,
-                    ..KhaConfig::new(1, 1)
-                };
-                // The coefficients A (n, r), their update, and the Rayleigh–Ritz step's n × r
-                // blocks (H A, K̃ H A and its scaled copy, the SVD's basis, Q, K̃ Q, the
-                // eigenvectors, K̃ U and the model coefficients), plus the row-major copy of the
-                // data (n, d), the kernel operator of the Rayleigh–Ritz products and the row
-                // means (its prepared rows, two more n × d copies) and a 256-row block of K.
-                let (n, d) = x.shape();
-                stolr_memory::check_iterations(self.memory, "iterations", config.iterations)?;
-                let workers = stolr_estimators::KernelOperator::workers(faer::get_global_parallelism());
-                self.memory.check(
-                    format!("KHA's n × r coefficients and Rayleigh–Ritz step (n = {n}, rank = {})", config.rank),
-                    stolr_memory::f64_bytes(&[11, n, config.rank])
-                        .saturating_add(stolr_memory::f64_bytes(&[n, d]))
-                        .saturating_add(stolr_estimators::KernelOperator::bytes(n, d))
-                        .saturating_add(stolr_estimators::KernelOperator::apply_bytes(
-                            n,
-                            config.rank,
-                            stolr_estimators::DEFAULT_TILE,
-                            workers,
-                        ))
-                        .saturating_add(stolr_memory::f64_bytes(&[256, n])),
-                )?;
-                let rank = config.rank;
-                let tolerance = config.tolerance;
-                let mut solver = Kha::new(x, self.kernel, config, rng)?;
-                let stop = run(&mut solver, rng, observer)?;
-                let ritz = solver.ritz()?;
-                let iterations = solver.iterations_done();
-                if ritz.pairs.rank() < rank {
-                    warnings.push(KpcaWarning::RankDeficient {
-                        requested: rank,
-                        returned: ritz.pairs.rank(),
-                        solver: name,
-                    });
-                }
-                let max_residual = ritz.residuals.iter().copied().fold(0.0, f64::max);
-                if !ritz.converged {
-                    warnings.push(KpcaWarning::NotConverged { solver: name, iterations, max_residual, tolerance });
-                }
-                let centering = KernelCentering::from_training_means(self.center.then(|| {
-                    let (m, all) = solver.kernel_means();
-                    (m.to_vec(), all)
-                }));
-                let values = ritz.pairs.values.clone();
-                let model = KernelPcaModel::new(
-                    name,
-                    self.kernel,
-                    standardization,
-                    stolr_estimators::to_owned(x),
-                    ritz.coefficients,
-                    values,
-                    centering,
-                )?;
-                return Ok(KernelPcaFit {
-                    model,
-                    pairs: ritz.pairs,
-                    stop: Some(stop),
-                    iterations,
-                    exact_operator: None,
-                    converged: Some(ritz.converged),
-                    max_residual: Some(max_residual),
-                    warnings,
-                });
+                not_distributed("KHA")?;
+                return self.fit_kha(local, standardization, (*eta, *iterations, *init_scale), rng, observer).map(Some);
             }
         };
+        let Some(pairs) = gather_pairs(comm, pairs) else {
+            return Ok(None);
+        };
+        let x = all.ok_or_else(|| unreachable_on_one_process("rank 0's rows"))?;
         let model = KernelPcaModel::from_training_eigenpairs(
             name,
             self.kernel,
@@ -524,7 +545,7 @@ impl KernelPca {
             &pairs,
             KernelCentering::from_training_means(means),
         )?;
-        Ok(KernelPcaFit {
+        Ok(Some(KernelPcaFit {
             model,
             pairs,
             stop,
@@ -533,8 +554,102 @@ impl KernelPca {
             converged: None,
             max_residual: None,
             warnings,
+        }))
+    }
+
+    /// KHA on all the rows `x` (one process), ended by its Rayleigh–Ritz step.
+    fn fit_kha(
+        &self,
+        x: MatRef<'_, f64>,
+        standardization: Option<Standardization>,
+        (eta, iterations, init_scale): (f64, usize, f64),
+        rng: &mut dyn Rng,
+        observer: &mut dyn Observer,
+    ) -> Result<KernelPcaFit, SolverError> {
+        let name = self.solver.name();
+        let mut warnings = Vec::new();
+        let config = KhaConfig {
+            rank: self.rank_for("kha")?,
+            eta,
+            iterations,
+            center: self.center,
+            init_scale,
+            ..KhaConfig::new(1, 1)
+        };
+        // The coefficients A (n, r), their update, and the Rayleigh–Ritz step's n × r
+        // blocks (H A, K̃ H A and its scaled copy, the SVD's basis, Q, K̃ Q, the
+        // eigenvectors, K̃ U and the model coefficients), plus the row-major copy of the
+        // data (n, d), the kernel operator of the Rayleigh–Ritz products and the row
+        // means (its prepared rows, two more n × d copies) and a 256-row block of K.
+        let (n, d) = x.shape();
+        stolr_memory::check_iterations(self.memory, "iterations", config.iterations)?;
+        let workers = stolr_estimators::KernelOperator::workers(faer::get_global_parallelism());
+        self.memory.check(
+            format!("KHA's n × r coefficients and Rayleigh–Ritz step (n = {n}, rank = {})", config.rank),
+            stolr_memory::f64_bytes(&[11, n, config.rank])
+                .saturating_add(stolr_memory::f64_bytes(&[n, d]))
+                .saturating_add(stolr_estimators::KernelOperator::bytes(n, d))
+                .saturating_add(stolr_estimators::KernelOperator::apply_bytes(
+                    n,
+                    config.rank,
+                    stolr_estimators::DEFAULT_TILE,
+                    workers,
+                ))
+                .saturating_add(stolr_memory::f64_bytes(&[256, n])),
+        )?;
+        let rank = config.rank;
+        let tolerance = config.tolerance;
+        let mut solver = Kha::new(x, self.kernel, config, rng)?;
+        let stop = run(&mut solver, rng, observer)?;
+        let ritz = solver.ritz()?;
+        let iterations = solver.iterations_done();
+        if ritz.pairs.rank() < rank {
+            warnings.push(KpcaWarning::RankDeficient { requested: rank, returned: ritz.pairs.rank(), solver: name });
+        }
+        let max_residual = ritz.residuals.iter().copied().fold(0.0, f64::max);
+        if !ritz.converged {
+            warnings.push(KpcaWarning::NotConverged { solver: name, iterations, max_residual, tolerance });
+        }
+        let centering = KernelCentering::from_training_means(self.center.then(|| {
+            let (m, all) = solver.kernel_means();
+            (m.to_vec(), all)
+        }));
+        let values = ritz.pairs.values.clone();
+        let model = KernelPcaModel::new(
+            name,
+            self.kernel,
+            standardization,
+            stolr_estimators::to_owned(x),
+            ritz.coefficients,
+            values,
+            centering,
+        )?;
+        Ok(KernelPcaFit {
+            model,
+            pairs: ritz.pairs,
+            stop: Some(stop),
+            iterations,
+            exact_operator: None,
+            converged: Some(ritz.converged),
+            max_residual: Some(max_residual),
+            warnings,
         })
     }
+}
+
+/// The eigenpairs with this rank's rows of the eigenvectors gathered on rank 0 (rows in
+/// order); `None` on the other ranks. One process keeps them as they are. Collective.
+fn gather_pairs(comm: &dyn Communicator, pairs: Eigenpairs) -> Option<Eigenpairs> {
+    if comm.size() == 1 {
+        return Some(pairs);
+    }
+    let vectors = gather_rows(comm, pairs.vectors.as_ref(), 0)?;
+    Some(Eigenpairs { values: pairs.values, vectors })
+}
+
+/// The error for what cannot happen on one process (a result missing on rank 0).
+fn unreachable_on_one_process(what: &str) -> SolverError {
+    SolverError::InvalidConfig { name: "shard", reason: format!("{what} is missing on rank 0 (a caller's bug)") }
 }
 
 impl Fit for KernelPca {

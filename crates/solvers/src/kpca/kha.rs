@@ -34,10 +34,24 @@ pub struct KhaConfig {
 }
 
 impl KhaConfig {
-    /// `rank` components in `iterations` steps with the defaults `η = 0.05`, centring on,
-    /// initial scale 0.01 and convergence tolerance `1e-2`.
+    /// The default constant step size `η = 0.05`, the value of paper 000's experiments.
+    pub const DEFAULT_ETA: f64 = 0.05;
+
+    /// The default scale of the initial dual coefficients, 0.01.
+    pub const DEFAULT_INIT_SCALE: f64 = 0.01;
+
+    /// `rank` components in `iterations` steps with the defaults `η = 0.05`
+    /// ([`KhaConfig::DEFAULT_ETA`]), centring on, initial scale 0.01
+    /// ([`KhaConfig::DEFAULT_INIT_SCALE`]) and convergence tolerance `1e-2`.
     pub fn new(rank: usize, iterations: usize) -> Self {
-        Self { rank, eta: 0.05, iterations, center: true, init_scale: 0.01, tolerance: 1e-2 }
+        Self {
+            rank,
+            eta: Self::DEFAULT_ETA,
+            iterations,
+            center: true,
+            init_scale: Self::DEFAULT_INIT_SCALE,
+            tolerance: 1e-2,
+        }
     }
 }
 

@@ -10,6 +10,7 @@
 mod certificate;
 mod exact;
 mod fit;
+mod job;
 mod kha;
 mod matrix_free;
 mod model;
@@ -21,6 +22,10 @@ pub use certificate::{Certificate, CertifyConfig, CertifyMethod, ConfidenceInter
 pub use exact::{ExactKpcaConfig, ExactOperator, exact_kpca, kernel_matrix};
 pub use fit::{
     KernelPca, KernelPcaFit, KpcaSolver, KpcaWarning, RANK_TOLERANCE, SamplerKind, truncate_to_numerical_rank,
+};
+pub use job::{
+    CertifyRule, DEFAULT_TAU_SUBSAMPLE, KernelPcaJob, KernelPcaOutcome, KernelSpec, KpcaJobTimings, SigmaRule, TauOutcome,
+    TauRule,
 };
 pub use kha::{Kha, KhaConfig, KhaRitz, SPAN_TOLERANCE};
 pub use matrix_free::{

@@ -28,6 +28,11 @@ pub struct SkpcaConfig {
     pub orthogonalization: Orthogonalization,
 }
 
+impl SkpcaConfig {
+    /// The rank cap of a front end's SKPCA run (the CLI's `--max-rank`, Python's): 2000.
+    pub const DEFAULT_MAX_RANK: usize = 2000;
+}
+
 impl Default for SkpcaConfig {
     fn default() -> Self {
         Self { tau: 10.0, iterations: 1000, max_rank: None, orthogonalization: Orthogonalization::default() }

@@ -16,7 +16,7 @@ mod slkl;
 
 pub use baselines::{KrrConfig, UnifConfig, UnifModel, UniformWeight, krr, krr_subset, unif};
 pub use expansion::KernelExpansion;
-pub use fit::{KernelRidge, KrrFitSummary, KrrSolver};
+pub use fit::{KernelRidge, KernelRidgeJob, KrrFitSummary, KrrSolver};
 pub use model::KrrModel;
 pub use nu_selection::{
     NuCandidate, NuModel, NuPath, NuSelection, log_grid, mean_squared_error, select_nu, select_nu_path,

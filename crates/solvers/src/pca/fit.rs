@@ -4,6 +4,10 @@
 use faer::MatRef;
 use rand::Rng;
 
+use stolr_lowrank::{Communicator, RowShard, SingleProcess};
+use stolr_memory::MemoryBudget;
+
+use crate::job::{PcaStream, Shard};
 use crate::pca::{PcaModel, SvrgPca, SvrgPcaConfig, VrPca, VrPcaConfig, exact_pca};
 use crate::{Fit, Observer, SolverError, Stop, run};
 
@@ -91,9 +95,23 @@ impl Pca {
     /// # Errors
     /// [`SolverError::Estimator`] for empty or non-finite data.
     pub fn prepare(&self, x: MatRef<'_, f64>) -> Result<Prepared, SolverError> {
+        self.prepare_shard(x, &SingleProcess)
+    }
+
+    /// [`Pca::prepare`] of this rank's rows `x` `(n_p, d)` with the mean and the scale of the
+    /// rows of every rank of `comm` (sums added in rank order). Collective; one process is
+    /// [`Pca::prepare`] bit for bit.
+    ///
+    /// # Errors
+    /// As [`Pca::prepare`].
+    pub fn prepare_shard(&self, x: MatRef<'_, f64>, comm: &dyn Communicator) -> Result<Prepared, SolverError> {
         crate::error::check_data(x)?;
         let d = x.ncols();
-        let mean = if self.center { stolr_estimators::column_means(x) } else { vec![0.0; d] };
+        let mean = if self.center {
+            stolr_estimators::column_means_reduced(x, |buffer| comm.all_reduce_sum(buffer))
+        } else {
+            vec![0.0; d]
+        };
         // The copy keeps the source's layout (a C-order NumPy array stays row-major): a
         // transposing copy of MNIST costs more than the exact PCA's matrix product.
         let transposed = x.col_stride() == 1 && x.row_stride() != 1;
@@ -109,9 +127,14 @@ impl Pca {
         }
         let mut scale = vec![1.0; d];
         if self.scale {
-            let max = (0..data.ncols())
+            let local = (0..data.ncols())
                 .map(|j| data.col_as_slice(j).iter().fold(0.0_f64, |a, v| a.max(v.abs())))
                 .fold(0.0, f64::max);
+            let max = if comm.size() > 1 {
+                comm.all_gather(&[local]).iter().fold(0.0, |m, v| v[0].max(m))
+            } else {
+                local
+            };
             if max > 0.0 {
                 data *= 1.0 / max;
                 scale = vec![max; d];
@@ -133,14 +156,58 @@ impl Pca {
         rng: &mut dyn Rng,
         observer: &mut dyn Observer,
     ) -> Result<(PcaModel, Option<Stop>, usize), SolverError> {
-        let n = prepared.nrows();
+        self.fit_prepared_shard(prepared, mean, scale, rng, observer, &SingleProcess, RowShard::whole(prepared.nrows()))
+    }
+
+    /// The one fit of every front end: prepares this rank's rows `shard.rows()` with the mean
+    /// and scale of every rank's ([`Pca::prepare_shard`]) and fits. One process runs every
+    /// solver; several ranks run SVRG-PCA ([`SvrgPca::new_sharded`]: the snapshots' products
+    /// are split across the ranks and added in rank order). Every rank returns the same model
+    /// (`d × r`), with the stop reason and epochs; only rank 0 reports to `observer`.
+    /// Collective.
+    ///
+    /// # Errors
+    /// As [`Fit::fit`]; [`SolverError::NotDistributed`] for the exact solver and VR-PCA on
+    /// several ranks.
+    pub fn fit_shard(
+        &self,
+        shard: &Shard<'_>,
+        rng: &mut dyn Rng,
+        observer: &mut dyn Observer,
+    ) -> Result<(PcaModel, Option<Stop>, usize), SolverError> {
+        let comm = shard.comm;
+        if comm.size() > 1 && !matches!(self.solver, PcaSolver::SvrgBb(_)) {
+            let what = format!("PCA with the {} solver", self.solver.name());
+            return Err(SolverError::NotDistributed { what, processes: comm.size() });
+        }
+        let prepared = self.prepare_shard(shard.rows(), comm)?;
+        let (mean, scale) = (prepared.mean.clone(), prepared.scale.clone());
+        self.fit_prepared_shard(prepared.x(), mean, scale, rng, observer, comm, shard.place)
+    }
+
+    /// [`Pca::fit_prepared`] on this rank's prepared rows at `place` among those of `comm`.
+    #[allow(clippy::too_many_arguments)]
+    fn fit_prepared_shard(
+        &self,
+        prepared: MatRef<'_, f64>,
+        mean: Vec<f64>,
+        scale: Vec<f64>,
+        rng: &mut dyn Rng,
+        observer: &mut dyn Observer,
+        comm: &dyn Communicator,
+        place: RowShard,
+    ) -> Result<(PcaModel, Option<Stop>, usize), SolverError> {
+        let n = place.total;
         let name = self.solver.name();
+        let mut silent = ();
+        let observer: &mut dyn Observer = if comm.is_root() { observer } else { &mut silent };
         let (pairs, stop, epochs) = match &self.solver {
             PcaSolver::Exact => (exact_pca(prepared, self.rank)?, None, 0),
             PcaSolver::SvrgBb(config) => {
+                // Row-major rows: the inner loop reads one row at a time.
                 let rows = stolr_estimators::to_owned(prepared.transpose());
                 let config = SvrgPcaConfig { rank: self.rank, ..config.clone() };
-                let mut solver = SvrgPca::new(rows.transpose(), config, rng)?;
+                let mut solver = SvrgPca::new_sharded(rows.transpose(), config, rng, comm)?;
                 let stop = run(&mut solver, rng, observer)?;
                 let out = solver.finish(stop)?;
                 (out.pairs, Some(stop), out.epochs)
@@ -155,6 +222,68 @@ impl Pca {
             }
         };
         Ok((PcaModel::from_basis(name, mean, scale, &pairs, n)?, stop, epochs))
+    }
+}
+
+/// A PCA job: the typed request every front end builds (the CLI from its arguments, Python
+/// from keyword arguments), run by [`PcaJob::run`] on the rows of a [`Shard`]. The same job
+/// and seed give the same bits from every front end.
+///
+/// # Example
+/// ```
+/// use faer::Mat;
+/// use stolr_solvers::{Pca, PcaJob, PcaSolver, Shard};
+///
+/// let x = Mat::from_fn(40, 3, |i, j| ((i * 5 + j * 7) % 13) as f64);
+/// let job = PcaJob::new(Pca::new(2, PcaSolver::Exact).center(true), 7);
+/// let outcome = job.run(Shard::whole(x.as_ref()), &mut ()).unwrap();
+/// assert_eq!(outcome.model.components().shape(), (3, 2));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct PcaJob {
+    /// Rank, centring, scaling and solver.
+    pub pca: Pca,
+    /// The seed of the solver's draws (stream [`PcaStream::Solver`]).
+    pub seed: u64,
+    /// The budget the prepared copies of the rows are checked against before they are made.
+    pub memory: MemoryBudget,
+}
+
+/// What a PCA job produced (the same on every rank).
+#[derive(Debug, Clone)]
+pub struct PcaJobOutcome {
+    /// The model: components `(d, r)`, eigenvalues nonincreasing.
+    pub model: PcaModel,
+    /// Why an iterative solver stopped (`None` for the exact solver).
+    pub stop: Option<Stop>,
+    /// Epochs run (0 for the exact solver).
+    pub epochs: usize,
+    /// The time of the fit, the preparation of the rows included.
+    pub solve_time: std::time::Duration,
+}
+
+impl PcaJob {
+    /// `pca` with `seed` and the default budget.
+    pub fn new(pca: Pca, seed: u64) -> Self {
+        Self { pca, seed, memory: MemoryBudget::default() }
+    }
+
+    /// Runs the job on the rows of `shard` ([`Pca::fit_shard`]; collective). Only rank 0
+    /// reports to `observer`.
+    ///
+    /// # Errors
+    /// [`SolverError::Memory`] when the prepared copies (`8·n_p·d` bytes, twice for the
+    /// iterative solvers' row-major copy) exceed the budget; as [`Pca::fit_shard`].
+    pub fn run(&self, shard: Shard<'_>, observer: &mut dyn Observer) -> Result<PcaJobOutcome, SolverError> {
+        let started = std::time::Instant::now();
+        let (n, d) = shard.rows().shape();
+        let copies = if matches!(self.pca.solver, PcaSolver::Exact) { 1 } else { 2 };
+        self.memory.check(
+            format!("the prepared copy of the {n} x {d} rows (centred, scaled)"),
+            stolr_memory::f64_bytes(&[copies, n, d]),
+        )?;
+        let (model, stop, epochs) = self.pca.fit_shard(&shard, &mut PcaStream::Solver.rng(self.seed), observer)?;
+        Ok(PcaJobOutcome { model, stop, epochs, solve_time: started.elapsed() })
     }
 }
 

@@ -12,7 +12,7 @@ mod svrg_pca;
 mod vr_pca;
 
 pub use common::PcaOutcome;
-pub use fit::{Pca, PcaSolver, Prepared};
+pub use fit::{Pca, PcaJob, PcaJobOutcome, PcaSolver, Prepared};
 pub use model::PcaModel;
 pub use rayleigh_ritz::{captured_norm, exact_pca, rayleigh_ritz, rayleigh_ritz_sharded};
 pub use svrg_pca::{

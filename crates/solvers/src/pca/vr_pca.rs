@@ -25,6 +25,9 @@ pub struct VrPcaConfig {
 }
 
 impl VrPcaConfig {
+    /// The epochs of a front end's VR-PCA run when none are given (the CLI's, Python's): 10.
+    pub const DEFAULT_EPOCHS: usize = 10;
+
     /// Shamir's defaults (`η = 1/(r̄√n)`, `m = n`) for `epochs` epochs.
     pub fn new(rank: usize, epochs: usize) -> Self {
         Self { rank, eta: None, epoch_length: None, epochs, target: None }

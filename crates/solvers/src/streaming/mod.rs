@@ -4,11 +4,16 @@
 //! step size `η_t = c/√t`), run over a stream of rows by [`StreamPass`].
 
 mod incremental;
+mod job;
 mod msg;
 mod oja;
 mod pass;
 
 pub use incremental::IncrementalPca;
+pub use job::{
+    MatrixSource, PassKind, RowPass, RowReadError, RowSource, StreamTransform, StreamingOutcome, StreamingPcaJob,
+    StreamingSolver,
+};
 pub use msg::{Msg, MsgConfig};
 pub use oja::Oja;
 pub use pass::{StreamPass, matrix_rows};

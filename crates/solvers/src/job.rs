@@ -1,0 +1,187 @@
+//! What every front end hands the library to run a fit: the rows as a [`Shard`] (this process's
+//! rows, their place among all rows, the communicator), and the named seed streams that every
+//! random choice of a fit draws from ([`KpcaStream`], [`PcaStream`], [`KrrStream`]).
+//!
+//! One process is the same call with [`Shard::whole`] (the single-process communicator), so
+//! the command-line tool, the Python package and an MPI run reach the same code, and the same
+//! seed gives the same bits from every front end.
+
+use faer::{Mat, MatRef};
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use stolr_lowrank::{Communicator, RowShard, SingleProcess};
+
+/// The communicator of an ordinary run, for [`Shard::whole`].
+static SINGLE_PROCESS: SingleProcess = SingleProcess;
+
+/// The rows of a fit as one process sees them: its rows `(place.rows, d)` of the `place.total`
+/// rows of the problem, and the communicator shared with the processes that hold the others
+/// (ranks hold consecutive blocks in rank order).
+///
+/// The rows are borrowed or owned: a fit that standardizes works in place on owned rows and
+/// on a copy of borrowed ones.
+pub struct Shard<'a> {
+    rows: ShardRows<'a>,
+    /// Which rows of the whole these are.
+    pub place: RowShard,
+    /// The processes that share the rows.
+    pub comm: &'a dyn Communicator,
+}
+
+enum ShardRows<'a> {
+    Borrowed(MatRef<'a, f64>),
+    Owned(Mat<f64>),
+}
+
+impl<'a> Shard<'a> {
+    /// All the rows `x` `(n, d)` on one process.
+    pub fn whole(x: MatRef<'a, f64>) -> Self {
+        Self { place: RowShard::whole(x.nrows()), rows: ShardRows::Borrowed(x), comm: &SINGLE_PROCESS }
+    }
+
+    /// All the rows `x` `(n, d)`, owned, on one process.
+    pub fn whole_owned(x: Mat<f64>) -> Self {
+        Self { place: RowShard::whole(x.nrows()), rows: ShardRows::Owned(x), comm: &SINGLE_PROCESS }
+    }
+
+    /// This process's rows `local` `(place.rows, d)`, owned, at `place` among the rows held by
+    /// the ranks of `comm`.
+    ///
+    /// # Panics
+    /// If `local` does not have `place.rows` rows (a caller's bug, not a data error).
+    pub fn part(local: Mat<f64>, place: RowShard, comm: &'a dyn Communicator) -> Self {
+        assert_eq!(local.nrows(), place.rows, "Shard::part: the rows do not match their place");
+        Self { rows: ShardRows::Owned(local), place, comm }
+    }
+
+    /// This process's rows `(place.rows, d)`.
+    pub fn rows(&self) -> MatRef<'_, f64> {
+        match &self.rows {
+            ShardRows::Borrowed(x) => *x,
+            ShardRows::Owned(x) => x.as_ref(),
+        }
+    }
+
+    /// This process's rows, owned (a copy when they were borrowed).
+    pub fn into_owned(self) -> Mat<f64> {
+        match self.rows {
+            ShardRows::Borrowed(x) => stolr_estimators::to_owned(x),
+            ShardRows::Owned(x) => x,
+        }
+    }
+
+    /// Whether the rows of every rank are here (one process).
+    pub fn is_whole(&self) -> bool {
+        self.comm.size() == 1
+    }
+}
+
+impl std::fmt::Debug for Shard<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (n, d) = self.rows().shape();
+        write!(f, "Shard({n} x {d} at {:?}, {:?})", self.place, self.comm)
+    }
+}
+
+/// The generator of stream `index` of `seed`: the seed's Xoshiro256++ generator advanced by
+/// `index` jumps of 2¹²⁸ steps, so that the streams never overlap and changing one option (say
+/// the bandwidth) does not change the draws of another stage.
+fn stream(seed: u64, index: u32) -> Xoshiro256PlusPlus {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    for _ in 0..index {
+        rng.jump();
+    }
+    rng
+}
+
+/// The random streams of a kernel PCA fit, by purpose ([`KpcaStream::rng`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KpcaStream {
+    /// Generated data (the CLI's built-in rings): stream 0.
+    Data,
+    /// The bandwidth rule's sampled pairs: stream 1.
+    Bandwidth,
+    /// The subsample τ is chosen from for a rank: stream 2.
+    Tau,
+    /// SKPCA's estimator draws: stream 3.
+    Skpca,
+    /// Nyström's landmarks and the exact solvers' starting block: stream 4.
+    Solver,
+    /// KHA's initial coefficients and sampled rows: stream 5.
+    Kha,
+    /// The sampled rows of an estimated certificate: stream 6.
+    Certificate,
+}
+
+impl KpcaStream {
+    /// The generator of this stream of `seed`.
+    pub fn rng(self, seed: u64) -> Xoshiro256PlusPlus {
+        stream(seed, self as u32)
+    }
+}
+
+/// The random streams of a PCA fit (batch and streaming), by purpose ([`PcaStream::rng`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PcaStream {
+    /// Generated data (`--generate`): stream 0.
+    Data,
+    /// The solver's draws (starting point, sampled rows): stream 1.
+    Solver,
+}
+
+impl PcaStream {
+    /// The generator of this stream of `seed`.
+    pub fn rng(self, seed: u64) -> Xoshiro256PlusPlus {
+        stream(seed, self as u32)
+    }
+}
+
+/// The random streams of a kernel ridge regression, by purpose ([`KrrStream::rng`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KrrStream {
+    /// Generated data (the sinc set): stream 0.
+    Data,
+    /// The train/test split: stream 1.
+    Split,
+    /// The bandwidth rule's sampled pairs: stream 2.
+    Bandwidth,
+    /// The landmarks `J` (the same for every solver given the same seed and data): stream 3.
+    Landmarks,
+    /// SLKL's coordinate order: stream 4.
+    Coordinates,
+    /// The folds and fits of the cross-validation of ν or λ: stream 5.
+    Validation,
+}
+
+impl KrrStream {
+    /// The generator of this stream of `seed`.
+    pub fn rng(self, seed: u64) -> Xoshiro256PlusPlus {
+        stream(seed, self as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::RngExt;
+
+    #[test]
+    fn streams_are_the_seed_jumped_by_their_index() {
+        let mut by_hand = Xoshiro256PlusPlus::seed_from_u64(9);
+        by_hand.jump();
+        by_hand.jump();
+        assert_eq!(KpcaStream::Tau.rng(9).random::<u64>(), by_hand.random::<u64>());
+        assert_eq!(KrrStream::Bandwidth.rng(9).random::<u64>(), KpcaStream::Tau.rng(9).random::<u64>());
+        assert_ne!(KpcaStream::Skpca.rng(9).random::<u64>(), KpcaStream::Solver.rng(9).random::<u64>());
+        assert_eq!(PcaStream::Solver.rng(3).random::<u64>(), KpcaStream::Bandwidth.rng(3).random::<u64>());
+    }
+
+    #[test]
+    fn a_whole_shard_is_every_row_on_one_process() {
+        let x = Mat::from_fn(5, 2, |i, j| (i * 2 + j) as f64);
+        let s = Shard::whole(x.as_ref());
+        assert!(s.is_whole());
+        assert_eq!((s.place.first, s.place.rows, s.place.total), (0, 5, 5));
+        assert_eq!(s.into_owned(), x);
+    }
+}

@@ -1,0 +1,386 @@
+//! The kernel PCA job: everything a front end decides (kernel and bandwidth rule, τ given or
+//! chosen for a rank, solver, certificate, seed, memory budget) → the one fit of
+//! [`KernelPca::fit_shard`] → an outcome that the command-line tool writes and the Python
+//! package returns.
+
+use std::time::{Duration, Instant};
+
+use faer::Mat;
+use stolr_datasets::{Standardization, standardize_reduced};
+use stolr_estimators::{
+    Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_estimate_sharded,
+};
+use stolr_lowrank::comm::gather_rows;
+use stolr_memory::MemoryBudget;
+
+use crate::job::{KpcaStream, Shard};
+use crate::kpca::{
+    Certificate, CertifyConfig, CertifyMethod, KernelCentering, KernelPca, KernelPcaFit, KpcaSolver, TauChoice,
+    certify, tau_for_rank,
+};
+use crate::{Observer, SolverError};
+
+/// How the bandwidth `σ` of a Gaussian or Laplacian kernel is set.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SigmaRule {
+    /// `σ` as given (positive, finite; in the units of the data).
+    Given(f64),
+    /// The 20th percentile ([`DEFAULT_BANDWIDTH_PERCENTILE`]) of the Euclidean distances
+    /// between distinct rows of all ranks, estimated from [`DEFAULT_BANDWIDTH_PAIRS`] seeded
+    /// random pairs ([`bandwidth_estimate_sharded`], stream [`KpcaStream::Bandwidth`]).
+    Auto,
+}
+
+/// The kernel of a job, its bandwidth given or chosen from the data.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum KernelSpec {
+    /// `exp(−‖x − y‖² / (2σ²))`.
+    Gaussian(SigmaRule),
+    /// `exp(−‖x − y‖₁ / σ)`.
+    Laplacian(SigmaRule),
+    /// `(⟨x, y⟩/scale + offset)^degree`; `scale` defaults to the number of features `d`.
+    Polynomial {
+        /// The scale `s > 0` (`None`: `d`).
+        scale: Option<f64>,
+        /// The offset `c ≥ 0`.
+        offset: f64,
+        /// The degree `q ≥ 1`.
+        degree: u32,
+    },
+}
+
+impl From<Kernel> for KernelSpec {
+    /// The kernel as given, `σ` included.
+    fn from(kernel: Kernel) -> Self {
+        match kernel {
+            Kernel::Gaussian { sigma } => KernelSpec::Gaussian(SigmaRule::Given(sigma)),
+            Kernel::Laplacian { sigma } => KernelSpec::Laplacian(SigmaRule::Given(sigma)),
+            Kernel::Polynomial { scale, offset, degree } => KernelSpec::Polynomial { scale: Some(scale), offset, degree },
+        }
+    }
+}
+
+/// SKPCA's shrinkage threshold τ.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TauRule {
+    /// τ as given (positive).
+    Given(f64),
+    /// τ between the estimated `rank`-th and next eigenvalue, from the kernel matrix of a random
+    /// subsample of `subsample` rows ([`tau_for_rank`], stream [`KpcaStream::Tau`]; rank 0
+    /// chooses from every row and broadcasts).
+    ForRank {
+        /// The number of eigenpairs wanted.
+        rank: usize,
+        /// The subsample size `m`.
+        subsample: usize,
+    },
+}
+
+/// The accuracy certificate of a job's eigenpairs against the true kernel matrix
+/// ([`certify`], on rank 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CertifyRule {
+    /// No certificate.
+    Off,
+    /// Exact when affordable, estimated otherwise ([`CertifyConfig::method`] `None`).
+    Auto,
+    /// One product with the kernel operator.
+    Exact,
+    /// Sampled rows with 95 % confidence intervals (stream [`KpcaStream::Certificate`]).
+    Estimate,
+}
+
+/// A kernel PCA job: the typed, validated request that every front end builds (the CLI from
+/// its arguments, Python from keyword arguments) and [`KernelPcaJob::run`] carries out on the
+/// rows of a [`Shard`]. The same job and seed give the same bits from every front end.
+///
+/// # Example
+/// ```
+/// use faer::Mat;
+/// use stolr_solvers::{CertifyRule, KernelPcaJob, KernelSpec, KpcaSolver, Shard, SigmaRule};
+///
+/// let x = Mat::from_fn(60, 2, |i, j| ((i * 7 + j * 3) % 11) as f64 / 11.0);
+/// let job = KernelPcaJob {
+///     center: true,
+///     certify: CertifyRule::Exact,
+///     ..KernelPcaJob::new(KernelSpec::Gaussian(SigmaRule::Auto), Some(3), KpcaSolver::exact(), 7)
+/// };
+/// let outcome = job.run(Shard::whole(x.as_ref()), &mut ()).unwrap().expect("one process is rank 0");
+/// assert_eq!(outcome.fit.pairs.rank(), 3);
+/// assert!(outcome.certificate.unwrap().residuals.iter().all(|&r| r < 1e-8));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelPcaJob {
+    /// The kernel and its bandwidth rule.
+    pub kernel: KernelSpec,
+    /// Number of eigenpairs `r` (SKPCA: at most; `None`: every pair above τ).
+    pub rank: Option<usize>,
+    /// Centre in feature space (decompose `HKH`).
+    pub center: bool,
+    /// Standardize every feature (mean 0, population standard deviation 1, over the rows of
+    /// every rank) before the kernel; the statistics go into the model.
+    pub standardize: bool,
+    /// The solver (SKPCA's τ is replaced by [`KernelPcaJob::tau`]).
+    pub solver: KpcaSolver,
+    /// SKPCA's τ, given or chosen for a rank (unused by the other solvers).
+    pub tau: TauRule,
+    /// The certificate.
+    pub certify: CertifyRule,
+    /// The seed of every random choice, drawn from the named streams of [`KpcaStream`].
+    pub seed: u64,
+    /// The budget every size-dependent allocation is checked against before it is made.
+    pub memory: MemoryBudget,
+}
+
+impl KernelPcaJob {
+    /// `rank` eigenpairs of `kernel` by `solver` with `seed`: uncentred, not standardized, τ
+    /// chosen for `rank` (or 10) from a 2000-row subsample, no certificate, the default budget.
+    pub fn new(kernel: KernelSpec, rank: Option<usize>, solver: KpcaSolver, seed: u64) -> Self {
+        Self {
+            kernel,
+            rank,
+            center: false,
+            standardize: false,
+            solver,
+            tau: TauRule::ForRank { rank: rank.unwrap_or(10), subsample: DEFAULT_TAU_SUBSAMPLE },
+            certify: CertifyRule::Off,
+            seed,
+            memory: MemoryBudget::default(),
+        }
+    }
+
+    /// Runs the job on the rows of `shard` (collective over its communicator): checks the
+    /// rows, standardizes them when asked, sets `σ` by its rule, chooses τ, fits
+    /// ([`KernelPca::fit_shard`]) and certifies. Returns the outcome on rank 0, `None` on the
+    /// other ranks; only rank 0 reports to `observer`.
+    ///
+    /// # Errors
+    /// [`SolverError::InvalidRank`] for a rank of 0 or above `n`; [`SolverError::Estimator`]
+    /// for empty or non-finite rows and a bandwidth rule that finds no distinct pair; the
+    /// errors of [`tau_for_rank`], [`KernelPca::fit_shard`] and [`certify`].
+    pub fn run(&self, shard: Shard<'_>, observer: &mut dyn Observer) -> Result<Option<KernelPcaOutcome>, SolverError> {
+        let comm = shard.comm;
+        let place = shard.place;
+        if let Some(rank) = self.rank
+            && (rank == 0 || rank > place.total)
+        {
+            let reason = if rank == 0 {
+                "the rank must be at least 1".to_string()
+            } else {
+                format!("it exceeds the number of samples n = {}", place.total)
+            };
+            return Err(SolverError::InvalidRank { rank, reason });
+        }
+        crate::error::check_data(shard.rows())?;
+        // Standardized in place (a copy of borrowed rows), over the rows of every rank.
+        let (shard, standardization) = if self.standardize {
+            let mut local = shard.into_owned();
+            let stats = standardize_reduced(&mut local, |buffer| comm.all_reduce_sum(buffer));
+            (Shard::part(local, place, comm), Some(stats))
+        } else {
+            (shard, None)
+        };
+        let local = shard.rows();
+        // Rank 0 keeps every row, for the model, τ's subsample and the certificate.
+        let gathered: Option<Mat<f64>> = if comm.size() > 1 { gather_rows(comm, local, 0) } else { None };
+        let all = if comm.size() > 1 { gathered.as_ref().map(|x| x.as_ref()) } else { Some(local) };
+
+        let started = Instant::now();
+        let (kernel, bandwidth) = self.kernel(&shard)?;
+        let bandwidth_time = started.elapsed();
+
+        let solving = Instant::now();
+        let mut tau = None;
+        let solver = match &self.solver {
+            KpcaSolver::Skpca { config, sampler, features } => {
+                let outcome = self.tau(all, &kernel, comm)?;
+                let config = crate::kpca::SkpcaConfig { tau: outcome.value, ..config.clone() };
+                tau = Some(outcome);
+                KpcaSolver::Skpca { config, sampler: *sampler, features: *features }
+            }
+            other => other.clone(),
+        };
+        let stream = match solver {
+            KpcaSolver::Skpca { .. } => KpcaStream::Skpca,
+            KpcaSolver::Exact { .. } | KpcaSolver::Nystrom { .. } => KpcaStream::Solver,
+            KpcaSolver::Kha { .. } => KpcaStream::Kha,
+        };
+        let params = KernelPca {
+            rank: self.rank,
+            kernel,
+            center: self.center,
+            standardize: false,
+            solver,
+            memory: self.memory,
+        };
+        let fit = params.fit_shard(&shard, all, standardization, &mut stream.rng(self.seed), observer)?;
+        let solve_time = solving.elapsed();
+        let (Some(fit), Some(x)) = (fit, all) else {
+            return Ok(None);
+        };
+
+        let certifying = Instant::now();
+        let method = match self.certify {
+            CertifyRule::Off => None,
+            CertifyRule::Auto => Some(None),
+            CertifyRule::Exact => Some(Some(CertifyMethod::Exact)),
+            CertifyRule::Estimate => Some(Some(CertifyMethod::Estimate)),
+        };
+        let certificate = match method {
+            None => None,
+            Some(method) => {
+                let means = match fit.model.centering() {
+                    KernelCentering::Training { column_means, grand_mean } if self.center => {
+                        Some((column_means.as_slice(), *grand_mean))
+                    }
+                    _ => None,
+                };
+                let config = CertifyConfig { method, memory: self.memory, ..Default::default() };
+                let rng = &mut KpcaStream::Certificate.rng(self.seed);
+                Some(certify(x, &kernel, self.center, means, &fit.pairs, &config, rng)?)
+            }
+        };
+        let timings = KpcaJobTimings {
+            bandwidth: bandwidth_time,
+            solve: solve_time,
+            certificate: certificate.as_ref().map(|_| certifying.elapsed()),
+        };
+        Ok(Some(KernelPcaOutcome {
+            n: place.total,
+            d: x.ncols(),
+            kernel,
+            bandwidth,
+            standardized: self.standardize,
+            tau,
+            fit,
+            certificate,
+            timings,
+        }))
+    }
+
+    /// The kernel with `σ` set by its rule over the rows of every rank (collective).
+    fn kernel(&self, shard: &Shard<'_>) -> Result<(Kernel, Option<Bandwidth>), SolverError> {
+        let sigma = |rule: SigmaRule| -> Result<(f64, Option<Bandwidth>), SolverError> {
+            match rule {
+                SigmaRule::Given(sigma) => Ok((sigma, None)),
+                SigmaRule::Auto => {
+                    let b = bandwidth_estimate_sharded(
+                        shard.rows(),
+                        DEFAULT_BANDWIDTH_PERCENTILE,
+                        DEFAULT_BANDWIDTH_PAIRS,
+                        &mut KpcaStream::Bandwidth.rng(self.seed),
+                        shard.comm,
+                    )?;
+                    Ok((b.sigma, Some(b)))
+                }
+            }
+        };
+        let (kernel, bandwidth) = match self.kernel {
+            KernelSpec::Gaussian(rule) => {
+                let (sigma, b) = sigma(rule)?;
+                (Kernel::Gaussian { sigma }, b)
+            }
+            KernelSpec::Laplacian(rule) => {
+                let (sigma, b) = sigma(rule)?;
+                (Kernel::Laplacian { sigma }, b)
+            }
+            KernelSpec::Polynomial { scale, offset, degree } => {
+                let scale = scale.unwrap_or(shard.rows().ncols() as f64);
+                (Kernel::Polynomial { scale, offset, degree }, None)
+            }
+        };
+        kernel.validate()?;
+        Ok((kernel, bandwidth))
+    }
+
+    /// SKPCA's τ: as given, or chosen on rank 0 from every row `all` and broadcast.
+    fn tau(
+        &self,
+        all: Option<faer::MatRef<'_, f64>>,
+        kernel: &Kernel,
+        comm: &dyn stolr_lowrank::Communicator,
+    ) -> Result<TauOutcome, SolverError> {
+        let (rank, subsample) = match self.tau {
+            TauRule::Given(value) => return Ok(TauOutcome { value, choice: None }),
+            TauRule::ForRank { rank, subsample } => (rank, subsample),
+        };
+        let chosen = all.map(|x| {
+            tau_for_rank(x, kernel, rank, subsample, self.center, self.memory, &mut KpcaStream::Tau.rng(self.seed))
+        });
+        if comm.size() == 1 {
+            let choice = chosen.ok_or_else(|| SolverError::InvalidConfig {
+                name: "tau",
+                reason: "one process holds every row".into(),
+            })??;
+            return Ok(TauOutcome { value: choice.tau, choice: Some(choice) });
+        }
+        // Every rank takes rank 0's τ; a failure there is NaN on the others.
+        let mut value = [chosen.as_ref().and_then(|c| c.as_ref().ok()).map_or(f64::NAN, |c| c.tau)];
+        comm.broadcast(&mut value, 0);
+        match chosen {
+            Some(choice) => {
+                let choice = choice?;
+                Ok(TauOutcome { value: choice.tau, choice: Some(choice) })
+            }
+            None if value[0].is_nan() => Err(SolverError::InvalidConfig {
+                name: "tau",
+                reason: "rank 0 could not choose tau (see its error)".into(),
+            }),
+            None => Ok(TauOutcome { value: value[0], choice: None }),
+        }
+    }
+}
+
+/// The default subsample size `m` τ is chosen from for a rank.
+pub const DEFAULT_TAU_SUBSAMPLE: usize = 2000;
+
+/// SKPCA's τ as a job set it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TauOutcome {
+    /// The threshold τ.
+    pub value: f64,
+    /// How it was chosen for a rank (`None`: given, or on a rank other than 0).
+    pub choice: Option<TauChoice>,
+}
+
+/// How long the stages of a job took.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KpcaJobTimings {
+    /// Setting `σ` (zero when given).
+    pub bandwidth: Duration,
+    /// Choosing τ and the fit.
+    pub solve: Duration,
+    /// The certificate (`None` without one).
+    pub certificate: Option<Duration>,
+}
+
+/// What a kernel PCA job produced, on rank 0.
+#[derive(Debug, Clone)]
+pub struct KernelPcaOutcome {
+    /// Rows `n` (of every rank) and features `d`.
+    pub n: usize,
+    /// Features `d`.
+    pub d: usize,
+    /// The kernel, `σ` set.
+    pub kernel: Kernel,
+    /// What the bandwidth rule measured (`None` when `σ` was given or the kernel has none).
+    pub bandwidth: Option<Bandwidth>,
+    /// Whether the rows were standardized (the statistics are in the model).
+    pub standardized: bool,
+    /// SKPCA's τ (`None` for the other solvers).
+    pub tau: Option<TauOutcome>,
+    /// The model, the training eigenpairs (eigenvalues nonincreasing, eigenvectors `(n, r)`),
+    /// how the run ended and its warnings.
+    pub fit: KernelPcaFit,
+    /// The certificate of the training eigenpairs (`None` with [`CertifyRule::Off`]).
+    pub certificate: Option<Certificate>,
+    /// Stage times.
+    pub timings: KpcaJobTimings,
+}
+
+impl KernelPcaOutcome {
+    /// The standardization the rows went through (`None` if they were not standardized).
+    pub fn standardization(&self) -> Option<&Standardization> {
+        self.fit.model.standardization()
+    }
+}
