@@ -192,7 +192,7 @@ fn sizes_over_the_memory_budget_are_refused_before_any_work() {
     assert_fails_with(&dense, "matrix-free exact solver's buffers (n = 300");
     assert!(stderr(&dense).contains("100 KiB"), "the limit is named: {}", stderr(&dense));
     assert_fails_with(
-        &kpca(&["--rank", "5", "--tau-subsample", "100000000000", "--memory-limit", "100K"]),
+        &kpca(&["--rank", "5", "--tau-subsample", "100000000000", "--iterations", "100", "--memory-limit", "100K"]),
         "tau_subsample",
     );
     assert_fails_with(&kpca(&["--memory-limit", "12 parsecs"]), "cannot read the size");

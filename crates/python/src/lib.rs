@@ -19,7 +19,7 @@ use stolr_estimators::Kernel;
 use stolr_memory::MemoryBudget;
 use stolr_lowrank::SingleProcess;
 use stolr_solvers::{
-    DEFAULT_TAU_SUBSAMPLE, IterationReport, KernelPcaJob, KernelPcaModel, KernelRidge, KernelRidgeJob, KhaConfig,
+    DEFAULT_TAU_SUBSAMPLE, ExactOperator, IterationReport, KernelPcaJob, KernelPcaModel, KernelRidge, KernelRidgeJob, KhaConfig,
     KpcaSolver, KrrModel, KrrSolver, MatrixSource, NystromKrrConfig, Observer, Pca, PcaJob, PcaModel, PcaSolver,
     PcaStream, Persist, Predictor, SamplerKind, Shard, SkpcaConfig, SlklConfig, SolverError, SolverState,
     StreamingPca, StreamingPcaJob, StreamingSolver, SvrgPcaConfig, TauRule, Transformer, UnifConfig, UniformWeight,
@@ -200,6 +200,7 @@ fn fit_kernel_pca<'py>(
     let sampler: SamplerKind = sampler.parse().map_err(value_error)?;
     let solver = match solver {
         "exact" => KpcaSolver::exact(),
+        "exact-matrix-free" => KpcaSolver::exact_with(ExactOperator::MatrixFree),
         "nystrom" => KpcaSolver::Nystrom { landmarks: n_landmarks },
         "skpca" => KpcaSolver::Skpca {
             config: SkpcaConfig {
@@ -211,7 +212,11 @@ fn fit_kernel_pca<'py>(
             features: n_features,
         },
         "kha" => KpcaSolver::kha(KhaConfig::DEFAULT_ETA, n_iter),
-        other => return Err(value_error(format!("unknown solver '{other}' (exact, nystrom, skpca, kha)"))),
+        other => {
+            return Err(value_error(format!(
+                "unknown solver '{other}' (exact, exact-matrix-free, nystrom, skpca, kha)"
+            )));
+        }
     };
     // As the CLI: τ given, or between the estimated n_components-th and next eigenvalue.
     let tau = match (tau, n_components) {
