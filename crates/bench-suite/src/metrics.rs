@@ -11,13 +11,13 @@ const BLOCK: usize = 512;
 /// first `r` of the given eigenpairs (all of them if fewer), where `K` is the kernel matrix of
 /// the rows of `x` `(n, d)` (centred, `HKH`, when `center`). `K` is streamed in blocks of rows
 /// and never held: time `O(n²(d + r))`, memory `O(n·(r + 512))`. The eigenvectors need not be
-/// orthonormal (spec §1.7, second formula).
+/// orthonormal (docs/derivations.md §1.7, second formula).
 ///
 /// # Panics
 /// If the eigenvectors do not have `n` rows.
 ///
 /// # References
-/// Paper `000_64249a13de5bd3cc.txt`, "Experimental Results"; spec `math.md` §1.7, §2.8.
+/// \[SKPCA\], "Experimental Results"; docs/derivations.md §1.7, §2.8.
 pub fn kernel_residual(x: MatRef<'_, f64>, kernel: &Kernel, center: bool, pairs: &Eigenpairs, r: usize) -> f64 {
     kernel_residuals(x, kernel, center, &[pairs], r)[0]
 }
@@ -32,7 +32,7 @@ pub fn kernel_residual(x: MatRef<'_, f64>, kernel: &Kernel, center: bool, pairs:
 /// If some set's eigenvectors do not have `n` rows.
 ///
 /// # References
-/// Paper `000_64249a13de5bd3cc.txt`, "Experimental Results"; spec `math.md` §1.7, §2.8.
+/// \[SKPCA\], "Experimental Results"; docs/derivations.md §1.7, §2.8.
 pub fn kernel_residuals(x: MatRef<'_, f64>, kernel: &Kernel, center: bool, sets: &[&Eigenpairs], r: usize) -> Vec<f64> {
     let n = x.nrows();
     let ranks: Vec<usize> = sets

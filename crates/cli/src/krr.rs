@@ -53,8 +53,8 @@ const STREAM_COORDINATES: u32 = 4;
 /// Random stream of `--nu auto` (hold-out split, then the validation fits).
 const STREAM_NU: u32 = 5;
 
-/// `--nu auto` grid of Unif: 10^-4 … 10^1, two points per decade (spec §6.14). SLKL's path
-/// descends from ν_max instead (`select_nu_path`).
+/// `--nu auto` grid of Unif: 10^-4 … 10^1, two points per decade (docs/derivations.md §6.14).
+/// SLKL's path descends from ν_max instead (`select_nu_path`).
 const NU_GRID: (i32, i32, usize) = (-4, 1, 2);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -14,7 +14,7 @@ use crate::data::check_data;
 /// Default percentile of the width rule (paper 000, "Experimental Setting").
 pub const DEFAULT_BANDWIDTH_PERCENTILE: f64 = 20.0;
 
-/// Default number of sampled pairs of the width rule (`spec/math.md` §1.1, marked \[D\]).
+/// Default number of sampled pairs of the width rule (docs/derivations.md §1.1).
 pub const DEFAULT_BANDWIDTH_PAIRS: usize = 1_000_000;
 
 /// Share of duplicate rows (`1 - distinct_rows / rows`) above which callers should warn that
@@ -61,7 +61,7 @@ impl Bandwidth {
 /// As [`bandwidth_estimate`].
 ///
 /// # References
-/// `spec/math.md` §1.1; paper `000_64249a13de5bd3cc.txt`, "Experimental Setting" (20th
+/// docs/derivations.md §1.1; \[SKPCA\], "Experimental Setting" (20th
 /// percentile, after Mallapragada et al. 2009).
 pub fn bandwidth_rule<R: Rng + ?Sized>(
     x: MatRef<'_, f64>,
@@ -109,7 +109,7 @@ pub fn bandwidth_rule<R: Rng + ?Sized>(
 ///   close that their squared distance underflows).
 ///
 /// # References
-/// `spec/math.md` §1.1; paper `000_64249a13de5bd3cc.txt`, "Experimental Setting" (20th
+/// docs/derivations.md §1.1; \[SKPCA\], "Experimental Setting" (20th
 /// percentile, after Mallapragada et al. 2009), here over distinct rows.
 pub fn bandwidth_estimate<R: Rng + ?Sized>(
     x: MatRef<'_, f64>,

@@ -84,7 +84,7 @@ impl Iterate {
 /// [`crate::run`] drives it (stopping at `iterations`, or with [`Stop::RankCapReached`]).
 ///
 /// # References
-/// Paper `000_64249a13de5bd3cc.txt`, Algorithm 1, Theorem 1; spec `math.md` §2.2–§2.4.
+/// \[SKPCA\], Algorithm 1, Theorem 1; docs/derivations.md §2.2–§2.4.
 pub struct Skpca<'a> {
     config: SkpcaConfig,
     sampler: Box<dyn KernelSampler + 'a>,
@@ -277,7 +277,7 @@ impl<'a> Skpca<'a> {
     /// [`SolverError::LowRank`] if the small eigendecomposition fails.
     ///
     /// # References
-    /// Paper `000_64249a13de5bd3cc.txt`, Algorithm 1, last lines; spec §2.4, Appendix B.3.
+    /// \[SKPCA\], Algorithm 1, last lines; docs/derivations.md §2.4 (positive eigenvalues only).
     pub fn eigenpairs(&self) -> Result<Eigenpairs, SolverError> {
         let mut pairs = match &self.iterate {
             Iterate::Psd(z) => z.eigenpairs(),

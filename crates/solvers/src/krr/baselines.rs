@@ -89,7 +89,7 @@ fn ridge_solve(mut k: Mat<f64>, y: &[f64], lambda: f64, intercept: bool) -> Resu
 /// memory budget; [`SolverError::LowRank`] if the Cholesky factorization fails.
 ///
 /// # References
-/// Paper `004_cadb4dc86f44be57.txt`, (6)–(10) and Table 2 ("KRR_n"); `spec/math.md` §6.3, §6.14.
+/// \[SLKL\], (6)–(10) and Table 2 ("KRR_n"); docs/derivations.md §6.3, §6.14.
 pub fn krr(x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel, config: &KrrConfig) -> Result<KernelExpansion, SolverError> {
     Ok(krr_fit(x, y, kernel, config, false)?.0)
 }
@@ -135,7 +135,7 @@ pub(crate) fn krr_fit(
 /// an index `>= n`.
 ///
 /// # References
-/// Paper `004_cadb4dc86f44be57.txt`, Section 5.2 and Table 2 ("KRR_M"); `spec/math.md` §6.14.
+/// \[SLKL\], Section 5.2 and Table 2 ("KRR_M"); docs/derivations.md §6.14.
 pub fn krr_subset(
     x: MatRef<'_, f64>,
     y: &[f64],
@@ -202,8 +202,8 @@ impl Default for UnifConfig {
 /// The Unif baseline fitted by [`unif`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnifModel {
-    /// $f(x) = \sum_{i \in J} c_i \kappa(x, x_i)$, $c = \beta$ as for SLKL (spec §6.8); empty when
-    /// the weight is 0.
+    /// $f(x) = \sum_{i \in J} c_i \kappa(x, x_i)$, $c = \beta$ as for SLKL (docs/derivations.md
+    /// §6.8); empty when the weight is 0.
     pub expansion: KernelExpansion,
     /// The common weight `c = μ_i` of every landmark with $K_{ii} > 0$.
     pub weight: f64,
@@ -234,9 +234,9 @@ pub struct UnifModel {
 /// for bad data; [`SolverError::LowRank`] if a dense factorization fails.
 ///
 /// # References
-/// Paper `004_cadb4dc86f44be57.txt`, Section 5.2 and Table 2 ("Unif": "the kernel obtained
+/// \[SLKL\], Section 5.2 and Table 2 ("Unif": "the kernel obtained
 /// with uniform weights on the rank-1 approximations selected for SLKL"; the value is not
-/// given); `spec/math.md` §6.14.
+/// given); docs/derivations.md §6.14.
 pub fn unif(
     x: MatRef<'_, f64>,
     y: &[f64],

@@ -20,7 +20,7 @@ use crate::error::{check_data, check_pca_rank, check_rank};
 /// have `d` rows; [`SolverError::LowRank`] if the small eigendecomposition fails.
 ///
 /// # References
-/// Spec `math.md` §1.6 (Wen et al. 2016), used by paper `002_32bc6583f0d9e789.txt`.
+/// docs/derivations.md §1.6 (Wen et al. 2016), used by \[SVRG-PCA\].
 pub fn rayleigh_ritz(x: MatRef<'_, f64>, basis: MatRef<'_, f64>) -> Result<Eigenpairs, SolverError> {
     rayleigh_ritz_sharded(x, basis, &stolr_lowrank::SingleProcess)
 }

@@ -72,7 +72,7 @@ pub struct SvrgPcaConfig {
     pub max_epochs: usize,
     /// Gradient-norm stopping test.
     pub tolerance: Tolerance,
-    /// First step size `η_0`; `None`: `0.1/ν` (unreported by the paper; spec §3.3).
+    /// First step size `η_0`; `None`: `0.1/ν` (unreported by the paper; docs/derivations.md §3.3).
     pub eta0: Option<f64>,
     /// Stop as soon as the Rayleigh–Ritz value `‖X V‖_F` of the snapshot reaches this.
     pub target: Option<f64>,
@@ -83,7 +83,7 @@ impl SvrgPcaConfig {
     /// (`n/100` from 10 000 samples), the Barzilai–Borwein step exactly as printed,
     /// `Tolerance::Absolute(1e-8)`, at most 100 epochs. These violate the paper's own Theorem 2.1
     /// (`μ > ν − λ_r`): the iterate shrinks to 0 like a power iteration and only the final
-    /// Rayleigh–Ritz step makes the answer useful (spec §3.4).
+    /// Rayleigh–Ritz step makes the answer useful (docs/derivations.md §3.4).
     pub fn paper(rank: usize) -> Self {
         Self {
             rank,
@@ -100,8 +100,8 @@ impl SvrgPcaConfig {
 
     /// Theorem-consistent settings, the default for users: `c1 = 2`, `c2 = 1` (so
     /// `μ = ν > ν − λ_r`, and the iterate converges to a scaled basis of the top eigenspace),
-    /// epochs of `min(n/10, 2000)` inner steps, the BB step capped at `1/(ν + 2μ)` (spec §3.3),
-    /// `Tolerance::Relative(1e-7)`, at most 1000 epochs.
+    /// epochs of `min(n/10, 2000)` inner steps, the BB step capped at `1/(ν + 2μ)`
+    /// (docs/derivations.md §3.3), `Tolerance::Relative(1e-7)`, at most 1000 epochs.
     ///
     /// The epoch length is ours: with the paper's `n/50`, the smallest eigengaps (paper 002,
     /// Tables 4–7, r = 3) stayed below 0.9999·sslev after 200 epochs; with `n/10` on MNIST
@@ -228,7 +228,7 @@ fn objective_parts_sharded(x: MatRef<'_, f64>, w: MatRef<'_, f64>, nu: f64, mu: 
 /// `∇F_μ(W) = νW − CW + μW(WᵀW − I)`, `C = XᵀX/n`. Cost `O(n·d·r)`.
 ///
 /// # References
-/// Paper `002_32bc6583f0d9e789.txt`, (3) and its gradient; spec §3.2.
+/// \[SVRG-PCA\], (3) and its gradient; docs/derivations.md §3.2.
 pub fn penalty_objective(x: MatRef<'_, f64>, w: MatRef<'_, f64>, nu: f64, mu: f64) -> (f64, Mat<f64>) {
     let parts = objective_parts(x, w, nu, mu);
     (parts.objective, parts.grad)
@@ -332,8 +332,8 @@ fn penalty_matrix(gram: &Mat<f64>) -> Mat<f64> {
 /// Objective (3)/(5): `F_μ(W) = ½ tr(Wᵀ(νI − C)W) + (μ/4)‖WᵀW − I‖_F²`, `C = XᵀX/n`. Each
 /// [`step`](IterativeSolver::step) is one epoch: the BB step `η = ‖ΔW̃‖²/⟨ΔW̃, ΔG⟩` from the last
 /// two snapshots (capped if `step_cap` is set), `K` inner steps `W ← W − η V` with the
-/// variance-reduced direction `V = νW + μW(WᵀW − I) − x_i x_iᵀ(W − W̃) − CW̃` (spec §3.2, same
-/// vector as (6)), then the new snapshot `W̃` with its full gradient
+/// variance-reduced direction `V = νW + μW(WᵀW − I) − x_i x_iᵀ(W − W̃) − CW̃` (docs/derivations.md
+/// §3.2, same vector as (6)), then the new snapshot `W̃` with its full gradient
 /// `G = νW̃ − CW̃ + μW̃(W̃ᵀW̃ − I)`, whose objective and gradient norm are reported (the gradient
 /// norm as the KKT violation: the problem is unconstrained). It stops when the gradient norm is
 /// below the tolerance ([`Stop::Converged`]), when the Rayleigh–Ritz value reaches `target`
@@ -343,7 +343,7 @@ fn penalty_matrix(gram: &Mat<f64>) -> Mat<f64> {
 /// Cost: `O(n·d·r)` per snapshot plus `O(d·r²)` per inner step; memory `O(d·r)` besides the data.
 ///
 /// # References
-/// Paper `002_32bc6583f0d9e789.txt`, (3), (5)–(7), Algorithm 1, Theorem 2.1; spec §3.1–§3.4.
+/// \[SVRG-PCA\], (3), (5)–(7), Algorithm 1, Theorem 2.1; docs/derivations.md §3.1–§3.4.
 pub struct SvrgPca<'a> {
     x: MatRef<'a, f64>,
     shards: Sharding<'a>,
@@ -599,7 +599,7 @@ impl IterativeSolver for SvrgPca<'_> {
 /// As [`SvrgPca::new`] and its steps.
 ///
 /// # References
-/// Paper `002_32bc6583f0d9e789.txt`, Algorithm 1; spec §3.1–§3.4.
+/// \[SVRG-PCA\], Algorithm 1; docs/derivations.md §3.1–§3.4.
 pub fn svrg_pca<R: Rng>(
     x: MatRef<'_, f64>,
     config: &SvrgPcaConfig,

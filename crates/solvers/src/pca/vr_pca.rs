@@ -56,7 +56,7 @@ fn inverse_sqrt(g: &Mat<f64>) -> Result<Mat<f64>, SolverError> {
 ///
 /// # References
 /// Shamir, *A Stochastic PCA and SVD Algorithm with an Exponential Convergence Rate*, ICML 2015;
-/// spec `math.md` §4.2–§4.3; the baseline of paper `002_32bc6583f0d9e789.txt`.
+/// docs/derivations.md §4.2–§4.3; the baseline of \[SVRG-PCA\].
 pub struct VrPca<'a> {
     x: MatRef<'a, f64>,
     config: VrPcaConfig,

@@ -16,7 +16,7 @@ use crate::{SolverError, SolverState};
 /// the wrong axis with probability 5/9), which capped MSG with `K > k` avoids.
 ///
 /// # Source
-/// Paper `003_9ee5fcabdf9f0742.txt`, Section 5 (the "incremental algorithm"); `spec/math.md`
+/// \[MSG\], Section 5 (the "incremental algorithm"); docs/derivations.md
 /// §5.7.
 #[derive(Debug, Clone)]
 pub struct IncrementalPca {

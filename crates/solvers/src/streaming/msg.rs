@@ -63,11 +63,11 @@ impl MsgConfig {
 /// `O(m d)` (`m ≤ K` when capped).
 ///
 /// The iterate starts feasible at `U₀U₀ᵀ` with `U₀` a random orthonormal `(d, k)` basis
-/// (spec §5.3: the paper's `M₀ = 0` would make the first iterate full rank).
+/// (docs/derivations.md §5.3: the paper's `M₀ = 0` would make the first iterate full rank).
 ///
 /// # Source
-/// Paper `003_9ee5fcabdf9f0742.txt`, Section 3 (update (3.4)), Algorithm 1 (the efficient
-/// step), Lemma 3.2 (projection) and Section 5 (capped MSG); `spec/math.md` §5.2–§5.6.
+/// \[MSG\], Section 3 (update (3.4)), Algorithm 1 (the efficient
+/// step), Lemma 3.2 (projection) and Section 5 (capped MSG); docs/derivations.md §5.2–§5.6.
 #[derive(Debug, Clone)]
 pub struct Msg {
     config: MsgConfig,

@@ -82,7 +82,7 @@ pub(super) fn mnist(r: &MnistRun) -> Result<String, BenchError> {
         n_train = r.n_train,
         n_val = r.n_val,
         how = match r.scaling {
-            Scaling::PerPixel => "pixel j divided by std_j·√784 (spec §5.8 read literally)",
+            Scaling::PerPixel => "pixel j divided by std_j·√784 (docs/derivations.md §5.8 read literally)",
             Scaling::Global => "all pixels divided by one scalar",
         },
         n_test = r.n - r.n_train - r.n_val,

@@ -41,9 +41,9 @@ impl Samples {
     }
 }
 
-/// Paper 002 §4's protocol (spec §3.7) on `runs` seeds of row `p`: run SVRG-PCA (paper mode)
-/// and record its epochs; run VR-PCA for the same number of epochs; Rayleigh–Ritz on every
-/// output (its time included). Data of seed `s` comes from stream `1000 + s`, the solvers'
+/// Paper 002 §4's protocol (docs/derivations.md §3.7) on `runs` seeds of row `p`: run SVRG-PCA
+/// (paper mode) and record its epochs; run VR-PCA for the same number of epochs; Rayleigh–Ritz on
+/// every output (its time included). Data of seed `s` comes from stream `1000 + s`, the solvers'
 /// draws from stream `s`. `mnist` is Table 8's fixed data (the seeds then only change the
 /// solvers' draws).
 ///

@@ -46,7 +46,7 @@ impl Data {
         }
     }
 
-    /// The M of Table 2 (spec §6.14's suggested defaults); quick mode keeps two.
+    /// The M of Table 2 (docs/derivations.md §6.14's suggested defaults); quick mode keeps two.
     pub(super) fn landmarks(self, quick: bool) -> Vec<usize> {
         match (self, quick) {
             (Data::Boston, false) => vec![25, 50, 100, 200],
