@@ -7,7 +7,7 @@ use stolr_lowrank::{Eigenpairs, frobenius};
 /// Rows of `K` formed at a time by the streaming metrics (memory `8·BLOCK·n` bytes).
 const BLOCK: usize = 512;
 
-/// `‖K − U_r diag(λ_r) U_rᵀ‖_F / n`, the `K^r` error of paper 000, Fig. 1(c) and 2(c), for the
+/// `‖K − U_r diag(λ_r) U_rᵀ‖_F / n`, the `K^r` error of \[SKPCA\], Fig. 1(c) and 2(c), for the
 /// first `r` of the given eigenpairs (all of them if fewer), where `K` is the kernel matrix of
 /// the rows of `x` `(n, d)` (centred, `HKH`, when `center`). `K` is streamed in blocks of rows
 /// and never held: time `O(n²(d + r))`, memory `O(n·(r + 512))`. The eigenvectors need not be

@@ -1,4 +1,4 @@
-//! Column sampling: the general-kernel estimators of paper 000.
+//! Column sampling: the general-kernel estimators of \[SKPCA\].
 
 use faer::{Mat, MatRef};
 use rand::RngExt;

@@ -1,4 +1,4 @@
-//! Random Fourier features (Rahimi & Recht 2007), exactly as in paper 000.
+//! Random Fourier features (Rahimi & Recht 2007), exactly as in \[SKPCA\].
 
 use faer::linalg::matmul::matmul;
 use faer::reborrow::*;

@@ -27,7 +27,7 @@ pub struct RankOneEigenUpdate {
     old_rank: usize,
 }
 
-/// Eigendecomposition of `U diag(σ) Uᵀ + η x xᵀ` (paper 003, Algorithm 1).
+/// Eigendecomposition of `U diag(σ) Uᵀ + η x xᵀ` (\[MSG\], Algorithm 1).
 ///
 /// `u` has shape `(d, m)` with orthonormal columns, `values` = `σ` has length `m` (any real
 /// values, any order) and `x` has length `d`; `eta ≥ 0` scales the update. With

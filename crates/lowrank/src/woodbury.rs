@@ -54,7 +54,7 @@ pub struct Probe {
 }
 
 /// The inverse $G = (\lambda I + V D V^\top)^{-1}$, of size `n × n`, kept as
-/// $G = (I - V \Sigma V^\top)/\lambda$ with $\Sigma = (\lambda D^{-1} + V^\top V)^{-1}$ (paper 004,
+/// $G = (I - V \Sigma V^\top)/\lambda$ with $\Sigma = (\lambda D^{-1} + V^\top V)^{-1}$ (\[SLKL\],
 /// (22)–(23), Woodbury's identity), together with one tracked right-hand side `y`.
 ///
 /// `V` has shape `(n, p)` (SLKL: the active kernel columns $k_i$, unnormalised) and
@@ -385,7 +385,7 @@ impl<'c> WoodburyInverse<'c> {
         Ok(self.residual_over_lambda(x, &w))
     }
 
-    /// $\alpha = G y = (y - V\beta)/\lambda$, length `n` (the KRR dual variable of paper 004, (15);
+    /// $\alpha = G y = (y - V\beta)/\lambda$, length `n` (the KRR dual variable of \[SLKL\], (15);
     /// sharded: this rank's rows). Cost $O(np)$.
     pub fn alpha(&self) -> Vec<f64> {
         self.residual_over_lambda(&self.y, &self.beta)
@@ -443,7 +443,7 @@ impl<'c> WoodburyInverse<'c> {
         self.updates_since_refresh += 1;
     }
 
-    /// Changes the weight `d_j` to `d_new > 0` (paper 004, Case 2, (25)): $\Sigma^{-1}$ changes by
+    /// Changes the weight `d_j` to `d_new > 0` (\[SLKL\], Case 2, (25)): $\Sigma^{-1}$ changes by
     /// $\delta e_j e_j^\top$ with $\delta = \lambda(1/d_\mathrm{new} - 1/d_j)$, so by
     /// Sherman–Morrison $\Sigma' = \Sigma - \frac{\delta}{1 + \delta\Sigma_{jj}} \Sigma_{:,j}\Sigma_{j,:}$.
     /// Cost $O(p^2)$ (a rebuild, $O(np^2 + p^3)$, if the denominator has lost its digits).
@@ -481,7 +481,7 @@ impl<'c> WoodburyInverse<'c> {
         }
     }
 
-    /// Removes column `j` of `V` (its weight goes to 0; paper 004, Case 3, (26)): the limit
+    /// Removes column `j` of `V` (its weight goes to 0; \[SLKL\], Case 3, (26)): the limit
     /// $\delta \to \infty$ of (25), $\Sigma - \Sigma_{:,j}\Sigma_{j,:}/\Sigma_{jj}$, with row and column
     /// `j` deleted. The **last column moves into slot `j`** (swap-remove); returns `Some(p - 1)`,
     /// its old position, if a column moved, `None` if `j` was the last one. Cost $O(p^2 + n)$.
@@ -518,7 +518,7 @@ impl<'c> WoodburyInverse<'c> {
         Ok((j != last).then_some(last))
     }
 
-    /// Appends the column `k` (length `n`) with weight `d_new > 0` (paper 004, Case 4, (27), and
+    /// Appends the column `k` (length `n`) with weight `d_new > 0` (\[SLKL\], Case 4, (27), and
     /// the block inverse (30)): with $q = V^\top k$, $u = \Sigma q$ and the Schur complement
     /// $s = \lambda/d_\mathrm{new} + k^\top k - q^\top u = \lambda(1/d_\mathrm{new} + k^\top G k) > 0$,
     /// $\Sigma' = \begin{pmatrix}\Sigma + uu^\top/s & -u/s \\ -u^\top/s & 1/s\end{pmatrix}$.

@@ -1,4 +1,4 @@
-//! The building blocks of MSG (paper 003) against brute-force and dense computations.
+//! The building blocks of MSG (\[MSG\]) against brute-force and dense computations.
 
 use faer::{Mat, MatRef};
 use proptest::prelude::*;

@@ -1,4 +1,4 @@
-//! SLKL (paper 004) and its KRR baselines against dense computations on small synthetic data.
+//! SLKL (\[SLKL\]) and its KRR baselines against dense computations on small synthetic data.
 //! The checks follow docs/derivations.md §6: derivatives vs finite differences, the exact
 //! rule never increases (14), the KKT conditions at convergence, the Lasso equivalence of §6.4,
 //! Proposition 3, and the sparse predictor `c = β`.
@@ -20,7 +20,7 @@ use stolr_solvers::{
 const GAUSS: Kernel = Kernel::Gaussian { sigma: 1.0 };
 
 /// Noisy sinc of the 2-norm of 2-D points uniform on [−5, 5]², white noise at 10 dB SNR
-/// (paper 004's `sinc` set, scaled down; docs/derivations.md §6.14).
+/// (\[SLKL\]'s `sinc` set, scaled down; docs/derivations.md §6.14).
 fn sinc_data(n: usize, seed: u64) -> (Mat<f64>, Vec<f64>) {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let x = Mat::from_fn(n, 2, |_, _| rng.random_range(-5.0_f64..5.0));
@@ -111,7 +111,7 @@ impl Dense {
         self.derivatives(mu).iter().zip(mu).fold(0.0_f64, |m, (&(g, _), &w)| m.max(w.min(g).abs()))
     }
 
-    /// `f(x_t) = Σ_j α_j k_μ(x_j, x_t)` for test points, with the dense α (paper 004, (10) with k_μ).
+    /// `f(x_t) = Σ_j α_j k_μ(x_j, x_t)` for test points, with the dense α (\[SLKL\], (10) with k_μ).
     fn predict(&self, mu: &[f64], x: MatRef<'_, f64>, xt: MatRef<'_, f64>, selected: &[usize]) -> Vec<f64> {
         let g = self.g(mu);
         let yc = MatRef::from_column_major_slice(&self.y, self.n(), 1);

@@ -1,4 +1,4 @@
-//! Exact kernel PCA (paper 000's "Baseline"): the dense kernel matrix and a symmetric
+//! Exact kernel PCA (\[SKPCA\]'s "Baseline"): the dense kernel matrix and a symmetric
 //! eigensolver when it fits the memory budget, the matrix-free block eigensolver on the tiled
 //! kernel operator otherwise ([`ExactOperator`]).
 

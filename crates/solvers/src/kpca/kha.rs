@@ -1,4 +1,4 @@
-//! The Kernel Hebbian Algorithm (KHA), the stochastic kernel PCA baseline of paper 000.
+//! The Kernel Hebbian Algorithm (KHA), the stochastic kernel PCA baseline of \[SKPCA\].
 
 use faer::Par;
 use faer::{Mat, MatRef};
@@ -14,7 +14,7 @@ use crate::{IterativeSolver, SolverError, StepReport, Stop};
 pub struct KhaConfig {
     /// Number of components `r`, `1 ≤ r ≤ n`.
     pub rank: usize,
-    /// Constant step size `η > 0` (default 0.05, the value of paper 000; the Hebbian step is
+    /// Constant step size `η > 0` (default 0.05, the value of \[SKPCA\]; the Hebbian step is
     /// stable when `η·‖φ̃(x)‖² < 2`, and a Gaussian or Laplacian kernel has `‖φ̃(x)‖² ≤ 2`).
     pub eta: f64,
     /// Number of steps `T ≥ 1`, one sample each.

@@ -228,7 +228,7 @@ impl<'a> Skpca<'a> {
     }
 
     /// One SPGD step: `Z_{t+1} = D_{η_t τ}[(1 − η_t) Z_t + η_t ξ_t]` with `η_t = 2/t`
-    /// (paper 000, Algorithm 1, lines 3–5).
+    /// (\[SKPCA\], Algorithm 1, lines 3–5).
     ///
     /// # Errors
     /// [`SolverError::SamplerMismatch`] if a PSD iterate receives a non-symmetric draw; sampler
@@ -299,7 +299,7 @@ impl<'a> Skpca<'a> {
 }
 
 impl IterativeSolver for Skpca<'_> {
-    /// One SPGD step (paper 000, Algorithm 1, lines 3–5); reports `rank(Z_{t+1})` and stops at
+    /// One SPGD step (\[SKPCA\], Algorithm 1, lines 3–5); reports `rank(Z_{t+1})` and stops at
     /// `iterations` or when the rank exceeds `max_rank`. Each step reads every row once
     /// (`samples_seen` grows by `n`).
     fn step(&mut self, rng: &mut dyn Rng) -> Result<StepReport, SolverError> {

@@ -1,4 +1,4 @@
-//! The regression baselines of SLKL (paper 004, Table 2): kernel ridge regression on all `n`
+//! The regression baselines of SLKL (\[SLKL\], Table 2): kernel ridge regression on all `n`
 //! points (KRR_n), on the `M` landmarks only (KRR_M), and KRR with the uniform combination of
 //! the `M` rank-1 Nyström kernels (Unif).
 
@@ -15,7 +15,7 @@ use crate::{SolverError, kernel_matrix};
 pub struct KrrConfig {
     /// Ridge λ > 0 (default 1, as SLKL's). Same scaling as SLKL's objective (14): the system is
     /// $(K + \lambda I)\alpha = y$, the minimiser of
-    /// $\sum_i (y_i - f(x_i))^2 + \lambda \|f\|_{\mathcal H}^2$ (paper 004, (6)–(8)).
+    /// $\sum_i (y_i - f(x_i))^2 + \lambda \|f\|_{\mathcal H}^2$ (\[SLKL\], (6)–(8)).
     pub lambda: f64,
     /// The memory budget the kernel matrix must fit (default: 80 % of the memory available).
     pub memory: stolr_memory::MemoryBudget,
@@ -127,7 +127,7 @@ pub(crate) fn krr_fit(
 /// predictor $f(x) = \sum_{j \in J} \alpha_j \kappa(x, x_j)$. `landmarks` are training row indices
 /// (SLKL's [`crate::SlklModel::selected`], for the same `J`). Time $O(M^2 d + M^3/3)$.
 ///
-/// This is paper 004's reading ("using only M training data"; its explanation of why SLKL wins
+/// This is \[SLKL\]'s reading ("using only M training data"; its explanation of why SLKL wins
 /// is that SLKL's kernels keep the similarities between the landmarks and the other points).
 ///
 /// # Errors

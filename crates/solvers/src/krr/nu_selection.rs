@@ -1,6 +1,6 @@
 //! Choosing SLKL's sparsity penalty ν by cross-validation.
 //!
-//! Paper 004 fixes λ = 1 and tunes ν (Proposition 3: only λν matters), but its values are lost
+//! \[SLKL\] fixes λ = 1 and tunes ν (Proposition 3: only λν matters), but its values are lost
 //! (docs/derivations.md §6.14). [`select_nu`] fits the model for every ν of a grid on all folds but
 //! one, scores it on the held-out fold, and keeps the ν with the smallest pooled validation error.
 

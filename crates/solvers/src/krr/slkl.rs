@@ -1,4 +1,4 @@
-//! SLKL: stochastic low-rank kernel learning for regression (paper 004, Algorithms 1–2).
+//! SLKL: stochastic low-rank kernel learning for regression (\[SLKL\], Algorithms 1–2).
 //!
 //! Learns a conical combination $K_\mu = \sum_{i \in J} \mu_i k_i k_i^\top / K_{ii}$ of rank-1
 //! Nyström kernels built on `M` random landmarks `J`, together with the KRR predictor for
@@ -173,7 +173,7 @@ impl SlklConfig {
 /// [`SolverError::InvalidConfig`] (`landmarks`) unless `1 ≤ m ≤ n`.
 ///
 /// # References
-/// Paper 004, Section 3 ("(randomly) selected columns"); docs/derivations.md §6.1, §6.11 line 1.
+/// \[SLKL\], Section 3 ("(randomly) selected columns"); docs/derivations.md §6.1, §6.11 line 1.
 pub fn select_landmarks<R: Rng + ?Sized>(n: usize, m: usize, rng: &mut R) -> Result<Vec<usize>, SolverError> {
     if m == 0 || m > n {
         return Err(SolverError::InvalidConfig {
@@ -200,7 +200,7 @@ pub struct CoordinatePartials {
 /// The fitted SLKL model: the landmarks, the weights and the sparse predictor.
 ///
 /// # References
-/// Paper 004, Algorithm 2 output; docs/derivations.md §6.8 ("Predictor") and §6.11 line 4.
+/// \[SLKL\], Algorithm 2 output; docs/derivations.md §6.8 ("Predictor") and §6.11 line 4.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SlklModel {
     /// $\sum_{i \in A} c_i \kappa(x, x_i)$ with $c = \beta$: centres are the active
@@ -252,7 +252,7 @@ impl SlklModel {
 }
 
 /// SLKL solver state: configuration, landmarks, weights μ and the Woodbury form of
-/// $(\lambda I + K_\mu)^{-1}$ (paper 004, Algorithm 2; docs/derivations.md §6.11).
+/// $(\lambda I + K_\mu)^{-1}$ (\[SLKL\], Algorithm 2; docs/derivations.md §6.11).
 ///
 /// Each [`step`](Self::step) updates one coordinate `i ∈ J`, drawn as the next entry of a random
 /// permutation of `J` (one permutation per epoch; docs/derivations.md §6.12, option 2):
@@ -585,7 +585,7 @@ impl<'c> Slkl<'c> {
         self.centring.is_some()
     }
 
-    /// $\alpha = (\lambda I + K_\mu)^{-1} y = (y - V\beta)/\lambda$, length `n` (paper 004, (15);
+    /// $\alpha = (\lambda I + K_\mu)^{-1} y = (y - V\beta)/\lambda$, length `n` (\[SLKL\], (15);
     /// sharded: this rank's rows; with the intercept, of the centred system). Cost $O(np)$.
     pub fn alpha(&self) -> Vec<f64> {
         self.state.alpha()
@@ -762,7 +762,7 @@ impl<'c> Slkl<'c> {
         Ok(())
     }
 
-    /// One coordinate update of SCND (paper 004, Algorithm 1; Algorithm 2, line 3): the next
+    /// One coordinate update of SCND (\[SLKL\], Algorithm 1; Algorithm 2, line 3): the next
     /// landmark of this epoch's random permutation of `J` (a new permutation is drawn from
     /// `rng` at the start of each epoch), its derivatives (20)–(21), the new weight by the
     /// configured [`CoordinateRule`], and Case 1–4 on the Woodbury state. Returns the KKT

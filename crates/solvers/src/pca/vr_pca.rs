@@ -1,4 +1,4 @@
-//! Block VR-PCA (Shamir, ICML 2015), the baseline of paper 002.
+//! Block VR-PCA (Shamir, ICML 2015), the baseline of \[SVRG-PCA\].
 
 use faer::Mat;
 use faer::MatRef;

@@ -101,7 +101,7 @@ pub trait StreamingPca {
 /// The step size `η_t` of the `t`-th sample (1-based), `η_t = c/√t` in both forms.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum StepSize {
-    /// `η_t = c/√t`, the paper's schedule for data with `E‖x‖² = 1` (paper 003, Section 6;
+    /// `η_t = c/√t`, the paper's schedule for data with `E‖x‖² = 1` (\[MSG\], Section 6;
     /// Theorem 1 uses the constant `√(k/T)`).
     InverseSqrt {
         /// The scale `c > 0`.
