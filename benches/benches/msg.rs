@@ -1,6 +1,6 @@
-//! Criterion benchmarks of the streaming PCA solvers (paper 003) in samples per second: capped
+//! Criterion benchmarks of the streaming PCA solvers (\[MSG\]) in samples per second: capped
 //! MSG (k = 8, K = 9), the incremental algorithm (k = 8), plain MSG and Oja, each fed the
-//! same 10 000 MNIST samples (centred, scaled to E‖x‖² = 1 as in paper 003, Section 6), d = 784.
+//! same 10 000 MNIST samples (centred, scaled to E‖x‖² = 1 as in \[MSG\], Section 6), d = 784.
 //!
 //! Needs `../shared/data/mnist` (or `STOLR_DATA=DIR`); otherwise Gaussian samples of the same
 //! shape are used.

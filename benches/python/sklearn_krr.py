@@ -2,7 +2,7 @@
 
 Two modes.
 
-Paper 004 (`slkl-reproduce`): reads the already standardized training and test sets written by
+[SLKL] (paper 004, `slkl-reproduce`): reads the already standardized training and test sets written by
 `slkl-reproduce` (train_x.npy, train_y.npy, test_x.npy, test_y.npy, and optionally
 landmarks.npy), fits KernelRidge(alpha=lambda, kernel="rbf", gamma=1/(2 sigma^2)) on all
 training points (KRR_n) or on the landmark rows only (KRR_M), and prints one JSON line: test MSE,

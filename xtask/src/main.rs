@@ -18,16 +18,16 @@
 //!     committed run)
 //! cargo xtask reproduce NAME [--quick] [--seeds N] [--data DIR] [--out DIR] [FLAGS...]
 //!     one paper's reproduction (see REPRODUCTIONS); writes results/NAME/ (or --out DIR).
-//!     pca:   paper 002's Tables 1 and 3–8 (SVRG-PCA paper and consistent modes, VR-PCA,
+//!     pca:   \[SVRG-PCA\]'s Tables 1 and 3–8 (SVRG-PCA paper and consistent modes, VR-PCA,
 //!            exact; mean over seeds) and time to 0.9999·sslev → pca.{json,md}
 //!            (extra flags: --skip-speed, --skip-tables)
-//!     skpca: paper 000's Figures 1 and 2 (SKPCA convergence and rank; K₅₀ error against time
+//!     skpca: \[SKPCA\]'s Figures 1 and 2 (SKPCA convergence and rank; K₅₀ error against time
 //!            for exact, Nyström, KHA and SKPCA) → skpca.{json,md}, fig*.{png,svg}
 //!            (extra flag: --only mushrooms|magic)
-//!     msg:   paper 003: the 2-D counter-example, the orthogonal distribution (Figs. 1–2) and
+//!     msg:   \[MSG\]: the 2-D counter-example, the orthogonal distribution (Figs. 1–2) and
 //!            MNIST (Fig. 3) for MSG, capped MSG, incremental PCA and Oja → msg.{json,md},
 //!            fig*.{png,svg} (--seeds N: MNIST splits)
-//!     slkl:  paper 004's Table 2 and Figures 1–3, SLKL against KRR_n, KRR_M and Unif, and the
+//!     slkl:  \[SLKL\]'s Table 2 and Figures 1–3, SLKL against KRR_n, KRR_M and Unif, and the
 //!            time/memory of `stolr krr` processes → slkl.{json,md}, fig*.{png,svg}
 //!            (--seeds N: runs per cell)
 //! cargo xtask reproduce all [--quick] [--seeds N] [--data DIR] [--out DIR]

@@ -1,7 +1,7 @@
 //! Measured curves: where to sample them ([`log_checkpoints`], [`log_spaced`]), how to average
 //! them over seeds, the slope of a log–log fit, and when one curve settles below a level.
 //!
-//! These are the numbers paper 000 reads off its figures: the `O(1/t)` rate of Fig. 1(a) and
+//! These are the numbers \[SKPCA\] reads off its figures: the `O(1/t)` rate of Fig. 1(a) and
 //! 2(a) (a slope of −1 on log–log axes) and the time at which SKPCA overtakes Nyström in
 //! Fig. 1(c) and 2(c).
 

@@ -9,7 +9,7 @@
 //! - [`kpca_bench`]: SKPCA against the exact and Nyström baselines as separate `stolr kpca`
 //!   processes (`cargo xtask bench kpca`); [`scale_bench`] and [`krr_scale`]: kernel PCA and
 //!   kernel ridge regression as n grows (`cargo xtask bench scale`, `cargo xtask bench krr-scale`).
-//! - Results: every reproduction but paper 002 writes one [`ResultsFile`] (JSON, [`results`]);
+//! - Results: every reproduction but \[SVRG-PCA\] writes one [`ResultsFile`] (JSON, [`results`]);
 //!   summaries are Markdown [`table`]s and SVG/PNG charts of [`stolr_plot`].
 //! - Numbers: [`metrics`] stream the `n × n` kernel matrix in blocks of rows, so they run where
 //!   the exact solver cannot hold `K` (memory `O(n·(r + block))`); [`curve`] reads slopes and

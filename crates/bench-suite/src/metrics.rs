@@ -7,17 +7,17 @@ use stolr_lowrank::{Eigenpairs, frobenius};
 /// Rows of `K` formed at a time by the streaming metrics (memory `8·BLOCK·n` bytes).
 const BLOCK: usize = 512;
 
-/// `‖K − U_r diag(λ_r) U_rᵀ‖_F / n`, the `K^r` error of paper 000, Fig. 1(c) and 2(c), for the
+/// `‖K − U_r diag(λ_r) U_rᵀ‖_F / n`, the `K^r` error of \[SKPCA\], Fig. 1(c) and 2(c), for the
 /// first `r` of the given eigenpairs (all of them if fewer), where `K` is the kernel matrix of
 /// the rows of `x` `(n, d)` (centred, `HKH`, when `center`). `K` is streamed in blocks of rows
 /// and never held: time `O(n²(d + r))`, memory `O(n·(r + 512))`. The eigenvectors need not be
-/// orthonormal (spec §1.7, second formula).
+/// orthonormal (docs/derivations.md §1.7, second formula).
 ///
 /// # Panics
 /// If the eigenvectors do not have `n` rows.
 ///
 /// # References
-/// Paper `000_64249a13de5bd3cc.txt`, "Experimental Results"; spec `math.md` §1.7, §2.8.
+/// \[SKPCA\], "Experimental Results"; docs/derivations.md §1.7, §2.8.
 pub fn kernel_residual(x: MatRef<'_, f64>, kernel: &Kernel, center: bool, pairs: &Eigenpairs, r: usize) -> f64 {
     kernel_residuals(x, kernel, center, &[pairs], r)[0]
 }
@@ -32,7 +32,7 @@ pub fn kernel_residual(x: MatRef<'_, f64>, kernel: &Kernel, center: bool, pairs:
 /// If some set's eigenvectors do not have `n` rows.
 ///
 /// # References
-/// Paper `000_64249a13de5bd3cc.txt`, "Experimental Results"; spec `math.md` §1.7, §2.8.
+/// \[SKPCA\], "Experimental Results"; docs/derivations.md §1.7, §2.8.
 pub fn kernel_residuals(x: MatRef<'_, f64>, kernel: &Kernel, center: bool, sets: &[&Eigenpairs], r: usize) -> Vec<f64> {
     let n = x.nrows();
     let ranks: Vec<usize> = sets

@@ -1,7 +1,7 @@
 //! One JSON schema for the results of every reproduction: which runs were made, on what
 //! machine and revision, and what they measured.
 //!
-//! A [`ResultsFile`] holds one experiment (e.g. paper 000's Fig. 1 on Mushrooms): the machine
+//! A [`ResultsFile`] holds one experiment (e.g. \[SKPCA\]'s Fig. 1 on Mushrooms): the machine
 //! ([`MachineInfo`]), the git revision, the creation time, and one [`RunRecord`] per run of a
 //! method on a dataset with given parameters and seed. A run carries curves ([`Series`], e.g.
 //! error against iteration) and named scalars (e.g. final residual). Plots and Markdown tables

@@ -143,7 +143,7 @@ pub fn scientific(value: f64, digits: usize) -> String {
 
 /// `"mean ± std"` of the finite entries of `values` (see [`mean_std`]), both with `digits`
 /// decimals, or [`MISSING`] if there is no finite entry. The papers report averages over 10
-/// runs (paper 000, "Experimental Results").
+/// runs (\[SKPCA\], "Experimental Results").
 pub fn mean_pm_std(values: &[f64], digits: usize) -> String {
     match mean_std(values) {
         Some((m, s)) => format!("{} ± {}", fixed(m, digits), fixed(s, digits)),

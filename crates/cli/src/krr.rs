@@ -39,8 +39,8 @@ use crate::common::checkpoint::{CheckpointArgs, FileStore, matrix_fingerprint, r
 use crate::common::progress::Progress;
 use crate::memory::peak_rss_bytes;
 
-/// `--nu auto` grid of Unif: 10^-4 … 10^1, two points per decade (spec §6.14). SLKL's path
-/// descends from ν_max instead (`select_nu_path`).
+/// `--nu auto` grid of Unif: 10^-4 … 10^1, two points per decade (docs/derivations.md §6.14).
+/// SLKL's path descends from ν_max instead (`select_nu_path`).
 const NU_GRID: (i32, i32, usize) = (-4, 1, 2);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -79,7 +79,7 @@ fn builtin_default_writes_consistent_outputs() {
     assert!(above < exact.len(), "the exact run must reach below tau: {exact:?}");
     assert!(exact.iter().all(|&v| (v - tau).abs() > 10.0), "an exact eigenvalue is too close to tau: {exact:?}");
     assert_eq!(values.len(), above, "SKPCA {values:?} against exact {exact:?}");
-    // Each recovered eigenvalue is within ‖Z_T − K̂‖_F of the exact one (Weyl); paper 000
+    // Each recovered eigenvalue is within ‖Z_T − K̂‖_F of the exact one (Weyl); [SKPCA]
     // (Fig. 1a) measures ‖Z_t − K̂‖²_F / n² ≈ 0.03 / t, so the bound is n·sqrt(0.03 / T).
     let bound = n as f64 * (0.03 / iterations as f64).sqrt();
     for (a, b) in values.iter().zip(&exact) {

@@ -39,8 +39,8 @@ const LAYOUT: &str = "Abalone: sex, 7 measurements and the target Rings";
 /// [`read_abalone_from`].
 ///
 /// # References
-/// Nash et al. (1994), via the UCI Machine Learning Repository; paper
-/// `004_cadb4dc86f44be57.txt`, Table 1 (`abalone`: 10 features, 3000 train / 1177 test).
+/// Nash et al. (1994), via the UCI Machine Learning Repository; \[SLKL\], Table 1 (`abalone`: 10
+/// features, 3000 train / 1177 test).
 pub fn read_abalone(path: &Path) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
     let file = File::open(path).map_err(|e| DataError::io(&name, e))?;

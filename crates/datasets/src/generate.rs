@@ -1,11 +1,12 @@
 //! Synthetic datasets.
 //!
 //! Besides the rings of `stolr kpca` and plain Gaussian matrices, this module builds the test
-//! matrices of paper 002 (SVRG-PCA, spec §3.7): [`eigengap`] (Shamir's generator, spec §4.4),
-//! [`gaussian_matrix`] and [`low_rank_plus_noise`]. Those return a [`Generated`]: the data with
-//! one sample per row, so `x` is the transpose of the papers' `A = [a_1 … a_n]` (`d × n`),
-//! plus its singular values when they are known in closed form. [`sinc`] is paper 004's toy
-//! regression set (spec §6.14), returned as a training and a test set.
+//! matrices of \[SVRG-PCA\] (docs/derivations.md §3.7): [`eigengap`] (Shamir's generator,
+//! docs/derivations.md §4.4), [`gaussian_matrix`] and [`low_rank_plus_noise`]. Those return a
+//! [`Generated`]: the data with one sample per row, so `x` is the transpose of the papers'
+//! `A = [a_1 … a_n]` (`d × n`), plus its singular values when they are known in closed form.
+//! [`sinc`] is \[SLKL\]'s toy regression set (docs/derivations.md §6.14), returned as a training
+//! and a test set.
 
 use std::f64::consts::TAU;
 
@@ -29,7 +30,7 @@ pub struct Generated {
 }
 
 impl Generated {
-    /// Paper 002's optimal value $\text{sslev} = \sqrt{\sum_{i \le r} \sigma_i^2}
+    /// \[SVRG-PCA\]'s optimal value $\text{sslev} = \sqrt{\sum_{i \le r} \sigma_i^2}
     /// = \sqrt{\sum_{i \le r} \lambda_i(AA^\top)}$, the largest $\|A^\top W\|_F$ over
     /// `d × r` matrices $W$ with orthonormal columns (the paper's iterate, which it calls $X$),
     /// when the singular values are known.
@@ -38,7 +39,8 @@ impl Generated {
     /// missing eigenvalues of $AA^\top$ are zero and the sum stops at `min(n, d)`.
     ///
     /// # References
-    /// Paper 002 (SVRG-PCA), "sslev" column of Tables 1-8; spec §3.7 "Metrics" and §4.4.
+    /// \[SVRG-PCA\], "sslev" column of Tables 1-8; docs/derivations.md §3.7 "Metrics" and
+    /// §4.4.
     pub fn sslev(&self, r: usize) -> Option<f64> {
         let values = self.singular_values.as_ref()?;
         Some(values.iter().take(r).map(|s| s * s).sum::<f64>().sqrt())
@@ -93,7 +95,7 @@ fn sinc_of(r: f64) -> f64 {
     if r == 0.0 { 1.0 } else { r.sin() / r }
 }
 
-/// Paper 004's toy regression set `sinc`: the cardinal sine of the 2-norm of 2-D points.
+/// \[SLKL\]'s toy regression set `sinc`: the cardinal sine of the 2-norm of 2-D points.
 ///
 /// Inputs are i.i.d. uniform on $[-5, 5]^2$; the clean target of $x$ is
 /// $\operatorname{sinc}(\|x\|_2) = \sin(\|x\|_2)/\|x\|_2$ (1 at the origin). The `n_train`
@@ -104,15 +106,15 @@ fn sinc_of(r: f64) -> f64 {
 /// Draws from `rng`, in order: the training points (row by row, first then second
 /// coordinate), the `n_train` standard normal noise draws, then the test points.
 ///
-/// The box and the meaning of sinc were lost from the paper's text; spec §6.14 fixes them to
-/// $[-5, 5]^2$ and $\sin(r)/r$ (the paper's Table 1 gives kernel width 1 for this set).
+/// The box and the meaning of sinc were lost from the paper's text; docs/derivations.md §6.14 fixes
+/// them to $[-5, 5]^2$ and $\sin(r)/r$ (the paper's Table 1 gives kernel width 1 for this set).
 ///
 /// # Errors
 /// [`DataError::InvalidParameter`] (`n_train`) if `n_train == 0`.
 ///
 /// # References
-/// Paper `004_cadb4dc86f44be57.txt`, Section 5 and Table 1 (`sinc`: 2 features, 1000 train,
-/// 1000 test); `spec/math.md` §6.14.
+/// \[SLKL\], Section 5 and Table 1 (`sinc`: 2 features, 1000 train,
+/// 1000 test); docs/derivations.md §6.14.
 pub fn sinc<R: Rng + ?Sized>(n_train: usize, n_test: usize, rng: &mut R) -> Result<TrainTest, DataError> {
     if n_train == 0 {
         return Err(invalid("n_train", "need at least one training point, got 0".to_owned()));
@@ -227,7 +229,8 @@ pub fn gaussian<R: Rng + ?Sized>(n: usize, d: usize, rng: &mut R) -> Mat<f64> {
     Mat::from_fn(n, d, |_, _| StandardNormal.sample(rng))
 }
 
-/// Shamir's eigengap matrix, the data of paper 002's Tables 3-7, built exactly as in spec §4.4.
+/// Shamir's eigengap matrix, the data of \[SVRG-PCA\]'s Tables 3-7, built exactly as in
+/// docs/derivations.md §4.4.
 ///
 /// With $g_i \sim \mathcal N(0, 1)$ i.i.d. and $q_i = |g_i| / d$ for $i = 1, \dots, d - 6$,
 /// $$D = \operatorname{diag}(1,\ 1 - \text{gap},\ 1 - 1.1\,\text{gap},\ 1 - 1.2\,\text{gap},
@@ -244,9 +247,9 @@ pub fn gaussian<R: Rng + ?Sized>(n: usize, d: usize, rng: &mut R) -> Mat<f64> {
 /// [`Generated::singular_values`] (the six designed values come first unless some
 /// $q_i > 1 - 1.4\,\text{gap}$, which needs a large gap and a small `d`); so
 /// [`Generated::sslev`] is exact. For `r` ≤ 6 it depends on `gap` alone, e.g. 1.5442 (r = 3)
-/// and 2.0656 (r = 6) for gap 0.16, the sslev column of paper 002's Tables 3-7. The relative
+/// and 2.0656 (r = 6) for gap 0.16, the sslev column of \[SVRG-PCA\]'s Tables 3-7. The relative
 /// eigengap of $AA^\top$ between $\lambda_1$ and $\lambda_2$ is $1 - (1 - \text{gap})^2
-/// \approx 2\,\text{gap}$. Paper 002 uses gap ∈ {0.16, 0.05, 0.016, 0.005, 0.0016} and
+/// \approx 2\,\text{gap}$. \[SVRG-PCA\] uses gap ∈ {0.16, 0.05, 0.016, 0.005, 0.0016} and
 /// (n, d) ∈ {(1000, 100), (5000, 500), (10000, 1000)}.
 ///
 /// Cost: $O(n d^2)$ time for the thin QR and the product, $O(n d)$ memory.
@@ -258,7 +261,8 @@ pub fn gaussian<R: Rng + ?Sized>(n: usize, d: usize, rng: &mut R) -> Mat<f64> {
 ///
 /// # References
 /// O. Shamir, "A stochastic PCA and SVD algorithm with an exponential convergence rate",
-/// ICML 2015, section "Experiments"; paper 002 (SVRG-PCA), Tables 3-7; spec §4.4 and §3.7.
+/// ICML 2015, section "Experiments"; \[SVRG-PCA\], Tables 3-7; docs/derivations.md §4.4 and
+/// §3.7.
 pub fn eigengap<R: Rng + ?Sized>(n: usize, d: usize, gap: f64, rng: &mut R) -> Result<Generated, DataError> {
     if d < 7 {
         return Err(invalid(
@@ -289,26 +293,26 @@ pub fn eigengap<R: Rng + ?Sized>(n: usize, d: usize, gap: f64, rng: &mut R) -> R
         singular_values: Some(diag),
         source: format!(
             "generate::eigengap(n = {n}, d = {d}, gap = {gap}): Shamir's eigengap matrix X = V D U^T, \
-             D = diag(1, 1 - gap, 1 - 1.1 gap, ..., 1 - 1.4 gap, |N(0,1)|/d ...) (spec §4.4)"
+             D = diag(1, 1 - gap, 1 - 1.1 gap, ..., 1 - 1.4 gap, |N(0,1)|/d ...) (docs/derivations.md §4.4)"
         ),
     })
 }
 
 /// A matrix of shape `(n, d)` with i.i.d. entries $\mathcal N(0, \text{scale}^2)$: the data of
-/// paper 002's Table 1 ("Gaussian random matrices").
+/// \[SVRG-PCA\]'s Table 1 ("Gaussian random matrices").
 ///
 /// The entries are `scale` times the draws of [`gaussian`], so with the same seed
 /// `gaussian_matrix(n, d, 1.0, rng).x == gaussian(n, d, rng)`. The paper's scale is unknown:
 /// its sslev values are about 0.22, 0.195 and 0.188 times those of an $\mathcal N(0, 1)$
-/// matrix for (n, d) = (1000, 100), (5000, 500), (10000, 1000) (spec §3.7, "Data", item 1), so
-/// the caller passes it. The singular values are random: [`Generated::singular_values`] is
-/// `None`.
+/// matrix for (n, d) = (1000, 100), (5000, 500), (10000, 1000) (docs/derivations.md §3.7, "Data",
+/// item 1), so the caller passes it. The singular values are random: [`Generated::singular_values`]
+/// is `None`.
 ///
 /// # Panics
 /// If `scale` is negative or not finite.
 ///
 /// # References
-/// Paper 002 (SVRG-PCA), Table 1; spec §3.7.
+/// \[SVRG-PCA\], Table 1; docs/derivations.md §3.7.
 pub fn gaussian_matrix<R: Rng + ?Sized>(n: usize, d: usize, scale: f64, rng: &mut R) -> Generated {
     assert!(scale.is_finite() && scale >= 0.0, "gaussian_matrix: scale must be finite and nonnegative, got {scale}");
     let mut x = gaussian(n, d, rng);
@@ -322,16 +326,16 @@ pub fn gaussian_matrix<R: Rng + ?Sized>(n: usize, d: usize, scale: f64, rng: &mu
     }
 }
 
-/// A dense low-rank matrix plus Gaussian noise, our stand-in for paper 002's Table 2 data:
+/// A dense low-rank matrix plus Gaussian noise, our stand-in for \[SVRG-PCA\]'s Table 2 data:
 /// $$X = L R^\top + \text{noise} \cdot N,$$
 /// shape `(n, d)`, with $L$ (`n × rank`), $R$ (`d × rank`) and $N$ (`n × d`) i.i.d.
 /// $\mathcal N(0, 1)$, drawn in that order, each column by column.
 ///
-/// Paper 002 does not specify its generator (spec §3.7, "Data", item 2; its Table 2 is not even
-/// consistent with a single sorted spectrum), so this one is ours; its sslev values differ from
-/// the paper's. $N$ is drawn even when `noise` is 0, so that one seed gives the same $L$, $R$
-/// and $N$ for every noise level. With `noise = 0`, `x` has rank exactly `rank` (almost surely);
-/// each entry of $L R^\top$ has variance `rank`. The singular values have no closed form:
+/// \[SVRG-PCA\] does not specify its generator (docs/derivations.md §3.7, "Data", item 2; its Table 2
+/// is not even consistent with a single sorted spectrum), so this one is ours; its sslev values
+/// differ from the paper's. $N$ is drawn even when `noise` is 0, so that one seed gives the same
+/// $L$, $R$ and $N$ for every noise level. With `noise = 0`, `x` has rank exactly `rank` (almost
+/// surely); each entry of $L R^\top$ has variance `rank`. The singular values have no closed form:
 /// [`Generated::singular_values`] is `None`.
 ///
 /// # Errors
@@ -339,7 +343,7 @@ pub fn gaussian_matrix<R: Rng + ?Sized>(n: usize, d: usize, scale: f64, rng: &mu
 /// `min(n, d)`, or `noise` is negative or not finite.
 ///
 /// # References
-/// Paper 002 (SVRG-PCA), Table 2 "low-rank dense plus Gaussian noise"; spec §3.7.
+/// \[SVRG-PCA\], Table 2 "low-rank dense plus Gaussian noise"; docs/derivations.md §3.7.
 pub fn low_rank_plus_noise<R: Rng + ?Sized>(
     n: usize,
     d: usize,
@@ -551,7 +555,7 @@ mod tests {
 
     #[test]
     fn eigengap_sslev_matches_paper_002_tables_3_to_7() {
-        // spec §4.4: sslev column of paper 002's Tables 3-7, printed to 4 decimals.
+        // docs/derivations.md §4.4: sslev column of [SVRG-PCA]'s Tables 3-7, printed to 4 decimals.
         let table = [
             (0.16, 1.5442, 2.0656),
             (0.05, 1.6720, 2.3277),

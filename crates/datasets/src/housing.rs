@@ -24,8 +24,8 @@ const LAYOUT: &str = "Boston housing: 13 features and the target MEDV";
 /// [`read_housing_from`].
 ///
 /// # References
-/// Harrison & Rubinfeld (1978), via the UCI Machine Learning Repository; paper
-/// `004_cadb4dc86f44be57.txt`, Table 1 (`boston`: 13 features, 350 train / 156 test).
+/// Harrison & Rubinfeld (1978), via the UCI Machine Learning Repository; \[SLKL\], Table 1
+/// (`boston`: 13 features, 350 train / 156 test).
 pub fn read_housing(path: &Path) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
     let file = File::open(path).map_err(|e| DataError::io(&name, e))?;

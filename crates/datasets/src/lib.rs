@@ -39,7 +39,7 @@
 //! - [`random_split`], [`Split`], [`TrainTest`]: seeded train/test partitions;
 //!   [`random_folds`]: seeded cross-validation folds.
 //! - [`generate`]: synthetic data ([`generate::rings`], [`generate::gaussian`],
-//!   [`generate::sinc`] of paper 004) and paper 002's
+//!   [`generate::sinc`] of \[SLKL\]) and \[SVRG-PCA\]'s
 //!   test matrices ([`generate::eigengap`], [`generate::gaussian_matrix`],
 //!   [`generate::low_rank_plus_noise`]).
 

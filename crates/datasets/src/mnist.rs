@@ -45,7 +45,7 @@ pub enum MnistSplit {
     Train,
     /// The 10 000 test images (`t10k-*` files).
     Test,
-    /// The training images followed by the test images: 70 000 rows, the set paper 002 uses.
+    /// The training images followed by the test images: 70 000 rows, the set \[SVRG-PCA\] uses.
     All,
 }
 
@@ -67,9 +67,9 @@ impl MnistSplit {
 /// (training rows first). Pixel `(r, c)` of an image (row `r` from the top, column `c` from the
 /// left) is column `28 r + c`. Values are the **raw pixel intensities as `f64` in `0..=255`**
 /// (0 = background, 255 = ink), not scaled and not centred: divide by 255 when the caller needs
-/// `[0, 1]`. Paper 002 (SVRG-PCA, Table 8; spec §3.7) works on pixels / 255 without centring:
-/// its sslev 1803.8504 (r = 3) and 1958.1236 (r = 6) are those of `x / 255` as returned here
-/// for [`MnistSplit::All`] (checked to 4 decimals by an ignored test in `tests/real_data.rs`).
+/// `[0, 1]`. \[SVRG-PCA\] (Table 8; docs/derivations.md §3.7) works on pixels / 255 without
+/// centring: its sslev 1803.8504 (r = 3) and 1958.1236 (r = 6) are those of `x / 255` as returned
+/// here for [`MnistSplit::All`] (checked to 4 decimals by an ignored test in `tests/real_data.rs`).
 /// Labels are [`Labels::Numeric`] with the digit `0.0..=9.0` of each row. `source` names the
 /// split, the shape and `dir`.
 ///
@@ -94,8 +94,8 @@ impl MnistSplit {
 ///
 /// # References
 /// Y. LeCun, L. Bottou, Y. Bengio, P. Haffner, "Gradient-based learning applied to document
-/// recognition", Proc. IEEE 86(11), 1998; file format from the original MNIST page. Paper 002's
-/// use of it: spec §3.7, item 4 of "Data", and Table 8.
+/// recognition", Proc. IEEE 86(11), 1998; file format from the original MNIST page. \[SVRG-PCA\]'s
+/// use of it: docs/derivations.md §3.7, item 4 of "Data", and Table 8.
 pub fn read_mnist(dir: &Path, split: MnistSplit) -> Result<Dataset, DataError> {
     let (prefixes, split_name) = split.parts();
     let parts = prefixes.iter().map(|prefix| read_part(dir, prefix)).collect::<Result<Vec<_>, _>>()?;

@@ -26,8 +26,8 @@ pub struct Split {
 /// be non-empty).
 ///
 /// # References
-/// Paper `004_cadb4dc86f44be57.txt`, Table 1 (e.g. Abalone 3000 train / 1177 test; the paper's
-/// own partition, from Smola & Schölkopf 2000, is not available); `spec/math.md` §6.14.
+/// \[SLKL\], Table 1 (e.g. Abalone 3000 train / 1177 test; the paper's
+/// own partition, from Smola & Schölkopf 2000, is not available); docs/derivations.md §6.14.
 pub fn random_split<R: Rng + ?Sized>(n: usize, test_size: usize, rng: &mut R) -> Result<Split, DataError> {
     if test_size == 0 || test_size >= n {
         return Err(DataError::InvalidParameter {

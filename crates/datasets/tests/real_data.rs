@@ -107,8 +107,8 @@ fn mnist_reads_as_70000_by_784() {
 
 #[test]
 fn mnist_sslev_matches_paper_002_table_8_with_pixels_over_255() {
-    // Paper 002, Table 8 (spec §3.7): sslev 1803.8504 (r = 3) and 1958.1236 (r = 6) for MNIST
-    // 784 x 70000. They are those of the uncentred pixels / 255.
+    // [SVRG-PCA], Table 8 (docs/derivations.md §3.7): sslev 1803.8504 (r = 3) and 1958.1236 (r = 6)
+    // for MNIST 784 x 70000. They are those of the uncentred pixels / 255.
     let Some(path) = shared_data("mnist") else { return };
     let data = read_mnist(&path, MnistSplit::All).expect("MNIST reads");
     let gram = data.x.transpose() * &data.x;

@@ -11,10 +11,10 @@ use stolr_lowrank::Communicator;
 use crate::EstimatorError;
 use crate::data::check_data;
 
-/// Default percentile of the width rule (paper 000, "Experimental Setting").
+/// Default percentile of the width rule (\[SKPCA\], "Experimental Setting").
 pub const DEFAULT_BANDWIDTH_PERCENTILE: f64 = 20.0;
 
-/// Default number of sampled pairs of the width rule (`spec/math.md` §1.1, marked \[D\]).
+/// Default number of sampled pairs of the width rule (docs/derivations.md §1.1).
 pub const DEFAULT_BANDWIDTH_PAIRS: usize = 1_000_000;
 
 /// Share of duplicate rows (`1 - distinct_rows / rows`) above which callers should warn that
@@ -55,13 +55,13 @@ impl Bandwidth {
 /// of the data (a distance, not a squared distance).
 ///
 /// Same as [`bandwidth_estimate`]`(x, percentile, pairs, rng)?.sigma`; see there for the rule,
-/// its cost and its departure from paper 000 (duplicate rows count once).
+/// its cost and its departure from \[SKPCA\] (duplicate rows count once).
 ///
 /// # Errors
 /// As [`bandwidth_estimate`].
 ///
 /// # References
-/// `spec/math.md` §1.1; paper `000_64249a13de5bd3cc.txt`, "Experimental Setting" (20th
+/// docs/derivations.md §1.1; \[SKPCA\], "Experimental Setting" (20th
 /// percentile, after Mallapragada et al. 2009).
 pub fn bandwidth_rule<R: Rng + ?Sized>(
     x: MatRef<'_, f64>,
@@ -76,7 +76,7 @@ pub fn bandwidth_rule<R: Rng + ?Sized>(
 /// distances $\{\|u_a - u_b\|_2 : a < b\}$ between the **distinct** rows $u_0, \dots, u_{m-1}$
 /// of `x`, shape `(n, d)`, with the counts it was computed from.
 ///
-/// **Duplicates count once (a departure from paper 000).** Paper 000 takes the percentile over
+/// **Duplicates count once (a departure from \[SKPCA\]).** \[SKPCA\] takes the percentile over
 /// all pairs of samples. When many rows repeat (KDD Cup 99: about 145 000 distinct rows among
 /// 494 021, and most of the rest copies of a few attack records), most pairs are copies of each
 /// other and that percentile is 0 or nearly so: the kernel becomes nearly the identity. So the
@@ -109,7 +109,7 @@ pub fn bandwidth_rule<R: Rng + ?Sized>(
 ///   close that their squared distance underflows).
 ///
 /// # References
-/// `spec/math.md` §1.1; paper `000_64249a13de5bd3cc.txt`, "Experimental Setting" (20th
+/// docs/derivations.md §1.1; \[SKPCA\], "Experimental Setting" (20th
 /// percentile, after Mallapragada et al. 2009), here over distinct rows.
 pub fn bandwidth_estimate<R: Rng + ?Sized>(
     x: MatRef<'_, f64>,

@@ -16,8 +16,8 @@ use crate::{EstimatorError, Factors, KernelSampler};
 /// to it.
 ///
 /// # References
-/// Paper `000_64249a13de5bd3cc.txt`, "Unbiased Estimators" (the correction $\theta$ after
-/// Algorithm 1); `spec/math.md` §1.2, §1.3(e).
+/// \[SKPCA\], "Unbiased Estimators" (the correction $\theta$ after
+/// Algorithm 1); docs/derivations.md §1.2, §1.3(e).
 #[derive(Debug)]
 pub struct Centered<S: KernelSampler> {
     inner: S,
@@ -100,7 +100,7 @@ impl<S: KernelSampler> KernelSampler for Centered<S> {
 /// If `k` is not square.
 ///
 /// # References
-/// `spec/math.md` §1.2; paper `000_64249a13de5bd3cc.txt`, "Unbiased Estimators" ($\Theta$).
+/// docs/derivations.md §1.2; \[SKPCA\], "Unbiased Estimators" ($\Theta$).
 pub fn centered_kernel_matrix(k: &Mat<f64>) -> Mat<f64> {
     let n = k.nrows();
     assert_eq!(n, k.ncols(), "centered_kernel_matrix needs a square matrix");

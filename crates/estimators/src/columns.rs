@@ -1,4 +1,4 @@
-//! Column sampling: the general-kernel estimators of paper 000.
+//! Column sampling: the general-kernel estimators of \[SKPCA\].
 
 use faer::{Mat, MatRef};
 use rand::RngExt;
@@ -26,7 +26,7 @@ use crate::{EstimatorError, Factors, Kernel, KernelSampler};
 /// offset of the rows, see [`crate::KernelEvaluation`]).
 ///
 /// # References
-/// Paper `000_64249a13de5bd3cc.txt`, "Unbiased Estimators", item 1; `spec/math.md`
+/// \[SKPCA\], "Unbiased Estimators", item 1; docs/derivations.md
 /// §1.3(a), (b).
 pub struct ColumnSampling<'a> {
     x: MatRef<'a, f64>,

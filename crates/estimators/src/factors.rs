@@ -14,7 +14,7 @@ use crate::EstimatorError;
 /// symmetric but indefinite draws.
 ///
 /// # References
-/// `spec/math.md` §1.3; paper `000_64249a13de5bd3cc.txt`, "Unbiased Estimators" list and
+/// docs/derivations.md §1.3; \[SKPCA\], "Unbiased Estimators" list and
 /// "Implementation Issues".
 #[derive(Debug, Clone, PartialEq)]
 pub struct Factors {
@@ -72,8 +72,8 @@ impl Factors {
 /// a `KernelSampler`.
 ///
 /// # References
-/// Paper `000_64249a13de5bd3cc.txt`, "Unbiased Estimators" list and Algorithm 1, line 3;
-/// `spec/math.md` §1.3.
+/// \[SKPCA\], "Unbiased Estimators" list and Algorithm 1, line 3;
+/// docs/derivations.md §1.3.
 pub trait KernelSampler {
     /// Number of rows `n` of every factor (the number of samples).
     fn n(&self) -> usize;

@@ -18,7 +18,7 @@ use crate::parallel::{for_each_col_mut, mirror_lower_to_upper};
 /// sampler constructor calls it.
 ///
 /// # References
-/// `spec/math.md` §1.1; paper `000_64249a13de5bd3cc.txt`, "Experimental Setting" (Gaussian);
+/// docs/derivations.md §1.1; \[SKPCA\], "Experimental Setting" (Gaussian);
 /// Rahimi & Recht 2007 (Laplacian, ℓ1 form); Kar & Karnick 2012 (dot-product kernels).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Kernel {
@@ -698,8 +698,8 @@ const MEANS_BLOCK: usize = 256;
 
 /// The row means of the kernel matrix of the rows of `x` `(n, d)`, $m = K1/n$ (length `n`; also
 /// its column means, `K` being symmetric), and their mean $\bar m = 1^\top K 1 / n^2$: the
-/// statistics that centre a kernel in feature space (spec §1.2). One streamed pass over `K` in
-/// blocks of 256 rows: time $O(n^2 d)$, memory $O(256\,n)$; `K` is never held.
+/// statistics that centre a kernel in feature space (docs/derivations.md §1.2). One streamed pass
+/// over `K` in blocks of 256 rows: time $O(n^2 d)$, memory $O(256\,n)$; `K` is never held.
 pub fn kernel_row_means(x: MatRef<'_, f64>, kernel: &Kernel) -> (Vec<f64>, f64) {
     let n = x.nrows();
     let mut means = Vec::with_capacity(n);

@@ -28,8 +28,8 @@ pub const PANEL_ROWS: usize = 256;
 /// rows, plus $16\,d \cdot$ [`PANEL_ROWS`] per panel in flight.
 ///
 /// # References
-/// `spec/math.md` §1.5 (Nyström: the `n × m` block `C = K[:, I]`); paper
-/// `000_64249a13de5bd3cc.txt`, "Experimental Setting" (Nyström baseline).
+/// docs/derivations.md §1.5 (Nyström: the `n × m` block `C = K[:, I]`); \[SKPCA\], "Experimental
+/// Setting" (Nyström baseline).
 pub struct CrossKernelPanels<'a> {
     x: MatRef<'a, f64>,
     prepared: PreparedKernel,

@@ -18,9 +18,8 @@
 //! element-wise passes use the same number of threads.
 //!
 //! # References
-//! Paper `000_64249a13de5bd3cc.txt` (Zhang et al., *Stochastic Optimization for Kernel PCA*,
-//! AAAI 2016), "Unbiased Estimators" list and centring; implementation notes `spec/math.md`
-//! §1.1–§1.3 and Appendix A.2.
+//! \[SKPCA\] (Zhang et al., *Stochastic Optimization for Kernel PCA*,
+//! AAAI 2016), "Unbiased Estimators" list and centring; docs/derivations.md §1.1–§1.3.
 #![deny(missing_docs)]
 
 mod bandwidth;

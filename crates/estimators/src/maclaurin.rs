@@ -24,7 +24,7 @@ use crate::{EstimatorError, Factors, Kernel, KernelSampler};
 /// and $O(nM)$ products.
 ///
 /// # References
-/// `spec/math.md` §1.1 (coefficients), §1.3(d); paper `000_64249a13de5bd3cc.txt`,
+/// docs/derivations.md §1.1 (coefficients), §1.3(d); \[SKPCA\],
 /// "Unbiased Estimators", item 3; Kar & Karnick, *Random Feature Maps for Dot Product
 /// Kernels*, AISTATS 2012.
 #[derive(Debug)]

@@ -50,7 +50,7 @@ pub enum OperatorCentering {
 /// batches and the order do not depend on the number of workers, so neither do the bits.
 ///
 /// Centring uses $HKH\,V = KV - m s^\top - 1 (m^\top V) + \bar m\, 1 s^\top$ with $s = V^\top
-/// 1$ (spec §1.2), so it costs $O(nb)$ on top of $KV$.
+/// 1$ (docs/derivations.md §1.2), so it costs $O(nb)$ on top of $KV$.
 ///
 /// # Memory
 /// The prepared data (two copies `(n, d)` for the Gaussian kernel) and, when centred, the
@@ -60,7 +60,8 @@ pub enum OperatorCentering {
 /// pairs (`2 · 64 · t × b`) and one `t × t` tile per worker. $O(n(d + b))$ in all.
 ///
 /// # References
-/// Issue 12, item 4 (exact kernel PCA without the kernel matrix); centring: `spec/math.md` §1.2.
+/// Issue 12, item 4 (exact kernel PCA without the kernel matrix); centring: docs/derivations.md
+/// §1.2.
 pub struct KernelOperator {
     prepared: PreparedKernel,
     n: usize,

@@ -1,4 +1,4 @@
-//! Random Fourier features (Rahimi & Recht 2007), exactly as in paper 000.
+//! Random Fourier features (Rahimi & Recht 2007), exactly as in \[SKPCA\].
 
 use faer::linalg::matmul::matmul;
 use faer::reborrow::*;
@@ -35,7 +35,7 @@ use crate::{EstimatorError, Factors, Kernel, KernelSampler};
 /// not depend on it.
 ///
 /// # References
-/// Paper `000_64249a13de5bd3cc.txt`, "Unbiased Estimators", item 2; `spec/math.md` §1.3(c);
+/// \[SKPCA\], "Unbiased Estimators", item 2; docs/derivations.md §1.3(c);
 /// Rahimi & Recht, *Random Features for Large-Scale Kernel Machines*, NIPS 2007.
 #[derive(Debug)]
 pub struct RandomFourierFeatures<'a> {

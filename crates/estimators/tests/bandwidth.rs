@@ -102,7 +102,7 @@ fn errors() {
     ));
 }
 
-/// The rule as it was before duplicates were removed (paper 000's: every pair of rows, or
+/// The rule as it was before duplicates were removed (\[SKPCA\]'s: every pair of rows, or
 /// `pairs` pairs drawn i.i.d. among the pairs `i != j`), written out independently.
 fn rule_without_dedup(x: &Mat<f64>, percentile: f64, pairs: usize, rng: &mut impl rand::Rng) -> f64 {
     let n = x.nrows();

@@ -35,7 +35,7 @@ use crate::{Eigenpairs, LowRankError, mul, sym_eigen_desc, thin_qr};
 /// if the small eigensolver fails.
 ///
 /// # Source
-/// The mini-batch form of paper `003_9ee5fcabdf9f0742.txt`'s MSG update (3.4): Algorithm 1
+/// The mini-batch form of \[MSG\]'s MSG update (3.4): Algorithm 1
 /// adds one sample `η x xᵀ` by a diagonal-plus-rank-one problem; a batch of `b` samples is
 /// added here in one step through a rank-`b` basis extension (ours).
 pub fn block_eigen_update(

@@ -3,7 +3,7 @@
 //!
 //! The Frobenius projection of a symmetric matrix onto `{0 ⪯ M ⪯ I, tr M = k}` keeps the
 //! eigenvectors and moves every eigenvalue by one shift `S` before clipping to `[0, 1]`
-//! (paper `003_9ee5fcabdf9f0742.txt`, Lemma 3.2). These functions work on the eigenvalues only.
+//! (\[MSG\], Lemma 3.2). These functions work on the eigenvalues only.
 
 use crate::LowRankError;
 use crate::error::check_finite;
@@ -33,7 +33,7 @@ pub struct SimplexProjection {
 ///
 /// Method: `g(S) = Σ κ_i clip(σ_i + S, 0, 1)` is continuous, piecewise linear and
 /// non-decreasing with breakpoints `{−σ_i} ∪ {1 − σ_i}`; a binary search over the sorted
-/// breakpoints finds the linear piece that reaches `k`, in `O(m log m)` (spec `math.md` §5.4,
+/// breakpoints finds the linear piece that reaches `k`, in `O(m log m)` (docs/derivations.md §5.4,
 /// which replaces the paper's Algorithm 2: its line 9 is misprinted and it misses the case
 /// where every value is clipped).
 ///
@@ -43,7 +43,7 @@ pub struct SimplexProjection {
 /// point).
 ///
 /// # Source
-/// Paper `003_9ee5fcabdf9f0742.txt`, Lemma 3.2 and Algorithm 2; `spec/math.md` §5.4.
+/// \[MSG\], Lemma 3.2 and Algorithm 2; docs/derivations.md §5.4.
 pub fn project_capped_simplex(
     values: &[f64],
     implicit_zeros: usize,
@@ -103,8 +103,8 @@ pub fn project_capped_simplex(
 /// nonincreasing, `m > dim`, or `cap < k` (the constraint set is then empty).
 ///
 /// # Source
-/// Paper `003_9ee5fcabdf9f0742.txt`, Section 5 (capped MSG, problem (5.1));
-/// `spec/math.md` §5.5.
+/// \[MSG\], Section 5 (capped MSG, problem (5.1));
+/// docs/derivations.md §5.5.
 pub fn project_capped_rank(values: &[f64], dim: usize, cap: usize, k: f64) -> Result<SimplexProjection, LowRankError> {
     if values.len() > dim {
         return Err(LowRankError::InvalidParameter {
@@ -153,8 +153,8 @@ pub struct Corner {
 /// outside `[0, 1]` or do not sum to `k` (beyond `tol`); [`LowRankError::NonFinite`] for NaN.
 ///
 /// # Source
-/// Paper `003_9ee5fcabdf9f0742.txt`, Lemma 3.1 (after Warmuth and Kuzmin's mixture
-/// decomposition); `spec/math.md` §5.6.
+/// \[MSG\], Lemma 3.1 (after Warmuth and Kuzmin's mixture
+/// decomposition); docs/derivations.md §5.6.
 pub fn mixture_decomposition(values: &[f64], k: usize, tol: f64) -> Result<Vec<Corner>, LowRankError> {
     check_finite("eigenvalues", values.iter().copied())?;
     let m = values.len();

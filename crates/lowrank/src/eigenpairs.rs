@@ -101,8 +101,8 @@ impl Eigenpairs {
 
     /// Kernel PCA projections of the training points, shape `(n, r)`: column `i` is
     /// `sqrt(λ_i) u_i`, the projection of every training point onto the `i`-th principal axis in
-    /// feature space (`Σ_j α_ij κ(x_j, ·)` with `α_i = u_i / sqrt(λ_i)`; spec §2.1). Negative
-    /// eigenvalues, which the solvers never return, would be clamped to zero.
+    /// feature space (`Σ_j α_ij κ(x_j, ·)` with `α_i = u_i / sqrt(λ_i)`; docs/derivations.md §2.1).
+    /// Negative eigenvalues, which the solvers never return, would be clamped to zero.
     pub fn projections(&self) -> Mat<f64> {
         let scale: Vec<f64> = self.values.iter().map(|v| v.max(0.0).sqrt()).collect();
         Mat::from_fn(self.dim(), self.rank(), |i, j| self.vectors[(i, j)] * scale[j])

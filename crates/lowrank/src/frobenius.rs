@@ -1,7 +1,7 @@
 //! Frobenius distances between factored matrices, without forming `n × n` matrices.
 //!
 //! # References
-//! Spec `math.md` §1.7 (derived and checked there numerically).
+//! docs/derivations.md §1.7 (derived and checked there numerically).
 
 use faer::{Mat, MatRef};
 
@@ -54,7 +54,7 @@ fn weighted_inner(s: &[f64], a: MatRef<'_, f64>, b: MatRef<'_, f64>, d: &[f64]) 
 /// [`LowRankError::ShapeMismatch`] if the shapes disagree.
 ///
 /// # References
-/// Spec `math.md` §1.7, second formula (the `K^50` metric of paper 000, Fig. 1(c)).
+/// docs/derivations.md §1.7, second formula (the `K^50` metric of \[SKPCA\], Fig. 1(c)).
 pub fn residual_sq_from_products(
     k_norm_sq: f64,
     u: MatRef<'_, f64>,

@@ -54,7 +54,7 @@ pub struct OrthogonalizedBlock {
 /// [`LowRankError::ShapeMismatch`] if `u` and `w` have different numbers of rows.
 ///
 /// # References
-/// Spec `math.md` §2.3 (factored SPGD step); the paper's step re-factors the whole block.
+/// docs/derivations.md §2.3 (factored SPGD step); the paper's step re-factors the whole block.
 pub fn orthogonalize_against(u: MatRef<'_, f64>, w: MatRef<'_, f64>) -> Result<OrthogonalizedBlock, LowRankError> {
     check_shape("new block", (u.nrows(), w.ncols()), (w.nrows(), w.ncols()))?;
     let Deferred { c, mut q, pending, r } = orthogonalize_deferred(u, w.to_owned());

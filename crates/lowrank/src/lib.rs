@@ -21,9 +21,9 @@
 //! [`tall_inner`]).
 //!
 //! # References
-//! Paper `000_64249a13de5bd3cc.txt` (Zhang et al., *Stochastic Optimization for Kernel PCA*,
-//! AAAI 2016), section "Implementation Issues"; implementation notes `spec/math.md` §1.4, §1.7,
-//! §2.3, §2.4. Paper `004_cadb4dc86f44be57.txt` (Machart et al., SLKL), (22)–(27); spec §6.8–§6.9.
+//! \[SKPCA\] (Zhang et al., *Stochastic Optimization for Kernel PCA*,
+//! AAAI 2016), section "Implementation Issues"; docs/derivations.md §1.4, §1.7,
+//! §2.3, §2.4. \[SLKL\] (Machart et al.), (22)–(27); docs/derivations.md §6.8–§6.9.
 #![deny(missing_docs)]
 
 mod block_eigen;

@@ -105,8 +105,8 @@ impl LowRank {
     /// the small eigendecomposition fails.
     ///
     /// # References
-    /// Paper `000_64249a13de5bd3cc.txt`, Algorithm 1 (last line); spec `math.md` §2.4 and
-    /// Appendix B.3 (positive eigenvalues only).
+    /// \[SKPCA\], Algorithm 1 (last line); docs/derivations.md §2.4
+    /// (positive eigenvalues only).
     pub fn symmetric_eigenpairs(&self) -> Result<Eigenpairs, LowRankError> {
         check_shape("Z (must be square)", (self.nrows(), self.nrows()), (self.nrows(), self.ncols()))?;
         let b = self.rank();

@@ -27,7 +27,7 @@ pub struct RankOneEigenUpdate {
     old_rank: usize,
 }
 
-/// Eigendecomposition of `U diag(σ) Uᵀ + η x xᵀ` (paper 003, Algorithm 1).
+/// Eigendecomposition of `U diag(σ) Uᵀ + η x xᵀ` (\[MSG\], Algorithm 1).
 ///
 /// `u` has shape `(d, m)` with orthonormal columns, `values` = `σ` has length `m` (any real
 /// values, any order) and `x` has length `d`; `eta ≥ 0` scales the update. With
@@ -50,7 +50,7 @@ pub struct RankOneEigenUpdate {
 /// small eigensolver fails.
 ///
 /// # Source
-/// Paper `003_9ee5fcabdf9f0742.txt`, Algorithm 1 (lines 1–7); `spec/math.md` §5.3.
+/// \[MSG\], Algorithm 1 (lines 1–7); docs/derivations.md §5.3.
 pub fn rank_one_eigen_update(
     u: MatRef<'_, f64>,
     values: &[f64],

@@ -30,7 +30,7 @@ use crate::error::{check_finite, check_shape};
 /// [`LowRankError::NonFinite`] for NaN or ±∞.
 ///
 /// # Source
-/// Paper `003_9ee5fcabdf9f0742.txt`, Algorithm 1 line 4 (the small eigenproblem of the rank-one
+/// \[MSG\], Algorithm 1 line 4 (the small eigenproblem of the rank-one
 /// update); the secular equation and deflation follow Bunch, Nielsen and Sorensen (1978), the
 /// eigenvector formula Gu and Eisenstat (1994).
 pub fn eigen_diagonal_plus_rank_one(d: &[f64], z: &[f64]) -> Result<(Vec<f64>, Mat<f64>), LowRankError> {

@@ -44,7 +44,7 @@ fn scale_by_step_weights(r: MatRef<'_, f64>, s: &[f64], eta: f64) -> Mat<f64> {
 /// [`LowRankError::NoConvergence`] if the SVD fails.
 ///
 /// # References
-/// Spec `math.md` §1.4; Cai, Candès & Shen (2010).
+/// docs/derivations.md §1.4; Cai, Candès & Shen (2010).
 pub fn shrink_dense(a: MatRef<'_, f64>, threshold: f64) -> Result<Mat<f64>, LowRankError> {
     check_step(1.0, threshold)?;
     let (u, s, v) = thin_svd(a)?;
@@ -71,8 +71,8 @@ pub fn shrink_dense(a: MatRef<'_, f64>, threshold: f64) -> Result<Mat<f64>, LowR
 /// small eigendecomposition fails.
 ///
 /// # References
-/// Paper `000_64249a13de5bd3cc.txt`, Algorithm 1 line 5 and "Implementation Issues"; spec
-/// `math.md` §2.3 (PSD fast path, sqrt-free form).
+/// \[SKPCA\], Algorithm 1 line 5 and "Implementation Issues"; docs/derivations.md
+/// §2.3 (PSD fast path, sqrt-free form).
 pub fn shrink_psd(
     z: &SymLowRank,
     zeta: Mat<f64>,
@@ -139,7 +139,7 @@ pub fn shrink_psd(
 /// is unchanged.
 ///
 /// # References
-/// Paper `000_64249a13de5bd3cc.txt`, Algorithm 1 line 5 and "Implementation Issues" (the
+/// \[SKPCA\], Algorithm 1 line 5 and "Implementation Issues" (the
 /// paper re-factors `[U, ζ]` by a QR; this Rayleigh–Ritz form gives the same iterate).
 pub fn shrink_psd_in_place(
     z: &mut SymLowRank,
@@ -238,8 +238,8 @@ fn carry_gram(gram_lower: MatRef<'_, f64>, y: MatRef<'_, f64>) -> Mat<f64> {
 /// `threshold < 0`; [`LowRankError::NoConvergence`] if the small SVD fails.
 ///
 /// # References
-/// Paper `000_64249a13de5bd3cc.txt`, Algorithm 1 and "Implementation Issues" (after Avron et al.
-/// 2012, Lemma 3.4); spec `math.md` §2.3 (sqrt-free form).
+/// \[SKPCA\], Algorithm 1 and "Implementation Issues" (after Avron et al.
+/// 2012, Lemma 3.4); docs/derivations.md §2.3 (sqrt-free form).
 pub fn shrink_general(
     z: &LowRank,
     zeta: Mat<f64>,

@@ -2,8 +2,8 @@
 //! one weight changes, a column leaves or a column enters: the low-rank state of SLKL.
 //!
 //! # References
-//! Paper `004_cadb4dc86f44be57.txt` (Machart et al., SLKL), (22)–(27), Theorems 2–3 and (30);
-//! `spec/math.md` §6.8–§6.9 and Appendix A.1, checks [3], [4] and [10].
+//! \[SLKL\] (Machart et al.), (22)–(27), Theorems 2–3 and (30);
+//! docs/derivations.md §6.8–§6.9 (checked in `tests/woodbury.rs`).
 
 use faer::{Mat, MatRef};
 
@@ -21,7 +21,7 @@ const DENOMINATOR_GUARD: f64 = 1e-6;
 /// $G = (\lambda I + V D V^\top)^{-1}$.
 ///
 /// # References
-/// `spec/math.md` §6.6 ((20)–(21)) and §6.8 ("Any i ∈ J", "Active i").
+/// docs/derivations.md §6.6 ((20)–(21)) and §6.8 ("Any i ∈ J", "Active i").
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ColumnQuadratics {
     /// $k^\top G y$ (SLKL: $k_i^\top \alpha$ with $\alpha = G y$).
@@ -36,7 +36,7 @@ pub struct ColumnQuadratics {
 /// goes stale at the next update.
 ///
 /// # References
-/// `spec/math.md` §6.8 ("Any i ∈ J") and §6.9, Case 4.
+/// docs/derivations.md §6.8 ("Any i ∈ J") and §6.9, Case 4.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Probe {
     /// $q = V^\top k$, length `p`.
@@ -54,7 +54,7 @@ pub struct Probe {
 }
 
 /// The inverse $G = (\lambda I + V D V^\top)^{-1}$, of size `n × n`, kept as
-/// $G = (I - V \Sigma V^\top)/\lambda$ with $\Sigma = (\lambda D^{-1} + V^\top V)^{-1}$ (paper 004,
+/// $G = (I - V \Sigma V^\top)/\lambda$ with $\Sigma = (\lambda D^{-1} + V^\top V)^{-1}$ (\[SLKL\],
 /// (22)–(23), Woodbury's identity), together with one tracked right-hand side `y`.
 ///
 /// `V` has shape `(n, p)` (SLKL: the active kernel columns $k_i$, unnormalised) and
@@ -62,7 +62,7 @@ pub struct Probe {
 /// $v_y = V^\top y$ and $\beta = \Sigma v_y$, so that $G y = (y - V\beta)/\lambda$ and
 /// $\lambda\, y^\top G y = y^\top y - v_y^\top \beta$.
 ///
-/// Updates (spec §6.9), each followed by $\beta \leftarrow \Sigma v_y$ in $O(p^2)$:
+/// Updates (docs/derivations.md §6.9), each followed by $\beta \leftarrow \Sigma v_y$ in $O(p^2)$:
 /// - [`set_weight`](Self::set_weight): `d_j` changes, Sherman–Morrison on Σ, (25), $O(p^2)$;
 /// - [`remove`](Self::remove): column `j` leaves, limit of (25) then delete row/column `j`, (26),
 ///   $O(p^2 + n)$ (the last column moves into slot `j`);
@@ -85,7 +85,7 @@ pub struct Probe {
 /// With [`SingleProcess`] (what [`WoodburyInverse::new`] uses) nothing is sent.
 ///
 /// # References
-/// Paper `004_cadb4dc86f44be57.txt`, (22)–(27), Theorems 2–3, (30); `spec/math.md` §6.8–§6.9.
+/// \[SLKL\], (22)–(27), Theorems 2–3, (30); docs/derivations.md §6.8–§6.9.
 #[derive(Debug, Clone)]
 pub struct WoodburyInverse<'c> {
     comm: &'c dyn Communicator,
@@ -267,7 +267,7 @@ impl<'c> WoodburyInverse<'c> {
     }
 
     /// $\beta = \Sigma V^\top y$, length `p`. For SLKL these are the coefficients of the sparse
-    /// predictor, $c = \beta$ (spec §6.8).
+    /// predictor, $c = \beta$ (docs/derivations.md §6.8).
     pub fn beta(&self) -> &[f64] {
         &self.beta
     }
@@ -385,22 +385,22 @@ impl<'c> WoodburyInverse<'c> {
         Ok(self.residual_over_lambda(x, &w))
     }
 
-    /// $\alpha = G y = (y - V\beta)/\lambda$, length `n` (the KRR dual variable of paper 004, (15);
+    /// $\alpha = G y = (y - V\beta)/\lambda$, length `n` (the KRR dual variable of \[SLKL\], (15);
     /// sharded: this rank's rows). Cost $O(np)$.
     pub fn alpha(&self) -> Vec<f64> {
         self.residual_over_lambda(&self.y, &self.beta)
     }
 
     /// $\lambda\, y^\top G y = y^\top y - v_y^\top \beta$ in $O(p)$: the first term of SLKL's
-    /// objective (14) (spec §6.8, "Objective").
+    /// objective (14) (docs/derivations.md §6.8, "Objective").
     pub fn lambda_y_g_y(&self) -> f64 {
         self.yty - dot(&self.vty, &self.beta)
     }
 
     /// The products of a column `k` (length `n`) with the state: $q = V^\top k$, $u = \Sigma q$,
-    /// $k^\top y$, $k^\top k$, $k^\top G y$ and $k^\top G k$ (spec §6.8, "Any i ∈ J").
-    /// Sharded: `k` is this rank's rows of the column; $q$, $k^\top y$ and $k^\top k$ are added
-    /// across ranks in one buffer of `p + 2` doubles (collective). Cost $O(np + p^2)$.
+    /// $k^\top y$, $k^\top k$, $k^\top G y$ and $k^\top G k$ (docs/derivations.md §6.8, "Any i ∈
+    /// J"). Sharded: `k` is this rank's rows of the column; $q$, $k^\top y$ and $k^\top k$ are
+    /// added across ranks in one buffer of `p + 2` doubles (collective). Cost $O(np + p^2)$.
     ///
     /// # Errors
     /// [`LowRankError::ShapeMismatch`] if `k.len() != n`; [`LowRankError::NonFinite`] for NaN/∞.
@@ -421,8 +421,8 @@ impl<'c> WoodburyInverse<'c> {
 
     /// $k_j^\top G y$ and $k_j^\top G k_j$ for the column $k_j$ at position `j` of `V`, in $O(1)$:
     /// $k_j^\top G y = \beta_j/d_j$ and $k_j^\top G k_j = (1 - \lambda \Sigma_{jj}/d_j)/d_j$, which
-    /// follow from $V^\top V = \Sigma^{-1} - \lambda D^{-1}$ (spec §6.8, "Active i", with
-    /// $d_j = \mu_i/K_{ii}$). The second suffers cancellation when $\lambda\Sigma_{jj}/d_j$ is
+    /// follow from $V^\top V = \Sigma^{-1} - \lambda D^{-1}$ (docs/derivations.md §6.8, "Active i",
+    /// with $d_j = \mu_i/K_{ii}$). The second suffers cancellation when $\lambda\Sigma_{jj}/d_j$ is
     /// close to 1; it is clamped at 0, and a caller that needs it positive can fall back to
     /// [`probe`](Self::probe) of [`column`](Self::column)`(j)`.
     ///
@@ -443,7 +443,7 @@ impl<'c> WoodburyInverse<'c> {
         self.updates_since_refresh += 1;
     }
 
-    /// Changes the weight `d_j` to `d_new > 0` (paper 004, Case 2, (25)): $\Sigma^{-1}$ changes by
+    /// Changes the weight `d_j` to `d_new > 0` (\[SLKL\], Case 2, (25)): $\Sigma^{-1}$ changes by
     /// $\delta e_j e_j^\top$ with $\delta = \lambda(1/d_\mathrm{new} - 1/d_j)$, so by
     /// Sherman–Morrison $\Sigma' = \Sigma - \frac{\delta}{1 + \delta\Sigma_{jj}} \Sigma_{:,j}\Sigma_{j,:}$.
     /// Cost $O(p^2)$ (a rebuild, $O(np^2 + p^3)$, if the denominator has lost its digits).
@@ -481,7 +481,7 @@ impl<'c> WoodburyInverse<'c> {
         }
     }
 
-    /// Removes column `j` of `V` (its weight goes to 0; paper 004, Case 3, (26)): the limit
+    /// Removes column `j` of `V` (its weight goes to 0; \[SLKL\], Case 3, (26)): the limit
     /// $\delta \to \infty$ of (25), $\Sigma - \Sigma_{:,j}\Sigma_{j,:}/\Sigma_{jj}$, with row and column
     /// `j` deleted. The **last column moves into slot `j`** (swap-remove); returns `Some(p - 1)`,
     /// its old position, if a column moved, `None` if `j` was the last one. Cost $O(p^2 + n)$.
@@ -518,7 +518,7 @@ impl<'c> WoodburyInverse<'c> {
         Ok((j != last).then_some(last))
     }
 
-    /// Appends the column `k` (length `n`) with weight `d_new > 0` (paper 004, Case 4, (27), and
+    /// Appends the column `k` (length `n`) with weight `d_new > 0` (\[SLKL\], Case 4, (27), and
     /// the block inverse (30)): with $q = V^\top k$, $u = \Sigma q$ and the Schur complement
     /// $s = \lambda/d_\mathrm{new} + k^\top k - q^\top u = \lambda(1/d_\mathrm{new} + k^\top G k) > 0$,
     /// $\Sigma' = \begin{pmatrix}\Sigma + uu^\top/s & -u/s \\ -u^\top/s & 1/s\end{pmatrix}$.
@@ -567,9 +567,9 @@ impl<'c> WoodburyInverse<'c> {
     }
 
     /// Rebuilds Σ, $v_y$ and β from `V`, `d` and `y`: $\Sigma = (\lambda D^{-1} + V^\top V)^{-1}$ by
-    /// Cholesky. Cost $O(np^2 + p^3)$. Spec §6.9 advises this every ~$p^2$ updates. Sharded:
-    /// the lower triangle of $V^\top V$ and $V^\top y$ are added across ranks in one buffer of
-    /// `p(p+1)/2 + p` doubles (collective).
+    /// Cholesky. Cost $O(np^2 + p^3)$. docs/derivations.md §6.9 advises this every ~$p^2$ updates.
+    /// Sharded: the lower triangle of $V^\top V$ and $V^\top y$ are added across ranks in one
+    /// buffer of `p(p+1)/2 + p` doubles (collective).
     ///
     /// # Errors
     /// [`LowRankError::NotPositiveDefinite`] if the Cholesky factorization fails.

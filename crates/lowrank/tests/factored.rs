@@ -43,7 +43,7 @@ const PSD_MODES: [Orthogonalization; 3] =
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
-    /// Algorithm 1 of paper 000 run factored (general path, both orthogonalizations) equals the
+    /// Algorithm 1 of \[SKPCA\] run factored (general path, both orthogonalizations) equals the
     /// dense iteration `Z ← D_{ητ}[(1−η)Z + η ζχᵀ]` with `η_t = 2/t`, `Z_1 = 0`.
     #[test]
     fn general_step_equals_dense(n in 3usize..24, a in 1usize..6, steps in 1usize..6, tau in 0.0f64..2.0, seed in any::<u64>()) {

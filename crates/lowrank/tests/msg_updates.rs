@@ -1,4 +1,4 @@
-//! The building blocks of MSG (paper 003) against brute-force and dense computations.
+//! The building blocks of MSG (\[MSG\]) against brute-force and dense computations.
 
 use faer::{Mat, MatRef};
 use proptest::prelude::*;
@@ -240,7 +240,7 @@ proptest! {
 
 #[test]
 fn projection_handles_every_value_clipped() {
-    // The case the paper's Algorithm 2 misses (spec §5.4): no value is left free.
+    // The case the paper's Algorithm 2 misses (docs/derivations.md §5.4): no value is left free.
     let values = [-3.8, -3.0, 0.5, 3.0, 3.2, 3.5, 3.6, 3.7, 3.9];
     let out = project_capped_simplex(&values, 0, 6.0).unwrap();
     assert_eq!(out.values, vec![0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]);

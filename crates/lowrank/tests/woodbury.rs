@@ -1,5 +1,5 @@
 //! The Woodbury state of SLKL equals a direct dense inverse after every kind of update
-//! (paper 004, (22)–(27); spec §6.8–§6.9, Appendix A.1 checks [3], [4], [10]).
+//! (\[SLKL\], (22)–(27); docs/derivations.md §6.8–§6.9).
 
 use faer::linalg::solvers::DenseSolveCore;
 use faer::{Mat, MatRef};

@@ -27,7 +27,7 @@ pub enum LineStyle {
     /// A solid line through the points (the default).
     #[default]
     Solid,
-    /// A dashed line through the points (reference curves such as paper 000's `0.03/t`).
+    /// A dashed line through the points (reference curves such as \[SKPCA\]'s `0.03/t`).
     Dashed,
     /// A marker at each point and no line (single measurements, e.g. the exact baseline's time
     /// and error).

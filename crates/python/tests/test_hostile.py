@@ -118,7 +118,7 @@ def test_streaming_pca_on_hostile_data_finds_the_dominant_axis(solver):
     est = stolr.StreamingPCA(n_components=1, solver=solver, random_state=0).fit(X)
     w, V = np.linalg.eigh(X.T @ X)
     assert np.all(np.isfinite(est.components_))
-    # Oja's rule, paper 003's slowest baseline, is still turning after one pass of 600 rows.
+    # Oja's rule, [MSG]'s slowest baseline, is still turning after one pass of 600 rows.
     assert abs(est.components_[0] @ V[:, -1]) > (0.85 if solver == "oja" else 0.99)
 
 

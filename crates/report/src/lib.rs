@@ -113,7 +113,7 @@ pub struct ReportCategorical {
 }
 
 /// What the bandwidth rule (`--sigma auto`) measured: σ is the percentile of the pairwise
-/// distances between distinct rows, duplicates counted once (a departure from paper 000).
+/// distances between distinct rows, duplicates counted once (a departure from \[SKPCA\]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BandwidthReport {
     /// The percentile taken (20).
@@ -515,7 +515,7 @@ pub struct PcaResult {
     pub eigenvalue_order: String,
     /// `ritz_values / (n − 1)`.
     pub explained_variance: Vec<f64>,
-    /// `‖X V‖_F` (paper 002's metric).
+    /// `‖X V‖_F` (\[SVRG-PCA\]'s metric).
     pub captured_norm: f64,
     /// What `captured_norm` is.
     pub captured_norm_meaning: String,

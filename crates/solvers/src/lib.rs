@@ -1,13 +1,13 @@
 //! Stolr's solvers, by family, their baselines, one solver loop and the fitted models.
 //!
-//! - [`kpca`]: kernel PCA — [`Skpca`] (paper `000_64249a13de5bd3cc.txt`), [`exact_kpca`],
+//! - [`kpca`]: kernel PCA — [`Skpca`] (\[SKPCA\], docs/papers.md), [`exact_kpca`],
 //!   [`nystrom_kpca`], [`Kha`]; fitted through [`KernelPca`] into a [`KernelPcaModel`].
-//! - [`pca`]: linear PCA — [`SvrgPca`] (paper `002_32bc6583f0d9e789.txt`), [`VrPca`],
+//! - [`pca`]: linear PCA — [`SvrgPca`] (\[SVRG-PCA\]), [`VrPca`],
 //!   [`exact_pca`], [`rayleigh_ritz`]; fitted through [`Pca`] into a [`PcaModel`].
-//! - [`streaming`]: streaming PCA — [`Msg`] plain and capped (paper
-//!   `003_9ee5fcabdf9f0742.txt`), [`IncrementalPca`], [`Oja`]; a pass over a stream of rows is a
-//!   [`StreamPass`]; the result becomes a [`PcaModel`] through [`PcaModel::from_basis`].
-//! - [`krr`](mod@krr): kernel regression — [`Slkl`] (paper `004_cadb4dc86f44be57.txt`), [`krr()`],
+//! - [`streaming`]: streaming PCA — [`Msg`] plain and capped (\[MSG\]), [`IncrementalPca`],
+//!   [`Oja`]; a pass over a stream of rows is a [`StreamPass`]; the result becomes a
+//!   [`PcaModel`] through [`PcaModel::from_basis`].
+//! - [`krr`](mod@krr): kernel regression — [`Slkl`] (\[SLKL\]), [`krr()`],
 //!   [`krr_subset`], [`unif`]; fitted through [`KernelRidge`] into a [`KrrModel`].
 //!
 //! **One loop.** Every iterative solver is a state validated when built with a

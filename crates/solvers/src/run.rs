@@ -23,7 +23,7 @@ pub struct StepReport {
     /// Iterations done after this step, `t ≥ 1` (1-based: the first step reports `t = 1`).
     pub t: usize,
     /// The objective the solver minimizes, at the new iterate, when it is known cheaply
-    /// (SVRG-PCA: $F_\mu$ of the snapshot; SLKL: $F(\mu)$ of paper 004 (14)).
+    /// (SVRG-PCA: $F_\mu$ of the snapshot; SLKL: $F(\mu)$ of \[SLKL\] (14)).
     pub objective: Option<f64>,
     /// Violation of the first-order optimality (KKT) conditions at the new iterate, when the
     /// solver measures it (SVRG-PCA: $\|\nabla F_\mu\|_F$ of the snapshot, the problem being

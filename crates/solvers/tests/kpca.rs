@@ -22,7 +22,7 @@ fn distance_to(target: &stolr_lowrank::SymLowRank) -> impl FnMut(&Skpca<'_>) -> 
     }
 }
 
-/// `n` points in 3-D with anisotropic Gaussian spread (the spec's Appendix A.2 setting).
+/// `n` points in 3-D with anisotropic Gaussian spread (a small setting of our own).
 fn data(n: usize, seed: u64) -> Mat<f64> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let scale = [3.0, 1.5, 0.5];

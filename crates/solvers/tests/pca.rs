@@ -118,7 +118,8 @@ fn svrg_consistent_reaches_sslev_on_eigengap_data() {
 }
 
 /// Paper mode shrinks the iterate towards 0 (its defaults violate Theorem 2.1) and stops on the
-/// gradient norm after few epochs; Rayleigh–Ritz still lands near the paper's column (spec §3.4).
+/// gradient norm after few epochs; Rayleigh–Ritz still lands near the paper's column
+/// (docs/derivations.md §3.4).
 #[test]
 fn svrg_paper_mode_shrinks_and_still_recovers_the_span() {
     let data = generate::eigengap(1000, 100, 0.16, &mut rng(12)).unwrap();

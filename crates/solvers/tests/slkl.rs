@@ -1,5 +1,5 @@
-//! SLKL (paper 004) and its KRR baselines against dense computations on small synthetic data.
-//! The checks follow `spec/math.md` Appendix A.1: derivatives vs finite differences, the exact
+//! SLKL (\[SLKL\]) and its KRR baselines against dense computations on small synthetic data.
+//! The checks follow docs/derivations.md §6: derivatives vs finite differences, the exact
 //! rule never increases (14), the KKT conditions at convergence, the Lasso equivalence of §6.4,
 //! Proposition 3, and the sparse predictor `c = β`.
 
@@ -20,7 +20,7 @@ use stolr_solvers::{
 const GAUSS: Kernel = Kernel::Gaussian { sigma: 1.0 };
 
 /// Noisy sinc of the 2-norm of 2-D points uniform on [−5, 5]², white noise at 10 dB SNR
-/// (paper 004's `sinc` set, scaled down; spec §6.14).
+/// (\[SLKL\]'s `sinc` set, scaled down; docs/derivations.md §6.14).
 fn sinc_data(n: usize, seed: u64) -> (Mat<f64>, Vec<f64>) {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     let x = Mat::from_fn(n, 2, |_, _| rng.random_range(-5.0_f64..5.0));
@@ -111,7 +111,7 @@ impl Dense {
         self.derivatives(mu).iter().zip(mu).fold(0.0_f64, |m, (&(g, _), &w)| m.max(w.min(g).abs()))
     }
 
-    /// `f(x_t) = Σ_j α_j k_μ(x_j, x_t)` for test points, with the dense α (paper 004, (10) with k_μ).
+    /// `f(x_t) = Σ_j α_j k_μ(x_j, x_t)` for test points, with the dense α (\[SLKL\], (10) with k_μ).
     fn predict(&self, mu: &[f64], x: MatRef<'_, f64>, xt: MatRef<'_, f64>, selected: &[usize]) -> Vec<f64> {
         let g = self.g(mu);
         let yc = MatRef::from_column_major_slice(&self.y, self.n(), 1);
@@ -188,8 +188,8 @@ impl Observer for Recorder {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
-    /// The exact coordinate minimiser never increases F (spec §6.6, Theorem 1(a) for the exact
-    /// rule), from F(0) = yᵀy on.
+    /// The exact coordinate minimiser never increases F (docs/derivations.md §6.6, Theorem 1(a) for
+    /// the exact rule), from F(0) = yᵀy on.
     #[test]
     fn exact_rule_never_increases_objective(n in 15usize..60, m_frac in 0.2f64..1.0, log_nu in -3.0f64..0.0, seed in any::<u64>()) {
         let (x, y) = sinc_data(n, seed);
@@ -241,8 +241,8 @@ fn both_rules_reach_the_same_minimum() {
     assert!(max_abs_diff(&e.weights, &n.weights) < 1e-6);
 }
 
-/// `min_β ‖y − Ψβ‖² + 2√(λν)‖β‖₁` by cyclic coordinate descent, `Ψ = [k_i/√K_ii]` (spec §6.4);
-/// written independently of SLKL.
+/// `min_β ‖y − Ψβ‖² + 2√(λν)‖β‖₁` by cyclic coordinate descent, `Ψ = [k_i/√K_ii]`
+/// (docs/derivations.md §6.4); written independently of SLKL.
 fn lasso(psi: &Mat<f64>, y: &[f64], penalty: f64) -> Vec<f64> {
     let (n, m) = (psi.nrows(), psi.ncols());
     let mut beta = vec![0.0; m];
@@ -565,7 +565,7 @@ fn unif_is_krr_with_uniform_weights_at_the_best_common_weight() {
     assert!(zero.expansion.is_empty());
 }
 
-/// Spec §6.6 / check [7]: the paper's projected Newton step (19) can increase F when it lowers a
+/// docs/derivations.md §6.6: the paper's projected Newton step (19) can increase F when it lowers a
 /// large weight (ρ² = a/ν < ½ and μb > 1 − ρ²), while the exact minimiser cannot. With one
 /// landmark every step updates it.
 #[test]

@@ -1,4 +1,4 @@
-//! Streaming PCA (paper 003): MSG, capped MSG, incremental PCA and Oja.
+//! Streaming PCA (\[MSG\]): MSG, capped MSG, incremental PCA and Oja.
 
 use faer::{Mat, MatRef};
 use rand::{RngExt, SeedableRng};
@@ -11,7 +11,7 @@ fn rng(seed: u64) -> Xoshiro256PlusPlus {
     Xoshiro256PlusPlus::seed_from_u64(seed)
 }
 
-/// The 2-D counter-example of paper 003, Section 5.1: `√3 e₁` with probability 1/3, `√2 e₂`
+/// The 2-D counter-example of \[MSG\], Section 5.2: `√3 e₁` with probability 1/3, `√2 e₂`
 /// with probability 2/3; `E[xxᵀ] = diag(1, 4/3)`, so the top eigenvector is `e₂`.
 fn counter_example(rng: &mut Xoshiro256PlusPlus) -> [f64; 2] {
     if rng.random::<f64>() < 1.0 / 3.0 { [3f64.sqrt(), 0.0] } else { [0.0, 2f64.sqrt()] }

@@ -1,5 +1,5 @@
 //! `kpca-eval DIR [--rank R]`: the `K^r` error `‖K_r − K‖_F / n` of a finished `stolr kpca` run
-//! (paper 000's metric), printed as one JSON object with the run's timings and peak memory.
+//! (\[SKPCA\]'s metric), printed as one JSON object with the run's timings and peak memory.
 
 use std::path::PathBuf;
 use std::time::Instant;

@@ -1,4 +1,4 @@
-//! `msg-reproduce`: paper 003's experiments (MSG, capped MSG, incremental PCA, Oja). Normally run through `cargo xtask reproduce msg`; see
+//! `msg-reproduce`: \[MSG\]'s experiments (MSG, capped MSG, incremental PCA, Oja). Normally run through `cargo xtask reproduce msg`; see
 //! `stolr_bench_suite::papers::msg` for the protocol and the options.
 
 use stolr_bench_suite::papers::msg;

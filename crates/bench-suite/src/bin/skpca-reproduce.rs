@@ -1,4 +1,4 @@
-//! `skpca-reproduce`: paper 000's Figures 1 (Mushrooms) and 2 (Magic). Normally run through
+//! `skpca-reproduce`: \[SKPCA\]'s Figures 1 (Mushrooms) and 2 (Magic). Normally run through
 //! `cargo xtask reproduce skpca`; see `stolr_bench_suite::papers::skpca` for the protocol and
 //! the options. `skpca-reproduce worker ARGS` is one timed run of panel (c), started by the
 //! reproduction itself.

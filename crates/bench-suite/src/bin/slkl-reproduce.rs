@@ -1,4 +1,4 @@
-//! `slkl-reproduce`: paper 004's Table 2 and Figures 1–3 (SLKL against KRR_n, KRR_M and Unif), and the time and memory of `stolr krr` processes. Normally run through `cargo xtask reproduce slkl`; see
+//! `slkl-reproduce`: \[SLKL\]'s Table 2 and Figures 1–3 (SLKL against KRR_n, KRR_M and Unif), and the time and memory of `stolr krr` processes. Normally run through `cargo xtask reproduce slkl`; see
 //! `stolr_bench_suite::papers::slkl` for the protocol and the options.
 
 use stolr_bench_suite::papers::slkl;

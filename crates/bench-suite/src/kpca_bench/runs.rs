@@ -10,7 +10,7 @@ use crate::metrics::kernel_residual;
 use crate::report::load_kpca_run;
 use crate::runner::Worker;
 
-/// Eigenpairs scored: `K^50`, as paper 000.
+/// Eigenpairs scored: `K^50`, as \[SKPCA\].
 pub const RANK: usize = 50;
 
 /// A dataset of the benchmark and how `stolr kpca` reads it.

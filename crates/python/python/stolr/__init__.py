@@ -145,10 +145,10 @@ class PCA(TransformerMixin, BaseEstimator, _Model):
 
 
 class StreamingPCA(TransformerMixin, BaseEstimator, _Model):
-    """Streaming PCA by capped MSG (default), MSG, incremental PCA or Oja (paper 003): one pass
+    """Streaming PCA by capped MSG (default), MSG, incremental PCA or Oja ([MSG]): one pass
     over batches of rows with ``partial_fit``. The solvers need ``1 <= n_components < n_features``.
 
-    The rows are not centred: as in paper 003, the components are the top eigenvectors of the
+    The rows are not centred: as in [MSG], the components are the top eigenvectors of the
     second moment E[x xᵀ] (scikit-learn's IncrementalPCA centres with a running mean; centre the
     stream beforehand for the same subspace). The solvers keep no rows, so after ``partial_fit``
     ``components_`` (n_components, n_features) and ``explained_variance_`` (non-increasing) are the
@@ -240,7 +240,7 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
     or ``uniform``. ``fit_intercept`` (default True, as scikit-learn's ``Ridge``) fits
     ``f(x) = Σ_j c_j k(x, z_j) + b`` with the intercept ``b`` an unpenalized model term (exact KRR:
     the bordered system; Nyström: the kernel columns centred over the training rows, as
-    ``Nystroem`` + ``Ridge``; SLKL: centred rank-1 columns); False fits no ``b`` (paper 004's
+    ``Nystroem`` + ``Ridge``; SLKL: centred rank-1 columns); False fits no ``b`` ([SLKL]'s
     setting).
     """
 

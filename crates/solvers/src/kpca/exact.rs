@@ -1,4 +1,4 @@
-//! Exact kernel PCA (paper 000's "Baseline"): the dense kernel matrix and a symmetric
+//! Exact kernel PCA (\[SKPCA\]'s "Baseline"): the dense kernel matrix and a symmetric
 //! eigensolver when it fits the memory budget, the matrix-free block eigensolver on the tiled
 //! kernel operator otherwise ([`ExactOperator`]).
 
@@ -102,7 +102,7 @@ pub fn check_dense_kernel(n: usize, memory: MemoryBudget) -> Result<(), SolverEr
 }
 
 /// `K ← HKH` for a symmetric `K`, `H = I − 11ᵀ/n`: `K_ij += m̄ − m_i − m_j` with `m = K1/n`,
-/// `m̄ = 1ᵀK1/n²` (spec §1.2), without a second `n × n` matrix. Returns `(m, m̄)`.
+/// `m̄ = 1ᵀK1/n²` (docs/derivations.md §1.2), without a second `n × n` matrix. Returns `(m, m̄)`.
 fn center_in_place(k: &mut Mat<f64>) -> (Vec<f64>, f64) {
     let n = k.nrows();
     let means: Vec<f64> = (0..n).map(|j| k.col(j).sum() / n as f64).collect();
@@ -128,7 +128,7 @@ fn center_in_place(k: &mut Mat<f64>) -> (Vec<f64>, f64) {
 /// [`SolverError::Memory`] for its buffers); [`SolverError::LowRank`] if the eigensolver fails.
 ///
 /// # References
-/// Paper `000_64249a13de5bd3cc.txt`, "Experimental Setting" (Baseline); spec §2.9.
+/// \[SKPCA\], "Experimental Setting" (Baseline); docs/derivations.md §2.9.
 pub fn exact_kpca(x: MatRef<'_, f64>, kernel: &Kernel, config: &ExactKpcaConfig) -> Result<Eigenpairs, SolverError> {
     Ok(exact_fit(x, kernel, config)?.0)
 }

@@ -1,4 +1,4 @@
-//! The Kernel Hebbian Algorithm (KHA), the stochastic kernel PCA baseline of paper 000.
+//! The Kernel Hebbian Algorithm (KHA), the stochastic kernel PCA baseline of \[SKPCA\].
 
 use faer::Par;
 use faer::{Mat, MatRef};
@@ -14,7 +14,7 @@ use crate::{IterativeSolver, SolverError, StepReport, Stop};
 pub struct KhaConfig {
     /// Number of components `r`, `1 ≤ r ≤ n`.
     pub rank: usize,
-    /// Constant step size `η > 0` (default 0.05, the value of paper 000; the Hebbian step is
+    /// Constant step size `η > 0` (default 0.05, the value of \[SKPCA\]; the Hebbian step is
     /// stable when `η·‖φ̃(x)‖² < 2`, and a Gaussian or Laplacian kernel has `‖φ̃(x)‖² ≤ 2`).
     pub eta: f64,
     /// Number of steps `T ≥ 1`, one sample each.
@@ -74,9 +74,9 @@ impl KhaConfig {
 /// then `O(n·d + n·r)` per step, and two passes `O(n²(d + r))` for the Rayleigh–Ritz step.
 ///
 /// # References
-/// Paper `000_64249a13de5bd3cc.txt`, "Experimental Setting" (KHA, step 0.05); Kim, Franz &
+/// \[SKPCA\], "Experimental Setting" (KHA, step 0.05); Kim, Franz &
 /// Schölkopf, *Iterative kernel principal component analysis for image modeling*, IEEE TPAMI
-/// 2005; Sanger 1989; spec `math.md` §2.9 (3) and Appendix A.5.
+/// 2005; Sanger 1989; docs/derivations.md §2.9 (3) and its eigen-recovery.
 #[derive(Debug, Clone)]
 pub struct Kha {
     config: KhaConfig,
@@ -203,8 +203,8 @@ impl Kha {
     }
 
     /// One KHA step on a sample `i` drawn uniformly from `rng`:
-    /// `y = Aᵀ k̃_i`, `A ← A − η A·LT[y yᵀ]ᵀ`, then `A[i, :] += η yᵀ` (spec §2.9 (3), in the
-    /// transposed layout). Time `O(n·d + n·r)`.
+    /// `y = Aᵀ k̃_i`, `A ← A − η A·LT[y yᵀ]ᵀ`, then `A[i, :] += η yᵀ` (docs/derivations.md §2.9
+    /// (3), in the transposed layout). Time `O(n·d + n·r)`.
     ///
     /// # Errors
     /// [`SolverError::Diverged`] if the outputs `y` are not finite (the step size is too large
@@ -226,8 +226,8 @@ impl Kha {
         Ok(())
     }
 
-    /// `k̃_i = k_i − m − m_i 1 + m̄ 1` into `self.column` (spec §1.2), with `k_i` evaluated
-    /// from the data.
+    /// `k̃_i = k_i − m − m_i 1 + m̄ 1` into `self.column` (docs/derivations.md §1.2), with `k_i`
+    /// evaluated from the data.
     fn centered_column(&mut self, i: usize) {
         let d = self.d;
         let xi = &self.rows[i * d..(i + 1) * d];
@@ -288,7 +288,7 @@ impl Kha {
     /// [`SolverError::LowRank`] if the small SVD or eigendecomposition fails.
     ///
     /// # References
-    /// Spec `math.md` §2.9 (3), "Eigen-recovery", and Appendix A.5; Rayleigh–Ritz: Saad,
+    /// docs/derivations.md §2.9 (3), "Eigen-recovery"; Rayleigh–Ritz: Saad,
     /// *Numerical Methods for Large Eigenvalue Problems* (2011), §4.3.
     pub fn ritz(&self) -> Result<KhaRitz, SolverError> {
         let (n, r) = (self.n, self.config.rank);
@@ -409,7 +409,7 @@ pub(crate) fn zero_kernel(rank: usize, center: bool, lambda: f64, floor: f64) ->
 }
 
 impl IterativeSolver for Kha {
-    /// One KHA step on a sample drawn uniformly from `rng` (spec §2.9 (3)); stops at
+    /// One KHA step on a sample drawn uniformly from `rng` (docs/derivations.md §2.9 (3)); stops at
     /// `iterations`. Its centred kernel column reads all `n` rows (`samples_seen` grows by `n`).
     /// On [`SolverError::Diverged`] the coefficients are unchanged.
     fn step(&mut self, rng: &mut dyn Rng) -> Result<StepReport, SolverError> {

@@ -168,7 +168,7 @@ pub fn matrix_free_bytes_sharded(
 ///
 /// # References
 /// Issue 12, item 4; G. W. Stewart, *A Krylov–Schur algorithm for large eigenproblems*, SIAM
-/// J. Matrix Anal. Appl. 23 (2001); spec §2.9 (exact kernel PCA).
+/// J. Matrix Anal. Appl. 23 (2001); docs/derivations.md §2.9 (exact kernel PCA).
 pub fn matrix_free_kpca(
     x: MatRef<'_, f64>,
     kernel: &Kernel,

@@ -1,5 +1,5 @@
 //! Kernel PCA: [`Skpca`] (stochastic proximal gradient descent on the nuclear-norm
-//! formulation, paper `000_64249a13de5bd3cc.txt`, Algorithm 1) and the three baselines of that
+//! formulation, \[SKPCA\], Algorithm 1) and the three baselines of that
 //! paper, [`exact_kpca`] (dense kernel matrix and a symmetric eigensolver, or without the kernel
 //! matrix: [`matrix_free_kpca`]), [`nystrom_kpca`]
 //! (exact orthonormal eigenpairs of the Nyström approximation) and [`Kha`] (the Kernel Hebbian

@@ -26,7 +26,8 @@ pub enum KernelCentering {
     /// Centring with the statistics of the training kernel matrix (exact, SKPCA, KHA):
     /// $\tilde k(x, x_i) = k(x, x_i) - \frac1n \sum_l k(x, x_l) - m_i + \bar m$, with
     /// $m_i = \frac1n \sum_l k(x_l, x_i)$ the column means of `K` and $\bar m$ their mean
-    /// (spec Appendix C, out-of-sample kernel PCA). Needs the model rows to be the training rows.
+    /// (docs/derivations.md §7.1, out-of-sample kernel PCA). Needs the model rows to be the
+    /// training rows.
     Training {
         /// $m$, the column means of the training kernel matrix, length `p = n`.
         column_means: Vec<f64>,

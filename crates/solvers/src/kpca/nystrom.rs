@@ -65,7 +65,7 @@ impl NystromConfig {
 /// As [`nystrom_fit`].
 ///
 /// # References
-/// Paper `000_64249a13de5bd3cc.txt`, "Experimental Setting" (Nyström); spec `math.md` §1.5.
+/// \[SKPCA\], "Experimental Setting" (Nyström); docs/derivations.md §1.5.
 pub fn nystrom_kpca<R: Rng + ?Sized>(
     x: MatRef<'_, f64>,
     kernel: &Kernel,
@@ -141,9 +141,8 @@ fn allocations(n: usize, m: usize, r: usize, d: usize, block_rows: usize) -> [(S
 /// invalid kernel parameters; [`SolverError::LowRank`] if an eigendecomposition fails.
 ///
 /// # References
-/// Paper `000_64249a13de5bd3cc.txt`, "Experimental Setting" (the Nyström baseline); spec
-/// `math.md` §1.5 (exact orthonormal eigenpairs of `K̃`) and Appendix C (out-of-sample kernel
-/// PCA).
+/// \[SKPCA\], "Experimental Setting" (the Nyström baseline); docs/derivations.md
+/// §1.5 (exact orthonormal eigenpairs of `K̃`) and §7.1 (out-of-sample kernel PCA).
 pub fn nystrom_fit<R: Rng + ?Sized>(
     x: MatRef<'_, f64>,
     kernel: &Kernel,

@@ -89,7 +89,7 @@ impl Iterate {
 /// [`crate::run`] drives it (stopping at `iterations`, or with [`Stop::RankCapReached`]).
 ///
 /// # References
-/// Paper `000_64249a13de5bd3cc.txt`, Algorithm 1, Theorem 1; spec `math.md` §2.2–§2.4.
+/// \[SKPCA\], Algorithm 1, Theorem 1; docs/derivations.md §2.2–§2.4.
 pub struct Skpca<'a> {
     config: SkpcaConfig,
     sampler: Box<dyn KernelSampler + 'a>,
@@ -233,7 +233,7 @@ impl<'a> Skpca<'a> {
     }
 
     /// One SPGD step: `Z_{t+1} = D_{η_t τ}[(1 − η_t) Z_t + η_t ξ_t]` with `η_t = 2/t`
-    /// (paper 000, Algorithm 1, lines 3–5).
+    /// (\[SKPCA\], Algorithm 1, lines 3–5).
     ///
     /// # Errors
     /// [`SolverError::SamplerMismatch`] if a PSD iterate receives a non-symmetric draw; sampler
@@ -282,7 +282,7 @@ impl<'a> Skpca<'a> {
     /// [`SolverError::LowRank`] if the small eigendecomposition fails.
     ///
     /// # References
-    /// Paper `000_64249a13de5bd3cc.txt`, Algorithm 1, last lines; spec §2.4, Appendix B.3.
+    /// \[SKPCA\], Algorithm 1, last lines; docs/derivations.md §2.4 (positive eigenvalues only).
     pub fn eigenpairs(&self) -> Result<Eigenpairs, SolverError> {
         let mut pairs = match &self.iterate {
             Iterate::Psd(z) => z.eigenpairs(),
@@ -304,7 +304,7 @@ impl<'a> Skpca<'a> {
 }
 
 impl IterativeSolver for Skpca<'_> {
-    /// One SPGD step (paper 000, Algorithm 1, lines 3–5); reports `rank(Z_{t+1})` and stops at
+    /// One SPGD step (\[SKPCA\], Algorithm 1, lines 3–5); reports `rank(Z_{t+1})` and stops at
     /// `iterations` or when the rank exceeds `max_rank`. Each step reads every row once
     /// (`samples_seen` grows by `n`).
     fn step(&mut self, rng: &mut dyn Rng) -> Result<StepReport, SolverError> {

@@ -37,8 +37,8 @@ pub struct TauChoice {
 /// and kernel errors as [`crate::exact_kpca`].
 ///
 /// # References
-/// Paper `000_64249a13de5bd3cc.txt`, "Experimental Setting" (choice of λ); spec §2.7 and
-/// Appendix B.6 (the factor n/m).
+/// \[SKPCA\], "Experimental Setting" (choice of λ); docs/derivations.md §2.7
+/// (the factor n/m).
 pub fn tau_for_rank<R: Rng + ?Sized>(
     x: MatRef<'_, f64>,
     kernel: &Kernel,

@@ -1,4 +1,4 @@
-//! The regression baselines of SLKL (paper 004, Table 2): kernel ridge regression on all `n`
+//! The regression baselines of SLKL (\[SLKL\], Table 2): kernel ridge regression on all `n`
 //! points (KRR_n), on the `M` landmarks only (KRR_M), and KRR with the uniform combination of
 //! the `M` rank-1 Nyström kernels (Unif).
 
@@ -15,7 +15,7 @@ use crate::{SolverError, kernel_matrix};
 pub struct KrrConfig {
     /// Ridge λ > 0 (default 1, as SLKL's). Same scaling as SLKL's objective (14): the system is
     /// $(K + \lambda I)\alpha = y$, the minimiser of
-    /// $\sum_i (y_i - f(x_i))^2 + \lambda \|f\|_{\mathcal H}^2$ (paper 004, (6)–(8)).
+    /// $\sum_i (y_i - f(x_i))^2 + \lambda \|f\|_{\mathcal H}^2$ (\[SLKL\], (6)–(8)).
     pub lambda: f64,
     /// The memory budget the kernel matrix must fit (default: 80 % of the memory available).
     pub memory: stolr_memory::MemoryBudget,
@@ -89,7 +89,7 @@ fn ridge_solve(mut k: Mat<f64>, y: &[f64], lambda: f64, intercept: bool) -> Resu
 /// memory budget; [`SolverError::LowRank`] if the Cholesky factorization fails.
 ///
 /// # References
-/// Paper `004_cadb4dc86f44be57.txt`, (6)–(10) and Table 2 ("KRR_n"); `spec/math.md` §6.3, §6.14.
+/// \[SLKL\], (6)–(10) and Table 2 ("KRR_n"); docs/derivations.md §6.3, §6.14.
 pub fn krr(x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel, config: &KrrConfig) -> Result<KernelExpansion, SolverError> {
     Ok(krr_fit(x, y, kernel, config, false)?.0)
 }
@@ -127,7 +127,7 @@ pub(crate) fn krr_fit(
 /// predictor $f(x) = \sum_{j \in J} \alpha_j \kappa(x, x_j)$. `landmarks` are training row indices
 /// (SLKL's [`crate::SlklModel::selected`], for the same `J`). Time $O(M^2 d + M^3/3)$.
 ///
-/// This is paper 004's reading ("using only M training data"; its explanation of why SLKL wins
+/// This is \[SLKL\]'s reading ("using only M training data"; its explanation of why SLKL wins
 /// is that SLKL's kernels keep the similarities between the landmarks and the other points).
 ///
 /// # Errors
@@ -135,7 +135,7 @@ pub(crate) fn krr_fit(
 /// an index `>= n`.
 ///
 /// # References
-/// Paper `004_cadb4dc86f44be57.txt`, Section 5.2 and Table 2 ("KRR_M"); `spec/math.md` §6.14.
+/// \[SLKL\], Section 5.2 and Table 2 ("KRR_M"); docs/derivations.md §6.14.
 pub fn krr_subset(
     x: MatRef<'_, f64>,
     y: &[f64],
@@ -202,8 +202,8 @@ impl Default for UnifConfig {
 /// The Unif baseline fitted by [`unif`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct UnifModel {
-    /// $f(x) = \sum_{i \in J} c_i \kappa(x, x_i)$, $c = \beta$ as for SLKL (spec §6.8); empty when
-    /// the weight is 0.
+    /// $f(x) = \sum_{i \in J} c_i \kappa(x, x_i)$, $c = \beta$ as for SLKL (docs/derivations.md
+    /// §6.8); empty when the weight is 0.
     pub expansion: KernelExpansion,
     /// The common weight `c = μ_i` of every landmark with $K_{ii} > 0$.
     pub weight: f64,
@@ -234,9 +234,9 @@ pub struct UnifModel {
 /// for bad data; [`SolverError::LowRank`] if a dense factorization fails.
 ///
 /// # References
-/// Paper `004_cadb4dc86f44be57.txt`, Section 5.2 and Table 2 ("Unif": "the kernel obtained
+/// \[SLKL\], Section 5.2 and Table 2 ("Unif": "the kernel obtained
 /// with uniform weights on the rank-1 approximations selected for SLKL"; the value is not
-/// given); `spec/math.md` §6.14.
+/// given); docs/derivations.md §6.14.
 pub fn unif(
     x: MatRef<'_, f64>,
     y: &[f64],

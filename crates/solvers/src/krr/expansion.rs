@@ -14,10 +14,10 @@ const PREDICT_BLOCK: usize = 4096;
 /// A regression function $f(x) = \sum_{j=1}^{p} c_j \kappa(x, z_j)$ with centres $z_j$ (rows of a
 /// `(p, d)` matrix) and coefficients $c$ (length `p`).
 ///
-/// SLKL's sparse predictor (paper 004, (10) with $k_\mu$; spec §6.8, "Predictor": centres the
-/// active landmarks, $c = \beta$), KRR on all points (centres all training points, $c = \alpha$)
-/// and the other baselines are all of this form. Evaluating costs $O(p\,c_\kappa)$ per test point
-/// ($c_\kappa = O(d)$ for the Gaussian kernel). `p = 0` is the zero function.
+/// SLKL's sparse predictor (\[SLKL\], (10) with $k_\mu$; docs/derivations.md §6.8, "Predictor":
+/// centres the active landmarks, $c = \beta$), KRR on all points (centres all training points,
+/// $c = \alpha$) and the other baselines are all of this form. Evaluating costs $O(p\,c_\kappa)$
+/// per test point ($c_\kappa = O(d)$ for the Gaussian kernel). `p = 0` is the zero function.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KernelExpansion {
     kernel: Kernel,

@@ -21,7 +21,7 @@ use crate::{FitRegression, Observer, SolverError, Stop, run};
 /// Which kernel regression solver [`KernelRidge`] fits with.
 #[derive(Debug, Clone, PartialEq)]
 pub enum KrrSolver {
-    /// SLKL (paper 004, Algorithm 2) with its configuration (λ, ν, `M` landmarks, ...); with
+    /// SLKL (\[SLKL\], Algorithm 2) with its configuration (λ, ν, `M` landmarks, ...); with
     /// the intercept the rank-1 columns are centred over the training rows
     /// ([`Slkl::with_intercept`]).
     Slkl(SlklConfig),
@@ -87,7 +87,7 @@ pub struct KrrFitSummary {
     pub epochs: usize,
     /// Largest KKT violation of the last complete epoch (SLKL).
     pub kkt_violation: Option<f64>,
-    /// The objective at the fit: SLKL and Unif: $F(\mu)$ of paper 004 (14); KRR: $\lambda y^\top (K + \lambda I)^{-1} y$;
+    /// The objective at the fit: SLKL and Unif: $F(\mu)$ of \[SLKL\] (14); KRR: $\lambda y^\top (K + \lambda I)^{-1} y$;
     /// with the intercept, the same for the centred system ($\lambda (y - \bar y)^\top\alpha$ for KRR).
     pub objective: f64,
     /// Unif's common weight.
@@ -112,7 +112,7 @@ pub struct KernelRidge {
     /// $[K + \lambda I, \mathbf 1; \mathbf 1^\top, 0][\alpha; b] = [y; 0]$, SLKL and Unif the
     /// rank-1 columns centred over the training rows ($b = \bar y - \sum_j c_j \bar k_j$).
     /// Invariant to a constant added to the targets (the predictions move by it). `false` is the
-    /// papers' setting (paper 004 regresses the raw targets; $b = 0$).
+    /// papers' setting (\[SLKL\] regresses the raw targets; $b = 0$).
     pub intercept: bool,
     /// Standardize every feature with the training statistics.
     pub standardize: bool,

@@ -1,5 +1,5 @@
 //! Kernel regression: [`Slkl`] (stochastic low-rank kernel learning, coordinate descent on a
-//! conical combination of rank-1 Nyström kernels, paper `004_cadb4dc86f44be57.txt`) and its
+//! conical combination of rank-1 Nyström kernels, \[SLKL\]) and its
 //! baselines [`krr`] (KRR_n), [`krr_subset`] (KRR_M) and [`unif`] (Unif), and Nyström kernel
 //! ridge regression [`nystrom_krr`] (direct or Falkon-preconditioned CG); all predict through a
 //! [`KernelExpansion`]. [`select_nu`] chooses SLKL's (or Unif's) ν by cross-validation.

@@ -1,8 +1,8 @@
 //! Choosing SLKL's sparsity penalty ν by cross-validation.
 //!
-//! Paper 004 fixes λ = 1 and tunes ν (Proposition 3: only λν matters), but its values are lost
-//! (spec §6.14). [`select_nu`] fits the model for every ν of a grid on all folds but one, scores
-//! it on the held-out fold, and keeps the ν with the smallest pooled validation error.
+//! \[SLKL\] fixes λ = 1 and tunes ν (Proposition 3: only λν matters), but its values are lost
+//! (docs/derivations.md §6.14). [`select_nu`] fits the model for every ν of a grid on all folds but
+//! one, scores it on the held-out fold, and keeps the ν with the smallest pooled validation error.
 
 use faer::{Mat, MatRef};
 use rand::Rng;
@@ -80,7 +80,7 @@ impl Default for NuPath {
 }
 
 /// `10^e` for `e` from `lo` to `hi` in steps of `1/per_decade` (both ends included), e.g.
-/// `log_grid(-4, 1, 2)` = 10⁻⁴, 10⁻³·⁵, …, 10¹ (11 values), spec §6.14's grid for ν.
+/// `log_grid(-4, 1, 2)` = 10⁻⁴, 10⁻³·⁵, …, 10¹ (11 values), docs/derivations.md §6.14's grid for ν.
 /// Empty if `per_decade == 0` or `hi < lo`.
 pub fn log_grid(lo: i32, hi: i32, per_decade: usize) -> Vec<f64> {
     if per_decade == 0 || hi < lo {
@@ -111,8 +111,8 @@ pub fn mean_squared_error(p: &[f64], y: &[f64]) -> f64 {
 /// does not have length `n`; every error of [`slkl`] / [`unif`].
 ///
 /// # References
-/// Paper `004_cadb4dc86f44be57.txt`, Section 5 (λ = 1, "various ν"), Proposition 3;
-/// `spec/math.md` §6.10, §6.14.
+/// \[SLKL\], Section 5 (λ = 1, "various ν"), Proposition 3;
+/// docs/derivations.md §6.10, §6.14.
 #[allow(clippy::too_many_arguments)]
 pub fn select_nu<R: Rng + Clone>(
     x: MatRef<'_, f64>,
@@ -216,7 +216,7 @@ fn best_nu(candidates: &[NuCandidate]) -> f64 {
 /// [`Slkl::new`] and [`Slkl::update`].
 ///
 /// # References
-/// Paper `004_cadb4dc86f44be57.txt`, (14), Proposition 2 (20) and Section 5 ("various ν");
+/// \[SLKL\], (14), Proposition 2 (20) and Section 5 ("various ν");
 /// Friedman, Hastie & Tibshirani (2010) for pathwise coordinate descent with warm starts; the
 /// kernel ridge regression issue (Deliver 3).
 pub fn select_nu_path<R: Rng + Clone>(

@@ -1,4 +1,4 @@
-//! SLKL: stochastic low-rank kernel learning for regression (paper 004, Algorithms 1–2).
+//! SLKL: stochastic low-rank kernel learning for regression (\[SLKL\], Algorithms 1–2).
 //!
 //! Learns a conical combination $K_\mu = \sum_{i \in J} \mu_i k_i k_i^\top / K_{ii}$ of rank-1
 //! Nyström kernels built on `M` random landmarks `J`, together with the KRR predictor for
@@ -34,9 +34,9 @@ const MAX_ACTIVE_SWEEPS: usize = 5;
 /// Weights below this are set to 0: $\lambda K_{ii}/\mu_i$ would overflow in the Woodbury core.
 const TINY_WEIGHT: f64 = 1e-150;
 
-/// Σ is rebuilt from scratch after `max(p², REFRESH_MIN_UPDATES)` in-place updates (spec §6.9,
-/// "Numerical hygiene"); the floor keeps the amortized rebuild cost $O(n p^2 / 1024)$ per update
-/// when `p` is small.
+/// Σ is rebuilt from scratch after `max(p², REFRESH_MIN_UPDATES)` in-place updates
+/// (docs/derivations.md §6.9, "Numerical hygiene"); the floor keeps the amortized rebuild cost
+/// $O(n p^2 / 1024)$ per update when `p` is small.
 const REFRESH_MIN_UPDATES: usize = 1024;
 
 /// `v > 0` (false for NaN).
@@ -54,13 +54,14 @@ fn usable(kii: f64) -> bool {
 pub enum CoordinateRule {
     /// The exact minimiser of $F$ along coordinate `i`:
     /// $\mu_i \leftarrow \max(0, \mu_i + (\sqrt{a_i/\nu} - 1)/b_i)$ ($\mu_i \leftarrow 0$ if
-    /// $a_i = 0$). Never increases $F$ (spec §6.6, "Exact coordinate minimiser", derived).
+    /// $a_i = 0$). Never increases $F$ (docs/derivations.md §6.6, "Exact coordinate minimiser",
+    /// derived).
     #[default]
     Exact,
     /// The paper's projected coordinate Newton step (Proposition 1, (19)):
     /// $\mu_i \leftarrow \max(0, \mu_i - \partial_i F/\partial^2_{ii} F)$. Not monotone: it can
-    /// increase $F$ when it decreases a weight (spec §6.6, "The Newton step (19) is not
-    /// monotone"). With $a_i = 0$ the step is the limit $\mu_i \leftarrow 0$.
+    /// increase $F$ when it decreases a weight (docs/derivations.md §6.6, "The Newton step (19) is
+    /// not monotone"). With $a_i = 0$ the step is the limit $\mu_i \leftarrow 0$.
     Newton,
 }
 
@@ -68,20 +69,20 @@ pub enum CoordinateRule {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ColumnMode {
     /// All `M` columns computed once: memory $8nM$ bytes, no kernel evaluations during the run
-    /// (spec §6.13, "Precomputed columns").
+    /// (docs/derivations.md §6.13, "Precomputed columns").
     #[default]
     Precomputed,
     /// A column is computed by [`Kernel::eval`] when an inactive landmark is drawn ($O(nd)$ for
     /// the Gaussian kernel) and only the `p` active ones are kept, inside the Woodbury state; the
-    /// data are kept as a row-major copy ($8nd$ bytes) (spec §6.13, "Columns on the fly").
-    /// Agrees with [`ColumnMode::Precomputed`] up to the rounding of the kernel values.
+    /// data are kept as a row-major copy ($8nd$ bytes) (docs/derivations.md §6.13, "Columns on the
+    /// fly"). Agrees with [`ColumnMode::Precomputed`] up to the rounding of the kernel values.
     OnTheFly,
 }
 
 /// Configuration of [`Slkl`]; validated once by [`Slkl::new`].
 ///
 /// # References
-/// Paper `004_cadb4dc86f44be57.txt`, (14), Algorithms 1–2, Section 5 (λ = 1); `spec/math.md`
+/// \[SLKL\], (14), Algorithms 1–2, Section 5 (λ = 1); docs/derivations.md
 /// §6.4, §6.11–§6.12.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SlklConfig {
@@ -89,16 +90,16 @@ pub struct SlklConfig {
     /// (Proposition 3), so the paper fixes λ = 1 (the default).
     pub lambda: f64,
     /// Sparsity penalty ν > 0 on $\sum_i \mu_i$ in (14) (units of the squared targets per unit of
-    /// μ). Larger ν gives fewer active landmarks. Default 0.05 (the spec's toy setting; the
-    /// paper's values are lost).
+    /// μ). Larger ν gives fewer active landmarks. Default 0.05 (our toy setting,
+    /// docs/derivations.md §6.14; the paper's values are lost).
     pub nu: f64,
     /// Number of landmarks `M`, `1 ≤ M ≤ n`, drawn uniformly without replacement. Default 100.
     pub landmarks: usize,
     /// Coordinate update rule (default [`CoordinateRule::Exact`]).
     pub rule: CoordinateRule,
     /// Stopping tolerance ε ≥ 0: stop at the end of the first epoch in which every visited
-    /// coordinate had a KKT violation $|\min(\mu_i, \partial_i F)| \le \varepsilon\nu$ (spec §6.12,
-    /// option 2; the paper's test is lost). Default `1e-3`.
+    /// coordinate had a KKT violation $|\min(\mu_i, \partial_i F)| \le \varepsilon\nu$
+    /// (docs/derivations.md §6.12, option 2; the paper's test is lost). Default `1e-3`.
     pub epsilon: f64,
     /// Maximum number of epochs (one epoch visits the `M` landmarks once, in a random order),
     /// `≥ 1`. Default 1000.
@@ -172,7 +173,7 @@ impl SlklConfig {
 /// [`SolverError::InvalidConfig`] (`landmarks`) unless `1 ≤ m ≤ n`.
 ///
 /// # References
-/// Paper 004, Section 3 ("(randomly) selected columns"); spec §6.1, §6.11 line 1.
+/// \[SLKL\], Section 3 ("(randomly) selected columns"); docs/derivations.md §6.1, §6.11 line 1.
 pub fn select_landmarks<R: Rng + ?Sized>(n: usize, m: usize, rng: &mut R) -> Result<Vec<usize>, SolverError> {
     if m == 0 || m > n {
         return Err(SolverError::InvalidConfig {
@@ -199,7 +200,7 @@ pub struct CoordinatePartials {
 /// The fitted SLKL model: the landmarks, the weights and the sparse predictor.
 ///
 /// # References
-/// Paper 004, Algorithm 2 output; spec §6.8 ("Predictor") and §6.11 line 4.
+/// \[SLKL\], Algorithm 2 output; docs/derivations.md §6.8 ("Predictor") and §6.11 line 4.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SlklModel {
     /// $\sum_{i \in A} c_i \kappa(x, x_i)$ with $c = \beta$: centres are the active
@@ -251,15 +252,15 @@ impl SlklModel {
 }
 
 /// SLKL solver state: configuration, landmarks, weights μ and the Woodbury form of
-/// $(\lambda I + K_\mu)^{-1}$ (paper 004, Algorithm 2; spec §6.11).
+/// $(\lambda I + K_\mu)^{-1}$ (\[SLKL\], Algorithm 2; docs/derivations.md §6.11).
 ///
 /// Each [`step`](Self::step) updates one coordinate `i ∈ J`, drawn as the next entry of a random
-/// permutation of `J` (one permutation per epoch; spec §6.12, option 2):
-/// 1. $k_i^\top\alpha$ and $k_i^\top G k_i$: $O(1)$ for an active `i` (spec §6.8), $O(np + p^2)$
-///    for an inactive one (plus the column, $O(nd)$, in [`ColumnMode::OnTheFly`]);
+/// permutation of `J` (one permutation per epoch; docs/derivations.md §6.12, option 2):
+/// 1. $k_i^\top\alpha$ and $k_i^\top G k_i$: $O(1)$ for an active `i` (docs/derivations.md §6.8),
+///    $O(np + p^2)$ for an inactive one (plus the column, $O(nd)$, in [`ColumnMode::OnTheFly`]);
 /// 2. $a_i$, $b_i$, the KKT violation $|\min(\mu_i, \nu - a_i)|$ and the new weight by the
 ///    [`CoordinateRule`];
-/// 3. Case 1–4 of spec §6.9 on the Woodbury state, $O(p^2)$ (Case 4: $O(n + p^2)$).
+/// 3. Case 1–4 of docs/derivations.md §6.9 on the Woodbury state, $O(p^2)$ (Case 4: $O(n + p^2)$).
 ///
 /// Memory: $8(nM + np + p^2 + Md)$ bytes precomputed (the Woodbury state keeps its own copy of
 /// the `p` active columns), $8(nd + np + p^2 + Md)$ on the fly; sharded
@@ -268,8 +269,8 @@ impl SlklModel {
 /// kernel; their weight stays 0.
 ///
 /// # References
-/// Paper `004_cadb4dc86f44be57.txt`, (14)–(27), Algorithms 1–2, Propositions 1–3;
-/// `spec/math.md` §6.1–§6.13 and Appendix A.1.
+/// \[SLKL\], (14)–(27), Algorithms 1–2, Propositions 1–3;
+/// docs/derivations.md §6.1–§6.13.
 #[derive(Debug, Clone)]
 pub struct Slkl<'c> {
     /// This rank's training rows.
@@ -561,7 +562,7 @@ impl<'c> Slkl<'c> {
     }
 
     /// $F(\mu) = y^\top y - v_y^\top\beta + \nu\sum_i\mu_i$, the objective (14), in $O(p)$
-    /// (spec §6.8, "Objective").
+    /// (docs/derivations.md §6.8, "Objective").
     pub fn objective(&self) -> f64 {
         let l1: f64 = self.active.iter().map(|&l| self.mu[l]).sum();
         self.state.lambda_y_g_y() + self.config.nu * l1
@@ -584,7 +585,7 @@ impl<'c> Slkl<'c> {
         self.centring.is_some()
     }
 
-    /// $\alpha = (\lambda I + K_\mu)^{-1} y = (y - V\beta)/\lambda$, length `n` (paper 004, (15);
+    /// $\alpha = (\lambda I + K_\mu)^{-1} y = (y - V\beta)/\lambda$, length `n` (\[SLKL\], (15);
     /// sharded: this rank's rows; with the intercept, of the centred system). Cost $O(np)$.
     pub fn alpha(&self) -> Vec<f64> {
         self.state.alpha()
@@ -672,8 +673,8 @@ impl<'c> Slkl<'c> {
     }
 
     /// The largest KKT violation $\max_{i \in J} |\min(\mu_i, \partial_i F(\mu))|$ over all
-    /// landmarks (0 exactly at a minimiser of (14); spec §6.7, §6.12). Cost: one sweep,
-    /// $O(M(np + p^2))$ (+ `M` columns on the fly). Collective when sharded.
+    /// landmarks (0 exactly at a minimiser of (14); docs/derivations.md §6.7, §6.12). Cost: one
+    /// sweep, $O(M(np + p^2))$ (+ `M` columns on the fly). Collective when sharded.
     ///
     /// # Errors
     /// [`SolverError::LowRank`] only on an internal shape error.
@@ -686,9 +687,9 @@ impl<'c> Slkl<'c> {
         Ok(worst)
     }
 
-    /// Sets $\mu_l$ to `value ≥ 0` for landmark `l` (index into `J`) by Cases 1–4 of spec §6.9
-    /// (warm starts and tests). Cost $O(p^2)$, or $O(np + p^2)$ (+ a column) when `l` becomes
-    /// active.
+    /// Sets $\mu_l$ to `value ≥ 0` for landmark `l` (index into `J`) by Cases 1–4 of
+    /// docs/derivations.md §6.9 (warm starts and tests). Cost $O(p^2)$, or $O(np + p^2)$ (+ a
+    /// column) when `l` becomes active.
     ///
     /// # Errors
     /// [`SolverError::InvalidConfig`] if `l >= M`, `value` is negative or not finite, or
@@ -714,8 +715,8 @@ impl<'c> Slkl<'c> {
         self.apply_weight(l, value, None)
     }
 
-    /// Cases 1–4 (spec §6.9) for $\mu_l \to$ `value`; `probe` is the probe of the column of an
-    /// inactive `l`, whose values are in `self.column_buf`.
+    /// Cases 1–4 (docs/derivations.md §6.9) for $\mu_l \to$ `value`; `probe` is the probe of the
+    /// column of an inactive `l`, whose values are in `self.column_buf`.
     fn apply_weight(&mut self, l: usize, value: f64, probe: Option<Probe>) -> Result<(), SolverError> {
         let value = if value < TINY_WEIGHT { 0.0 } else { value };
         let kii = self.diag[l];
@@ -761,7 +762,7 @@ impl<'c> Slkl<'c> {
         Ok(())
     }
 
-    /// One coordinate update of SCND (paper 004, Algorithm 1; Algorithm 2, line 3): the next
+    /// One coordinate update of SCND (\[SLKL\], Algorithm 1; Algorithm 2, line 3): the next
     /// landmark of this epoch's random permutation of `J` (a new permutation is drawn from
     /// `rng` at the start of each epoch), its derivatives (20)–(21), the new weight by the
     /// configured [`CoordinateRule`], and Case 1–4 on the Woodbury state. Returns the KKT
@@ -847,7 +848,8 @@ impl<'c> Slkl<'c> {
     }
 
     /// The model at the current weights, labelled with `stop`: centres are the active landmarks
-    /// in increasing training index, coefficients $c = \beta$ (spec §6.8). Cost $O(pd + p\log p)$.
+    /// in increasing training index, coefficients $c = \beta$ (docs/derivations.md §6.8). Cost
+    /// $O(pd + p\log p)$.
     ///
     /// # Errors
     /// [`SolverError::Estimator`] for invalid kernel parameters (not expected after
@@ -878,7 +880,7 @@ impl IterativeSolver for Slkl<'_> {
     /// `rank = ‖μ‖₀` and, at the end of an epoch, `kkt_violation` = the epoch's largest
     /// $|\min(\mu_i, \partial_i F)|$; `samples_seen` counts `n` per update (one kernel column).
     /// Stops at the end of an epoch whose violations are all $\le \varepsilon\nu$
-    /// ([`Stop::Converged`]; spec §6.12, option 2) or after `max_epochs` epochs
+    /// ([`Stop::Converged`]; docs/derivations.md §6.12, option 2) or after `max_epochs` epochs
     /// ([`Stop::MaxIterations`]).
     fn step(&mut self, rng: &mut dyn Rng) -> Result<StepReport, SolverError> {
         self.update(rng)?;
@@ -921,7 +923,7 @@ impl IterativeSolver for Slkl<'_> {
 /// As [`Slkl::new`], [`Slkl::update`] and [`Slkl::model`].
 ///
 /// # References
-/// Paper `004_cadb4dc86f44be57.txt`, Algorithm 2; `spec/math.md` §6.11.
+/// \[SLKL\], Algorithm 2; docs/derivations.md §6.11.
 pub fn slkl<R: Rng>(
     x: MatRef<'_, f64>,
     y: &[f64],

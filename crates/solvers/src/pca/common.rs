@@ -18,7 +18,7 @@ pub struct PcaOutcome {
     /// Why the run ended.
     pub stop: Stop,
     /// `‖W‖_F` of the final iterate before Rayleigh–Ritz (SVRG-PCA in paper mode shrinks it
-    /// towards 0; spec §3.4).
+    /// towards 0; docs/derivations.md §3.4).
     pub final_iterate_norm: f64,
 }
 

@@ -1,5 +1,5 @@
 //! Linear PCA: [`SvrgPca`] (SVRG with Barzilai–Borwein steps on an exact-penalty objective,
-//! paper `002_32bc6583f0d9e789.txt`), its baseline [`VrPca`] (Shamir's block VR-PCA), the
+//! \[SVRG-PCA\]), its baseline [`VrPca`] (Shamir's block VR-PCA), the
 //! [`rayleigh_ritz`] post-processing and the [`exact_pca`] baseline. [`Pca`] fits any of them
 //! (and the streaming solvers, through [`PcaModel::from_basis`]) into a [`PcaModel`] with
 //! `transform` and `inverse_transform`.

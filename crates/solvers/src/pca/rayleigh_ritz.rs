@@ -8,10 +8,10 @@ use crate::error::{check_data, check_pca_rank, check_rank};
 
 /// Rayleigh–Ritz: the best rank-`r` eigen-approximation of `XᵀX` within `span(basis)`.
 ///
-/// `x` holds the data, shape `(n, d)`, one sample per row (paper 002's `A = Xᵀ`); `basis` has
+/// `x` holds the data, shape `(n, d)`, one sample per row (\[SVRG-PCA\]'s `A = Xᵀ`); `basis` has
 /// shape `(d, r)` and need not be orthonormal. With `Q = qr(basis).Q`, `B = X Q` `(n, r)` and
 /// `BᵀB = W Θ Wᵀ`, returns the Ritz vectors `Q W` (orthonormal, `(d, r)`, signs fixed) and the
-/// Ritz values `θ_i ≈ λ_i(XᵀX)` (nonincreasing; `sqrt(Σθ_i) = ‖X Q W‖_F`, paper 002's `‖AᵀX‖_F`).
+/// Ritz values `θ_i ≈ λ_i(XᵀX)` (nonincreasing; `sqrt(Σθ_i) = ‖X Q W‖_F`, \[SVRG-PCA\]'s `‖AᵀX‖_F`).
 /// Cost `O(n·d·r + d·r² + r³)`.
 ///
 /// # Errors
@@ -20,7 +20,7 @@ use crate::error::{check_data, check_pca_rank, check_rank};
 /// have `d` rows; [`SolverError::LowRank`] if the small eigendecomposition fails.
 ///
 /// # References
-/// Spec `math.md` §1.6 (Wen et al. 2016), used by paper `002_32bc6583f0d9e789.txt`.
+/// docs/derivations.md §1.6 (Wen et al. 2016), used by \[SVRG-PCA\].
 pub fn rayleigh_ritz(x: MatRef<'_, f64>, basis: MatRef<'_, f64>) -> Result<Eigenpairs, SolverError> {
     rayleigh_ritz_sharded(x, basis, &stolr_lowrank::SingleProcess)
 }
@@ -56,7 +56,7 @@ pub fn rayleigh_ritz_sharded(
     Ok(pairs)
 }
 
-/// `sqrt(Σ θ_i)`: for Ritz pairs of `XᵀX` this is `‖X V‖_F` (paper 002's `‖AᵀX‖_F`); for the
+/// `sqrt(Σ θ_i)`: for Ritz pairs of `XᵀX` this is `‖X V‖_F` (\[SVRG-PCA\]'s `‖AᵀX‖_F`); for the
 /// exact top-`r` eigenvalues it is `sslev = sqrt(Σ_{i≤r} λ_i(XᵀX))`.
 pub fn captured_norm(values: &[f64]) -> f64 {
     values.iter().map(|v| v.max(0.0)).sum::<f64>().sqrt()

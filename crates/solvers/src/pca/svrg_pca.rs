@@ -1,5 +1,5 @@
 //! SVRG-PCA: variance-reduced gradient on the exact-penalty PCA objective with a
-//! Barzilai–Borwein step (paper 002, Algorithm 1).
+//! Barzilai–Borwein step (\[SVRG-PCA\], Algorithm 1).
 
 use faer::{Mat, MatRef};
 use rand::{Rng, RngExt};
@@ -22,7 +22,7 @@ pub enum Tolerance {
 /// Inner iterations per epoch of SVRG-PCA.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum EpochLength {
-    /// Paper 002: `n/50` for `n < 10 000`, `n/100` otherwise.
+    /// \[SVRG-PCA\]: `n/50` for `n < 10 000`, `n/100` otherwise.
     PaperRule,
     /// `min(⌈fraction·n⌉, max)`.
     FractionOfN {
@@ -53,7 +53,7 @@ impl EpochLength {
     }
 }
 
-/// Configuration of [`svrg_pca`]; build it with [`SvrgPcaConfig::paper`] (paper 002's
+/// Configuration of [`svrg_pca`]; build it with [`SvrgPcaConfig::paper`] (\[SVRG-PCA\]'s
 /// defaults) or [`SvrgPcaConfig::consistent`] (ours, the default) and adjust fields.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SvrgPcaConfig {
@@ -72,18 +72,18 @@ pub struct SvrgPcaConfig {
     pub max_epochs: usize,
     /// Gradient-norm stopping test.
     pub tolerance: Tolerance,
-    /// First step size `η_0`; `None`: `0.1/ν` (unreported by the paper; spec §3.3).
+    /// First step size `η_0`; `None`: `0.1/ν` (unreported by the paper; docs/derivations.md §3.3).
     pub eta0: Option<f64>,
     /// Stop as soon as the Rayleigh–Ritz value `‖X V‖_F` of the snapshot reaches this.
     pub target: Option<f64>,
 }
 
 impl SvrgPcaConfig {
-    /// Paper 002's settings, to reproduce its tables: `c1 = 2`, `c2 = 0.2`, epochs of `n/50`
+    /// \[SVRG-PCA\]'s settings, to reproduce its tables: `c1 = 2`, `c2 = 0.2`, epochs of `n/50`
     /// (`n/100` from 10 000 samples), the Barzilai–Borwein step exactly as printed,
     /// `Tolerance::Absolute(1e-8)`, at most 100 epochs. These violate the paper's own Theorem 2.1
     /// (`μ > ν − λ_r`): the iterate shrinks to 0 like a power iteration and only the final
-    /// Rayleigh–Ritz step makes the answer useful (spec §3.4).
+    /// Rayleigh–Ritz step makes the answer useful (docs/derivations.md §3.4).
     pub fn paper(rank: usize) -> Self {
         Self {
             rank,
@@ -100,10 +100,10 @@ impl SvrgPcaConfig {
 
     /// Theorem-consistent settings, the default for users: `c1 = 2`, `c2 = 1` (so
     /// `μ = ν > ν − λ_r`, and the iterate converges to a scaled basis of the top eigenspace),
-    /// epochs of `min(n/10, 2000)` inner steps, the BB step capped at `1/(ν + 2μ)` (spec §3.3),
-    /// `Tolerance::Relative(1e-7)`, at most 1000 epochs.
+    /// epochs of `min(n/10, 2000)` inner steps, the BB step capped at `1/(ν + 2μ)`
+    /// (docs/derivations.md §3.3), `Tolerance::Relative(1e-7)`, at most 1000 epochs.
     ///
-    /// The epoch length is ours: with the paper's `n/50`, the smallest eigengaps (paper 002,
+    /// The epoch length is ours: with the paper's `n/50`, the smallest eigengaps (\[SVRG-PCA\],
     /// Tables 4–7, r = 3) stayed below 0.9999·sslev after 200 epochs; with `n/10` on MNIST
     /// (7000 steps) the iterate kept oscillating at 0.99·sslev, while 1000–2000 steps converge.
     /// A cap of `2/(ν + 2μ)` was faster on the eigengap data but noisy on MNIST; `8/(ν + 2μ)`
@@ -228,14 +228,14 @@ fn objective_parts_sharded(x: MatRef<'_, f64>, w: MatRef<'_, f64>, nu: f64, mu: 
 /// `∇F_μ(W) = νW − CW + μW(WᵀW − I)`, `C = XᵀX/n`. Cost `O(n·d·r)`.
 ///
 /// # References
-/// Paper `002_32bc6583f0d9e789.txt`, (3) and its gradient; spec §3.2.
+/// \[SVRG-PCA\], (3) and its gradient; docs/derivations.md §3.2.
 pub fn penalty_objective(x: MatRef<'_, f64>, w: MatRef<'_, f64>, nu: f64, mu: f64) -> (f64, Mat<f64>) {
     let parts = objective_parts(x, w, nu, mu);
     (parts.objective, parts.grad)
 }
 
-/// The variance-reduced direction of sample `i` (paper 002, (6), in the simplified form of spec
-/// §3.2): `V = νW + μW(WᵀW − I) − x_i x_iᵀ(W − W̃) − CW̃`, where `cw_snap = C W̃`. Its mean over
+/// The variance-reduced direction of sample `i` (\[SVRG-PCA\], (6), in the simplified form of
+/// docs/derivations.md §3.2): `V = νW + μW(WᵀW − I) − x_i x_iᵀ(W − W̃) − CW̃`, where `cw_snap = C W̃`. Its mean over
 /// `i` is `∇F_μ(W)`. `w`, `w_snap`, `cw_snap` have shape `(d, r)`; cost `O(d·r²)`.
 pub fn variance_reduced_direction(
     x: MatRef<'_, f64>,
@@ -326,14 +326,14 @@ fn penalty_matrix(gram: &Mat<f64>) -> Mat<f64> {
     Mat::from_fn(r, r, |i, j| gram[(i, j)] - if i == j { 1.0 } else { 0.0 })
 }
 
-/// SVRG-PCA (paper 002, Algorithm 1) on data `x` of shape `(n, d)`, one sample per row
-/// (paper 002's `A = Xᵀ`; centre or scale the data beforehand as needed).
+/// SVRG-PCA (\[SVRG-PCA\], Algorithm 1) on data `x` of shape `(n, d)`, one sample per row
+/// (\[SVRG-PCA\]'s `A = Xᵀ`; centre or scale the data beforehand as needed).
 ///
 /// Objective (3)/(5): `F_μ(W) = ½ tr(Wᵀ(νI − C)W) + (μ/4)‖WᵀW − I‖_F²`, `C = XᵀX/n`. Each
 /// [`step`](IterativeSolver::step) is one epoch: the BB step `η = ‖ΔW̃‖²/⟨ΔW̃, ΔG⟩` from the last
 /// two snapshots (capped if `step_cap` is set), `K` inner steps `W ← W − η V` with the
-/// variance-reduced direction `V = νW + μW(WᵀW − I) − x_i x_iᵀ(W − W̃) − CW̃` (spec §3.2, same
-/// vector as (6)), then the new snapshot `W̃` with its full gradient
+/// variance-reduced direction `V = νW + μW(WᵀW − I) − x_i x_iᵀ(W − W̃) − CW̃` (docs/derivations.md
+/// §3.2, same vector as (6)), then the new snapshot `W̃` with its full gradient
 /// `G = νW̃ − CW̃ + μW̃(W̃ᵀW̃ − I)`, whose objective and gradient norm are reported (the gradient
 /// norm as the KKT violation: the problem is unconstrained). It stops when the gradient norm is
 /// below the tolerance ([`Stop::Converged`]), when the Rayleigh–Ritz value reaches `target`
@@ -343,7 +343,7 @@ fn penalty_matrix(gram: &Mat<f64>) -> Mat<f64> {
 /// Cost: `O(n·d·r)` per snapshot plus `O(d·r²)` per inner step; memory `O(d·r)` besides the data.
 ///
 /// # References
-/// Paper `002_32bc6583f0d9e789.txt`, (3), (5)–(7), Algorithm 1, Theorem 2.1; spec §3.1–§3.4.
+/// \[SVRG-PCA\], (3), (5)–(7), Algorithm 1, Theorem 2.1; docs/derivations.md §3.1–§3.4.
 pub struct SvrgPca<'a> {
     x: MatRef<'a, f64>,
     shards: Sharding<'a>,
@@ -599,7 +599,7 @@ impl IterativeSolver for SvrgPca<'_> {
 /// As [`SvrgPca::new`] and its steps.
 ///
 /// # References
-/// Paper `002_32bc6583f0d9e789.txt`, Algorithm 1; spec §3.1–§3.4.
+/// \[SVRG-PCA\], Algorithm 1; docs/derivations.md §3.1–§3.4.
 pub fn svrg_pca<R: Rng>(
     x: MatRef<'_, f64>,
     config: &SvrgPcaConfig,

@@ -1,4 +1,4 @@
-//! Block VR-PCA (Shamir, ICML 2015), the baseline of paper 002.
+//! Block VR-PCA (Shamir, ICML 2015), the baseline of \[SVRG-PCA\].
 
 use faer::Mat;
 use faer::MatRef;
@@ -59,7 +59,7 @@ fn inverse_sqrt(g: &Mat<f64>) -> Result<Mat<f64>, SolverError> {
 ///
 /// # References
 /// Shamir, *A Stochastic PCA and SVD Algorithm with an Exponential Convergence Rate*, ICML 2015;
-/// spec `math.md` §4.2–§4.3; the baseline of paper `002_32bc6583f0d9e789.txt`.
+/// docs/derivations.md §4.2–§4.3; the baseline of \[SVRG-PCA\].
 pub struct VrPca<'a> {
     x: MatRef<'a, f64>,
     config: VrPcaConfig,

@@ -1,5 +1,5 @@
 //! The incremental PCA algorithm of Arora, Cotter, Livescu and Srebro (2012), the baseline of
-//! paper 003.
+//! \[MSG\].
 
 use faer::Mat;
 use stolr_lowrank::rank_one_eigen_update;
@@ -12,11 +12,11 @@ use crate::{SolverError, SolverState};
 /// memory. It starts from `M₀ = 0`, so the first `k` (linearly independent) samples fill the
 /// basis.
 ///
-/// It can converge to a wrong subspace (paper 003, Section 5.1: the 2-D example where it picks
+/// It can converge to a wrong subspace (\[MSG\], Section 5.2: the 2-D example where it picks
 /// the wrong axis with probability 5/9), which capped MSG with `K > k` avoids.
 ///
 /// # Source
-/// Paper `003_9ee5fcabdf9f0742.txt`, Section 5 (the "incremental algorithm"); `spec/math.md`
+/// \[MSG\], Section 5 (the "incremental algorithm"); docs/derivations.md
 /// §5.7.
 #[derive(Debug, Clone)]
 pub struct IncrementalPca {

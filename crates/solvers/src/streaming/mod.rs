@@ -1,4 +1,4 @@
-//! Streaming PCA (paper `003_9ee5fcabdf9f0742.txt`): [`Msg`] (matrix stochastic gradient, plain
+//! Streaming PCA (\[MSG\]): [`Msg`] (matrix stochastic gradient, plain
 //! or capped) and its baselines [`IncrementalPca`] and [`Oja`], behind the [`StreamingPca`]
 //! trait (one sample or a mini-batch at a time, the current top-`k` subspace on demand, the
 //! step size `η_t = c/√t`), run over a stream of rows by [`StreamPass`].
@@ -23,7 +23,7 @@ use faer::{Mat, MatRef};
 use crate::{SolverError, SolverState};
 
 /// A PCA solver that sees the data one sample at a time and can report its current top-`k`
-/// subspace at any point (paper `003_9ee5fcabdf9f0742.txt`: MSG, capped MSG, the incremental
+/// subspace at any point (\[MSG\]: MSG, capped MSG, the incremental
 /// algorithm and the stochastic power method all fit this shape).
 ///
 /// Samples are vectors of length `d`; a rejected sample (wrong length, NaN or ±∞) returns
@@ -106,7 +106,7 @@ pub trait StreamingPca {
 /// The step size `η_t` of the `t`-th sample (1-based), `η_t = c/√t` in both forms.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum StepSize {
-    /// `η_t = c/√t`, the paper's schedule for data with `E‖x‖² = 1` (paper 003, Section 6;
+    /// `η_t = c/√t`, the paper's schedule for data with `E‖x‖² = 1` (\[MSG\], Section 6;
     /// Theorem 1 uses the constant `√(k/T)`).
     InverseSqrt {
         /// The scale `c > 0`.

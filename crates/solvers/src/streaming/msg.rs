@@ -1,4 +1,4 @@
-//! Matrix stochastic gradient (MSG) and capped MSG for streaming PCA (paper 003).
+//! Matrix stochastic gradient (MSG) and capped MSG for streaming PCA (\[MSG\]).
 
 use faer::{Mat, MatRef};
 use rand::{Rng, RngExt};
@@ -17,7 +17,7 @@ pub struct MsgConfig {
     pub dim: usize,
     /// Target rank `k`, `1 ≤ k < d`; the iterate has trace `k`.
     pub k: usize,
-    /// Rank cap `K ≥ k` of capped MSG (paper 003, problem (5.1)); `None` is plain MSG, whose
+    /// Rank cap `K ≥ k` of capped MSG (\[MSG\], problem (5.1)); `None` is plain MSG, whose
     /// rank may grow up to `d`.
     pub cap: Option<usize>,
     /// Step size `η_t`.
@@ -26,7 +26,7 @@ pub struct MsgConfig {
 
 impl MsgConfig {
     /// Default scale `c` of the step size: the `c` that capped MSG chose on the MNIST
-    /// validation split of our reproduction of paper 003, Section 6 (grid `2⁻¹²…2⁵`, data with
+    /// validation split of our reproduction of \[MSG\], Section 6 (grid `2⁻¹²…2⁵`, data with
     /// `E‖x‖² = 1`): `2⁻¹` for k = 4 and 8, `2⁻²` for k = 1 (see `docs/msg.md`).
     pub const DEFAULT_C: f64 = 0.5;
 
@@ -63,11 +63,11 @@ impl MsgConfig {
 /// `O(m d)` (`m ≤ K` when capped).
 ///
 /// The iterate starts feasible at `U₀U₀ᵀ` with `U₀` a random orthonormal `(d, k)` basis
-/// (spec §5.3: the paper's `M₀ = 0` would make the first iterate full rank).
+/// (docs/derivations.md §5.3: the paper's `M₀ = 0` would make the first iterate full rank).
 ///
 /// # Source
-/// Paper `003_9ee5fcabdf9f0742.txt`, Section 3 (update (3.4)), Algorithm 1 (the efficient
-/// step), Lemma 3.2 (projection) and Section 5 (capped MSG); `spec/math.md` §5.2–§5.6.
+/// \[MSG\], Section 3 (update (3.4)), Algorithm 1 (the efficient
+/// step), Lemma 3.2 (projection) and Section 5 (capped MSG); docs/derivations.md §5.2–§5.6.
 #[derive(Debug, Clone)]
 pub struct Msg {
     config: MsgConfig,
@@ -117,7 +117,7 @@ impl Msg {
         self.basis.as_ref()
     }
 
-    /// The paper's runtime proxy `Σ_{s≤t} k_s²` (paper 003, Section 6), with `k_s` the rank
+    /// The paper's runtime proxy `Σ_{s≤t} k_s²` (\[MSG\], Section 6), with `k_s` the rank
     /// of the iterate the `s`-th update started from.
     pub fn work(&self) -> f64 {
         self.work

@@ -1,5 +1,5 @@
 //! The stochastic power method (Oja's subspace rule with a QR retraction), a baseline of
-//! paper 003.
+//! \[MSG\].
 
 use faer::{Accum, Mat, Par};
 use rand::{Rng, RngExt};
@@ -15,12 +15,12 @@ const REORTHONORMALIZE_EVERY: usize = 1024;
 /// `(d, k)` orthonormal and `orth` the polar factor (the same subspace as the thin QR's
 /// Q-factor; it has a closed form here, so a step costs `O(d k)`), `O(d k)` memory.
 ///
-/// Paper 003's equation (3.1) prints `U + η x xᵀ`, which does not have the shape of `U`; the
-/// update above is the intended one (spec §5.7), to first order Oja's rule
+/// \[MSG\]'s equation (3.1) prints `U + η x xᵀ`, which does not have the shape of `U`; the
+/// update above is the intended one (docs/derivations.md §5.7), to first order Oja's rule
 /// `U ← U + η (I − UUᵀ) x xᵀ U`.
 ///
 /// # Source
-/// Paper `003_9ee5fcabdf9f0742.txt`, Section 3, equation (3.1) (corrected); `spec/math.md`
+/// \[MSG\], Section 3, equation (3.1) (corrected); docs/derivations.md
 /// §5.7.
 #[derive(Debug, Clone)]
 pub struct Oja {

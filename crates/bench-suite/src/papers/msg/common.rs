@@ -1,4 +1,4 @@
-//! What the experiments of paper 003 share: the methods, their solvers and the score.
+//! What the experiments of \[MSG\] share: the methods, their solvers and the score.
 
 use std::convert::Infallible;
 

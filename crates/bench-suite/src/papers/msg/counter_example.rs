@@ -1,4 +1,4 @@
-//! Section 5.1: the 2-D counter-example. `x = √3 e₁` with probability 1/3, `√2 e₂` with
+//! Section 5.2: the 2-D counter-example. `x = √3 e₁` with probability 1/3, `√2 e₂` with
 //! probability 2/3 (the top eigenvector is `e₂`), rescaled by `1/√(7/3)` so that `E‖x‖² = 1`,
 //! which changes no method's direction. How often does each method end on the wrong axis?
 

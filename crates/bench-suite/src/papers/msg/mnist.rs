@@ -1,6 +1,6 @@
-//! Figure 3 on MNIST (Section 6; protocol of spec §5.8): centred, scaled so that `E‖x‖² = 1`,
-//! random 40/20/40 train/validation/test splits, one pass over the training split, `c` of
-//! `η_t = c/√t` chosen on a grid by mean validation suboptimality; test suboptimality against
+//! Figure 3 on MNIST (Section 6; protocol of docs/derivations.md §5.8): centred, scaled so that
+//! `E‖x‖² = 1`, random 40/20/40 train/validation/test splits, one pass over the training split, `c`
+//! of `η_t = c/√t` chosen on a grid by mean validation suboptimality; test suboptimality against
 //! iterations and against `Σ k_t²`.
 
 use std::ops::ControlFlow;
@@ -23,8 +23,8 @@ use crate::{BenchError, ResultsFile, RunRecord, Series};
 /// the 65 constant pixels stay 0).
 #[derive(Clone, Copy, PartialEq)]
 pub(super) enum Scaling {
-    /// Spec §5.8 read literally: pixel j divided by `std_j·√d` (constant pixels left at 0).
-    /// Pixels that are almost always 0 get a huge factor, so the rare images that touch them
+    /// docs/derivations.md §5.8 read literally: pixel j divided by `std_j·√d` (constant pixels left
+    /// at 0). Pixels that are almost always 0 get a huge factor, so the rare images that touch them
     /// become spikes: `‖x‖²` reaches 224 (99.9th percentile 39) against a mean of 0.92.
     PerPixel,
     /// One scalar for all pixels: `x / sqrt(E‖x‖²)`; PCA of the centred data is unchanged.

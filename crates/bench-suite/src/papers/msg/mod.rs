@@ -1,12 +1,13 @@
-//! Paper 003 (streaming PCA by MSG and capped MSG, against the incremental algorithm and the
+//! \[MSG\] (streaming PCA by MSG and capped MSG, against the incremental algorithm and the
 //! stochastic power method / Oja).
 //!
-//! 1. The 2-D counter-example (Section 5.1): how often each method ends on the wrong axis
+//! 1. The 2-D counter-example (Section 5.2): how often each method ends on the wrong axis
 //!    (`counter_example`).
 //! 2. The 32-dimensional "orthogonal distribution", τ = 1.1, k ∈ {1, 2, 4} (Figures 1–2): the
 //!    rank k_t of the MSG iterate over time, and the suboptimality of every method on the same
 //!    sample sequence (`orthogonal`).
-//! 3. MNIST (Section 6, Figure 3; protocol of spec §5.8) under two scalings (`mnist`).
+//! 3. MNIST (Section 6, Figure 3; protocol of docs/derivations.md §5.8) under two scalings
+//!    (`mnist`).
 //!
 //! Writes `msg.json` (a [`ResultsFile`]), `msg.md` and the plots `fig1_rank.*`,
 //! `fig2_orthogonal_k*.*`, `fig3_mnist_*_k*.*`, `fig3_mnist_*_work_k*.*` (SVG and PNG).

@@ -1,6 +1,6 @@
 //! Figures 1–2: the "orthogonal distribution" `P(x = e_i) = σ_i ∝ τ^{−i}`, d = 32, τ = 1.1
-//! (spec §5.8's consistent reading), k ∈ {1, 2, 4}: the rank of the MSG iterate over time, and
-//! the suboptimality of every method on one shared sample sequence.
+//! (docs/derivations.md §5.8's consistent reading), k ∈ {1, 2, 4}: the rank of the MSG iterate over
+//! time, and the suboptimality of every method on one shared sample sequence.
 
 use std::time::Instant;
 

@@ -1,4 +1,4 @@
-//! The figures of paper 003: the MSG rank (Fig. 1), the orthogonal distribution (Fig. 2) and
+//! The figures of \[MSG\]: the MSG rank (Fig. 1), the orthogonal distribution (Fig. 2) and
 //! MNIST (Fig. 3, against iterations and against the work proxy).
 
 use stolr_plot::{LinePlot, LineStyle, PlotSeries, RefLine};

@@ -1,4 +1,4 @@
-//! `msg.md`, the summary of paper 003's reproduction.
+//! `msg.md`, the summary of \[MSG\]'s reproduction.
 
 use super::counter_example::CounterRow;
 use super::mnist::{MnistRun, Scaling};
@@ -13,7 +13,7 @@ pub(super) fn header(quick: bool) -> String {
     md
 }
 
-/// Section 5.1.
+/// Section 5.2.
 pub(super) fn counter_example(rows: &[CounterRow]) -> Result<String, BenchError> {
     let mut table =
         Table::new(["method", "runs", "samples per run", "ends on the wrong axis e₁", "paper"]).numeric_after(1);
@@ -27,7 +27,7 @@ pub(super) fn counter_example(rows: &[CounterRow]) -> Result<String, BenchError>
         ])?;
     }
     Ok(format!(
-        "## Section 5.1: the 2-D counter-example\n\nx = √3·e₁ with probability 1/3, √2·e₂ with probability \
+        "## Section 5.2: the 2-D counter-example\n\nx = √3·e₁ with probability 1/3, √2·e₂ with probability \
          2/3 (top eigenvector e₂), k = 1, default step. The incremental algorithm locks onto e₁ with \
          probability 5/9; capped MSG with K = k + 1 and MSG do not get stuck.\n\n{table}\n"
     ))
@@ -82,7 +82,7 @@ pub(super) fn mnist(r: &MnistRun) -> Result<String, BenchError> {
         n_train = r.n_train,
         n_val = r.n_val,
         how = match r.scaling {
-            Scaling::PerPixel => "pixel j divided by std_j·√784 (spec §5.8 read literally)",
+            Scaling::PerPixel => "pixel j divided by std_j·√784 (docs/derivations.md §5.8 read literally)",
             Scaling::Global => "all pixels divided by one scalar",
         },
         n_test = r.n - r.n_train - r.n_val,

@@ -1,4 +1,4 @@
-//! Paper 002 (SVRG-PCA): Tables 1 and 3–8 (SVRG-PCA in paper and consistent modes, block VR-PCA
+//! \[SVRG-PCA\]: Tables 1 and 3–8 (SVRG-PCA in paper and consistent modes, block VR-PCA
 //! and exact PCA on the same data, averaged over seeds), and the speed comparison "time to
 //! 0.9999·sslev" on MNIST (r = 6) and on a tall-and-wide low-rank-plus-noise matrix. Writes
 //! `pca.json` ([`results::PcaResults`]) and `pca.md`.

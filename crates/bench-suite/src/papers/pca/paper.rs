@@ -1,4 +1,4 @@
-//! What paper 002 printed: the rows of its Tables 1, 3–7 and 8.
+//! What \[SVRG-PCA\] printed: the rows of its Tables 1, 3–7 and 8.
 
 /// One row of a paper table: its (n, d, r) and the paper's SVRG / VR / sslev columns.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -35,7 +35,7 @@ const fn row(
     PaperRow { table, gap, n, d, r, svrg, vr, sslev }
 }
 
-/// Paper 002's Tables 1, 3–7 and 8 (‖AᵀX‖_F columns and sslev), as printed.
+/// \[SVRG-PCA\]'s Tables 1, 3–7 and 8 (‖AᵀX‖_F columns and sslev), as printed.
 pub const PAPER: &[PaperRow] = &[
     row("1", None, 1000, 100, 2, 10.9030, 9.9194, 12.8654),
     row("1", None, 1000, 100, 5, 17.9460, 15.4513, 19.6773),

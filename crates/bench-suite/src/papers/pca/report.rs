@@ -1,4 +1,4 @@
-//! `pca.md`: paper 002's tables next to ours, and the speed comparison.
+//! `pca.md`: \[SVRG-PCA\]'s tables next to ours, and the speed comparison.
 
 use super::results::{PcaResults, SpeedRow, TableRow};
 use crate::table::{MISSING, fixed};

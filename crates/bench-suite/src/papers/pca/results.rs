@@ -1,4 +1,4 @@
-//! The schema of `pca.json`: paper 002's tables as measured, and the speed comparison.
+//! The schema of `pca.json`: \[SVRG-PCA\]'s tables as measured, and the speed comparison.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,4 +1,4 @@
-//! Paper 000 (SKPCA, Zhang et al. AAAI 2016): Figures 1 (Mushrooms) and 2 (Magic), three panels
+//! \[SKPCA\] (Zhang et al., AAAI 2016): Figures 1 (Mushrooms) and 2 (Magic), three panels
 //! each.
 //!
 //! - (a) `‖Z_t − K̂‖²_F / n²` against `t` for τ ∈ {two values} × k ∈ {5, 50} Fourier components,

@@ -1,4 +1,4 @@
-//! The figures of paper 000: panels (a), (b) and (c) of one dataset, and a close-up of (c).
+//! The figures of \[SKPCA\]: panels (a), (b) and (c) of one dataset, and a close-up of (c).
 
 use stolr_plot::{LinePlot, LineStyle, PlotSeries, RefLine, palette_color};
 

@@ -1,4 +1,4 @@
-//! `skpca.md`, the summary of paper 000's reproduction.
+//! `skpca.md`, the summary of \[SKPCA\]'s reproduction.
 
 use super::setup::fmt_tau;
 use super::{DatasetReport, Settings};

@@ -1,4 +1,4 @@
-//! Paper 000's datasets, what the paper reports on them, and the constants of its figures.
+//! \[SKPCA\]'s datasets, what the paper reports on them, and the constants of its figures.
 
 use std::path::Path;
 
@@ -31,7 +31,7 @@ impl Format {
     }
 }
 
-/// A dataset of paper 000 and what the paper reports on it.
+/// A dataset of \[SKPCA\] and what the paper reports on it.
 pub(super) struct PaperDataset {
     pub(super) name: &'static str,
     pub(super) title: &'static str,
@@ -103,7 +103,7 @@ pub(super) const FEATURES: [usize; 2] = [5, 50];
 pub(super) const RANK_C: usize = 50;
 pub(super) const TAU_C: f64 = 10.0;
 pub(super) const FEATURES_C: usize = 50;
-/// KHA's constant step (paper 000, "Experimental Setting").
+/// KHA's constant step (\[SKPCA\], "Experimental Setting").
 pub(super) const KHA_ETA: f64 = 0.05;
 /// Slopes are fitted over t ≥ this.
 pub(super) const FIT_FROM: f64 = 10.0;

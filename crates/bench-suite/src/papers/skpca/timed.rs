@@ -1,4 +1,4 @@
-//! Timed kernel PCA runs with snapshots: the four methods of paper 000, Fig. 1(c) and 2(c)
+//! Timed kernel PCA runs with snapshots: the four methods of \[SKPCA\], Fig. 1(c) and 2(c)
 //! (exact, Nyström, KHA, SKPCA), each run so that its solver time and its eigenpairs along the
 //! way can be plotted as "`‖K₅₀ − K‖_F / n` against training time".
 //!
@@ -25,8 +25,8 @@ use super::trace::{Trace, TraceWriter};
 use crate::BenchError;
 use crate::runner::peak_rss_bytes;
 
-/// A method of paper 000's comparison and its parameters. Every method keeps the top `rank`
-/// eigenpairs of each snapshot (paper 000 scores `K^50`, so `rank = 50`).
+/// A method of \[SKPCA\]'s comparison and its parameters. Every method keeps the top `rank`
+/// eigenpairs of each snapshot (\[SKPCA\] scores `K^50`, so `rank = 50`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum TimedMethod {
     /// Exact kernel PCA (dense `K`, Krylov–Schur): one snapshot at the end.

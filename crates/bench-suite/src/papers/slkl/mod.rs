@@ -1,4 +1,4 @@
-//! Paper 004 (SLKL, stochastic low-rank kernel learning for regression) against KRR on all
+//! \[SLKL\] (stochastic low-rank kernel learning for regression) against KRR on all
 //! points (KRR_n), KRR on the landmarks (KRR_M) and uniform weights (Unif).
 //!
 //! 1. Table 2 (`table2`): test MSE (mean ± std over runs) on sinc, Boston housing and Abalone

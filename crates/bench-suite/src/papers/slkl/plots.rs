@@ -1,4 +1,4 @@
-//! The figures of paper 004: the ν validation curves of Table 2, and Figures 1–3.
+//! The figures of \[SLKL\]: the ν validation curves of Table 2, and Figures 1–3.
 
 use stolr_plot::{LinePlot, LineStyle, PlotSeries};
 

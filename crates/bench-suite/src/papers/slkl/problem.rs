@@ -1,4 +1,4 @@
-//! The regression problems of paper 004 and the random streams of its reproduction.
+//! The regression problems of \[SLKL\] and the random streams of its reproduction.
 
 use faer::Mat;
 use rand::Rng;
@@ -10,7 +10,7 @@ use stolr_solvers::{KernelExpansion, Observer, Slkl, SlklConfig, SlklModel, log_
 use crate::BenchError;
 use crate::runner::{DataDir, stream};
 
-/// λ of every experiment (paper 004, Section 5).
+/// λ of every experiment (\[SLKL\], Section 5).
 pub(super) const LAMBDA: f64 = 1.0;
 
 /// The purposes random draws are made for; with a run and a variant they name a stream
@@ -29,7 +29,7 @@ pub(super) fn rng(purpose: u64, run: usize, variant: usize) -> Xoshiro256PlusPlu
     stream(purpose * 1_000_003 + run as u64 * 1009 + variant as u64, 0)
 }
 
-/// One of paper 004's regression sets.
+/// One of \[SLKL\]'s regression sets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Data {
     Sinc,
@@ -46,7 +46,7 @@ impl Data {
         }
     }
 
-    /// The M of Table 2 (spec §6.14's suggested defaults); quick mode keeps two.
+    /// The M of Table 2 (docs/derivations.md §6.14's suggested defaults); quick mode keeps two.
     pub(super) fn landmarks(self, quick: bool) -> Vec<usize> {
         match (self, quick) {
             (Data::Boston, false) => vec![25, 50, 100, 200],

@@ -1,4 +1,4 @@
-//! `slkl.md`, the summary of paper 004's reproduction.
+//! `slkl.md`, the summary of \[SLKL\]'s reproduction.
 
 use super::benchmark::BenchRow;
 use super::figures::{Figures, M_FIG1};
