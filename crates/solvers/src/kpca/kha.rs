@@ -34,7 +34,7 @@ pub struct KhaConfig {
 }
 
 impl KhaConfig {
-    /// The default constant step size `η = 0.05`, the value of paper 000's experiments.
+    /// The default constant step size `η = 0.05`, the value of \[SKPCA\] "Experimental Setting".
     pub const DEFAULT_ETA: f64 = 0.05;
 
     /// The default scale of the initial dual coefficients, 0.01.
