@@ -1,41 +1,54 @@
-//! Runs over several processes (`mpirun -np P stolr ...`, built with `--features mpi`): the
-//! world communicator of this process and what the subcommands share to use it.
+//! What a subcommand runs with besides its arguments: the memory budget and, under `mpirun -np
+//! P` with `P > 1` (built with `--features mpi`), the world communicator. `main` makes one
+//! [`RunContext`] and hands it to the subcommand; nothing of it lives in a process global.
 //!
-//! Without the `mpi` feature, or under `mpirun -np 1`, [`current`] is `None` and every
+//! Without the `mpi` feature, or under `mpirun -np 1`, [`RunContext::world`] is `None` and every
 //! subcommand runs as on one machine. With `P > 1` processes, `stolr kpca` shards the rows
 //! (see `kpca/distributed.rs`), as do `stolr pca --solver svrg-bb|msg|capped-msg`
-//! (`pca/distributed.rs`) and `stolr krr --solver nystrom` (`krr::run`); the subcommands that are not distributed yet stop with an error
-//! rather than run `P` copies of the same job.
+//! (`pca/distributed.rs`) and `stolr krr --solver nystrom|slkl` (`krr::run`); the library's
+//! jobs run the sharded fits, and what is not distributed yet stops with an error rather than
+//! run `P` copies of the same job.
 
-use std::cell::RefCell;
 use std::rc::Rc;
 
 use anyhow::{Result, bail};
-use stolr_lowrank::Communicator;
+use stolr_lowrank::{Communicator, SingleProcess};
+use stolr_memory::MemoryBudget;
 
-thread_local! {
-    /// The world of this process when it has more than one rank (set once by `main`).
-    static WORLD: RefCell<Option<Rc<dyn Communicator>>> = const { RefCell::new(None) };
+/// The run's memory budget and its processes.
+#[derive(Clone)]
+pub struct RunContext {
+    /// `--memory-limit`, else 80 % of the memory available at the start.
+    pub memory: MemoryBudget,
+    /// The world when this process is one of several ranks; `None` on one process.
+    pub world: Option<Rc<dyn Communicator>>,
 }
 
-/// Makes `comm` the world of this process's subcommands (only kept when it has more than one
-/// rank).
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub fn set(comm: Rc<dyn Communicator>) {
-    if comm.size() > 1 {
-        WORLD.with(|w| *w.borrow_mut() = Some(comm));
+impl RunContext {
+    /// The communicator of the run: the world, or the single process.
+    pub fn comm(&self) -> &dyn Communicator {
+        match &self.world {
+            Some(world) => &**world,
+            None => &SingleProcess,
+        }
     }
-}
 
-/// Forgets the world (before MPI is finalized).
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub fn clear() {
-    WORLD.with(|w| w.borrow_mut().take());
-}
+    /// Whether this process writes the outputs and prints (rank 0, or the only process).
+    pub fn is_writer(&self) -> bool {
+        self.world.as_ref().is_none_or(|comm| comm.is_root())
+    }
 
-/// The world when this process is one of several ranks; `None` on one process.
-pub fn current() -> Option<Rc<dyn Communicator>> {
-    WORLD.with(|w| w.borrow().clone())
+    /// An error naming `what` when this run has several processes: for the parts of Stolr that
+    /// are not distributed yet.
+    pub fn refuse(&self, what: &str) -> Result<()> {
+        if let Some(comm) = &self.world {
+            bail!(
+                "{what} is not distributed yet: run it on one process (mpirun -np 1, or without mpirun), not on {}",
+                comm.size()
+            );
+        }
+        Ok(())
+    }
 }
 
 /// Ends every rank of the MPI job with status `code` (`MPI_Abort`); without the `mpi` feature
@@ -48,16 +61,4 @@ pub fn abort(code: i32) -> ! {
     }
     #[cfg(not(feature = "mpi"))]
     std::process::exit(code)
-}
-
-/// An error naming `what` when this run has several processes: for the parts of Stolr that are
-/// not distributed yet.
-pub fn refuse(what: &str) -> Result<()> {
-    if let Some(comm) = current() {
-        bail!(
-            "{what} is not distributed yet: run it on one process (mpirun -np 1, or without mpirun), not on {}",
-            comm.size()
-        );
-    }
-    Ok(())
 }

@@ -23,6 +23,7 @@ use crate::common::input::{Format, TableArgs, label_values, read_with_table};
 use crate::common::output::{write_model, write_report};
 use crate::common::progress::Progress;
 use crate::common::sigma::SigmaArg;
+use crate::distributed::RunContext;
 use crate::memory::peak_rss_bytes;
 
 mod distributed;
@@ -212,7 +213,7 @@ fn bandwidth_report(b: &Bandwidth) -> BandwidthReport {
 
 /// The job of `args`: the library's typed request, which the Python package builds from its
 /// keyword arguments.
-fn job(args: &KpcaArgs) -> KernelPcaJob {
+fn job(args: &KpcaArgs, ctx: &RunContext) -> KernelPcaJob {
     let sigma = match args.sigma {
         SigmaArg::Auto => SigmaRule::Auto,
         SigmaArg::Value(s) => SigmaRule::Given(s),
@@ -251,7 +252,7 @@ fn job(args: &KpcaArgs) -> KernelPcaJob {
         standardize: args.standardize,
         tau,
         certify,
-        memory: crate::memory::budget(),
+        memory: ctx.memory,
         ..KernelPcaJob::new(kernel, args.rank, solver, args.seed)
     }
 }
@@ -329,24 +330,23 @@ struct Read {
 /// Runs `stolr kpca`: reads the rows (this rank's part under an MPI run with several
 /// processes: see [`distributed`]), runs the library's job on them, and writes the outputs on
 /// rank 0.
-pub fn run(args: KpcaArgs) -> Result<()> {
-    let world = crate::distributed::current();
+pub fn run(args: KpcaArgs, ctx: &RunContext) -> Result<()> {
     let total = Instant::now();
     if args.rank == Some(0) {
         bail!("--rank must be at least 1");
     }
     if args.solver != SolverKind::Skpca && args.rank.is_none() {
-        bail!("--solver {} needs --rank (the number of eigenpairs)", job(&args).solver.name());
+        bail!("--solver {} needs --rank (the number of eigenpairs)", job(&args, ctx).solver.name());
     }
-    let job = job(&args);
+    let job = job(&args, ctx);
     let iterative = matches!(args.solver, SolverKind::Skpca | SolverKind::Kha);
     if iterative {
-        Progress::check_trace("--iterations", args.iterations, 1)?;
+        Progress::check_trace("--iterations", args.iterations, 1, ctx.memory)?;
     }
-    let (shard, read) = match &world {
+    let (shard, read) = match &ctx.world {
         Some(comm) => {
             if args.checkpoint.checkpoint.is_some() {
-                crate::distributed::refuse("--checkpoint")?;
+                ctx.refuse("--checkpoint")?;
             }
             let part = distributed::read_shard(&args, &**comm)?;
             let read = Read {
@@ -374,7 +374,7 @@ pub fn run(args: KpcaArgs) -> Result<()> {
         }
     };
     require_support(&args.checkpoint, args.solver == SolverKind::Skpca, job.solver.name())?;
-    let store = FileStore::new(&args.checkpoint, || Ok(matrix_fingerprint(shard.rows())))?;
+    let store = FileStore::new(&args.checkpoint, ctx, || Ok(matrix_fingerprint(shard.rows())))?;
     // Only rank 0 draws the bar and keeps the trace for the report.
     let mut progress =
         Progress::new(job.solver.name(), iterative.then_some(args.iterations), 1).with_checkpoint(store);

@@ -21,7 +21,7 @@ use stolr_datasets::{
     Dataset, Standardization, TrainTest, generate, random_folds, random_split, write_npy_indices, write_npy_vector,
 };
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, Kernel, bandwidth_rule};
-use stolr_lowrank::{Communicator, RowShard};
+use stolr_lowrank::RowShard;
 use stolr_solvers::{
     ColumnMode, CoordinateRule, KernelRidge, KernelRidgeJob, KrrModel, KrrStream, Shard, KrrSolver as Solver, LambdaSelection, NuModel, NuPath,
     NuSelection, NystromKrrConfig, NystromSolve, SlklConfig, UnifConfig, UniformWeight, log_grid,
@@ -37,6 +37,7 @@ use crate::common::output::{write_model, write_report};
 
 use crate::common::checkpoint::{CheckpointArgs, FileStore, matrix_fingerprint, require_support};
 use crate::common::progress::Progress;
+use crate::distributed::RunContext;
 use crate::memory::peak_rss_bytes;
 
 /// `--nu auto` grid of Unif: 10^-4 … 10^1, two points per decade (docs/derivations.md §6.14).
@@ -231,7 +232,7 @@ fn read_regression(path: &Path, format: Format, width: Option<usize>) -> Result<
     Ok(data)
 }
 
-fn prepare(args: &KrrArgs) -> Result<Prepared> {
+fn prepare(args: &KrrArgs, memory: stolr_memory::MemoryBudget) -> Result<Prepared> {
     let format_name = |f: Format| f.name();
     let files = args.input.is_some() || args.train.is_some() || args.test.is_some();
     if args.input.is_some() && (args.train.is_some() || args.test.is_some()) {
@@ -278,7 +279,7 @@ fn prepare(args: &KrrArgs) -> Result<Prepared> {
                 KrrGenerator::Friedman1 => stolr_datasets::generate::FRIEDMAN1_FEATURES,
             };
             let rows = args.n_train.saturating_add(args.n_test);
-            crate::memory::budget().check(
+            memory.check(
                 format!("the generated data (--n-train + --n-test = {rows} rows of {d} features and a target)"),
                 stolr_memory::f64_bytes(&[rows, d + 1]),
             )?;
@@ -372,13 +373,19 @@ fn validate_nu(args: &KrrArgs, x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel) -
 const LAMBDA_GRID: (i32, i32, usize) = (-6, 4, 2);
 
 /// λ by `--nu-folds`-fold cross-validation for Nyström KRR, on the landmarks of the final fit.
-fn validate_lambda(args: &KrrArgs, x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel) -> Result<LambdaSelection> {
+fn validate_lambda(
+    args: &KrrArgs,
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    kernel: &Kernel,
+    memory: stolr_memory::MemoryBudget,
+) -> Result<LambdaSelection> {
     let n = x.nrows();
     let folds = random_folds(n, args.nu_folds, &mut KrrStream::Validation.rng(args.seed)).with_context(|| {
         format!("--lambda auto: cannot make {} folds of the {n} training points (fewer --nu-folds)", args.nu_folds)
     })?;
     let landmarks = select_landmarks(n, args.landmarks, &mut KrrStream::Landmarks.rng(args.seed))?;
-    let config = NystromKrrConfig { memory: crate::memory::budget(), ..NystromKrrConfig::default() };
+    let config = NystromKrrConfig { memory, ..NystromKrrConfig::default() };
     let grid = log_grid(LAMBDA_GRID.0, LAMBDA_GRID.1, LAMBDA_GRID.2);
     Ok(select_lambda_nystrom(x, y, &folds, kernel, &config, &landmarks, !args.no_intercept, &grid)?)
 }
@@ -431,7 +438,7 @@ fn fit(
     kernel: &Kernel,
     nu: f64,
     standardization: Option<Standardization>,
-    comm: Option<&dyn Communicator>,
+    ctx: &RunContext,
 ) -> Result<Fitted> {
     let lambda = args.lambda;
     let solver = match args.solver {
@@ -451,14 +458,14 @@ fn fit(
                 },
                 tolerance: args.cg_tolerance,
                 max_iterations: args.cg_max_iterations,
-                memory: crate::memory::budget(),
+                memory: ctx.memory,
             },
             landmarks: args.landmarks,
         },
         KrrSolver::Krr => Solver::Krr { lambda },
     };
     let job = KernelRidgeJob {
-        memory: crate::memory::budget(),
+        memory: ctx.memory,
         ..KernelRidgeJob::new(
             KernelRidge { kernel: *kernel, solver, intercept: !args.no_intercept, standardize: false },
             args.seed,
@@ -467,7 +474,7 @@ fn fit(
     let solver_name = format!("{:?}", args.solver).to_lowercase();
     require_support(&args.checkpoint, args.solver == KrrSolver::Slkl, &solver_name)?;
     // The data as SLKL sees them: the training rows and their targets.
-    let store = FileStore::new(&args.checkpoint, || {
+    let store = FileStore::new(&args.checkpoint, ctx, || {
         Ok(format!(
             "{}; targets {}",
             matrix_fingerprint(x),
@@ -476,7 +483,7 @@ fn fit(
     })?;
     // Only rank 0 draws the bar (it never stops the run, so the ranks stay in step).
     let mut progress = Progress::new(&solver_name, None, args.landmarks.max(1)).with_checkpoint(store);
-    let (model, summary) = match comm {
+    let (model, summary) = match ctx.world.as_deref() {
         // This rank's balanced share of the training rows; the landmarks are drawn over the
         // global n, and SLKL's coordinate order, from the same streams as on one process.
         Some(comm) => {
@@ -556,10 +563,10 @@ fn check_distributed(args: &KrrArgs, size: usize) -> Result<()> {
 /// the kernel columns and adds every inner product over the rows across ranks, with μ and the
 /// Woodbury core replicated). Rank 0, which still holds every row, predicts, writes every
 /// output and prints; the other ranks stop after the fit.
-pub fn run(mut args: KrrArgs) -> Result<()> {
+pub fn run(mut args: KrrArgs, ctx: &RunContext) -> Result<()> {
     let total = Instant::now();
-    let world = crate::distributed::current();
-    if let Some(comm) = &world {
+    let world = &ctx.world;
+    if let Some(comm) = world {
         check_distributed(&args, comm.size())?;
     }
     let auto_lambda = args.lambda_text == "auto";
@@ -574,7 +581,7 @@ pub fn run(mut args: KrrArgs) -> Result<()> {
             .with_context(|| format!("--lambda must be 'auto' or a number, got '{}'", args.lambda_text))?
     };
     let given_nu = parse_nu(&args.nu)?;
-    let prepared = prepare(&args)?;
+    let prepared = prepare(&args, ctx.memory)?;
     let read_time = total.elapsed();
     let (train, test) = (&prepared.data.train, &prepared.data.test);
     if train.d() == 0 {
@@ -599,7 +606,7 @@ pub fn run(mut args: KrrArgs) -> Result<()> {
         (None, false) => (None, "not used", None),
     };
     let lambda_validation = if auto_lambda {
-        let sel = validate_lambda(&args, x, y, &kernel)?;
+        let sel = validate_lambda(&args, x, y, &kernel, ctx.memory)?;
         args.lambda = sel.lambda;
         Some(sel)
     } else {
@@ -608,7 +615,7 @@ pub fn run(mut args: KrrArgs) -> Result<()> {
     let nu_time = t_nu.elapsed();
 
     let t_fit = Instant::now();
-    let fitted = fit(&args, x, y, &kernel, nu.unwrap_or(f64::NAN), prepared.standardization.clone(), world.as_deref())?;
+    let fitted = fit(&args, x, y, &kernel, nu.unwrap_or(f64::NAN), prepared.standardization.clone(), ctx)?;
     let fit_time = t_fit.elapsed();
     if world.as_ref().is_some_and(|comm| comm.rank() != 0) {
         return Ok(()); // rank 0 predicts, writes and prints

@@ -53,18 +53,19 @@ fn main() -> std::process::ExitCode {
     // the whole job (a panic, or an error below, aborts every rank instead of leaving the others
     // waiting in a collective).
     #[cfg(feature = "mpi")]
-    let world = stolr_mpi::Mpi::init().map(std::rc::Rc::new);
+    let mpi = stolr_mpi::Mpi::init().map(std::rc::Rc::new);
     #[cfg(feature = "mpi")]
-    if let Some(world) = &world {
-        use stolr_lowrank::Communicator;
-        if world.size() > 1 {
-            stolr_mpi::abort_on_panic(world.rank());
+    let world: Option<std::rc::Rc<dyn stolr_lowrank::Communicator>> = match &mpi {
+        Some(world) if stolr_lowrank::Communicator::size(&**world) > 1 => {
+            stolr_mpi::abort_on_panic(stolr_lowrank::Communicator::rank(&**world));
+            Some(world.clone())
         }
-        distributed::set(world.clone());
-    }
-    let code = run();
-    distributed::clear();
-    code
+        _ => None,
+    };
+    #[cfg(not(feature = "mpi"))]
+    let world = None;
+    // The world is dropped (by `run`) before MPI is finalized (by `mpi`, last).
+    run(world)
 }
 
 /// `--threads` (0: one per core) bounded by the `cores` this process may run on
@@ -84,7 +85,7 @@ fn clamp_threads(requested: usize, cores: usize) -> usize {
     }
 }
 
-fn run() -> std::process::ExitCode {
+fn run(world: Option<std::rc::Rc<dyn stolr_lowrank::Communicator>>) -> std::process::ExitCode {
     let command = Cli::command();
     let matches = command.clone().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
@@ -106,10 +107,13 @@ fn run() -> std::process::ExitCode {
         }
         faer::set_global_parallelism(faer::Par::rayon(threads));
     }
-    memory::set_budget(cli.memory_limit.map(stolr_memory::MemoryBudget::bytes).unwrap_or_default());
+    let memory = cli.memory_limit.map(stolr_memory::MemoryBudget::bytes).unwrap_or_default();
+    // The data readers check file headers against the process's budget.
+    stolr_memory::MemoryBudget::set_process(memory);
+    let ctx = distributed::RunContext { memory, world };
     // --out and --checkpoint are claimed (locked, write-tested) before any work, on the rank
     // that writes (transform and predict claim --out once they know the model's folder).
-    let writer = distributed::current().is_none_or(|comm| comm.is_root());
+    let writer = ctx.is_writer();
     let claimed = match matches.subcommand() {
         Some((name, sub)) if writer && !matches!(name, "transform" | "predict") => {
             let path = |id: &str| sub.try_get_one::<std::path::PathBuf>(id).ok().flatten().map(|p| p.as_path());
@@ -118,11 +122,11 @@ fn run() -> std::process::ExitCode {
         _ => Ok(()),
     };
     let result = claimed.and_then(|()| match cli.command {
-        Command::Kpca(args) => kpca::run(*args),
-        Command::Pca(args) => pca::run(*args),
-        Command::Krr(args) => krr::run(*args),
-        Command::Transform(args) => distributed::refuse("stolr transform").and_then(|()| apply::transform(args)),
-        Command::Predict(args) => distributed::refuse("stolr predict").and_then(|()| apply::predict(args)),
+        Command::Kpca(args) => kpca::run(*args, &ctx),
+        Command::Pca(args) => pca::run(*args, &ctx),
+        Command::Krr(args) => krr::run(*args, &ctx),
+        Command::Transform(args) => ctx.refuse("stolr transform").and_then(|()| apply::transform(args)),
+        Command::Predict(args) => ctx.refuse("stolr predict").and_then(|()| apply::predict(args)),
     });
     // The new output set replaces the old one only after the whole command succeeded.
     let result = result.and_then(|()| common::output::commit());
@@ -130,7 +134,7 @@ fn run() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
-            if let Some(comm) = distributed::current() {
+            if let Some(comm) = &ctx.world {
                 // One rank failed: say which, and end every rank (the others may be waiting
                 // for it in a collective).
                 // One write of the whole message: mpirun relays every rank's stderr into one
@@ -159,7 +163,7 @@ fn run() -> std::process::ExitCode {
             if over_budget {
                 eprintln!(
                     "  hint: --memory-limit SIZE sets the limit (now {}); a stochastic solver (skpca, nystrom) needs less",
-                    stolr_memory::format_bytes(memory::budget().limit())
+                    stolr_memory::format_bytes(ctx.memory.limit())
                 );
             }
             std::process::ExitCode::FAILURE

@@ -16,6 +16,7 @@ use stolr_solvers::{
 use crate::common::input::{Format, label_values, read};
 use crate::common::output::{write_model, write_report};
 use crate::common::progress::Progress;
+use crate::distributed::RunContext;
 
 use crate::common::checkpoint::{CheckpointArgs, FileStore, matrix_fingerprint, require_support};
 use crate::memory::peak_rss_bytes;
@@ -139,11 +140,11 @@ pub struct PcaArgs {
 }
 
 /// The data of `--generate kind`, drawn from the seed's stream 0.
-pub(crate) fn generated(args: &PcaArgs, kind: Generator) -> Result<generate::Generated> {
+pub(crate) fn generated(args: &PcaArgs, kind: Generator, memory: stolr_memory::MemoryBudget) -> Result<generate::Generated> {
     let mut rng = PcaStream::Data.rng(args.seed);
     // The n × d matrix, its orthonormal factors (n × d and d × d) and a product's temporary.
     let (n, d) = (args.n, args.d);
-    crate::memory::budget().check(
+    memory.check(
         format!("the generated {n} × {d} data (--n, --d)"),
         stolr_memory::f64_bytes(&[3, n, d]).saturating_add(stolr_memory::f64_bytes(&[2, d, d])),
     )?;
@@ -186,23 +187,23 @@ pub(crate) fn plot(
 /// Runs `stolr pca`: reads the rows (this rank's part under an MPI run with several
 /// processes), runs the library's job on them ([`PcaJob::run`], the call Python makes), and
 /// writes the outputs on rank 0.
-pub fn run(args: PcaArgs) -> Result<()> {
-    let world = crate::distributed::current();
-    if let Some(comm) = &world {
-        distributed::check_supported(&args, comm.size())?;
+pub fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
+    let world = &ctx.world;
+    if let Some(comm) = world {
+        distributed::check_supported(&args, comm.size(), ctx)?;
     }
     if args.solver.is_streaming() {
-        return crate::pca_stream::run(args);
+        return crate::pca_stream::run(args, ctx);
     }
     let total = Instant::now();
-    let (mut data, singular_values, shard): (Dataset, Option<Vec<f64>>, RowShard) = match (&world, &args.input, args.generate)
+    let (mut data, singular_values, shard): (Dataset, Option<Vec<f64>>, RowShard) = match (world, &args.input, args.generate)
     {
         (_, Some(_), _) if matches!(args.format, Format::Abalone | Format::Housing) => bail!(
             "--format {} is a regression set; pca reads mnist, libsvm, csv, npy or magic",
             args.format.name()
         ),
         (Some(comm), _, _) => {
-            let (x, source, shard) = distributed::local_rows(&args, &**comm)?;
+            let (x, source, shard) = distributed::local_rows(&args, &**comm, ctx.memory)?;
             (Dataset { x, labels: stolr_datasets::Labels::None, source }, None, shard)
         }
         (None, Some(path), _) => {
@@ -211,7 +212,7 @@ pub fn run(args: PcaArgs) -> Result<()> {
             (data, None, shard)
         }
         (None, None, Some(kind)) => {
-            let g = generated(&args, kind)?;
+            let g = generated(&args, kind, ctx.memory)?;
             let shard = RowShard::whole(g.x.nrows());
             (Dataset { x: g.x, labels: stolr_datasets::Labels::None, source: g.source }, g.singular_values, shard)
         }
@@ -249,17 +250,17 @@ pub fn run(args: PcaArgs) -> Result<()> {
         }
     };
     let job = PcaJob {
-        memory: crate::memory::budget(),
+        memory: ctx.memory,
         ..PcaJob::new(Pca { rank: args.rank, center: args.center, scale: args.scale, solver }, args.seed)
     };
     if let Some(epochs) = args.epochs {
-        Progress::check_trace("--epochs", epochs, 1)?;
+        Progress::check_trace("--epochs", epochs, 1, ctx.memory)?;
     }
     require_support(&args.checkpoint, args.solver != PcaSolver::Exact, job.pca.solver.name())?;
     // The fingerprint of the rows as read (the job prepares its own copy).
-    let store = FileStore::new(&args.checkpoint, || Ok(matrix_fingerprint(data.x.as_ref())))?;
+    let store = FileStore::new(&args.checkpoint, ctx, || Ok(matrix_fingerprint(data.x.as_ref())))?;
     let mut progress = Progress::new(job.pca.solver.name(), None, 1).with_checkpoint(store);
-    let shard_rows = match &world {
+    let shard_rows = match world {
         // Rank 0 plots its own rows under mpirun (a copy kept for it).
         Some(comm) if args.plot.is_some() => Shard::part(data.x.clone(), shard, &**comm),
         Some(comm) => Shard::part(std::mem::replace(&mut data.x, faer::Mat::new()), shard, &**comm),

@@ -20,7 +20,7 @@ use anyhow::{Result, bail};
 use clap::ValueEnum;
 use faer::Mat;
 use stolr_datasets::{RowFormat, stream_rows};
-use stolr_lowrank::{Communicator, SingleProcess};
+use stolr_lowrank::Communicator;
 use stolr_report::{PcaDataset, PcaParameters, PcaReport, PcaResult, PcaTimings};
 use stolr_solvers::{
     IterationReport, Observer, PassKind, RowPass, RowReadError, RowSource, SolverError, StreamTransform,
@@ -30,6 +30,7 @@ use stolr_solvers::{
 use crate::common::checkpoint::{FileStore, RowPrefix, changed_input, matrix_fingerprint, streamed_file_fingerprint};
 use crate::common::input::Format;
 use crate::common::progress::Progress;
+use crate::distributed::RunContext;
 use crate::memory::peak_rss_bytes;
 use crate::pca::{PcaArgs, PcaSolver, generated, write_outputs};
 
@@ -104,7 +105,7 @@ fn solver_label(solver: PcaSolver) -> String {
 }
 
 /// The job of `args`.
-fn job(args: &PcaArgs) -> StreamingPcaJob {
+fn job(args: &PcaArgs, ctx: &RunContext) -> StreamingPcaJob {
     let solver = match args.solver {
         PcaSolver::Msg => StreamingSolver::Msg,
         PcaSolver::CappedMsg => StreamingSolver::CappedMsg { cap: args.cap },
@@ -117,13 +118,13 @@ fn job(args: &PcaArgs) -> StreamingPcaJob {
         batch: args.batch,
         center: args.center,
         scale: args.scale,
-        memory: crate::memory::budget(),
+        memory: ctx.memory,
         ..StreamingPcaJob::new(solver, args.rank, args.seed)
     }
 }
 
 /// Runs `stolr pca` with a streaming solver.
-pub fn run(args: PcaArgs) -> Result<()> {
+pub fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
     let total = Instant::now();
     if args.batch == 0 {
         bail!("--batch must be at least 1");
@@ -133,11 +134,11 @@ pub fn run(args: PcaArgs) -> Result<()> {
     }
     // Under mpirun: this rank's rows, and one world to add the passes' sums and gather the
     // mini-batches over.
-    let world = crate::distributed::current();
-    let comm: &dyn Communicator = world.as_deref().unwrap_or(&SingleProcess);
+    let world = &ctx.world;
+    let comm: &dyn Communicator = ctx.comm();
     let (rows, name) = match (&args.input, args.generate) {
         _ if world.is_some() => {
-            let (local, name, _) = crate::pca::distributed::local_rows(&args, comm)?;
+            let (local, name, _) = crate::pca::distributed::local_rows(&args, comm, ctx.memory)?;
             (Rows::Matrix(local), name)
         }
         (Some(path), _) => {
@@ -151,7 +152,7 @@ pub fn run(args: PcaArgs) -> Result<()> {
             (Rows::File(path, format), path.display().to_string())
         }
         (None, Some(kind)) => {
-            let g = generated(&args, kind)?;
+            let g = generated(&args, kind, ctx.memory)?;
             (Rows::Matrix(g.x), g.source)
         }
         (None, None) => bail!("give --input or --generate"),
@@ -162,13 +163,13 @@ pub fn run(args: PcaArgs) -> Result<()> {
     if k == 0 || k >= d {
         bail!("--rank {k} is impossible for a streaming solver: it must be between 1 and d − 1 = {}", d - 1);
     }
-    let job = job(&args);
+    let job = job(&args, ctx);
 
     // Pass 0 (only with --center or --scale): feature means and the largest |x|.
     let preparing = Instant::now();
     let transform = job.transform(&source, comm)?;
     let prepare_time = preparing.elapsed();
-    let store = FileStore::new(&args.checkpoint, || match &source.rows {
+    let store = FileStore::new(&args.checkpoint, ctx, || match &source.rows {
         Rows::File(..) => Ok(streamed_file_fingerprint()),
         Rows::Matrix(x) => Ok(matrix_fingerprint(x.as_ref())),
     })?

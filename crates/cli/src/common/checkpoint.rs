@@ -370,11 +370,15 @@ impl FileStore {
     ///
     /// # Errors
     /// When the Ctrl-C handler cannot be installed.
-    pub fn new(args: &CheckpointArgs, data: impl FnOnce() -> Result<String>) -> Result<Option<Self>> {
+    pub fn new(
+        args: &CheckpointArgs,
+        ctx: &crate::distributed::RunContext,
+        data: impl FnOnce() -> Result<String>,
+    ) -> Result<Option<Self>> {
         let Some(path) = &args.checkpoint else { return Ok(None) };
         // Each rank holds only its rows' share of the state; resuming a distributed run is not
         // built yet.
-        crate::distributed::refuse("--checkpoint")?;
+        ctx.refuse("--checkpoint")?;
         let mut fingerprint = OPTIONS.get().cloned().unwrap_or_default();
         fingerprint.insert("data".into(), Value::String(data()?));
         static HANDLER: OnceLock<Result<(), String>> = OnceLock::new();

@@ -38,9 +38,14 @@ impl Progress {
     ///
     /// # Errors
     /// The budget's error naming `parameter` and the estimate.
-    pub fn check_trace(parameter: &str, iterations: usize, every: usize) -> anyhow::Result<()> {
+    pub fn check_trace(
+        parameter: &str,
+        iterations: usize,
+        every: usize,
+        memory: stolr_memory::MemoryBudget,
+    ) -> anyhow::Result<()> {
         let recorded = (iterations / every.max(1)) as u64;
-        crate::memory::budget().check(
+        memory.check(
             format!("the convergence trace of {parameter} {iterations}"),
             recorded.saturating_mul(TRACE_BYTES_PER_ITERATION),
         )?;

@@ -21,7 +21,7 @@ use super::{PcaArgs, PcaSolver};
 
 /// An error for the solvers and options whose distributed version does not exist yet, and for
 /// a mini-batch too small to give every rank a row.
-pub(super) fn check_supported(args: &PcaArgs, size: usize) -> Result<()> {
+pub(super) fn check_supported(args: &PcaArgs, size: usize, ctx: &crate::distributed::RunContext) -> Result<()> {
     if !matches!(args.solver, PcaSolver::SvrgBb | PcaSolver::Msg | PcaSolver::CappedMsg) {
         bail!(
             "stolr pca --solver {} is not distributed yet: run it on one process (not under mpirun -np {size}); \
@@ -30,7 +30,7 @@ pub(super) fn check_supported(args: &PcaArgs, size: usize) -> Result<()> {
         );
     }
     if args.checkpoint.checkpoint.is_some() {
-        crate::distributed::refuse("--checkpoint")?;
+        ctx.refuse("--checkpoint")?;
     }
     if args.solver.is_streaming() && args.batch < size {
         bail!(
@@ -46,14 +46,18 @@ pub(super) fn check_supported(args: &PcaArgs, size: usize) -> Result<()> {
 /// its part of an input file ([`crate::common::input::load_part`]; a gzip file is read whole
 /// and its balanced share kept), or its balanced share of the generated data. Every rank must
 /// hold a row. Collective.
-pub(crate) fn local_rows(args: &PcaArgs, comm: &dyn Communicator) -> Result<(faer::Mat<f64>, String, RowShard)> {
+pub(crate) fn local_rows(
+    args: &PcaArgs,
+    comm: &dyn Communicator,
+    memory: stolr_memory::MemoryBudget,
+) -> Result<(faer::Mat<f64>, String, RowShard)> {
     let (x, source, shard) = match (&args.input, args.generate) {
         (Some(path), _) => {
             let part = crate::common::input::load_part(path, args.format, &Default::default(), comm)?;
             (part.data.x, part.data.source, part.shard)
         }
         (None, Some(kind)) => {
-            let g = super::generated(args, kind)?;
+            let g = super::generated(args, kind, memory)?;
             let shard = RowShard::balanced(g.x.nrows(), comm.rank(), comm.size());
             (g.x.as_ref().subrows(shard.first, shard.rows).to_owned(), g.source, shard)
         }
