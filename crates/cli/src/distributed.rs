@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use anyhow::{Result, bail};
-use stolr_lowrank::Communicator;
+use stolr_comm::Communicator;
 
 thread_local! {
     /// The world of this process when it has more than one rank (set once by `main`).

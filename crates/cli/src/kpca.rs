@@ -13,7 +13,8 @@ use stolr_datasets::{
 use stolr_estimators::{
     Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_estimate_sharded,
 };
-use stolr_lowrank::{Communicator, Eigenpairs, SingleProcess};
+use stolr_comm::{Communicator, SingleProcess};
+use stolr_lowrank::Eigenpairs;
 use stolr_report::{
     BandwidthReport, CertificateIntervals, CertificateReport, KpcaDataset, KpcaParameters, KpcaReport, KpcaResult,
     KpcaTimings, ReportCategorical, ReportKernel, TauReport,

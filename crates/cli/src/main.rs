@@ -57,7 +57,7 @@ fn main() -> std::process::ExitCode {
     let world = stolr_mpi::Mpi::init().map(std::rc::Rc::new);
     #[cfg(feature = "mpi")]
     if let Some(world) = &world {
-        use stolr_lowrank::Communicator;
+        use stolr_comm::Communicator;
         if world.size() > 1 {
             stolr_mpi::abort_on_panic(world.rank());
         }

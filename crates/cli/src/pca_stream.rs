@@ -18,7 +18,8 @@ use anyhow::{Result, bail};
 use clap::ValueEnum;
 use faer::Mat;
 use stolr_datasets::{DataError, RowFormat, stream_rows};
-use stolr_lowrank::{Communicator, Eigenpairs, RowShard, SingleProcess, sym_eigen_desc};
+use stolr_comm::{Communicator, RowShard, SingleProcess};
+use stolr_lowrank::{Eigenpairs, sym_eigen_desc};
 use stolr_report::{PcaDataset, PcaParameters, PcaReport, PcaResult, PcaTimings};
 use stolr_solvers::{
     IncrementalPca, IterationReport, Msg, MsgConfig, Observer, Oja, PcaModel, StepSize, StreamPass, StreamingPca,
@@ -287,7 +288,7 @@ pub fn run(args: PcaArgs) -> Result<()> {
         }
         Ok(())
     })?;
-    stolr_lowrank::comm::all_reduce_lower(comm, &mut gram);
+    stolr_comm::all_reduce_lower(comm, &mut gram);
     for a in 0..r {
         for b in 0..a {
             gram[(b, a)] = gram[(a, b)];

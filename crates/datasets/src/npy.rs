@@ -135,7 +135,7 @@ pub fn read_npy_part(path: &Path, part: usize, parts: usize) -> Result<Mat<f64>,
             "the file is {file_len} bytes, shorter than its {data_start}-byte header and {data_len} bytes of data"
         )));
     }
-    let shard = stolr_lowrank::RowShard::balanced(nrows, part, parts);
+    let shard = stolr_comm::RowShard::balanced(nrows, part, parts);
     let mut x = try_zeros(shard.rows, ncols, &name)?;
     // `count` values from value `at` of the data, in blocks of at most 8192, to `put`.
     let mut read = |at: usize, count: usize, put: &mut dyn FnMut(usize, f64)| -> Result<(), DataError> {

@@ -553,7 +553,7 @@ pub(crate) fn gram_of_pair(
     u: MatRef<'_, f64>,
     w: MatRef<'_, f64>,
     known_uu: Option<MatRef<'_, f64>>,
-    comm: &dyn crate::Communicator,
+    comm: &dyn stolr_comm::Communicator,
 ) -> Mat<f64> {
     use faer::linalg::matmul::triangular::{BlockStructure, matmul};
     assert_eq!(u.nrows(), w.nrows(), "gram_of_pair: row counts differ");
@@ -589,7 +589,7 @@ pub(crate) fn gram_of_pair(
         sum += &p;
     }
     // The local rows' partials, then the ranks' in rank order; the known block never crosses.
-    crate::comm::all_reduce_lower_from(comm, &mut sum, if known_uu.is_some() { b } else { 0 });
+    stolr_comm::all_reduce_lower_from(comm, &mut sum, if known_uu.is_some() { b } else { 0 });
     if let Some(g) = known_uu {
         for j in 0..b {
             for i in j..b {

@@ -28,7 +28,6 @@
 
 mod block_eigen;
 mod capped_simplex;
-pub mod comm;
 mod dense;
 mod eigenpairs;
 mod error;
@@ -45,7 +44,6 @@ pub use block_eigen::{BlockEigenUpdate, block_eigen_update};
 pub use capped_simplex::{
     Corner, SimplexProjection, mixture_decomposition, project_capped_rank, project_capped_simplex,
 };
-pub use comm::{Communicator, RowShard, SingleProcess};
 pub use dense::{
     ThinSvd, gram_apply, matmul, mul, spd_inverse, spd_solve, squared_norm, sym_eigen_desc, sym_eigenvalues_desc,
     tall_inner, thin_qr, thin_svd, top_eigenpairs,

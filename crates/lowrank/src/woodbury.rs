@@ -6,9 +6,9 @@
 //! `spec/math.md` §6.8–§6.9 and Appendix A.1, checks [3], [4] and [10].
 
 use faer::{Mat, MatRef};
+use stolr_comm::{Communicator, SingleProcess};
 
 use crate::LowRankError;
-use crate::comm::{Communicator, SingleProcess};
 use crate::dense::{spd_inverse, tall_inner};
 use crate::error::{check_finite, check_finite_mat, check_shape};
 

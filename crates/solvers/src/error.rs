@@ -215,8 +215,8 @@ pub(crate) fn check_regression(x: faer::MatRef<'_, f64>, y: &[f64]) -> Result<()
 }
 
 /// Checks that this rank's block of a sharded regression problem, `rows` samples and `targets`
-/// targets, has the `shard.rows` rows of its [`RowShard`](stolr_lowrank::RowShard).
-pub(crate) fn check_shard(rows: usize, targets: usize, shard: stolr_lowrank::RowShard) -> Result<(), SolverError> {
+/// targets, has the `shard.rows` rows of its [`RowShard`](stolr_comm::RowShard).
+pub(crate) fn check_shard(rows: usize, targets: usize, shard: stolr_comm::RowShard) -> Result<(), SolverError> {
     if rows == shard.rows && targets == shard.rows {
         return Ok(());
     }

@@ -11,7 +11,7 @@ use stolr_datasets::{
     read_libsvm, read_libsvm_part, read_magic, read_magic_part, read_mnist, read_mnist_part, read_npy_matrix,
     read_npy_part, read_table, read_table_part, read_table_with,
 };
-use stolr_lowrank::{Communicator, RowShard};
+use stolr_comm::{Communicator, RowShard};
 
 /// A data file's format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -20,8 +20,8 @@ use clap::ValueEnum;
 use faer::{Mat, MatRef};
 use stolr_datasets::{Dataset, OneHotEncoding, Standardization};
 use stolr_estimators::{KernelSampler, RandomFourierFeatures, RandomMaclaurin};
-use stolr_lowrank::comm::{gather_rows, rows_by_index};
-use stolr_lowrank::{Communicator, Eigenpairs, RowShard};
+use stolr_comm::{Communicator, RowShard, gather_rows, rows_by_index};
+use stolr_lowrank::Eigenpairs;
 use stolr_report::TauReport;
 use stolr_solvers::{
     ExactKpcaConfig, ExactOperator, KernelCentering, KernelPcaModel, KpcaSolver, KpcaWarning, NystromConfig, Observer,

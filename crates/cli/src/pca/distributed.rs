@@ -17,7 +17,7 @@
 
 use anyhow::{Result, bail};
 use faer::MatRef;
-use stolr_lowrank::{Communicator, RowShard};
+use stolr_comm::{Communicator, RowShard};
 use stolr_solvers::{Observer, Pca, PcaModel, PcaSolver as Solver, Stop, SvrgPca, SvrgPcaConfig};
 
 use super::{PcaArgs, PcaSolver};

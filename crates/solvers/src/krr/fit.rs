@@ -5,7 +5,7 @@ use faer::MatRef;
 use rand::Rng;
 use stolr_datasets::{Standardization, standardize};
 use stolr_estimators::Kernel;
-use stolr_lowrank::{Communicator, RowShard, SingleProcess};
+use stolr_comm::{Communicator, RowShard, SingleProcess};
 
 use crate::error::check_shard;
 use crate::krr::baselines::{krr_fit, krr_subset_fit, unif_fit};
