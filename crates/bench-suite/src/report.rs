@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use faer::Mat;
-use stolr_datasets::{read_csv, read_libsvm, read_magic, read_npy_matrix, standardize};
+use stolr_datasets::{read_csv, read_libsvm, read_magic, read_npy_matrix};
+use stolr_model::standardize;
 use stolr_estimators::Kernel;
 use stolr_lowrank::Eigenpairs;
 

@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use stolr_datasets::ModelFile;
+use stolr_model::ModelFile;
 use stolr_estimators::Kernel;
 use stolr_memory::MemoryBudget;
 use stolr_solvers::{

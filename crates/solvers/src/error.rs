@@ -144,9 +144,10 @@ pub enum SolverError {
         /// Iterations done, whose state the checkpoint holds.
         t: usize,
     },
-    /// An error reading or writing data or model files.
+    /// An error reading or writing a model file or a checkpoint, or applying a model's
+    /// standardization or encoding.
     #[error(transparent)]
-    Data(#[from] stolr_datasets::DataError),
+    Model(#[from] stolr_model::ModelError),
     /// An error from the low-rank building blocks.
     #[error(transparent)]
     LowRank(#[from] LowRankError),

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use serde_json::{Value, json};
-use stolr_datasets::{ModelFile, OneHotEncoding, Standardization};
+use stolr_model::{ModelFile, OneHotEncoding, Standardization};
 use stolr_estimators::Kernel;
 
 use crate::SolverError;

@@ -18,7 +18,8 @@
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
 use faer::{Mat, MatRef};
-use stolr_datasets::{Dataset, OneHotEncoding, Standardization};
+use stolr_datasets::Dataset;
+use stolr_model::{OneHotEncoding, Standardization};
 use stolr_estimators::{KernelSampler, RandomFourierFeatures, RandomMaclaurin};
 use stolr_comm::{Communicator, RowShard, gather_rows, rows_by_index};
 use stolr_lowrank::Eigenpairs;
@@ -334,13 +335,13 @@ fn matrix_free(on: Sharded<'_>) -> Result<Option<Solved>> {
     Ok(Some(Solved { exact_operator: Some(ExactOperator::MatrixFree), warnings, ..solved }))
 }
 
-/// Standardizes the sharded columns in place as [`stolr_datasets::standardize`] does on one
+/// Standardizes the sharded columns in place as [`stolr_model::standardize`] does on one
 /// process: the column sums, then the sums of squared deviations from the mean, are added over
 /// the ranks in rank order (`2d` doubles); a column whose standard deviation is at most
 /// `10 ε |mean|` is constant and set to 0 with scale 1. The statistics differ from one process's
 /// only by the order of the additions.
 fn standardize_sharded(x: &mut Mat<f64>, comm: &dyn Communicator) -> Standardization {
-    stolr_datasets::standardize_reduced(x, |buffer| comm.all_reduce_sum(buffer))
+    stolr_model::standardize_reduced(x, |buffer| comm.all_reduce_sum(buffer))
 }
 
 /// The [`Solved`] of a distributed fit (its solve time is set by the caller).

@@ -3,7 +3,7 @@
 
 use faer::{Mat, MatRef};
 use rand::Rng;
-use stolr_datasets::{Standardization, standardize};
+use stolr_model::{Standardization, standardize};
 use stolr_estimators::{
     Centered, ColumnSampling, Kernel, KernelSampler, RandomFourierFeatures, RandomMaclaurin, kernel_row_means,
 };

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use faer::{Mat, MatRef};
 use serde_json::json;
-use stolr_datasets::{ModelFile, OneHotEncoding, Standardization};
+use stolr_model::{ModelFile, OneHotEncoding, Standardization};
 use stolr_estimators::Kernel;
 use stolr_lowrank::Eigenpairs;
 

@@ -3,7 +3,7 @@
 
 use faer::MatRef;
 use rand::Rng;
-use stolr_datasets::{Standardization, standardize};
+use stolr_model::{Standardization, standardize};
 use stolr_estimators::Kernel;
 use stolr_comm::{Communicator, RowShard, SingleProcess};
 
