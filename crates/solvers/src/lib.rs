@@ -26,7 +26,7 @@
 
 mod checkpoint;
 mod error;
-mod estimator;
+mod interface;
 pub mod kpca;
 pub mod krr;
 mod model_io;
@@ -36,7 +36,7 @@ pub mod streaming;
 
 pub use checkpoint::{CheckpointStore, SolverState};
 pub use error::SolverError;
-pub use estimator::{Fit, FitRegression, Persist, Predictor, Transformer};
+pub use interface::{Fit, FitRegression, Persist, Predictor, Transformer};
 pub use kpca::{
     Certificate, CertifyConfig, CertifyMethod, ConfidenceIntervals, ExactKpcaConfig, ExactOperator, Iterate,
     KernelCentering, KernelPca, KernelPcaFit, KernelPcaModel, Kha, KhaConfig, KhaRitz, KpcaSolver, KpcaWarning,

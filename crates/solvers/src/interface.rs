@@ -1,6 +1,6 @@
-//! The estimator interface, in the spirit of linfa's `Fit` / `Transformer` / `Predict`:
-//! checked parameters are fitted to data into a model; a model applies to new rows and saves
-//! itself to a versioned model file.
+//! The interface every fitted family shares (fit, transform, predict, persist), in the spirit
+//! of linfa's `Fit` / `Transformer` / `Predict`: checked parameters are fitted to data into a
+//! model; a model applies to new rows and saves itself to a versioned model file.
 
 use std::path::Path;
 
