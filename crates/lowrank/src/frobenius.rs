@@ -5,7 +5,7 @@
 
 use faer::{Mat, MatRef};
 
-use crate::dense::mul;
+use crate::products::mul;
 use crate::error::check_shape;
 use crate::{LowRank, LowRankError, SymLowRank};
 

@@ -3,7 +3,9 @@
 use faer::{Accum, Mat, MatRef};
 
 use crate::LowRankError;
-use crate::dense::{gemm, hstack, mul, tall_inner, thin_qr};
+use crate::products::{gemm, hstack, mul};
+use crate::qr_svd::thin_qr;
+use crate::tall_products::tall_inner;
 use crate::error::check_shape;
 
 /// How the shrinkage step orthogonalizes `[U, new block]`.
@@ -204,7 +206,7 @@ impl Basis {
             }
         };
         if self.keeps_u {
-            crate::dense::mul_split(u, self.extra.as_ref(), coeffs)
+            crate::products::mul_split(u, self.extra.as_ref(), coeffs)
         } else {
             mul(self.extra.as_ref(), coeffs)
         }

@@ -2,7 +2,7 @@
 
 use faer::{Mat, MatRef};
 
-use crate::dense::sym_eigen_desc;
+use crate::sym_eigen::sym_eigen_desc;
 use crate::error::{check_finite, check_shape};
 use crate::gram_schmidt::{Orthogonalization, extend_basis};
 use crate::{Eigenpairs, LowRankError, SymLowRank};

@@ -3,7 +3,9 @@
 
 use faer::{Mat, MatRef};
 
-use crate::dense::{gram_of_pair, sym_eigen_desc, thin_svd};
+use crate::qr_svd::thin_svd;
+use crate::sym_eigen::sym_eigen_desc;
+use crate::tall_products::gram_of_pair;
 use crate::error::{check_finite_mat, check_shape};
 use crate::gram_schmidt::{Orthogonalization, extend_basis};
 use crate::{LowRank, LowRankError, SymLowRank};

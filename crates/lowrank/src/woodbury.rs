@@ -9,7 +9,8 @@ use faer::{Mat, MatRef};
 use stolr_comm::{Communicator, SingleProcess};
 
 use crate::LowRankError;
-use crate::dense::{spd_inverse, tall_inner};
+use crate::spd::spd_inverse;
+use crate::tall_products::tall_inner;
 use crate::error::{check_finite, check_finite_mat, check_shape};
 
 /// Below this, the Sherman–Morrison denominator `1 + δ Σ_jj` of a weight change (which lies in
