@@ -10,7 +10,7 @@ use std::path::Path;
 use faer::Mat;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use stolr_datasets::{ModelArray, ModelFile};
+use stolr_model::{ModelArray, ModelFile};
 use stolr_estimators::Kernel;
 use stolr_fuzz::join;
 use stolr_solvers::{Fit, FitRegression, KernelPca, KernelRidge, KpcaSolver, KrrSolver, Pca, PcaSolver, Persist};

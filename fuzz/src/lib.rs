@@ -18,11 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use faer::Mat;
-use stolr_datasets::{
-    Dataset, LabelColumn, MnistSplit, ModelFile, RowFormat, TableLabel, TableOptions, read_csv_from,
-    read_csv_regression_from, read_libsvm_from, read_libsvm_with_dim_from, read_mnist, read_npy_matrix, read_table,
-    read_table_with, stream_rows,
-};
+use stolr_datasets::{Dataset, LabelColumn, MnistSplit, RowFormat, TableLabel, TableOptions, read_csv_from, read_csv_regression_from, read_libsvm_from, read_libsvm_with_dim_from, read_mnist, read_npy_matrix, read_table, read_table_with, stream_rows};
+use stolr_model::ModelFile;
 use stolr_memory::MemoryBudget;
 use stolr_solvers::{KernelPcaModel, KrrModel, PcaModel, Persist, Predictor, Transformer};
 
@@ -189,7 +186,7 @@ pub fn table(data: &[u8]) {
             read_table_with(&path, &table.encoding, numeric_label).expect("the training rows with their encoding");
         assert!(same_bits(&table.data.x, &again.x) && table.data.labels == again.labels);
         let json = table.encoding.to_json();
-        assert_eq!(stolr_datasets::OneHotEncoding::from_json(&json).expect("its own JSON"), table.encoding);
+        assert_eq!(stolr_model::OneHotEncoding::from_json(&json).expect("its own JSON"), table.encoding);
     }
 }
 

@@ -2,8 +2,9 @@
 //! truth, and how results are kept and shown.
 //!
 //! - [`runner`]: what every reproduction binary shares: options, seed streams, data paths,
-//!   worker processes, parallel runs and the output folder. A binary is a few lines: parse the
-//!   options of its paper's [`runner::Spec`], call the paper's `run`.
+//!   worker processes, parallel runs and the output folder. A binary is a few lines: parse its
+//!   paper's `Args` (clap, with the runner's [`runner::Options`] flattened in), call the
+//!   paper's `run`.
 //! - [`papers`]: one module per paper (000 SKPCA, 002 SVRG-PCA, 003 MSG, 004 SLKL), each split
 //!   into its runs, its plots and its Markdown summary.
 //! - [`kpca_bench`]: SKPCA against the exact and Nyström baselines as separate `stolr kpca`

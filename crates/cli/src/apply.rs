@@ -5,7 +5,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use stolr_datasets::{ModelFile, write_npy_matrix, write_npy_vector};
+use stolr_datasets::{write_npy_matrix, write_npy_vector};
+use stolr_model::ModelFile;
 use stolr_report::{ApplyDataset, ApplyReport, ApplyResult};
 use stolr_solvers::{KernelPcaModel, KrrModel, PcaModel, Persist, Predictor, Transformer, mean_squared_error};
 
@@ -34,7 +35,7 @@ pub struct ApplyArgs {
 /// refused when it is the model's own folder (its `projections.npy` and `report.json` would
 /// replace the fit's); see [`crate::common::output`].
 fn load(args: &ApplyArgs, kinds: &[&str]) -> Result<(ModelFile, PathBuf)> {
-    let path = stolr_datasets::resolve_model_path(&args.model)
+    let path = stolr_model::resolve_model_path(&args.model)
         .with_context(|| format!("cannot use the model {}", args.model.display()))?;
     let file =
         ModelFile::load_kind(&path, kinds).with_context(|| format!("cannot load the model {}", path.display()))?;

@@ -12,7 +12,7 @@
 use std::rc::Rc;
 
 use anyhow::{Result, bail};
-use stolr_lowrank::{Communicator, SingleProcess};
+use stolr_comm::{Communicator, SingleProcess};
 use stolr_memory::MemoryBudget;
 
 /// The run's memory budget and its processes.

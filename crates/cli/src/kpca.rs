@@ -7,15 +7,17 @@ use anyhow::{Context, Result, bail};
 use clap::builder::TypedValueParser;
 use clap::{Args, ValueEnum};
 use faer::Mat;
-use stolr_datasets::{Dataset, OneHotEncoding, generate, write_npy_matrix, write_npy_vector};
+use stolr_datasets::{Dataset, generate, write_npy_matrix, write_npy_vector};
 use stolr_estimators::{Bandwidth, DEFAULT_BANDWIDTH_PERCENTILE, Kernel};
+use stolr_model::OneHotEncoding;
 use stolr_report::{
     BandwidthReport, CertificateIntervals, CertificateReport, KpcaDataset, KpcaParameters, KpcaReport, KpcaResult,
     KpcaTimings, ReportCategorical, ReportKernel, TauReport,
 };
 use stolr_solvers::{
-    Certificate, CertifyRule, DEFAULT_TAU_SUBSAMPLE, ExactOperator, KernelPcaFit, KernelPcaJob, KernelPcaOutcome, KernelSpec, KpcaSolver,
-    KhaConfig, KpcaStream, KpcaWarning, SamplerKind, Shard, SigmaRule, SkpcaConfig, Stop, TauOutcome, TauRule,
+    Certificate, CertifyRule, DEFAULT_TAU_SUBSAMPLE, ExactOperator, KernelPcaFit, KernelPcaJob, KernelPcaOutcome,
+    KernelSpec, KhaConfig, KpcaSolver, KpcaStream, KpcaWarning, SamplerKind, Shard, SigmaRule, SkpcaConfig, Stop,
+    TauOutcome, TauRule,
 };
 
 use crate::common::checkpoint::{CheckpointArgs, FileStore, matrix_fingerprint, require_support};
@@ -376,8 +378,7 @@ pub fn run(args: KpcaArgs, ctx: &RunContext) -> Result<()> {
     require_support(&args.checkpoint, args.solver == SolverKind::Skpca, job.solver.name())?;
     let store = FileStore::new(&args.checkpoint, ctx, || Ok(matrix_fingerprint(shard.rows())))?;
     // Only rank 0 draws the bar and keeps the trace for the report.
-    let mut progress =
-        Progress::new(job.solver.name(), iterative.then_some(args.iterations), 1).with_checkpoint(store);
+    let mut progress = Progress::new(job.solver.name(), iterative.then_some(args.iterations), 1).with_checkpoint(store);
     let outcome = job.run(shard, &mut progress)?;
     progress.finish();
     match outcome {
@@ -403,7 +404,8 @@ fn finish(args: &KpcaArgs, read: Read, outcome: KernelPcaOutcome, progress: Prog
     };
     let bandwidth = bandwidth.as_ref().map(bandwidth_report);
     let tau = tau.as_ref().map(tau_report);
-    let certificate = certificate.as_ref().map(|c| certificate_report(c, timings.certificate.unwrap_or_default().as_secs_f64()));
+    let certificate =
+        certificate.as_ref().map(|c| certificate_report(c, timings.certificate.unwrap_or_default().as_secs_f64()));
     let iterative = matches!(args.solver, SolverKind::Skpca | SolverKind::Kha);
     let iterations = iterative.then_some(iterations);
     let solve_time = timings.solve;
@@ -449,9 +451,8 @@ fn finish(args: &KpcaArgs, read: Read, outcome: KernelPcaOutcome, progress: Prog
     let peak = peak_rss_bytes();
     // The iterations alone: τ's choice before the loop and the eigenpairs and model after it
     // are one-time costs, in the solve time.
-    let per_iteration_ms = iterations
-        .filter(|&t| t > 0)
-        .map(|t| progress.loop_time.unwrap_or(solve_time).as_secs_f64() * 1e3 / t as f64);
+    let per_iteration_ms =
+        iterations.filter(|&t| t > 0).map(|t| progress.loop_time.unwrap_or(solve_time).as_secs_f64() * 1e3 / t as f64);
     let report = KpcaReport {
         stolr_version: env!("CARGO_PKG_VERSION").into(),
         command: "kpca".into(),

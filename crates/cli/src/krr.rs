@@ -17,15 +17,14 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use faer::MatRef;
-use stolr_datasets::{
-    Dataset, Standardization, TrainTest, generate, random_folds, random_split, write_npy_indices, write_npy_vector,
-};
+use stolr_comm::RowShard;
+use stolr_datasets::{Dataset, TrainTest, generate, random_folds, random_split, write_npy_indices, write_npy_vector};
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, Kernel, bandwidth_rule};
-use stolr_lowrank::RowShard;
+use stolr_model::Standardization;
 use stolr_solvers::{
-    ColumnMode, CoordinateRule, KernelRidge, KernelRidgeJob, KrrModel, KrrStream, Shard, KrrSolver as Solver, LambdaSelection, NuModel, NuPath,
-    NuSelection, NystromKrrConfig, NystromSolve, SlklConfig, UnifConfig, UniformWeight, log_grid,
-    mean_squared_error, select_lambda_nystrom, select_landmarks, select_nu, select_nu_path,
+    ColumnMode, CoordinateRule, KernelRidge, KernelRidgeJob, KrrModel, KrrSolver as Solver, KrrStream, LambdaSelection,
+    NuModel, NuPath, NuSelection, NystromKrrConfig, NystromSolve, Shard, SlklConfig, UnifConfig, UniformWeight,
+    log_grid, mean_squared_error, select_lambda_nystrom, select_landmarks, select_nu, select_nu_path,
 };
 
 use stolr_report::{

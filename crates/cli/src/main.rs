@@ -55,9 +55,9 @@ fn main() -> std::process::ExitCode {
     #[cfg(feature = "mpi")]
     let mpi = stolr_mpi::Mpi::init().map(std::rc::Rc::new);
     #[cfg(feature = "mpi")]
-    let world: Option<std::rc::Rc<dyn stolr_lowrank::Communicator>> = match &mpi {
-        Some(world) if stolr_lowrank::Communicator::size(&**world) > 1 => {
-            stolr_mpi::abort_on_panic(stolr_lowrank::Communicator::rank(&**world));
+    let world: Option<std::rc::Rc<dyn stolr_comm::Communicator>> = match &mpi {
+        Some(world) if stolr_comm::Communicator::size(&**world) > 1 => {
+            stolr_mpi::abort_on_panic(stolr_comm::Communicator::rank(&**world));
             Some(world.clone())
         }
         _ => None,
@@ -85,7 +85,7 @@ fn clamp_threads(requested: usize, cores: usize) -> usize {
     }
 }
 
-fn run(world: Option<std::rc::Rc<dyn stolr_lowrank::Communicator>>) -> std::process::ExitCode {
+fn run(world: Option<std::rc::Rc<dyn stolr_comm::Communicator>>) -> std::process::ExitCode {
     let command = Cli::command();
     let matches = command.clone().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {

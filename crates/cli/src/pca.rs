@@ -5,9 +5,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
+use stolr_comm::RowShard;
 use stolr_datasets::{Dataset, generate, write_npy_matrix, write_npy_vector};
 use stolr_report::{PcaDataset, PcaParameters, PcaReport, PcaResult, PcaTimings};
-use stolr_lowrank::RowShard;
 use stolr_solvers::{
     Pca, PcaJob, PcaJobOutcome, PcaModel, PcaSolver as Solver, PcaStream, Shard, SvrgPcaConfig, Transformer,
     VrPcaConfig, captured_norm,
@@ -140,7 +140,11 @@ pub struct PcaArgs {
 }
 
 /// The data of `--generate kind`, drawn from the seed's stream 0.
-pub(crate) fn generated(args: &PcaArgs, kind: Generator, memory: stolr_memory::MemoryBudget) -> Result<generate::Generated> {
+pub(crate) fn generated(
+    args: &PcaArgs,
+    kind: Generator,
+    memory: stolr_memory::MemoryBudget,
+) -> Result<generate::Generated> {
     let mut rng = PcaStream::Data.rng(args.seed);
     // The n × d matrix, its orthonormal factors (n × d and d × d) and a product's temporary.
     let (n, d) = (args.n, args.d);
@@ -196,28 +200,27 @@ pub fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
         return crate::pca_stream::run(args, ctx);
     }
     let total = Instant::now();
-    let (mut data, singular_values, shard): (Dataset, Option<Vec<f64>>, RowShard) = match (world, &args.input, args.generate)
-    {
-        (_, Some(_), _) if matches!(args.format, Format::Abalone | Format::Housing) => bail!(
-            "--format {} is a regression set; pca reads mnist, libsvm, csv, npy or magic",
-            args.format.name()
-        ),
-        (Some(comm), _, _) => {
-            let (x, source, shard) = distributed::local_rows(&args, &**comm, ctx.memory)?;
-            (Dataset { x, labels: stolr_datasets::Labels::None, source }, None, shard)
-        }
-        (None, Some(path), _) => {
-            let data = read(path, args.format, false)?;
-            let shard = RowShard::whole(data.n());
-            (data, None, shard)
-        }
-        (None, None, Some(kind)) => {
-            let g = generated(&args, kind, ctx.memory)?;
-            let shard = RowShard::whole(g.x.nrows());
-            (Dataset { x: g.x, labels: stolr_datasets::Labels::None, source: g.source }, g.singular_values, shard)
-        }
-        (None, None, None) => bail!("give --input or --generate"),
-    };
+    let (mut data, singular_values, shard): (Dataset, Option<Vec<f64>>, RowShard) =
+        match (world, &args.input, args.generate) {
+            (_, Some(_), _) if matches!(args.format, Format::Abalone | Format::Housing) => {
+                bail!("--format {} is a regression set; pca reads mnist, libsvm, csv, npy or magic", args.format.name())
+            }
+            (Some(comm), _, _) => {
+                let (x, source, shard) = distributed::local_rows(&args, &**comm, ctx.memory)?;
+                (Dataset { x, labels: stolr_datasets::Labels::None, source }, None, shard)
+            }
+            (None, Some(path), _) => {
+                let data = read(path, args.format, false)?;
+                let shard = RowShard::whole(data.n());
+                (data, None, shard)
+            }
+            (None, None, Some(kind)) => {
+                let g = generated(&args, kind, ctx.memory)?;
+                let shard = RowShard::whole(g.x.nrows());
+                (Dataset { x: g.x, labels: stolr_datasets::Labels::None, source: g.source }, g.singular_values, shard)
+            }
+            (None, None, None) => bail!("give --input or --generate"),
+        };
     let source = data.source.clone();
     let read_time = total.elapsed();
     let (n, d) = (shard.total, data.d());
@@ -244,7 +247,9 @@ pub fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
             }
             Solver::SvrgBb(config)
         }
-        PcaSolver::VrPca => Solver::VrPca(VrPcaConfig::new(args.rank, args.epochs.unwrap_or(VrPcaConfig::DEFAULT_EPOCHS))),
+        PcaSolver::VrPca => {
+            Solver::VrPca(VrPcaConfig::new(args.rank, args.epochs.unwrap_or(VrPcaConfig::DEFAULT_EPOCHS)))
+        }
         PcaSolver::Msg | PcaSolver::CappedMsg | PcaSolver::Incremental | PcaSolver::Oja => {
             unreachable!("streaming solvers run in pca_stream")
         }

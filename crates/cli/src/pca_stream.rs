@@ -19,8 +19,8 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use clap::ValueEnum;
 use faer::Mat;
+use stolr_comm::Communicator;
 use stolr_datasets::{RowFormat, stream_rows};
-use stolr_lowrank::Communicator;
 use stolr_report::{PcaDataset, PcaParameters, PcaReport, PcaResult, PcaTimings};
 use stolr_solvers::{
     IterationReport, Observer, PassKind, RowPass, RowReadError, RowSource, SolverError, StreamTransform,

@@ -91,7 +91,7 @@ pub(crate) fn try_zeros(rows: usize, cols: usize, path: &str) -> Result<Mat<f64>
     }
     // An empty matrix costs work in proportion to its other dimension, bounded like a model
     // file's empty arrays.
-    if (rows == 0 || cols == 0) && rows.max(cols) > crate::MAX_EMPTY_DIM {
+    if (rows == 0 || cols == 0) && rows.max(cols) > stolr_model::MAX_EMPTY_DIM {
         return Err(too_large());
     }
     // faer pads every column to a multiple of 8 entries (64 bytes): a short, wide matrix

@@ -362,54 +362,6 @@ pub enum DataError {
         dim: usize,
     },
 
-    /// A file is not a valid Stolr model file: not a ZIP archive, truncated or corrupted (a
-    /// member's CRC-32 does not match), `header.json` missing or malformed, or an array
-    /// member missing, unlisted or disagreeing with `header.json`.
-    #[error("{path}: {reason}")]
-    ModelFile {
-        /// File path, or the name given to [`crate::ModelFile::from_bytes`].
-        path: String,
-        /// What is wrong.
-        reason: String,
-    },
-
-    /// A Stolr model file was written in a newer model format than this build reads.
-    #[error(
-        "{path}: written by a newer Stolr (model format version {found}); this build reads \
-         model format versions up to {supported}"
-    )]
-    ModelVersion {
-        /// File path, or the name given to [`crate::ModelFile::from_bytes`].
-        path: String,
-        /// The `format_version` in the file's `header.json`.
-        found: u64,
-        /// The newest version this build reads, [`crate::MODEL_FORMAT_VERSION`].
-        supported: u32,
-    },
-
-    /// A Stolr model file holds a model of another kind than the command needs.
-    #[error("{path}: holds a model of kind \"{found}\", expected {expected}")]
-    ModelKind {
-        /// File path.
-        path: String,
-        /// The kind stored in the file, e.g. `"krr"`.
-        found: String,
-        /// The accepted kinds, quoted and joined with `or`, e.g. `"\"kpca\" or \"pca\""`.
-        expected: String,
-    },
-
-    /// An array asked of a loaded [`crate::ModelFile`] is missing or has the wrong dtype or
-    /// shape.
-    #[error("model of kind \"{kind}\": array \"{array}\" {reason}")]
-    ModelArray {
-        /// The model's kind.
-        kind: String,
-        /// The array's name.
-        array: String,
-        /// What is wrong, e.g. `"is missing"` or `"has shape [3], expected a 2-D matrix"`.
-        reason: String,
-    },
-
     /// A column number given for a table (categorical or label) is not one of its columns.
     #[error("{path}: {what} column {column} does not exist: the rows have {fields} fields, numbered 1 to {fields}")]
     ColumnOutOfRange {
@@ -514,6 +466,30 @@ pub enum DataError {
         /// What is wrong, with the value given.
         reason: String,
     },
+
+    /// An error of `stolr-model` that has no variant of its own here (a model file's); see
+    /// the [`From`] conversion.
+    #[error(transparent)]
+    Model(stolr_model::ModelError),
+}
+
+/// A [`ModelError`](stolr_model::ModelError) from what the readers use of `stolr-model` (atomic
+/// writes, the `.npy` header check, the one-hot encoding) becomes the variant of the same name
+/// here (`Io`, `WidthMismatch`, `OverBudget`, `Npy`, `MissingFile`, `InvalidParameter`), so a
+/// reader's errors match as they always did; any other becomes [`DataError::Model`].
+impl From<stolr_model::ModelError> for DataError {
+    fn from(e: stolr_model::ModelError) -> Self {
+        use stolr_model::ModelError as M;
+        match e {
+            M::Io { path, source } => DataError::Io { path, source },
+            M::WidthMismatch { what, expected, found } => DataError::WidthMismatch { what, expected, found },
+            M::OverBudget { path, source } => DataError::OverBudget { path, source },
+            M::Npy { path, message } => DataError::Npy { path, message },
+            M::MissingFile { dir, tried } => DataError::MissingFile { dir, tried },
+            M::InvalidParameter { name, reason } => DataError::InvalidParameter { name, reason },
+            other => DataError::Model(other),
+        }
+    }
 }
 
 /// The most characters of a field that an error message quotes.

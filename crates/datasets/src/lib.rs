@@ -11,7 +11,7 @@
 //!   ([`read_magic`] checks the MAGIC layout: 11 fields, the class `g` or `h`);
 //!   [`read_csv_regression`]: the same with a numeric target in the last column.
 //! - [`read_table`]: CSV tables, gzip-compressed or not, with categorical columns one-hot
-//!   encoded ([`OneHotEncoding`]) and a label column; [`read_table_with`] reads new rows with
+//!   encoded ([`stolr_model::OneHotEncoding`]) and a label column; [`read_table_with`] reads new rows with
 //!   a fitted model's encoding.
 //! - [`read_housing`], [`read_abalone`]: the Boston housing and Abalone regression sets (paper
 //!   004), with numeric targets.
@@ -30,21 +30,19 @@
 //!   [`read_npy_part`]: one part of a file for a run whose rows are split across processes,
 //!   each process reading only its bytes (text by line-aligned byte ranges, IDX and `.npy` by
 //!   offsets); gzip-compressed files are [`DataError::NotShardable`].
-//! - [`write_atomic`]: every file Stolr writes appears whole or not at all (temporary file,
-//!   `fsync`, rename).
-//! - [`ModelFile`]: the versioned, NumPy-readable file of a fitted model (`model.npz`).
 //! - [`stream_rows`]: the same formats one sample at a time, for the streaming solvers.
-//! - [`standardize`]: zero mean, unit population variance per column;
-//!   [`Standardization::apply`] reuses training statistics on a test set.
-//! - [`random_split`], [`Split`], [`TrainTest`]: seeded train/test partitions;
-//!   [`random_folds`]: seeded cross-validation folds.
+//! - [`random_split`], [`Split`], [`TrainTest`]: seeded train/test partitions (standardized
+//!   with the training statistics, [`TrainTest::standardize`]); [`random_folds`]: seeded
+//!   cross-validation folds.
 //! - [`generate`]: synthetic data ([`generate::rings`], [`generate::gaussian`],
 //!   [`generate::sinc`] of \[SLKL\]) and \[SVRG-PCA\]'s
 //!   test matrices ([`generate::eigengap`], [`generate::gaussian_matrix`],
 //!   [`generate::low_rank_plus_noise`]).
+//!
+//! What a fitted model keeps (the model file, atomic writes, standardization, the one-hot
+//! encoding) is in `stolr-model`; files are written through [`stolr_model::write_atomic`].
 
 mod abalone;
-mod atomic;
 mod csv;
 mod dataset;
 mod error;
@@ -54,16 +52,13 @@ mod housing;
 mod libsvm;
 mod lines;
 mod mnist;
-mod model_file;
 mod npy;
 mod shard;
 mod split;
-mod standardize;
 mod stream;
 mod table;
 
 pub use abalone::{ABALONE_COLUMNS, read_abalone, read_abalone_from};
-pub use atomic::write_atomic;
 pub use csv::{
     LabelColumn, MAGIC_FIELDS, read_csv, read_csv_from, read_csv_part, read_csv_regression, read_csv_regression_from,
     read_magic, read_magic_from, read_magic_part,
@@ -73,15 +68,11 @@ pub use error::DataError;
 pub use housing::{HOUSING_FEATURES, read_housing, read_housing_from};
 pub use libsvm::{read_libsvm, read_libsvm_from, read_libsvm_with_dim, read_libsvm_with_dim_from};
 pub use mnist::{MnistSplit, read_mnist, read_mnist_part};
-pub use model_file::{
-    MAX_EMPTY_DIM, MODEL_FILE_NAME, MODEL_FORMAT, MODEL_FORMAT_VERSION, ModelArray, ModelFile, resolve_model_path,
-};
 pub use npy::{read_npy_matrix, read_npy_part, write_npy_indices, write_npy_matrix, write_npy_vector};
 pub use shard::{line_aligned_range, read_libsvm_part};
 pub use split::{Split, TrainTest, random_folds, random_split};
-pub use standardize::{Standardization, standardize, standardize_reduced};
 pub use stream::{RowFormat, RowStream, stream_rows};
 pub use table::{
-    CategoricalColumn, OneHotEncoding, Table, TableLabel, TableOptions, read_table, read_table_from, read_table_part,
-    read_table_with, read_table_with_from,
+    Table, TableLabel, TableOptions, read_table, read_table_from, read_table_part, read_table_with,
+    read_table_with_from,
 };

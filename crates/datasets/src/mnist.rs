@@ -182,7 +182,7 @@ pub fn read_mnist_part(dir: &Path, split: MnistSplit, part: usize, parts: usize)
     if n == 0 {
         return Err(DataError::Empty { path: first_images.name.clone() });
     }
-    let shard = stolr_lowrank::RowShard::balanced(n, part, parts);
+    let shard = stolr_comm::RowShard::balanced(n, part, parts);
     let mut x = try_zeros(shard.rows, d, &first_images.name)?;
     let mut labels = Vec::with_capacity(shard.rows);
     // Global row of the first image of each file.

@@ -15,7 +15,7 @@ use crate::dataset::try_zeros;
 
 /// Writes `a`, shape `(nrows, ncols)`, to `path` as a float64 `.npy` file in C (row-major)
 /// order with shape `(nrows, ncols)`, readable by `numpy.load`. Non-finite values are
-/// written as they are. The file appears whole or not at all ([`crate::write_atomic`]).
+/// written as they are. The file appears whole or not at all ([`stolr_model::write_atomic`]).
 ///
 /// # Errors
 /// [`DataError::Io`] if the file cannot be created or written.
@@ -26,7 +26,7 @@ pub fn write_npy_matrix(path: &Path, a: MatRef<'_, f64>) -> Result<(), DataError
 }
 
 /// Writes `v` to `path` as a 1-D float64 `.npy` file of shape `(len,)`, readable by
-/// `numpy.load`; atomically ([`crate::write_atomic`]).
+/// `numpy.load`; atomically ([`stolr_model::write_atomic`]).
 ///
 /// # Errors
 /// [`DataError::Io`] if the file cannot be created or written.
@@ -36,7 +36,7 @@ pub fn write_npy_vector(path: &Path, v: &[f64]) -> Result<(), DataError> {
 
 /// Writes the indices `v` to `path` as a 1-D int64 `.npy` file of shape `(len,)` (dtype
 /// `'<i8'`), readable by `numpy.load`; e.g. the landmark rows chosen by a solver. Written
-/// atomically ([`crate::write_atomic`]).
+/// atomically ([`stolr_model::write_atomic`]).
 ///
 /// # Errors
 /// [`DataError::Io`] if the file cannot be created or written; [`DataError::InvalidParameter`]
@@ -123,7 +123,7 @@ pub fn read_npy_part(path: &Path, part: usize, parts: usize) -> Result<Mat<f64>,
     let npy_error = |message: String| DataError::Npy { path: name.clone(), message };
     let mut file = File::open(path).map_err(|e| DataError::io(&name, e))?;
     let file_len = file.metadata().map_err(|e| DataError::io(&name, e))?.len();
-    let header = checked_header(&mut file, &name, file_len)?;
+    let header = stolr_model::checked_npy_header(&mut file, &name, file_len)?;
     let data_start = header.len() as u64;
     let npy = npyz::NpyFile::new(header.as_slice()).map_err(|e| npy_error(format!("not a valid .npy file: {e}")))?;
     let (nrows, ncols) = float64_shape(&npy, &name, file_len)?;
@@ -135,7 +135,7 @@ pub fn read_npy_part(path: &Path, part: usize, parts: usize) -> Result<Mat<f64>,
             "the file is {file_len} bytes, shorter than its {data_start}-byte header and {data_len} bytes of data"
         )));
     }
-    let shard = stolr_lowrank::RowShard::balanced(nrows, part, parts);
+    let shard = stolr_comm::RowShard::balanced(nrows, part, parts);
     let mut x = try_zeros(shard.rows, ncols, &name)?;
     // `count` values from value `at` of the data, in blocks of at most 8192, to `put`.
     let mut read = |at: usize, count: usize, put: &mut dyn FnMut(usize, f64)| -> Result<(), DataError> {
@@ -165,22 +165,13 @@ pub fn read_npy_part(path: &Path, part: usize, parts: usize) -> Result<Mat<f64>,
     Ok(x)
 }
 
-/// The longest `.npy` header accepted, in bytes. NumPy's own `np.load` refuses headers above
-/// 10 000 bytes by default (`max_header_size`); a float64 matrix needs under 128.
-const MAX_HEADER_LEN: u64 = 1 << 16;
-
-/// The deepest nesting of brackets accepted in a `.npy` header: the dict and the shape tuple
-/// make 2, a structured dtype a few more.
-const MAX_HEADER_DEPTH: usize = 8;
-
 /// The reader [`open_npy`] hands to `npyz`: the checked preamble and header, then the rest.
 pub(crate) type Checked<R> = std::io::Chain<std::io::Cursor<Vec<u8>>, R>;
 
 /// Opens the `.npy` data in `reader` (a file of `file_len` bytes) with `npyz`, after checking
-/// its preamble and header ourselves: the magic string, a version 1 to 3, a header length at
-/// most [`MAX_HEADER_LEN`] and within the file, and brackets nested at most
-/// [`MAX_HEADER_DEPTH`] deep, so that a hostile header can make `npyz` neither allocate nor
-/// recurse beyond those bounds.
+/// its preamble and header ourselves ([`stolr_model::checked_npy_header`]: the magic string, a
+/// version 1 to 3, a bounded header length within the file, bounded nesting), so that a hostile
+/// header can make `npyz` neither allocate nor recurse beyond those bounds.
 ///
 /// # Errors
 /// [`DataError::Npy`] naming `name` for a bad preamble or header; [`DataError::Io`] if it
@@ -190,61 +181,9 @@ pub(crate) fn open_npy<R: Read>(
     name: &str,
     file_len: u64,
 ) -> Result<npyz::NpyFile<Checked<R>>, DataError> {
-    let preamble = checked_header(&mut reader, name, file_len)?;
+    let preamble = stolr_model::checked_npy_header(&mut reader, name, file_len)?;
     npyz::NpyFile::new(std::io::Cursor::new(preamble).chain(reader))
         .map_err(|e| DataError::Npy { path: name.to_owned(), message: format!("not a valid .npy file: {e}") })
-}
-
-/// The preamble and header of the `.npy` data in `reader` (a file of `file_len` bytes), read
-/// and checked as [`open_npy`] describes; the data starts at the returned length.
-///
-/// # Errors
-/// As [`open_npy`].
-pub(crate) fn checked_header<R: Read>(mut reader: R, name: &str, file_len: u64) -> Result<Vec<u8>, DataError> {
-    let npy_error = |message: String| DataError::Npy { path: name.to_owned(), message };
-    let truncated = || npy_error("not a valid .npy file: the header is truncated".into());
-    let mut preamble = vec![0u8; 8];
-    reader.read_exact(&mut preamble).map_err(|_| truncated())?;
-    if &preamble[..6] != b"\x93NUMPY" {
-        return Err(npy_error("not a valid .npy file: it does not start with \\x93NUMPY".into()));
-    }
-    let header_len = match preamble[6] {
-        1 => {
-            let mut len = [0u8; 2];
-            reader.read_exact(&mut len).map_err(|_| truncated())?;
-            preamble.extend_from_slice(&len);
-            u64::from(u16::from_le_bytes(len))
-        }
-        2 | 3 => {
-            let mut len = [0u8; 4];
-            reader.read_exact(&mut len).map_err(|_| truncated())?;
-            preamble.extend_from_slice(&len);
-            u64::from(u32::from_le_bytes(len))
-        }
-        major => return Err(npy_error(format!("not a valid .npy file: format version {major} is not 1, 2 or 3"))),
-    };
-    if header_len > MAX_HEADER_LEN || header_len.saturating_add(preamble.len() as u64) > file_len {
-        return Err(npy_error(format!(
-            "not a valid .npy file: a header of {header_len} bytes (in a file of {file_len} bytes; at most {MAX_HEADER_LEN})"
-        )));
-    }
-    let start = preamble.len();
-    preamble.resize(start + header_len as usize, 0);
-    reader.read_exact(&mut preamble[start..]).map_err(|_| truncated())?;
-    let mut depth = 0usize;
-    for &byte in &preamble[start..] {
-        match byte {
-            b'(' | b'[' | b'{' => depth += 1,
-            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-        if depth > MAX_HEADER_DEPTH {
-            return Err(npy_error(format!(
-                "not a valid .npy file: the header nests more than {MAX_HEADER_DEPTH} deep"
-            )));
-        }
-    }
-    Ok(preamble)
 }
 
 /// `Ok` if an `(nrows, ncols)` float64 array fits in a file of `file_len` bytes, else
@@ -291,13 +230,13 @@ fn write_npy_bytes(
     values: impl IntoIterator<Item = [u8; 8]>,
 ) -> Result<(), DataError> {
     let header = header(descr, shape);
-    crate::write_atomic(path, |out| {
+    Ok(stolr_model::write_atomic(path, |out| {
         out.write_all(&header)?;
         for bytes in values {
             out.write_all(&bytes)?;
         }
         Ok(())
-    })
+    })?)
 }
 
 #[cfg(test)]

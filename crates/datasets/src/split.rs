@@ -4,7 +4,9 @@
 use rand::Rng;
 use rand::seq::SliceRandom;
 
-use crate::{DataError, Dataset, Standardization, standardize};
+use stolr_model::{Standardization, standardize};
+
+use crate::{DataError, Dataset};
 
 /// The row indices of a train/test partition of `n` samples: disjoint, together `0..n`, each
 /// in increasing order (so the training set keeps the order of the file).

@@ -6,7 +6,7 @@ use std::hash::{DefaultHasher, Hasher};
 use faer::MatRef;
 use rand::{Rng, RngExt};
 
-use stolr_lowrank::Communicator;
+use stolr_comm::Communicator;
 
 use crate::EstimatorError;
 use crate::data::check_data;

@@ -67,7 +67,7 @@ impl Eigenpairs {
     /// [`Eigenpairs::fix_signs`] over the whole column, so the signs do not depend on the number
     /// of ranks. Returns the signs applied (±1, the same on every rank). Collective: `2r`
     /// numbers per rank are gathered.
-    pub fn fix_signs_sharded(&mut self, comm: &dyn crate::Communicator, first: usize) -> Vec<f64> {
+    pub fn fix_signs_sharded(&mut self, comm: &dyn stolr_comm::Communicator, first: usize) -> Vec<f64> {
         let r = self.vectors.ncols();
         // Per column: |v| of the local best, its sign and its global row.
         let mut local = Vec::with_capacity(3 * r);

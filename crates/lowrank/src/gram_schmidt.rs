@@ -3,8 +3,10 @@
 use faer::{Accum, Mat, MatRef};
 
 use crate::LowRankError;
-use crate::dense::{gemm, hstack, mul, tall_inner, thin_qr};
 use crate::error::check_shape;
+use crate::products::{gemm, hstack, mul};
+use crate::qr_svd::thin_qr;
+use crate::tall_products::tall_inner;
 
 /// How the shrinkage step orthogonalizes `[U, new block]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -204,7 +206,7 @@ impl Basis {
             }
         };
         if self.keeps_u {
-            crate::dense::mul_split(u, self.extra.as_ref(), coeffs)
+            crate::products::mul_split(u, self.extra.as_ref(), coeffs)
         } else {
             mul(self.extra.as_ref(), coeffs)
         }

@@ -3,9 +3,11 @@
 
 use faer::{Mat, MatRef};
 
-use crate::dense::{gram_of_pair, sym_eigen_desc, thin_svd};
 use crate::error::{check_finite_mat, check_shape};
 use crate::gram_schmidt::{Orthogonalization, extend_basis};
+use crate::qr_svd::thin_svd;
+use crate::sym_eigen::sym_eigen_desc;
+use crate::tall_products::gram_of_pair;
 use crate::{LowRank, LowRankError, SymLowRank};
 
 fn check_step(eta: f64, threshold: f64) -> Result<(), LowRankError> {
@@ -147,7 +149,7 @@ pub fn shrink_psd_in_place(
     eta: f64,
     threshold: f64,
 ) -> Result<(), LowRankError> {
-    shrink_psd_in_place_sharded(z, zeta, eta, threshold, &crate::SingleProcess)
+    shrink_psd_in_place_sharded(z, zeta, eta, threshold, &stolr_comm::SingleProcess)
 }
 
 /// [`shrink_psd_in_place`] on rows sharded across the ranks of `comm`: `z` holds this rank's
@@ -155,7 +157,7 @@ pub fn shrink_psd_in_place(
 ///
 /// **Scheme.** The only product over the rows is the Gram matrix `VᵀV` of `V = [U, ζ]`: each
 /// rank forms its rows' part (row groups in order, as one process does), and the parts are added
-/// in rank order by [`Communicator::all_reduce_sum`](crate::Communicator::all_reduce_sum) —
+/// in rank order by [`Communicator::all_reduce_sum`](stolr_comm::Communicator::all_reduce_sum) —
 /// `a·b + a(a+1)/2` doubles on the seven steps of eight that carry `UᵀU`, `m(m+1)/2` on the
 /// others. The small eigendecomposition then runs on every rank on the same bits, so every rank
 /// keeps the same eigenpairs, and `U⁺ = V Y` is formed row by row locally. With one rank this is
@@ -169,7 +171,7 @@ pub fn shrink_psd_in_place_sharded(
     zeta: MatRef<'_, f64>,
     eta: f64,
     threshold: f64,
-    comm: &dyn crate::Communicator,
+    comm: &dyn stolr_comm::Communicator,
 ) -> Result<(), LowRankError> {
     check_step(eta, threshold)?;
     check_shape("zeta", (z.n(), zeta.ncols()), (zeta.nrows(), zeta.ncols()))?;

@@ -89,7 +89,7 @@ impl SymLowRank {
             self.u.reserve(n, (k + k / 2).min(b + w.ncols()));
             self.u.resize_with(n, k, |_, _| 0.0);
         }
-        crate::dense::combine_in_place(self.u.as_mut(), b, w, y);
+        crate::tall_products::combine_in_place(self.u.as_mut(), b, w, y);
         self.u.truncate(n, k);
         self.s = s_new;
         self.carried_gram = next_gram;

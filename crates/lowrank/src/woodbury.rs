@@ -6,11 +6,12 @@
 //! docs/derivations.md §6.8–§6.9 (checked in `tests/woodbury.rs`).
 
 use faer::{Mat, MatRef};
+use stolr_comm::{Communicator, SingleProcess};
 
 use crate::LowRankError;
-use crate::comm::{Communicator, SingleProcess};
-use crate::dense::{spd_inverse, tall_inner};
 use crate::error::{check_finite, check_finite_mat, check_shape};
+use crate::spd::spd_inverse;
+use crate::tall_products::tall_inner;
 
 /// Below this, the Sherman–Morrison denominator `1 + δ Σ_jj` of a weight change (which lies in
 /// `(μ_i b_i, ∞)` in exact arithmetic) has lost too many digits to cancellation; the state is

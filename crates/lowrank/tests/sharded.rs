@@ -5,8 +5,8 @@ use faer::Mat;
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use stolr_lowrank::comm::ThreadGroup;
-use stolr_lowrank::{Communicator, Eigenpairs, RowShard, SymLowRank, shrink_psd_in_place, shrink_psd_in_place_sharded};
+use stolr_comm::{Communicator, RowShard, ThreadGroup};
+use stolr_lowrank::{Eigenpairs, SymLowRank, shrink_psd_in_place, shrink_psd_in_place_sharded};
 
 /// Ten draws `ζ_t` `(n, a)` of a low-rank-plus-noise matrix.
 fn draws(n: usize, a: usize, seed: u64) -> Vec<Mat<f64>> {

@@ -32,7 +32,7 @@ use mpi::traits::*;
 // rsmpi's own `Communicator` trait (rank, size, abort), under another name: `Communicator` here
 // is Stolr's.
 use mpi::topology::Communicator as _;
-pub use stolr_lowrank::comm::Communicator;
+pub use stolr_comm::Communicator;
 
 /// The MPI world: the universe (finalized when dropped) and `MPI_COMM_WORLD`.
 pub struct Mpi {

@@ -14,14 +14,14 @@ use std::ops::ControlFlow;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use stolr_datasets::ModelFile;
+use stolr_comm::SingleProcess;
 use stolr_estimators::Kernel;
 use stolr_memory::MemoryBudget;
-use stolr_lowrank::SingleProcess;
+use stolr_model::ModelFile;
 use stolr_solvers::{
-    DEFAULT_TAU_SUBSAMPLE, ExactOperator, IterationReport, KernelPcaJob, KernelPcaModel, KernelRidge, KernelRidgeJob, KhaConfig,
-    KpcaSolver, KrrModel, KrrSolver, MatrixSource, NystromKrrConfig, Observer, Pca, PcaJob, PcaModel, PcaSolver,
-    PcaStream, Persist, Predictor, SamplerKind, Shard, SkpcaConfig, SlklConfig, SolverError, SolverState,
+    DEFAULT_TAU_SUBSAMPLE, ExactOperator, IterationReport, KernelPcaJob, KernelPcaModel, KernelRidge, KernelRidgeJob,
+    KhaConfig, KpcaSolver, KrrModel, KrrSolver, MatrixSource, NystromKrrConfig, Observer, Pca, PcaJob, PcaModel,
+    PcaSolver, PcaStream, Persist, Predictor, SamplerKind, Shard, SkpcaConfig, SlklConfig, SolverError, SolverState,
     StreamingPca, StreamingPcaJob, StreamingSolver, SvrgPcaConfig, TauRule, Transformer, UnifConfig, UniformWeight,
     VrPcaConfig,
 };
@@ -411,9 +411,7 @@ fn streaming_solver(solver: &str, cap: Option<usize>) -> PyResult<StreamingSolve
 fn build_streaming(solver: &str, p: &StreamingParams, seed: u64) -> PyResult<Box<dyn StreamingPca + Send + Sync>> {
     // The stream of the CLI's solver.
     let mut rng = PcaStream::Solver.rng(seed);
-    streaming_solver(solver, p.cap)?
-        .build(p.n_features, p.n_components, p.eta_scale, &mut rng)
-        .map_err(solver_error)
+    streaming_solver(solver, p.cap)?.build(p.n_features, p.n_components, p.eta_scale, &mut rng).map_err(solver_error)
 }
 
 /// Streaming PCA over the rows of `x` through the library's job ([`StreamingPcaJob`], the

@@ -23,7 +23,7 @@ pub fn read_report<T: DeserializeOwned>(dir: &Path) -> std::io::Result<T> {
 }
 
 /// Writes `report` to `dir/report.json`, pretty-printed, creating `dir`. The file appears
-/// whole or not at all ([`stolr_datasets::write_atomic`]): a run killed while writing leaves
+/// whole or not at all ([`stolr_model::write_atomic`]): a run killed while writing leaves
 /// the previous report, or none.
 ///
 /// # Errors
@@ -32,8 +32,8 @@ pub fn write_report<T: Serialize>(dir: &Path, report: &T) -> std::io::Result<()>
     use std::io::Write;
     std::fs::create_dir_all(dir)?;
     let text = serde_json::to_string_pretty(report).map_err(std::io::Error::other)? + "\n";
-    stolr_datasets::write_atomic(&dir.join("report.json"), |out| out.write_all(text.as_bytes())).map_err(|e| match e {
-        stolr_datasets::DataError::Io { source, .. } => source,
+    stolr_model::write_atomic(&dir.join("report.json"), |out| out.write_all(text.as_bytes())).map_err(|e| match e {
+        stolr_model::ModelError::Io { source, .. } => source,
         other => std::io::Error::other(other),
     })
 }

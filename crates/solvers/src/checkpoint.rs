@@ -16,7 +16,7 @@
 
 use faer::{Mat, MatRef};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use stolr_datasets::{ModelArray, ModelFile};
+use stolr_model::{ModelArray, ModelFile};
 
 use crate::SolverError;
 
@@ -36,7 +36,7 @@ pub trait CheckpointStore {
     /// Saves `state`, the state after iteration `t`.
     ///
     /// # Errors
-    /// [`SolverError::Checkpoint`] or [`SolverError::Data`] when it cannot be written.
+    /// [`SolverError::Checkpoint`] or [`SolverError::Model`] when it cannot be written.
     fn save(&mut self, t: usize, state: SolverState) -> Result<(), SolverError>;
 
     /// Whether the user asked the run to stop (e.g. Ctrl-C): the loop then saves and returns

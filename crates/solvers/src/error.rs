@@ -152,9 +152,10 @@ pub enum SolverError {
         /// Iterations done, whose state the checkpoint holds.
         t: usize,
     },
-    /// An error reading or writing data or model files.
+    /// An error reading or writing a model file or a checkpoint, or applying a model's
+    /// standardization or encoding.
     #[error(transparent)]
-    Data(#[from] stolr_datasets::DataError),
+    Model(#[from] stolr_model::ModelError),
     /// An error from the low-rank building blocks.
     #[error(transparent)]
     LowRank(#[from] LowRankError),
@@ -223,8 +224,8 @@ pub(crate) fn check_regression(x: faer::MatRef<'_, f64>, y: &[f64]) -> Result<()
 }
 
 /// Checks that this rank's block of a sharded regression problem, `rows` samples and `targets`
-/// targets, has the `shard.rows` rows of its [`RowShard`](stolr_lowrank::RowShard).
-pub(crate) fn check_shard(rows: usize, targets: usize, shard: stolr_lowrank::RowShard) -> Result<(), SolverError> {
+/// targets, has the `shard.rows` rows of its [`RowShard`](stolr_comm::RowShard).
+pub(crate) fn check_shard(rows: usize, targets: usize, shard: stolr_comm::RowShard) -> Result<(), SolverError> {
     if rows == shard.rows && targets == shard.rows {
         return Ok(());
     }

@@ -9,7 +9,7 @@
 use faer::{Mat, MatRef};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use stolr_lowrank::{Communicator, RowShard, SingleProcess};
+use stolr_comm::{Communicator, RowShard, SingleProcess};
 
 /// The communicator of an ordinary run, for [`Shard::whole`].
 static SINGLE_PROCESS: SingleProcess = SingleProcess;

@@ -231,7 +231,8 @@ fn models_round_trip_and_refuse_the_wrong_kind() {
 /// no encoding.
 #[test]
 fn categorical_encoding_round_trips_through_the_model_file() {
-    use stolr_datasets::{ModelFile, TableLabel, TableOptions, read_table_from, read_table_with_from};
+    use stolr_datasets::{TableLabel, TableOptions, read_table_from, read_table_with_from};
+    use stolr_model::ModelFile;
     let protocols = ["tcp", "udp", "icmp", "tcp"];
     let text: String = (0..80)
         .map(|i| {
@@ -244,7 +245,7 @@ fn categorical_encoding_round_trips_through_the_model_file() {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
     let params = KernelPca::new(3, GAUSS, KpcaSolver::exact()).center(true);
     let mut x = table.data.x.clone();
-    let s = stolr_datasets::standardize(&mut x);
+    let s = stolr_model::standardize(&mut x);
     let fit = params.fit_prepared(x.as_ref(), Some(s), &mut rng, &mut ()).unwrap();
     let projections = fit.pairs.projections();
     let model = fit.model.with_encoding(Some(table.encoding.clone())).unwrap();
@@ -261,7 +262,7 @@ fn categorical_encoding_round_trips_through_the_model_file() {
     assert!((&z - &projections).norm_max() <= 1e-8 * projections.norm_max());
 
     // A wrong width is refused; without an encoding the file stays version 1.
-    let wrong = stolr_datasets::OneHotEncoding::new(2, None, vec![]).unwrap();
+    let wrong = stolr_model::OneHotEncoding::new(2, None, vec![]).unwrap();
     assert!(matches!(model.clone().with_encoding(Some(wrong)), Err(SolverError::ModelMismatch { .. })));
     let plain = model.with_encoding(None).unwrap();
     plain.save(&path).unwrap();

@@ -6,9 +6,9 @@
 use faer::{Mat, MatRef};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
+use stolr_comm::{Communicator, RowShard, ThreadGroup, gather_rows};
 use stolr_estimators::{Kernel, RandomFourierFeatures};
-use stolr_lowrank::comm::{ThreadGroup, gather_rows};
-use stolr_lowrank::{Communicator, Eigenpairs, RowShard};
+use stolr_lowrank::Eigenpairs;
 use stolr_memory::MemoryBudget;
 use stolr_solvers::{
     MatrixFreeConfig, NystromConfig, Skpca, SkpcaConfig, matrix_free_kpca, matrix_free_kpca_sharded, nystrom_fit,
@@ -131,7 +131,7 @@ fn sharded_skpca_matches_one_process() {
         run(&mut solver, &mut rng, &mut ()).unwrap();
         solver.eigenpairs().unwrap()
     };
-    let single = solve(x.as_ref(), RowShard::whole(x.nrows()), &stolr_lowrank::SingleProcess);
+    let single = solve(x.as_ref(), RowShard::whole(x.nrows()), &stolr_comm::SingleProcess);
     assert!(single.rank() >= 3, "rank {}", single.rank());
     for p in [1, 2, 3] {
         let got = on_ranks(p, &x, solve);
@@ -155,7 +155,7 @@ fn sharded_svrg_pca_matches_one_process() {
         let stop = run(&mut solver, &mut rng, &mut ()).unwrap();
         solver.finish(stop).unwrap()
     };
-    let single = solve(g.x.as_ref(), &stolr_lowrank::SingleProcess);
+    let single = solve(g.x.as_ref(), &stolr_comm::SingleProcess);
     let sslev: f64 = g.singular_values.as_ref().unwrap()[..3].iter().map(|s| s * s).sum::<f64>().sqrt();
     // The run is far enough along for the comparison to mean something.
     assert!(captured_norm(&single.pairs.values) > 0.99 * sslev);

@@ -654,8 +654,8 @@ fn nu_path_starts_at_nu_max_and_picks_a_fitting_nu() {
     let yf: Vec<f64> = fit_idx.iter().map(|&i| y[i]).collect();
     let sparsity_at = |nu: f64| {
         let mut r = rng.clone();
-        let whole = stolr_lowrank::RowShard::whole(fit_idx.len());
-        let single = stolr_lowrank::SingleProcess;
+        let whole = stolr_comm::RowShard::whole(fit_idx.len());
+        let single = stolr_comm::SingleProcess;
         let mut solver =
             Slkl::with_intercept(xf.as_ref(), &yf, &GAUSS, config(40, nu), true, &mut r, &single, whole).unwrap();
         let stop = stolr_solvers::run(&mut solver, &mut r, &mut ()).unwrap();

@@ -321,8 +321,7 @@ fn oja_step_spans_the_qr_of_the_power_step() {
 /// (the next 10 rows of rank 0, then of rank 1, ...), bit for bit.
 #[test]
 fn a_sharded_pass_is_the_pass_over_the_gathered_order() {
-    use stolr_lowrank::comm::ThreadGroup;
-    use stolr_lowrank::{Communicator, RowShard};
+    use stolr_comm::{Communicator, RowShard, ThreadGroup};
     use stolr_solvers::{StreamPass, matrix_rows, run};
     let (n, d, k, local) = (600, 12, 2, 10);
     let mut r = rng(21);

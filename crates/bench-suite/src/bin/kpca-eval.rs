@@ -4,10 +4,21 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::Context;
+use clap::Parser;
 use serde::Serialize;
 use stolr_bench_suite::metrics::kernel_residual;
 use stolr_bench_suite::report::load_kpca_run;
+
+/// The command line.
+#[derive(Parser)]
+#[command(name = "kpca-eval", about = "The K^r error of a finished `stolr kpca` run, as one JSON object")]
+struct Args {
+    /// The output folder of the run.
+    dir: PathBuf,
+    /// The rank r of K_r.
+    #[arg(long, value_name = "R", default_value_t = 50)]
+    rank: usize,
+}
 
 /// What is printed.
 #[derive(Serialize)]
@@ -27,15 +38,7 @@ struct Evaluation {
 }
 
 fn main() -> anyhow::Result<()> {
-    let mut args = std::env::args().skip(1);
-    let dir = PathBuf::from(args.next().context("usage: kpca-eval DIR [--rank R]")?);
-    let mut rank = 50;
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--rank" => rank = args.next().context("--rank needs a value")?.parse().context("--rank")?,
-            other => anyhow::bail!("unknown argument {other}; usage: kpca-eval DIR [--rank R]"),
-        }
-    }
+    let Args { dir, rank } = Args::parse();
     let run = load_kpca_run(&dir)?;
     let start = Instant::now();
     let residual = kernel_residual(run.x.as_ref(), &run.kernel, run.center, &run.pairs, rank);

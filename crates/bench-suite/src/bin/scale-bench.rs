@@ -2,11 +2,10 @@
 //! memory budget, each a separate `stolr kpca` process. Normally run through `cargo xtask bench
 //! scale`; see `stolr_bench_suite::scale_bench`.
 
-use stolr_bench_suite::runner::Options;
+use clap::Parser;
 use stolr_bench_suite::scale_bench;
 
 fn main() -> anyhow::Result<()> {
-    let opts = Options::from_env(&scale_bench::SPEC)?;
-    scale_bench::run(&opts)?;
+    scale_bench::run(&scale_bench::Args::parse())?;
     Ok(())
 }

@@ -3,8 +3,8 @@
 //! the options. `skpca-reproduce worker ARGS` is one timed run of panel (c), started by the
 //! reproduction itself.
 
+use clap::Parser;
 use stolr_bench_suite::papers::skpca;
-use stolr_bench_suite::runner::Options;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -12,7 +12,6 @@ fn main() -> anyhow::Result<()> {
         skpca::run_worker(&args[1..])?;
         return Ok(());
     }
-    let opts = Options::parse(&skpca::SPEC, args)?;
-    skpca::run(&opts)?;
+    skpca::run(&skpca::Args::parse())?;
     Ok(())
 }

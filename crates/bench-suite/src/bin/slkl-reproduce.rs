@@ -1,11 +1,10 @@
 //! `slkl-reproduce`: \[SLKL\]'s Table 2 and Figures 1–3 (SLKL against KRR_n, KRR_M and Unif), and the time and memory of `stolr krr` processes. Normally run through `cargo xtask reproduce slkl`; see
 //! `stolr_bench_suite::papers::slkl` for the protocol and the options.
 
+use clap::Parser;
 use stolr_bench_suite::papers::slkl;
-use stolr_bench_suite::runner::Options;
 
 fn main() -> anyhow::Result<()> {
-    let opts = Options::from_env(&slkl::SPEC)?;
-    slkl::run(&opts)?;
+    slkl::run(&slkl::Args::parse())?;
     Ok(())
 }

@@ -12,25 +12,35 @@
 mod report;
 mod runs;
 
+use std::path::PathBuf;
+
 use serde::Serialize;
 
 use crate::BenchError;
-use crate::runner::{Flag, Options, OutDir, Spec};
+use crate::runner::{OutDir, Paths};
 pub use runs::{RANK, Row};
 
 /// The command line of `kpca-bench`.
-pub const SPEC: Spec = Spec {
-    program: "kpca-bench",
-    default_out: "results/kpca",
-    quick_and_seeds: false,
-    seeds_aliases: &[],
-    flags: &[
-        Flag::with_value("--stolr", "PATH"),
-        Flag::with_value("--iterations", "T"),
-        Flag::with_value("--only", "NAME"),
-        Flag::with_value("--sklearn", "SCRIPT"),
-    ],
-};
+#[derive(Debug, Clone, PartialEq, clap::Parser)]
+#[command(name = "kpca-bench", about = "SKPCA next to the exact and Nyström baselines, as separate stolr processes")]
+#[command(args_override_self = true, mut_arg("out", |a| a.default_value("results/kpca")))]
+pub struct Args {
+    /// Where the data are and where the results go.
+    #[command(flatten)]
+    pub paths: Paths,
+    /// The release `stolr` binary.
+    #[arg(long, value_name = "PATH")]
+    pub stolr: PathBuf,
+    /// SKPCA's iterations (passed to `stolr kpca --iterations` as given).
+    #[arg(long, value_name = "T", default_value = "1000")]
+    pub iterations: String,
+    /// One dataset only.
+    #[arg(long, value_name = "NAME")]
+    pub only: Option<String>,
+    /// scikit-learn's KernelPCA script: with it, scikit-learn's runs too.
+    #[arg(long, value_name = "SCRIPT")]
+    pub sklearn: Option<PathBuf>,
+}
 
 /// `summary.json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -43,19 +53,18 @@ pub struct Summary {
     pub runs: Vec<Row>,
 }
 
-/// Runs the benchmark with `opts`, writes `summary.{json,md}` and prints the table. A dataset
+/// Runs the benchmark with `args`, writes `summary.{json,md}` and prints the table. A dataset
 /// whose file is missing is skipped (with a message).
 ///
 /// # Errors
-/// [`BenchError::Usage`] without `--stolr`; worker, data and report errors.
-pub fn run(opts: &Options) -> Result<(), BenchError> {
-    let stolr = opts.path("--stolr").ok_or_else(|| {
-        BenchError::Usage(format!("--stolr PATH to the release `stolr` binary is required\n{}", SPEC.usage()))
-    })?;
-    let iterations = opts.value("--iterations").unwrap_or("1000").to_owned();
-    let sklearn = opts.path("--sklearn");
+/// Worker, data and report errors.
+pub fn run(args: &Args) -> Result<(), BenchError> {
+    let opts = &args.paths;
+    let stolr = args.stolr.clone();
+    let iterations = args.iterations.clone();
+    let sklearn = args.sklearn.clone();
     let mut rows = Vec::new();
-    for ds in runs::DATASETS.iter().filter(|d| opts.value("--only").is_none_or(|o| o == d.name)) {
+    for ds in runs::DATASETS.iter().filter(|d| args.only.as_deref().is_none_or(|o| o == d.name)) {
         let input = match opts.data.require(ds.name, ds.file) {
             Ok(p) => p,
             Err(e) => {

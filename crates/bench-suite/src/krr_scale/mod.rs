@@ -34,39 +34,67 @@ pub mod plan;
 pub mod runs;
 pub mod summary;
 
+use std::path::PathBuf;
+
 use serde::Serialize;
 use stolr_plot::{LinePlot, LineStyle, PlotSeries, RefLine, palette_color};
 
 use crate::BenchError;
 use crate::results::MachineInfo;
-use crate::runner::{Flag, Options, OutDir, Spec};
+use crate::runner::{List, Options, OutDir, usage_error};
 use data::DataFiles;
 use plan::{Inputs, Method, Protocol, RunSpec};
 use runs::{CommandRecord, Outcome};
 use summary::{ISSUE_TARGET, Row, Status, Target, TargetCheck};
 
 /// The command line of `krr-scale`.
-pub const SPEC: Spec = Spec {
-    program: "krr-scale",
-    default_out: "results/krr-scale",
-    quick_and_seeds: true,
-    seeds_aliases: &[],
-    flags: &[
-        Flag::with_value("--stolr", "PATH"),
-        Flag::with_value("--sklearn-script", "PATH"),
-        Flag::switch("--no-sklearn"),
-        Flag::with_value("--sizes", "LIST"),
-        Flag::with_value("--max-n", "N"),
-        Flag::with_value("--n-test", "N"),
-        Flag::with_value("--landmarks", "LIST"),
-        Flag::with_value("--lambda", "L"),
-        Flag::with_value("--nu", "NU"),
-        Flag::with_value("--exact-max-n", "N"),
-        Flag::with_value("--time-cap", "SECONDS"),
-        Flag::with_value("--memory-limit", "SIZE"),
-        Flag::with_value("--seed", "S"),
-    ],
-};
+#[derive(Debug, Clone, PartialEq, clap::Parser)]
+#[command(name = "krr-scale", about = "Kernel ridge regression as n grows, each run a separate process")]
+#[command(args_override_self = true, mut_arg("out", |a| a.default_value("results/krr-scale")))]
+pub struct Args {
+    /// The runner's options (`--quick`: n = 10⁴ only; `--seeds` is refused: one seed, `--seed`).
+    #[command(flatten)]
+    pub common: Options,
+    /// The release `stolr` binary.
+    #[arg(long, value_name = "PATH")]
+    pub stolr: PathBuf,
+    /// scikit-learn's script (omit, or give --no-sklearn, to leave scikit-learn out).
+    #[arg(long, value_name = "PATH")]
+    pub sklearn_script: Option<PathBuf>,
+    /// Leave scikit-learn out.
+    #[arg(long)]
+    pub no_sklearn: bool,
+    /// The training sizes, increasing [default: 10000,100000,1000000].
+    #[arg(long, value_name = "LIST")]
+    pub sizes: Option<List<usize>>,
+    /// Drop the sizes above N.
+    #[arg(long, value_name = "N")]
+    pub max_n: Option<usize>,
+    /// The rows of the test set.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub n_test: usize,
+    /// Nyström's landmark counts [default: 1000,2000,5000; 1000,2000 with --quick].
+    #[arg(long, value_name = "LIST")]
+    pub landmarks: Option<List<usize>>,
+    /// The ridge λ (default: chosen by validation).
+    #[arg(long, value_name = "L")]
+    pub lambda: Option<f64>,
+    /// SLKL's ν [default: 1].
+    #[arg(long, value_name = "NU")]
+    pub nu: Option<f64>,
+    /// The largest n of exact KRR and of scikit-learn's KernelRidge.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub exact_max_n: usize,
+    /// The time cap of one run, in seconds [default: 1200; 60 with --quick].
+    #[arg(long, value_name = "SECONDS")]
+    pub time_cap: Option<f64>,
+    /// The memory cap of a run (e.g. 12G) [default: 12G].
+    #[arg(long, value_name = "SIZE")]
+    pub memory_limit: Option<String>,
+    /// The seed of the data and of the solvers.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    pub seed: u64,
+}
 
 /// The training set sizes of a full run.
 pub const SIZES: [usize; 3] = [10_000, 100_000, 1_000_000];
@@ -156,14 +184,14 @@ struct Settings {
     lambda: Option<f64>,
 }
 
-fn settings(opts: &Options) -> Result<Settings, BenchError> {
-    let usage = |msg: String| BenchError::Usage(format!("{msg}\n{}", SPEC.usage()));
-    let stolr =
-        opts.path("--stolr").ok_or_else(|| usage("--stolr PATH to the release `stolr` binary is required".into()))?;
+fn settings(args: &Args) -> Result<Settings, BenchError> {
+    let opts = &args.common;
+    let usage = usage_error::<Args>;
+    let stolr = args.stolr.clone();
     if opts.seeds.is_some() {
-        return Err(usage("krr-scale runs one seed: give --seed S, not --seeds".into()));
+        return Err(usage("krr-scale runs one seed: give --seed S, not --seeds".to_owned()));
     }
-    let mut sizes: Vec<usize> = opts.list("--sizes")?.unwrap_or_else(|| SIZES.to_vec());
+    let mut sizes: Vec<usize> = args.sizes.clone().map_or_else(|| SIZES.to_vec(), |l| l.0);
     if opts.quick {
         sizes.truncate(1);
     }
@@ -171,14 +199,14 @@ fn settings(opts: &Options) -> Result<Settings, BenchError> {
     // needs about 100 s at n = 10⁴, then shows the time-out path), a few minutes in all.
     let (default_landmarks, default_cap) =
         if opts.quick { (&NYSTROM_LANDMARKS[..2], QUICK_TIME_CAP_S) } else { (&NYSTROM_LANDMARKS[..], TIME_CAP_S) };
-    if let Some(max) = opts.parsed::<usize>("--max-n")? {
+    if let Some(max) = args.max_n {
         sizes.retain(|&n| n <= max);
     }
-    let n_test = opts.parsed("--n-test")?.unwrap_or(10_000);
+    let n_test = args.n_test;
     if sizes.is_empty() || sizes.windows(2).any(|w| w[0] >= w[1]) || n_test == 0 {
         return Err(usage(format!("sizes must be increasing and non-empty, n-test positive (sizes {sizes:?})")));
     }
-    let memory_limit_bytes = match opts.value("--memory-limit") {
+    let memory_limit_bytes = match args.memory_limit.as_deref() {
         Some(text) => stolr_memory::parse_size(text).map_err(|e| usage(e.to_string()))?,
         None => 12_000_000_000,
     };
@@ -186,19 +214,19 @@ fn settings(opts: &Options) -> Result<Settings, BenchError> {
         Some(x) if !(x.is_finite() && x > 0.0) => Err(usage(format!("{name} must be positive, got {x}"))),
         _ => Ok(v),
     };
-    let sklearn = if opts.flag("--no-sklearn") { None } else { opts.path("--sklearn-script") };
+    let sklearn = if args.no_sklearn { None } else { args.sklearn_script.clone() };
     let protocol = Protocol {
         stolr,
         sklearn,
-        nystrom_landmarks: opts.list("--landmarks")?.unwrap_or_else(|| default_landmarks.to_vec()),
+        nystrom_landmarks: args.landmarks.clone().map_or_else(|| default_landmarks.to_vec(), |l| l.0),
         slkl_landmarks: SLKL_LANDMARKS,
-        nu: positive("--nu", opts.parsed("--nu")?)?.unwrap_or(DEFAULT_NU),
-        exact_max_n: opts.parsed("--exact-max-n")?.unwrap_or(10_000),
-        time_cap_s: positive("--time-cap", opts.parsed("--time-cap")?)?.unwrap_or(default_cap),
+        nu: positive("--nu", args.nu)?.unwrap_or(DEFAULT_NU),
+        exact_max_n: args.exact_max_n,
+        time_cap_s: positive("--time-cap", args.time_cap)?.unwrap_or(default_cap),
         memory_limit_bytes,
-        seed: opts.parsed("--seed")?.unwrap_or(0),
+        seed: args.seed,
     };
-    Ok(Settings { protocol, sizes, n_test, lambda: positive("--lambda", opts.parsed("--lambda")?)? })
+    Ok(Settings { protocol, sizes, n_test, lambda: positive("--lambda", args.lambda)? })
 }
 
 /// Runs `spec` in `inputs.out` unless an earlier invocation finished it, and returns its row
@@ -247,13 +275,14 @@ fn validate_lambda(
     Ok((best.0, scores))
 }
 
-/// Runs the benchmark with `opts`, writes the summary and the plots and prints the table.
+/// Runs the benchmark with `args`, writes the summary and the plots and prints the table.
 ///
 /// # Errors
 /// [`BenchError::Usage`] for a bad command line; data, process and output errors. A run that
 /// is refused, fails, times out or is skipped is a row, not an error.
-pub fn run(opts: &Options) -> Result<(), BenchError> {
-    let s = settings(opts)?;
+pub fn run(args: &Args) -> Result<(), BenchError> {
+    let opts = &args.common;
+    let s = settings(args)?;
     let protocol = &s.protocol;
     let out = OutDir::create(&opts.out)?;
     let root = std::fs::canonicalize(out.dir()).map_err(BenchError::io(out.dir()))?;

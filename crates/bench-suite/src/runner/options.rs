@@ -1,233 +1,224 @@
-//! The command line of the reproductions: the options they all take and each one's own flags.
+//! The command line of the reproductions and benchmarks, parsed by clap (derive API).
 //!
 //! Every reproduction takes `--quick` (a shorter run), `--seeds N` (how many seeds, runs or
 //! splits to average over; at least 1), `--data DIR` (the data folder, see [`DataDir`]) and
-//! `--out DIR` (the output folder). Its own flags are declared in its [`Spec`], so the usage
-//! line and the checks come from one place and no binary parses arguments by hand.
+//! `--out DIR` (the output folder): the fields of [`Options`], flattened into each program's own
+//! `Args` (in its module), which adds its own flags. A benchmark with a fixed protocol takes
+//! only `--data` and `--out` ([`Paths`]). Each program sets the default of `--out` (and any
+//! other name of `--seeds`, e.g. `--runs`) on the flattened argument with `mut_arg`, and lets a
+//! flag given twice keep its last value (`args_override_self`), as `cargo xtask` relies on.
 
-use std::collections::BTreeMap;
+use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::BenchError;
 use crate::runner::DataDir;
 
-/// A flag of one program besides the common options.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Flag {
-    /// The flag, with its dashes: `"--only"`.
-    pub name: &'static str,
-    /// The name of its value in the usage line (`"NAME"`), `None` for a switch.
-    pub value: Option<&'static str>,
-}
-
-impl Flag {
-    /// A switch (a flag without a value).
-    pub const fn switch(name: &'static str) -> Self {
-        Self { name, value: None }
-    }
-
-    /// A flag followed by a value, shown as `value` in the usage line.
-    pub const fn with_value(name: &'static str, value: &'static str) -> Self {
-        Self { name, value: Some(value) }
-    }
-}
-
-/// What one program takes on its command line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Spec {
-    /// The program's name, for the usage line.
-    pub program: &'static str,
-    /// The default output folder (relative to the working directory).
-    pub default_out: &'static str,
-    /// Whether the program takes `--quick` and `--seeds N` (every reproduction does; a
-    /// benchmark with a fixed protocol does not).
-    pub quick_and_seeds: bool,
-    /// Other names of `--seeds` (`--splits` of paper 003, `--runs` of paper 004).
-    pub seeds_aliases: &'static [&'static str],
-    /// The program's own flags.
-    pub flags: &'static [Flag],
-}
-
-impl Spec {
-    /// The usage line: `usage: PROGRAM [--quick] [--seeds N] [--data DIR] [--out DIR] [FLAGS]`.
-    pub fn usage(&self) -> String {
-        let mut s = format!("usage: {}", self.program);
-        if self.quick_and_seeds {
-            s += " [--quick] [--seeds N]";
-            for alias in self.seeds_aliases {
-                s += &format!(" [{alias} N]");
-            }
-        }
-        s += " [--data DIR] [--out DIR]";
-        for f in self.flags {
-            match f.value {
-                Some(v) => s += &format!(" [{} {v}]", f.name),
-                None => s += &format!(" [{}]", f.name),
-            }
-        }
-        s
-    }
-}
-
-/// The parsed command line of one run.
-#[derive(Debug, Clone, PartialEq)]
+/// The options every reproduction takes.
+#[derive(Debug, Clone, PartialEq, clap::Args)]
 pub struct Options {
-    /// `--quick`: the shorter protocol of the reproduction.
+    /// A shorter run of the protocol.
+    #[arg(long)]
     pub quick: bool,
-    /// `--seeds N`, when given (at least 1).
+    /// How many seeds, runs or splits to average over (at least 1); the default depends on the
+    /// program and on --quick.
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub seeds: Option<usize>,
-    /// `--data DIR`, or the shared data folder.
+    /// The data folder.
+    #[arg(long, value_name = "DIR", default_value_t = DataDir::default())]
     pub data: DataDir,
-    /// `--out DIR`, or the program's default.
+    /// The output folder.
+    // Not required: each program gives it its default with `mut_arg`.
+    #[arg(long, value_name = "DIR", required = false)]
     pub out: PathBuf,
-    /// The program's own flags that were given, with their values.
-    extra: BTreeMap<&'static str, Option<String>>,
 }
 
 impl Options {
-    /// Parses this process' arguments (without the program name) against `spec`.
-    ///
-    /// # Errors
-    /// As [`Options::parse`].
-    pub fn from_env(spec: &Spec) -> Result<Self, BenchError> {
-        Self::parse(spec, std::env::args().skip(1))
-    }
-
-    /// Parses `args` against `spec`. A flag given twice keeps its last value.
-    ///
-    /// # Errors
-    /// [`BenchError::Usage`] for an unknown argument, a missing or malformed value, or
-    /// `--seeds 0`; the message ends with the usage line.
-    pub fn parse(spec: &Spec, args: impl IntoIterator<Item = String>) -> Result<Self, BenchError> {
-        let usage = |msg: String| BenchError::Usage(format!("{msg}\n{}", spec.usage()));
-        let mut o = Self {
-            quick: false,
-            seeds: None,
-            data: DataDir::default(),
-            out: PathBuf::from(spec.default_out),
-            extra: BTreeMap::new(),
-        };
-        let mut args = args.into_iter();
-        while let Some(a) = args.next() {
-            let mut value = || args.next().ok_or_else(|| usage(format!("{a} needs a value")));
-            let seeds_flag = a == "--seeds" || spec.seeds_aliases.contains(&a.as_str());
-            match a.as_str() {
-                "--quick" if spec.quick_and_seeds => o.quick = true,
-                _ if seeds_flag && spec.quick_and_seeds => {
-                    let v = value()?;
-                    match v.parse::<usize>() {
-                        Ok(n) if n >= 1 => o.seeds = Some(n),
-                        _ => return Err(usage(format!("{a} needs a whole number of at least 1, not '{v}'"))),
-                    }
-                }
-                "--data" => o.data = DataDir::new(value()?),
-                "--out" => o.out = PathBuf::from(value()?),
-                "-h" | "--help" => return Err(BenchError::Usage(spec.usage())),
-                other => match spec.flags.iter().find(|f| f.name == other) {
-                    Some(f) => {
-                        let v = if f.value.is_some() { Some(value()?) } else { None };
-                        o.extra.insert(f.name, v);
-                    }
-                    None => return Err(usage(format!("unknown argument {other}"))),
-                },
-            }
-        }
-        Ok(o)
-    }
-
     /// `--seeds N` if given, else `quick` or `full` by the mode.
     pub fn seeds_or(&self, quick: usize, full: usize) -> usize {
         self.seeds.unwrap_or(if self.quick { quick } else { full })
     }
+}
 
-    /// Whether the switch or flag `name` was given.
-    pub fn flag(&self, name: &str) -> bool {
-        self.extra.contains_key(name)
+/// The options of a benchmark with a fixed protocol: where the data are and where the
+/// results go.
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+pub struct Paths {
+    /// The data folder.
+    #[arg(long, value_name = "DIR", default_value_t = DataDir::default())]
+    pub data: DataDir,
+    /// The output folder.
+    // Not required: each program gives it its default with `mut_arg`.
+    #[arg(long, value_name = "DIR", required = false)]
+    pub out: PathBuf,
+}
+
+/// A [`BenchError::Usage`] for the program whose arguments are `A`: `message`, then its usage
+/// line (for what clap cannot check alone, e.g. a flag that is required unless another is given).
+pub fn usage_error<A: clap::CommandFactory>(message: impl fmt::Display) -> BenchError {
+    BenchError::Usage(format!("{message}\n{}", A::command().render_usage()))
+}
+
+/// A whole number of at least 1 (`--seeds`).
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("needs a whole number of at least 1, not '{text}'")),
     }
+}
 
-    /// The value of flag `name`, if given.
-    pub fn value(&self, name: &str) -> Option<&str> {
-        self.extra.get(name).and_then(|v| v.as_deref())
+/// The data folder as given on the command line.
+impl FromStr for DataDir {
+    type Err = std::convert::Infallible;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Ok(DataDir::new(text))
     }
+}
 
-    /// The value of flag `name` as a path, if given.
-    pub fn path(&self, name: &str) -> Option<PathBuf> {
-        self.value(name).map(PathBuf::from)
+/// The folder's path (the default shown by `--help`).
+impl fmt::Display for DataDir {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.root().display())
     }
+}
 
-    /// The value of flag `name` parsed as `T`, if given.
-    ///
-    /// # Errors
-    /// [`BenchError::Usage`] if the value does not parse.
-    pub fn parsed<T: FromStr>(&self, name: &str) -> Result<Option<T>, BenchError> {
-        self.value(name)
-            .map(|v| v.parse::<T>().map_err(|_| BenchError::Usage(format!("{name}: cannot read '{v}'"))))
-            .transpose()
-    }
+/// A comma-separated list of values (`4000,8000`; spaces around items and empty items are
+/// skipped), the value of one flag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct List<T>(pub Vec<T>);
 
-    /// The value of flag `name` as a comma-separated list of `T` (empty items skipped), if
-    /// given.
-    ///
-    /// # Errors
-    /// [`BenchError::Usage`] naming the first item that does not parse.
-    pub fn list<T: FromStr>(&self, name: &str) -> Result<Option<Vec<T>>, BenchError> {
-        self.value(name)
-            .map(|v| {
-                v.split(',')
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .map(|s| s.parse::<T>().map_err(|_| BenchError::Usage(format!("{name}: bad item '{s}'"))))
-                    .collect()
-            })
-            .transpose()
+impl<T: FromStr> FromStr for List<T> {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        text.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse::<T>().map_err(|_| format!("bad item '{s}'")))
+            .collect::<Result<Vec<T>, String>>()
+            .map(List)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
     use super::*;
 
-    const SPEC: Spec = Spec {
-        program: "demo-reproduce",
-        default_out: "results/demo",
-        quick_and_seeds: true,
-        seeds_aliases: &["--runs"],
-        flags: &[Flag::with_value("--only", "NAME"), Flag::switch("--skip-speed"), Flag::with_value("--n", "N,N")],
-    };
+    /// A program as the reproductions declare theirs.
+    #[derive(Debug, Parser)]
+    #[command(name = "demo-reproduce", args_override_self = true)]
+    #[command(mut_arg("out", |a| a.default_value("results/demo")), mut_arg("seeds", |a| a.visible_alias("runs")))]
+    struct Demo {
+        #[command(flatten)]
+        common: Options,
+        #[arg(long, value_name = "NAME")]
+        only: Option<String>,
+        #[arg(long)]
+        skip_speed: bool,
+        #[arg(long, value_name = "N,N")]
+        n: Option<List<usize>>,
+    }
 
-    fn parse(args: &[&str]) -> Result<Options, BenchError> {
-        Options::parse(&SPEC, args.iter().map(|s| s.to_string()))
+    /// A benchmark with a fixed protocol.
+    #[derive(Debug, Parser)]
+    #[command(name = "demo-bench", mut_arg("out", |a| a.default_value("results/bench")))]
+    struct Fixed {
+        #[command(flatten)]
+        paths: Paths,
+    }
+
+    fn parse(args: &[&str]) -> Result<Demo, clap::Error> {
+        Demo::try_parse_from(std::iter::once("demo-reproduce").chain(args.iter().copied()))
     }
 
     #[test]
     fn common_and_own_flags() {
         let o = parse(&["--quick", "--runs", "3", "--data", "/d", "--only", "magic", "--skip-speed"]).unwrap();
-        assert!(o.quick);
-        assert_eq!(o.seeds, Some(3));
-        assert_eq!(o.data.root(), std::path::Path::new("/d"));
-        assert_eq!(o.out, PathBuf::from("results/demo"));
-        assert_eq!(o.value("--only"), Some("magic"));
-        assert!(o.flag("--skip-speed") && !o.flag("--n"));
-        assert_eq!(o.seeds_or(1, 10), 3);
+        assert!(o.common.quick);
+        assert_eq!(o.common.seeds, Some(3));
+        assert_eq!(o.common.data.root(), std::path::Path::new("/d"));
+        assert_eq!(o.common.out, PathBuf::from("results/demo"));
+        assert_eq!(o.only.as_deref(), Some("magic"));
+        assert!(o.skip_speed && o.n.is_none());
+        assert_eq!(o.common.seeds_or(1, 10), 3);
         let o = parse(&["--n", "4000, 8000,", "--out", "x"]).unwrap();
-        assert_eq!(o.list::<usize>("--n").unwrap(), Some(vec![4000, 8000]));
-        assert_eq!(o.seeds_or(1, 10), 10);
-        assert_eq!(o.out, PathBuf::from("x"));
-        assert_eq!(parse(&[]).unwrap().list::<usize>("--n").unwrap(), None);
+        assert_eq!(o.n, Some(List(vec![4000, 8000])));
+        assert_eq!(o.common.seeds_or(1, 10), 10);
+        assert_eq!(o.common.out, PathBuf::from("x"));
+        assert_eq!(parse(&[]).unwrap().common.data, DataDir::default());
+        // A flag given twice keeps its last value (cargo xtask may add one the user gave).
+        let o = parse(&["--out", "a", "--out", "b", "--seeds", "2", "--seeds", "4"]).unwrap();
+        assert_eq!((o.common.out, o.common.seeds), (PathBuf::from("b"), Some(4)));
+    }
+
+    /// Every program's arguments are consistent (clap's own checks: the `mut_arg` names exist,
+    /// no two flags clash) and keep the defaults and other names they always had.
+    #[test]
+    fn every_program_keeps_its_flags_and_defaults() {
+        use clap::CommandFactory;
+        fn parse<A: Parser>(args: &[&str]) -> A {
+            A::try_parse_from(std::iter::once("program").chain(args.iter().copied())).unwrap()
+        }
+        crate::papers::pca::Args::command().debug_assert();
+        crate::papers::msg::Args::command().debug_assert();
+        crate::papers::slkl::Args::command().debug_assert();
+        crate::papers::skpca::Args::command().debug_assert();
+        crate::kpca_bench::Args::command().debug_assert();
+        crate::scale_bench::Args::command().debug_assert();
+        crate::krr_scale::Args::command().debug_assert();
+
+        let pca: crate::papers::pca::Args = parse(&["--skip-speed"]);
+        assert_eq!(pca.common.out, PathBuf::from("results/pca"));
+        assert!(pca.skip_speed && !pca.skip_tables && !pca.common.quick);
+        let msg: crate::papers::msg::Args = parse(&["--splits", "2"]);
+        assert_eq!((msg.common.out, msg.common.seeds), (PathBuf::from("results/msg"), Some(2)));
+        let slkl: crate::papers::slkl::Args = parse(&["--runs", "4", "--bench-n", "4000,8000"]);
+        assert_eq!((slkl.common.seeds, slkl.bench_n), (Some(4), Some(List(vec![4000, 8000]))));
+        assert_eq!(slkl.common.out, PathBuf::from("results/slkl"));
+        let skpca: crate::papers::skpca::Args = parse(&["--quick", "--only", "magic"]);
+        assert_eq!((skpca.common.out, skpca.only.as_deref()), (PathBuf::from("results/skpca"), Some("magic")));
+        let kpca: crate::kpca_bench::Args = parse(&["--stolr", "s"]);
+        assert_eq!((kpca.paths.out, kpca.iterations.as_str()), (PathBuf::from("results/kpca"), "1000"));
+        let scale: crate::scale_bench::Args = parse(&["--stolr", "s"]);
+        assert_eq!(scale.paths.out, PathBuf::from("results/scale"));
+        assert_eq!(scale.sizes, List(vec![20_000, 50_000, 100_000, 494_021]));
+        assert_eq!((scale.rank, scale.skpca_iterations, scale.mf_max_n), (10, 300, 100_000));
+        let krr: crate::krr_scale::Args = parse(&["--stolr", "s", "--no-sklearn", "--lambda", "0.5"]);
+        assert_eq!(krr.common.out, PathBuf::from("results/krr-scale"));
+        assert_eq!((krr.n_test, krr.exact_max_n, krr.seed, krr.lambda), (10_000, 10_000, 0, Some(0.5)));
+        assert!(krr.no_sklearn && krr.sizes.is_none() && krr.time_cap.is_none());
+        // --stolr is required where the benchmark runs stolr.
+        for missing in [
+            crate::kpca_bench::Args::try_parse_from(["kpca-bench"]).map(drop),
+            crate::scale_bench::Args::try_parse_from(["scale-bench"]).map(drop),
+            crate::krr_scale::Args::try_parse_from(["krr-scale"]).map(drop),
+        ] {
+            let err = missing.unwrap_err();
+            assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument, "{err}");
+        }
     }
 
     #[test]
-    fn bad_command_lines_are_usage_errors() {
-        for args in [&["--bogus"][..], &["--seeds", "0"], &["--seeds", "x"], &["--only"], &["--help"]] {
+    fn bad_command_lines_are_errors() {
+        for args in
+            [&["--bogus"][..], &["--seeds", "0"], &["--seeds", "x"], &["--only"], &["--n", "1,x"], &["--skip-speed=3"]]
+        {
             let err = parse(args).unwrap_err();
-            assert!(matches!(&err, BenchError::Usage(m) if m.contains("usage: demo-reproduce")), "{args:?}: {err}");
+            assert!(err.use_stderr() && err.exit_code() == 2, "{args:?}: {err}");
         }
-        let o = parse(&["--n", "1,x"]).unwrap();
-        assert!(matches!(o.list::<usize>("--n"), Err(BenchError::Usage(_))));
-        assert!(matches!(parse(&["--only", "a"]).unwrap().parsed::<u32>("--only"), Err(BenchError::Usage(_))));
-        let fixed = Spec { quick_and_seeds: false, ..SPEC };
-        assert!(Options::parse(&fixed, ["--quick".to_string()]).is_err());
-        assert!(!fixed.usage().contains("--quick"));
+        assert!(parse(&["--seeds", "0"]).unwrap_err().to_string().contains("at least 1"));
+        assert!(parse(&["--n", "1,x"]).unwrap_err().to_string().contains("bad item 'x'"));
+        // --help is not an error: it prints the options and their defaults.
+        let help = parse(&["--help"]).unwrap_err();
+        assert!(!help.use_stderr() && help.to_string().contains("[default: results/demo]"), "{help}");
+        // A benchmark with a fixed protocol takes neither --quick nor --seeds.
+        assert!(Fixed::try_parse_from(["demo-bench", "--quick"]).is_err());
+        assert!(Fixed::try_parse_from(["demo-bench", "--seeds", "2"]).is_err());
+        let f = Fixed::try_parse_from(["demo-bench", "--data", "/d"]).unwrap();
+        assert_eq!((f.paths.data.root(), f.paths.out), (std::path::Path::new("/d"), PathBuf::from("results/bench")));
     }
 }

@@ -8,7 +8,7 @@ use stolr_plot::{LinePlot, RenderedPlot, render};
 use crate::BenchError;
 
 /// Writes `value` as pretty-printed JSON (with a final newline) to `path`, creating its
-/// parent folders. Written atomically ([`stolr_datasets::write_atomic`]): an interrupted write
+/// parent folders. Written atomically ([`stolr_model::write_atomic`]): an interrupted write
 /// never leaves a truncated file.
 ///
 /// # Errors
@@ -24,14 +24,14 @@ pub fn write_json<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<(), B
     write_text(path, &text)
 }
 
-/// Writes `text` to `path` atomically ([`stolr_datasets::write_atomic`]).
+/// Writes `text` to `path` atomically ([`stolr_model::write_atomic`]).
 ///
 /// # Errors
 /// [`BenchError::Io`] naming `path` if it cannot be written.
 pub(crate) fn write_text(path: &Path, text: &str) -> Result<(), BenchError> {
     use std::io::Write;
-    stolr_datasets::write_atomic(path, |out| out.write_all(text.as_bytes())).map_err(|e| match e {
-        stolr_datasets::DataError::Io { source, .. } => BenchError::io(path)(source),
+    stolr_model::write_atomic(path, |out| out.write_all(text.as_bytes())).map_err(|e| match e {
+        stolr_model::ModelError::Io { source, .. } => BenchError::io(path)(source),
         other => BenchError::io(path)(std::io::Error::other(other)),
     })
 }

@@ -18,28 +18,42 @@
 mod runs;
 mod subsample;
 
+use std::path::PathBuf;
+
 use serde::Serialize;
 use stolr_plot::{LinePlot, LineStyle, PlotSeries, palette_color};
 
 use crate::BenchError;
-use crate::runner::{Flag, Options, OutDir, Spec};
+use crate::runner::{List, OutDir, Paths};
 pub use runs::Row;
 
 /// The command line of `scale-bench`.
-pub const SPEC: Spec = Spec {
-    program: "scale-bench",
-    default_out: "results/scale",
-    quick_and_seeds: false,
-    seeds_aliases: &[],
-    flags: &[
-        Flag::with_value("--stolr", "PATH"),
-        Flag::with_value("--sizes", "LIST"),
-        Flag::with_value("--skpca-iterations", "T"),
-        Flag::with_value("--rank", "R"),
-        Flag::with_value("--mf-max-n", "N"),
-        Flag::with_value("--sklearn", "SCRIPT"),
-    ],
-};
+#[derive(Debug, Clone, PartialEq, clap::Parser)]
+#[command(name = "scale-bench", about = "Kernel PCA as n grows on KDD Cup 99, as separate stolr processes")]
+#[command(args_override_self = true, mut_arg("out", |a| a.default_value("results/scale")))]
+pub struct Args {
+    /// Where the data are and where the results go.
+    #[command(flatten)]
+    pub paths: Paths,
+    /// The release `stolr` binary.
+    #[arg(long, value_name = "PATH")]
+    pub stolr: PathBuf,
+    /// The numbers of rows.
+    #[arg(long, value_name = "LIST", default_value = "20000,50000,100000,494021")]
+    pub sizes: List<usize>,
+    /// SKPCA's iterations.
+    #[arg(long, value_name = "T", default_value_t = 300)]
+    pub skpca_iterations: usize,
+    /// The rank of every solver.
+    #[arg(long, value_name = "R", default_value_t = 10)]
+    pub rank: usize,
+    /// The largest n of the matrix-free solver.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub mf_max_n: usize,
+    /// scikit-learn's KernelPCA script: with it, scikit-learn's runs too.
+    #[arg(long, value_name = "SCRIPT")]
+    pub sklearn: Option<PathBuf>,
+}
 
 /// KDD Cup 99's 10 % file, relative to the data folder.
 pub const KDD_FILE: &str = "kddcup99/kddcup.data_10_percent.gz";
@@ -55,22 +69,20 @@ pub struct Summary {
     pub runs: Vec<Row>,
 }
 
-/// Runs the benchmark with `opts`, writes the summary and the plots and prints the table.
+/// Runs the benchmark with `args`, writes the summary and the plots and prints the table.
 ///
 /// # Errors
-/// [`BenchError::Usage`] without `--stolr` or with a malformed list; data, worker and output
-/// errors. A run refused by `stolr` (over the memory budget) is a row, not an error.
-pub fn run(opts: &Options) -> Result<(), BenchError> {
-    let stolr = opts.path("--stolr").ok_or_else(|| {
-        BenchError::Usage(format!("--stolr PATH to the release `stolr` binary is required\n{}", SPEC.usage()))
-    })?;
-    let sizes: Vec<usize> = opts.list("--sizes")?.unwrap_or_else(|| vec![20_000, 50_000, 100_000, 494_021]);
+/// Data, worker and output errors. A run refused by `stolr` (over the memory budget) is a row,
+/// not an error.
+pub fn run(args: &Args) -> Result<(), BenchError> {
+    let opts = &args.paths;
+    let sizes: Vec<usize> = args.sizes.0.clone();
     let config = runs::Config {
-        stolr,
-        rank: opts.parsed("--rank")?.unwrap_or(10),
-        skpca_iterations: opts.parsed("--skpca-iterations")?.unwrap_or(300),
-        mf_max_n: opts.parsed("--mf-max-n")?.unwrap_or(100_000),
-        sklearn: opts.path("--sklearn"),
+        stolr: args.stolr.clone(),
+        rank: args.rank,
+        skpca_iterations: args.skpca_iterations,
+        mf_max_n: args.mf_max_n,
+        sklearn: args.sklearn.clone(),
     };
     let kdd = opts.data.require("kddcup99", KDD_FILE)?;
     let out = OutDir::create(&opts.out)?;

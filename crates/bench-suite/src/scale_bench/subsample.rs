@@ -34,14 +34,14 @@ pub(super) fn kdd_rows(source: &Path, n: usize, dir: &Path) -> Result<PathBuf, B
     let mut keep = rand::seq::index::sample(&mut rng, lines.len(), n).into_vec();
     keep.sort_unstable();
     std::fs::create_dir_all(dir).map_err(BenchError::io(dir))?;
-    stolr_datasets::write_atomic(&target, |out| {
+    stolr_model::write_atomic(&target, |out| {
         for i in keep {
             writeln!(out, "{}", lines[i])?;
         }
         Ok(())
     })
     .map_err(|e| match e {
-        stolr_datasets::DataError::Io { source, .. } => BenchError::io(&target)(source),
+        stolr_model::ModelError::Io { source, .. } => BenchError::io(&target)(source),
         other => BenchError::io(&target)(std::io::Error::other(other)),
     })?;
     Ok(target)

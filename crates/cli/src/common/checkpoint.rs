@@ -22,7 +22,7 @@ use anyhow::{Result, bail};
 use clap::Args;
 use faer::MatRef;
 use serde_json::{Map, Value, json};
-use stolr_datasets::ModelFile;
+use stolr_model::ModelFile;
 use stolr_solvers::{CheckpointStore, SolverError, SolverState};
 
 /// The options of every subcommand with a checkpointable solver.
@@ -517,16 +517,16 @@ fn store_prefix(file: &mut ModelFile, saved: &SavedPrefix) {
         .map(|pair| (u64::from(pair[0]) | u64::from(pair.get(1).copied().unwrap_or(0)) << 32) as i64)
         .collect();
     let count = saved.crcs.len() as i64;
-    file.put_array(PREFIX_CRCS, stolr_datasets::ModelArray::I64 { shape: vec![words.len()], data: words });
+    file.put_array(PREFIX_CRCS, stolr_model::ModelArray::I64 { shape: vec![words.len()], data: words });
     let shape = vec![saved.rows as i64, saved.size as i64, count];
-    file.put_array(PREFIX_SHAPE, stolr_datasets::ModelArray::I64 { shape: vec![3], data: shape });
+    file.put_array(PREFIX_SHAPE, stolr_model::ModelArray::I64 { shape: vec![3], data: shape });
 }
 
 /// The [`SavedPrefix`] of a checkpoint, `None` when it has none or it is inconsistent.
 fn load_prefix(file: &ModelFile) -> Option<SavedPrefix> {
     let (
-        Some(stolr_datasets::ModelArray::I64 { data: words, .. }),
-        Some(stolr_datasets::ModelArray::I64 { data: shape, .. }),
+        Some(stolr_model::ModelArray::I64 { data: words, .. }),
+        Some(stolr_model::ModelArray::I64 { data: shape, .. }),
     ) = (file.array(PREFIX_CRCS), file.array(PREFIX_SHAPE))
     else {
         return None;

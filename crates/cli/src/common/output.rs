@@ -15,7 +15,7 @@
 //!    the write test. An existing `DIR` must be a folder holding no folder of its own (a run
 //!    replaces `DIR` as a whole; other files in it are kept, see step 3).
 //! 2. **The writes** go into the staging folder ([`staged`]), each file through
-//!    [`stolr_datasets::write_atomic`] (written, flushed, `fsync`ed).
+//!    [`stolr_model::write_atomic`] (written, flushed, `fsync`ed).
 //! 3. **The swap** ([`commit`], by `main` once the command has succeeded): every file of the
 //!    staging folder and the folder itself are `fsync`ed; the files of the old `DIR` that are not
 //!    run outputs (`.npy`, `.npz`, `.json`, `.svg`, `.png`: those belong to the old set and go
@@ -35,7 +35,7 @@
 //!    on the same `DIR` removes the staging folder in step 1.
 //!
 //! `--checkpoint FILE` is claimed the same way before any work (`PARENT/.FILE.lock`, the
-//! parent created, a write test, stale temporary files of [`stolr_datasets::write_atomic`]
+//! parent created, a write test, stale temporary files of [`stolr_model::write_atomic`]
 //! `PARENT/.FILE.*.tmp` removed); the checkpoint itself is written atomically.
 
 use std::fs::File;
@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use anyhow::{Context, Result, bail};
-use stolr_datasets::MODEL_FILE_NAME;
+use stolr_model::MODEL_FILE_NAME;
 use stolr_solvers::Persist;
 
 /// Creates `dir` and writes `model` to `dir/model.npz`; returns the file's name.

@@ -11,8 +11,9 @@
 
 use anyhow::{Context, Result, bail};
 use faer::Mat;
-use stolr_datasets::{Dataset, OneHotEncoding};
-use stolr_lowrank::{Communicator, RowShard};
+use stolr_comm::{Communicator, RowShard};
+use stolr_datasets::Dataset;
+use stolr_model::OneHotEncoding;
 
 use super::{KpcaArgs, load};
 use crate::common::input::{Format, Part, gather_labels, load_part};

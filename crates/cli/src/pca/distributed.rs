@@ -15,7 +15,7 @@
 //! under `mpirun -np P > 1`.
 
 use anyhow::{Result, bail};
-use stolr_lowrank::{Communicator, RowShard};
+use stolr_comm::{Communicator, RowShard};
 
 use super::{PcaArgs, PcaSolver};
 

@@ -3,17 +3,17 @@
 
 use faer::MatRef;
 use rand::Rng;
-use stolr_datasets::{Standardization, standardize};
+use stolr_comm::{Communicator, gather_rows, rows_by_index};
 use stolr_estimators::{
     Centered, ColumnSampling, Kernel, KernelSampler, RandomFourierFeatures, RandomMaclaurin, kernel_row_means,
 };
-use stolr_lowrank::comm::{gather_rows, rows_by_index};
-use stolr_lowrank::{Communicator, Eigenpairs};
+use stolr_lowrank::Eigenpairs;
 use stolr_memory::{MemoryBudget, f64_bytes};
+use stolr_model::{Standardization, standardize};
 
+use crate::job::Shard;
 use crate::kpca::exact::exact_fit;
 use crate::kpca::kha::{zero_kernel, zero_kernel_floor};
-use crate::job::Shard;
 use crate::kpca::{
     ExactKpcaConfig, ExactOperator, KernelCentering, KernelPcaModel, Kha, KhaConfig, NystromConfig, Skpca, SkpcaConfig,
     check_skpca_memory, matrix_free_kpca_sharded, nystrom_fit_sharded,
@@ -421,7 +421,8 @@ impl KernelPca {
                 };
                 exact_operator = Some(ran);
                 let lambda1 = pairs.values.first().copied().unwrap_or(0.0);
-                let largest = comm.all_gather(&[max_diagonal(local, &self.kernel)]).iter().fold(0.0, |m, v| v[0].max(m));
+                let largest =
+                    comm.all_gather(&[max_diagonal(local, &self.kernel)]).iter().fold(0.0, |m, v| v[0].max(m));
                 let floor = zero_kernel_floor(place.total, largest);
                 if lambda1.is_nan() || lambda1 <= floor {
                     return Err(zero_kernel(config.rank, self.center, lambda1, floor));

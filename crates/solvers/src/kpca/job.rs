@@ -6,12 +6,12 @@
 use std::time::{Duration, Instant};
 
 use faer::Mat;
-use stolr_datasets::{Standardization, standardize_reduced};
+use stolr_comm::gather_rows;
 use stolr_estimators::{
     Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_estimate_sharded,
 };
-use stolr_lowrank::comm::gather_rows;
 use stolr_memory::MemoryBudget;
+use stolr_model::{Standardization, standardize_reduced};
 
 use crate::job::{KpcaStream, Shard};
 use crate::kpca::{
@@ -55,7 +55,9 @@ impl From<Kernel> for KernelSpec {
         match kernel {
             Kernel::Gaussian { sigma } => KernelSpec::Gaussian(SigmaRule::Given(sigma)),
             Kernel::Laplacian { sigma } => KernelSpec::Laplacian(SigmaRule::Given(sigma)),
-            Kernel::Polynomial { scale, offset, degree } => KernelSpec::Polynomial { scale: Some(scale), offset, degree },
+            Kernel::Polynomial { scale, offset, degree } => {
+                KernelSpec::Polynomial { scale: Some(scale), offset, degree }
+            }
         }
     }
 }
@@ -205,14 +207,8 @@ impl KernelPcaJob {
             KpcaSolver::Exact { .. } | KpcaSolver::Nystrom { .. } => KpcaStream::Solver,
             KpcaSolver::Kha { .. } => KpcaStream::Kha,
         };
-        let params = KernelPca {
-            rank: self.rank,
-            kernel,
-            center: self.center,
-            standardize: false,
-            solver,
-            memory: self.memory,
-        };
+        let params =
+            KernelPca { rank: self.rank, kernel, center: self.center, standardize: false, solver, memory: self.memory };
         let fit = params.fit_shard(&shard, all, standardization, &mut stream.rng(self.seed), observer)?;
         let solve_time = solving.elapsed();
         let (Some(fit), Some(x)) = (fit, all) else {
@@ -298,7 +294,7 @@ impl KernelPcaJob {
         &self,
         all: Option<faer::MatRef<'_, f64>>,
         kernel: &Kernel,
-        comm: &dyn stolr_lowrank::Communicator,
+        comm: &dyn stolr_comm::Communicator,
     ) -> Result<TauOutcome, SolverError> {
         let (rank, subsample) = match self.tau {
             TauRule::Given(value) => return Ok(TauOutcome { value, choice: None }),

@@ -24,8 +24,8 @@ pub use fit::{
     KernelPca, KernelPcaFit, KpcaSolver, KpcaWarning, RANK_TOLERANCE, SamplerKind, truncate_to_numerical_rank,
 };
 pub use job::{
-    CertifyRule, DEFAULT_TAU_SUBSAMPLE, KernelPcaJob, KernelPcaOutcome, KernelSpec, KpcaJobTimings, SigmaRule, TauOutcome,
-    TauRule,
+    CertifyRule, DEFAULT_TAU_SUBSAMPLE, KernelPcaJob, KernelPcaOutcome, KernelSpec, KpcaJobTimings, SigmaRule,
+    TauOutcome, TauRule,
 };
 pub use kha::{Kha, KhaConfig, KhaRitz, SPAN_TOLERANCE};
 pub use matrix_free::{

@@ -5,9 +5,9 @@ use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::{Accum, Mat, MatRef, Par};
 use rand::Rng;
+use stolr_comm::{Communicator, RowShard, SingleProcess, all_reduce_lower};
 use stolr_estimators::{CrossKernelPanels, Kernel, PANEL_ROWS, Panel};
-use stolr_lowrank::comm::all_reduce_lower;
-use stolr_lowrank::{Communicator, Eigenpairs, RowShard, SingleProcess, sym_eigen_desc};
+use stolr_lowrank::{Eigenpairs, sym_eigen_desc};
 use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::SolverError;
@@ -159,7 +159,7 @@ pub fn nystrom_fit<R: Rng + ?Sized>(
 ///
 /// **Scheme.** The landmark indices are drawn from `rng` over the global `n`, identically on
 /// every rank (same seed); their rows are assembled on every rank from the ranks that hold them
-/// ([`stolr_lowrank::comm::rows_by_index`], `m·d` doubles). `W` and its eigendecomposition are
+/// ([`stolr_comm::rows_by_index`], `m·d` doubles). `W` and its eigendecomposition are
 /// replicated. Each rank runs pass 1 over its own rows and the `m′ × m′` Gram matrix
 /// $\tilde F^\top \tilde F$ (lower triangle, `m′(m′+1)/2` doubles) and the column sums of
 /// $\tilde F$ (`m′` doubles) are added across ranks in rank order; the small eigendecomposition
@@ -217,7 +217,7 @@ pub fn nystrom_fit_sharded<R: Rng + ?Sized>(
     let landmarks = if comm.size() == 1 {
         Mat::from_fn(m, d, |i, j| x[(idx[i], j)])
     } else {
-        stolr_lowrank::comm::rows_by_index(comm, x, shard, &idx)
+        stolr_comm::rows_by_index(comm, x, shard, &idx)
     };
 
     // W = U_W Λ_W U_Wᵀ; S = U_W Λ_W^{-1/2} on the kept eigenvalues, scaled in place.

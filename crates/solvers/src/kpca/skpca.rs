@@ -2,10 +2,11 @@
 
 use faer::Mat;
 use rand::Rng;
+use stolr_comm::{Communicator, SingleProcess};
 use stolr_estimators::{Factors, KernelSampler};
 use stolr_lowrank::{
-    Communicator, Eigenpairs, LowRank, Orthogonalization, SingleProcess, SymLowRank, frobenius, shrink_general,
-    shrink_psd, shrink_psd_in_place_sharded,
+    Eigenpairs, LowRank, Orthogonalization, SymLowRank, frobenius, shrink_general, shrink_psd,
+    shrink_psd_in_place_sharded,
 };
 use stolr_memory::{MemoryBudget, f64_bytes};
 

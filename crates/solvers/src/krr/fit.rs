@@ -3,9 +3,9 @@
 
 use faer::MatRef;
 use rand::Rng;
-use stolr_datasets::{Standardization, standardize};
+use stolr_comm::{Communicator, RowShard, SingleProcess};
 use stolr_estimators::Kernel;
-use stolr_lowrank::{Communicator, RowShard, SingleProcess};
+use stolr_model::{Standardization, standardize};
 
 use stolr_memory::MemoryBudget;
 
@@ -404,15 +404,6 @@ impl KernelRidgeJob {
         let mut silent = ();
         let observer: &mut dyn Observer = if shard.comm.is_root() { observer } else { &mut silent };
         let (comm, place) = (shard.comm, shard.place);
-        self.ridge.fit_prepared_sharded(
-            shard.rows(),
-            y,
-            standardization,
-            landmarks,
-            coordinates,
-            observer,
-            comm,
-            place,
-        )
+        self.ridge.fit_prepared_sharded(shard.rows(), y, standardization, landmarks, coordinates, observer, comm, place)
     }
 }

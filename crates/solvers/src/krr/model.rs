@@ -4,7 +4,7 @@ use std::path::Path;
 
 use faer::{Col, MatRef};
 use serde_json::json;
-use stolr_datasets::{ModelFile, Standardization};
+use stolr_model::{ModelFile, Standardization};
 
 use crate::krr::KernelExpansion;
 use crate::model_io::{

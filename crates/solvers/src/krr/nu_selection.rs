@@ -257,7 +257,7 @@ pub fn select_nu_path<R: Rng + Clone>(
             active_set: true,
             ..config.clone()
         };
-        let whole = stolr_lowrank::RowShard::whole(fit_idx.len());
+        let whole = stolr_comm::RowShard::whole(fit_idx.len());
         let solver = Slkl::with_intercept(
             x_fit.as_ref(),
             &y_fit,
@@ -265,7 +265,7 @@ pub fn select_nu_path<R: Rng + Clone>(
             c,
             path.intercept,
             &mut r,
-            &stolr_lowrank::SingleProcess,
+            &stolr_comm::SingleProcess,
             whole,
         )?;
         let order_rng = <rand::rngs::StdRng as rand::SeedableRng>::from_rng(&mut r);

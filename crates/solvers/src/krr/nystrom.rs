@@ -6,9 +6,8 @@ use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::linalg::triangular_solve::{solve_lower_triangular_in_place, solve_upper_triangular_in_place};
 use faer::{Accum, Mat, MatRef, Par, Side};
+use stolr_comm::{Communicator, RowShard, all_reduce_lower, all_reduce_mat, rows_by_index};
 use stolr_estimators::{CrossKernelPanels, Kernel, Panel};
-use stolr_lowrank::comm::{all_reduce_lower, all_reduce_mat, rows_by_index};
-use stolr_lowrank::{Communicator, RowShard};
 use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::SolverError;
@@ -283,7 +282,7 @@ fn centre_panel(panel: &mut Panel, centre: Option<&[f64]>) {
 /// are global row indices (the same on every rank). Every rank returns the same fit.
 ///
 /// **Scheme.** The landmark rows `(M, d)` are assembled on every rank from the ranks that hold
-/// them ([`stolr_lowrank::comm::rows_by_index`], `M·d` doubles); `K_MM` and its Cholesky
+/// them ([`stolr_comm::rows_by_index`], `M·d` doubles); `K_MM` and its Cholesky
 /// factor are replicated. Each rank makes one pass over its own rows accumulating its part of
 /// the lower triangle of `K_Mn K_nM` and of `K_Mn y`, which are added across ranks in rank
 /// order (`M(M+1)/2 + M` doubles); the `M × M` solve is replicated. With `intercept`, ȳ is

@@ -18,9 +18,9 @@
 use faer::{Col, Mat, MatRef};
 use rand::Rng;
 use rand::seq::SliceRandom;
+use stolr_comm::{Communicator, RowShard, SingleProcess, rows_by_index};
 use stolr_estimators::Kernel;
-use stolr_lowrank::comm::rows_by_index;
-use stolr_lowrank::{Communicator, Probe, RowShard, SingleProcess, WoodburyInverse};
+use stolr_lowrank::{Probe, WoodburyInverse};
 
 use crate::error::{check_regression, check_shard};
 use crate::krr::KernelExpansion;
@@ -349,7 +349,7 @@ impl<'c> Slkl<'c> {
     ///
     /// **Scheme.** The landmarks `J` are drawn over the global `n` from `rng` (the indices one
     /// process draws) and their rows `(M, d)` assembled on every rank from their owners
-    /// ([`stolr_lowrank::comm::rows_by_index`], `M·d` doubles). Each rank holds its rows of the
+    /// ([`stolr_comm::rows_by_index`], `M·d` doubles). Each rank holds its rows of the
     /// `M` kernel columns (precomputed) or computes them when needed (on the fly), and its rows
     /// of `y` and of the active columns inside the sharded [`WoodburyInverse`], which adds every
     /// sum over the rows across ranks in rank order: `p + 2` doubles when an inactive landmark

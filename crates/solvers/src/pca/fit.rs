@@ -4,7 +4,7 @@
 use faer::MatRef;
 use rand::Rng;
 
-use stolr_lowrank::{Communicator, RowShard, SingleProcess};
+use stolr_comm::{Communicator, RowShard, SingleProcess};
 use stolr_memory::MemoryBudget;
 
 use crate::job::{PcaStream, Shard};
@@ -130,11 +130,8 @@ impl Pca {
             let local = (0..data.ncols())
                 .map(|j| data.col_as_slice(j).iter().fold(0.0_f64, |a, v| a.max(v.abs())))
                 .fold(0.0, f64::max);
-            let max = if comm.size() > 1 {
-                comm.all_gather(&[local]).iter().fold(0.0, |m, v| v[0].max(m))
-            } else {
-                local
-            };
+            let max =
+                if comm.size() > 1 { comm.all_gather(&[local]).iter().fold(0.0, |m, v| v[0].max(m)) } else { local };
             if max > 0.0 {
                 data *= 1.0 / max;
                 scale = vec![max; d];

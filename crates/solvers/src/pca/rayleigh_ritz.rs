@@ -22,7 +22,7 @@ use crate::error::{check_data, check_pca_rank, check_rank};
 /// # References
 /// docs/derivations.md §1.6 (Wen et al. 2016), used by \[SVRG-PCA\].
 pub fn rayleigh_ritz(x: MatRef<'_, f64>, basis: MatRef<'_, f64>) -> Result<Eigenpairs, SolverError> {
-    rayleigh_ritz_sharded(x, basis, &stolr_lowrank::SingleProcess)
+    rayleigh_ritz_sharded(x, basis, &stolr_comm::SingleProcess)
 }
 
 /// [`rayleigh_ritz`] for data whose rows are sharded across the ranks of `comm`: `x` is this
@@ -35,7 +35,7 @@ pub fn rayleigh_ritz(x: MatRef<'_, f64>, basis: MatRef<'_, f64>) -> Result<Eigen
 pub fn rayleigh_ritz_sharded(
     x: MatRef<'_, f64>,
     basis: MatRef<'_, f64>,
-    comm: &dyn stolr_lowrank::Communicator,
+    comm: &dyn stolr_comm::Communicator,
 ) -> Result<Eigenpairs, SolverError> {
     let (d, r) = (x.ncols(), basis.ncols());
     if basis.nrows() != d {
@@ -48,7 +48,7 @@ pub fn rayleigh_ritz_sharded(
     let (q, _) = thin_qr(basis);
     let b = mul(x, q.as_ref());
     let mut h = tall_inner(b.as_ref(), b.as_ref(), false);
-    stolr_lowrank::comm::all_reduce_mat(comm, &mut h);
+    stolr_comm::all_reduce_mat(comm, &mut h);
     let (theta, w) = sym_eigen_desc(h.as_ref())?;
     let mut pairs =
         Eigenpairs { values: theta.iter().map(|t| t.max(0.0)).collect(), vectors: mul(q.as_ref(), w.as_ref()) };

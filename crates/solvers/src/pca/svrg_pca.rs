@@ -3,8 +3,8 @@
 
 use faer::{Mat, MatRef};
 use rand::{Rng, RngExt};
-use stolr_lowrank::comm::{all_reduce_mat, rows_by_index};
-use stolr_lowrank::{Communicator, RowShard, SingleProcess, gram_apply, mul, tall_inner};
+use stolr_comm::{Communicator, RowShard, SingleProcess, all_reduce_mat, rows_by_index};
+use stolr_lowrank::{gram_apply, mul, tall_inner};
 
 use crate::error::{check_data, check_pca_rank};
 use crate::pca::common::{PcaOutcome, random_orthonormal, ritz_norm_from_products};

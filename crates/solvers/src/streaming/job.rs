@@ -6,7 +6,8 @@
 use std::time::{Duration, Instant};
 
 use faer::{Mat, MatRef};
-use stolr_lowrank::{Communicator, Eigenpairs, RowShard, sym_eigen_desc};
+use stolr_comm::{Communicator, RowShard};
+use stolr_lowrank::{Eigenpairs, sym_eigen_desc};
 use stolr_memory::MemoryBudget;
 
 use crate::job::PcaStream;
@@ -150,7 +151,7 @@ impl StreamTransform {
 /// # Example
 /// ```
 /// use faer::Mat;
-/// use stolr_lowrank::SingleProcess;
+/// use stolr_comm::SingleProcess;
 /// use stolr_solvers::{MatrixSource, StreamingPcaJob, StreamingSolver};
 ///
 /// let x = Mat::from_fn(500, 3, |i, j| match j { 0 => 2.0 * (i as f64).sin(), 1 => (i as f64 * 0.7).cos(), _ => 0.0 });
@@ -374,7 +375,7 @@ impl StreamingPcaJob {
                 }
             }
         }
-        stolr_lowrank::comm::all_reduce_lower(comm, &mut gram);
+        stolr_comm::all_reduce_lower(comm, &mut gram);
         for a in 0..r {
             for b in 0..a {
                 gram[(b, a)] = gram[(a, b)];

@@ -4,7 +4,7 @@
 use faer::MatRef;
 use rand::Rng;
 
-use stolr_lowrank::{Communicator, SingleProcess};
+use stolr_comm::{Communicator, SingleProcess};
 
 use crate::streaming::StreamingPca;
 use crate::{IterativeSolver, SolverError, SolverState, StepReport, Stop};

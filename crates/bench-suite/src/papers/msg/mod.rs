@@ -24,26 +24,29 @@ mod report;
 
 use std::time::Instant;
 
-use crate::runner::{Options, OutDir, Spec};
+use crate::runner::{Options, OutDir};
 use crate::{BenchError, ResultsFile};
 use mnist::Scaling;
 
 /// The command line of `msg-reproduce`.
-pub const SPEC: Spec = Spec {
-    program: "msg-reproduce",
-    default_out: "results/msg",
-    quick_and_seeds: true,
-    seeds_aliases: &["--splits"],
-    flags: &[],
-};
+#[derive(Debug, Clone, PartialEq, clap::Parser)]
+#[command(name = "msg-reproduce", about = "Paper 003: MSG and capped MSG against the baselines")]
+#[command(args_override_self = true, mut_arg("out", |a| a.default_value("results/msg")))]
+#[command(mut_arg("seeds", |a| a.visible_alias("splits")))]
+pub struct Args {
+    /// The runner's options (`--splits N` is `--seeds N`).
+    #[command(flatten)]
+    pub common: Options,
+}
 
-/// Runs the reproduction with `opts` and writes its outputs. A missing MNIST skips Figure 3
+/// Runs the reproduction with `args` and writes its outputs. A missing MNIST skips Figure 3
 /// (with a message).
 ///
 /// # Errors
 /// Solver errors; [`BenchError::Io`], [`BenchError::Json`] or [`BenchError::Plot`] if an output
 /// cannot be written.
-pub fn run(opts: &Options) -> Result<(), BenchError> {
+pub fn run(args: &Args) -> Result<(), BenchError> {
+    let opts = &args.common;
     let out = OutDir::create(&opts.out)?;
     let splits = opts.seeds_or(1, 5);
     let mut results = ResultsFile::new("paper 003: MSG and capped MSG (streaming PCA)");

@@ -19,27 +19,35 @@ use faer::Mat;
 use stolr_datasets::{MnistSplit, read_mnist};
 
 use crate::BenchError;
-use crate::runner::{Flag, Options, OutDir, Spec};
+use crate::runner::{Options, OutDir};
 use paper::PAPER;
 use results::PcaResults;
 
 /// The command line of `pca-reproduce`.
-pub const SPEC: Spec = Spec {
-    program: "pca-reproduce",
-    default_out: "results/pca",
-    quick_and_seeds: true,
-    seeds_aliases: &[],
-    flags: &[Flag::switch("--skip-speed"), Flag::switch("--skip-tables")],
-};
+#[derive(Debug, Clone, PartialEq, clap::Parser)]
+#[command(name = "pca-reproduce", about = "Paper 002: Tables 1 and 3-8 and the time to 0.9999·sslev")]
+#[command(args_override_self = true, mut_arg("out", |a| a.default_value("results/pca")))]
+pub struct Args {
+    /// The runner's options.
+    #[command(flatten)]
+    pub common: Options,
+    /// Skip the time-to-accuracy comparison.
+    #[arg(long)]
+    pub skip_speed: bool,
+    /// Skip Tables 1 and 3-8.
+    #[arg(long)]
+    pub skip_tables: bool,
+}
 
-/// Runs the reproduction with `opts` and writes its outputs; prints the summary.
+/// Runs the reproduction with `args` and writes its outputs; prints the summary.
 ///
 /// # Errors
 /// Solver and data errors; [`BenchError::Io`] or [`BenchError::Json`] if an output cannot be
 /// written. A missing MNIST skips Table 8 and its speed case (with a message).
-pub fn run(opts: &Options) -> Result<(), BenchError> {
+pub fn run(args: &Args) -> Result<(), BenchError> {
+    let opts = &args.common;
     let seeds = opts.seeds_or(2, 10);
-    let (tables, speed) = (!opts.flag("--skip-tables"), !opts.flag("--skip-speed"));
+    let (tables, speed) = (!args.skip_tables, !args.skip_speed);
     let mnist: Option<Mat<f64>> = match read_mnist(&opts.data.path("mnist"), MnistSplit::All) {
         Ok(d) => Some(d.x * (1.0 / 255.0)),
         Err(e) => {

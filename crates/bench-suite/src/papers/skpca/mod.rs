@@ -34,7 +34,7 @@ use std::time::Instant;
 
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_rule};
 
-use crate::runner::{Flag, Options, OutDir, Spec, stream};
+use crate::runner::{Options, OutDir, stream, usage_error};
 use crate::{BenchError, ResultsFile, RunRecord};
 use comparison::TimedSummary;
 use convergence::ConfigSummary;
@@ -42,14 +42,18 @@ use setup::{DATASETS, PaperDataset, load};
 
 pub use worker::run_worker;
 
-/// The command line of `skpca-reproduce` (its worker side is [`run_worker`]).
-pub const SPEC: Spec = Spec {
-    program: "skpca-reproduce",
-    default_out: "results/skpca",
-    quick_and_seeds: true,
-    seeds_aliases: &[],
-    flags: &[Flag::with_value("--only", "mushrooms|magic")],
-};
+/// The command line of `skpca-reproduce` (besides `skpca-reproduce worker ...`).
+#[derive(Debug, Clone, PartialEq, clap::Parser)]
+#[command(name = "skpca-reproduce", about = "Paper 000: SKPCA's Figures 1 (Mushrooms) and 2 (Magic)")]
+#[command(args_override_self = true, mut_arg("out", |a| a.default_value("results/skpca")))]
+pub struct Args {
+    /// The runner's options.
+    #[command(flatten)]
+    pub common: Options,
+    /// One dataset only: mushrooms or magic.
+    #[arg(long, value_name = "mushrooms|magic")]
+    pub only: Option<String>,
+}
 
 /// What this run does.
 struct Settings {
@@ -67,14 +71,14 @@ struct Settings {
 }
 
 impl Settings {
-    fn new(opts: &Options) -> Result<Self, BenchError> {
+    fn new(opts: &Options, only: Option<&str>) -> Result<Self, BenchError> {
         let quick = opts.quick;
-        let datasets: Vec<&'static PaperDataset> = match opts.value("--only") {
+        let datasets: Vec<&'static PaperDataset> = match only {
             Some(name) => vec![
                 DATASETS
                     .iter()
                     .find(|d| d.name == name)
-                    .ok_or_else(|| BenchError::Usage(format!("unknown dataset {name}\n{}", SPEC.usage())))?,
+                    .ok_or_else(|| usage_error::<Args>(format!("unknown dataset {name}")))?,
             ],
             None if quick => vec![&DATASETS[0]],
             None => DATASETS.iter().collect(),
@@ -114,15 +118,16 @@ struct DatasetReport {
     timed: TimedSummary,
 }
 
-/// Runs the reproduction with `opts` and writes its outputs; prints the summary. A dataset
+/// Runs the reproduction with `args` and writes its outputs; prints the summary. A dataset
 /// whose file is missing is skipped (with a message).
 ///
 /// # Errors
 /// [`BenchError::MissingData`] if no dataset is found; solver, data and worker errors;
 /// [`BenchError::Io`], [`BenchError::Json`] or [`BenchError::Plot`] if an output cannot be
 /// written.
-pub fn run(opts: &Options) -> Result<(), BenchError> {
-    let settings = Settings::new(opts)?;
+pub fn run(args: &Args) -> Result<(), BenchError> {
+    let opts = &args.common;
+    let settings = Settings::new(opts, args.only.as_deref())?;
     let started = Instant::now();
     let mut results = ResultsFile::new("paper000-figures-1-2");
     let mut reports = Vec::new();

@@ -3,7 +3,8 @@
 use std::path::Path;
 
 use faer::Mat;
-use stolr_datasets::{read_libsvm, read_magic, standardize};
+use stolr_datasets::{read_libsvm, read_magic};
+use stolr_model::standardize;
 
 use crate::BenchError;
 

@@ -2,7 +2,6 @@
 //! `skpca-reproduce worker ARGS` ([`WorkerJob::to_args`] and `WorkerJob::parse` are the two
 //! ends of that protocol).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use stolr_estimators::Kernel;
@@ -11,7 +10,7 @@ use super::setup::{Format, load};
 use super::timed::{TimedMethod, run_timed};
 use crate::BenchError;
 use crate::runner::process::mb;
-use crate::runner::{peak_rss_bytes, stream};
+use crate::runner::{List, peak_rss_bytes, stream};
 
 /// One timed run: the data, the kernel width, the seed, the trace folder and the method.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,57 +67,78 @@ impl WorkerJob {
         a
     }
 
-    /// Reads the arguments written by [`WorkerJob::to_args`].
+    /// Reads the arguments written by [`WorkerJob::to_args`] (with clap: [`WorkerArgs`]).
     ///
     /// # Errors
-    /// [`BenchError::Usage`] for an unexpected argument or a missing or malformed value.
+    /// [`BenchError::Usage`] for an unexpected argument, a missing or malformed value, or a
+    /// value the method needs that is missing; [`BenchError::Invalid`] for an unknown format.
     pub(super) fn parse(args: &[String]) -> Result<Self, BenchError> {
-        let bad = |m: String| BenchError::Usage(format!("worker: {m}"));
-        let mut opts = BTreeMap::new();
-        let mut standardize = false;
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            if a == "--standardize" {
-                standardize = true;
-                continue;
-            }
-            let key = a.strip_prefix("--").ok_or_else(|| bad(format!("unexpected argument {a}")))?;
-            let value = it.next().ok_or_else(|| bad(format!("{a} needs a value")))?;
-            opts.insert(key.to_owned(), value.clone());
-        }
-        let get = |key: &str| opts.get(key).map(String::as_str).ok_or_else(|| bad(format!("--{key} is required")));
-        fn num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, BenchError> {
-            v.parse::<T>().map_err(|_| BenchError::Usage(format!("worker: --{key}: cannot read '{v}'")))
-        }
-        let list =
-            |key: &str| -> Result<Vec<String>, BenchError> { Ok(get(key)?.split(',').map(str::to_owned).collect()) };
-        let rank: usize = num("rank", get("rank")?)?;
-        let method = match get("method")? {
+        use clap::Parser;
+        let a = WorkerArgs::try_parse_from(
+            std::iter::once("skpca-reproduce worker").chain(args.iter().map(String::as_str)),
+        )
+        .map_err(|e| BenchError::Usage(format!("worker: {e}")))?;
+        let need = |key: &str| BenchError::Usage(format!("worker: --{key} is required with --method {}", a.method));
+        let rank = a.rank;
+        let method = match a.method.as_str() {
             "exact" => TimedMethod::Exact { rank },
-            "nystrom" => TimedMethod::Nystrom { landmarks: num("landmarks", get("landmarks")?)?, rank },
+            "nystrom" => TimedMethod::Nystrom { landmarks: a.landmarks.ok_or_else(|| need("landmarks"))?, rank },
             "skpca" => TimedMethod::Skpca {
-                tau: num("tau", get("tau")?)?,
-                features: num("features", get("features")?)?,
-                checkpoints: list("checkpoints")?.iter().map(|v| num("checkpoints", v)).collect::<Result<_, _>>()?,
+                tau: a.tau.ok_or_else(|| need("tau"))?,
+                features: a.features.ok_or_else(|| need("features"))?,
+                checkpoints: a.checkpoints.clone().ok_or_else(|| need("checkpoints"))?.0,
                 rank,
             },
-            "kha" => TimedMethod::Kha {
+            _ => TimedMethod::Kha {
                 rank,
-                eta: num("eta", get("eta")?)?,
-                checkpoints_seconds: list("seconds")?.iter().map(|v| num("seconds", v)).collect::<Result<_, _>>()?,
+                eta: a.eta.ok_or_else(|| need("eta"))?,
+                checkpoints_seconds: a.seconds.clone().ok_or_else(|| need("seconds"))?.0,
             },
-            other => return Err(bad(format!("unknown method {other}"))),
         };
         Ok(Self {
-            input: PathBuf::from(get("input")?),
-            format: Format::parse(get("format")?)?,
-            standardize,
-            sigma: num("sigma", get("sigma")?)?,
-            seed: num("seed", get("seed")?)?,
-            out: PathBuf::from(get("out")?),
+            input: a.input,
+            format: Format::parse(&a.format)?,
+            standardize: a.standardize,
+            sigma: a.sigma,
+            seed: a.seed,
+            out: a.out,
             method,
         })
     }
+}
+
+/// The command line of `skpca-reproduce worker`, as [`WorkerJob::to_args`] writes it.
+#[derive(Debug, clap::Parser)]
+#[command(args_override_self = true)]
+struct WorkerArgs {
+    #[arg(long)]
+    input: PathBuf,
+    #[arg(long)]
+    format: String,
+    #[arg(long)]
+    standardize: bool,
+    #[arg(long)]
+    sigma: f64,
+    #[arg(long)]
+    seed: u64,
+    #[arg(long)]
+    out: PathBuf,
+    #[arg(long, value_parser = ["exact", "nystrom", "skpca", "kha"])]
+    method: String,
+    #[arg(long)]
+    rank: usize,
+    #[arg(long)]
+    landmarks: Option<usize>,
+    #[arg(long)]
+    tau: Option<f64>,
+    #[arg(long)]
+    features: Option<usize>,
+    #[arg(long)]
+    checkpoints: Option<List<usize>>,
+    #[arg(long)]
+    eta: Option<f64>,
+    #[arg(long)]
+    seconds: Option<List<f64>>,
 }
 
 /// `skpca-reproduce worker ARGS`: reads the data, measures the peak memory so far (the program
@@ -172,5 +192,14 @@ mod tests {
         let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert!(WorkerJob::parse(&args(&["--method", "exact"])).is_err());
         assert!(WorkerJob::parse(&args(&["stray"])).is_err());
+        // A value the method needs is required, a value of the wrong type or method is refused.
+        let base = ["--input", "x", "--format", "magic", "--sigma", "1", "--seed", "0", "--out", "o", "--rank", "5"];
+        let with = |more: &[&str]| WorkerJob::parse(&args(&[&base[..], more].concat()));
+        assert!(matches!(with(&["--method", "exact"]), Ok(WorkerJob { method: TimedMethod::Exact { rank: 5 }, .. })));
+        for bad in [&["--method", "nystrom"][..], &["--method", "skpca", "--tau", "1"], &["--method", "pca"]] {
+            assert!(matches!(with(bad), Err(BenchError::Usage(_))), "{bad:?}");
+        }
+        assert!(matches!(with(&["--method", "kha", "--eta", "x", "--seconds", "1"]), Err(BenchError::Usage(_))));
+        assert!(with(&["--method", "exact", "--format", "csv"]).is_err());
     }
 }

@@ -29,35 +29,44 @@ mod problem;
 mod report;
 mod table2;
 
+use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::runner::{Flag, Options, OutDir, Spec};
+use crate::runner::{List, Options, OutDir};
 use crate::{BenchError, ResultsFile};
 use problem::Data;
 use table2::Table2Entry;
 
 /// The command line of `slkl-reproduce`.
-pub const SPEC: Spec = Spec {
-    program: "slkl-reproduce",
-    default_out: "results/slkl",
-    quick_and_seeds: true,
-    seeds_aliases: &["--runs"],
-    flags: &[
-        Flag::with_value("--stolr", "PATH"),
-        Flag::with_value("--sklearn", "SCRIPT"),
-        Flag::with_value("--bench-n", "N,N,..."),
-    ],
-};
+#[derive(Debug, Clone, PartialEq, clap::Parser)]
+#[command(name = "slkl-reproduce", about = "Paper 004: SLKL's Table 2, Figures 1-3 and the fit benchmark")]
+#[command(args_override_self = true, mut_arg("out", |a| a.default_value("results/slkl")))]
+#[command(mut_arg("seeds", |a| a.visible_alias("runs")))]
+pub struct Args {
+    /// The runner's options (`--runs N` is `--seeds N`).
+    #[command(flatten)]
+    pub common: Options,
+    /// The release `stolr` binary: with it, the fit benchmark runs.
+    #[arg(long, value_name = "PATH")]
+    pub stolr: Option<PathBuf>,
+    /// scikit-learn's KernelRidge script, for the benchmark.
+    #[arg(long, value_name = "SCRIPT")]
+    pub sklearn: Option<PathBuf>,
+    /// The sizes of the generated sinc data of the benchmark.
+    #[arg(long, value_name = "N,N,...")]
+    pub bench_n: Option<List<usize>>,
+}
 
 /// Runs the reproduction with `opts` and writes its outputs. A dataset that is missing is
 /// skipped (with a message); so is the benchmark without `--stolr`.
 ///
 /// # Errors
-/// [`BenchError::Usage`] for a malformed `--bench-n`; solver and worker errors;
+/// Solver and worker errors;
 /// [`BenchError::Io`], [`BenchError::Json`] or [`BenchError::Plot`] if an output cannot be
 /// written.
-pub fn run(opts: &Options) -> Result<(), BenchError> {
-    let bench_n: Option<Vec<usize>> = opts.list("--bench-n")?;
+pub fn run(args: &Args) -> Result<(), BenchError> {
+    let opts = &args.common;
+    let bench_n: Option<Vec<usize>> = args.bench_n.clone().map(|l| l.0);
     let runs = opts.seeds_or(3, 20);
     let out = OutDir::create(&opts.out)?;
     let mut results = ResultsFile::new("paper 004: SLKL (stochastic low-rank kernel learning) for regression");
@@ -86,9 +95,9 @@ pub fn run(opts: &Options) -> Result<(), BenchError> {
     md += &report::figures(&figures)?;
     eprintln!("figures done ({:.1} s)", started.elapsed().as_secs_f64());
 
-    match opts.path("--stolr") {
+    match args.stolr.clone() {
         Some(stolr) => {
-            let sklearn = opts.path("--sklearn");
+            let sklearn = args.sklearn.clone();
             let setup = benchmark::BenchSetup {
                 stolr: &stolr,
                 sklearn: sklearn.as_deref(),

@@ -7,8 +7,8 @@ use std::path::Path;
 use faer::Mat;
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use stolr_datasets::{
-    DataError, MAX_EMPTY_DIM, MODEL_FILE_NAME, MODEL_FORMAT_VERSION, ModelArray, ModelFile, resolve_model_path,
+use stolr_model::{
+    MAX_EMPTY_DIM, MODEL_FILE_NAME, MODEL_FORMAT_VERSION, ModelArray, ModelError, ModelFile, resolve_model_path,
 };
 
 /// Edge values that must survive bit for bit (no NaN: `ModelFile`'s `PartialEq` compares
@@ -104,7 +104,7 @@ fn edit_header(bytes: &[u8], edit: impl Fn(&mut Value)) -> Vec<u8> {
     )
 }
 
-fn load_err(bytes: &[u8]) -> DataError {
+fn load_err(bytes: &[u8]) -> ModelError {
     match ModelFile::from_bytes(bytes, "m.npz") {
         Ok(model) => panic!("loaded {model:?}"),
         Err(e) => e,
@@ -112,8 +112,8 @@ fn load_err(bytes: &[u8]) -> DataError {
 }
 
 /// A `ModelFile` error naming the file, whose message contains `needle`.
-fn assert_model_file_error(err: &DataError, needle: &str) {
-    assert!(matches!(err, DataError::ModelFile { path, .. } if path == "m.npz"), "{err:?}");
+fn assert_model_file_error(err: &ModelError, needle: &str) {
+    assert!(matches!(err, ModelError::ModelFile { path, .. } if path == "m.npz"), "{err:?}");
     let message = err.to_string();
     assert!(message.starts_with("m.npz: ") && message.contains(needle), "{message}");
 }
@@ -212,7 +212,7 @@ fn every_truncation_is_an_error() {
     for len in 0..bytes.len() {
         let result = ModelFile::from_bytes(&bytes[..len], "m.npz");
         match result {
-            Err(DataError::ModelFile { path, .. }) => assert_eq!(path, "m.npz"),
+            Err(ModelError::ModelFile { path, .. }) => assert_eq!(path, "m.npz"),
             other => panic!("truncated to {len} of {} bytes: {other:?}", bytes.len()),
         }
     }
@@ -302,7 +302,7 @@ fn the_version_written_is_the_lowest_the_content_needs_and_survives_a_reload() {
     // Beyond this build's version: an error when writing.
     let mut future = small_model();
     future.require_format_version(MODEL_FORMAT_VERSION + 1);
-    assert!(matches!(future.to_bytes(), Err(DataError::InvalidParameter { .. })));
+    assert!(matches!(future.to_bytes(), Err(ModelError::InvalidParameter { .. })));
 }
 
 #[test]
@@ -311,7 +311,7 @@ fn a_newer_format_version_is_reported_as_such() {
     let newer = edit_header(&bytes, |h| h["format_version"] = json!(MODEL_FORMAT_VERSION + 1));
     let err = load_err(&newer);
     assert!(
-        matches!(&err, DataError::ModelVersion { path, found: 3, supported: MODEL_FORMAT_VERSION } if path == "m.npz"),
+        matches!(&err, ModelError::ModelVersion { path, found: 3, supported: MODEL_FORMAT_VERSION } if path == "m.npz"),
         "{err:?}"
     );
     assert_eq!(
@@ -320,7 +320,7 @@ fn a_newer_format_version_is_reported_as_such() {
     );
     // Even when the rest of the header has changed beyond recognition.
     let newer = edit_header(&bytes, |h| *h = json!({ "format": "stolr-model", "format_version": 7, "layout": [] }));
-    assert!(matches!(load_err(&newer), DataError::ModelVersion { found: 7, .. }));
+    assert!(matches!(load_err(&newer), ModelError::ModelVersion { found: 7, .. }));
     for bad in [json!(0), json!(-1), json!(1.5), json!("1"), Value::Null] {
         let bytes = edit_header(&bytes, |h| h["format_version"] = bad.clone());
         assert_model_file_error(&load_err(&bytes), "format_version");
@@ -384,7 +384,7 @@ fn a_huge_claimed_shape_is_an_error_before_any_allocation() {
     let back = ModelFile::from_bytes(&bytes, "e").expect("decode");
     assert_eq!(back.matrix("e").expect("matrix").shape(), (0, MAX_EMPTY_DIM));
     model.put_array("e", ModelArray::F64 { shape: vec![0, MAX_EMPTY_DIM + 1], data: vec![] });
-    assert!(matches!(model.to_bytes(), Err(DataError::InvalidParameter { name: "arrays", .. })));
+    assert!(matches!(model.to_bytes(), Err(ModelError::InvalidParameter { name: "arrays", .. })));
     for shape in [json!([0, MAX_EMPTY_DIM + 1]), json!([1u64 << 40, 0]), json!([0, u64::MAX])] {
         let huge = edit_header(&bytes, |h| h["arrays"]["e"]["shape"] = shape.clone());
         assert_model_file_error(&load_err(&huge), "\"e\"");
@@ -400,7 +400,7 @@ fn wrong_kind_names_file_found_and_expected() {
     assert_eq!(ModelFile::load_kind(&path, &["kpca", "krr"]).expect("kind ok").kind(), "krr");
     let err = ModelFile::load_kind(&path, &["kpca", "pca"]).unwrap_err();
     assert!(
-        matches!(&err, DataError::ModelKind { found, expected, .. } if found == "krr" && expected == "\"kpca\" or \"pca\""),
+        matches!(&err, ModelError::ModelKind { found, expected, .. } if found == "krr" && expected == "\"kpca\" or \"pca\""),
         "{err:?}"
     );
     assert_eq!(
@@ -419,7 +419,7 @@ fn load_errors_name_the_path() {
     let err = ModelFile::load(&path).unwrap_err();
     assert!(err.to_string().starts_with(&format!("{}: not a Stolr model file", path.display())), "{err}");
     let err = ModelFile::load(&dir.path().join("absent.npz")).unwrap_err();
-    assert!(matches!(err, DataError::Io { .. }), "{err:?}");
+    assert!(matches!(err, ModelError::Io { .. }), "{err:?}");
 }
 
 #[test]
@@ -430,7 +430,7 @@ fn save_replaces_an_existing_file_and_reports_a_missing_folder() {
     small_model().save(&path).expect("save over");
     assert_eq!(ModelFile::load(&path).expect("load"), small_model());
     let err = small_model().save(&dir.path().join("no/such/folder/m.npz")).unwrap_err();
-    assert!(matches!(&err, DataError::Io { path, .. } if path.contains("no/such/folder")), "{err:?}");
+    assert!(matches!(&err, ModelError::Io { path, .. } if path.contains("no/such/folder")), "{err:?}");
     // A relative path without a folder part saves into the current folder: not exercised here,
     // as tests must not write into the source tree.
 }
@@ -445,7 +445,7 @@ fn accessors_check_presence_dtype_and_shape() {
     assert!(model.has("alpha") && model.has("rows") && !model.has("beta"));
     assert_eq!(model.matrix("alpha").expect("matrix"), Mat::from_fn(3, 2, |i, j| i as f64 - 0.25 * j as f64));
     assert_eq!(model.indices("rows").expect("indices"), vec![4, 1]);
-    let cases: [(&str, Result<(), DataError>, &str); 8] = [
+    let cases: [(&str, Result<(), ModelError>, &str); 8] = [
         ("beta", model.matrix("beta").map(drop), "is missing"),
         ("rows", model.matrix("rows").map(drop), "dtype i64"),
         ("v", model.matrix("v").map(drop), "2-D"),
@@ -457,7 +457,10 @@ fn accessors_check_presence_dtype_and_shape() {
     ];
     for (name, result, needle) in cases {
         let err = result.unwrap_err();
-        assert!(matches!(&err, DataError::ModelArray { kind, array, .. } if kind == "krr" && array == name), "{err:?}");
+        assert!(
+            matches!(&err, ModelError::ModelArray { kind, array, .. } if kind == "krr" && array == name),
+            "{err:?}"
+        );
         assert!(err.to_string().contains(needle), "{err}");
     }
 }
@@ -465,15 +468,15 @@ fn accessors_check_presence_dtype_and_shape() {
 #[test]
 fn invalid_models_are_refused_when_encoding() {
     let mut model = ModelFile::new("kpca", json!([1, 2]));
-    assert!(matches!(model.to_bytes(), Err(DataError::InvalidParameter { name: "parameters", .. })));
+    assert!(matches!(model.to_bytes(), Err(ModelError::InvalidParameter { name: "parameters", .. })));
     for name in ["", "a/b", "header.json", "é", &"x".repeat(129)] {
         let mut model = ModelFile::new("kpca", json!({}));
         model.put_vector(name, &[1.0]);
-        assert!(matches!(model.to_bytes(), Err(DataError::InvalidParameter { name: "arrays", .. })), "{name:?}");
+        assert!(matches!(model.to_bytes(), Err(ModelError::InvalidParameter { name: "arrays", .. })), "{name:?}");
     }
     model = ModelFile::new("kpca", json!({}));
     model.put_array("bad", ModelArray::F64 { shape: vec![2, 2], data: vec![1.0] });
-    assert!(matches!(model.to_bytes(), Err(DataError::InvalidParameter { name: "arrays", .. })));
+    assert!(matches!(model.to_bytes(), Err(ModelError::InvalidParameter { name: "arrays", .. })));
     // Putting a valid array under the same name replaces the inconsistent one.
     model.put_vector("bad", &[1.0]);
     assert!(model.to_bytes().is_ok());
@@ -483,7 +486,7 @@ fn invalid_models_are_refused_when_encoding() {
 fn resolve_model_path_accepts_a_file_or_a_folder_holding_model_npz() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let err = resolve_model_path(dir.path()).unwrap_err();
-    assert!(matches!(&err, DataError::MissingFile { tried, .. } if tried == &[MODEL_FILE_NAME]), "{err:?}");
+    assert!(matches!(&err, ModelError::MissingFile { tried, .. } if tried == &[MODEL_FILE_NAME]), "{err:?}");
     let file = dir.path().join(MODEL_FILE_NAME);
     small_model().save(&file).expect("save");
     assert_eq!(resolve_model_path(dir.path()).expect("folder"), file);
@@ -492,7 +495,7 @@ fn resolve_model_path_accepts_a_file_or_a_folder_holding_model_npz() {
     small_model().save(&other).expect("save");
     assert_eq!(resolve_model_path(&other).expect("file"), other);
     let err = resolve_model_path(Path::new("/nonexistent/stolr/model")).unwrap_err();
-    assert!(matches!(err, DataError::Io { .. }), "{err:?}");
+    assert!(matches!(err, ModelError::Io { .. }), "{err:?}");
 }
 
 proptest! {

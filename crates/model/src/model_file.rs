@@ -11,7 +11,7 @@ use npyz::WriterBuilder;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::DataError;
+use crate::ModelError;
 
 mod members;
 
@@ -246,7 +246,7 @@ impl ModelFile {
     /// would misread (see [`MODEL_FORMAT_VERSION`]); a lower `version` changes nothing.
     ///
     /// A `version` above [`MODEL_FORMAT_VERSION`] is reported by [`ModelFile::to_bytes`] as
-    /// [`DataError::InvalidParameter`].
+    /// [`ModelError::InvalidParameter`].
     pub fn require_format_version(&mut self, version: u32) {
         if version > MODEL_FORMAT_VERSION {
             self.pending_error
@@ -285,7 +285,7 @@ impl ModelFile {
     /// Stores the indices `v` as an int64 array of shape `[len]`.
     ///
     /// An index above `i64::MAX` cannot be stored: it is reported by [`ModelFile::to_bytes`]
-    /// as [`DataError::InvalidParameter`].
+    /// as [`ModelError::InvalidParameter`].
     pub fn put_indices(&mut self, name: &str, v: &[usize]) {
         let data: Result<Vec<i64>, _> = v.iter().map(|&i| i64::try_from(i)).collect();
         match data {
@@ -323,8 +323,8 @@ impl ModelFile {
     /// The float64 array `name` of shape `[nrows, ncols]` as an `(nrows, ncols)` matrix.
     ///
     /// # Errors
-    /// [`DataError::ModelArray`] if there is no array `name`, it is int64, or it is not 2-D.
-    pub fn matrix(&self, name: &str) -> Result<Mat<f64>, DataError> {
+    /// [`ModelError::ModelArray`] if there is no array `name`, it is int64, or it is not 2-D.
+    pub fn matrix(&self, name: &str) -> Result<Mat<f64>, ModelError> {
         let (shape, data) = self.f64_array(name)?;
         let &[nrows, ncols] = shape else {
             return Err(self.array_error(name, format!("has shape {shape:?}, expected a 2-D matrix")));
@@ -335,8 +335,8 @@ impl ModelFile {
     /// The float64 array `name` of shape `[len]`.
     ///
     /// # Errors
-    /// [`DataError::ModelArray`] if there is no array `name`, it is int64, or it is not 1-D.
-    pub fn vector(&self, name: &str) -> Result<Vec<f64>, DataError> {
+    /// [`ModelError::ModelArray`] if there is no array `name`, it is int64, or it is not 1-D.
+    pub fn vector(&self, name: &str) -> Result<Vec<f64>, ModelError> {
         let (shape, data) = self.f64_array(name)?;
         if shape.len() != 1 {
             return Err(self.array_error(name, format!("has shape {shape:?}, expected a 1-D vector")));
@@ -347,9 +347,9 @@ impl ModelFile {
     /// The int64 array `name` of shape `[len]` as indices.
     ///
     /// # Errors
-    /// [`DataError::ModelArray`] if there is no array `name`, it is float64, it is not 1-D,
+    /// [`ModelError::ModelArray`] if there is no array `name`, it is float64, it is not 1-D,
     /// or an entry is negative (or above `usize::MAX`).
-    pub fn indices(&self, name: &str) -> Result<Vec<usize>, DataError> {
+    pub fn indices(&self, name: &str) -> Result<Vec<usize>, ModelError> {
         let (shape, data) = match self.arrays.get(name) {
             None => return Err(self.array_error(name, "is missing".into())),
             Some(ModelArray::F64 { .. }) => {
@@ -368,7 +368,7 @@ impl ModelFile {
             .collect()
     }
 
-    fn f64_array(&self, name: &str) -> Result<(&[usize], &[f64]), DataError> {
+    fn f64_array(&self, name: &str) -> Result<(&[usize], &[f64]), ModelError> {
         match self.arrays.get(name) {
             None => Err(self.array_error(name, "is missing".into())),
             Some(ModelArray::I64 { .. }) => Err(self.array_error(name, "has dtype i64, expected f64".into())),
@@ -376,30 +376,30 @@ impl ModelFile {
         }
     }
 
-    fn array_error(&self, name: &str, reason: String) -> DataError {
-        DataError::ModelArray { kind: self.kind.clone(), array: name.to_owned(), reason }
+    fn array_error(&self, name: &str, reason: String) -> ModelError {
+        ModelError::ModelArray { kind: self.kind.clone(), array: name.to_owned(), reason }
     }
 
     /// The bytes of the model file: see [`ModelFile`] for the layout. The
     /// same model always gives the same bytes.
     ///
     /// # Errors
-    /// [`DataError::InvalidParameter`] if `parameters` is not a JSON object (`"parameters"`),
+    /// [`ModelError::InvalidParameter`] if `parameters` is not a JSON object (`"parameters"`),
     /// an array name is not 1 to 128 ASCII letters, digits, `_` or `-`, an array's length is
     /// not the product of its shape, it has more than 32 dimensions, it is empty with a
     /// dimension above [`MAX_EMPTY_DIM`], or an index given to
     /// [`ModelFile::put_indices`] is above `i64::MAX` (`"arrays"`).
-    pub fn to_bytes(&self) -> Result<Vec<u8>, DataError> {
+    pub fn to_bytes(&self) -> Result<Vec<u8>, ModelError> {
         let header = self.checked_header()?;
-        self.encode(&header, Cursor::new(Vec::new())).map(Cursor::into_inner).map_err(|e| DataError::Io {
+        self.encode(&header, Cursor::new(Vec::new())).map(Cursor::into_inner).map_err(|e| ModelError::Io {
             path: format!("model file of kind \"{}\" (in memory)", self.kind),
             source: std::io::Error::other(e),
         })
     }
 
     /// The header of the file, after checking everything [`ModelFile::to_bytes`] reports.
-    fn checked_header(&self) -> Result<Header, DataError> {
-        let invalid = |name, reason| DataError::InvalidParameter { name, reason };
+    fn checked_header(&self) -> Result<Header, ModelError> {
+        let invalid = |name, reason| ModelError::InvalidParameter { name, reason };
         if let Some(reason) = &self.pending_error {
             return Err(invalid("arrays", reason.clone()));
         }
@@ -489,19 +489,19 @@ impl ModelFile {
     /// `header.json.npy` (what `np.load` gives for a member that is not a `.npy` file).
     ///
     /// # Errors
-    /// - [`DataError::ModelFile`] if `bytes` is not a ZIP archive ("not a Stolr model file"),
+    /// - [`ModelError::ModelFile`] if `bytes` is not a ZIP archive ("not a Stolr model file"),
     ///   is truncated or corrupted (a CRC-32 mismatch, a member shorter than declared),
     ///   a member is compressed by another method than deflate, `header.json` (or
     ///   `header.json.npy`) is missing, not valid JSON or lacks a field, `format` is not
     ///   `"stolr-model"`, or an array member is missing, unlisted, or disagrees with
     ///   `header.json` (dtype, shape, Fortran order, length), each named;
-    /// - [`DataError::ModelVersion`] if `format_version` is above [`MODEL_FORMAT_VERSION`].
+    /// - [`ModelError::ModelVersion`] if `format_version` is above [`MODEL_FORMAT_VERSION`].
     ///
     /// Whatever the file claims, no single allocation is larger than `bytes`, or for a
     /// deflate-compressed member, than what its bytes can inflate to and the memory budget
     /// ([`stolr_memory::MemoryBudget::process`]) allow.
-    pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Self, DataError> {
-        let err = |reason: String| DataError::ModelFile { path: name.to_owned(), reason };
+    pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Self, ModelError> {
+        let err = |reason: String| ModelError::ModelFile { path: name.to_owned(), reason };
         let mut zip = zip::ZipArchive::new(Cursor::new(bytes)).map_err(|e| {
             err(format!("not a Stolr model file: cannot read it as a ZIP archive ({e}); is it truncated?"))
         })?;
@@ -542,7 +542,7 @@ impl ModelFile {
             .and_then(Value::as_u64)
             .ok_or_else(|| err(format!("{HEADER_MEMBER}: format_version is missing or not a nonnegative integer")))?;
         if version > u64::from(MODEL_FORMAT_VERSION) {
-            return Err(DataError::ModelVersion {
+            return Err(ModelError::ModelVersion {
                 path: name.to_owned(),
                 found: version,
                 supported: MODEL_FORMAT_VERSION,
@@ -618,9 +618,9 @@ impl ModelFile {
     /// ([`crate::write_atomic`]).
     ///
     /// # Errors
-    /// Those of [`ModelFile::to_bytes`]; [`DataError::Io`] (naming `path`) if the temporary
+    /// Those of [`ModelFile::to_bytes`]; [`ModelError::Io`] (naming `path`) if the temporary
     /// file cannot be created, written, flushed or renamed (it is removed on failure).
-    pub fn save(&self, path: &Path) -> Result<(), DataError> {
+    pub fn save(&self, path: &Path) -> Result<(), ModelError> {
         let header = self.checked_header()?;
         // Streamed to the file: a model holding the training rows (466 MB at KDD Cup) is not
         // built a second time in memory.
@@ -630,24 +630,24 @@ impl ModelFile {
     /// Reads the model file at `path`.
     ///
     /// # Errors
-    /// [`DataError::Io`] if the file cannot be read; [`DataError::OverBudget`] if twice its
+    /// [`ModelError::Io`] if the file cannot be read; [`ModelError::OverBudget`] if twice its
     /// length (the file read whole, then its arrays) is over the process's memory budget; and
     /// every error of [`ModelFile::from_bytes`], naming `path`.
-    pub fn load(path: &Path) -> Result<Self, DataError> {
+    pub fn load(path: &Path) -> Result<Self, ModelError> {
         let name = path.display().to_string();
-        let len = std::fs::metadata(path).map_err(|e| DataError::io(&name, e))?.len();
+        let len = std::fs::metadata(path).map_err(|e| ModelError::io(&name, e))?.len();
         // The file is read whole, then its arrays copied out: twice its length at most.
-        DataError::check_budget(&name, format!("the model file ({len} bytes) and its arrays"), len.saturating_mul(2))?;
-        let bytes = std::fs::read(path).map_err(|e| DataError::io(&name, e))?;
+        ModelError::check_budget(&name, format!("the model file ({len} bytes) and its arrays"), len.saturating_mul(2))?;
+        let bytes = std::fs::read(path).map_err(|e| ModelError::io(&name, e))?;
         Self::from_bytes(&bytes, &name)
     }
 
     /// Reads the model file at `path` and checks that its kind is one of `kinds`.
     ///
     /// # Errors
-    /// Those of [`ModelFile::load`]; [`DataError::ModelKind`] (naming `path`, the kind found
+    /// Those of [`ModelFile::load`]; [`ModelError::ModelKind`] (naming `path`, the kind found
     /// and the kinds expected) if the kind is not in `kinds`.
-    pub fn load_kind(path: &Path, kinds: &[&str]) -> Result<Self, DataError> {
+    pub fn load_kind(path: &Path, kinds: &[&str]) -> Result<Self, ModelError> {
         let model = Self::load(path)?;
         if !kinds.contains(&model.kind.as_str()) {
             let expected = match kinds {
@@ -655,7 +655,7 @@ impl ModelFile {
                 [kind] => format!("\"{kind}\""),
                 _ => kinds.iter().map(|k| format!("\"{k}\"")).collect::<Vec<_>>().join(" or "),
             };
-            return Err(DataError::ModelKind { path: path.display().to_string(), found: model.kind, expected });
+            return Err(ModelError::ModelKind { path: path.display().to_string(), found: model.kind, expected });
         }
         Ok(model)
     }
@@ -666,10 +666,10 @@ impl ModelFile {
 /// `--out`. The file's content is not checked here.
 ///
 /// # Errors
-/// [`DataError::Io`] if `path` does not exist or cannot be inspected;
-/// [`DataError::MissingFile`] if `path` is a directory without a `model.npz` file.
-pub fn resolve_model_path(path: &Path) -> Result<PathBuf, DataError> {
-    let metadata = std::fs::metadata(path).map_err(|e| DataError::io(&path.display().to_string(), e))?;
+/// [`ModelError::Io`] if `path` does not exist or cannot be inspected;
+/// [`ModelError::MissingFile`] if `path` is a directory without a `model.npz` file.
+pub fn resolve_model_path(path: &Path) -> Result<PathBuf, ModelError> {
+    let metadata = std::fs::metadata(path).map_err(|e| ModelError::io(&path.display().to_string(), e))?;
     if !metadata.is_dir() {
         return Ok(path.to_path_buf());
     }
@@ -677,7 +677,7 @@ pub fn resolve_model_path(path: &Path) -> Result<PathBuf, DataError> {
     if file.is_file() {
         Ok(file)
     } else {
-        Err(DataError::MissingFile { dir: path.display().to_string(), tried: vec![MODEL_FILE_NAME.to_owned()] })
+        Err(ModelError::MissingFile { dir: path.display().to_string(), tried: vec![MODEL_FILE_NAME.to_owned()] })
     }
 }
 

@@ -4,7 +4,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use crate::DataError;
+use crate::ModelError;
 
 /// Writes the file `path` atomically: `write` fills a new temporary file in the same folder
 /// (named `.NAME.XXXXXX.tmp`, through a 64 KiB buffer), which is then flushed, synced to disk
@@ -24,15 +24,15 @@ use crate::DataError;
 /// `.tmp` name and is never mistaken for an output.
 ///
 /// # Errors
-/// [`DataError::Io`] naming `path` if the temporary file cannot be created (the folder is
+/// [`ModelError::Io`] naming `path` if the temporary file cannot be created (the folder is
 /// missing or read-only), if `write` fails (its error is kept as the source), or if the file
 /// cannot be flushed, synced or renamed over `path` (e.g. `path` is a folder).
 pub fn write_atomic<T>(
     path: &Path,
     write: impl FnOnce(&mut BufWriter<&mut File>) -> std::io::Result<T>,
-) -> Result<T, DataError> {
+) -> Result<T, ModelError> {
     let name = path.display().to_string();
-    let io_err = |e| DataError::io(&name, e);
+    let io_err = |e| ModelError::io(&name, e);
     let file_name = path
         .file_name()
         .ok_or_else(|| io_err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path")))?;
@@ -110,7 +110,7 @@ mod tests {
     #[test]
     fn an_empty_path_is_an_error() {
         let err = write_atomic(Path::new(""), |out| out.write_all(b"x")).unwrap_err();
-        assert!(matches!(err, DataError::Io { .. }), "{err:?}");
+        assert!(matches!(err, ModelError::Io { .. }), "{err:?}");
     }
 
     #[test]
@@ -119,7 +119,7 @@ mod tests {
         let path = dir.path().join("result.npy");
         let err = write_atomic(&path, fail_halfway).unwrap_err();
         match &err {
-            DataError::Io { path: p, source } => {
+            ModelError::Io { path: p, source } => {
                 assert!(p.ends_with("result.npy"), "{p}");
                 assert!(source.to_string().contains("failed halfway"), "{source}");
             }
@@ -146,13 +146,13 @@ mod tests {
         std::fs::create_dir(&target).unwrap();
         std::fs::write(target.join("inside"), "x").unwrap();
         let err = write_atomic(&target, |out| out.write_all(&[1u8; 200_000])).unwrap_err();
-        assert!(matches!(err, DataError::Io { .. }), "{err:?}");
+        assert!(matches!(err, ModelError::Io { .. }), "{err:?}");
         assert_eq!(listing(dir.path()), ["model.npz"]);
         assert_eq!(listing(&target), ["inside"]);
 
         let missing = dir.path().join("no-such-folder").join("x.npy");
         let err = write_atomic(&missing, |out| out.write_all(b"x")).unwrap_err();
-        assert!(matches!(err, DataError::Io { .. }), "{err:?}");
+        assert!(matches!(err, ModelError::Io { .. }), "{err:?}");
         assert_eq!(listing(dir.path()), ["model.npz"]);
     }
 
@@ -168,7 +168,7 @@ mod tests {
         let writable = tempfile::tempfile_in(&ro).is_ok();
         let result = write_atomic(&ro.join("x.npy"), |out| out.write_all(b"x"));
         if !writable {
-            assert!(matches!(result, Err(DataError::Io { .. })), "{result:?}");
+            assert!(matches!(result, Err(ModelError::Io { .. })), "{result:?}");
             assert!(listing(&ro).is_empty());
         }
         std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).unwrap();

@@ -78,7 +78,7 @@ pub(super) fn read_member<R: Read + std::io::Seek>(
 /// The text of a `.npy` member holding a 0-d bytes (`|S<n>`) or text (`<U<n>`) array, as
 /// `np.savez` writes a `bytes` or `str` value; trailing NULs removed, as NumPy reads it.
 pub(super) fn numpy_bytes_scalar(npy: &[u8]) -> Result<Vec<u8>, String> {
-    let start = crate::npy::checked_header(npy, NUMPY_HEADER_MEMBER, npy.len() as u64).map_err(npy_message)?.len();
+    let start = crate::checked_npy_header(npy, NUMPY_HEADER_MEMBER, npy.len() as u64).map_err(npy_message)?.len();
     let file = npyz::NpyFile::new(npy).map_err(|e| format!("not a valid .npy file: {e}"))?;
     let expected = "a 0-d array of dtype S (bytes) or U (text) holding the JSON header";
     if !file.shape().is_empty() {
@@ -111,10 +111,10 @@ pub(super) fn numpy_bytes_scalar(npy: &[u8]) -> Result<Vec<u8>, String> {
     Ok(text)
 }
 
-/// The message of a [`DataError::Npy`] (without its path), or the whole error.
-pub(super) fn npy_message(e: DataError) -> String {
+/// The message of a [`ModelError::Npy`] (without its path), or the whole error.
+pub(super) fn npy_message(e: ModelError) -> String {
     match e {
-        DataError::Npy { message, .. } => message,
+        ModelError::Npy { message, .. } => message,
         e => e.to_string(),
     }
 }
@@ -161,11 +161,11 @@ pub(super) enum Parsed {
 /// Parses a `.npy` member (named `member`) that must hold `count` entries of `dtype` with
 /// `shape` in C order.
 ///
-/// Its header is checked as [`crate::read_npy_matrix`] checks one (length, nesting) before
-/// `npyz` parses it, so NumPy's own headers (`np.savez`) are read as well as Stolr's; then its
+/// Its header is checked as every `.npy` file's is ([`crate::checked_npy_header`]: length,
+/// nesting) before `npyz` parses it, so NumPy's own headers (`np.savez`) are read as well as Stolr's; then its
 /// dtype, shape and order must be those of `header.json`.
 pub(super) fn parse_npy(npy: &[u8], member: &str, dtype: Dtype, shape: &[u64], count: usize) -> Result<Parsed, String> {
-    let start = crate::npy::checked_header(npy, member, npy.len() as u64).map_err(npy_message)?.len();
+    let start = crate::checked_npy_header(npy, member, npy.len() as u64).map_err(npy_message)?.len();
     let file = npyz::NpyFile::new(npy).map_err(|e| format!("not a valid .npy file: {e}"))?;
     let expected = dtype.npy_dtype()?;
     if file.dtype() != expected {

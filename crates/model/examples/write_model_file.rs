@@ -1,12 +1,12 @@
 //! Writes a small model file, e.g. to check that NumPy reads it:
 //!
 //! ```text
-//! cargo run -p stolr-datasets --example write_model_file -- /tmp/model.npz
+//! cargo run -p stolr-model --example write_model_file -- /tmp/model.npz
 //! python3 -c 'import json, numpy as np; f = np.load("/tmp/model.npz"); print(json.loads(f["header.json"]), f["x"], f["idx"])'
 //! ```
 
 use faer::Mat;
-use stolr_datasets::ModelFile;
+use stolr_model::ModelFile;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = std::env::args_os().nth(1).ok_or("usage: write_model_file OUT.npz")?;

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use faer::Mat;
 use serde_json::json;
-use stolr_datasets::{DataError, ModelArray, ModelFile};
+use stolr_model::{ModelArray, ModelError, ModelFile};
 
 fn model() -> ModelFile {
     let mut model = ModelFile::new("krr", json!({ "lambda": 0.5, "sigma": 1.25, "n_features": 2 }));
@@ -97,7 +97,7 @@ fn a_resaved_file_that_cannot_be_the_model_is_refused_with_the_true_reason() {
     let bytes = zip.finish().expect("finish").into_inner();
     let err = ModelFile::from_bytes(&bytes, "f32.npz").unwrap_err();
     let message = err.to_string();
-    assert!(matches!(err, DataError::ModelFile { .. }), "{err:?}");
+    assert!(matches!(err, ModelError::ModelFile { .. }), "{err:?}");
     assert!(message.contains("dtype '<f4', but header.json gives f64 (<f8)"), "{message}");
 
     // A header member that is not a bytes scalar.

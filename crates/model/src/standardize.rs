@@ -2,7 +2,7 @@
 
 use faer::Mat;
 
-use crate::DataError;
+use crate::ModelError;
 
 /// Per-column statistics removed by [`standardize`]: `x_std[i][j] = (x[i][j] - mean[j]) / scale[j]`.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,11 +20,11 @@ impl Standardization {
     /// about the test targets or features leaks into the model).
     ///
     /// # Errors
-    /// [`DataError::WidthMismatch`] if `x` does not have `d = mean.len()` columns (nothing is
+    /// [`ModelError::WidthMismatch`] if `x` does not have `d = mean.len()` columns (nothing is
     /// changed then).
-    pub fn apply(&self, x: &mut Mat<f64>) -> Result<(), DataError> {
+    pub fn apply(&self, x: &mut Mat<f64>) -> Result<(), ModelError> {
         if x.ncols() != self.mean.len() {
-            return Err(DataError::WidthMismatch {
+            return Err(ModelError::WidthMismatch {
                 what: "data to standardize with fitted statistics".into(),
                 expected: self.mean.len(),
                 found: x.ncols(),
@@ -52,7 +52,7 @@ impl Standardization {
 /// With `n = 0` nothing changes and every mean is 0, every scale 1.
 ///
 /// Non-finite entries propagate into their column's statistics; call
-/// [`check_finite`](crate::check_finite) first if `x` did not come from a reader of this crate.
+/// `stolr_datasets::check_finite` first if `x` did not come from one of its readers.
 pub fn standardize(x: &mut Mat<f64>) -> Standardization {
     standardize_reduced(x, |_| {})
 }
@@ -100,14 +100,20 @@ pub fn standardize_reduced(x: &mut Mat<f64>, mut reduce: impl FnMut(&mut [f64]))
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::SeedableRng;
+    use rand::{Rng, SeedableRng};
+    use rand_distr::{Distribution, StandardNormal};
     use rand_xoshiro::Xoshiro256PlusPlus;
+
+    /// An `(n, d)` matrix of standard normal draws (as `stolr_datasets::generate::gaussian`).
+    fn gaussian(n: usize, d: usize, rng: &mut impl Rng) -> Mat<f64> {
+        Mat::from_fn(n, d, |_, _| StandardNormal.sample(rng))
+    }
 
     #[test]
     fn columns_get_mean_zero_and_population_std_one() {
         let (n, d) = (50, 4);
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
-        let g = crate::generate::gaussian(n, d, &mut rng);
+        let g = gaussian(n, d, &mut rng);
         // Columns on very different scales and offsets.
         let original = Mat::from_fn(n, d, |i, j| 1e3f64.powi(j as i32 - 1) * g[(i, j)] + 5.0 * j as f64);
         let mut x = original.clone();
@@ -166,7 +172,7 @@ mod tests {
         assert!((test[(0, 1)] - (20.0 - 5.0) / 5.0f64.sqrt()).abs() < 1e-14);
         let mut wrong = Mat::<f64>::zeros(2, 3);
         let err = s.apply(&mut wrong).unwrap_err();
-        assert!(matches!(err, DataError::WidthMismatch { expected: 2, found: 3, .. }), "{err:?}");
+        assert!(matches!(err, ModelError::WidthMismatch { expected: 2, found: 3, .. }), "{err:?}");
     }
 
     /// A column at 1e9 + N(0, 1), or 1 + 1e-8·N(0, 1): one summing pass lost about 30 ulps of
@@ -177,7 +183,7 @@ mod tests {
     fn statistics_stay_exact_to_rounding_at_large_offsets_and_small_scales() {
         let n = 4000;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
-        let g = crate::generate::gaussian(n, 1, &mut rng);
+        let g = gaussian(n, 1, &mut rng);
         for (offset, spread) in [(1e9, 1.0), (1.0, 1e-8), (-3e12, 50.0), (1e9, 1e-3)] {
             let original = Mat::from_fn(n, 2, |i, j| offset * (j + 1) as f64 + spread * g[(i, 0)]);
             let mut x = original.clone();

@@ -1,6 +1,6 @@
-//! The estimator interface, in the spirit of linfa's `Fit` / `Transformer` / `Predict`:
-//! checked parameters are fitted to data into a model; a model applies to new rows and saves
-//! itself to a versioned model file.
+//! The interface every fitted family shares (fit, transform, predict, persist), in the spirit
+//! of linfa's `Fit` / `Transformer` / `Predict`: checked parameters are fitted to data into a
+//! model; a model applies to new rows and saves itself to a versioned model file.
 
 use std::path::Path;
 
@@ -66,25 +66,25 @@ pub trait Predictor {
 }
 
 /// A model that saves to and loads from a Stolr model file
-/// ([`stolr_datasets::ModelFile`]: an `.npz` archive of `.npy` arrays plus a JSON header,
+/// ([`stolr_model::ModelFile`]: an `.npz` archive of `.npy` arrays plus a JSON header,
 /// readable from NumPy without Stolr). Save then load is bit for bit.
 pub trait Persist: Sized {
     /// The model file's `kind` (`kernel-pca`, `pca`, `kernel-ridge`).
     const KIND: &'static str;
 
     /// The model as a model file.
-    fn to_model_file(&self) -> stolr_datasets::ModelFile;
+    fn to_model_file(&self) -> stolr_model::ModelFile;
 
     /// The model from a model file of kind [`Self::KIND`]; `path` names the file in errors.
     ///
     /// # Errors
     /// [`SolverError::ModelFile`] if an array or parameter is missing or inconsistent.
-    fn from_model_file(file: &stolr_datasets::ModelFile, path: &Path) -> Result<Self, SolverError>;
+    fn from_model_file(file: &stolr_model::ModelFile, path: &Path) -> Result<Self, SolverError>;
 
     /// Writes the model to `path` atomically.
     ///
     /// # Errors
-    /// [`SolverError::Data`] if the file cannot be written.
+    /// [`SolverError::Model`] if the file cannot be written.
     fn save(&self, path: &Path) -> Result<(), SolverError> {
         Ok(self.to_model_file().save(path)?)
     }
@@ -92,11 +92,11 @@ pub trait Persist: Sized {
     /// Reads a model from `path`: a model file, or a directory holding `model.npz`.
     ///
     /// # Errors
-    /// [`SolverError::Data`] for an unreadable, truncated, corrupted or newer-version file, or a
+    /// [`SolverError::Model`] for an unreadable, truncated, corrupted or newer-version file, or a
     /// model of another kind; [`SolverError::ModelFile`] for inconsistent contents.
     fn load(path: &Path) -> Result<Self, SolverError> {
-        let path = stolr_datasets::resolve_model_path(path)?;
-        let file = stolr_datasets::ModelFile::load_kind(&path, &[Self::KIND])?;
+        let path = stolr_model::resolve_model_path(path)?;
+        let file = stolr_model::ModelFile::load_kind(&path, &[Self::KIND])?;
         Self::from_model_file(&file, &path)
     }
 }

@@ -12,7 +12,7 @@
 //! formed in two levels:
 //! 1. each rank reduces **its own rows** exactly as a single process reduces all of them (row
 //!    groups fixed by the local shape, partials added in group order; see
-//!    [`tall_inner`](crate::tall_inner));
+//!    `stolr_lowrank::tall_inner`);
 //! 2. [`Communicator::all_reduce_sum`] adds the per-rank partials **in rank order**,
 //!    `((p₀ + p₁) + p₂) + …`, and every rank receives the same bits (the MPI communicator
 //!    gathers each slice of the buffer to one owner, which sums it in rank order, then shares
@@ -27,6 +27,7 @@
 //! [`RowShard`] says which contiguous block of the global rows a rank holds: ranks hold
 //! consecutive blocks in rank order, so gathering blocks in rank order gives the rows in file
 //! order.
+#![deny(missing_docs)]
 
 use faer::{Mat, MatRef};
 
@@ -191,7 +192,7 @@ pub fn all_reduce_lower(comm: &dyn Communicator, a: &mut Mat<f64>) {
 
 /// [`all_reduce_lower`] restricted to rows `first..m` of the lower triangle (the rows above
 /// are already known on every rank and are left as they are). Collective.
-pub(crate) fn all_reduce_lower_from(comm: &dyn Communicator, a: &mut Mat<f64>, first: usize) {
+pub fn all_reduce_lower_from(comm: &dyn Communicator, a: &mut Mat<f64>, first: usize) {
     if comm.size() == 1 {
         return;
     }

@@ -6,7 +6,7 @@ use std::io::{Cursor, Read, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
-use stolr_datasets::{DataError, ModelFile};
+use stolr_model::{ModelError, ModelFile};
 
 /// The system allocator, recording the largest single request.
 struct Recording;
@@ -84,7 +84,7 @@ fn huge_claimed_shapes_and_sizes_allocate_nothing_large() {
         LARGEST.store(0, Ordering::Relaxed);
         let result = ModelFile::from_bytes(file, "m.npz");
         let largest = LARGEST.load(Ordering::Relaxed);
-        assert!(matches!(result, Err(DataError::ModelFile { .. })), "case {k}: {result:?}");
+        assert!(matches!(result, Err(ModelError::ModelFile { .. })), "case {k}: {result:?}");
         assert!(largest <= limit, "case {k}: an allocation of {largest} bytes for a {}-byte file", file.len());
     }
 }
