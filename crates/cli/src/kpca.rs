@@ -15,13 +15,14 @@ use stolr_report::{
     KpcaTimings, ReportCategorical, ReportKernel, TauReport,
 };
 use stolr_solvers::{
-    Certificate, CertifyRule, DEFAULT_TAU_SUBSAMPLE, ExactOperator, KernelPcaFit, KernelPcaJob, KernelPcaOutcome,
-    KernelSpec, KhaConfig, KpcaSolver, KpcaStream, KpcaWarning, SamplerKind, Shard, SigmaRule, SkpcaConfig, Stop,
-    TauOutcome, TauRule,
+    Certificate, CertifyRule, DEFAULT_TAU_SUBSAMPLE, KernelFamily, KernelPcaFit, KernelPcaJob, KernelPcaOutcome,
+    KhaConfig, KpcaMethod, KpcaSettings, KpcaStream, KpcaWarning, Named, SamplerKind, Shard, SigmaRule, SkpcaConfig,
+    Stop, TauOutcome, TauRule,
 };
 
 use crate::common::checkpoint::{CheckpointArgs, FileStore, matrix_fingerprint, require_support};
 use crate::common::input::{Format, TableArgs, label_values, read_with_table};
+use crate::common::names;
 use crate::common::output::{write_model, write_report};
 use crate::common::progress::Progress;
 use crate::common::sigma::SigmaArg;
@@ -34,32 +35,6 @@ mod distributed;
 const DEFAULT_N: usize = 2000;
 /// Radial noise of the built-in dataset.
 const DEFAULT_NOISE: f64 = 0.1;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum KernelKind {
-    /// exp(-||x-y||² / (2 sigma²))
-    Gaussian,
-    /// exp(-||x-y||₁ / sigma)
-    Laplacian,
-    /// (<x,y>/scale + offset)^degree
-    Polynomial,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SolverKind {
-    /// Stochastic proximal gradient descent with shrinkage (paper 000, Algorithm 1).
-    Skpca,
-    /// Exact eigenpairs: the dense kernel matrix (memory 8·n² bytes) when it fits
-    /// --memory-limit, else the matrix-free solver.
-    Exact,
-    /// Exact eigenpairs without the kernel matrix: a tiled kernel operator and a block
-    /// Krylov–Schur eigensolver (memory O(n·(d + rank)), time O(n²·d) per block product).
-    ExactMatrixFree,
-    /// Exact eigenpairs of the Nyström approximation with `--landmarks` columns.
-    Nystrom,
-    /// The Kernel Hebbian Algorithm (constant step --eta, --iterations steps; memory O(n·rank)).
-    Kha,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CertifyArg {
@@ -87,8 +62,8 @@ pub struct KpcaArgs {
     #[command(flatten)]
     table: TableArgs,
     /// Kernel function.
-    #[arg(long, value_enum, default_value = "gaussian")]
-    kernel: KernelKind,
+    #[arg(long, default_value = "gaussian", value_parser = names::parser::<KernelFamily>())]
+    kernel: KernelFamily,
     /// Standardize every feature to mean 0 and standard deviation 1 before anything else.
     #[arg(long)]
     standardize: bool,
@@ -135,8 +110,8 @@ pub struct KpcaArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Solver.
-    #[arg(long, value_enum, default_value = "skpca")]
-    solver: SolverKind,
+    #[arg(long, default_value = "skpca", value_parser = names::parser::<KpcaMethod>())]
+    solver: KpcaMethod,
     /// Nyström landmarks m.
     #[arg(long, default_value_t = 500)]
     landmarks: usize,
@@ -220,25 +195,16 @@ fn job(args: &KpcaArgs, ctx: &RunContext) -> KernelPcaJob {
         SigmaArg::Auto => SigmaRule::Auto,
         SigmaArg::Value(s) => SigmaRule::Given(s),
     };
-    let kernel = match args.kernel {
-        KernelKind::Gaussian => KernelSpec::Gaussian(sigma),
-        KernelKind::Laplacian => KernelSpec::Laplacian(sigma),
-        KernelKind::Polynomial => {
-            KernelSpec::Polynomial { scale: args.poly_scale, offset: args.poly_offset, degree: args.degree }
-        }
+    let kernel = args.kernel.spec(sigma, (args.poly_scale, args.poly_offset, args.degree));
+    let settings = KpcaSettings {
+        landmarks: args.landmarks,
+        iterations: args.iterations,
+        eta: args.eta,
+        sampler: args.sampler,
+        features: args.features,
+        max_rank: args.max_rank,
     };
-    let solver = match args.solver {
-        SolverKind::Skpca => KpcaSolver::Skpca {
-            // τ is set by the job's rule.
-            config: SkpcaConfig { iterations: args.iterations, max_rank: Some(args.max_rank), ..Default::default() },
-            sampler: args.sampler,
-            features: args.features,
-        },
-        SolverKind::Exact => KpcaSolver::exact(),
-        SolverKind::ExactMatrixFree => KpcaSolver::exact_with(ExactOperator::MatrixFree),
-        SolverKind::Nystrom => KpcaSolver::Nystrom { landmarks: args.landmarks },
-        SolverKind::Kha => KpcaSolver::kha(args.eta, args.iterations),
-    };
+    let solver = args.solver.solver(&settings);
     let tau = match args.tau {
         Some(tau) => TauRule::Given(tau),
         None => TauRule::ForRank { rank: args.rank.unwrap_or(10), subsample: args.tau_subsample },
@@ -337,11 +303,11 @@ pub fn run(args: KpcaArgs, ctx: &RunContext) -> Result<()> {
     if args.rank == Some(0) {
         bail!("--rank must be at least 1");
     }
-    if args.solver != SolverKind::Skpca && args.rank.is_none() {
+    if args.solver != KpcaMethod::Skpca && args.rank.is_none() {
         bail!("--solver {} needs --rank (the number of eigenpairs)", job(&args, ctx).solver.name());
     }
     let job = job(&args, ctx);
-    let iterative = matches!(args.solver, SolverKind::Skpca | SolverKind::Kha);
+    let iterative = args.solver.is_iterative();
     if iterative {
         Progress::check_trace("--iterations", args.iterations, 1, ctx.memory)?;
     }
@@ -375,7 +341,7 @@ pub fn run(args: KpcaArgs, ctx: &RunContext) -> Result<()> {
             (Shard::whole_owned(x), Read { data, encoding, origin, total, read_time })
         }
     };
-    require_support(&args.checkpoint, args.solver == SolverKind::Skpca, job.solver.name())?;
+    require_support(&args.checkpoint, args.solver == KpcaMethod::Skpca, job.solver.name())?;
     let store = FileStore::new(&args.checkpoint, ctx, || Ok(matrix_fingerprint(shard.rows())))?;
     // Only rank 0 draws the bar and keeps the trace for the report.
     let mut progress = Progress::new(job.solver.name(), iterative.then_some(args.iterations), 1).with_checkpoint(store);
@@ -406,7 +372,7 @@ fn finish(args: &KpcaArgs, read: Read, outcome: KernelPcaOutcome, progress: Prog
     let tau = tau.as_ref().map(tau_report);
     let certificate =
         certificate.as_ref().map(|c| certificate_report(c, timings.certificate.unwrap_or_default().as_secs_f64()));
-    let iterative = matches!(args.solver, SolverKind::Skpca | SolverKind::Kha);
+    let iterative = args.solver.is_iterative();
     let iterations = iterative.then_some(iterations);
     let solve_time = timings.solve;
     let categorical: Vec<ReportCategorical> = encoding
@@ -543,7 +509,7 @@ fn finish(args: &KpcaArgs, read: Read, outcome: KernelPcaOutcome, progress: Prog
         solver = solver_text,
         n = n,
         d = d,
-        kname = format!("{:?}", args.kernel).to_lowercase(),
+        kname = args.kernel.name(),
         r = pairs.rank(),
         l1 = pairs.values.first().copied().unwrap_or(f64::NAN),
         it = iterations.map(|t| format!("{t} iterations, ")).unwrap_or_default(),

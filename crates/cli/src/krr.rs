@@ -22,9 +22,9 @@ use stolr_datasets::{Dataset, TrainTest, generate, random_folds, random_split, w
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, Kernel, bandwidth_rule};
 use stolr_model::Standardization;
 use stolr_solvers::{
-    ColumnMode, CoordinateRule, KernelRidge, KernelRidgeJob, KrrModel, KrrSolver as Solver, KrrStream, LambdaSelection,
-    NuModel, NuPath, NuSelection, NystromKrrConfig, NystromSolve, Shard, SlklConfig, UnifConfig, UniformWeight,
-    log_grid, mean_squared_error, select_lambda_nystrom, select_landmarks, select_nu, select_nu_path,
+    ColumnMode, CoordinateRule, KernelRidge, KernelRidgeJob, KrrMethod, KrrModel, KrrStream, LambdaSelection, Named,
+    NuModel, NuPath, NuSelection, NystromKrrConfig, NystromSolve, Shard, SlklConfig, log_grid, mean_squared_error,
+    select_lambda_nystrom, select_landmarks, select_nu, select_nu_path,
 };
 
 use stolr_report::{
@@ -32,6 +32,7 @@ use stolr_report::{
 };
 
 use crate::common::input::{Format, read};
+use crate::common::names;
 use crate::common::output::{write_model, write_report};
 
 use crate::common::checkpoint::{CheckpointArgs, FileStore, matrix_fingerprint, require_support};
@@ -42,23 +43,6 @@ use crate::memory::peak_rss_bytes;
 /// `--nu auto` grid of Unif: 10^-4 … 10^1, two points per decade (docs/derivations.md §6.14).
 /// SLKL's path descends from ν_max instead (`select_nu_path`).
 const NU_GRID: (i32, i32, usize) = (-4, 1, 2);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum KrrSolver {
-    /// Stochastic low-rank kernel learning (paper 004): sparse conical combination of M rank-1
-    /// Nyström kernels, fitted by coordinate descent.
-    Slkl,
-    /// KRR_n: kernel ridge regression on all n training points (dense n × n Cholesky; memory
-    /// about 16·n² bytes).
-    Krr,
-    /// KRR_M: kernel ridge regression on the M landmarks only.
-    KrrSubset,
-    /// Nyström KRR: ridge regression over the span of M landmark kernel functions, fitted on
-    /// all n points; memory O(M² + n·d) (direct solve or preconditioned conjugate gradients).
-    Nystrom,
-    /// Unif: KRR with uniform weights on the M rank-1 kernels (the best common weight for ν).
-    Uniform,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum KrrGenerator {
@@ -102,8 +86,8 @@ pub struct KrrArgs {
     /// Solver. Which to use: nystrom for accuracy per second and per byte at any n; slkl for
     /// a sparse predictor (fewest centres, cheapest predictions); krr when 16·n² bytes fit
     /// (docs/krr.md).
-    #[arg(long, value_enum, default_value = "slkl")]
-    solver: KrrSolver,
+    #[arg(long, default_value = "slkl", value_parser = names::parser::<KrrMethod>())]
+    solver: KrrMethod,
     /// One data file, split at random into training and test sets (needs --format and
     /// --test-size).
     #[arg(long)]
@@ -361,7 +345,7 @@ fn validate_nu(args: &KrrArgs, x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel) -
     })?;
     let grid = log_grid(NU_GRID.0, NU_GRID.1, NU_GRID.2);
     let config = slkl_config(args, grid[0], args.landmarks);
-    if args.solver == KrrSolver::Uniform {
+    if args.solver == KrrMethod::Uniform {
         return Ok(select_nu(x, y, &folds, kernel, &config, NuModel::Unif, &grid, &rng)?);
     }
     let path = NuPath { intercept: !args.no_intercept, ..NuPath::default() };
@@ -401,7 +385,7 @@ fn check_args(args: &KrrArgs, n: usize) -> Result<()> {
     if !(args.lambda.is_finite() && args.lambda > 0.0) {
         bail!("--lambda must be positive and finite, got {}", args.lambda);
     }
-    if args.solver != KrrSolver::Krr && (args.landmarks == 0 || args.landmarks > n) {
+    if args.solver != KrrMethod::Krr && (args.landmarks == 0 || args.landmarks > n) {
         bail!("--landmarks must be between 1 and the number of training points n = {n}, got {}", args.landmarks);
     }
     if !(args.epsilon.is_finite() && args.epsilon >= 0.0) {
@@ -440,29 +424,18 @@ fn fit(
     ctx: &RunContext,
 ) -> Result<Fitted> {
     let lambda = args.lambda;
-    let solver = match args.solver {
-        KrrSolver::Slkl => Solver::Slkl(slkl_config(args, nu, args.landmarks)),
-        KrrSolver::Uniform => Solver::Uniform {
-            config: UnifConfig { lambda, nu, weight: UniformWeight::Optimal },
-            landmarks: args.landmarks,
+    let nystrom = NystromKrrConfig {
+        solve: match args.nystrom_solver {
+            NystromSolveArg::Auto => NystromSolve::Auto,
+            NystromSolveArg::Direct => NystromSolve::Direct,
+            NystromSolveArg::Cg => NystromSolve::ConjugateGradient,
         },
-        KrrSolver::KrrSubset => Solver::KrrSubset { lambda, landmarks: args.landmarks },
-        KrrSolver::Nystrom => Solver::Nystrom {
-            config: NystromKrrConfig {
-                lambda,
-                solve: match args.nystrom_solver {
-                    NystromSolveArg::Auto => NystromSolve::Auto,
-                    NystromSolveArg::Direct => NystromSolve::Direct,
-                    NystromSolveArg::Cg => NystromSolve::ConjugateGradient,
-                },
-                tolerance: args.cg_tolerance,
-                max_iterations: args.cg_max_iterations,
-                memory: ctx.memory,
-            },
-            landmarks: args.landmarks,
-        },
-        KrrSolver::Krr => Solver::Krr { lambda },
+        tolerance: args.cg_tolerance,
+        max_iterations: args.cg_max_iterations,
+        memory: ctx.memory,
+        ..NystromKrrConfig::default()
     };
+    let solver = args.solver.solver(lambda, nu, args.landmarks, slkl_config(args, nu, args.landmarks), nystrom);
     let job = KernelRidgeJob {
         memory: ctx.memory,
         ..KernelRidgeJob::new(
@@ -470,8 +443,8 @@ fn fit(
             args.seed,
         )
     };
-    let solver_name = format!("{:?}", args.solver).to_lowercase();
-    require_support(&args.checkpoint, args.solver == KrrSolver::Slkl, &solver_name)?;
+    let solver_name = args.solver.name();
+    require_support(&args.checkpoint, args.solver == KrrMethod::Slkl, solver_name)?;
     // The data as SLKL sees them: the training rows and their targets.
     let store = FileStore::new(&args.checkpoint, ctx, || {
         Ok(format!(
@@ -496,18 +469,18 @@ fn fit(
     progress.finish();
     let centres = model.expansion().len();
     let definition = match args.solver {
-        KrrSolver::Slkl => "F(mu) = lambda y^T (lambda I + K_mu)^-1 y + nu sum(mu), paper 004 (14)",
-        KrrSolver::Uniform => "F(c 1) of paper 004 (14) at the best common weight c",
-        KrrSolver::KrrSubset => "lambda y_J^T (K_JJ + lambda I)^-1 y_J, paper 004 (9) on the landmarks",
-        KrrSolver::Nystrom => "sum_i (y_i - f(x_i))^2 + lambda alpha^T K_MM alpha at the Nystrom KRR solution",
-        KrrSolver::Krr => "lambda y^T (K + lambda I)^-1 y, paper 004 (9)",
+        KrrMethod::Slkl => "F(mu) = lambda y^T (lambda I + K_mu)^-1 y + nu sum(mu), paper 004 (14)",
+        KrrMethod::Uniform => "F(c 1) of paper 004 (14) at the best common weight c",
+        KrrMethod::KrrSubset => "lambda y_J^T (K_JJ + lambda I)^-1 y_J, paper 004 (9) on the landmarks",
+        KrrMethod::Nystrom => "sum_i (y_i - f(x_i))^2 + lambda alpha^T K_MM alpha at the Nystrom KRR solution",
+        KrrMethod::Krr => "lambda y^T (K + lambda I)^-1 y, paper 004 (9)",
     };
-    let slkl = args.solver == KrrSolver::Slkl;
+    let slkl = args.solver == KrrMethod::Slkl;
     let result = KrrResult {
         objective: summary.objective,
         objective_definition: definition.into(),
         centres,
-        sparsity: matches!(args.solver, KrrSolver::Slkl | KrrSolver::Uniform).then_some(centres),
+        sparsity: matches!(args.solver, KrrMethod::Slkl | KrrMethod::Uniform).then_some(centres),
         iterations: slkl.then_some(summary.iterations),
         epochs: slkl.then_some(summary.epochs),
         stop_reason: summary.stop.map(|s| s.to_string()),
@@ -532,11 +505,11 @@ fn check_distributed(args: &KrrArgs, size: usize) -> Result<()> {
     let not_yet = |what: &str| -> Result<()> {
         bail!("stolr krr {what} is not distributed yet: run it on one process (not under mpirun -np {size})")
     };
-    if !matches!(args.solver, KrrSolver::Nystrom | KrrSolver::Slkl) {
-        let name = args.solver.to_possible_value().map(|v| v.get_name().to_owned()).unwrap_or_default();
+    if !matches!(args.solver, KrrMethod::Nystrom | KrrMethod::Slkl) {
+        let name = args.solver.name();
         not_yet(&format!("--solver {name}"))?;
     }
-    if args.solver == KrrSolver::Slkl && args.nu == "auto" {
+    if args.solver == KrrMethod::Slkl && args.nu == "auto" {
         not_yet("--nu auto (cross-validation; give --nu)")?;
     }
     if args.lambda_text == "auto" {
@@ -570,8 +543,8 @@ pub fn run(mut args: KrrArgs, ctx: &RunContext) -> Result<()> {
     }
     let auto_lambda = args.lambda_text == "auto";
     args.lambda = if auto_lambda {
-        if args.solver != KrrSolver::Nystrom {
-            bail!("--lambda auto is available for --solver nystrom; give a number for {:?}", args.solver);
+        if args.solver != KrrMethod::Nystrom {
+            bail!("--lambda auto is available for --solver nystrom; give a number for {}", args.solver.name());
         }
         1.0 // checked now, replaced by the cross-validated choice
     } else {
@@ -594,7 +567,7 @@ pub fn run(mut args: KrrArgs, ctx: &RunContext) -> Result<()> {
     let kernel = Kernel::Gaussian { sigma };
     let sigma_time = t_sigma.elapsed();
 
-    let uses_nu = matches!(args.solver, KrrSolver::Slkl | KrrSolver::Uniform);
+    let uses_nu = matches!(args.solver, KrrMethod::Slkl | KrrMethod::Uniform);
     let t_nu = Instant::now();
     let (nu, nu_source, validation) = match (given_nu, uses_nu) {
         (Some(nu), _) => (Some(nu), "given", None),
@@ -682,13 +655,13 @@ pub fn run(mut args: KrrArgs, ctx: &RunContext) -> Result<()> {
         kernel: ReportKernel::Gaussian { sigma, sigma_source: Some(sigma_source.clone()) },
         solver: fitted.model.solver().into(),
         parameters: KrrParameters {
-            landmarks: (args.solver != KrrSolver::Krr).then_some(args.landmarks),
+            landmarks: (args.solver != KrrMethod::Krr).then_some(args.landmarks),
             lambda: args.lambda,
             lambda_source: Some(
                 if auto_lambda { "auto: cross-validation on the training set" } else { "given" }.into(),
             ),
             intercept: !args.no_intercept,
-            nystrom_solver: (args.solver == KrrSolver::Nystrom)
+            nystrom_solver: (args.solver == KrrMethod::Nystrom)
                 .then(|| format!("{:?}", args.nystrom_solver).to_lowercase()),
             nu,
             nu_source: Some(nu_source.to_string()),

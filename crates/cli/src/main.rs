@@ -13,7 +13,6 @@ mod kpca;
 mod krr;
 mod memory;
 mod pca;
-mod pca_stream;
 mod plot;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};

@@ -19,11 +19,10 @@ use stolr_estimators::Kernel;
 use stolr_memory::MemoryBudget;
 use stolr_model::ModelFile;
 use stolr_solvers::{
-    DEFAULT_TAU_SUBSAMPLE, ExactOperator, IterationReport, KernelPcaJob, KernelPcaModel, KernelRidge, KernelRidgeJob,
-    KhaConfig, KpcaSolver, KrrModel, KrrSolver, MatrixSource, NystromKrrConfig, Observer, Pca, PcaJob, PcaModel,
-    PcaSolver, PcaStream, Persist, Predictor, SamplerKind, Shard, SkpcaConfig, SlklConfig, SolverError, SolverState,
-    StreamingPca, StreamingPcaJob, StreamingSolver, SvrgPcaConfig, TauRule, Transformer, UnifConfig, UniformWeight,
-    VrPcaConfig,
+    DEFAULT_TAU_SUBSAMPLE, IterationReport, KernelFamily, KernelPcaJob, KernelPcaModel, KernelRidge, KernelRidgeJob,
+    KpcaMethod, KpcaSettings, KrrMethod, KrrModel, MatrixSource, Named, NystromKrrConfig, Observer, Pca, PcaJob,
+    PcaMethod, PcaModel, PcaStream, Persist, Predictor, SamplerKind, Shard, SlklConfig, SolverError, SolverState,
+    StreamingPca, StreamingPcaJob, StreamingSolver, SvrgPcaConfig, TauRule, Transformer,
 };
 
 /// A kernel PCA fit for Python: the model bytes, the eigenvalues, the training eigenvectors and
@@ -141,18 +140,17 @@ fn kernel(name: &str, gamma: f64, degree: u32, coef0: f64) -> PyResult<Kernel> {
             Err(value_error(format!("gamma must be positive and finite, got {gamma}")))
         }
     };
-    Ok(match name {
-        "rbf" | "gaussian" => Kernel::Gaussian { sigma: sigma()? },
-        "laplacian" => {
+    Ok(match KernelFamily::parse(name).map_err(value_error)? {
+        KernelFamily::Gaussian => Kernel::Gaussian { sigma: sigma()? },
+        KernelFamily::Laplacian => {
             sigma()?;
             Kernel::Laplacian { sigma: 1.0 / gamma }
         }
         // scikit-learn's (γ⟨x, y⟩ + coef0)^degree is Stolr's (⟨x, y⟩/scale + offset)^degree with scale = 1/γ.
-        "poly" | "polynomial" => {
+        KernelFamily::Polynomial => {
             sigma()?;
             Kernel::Polynomial { scale: 1.0 / gamma, offset: coef0, degree }
         }
-        other => return Err(value_error(format!("unknown kernel '{other}' (rbf, laplacian, poly)"))),
     })
 }
 
@@ -198,31 +196,20 @@ fn fit_kernel_pca<'py>(
     let x = rows(&x);
     let kernel = kernel(kernel_name, gamma, degree, coef0)?;
     let sampler: SamplerKind = sampler.parse().map_err(value_error)?;
-    let solver = match solver {
-        "exact" => KpcaSolver::exact(),
-        "exact-matrix-free" => KpcaSolver::exact_with(ExactOperator::MatrixFree),
-        "nystrom" => KpcaSolver::Nystrom { landmarks: n_landmarks },
-        "skpca" => KpcaSolver::Skpca {
-            config: SkpcaConfig {
-                iterations: n_iter,
-                max_rank: Some(SkpcaConfig::DEFAULT_MAX_RANK),
-                ..Default::default()
-            },
-            sampler,
-            features: n_features,
-        },
-        "kha" => KpcaSolver::kha(KhaConfig::DEFAULT_ETA, n_iter),
-        other => {
-            return Err(value_error(format!(
-                "unknown solver '{other}' (exact, exact-matrix-free, nystrom, skpca, kha)"
-            )));
-        }
+    let settings = KpcaSettings {
+        landmarks: n_landmarks,
+        iterations: n_iter,
+        sampler,
+        features: n_features,
+        ..Default::default()
     };
+    let method = KpcaMethod::parse(solver).map_err(value_error)?;
+    let solver = method.solver(&settings);
     // As the CLI: τ given, or between the estimated n_components-th and next eigenvalue.
     let tau = match (tau, n_components) {
         (Some(tau), _) => TauRule::Given(tau),
         (None, Some(rank)) => TauRule::ForRank { rank, subsample: DEFAULT_TAU_SUBSAMPLE },
-        (None, None) if solver.name() == "skpca" => {
+        (None, None) if method == KpcaMethod::Skpca => {
             return Err(value_error("solver='skpca' needs tau or n_components"));
         }
         (None, None) => TauRule::ForRank { rank: 10, subsample: DEFAULT_TAU_SUBSAMPLE },
@@ -259,11 +246,9 @@ fn fit_pca<'py>(
     verbose: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let x = rows(&x);
-    let solver = match solver {
-        "exact" => PcaSolver::Exact,
-        "svrg-bb" => PcaSolver::SvrgBb(SvrgPcaConfig::consistent(n_components)),
-        "vr-pca" => PcaSolver::VrPca(VrPcaConfig::new(n_components, VrPcaConfig::DEFAULT_EPOCHS)),
-        other => return Err(value_error(format!("unknown solver '{other}' (exact, svrg-bb, vr-pca)"))),
+    let method = PcaMethod::parse(solver).map_err(value_error)?;
+    let Some(solver) = method.batch(SvrgPcaConfig::consistent(n_components), None) else {
+        return Err(value_error(format!("'{solver}' is a streaming solver: use StreamingPCA")));
     };
     let job = PcaJob::new(Pca { rank: n_components, center, scale: false, solver }, seed);
     let mut observer = PythonObserver::new(verbose);
@@ -292,26 +277,12 @@ fn fit_kernel_ridge<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let x = rows(&x);
     let y: Vec<f64> = y.as_array().iter().copied().collect();
-    if !matches!(kernel_name, "rbf" | "gaussian" | "laplacian") {
+    let kernel = kernel(kernel_name, gamma, 0, 0.0)?;
+    if !kernel.is_shift_invariant() {
         return Err(value_error(format!("kernel '{kernel_name}' is not available for regression (rbf, laplacian)")));
     }
-    let kernel = kernel(kernel_name, gamma, 0, 0.0)?;
-    let solver = match solver {
-        "slkl" => KrrSolver::Slkl(SlklConfig { lambda: alpha, nu, landmarks: n_landmarks, ..Default::default() }),
-        "krr" => KrrSolver::Krr { lambda: alpha },
-        "krr-subset" => KrrSolver::KrrSubset { lambda: alpha, landmarks: n_landmarks },
-        "nystrom" => KrrSolver::Nystrom {
-            config: NystromKrrConfig { lambda: alpha, ..NystromKrrConfig::default() },
-            landmarks: n_landmarks,
-        },
-        "uniform" => KrrSolver::Uniform {
-            config: UnifConfig { lambda: alpha, nu, weight: UniformWeight::Optimal },
-            landmarks: n_landmarks,
-        },
-        other => {
-            return Err(value_error(format!("unknown solver '{other}' (slkl, krr, krr-subset, nystrom, uniform)")));
-        }
-    };
+    let method = KrrMethod::parse(solver).map_err(value_error)?;
+    let solver = method.solver(alpha, nu, n_landmarks, SlklConfig::default(), NystromKrrConfig::default());
     let job = KernelRidgeJob::new(KernelRidge { intercept: fit_intercept, ..KernelRidge::new(kernel, solver) }, seed);
     let mut observer = PythonObserver::new(verbose);
     let result = py.detach(|| job.run(Shard::whole(x.get()), &y, None, &mut observer));
@@ -399,13 +370,10 @@ const STREAMING_STATE_KIND: &str = "streaming-pca-state";
 
 /// The streaming solver named `solver`.
 fn streaming_solver(solver: &str, cap: Option<usize>) -> PyResult<StreamingSolver> {
-    Ok(match solver {
-        "msg" => StreamingSolver::Msg,
-        "capped-msg" => StreamingSolver::CappedMsg { cap },
-        "incremental" => StreamingSolver::Incremental,
-        "oja" => StreamingSolver::Oja,
-        other => return Err(value_error(format!("unknown solver '{other}' (capped-msg, msg, incremental, oja)"))),
-    })
+    PcaMethod::parse(solver)
+        .map_err(value_error)?
+        .streaming(cap)
+        .ok_or_else(|| value_error(format!("'{solver}' is a batch solver: use PCA")))
 }
 
 fn build_streaming(solver: &str, p: &StreamingParams, seed: u64) -> PyResult<Box<dyn StreamingPca + Send + Sync>> {

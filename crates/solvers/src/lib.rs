@@ -30,6 +30,7 @@ mod interface;
 mod job;
 pub mod kpca;
 pub mod krr;
+mod methods;
 mod model_io;
 pub mod pca;
 mod run;
@@ -55,6 +56,7 @@ pub use krr::{
     log_grid, mean_squared_error, nystrom_krr, nystrom_krr_sharded, select_lambda_nystrom, select_landmarks, select_nu,
     select_nu_path, slkl, unif,
 };
+pub use methods::{KernelFamily, KpcaMethod, KpcaSettings, KrrMethod, Named, PcaMethod};
 pub use pca::{
     EpochLength, Pca, PcaJob, PcaJobOutcome, PcaModel, PcaOutcome, PcaSolver, SvrgPca, SvrgPcaConfig, Tolerance, VrPca,
     VrPcaConfig, captured_norm, exact_pca, penalty_objective, rayleigh_ritz, rayleigh_ritz_sharded, svrg_pca,

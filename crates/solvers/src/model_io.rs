@@ -5,6 +5,8 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 use stolr_estimators::Kernel;
+
+use crate::methods::{KernelFamily, Named};
 use stolr_model::{ModelFile, OneHotEncoding, Standardization};
 
 use crate::SolverError;
@@ -16,34 +18,28 @@ pub(crate) fn bad(path: &Path, reason: impl Into<String>) -> SolverError {
 
 /// The kernel as a JSON object: `{"type": "gaussian", "sigma": ...}`.
 pub(crate) fn kernel_to_json(kernel: &Kernel) -> Value {
+    let name = KernelFamily::of(kernel).name();
     match *kernel {
-        Kernel::Gaussian { sigma } => json!({ "type": "gaussian", "sigma": sigma }),
-        Kernel::Laplacian { sigma } => json!({ "type": "laplacian", "sigma": sigma }),
+        Kernel::Gaussian { sigma } | Kernel::Laplacian { sigma } => json!({ "type": name, "sigma": sigma }),
         Kernel::Polynomial { scale, offset, degree } => {
-            json!({ "type": "polynomial", "scale": scale, "offset": offset, "degree": degree })
+            json!({ "type": name, "scale": scale, "offset": offset, "degree": degree })
         }
     }
 }
 
 /// The kernel of [`kernel_to_json`], validated.
 pub(crate) fn kernel_from_json(v: &Value, path: &Path) -> Result<Kernel, SolverError> {
-    let num = |key: &str| {
-        v.get(key).and_then(Value::as_f64).ok_or_else(|| bad(path, format!("kernel has no number '{key}'")))
+    let family = match v.get("type").and_then(Value::as_str).map(KernelFamily::parse) {
+        Some(Ok(family)) => family,
+        Some(Err(e)) => return Err(bad(path, e)),
+        None => return Err(bad(path, "the kernel has no 'type'")),
     };
-    let kernel = match v.get("type").and_then(Value::as_str) {
-        Some("gaussian") => Kernel::Gaussian { sigma: num("sigma")? },
-        Some("laplacian") => Kernel::Laplacian { sigma: num("sigma")? },
-        Some("polynomial") => Kernel::Polynomial {
-            scale: num("scale")?,
-            offset: num("offset")?,
-            degree: v
-                .get("degree")
-                .and_then(Value::as_u64)
-                .and_then(|d| u32::try_from(d).ok())
-                .ok_or_else(|| bad(path, "kernel has no integer 'degree'"))?,
-        },
-        other => return Err(bad(path, format!("unknown kernel type {other:?}"))),
+    // Every parameter is a number; the degree an integer (a JSON integer).
+    let number = |key: &'static str| match key {
+        "degree" => v.get(key).and_then(Value::as_u64).and_then(|d| u32::try_from(d).ok()).map(f64::from),
+        _ => v.get(key).and_then(Value::as_f64),
     };
+    let kernel = family.kernel(number).map_err(|key| bad(path, format!("kernel has no number '{key}'")))?;
     kernel.validate().map_err(|e| bad(path, format!("invalid kernel: {e}")))?;
     Ok(kernel)
 }

@@ -17,16 +17,18 @@
 use anyhow::{Result, bail};
 use stolr_comm::{Communicator, RowShard};
 
-use super::{PcaArgs, PcaSolver};
+use stolr_solvers::{Named, PcaMethod};
+
+use super::args::PcaArgs;
 
 /// An error for the solvers and options whose distributed version does not exist yet, and for
 /// a mini-batch too small to give every rank a row.
 pub(super) fn check_supported(args: &PcaArgs, size: usize, ctx: &crate::distributed::RunContext) -> Result<()> {
-    if !matches!(args.solver, PcaSolver::SvrgBb | PcaSolver::Msg | PcaSolver::CappedMsg) {
+    if !matches!(args.solver, PcaMethod::SvrgBb | PcaMethod::Msg | PcaMethod::CappedMsg) {
         bail!(
             "stolr pca --solver {} is not distributed yet: run it on one process (not under mpirun -np {size}); \
              svrg-bb, msg and capped-msg are",
-            format!("{:?}", args.solver).to_lowercase()
+            args.solver.name()
         );
     }
     if args.checkpoint.checkpoint.is_some() {
@@ -57,7 +59,7 @@ pub(crate) fn local_rows(
             (part.data.x, part.data.source, part.shard)
         }
         (None, Some(kind)) => {
-            let g = super::generated(args, kind, memory)?;
+            let g = super::args::generated(args, kind, memory)?;
             let shard = RowShard::balanced(g.x.nrows(), comm.rank(), comm.size());
             (g.x.as_ref().subrows(shard.first, shard.rows).to_owned(), g.source, shard)
         }

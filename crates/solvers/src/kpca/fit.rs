@@ -151,11 +151,13 @@ impl KpcaSolver {
 
     /// The name as the CLI spells it: `exact`, `nystrom`, `skpca`, `kha`.
     pub fn name(&self) -> &'static str {
+        use crate::methods::{KpcaMethod, Named};
         match self {
-            KpcaSolver::Exact { .. } => "exact",
-            KpcaSolver::Nystrom { .. } => "nystrom",
-            KpcaSolver::Skpca { .. } => "skpca",
-            KpcaSolver::Kha { .. } => "kha",
+            // Both operators are the exact solver: the model records `exact`.
+            KpcaSolver::Exact { .. } => KpcaMethod::Exact.name(),
+            KpcaSolver::Nystrom { .. } => KpcaMethod::Nystrom.name(),
+            KpcaSolver::Skpca { .. } => KpcaMethod::Skpca.name(),
+            KpcaSolver::Kha { .. } => KpcaMethod::Kha.name(),
         }
     }
 }

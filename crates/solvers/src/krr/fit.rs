@@ -62,12 +62,13 @@ pub enum KrrSolver {
 impl KrrSolver {
     /// The name as the CLI spells it: `slkl`, `krr`, `krr-subset`, `nystrom`, `uniform`.
     pub fn name(&self) -> &'static str {
+        use crate::methods::{KrrMethod, Named};
         match self {
-            KrrSolver::Nystrom { .. } => "nystrom",
-            KrrSolver::Slkl(_) => "slkl",
-            KrrSolver::Krr { .. } => "krr",
-            KrrSolver::KrrSubset { .. } => "krr-subset",
-            KrrSolver::Uniform { .. } => "uniform",
+            KrrSolver::Nystrom { .. } => KrrMethod::Nystrom.name(),
+            KrrSolver::Slkl(_) => KrrMethod::Slkl.name(),
+            KrrSolver::Krr { .. } => KrrMethod::Krr.name(),
+            KrrSolver::KrrSubset { .. } => KrrMethod::KrrSubset.name(),
+            KrrSolver::Uniform { .. } => KrrMethod::Uniform.name(),
         }
     }
 }

@@ -27,10 +27,11 @@ pub enum PcaSolver {
 impl PcaSolver {
     /// The name as the CLI spells it: `exact`, `svrg-bb`, `vr-pca`.
     pub fn name(&self) -> &'static str {
+        use crate::methods::{Named, PcaMethod};
         match self {
-            PcaSolver::Exact => "exact",
-            PcaSolver::SvrgBb(_) => "svrg-bb",
-            PcaSolver::VrPca(_) => "vr-pca",
+            PcaSolver::Exact => PcaMethod::Exact.name(),
+            PcaSolver::SvrgBb(_) => PcaMethod::SvrgBb.name(),
+            PcaSolver::VrPca(_) => PcaMethod::VrPca.name(),
         }
     }
 }

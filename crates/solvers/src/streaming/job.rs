@@ -93,11 +93,12 @@ pub enum StreamingSolver {
 impl StreamingSolver {
     /// The name as the CLI spells it: `msg`, `capped-msg`, `incremental`, `oja`.
     pub fn name(self) -> &'static str {
+        use crate::methods::{Named, PcaMethod};
         match self {
-            StreamingSolver::Msg => "msg",
-            StreamingSolver::CappedMsg { .. } => "capped-msg",
-            StreamingSolver::Incremental => "incremental",
-            StreamingSolver::Oja => "oja",
+            StreamingSolver::Msg => PcaMethod::Msg.name(),
+            StreamingSolver::CappedMsg { .. } => PcaMethod::CappedMsg.name(),
+            StreamingSolver::Incremental => PcaMethod::Incremental.name(),
+            StreamingSolver::Oja => PcaMethod::Oja.name(),
         }
     }
 

@@ -9,7 +9,7 @@
 //! (except for LIBSVM input, which is read whole), plus `O(d B)` for MSG's `--batch B`.
 //!
 //! Under `mpirun -np P > 1` (MSG and capped MSG only): each rank holds its part of the rows in
-//! memory ([`crate::pca::distributed::local_rows`]) and streams it in data-parallel
+//! memory ([`super::distributed::local_rows`]) and streams it in data-parallel
 //! mini-batches; the sums of the first and last passes are added across ranks; rank 0 writes
 //! and prints.
 
@@ -17,22 +17,21 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Result, bail};
-use clap::ValueEnum;
 use faer::Mat;
 use stolr_comm::Communicator;
 use stolr_datasets::{RowFormat, stream_rows};
 use stolr_report::{PcaDataset, PcaParameters, PcaReport, PcaResult, PcaTimings};
 use stolr_solvers::{
-    IterationReport, Observer, PassKind, RowPass, RowReadError, RowSource, SolverError, StreamTransform,
-    StreamingPcaJob, StreamingSolver, captured_norm,
+    IterationReport, Named, Observer, PassKind, PcaMethod, RowPass, RowReadError, RowSource, SolverError,
+    StreamTransform, StreamingPcaJob, StreamingSolver, captured_norm,
 };
 
+use super::args::{OUTPUTS, PcaArgs, generated, write_outputs};
 use crate::common::checkpoint::{FileStore, RowPrefix, changed_input, matrix_fingerprint, streamed_file_fingerprint};
 use crate::common::input::Format;
 use crate::common::progress::Progress;
 use crate::distributed::RunContext;
 use crate::memory::peak_rss_bytes;
-use crate::pca::{PcaArgs, PcaSolver, generated, write_outputs};
 
 /// Where the samples come from: a file re-opened for each pass, or a matrix; the solver's pass
 /// goes through `prefix`, the fingerprint a checkpoint keeps of the rows read.
@@ -100,19 +99,9 @@ impl Observer for StreamObserver {
     }
 }
 
-fn solver_label(solver: PcaSolver) -> String {
-    solver.to_possible_value().map_or_else(String::new, |v| v.get_name().to_owned())
-}
-
 /// The job of `args`.
 fn job(args: &PcaArgs, ctx: &RunContext) -> StreamingPcaJob {
-    let solver = match args.solver {
-        PcaSolver::Msg => StreamingSolver::Msg,
-        PcaSolver::CappedMsg => StreamingSolver::CappedMsg { cap: args.cap },
-        PcaSolver::Incremental => StreamingSolver::Incremental,
-        PcaSolver::Oja => StreamingSolver::Oja,
-        PcaSolver::SvrgBb | PcaSolver::VrPca | PcaSolver::Exact => unreachable!("not a streaming solver"),
-    };
+    let solver = args.solver.streaming(args.cap).unwrap_or(StreamingSolver::CappedMsg { cap: args.cap });
     StreamingPcaJob {
         eta_scale: args.eta_scale,
         batch: args.batch,
@@ -124,13 +113,13 @@ fn job(args: &PcaArgs, ctx: &RunContext) -> StreamingPcaJob {
 }
 
 /// Runs `stolr pca` with a streaming solver.
-pub fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
+pub(super) fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
     let total = Instant::now();
     if args.batch == 0 {
         bail!("--batch must be at least 1");
     }
-    if args.batch > 1 && !matches!(args.solver, PcaSolver::Msg | PcaSolver::CappedMsg) {
-        bail!("--batch applies to msg and capped-msg; {} takes one sample at a time", solver_label(args.solver));
+    if args.batch > 1 && !matches!(args.solver, PcaMethod::Msg | PcaMethod::CappedMsg) {
+        bail!("--batch applies to msg and capped-msg; {} takes one sample at a time", args.solver.name());
     }
     // Under mpirun: this rank's rows, and one world to add the passes' sums and gather the
     // mini-batches over.
@@ -138,7 +127,7 @@ pub fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
     let comm: &dyn Communicator = ctx.comm();
     let (rows, name) = match (&args.input, args.generate) {
         _ if world.is_some() => {
-            let (local, name, _) = crate::pca::distributed::local_rows(&args, comm, ctx.memory)?;
+            let (local, name, _) = super::distributed::local_rows(&args, comm, ctx.memory)?;
             (Rows::Matrix(local), name)
         }
         (Some(path), _) => {
@@ -174,7 +163,7 @@ pub fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
         Rows::Matrix(x) => Ok(matrix_fingerprint(x.as_ref())),
     })?
     .map(|store| store.with_prefix(source.prefix.clone(), fingerprint(&transform)));
-    let progress = Progress::new(&solver_label(args.solver), None, 1000).with_checkpoint(store);
+    let progress = Progress::new(args.solver.name(), None, 1000).with_checkpoint(store);
     let mut observer = StreamObserver { progress, max_rank: 0 };
     // Pass 1 and 2: the solver, then Rayleigh–Ritz on its subspace.
     let outcome = job.fit(&source, &transform, comm, &mut observer).map_err(|e| match changed_input(&e) {
@@ -191,7 +180,7 @@ pub fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
     let model = &outcome.model;
     let captured = captured_norm(&pairs.values);
     let rate = n as f64 / solve_time.as_secs_f64();
-    let solver_name = solver_label(args.solver);
+    let solver_name = args.solver.name().to_string();
     if !comm.is_root() {
         // Rank 0 writes and prints.
         return Ok(());
@@ -207,10 +196,10 @@ pub fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
             parameters: PcaParameters {
                 rank: k,
                 epochs: None,
-                cap: (args.solver == PcaSolver::CappedMsg).then(|| args.cap.unwrap_or(k + 1)),
-                eta_scale: (args.solver != PcaSolver::Incremental).then_some(args.eta_scale),
+                cap: (args.solver == PcaMethod::CappedMsg).then(|| args.cap.unwrap_or(k + 1)),
+                eta_scale: (args.solver != PcaMethod::Incremental).then_some(args.eta_scale),
                 eta_schedule: Some("c / (sqrt(t) * running mean of ||x||^2)".into()),
-                batch: matches!(args.solver, PcaSolver::Msg | PcaSolver::CappedMsg).then_some(args.batch),
+                batch: matches!(args.solver, PcaMethod::Msg | PcaMethod::CappedMsg).then_some(args.batch),
                 processes: (comm.size() > 1).then_some(comm.size()),
                 seed: args.seed,
             },
@@ -237,7 +226,7 @@ pub fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
                 total: total.elapsed().as_secs_f64(),
             },
             peak_memory_bytes: peak_rss_bytes(),
-            outputs: crate::pca::OUTPUTS.iter().map(|o| o.to_string()).collect(),
+            outputs: OUTPUTS.iter().map(|o| o.to_string()).collect(),
         };
         write_outputs(dir, model, &report)?;
     }

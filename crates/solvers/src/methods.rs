@@ -1,0 +1,454 @@
+//! The solvers every front end offers, by name: the one registration point of a solver's name
+//! (as the CLI's `--solver` and Python's `solver=` spell it), its one-line description, and the
+//! configuration it starts from. The command-line tool lists these values in its help and
+//! parses them; the Python package parses the same names; the fitted models record them.
+//!
+//! Adding a solver is its own file in its family and one entry here.
+
+use stolr_estimators::Kernel;
+
+use crate::kpca::{ExactOperator, KernelSpec, KhaConfig, KpcaSolver, SamplerKind, SigmaRule, SkpcaConfig};
+use crate::krr::{KrrSolver, NystromKrrConfig, SlklConfig, UnifConfig, UniformWeight};
+use crate::pca::{PcaSolver, SvrgPcaConfig, VrPcaConfig};
+use crate::streaming::StreamingSolver;
+
+/// A closed set of named choices: every value, its name and its one-line description.
+pub trait Named: Copy + PartialEq + 'static {
+    /// What the values are, for messages (`kernel PCA solver`, `kernel`).
+    const WHAT: &'static str;
+    /// Every value, in the order of the help text.
+    const ALL: &'static [Self];
+    /// The name as the CLI and Python spell it.
+    fn name(self) -> &'static str;
+    /// One line on what it is, for the CLI's help.
+    fn about(self) -> &'static str;
+    /// Other names accepted for it (scikit-learn's, for a kernel); none by default.
+    fn aliases(self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// The value named `name` (or one of its aliases).
+    ///
+    /// # Errors
+    /// A message naming every value, for an unknown name.
+    fn parse(name: &str) -> Result<Self, String> {
+        Self::ALL.iter().copied().find(|v| v.name() == name || v.aliases().contains(&name)).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|v| v.name()).collect();
+            format!("unknown {} '{name}' (one of {})", Self::WHAT, names.join(", "))
+        })
+    }
+}
+
+/// The kernel PCA solvers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KpcaMethod {
+    /// SKPCA: stochastic proximal gradient descent with shrinkage.
+    Skpca,
+    /// Exact eigenpairs, the dense kernel matrix when it fits the budget.
+    Exact,
+    /// Exact eigenpairs without the kernel matrix.
+    ExactMatrixFree,
+    /// Exact eigenpairs of the Nyström approximation.
+    Nystrom,
+    /// The Kernel Hebbian Algorithm.
+    Kha,
+}
+
+impl Named for KpcaMethod {
+    const WHAT: &'static str = "kernel PCA solver";
+    const ALL: &'static [Self] = &[Self::Skpca, Self::Exact, Self::ExactMatrixFree, Self::Nystrom, Self::Kha];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Skpca => "skpca",
+            Self::Exact => "exact",
+            Self::ExactMatrixFree => "exact-matrix-free",
+            Self::Nystrom => "nystrom",
+            Self::Kha => "kha",
+        }
+    }
+
+    fn about(self) -> &'static str {
+        match self {
+            Self::Skpca => "Stochastic proximal gradient descent with shrinkage ([SKPCA] Algorithm 1)",
+            Self::Exact => {
+                "Exact eigenpairs: the dense kernel matrix (memory 8·n² bytes) when it fits --memory-limit, else the \
+                 matrix-free solver"
+            }
+            Self::ExactMatrixFree => {
+                "Exact eigenpairs without the kernel matrix: a tiled kernel operator and a block Krylov–Schur \
+                 eigensolver (memory O(n·(d + rank)), time O(n²·d) per block product)"
+            }
+            Self::Nystrom => "Exact eigenpairs of the Nyström approximation with --landmarks columns",
+            Self::Kha => "The Kernel Hebbian Algorithm (constant step --eta, --iterations steps; memory O(n·rank))",
+        }
+    }
+}
+
+/// What the kernel PCA solvers are configured with, besides the rank, kernel and centring.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KpcaSettings {
+    /// Nyström landmarks `m`.
+    pub landmarks: usize,
+    /// SKPCA's and KHA's iterations `T`.
+    pub iterations: usize,
+    /// KHA's constant step size η.
+    pub eta: f64,
+    /// SKPCA's unbiased estimator.
+    pub sampler: SamplerKind,
+    /// Features (or sampled columns) per SKPCA draw.
+    pub features: usize,
+    /// SKPCA's rank cap.
+    pub max_rank: usize,
+}
+
+impl Default for KpcaSettings {
+    /// 500 landmarks, 1000 iterations, η = [`KhaConfig::DEFAULT_ETA`], random Fourier features,
+    /// 50 features, rank cap [`SkpcaConfig::DEFAULT_MAX_RANK`].
+    fn default() -> Self {
+        Self {
+            landmarks: 500,
+            iterations: 1000,
+            eta: KhaConfig::DEFAULT_ETA,
+            sampler: SamplerKind::Rff,
+            features: 50,
+            max_rank: SkpcaConfig::DEFAULT_MAX_RANK,
+        }
+    }
+}
+
+impl KpcaMethod {
+    /// The solver with `settings` (SKPCA's τ is set by the job's rule).
+    pub fn solver(self, settings: &KpcaSettings) -> KpcaSolver {
+        match self {
+            Self::Skpca => KpcaSolver::Skpca {
+                config: SkpcaConfig {
+                    iterations: settings.iterations,
+                    max_rank: Some(settings.max_rank),
+                    ..Default::default()
+                },
+                sampler: settings.sampler,
+                features: settings.features,
+            },
+            Self::Exact => KpcaSolver::exact(),
+            Self::ExactMatrixFree => KpcaSolver::exact_with(ExactOperator::MatrixFree),
+            Self::Nystrom => KpcaSolver::Nystrom { landmarks: settings.landmarks },
+            Self::Kha => KpcaSolver::kha(settings.eta, settings.iterations),
+        }
+    }
+
+    /// Whether the solver iterates (SKPCA, KHA).
+    pub fn is_iterative(self) -> bool {
+        matches!(self, Self::Skpca | Self::Kha)
+    }
+}
+
+/// The PCA solvers, batch and streaming.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PcaMethod {
+    /// SVRG-PCA with Barzilai–Borwein steps.
+    SvrgBb,
+    /// Shamir's block VR-PCA.
+    VrPca,
+    /// The Gram-matrix eigendecomposition.
+    Exact,
+    /// Matrix stochastic gradient, one pass.
+    Msg,
+    /// Capped MSG, one pass.
+    CappedMsg,
+    /// The incremental algorithm, one pass.
+    Incremental,
+    /// Oja's rule with QR, one pass.
+    Oja,
+}
+
+impl Named for PcaMethod {
+    const WHAT: &'static str = "PCA solver";
+    const ALL: &'static [Self] =
+        &[Self::SvrgBb, Self::VrPca, Self::Exact, Self::Msg, Self::CappedMsg, Self::Incremental, Self::Oja];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::SvrgBb => "svrg-bb",
+            Self::VrPca => "vr-pca",
+            Self::Exact => "exact",
+            Self::Msg => "msg",
+            Self::CappedMsg => "capped-msg",
+            Self::Incremental => "incremental",
+            Self::Oja => "oja",
+        }
+    }
+
+    fn about(self) -> &'static str {
+        match self {
+            Self::SvrgBb => "SVRG on the exact-penalty objective with Barzilai–Borwein steps ([SVRG-PCA])",
+            Self::VrPca => "Shamir's block VR-PCA",
+            Self::Exact => "Gram-matrix eigendecomposition (covariance for tall data, X Xᵀ otherwise)",
+            Self::Msg => "Matrix stochastic gradient, one pass over a stream ([MSG])",
+            Self::CappedMsg => "Capped MSG with rank cap K = rank + 1 (or --cap), one pass over a stream ([MSG])",
+            Self::Incremental => "The incremental algorithm of Arora et al. (2012), one pass over a stream",
+            Self::Oja => "Stochastic power method (Oja's rule with QR), one pass over a stream",
+        }
+    }
+}
+
+impl PcaMethod {
+    /// The batch solver (`None` for a streaming one): SVRG-PCA as `svrg` configures it
+    /// (its rank is overwritten by the fit), VR-PCA with `epochs` (default
+    /// [`VrPcaConfig::DEFAULT_EPOCHS`]).
+    pub fn batch(self, svrg: SvrgPcaConfig, epochs: Option<usize>) -> Option<PcaSolver> {
+        match self {
+            Self::SvrgBb => Some(PcaSolver::SvrgBb(svrg)),
+            Self::VrPca => {
+                Some(PcaSolver::VrPca(VrPcaConfig::new(svrg.rank, epochs.unwrap_or(VrPcaConfig::DEFAULT_EPOCHS))))
+            }
+            Self::Exact => Some(PcaSolver::Exact),
+            _ => None,
+        }
+    }
+
+    /// The streaming solver (`None` for a batch one); capped MSG with `cap` (`None`: `k + 1`).
+    pub fn streaming(self, cap: Option<usize>) -> Option<StreamingSolver> {
+        match self {
+            Self::Msg => Some(StreamingSolver::Msg),
+            Self::CappedMsg => Some(StreamingSolver::CappedMsg { cap }),
+            Self::Incremental => Some(StreamingSolver::Incremental),
+            Self::Oja => Some(StreamingSolver::Oja),
+            _ => None,
+        }
+    }
+
+    /// Whether the solver reads the data as a stream, one sample at a time.
+    pub fn is_streaming(self) -> bool {
+        self.streaming(None).is_some()
+    }
+}
+
+/// The kernel ridge regression solvers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KrrMethod {
+    /// SLKL: a sparse conical combination of rank-1 Nyström kernels.
+    Slkl,
+    /// KRR_n on all training points.
+    Krr,
+    /// KRR_M on the landmarks only.
+    KrrSubset,
+    /// Nyström KRR over the span of the landmark kernel functions.
+    Nystrom,
+    /// Unif: uniform weights on the rank-1 kernels.
+    Uniform,
+}
+
+impl Named for KrrMethod {
+    const WHAT: &'static str = "kernel ridge regression solver";
+    const ALL: &'static [Self] = &[Self::Slkl, Self::Krr, Self::KrrSubset, Self::Nystrom, Self::Uniform];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Slkl => "slkl",
+            Self::Krr => "krr",
+            Self::KrrSubset => "krr-subset",
+            Self::Nystrom => "nystrom",
+            Self::Uniform => "uniform",
+        }
+    }
+
+    fn about(self) -> &'static str {
+        match self {
+            Self::Slkl => {
+                "Stochastic low-rank kernel learning ([SLKL]): sparse conical combination of M rank-1 Nyström \
+                 kernels, fitted by coordinate descent"
+            }
+            Self::Krr => {
+                "KRR_n: kernel ridge regression on all n training points (dense n × n Cholesky; memory about 16·n² \
+                 bytes)"
+            }
+            Self::KrrSubset => "KRR_M: kernel ridge regression on the M landmarks only",
+            Self::Nystrom => {
+                "Nyström KRR: ridge regression over the span of M landmark kernel functions, fitted on all n points; \
+                 memory O(M² + n·d) (direct solve or preconditioned conjugate gradients)"
+            }
+            Self::Uniform => "Unif: KRR with uniform weights on the M rank-1 kernels (the best common weight for ν)",
+        }
+    }
+}
+
+impl KrrMethod {
+    /// The solver with ridge `lambda`, `landmarks` `M`, SLKL's and Unif's `nu`, and the
+    /// configurations `slkl` (its λ, ν and `M` are set here) and `nystrom` (its λ is set here).
+    pub fn solver(
+        self,
+        lambda: f64,
+        nu: f64,
+        landmarks: usize,
+        slkl: SlklConfig,
+        nystrom: NystromKrrConfig,
+    ) -> KrrSolver {
+        match self {
+            Self::Slkl => KrrSolver::Slkl(SlklConfig { lambda, nu, landmarks, ..slkl }),
+            Self::Krr => KrrSolver::Krr { lambda },
+            Self::KrrSubset => KrrSolver::KrrSubset { lambda, landmarks },
+            Self::Nystrom => KrrSolver::Nystrom { config: NystromKrrConfig { lambda, ..nystrom }, landmarks },
+            Self::Uniform => {
+                KrrSolver::Uniform { config: UnifConfig { lambda, nu, weight: UniformWeight::Optimal }, landmarks }
+            }
+        }
+    }
+
+    /// Whether the solver uses ν (SLKL, Unif).
+    pub fn uses_nu(self) -> bool {
+        matches!(self, Self::Slkl | Self::Uniform)
+    }
+}
+
+/// The kernel families.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelFamily {
+    /// `exp(−‖x − y‖² / (2σ²))`.
+    Gaussian,
+    /// `exp(−‖x − y‖₁ / σ)`.
+    Laplacian,
+    /// `(⟨x, y⟩/scale + offset)^degree`.
+    Polynomial,
+}
+
+impl Named for KernelFamily {
+    const WHAT: &'static str = "kernel";
+    const ALL: &'static [Self] = &[Self::Gaussian, Self::Laplacian, Self::Polynomial];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Gaussian => "gaussian",
+            Self::Laplacian => "laplacian",
+            Self::Polynomial => "polynomial",
+        }
+    }
+
+    fn about(self) -> &'static str {
+        match self {
+            Self::Gaussian => "exp(-||x-y||² / (2 sigma²))",
+            Self::Laplacian => "exp(-||x-y||₁ / sigma)",
+            Self::Polynomial => "(<x,y>/scale + offset)^degree",
+        }
+    }
+
+    /// scikit-learn's names: `rbf` for the Gaussian, `poly` for the polynomial kernel.
+    fn aliases(self) -> &'static [&'static str] {
+        match self {
+            Self::Gaussian => &["rbf"],
+            Self::Laplacian => &[],
+            Self::Polynomial => &["poly"],
+        }
+    }
+}
+
+impl KernelFamily {
+    /// The family of `kernel`.
+    pub fn of(kernel: &Kernel) -> Self {
+        match kernel {
+            Kernel::Gaussian { .. } => Self::Gaussian,
+            Kernel::Laplacian { .. } => Self::Laplacian,
+            Kernel::Polynomial { .. } => Self::Polynomial,
+        }
+    }
+
+    /// The kernel of this family with bandwidth rule `sigma` (Gaussian, Laplacian) or the
+    /// polynomial's `(scale, offset, degree)`, `scale` `None` for the number of features.
+    pub fn spec(self, sigma: SigmaRule, (scale, offset, degree): (Option<f64>, f64, u32)) -> KernelSpec {
+        match self {
+            Self::Gaussian => KernelSpec::Gaussian(sigma),
+            Self::Laplacian => KernelSpec::Laplacian(sigma),
+            Self::Polynomial => KernelSpec::Polynomial { scale, offset, degree },
+        }
+    }
+
+    /// The kernel of this family from its parameters by name (`sigma`; `scale`, `offset`,
+    /// `degree`), as a model file stores them.
+    ///
+    /// # Errors
+    /// The name of the first parameter `number` does not give.
+    pub fn kernel(self, number: impl Fn(&'static str) -> Option<f64>) -> Result<Kernel, &'static str> {
+        let get = |name| number(name).ok_or(name);
+        Ok(match self {
+            Self::Gaussian => Kernel::Gaussian { sigma: get("sigma")? },
+            Self::Laplacian => Kernel::Laplacian { sigma: get("sigma")? },
+            Self::Polynomial => {
+                let degree = get("degree")?;
+                if !(degree >= 0.0 && degree <= f64::from(u32::MAX) && degree.fract() == 0.0) {
+                    return Err("degree");
+                }
+                Kernel::Polynomial { scale: get("scale")?, offset: get("offset")?, degree: degree as u32 }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip<T: Named + std::fmt::Debug>() {
+        for &v in T::ALL {
+            assert_eq!(T::parse(v.name()), Ok(v));
+            assert!(!v.about().is_empty());
+        }
+        let names: std::collections::HashSet<&str> = T::ALL.iter().map(|v| v.name()).collect();
+        assert_eq!(names.len(), T::ALL.len(), "{}: names are distinct", T::WHAT);
+        let err = T::parse("nope").unwrap_err();
+        assert!(err.contains(T::WHAT) && T::ALL.iter().all(|v| err.contains(v.name())), "{err}");
+    }
+
+    #[test]
+    fn every_name_parses_back_and_an_unknown_one_lists_them() {
+        round_trip::<KpcaMethod>();
+        round_trip::<PcaMethod>();
+        round_trip::<KrrMethod>();
+        round_trip::<KernelFamily>();
+        assert_eq!(KernelFamily::parse("rbf"), Ok(KernelFamily::Gaussian));
+        assert_eq!(KernelFamily::parse("poly"), Ok(KernelFamily::Polynomial));
+    }
+
+    #[test]
+    fn a_kernel_family_rebuilds_its_kernel_from_its_parameters() {
+        let kernels = [
+            Kernel::Gaussian { sigma: 2.0 },
+            Kernel::Laplacian { sigma: 0.5 },
+            Kernel::Polynomial { scale: 3.0, offset: 1.0, degree: 4 },
+        ];
+        for k in kernels {
+            let family = KernelFamily::of(&k);
+            assert_eq!(family.name(), k.name());
+            let number = |name: &str| match (k, name) {
+                (Kernel::Gaussian { sigma } | Kernel::Laplacian { sigma }, "sigma") => Some(sigma),
+                (Kernel::Polynomial { scale, .. }, "scale") => Some(scale),
+                (Kernel::Polynomial { offset, .. }, "offset") => Some(offset),
+                (Kernel::Polynomial { degree, .. }, "degree") => Some(f64::from(degree)),
+                _ => None,
+            };
+            assert_eq!(family.kernel(number), Ok(k));
+        }
+        assert_eq!(KernelFamily::Polynomial.kernel(|n| (n != "offset").then_some(2.5)), Err("degree"));
+        assert_eq!(KernelFamily::Gaussian.kernel(|_| None), Err("sigma"));
+    }
+
+    #[test]
+    fn the_solvers_carry_their_method_names() {
+        let settings = KpcaSettings::default();
+        for &m in KpcaMethod::ALL {
+            let expected = if m == KpcaMethod::ExactMatrixFree { "exact" } else { m.name() };
+            assert_eq!(m.solver(&settings).name(), expected);
+        }
+        for &m in PcaMethod::ALL {
+            let name = match (m.batch(SvrgPcaConfig::consistent(2), None), m.streaming(None)) {
+                (Some(s), None) => s.name(),
+                (None, Some(s)) => s.name(),
+                other => panic!("{m:?} is batch or streaming, not {other:?}"),
+            };
+            assert_eq!(name, m.name());
+        }
+        for &m in KrrMethod::ALL {
+            let s = m.solver(1.0, 0.1, 5, SlklConfig::default(), NystromKrrConfig::default());
+            assert_eq!(s.name(), m.name());
+        }
+    }
+}
