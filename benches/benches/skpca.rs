@@ -13,11 +13,11 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use stolr_datasets::{read_libsvm, read_magic};
-use stolr_model::standardize;
 use stolr_estimators::{
     DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, KernelSampler, RandomFourierFeatures, bandwidth_rule,
 };
 use stolr_lowrank::{Orthogonalization, shrink_psd};
+use stolr_model::standardize;
 use stolr_solvers::{Iterate, Skpca, SkpcaConfig, run};
 
 fn data_dir() -> PathBuf {

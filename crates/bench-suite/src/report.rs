@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use faer::Mat;
 use stolr_datasets::{read_csv, read_libsvm, read_magic, read_npy_matrix};
-use stolr_model::standardize;
 use stolr_estimators::Kernel;
 use stolr_lowrank::Eigenpairs;
+use stolr_model::standardize;
 
 use crate::BenchError;
 use crate::cli_report::{KpcaReport, read_report};

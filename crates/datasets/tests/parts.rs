@@ -10,11 +10,11 @@ use common::{gzip, idx};
 
 use faer::Mat;
 use npyz::WriterBuilder;
+use stolr_comm::RowShard;
 use stolr_datasets::{
     DataError, Dataset, LabelColumn, Labels, MnistSplit, TableLabel, TableOptions, read_csv, read_csv_part, read_mnist,
     read_mnist_part, read_npy_matrix, read_npy_part, read_table, read_table_part,
 };
-use stolr_comm::RowShard;
 
 /// The part counts tried: 1 to 5 and more parts than the files' rows.
 const PARTS: [usize; 6] = [1, 2, 3, 4, 5, 40];

@@ -4,8 +4,8 @@
 use faer::Mat;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use stolr_estimators::{bandwidth_estimate, bandwidth_estimate_sharded};
 use stolr_comm::{Communicator, RowShard, ThreadGroup};
+use stolr_estimators::{bandwidth_estimate, bandwidth_estimate_sharded};
 
 #[test]
 fn sharded_rule_equals_the_whole_rule() {

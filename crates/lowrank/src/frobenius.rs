@@ -5,8 +5,8 @@
 
 use faer::{Mat, MatRef};
 
-use crate::products::mul;
 use crate::error::check_shape;
+use crate::products::mul;
 use crate::{LowRank, LowRankError, SymLowRank};
 
 /// `‖Z − K̂‖_F²` for a general `Z = U diag(s) Vᵀ` and a symmetric `K̂ = P diag(d) Pᵀ`, both

@@ -3,10 +3,10 @@
 use faer::{Accum, Mat, MatRef};
 
 use crate::LowRankError;
+use crate::error::check_shape;
 use crate::products::{gemm, hstack, mul};
 use crate::qr_svd::thin_qr;
 use crate::tall_products::tall_inner;
-use crate::error::check_shape;
 
 /// How the shrinkage step orthogonalizes `[U, new block]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

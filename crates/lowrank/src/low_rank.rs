@@ -2,9 +2,9 @@
 
 use faer::{Mat, MatRef};
 
-use crate::sym_eigen::sym_eigen_desc;
 use crate::error::{check_finite, check_shape};
 use crate::gram_schmidt::{Orthogonalization, extend_basis};
+use crate::sym_eigen::sym_eigen_desc;
 use crate::{Eigenpairs, LowRankError, SymLowRank};
 
 /// A matrix `Z = U diag(s) Vᵀ` of size `m × n` kept factored.

@@ -3,11 +3,11 @@
 
 use faer::{Mat, MatRef};
 
+use crate::error::{check_finite_mat, check_shape};
+use crate::gram_schmidt::{Orthogonalization, extend_basis};
 use crate::qr_svd::thin_svd;
 use crate::sym_eigen::sym_eigen_desc;
 use crate::tall_products::gram_of_pair;
-use crate::error::{check_finite_mat, check_shape};
-use crate::gram_schmidt::{Orthogonalization, extend_basis};
 use crate::{LowRank, LowRankError, SymLowRank};
 
 fn check_step(eta: f64, threshold: f64) -> Result<(), LowRankError> {

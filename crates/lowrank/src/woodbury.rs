@@ -9,9 +9,9 @@ use faer::{Mat, MatRef};
 use stolr_comm::{Communicator, SingleProcess};
 
 use crate::LowRankError;
+use crate::error::{check_finite, check_finite_mat, check_shape};
 use crate::spd::spd_inverse;
 use crate::tall_products::tall_inner;
-use crate::error::{check_finite, check_finite_mat, check_shape};
 
 /// Below this, the Sherman–Morrison denominator `1 + δ Σ_jj` of a weight change (which lies in
 /// `(μ_i b_i, ∞)` in exact arithmetic) has lost too many digits to cancellation; the state is

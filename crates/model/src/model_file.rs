@@ -16,8 +16,8 @@ use crate::ModelError;
 mod layout;
 mod members;
 
-use layout::{Dtype, HEADER_MEMBER, MAX_NDIM, NUMPY_HEADER_MEMBER};
 pub use layout::MAX_EMPTY_DIM;
+use layout::{Dtype, HEADER_MEMBER, MAX_NDIM, NUMPY_HEADER_MEMBER};
 use members::{Parsed, checked_shape, numpy_bytes_scalar, parse_npy, read_member};
 
 /// The newest model format version this build reads and writes.

@@ -8,7 +8,7 @@ use faer::Mat;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use stolr_model::{
-    ModelError, MAX_EMPTY_DIM, MODEL_FILE_NAME, MODEL_FORMAT_VERSION, ModelArray, ModelFile, resolve_model_path,
+    MAX_EMPTY_DIM, MODEL_FILE_NAME, MODEL_FORMAT_VERSION, ModelArray, ModelError, ModelFile, resolve_model_path,
 };
 
 /// Edge values that must survive bit for bit (no NaN: `ModelFile`'s `PartialEq` compares
@@ -457,7 +457,10 @@ fn accessors_check_presence_dtype_and_shape() {
     ];
     for (name, result, needle) in cases {
         let err = result.unwrap_err();
-        assert!(matches!(&err, ModelError::ModelArray { kind, array, .. } if kind == "krr" && array == name), "{err:?}");
+        assert!(
+            matches!(&err, ModelError::ModelArray { kind, array, .. } if kind == "krr" && array == name),
+            "{err:?}"
+        );
         assert!(err.to_string().contains(needle), "{err}");
     }
 }

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use faer::Mat;
 use serde_json::json;
-use stolr_model::{ModelError, ModelArray, ModelFile};
+use stolr_model::{ModelArray, ModelError, ModelFile};
 
 fn model() -> ModelFile {
     let mut model = ModelFile::new("krr", json!({ "lambda": 0.5, "sigma": 1.25, "n_features": 2 }));

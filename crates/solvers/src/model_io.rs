@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use serde_json::{Value, json};
-use stolr_model::{ModelFile, OneHotEncoding, Standardization};
 use stolr_estimators::Kernel;
+use stolr_model::{ModelFile, OneHotEncoding, Standardization};
 
 use crate::SolverError;
 

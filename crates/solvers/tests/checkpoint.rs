@@ -10,8 +10,8 @@ use faer::{Mat, MatRef};
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use stolr_model::ModelFile;
 use stolr_estimators::{ColumnSampling, Kernel, RandomFourierFeatures};
+use stolr_model::ModelFile;
 use stolr_solvers::{
     CheckpointStore, IncrementalPca, IterationReport, IterativeSolver, Msg, MsgConfig, Observer, Oja, Skpca,
     SkpcaConfig, Slkl, SlklConfig, SolverError, SolverState, StepSize, Stop, StreamPass, StreamingPca, SvrgPca,

@@ -9,8 +9,8 @@ use faer::linalg::solvers::Solve;
 use faer::{Mat, MatRef};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use stolr_estimators::Kernel;
 use stolr_comm::{RowShard, SingleProcess};
+use stolr_estimators::Kernel;
 use stolr_solvers::{
     ColumnMode, FitRegression, KernelRidge, KrrConfig, KrrFitSummary, KrrModel, KrrSolver, NystromKrrConfig,
     NystromSolve, Predictor, Slkl, SlklConfig, UnifConfig, UniformWeight, krr, krr_subset, run, slkl, unif,

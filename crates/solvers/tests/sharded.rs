@@ -6,8 +6,8 @@
 use faer::{Mat, MatRef};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use stolr_estimators::{Kernel, RandomFourierFeatures};
 use stolr_comm::{Communicator, RowShard, ThreadGroup, gather_rows};
+use stolr_estimators::{Kernel, RandomFourierFeatures};
 use stolr_lowrank::Eigenpairs;
 use stolr_memory::MemoryBudget;
 use stolr_solvers::{

@@ -6,8 +6,8 @@
 use faer::Mat;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use stolr_estimators::Kernel;
 use stolr_comm::{Communicator, RowShard, ThreadGroup};
+use stolr_estimators::Kernel;
 use stolr_solvers::{
     ColumnMode, KernelRidge, KrrFitSummary, KrrModel, KrrSolver, NystromKrrConfig, NystromSolve, Predictor, Slkl,
     SlklConfig, SolverError, Stop,

@@ -204,14 +204,9 @@ mod tests {
 
     #[test]
     fn bad_command_lines_are_errors() {
-        for args in [
-            &["--bogus"][..],
-            &["--seeds", "0"],
-            &["--seeds", "x"],
-            &["--only"],
-            &["--n", "1,x"],
-            &["--skip-speed=3"],
-        ] {
+        for args in
+            [&["--bogus"][..], &["--seeds", "0"], &["--seeds", "x"], &["--only"], &["--n", "1,x"], &["--skip-speed=3"]]
+        {
             let err = parse(args).unwrap_err();
             assert!(err.use_stderr() && err.exit_code() == 2, "{args:?}: {err}");
         }

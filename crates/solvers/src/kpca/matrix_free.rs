@@ -4,8 +4,8 @@
 use faer::linalg::triangular_solve::solve_lower_triangular_in_place;
 use faer::prelude::{Reborrow, ReborrowMut};
 use faer::{Accum, Mat, MatMut, MatRef, Par};
-use stolr_estimators::{DEFAULT_TILE, Kernel, KernelOperator, OperatorCentering};
 use stolr_comm::{Communicator, RowShard, SingleProcess, all_gather_rows, all_reduce_mat};
+use stolr_estimators::{DEFAULT_TILE, Kernel, KernelOperator, OperatorCentering};
 use stolr_lowrank::{Eigenpairs, matmul, sym_eigen_desc, tall_inner};
 use stolr_memory::{MemoryBudget, f64_bytes};
 

@@ -4,9 +4,9 @@ use std::path::Path;
 
 use faer::{Mat, MatRef};
 use serde_json::json;
-use stolr_model::{ModelFile, OneHotEncoding, Standardization};
 use stolr_estimators::Kernel;
 use stolr_lowrank::Eigenpairs;
+use stolr_model::{ModelFile, OneHotEncoding, Standardization};
 
 use crate::model_io::{
     bad, check_encoding, check_finite_array, get_encoding, get_f64, get_standardization, get_str, kernel_from_json,

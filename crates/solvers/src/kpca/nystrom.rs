@@ -5,8 +5,8 @@ use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::{Accum, Mat, MatRef, Par};
 use rand::Rng;
-use stolr_estimators::{CrossKernelPanels, Kernel, PANEL_ROWS, Panel};
 use stolr_comm::{Communicator, RowShard, SingleProcess, all_reduce_lower};
+use stolr_estimators::{CrossKernelPanels, Kernel, PANEL_ROWS, Panel};
 use stolr_lowrank::{Eigenpairs, sym_eigen_desc};
 use stolr_memory::{MemoryBudget, f64_bytes};
 

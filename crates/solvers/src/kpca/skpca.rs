@@ -2,9 +2,12 @@
 
 use faer::Mat;
 use rand::Rng;
-use stolr_estimators::{Factors, KernelSampler};
 use stolr_comm::{Communicator, SingleProcess};
-use stolr_lowrank::{Eigenpairs, LowRank, Orthogonalization, SymLowRank, frobenius, shrink_general, shrink_psd, shrink_psd_in_place_sharded};
+use stolr_estimators::{Factors, KernelSampler};
+use stolr_lowrank::{
+    Eigenpairs, LowRank, Orthogonalization, SymLowRank, frobenius, shrink_general, shrink_psd,
+    shrink_psd_in_place_sharded,
+};
 use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::{IterativeSolver, SolverError, SolverState, StepReport, Stop};

@@ -6,8 +6,8 @@ use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::linalg::triangular_solve::{solve_lower_triangular_in_place, solve_upper_triangular_in_place};
 use faer::{Accum, Mat, MatRef, Par, Side};
-use stolr_estimators::{CrossKernelPanels, Kernel, Panel};
 use stolr_comm::{Communicator, RowShard, all_reduce_lower, all_reduce_mat, rows_by_index};
+use stolr_estimators::{CrossKernelPanels, Kernel, Panel};
 use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::SolverError;

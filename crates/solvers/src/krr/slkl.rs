@@ -18,8 +18,8 @@
 use faer::{Col, Mat, MatRef};
 use rand::Rng;
 use rand::seq::SliceRandom;
-use stolr_estimators::Kernel;
 use stolr_comm::{Communicator, RowShard, SingleProcess, rows_by_index};
+use stolr_estimators::Kernel;
 use stolr_lowrank::{Probe, WoodburyInverse};
 
 use crate::error::{check_regression, check_shard};

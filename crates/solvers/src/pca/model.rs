@@ -4,8 +4,8 @@ use std::path::Path;
 
 use faer::{Mat, MatRef};
 use serde_json::json;
-use stolr_model::ModelFile;
 use stolr_lowrank::Eigenpairs;
+use stolr_model::ModelFile;
 
 use crate::model_io::{bad, check_finite_array, get_f64, get_str};
 use crate::{Persist, SolverError, Transformer};

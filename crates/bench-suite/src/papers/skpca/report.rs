@@ -8,7 +8,6 @@ use crate::stats::mean_std;
 use crate::table::fixed;
 use crate::{ResultsFile, Table};
 
-
 /// Everything the summary needs about one dataset.
 pub(super) struct DatasetReport {
     pub(super) ds: &'static PaperDataset,

@@ -74,8 +74,10 @@ impl WorkerJob {
     /// value the method needs that is missing; [`BenchError::Invalid`] for an unknown format.
     pub(super) fn parse(args: &[String]) -> Result<Self, BenchError> {
         use clap::Parser;
-        let a = WorkerArgs::try_parse_from(std::iter::once("skpca-reproduce worker").chain(args.iter().map(String::as_str)))
-            .map_err(|e| BenchError::Usage(format!("worker: {e}")))?;
+        let a = WorkerArgs::try_parse_from(
+            std::iter::once("skpca-reproduce worker").chain(args.iter().map(String::as_str)),
+        )
+        .map_err(|e| BenchError::Usage(format!("worker: {e}")))?;
         let need = |key: &str| BenchError::Usage(format!("worker: --{key} is required with --method {}", a.method));
         let rank = a.rank;
         let method = match a.method.as_str() {
