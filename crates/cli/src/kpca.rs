@@ -7,13 +7,13 @@ use anyhow::{Context, Result, bail};
 use clap::builder::TypedValueParser;
 use clap::{Args, ValueEnum};
 use faer::Mat;
-use stolr_comm::{Communicator, SingleProcess};
 use stolr_datasets::{Dataset, generate, write_npy_matrix, write_npy_vector};
+use stolr_model::{OneHotEncoding, Standardization, standardize};
 use stolr_estimators::{
     Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_estimate_sharded,
 };
+use stolr_comm::{Communicator, SingleProcess};
 use stolr_lowrank::Eigenpairs;
-use stolr_model::{OneHotEncoding, Standardization, standardize};
 use stolr_report::{
     BandwidthReport, CertificateIntervals, CertificateReport, KpcaDataset, KpcaParameters, KpcaReport, KpcaResult,
     KpcaTimings, ReportCategorical, ReportKernel, TauReport,

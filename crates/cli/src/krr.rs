@@ -17,10 +17,10 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use faer::MatRef;
-use stolr_comm::{Communicator, RowShard};
 use stolr_datasets::{Dataset, TrainTest, generate, random_folds, random_split, write_npy_indices, write_npy_vector};
-use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, Kernel, bandwidth_rule};
 use stolr_model::Standardization;
+use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, Kernel, bandwidth_rule};
+use stolr_comm::{Communicator, RowShard};
 use stolr_solvers::{
     ColumnMode, CoordinateRule, KernelRidge, KrrModel, KrrSolver as Solver, LambdaSelection, NuModel, NuPath,
     NuSelection, NystromKrrConfig, NystromSolve, Observer, SlklConfig, UnifConfig, UniformWeight, log_grid,

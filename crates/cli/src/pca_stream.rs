@@ -17,8 +17,8 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use clap::ValueEnum;
 use faer::Mat;
-use stolr_comm::{Communicator, RowShard, SingleProcess};
 use stolr_datasets::{DataError, RowFormat, stream_rows};
+use stolr_comm::{Communicator, RowShard, SingleProcess};
 use stolr_lowrank::{Eigenpairs, sym_eigen_desc};
 use stolr_report::{PcaDataset, PcaParameters, PcaReport, PcaResult, PcaTimings};
 use stolr_solvers::{

@@ -16,9 +16,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
+use stolr_model::ModelFile;
 use stolr_estimators::Kernel;
 use stolr_memory::MemoryBudget;
-use stolr_model::ModelFile;
 use stolr_solvers::{
     IncrementalPca, IterationReport, KernelPca, KernelPcaModel, KernelRidge, KpcaSolver, KrrModel, KrrSolver, Msg,
     MsgConfig, NystromKrrConfig, Observer, Oja, Pca, PcaModel, PcaSolver, Persist, Predictor, SamplerKind, SkpcaConfig,

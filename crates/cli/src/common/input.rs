@@ -6,13 +6,9 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use faer::Mat;
-use stolr_comm::{Communicator, RowShard};
-use stolr_datasets::{
-    DataError, Dataset, Labels, MnistSplit, TableLabel, TableOptions, read_abalone, read_housing, read_libsvm,
-    read_libsvm_part, read_magic, read_magic_part, read_mnist, read_mnist_part, read_npy_matrix, read_npy_part,
-    read_table, read_table_part, read_table_with,
-};
+use stolr_datasets::{DataError, Dataset, Labels, MnistSplit, TableLabel, TableOptions, read_abalone, read_housing, read_libsvm, read_libsvm_part, read_magic, read_magic_part, read_mnist, read_mnist_part, read_npy_matrix, read_npy_part, read_table, read_table_part, read_table_with};
 use stolr_model::OneHotEncoding;
+use stolr_comm::{Communicator, RowShard};
 
 /// A data file's format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

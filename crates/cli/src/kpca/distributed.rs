@@ -18,11 +18,11 @@
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
 use faer::{Mat, MatRef};
-use stolr_comm::{Communicator, RowShard, gather_rows, rows_by_index};
 use stolr_datasets::Dataset;
-use stolr_estimators::{KernelSampler, RandomFourierFeatures, RandomMaclaurin};
-use stolr_lowrank::Eigenpairs;
 use stolr_model::{OneHotEncoding, Standardization};
+use stolr_estimators::{KernelSampler, RandomFourierFeatures, RandomMaclaurin};
+use stolr_comm::{Communicator, RowShard, gather_rows, rows_by_index};
+use stolr_lowrank::Eigenpairs;
 use stolr_report::TauReport;
 use stolr_solvers::{
     ExactKpcaConfig, ExactOperator, KernelCentering, KernelPcaModel, KpcaSolver, KpcaWarning, NystromConfig, Observer,

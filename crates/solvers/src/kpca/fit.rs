@@ -3,12 +3,12 @@
 
 use faer::{Mat, MatRef};
 use rand::Rng;
+use stolr_model::{Standardization, standardize};
 use stolr_estimators::{
     Centered, ColumnSampling, Kernel, KernelSampler, RandomFourierFeatures, RandomMaclaurin, kernel_row_means,
 };
 use stolr_lowrank::Eigenpairs;
 use stolr_memory::{MemoryBudget, f64_bytes};
-use stolr_model::{Standardization, standardize};
 
 use crate::kpca::exact::exact_fit;
 use crate::kpca::kha::{zero_kernel, zero_kernel_floor};

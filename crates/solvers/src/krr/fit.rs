@@ -3,9 +3,9 @@
 
 use faer::MatRef;
 use rand::Rng;
-use stolr_comm::{Communicator, RowShard, SingleProcess};
-use stolr_estimators::Kernel;
 use stolr_model::{Standardization, standardize};
+use stolr_estimators::Kernel;
+use stolr_comm::{Communicator, RowShard, SingleProcess};
 
 use crate::error::check_shard;
 use crate::krr::baselines::{krr_fit, krr_subset_fit, unif_fit};
