@@ -1,5 +1,4 @@
 //! Paper 000's datasets, what the paper reports on them, and the constants of its figures.
-//! Also the settings of a run ([`Settings`]).
 
 use std::path::Path;
 
