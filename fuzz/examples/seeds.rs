@@ -10,9 +10,9 @@ use std::path::Path;
 use faer::Mat;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use stolr_model::{ModelArray, ModelFile};
 use stolr_estimators::Kernel;
 use stolr_fuzz::join;
+use stolr_model::{ModelArray, ModelFile};
 use stolr_solvers::{Fit, FitRegression, KernelPca, KernelRidge, KpcaSolver, KrrSolver, Pca, PcaSolver, Persist};
 
 fn gzip(bytes: &[u8]) -> Vec<u8> {

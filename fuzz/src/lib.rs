@@ -18,9 +18,12 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use faer::Mat;
-use stolr_datasets::{Dataset, LabelColumn, MnistSplit, RowFormat, TableLabel, TableOptions, read_csv_from, read_csv_regression_from, read_libsvm_from, read_libsvm_with_dim_from, read_mnist, read_npy_matrix, read_table, read_table_with, stream_rows};
-use stolr_model::ModelFile;
+use stolr_datasets::{
+    Dataset, LabelColumn, MnistSplit, RowFormat, TableLabel, TableOptions, read_csv_from, read_csv_regression_from,
+    read_libsvm_from, read_libsvm_with_dim_from, read_mnist, read_npy_matrix, read_table, read_table_with, stream_rows,
+};
 use stolr_memory::MemoryBudget;
+use stolr_model::ModelFile;
 use stolr_solvers::{KernelPcaModel, KrrModel, PcaModel, Persist, Predictor, Transformer};
 
 /// The memory budget every entry sets for the process: 64 MiB.

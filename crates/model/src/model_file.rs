@@ -3,7 +3,7 @@
 //! See [`ModelFile`] for the layout.
 
 use std::collections::BTreeMap;
-use std::io::{Cursor, Read, Write};
+use std::io::{Cursor, Write};
 use std::path::{Path, PathBuf};
 
 use faer::{Mat, MatRef};
@@ -13,8 +13,11 @@ use serde_json::Value;
 
 use crate::ModelError;
 
+mod layout;
 mod members;
 
+pub use layout::MAX_EMPTY_DIM;
+use layout::{Dtype, HEADER_MEMBER, MAX_NDIM, NUMPY_HEADER_MEMBER};
 use members::{Parsed, checked_shape, numpy_bytes_scalar, parse_npy, read_member};
 
 /// The newest model format version this build reads and writes.
@@ -37,23 +40,8 @@ const MAX_HEADER_BYTES: u64 = 16 << 20;
 /// The value of `format` in every model file's `header.json`.
 pub const MODEL_FORMAT: &str = "stolr-model";
 
-/// The name of the JSON member.
-const HEADER_MEMBER: &str = "header.json";
-
-/// The JSON member as NumPy re-saves it: `dict(np.load("model.npz"))` holds `header.json` as
-/// bytes, which `np.savez` writes as a 0-d bytes array (`|S<len>`) named `header.json.npy`.
-const NUMPY_HEADER_MEMBER: &str = "header.json.npy";
-
 /// The longest array name accepted, in bytes.
 const MAX_NAME_LEN: usize = 128;
-
-/// The most dimensions an array may have (NumPy's own limit is 64).
-const MAX_NDIM: usize = 32;
-
-/// The largest dimension of an array with no entries, e.g. `n` for a `(0, n)` matrix. The
-/// dimensions of a nonempty array are bounded by its data; this bounds the work (not the
-/// memory) of building a `(0, n)` matrix, which is proportional to `n`.
-pub const MAX_EMPTY_DIM: usize = 1 << 24;
 
 /// One array of a model file: its shape and its entries in C (row-major) order, so
 /// `data.len()` is the product of `shape` (1 for the empty shape `[]`).
@@ -188,38 +176,6 @@ struct Header {
 struct ArrayEntry {
     dtype: Dtype,
     shape: Vec<u64>,
-}
-
-/// The dtypes a model array may have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-enum Dtype {
-    #[serde(rename = "f64")]
-    F64,
-    #[serde(rename = "i64")]
-    I64,
-}
-
-impl Dtype {
-    fn name(self) -> &'static str {
-        match self {
-            Dtype::F64 => "f64",
-            Dtype::I64 => "i64",
-        }
-    }
-
-    /// NumPy's type string, little-endian.
-    fn npy_descr(self) -> &'static str {
-        match self {
-            Dtype::F64 => "<f8",
-            Dtype::I64 => "<i8",
-        }
-    }
-
-    fn npy_dtype(self) -> Result<npyz::DType, String> {
-        let descr = self.npy_descr();
-        let ty = descr.parse::<npyz::TypeStr>().map_err(|e| format!("npyz rejects the type {descr}: {e}"))?;
-        Ok(npyz::DType::Plain(ty))
-    }
 }
 
 impl ModelFile {

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 use stolr_estimators::Kernel;
+use stolr_model::{ModelFile, OneHotEncoding, Standardization};
 
 use crate::methods::{KernelFamily, Named};
 use stolr_model::{ModelFile, OneHotEncoding, Standardization};

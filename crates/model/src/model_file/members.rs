@@ -2,7 +2,10 @@
 //! (stored or deflate-compressed, within the file's length and the memory budget) and the `.npy`
 //! arrays they hold, checked against the header.
 
-use super::*;
+use std::io::Read;
+
+use super::layout::{Dtype, HEADER_MEMBER, MAX_EMPTY_DIM, MAX_NDIM, NUMPY_HEADER_MEMBER};
+use crate::ModelError;
 
 /// The content of member `index`, read to its end so that its CRC-32 is checked. A stored
 /// member's declared size must not exceed `file_len`; a deflate-compressed one's (as

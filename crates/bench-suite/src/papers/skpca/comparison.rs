@@ -8,8 +8,7 @@ use std::time::Instant;
 use faer::Mat;
 use stolr_estimators::Kernel;
 
-use super::Settings;
-use super::setup::{FEATURES_C, KHA_ETA, PaperDataset, RANK_C, TAU_C};
+use super::setup::{FEATURES_C, KHA_ETA, PaperDataset, RANK_C, Settings, TAU_C};
 use super::timed::TimedMethod;
 use super::trace::Trace;
 use super::worker::WorkerJob;

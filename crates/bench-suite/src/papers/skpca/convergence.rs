@@ -8,8 +8,7 @@ use stolr_estimators::{Kernel, RandomFourierFeatures};
 use stolr_lowrank::{SymLowRank, top_eigenpairs};
 use stolr_solvers::{Skpca, SkpcaConfig, kernel_matrix, run_with_target, shrunk_target};
 
-use super::Settings;
-use super::setup::{FEATURES, FIT_FROM, PaperDataset};
+use super::setup::{FEATURES, FIT_FROM, PaperDataset, Settings};
 use crate::curve::{LogLogFit, log_checkpoints, loglog_fit, pointwise_mean};
 use crate::observe::{Measured, at_marks};
 use crate::runner::parallel::available_workers;

@@ -34,11 +34,10 @@ use std::time::Instant;
 
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_rule};
 
-use crate::runner::{Options, OutDir, stream, usage_error};
+use crate::runner::{Options, stream, usage_error};
 use crate::{BenchError, ResultsFile, RunRecord};
-use comparison::TimedSummary;
-use convergence::ConfigSummary;
-use setup::{DATASETS, PaperDataset, load};
+use report::DatasetReport;
+use setup::{DATASETS, PaperDataset, Settings, load};
 
 pub use worker::run_worker;
 
@@ -55,69 +54,6 @@ pub struct Args {
     pub only: Option<String>,
 }
 
-/// What this run does.
-struct Settings {
-    quick: bool,
-    /// Seeds of panels (a)/(b).
-    seeds: usize,
-    /// SKPCA seeds of panel (c).
-    seeds_c: u64,
-    /// KHA's time budget in panel (c) is SKPCA's time, at most this many seconds.
-    kha_max_seconds: f64,
-    /// Nyström landmark counts of panel (c), besides the equal-memory one.
-    landmarks: Vec<usize>,
-    datasets: Vec<&'static PaperDataset>,
-    out: OutDir,
-}
-
-impl Settings {
-    fn new(opts: &Options, only: Option<&str>) -> Result<Self, BenchError> {
-        let quick = opts.quick;
-        let datasets: Vec<&'static PaperDataset> = match only {
-            Some(name) => vec![
-                DATASETS
-                    .iter()
-                    .find(|d| d.name == name)
-                    .ok_or_else(|| usage_error::<Args>(format!("unknown dataset {name}")))?,
-            ],
-            None if quick => vec![&DATASETS[0]],
-            None => DATASETS.iter().collect(),
-        };
-        Ok(Self {
-            quick,
-            seeds: opts.seeds_or(2, 10),
-            seeds_c: 1,
-            kha_max_seconds: if quick { 10.0 } else { 30.0 },
-            landmarks: if quick { vec![100, 500] } else { vec![100, 250, 500, 1000] },
-            datasets,
-            out: OutDir::create(&opts.out)?,
-        })
-    }
-
-    fn iterations(&self, ds: &PaperDataset, tau_index: usize, k_index: usize) -> usize {
-        if self.quick { ds.quick_iterations[tau_index][k_index] } else { ds.iterations[tau_index][k_index] }
-    }
-
-    fn iterations_c(&self, ds: &PaperDataset) -> usize {
-        if self.quick { ds.quick_iterations_c } else { ds.iterations_c }
-    }
-}
-
-/// Everything the summary needs about one dataset.
-struct DatasetReport {
-    ds: &'static PaperDataset,
-    n: usize,
-    d: usize,
-    sigma: f64,
-    target_seconds: f64,
-    /// rank(K̂) for `ds.taus`.
-    target_ranks: [usize; 2],
-    /// The exact top eigenvalues of K, nonincreasing.
-    eigenvalues: Vec<f64>,
-    configs: Vec<ConfigSummary>,
-    timed: TimedSummary,
-}
-
 /// Runs the reproduction with `args` and writes its outputs; prints the summary. A dataset
 /// whose file is missing is skipped (with a message).
 ///
@@ -127,7 +63,17 @@ struct DatasetReport {
 /// written.
 pub fn run(args: &Args) -> Result<(), BenchError> {
     let opts = &args.common;
-    let settings = Settings::new(opts, args.only.as_deref())?;
+    let datasets: Vec<&'static PaperDataset> = match args.only.as_deref() {
+        Some(name) => vec![
+            DATASETS
+                .iter()
+                .find(|d| d.name == name)
+                .ok_or_else(|| usage_error::<Args>(format!("unknown dataset {name}")))?,
+        ],
+        None if opts.quick => vec![&DATASETS[0]],
+        None => DATASETS.iter().collect(),
+    };
+    let settings = Settings::new(opts, datasets)?;
     let started = Instant::now();
     let mut results = ResultsFile::new("paper000-figures-1-2");
     let mut reports = Vec::new();

@@ -3,8 +3,8 @@
 use stolr_plot::{LinePlot, LineStyle, PlotSeries, RefLine, palette_color};
 
 use super::comparison::TimedCurve;
-use super::setup::{REF_C, fmt_tau};
-use super::{DatasetReport, Settings};
+use super::report::DatasetReport;
+use super::setup::{REF_C, Settings, fmt_tau};
 use crate::BenchError;
 use crate::curve::log_checkpoints;
 use crate::runner::process::mb;

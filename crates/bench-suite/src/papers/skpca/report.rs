@@ -1,11 +1,27 @@
 //! `skpca.md`, the summary of \[SKPCA\]'s reproduction.
 
-use super::setup::fmt_tau;
-use super::{DatasetReport, Settings};
+use super::comparison::TimedSummary;
+use super::convergence::ConfigSummary;
+use super::setup::{PaperDataset, Settings, fmt_tau};
 use crate::runner::process::mb;
 use crate::stats::mean_std;
 use crate::table::fixed;
 use crate::{ResultsFile, Table};
+
+/// Everything the summary needs about one dataset.
+pub(super) struct DatasetReport {
+    pub(super) ds: &'static PaperDataset,
+    pub(super) n: usize,
+    pub(super) d: usize,
+    pub(super) sigma: f64,
+    pub(super) target_seconds: f64,
+    /// rank(K̂) for `ds.taus`.
+    pub(super) target_ranks: [usize; 2],
+    /// The exact top eigenvalues of K, nonincreasing.
+    pub(super) eigenvalues: Vec<f64>,
+    pub(super) configs: Vec<ConfigSummary>,
+    pub(super) timed: TimedSummary,
+}
 
 /// `skpca.md`: the protocol, and per dataset the target, the table of panels (a)/(b) and the
 /// table and crossing of panel (c).

@@ -7,6 +7,7 @@ use stolr_datasets::{read_libsvm, read_magic};
 use stolr_model::standardize;
 
 use crate::BenchError;
+use crate::runner::{Options, OutDir};
 
 /// How a dataset file is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,4 +128,46 @@ pub(super) fn load(path: &Path, format: Format, standardized: bool) -> Result<Ma
 /// τ as the figures and tables print it.
 pub(super) fn fmt_tau(tau: f64) -> String {
     format!("{tau}")
+}
+
+/// What this run does.
+pub(super) struct Settings {
+    pub(super) quick: bool,
+    /// Seeds of panels (a)/(b).
+    pub(super) seeds: usize,
+    /// SKPCA seeds of panel (c).
+    pub(super) seeds_c: u64,
+    /// KHA's time budget in panel (c) is SKPCA's time, at most this many seconds.
+    pub(super) kha_max_seconds: f64,
+    /// Nyström landmark counts of panel (c), besides the equal-memory one.
+    pub(super) landmarks: Vec<usize>,
+    pub(super) datasets: Vec<&'static PaperDataset>,
+    pub(super) out: OutDir,
+}
+
+impl Settings {
+    /// The settings of a run with `opts` on `datasets`; creates the output folder.
+    ///
+    /// # Errors
+    /// [`BenchError::Io`] if the output folder cannot be created.
+    pub(super) fn new(opts: &Options, datasets: Vec<&'static PaperDataset>) -> Result<Self, BenchError> {
+        let quick = opts.quick;
+        Ok(Self {
+            quick,
+            seeds: opts.seeds_or(2, 10),
+            seeds_c: 1,
+            kha_max_seconds: if quick { 10.0 } else { 30.0 },
+            landmarks: if quick { vec![100, 500] } else { vec![100, 250, 500, 1000] },
+            datasets,
+            out: OutDir::create(&opts.out)?,
+        })
+    }
+
+    pub(super) fn iterations(&self, ds: &PaperDataset, tau_index: usize, k_index: usize) -> usize {
+        if self.quick { ds.quick_iterations[tau_index][k_index] } else { ds.iterations[tau_index][k_index] }
+    }
+
+    pub(super) fn iterations_c(&self, ds: &PaperDataset) -> usize {
+        if self.quick { ds.quick_iterations_c } else { ds.iterations_c }
+    }
 }
