@@ -1,288 +1,29 @@
 //! `stolr kpca`: kernel PCA end to end.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use clap::builder::TypedValueParser;
-use clap::{Args, ValueEnum};
 use faer::Mat;
-use stolr_datasets::{Dataset, generate, write_npy_matrix, write_npy_vector};
-use stolr_estimators::{Bandwidth, DEFAULT_BANDWIDTH_PERCENTILE, Kernel};
+use stolr_datasets::{Dataset, write_npy_matrix, write_npy_vector};
+use stolr_estimators::Kernel;
 use stolr_model::OneHotEncoding;
-use stolr_report::{
-    BandwidthReport, CertificateIntervals, CertificateReport, KpcaDataset, KpcaParameters, KpcaReport, KpcaResult,
-    KpcaTimings, ReportCategorical, ReportKernel, TauReport,
-};
-use stolr_solvers::{
-    Certificate, CertifyRule, DEFAULT_TAU_SUBSAMPLE, KernelFamily, KernelPcaFit, KernelPcaJob, KernelPcaOutcome,
-    KhaConfig, KpcaMethod, KpcaSettings, KpcaStream, KpcaWarning, Named, SamplerKind, Shard, SigmaRule, SkpcaConfig,
-    Stop, TauOutcome, TauRule,
-};
+use stolr_report::{KpcaDataset, KpcaParameters, KpcaReport, KpcaResult, KpcaTimings, ReportCategorical};
+use stolr_solvers::{KernelPcaFit, KernelPcaOutcome, KpcaMethod, Named, Shard, Stop};
 
-use crate::common::checkpoint::{CheckpointArgs, FileStore, matrix_fingerprint, require_support};
-use crate::common::input::{Format, TableArgs, label_values, read_with_table};
-use crate::common::names;
+use crate::common::checkpoint::{FileStore, matrix_fingerprint, require_support};
+use crate::common::input::label_values;
 use crate::common::output::{write_model, write_report};
 use crate::common::progress::Progress;
-use crate::common::sigma::SigmaArg;
 use crate::distributed::RunContext;
 use crate::memory::peak_rss_bytes;
 
+mod args;
 mod distributed;
+mod report;
 
-/// Size of the built-in generated dataset used when no `--input` is given.
-const DEFAULT_N: usize = 2000;
-/// Radial noise of the built-in dataset.
-const DEFAULT_NOISE: f64 = 0.1;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CertifyArg {
-    /// Exact when affordable, else estimated.
-    Auto,
-    /// One product K·U with the kernel operator.
-    Exact,
-    /// Sampled rows of K·U with 95 % confidence intervals.
-    Estimate,
-    /// No certificate.
-    Off,
-}
-
-/// Arguments of `stolr kpca`.
-#[derive(Debug, Args)]
-#[command(allow_negative_numbers = true)]
-pub struct KpcaArgs {
-    /// Data file (one sample per row). Without it, a built-in generated dataset is used:
-    /// three noisy concentric rings in 3-D, n = 2000.
-    #[arg(long)]
-    input: Option<PathBuf>,
-    /// Format of --input (libsvm, csv, magic, mnist, npy).
-    #[arg(long, value_enum, default_value = "libsvm")]
-    format: Format,
-    #[command(flatten)]
-    table: TableArgs,
-    /// Kernel function.
-    #[arg(long, default_value = "gaussian", value_parser = names::parser::<KernelFamily>())]
-    kernel: KernelFamily,
-    /// Standardize every feature to mean 0 and standard deviation 1 before anything else.
-    #[arg(long)]
-    standardize: bool,
-    /// Kernel bandwidth: `auto` (20th percentile of the pairwise Euclidean distances between
-    /// distinct rows, duplicate rows counted once; estimated from 10⁶ seeded random pairs) or a
-    /// positive number.
-    #[arg(long, default_value = "auto")]
-    sigma: SigmaArg,
-    /// Polynomial kernel degree q.
-    #[arg(long, default_value_t = 2)]
-    degree: u32,
-    /// Polynomial kernel scale s in (<x,y>/s + c)^q [default: the number of features d].
-    #[arg(long)]
-    poly_scale: Option<f64>,
-    /// Polynomial kernel offset c in (<x,y>/s + c)^q.
-    #[arg(long, default_value_t = 1.0)]
-    poly_offset: f64,
-    /// SKPCA shrinkage threshold tau (> 0): eigenpairs with eigenvalue above tau are recovered.
-    #[arg(long)]
-    tau: Option<f64>,
-    /// Number of eigenpairs to return. For skpca without --tau, tau is chosen so that about
-    /// this many eigenvalues exceed it. Default 10 when neither --tau nor --rank is given.
-    #[arg(long)]
-    rank: Option<usize>,
-    /// Unbiased kernel estimator feeding SKPCA: rff (random Fourier features, 2·features
-    /// columns per draw; Gaussian, Laplacian), columns (uniform column sampling), columns-sym
-    /// (symmetric column sampling, 2·features columns), maclaurin (random Maclaurin features;
-    /// polynomial kernel).
-    #[arg(long, default_value = "rff", value_parser = clap::builder::PossibleValuesParser::new(["rff", "columns", "columns-sym", "maclaurin"]).try_map(|s| s.parse::<SamplerKind>()))]
-    sampler: SamplerKind,
-    /// Features (or sampled columns) per draw.
-    #[arg(long, default_value_t = 50)]
-    features: usize,
-    /// SKPCA (and KHA) iterations T.
-    #[arg(long, default_value_t = 1000)]
-    iterations: usize,
-    /// KHA's constant step size eta.
-    #[arg(long, default_value_t = KhaConfig::DEFAULT_ETA)]
-    eta: f64,
-    /// Centre the data in feature space (kernel PCA of HKH).
-    #[arg(long)]
-    center: bool,
-    /// Seed of every random choice (bandwidth pairs, tau subsample, draws, landmarks).
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Solver.
-    #[arg(long, default_value = "skpca", value_parser = names::parser::<KpcaMethod>())]
-    solver: KpcaMethod,
-    /// Nyström landmarks m.
-    #[arg(long, default_value_t = 500)]
-    landmarks: usize,
-    /// SKPCA stops if the iterate's rank exceeds this (memory is about 8·n·(rank + 2·features) bytes).
-    #[arg(long, default_value_t = SkpcaConfig::DEFAULT_MAX_RANK)]
-    max_rank: usize,
-    /// Subsample size m for choosing tau from --rank.
-    #[arg(long, default_value_t = DEFAULT_TAU_SUBSAMPLE)]
-    tau_subsample: usize,
-    /// Output directory for model.npz (apply it with `stolr transform`), eigenvalues.npy,
-    /// eigenvectors.npy, projections.npy and report.json.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Accuracy certificate of the eigenpairs against the true kernel matrix (residuals
-    /// ||K u - λ u|| / λ₁ and captured variance u'Ku / tr K): exact (one product K·U), estimate
-    /// (2000 sampled rows, 95 % intervals), off, or auto (exact when n ≤ 50 000 and it fits
-    /// --memory-limit, else estimate).
-    #[arg(long, value_enum, default_value = "auto")]
-    certify: CertifyArg,
-    /// Plot the training rows on the first two components (and the convergence of an iterative
-    /// solver beside them) to this .svg or .png file.
-    #[arg(long)]
-    plot: Option<PathBuf>,
-    #[command(flatten)]
-    checkpoint: CheckpointArgs,
-}
-
-fn load(args: &KpcaArgs) -> Result<(Dataset, Option<OneHotEncoding>, &'static str)> {
-    Ok(match &args.input {
-        None => {
-            if args.table.given() {
-                bail!("--categorical and --label-column need an --input CSV file");
-            }
-            (generate::rings(DEFAULT_N, DEFAULT_NOISE, &mut KpcaStream::Data.rng(args.seed)), None, "built-in")
-        }
-        Some(path) => {
-            if matches!(args.format, Format::Abalone | Format::Housing) {
-                bail!(
-                    "--format {} is a regression set; kpca reads libsvm, csv, magic, mnist or npy",
-                    args.format.name()
-                );
-            }
-            let (data, encoding) = read_with_table(path, args.format, &args.table)?;
-            (data, encoding, "file")
-        }
-    })
-}
-
-/// The bandwidth rule's counts for the report, with a warning (also printed to stderr) when
-/// duplicate rows exceed 10 % of the rows.
-fn bandwidth_report(b: &Bandwidth) -> BandwidthReport {
-    let warning = b.many_duplicates().then(|| {
-        format!(
-            "{} of the {} rows ({:.1} %) duplicate another row: sigma was taken over the {} distinct rows, \
-             each counted once",
-            b.rows - b.distinct_rows,
-            b.rows,
-            100.0 * b.duplicate_share(),
-            b.distinct_rows
-        )
-    });
-    if let Some(w) = &warning {
-        eprintln!("warning: {w}");
-    }
-    BandwidthReport {
-        percentile: DEFAULT_BANDWIDTH_PERCENTILE,
-        scope: "all rows".into(),
-        rows: b.rows,
-        distinct_rows: b.distinct_rows,
-        duplicate_share: b.duplicate_share(),
-        pairs: b.pairs,
-        exact: b.exact,
-        warning,
-    }
-}
-
-/// The job of `args`: the library's typed request, which the Python package builds from its
-/// keyword arguments.
-fn job(args: &KpcaArgs, ctx: &RunContext) -> KernelPcaJob {
-    let sigma = match args.sigma {
-        SigmaArg::Auto => SigmaRule::Auto,
-        SigmaArg::Value(s) => SigmaRule::Given(s),
-    };
-    let kernel = args.kernel.spec(sigma, (args.poly_scale, args.poly_offset, args.degree));
-    let settings = KpcaSettings {
-        landmarks: args.landmarks,
-        iterations: args.iterations,
-        eta: args.eta,
-        sampler: args.sampler,
-        features: args.features,
-        max_rank: args.max_rank,
-    };
-    let solver = args.solver.solver(&settings);
-    let tau = match args.tau {
-        Some(tau) => TauRule::Given(tau),
-        None => TauRule::ForRank { rank: args.rank.unwrap_or(10), subsample: args.tau_subsample },
-    };
-    let certify = match args.certify {
-        CertifyArg::Off => CertifyRule::Off,
-        CertifyArg::Auto => CertifyRule::Auto,
-        CertifyArg::Exact => CertifyRule::Exact,
-        CertifyArg::Estimate => CertifyRule::Estimate,
-    };
-    KernelPcaJob {
-        center: args.center,
-        standardize: args.standardize,
-        tau,
-        certify,
-        memory: ctx.memory,
-        ..KernelPcaJob::new(kernel, args.rank, solver, args.seed)
-    }
-}
-
-/// Prints every warning of a fit to stderr as `warning: …` and returns them as printed, for
-/// `report.json`.
-fn print_warnings(warnings: &[KpcaWarning]) -> Vec<String> {
-    warnings
-        .iter()
-        .map(|w| {
-            eprintln!("warning: {w}");
-            w.to_string()
-        })
-        .collect()
-}
-
-/// The certificate as `report.json` gives it.
-fn certificate_report(cert: &Certificate, seconds: f64) -> CertificateReport {
-    CertificateReport {
-        method: cert.method.name().into(),
-        definition: "residuals[i] = ||K~ u_i - lambda_i u_i||_2 / lambda_1; captured[i] = u_i' K~ u_i / trace(K~); \
-                     K~ the (centred) training kernel matrix, u_i the returned eigenvectors over the training rows"
-            .into(),
-        residuals: cert.residuals.clone(),
-        captured: cert.captured.clone(),
-        captured_total: cert.captured_total,
-        trace: cert.trace,
-        sample_rows: cert.sample_rows,
-        ci95: cert.ci95.as_ref().map(|ci| CertificateIntervals {
-            method: ci.method.into(),
-            residuals: ci.residuals.iter().map(|&(a, b)| [a, b]).collect(),
-            captured: ci.captured.iter().map(|&(a, b)| [a, b]).collect(),
-        }),
-        centering_estimated: cert.centering_estimated,
-        seconds,
-    }
-}
-
-fn report_kernel(kernel: &Kernel, sigma_source: &str) -> ReportKernel {
-    match *kernel {
-        Kernel::Gaussian { sigma } => ReportKernel::Gaussian { sigma, sigma_source: Some(sigma_source.into()) },
-        Kernel::Laplacian { sigma } => ReportKernel::Laplacian { sigma, sigma_source: Some(sigma_source.into()) },
-        Kernel::Polynomial { scale, offset, degree } => ReportKernel::Polynomial { scale, offset, degree },
-    }
-}
-
-/// SKPCA's τ as `report.json` gives it.
-fn tau_report(tau: &TauOutcome) -> TauReport {
-    match &tau.choice {
-        None => TauReport { value: tau.value, source: "given".into(), subsample: None, estimated_eigenvalues: None },
-        Some(choice) => TauReport {
-            value: choice.tau,
-            source: format!(
-                "chosen for rank {rank} from the spectrum of a {m} x {m} kernel matrix of a random subsample (eigenvalues scaled by n/m)",
-                rank = choice.estimated_eigenvalues.len().saturating_sub(1),
-                m = choice.subsample
-            ),
-            subsample: Some(choice.subsample),
-            estimated_eigenvalues: Some(choice.estimated_eigenvalues.clone()),
-        },
-    }
-}
+pub use args::KpcaArgs;
+use args::{job, load};
+use report::{bandwidth_report, certificate_report, print_warnings, report_kernel, tau_report};
 
 /// What [`finish`] needs besides the job's outcome: the labels and source of the rows (on rank
 /// 0), how they were read, and the run's progress record.
@@ -476,46 +217,9 @@ fn finish(args: &KpcaArgs, read: Read, outcome: KernelPcaOutcome, progress: Prog
     if let Some(dir) = &out {
         write_report(dir, &report)?;
     }
-    let sigma_text = match kernel {
-        Kernel::Gaussian { sigma } | Kernel::Laplacian { sigma } => format!(" sigma={sigma:.4}"),
-        _ => String::new(),
-    };
-    let tau_text = tau.as_ref().map(|t| format!(" tau={:.4}", t.value)).unwrap_or_default();
-    let dataset_text =
-        if args.input.is_some() { data.source.clone() } else { format!("built-in dataset: {}", data.source) };
-    let certificate_text = certificate
-        .as_ref()
-        .map(|c| {
-            let worst = c.residuals.iter().copied().fold(0.0, f64::max);
-            format!(", certificate ({}): max residual {worst:.2e}, captured {:.4}", c.method, c.captured_total)
-        })
-        .unwrap_or_default();
-    let solver_text = match exact_operator {
-        Some(op) => format!("{} ({})", model.solver(), op.name()),
-        None => model.solver().to_string(),
-    };
-    // Fewer pairs than asked for, and KHA's convergence test, in the summary line too.
-    let requested_text = match args.rank {
-        Some(asked) if asked > pairs.rank() => format!(" (of {asked} requested: numerical rank {})", pairs.rank()),
-        _ => String::new(),
-    };
-    let converged_text = match (converged, max_residual) {
-        (Some(true), Some(res)) => format!("converged (max residual {res:.2e}), "),
-        (Some(false), Some(res)) => format!("NOT converged (max residual {res:.2e}), "),
-        _ => String::new(),
-    };
     println!(
-        "stolr kpca: {solver} on {dataset_text} (n={n}, d={d}), {kname}{sigma_text}{tau_text}: {r} eigenpairs{requested_text}, lambda_1={l1:.6}, {it}{converged_text}{secs:.2} s, peak {mem}{certificate_text}{out}",
-        solver = solver_text,
-        n = n,
-        d = d,
-        kname = args.kernel.name(),
-        r = pairs.rank(),
-        l1 = pairs.values.first().copied().unwrap_or(f64::NAN),
-        it = iterations.map(|t| format!("{t} iterations, ")).unwrap_or_default(),
-        secs = total.elapsed().as_secs_f64(),
-        mem = peak.map(|b| format!("{:.1} MB", b as f64 / 1e6)).unwrap_or_else(|| "unknown".into()),
-        out = args.out.as_ref().map(|d| format!(" -> {}", d.display())).unwrap_or_default(),
+        "{}",
+        report::summary(&report, args.kernel.name(), args.input.is_some(), args.out.as_deref(), total.elapsed())
     );
     Ok(())
 }

@@ -3,14 +3,11 @@
 //! configuration it starts from. The command-line tool lists these values in its help and
 //! parses them; the Python package parses the same names; the fitted models record them.
 //!
-//! Adding a solver is its own file in its family and one entry here.
+//! Adding a solver is its own file in its family, one entry here, and the arm that builds it
+//! (`KpcaMethod::solver` in `kpca/fit.rs`, `PcaMethod::batch` in `pca/fit.rs`,
+//! `PcaMethod::streaming` in `streaming/job.rs`, `KrrMethod::solver` in `krr/fit.rs`).
 
 use stolr_estimators::Kernel;
-
-use crate::kpca::{ExactOperator, KernelSpec, KhaConfig, KpcaSolver, SamplerKind, SigmaRule, SkpcaConfig};
-use crate::krr::{KrrSolver, NystromKrrConfig, SlklConfig, UnifConfig, UniformWeight};
-use crate::pca::{PcaSolver, SvrgPcaConfig, VrPcaConfig};
-use crate::streaming::StreamingSolver;
 
 /// A closed set of named choices: every value, its name and its one-line description.
 pub trait Named: Copy + PartialEq + 'static {
@@ -85,64 +82,6 @@ impl Named for KpcaMethod {
     }
 }
 
-/// What the kernel PCA solvers are configured with, besides the rank, kernel and centring.
-#[derive(Debug, Clone, PartialEq)]
-pub struct KpcaSettings {
-    /// Nyström landmarks `m`.
-    pub landmarks: usize,
-    /// SKPCA's and KHA's iterations `T`.
-    pub iterations: usize,
-    /// KHA's constant step size η.
-    pub eta: f64,
-    /// SKPCA's unbiased estimator.
-    pub sampler: SamplerKind,
-    /// Features (or sampled columns) per SKPCA draw.
-    pub features: usize,
-    /// SKPCA's rank cap.
-    pub max_rank: usize,
-}
-
-impl Default for KpcaSettings {
-    /// 500 landmarks, 1000 iterations, η = [`KhaConfig::DEFAULT_ETA`], random Fourier features,
-    /// 50 features, rank cap [`SkpcaConfig::DEFAULT_MAX_RANK`].
-    fn default() -> Self {
-        Self {
-            landmarks: 500,
-            iterations: 1000,
-            eta: KhaConfig::DEFAULT_ETA,
-            sampler: SamplerKind::Rff,
-            features: 50,
-            max_rank: SkpcaConfig::DEFAULT_MAX_RANK,
-        }
-    }
-}
-
-impl KpcaMethod {
-    /// The solver with `settings` (SKPCA's τ is set by the job's rule).
-    pub fn solver(self, settings: &KpcaSettings) -> KpcaSolver {
-        match self {
-            Self::Skpca => KpcaSolver::Skpca {
-                config: SkpcaConfig {
-                    iterations: settings.iterations,
-                    max_rank: Some(settings.max_rank),
-                    ..Default::default()
-                },
-                sampler: settings.sampler,
-                features: settings.features,
-            },
-            Self::Exact => KpcaSolver::exact(),
-            Self::ExactMatrixFree => KpcaSolver::exact_with(ExactOperator::MatrixFree),
-            Self::Nystrom => KpcaSolver::Nystrom { landmarks: settings.landmarks },
-            Self::Kha => KpcaSolver::kha(settings.eta, settings.iterations),
-        }
-    }
-
-    /// Whether the solver iterates (SKPCA, KHA).
-    pub fn is_iterative(self) -> bool {
-        matches!(self, Self::Skpca | Self::Kha)
-    }
-}
-
 /// The PCA solvers, batch and streaming.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PcaMethod {
@@ -189,38 +128,6 @@ impl Named for PcaMethod {
             Self::Incremental => "The incremental algorithm of Arora et al. (2012), one pass over a stream",
             Self::Oja => "Stochastic power method (Oja's rule with QR), one pass over a stream",
         }
-    }
-}
-
-impl PcaMethod {
-    /// The batch solver (`None` for a streaming one): SVRG-PCA as `svrg` configures it
-    /// (its rank is overwritten by the fit), VR-PCA with `epochs` (default
-    /// [`VrPcaConfig::DEFAULT_EPOCHS`]).
-    pub fn batch(self, svrg: SvrgPcaConfig, epochs: Option<usize>) -> Option<PcaSolver> {
-        match self {
-            Self::SvrgBb => Some(PcaSolver::SvrgBb(svrg)),
-            Self::VrPca => {
-                Some(PcaSolver::VrPca(VrPcaConfig::new(svrg.rank, epochs.unwrap_or(VrPcaConfig::DEFAULT_EPOCHS))))
-            }
-            Self::Exact => Some(PcaSolver::Exact),
-            _ => None,
-        }
-    }
-
-    /// The streaming solver (`None` for a batch one); capped MSG with `cap` (`None`: `k + 1`).
-    pub fn streaming(self, cap: Option<usize>) -> Option<StreamingSolver> {
-        match self {
-            Self::Msg => Some(StreamingSolver::Msg),
-            Self::CappedMsg => Some(StreamingSolver::CappedMsg { cap }),
-            Self::Incremental => Some(StreamingSolver::Incremental),
-            Self::Oja => Some(StreamingSolver::Oja),
-            _ => None,
-        }
-    }
-
-    /// Whether the solver reads the data as a stream, one sample at a time.
-    pub fn is_streaming(self) -> bool {
-        self.streaming(None).is_some()
     }
 }
 
@@ -273,34 +180,6 @@ impl Named for KrrMethod {
     }
 }
 
-impl KrrMethod {
-    /// The solver with ridge `lambda`, `landmarks` `M`, SLKL's and Unif's `nu`, and the
-    /// configurations `slkl` (its λ, ν and `M` are set here) and `nystrom` (its λ is set here).
-    pub fn solver(
-        self,
-        lambda: f64,
-        nu: f64,
-        landmarks: usize,
-        slkl: SlklConfig,
-        nystrom: NystromKrrConfig,
-    ) -> KrrSolver {
-        match self {
-            Self::Slkl => KrrSolver::Slkl(SlklConfig { lambda, nu, landmarks, ..slkl }),
-            Self::Krr => KrrSolver::Krr { lambda },
-            Self::KrrSubset => KrrSolver::KrrSubset { lambda, landmarks },
-            Self::Nystrom => KrrSolver::Nystrom { config: NystromKrrConfig { lambda, ..nystrom }, landmarks },
-            Self::Uniform => {
-                KrrSolver::Uniform { config: UnifConfig { lambda, nu, weight: UniformWeight::Optimal }, landmarks }
-            }
-        }
-    }
-
-    /// Whether the solver uses ν (SLKL, Unif).
-    pub fn uses_nu(self) -> bool {
-        matches!(self, Self::Slkl | Self::Uniform)
-    }
-}
-
 /// The kernel families.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KernelFamily {
@@ -349,16 +228,6 @@ impl KernelFamily {
             Kernel::Gaussian { .. } => Self::Gaussian,
             Kernel::Laplacian { .. } => Self::Laplacian,
             Kernel::Polynomial { .. } => Self::Polynomial,
-        }
-    }
-
-    /// The kernel of this family with bandwidth rule `sigma` (Gaussian, Laplacian) or the
-    /// polynomial's `(scale, offset, degree)`, `scale` `None` for the number of features.
-    pub fn spec(self, sigma: SigmaRule, (scale, offset, degree): (Option<f64>, f64, u32)) -> KernelSpec {
-        match self {
-            Self::Gaussian => KernelSpec::Gaussian(sigma),
-            Self::Laplacian => KernelSpec::Laplacian(sigma),
-            Self::Polynomial => KernelSpec::Polynomial { scale, offset, degree },
         }
     }
 
@@ -429,26 +298,5 @@ mod tests {
         }
         assert_eq!(KernelFamily::Polynomial.kernel(|n| (n != "offset").then_some(2.5)), Err("degree"));
         assert_eq!(KernelFamily::Gaussian.kernel(|_| None), Err("sigma"));
-    }
-
-    #[test]
-    fn the_solvers_carry_their_method_names() {
-        let settings = KpcaSettings::default();
-        for &m in KpcaMethod::ALL {
-            let expected = if m == KpcaMethod::ExactMatrixFree { "exact" } else { m.name() };
-            assert_eq!(m.solver(&settings).name(), expected);
-        }
-        for &m in PcaMethod::ALL {
-            let name = match (m.batch(SvrgPcaConfig::consistent(2), None), m.streaming(None)) {
-                (Some(s), None) => s.name(),
-                (None, Some(s)) => s.name(),
-                other => panic!("{m:?} is batch or streaming, not {other:?}"),
-            };
-            assert_eq!(name, m.name());
-        }
-        for &m in KrrMethod::ALL {
-            let s = m.solver(1.0, 0.1, 5, SlklConfig::default(), NystromKrrConfig::default());
-            assert_eq!(s.name(), m.name());
-        }
     }
 }

@@ -7,10 +7,8 @@ use serde_json::{Value, json};
 use stolr_estimators::Kernel;
 use stolr_model::{ModelFile, OneHotEncoding, Standardization};
 
-use crate::methods::{KernelFamily, Named};
-use stolr_model::{ModelFile, OneHotEncoding, Standardization};
-
 use crate::SolverError;
+use crate::methods::{KernelFamily, Named};
 
 /// An inconsistent model file.
 pub(crate) fn bad(path: &Path, reason: impl Into<String>) -> SolverError {

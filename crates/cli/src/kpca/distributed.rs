@@ -15,7 +15,7 @@ use stolr_comm::{Communicator, RowShard};
 use stolr_datasets::Dataset;
 use stolr_model::OneHotEncoding;
 
-use super::{KpcaArgs, load};
+use super::args::{KpcaArgs, load};
 use crate::common::input::{Format, Part, gather_labels, load_part};
 
 /// This rank's rows and what rank 0 keeps of the whole data.

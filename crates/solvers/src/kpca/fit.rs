@@ -14,10 +14,12 @@ use stolr_model::{Standardization, standardize};
 use crate::job::Shard;
 use crate::kpca::exact::exact_fit;
 use crate::kpca::kha::{zero_kernel, zero_kernel_floor};
+use crate::kpca::rank::{RANK_TOLERANCE, truncate_to_numerical_rank};
 use crate::kpca::{
     ExactKpcaConfig, ExactOperator, KernelCentering, KernelPcaModel, Kha, KhaConfig, NystromConfig, Skpca, SkpcaConfig,
     check_skpca_memory, matrix_free_kpca_sharded, nystrom_fit_sharded,
 };
+use crate::methods::KpcaMethod;
 use crate::{Fit, Observer, SolverError, Stop, run};
 
 /// The unbiased kernel estimator that feeds SKPCA.
@@ -151,7 +153,7 @@ impl KpcaSolver {
 
     /// The name as the CLI spells it: `exact`, `nystrom`, `skpca`, `kha`.
     pub fn name(&self) -> &'static str {
-        use crate::methods::{KpcaMethod, Named};
+        use crate::methods::Named;
         match self {
             // Both operators are the exact solver: the model records `exact`.
             KpcaSolver::Exact { .. } => KpcaMethod::Exact.name(),
@@ -189,11 +191,6 @@ pub struct KernelPcaFit {
     /// not all that was asked for.
     pub warnings: Vec<KpcaWarning>,
 }
-
-/// Relative tolerance of the numerical rank of a kernel matrix: an eigenpair with
-/// $\lambda_j \le 10^{-10}\,\lambda_1$ is numerically zero (its eigenvector is not determined
-/// by the data to working precision), and every kernel PCA solver drops it.
-pub const RANK_TOLERANCE: f64 = 1e-10;
 
 /// Something a kernel PCA fit reports besides its result: the result is valid, but not all
 /// that was asked for. The CLI prints each as `warning: …` and lists them in `report.json`.
@@ -268,15 +265,6 @@ impl KpcaWarning {
             KpcaWarning::NotConverged { .. } => "not-converged",
         }
     }
-}
-
-/// Drops the numerically zero pairs of `pairs` (nonincreasing): those with
-/// $\lambda_j \le$ [`RANK_TOLERANCE`]$\,\lambda_1$. Returns how many are kept.
-pub fn truncate_to_numerical_rank(pairs: &mut Eigenpairs) -> usize {
-    let first = pairs.values.first().copied().unwrap_or(0.0);
-    let kept = pairs.values.iter().take_while(|&&v| v > RANK_TOLERANCE * first && v > 0.0).count();
-    pairs.truncate(kept);
-    kept
 }
 
 /// `max_i k(x_i, x_i)` over the rows of `x`, `O(n·d)`: the scale of a kernel matrix's entries.
@@ -653,6 +641,64 @@ fn gather_pairs(comm: &dyn Communicator, pairs: Eigenpairs) -> Option<Eigenpairs
 /// The error for what cannot happen on one process (a result missing on rank 0).
 fn unreachable_on_one_process(what: &str) -> SolverError {
     SolverError::InvalidConfig { name: "shard", reason: format!("{what} is missing on rank 0 (a caller's bug)") }
+}
+
+/// What the kernel PCA solvers are configured with, besides the rank, kernel and centring.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KpcaSettings {
+    /// Nyström landmarks `m`.
+    pub landmarks: usize,
+    /// SKPCA's and KHA's iterations `T`.
+    pub iterations: usize,
+    /// KHA's constant step size η.
+    pub eta: f64,
+    /// SKPCA's unbiased estimator.
+    pub sampler: SamplerKind,
+    /// Features (or sampled columns) per SKPCA draw.
+    pub features: usize,
+    /// SKPCA's rank cap.
+    pub max_rank: usize,
+}
+
+impl Default for KpcaSettings {
+    /// 500 landmarks, 1000 iterations, η = [`KhaConfig::DEFAULT_ETA`], random Fourier features,
+    /// 50 features, rank cap [`SkpcaConfig::DEFAULT_MAX_RANK`].
+    fn default() -> Self {
+        Self {
+            landmarks: 500,
+            iterations: 1000,
+            eta: KhaConfig::DEFAULT_ETA,
+            sampler: SamplerKind::Rff,
+            features: 50,
+            max_rank: SkpcaConfig::DEFAULT_MAX_RANK,
+        }
+    }
+}
+
+impl KpcaMethod {
+    /// The solver with `settings` (SKPCA's τ is set by the job's rule).
+    pub fn solver(self, settings: &KpcaSettings) -> KpcaSolver {
+        match self {
+            Self::Skpca => KpcaSolver::Skpca {
+                config: SkpcaConfig {
+                    iterations: settings.iterations,
+                    max_rank: Some(settings.max_rank),
+                    ..Default::default()
+                },
+                sampler: settings.sampler,
+                features: settings.features,
+            },
+            Self::Exact => KpcaSolver::exact(),
+            Self::ExactMatrixFree => KpcaSolver::exact_with(ExactOperator::MatrixFree),
+            Self::Nystrom => KpcaSolver::Nystrom { landmarks: settings.landmarks },
+            Self::Kha => KpcaSolver::kha(settings.eta, settings.iterations),
+        }
+    }
+
+    /// Whether the solver iterates (SKPCA, KHA).
+    pub fn is_iterative(self) -> bool {
+        matches!(self, Self::Skpca | Self::Kha)
+    }
 }
 
 impl Fit for KernelPca {

@@ -18,6 +18,7 @@ use crate::kpca::{
     Certificate, CertifyConfig, CertifyMethod, KernelCentering, KernelPca, KernelPcaFit, KpcaSolver, TauChoice,
     certify, tau_for_rank,
 };
+use crate::methods::KernelFamily;
 use crate::{Observer, SolverError};
 
 /// How the bandwidth `σ` of a Gaussian or Laplacian kernel is set.
@@ -58,6 +59,18 @@ impl From<Kernel> for KernelSpec {
             Kernel::Polynomial { scale, offset, degree } => {
                 KernelSpec::Polynomial { scale: Some(scale), offset, degree }
             }
+        }
+    }
+}
+
+impl KernelFamily {
+    /// The kernel of this family with bandwidth rule `sigma` (Gaussian, Laplacian) or the
+    /// polynomial's `(scale, offset, degree)`, `scale` `None` for the number of features.
+    pub fn spec(self, sigma: SigmaRule, (scale, offset, degree): (Option<f64>, f64, u32)) -> KernelSpec {
+        match self {
+            Self::Gaussian => KernelSpec::Gaussian(sigma),
+            Self::Laplacian => KernelSpec::Laplacian(sigma),
+            Self::Polynomial => KernelSpec::Polynomial { scale, offset, degree },
         }
     }
 }

@@ -332,7 +332,7 @@ impl Kha {
         if lambda1.is_nan() || lambda1 <= floor {
             return Err(zero_kernel(r, self.config.center, lambda1, floor));
         }
-        let kept = values.iter().take_while(|&&v| v > crate::kpca::RANK_TOLERANCE * lambda1).count();
+        let kept = values.iter().take_while(|&&v| v > crate::kpca::rank::RANK_TOLERANCE * lambda1).count();
         let y = y.subcols(0, kept);
         let mut vectors = stolr_lowrank::mul(q.as_ref(), y);
         let kernel_vectors = stolr_lowrank::mul(kq.as_ref(), y);

@@ -15,14 +15,13 @@ mod kha;
 mod matrix_free;
 mod model;
 mod nystrom;
+mod rank;
 mod skpca;
 mod tau;
 
 pub use certificate::{Certificate, CertifyConfig, CertifyMethod, ConfidenceIntervals, certify};
 pub use exact::{ExactKpcaConfig, ExactOperator, exact_kpca, kernel_matrix};
-pub use fit::{
-    KernelPca, KernelPcaFit, KpcaSolver, KpcaWarning, RANK_TOLERANCE, SamplerKind, truncate_to_numerical_rank,
-};
+pub use fit::{KernelPca, KernelPcaFit, KpcaSettings, KpcaSolver, KpcaWarning, SamplerKind};
 pub use job::{
     CertifyRule, DEFAULT_TAU_SUBSAMPLE, KernelPcaJob, KernelPcaOutcome, KernelSpec, KpcaJobTimings, SigmaRule,
     TauOutcome, TauRule,
@@ -34,5 +33,6 @@ pub use matrix_free::{
 };
 pub use model::{KernelCentering, KernelPcaModel};
 pub use nystrom::{DEFAULT_BLOCK_ROWS, NystromConfig, NystromFit, nystrom_fit, nystrom_fit_sharded, nystrom_kpca};
+pub use rank::{RANK_TOLERANCE, truncate_to_numerical_rank};
 pub use skpca::{Iterate, Skpca, SkpcaConfig, check_skpca_memory, shrunk_target, skpca_memory_estimate};
 pub use tau::{TauChoice, tau_for_rank};

@@ -293,7 +293,7 @@ pub fn nystrom_fit_sharded<R: Rng + ?Sized>(
     if lambda1.is_nan() || lambda1 <= floor {
         return Err(zero_kernel(config.rank, config.center, lambda1, floor));
     }
-    let cutoff = crate::kpca::RANK_TOLERANCE * lambda1;
+    let cutoff = crate::kpca::rank::RANK_TOLERANCE * lambda1;
     let r = lam.iter().take(config.rank).take_while(|&&l| l > cutoff).count();
     let v_r = v.as_ref().subcols(0, r);
     let mut coefficients = stolr_lowrank::mul(s, v_r);

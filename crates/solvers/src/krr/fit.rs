@@ -14,8 +14,9 @@ use crate::job::{KrrStream, Shard};
 use crate::krr::baselines::{krr_fit, krr_subset_fit, unif_fit};
 use crate::krr::{
     KernelExpansion, KrrConfig, KrrModel, NystromKrrConfig, NystromKrrFit, NystromSolve, Slkl, SlklConfig, UnifConfig,
-    nystrom_krr, nystrom_krr_sharded, select_landmarks,
+    UniformWeight, nystrom_krr, nystrom_krr_sharded, select_landmarks,
 };
+use crate::methods::KrrMethod;
 use crate::{FitRegression, Observer, SolverError, Stop, run};
 
 /// Which kernel regression solver [`KernelRidge`] fits with.
@@ -62,7 +63,7 @@ pub enum KrrSolver {
 impl KrrSolver {
     /// The name as the CLI spells it: `slkl`, `krr`, `krr-subset`, `nystrom`, `uniform`.
     pub fn name(&self) -> &'static str {
-        use crate::methods::{KrrMethod, Named};
+        use crate::methods::Named;
         match self {
             KrrSolver::Nystrom { .. } => KrrMethod::Nystrom.name(),
             KrrSolver::Slkl(_) => KrrMethod::Slkl.name(),
@@ -255,6 +256,34 @@ impl KernelRidge {
             _ => unreachable!("refused above"),
         };
         Ok((KrrModel::new(self.solver.name(), expansion, standardization, intercept)?, summary))
+    }
+}
+
+impl KrrMethod {
+    /// The solver with ridge `lambda`, `landmarks` `M`, SLKL's and Unif's `nu`, and the
+    /// configurations `slkl` (its λ, ν and `M` are set here) and `nystrom` (its λ is set here).
+    pub fn solver(
+        self,
+        lambda: f64,
+        nu: f64,
+        landmarks: usize,
+        slkl: SlklConfig,
+        nystrom: NystromKrrConfig,
+    ) -> KrrSolver {
+        match self {
+            Self::Slkl => KrrSolver::Slkl(SlklConfig { lambda, nu, landmarks, ..slkl }),
+            Self::Krr => KrrSolver::Krr { lambda },
+            Self::KrrSubset => KrrSolver::KrrSubset { lambda, landmarks },
+            Self::Nystrom => KrrSolver::Nystrom { config: NystromKrrConfig { lambda, ..nystrom }, landmarks },
+            Self::Uniform => {
+                KrrSolver::Uniform { config: UnifConfig { lambda, nu, weight: UniformWeight::Optimal }, landmarks }
+            }
+        }
+    }
+
+    /// Whether the solver uses ν (SLKL, Unif).
+    pub fn uses_nu(self) -> bool {
+        matches!(self, Self::Slkl | Self::Uniform)
     }
 }
 

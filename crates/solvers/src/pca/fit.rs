@@ -8,6 +8,7 @@ use stolr_comm::{Communicator, RowShard, SingleProcess};
 use stolr_memory::MemoryBudget;
 
 use crate::job::{PcaStream, Shard};
+use crate::methods::PcaMethod;
 use crate::pca::{PcaModel, SvrgPca, SvrgPcaConfig, VrPca, VrPcaConfig, exact_pca};
 use crate::{Fit, Observer, SolverError, Stop, run};
 
@@ -27,7 +28,7 @@ pub enum PcaSolver {
 impl PcaSolver {
     /// The name as the CLI spells it: `exact`, `svrg-bb`, `vr-pca`.
     pub fn name(&self) -> &'static str {
-        use crate::methods::{Named, PcaMethod};
+        use crate::methods::Named;
         match self {
             PcaSolver::Exact => PcaMethod::Exact.name(),
             PcaSolver::SvrgBb(_) => PcaMethod::SvrgBb.name(),
@@ -282,6 +283,22 @@ impl PcaJob {
         )?;
         let (model, stop, epochs) = self.pca.fit_shard(&shard, &mut PcaStream::Solver.rng(self.seed), observer)?;
         Ok(PcaJobOutcome { model, stop, epochs, solve_time: started.elapsed() })
+    }
+}
+
+impl PcaMethod {
+    /// The batch solver (`None` for a streaming one): SVRG-PCA as `svrg` configures it
+    /// (its rank is overwritten by the fit), VR-PCA with `epochs` (default
+    /// [`VrPcaConfig::DEFAULT_EPOCHS`]).
+    pub fn batch(self, svrg: SvrgPcaConfig, epochs: Option<usize>) -> Option<PcaSolver> {
+        match self {
+            Self::SvrgBb => Some(PcaSolver::SvrgBb(svrg)),
+            Self::VrPca => {
+                Some(PcaSolver::VrPca(VrPcaConfig::new(svrg.rank, epochs.unwrap_or(VrPcaConfig::DEFAULT_EPOCHS))))
+            }
+            Self::Exact => Some(PcaSolver::Exact),
+            _ => None,
+        }
     }
 }
 

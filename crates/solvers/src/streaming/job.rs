@@ -11,6 +11,7 @@ use stolr_lowrank::{Eigenpairs, sym_eigen_desc};
 use stolr_memory::MemoryBudget;
 
 use crate::job::PcaStream;
+use crate::methods::PcaMethod;
 use crate::streaming::{IncrementalPca, Msg, MsgConfig, Oja, StepSize, StreamPass, StreamingPca};
 use crate::{Observer, PcaModel, SolverError, run};
 
@@ -93,7 +94,7 @@ pub enum StreamingSolver {
 impl StreamingSolver {
     /// The name as the CLI spells it: `msg`, `capped-msg`, `incremental`, `oja`.
     pub fn name(self) -> &'static str {
-        use crate::methods::{Named, PcaMethod};
+        use crate::methods::Named;
         match self {
             StreamingSolver::Msg => PcaMethod::Msg.name(),
             StreamingSolver::CappedMsg { .. } => PcaMethod::CappedMsg.name(),
@@ -401,4 +402,22 @@ impl StreamingPcaJob {
 
 fn empty() -> SolverError {
     SolverError::InvalidConfig { name: "data", reason: "the dataset is empty".into() }
+}
+
+impl PcaMethod {
+    /// The streaming solver (`None` for a batch one); capped MSG with `cap` (`None`: `k + 1`).
+    pub fn streaming(self, cap: Option<usize>) -> Option<StreamingSolver> {
+        match self {
+            Self::Msg => Some(StreamingSolver::Msg),
+            Self::CappedMsg => Some(StreamingSolver::CappedMsg { cap }),
+            Self::Incremental => Some(StreamingSolver::Incremental),
+            Self::Oja => Some(StreamingSolver::Oja),
+            _ => None,
+        }
+    }
+
+    /// Whether the solver reads the data as a stream, one sample at a time.
+    pub fn is_streaming(self) -> bool {
+        self.streaming(None).is_some()
+    }
 }

@@ -1,0 +1,185 @@
+//! The arguments of `stolr kpca`, the rows they name, and the library job they ask for.
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use clap::builder::TypedValueParser;
+use clap::{Args, ValueEnum};
+use stolr_datasets::{Dataset, generate};
+use stolr_model::OneHotEncoding;
+use stolr_solvers::{
+    CertifyRule, DEFAULT_TAU_SUBSAMPLE, KernelFamily, KernelPcaJob, KhaConfig, KpcaMethod, KpcaSettings, KpcaStream,
+    SamplerKind, SigmaRule, SkpcaConfig, TauRule,
+};
+
+use crate::common::checkpoint::CheckpointArgs;
+use crate::common::input::{Format, TableArgs, read_with_table};
+use crate::common::names;
+use crate::common::sigma::SigmaArg;
+use crate::distributed::RunContext;
+
+/// Size of the built-in generated dataset used when no `--input` is given.
+const DEFAULT_N: usize = 2000;
+/// Radial noise of the built-in dataset.
+const DEFAULT_NOISE: f64 = 0.1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CertifyArg {
+    /// Exact when affordable, else estimated.
+    Auto,
+    /// One product K·U with the kernel operator.
+    Exact,
+    /// Sampled rows of K·U with 95 % confidence intervals.
+    Estimate,
+    /// No certificate.
+    Off,
+}
+
+/// Arguments of `stolr kpca`.
+#[derive(Debug, Args)]
+#[command(allow_negative_numbers = true)]
+pub struct KpcaArgs {
+    /// Data file (one sample per row). Without it, a built-in generated dataset is used:
+    /// three noisy concentric rings in 3-D, n = 2000.
+    #[arg(long)]
+    pub(super) input: Option<PathBuf>,
+    /// Format of --input (libsvm, csv, magic, mnist, npy).
+    #[arg(long, value_enum, default_value = "libsvm")]
+    pub(super) format: Format,
+    #[command(flatten)]
+    pub(super) table: TableArgs,
+    /// Kernel function.
+    #[arg(long, default_value = "gaussian", value_parser = names::parser::<KernelFamily>())]
+    pub(super) kernel: KernelFamily,
+    /// Standardize every feature to mean 0 and standard deviation 1 before anything else.
+    #[arg(long)]
+    pub(super) standardize: bool,
+    /// Kernel bandwidth: `auto` (20th percentile of the pairwise Euclidean distances between
+    /// distinct rows, duplicate rows counted once; estimated from 10⁶ seeded random pairs) or a
+    /// positive number.
+    #[arg(long, default_value = "auto")]
+    pub(super) sigma: SigmaArg,
+    /// Polynomial kernel degree q.
+    #[arg(long, default_value_t = 2)]
+    pub(super) degree: u32,
+    /// Polynomial kernel scale s in (<x,y>/s + c)^q [default: the number of features d].
+    #[arg(long)]
+    pub(super) poly_scale: Option<f64>,
+    /// Polynomial kernel offset c in (<x,y>/s + c)^q.
+    #[arg(long, default_value_t = 1.0)]
+    pub(super) poly_offset: f64,
+    /// SKPCA shrinkage threshold tau (> 0): eigenpairs with eigenvalue above tau are recovered.
+    #[arg(long)]
+    pub(super) tau: Option<f64>,
+    /// Number of eigenpairs to return. For skpca without --tau, tau is chosen so that about
+    /// this many eigenvalues exceed it. Default 10 when neither --tau nor --rank is given.
+    #[arg(long)]
+    pub(super) rank: Option<usize>,
+    /// Unbiased kernel estimator feeding SKPCA: rff (random Fourier features, 2·features
+    /// columns per draw; Gaussian, Laplacian), columns (uniform column sampling), columns-sym
+    /// (symmetric column sampling, 2·features columns), maclaurin (random Maclaurin features;
+    /// polynomial kernel).
+    #[arg(long, default_value = "rff", value_parser = clap::builder::PossibleValuesParser::new(["rff", "columns", "columns-sym", "maclaurin"]).try_map(|s| s.parse::<SamplerKind>()))]
+    pub(super) sampler: SamplerKind,
+    /// Features (or sampled columns) per draw.
+    #[arg(long, default_value_t = 50)]
+    pub(super) features: usize,
+    /// SKPCA (and KHA) iterations T.
+    #[arg(long, default_value_t = 1000)]
+    pub(super) iterations: usize,
+    /// KHA's constant step size eta.
+    #[arg(long, default_value_t = KhaConfig::DEFAULT_ETA)]
+    pub(super) eta: f64,
+    /// Centre the data in feature space (kernel PCA of HKH).
+    #[arg(long)]
+    pub(super) center: bool,
+    /// Seed of every random choice (bandwidth pairs, tau subsample, draws, landmarks).
+    #[arg(long, default_value_t = 0)]
+    pub(super) seed: u64,
+    /// Solver.
+    #[arg(long, default_value = "skpca", value_parser = names::parser::<KpcaMethod>())]
+    pub(super) solver: KpcaMethod,
+    /// Nyström landmarks m.
+    #[arg(long, default_value_t = 500)]
+    pub(super) landmarks: usize,
+    /// SKPCA stops if the iterate's rank exceeds this (memory is about 8·n·(rank + 2·features) bytes).
+    #[arg(long, default_value_t = SkpcaConfig::DEFAULT_MAX_RANK)]
+    pub(super) max_rank: usize,
+    /// Subsample size m for choosing tau from --rank.
+    #[arg(long, default_value_t = DEFAULT_TAU_SUBSAMPLE)]
+    pub(super) tau_subsample: usize,
+    /// Output directory for model.npz (apply it with `stolr transform`), eigenvalues.npy,
+    /// eigenvectors.npy, projections.npy and report.json.
+    #[arg(long)]
+    pub(super) out: Option<PathBuf>,
+    /// Accuracy certificate of the eigenpairs against the true kernel matrix (residuals
+    /// ||K u - λ u|| / λ₁ and captured variance u'Ku / tr K): exact (one product K·U), estimate
+    /// (2000 sampled rows, 95 % intervals), off, or auto (exact when n ≤ 50 000 and it fits
+    /// --memory-limit, else estimate).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub(super) certify: CertifyArg,
+    /// Plot the training rows on the first two components (and the convergence of an iterative
+    /// solver beside them) to this .svg or .png file.
+    #[arg(long)]
+    pub(super) plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub(super) checkpoint: CheckpointArgs,
+}
+
+pub(super) fn load(args: &KpcaArgs) -> Result<(Dataset, Option<OneHotEncoding>, &'static str)> {
+    Ok(match &args.input {
+        None => {
+            if args.table.given() {
+                bail!("--categorical and --label-column need an --input CSV file");
+            }
+            (generate::rings(DEFAULT_N, DEFAULT_NOISE, &mut KpcaStream::Data.rng(args.seed)), None, "built-in")
+        }
+        Some(path) => {
+            if matches!(args.format, Format::Abalone | Format::Housing) {
+                bail!(
+                    "--format {} is a regression set; kpca reads libsvm, csv, magic, mnist or npy",
+                    args.format.name()
+                );
+            }
+            let (data, encoding) = read_with_table(path, args.format, &args.table)?;
+            (data, encoding, "file")
+        }
+    })
+}
+
+/// The job of `args`: the library's typed request, which the Python package builds from its
+/// keyword arguments.
+pub(super) fn job(args: &KpcaArgs, ctx: &RunContext) -> KernelPcaJob {
+    let sigma = match args.sigma {
+        SigmaArg::Auto => SigmaRule::Auto,
+        SigmaArg::Value(s) => SigmaRule::Given(s),
+    };
+    let kernel = args.kernel.spec(sigma, (args.poly_scale, args.poly_offset, args.degree));
+    let settings = KpcaSettings {
+        landmarks: args.landmarks,
+        iterations: args.iterations,
+        eta: args.eta,
+        sampler: args.sampler,
+        features: args.features,
+        max_rank: args.max_rank,
+    };
+    let solver = args.solver.solver(&settings);
+    let tau = match args.tau {
+        Some(tau) => TauRule::Given(tau),
+        None => TauRule::ForRank { rank: args.rank.unwrap_or(10), subsample: args.tau_subsample },
+    };
+    let certify = match args.certify {
+        CertifyArg::Off => CertifyRule::Off,
+        CertifyArg::Auto => CertifyRule::Auto,
+        CertifyArg::Exact => CertifyRule::Exact,
+        CertifyArg::Estimate => CertifyRule::Estimate,
+    };
+    KernelPcaJob {
+        center: args.center,
+        standardize: args.standardize,
+        tau,
+        certify,
+        memory: ctx.memory,
+        ..KernelPcaJob::new(kernel, args.rank, solver, args.seed)
+    }
+}
