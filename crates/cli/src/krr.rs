@@ -86,7 +86,7 @@ pub struct KrrArgs {
     /// Solver. Which to use: nystrom for accuracy per second and per byte at any n; slkl for
     /// a sparse predictor (fewest centres, cheapest predictions); krr when 16·n² bytes fit
     /// (docs/krr.md).
-    #[arg(long, default_value = "slkl", value_parser = names::parser::<KrrMethod>())]
+    #[arg(long, default_value = KrrMethod::Slkl.name(), value_parser = names::parser::<KrrMethod>())]
     solver: KrrMethod,
     /// One data file, split at random into training and test sets (needs --format and
     /// --test-size).

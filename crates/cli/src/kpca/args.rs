@@ -9,7 +9,7 @@ use stolr_datasets::{Dataset, generate};
 use stolr_model::OneHotEncoding;
 use stolr_solvers::{
     CertifyRule, DEFAULT_TAU_SUBSAMPLE, KernelFamily, KernelPcaJob, KhaConfig, KpcaMethod, KpcaSettings, KpcaStream,
-    SamplerKind, SigmaRule, SkpcaConfig, TauRule,
+    Named, SamplerKind, SigmaRule, SkpcaConfig, TauRule,
 };
 
 use crate::common::checkpoint::CheckpointArgs;
@@ -49,7 +49,7 @@ pub struct KpcaArgs {
     #[command(flatten)]
     pub(super) table: TableArgs,
     /// Kernel function.
-    #[arg(long, default_value = "gaussian", value_parser = names::parser::<KernelFamily>())]
+    #[arg(long, default_value = KernelFamily::Gaussian.name(), value_parser = names::parser::<KernelFamily>())]
     pub(super) kernel: KernelFamily,
     /// Standardize every feature to mean 0 and standard deviation 1 before anything else.
     #[arg(long)]
@@ -97,7 +97,7 @@ pub struct KpcaArgs {
     #[arg(long, default_value_t = 0)]
     pub(super) seed: u64,
     /// Solver.
-    #[arg(long, default_value = "skpca", value_parser = names::parser::<KpcaMethod>())]
+    #[arg(long, default_value = KpcaMethod::Skpca.name(), value_parser = names::parser::<KpcaMethod>())]
     pub(super) solver: KpcaMethod,
     /// Nyström landmarks m.
     #[arg(long, default_value_t = 500)]

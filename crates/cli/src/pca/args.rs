@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use stolr_datasets::{generate, write_npy_matrix, write_npy_vector};
 use stolr_report::PcaReport;
-use stolr_solvers::{PcaMethod, PcaModel, PcaStream, Transformer};
+use stolr_solvers::{Named, PcaMethod, PcaModel, PcaStream, Transformer};
 
 use crate::common::checkpoint::CheckpointArgs;
 use crate::common::input::Format;
@@ -61,7 +61,7 @@ pub struct PcaArgs {
     #[arg(long, default_value_t = 1.0)]
     pub(crate) noise: f64,
     /// Solver.
-    #[arg(long, default_value = "svrg-bb", value_parser = names::parser::<PcaMethod>())]
+    #[arg(long, default_value = PcaMethod::SvrgBb.name(), value_parser = names::parser::<PcaMethod>())]
     pub(crate) solver: PcaMethod,
     /// SVRG-PCA parameters.
     #[arg(long, value_enum, default_value = "consistent")]

@@ -59,7 +59,12 @@ class _Model:
 
 
 class KernelPCA(TransformerMixin, BaseEstimator, _Model):
-    """Kernel PCA by SKPCA (stochastic proximal gradient), Nyström, KHA or the exact solver.
+    """Kernel PCA by SKPCA (stochastic proximal gradient), Nyström, KHA or the exact solver
+    (``solver="exact"``: the dense kernel matrix when it fits, ``"exact-matrix-free"``: never).
+
+    ``fit`` runs the library's kernel PCA job, the one ``stolr kpca`` runs: the same data,
+    parameters and ``random_state`` (the CLI's ``--seed``) give the same bits (docs/front-ends.md
+    lists the defaults that differ by convention: ``center=True`` here, ``gamma`` for ``--sigma``).
 
     Eigenvalues are in nonincreasing order. ``transform`` projects new rows on the kernel
     principal axes, scaled as scikit-learn's ``KernelPCA.transform``.

@@ -393,7 +393,7 @@ impl KernelPca {
         let (pairs, means, stop, iterations) = match &self.solver {
             KpcaSolver::Exact { tolerance, operator } => {
                 let config = ExactKpcaConfig {
-                    rank: self.rank_for("exact")?,
+                    rank: self.rank_for(name)?,
                     center: self.center,
                     memory: self.memory,
                     tolerance: *tolerance,
@@ -427,7 +427,7 @@ impl KernelPca {
                 (pairs, means, None, 0)
             }
             KpcaSolver::Nystrom { landmarks } => {
-                let rank = self.rank_for("nystrom")?;
+                let rank = self.rank_for(name)?;
                 let config =
                     NystromConfig { memory: self.memory, ..NystromConfig::new(*landmarks, rank).center(self.center) };
                 let fit = nystrom_fit_sharded(local, &self.kernel, &config, rng, comm, place)?;
@@ -511,7 +511,7 @@ impl KernelPca {
                     warnings.push(KpcaWarning::RankDeficient {
                         requested: found,
                         returned: pairs.rank(),
-                        solver: "skpca",
+                        solver: name,
                     });
                 }
                 // The centring statistics are exact: one streamed pass over K, O(n²d) (one
@@ -560,7 +560,7 @@ impl KernelPca {
         let name = self.solver.name();
         let mut warnings = Vec::new();
         let config = KhaConfig {
-            rank: self.rank_for("kha")?,
+            rank: self.rank_for(name)?,
             eta,
             iterations,
             center: self.center,
