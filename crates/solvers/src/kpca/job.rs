@@ -208,7 +208,7 @@ impl KernelPcaJob {
         let mut tau = None;
         let solver = match &self.solver {
             KpcaSolver::Skpca { config, sampler, features } => {
-                let outcome = self.tau(all, &kernel, comm)?;
+                let outcome = self.choose_tau(all, &kernel, comm)?;
                 let config = crate::kpca::SkpcaConfig { tau: outcome.value, ..config.clone() };
                 tau = Some(outcome);
                 KpcaSolver::Skpca { config, sampler: *sampler, features: *features }
@@ -303,7 +303,7 @@ impl KernelPcaJob {
     }
 
     /// SKPCA's τ: as given, or chosen on rank 0 from every row `all` and broadcast.
-    fn tau(
+    fn choose_tau(
         &self,
         all: Option<faer::MatRef<'_, f64>>,
         kernel: &Kernel,
