@@ -436,13 +436,8 @@ fn fit(
         ..NystromKrrConfig::default()
     };
     let solver = args.solver.solver(lambda, nu, args.landmarks, slkl_config(args, nu, args.landmarks), nystrom);
-    let job = KernelRidgeJob {
-        memory: ctx.memory,
-        ..KernelRidgeJob::new(
-            KernelRidge { kernel: *kernel, solver, intercept: !args.no_intercept, standardize: false },
-            args.seed,
-        )
-    };
+    let ridge = KernelRidge { intercept: !args.no_intercept, memory: ctx.memory, ..KernelRidge::new(*kernel, solver) };
+    let job = KernelRidgeJob::new(ridge, args.seed);
     let solver_name = args.solver.name();
     require_support(&args.checkpoint, args.solver == KrrMethod::Slkl, solver_name)?;
     // The data as SLKL sees them: the training rows and their targets.

@@ -23,7 +23,7 @@ use stolr_datasets::{RowFormat, stream_rows};
 use stolr_report::{PcaDataset, PcaParameters, PcaReport, PcaResult, PcaTimings};
 use stolr_solvers::{
     IterationReport, Named, Observer, PassKind, PcaMethod, RowPass, RowReadError, RowSource, SolverError,
-    StreamTransform, StreamingPcaJob, StreamingSolver, captured_norm,
+    StreamTransform, StreamingPcaJob, StreamingSolver, captured_norm, matrix_rows,
 };
 
 use super::args::{OUTPUTS, PcaArgs, generated, write_outputs};
@@ -56,7 +56,7 @@ impl RowSource for Source<'_> {
     fn rows(&self, pass: PassKind) -> Result<RowPass<'_>, SolverError> {
         let raw: Box<dyn Iterator<Item = Result<Vec<f64>, stolr_datasets::DataError>> + '_> = match &self.rows {
             Rows::File(path, format) => Box::new(stream_rows(path, *format).map_err(read_error)?),
-            Rows::Matrix(x) => Box::new((0..x.nrows()).map(move |i| Ok((0..x.ncols()).map(|j| x[(i, j)]).collect()))),
+            Rows::Matrix(x) => Box::new(matrix_rows(x.as_ref()).map(|row| row.map_err(|never| match never {}))),
         };
         Ok(match pass {
             // Each row as read goes into the checkpoint's fingerprint.

@@ -118,12 +118,15 @@ pub struct KernelRidge {
     pub intercept: bool,
     /// Standardize every feature with the training statistics.
     pub standardize: bool,
+    /// The budget KRR_n's and KRR_M's kernel matrices and Cholesky factors are checked against
+    /// before they are made (default: 80 % of the memory available at the first fit).
+    pub memory: MemoryBudget,
 }
 
 impl KernelRidge {
     /// `solver` with `kernel`, with an intercept and without standardization.
     pub fn new(kernel: Kernel, solver: KrrSolver) -> Self {
-        Self { kernel, solver, intercept: true, standardize: false }
+        Self { kernel, solver, intercept: true, standardize: false, memory: MemoryBudget::default() }
     }
 
     /// Fits on prepared (already standardized, or not meant to be) rows, drawing the landmarks
@@ -163,13 +166,13 @@ impl KernelRidge {
                 RowShard::whole(x.nrows()),
             )?,
             KrrSolver::Krr { lambda } => {
-                let (e, b) = krr_fit(x, y, &self.kernel, &KrrConfig { lambda: *lambda, ..KrrConfig::default() }, with)?;
+                let (e, b) = krr_fit(x, y, &self.kernel, &KrrConfig { lambda: *lambda, memory: self.memory }, with)?;
                 let objective = ridge_objective(*lambda, &e, y);
                 (e, b, KrrFitSummary { objective, ..Default::default() })
             }
             KrrSolver::KrrSubset { lambda, landmarks } => {
                 let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
-                let config = KrrConfig { lambda: *lambda, ..KrrConfig::default() };
+                let config = KrrConfig { lambda: *lambda, memory: self.memory };
                 let (e, b) = krr_subset_fit(x, y, &self.kernel, &config, &j, with)?;
                 let y_j: Vec<f64> = j.iter().map(|&i| y[i]).collect();
                 let objective = ridge_objective(*lambda, &e, &y_j);
@@ -388,19 +391,18 @@ fn nystrom_summary(j: Vec<usize>, fit: &NystromKrrFit) -> KrrFitSummary {
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct KernelRidgeJob {
-    /// Kernel, solver and intercept (the rows given to [`KernelRidgeJob::run`] are used as
-    /// they are: `standardize` is the caller's, who records the statistics).
+    /// Kernel, solver, intercept and memory budget (the rows given to
+    /// [`KernelRidgeJob::run`] are used as they are: `standardize` is the caller's, who records
+    /// the statistics).
     pub ridge: KernelRidge,
     /// The seed of the landmarks and of SLKL's coordinate order.
     pub seed: u64,
-    /// The budget KRR_n's `n × n` matrix is checked against before it is made.
-    pub memory: MemoryBudget,
 }
 
 impl KernelRidgeJob {
-    /// `ridge` with `seed` and the default budget.
+    /// `ridge` with `seed`.
     pub fn new(ridge: KernelRidge, seed: u64) -> Self {
-        Self { ridge, seed, memory: MemoryBudget::default() }
+        Self { ridge, seed }
     }
 
     /// Fits on this rank's training rows `shard.rows()` and targets `y` (its rows' targets),
@@ -409,9 +411,8 @@ impl KernelRidgeJob {
     /// same model and summary; only rank 0 reports to `observer`. Collective.
     ///
     /// # Errors
-    /// [`SolverError::Memory`] when KRR_n's kernel matrix and its Cholesky factor (`16·n²`
-    /// bytes) exceed the budget; as [`KernelRidge::fit_prepared`] and
-    /// [`KernelRidge::fit_prepared_sharded`].
+    /// As [`KernelRidge::fit_prepared`] (KRR_n's `16·n²` bytes over [`KernelRidge::memory`]
+    /// among them) and [`KernelRidge::fit_prepared_sharded`].
     pub fn run(
         &self,
         shard: Shard<'_>,
@@ -419,13 +420,6 @@ impl KernelRidgeJob {
         standardization: Option<Standardization>,
         observer: &mut dyn Observer,
     ) -> Result<(KrrModel, KrrFitSummary), SolverError> {
-        let n = shard.place.total;
-        if matches!(self.ridge.solver, KrrSolver::Krr { .. }) {
-            self.memory.check(
-                format!("KRR_n's {n} × {n} kernel matrix and its Cholesky factor (n = {n})"),
-                stolr_memory::f64_bytes(&[2, n, n]),
-            )?;
-        }
         let landmarks = &mut KrrStream::Landmarks.rng(self.seed);
         let coordinates = &mut KrrStream::Coordinates.rng(self.seed);
         if shard.is_whole() {

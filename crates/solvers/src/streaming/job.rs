@@ -12,7 +12,7 @@ use stolr_memory::MemoryBudget;
 
 use crate::job::PcaStream;
 use crate::methods::PcaMethod;
-use crate::streaming::{IncrementalPca, Msg, MsgConfig, Oja, StepSize, StreamPass, StreamingPca};
+use crate::streaming::{IncrementalPca, Msg, MsgConfig, Oja, StepSize, StreamPass, StreamingPca, matrix_rows};
 use crate::{Observer, PcaModel, SolverError, run};
 
 /// A reader's error, as a [`RowSource`]'s pass yields it (its message is the reader's).
@@ -70,8 +70,7 @@ impl RowSource for MatrixSource<'_> {
     }
 
     fn rows(&self, _pass: PassKind) -> Result<RowPass<'_>, SolverError> {
-        let x = self.0;
-        Ok(Box::new((0..x.nrows()).map(move |i| Ok((0..x.ncols()).map(|j| x[(i, j)]).collect()))))
+        Ok(Box::new(matrix_rows(self.0).map(|row| row.map_err(|never| match never {}))))
     }
 }
 
