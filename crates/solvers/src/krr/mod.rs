@@ -8,6 +8,7 @@
 mod baselines;
 mod expansion;
 mod fit;
+mod landmarks;
 mod model;
 mod nu_selection;
 mod nystrom;
@@ -17,10 +18,11 @@ mod slkl;
 pub use baselines::{KrrConfig, UnifConfig, UnifModel, UniformWeight, krr, krr_subset, unif};
 pub use expansion::KernelExpansion;
 pub use fit::{KernelRidge, KernelRidgeJob, KrrFitSummary, KrrSolver};
+pub use landmarks::select_landmarks;
 pub use model::KrrModel;
 pub use nu_selection::{
     NuCandidate, NuModel, NuPath, NuSelection, log_grid, mean_squared_error, select_nu, select_nu_path,
 };
 pub use nystrom::{NystromKrrConfig, NystromKrrFit, NystromSolve, nystrom_krr, nystrom_krr_sharded};
 pub use nystrom_cv::{LambdaSelection, select_lambda_nystrom};
-pub use slkl::{ColumnMode, CoordinatePartials, CoordinateRule, Slkl, SlklConfig, SlklModel, select_landmarks, slkl};
+pub use slkl::{ColumnMode, CoordinatePartials, CoordinateRule, Slkl, SlklConfig, SlklModel, slkl};

@@ -24,6 +24,7 @@ use stolr_lowrank::{Probe, WoodburyInverse};
 
 use crate::error::{check_regression, check_shard};
 use crate::krr::KernelExpansion;
+use crate::krr::landmarks::select_landmarks;
 use crate::{IterativeSolver, Observer, SolverError, SolverState, StepReport, Stop, run};
 
 mod checkpoint;
@@ -164,24 +165,6 @@ impl SlklConfig {
         }
         Ok(())
     }
-}
-
-/// `m` distinct indices out of `0..n`, uniformly without replacement, in the order drawn: the
-/// landmarks `J` of SLKL (and of the KRR_M and Unif baselines on the same set).
-///
-/// # Errors
-/// [`SolverError::InvalidConfig`] (`landmarks`) unless `1 ≤ m ≤ n`.
-///
-/// # References
-/// \[SLKL\], Section 3 ("(randomly) selected columns"); docs/derivations.md §6.1, §6.11 line 1.
-pub fn select_landmarks<R: Rng + ?Sized>(n: usize, m: usize, rng: &mut R) -> Result<Vec<usize>, SolverError> {
-    if m == 0 || m > n {
-        return Err(SolverError::InvalidConfig {
-            name: "landmarks",
-            reason: format!("need 1 <= M <= n = {n}, got {m}"),
-        });
-    }
-    Ok(rand::seq::index::sample(rng, n, m).into_vec())
 }
 
 /// The derivatives of (14) along one coordinate (Proposition 2, (20)–(21)).
