@@ -5,7 +5,8 @@
 use std::path::Path;
 
 use serde::de::DeserializeOwned;
-use stolr_estimators::Kernel;
+use stolr_estimators::{Kernel, KernelFamily};
+use stolr_solvers::Named;
 pub use stolr_report::{
     KpcaDataset, KpcaParameters, KpcaReport, KpcaResult, KpcaTimings, KrrDataset, KrrParameters, KrrReport, KrrResult,
     KrrTimings, NuValidation, ReportKernel, TauReport,
@@ -25,12 +26,15 @@ pub fn read_report<T: DeserializeOwned>(dir: &Path) -> Result<T, BenchError> {
 }
 
 /// The kernel of a report as the estimators build it.
-pub fn kernel_of(kernel: &ReportKernel) -> Kernel {
-    match *kernel {
-        ReportKernel::Gaussian { sigma, .. } => Kernel::Gaussian { sigma },
-        ReportKernel::Laplacian { sigma, .. } => Kernel::Laplacian { sigma },
-        ReportKernel::Polynomial { scale, offset, degree } => Kernel::Polynomial { scale, offset, degree },
-    }
+///
+/// # Errors
+/// [`BenchError::Invalid`] for an unknown kernel name or a missing parameter;
+/// [`BenchError::Estimator`] for a parameter out of its range.
+pub fn kernel_of(kernel: &ReportKernel) -> Result<Kernel, BenchError> {
+    let family = KernelFamily::parse(&kernel.name).map_err(BenchError::Invalid)?;
+    family.kernel(|p| {
+        kernel.parameter(p.name).ok_or_else(|| BenchError::Invalid(format!("the report's kernel has no '{}'", p.name)))
+    })
 }
 
 #[cfg(test)]
@@ -54,7 +58,11 @@ mod tests {
                 standardized: true,
                 test_size: None,
             },
-            kernel: ReportKernel::Gaussian { sigma: 1.5, sigma_source: Some("rule".into()) },
+            kernel: ReportKernel {
+                name: "gaussian".into(),
+                parameters: serde_json::json!({ "sigma": 1.5 }).as_object().unwrap().clone(),
+                sigma_source: Some("rule".into()),
+            },
             solver: "slkl".into(),
             parameters: KrrParameters {
                 landmarks: Some(200),
@@ -99,10 +107,13 @@ mod tests {
         // NaN is written as null and reads back as None.
         assert_eq!(back.result.test_mse, None);
         assert_eq!(KrrReport { result: KrrResult { test_mse: None, ..report.result.clone() }, ..report }, back);
-        assert_eq!(kernel_of(&back.kernel), Kernel::Gaussian { sigma: 1.5 });
+        assert_eq!(kernel_of(&back.kernel).unwrap(), Kernel::gaussian(1.5));
         let poly: ReportKernel =
             serde_json::from_str(r#"{"type": "polynomial", "scale": 1.0, "offset": 0.0, "degree": 3}"#).unwrap();
         assert_eq!(poly.sigma(), None);
+        assert_eq!(kernel_of(&poly).unwrap(), Kernel::polynomial(1.0, 0.0, 3));
+        let bad: ReportKernel = serde_json::from_str(r#"{"type": "laplacian", "scale": 1.0}"#).unwrap();
+        assert!(matches!(kernel_of(&bad), Err(BenchError::Invalid(_))));
         assert!(matches!(read_report::<KpcaReport>(dir.path()), Err(BenchError::Json { .. })));
         assert!(matches!(read_report::<KpcaReport>(&dir.path().join("no")), Err(BenchError::Io { .. })));
     }

@@ -113,7 +113,7 @@ mod tests {
     fn streaming_residual_equals_dense() {
         let n = 700; // more than one block
         let x = Mat::from_fn(n, 3, |i, j| ((i * 37 + j * 11) % 101) as f64 / 30.0);
-        let kernel = Kernel::Gaussian { sigma: 0.8 };
+        let kernel = Kernel::gaussian(0.8);
         for center in [false, true] {
             let mut k = kernel.matrix(x.as_ref());
             if center {

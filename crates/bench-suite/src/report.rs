@@ -57,7 +57,7 @@ pub fn load_kpca_run(dir: &Path) -> Result<KpcaRun, BenchError> {
         return Err(bad(format!("{} eigenvalues but {} eigenvectors", values.len(), vectors.ncols())));
     }
     Ok(KpcaRun {
-        kernel: crate::cli_report::kernel_of(&report.kernel),
+        kernel: crate::cli_report::kernel_of(&report.kernel)?,
         center: report.centered,
         report,
         x: data.x,

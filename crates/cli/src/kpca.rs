@@ -5,10 +5,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use faer::Mat;
 use stolr_datasets::{Dataset, write_npy_matrix, write_npy_vector};
-use stolr_estimators::Kernel;
 use stolr_model::OneHotEncoding;
 use stolr_report::{KpcaDataset, KpcaParameters, KpcaReport, KpcaResult, KpcaTimings, ReportCategorical};
-use stolr_solvers::{KernelPcaFit, KernelPcaOutcome, KpcaMethod, Named, Shard, Stop};
+use stolr_solvers::{KernelPcaFit, KernelPcaOutcome, KpcaMethod, Shard, Stop};
 
 use crate::common::checkpoint::{FileStore, matrix_fingerprint, require_support};
 use crate::common::input::label_values;
@@ -23,7 +22,9 @@ mod report;
 
 pub use args::KpcaArgs;
 use args::{job, load};
-use report::{bandwidth_report, certificate_report, print_warnings, report_kernel, tau_report};
+use report::{bandwidth_report, certificate_report, print_warnings, tau_report};
+
+use crate::common::kernel::report_kernel;
 
 /// What [`finish`] needs besides the job's outcome: the labels and source of the rows (on rank
 /// 0), how they were read, and the run's progress record.
@@ -106,7 +107,7 @@ fn finish(args: &KpcaArgs, read: Read, outcome: KernelPcaOutcome, progress: Prog
     let warnings = print_warnings(&warnings);
     let sigma_source = match (&bandwidth, &kernel) {
         (Some(_), _) => "auto: 20th percentile of pairwise Euclidean distances between distinct rows",
-        (None, Kernel::Polynomial { .. }) => "not used",
+        (None, k) if k.bandwidth().is_none() => "not used",
         (None, _) => "given",
     };
     let bandwidth = bandwidth.as_ref().map(bandwidth_report);

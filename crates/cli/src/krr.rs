@@ -28,10 +28,11 @@ use stolr_solvers::{
 };
 
 use stolr_report::{
-    KrrDataset, KrrParameters, KrrReport, KrrResult, KrrTimings, LambdaValidation, NuValidation, ReportKernel,
+    KrrDataset, KrrParameters, KrrReport, KrrResult, KrrTimings, LambdaValidation, NuValidation,
 };
 
 use crate::common::input::{Format, read};
+use crate::common::kernel::report_kernel;
 use crate::common::names;
 use crate::common::output::{write_model, write_report};
 
@@ -559,7 +560,7 @@ pub fn run(mut args: KrrArgs, ctx: &RunContext) -> Result<()> {
 
     let t_sigma = Instant::now();
     let (sigma, sigma_source) = sigma(&args, &prepared)?;
-    let kernel = Kernel::Gaussian { sigma };
+    let kernel = Kernel::gaussian(sigma);
     let sigma_time = t_sigma.elapsed();
 
     let uses_nu = matches!(args.solver, KrrMethod::Slkl | KrrMethod::Uniform);
@@ -647,7 +648,7 @@ pub fn run(mut args: KrrArgs, ctx: &RunContext) -> Result<()> {
             standardized: prepared.standardization.is_some(),
             test_size: args.test_size,
         },
-        kernel: ReportKernel::Gaussian { sigma, sigma_source: Some(sigma_source.clone()) },
+        kernel: report_kernel(&Kernel::gaussian(sigma), &sigma_source),
         solver: fitted.model.solver().into(),
         parameters: KrrParameters {
             landmarks: (args.solver != KrrMethod::Krr).then_some(args.landmarks),

@@ -4,7 +4,7 @@ use faer::{Mat, MatRef};
 use rand::RngExt;
 
 use crate::data::check_data;
-use crate::kernel::PreparedKernel;
+use crate::kernels::PreparedKernel;
 use crate::{EstimatorError, Factors, Kernel, KernelSampler};
 
 /// Unbiased estimator of any kernel matrix by sampling `k` of its columns.

@@ -33,9 +33,9 @@ pub enum EstimatorError {
     /// A kernel parameter is out of its domain.
     #[error("invalid {kernel} kernel: {parameter} = {value}, but {requirement}")]
     InvalidKernel {
-        /// Kernel name: `"gaussian"`, `"laplacian"` or `"polynomial"`.
+        /// Kernel name ([`crate::KernelFamily::name`]).
         kernel: &'static str,
-        /// Parameter name: `"sigma"`, `"scale"`, `"offset"` or `"degree"`.
+        /// Parameter name ([`crate::Parameter::name`]).
         parameter: &'static str,
         /// The offending value (a degree is converted to `f64`).
         value: f64,

@@ -5,7 +5,7 @@ use faer::{Mat, MatRef, Par};
 use rayon::prelude::*;
 
 use crate::EstimatorError;
-use crate::kernel::{Kernel, KernelEvaluation, PreparedKernel};
+use crate::kernels::{Kernel, KernelEvaluation, PreparedKernel};
 
 /// Rows of `X` per panel of [`CrossKernelPanels`]: the unit in which the cross kernel is
 /// evaluated and in which callers accumulate, whatever the block size.
@@ -155,9 +155,9 @@ mod tests {
         let x = data(700, 5, 0.37);
         let y = data(9, 5, 0.71);
         let kernels = [
-            Kernel::Gaussian { sigma: 1.3 },
-            Kernel::Laplacian { sigma: 2.0 },
-            Kernel::Polynomial { scale: 5.0, offset: 1.0, degree: 3 },
+            Kernel::gaussian(1.3),
+            Kernel::laplacian(2.0),
+            Kernel::polynomial(5.0, 1.0, 3),
         ];
         for kernel in kernels {
             let dense = kernel.cross(x.as_ref(), y.as_ref());
@@ -203,7 +203,7 @@ mod tests {
     #[test]
     fn consume_errors_stop_the_pass_and_shapes_are_checked() {
         let x = data(600, 3, 0.2);
-        let panels = CrossKernelPanels::new(&Kernel::Gaussian { sigma: 1.0 }, x.as_ref(), x.subrows(0, 4)).unwrap();
+        let panels = CrossKernelPanels::new(&Kernel::gaussian(1.0), x.as_ref(), x.subrows(0, 4)).unwrap();
         let mut calls = 0;
         let out = panels.for_each_block(
             256,
@@ -216,11 +216,11 @@ mod tests {
         assert_eq!((out, calls), (Err("stop"), 1));
         let wide = data(4, 5, 0.3);
         assert!(matches!(
-            CrossKernelPanels::new(&Kernel::Gaussian { sigma: 1.0 }, x.as_ref(), wide.as_ref()),
+            CrossKernelPanels::new(&Kernel::gaussian(1.0), x.as_ref(), wide.as_ref()),
             Err(EstimatorError::DimensionMismatch { expected: 3, found: 5, .. })
         ));
         assert!(matches!(
-            CrossKernelPanels::new(&Kernel::Gaussian { sigma: -1.0 }, x.as_ref(), x.as_ref()),
+            CrossKernelPanels::new(&Kernel::gaussian(-1.0), x.as_ref(), x.as_ref()),
             Err(EstimatorError::InvalidKernel { .. })
         ));
     }

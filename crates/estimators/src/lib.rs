@@ -3,7 +3,8 @@
 //! Stochastic kernel PCA (SKPCA) never forms the `n × n` kernel matrix $K$: each iteration
 //! draws a random low-rank matrix $\xi = \zeta\chi^\top$ with $\mathbb{E}[\xi] = K$, kept as
 //! its factors ([`Factors`]). This crate provides
-//! - the kernels ([`Kernel`]: Gaussian, Laplacian (ℓ1), polynomial), dense kernel matrices for
+//! - the kernels ([`Kernel`]: [`Gaussian`], [`Laplacian`] (ℓ1), [`Polynomial`], one file each
+//!   behind [`KernelFunction`], registered once in `kernels/mod.rs`), dense kernel matrices for
 //!   tests and exact baselines, and the width rule [`bandwidth_rule`];
 //! - the estimators behind the [`KernelSampler`] trait: [`RandomFourierFeatures`] (Rahimi &
 //!   Recht 2007), [`ColumnSampling`] (asymmetric and symmetric), [`RandomMaclaurin`] (Kar &
@@ -28,8 +29,8 @@ mod columns;
 mod data;
 mod error;
 mod factors;
-mod kernel;
 mod kernel_blocks;
+mod kernels;
 mod maclaurin;
 mod operator;
 mod parallel;
@@ -45,7 +46,10 @@ pub use columns::ColumnSampling;
 pub use data::{check_data, column_means, column_means_reduced, to_owned};
 pub use error::EstimatorError;
 pub use factors::{Factors, KernelSampler};
-pub use kernel::{Kernel, KernelEvaluation, kernel_row_means};
+pub use kernels::{
+    Evaluator, Gaussian, Kernel, KernelEvaluation, KernelFamily, KernelForm, KernelFunction, Laplacian,
+    Parameter, ParameterDefault, Polynomial, kernel_row_means,
+};
 pub use kernel_blocks::{CrossKernelPanels, PANEL_ROWS, Panel};
 pub use maclaurin::RandomMaclaurin;
 pub use operator::{DEFAULT_TILE, KernelOperator, OperatorCentering};

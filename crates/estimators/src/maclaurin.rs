@@ -4,13 +4,13 @@ use faer::{Accum, Mat, MatRef};
 use stolr_lowrank::matmul;
 
 use crate::data::check_data;
-use crate::kernel::powu;
 use crate::parallel::for_each_col_mut;
 use crate::{EstimatorError, Factors, Kernel, KernelSampler};
 
 /// Unbiased symmetric PSD estimator of a dot-product kernel matrix
 /// $\kappa(x, y) = \sum_{N \ge 0} a_N \langle x, y\rangle^N$, $a_N \ge 0$, by random Maclaurin
-/// features; implemented for [`Kernel::Polynomial`], whose coefficients are
+/// features; for every kernel with Maclaurin coefficients
+/// ([`crate::KernelFunction::maclaurin_coefficient`]): the polynomial kernel, whose coefficients are
 /// $a_N = \binom{q}{N} c^{q-N} s^{-N}$ for $N \le q$ and $0$ otherwise.
 ///
 /// Each draw builds `D` independent features. Feature $j$ draws an order $N \ge 0$ with
@@ -40,13 +40,14 @@ impl<'a> RandomMaclaurin<'a> {
     ///
     /// # Errors
     /// - [`EstimatorError::InvalidKernel`] if the kernel parameters are invalid;
-    /// - [`EstimatorError::UnsupportedKernel`] for the Gaussian and Laplacian kernels;
+    /// - [`EstimatorError::UnsupportedKernel`] for a kernel that is not a dot-product kernel
+    ///   (Gaussian, Laplacian);
     /// - [`EstimatorError::ZeroFeatures`] if `features == 0`;
     /// - [`EstimatorError::EmptyData`] if `n == 0` or `d == 0`;
     /// - [`EstimatorError::NonFinite`] for a NaN or infinite entry of `x`.
     pub fn new(x: MatRef<'a, f64>, kernel: Kernel, features: usize) -> Result<Self, EstimatorError> {
         kernel.validate()?;
-        if !matches!(kernel, Kernel::Polynomial { .. }) {
+        if kernel.maclaurin_coefficient(0).is_none() {
             return Err(EstimatorError::UnsupportedKernel {
                 estimator: "maclaurin",
                 kernel: kernel.name(),
@@ -71,19 +72,10 @@ impl<'a> RandomMaclaurin<'a> {
         self.features
     }
 
-    /// The Maclaurin coefficient $a_N$ of the kernel.
+    /// The Maclaurin coefficient $a_N$ of the kernel
+    /// ([`crate::KernelFunction::maclaurin_coefficient`]).
     fn coefficient(&self, order: u32) -> f64 {
-        let Kernel::Polynomial { scale, offset, degree } = self.kernel else {
-            unreachable!("rejected at construction")
-        };
-        if order > degree {
-            return 0.0;
-        }
-        let mut binomial = 1.0;
-        for i in 0..order {
-            binomial *= f64::from(degree - i) / f64::from(i + 1);
-        }
-        binomial * powu(offset, degree - order) / powu(scale, order)
+        self.kernel.maclaurin_coefficient(order).expect("a dot-product kernel, checked at construction")
     }
 }
 

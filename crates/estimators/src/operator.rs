@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use crate::EstimatorError;
 use crate::data::check_data;
-use crate::kernel::{Kernel, KernelEvaluation, PreparedKernel};
+use crate::kernels::{Kernel, KernelEvaluation, PreparedKernel};
 
 /// Default tile side `t`: a tile holds `t × t` kernel values (2 MiB at 512).
 pub const DEFAULT_TILE: usize = 512;
@@ -435,9 +435,9 @@ mod tests {
 
     fn kernels() -> [Kernel; 3] {
         [
-            Kernel::Gaussian { sigma: 0.8 },
-            Kernel::Laplacian { sigma: 1.5 },
-            Kernel::Polynomial { scale: 2.0, offset: 1.0, degree: 3 },
+            Kernel::gaussian(0.8),
+            Kernel::laplacian(1.5),
+            Kernel::polynomial(2.0, 1.0, 3),
         ]
     }
 
@@ -525,7 +525,7 @@ mod tests {
     #[test]
     fn given_means_reproduce_computed_ones_and_shapes_are_checked() {
         let (x, v) = data(20, 3, 11);
-        let kernel = Kernel::Gaussian { sigma: 1.0 };
+        let kernel = Kernel::gaussian(1.0);
         let computed = KernelOperator::new(x.as_ref(), kernel, OperatorCentering::Compute, 6, Par::Seq).unwrap();
         let (m, g) = computed.means().unwrap();
         let given = OperatorCentering::Given { means: m.to_vec(), grand_mean: g };

@@ -3,12 +3,11 @@
 use faer::linalg::matmul::matmul;
 use faer::reborrow::*;
 use faer::{Accum, Mat, MatMut, MatRef, Par};
-use rand_distr::{Cauchy, Distribution, StandardNormal};
 use rayon::prelude::*;
 
 use crate::data::{check_data, coordinate_median};
 use crate::sincos::scaled_cos_sin;
-use crate::{EstimatorError, Factors, Kernel, KernelSampler};
+use crate::{EstimatorError, Factors, Kernel, KernelFunction, KernelSampler};
 
 /// Unbiased symmetric PSD estimator of a shift-invariant kernel matrix by random Fourier
 /// features.
@@ -113,7 +112,8 @@ impl<'a> RandomFourierFeatures<'a> {
     ///
     /// # Errors
     /// - [`EstimatorError::InvalidKernel`] if the kernel parameters are invalid;
-    /// - [`EstimatorError::UnsupportedKernel`] for [`Kernel::Polynomial`] (not shift-invariant);
+    /// - [`EstimatorError::UnsupportedKernel`] for a kernel that is not shift-invariant
+    ///   ([`crate::Polynomial`]);
     /// - [`EstimatorError::ZeroFeatures`] if `features == 0`;
     /// - [`EstimatorError::EmptyData`] if `n == 0` or `d == 0`;
     /// - [`EstimatorError::NonFinite`] for a NaN or infinite entry of `x`.
@@ -186,29 +186,11 @@ impl<'a> RandomFourierFeatures<'a> {
         self.features
     }
 
-    /// Fills `omega` column by column (frequency `w_j` is column `j`) from the spectral density.
+    /// Fills `omega` column by column (frequency `w_j` is column `j`) from the kernel's
+    /// spectral density ([`crate::KernelFunction::draw_frequencies`]).
     fn draw_frequencies(&mut self, rng: &mut dyn rand::Rng) {
-        let (d, k) = self.omega.shape();
-        match self.kernel {
-            Kernel::Gaussian { sigma } => {
-                let inv = 1.0 / sigma;
-                for j in 0..k {
-                    for l in 0..d {
-                        let g: f64 = StandardNormal.sample(rng);
-                        self.omega[(l, j)] = g * inv;
-                    }
-                }
-            }
-            Kernel::Laplacian { sigma } => {
-                let cauchy = Cauchy::new(0.0, 1.0 / sigma).expect("sigma is finite and > 0, checked at construction");
-                for j in 0..k {
-                    for l in 0..d {
-                        self.omega[(l, j)] = cauchy.sample(rng);
-                    }
-                }
-            }
-            Kernel::Polynomial { .. } => unreachable!("rejected at construction"),
-        }
+        let omega = self.omega.as_mut();
+        crate::kernels::dispatch!(self.kernel, k => k.draw_frequencies(rng, omega));
     }
 }
 

@@ -8,10 +8,10 @@ use proptest::prelude::*;
 use stolr_estimators::{EstimatorError, Kernel, centered_kernel_matrix};
 
 const KERNELS: [Kernel; 4] = [
-    Kernel::Gaussian { sigma: 1.3 },
-    Kernel::Laplacian { sigma: 2.5 },
-    Kernel::Polynomial { scale: 2.0, offset: 1.0, degree: 3 },
-    Kernel::Polynomial { scale: 0.5, offset: 0.0, degree: 2 },
+    Kernel::gaussian(1.3),
+    Kernel::laplacian(2.5),
+    Kernel::polynomial(2.0, 1.0, 3),
+    Kernel::polynomial(0.5, 0.0, 2),
 ];
 
 fn row(x: &Mat<f64>, i: usize) -> Vec<f64> {
@@ -47,11 +47,11 @@ fn eval_matches_closed_forms() {
     let x = [1.0, -2.0, 0.5];
     let y = [0.0, 1.0, 2.5];
     // ||x-y||^2 = 1 + 9 + 4 = 14, ||x-y||_1 = 6, <x,y> = -2 + 1.25 = -0.75
-    let g = Kernel::Gaussian { sigma: 2.0 }.eval(&x, &y);
+    let g = Kernel::gaussian(2.0).eval(&x, &y);
     assert!((g - (-14.0f64 / 8.0).exp()).abs() < 1e-15);
-    let l = Kernel::Laplacian { sigma: 3.0 }.eval(&x, &y);
+    let l = Kernel::laplacian(3.0).eval(&x, &y);
     assert!((l - (-2.0f64).exp()).abs() < 1e-15);
-    let p = Kernel::Polynomial { scale: 0.25, offset: 4.0, degree: 3 }.eval(&x, &y);
+    let p = Kernel::polynomial(0.25, 4.0, 3).eval(&x, &y);
     assert!((p - 1.0).abs() < 1e-15);
 }
 
@@ -82,7 +82,7 @@ fn gaussian_matrix_is_accurate_far_from_the_origin() {
             x[(i, j)] += 1e4;
         }
     }
-    let kernel = Kernel::Gaussian { sigma: 0.1 };
+    let kernel = Kernel::gaussian(0.1);
     let diff = max_abs_diff(&kernel.matrix(x.as_ref()), &by_definition(kernel, &x, &x));
     assert!(diff < 1e-9, "diff = {diff}");
 }
@@ -111,7 +111,7 @@ fn cross_and_columns_agree_with_matrix() {
 #[test]
 fn centered_kernel_matrix_is_h_k_h() {
     let x = gaussian_data(9, 2, 1.0, 6);
-    let k = Kernel::Gaussian { sigma: 1.0 }.matrix(x.as_ref());
+    let k = Kernel::gaussian(1.0).matrix(x.as_ref());
     let n = 9;
     let h = Mat::from_fn(n, n, |i, j| f64::from(u8::from(i == j)) - 1.0 / n as f64);
     let hkh = &h * &k * &h;
@@ -127,13 +127,13 @@ fn centered_kernel_matrix_is_h_k_h() {
 #[test]
 fn validate_rejects_bad_parameters() {
     let bad = [
-        (Kernel::Gaussian { sigma: 0.0 }, "sigma"),
-        (Kernel::Gaussian { sigma: -1.0 }, "sigma"),
-        (Kernel::Gaussian { sigma: f64::NAN }, "sigma"),
-        (Kernel::Laplacian { sigma: f64::INFINITY }, "sigma"),
-        (Kernel::Polynomial { scale: 0.0, offset: 1.0, degree: 2 }, "scale"),
-        (Kernel::Polynomial { scale: 1.0, offset: -0.5, degree: 2 }, "offset"),
-        (Kernel::Polynomial { scale: 1.0, offset: 1.0, degree: 0 }, "degree"),
+        (Kernel::gaussian(0.0), "sigma"),
+        (Kernel::gaussian(-1.0), "sigma"),
+        (Kernel::gaussian(f64::NAN), "sigma"),
+        (Kernel::laplacian(f64::INFINITY), "sigma"),
+        (Kernel::polynomial(0.0, 1.0, 2), "scale"),
+        (Kernel::polynomial(1.0, -0.5, 2), "offset"),
+        (Kernel::polynomial(1.0, 1.0, 0), "degree"),
     ];
     for (kernel, name) in bad {
         match kernel.validate() {

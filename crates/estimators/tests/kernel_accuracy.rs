@@ -104,7 +104,7 @@ fn assert_product(name: &str, what: &str, got: &Mat<f64>, k: &Mat<f64>, v: &Mat<
 #[test]
 fn dense_matrix_cross_and_columns_match_direct_differences() {
     for (name, x, sigma) in cases() {
-        let kernel = Kernel::Gaussian { sigma };
+        let kernel = Kernel::gaussian(sigma);
         let want = reference(&x, &x, sigma);
         let k = kernel.matrix(x.as_ref());
         assert!(worst(&k, &want) <= 1.0, "{name}: matrix off by {:.3e} tolerances", worst(&k, &want));
@@ -132,7 +132,7 @@ fn dense_matrix_cross_and_columns_match_direct_differences() {
 fn the_tiled_operator_and_panels_match_direct_differences() {
     let v = random_block(200, 3, 5);
     for (name, x, sigma) in cases() {
-        let kernel = Kernel::Gaussian { sigma };
+        let kernel = Kernel::gaussian(sigma);
         let k = reference(&x, &x, sigma);
         for evaluation in [KernelEvaluation::Expanded, KernelEvaluation::Direct] {
             for (tile, par) in [(37, Par::Seq), (64, Par::rayon(2))] {
@@ -184,7 +184,7 @@ fn the_tiled_operator_and_panels_match_direct_differences() {
 #[test]
 fn the_laplacian_kernel_is_exact_on_the_same_data() {
     for (name, x, sigma) in cases() {
-        let kernel = Kernel::Laplacian { sigma };
+        let kernel = Kernel::laplacian(sigma);
         let want = laplacian_reference(&x, sigma);
         let got = kernel.matrix(x.as_ref());
         assert!(worst(&got, &want) <= 1.0, "{name}: Laplacian off by {:.3e}", worst(&got, &want));
@@ -203,7 +203,7 @@ fn extreme_sigma_and_huge_rows_give_no_nan() {
     }
     x[(1, 2)] = 1e200 + 1e185; // one coordinate apart by 1e185
     for sigma in [1e-300, 1e-8, 1.0, 1e8, 1e180, 1e300] {
-        let k = Kernel::Gaussian { sigma }.matrix(x.as_ref());
+        let k = Kernel::gaussian(sigma).matrix(x.as_ref());
         for i in 0..20 {
             for j in 0..20 {
                 assert!((0.0..=1.0).contains(&k[(i, j)]), "sigma {sigma}: K[{i}, {j}] = {}", k[(i, j)]);
@@ -234,7 +234,7 @@ fn centred_random_fourier_features_keep_their_precision_far_from_the_origin() {
     let far = Mat::from_fn(60, 3, |i, l| base[(i, l)] + 1e15);
     // The same rows, moved by an exact shift (differences within a factor 2 are exact).
     let near = Mat::from_fn(60, 3, |i, l| far[(i, l)] - far[(0, l)]);
-    let kernel = Kernel::Gaussian { sigma: 2.0 };
+    let kernel = Kernel::gaussian(2.0);
     let draw = |sampler: &mut RandomFourierFeatures<'_>| sampler.sample(&mut common::rng(4)).unwrap().to_dense();
     let reference = draw(&mut RandomFourierFeatures::new(near.as_ref(), kernel, 64).unwrap());
     let centred = draw(&mut RandomFourierFeatures::new(far.as_ref(), kernel, 64).unwrap().centred());
@@ -280,7 +280,7 @@ proptest! {
             }
         }
         let sigma = sigma_factor * scale;
-        let k = Kernel::Gaussian { sigma }.matrix(x.as_ref());
+        let k = Kernel::gaussian(sigma).matrix(x.as_ref());
         let want = reference(&x, &x, sigma);
         for i in 0..24 {
             prop_assert_eq!(k[(i, i)], 1.0);

@@ -9,9 +9,9 @@ use stolr_estimators::{
     Centered, ColumnSampling, EstimatorError, Kernel, KernelSampler, RandomFourierFeatures, RandomMaclaurin,
 };
 
-const GAUSSIAN: Kernel = Kernel::Gaussian { sigma: 1.0 };
-const LAPLACIAN: Kernel = Kernel::Laplacian { sigma: 1.0 };
-const POLYNOMIAL: Kernel = Kernel::Polynomial { scale: 2.0, offset: 1.0, degree: 3 };
+const GAUSSIAN: Kernel = Kernel::gaussian(1.0);
+const LAPLACIAN: Kernel = Kernel::laplacian(1.0);
+const POLYNOMIAL: Kernel = Kernel::polynomial(2.0, 1.0, 3);
 
 /// `H m`: every column minus its mean.
 fn center(m: &Mat<f64>) -> Mat<f64> {
@@ -139,7 +139,7 @@ fn rff_features_match_their_definition() {
     use rand_distr::{Distribution, StandardNormal};
     let (n, d, k, sigma) = (1300, 4, 6, 0.7);
     let x = gaussian_data(n, d, 3.0, 13);
-    let mut s = RandomFourierFeatures::new(x.as_ref(), Kernel::Gaussian { sigma }, k).unwrap();
+    let mut s = RandomFourierFeatures::new(x.as_ref(), Kernel::gaussian(sigma), k).unwrap();
     let f = s.sample(&mut rng(8)).unwrap();
     let mut r = rng(8);
     let w = {
@@ -194,7 +194,7 @@ fn maclaurin_of_degree_one_is_linear_kernel_draw() {
     // (<x,y>/s + c)^1: a_0 = c, a_1 = 1/s, a_N = 0 beyond; each feature is either the
     // constant sqrt(2c) or sqrt(4/s) <w, x>, or zero.
     let x = gaussian_data(8, 3, 1.0, 6);
-    let kernel = Kernel::Polynomial { scale: 4.0, offset: 0.5, degree: 1 };
+    let kernel = Kernel::polynomial(4.0, 0.5, 1);
     let mut s = RandomMaclaurin::new(x.as_ref(), kernel, 50).unwrap();
     let f = s.sample(&mut rng(8)).unwrap();
     let d_sqrt = 50f64.sqrt();
@@ -258,7 +258,7 @@ fn constructor_errors() {
     ));
     // Invalid bandwidth.
     for sigma in [0.0, -2.0, f64::NAN] {
-        for kernel in [Kernel::Gaussian { sigma }, Kernel::Laplacian { sigma }] {
+        for kernel in [Kernel::gaussian(sigma), Kernel::laplacian(sigma)] {
             assert!(matches!(
                 RandomFourierFeatures::new(xr, kernel, 3),
                 Err(EstimatorError::InvalidKernel { parameter: "sigma", .. })
@@ -302,7 +302,7 @@ fn constructor_errors() {
         Err(EstimatorError::EmptyData { nrows: 4, ncols: 0 })
     ));
     // Messages are readable.
-    let message = RandomFourierFeatures::new(xr, Kernel::Gaussian { sigma: -2.0 }, 3).unwrap_err().to_string();
+    let message = RandomFourierFeatures::new(xr, Kernel::gaussian(-2.0), 3).unwrap_err().to_string();
     assert!(message.contains("sigma") && message.contains("-2"), "{message}");
 }
 

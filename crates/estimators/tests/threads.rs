@@ -32,9 +32,9 @@ fn draw(sampler: &mut dyn KernelSampler) -> Vec<u64> {
 fn run(par: Par) -> Vec<(&'static str, Vec<u64>)> {
     faer::set_global_parallelism(par);
     let x = gaussian_data(5000, 7, 2.0, 4);
-    let gaussian = Kernel::Gaussian { sigma: 1.3 };
-    let laplacian = Kernel::Laplacian { sigma: 2.0 };
-    let poly = Kernel::Polynomial { scale: 7.0, offset: 1.0, degree: 2 };
+    let gaussian = Kernel::gaussian(1.3);
+    let laplacian = Kernel::laplacian(2.0);
+    let poly = Kernel::polynomial(7.0, 1.0, 2);
     let mut out = vec![
         ("rff", draw(&mut RandomFourierFeatures::new(x.as_ref(), gaussian, 9).unwrap())),
         ("rff centred", draw(&mut Centered::new(RandomFourierFeatures::new(x.as_ref(), laplacian, 9).unwrap()))),

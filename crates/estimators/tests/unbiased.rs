@@ -19,9 +19,9 @@ fn data() -> Mat<f64> {
     gaussian_data(N, D, 1.0, 7)
 }
 
-const GAUSSIAN: Kernel = Kernel::Gaussian { sigma: 1.5 };
-const LAPLACIAN: Kernel = Kernel::Laplacian { sigma: 2.0 };
-const POLYNOMIAL: Kernel = Kernel::Polynomial { scale: 3.0, offset: 1.0, degree: 3 };
+const GAUSSIAN: Kernel = Kernel::gaussian(1.5);
+const LAPLACIAN: Kernel = Kernel::laplacian(2.0);
+const POLYNOMIAL: Kernel = Kernel::polynomial(3.0, 1.0, 3);
 
 fn assert_unbiased(sampler: &mut dyn KernelSampler, target: &Mat<f64>, seed: u64) {
     let report = clt_check(sampler, target, DRAWS, seed);
@@ -92,7 +92,7 @@ fn random_maclaurin_is_unbiased() {
     let mut s = RandomMaclaurin::new(x.as_ref(), POLYNOMIAL, 20).unwrap();
     assert_unbiased(&mut s, &k, 8);
     // offset 0: only the order-q term survives.
-    let homogeneous = Kernel::Polynomial { scale: 2.0, offset: 0.0, degree: 2 };
+    let homogeneous = Kernel::polynomial(2.0, 0.0, 2);
     let k = homogeneous.matrix(x.as_ref());
     let mut s = RandomMaclaurin::new(x.as_ref(), homogeneous, 20).unwrap();
     assert_unbiased(&mut s, &k, 9);
@@ -167,7 +167,7 @@ fn biased_estimators_fail_the_check() {
     let mut s = Scaled { inner: RandomFourierFeatures::new(x.as_ref(), GAUSSIAN, 5).unwrap(), factor: 2.0 };
     assert_biased(&mut s, &k, 1);
     // RFF of a kernel with a 30% wider bandwidth.
-    let mut s = RandomFourierFeatures::new(x.as_ref(), Kernel::Gaussian { sigma: 1.95 }, 5).unwrap();
+    let mut s = RandomFourierFeatures::new(x.as_ref(), Kernel::gaussian(1.95), 5).unwrap();
     assert_biased(&mut s, &k, 1);
     // Symmetric column sampling with 25% too much weight.
     let mut s = Scaled { inner: ColumnSampling::new(x.as_ref(), GAUSSIAN, 3, true).unwrap(), factor: 1.25 };
@@ -177,7 +177,7 @@ fn biased_estimators_fail_the_check() {
     let mut s = RandomFourierFeatures::new(x.as_ref(), GAUSSIAN, 5).unwrap();
     assert_biased(&mut s, &hkh, 10);
     // Maclaurin against the kernel with a different offset.
-    let other = Kernel::Polynomial { scale: 3.0, offset: 1.2, degree: 3 };
+    let other = Kernel::polynomial(3.0, 1.2, 3);
     let mut s = RandomMaclaurin::new(x.as_ref(), POLYNOMIAL, 20).unwrap();
     assert_biased(&mut s, &other.matrix(x.as_ref()), 8);
 }

@@ -130,28 +130,17 @@ fn to_numpy<'py>(py: Python<'py>, m: faer::MatRef<'_, f64>) -> Bound<'py, PyArra
     Array2::from_shape_fn((m.nrows(), m.ncols()), |(i, j)| m[(i, j)]).into_pyarray(py)
 }
 
-/// The kernel scikit-learn calls `name` with its `gamma`, `degree` and `coef0`: the Gaussian
-/// `exp(−γ‖x − y‖²)` is σ = 1/√(2γ), the Laplacian `exp(−γ‖x − y‖₁)` is σ = 1/γ.
+/// The kernel scikit-learn calls `name` with its `gamma`, `degree` and `coef0`, as each kernel's
+/// own file converts them (`KernelFunction::from_sklearn`): the Gaussian `exp(−γ‖x − y‖²)` is
+/// σ = 1/√(2γ), the Laplacian `exp(−γ‖x − y‖₁)` is σ = 1/γ, the polynomial
+/// `(γ⟨x, y⟩ + coef0)^degree` has scale 1/γ.
 fn kernel(name: &str, gamma: f64, degree: u32, coef0: f64) -> PyResult<Kernel> {
-    let sigma = || {
-        if gamma.is_finite() && gamma > 0.0 {
-            Ok((1.0 / (2.0 * gamma)).sqrt())
-        } else {
-            Err(value_error(format!("gamma must be positive and finite, got {gamma}")))
-        }
-    };
-    Ok(match KernelFamily::parse(name).map_err(value_error)? {
-        KernelFamily::Gaussian => Kernel::Gaussian { sigma: sigma()? },
-        KernelFamily::Laplacian => {
-            sigma()?;
-            Kernel::Laplacian { sigma: 1.0 / gamma }
-        }
-        // scikit-learn's (γ⟨x, y⟩ + coef0)^degree is Stolr's (⟨x, y⟩/scale + offset)^degree with scale = 1/γ.
-        KernelFamily::Polynomial => {
-            sigma()?;
-            Kernel::Polynomial { scale: 1.0 / gamma, offset: coef0, degree }
-        }
-    })
+    if !(gamma.is_finite() && gamma > 0.0) {
+        return Err(value_error(format!("gamma must be positive and finite, got {gamma}")));
+    }
+    let kernel = KernelFamily::parse(name).map_err(value_error)?.from_sklearn(gamma, coef0, degree);
+    kernel.validate().map_err(value_error)?;
+    Ok(kernel)
 }
 
 fn model_bytes<'py, M: Persist>(py: Python<'py>, model: &M) -> PyResult<Bound<'py, PyBytes>> {

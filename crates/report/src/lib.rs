@@ -38,44 +38,31 @@ pub fn write_report<T: Serialize>(dir: &Path, report: &T) -> std::io::Result<()>
     })
 }
 
-/// The kernel of a run.
+/// The kernel of a run: its family's name and its parameters by name, as the model file
+/// writes them (`{"type": "gaussian", "sigma": 1.5, "sigma_source": "given"}`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "lowercase")]
-pub enum ReportKernel {
-    /// `exp(−‖x − y‖² / (2σ²))`.
-    Gaussian {
-        /// Bandwidth σ.
-        sigma: f64,
-        /// How σ was chosen.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        sigma_source: Option<String>,
-    },
-    /// `exp(−‖x − y‖₁ / σ)`.
-    Laplacian {
-        /// Bandwidth σ.
-        sigma: f64,
-        /// How σ was chosen.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        sigma_source: Option<String>,
-    },
-    /// `(⟨x, y⟩/scale + offset)^degree`.
-    Polynomial {
-        /// Scale of the inner product.
-        scale: f64,
-        /// Offset.
-        offset: f64,
-        /// Degree.
-        degree: u32,
-    },
+pub struct ReportKernel {
+    /// The family: `gaussian`, `laplacian`, `polynomial`.
+    #[serde(rename = "type")]
+    pub name: String,
+    /// Its parameters by name (`sigma`; `scale`, `offset`, `degree`), whole-number parameters
+    /// as JSON integers.
+    #[serde(flatten)]
+    pub parameters: serde_json::Map<String, serde_json::Value>,
+    /// How σ was chosen (kernels with a bandwidth only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sigma_source: Option<String>,
 }
 
 impl ReportKernel {
+    /// The value of the parameter `name`, if the kernel has it.
+    pub fn parameter(&self, name: &str) -> Option<f64> {
+        self.parameters.get(name).and_then(serde_json::Value::as_f64)
+    }
+
     /// The bandwidth σ, for the kernels that have one.
     pub fn sigma(&self) -> Option<f64> {
-        match self {
-            Self::Gaussian { sigma, .. } | Self::Laplacian { sigma, .. } => Some(*sigma),
-            Self::Polynomial { .. } => None,
-        }
+        self.parameter("sigma")
     }
 }
 

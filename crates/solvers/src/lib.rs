@@ -28,6 +28,7 @@ mod checkpoint;
 mod error;
 mod interface;
 mod job;
+mod kernel_spec;
 pub mod kpca;
 pub mod krr;
 mod methods;
@@ -43,8 +44,8 @@ pub use job::{KpcaStream, KrrStream, PcaStream, Shard};
 pub use kpca::{
     Certificate, CertifyConfig, CertifyMethod, CertifyRule, ConfidenceIntervals, DEFAULT_TAU_SUBSAMPLE,
     ExactKpcaConfig, ExactOperator, Iterate, KernelCentering, KernelPca, KernelPcaFit, KernelPcaJob, KernelPcaModel,
-    KernelPcaOutcome, KernelSpec, Kha, KhaConfig, KhaRitz, KpcaJobTimings, KpcaSettings, KpcaSolver, KpcaWarning,
-    MatrixFreeConfig, MatrixFreeFit, NystromConfig, NystromFit, RANK_TOLERANCE, SamplerKind, SigmaRule, Skpca,
+    KernelPcaOutcome, Kha, KhaConfig, KhaRitz, KpcaJobTimings, KpcaSettings, KpcaSolver, KpcaWarning,
+    MatrixFreeConfig, MatrixFreeFit, NystromConfig, NystromFit, RANK_TOLERANCE, SamplerKind, Skpca,
     SkpcaConfig, TauChoice, TauOutcome, TauRule, certify, check_skpca_memory, exact_kpca, kernel_matrix,
     matrix_free_bytes, matrix_free_bytes_sharded, matrix_free_kpca, matrix_free_kpca_sharded, nystrom_fit,
     nystrom_fit_sharded, nystrom_kpca, shrunk_target, skpca_memory_estimate, tau_for_rank, truncate_to_numerical_rank,
@@ -56,7 +57,10 @@ pub use krr::{
     log_grid, mean_squared_error, nystrom_krr, nystrom_krr_sharded, select_lambda_nystrom, select_landmarks, select_nu,
     select_nu_path, slkl, unif,
 };
-pub use methods::{KernelFamily, KpcaMethod, KrrMethod, Named, PcaMethod};
+pub use methods::{KpcaMethod, KrrMethod, Named, PcaMethod};
+pub use kernel_spec::KernelSpec;
+pub use model_io::kernel_parameters_json;
+pub use stolr_estimators::KernelFamily;
 pub use pca::{
     EpochLength, Pca, PcaJob, PcaJobOutcome, PcaModel, PcaOutcome, PcaSolver, SvrgPca, SvrgPcaConfig, Tolerance, VrPca,
     VrPcaConfig, captured_norm, exact_pca, penalty_objective, rayleigh_ritz, rayleigh_ritz_sharded, svrg_pca,

@@ -7,7 +7,7 @@
 //! (`KpcaMethod::solver` in `kpca/fit.rs`, `PcaMethod::batch` in `pca/fit.rs`,
 //! `PcaMethod::streaming` in `streaming/job.rs`, `KrrMethod::solver` in `krr/fit.rs`).
 
-use stolr_estimators::Kernel;
+use stolr_estimators::KernelFamily;
 
 /// A closed set of named choices: every value, its name and its one-line description.
 pub trait Named: Copy + PartialEq + 'static {
@@ -180,80 +180,32 @@ impl Named for KrrMethod {
     }
 }
 
-/// The kernel families.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KernelFamily {
-    /// `exp(−‖x − y‖² / (2σ²))`.
-    Gaussian,
-    /// `exp(−‖x − y‖₁ / σ)`.
-    Laplacian,
-    /// `(⟨x, y⟩/scale + offset)^degree`.
-    Polynomial,
-}
-
+/// The kernel families are those the kernel registry of `stolr-estimators` declares
+/// (`kernels/mod.rs`): their names, formulas and aliases come from each kernel's own file.
 impl Named for KernelFamily {
     const WHAT: &'static str = "kernel";
-    const ALL: &'static [Self] = &[Self::Gaussian, Self::Laplacian, Self::Polynomial];
+    const ALL: &'static [Self] = KernelFamily::ALL;
 
     fn name(self) -> &'static str {
-        match self {
-            Self::Gaussian => "gaussian",
-            Self::Laplacian => "laplacian",
-            Self::Polynomial => "polynomial",
-        }
+        KernelFamily::name(self)
     }
 
     fn about(self) -> &'static str {
-        match self {
-            Self::Gaussian => "exp(-||x-y||² / (2 sigma²))",
-            Self::Laplacian => "exp(-||x-y||₁ / sigma)",
-            Self::Polynomial => "(<x,y>/scale + offset)^degree",
-        }
+        KernelFamily::about(self)
     }
 
     /// scikit-learn's names: `rbf` for the Gaussian, `poly` for the polynomial kernel.
     fn aliases(self) -> &'static [&'static str] {
-        match self {
-            Self::Gaussian => &["rbf"],
-            Self::Laplacian => &[],
-            Self::Polynomial => &["poly"],
-        }
-    }
-}
-
-impl KernelFamily {
-    /// The family of `kernel`.
-    pub fn of(kernel: &Kernel) -> Self {
-        match kernel {
-            Kernel::Gaussian { .. } => Self::Gaussian,
-            Kernel::Laplacian { .. } => Self::Laplacian,
-            Kernel::Polynomial { .. } => Self::Polynomial,
-        }
-    }
-
-    /// The kernel of this family from its parameters by name (`sigma`; `scale`, `offset`,
-    /// `degree`), as a model file stores them.
-    ///
-    /// # Errors
-    /// The name of the first parameter `number` does not give.
-    pub fn kernel(self, number: impl Fn(&'static str) -> Option<f64>) -> Result<Kernel, &'static str> {
-        let get = |name| number(name).ok_or(name);
-        Ok(match self {
-            Self::Gaussian => Kernel::Gaussian { sigma: get("sigma")? },
-            Self::Laplacian => Kernel::Laplacian { sigma: get("sigma")? },
-            Self::Polynomial => {
-                let degree = get("degree")?;
-                if !(degree >= 0.0 && degree <= f64::from(u32::MAX) && degree.fract() == 0.0) {
-                    return Err("degree");
-                }
-                Kernel::Polynomial { scale: get("scale")?, offset: get("offset")?, degree: degree as u32 }
-            }
-        })
+        KernelFamily::aliases(self)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use stolr_estimators::Kernel;
+
+    use crate::SolverError;
+
     use super::*;
 
     fn round_trip<T: Named + std::fmt::Debug>() {
@@ -279,24 +231,33 @@ mod tests {
 
     #[test]
     fn a_kernel_family_rebuilds_its_kernel_from_its_parameters() {
-        let kernels = [
-            Kernel::Gaussian { sigma: 2.0 },
-            Kernel::Laplacian { sigma: 0.5 },
-            Kernel::Polynomial { scale: 3.0, offset: 1.0, degree: 4 },
-        ];
+        let kernels = [Kernel::gaussian(2.0), Kernel::laplacian(0.5), Kernel::polynomial(3.0, 1.0, 4)];
         for k in kernels {
-            let family = KernelFamily::of(&k);
-            assert_eq!(family.name(), k.name());
-            let number = |name: &str| match (k, name) {
-                (Kernel::Gaussian { sigma } | Kernel::Laplacian { sigma }, "sigma") => Some(sigma),
-                (Kernel::Polynomial { scale, .. }, "scale") => Some(scale),
-                (Kernel::Polynomial { offset, .. }, "offset") => Some(offset),
-                (Kernel::Polynomial { degree, .. }, "degree") => Some(f64::from(degree)),
-                _ => None,
-            };
-            assert_eq!(family.kernel(number), Ok(k));
+            let family = k.family();
+            assert_eq!(Named::name(family), k.name());
+            let rebuilt = family.kernel(|p| Ok::<f64, SolverError>(k.parameter(p.name).expect(p.name)));
+            assert_eq!(rebuilt.unwrap(), k);
         }
-        assert_eq!(KernelFamily::Polynomial.kernel(|n| (n != "offset").then_some(2.5)), Err("degree"));
-        assert_eq!(KernelFamily::Gaussian.kernel(|_| None), Err("sigma"));
+    }
+
+    #[test]
+    fn a_kernel_refuses_a_fractional_degree_and_a_missing_or_bad_parameter() {
+        #[derive(Debug, PartialEq)]
+        enum E {
+            Missing(&'static str),
+            Invalid(&'static str),
+        }
+        impl From<stolr_estimators::EstimatorError> for E {
+            fn from(e: stolr_estimators::EstimatorError) -> Self {
+                match e {
+                    stolr_estimators::EstimatorError::InvalidKernel { parameter, .. } => E::Invalid(parameter),
+                    other => panic!("{other}"),
+                }
+            }
+        }
+        let poly = |p: &stolr_estimators::Parameter| Ok::<f64, E>(if p.name == "degree" { 2.5 } else { 1.0 });
+        assert_eq!(KernelFamily::Polynomial.kernel(poly), Err(E::Invalid("degree")));
+        assert_eq!(KernelFamily::Gaussian.kernel(|p| Err::<f64, E>(E::Missing(p.name))), Err(E::Missing("sigma")));
+        assert_eq!(KernelFamily::Laplacian.kernel(|_| Ok::<f64, E>(-1.0)), Err(E::Invalid("sigma")));
     }
 }

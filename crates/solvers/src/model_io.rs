@@ -4,26 +4,35 @@
 use std::path::Path;
 
 use serde_json::{Value, json};
-use stolr_estimators::Kernel;
+use stolr_estimators::{Kernel, KernelFamily, Parameter};
 use stolr_model::{ModelFile, OneHotEncoding, Standardization};
 
 use crate::SolverError;
-use crate::methods::{KernelFamily, Named};
+use crate::methods::Named;
 
 /// An inconsistent model file.
 pub(crate) fn bad(path: &Path, reason: impl Into<String>) -> SolverError {
     SolverError::ModelFile { path: path.to_path_buf(), reason: reason.into() }
 }
 
-/// The kernel as a JSON object: `{"type": "gaussian", "sigma": ...}`.
-pub(crate) fn kernel_to_json(kernel: &Kernel) -> Value {
-    let name = KernelFamily::of(kernel).name();
-    match *kernel {
-        Kernel::Gaussian { sigma } | Kernel::Laplacian { sigma } => json!({ "type": name, "sigma": sigma }),
-        Kernel::Polynomial { scale, offset, degree } => {
-            json!({ "type": name, "scale": scale, "offset": offset, "degree": degree })
-        }
+/// The parameters of `kernel` as a JSON object by name, e.g. `{"sigma": 1.5}`; an integer
+/// parameter (the degree) as a JSON integer. Model files and `report.json` write kernels this
+/// way, with the family's name under `type`.
+pub fn kernel_parameters_json(kernel: &Kernel) -> serde_json::Map<String, Value> {
+    let mut object = serde_json::Map::new();
+    for (p, v) in kernel.parameters() {
+        let value = if p.integer { json!(v as u64) } else { json!(v) };
+        object.insert(p.name.into(), value);
     }
+    object
+}
+
+/// The kernel as a JSON object: its `type` (the family's name) and
+/// [`kernel_parameters_json`], e.g. `{"type": "gaussian", "sigma": ...}`.
+pub(crate) fn kernel_to_json(kernel: &Kernel) -> Value {
+    let mut object = kernel_parameters_json(kernel);
+    object.insert("type".into(), json!(kernel.name()));
+    Value::Object(object)
 }
 
 /// The kernel of [`kernel_to_json`], validated.
@@ -33,14 +42,18 @@ pub(crate) fn kernel_from_json(v: &Value, path: &Path) -> Result<Kernel, SolverE
         Some(Err(e)) => return Err(bad(path, e)),
         None => return Err(bad(path, "the kernel has no 'type'")),
     };
-    // Every parameter is a number; the degree an integer (a JSON integer).
-    let number = |key: &'static str| match key {
-        "degree" => v.get(key).and_then(Value::as_u64).and_then(|d| u32::try_from(d).ok()).map(f64::from),
-        _ => v.get(key).and_then(Value::as_f64),
+    // Every parameter is a number; an integer parameter a JSON integer.
+    let number = |p: &Parameter| {
+        let value = match p.integer {
+            true => v.get(p.name).and_then(Value::as_u64).and_then(|d| u32::try_from(d).ok()).map(f64::from),
+            false => v.get(p.name).and_then(Value::as_f64),
+        };
+        value.ok_or_else(|| bad(path, format!("kernel has no number '{}'", p.name)))
     };
-    let kernel = family.kernel(number).map_err(|key| bad(path, format!("kernel has no number '{key}'")))?;
-    kernel.validate().map_err(|e| bad(path, format!("invalid kernel: {e}")))?;
-    Ok(kernel)
+    family.kernel(number).map_err(|e| match e {
+        SolverError::Estimator(e) => bad(path, format!("invalid kernel: {e}")),
+        other => other,
+    })
 }
 
 /// Writes `standardization_mean` and `standardization_scale` (length `d`) when present.

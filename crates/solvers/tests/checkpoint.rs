@@ -141,7 +141,7 @@ fn assert_resume_is_exact<S: IterativeSolver>(
 #[test]
 fn skpca_resumes_with_the_same_bits() {
     let x = blobs(80, 5, 1);
-    let gauss = Kernel::Gaussian { sigma: 2.0 };
+    let gauss = Kernel::gaussian(2.0);
     let config = SkpcaConfig { tau: 0.5, iterations: 37, ..Default::default() };
     // A PSD iterate (random Fourier features), whose state includes the carried UᵀU.
     assert_resume_is_exact(
@@ -206,7 +206,7 @@ fn streaming_solvers_resume_at_their_position_in_the_stream() {
 fn slkl_resumes_with_the_same_bits() {
     let x = blobs(150, 3, 4);
     let y: Vec<f64> = (0..150).map(|i| (x[(i, 0)] * 0.7).sin() + 0.1 * x[(i, 1)]).collect();
-    let kernel = Kernel::Gaussian { sigma: 1.5 };
+    let kernel = Kernel::gaussian(1.5);
     let config = SlklConfig { lambda: 0.5, nu: 0.01, landmarks: 30, max_epochs: 8, epsilon: 0.0, ..Default::default() };
     assert_resume_is_exact(
         |r| Slkl::new(x.as_ref(), &y, &kernel, config.clone(), r).unwrap(),
@@ -222,7 +222,7 @@ fn slkl_resumes_with_the_same_bits() {
 #[test]
 fn a_stop_request_saves_and_interrupts() {
     let x = blobs(60, 4, 5);
-    let gauss = Kernel::Gaussian { sigma: 2.0 };
+    let gauss = Kernel::gaussian(2.0);
     let config = SkpcaConfig { tau: 0.5, iterations: 30, ..Default::default() };
     let mut solver = Skpca::new(config, Box::new(RandomFourierFeatures::new(x.as_ref(), gauss, 10).unwrap())).unwrap();
     let mut observer = Checkpointing::new(100, None);
@@ -235,7 +235,7 @@ fn a_stop_request_saves_and_interrupts() {
 #[test]
 fn damaged_or_foreign_states_are_refused() {
     let x = blobs(60, 4, 6);
-    let gauss = Kernel::Gaussian { sigma: 2.0 };
+    let gauss = Kernel::gaussian(2.0);
     let config = SkpcaConfig { tau: 0.5, iterations: 30, ..Default::default() };
     let build =
         || Skpca::new(config.clone(), Box::new(RandomFourierFeatures::new(x.as_ref(), gauss, 10).unwrap())).unwrap();

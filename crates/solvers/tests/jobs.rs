@@ -4,9 +4,10 @@
 
 use faer::Mat;
 use stolr_comm::SingleProcess;
+use stolr_estimators::Kernel;
 use stolr_memory::MemoryBudget;
 use stolr_solvers::{
-    KernelPcaJob, KernelSpec, KpcaSolver, MatrixSource, Pca, PcaJob, PcaSolver, Shard, SigmaRule, SolverError,
+    KernelPcaJob, KernelSpec, KpcaSolver, MatrixSource, Pca, PcaJob, PcaSolver, Shard, SolverError,
     StreamingPcaJob, StreamingSolver,
 };
 
@@ -17,7 +18,7 @@ fn rows(n: usize, d: usize) -> Mat<f64> {
 fn gaussian_job(rank: Option<usize>) -> KernelPcaJob {
     KernelPcaJob {
         center: true,
-        ..KernelPcaJob::new(KernelSpec::Gaussian(SigmaRule::Given(0.7)), rank, KpcaSolver::exact(), 3)
+        ..KernelPcaJob::new(KernelSpec::from(Kernel::gaussian(0.7)), rank, KpcaSolver::exact(), 3)
     }
 }
 

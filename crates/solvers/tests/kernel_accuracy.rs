@@ -86,7 +86,7 @@ fn top(k: &Mat<f64>, r: usize) -> Eigenpairs {
 #[test]
 fn exact_eigenvalues_match_the_direct_difference_kernel() {
     for (name, x, sigma) in cases() {
-        let kernel = Kernel::Gaussian { sigma };
+        let kernel = Kernel::gaussian(sigma);
         for center in [false, true] {
             let want = top(&direct_kernel(&x, sigma, center), 3).values;
             for operator in [ExactOperator::Dense, ExactOperator::MatrixFree] {
@@ -114,7 +114,7 @@ fn nystrom_with_every_row_as_landmark_matches_the_direct_difference_kernel() {
     for (name, x, sigma) in cases() {
         let want = top(&direct_kernel(&x, sigma, false), 3).values;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
-        let got = nystrom_kpca(x.as_ref(), &Kernel::Gaussian { sigma }, &NystromConfig::new(200, 3), &mut rng).unwrap();
+        let got = nystrom_kpca(x.as_ref(), &Kernel::gaussian(sigma), &NystromConfig::new(200, 3), &mut rng).unwrap();
         for (a, b) in got.values.iter().zip(&want) {
             assert!((a - b).abs() <= 1e-6 * want[0], "{name}: {:?} against {want:?}", got.values);
         }
@@ -126,7 +126,7 @@ fn nystrom_with_every_row_as_landmark_matches_the_direct_difference_kernel() {
 #[test]
 fn the_certificate_checks_against_an_independent_kernel() {
     let (name, x, sigma) = cases().swap_remove(0);
-    let kernel = Kernel::Gaussian { sigma };
+    let kernel = Kernel::gaussian(sigma);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
     for center in [false, true] {
         let truth = top(&direct_kernel(&x, sigma, center), 3);

@@ -29,7 +29,7 @@ fn data(n: usize, seed: u64) -> Mat<f64> {
     Mat::from_fn(n, 3, |_, j| scale[j] * <StandardNormal as Distribution<f64>>::sample(&StandardNormal, &mut rng))
 }
 
-const GAUSS: Kernel = Kernel::Gaussian { sigma: 1.5 };
+const GAUSS: Kernel = Kernel::gaussian(1.5);
 
 fn all_eigenpairs(k: &Mat<f64>) -> Eigenpairs {
     let (values, vectors) = sym_eigen_desc(k.as_ref()).unwrap();
@@ -345,7 +345,7 @@ fn kha_predicted_error(all: &[f64], r: usize, eta: f64) -> Vec<(f64, f64)> {
 #[test]
 fn kha_reaches_exact_kernel_pca() {
     let x = blobs(21);
-    let kernel = Kernel::Gaussian { sigma: 1.5 };
+    let kernel = Kernel::gaussian(1.5);
     let (r, eta) = (4, 0.05);
     for center in [true, false] {
         let mut k = kernel.matrix(x.as_ref());
@@ -379,7 +379,7 @@ fn kha_reaches_exact_kernel_pca() {
 #[test]
 fn kha_same_seed_same_result() {
     let x = blobs(3);
-    let kernel = Kernel::Gaussian { sigma: 1.5 };
+    let kernel = Kernel::gaussian(1.5);
     let run = |seed| {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         let mut kha = Kha::new(x.as_ref(), kernel, KhaConfig::new(3, 2000), &mut rng).unwrap();
@@ -400,7 +400,7 @@ fn kha_reports_every_step_and_stops_when_asked() {
     }
     let x = blobs(4);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
-    let mut kha = Kha::new(x.as_ref(), Kernel::Gaussian { sigma: 1.5 }, KhaConfig::new(2, 50), &mut rng).unwrap();
+    let mut kha = Kha::new(x.as_ref(), Kernel::gaussian(1.5), KhaConfig::new(2, 50), &mut rng).unwrap();
     assert_eq!(run(&mut kha, &mut rng, &mut StopAt(20)).unwrap(), Stop::Interrupted);
     assert_eq!(kha.iterations_done(), 20);
     let mut reports: Vec<IterationReport> = Vec::new();
@@ -412,7 +412,7 @@ fn kha_reports_every_step_and_stops_when_asked() {
 #[test]
 fn kha_bad_input_is_a_typed_error() {
     let x = blobs(5);
-    let gauss = Kernel::Gaussian { sigma: 1.5 };
+    let gauss = Kernel::gaussian(1.5);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
     let mut build = |x: faer::MatRef<'_, f64>, kernel: Kernel, config: KhaConfig| Kha::new(x, kernel, config, &mut rng);
     let ok = KhaConfig::new(3, 10);
@@ -432,7 +432,7 @@ fn kha_bad_input_is_a_typed_error() {
     assert!(matches!(err, Err(SolverError::InvalidConfig { name: "iterations", .. })));
     let err = build(x.as_ref(), gauss, KhaConfig { init_scale: 0.0, ..ok.clone() });
     assert!(matches!(err, Err(SolverError::InvalidConfig { name: "init_scale", .. })));
-    let err = build(x.as_ref(), Kernel::Gaussian { sigma: -1.0 }, ok.clone());
+    let err = build(x.as_ref(), Kernel::gaussian(-1.0), ok.clone());
     assert!(matches!(err, Err(SolverError::Estimator(_))));
     let empty = Mat::<f64>::zeros(0, 2);
     assert!(matches!(build(empty.as_ref(), gauss, ok.clone()), Err(SolverError::Estimator(_))));
@@ -442,7 +442,7 @@ fn kha_bad_input_is_a_typed_error() {
 
     // A step far too large for the kernel's scale diverges into an error, not NaN eigenpairs.
     let big = Mat::from_fn(200, 2, |i, j| x[(i, j)] * 100.0);
-    let poly = Kernel::Polynomial { scale: 1.0, offset: 1.0, degree: 3 };
+    let poly = Kernel::polynomial(1.0, 1.0, 3);
     let mut kha = build(big.as_ref(), poly, KhaConfig::new(3, 10_000)).unwrap();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
     assert!(matches!(run(&mut kha, &mut rng, &mut ()), Err(SolverError::Diverged { .. })));

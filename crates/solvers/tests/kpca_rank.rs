@@ -66,7 +66,7 @@ fn fit(params: &KernelPca, x: MatRef<'_, f64>, seed: u64) -> Result<KernelPcaFit
     params.fit_prepared(x, None, &mut rng, &mut ())
 }
 
-const GAUSS: Kernel = Kernel::Gaussian { sigma: 1.5 };
+const GAUSS: Kernel = Kernel::gaussian(1.5);
 
 /// KHA at its defaults (η = 0.05, 1000 steps; the case): the Rayleigh–Ritz step gives
 /// orthonormal eigenvectors and nonincreasing eigenvalues even though the run has not
@@ -187,7 +187,7 @@ fn identical_rows_give_one_pair_and_a_warning() {
 /// one.
 #[test]
 fn a_line_with_a_linear_kernel_has_rank_one() {
-    let linear = Kernel::Polynomial { scale: 1.0, offset: 0.0, degree: 1 };
+    let linear = Kernel::polynomial(1.0, 0.0, 1);
     let x = Mat::from_fn(50, 2, |i, j| (i as f64 * 0.37).sin() * [1.0, -2.0][j]);
     let (_, exact) = exact_spectrum(x.as_ref(), &linear, true);
     for solver in [KpcaSolver::exact(), KpcaSolver::Nystrom { landmarks: 20 }, kha(0.02, 5000)] {

@@ -16,7 +16,7 @@ use stolr_solvers::{
     NystromSolve, Predictor, Slkl, SlklConfig, UnifConfig, UniformWeight, krr, krr_subset, run, slkl, unif,
 };
 
-const GAUSS: Kernel = Kernel::Gaussian { sigma: 0.5 };
+const GAUSS: Kernel = Kernel::gaussian(0.5);
 
 /// `(n, 3)` rows uniform in `[−1, 1]` and targets with a large mean and a structure a Gaussian
 /// kernel of width 0.5 cannot explain through its constant part: the intercept matters.

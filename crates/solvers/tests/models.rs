@@ -18,7 +18,7 @@ fn gaussian(n: usize, d: usize, seed: u64) -> Mat<f64> {
     Mat::from_fn(n, d, |_, j| scale[j % 4] * <StandardNormal as Distribution<f64>>::sample(&StandardNormal, &mut rng))
 }
 
-const GAUSS: Kernel = Kernel::Gaussian { sigma: 2.0 };
+const GAUSS: Kernel = Kernel::gaussian(2.0);
 
 /// Largest entry of |a| − |b| columnwise up to sign, relative to max |b|.
 fn rel_diff_up_to_sign(a: &Mat<f64>, b: &Mat<f64>) -> f64 {

@@ -55,7 +55,7 @@ fn on_ranks(
 #[test]
 fn sharded_nystrom_matches_one_process() {
     let x = data(700);
-    let kernel = Kernel::Gaussian { sigma: 0.8 };
+    let kernel = Kernel::gaussian(0.8);
     for center in [false, true] {
         let config = NystromConfig { block_rows: 64, ..NystromConfig::new(120, 8).center(center) };
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
@@ -76,12 +76,12 @@ fn sharded_nystrom_matches_one_process() {
 
 #[test]
 fn sharded_matrix_free_matches_one_process() {
-    let kernel = Kernel::Gaussian { sigma: 0.8 };
+    let kernel = Kernel::gaussian(0.8);
     // n = 400: the block Krylov–Schur path with restarts; n = 30 < rank + 3·block: the dense
     // fallback (the operator applied to the identity); a kernel of rank 4 (linear, with an
     // offset, on 3-D rows) whose Krylov space is exhausted at once, so that dependent columns
     // are replaced on every rank alike.
-    let linear = Kernel::Polynomial { scale: 1.0, offset: 1.0, degree: 1 };
+    let linear = Kernel::polynomial(1.0, 1.0, 1);
     for (n, rank, kernel) in [(400, 6, kernel), (30, 10, kernel), (300, 3, linear)] {
         let x = data(n);
         for center in [false, true] {
@@ -122,7 +122,7 @@ fn sharded_matrix_free_matches_one_process() {
 #[test]
 fn sharded_skpca_matches_one_process() {
     let x = data(600);
-    let kernel = Kernel::Gaussian { sigma: 0.8 };
+    let kernel = Kernel::gaussian(0.8);
     let config = SkpcaConfig { tau: 8.0, iterations: 40, ..Default::default() };
     let solve = |local: MatRef<'_, f64>, shard: RowShard, comm: &dyn Communicator| {
         let sampler = Box::new(RandomFourierFeatures::new(local, kernel, 20).unwrap());

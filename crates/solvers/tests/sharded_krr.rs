@@ -125,7 +125,7 @@ fn centred_closed_form(
 fn sharded_nystrom_krr_matches_one_process() {
     let (x, y) = regression(900, 21);
     let test = regression(200, 21).0;
-    let kernel = Kernel::Gaussian { sigma: 0.6 };
+    let kernel = Kernel::gaussian(0.6);
     let config = NystromKrrConfig { lambda: 0.3, solve: NystromSolve::Auto, ..NystromKrrConfig::default() };
     for intercept in [true, false] {
         let params = KernelRidge {
@@ -161,7 +161,7 @@ fn sharded_nystrom_krr_matches_one_process() {
 #[test]
 fn sharded_krr_refuses_what_is_not_distributed() {
     let (x, y) = regression(100, 21);
-    let kernel = Kernel::Gaussian { sigma: 0.6 };
+    let kernel = Kernel::gaussian(0.6);
     let cg = NystromKrrConfig { solve: NystromSolve::ConjugateGradient, ..NystromKrrConfig::default() };
     let errors = ThreadGroup::run(2, |comm| {
         let shard = RowShard::balanced(100, comm.rank(), comm.size());
@@ -195,7 +195,7 @@ fn sharded_krr_refuses_what_is_not_distributed() {
 fn sharded_slkl_matches_one_process() {
     let (x, y) = regression(700, 21);
     let test = regression(200, 22).0;
-    let kernel = Kernel::Gaussian { sigma: 0.4 };
+    let kernel = Kernel::gaussian(0.4);
     let cases = [(ColumnMode::Precomputed, false, true), (ColumnMode::OnTheFly, true, false)];
     for (column_mode, active_set, intercept) in cases {
         let config =
@@ -238,7 +238,7 @@ fn sharded_slkl_matches_one_process() {
 fn sharded_slkl_derivatives_and_shard_check() {
     let n = 300;
     let (x, y) = regression(n, 5);
-    let kernel = Kernel::Gaussian { sigma: 0.4 };
+    let kernel = Kernel::gaussian(0.4);
     let config = SlklConfig { nu: 1.0, landmarks: 30, max_epochs: 3, ..Default::default() };
     let run_on = |comm: &dyn Communicator| {
         let shard = RowShard::balanced(n, comm.rank(), comm.size());

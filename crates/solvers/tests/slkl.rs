@@ -17,7 +17,7 @@ use stolr_solvers::{
     UniformWeight, krr, krr_subset, run, select_landmarks, slkl, unif,
 };
 
-const GAUSS: Kernel = Kernel::Gaussian { sigma: 1.0 };
+const GAUSS: Kernel = Kernel::gaussian(1.0);
 
 /// Noisy sinc of the 2-norm of 2-D points uniform on [−5, 5]², white noise at 10 dB SNR
 /// (\[SLKL\]'s `sinc` set, scaled down; docs/derivations.md §6.14).
@@ -444,7 +444,7 @@ fn bad_inputs_are_errors() {
         Slkl::new(x_inf.as_ref(), &y, &GAUSS, base.clone(), &mut rng),
         Err(SolverError::Estimator(EstimatorError::NonFinite { row: 2, col: 1, .. }))
     ));
-    let bad_kernel = Kernel::Gaussian { sigma: 0.0 };
+    let bad_kernel = Kernel::gaussian(0.0);
     assert!(matches!(
         Slkl::new(x.as_ref(), &y, &bad_kernel, base.clone(), &mut rng),
         Err(SolverError::Estimator(EstimatorError::InvalidKernel { .. }))

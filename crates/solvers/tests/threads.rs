@@ -48,7 +48,7 @@ fn vec_bits(v: &[f64]) -> Vec<u64> {
 type Results = Vec<(&'static str, Vec<u64>)>;
 
 fn kernel_pca(out: &mut Results) {
-    let gauss = Kernel::Gaussian { sigma: 3.0 };
+    let gauss = Kernel::gaussian(3.0);
     let x = blobs(1200, 5, 1);
     let held_out = blobs(300, 5, 2);
     let mut fit = |name: &'static str, params: KernelPca, x: MatRef<'_, f64>| {
@@ -131,7 +131,7 @@ fn regression(out: &mut Results) {
         .map(|i| x[(i, 0)].sin() + 0.5 * <StandardNormal as Distribution<f64>>::sample(&StandardNormal, &mut r))
         .collect();
     let held_out = blobs(700, 4, 12);
-    let gauss = Kernel::Gaussian { sigma: 1.0 };
+    let gauss = Kernel::gaussian(1.0);
     let slkl = SlklConfig { landmarks: 400, nu: 1e-4, lambda: 0.1, max_epochs: 2, ..SlklConfig::default() };
     for (name, solver, rows) in [("slkl", KrrSolver::Slkl(slkl), 20_000), ("krr", KrrSolver::Krr { lambda: 0.1 }, 1500)]
     {

@@ -3,6 +3,7 @@
 
 pub mod checkpoint;
 pub mod input;
+pub mod kernel;
 pub mod names;
 pub mod output;
 pub mod progress;

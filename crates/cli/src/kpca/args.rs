@@ -8,8 +8,8 @@ use clap::{Args, ValueEnum};
 use stolr_datasets::{Dataset, generate};
 use stolr_model::OneHotEncoding;
 use stolr_solvers::{
-    CertifyRule, DEFAULT_TAU_SUBSAMPLE, KernelFamily, KernelPcaJob, KhaConfig, KpcaMethod, KpcaSettings, KpcaStream,
-    Named, SamplerKind, SigmaRule, SkpcaConfig, TauRule,
+    CertifyRule, DEFAULT_TAU_SUBSAMPLE, KernelFamily, KernelPcaJob, KernelSpec, KhaConfig, KpcaMethod, KpcaSettings, KpcaStream,
+    Named, SamplerKind, SkpcaConfig, TauRule,
 };
 
 use crate::common::checkpoint::CheckpointArgs;
@@ -59,15 +59,15 @@ pub struct KpcaArgs {
     /// positive number.
     #[arg(long, default_value = "auto")]
     pub(super) sigma: SigmaArg,
-    /// Polynomial kernel degree q.
-    #[arg(long, default_value_t = 2)]
-    pub(super) degree: u32,
+    /// Polynomial kernel degree q [default: 2].
+    #[arg(long)]
+    pub(super) degree: Option<u32>,
     /// Polynomial kernel scale s in (<x,y>/s + c)^q [default: the number of features d].
     #[arg(long)]
     pub(super) poly_scale: Option<f64>,
-    /// Polynomial kernel offset c in (<x,y>/s + c)^q.
-    #[arg(long, default_value_t = 1.0)]
-    pub(super) poly_offset: f64,
+    /// Polynomial kernel offset c in (<x,y>/s + c)^q [default: 1].
+    #[arg(long)]
+    pub(super) poly_offset: Option<f64>,
     /// SKPCA shrinkage threshold tau (> 0): eigenpairs with eigenvalue above tau are recovered.
     #[arg(long)]
     pub(super) tau: Option<f64>,
@@ -150,11 +150,17 @@ pub(super) fn load(args: &KpcaArgs) -> Result<(Dataset, Option<OneHotEncoding>, 
 /// The job of `args`: the library's typed request, which the Python package builds from its
 /// keyword arguments.
 pub(super) fn job(args: &KpcaArgs, ctx: &RunContext) -> KernelPcaJob {
-    let sigma = match args.sigma {
-        SigmaArg::Auto => SigmaRule::Auto,
-        SigmaArg::Value(s) => SigmaRule::Given(s),
-    };
-    let kernel = args.kernel.spec(sigma, (args.poly_scale, args.poly_offset, args.degree));
+    // Each kernel takes the options it has; those not given take the kernel's defaults.
+    let kernel = KernelSpec::offered(args.kernel, |name| match name {
+        "sigma" => match args.sigma {
+            SigmaArg::Auto => None,
+            SigmaArg::Value(s) => Some(s),
+        },
+        "scale" => args.poly_scale,
+        "offset" => args.poly_offset,
+        "degree" => args.degree.map(f64::from),
+        _ => None,
+    });
     let settings = KpcaSettings {
         landmarks: args.landmarks,
         iterations: args.iterations,

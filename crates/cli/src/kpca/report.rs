@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use stolr_estimators::{Bandwidth, DEFAULT_BANDWIDTH_PERCENTILE, Kernel};
-use stolr_report::{BandwidthReport, CertificateIntervals, CertificateReport, KpcaReport, ReportKernel, TauReport};
+use stolr_estimators::{Bandwidth, DEFAULT_BANDWIDTH_PERCENTILE};
+use stolr_report::{BandwidthReport, CertificateIntervals, CertificateReport, KpcaReport, TauReport};
 use stolr_solvers::{Certificate, KpcaWarning, TauOutcome};
 
 /// The bandwidth rule's counts for the report, with a warning (also printed to stderr) when
@@ -70,14 +70,6 @@ pub(super) fn certificate_report(cert: &Certificate, seconds: f64) -> Certificat
     }
 }
 
-pub(super) fn report_kernel(kernel: &Kernel, sigma_source: &str) -> ReportKernel {
-    match *kernel {
-        Kernel::Gaussian { sigma } => ReportKernel::Gaussian { sigma, sigma_source: Some(sigma_source.into()) },
-        Kernel::Laplacian { sigma } => ReportKernel::Laplacian { sigma, sigma_source: Some(sigma_source.into()) },
-        Kernel::Polynomial { scale, offset, degree } => ReportKernel::Polynomial { scale, offset, degree },
-    }
-}
-
 /// SKPCA's τ as `report.json` gives it.
 pub(super) fn tau_report(tau: &TauOutcome) -> TauReport {
     match &tau.choice {
@@ -105,10 +97,7 @@ pub(super) fn summary(
     total: Duration,
 ) -> String {
     let result = &report.result;
-    let sigma_text = match &report.kernel {
-        ReportKernel::Gaussian { sigma, .. } | ReportKernel::Laplacian { sigma, .. } => format!(" sigma={sigma:.4}"),
-        ReportKernel::Polynomial { .. } => String::new(),
-    };
+    let sigma_text = report.kernel.sigma().map(|sigma| format!(" sigma={sigma:.4}")).unwrap_or_default();
     let tau_text = report.tau.as_ref().map(|t| format!(" tau={:.4}", t.value)).unwrap_or_default();
     let source = &report.dataset.source;
     let dataset_text = if from_file { source.clone() } else { format!("built-in dataset: {source}") };

@@ -351,18 +351,10 @@ fn sampled_rows_product(
     Ok(out)
 }
 
-/// $\operatorname{tr} K = \sum_i \kappa(x_i, x_i)$: `n` for the Gaussian and Laplacian
-/// kernels, $\sum_i (\|x_i\|^2/s + c)^q$ for the polynomial kernel. Time $O(nd)$.
+/// $\operatorname{tr} K = \sum_i \kappa(x_i, x_i)$ ([`Kernel::diagonal`]): `n` for the
+/// Gaussian and Laplacian kernels. Time $O(nd)$, memory `8·n` bytes.
 fn kernel_trace(x: MatRef<'_, f64>, kernel: &Kernel) -> f64 {
-    match *kernel {
-        Kernel::Polynomial { scale, offset, degree } => (0..x.nrows())
-            .map(|i| {
-                let sq: f64 = (0..x.ncols()).map(|l| x[(i, l)] * x[(i, l)]).sum();
-                (sq / scale + offset).powi(degree as i32)
-            })
-            .sum(),
-        _ => x.nrows() as f64,
-    }
+    kernel.diagonal(x).iter().sum()
 }
 
 #[cfg(test)]
@@ -413,7 +405,7 @@ mod tests {
     #[test]
     fn exact_eigenpairs_have_zero_residual_and_captured_matches_dense() {
         let x = data(150, 1);
-        let kernel = Kernel::Gaussian { sigma: 1.2 };
+        let kernel = Kernel::gaussian(1.2);
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(0);
         for center in [false, true] {
             let cfg = ExactKpcaConfig { center, memory: MemoryBudget::UNLIMITED, ..ExactKpcaConfig::new(6) };
@@ -450,7 +442,7 @@ mod tests {
     #[test]
     fn estimates_cover_the_exact_values() {
         let x = data(400, 2);
-        let kernel = Kernel::Gaussian { sigma: 1.0 };
+        let kernel = Kernel::gaussian(1.0);
         for center in [false, true] {
             let cfg = ExactKpcaConfig { center, memory: MemoryBudget::UNLIMITED, ..ExactKpcaConfig::new(4) };
             let pairs = perturbed(&exact_kpca(x.as_ref(), &kernel, &cfg).unwrap(), 7);
@@ -497,7 +489,7 @@ mod tests {
     #[test]
     fn the_automatic_choice_follows_size_and_budget() {
         let x = data(60, 4);
-        let kernel = Kernel::Gaussian { sigma: 1.0 };
+        let kernel = Kernel::gaussian(1.0);
         let cfg = ExactKpcaConfig { memory: MemoryBudget::UNLIMITED, ..ExactKpcaConfig::new(3) };
         let pairs = exact_kpca(x.as_ref(), &kernel, &cfg).unwrap();
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
@@ -520,7 +512,7 @@ mod tests {
     #[test]
     fn sampling_every_row_reproduces_the_dense_centred_product() {
         let x = data(300, 8);
-        let kernel = Kernel::Polynomial { scale: 3.0, offset: 1.0, degree: 2 };
+        let kernel = Kernel::polynomial(3.0, 1.0, 2);
         let k = kernel_matrix(x.as_ref(), &kernel, false, MemoryBudget::UNLIMITED).unwrap();
         let n = 300;
         let m: Vec<f64> = (0..n).map(|i| (0..n).map(|j| k[(i, j)]).sum::<f64>() / n as f64).collect();

@@ -18,62 +18,8 @@ use crate::kpca::{
     Certificate, CertifyConfig, CertifyMethod, KernelCentering, KernelPca, KernelPcaFit, KpcaSolver, TauChoice,
     certify, tau_for_rank,
 };
-use crate::methods::KernelFamily;
+use crate::kernel_spec::KernelSpec;
 use crate::{Observer, SolverError};
-
-/// How the bandwidth `σ` of a Gaussian or Laplacian kernel is set.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum SigmaRule {
-    /// `σ` as given (positive, finite; in the units of the data).
-    Given(f64),
-    /// The 20th percentile ([`DEFAULT_BANDWIDTH_PERCENTILE`]) of the Euclidean distances
-    /// between distinct rows of all ranks, estimated from [`DEFAULT_BANDWIDTH_PAIRS`] seeded
-    /// random pairs ([`bandwidth_estimate_sharded`], stream [`KpcaStream::Bandwidth`]).
-    Auto,
-}
-
-/// The kernel of a job, its bandwidth given or chosen from the data.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum KernelSpec {
-    /// `exp(−‖x − y‖² / (2σ²))`.
-    Gaussian(SigmaRule),
-    /// `exp(−‖x − y‖₁ / σ)`.
-    Laplacian(SigmaRule),
-    /// `(⟨x, y⟩/scale + offset)^degree`; `scale` defaults to the number of features `d`.
-    Polynomial {
-        /// The scale `s > 0` (`None`: `d`).
-        scale: Option<f64>,
-        /// The offset `c ≥ 0`.
-        offset: f64,
-        /// The degree `q ≥ 1`.
-        degree: u32,
-    },
-}
-
-impl From<Kernel> for KernelSpec {
-    /// The kernel as given, `σ` included.
-    fn from(kernel: Kernel) -> Self {
-        match kernel {
-            Kernel::Gaussian { sigma } => KernelSpec::Gaussian(SigmaRule::Given(sigma)),
-            Kernel::Laplacian { sigma } => KernelSpec::Laplacian(SigmaRule::Given(sigma)),
-            Kernel::Polynomial { scale, offset, degree } => {
-                KernelSpec::Polynomial { scale: Some(scale), offset, degree }
-            }
-        }
-    }
-}
-
-impl KernelFamily {
-    /// The kernel of this family with bandwidth rule `sigma` (Gaussian, Laplacian) or the
-    /// polynomial's `(scale, offset, degree)`, `scale` `None` for the number of features.
-    pub fn spec(self, sigma: SigmaRule, (scale, offset, degree): (Option<f64>, f64, u32)) -> KernelSpec {
-        match self {
-            Self::Gaussian => KernelSpec::Gaussian(sigma),
-            Self::Laplacian => KernelSpec::Laplacian(sigma),
-            Self::Polynomial => KernelSpec::Polynomial { scale, offset, degree },
-        }
-    }
-}
 
 /// SKPCA's shrinkage threshold τ.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -112,13 +58,13 @@ pub enum CertifyRule {
 /// # Example
 /// ```
 /// use faer::Mat;
-/// use stolr_solvers::{CertifyRule, KernelPcaJob, KernelSpec, KpcaSolver, Shard, SigmaRule};
+/// use stolr_solvers::{CertifyRule, KernelFamily, KernelPcaJob, KernelSpec, KpcaSolver, Shard};
 ///
 /// let x = Mat::from_fn(60, 2, |i, j| ((i * 7 + j * 3) % 11) as f64 / 11.0);
 /// let job = KernelPcaJob {
 ///     center: true,
 ///     certify: CertifyRule::Exact,
-///     ..KernelPcaJob::new(KernelSpec::Gaussian(SigmaRule::Auto), Some(3), KpcaSolver::exact(), 7)
+///     ..KernelPcaJob::new(KernelSpec::new(KernelFamily::Gaussian), Some(3), KpcaSolver::exact(), 7)
 /// };
 /// let outcome = job.run(Shard::whole(x.as_ref()), &mut ()).unwrap().expect("one process is rank 0");
 /// assert_eq!(outcome.fit.pairs.rank(), 3);
@@ -267,39 +213,26 @@ impl KernelPcaJob {
         }))
     }
 
-    /// The kernel with `σ` set by its rule over the rows of every rank (collective).
+    /// The kernel with each parameter not given set by its default; a bandwidth not given is
+    /// the 20th percentile ([`DEFAULT_BANDWIDTH_PERCENTILE`]) of the Euclidean distances
+    /// between distinct rows of all ranks, estimated from [`DEFAULT_BANDWIDTH_PAIRS`] seeded
+    /// random pairs ([`bandwidth_estimate_sharded`], stream [`KpcaStream::Bandwidth`];
+    /// collective).
     fn kernel(&self, shard: &Shard<'_>) -> Result<(Kernel, Option<Bandwidth>), SolverError> {
-        let sigma = |rule: SigmaRule| -> Result<(f64, Option<Bandwidth>), SolverError> {
-            match rule {
-                SigmaRule::Given(sigma) => Ok((sigma, None)),
-                SigmaRule::Auto => {
-                    let b = bandwidth_estimate_sharded(
-                        shard.rows(),
-                        DEFAULT_BANDWIDTH_PERCENTILE,
-                        DEFAULT_BANDWIDTH_PAIRS,
-                        &mut KpcaStream::Bandwidth.rng(self.seed),
-                        shard.comm,
-                    )?;
-                    Ok((b.sigma, Some(b)))
-                }
-            }
-        };
-        let (kernel, bandwidth) = match self.kernel {
-            KernelSpec::Gaussian(rule) => {
-                let (sigma, b) = sigma(rule)?;
-                (Kernel::Gaussian { sigma }, b)
-            }
-            KernelSpec::Laplacian(rule) => {
-                let (sigma, b) = sigma(rule)?;
-                (Kernel::Laplacian { sigma }, b)
-            }
-            KernelSpec::Polynomial { scale, offset, degree } => {
-                let scale = scale.unwrap_or(shard.rows().ncols() as f64);
-                (Kernel::Polynomial { scale, offset, degree }, None)
-            }
-        };
-        kernel.validate()?;
-        Ok((kernel, bandwidth))
+        let mut chosen = None;
+        let kernel = self.kernel.resolve(shard.rows().ncols(), || -> Result<f64, SolverError> {
+            let b = bandwidth_estimate_sharded(
+                shard.rows(),
+                DEFAULT_BANDWIDTH_PERCENTILE,
+                DEFAULT_BANDWIDTH_PAIRS,
+                &mut KpcaStream::Bandwidth.rng(self.seed),
+                shard.comm,
+            )?;
+            let sigma = b.sigma;
+            chosen = Some(b);
+            Ok(sigma)
+        })?;
+        Ok((kernel, chosen))
     }
 
     /// SKPCA's τ: as given, or chosen on rank 0 from every row `all` and broadcast.

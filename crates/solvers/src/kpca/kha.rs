@@ -478,7 +478,7 @@ mod tests {
     fn centered_column_matches_dense_hkh() {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
         let x = Mat::from_fn(30, 2, |_, _| rng.random_range(-2.0..2.0));
-        let kernel = Kernel::Gaussian { sigma: 1.0 };
+        let kernel = Kernel::gaussian(1.0);
         let mut kha = Kha::new(x.as_ref(), kernel, KhaConfig::new(2, 1), &mut rng).unwrap();
         let kc = stolr_estimators::centered_kernel_matrix(&kernel.matrix(x.as_ref()));
         for i in [0, 17, 29] {

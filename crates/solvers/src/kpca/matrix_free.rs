@@ -582,16 +582,16 @@ mod tests {
     #[test]
     fn eigenpairs_equal_the_dense_exact_solver() {
         let x = blobs(300, 3, 5);
-        compare(x.as_ref(), Kernel::Gaussian { sigma: 1.5 }, 8, false, 0);
-        compare(x.as_ref(), Kernel::Gaussian { sigma: 1.5 }, 8, true, 3);
-        compare(x.as_ref(), Kernel::Laplacian { sigma: 3.0 }, 5, true, 4);
-        compare(x.as_ref(), Kernel::Polynomial { scale: 3.0, offset: 1.0, degree: 2 }, 6, false, 2);
+        compare(x.as_ref(), Kernel::gaussian(1.5), 8, false, 0);
+        compare(x.as_ref(), Kernel::gaussian(1.5), 8, true, 3);
+        compare(x.as_ref(), Kernel::laplacian(3.0), 5, true, 4);
+        compare(x.as_ref(), Kernel::polynomial(3.0, 1.0, 2), 6, false, 2);
     }
 
     #[test]
     fn tiny_inputs_use_the_dense_fallback_and_agree() {
         let x = blobs(30, 2, 9);
-        compare(x.as_ref(), Kernel::Gaussian { sigma: 1.0 }, 10, true, 0);
+        compare(x.as_ref(), Kernel::gaussian(1.0), 10, true, 0);
     }
 
     #[test]
@@ -599,7 +599,7 @@ mod tests {
         // Polynomial of degree 1 on 2-D data: rank 3, so the Krylov space is exhausted at once
         // and dependent columns must be replaced.
         let x = blobs(200, 2, 3);
-        compare(x.as_ref(), Kernel::Polynomial { scale: 1.0, offset: 1.0, degree: 1 }, 3, false, 4);
+        compare(x.as_ref(), Kernel::polynomial(1.0, 1.0, 1), 3, false, 4);
     }
 
     #[test]
@@ -607,7 +607,7 @@ mod tests {
         use crate::Transformer;
         use crate::kpca::{ExactOperator, KernelPca, KpcaSolver};
         let x = blobs(1500, 3, 8);
-        let kernel = Kernel::Gaussian { sigma: 1.5 };
+        let kernel = Kernel::gaussian(1.5);
         let workers = KernelOperator::workers(faer::get_global_parallelism());
         let budget = MemoryBudget::bytes(matrix_free_bytes(1500, 3, 5, 0, DEFAULT_TILE, workers));
         assert!(budget.limit() < f64_bytes(&[1500, 1500]));
@@ -674,7 +674,7 @@ mod tests {
         let x = blobs(400, 3, 1);
         let mut cfg = MatrixFreeConfig::new(5);
         cfg.memory = MemoryBudget::bytes(10_000);
-        let err = matrix_free_kpca(x.as_ref(), &Kernel::Gaussian { sigma: 1.0 }, &cfg).unwrap_err();
+        let err = matrix_free_kpca(x.as_ref(), &Kernel::gaussian(1.0), &cfg).unwrap_err();
         assert!(matches!(err, SolverError::Memory(_)));
         assert!(err.to_string().contains("matrix-free exact solver"), "{err}");
         assert!(err.to_string().contains("block"), "{err}");

@@ -92,7 +92,7 @@ impl KernelCentering {
 /// let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
 /// let train = Mat::from_fn(60, 3, |i, j| ((i * 3 + j) as f64 * 0.37).sin());
 /// let test = Mat::from_fn(5, 3, |i, j| ((i * 5 + j) as f64 * 0.11).cos());
-/// let params = KernelPca::new(4, Kernel::Gaussian { sigma: 1.0 }, KpcaSolver::exact()).center(true);
+/// let params = KernelPca::new(4, Kernel::gaussian(1.0), KpcaSolver::exact()).center(true);
 /// let model = params.fit(train.as_ref(), &mut rng, &mut ())?;
 /// let z = model.transform(test.as_ref())?; // (5, 4)
 /// assert_eq!((z.nrows(), z.ncols()), (5, 4));

@@ -434,9 +434,9 @@ mod tests {
         let x = clusters(1100);
         let new_rows = Mat::from_fn(50, 4, |i, j| ((i * 4 + j) as f64 * 0.91).cos() * 3.0);
         let kernels = [
-            Kernel::Gaussian { sigma: 2.0 },
-            Kernel::Laplacian { sigma: 4.0 },
-            Kernel::Polynomial { scale: 4.0, offset: 1.0, degree: 2 },
+            Kernel::gaussian(2.0),
+            Kernel::laplacian(4.0),
+            Kernel::polynomial(4.0, 1.0, 2),
         ];
         for kernel in kernels {
             for center in [false, true] {
@@ -478,7 +478,7 @@ mod tests {
     #[test]
     fn results_are_bitwise_independent_of_the_block_size_and_reproducible() {
         let x = clusters(1500);
-        let kernel = Kernel::Gaussian { sigma: 1.5 };
+        let kernel = Kernel::gaussian(1.5);
         for center in [false, true] {
             let run = |block_rows| {
                 let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
@@ -495,7 +495,7 @@ mod tests {
     #[test]
     fn the_budget_is_checked_before_allocating_and_names_what_is_over() {
         let x = clusters(600);
-        let kernel = Kernel::Gaussian { sigma: 1.5 };
+        let kernel = Kernel::gaussian(1.5);
         let over = |limit: u64, m: usize, rank: usize, block_rows: usize| {
             let config =
                 NystromConfig { memory: MemoryBudget::bytes(limit), block_rows, ..NystromConfig::new(m, rank) };

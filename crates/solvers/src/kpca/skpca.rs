@@ -499,8 +499,8 @@ mod tests {
         memory: MemoryBudget,
     ) -> Result<(), SolverError> {
         let kernel = match sampler {
-            SamplerKind::Maclaurin => Kernel::Polynomial { scale: 1.0, offset: 1.0, degree: 2 },
-            _ => Kernel::Gaussian { sigma: 1.0 },
+            SamplerKind::Maclaurin => Kernel::polynomial(1.0, 1.0, 2),
+            _ => Kernel::gaussian(1.0),
         };
         let params = KernelPca {
             rank: None,
@@ -551,7 +551,7 @@ mod tests {
             memory: MemoryBudget::bytes(1 << 30),
             ..KernelPca::new(
                 1,
-                Kernel::Gaussian { sigma: 1.0 },
+                Kernel::gaussian(1.0),
                 KpcaSolver::Kha { eta: 0.05, iterations: 100_000_000, init_scale: 0.01 },
             )
         };

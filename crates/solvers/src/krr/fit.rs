@@ -384,7 +384,7 @@ fn nystrom_summary(j: Vec<usize>, fit: &NystromKrrFit) -> KrrFitSummary {
 ///
 /// let x = Mat::from_fn(50, 1, |i, _| i as f64 / 10.0);
 /// let y: Vec<f64> = (0..50).map(|i| (i as f64 / 10.0).sin()).collect();
-/// let ridge = KernelRidge::new(Kernel::Gaussian { sigma: 1.0 }, KrrSolver::Krr { lambda: 1e-3 });
+/// let ridge = KernelRidge::new(Kernel::gaussian(1.0), KrrSolver::Krr { lambda: 1e-3 });
 /// let (model, _) = KernelRidgeJob::new(ridge, 7).run(Shard::whole(x.as_ref()), &y, None, &mut ()).unwrap();
 /// let fitted = model.predict(x.as_ref()).unwrap();
 /// assert!((fitted[10] - 1.0_f64.sin()).abs() < 1e-2);

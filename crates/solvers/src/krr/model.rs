@@ -30,7 +30,7 @@ use crate::{Persist, Predictor, SolverError};
 /// let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(5);
 /// let x = Mat::from_fn(80, 2, |i, j| ((i * 2 + j) as f64 * 0.3).sin());
 /// let y: Vec<f64> = (0..80).map(|i| x[(i, 0)] - 0.5 * x[(i, 1)]).collect();
-/// let params = KernelRidge::new(Kernel::Gaussian { sigma: 1.0 }, KrrSolver::Krr { lambda: 0.1 });
+/// let params = KernelRidge::new(Kernel::gaussian(1.0), KrrSolver::Krr { lambda: 0.1 });
 /// let model = params.fit(x.as_ref(), &y, &mut rng, &mut ())?;
 /// let f = model.predict(x.as_ref())?; // (80,)
 /// assert!((0..80).all(|i| (f[i] - y[i]).abs() < 0.1));

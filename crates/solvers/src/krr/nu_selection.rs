@@ -364,7 +364,7 @@ mod tests {
     #[test]
     fn picks_a_fitting_nu_over_one_that_zeroes_the_model() {
         let (x, y, folds) = data();
-        let kernel = Kernel::Gaussian { sigma: 0.5 };
+        let kernel = Kernel::gaussian(0.5);
         let config = SlklConfig { landmarks: 20, ..SlklConfig::default() };
         let rng = Xoshiro256PlusPlus::seed_from_u64(2);
         // ν = 10⁶ exceeds every a_i at μ = 0, so μ = 0 and the predictor is 0.
@@ -388,7 +388,7 @@ mod tests {
     #[test]
     fn bad_grids_and_folds_are_errors() {
         let (x, y, folds) = data();
-        let kernel = Kernel::Gaussian { sigma: 0.5 };
+        let kernel = Kernel::gaussian(0.5);
         let config = SlklConfig { landmarks: 10, ..SlklConfig::default() };
         let rng = Xoshiro256PlusPlus::seed_from_u64(2);
         let run = |folds: &[usize], grid: &[f64]| {

@@ -755,7 +755,7 @@ pub(crate) mod tests {
     #[test]
     fn direct_and_cg_equal_the_closed_form() {
         let (x, y) = data(700, 3, 1);
-        let kernel = Kernel::Gaussian { sigma: 0.7 };
+        let kernel = Kernel::gaussian(0.7);
         let j: Vec<usize> = (0..700).step_by(14).collect(); // 50 landmarks
         for lambda in [1e-2, 1.0, 30.0] {
             let exact = closed_form(x.as_ref(), &y, &kernel, lambda, &j);
@@ -813,7 +813,7 @@ pub(crate) mod tests {
         let (x, y0) = data(900, 3, 11);
         let y: Vec<f64> = y0.iter().map(|v| 5.0 * v + 40.0).collect();
         let (xt, _) = data(200, 3, 12);
-        let kernel = Kernel::Gaussian { sigma: 0.4 };
+        let kernel = Kernel::gaussian(0.4);
         let j: Vec<usize> = (0..900).step_by(18).collect(); // 50 landmarks
         for lambda in [1e-2, 1.0, 30.0] {
             let exact = centred_closed_form(x.as_ref(), &y, &kernel, lambda, &j, xt.as_ref());
@@ -843,7 +843,7 @@ pub(crate) mod tests {
     fn a_constant_offset_of_the_targets_moves_only_the_intercept() {
         let (x, y) = data(600, 2, 13);
         let shifted: Vec<f64> = y.iter().map(|v| v + 1e6).collect();
-        let kernel = Kernel::Gaussian { sigma: 0.5 };
+        let kernel = Kernel::gaussian(0.5);
         let j: Vec<usize> = (0..600).step_by(15).collect();
         for solve in [NystromSolve::Direct, NystromSolve::ConjugateGradient] {
             let config = NystromKrrConfig { lambda: 0.1, solve, tolerance: 1e-13, ..NystromKrrConfig::default() };
@@ -858,7 +858,7 @@ pub(crate) mod tests {
     #[test]
     fn objective_is_minimal_at_the_fit() {
         let (x, y) = data(300, 2, 2);
-        let kernel = Kernel::Gaussian { sigma: 0.5 };
+        let kernel = Kernel::gaussian(0.5);
         let j: Vec<usize> = (0..300).step_by(10).collect();
         let config = NystromKrrConfig { lambda: 0.5, solve: NystromSolve::Direct, ..NystromKrrConfig::default() };
         let fit = nystrom_krr(x.as_ref(), &y, &kernel, &config, &j, false).unwrap();
@@ -881,7 +881,7 @@ pub(crate) mod tests {
         let (base, _) = data(50, 2, 4);
         let x = Mat::from_fn(100, 2, |i, c| base[(i % 50, c)]);
         let y: Vec<f64> = (0..100).map(|i| x[(i, 0)] - x[(i, 1)]).collect();
-        let kernel = Kernel::Gaussian { sigma: 1.0 };
+        let kernel = Kernel::gaussian(1.0);
         let j: Vec<usize> = (0..60).collect(); // rows 50..60 repeat rows 0..10
         let fit = nystrom_krr(x.as_ref(), &y, &kernel, &NystromKrrConfig::default(), &j, false).unwrap();
         assert!(fit.jitter > 0.0);
@@ -897,7 +897,7 @@ pub(crate) mod tests {
     #[test]
     fn bad_inputs_are_errors() {
         let (x, y) = data(40, 2, 5);
-        let kernel = Kernel::Gaussian { sigma: 1.0 };
+        let kernel = Kernel::gaussian(1.0);
         let j = [0, 1, 2];
         let fit = |config: NystromKrrConfig, j: &[usize]| nystrom_krr(x.as_ref(), &y, &kernel, &config, j, true);
         for lambda in [0.0, -1.0, f64::NAN] {

@@ -217,7 +217,7 @@ mod tests {
     fn lambda_selection_equals_refits_fold_by_fold() {
         let (x, y) = data(300, 2, 7);
         let y: Vec<f64> = y.iter().map(|v| v + 4.0).collect();
-        let kernel = Kernel::Gaussian { sigma: 0.6 };
+        let kernel = Kernel::gaussian(0.6);
         let j: Vec<usize> = (0..300).step_by(10).collect();
         let folds: Vec<usize> = (0..300).map(|i| (i * 7) % 3).collect();
         let grid = [1e-3, 1e-1, 10.0, 1e3];

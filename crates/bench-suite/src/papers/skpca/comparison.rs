@@ -124,7 +124,7 @@ pub(super) fn timed_comparison(
     kernel: Kernel,
     results: &mut ResultsFile,
 ) -> Result<TimedSummary, BenchError> {
-    let Kernel::Gaussian { sigma } = kernel else {
+    let Kernel::Gaussian(stolr_estimators::Gaussian { sigma }) = kernel else {
         return Err(BenchError::Invalid("panel (c) uses the Gaussian kernel".into()));
     };
     let n = x.nrows();

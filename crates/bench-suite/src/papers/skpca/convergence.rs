@@ -83,10 +83,7 @@ pub(super) fn exact_target(
 }
 
 fn kernel_sigma(kernel: Kernel) -> f64 {
-    match kernel {
-        Kernel::Gaussian { sigma } | Kernel::Laplacian { sigma } => sigma,
-        _ => f64::NAN,
-    }
+    kernel.bandwidth().unwrap_or(f64::NAN)
 }
 
 /// Panels (a) and (b): every (τ, k, seed) run, as many at a time as there are cores, each on

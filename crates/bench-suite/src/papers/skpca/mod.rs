@@ -128,7 +128,7 @@ fn reproduce_dataset(
     let (n, d) = x.shape();
     // One kernel for every method and seed: σ from the 20th-percentile rule on 10⁶ seeded pairs.
     let sigma = bandwidth_rule(x.as_ref(), DEFAULT_BANDWIDTH_PERCENTILE, DEFAULT_BANDWIDTH_PAIRS, &mut stream(0, 0))?;
-    let kernel = Kernel::Gaussian { sigma };
+    let kernel = Kernel::gaussian(sigma);
     eprintln!("n = {n}, d = {d}, sigma = {sigma:.4}");
     let target = convergence::exact_target(ds, x.as_ref(), kernel, results)?;
     let configs = convergence::panels_ab(settings, ds, x.as_ref(), kernel, &target, results)?;

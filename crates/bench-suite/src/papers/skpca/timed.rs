@@ -217,7 +217,7 @@ mod tests {
     #[test]
     fn every_method_writes_a_readable_trace() {
         let x = data();
-        let kernel = Kernel::Gaussian { sigma: 0.7 };
+        let kernel = Kernel::gaussian(0.7);
         let dir = tempfile::tempdir().unwrap();
         let methods = [
             TimedMethod::Exact { rank: 5 },
@@ -248,7 +248,7 @@ mod tests {
     #[test]
     fn bad_checkpoints_are_errors() {
         let x = data();
-        let kernel = Kernel::Gaussian { sigma: 0.7 };
+        let kernel = Kernel::gaussian(0.7);
         let dir = tempfile::tempdir().unwrap();
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(0);
         for m in [

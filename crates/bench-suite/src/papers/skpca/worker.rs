@@ -151,7 +151,7 @@ pub fn run_worker(args: &[String]) -> Result<(), BenchError> {
     let job = WorkerJob::parse(args)?;
     let x = load(&job.input, job.format, job.standardize)?;
     let base = peak_rss_bytes();
-    let kernel = Kernel::Gaussian { sigma: job.sigma };
+    let kernel = Kernel::gaussian(job.sigma);
     let mut rng = stream(job.seed, 20);
     let trace = run_timed(x.as_ref(), kernel, &job.method, &mut rng, Path::new(&job.out), base)?;
     eprintln!(

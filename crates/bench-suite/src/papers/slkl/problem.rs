@@ -86,7 +86,7 @@ pub(super) struct Problem {
 
 impl Problem {
     pub(super) fn kernel(&self) -> Kernel {
-        Kernel::Gaussian { sigma: self.sigma }
+        Kernel::gaussian(self.sigma)
     }
 }
 
