@@ -52,7 +52,7 @@ fn bench_skpca(c: &mut Criterion) {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(0);
         let sigma =
             bandwidth_rule(x.as_ref(), DEFAULT_BANDWIDTH_PERCENTILE, DEFAULT_BANDWIDTH_PAIRS, &mut rng).unwrap();
-        let kernel = Kernel::Gaussian { sigma };
+        let kernel = Kernel::gaussian(sigma);
         let warm_up = RandomFourierFeatures::new(x.as_ref(), kernel, 50).unwrap();
         let mut solver =
             Skpca::new(SkpcaConfig { tau: 10.0, iterations: 300, ..Default::default() }, Box::new(warm_up)).unwrap();

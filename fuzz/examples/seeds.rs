@@ -94,7 +94,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
     let x = Mat::from_fn(12, 3, |i, j| ((i * 3 + j) as f64 * 0.37).sin());
     let y: Vec<f64> = (0..12).map(|i| x[(i, 0)] - 0.5 * x[(i, 1)]).collect();
-    let kernel = Kernel::Gaussian { sigma: 1.0 };
+    let kernel = Kernel::gaussian(1.0);
     let kpca = KernelPca::new(2, kernel, KpcaSolver::exact()).center(true).fit(x.as_ref(), &mut rng, &mut ())?;
     let nystrom = KernelPca::new(2, kernel, KpcaSolver::Nystrom { landmarks: 5 }).fit(x.as_ref(), &mut rng, &mut ())?;
     let pca = Pca::new(2, PcaSolver::Exact).center(true).fit(x.as_ref(), &mut rng, &mut ())?;
