@@ -21,7 +21,7 @@ fn samples() -> Vec<Vec<f64>> {
     let dir = std::env::var_os("STOLR_DATA")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"));
-    let x = match read_mnist(&dir.join("mnist"), MnistSplit::Test) {
+    let x = match read_mnist(&dir.join("mnist"), MnistSplit::Test, Default::default()) {
         Ok(d) => d.x,
         Err(e) => {
             eprintln!("MNIST not available ({e}); using Gaussian samples");

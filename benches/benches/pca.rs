@@ -20,7 +20,7 @@ fn data() -> faer::Mat<f64> {
     let dir = std::env::var_os("STOLR_DATA")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"));
-    match read_mnist(&dir.join("mnist"), MnistSplit::All) {
+    match read_mnist(&dir.join("mnist"), MnistSplit::All, Default::default()) {
         Ok(d) => d.x * (1.0 / 255.0),
         Err(e) => {
             eprintln!("MNIST not available ({e}); using a Gaussian 70000 × 784 matrix");

@@ -29,11 +29,11 @@ fn data_dir() -> PathBuf {
 fn datasets() -> Vec<(&'static str, faer::Mat<f64>)> {
     let dir = data_dir();
     let mut out = Vec::new();
-    match read_libsvm(&dir.join("mushrooms/mushrooms")) {
+    match read_libsvm(&dir.join("mushrooms/mushrooms"), Default::default()) {
         Ok(d) => out.push(("mushrooms", d.x)),
         Err(e) => eprintln!("skipping mushrooms: {e}"),
     }
-    match read_magic(&dir.join("magic04/magic04.data")) {
+    match read_magic(&dir.join("magic04/magic04.data"), Default::default()) {
         Ok(mut d) => {
             standardize(&mut d.x);
             out.push(("magic", d.x));

@@ -4,8 +4,8 @@
 //!
 //! Every entry takes arbitrary bytes and must return normally: a reader may return any
 //! [`stolr_datasets::DataError`] (or [`stolr_solvers::SolverError`]), but must not panic, hang,
-//! or allocate more than the memory budget the entries set for the process
-//! ([`FUZZ_BUDGET`]; run libFuzzer with `-malloc_limit_mb` a little above it to catch a larger
+//! or allocate more than the memory budget every entry gives the readers
+//! ([`FUZZ_MEMORY`], [`FUZZ_BUDGET`] bytes; run libFuzzer with `-malloc_limit_mb` a little above it to catch a larger
 //! allocation). Where two readers of the same bytes exist (a whole reader and a streamed one,
 //! a learned encoding and the same encoding applied again, a save and a load), the entry
 //! also asserts that they agree.
@@ -26,8 +26,11 @@ use stolr_memory::MemoryBudget;
 use stolr_model::ModelFile;
 use stolr_solvers::{KernelPcaModel, KrrModel, PcaModel, Persist, Predictor, Transformer};
 
-/// The memory budget every entry sets for the process: 64 MiB.
+/// The memory budget every entry gives the readers and the model loader, in bytes: 64 MiB.
 pub const FUZZ_BUDGET: u64 = 64 << 20;
+
+/// [`FUZZ_BUDGET`] as the budget passed to every reader and model load.
+pub const FUZZ_MEMORY: MemoryBudget = MemoryBudget::bytes(FUZZ_BUDGET);
 
 /// An entry function: takes any bytes, returns normally or panics on a finding.
 pub type Entry = fn(&[u8]);
@@ -44,11 +47,10 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("model_load", model_load),
 ];
 
-/// Sets [`FUZZ_BUDGET`] as the process's budget and returns the per-process scratch folder.
+/// The per-process scratch folder.
 fn setup() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        MemoryBudget::set_process(MemoryBudget::bytes(FUZZ_BUDGET));
         let base = Path::new("/dev/shm");
         let base = if base.is_dir() { base.to_path_buf() } else { std::env::temp_dir() };
         let dir = base.join(format!("stolr-fuzz-{}", std::process::id()));
@@ -124,14 +126,14 @@ fn check_dataset(data: &Dataset) {
 /// LIBSVM text: [`read_libsvm_from`], then [`read_libsvm_with_dim_from`] with the width found,
 /// which must give the same dataset.
 pub fn libsvm(data: &[u8]) {
-    setup();
-    if let Ok(whole) = read_libsvm_from(data, "fuzz") {
+    if let Ok(whole) = read_libsvm_from(data, "fuzz", FUZZ_MEMORY) {
         check_dataset(&whole);
-        let fixed = read_libsvm_with_dim_from(data, "fuzz", whole.d()).expect("the same text with its own width");
+        let fixed =
+            read_libsvm_with_dim_from(data, "fuzz", whole.d(), FUZZ_MEMORY).expect("the same text with its own width");
         assert!(same_bits(&whole.x, &fixed.x) && whole.labels == fixed.labels);
         if whole.d() > 0 {
             // One column fewer than the largest index: an error, never a panic.
-            let _ = read_libsvm_with_dim_from(data, "fuzz", whole.d() - 1);
+            let _ = read_libsvm_with_dim_from(data, "fuzz", whole.d() - 1, FUZZ_MEMORY);
         }
     }
 }
@@ -140,21 +142,20 @@ pub fn libsvm(data: &[u8]) {
 /// [`read_csv_regression_from`], and the streamed reader ([`stream_rows`] with
 /// [`RowFormat::Csv`]), which must agree with the whole reader without labels.
 pub fn csv(data: &[u8]) {
-    setup();
     for label in [LabelColumn::First, LabelColumn::Last] {
-        if let Ok(read) = read_csv_from(data, "fuzz", label) {
+        if let Ok(read) = read_csv_from(data, "fuzz", label, FUZZ_MEMORY) {
             check_dataset(&read);
         }
     }
-    if let Ok(read) = read_csv_regression_from(data, "fuzz") {
+    if let Ok(read) = read_csv_regression_from(data, "fuzz", FUZZ_MEMORY) {
         check_dataset(&read);
     }
-    let whole = read_csv_from(data, "fuzz", LabelColumn::None);
+    let whole = read_csv_from(data, "fuzz", LabelColumn::None, FUZZ_MEMORY);
     if let Ok(read) = &whole {
         check_dataset(read);
     }
     let path = scratch("rows.csv", data);
-    if let Ok(stream) = stream_rows(&path, RowFormat::Csv) {
+    if let Ok(stream) = stream_rows(&path, RowFormat::Csv, FUZZ_MEMORY) {
         let d = stream.dim();
         let rows: Result<Vec<Vec<f64>>, _> = stream.collect();
         if let (Ok(rows), Ok(whole)) = (rows, &whole) {
@@ -170,7 +171,6 @@ pub fn csv(data: &[u8]) {
 /// columns (bit `k` for column `k + 1`), the rest is the file. [`read_table`], then
 /// [`read_table_with`] with the learned encoding, which must give the same dataset.
 pub fn table(data: &[u8]) {
-    setup();
     let [options, mask, file @ ..] = data else { return };
     let label = match options & 7 {
         0 => TableLabel::None,
@@ -181,12 +181,12 @@ pub fn table(data: &[u8]) {
     let categorical = (0..8).filter(|k| mask & (1 << k) != 0).map(|k| k + 1).collect();
     let options = TableOptions { categorical, label, numeric_label };
     let path = scratch("table.csv", file);
-    if let Ok(table) = read_table(&path, &options) {
+    if let Ok(table) = read_table(&path, &options, FUZZ_MEMORY) {
         check_dataset(&table.data);
         assert_eq!(table.data.d(), table.encoding.n_features());
         assert_eq!(table.encoding.feature_names().len(), table.encoding.n_features());
-        let again =
-            read_table_with(&path, &table.encoding, numeric_label).expect("the training rows with their encoding");
+        let again = read_table_with(&path, &table.encoding, numeric_label, FUZZ_MEMORY)
+            .expect("the training rows with their encoding");
         assert!(same_bits(&table.data.x, &again.x) && table.data.labels == again.labels);
         let json = table.encoding.to_json();
         assert_eq!(stolr_model::OneHotEncoding::from_json(&json).expect("its own JSON"), table.encoding);
@@ -206,15 +206,15 @@ pub fn mnist(data: &[u8]) {
         std::fs::write(dir.join(name), part).expect("an MNIST scratch file");
     }
     for split in [MnistSplit::Train, MnistSplit::Test] {
-        if let Ok(read) = read_mnist(&dir, split) {
+        if let Ok(read) = read_mnist(&dir, split, FUZZ_MEMORY) {
             check_dataset(&read);
         }
     }
-    let whole = read_mnist(&dir, MnistSplit::All);
+    let whole = read_mnist(&dir, MnistSplit::All, FUZZ_MEMORY);
     if let Ok(read) = &whole {
         check_dataset(read);
     }
-    let Ok(stream) = stream_rows(&dir, RowFormat::Mnist) else {
+    let Ok(stream) = stream_rows(&dir, RowFormat::Mnist, FUZZ_MEMORY) else {
         if let Ok(read) = &whole {
             assert!(read.d() == 0, "the whole MNIST reader succeeded but the stream did not open");
         }
@@ -233,8 +233,8 @@ pub fn mnist(data: &[u8]) {
 /// must agree when both succeed.
 pub fn npy(data: &[u8]) {
     let path = scratch("x.npy", data);
-    let whole = read_npy_matrix(&path);
-    let Ok(stream) = stream_rows(&path, RowFormat::Npy) else { return };
+    let whole = read_npy_matrix(&path, FUZZ_MEMORY);
+    let Ok(stream) = stream_rows(&path, RowFormat::Npy, FUZZ_MEMORY) else { return };
     let d = stream.dim();
     let rows: Result<Vec<Vec<f64>>, _> = stream.collect();
     if let (Ok(rows), Ok(whole)) = (rows, whole) {
@@ -246,13 +246,12 @@ pub fn npy(data: &[u8]) {
 /// A model file: [`ModelFile::from_bytes`]; a file that loads must save to bytes that load
 /// back to the same bytes; through a real file too ([`ModelFile::load`]).
 pub fn model_file(data: &[u8]) {
-    setup();
-    let Ok(model) = ModelFile::from_bytes(data, "fuzz") else { return };
+    let Ok(model) = ModelFile::from_bytes(data, "fuzz", FUZZ_MEMORY) else { return };
     let bytes = model.to_bytes().expect("a loaded model saves");
-    let back = ModelFile::from_bytes(&bytes, "fuzz").expect("a saved model loads");
+    let back = ModelFile::from_bytes(&bytes, "fuzz", FUZZ_MEMORY).expect("a saved model loads");
     assert_eq!(back.to_bytes().expect("saves again"), bytes, "save, load, save is not stable");
     let path = scratch("model.npz", data);
-    let loaded = ModelFile::load(&path).expect("the same bytes from a file");
+    let loaded = ModelFile::load(&path, FUZZ_MEMORY).expect("the same bytes from a file");
     assert_eq!(loaded.to_bytes().expect("saves"), bytes);
 }
 
@@ -314,11 +313,13 @@ fn zip_archive(members: &[(String, &[u8])]) -> Vec<u8> {
 /// [`KrrModel`]); a model that loads must survive a save and load unchanged, and apply to two
 /// rows of the right width (an error is fine, a panic is not).
 pub fn model_load(data: &[u8]) {
-    setup();
     let bytes = model_archive(data);
-    let Ok(file) = ModelFile::from_bytes(&bytes, "fuzz") else { return };
+    let Ok(file) = ModelFile::from_bytes(&bytes, "fuzz", FUZZ_MEMORY) else { return };
     let resaved = file.to_bytes().expect("a loaded model saves");
-    assert_eq!(ModelFile::from_bytes(&resaved, "fuzz").expect("loads again").to_bytes().expect("saves again"), resaved);
+    assert_eq!(
+        ModelFile::from_bytes(&resaved, "fuzz", FUZZ_MEMORY).expect("loads again").to_bytes().expect("saves again"),
+        resaved
+    );
     let path = Path::new("fuzz");
     let rows = |d: usize| (d <= 4096).then(|| Mat::from_fn(2, d, |i, j| (i + j) as f64 * 0.5 - 1.0));
     if let Ok(model) = KernelPcaModel::from_model_file(&file, path) {
@@ -346,7 +347,7 @@ pub fn model_load(data: &[u8]) {
 /// A model saved to bytes and loaded back saves to the same bytes.
 fn check_round_trip<M: Persist>(model: &M) {
     let bytes = model.to_model_file().to_bytes().expect("a loaded model saves");
-    let file = ModelFile::from_bytes(&bytes, "fuzz").expect("a saved model file loads");
+    let file = ModelFile::from_bytes(&bytes, "fuzz", FUZZ_MEMORY).expect("a saved model file loads");
     let back = M::from_model_file(&file, Path::new("fuzz")).expect("a saved model loads");
     assert_eq!(back.to_model_file().to_bytes().expect("saves again"), bytes, "model save/load is not stable");
 }

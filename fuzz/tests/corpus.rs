@@ -43,7 +43,8 @@ fn the_model_load_seeds_are_model_files() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/model_load");
     for name in ["seed-kpca-exact", "seed-kpca-nystrom", "seed-pca", "seed-krr", "seed-custom"] {
         let bytes = std::fs::read(dir.join(name)).expect("a seed");
-        let file = stolr_model::ModelFile::from_bytes(&stolr_fuzz::model_archive(&bytes), name);
+        let file =
+            stolr_model::ModelFile::from_bytes(&stolr_fuzz::model_archive(&bytes), name, stolr_fuzz::FUZZ_MEMORY);
         assert!(file.is_ok(), "{name}: {file:?}");
     }
 }

@@ -43,15 +43,15 @@ pub fn load_kpca_run(dir: &Path) -> Result<KpcaRun, BenchError> {
     }
     let path = PathBuf::from(&ds.source);
     let mut data = match ds.format.as_str() {
-        "libsvm" => read_libsvm(&path)?,
-        "csv" => read_csv(&path, stolr_datasets::LabelColumn::None)?,
-        "magic" => read_magic(&path)?,
+        "libsvm" => read_libsvm(&path, stolr_memory::MemoryBudget::default())?,
+        "csv" => read_csv(&path, stolr_datasets::LabelColumn::None, stolr_memory::MemoryBudget::default())?,
+        "magic" => read_magic(&path, stolr_memory::MemoryBudget::default())?,
         other => return Err(bad(format!("unknown format {other}"))),
     };
     if ds.standardized {
         standardize(&mut data.x);
     }
-    let vectors = read_npy_matrix(&dir.join("eigenvectors.npy"))?;
+    let vectors = read_npy_matrix(&dir.join("eigenvectors.npy"), stolr_memory::MemoryBudget::default())?;
     let values = report.result.eigenvalues.clone();
     if values.len() != vectors.ncols() {
         return Err(bad(format!("{} eigenvalues but {} eigenvectors", values.len(), vectors.ncols())));

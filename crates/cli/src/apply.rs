@@ -6,6 +6,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use stolr_datasets::{write_npy_matrix, write_npy_vector};
+use stolr_memory::MemoryBudget;
 use stolr_model::ModelFile;
 use stolr_report::{ApplyDataset, ApplyReport, ApplyResult};
 use stolr_solvers::{KernelPcaModel, KrrModel, PcaModel, Persist, Predictor, Transformer, mean_squared_error};
@@ -33,20 +34,21 @@ pub struct ApplyArgs {
 
 /// The model file, then `--out` claimed before the rows are read: locked, write-tested and
 /// refused when it is the model's own folder (its `projections.npy` and `report.json` would
-/// replace the fit's); see [`crate::common::output`].
-fn load(args: &ApplyArgs, kinds: &[&str]) -> Result<(ModelFile, PathBuf)> {
+/// replace the fit's); see [`crate::common::output`]. The file is read within `memory`.
+fn load(args: &ApplyArgs, kinds: &[&str], memory: MemoryBudget) -> Result<(ModelFile, PathBuf)> {
     let path = stolr_model::resolve_model_path(&args.model)
         .with_context(|| format!("cannot use the model {}", args.model.display()))?;
-    let file =
-        ModelFile::load_kind(&path, kinds).with_context(|| format!("cannot load the model {}", path.display()))?;
+    let file = ModelFile::load_kind(&path, kinds, memory)
+        .with_context(|| format!("cannot load the model {}", path.display()))?;
     crate::common::output::claim(Some(&args.out), None, Some(&path))?;
     Ok((file, path))
 }
 
-/// Runs `stolr transform`: projections of new rows on a kernel PCA or PCA model.
-pub fn transform(args: ApplyArgs) -> Result<()> {
+/// Runs `stolr transform`: projections of new rows on a kernel PCA or PCA model; the model file
+/// and the rows are read within `memory` (`--memory-limit`).
+pub fn transform(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
     let start = Instant::now();
-    let (file, path) = load(&args, &[KernelPcaModel::KIND, PcaModel::KIND])?;
+    let (file, path) = load(&args, &[KernelPcaModel::KIND, PcaModel::KIND], memory)?;
     let (model, encoding): (Box<dyn Transformer>, _) = if file.kind() == KernelPcaModel::KIND {
         let model = KernelPcaModel::from_model_file(&file, &path)?;
         let encoding = model.encoding().cloned();
@@ -56,7 +58,7 @@ pub fn transform(args: ApplyArgs) -> Result<()> {
     };
     let d = n_features(&file)?;
     let format = args.format.unwrap_or(if encoding.is_some() { Format::Csv } else { Format::Libsvm });
-    let data = read_for_model(&args.input, format, d, false, encoding.as_ref())?;
+    let data = read_for_model(&args.input, format, d, false, encoding.as_ref(), memory)?;
     let z = model.transform(data.x.as_ref()).with_context(|| format!("cannot transform {}", args.input.display()))?;
     let out = crate::common::output::staged(&args.out);
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", args.out.display()))?;
@@ -86,13 +88,14 @@ pub fn transform(args: ApplyArgs) -> Result<()> {
 }
 
 /// Runs `stolr predict`: predictions of a kernel regression model for new rows, with the MSE
-/// when the rows carry targets.
-pub fn predict(args: ApplyArgs) -> Result<()> {
+/// when the rows carry targets; the model file and the rows are read within `memory`
+/// (`--memory-limit`).
+pub fn predict(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
     let start = Instant::now();
-    let (file, path) = load(&args, &[KrrModel::KIND])?;
+    let (file, path) = load(&args, &[KrrModel::KIND], memory)?;
     let model = KrrModel::from_model_file(&file, &path)?;
     let format = args.format.unwrap_or(Format::Libsvm);
-    let data = read_for_model(&args.input, format, model.n_features(), true, None)?;
+    let data = read_for_model(&args.input, format, model.n_features(), true, None, memory)?;
     let f = model.predict(data.x.as_ref()).with_context(|| format!("cannot predict {}", args.input.display()))?;
     let predictions: Vec<f64> = (0..f.nrows()).map(|i| f[i]).collect();
     let mse = data.targets().map(|y| mean_squared_error(&predictions, y));

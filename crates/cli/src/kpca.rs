@@ -58,7 +58,7 @@ pub fn run(args: KpcaArgs, ctx: &RunContext) -> Result<()> {
             if args.checkpoint.checkpoint.is_some() {
                 ctx.refuse("--checkpoint")?;
             }
-            let part = distributed::read_shard(&args, &**comm)?;
+            let part = distributed::read_shard(&args, &**comm, ctx.memory)?;
             let read = Read {
                 data: part.full,
                 encoding: part.encoding,
@@ -69,7 +69,7 @@ pub fn run(args: KpcaArgs, ctx: &RunContext) -> Result<()> {
             (Shard::part(part.local, part.shard, &**comm), read)
         }
         None => {
-            let (mut data, encoding, origin) = load(&args)?;
+            let (mut data, encoding, origin) = load(&args, ctx.memory)?;
             let read_time = total.elapsed();
             if data.n() == 0 || data.d() == 0 {
                 bail!("the dataset is empty ({} samples, {} features)", data.n(), data.d());

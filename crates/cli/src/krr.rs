@@ -200,15 +200,21 @@ struct Prepared {
 }
 
 /// A regression data file: abalone, housing, csv (target last) or libsvm (label = target);
-/// with `width`, a LIBSVM file is read with that many features (the training file's).
-fn read_regression(path: &Path, format: Format, width: Option<usize>) -> Result<Dataset> {
+/// with `width`, a LIBSVM file is read with that many features (the training file's); within
+/// `memory` (`--memory-limit`).
+fn read_regression(
+    path: &Path,
+    format: Format,
+    width: Option<usize>,
+    memory: stolr_memory::MemoryBudget,
+) -> Result<Dataset> {
     if !matches!(format, Format::Abalone | Format::Housing | Format::Csv | Format::Libsvm) {
         bail!("krr reads abalone, housing, csv or libsvm files, not {}", format.name());
     }
     let data = match (format, width) {
-        (Format::Libsvm, Some(d)) => stolr_datasets::read_libsvm_with_dim(path, d)
+        (Format::Libsvm, Some(d)) => stolr_datasets::read_libsvm_with_dim(path, d, memory)
             .with_context(|| format!("cannot read {} with the training file's {d} features", path.display()))?,
-        _ => read(path, format, true)?,
+        _ => read(path, format, true, memory)?,
     };
     if data.targets().is_none() {
         bail!("{}: no numeric targets", path.display());
@@ -232,7 +238,7 @@ fn prepare(args: &KrrArgs, memory: stolr_memory::MemoryBudget) -> Result<Prepare
         (Some(input), _, _) => {
             let format = args.format.context("--input needs --format abalone|housing|csv|libsvm")?;
             let test_size = args.test_size.context("--input needs --test-size N")?;
-            let data = read_regression(input, format, None)?;
+            let data = read_regression(input, format, None, memory)?;
             let split = random_split(data.n(), test_size, &mut KrrStream::Split.rng(args.seed))
                 .with_context(|| format!("cannot split the {} rows of {}", data.n(), input.display()))?;
             (split.apply(&data)?, "file, random split", format_name(format))
@@ -244,8 +250,8 @@ fn prepare(args: &KrrArgs, memory: stolr_memory::MemoryBudget) -> Result<Prepare
             }
             // LIBSVM files are as wide as their largest index: the test file is read with the
             // training file's width (missing features are zeros, a larger index is an error).
-            let mut a = read_regression(train, format, None)?;
-            let mut b = read_regression(test, format, Some(a.d()))?;
+            let mut a = read_regression(train, format, None, memory)?;
+            let mut b = read_regression(test, format, Some(a.d()), memory)?;
             a.source = train.display().to_string();
             b.source = test.display().to_string();
             (TrainTest::new(a, b)?, "files", format_name(format))

@@ -106,9 +106,8 @@ fn run(world: Option<std::rc::Rc<dyn stolr_comm::Communicator>>) -> std::process
         }
         faer::set_global_parallelism(faer::Par::rayon(threads));
     }
+    // The run's budget travels in the context: every reader and model load is given it.
     let memory = cli.memory_limit.map(stolr_memory::MemoryBudget::bytes).unwrap_or_default();
-    // The data readers check file headers against the process's budget.
-    stolr_memory::MemoryBudget::set_process(memory);
     let ctx = distributed::RunContext { memory, world };
     // --out and --checkpoint are claimed (locked, write-tested) before any work, on the rank
     // that writes (transform and predict claim --out once they know the model's folder).
@@ -124,8 +123,8 @@ fn run(world: Option<std::rc::Rc<dyn stolr_comm::Communicator>>) -> std::process
         Command::Kpca(args) => kpca::run(*args, &ctx),
         Command::Pca(args) => pca::run(*args, &ctx),
         Command::Krr(args) => krr::run(*args, &ctx),
-        Command::Transform(args) => ctx.refuse("stolr transform").and_then(|()| apply::transform(args)),
-        Command::Predict(args) => ctx.refuse("stolr predict").and_then(|()| apply::predict(args)),
+        Command::Transform(args) => ctx.refuse("stolr transform").and_then(|()| apply::transform(args, ctx.memory)),
+        Command::Predict(args) => ctx.refuse("stolr predict").and_then(|()| apply::predict(args, ctx.memory)),
     });
     // The new output set replaces the old one only after the whole command succeeded.
     let result = result.and_then(|()| common::output::commit());

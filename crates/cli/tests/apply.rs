@@ -57,8 +57,8 @@ fn kernel_pca_model_transforms_training_rows_back_and_new_rows() {
         assert!(fit.join("model.npz").is_file());
         let back = dir.path().join("back");
         ok(stolr(&["transform", "--model", f, "--input", t, "--format", "csv", "--out", back.to_str().unwrap()]));
-        let fitted = read_npy_matrix(&fit.join("projections.npy")).unwrap();
-        let again = read_npy_matrix(&back.join("projections.npy")).unwrap();
+        let fitted = read_npy_matrix(&fit.join("projections.npy"), stolr_memory::MemoryBudget::default()).unwrap();
+        let again = read_npy_matrix(&back.join("projections.npy"), stolr_memory::MemoryBudget::default()).unwrap();
         assert!(max_abs_diff(&fitted, &again) <= 1e-8 * fitted.norm_max(), "{solver:?}");
         let new = dir.path().join("new");
         // --model also takes the model file itself.
@@ -74,7 +74,10 @@ fn kernel_pca_model_transforms_training_rows_back_and_new_rows() {
             "--out",
             new.to_str().unwrap(),
         ]));
-        assert_eq!(read_npy_matrix(&new.join("projections.npy")).unwrap().shape(), (20, 4));
+        assert_eq!(
+            read_npy_matrix(&new.join("projections.npy"), stolr_memory::MemoryBudget::default()).unwrap().shape(),
+            (20, 4)
+        );
     }
     // Rows of another width, non-finite rows, a regression command and a damaged model are errors.
     let wide = dir.path().join("wide.csv");
@@ -122,7 +125,7 @@ fn pca_model_transforms_training_rows_as_the_fit() {
         ok(stolr(&["pca", "--input", t, "--format", "csv", "--solver", solver, "--rank", "2", "--center", "--out", f]));
         let tr = dir.path().join(format!("{solver}-t"));
         ok(stolr(&["transform", "--model", f, "--input", t, "--format", "csv", "--out", tr.to_str().unwrap()]));
-        let z = read_npy_matrix(&tr.join("projections.npy")).unwrap();
+        let z = read_npy_matrix(&tr.join("projections.npy"), stolr_memory::MemoryBudget::default()).unwrap();
         assert_eq!(z.shape(), (200, 2));
         // The projections of centred rows have zero mean and the components' Ritz values as
         // their sums of squares.
@@ -256,8 +259,8 @@ fn categorical_csv_model_encodes_new_rows_as_the_fit() {
     // The saved model reads the same file (CSV by default) and gives the fit's projections.
     let back = dir.path().join("back");
     ok(stolr(&["transform", "--model", f, "--input", t, "--out", back.to_str().unwrap()]));
-    let fitted = read_npy_matrix(&fit.join("projections.npy")).unwrap();
-    let again = read_npy_matrix(&back.join("projections.npy")).unwrap();
+    let fitted = read_npy_matrix(&fit.join("projections.npy"), stolr_memory::MemoryBudget::default()).unwrap();
+    let again = read_npy_matrix(&back.join("projections.npy"), stolr_memory::MemoryBudget::default()).unwrap();
     assert!(max_abs_diff(&fitted, &again) <= 1e-8 * fitted.norm_max());
 
     // New rows: a subset of the categories is fine; an unseen one is an error naming it.

@@ -99,11 +99,11 @@ fn builtin_default_writes_consistent_outputs() {
     let percentile = distances[lo] + frac * (distances[lo + 1] - distances[lo]);
     assert!((sigma - percentile).abs() <= 0.01 * percentile, "sigma {sigma} against the 20th percentile {percentile}");
 
-    let vectors = read_npy_matrix(&out_dir.join("eigenvectors.npy")).unwrap();
+    let vectors = read_npy_matrix(&out_dir.join("eigenvectors.npy"), stolr_memory::MemoryBudget::default()).unwrap();
     assert_eq!((vectors.nrows(), vectors.ncols()), (n, values.len()));
     let gram = vectors.transpose() * &vectors;
     assert!((&gram - faer::Mat::<f64>::identity(values.len(), values.len())).norm_max() < 1e-8);
-    let projections = read_npy_matrix(&out_dir.join("projections.npy")).unwrap();
+    let projections = read_npy_matrix(&out_dir.join("projections.npy"), stolr_memory::MemoryBudget::default()).unwrap();
     assert_eq!((projections.nrows(), projections.ncols()), (n, values.len()));
     for j in 0..values.len() {
         let norm_sq: f64 = (0..n).map(|i| projections[(i, j)].powi(2)).sum();

@@ -99,8 +99,8 @@ fn kha_reports_convergence_and_transforms_its_training_rows_back() {
     let back = dir.path().join("back");
     let out = stolr(&["transform", "--model", f, "--input", input, "--format", "csv", "--out", back.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out).1);
-    let fitted = read_npy_matrix(&fit.join("projections.npy")).unwrap();
-    let again = read_npy_matrix(&back.join("projections.npy")).unwrap();
+    let fitted = read_npy_matrix(&fit.join("projections.npy"), stolr_memory::MemoryBudget::default()).unwrap();
+    let again = read_npy_matrix(&back.join("projections.npy"), stolr_memory::MemoryBudget::default()).unwrap();
     let gap = (&fitted - &again).norm_max() / fitted.norm_max();
     assert!(gap < 1e-10, "transform vs projections.npy: {gap}");
 }

@@ -65,7 +65,10 @@ fn write_data(dir: &Path) -> PathBuf {
 fn eigenpairs(dir: &Path) -> (Vec<f64>, faer::Mat<f64>) {
     let bytes = std::fs::read(dir.join("eigenvalues.npy")).unwrap();
     let values = npyz::NpyFile::new(&bytes[..]).unwrap().into_vec::<f64>().unwrap();
-    (values, stolr_datasets::read_npy_matrix(&dir.join("eigenvectors.npy")).unwrap())
+    (
+        values,
+        stolr_datasets::read_npy_matrix(&dir.join("eigenvectors.npy"), stolr_memory::MemoryBudget::default()).unwrap(),
+    )
 }
 
 /// Largest eigenvalue difference relative to λ₁, and largest eigenvector entry difference up to
@@ -121,7 +124,7 @@ fn same_answers_on_one_two_and_three_processes() {
 /// The rows of [`write_data`]'s LIBSVM file, dense `(1500, 3)`, written as a CSV file with a
 /// header line, a gzip-compressed copy of it, and a `.npy` file; their paths.
 fn write_dense(dir: &Path) -> [PathBuf; 3] {
-    let data = stolr_datasets::read_libsvm(&write_data(dir)).unwrap();
+    let data = stolr_datasets::read_libsvm(&write_data(dir), stolr_memory::MemoryBudget::default()).unwrap();
     let mut text = String::from("x,y,z\n");
     for i in 0..data.n() {
         // Rust prints the shortest decimal that reads back to the same f64.

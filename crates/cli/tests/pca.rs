@@ -44,7 +44,7 @@ fn solvers_reach_sslev_on_eigengap_data() {
         let captured = report["result"]["captured_norm"].as_f64().unwrap();
         let sslev = report["result"]["sslev"].as_f64().unwrap();
         assert!(captured >= 0.9999 * sslev && captured <= sslev * (1.0 + 1e-12), "{solver}: {captured} vs {sslev}");
-        let comps = read_npy_matrix(&out_dir.join("components.npy")).unwrap();
+        let comps = read_npy_matrix(&out_dir.join("components.npy"), stolr_memory::MemoryBudget::default()).unwrap();
         assert_eq!((comps.nrows(), comps.ncols()), (40, 6));
         let g = comps.transpose() * &comps;
         assert!((&g - faer::Mat::<f64>::identity(6, 6)).norm_max() < 1e-10);
@@ -109,7 +109,7 @@ fn streaming_solvers_capture_the_top_subspace_in_one_pass() {
         }
         let out = stolr(&args);
         assert!(out.status.success(), "{solver}: {}", String::from_utf8_lossy(&out.stderr));
-        let comps = read_npy_matrix(&out_dir.join("components.npy")).unwrap();
+        let comps = read_npy_matrix(&out_dir.join("components.npy"), stolr_memory::MemoryBudget::default()).unwrap();
         assert_eq!((comps.nrows(), comps.ncols()), (30, 3));
         let g = comps.transpose() * &comps;
         assert!((&g - faer::Mat::<f64>::identity(3, 3)).norm_max() < 1e-10, "{solver}: not orthonormal");

@@ -291,6 +291,56 @@ fn a_line_over_the_budget_is_an_error_naming_the_line() {
     assert_fails_with(&run, &format!("{}{needle}", s(&csv)));
 }
 
+/// `--memory-limit` bounds what `transform` and `predict` load (the model file, checked before
+/// it is read; the new rows, a line at most an eighth of it) and the rows a streaming solver
+/// reads, as it bounds the fits' readers: the run's budget reaches every reader and model load.
+#[test]
+fn the_memory_limit_bounds_the_model_load_and_the_streamed_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let train = dir.path().join("train.csv");
+    let with = dir.path().join("with.csv");
+    std::fs::write(&train, csv_text(&rows(50, 0), 4, false)).unwrap();
+    std::fs::write(&with, csv_text(&rows(15, 500), 4, false)).unwrap();
+    // A fourth row of 30 000 fields, about 150 000 bytes: over an eighth of 1M (128 KiB).
+    let long: String = (0..30_000).map(|k| format!("{},", k % 10_000)).collect();
+    let long_rows = dir.path().join("long.csv");
+    std::fs::write(&long_rows, format!("1,2,3\n4,5,6\n{long}7\n")).unwrap();
+    let needle = format!("{}:3: a line longer than 131072 bytes", s(&long_rows));
+    let too_wide = format!("{}:3: 30001 fields, expected 3", s(&long_rows));
+    let (krr, kpca, out) = (dir.path().join("krr"), dir.path().join("kpca"), dir.path().join("out"));
+    assert_ok(&exact_krr(&train, &with, &krr), "krr");
+    let fit = ["kpca", "--input", s(&train), "--format", "csv", "--solver", "exact", "--rank", "1", "--out", s(&kpca)];
+    assert_ok(&stolr(&fit), "kpca");
+
+    for (command, model) in [("predict", &krr), ("transform", &kpca)] {
+        let apply = |input: &Path, limit: &str| {
+            let args = [command, "--model", s(model), "--input", s(input), "--format", "csv", "--out", s(&out)];
+            stolr(&[&args[..], &["--memory-limit", limit]].concat())
+        };
+        // The model file (a few KiB, read whole and then its arrays) is over 1K.
+        let run = apply(&with, "1K");
+        assert_fails_with(&run, "over the memory limit of 1.00 KiB");
+        assert_fails_with(&run, "cannot load the model");
+        // Under 1M the model loads and the long line is refused; under 64M it is read (and
+        // then refused for its width, not its length).
+        assert_fails_with(&apply(&long_rows, "1M"), &needle);
+        let run = apply(&long_rows, "64M");
+        assert_fails_with(&run, &too_wide);
+        assert!(!stderr(&run).contains("a line longer"), "{}", stderr(&run));
+        assert_ok(&apply(&with, "64M"), command);
+    }
+
+    // The streaming solvers re-open the file for each pass: every pass reads within the limit.
+    let stream = |limit: &str| {
+        let args = ["pca", "--solver", "msg", "--rank", "1", "--input", s(&long_rows), "--format", "csv"];
+        stolr(&[&args[..], &["--memory-limit", limit, "--out", s(&out)]].concat())
+    };
+    assert_fails_with(&stream("1M"), &needle);
+    let run = stream("64M");
+    assert_fails_with(&run, &too_wide);
+    assert!(!stderr(&run).contains("a line longer"), "{}", stderr(&run));
+}
+
 /// Runs stolr under `/usr/bin/time -f %M` when it is there, returning the output and the peak
 /// resident set size in KiB (`None` without it).
 fn stolr_measured(args: &[&str]) -> (Output, Option<u64>) {

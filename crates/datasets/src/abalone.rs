@@ -4,6 +4,8 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
+use stolr_memory::MemoryBudget;
+
 use crate::dataset::from_row_major;
 use crate::fields::{At, feature, is_header, target};
 use crate::{DataError, Dataset, Labels};
@@ -41,10 +43,10 @@ const LAYOUT: &str = "Abalone: sex, 7 measurements and the target Rings";
 /// # References
 /// Nash et al. (1994), via the UCI Machine Learning Repository; \[SLKL\], Table 1 (`abalone`: 10
 /// features, 3000 train / 1177 test).
-pub fn read_abalone(path: &Path) -> Result<Dataset, DataError> {
+pub fn read_abalone(path: &Path, memory: MemoryBudget) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
     let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
-    read_abalone_from(BufReader::new(file), &name)
+    read_abalone_from(BufReader::new(file), &name, memory)
 }
 
 /// Reads Abalone text from `reader`; `name` names the input in errors and becomes `source`.
@@ -65,10 +67,11 @@ pub fn read_abalone(path: &Path) -> Result<Dataset, DataError> {
 /// - [`DataError::BadTarget`]: Rings is not a finite number;
 /// - [`DataError::NotUtf8`], [`DataError::Io`]: the text cannot be read.
 ///
-/// Also [`DataError::Empty`] if there is no data row.
-pub fn read_abalone_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, DataError> {
+/// Also [`DataError::Empty`] if there is no data row, [`DataError::LineTooLong`] for a line
+/// over an eighth of `memory` and [`DataError::OverBudget`] for data over `memory`.
+pub fn read_abalone_from<R: BufRead>(reader: R, name: &str, memory: MemoryBudget) -> Result<Dataset, DataError> {
     let d = ABALONE_COLUMNS.len();
-    let mut lines = crate::lines::Lines::new(reader, name);
+    let mut lines = crate::lines::Lines::new(reader, name, memory);
     let mut values = Vec::new();
     let mut targets = Vec::new();
     let mut first = true;
@@ -113,7 +116,7 @@ pub fn read_abalone_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, D
     if targets.is_empty() {
         return Err(DataError::Empty { path: name.to_owned() });
     }
-    let x = from_row_major(&values, targets.len(), d, name)?;
+    let x = from_row_major(&values, targets.len(), d, name, memory)?;
     Ok(Dataset { x, labels: Labels::Numeric(targets), source: name.to_owned() })
 }
 
@@ -122,7 +125,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<Dataset, DataError> {
-        read_abalone_from(text.as_bytes(), "abalone.data")
+        read_abalone_from(text.as_bytes(), "abalone.data", MemoryBudget::default())
     }
 
     const TEXT: &str = "M,0.455,0.365,0.095,0.514,0.2245,0.101,0.15,15\n\

@@ -4,6 +4,8 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
+use stolr_memory::MemoryBudget;
+
 use crate::dataset::try_zeros;
 use crate::fields::{At, target};
 use crate::{DataError, Dataset, Labels};
@@ -26,10 +28,10 @@ pub enum LabelColumn {
 ///
 /// # Errors
 /// [`DataError::Io`] if the file cannot be opened or read, and every error of
-/// [`read_csv_from`].
-pub fn read_csv(path: &Path, label: LabelColumn) -> Result<Dataset, DataError> {
+/// [`read_csv_from`] (with the memory budget `memory`).
+pub fn read_csv(path: &Path, label: LabelColumn, memory: MemoryBudget) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
-    read_csv_from(crate::lines::open_text(path)?, &name, label)
+    read_csv_from(crate::lines::open_text(path)?, &name, label, memory)
 }
 
 /// The number of fields of a row of the MAGIC gamma telescope file.
@@ -41,16 +43,16 @@ const MAGIC_LAYOUT: &str = "MAGIC gamma telescope: 10 features and the class g o
 /// Reads the UCI MAGIC gamma telescope file `magic04.data`: 10 numeric features and the
 /// class `g`/`h` in the last column, so shape `(19020, 10)` and [`Labels::Classes`].
 ///
-/// Read as [`read_csv`]`(path, LabelColumn::Last)` reads it (gzip-compressed or not, a byte
+/// Read as [`read_csv`]`(path, LabelColumn::Last, memory)` reads it (gzip-compressed or not, a byte
 /// order mark skipped, a header line of 11 names skipped), and every row must have the layout.
 ///
 /// # Errors
 /// As [`read_csv`], and with the line: [`DataError::LayoutFieldCount`] for a row of another
 /// number of fields than [`MAGIC_FIELDS`] (11); [`DataError::BadCategory`] (with the field) for
 /// a class other than `g` or `h`.
-pub fn read_magic(path: &Path) -> Result<Dataset, DataError> {
+pub fn read_magic(path: &Path, memory: MemoryBudget) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
-    read_magic_from(crate::lines::open_text(path)?, &name)
+    read_magic_from(crate::lines::open_text(path)?, &name, memory)
 }
 
 /// Reads MAGIC gamma telescope text from `reader`, as [`read_magic`] reads a file; `name`
@@ -58,8 +60,8 @@ pub fn read_magic(path: &Path) -> Result<Dataset, DataError> {
 ///
 /// # Errors
 /// As [`read_magic`].
-pub fn read_magic_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, DataError> {
-    read_csv_impl(reader, name, LabelColumn::Last, Kind::Magic, None)
+pub fn read_magic_from<R: BufRead>(reader: R, name: &str, memory: MemoryBudget) -> Result<Dataset, DataError> {
+    read_csv_impl(reader, name, LabelColumn::Last, Kind::Magic, None, memory)
 }
 
 /// Part `part` of `parts` of a MAGIC gamma telescope file, as [`read_csv_part`] reads a part
@@ -67,8 +69,8 @@ pub fn read_magic_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, Dat
 ///
 /// # Errors
 /// As [`read_csv_part`] and [`read_magic`].
-pub fn read_magic_part(path: &Path, part: usize, parts: usize) -> Result<Dataset, DataError> {
-    read_part(path, LabelColumn::Last, Kind::Magic, part, parts)
+pub fn read_magic_part(path: &Path, part: usize, parts: usize, memory: MemoryBudget) -> Result<Dataset, DataError> {
+    read_part(path, LabelColumn::Last, Kind::Magic, part, parts, memory)
 }
 
 /// What the label column of a comma-separated file holds.
@@ -99,8 +101,8 @@ enum Kind {
 ///
 /// # Errors
 /// With the line number:
-/// - [`DataError::LineTooLong`]: a line is longer than an eighth of the memory budget (at most
-///   256 MiB), found before more than that is read;
+/// - [`DataError::LineTooLong`]: a line is longer than an eighth of the memory budget `memory`
+///   (at most 256 MiB), found before more than that is read;
 /// - [`DataError::WrongFieldCount`]: a row has another number of fields than the first;
 /// - [`DataError::BadField`]: a feature field is not a number (e.g. `?` or empty), with its
 ///   1-based field number and text;
@@ -111,9 +113,14 @@ enum Kind {
 /// matrix cannot be allocated.
 ///
 /// Memory: [`DataError::OverBudget`] if the values read so far, or the matrix, exceed the
-/// process's memory budget ([`stolr_memory::MemoryBudget::process`]).
-pub fn read_csv_from<R: BufRead>(reader: R, name: &str, label: LabelColumn) -> Result<Dataset, DataError> {
-    read_csv_impl(reader, name, label, Kind::Classes, None)
+/// memory budget `memory`, checked before they are allocated.
+pub fn read_csv_from<R: BufRead>(
+    reader: R,
+    name: &str,
+    label: LabelColumn,
+    memory: MemoryBudget,
+) -> Result<Dataset, DataError> {
+    read_csv_impl(reader, name, label, Kind::Classes, None, memory)
 }
 
 /// Reads a comma-separated regression file: every column but the last is a feature, the last
@@ -123,10 +130,10 @@ pub fn read_csv_from<R: BufRead>(reader: R, name: &str, label: LabelColumn) -> R
 ///
 /// # Errors
 /// [`DataError::Io`] if the file cannot be opened or read, and every error of
-/// [`read_csv_regression_from`].
-pub fn read_csv_regression(path: &Path) -> Result<Dataset, DataError> {
+/// [`read_csv_regression_from`] (with the memory budget `memory`).
+pub fn read_csv_regression(path: &Path, memory: MemoryBudget) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
-    read_csv_regression_from(crate::lines::open_text(path)?, &name)
+    read_csv_regression_from(crate::lines::open_text(path)?, &name, memory)
 }
 
 /// Reads comma-separated regression text from `reader`: the format of [`read_csv_from`] with
@@ -136,32 +143,45 @@ pub fn read_csv_regression(path: &Path) -> Result<Dataset, DataError> {
 /// # Errors
 /// As [`read_csv_from`], and [`DataError::BadTarget`] (with line and field) if a target is not
 /// a finite number.
-pub fn read_csv_regression_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, DataError> {
-    read_csv_impl(reader, name, LabelColumn::Last, Kind::Numeric, None)
+pub fn read_csv_regression_from<R: BufRead>(reader: R, name: &str, memory: MemoryBudget) -> Result<Dataset, DataError> {
+    read_csv_impl(reader, name, LabelColumn::Last, Kind::Numeric, None, memory)
 }
 
 /// Part `part` of `parts` of a comma-separated file, read by its line-aligned byte range
 /// ([`crate::line_aligned_range`]) and parsed as [`read_csv`] parses the whole file: reading
-/// the parts in order gives the rows of [`read_csv`]`(path, label)`, shape `(n_part, d)`, and
+/// the parts in order gives the rows of [`read_csv`]`(path, label, memory)`, shape `(n_part, d)`, and
 /// their labels. Every part first reads the file's first non-blank line, so that all decide
 /// alike whether it is a header (which only the part holding it skips) and expect its number
 /// of fields. A part without data rows gives `(0, d)` with empty labels. Line numbers in
-/// errors count from the start of the part, not of the file; the memory budget applies to the
-/// part.
+/// errors count from the start of the part, not of the file; the memory budget `memory`
+/// applies to the part.
 ///
 /// # Errors
 /// As [`crate::line_aligned_range`] (gzip is [`DataError::NotShardable`]) and [`read_csv`];
 /// [`DataError::Empty`] only if the file has no non-blank line.
-pub fn read_csv_part(path: &Path, label: LabelColumn, part: usize, parts: usize) -> Result<Dataset, DataError> {
-    read_part(path, label, Kind::Classes, part, parts)
+pub fn read_csv_part(
+    path: &Path,
+    label: LabelColumn,
+    part: usize,
+    parts: usize,
+    memory: MemoryBudget,
+) -> Result<Dataset, DataError> {
+    read_part(path, label, Kind::Classes, part, parts, memory)
 }
 
 /// [`read_csv_part`] with the label column's `kind`.
-fn read_part(path: &Path, label: LabelColumn, kind: Kind, part: usize, parts: usize) -> Result<Dataset, DataError> {
+fn read_part(
+    path: &Path,
+    label: LabelColumn,
+    kind: Kind,
+    part: usize,
+    parts: usize,
+    memory: MemoryBudget,
+) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
     let range = crate::line_aligned_range(path, part, parts)?;
     let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
-    let mut lines = crate::lines::Lines::new(BufReader::new(file), &name);
+    let mut lines = crate::lines::Lines::new(BufReader::new(file), &name, memory);
     let (found, header) = loop {
         match lines.next_line()? {
             None => return Err(DataError::Empty { path: name }),
@@ -179,7 +199,7 @@ fn read_part(path: &Path, label: LabelColumn, kind: Kind, part: usize, parts: us
         source: name.clone(),
     };
     let mut data = crate::shard::parse_range(path, range, empty, |reader, part_name| {
-        read_csv_impl(reader, part_name, label, kind, Some(found))
+        read_csv_impl(reader, part_name, label, kind, Some(found), memory)
     })?;
     data.source = name;
     Ok(data)
@@ -211,8 +231,9 @@ fn read_csv_impl<R: BufRead>(
     label: LabelColumn,
     kind: Kind,
     mut expected: Option<usize>,
+    memory: MemoryBudget,
 ) -> Result<Dataset, DataError> {
-    let mut lines = crate::lines::Lines::new(reader, name);
+    let mut lines = crate::lines::Lines::new(reader, name, memory);
     // Row-major feature values, `d` per row.
     let mut values = Vec::new();
     let mut classes = Vec::new();
@@ -282,14 +303,14 @@ fn read_csv_impl<R: BufRead>(
         }
         n += 1;
         let held = 8 * (values.capacity() + targets.capacity()) + 24 * classes.capacity();
-        crate::dataset::check_growth(name, n, held)?;
+        crate::dataset::check_growth(name, n, held, memory)?;
     }
 
     if n == 0 {
         return Err(DataError::Empty { path: name.to_owned() });
     }
     let d = values.len() / n;
-    let mut x = try_zeros(n, d, name)?;
+    let mut x = try_zeros(n, d, name, memory)?;
     for (i, row) in values.chunks_exact(d.max(1)).enumerate() {
         for (j, &value) in row.iter().enumerate() {
             x[(i, j)] = value;
@@ -309,7 +330,7 @@ mod tests {
     use faer::Mat;
 
     fn parse(text: &str, label: LabelColumn) -> Result<Dataset, DataError> {
-        read_csv_from(text.as_bytes(), "test.data", label)
+        read_csv_from(text.as_bytes(), "test.data", label, MemoryBudget::default())
     }
 
     const CLEAN: &str = "1.5,2,g\n-3,4e-2,h\n0,7,g\n";
@@ -404,13 +425,17 @@ mod tests {
 
     #[test]
     fn regression_reads_the_last_column_as_numeric_targets() {
-        let data = read_csv_regression_from("x1,x2,y\n1,2,0.5\n3,4,-1e2\n".as_bytes(), "r.csv").expect("valid");
+        let data =
+            read_csv_regression_from("x1,x2,y\n1,2,0.5\n3,4,-1e2\n".as_bytes(), "r.csv", MemoryBudget::default())
+                .expect("valid");
         assert_eq!(data.x, Mat::from_fn(2, 2, |i, j| (2 * i + j + 1) as f64));
         assert_eq!(data.labels, Labels::Numeric(vec![0.5, -100.0]));
-        let err = read_csv_regression_from("1,2,0.5\n3,4,inf\n".as_bytes(), "r.csv").unwrap_err();
+        let err =
+            read_csv_regression_from("1,2,0.5\n3,4,inf\n".as_bytes(), "r.csv", MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::BadTarget { line: 2, field: 3, .. }), "{err:?}");
         assert_eq!(err.to_string(), "r.csv:2: field 3 \"inf\": the target is not a finite number");
-        let err = read_csv_regression_from("1,2,0.5\n3,4,g\n".as_bytes(), "r.csv").unwrap_err();
+        let err =
+            read_csv_regression_from("1,2,0.5\n3,4,g\n".as_bytes(), "r.csv", MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::BadTarget { line: 2, .. }), "{err:?}");
     }
 
@@ -425,18 +450,20 @@ mod tests {
     fn magic_rows_must_have_eleven_fields_and_the_class_g_or_h() {
         let row = "28.8,16.0,2.6,0.39,0.2,27.7,22.0,-8.2,40.1,81.9";
         let clean = format!("{row},g\n{row},h\n");
-        let data = read_magic_from(clean.as_bytes(), "magic04.data").expect("valid");
+        let data = read_magic_from(clean.as_bytes(), "magic04.data", MemoryBudget::default()).expect("valid");
         assert_eq!((data.n(), data.d()), (2, 10));
         assert_eq!(data.labels, classes(&["g", "h"]));
         // A 5-column numeric CSV used to be read as d = 4 with its last feature dropped.
-        let err = read_magic_from("1,2,3,4,5\n6,7,8,9,10\n".as_bytes(), "five.csv").unwrap_err();
+        let err =
+            read_magic_from("1,2,3,4,5\n6,7,8,9,10\n".as_bytes(), "five.csv", MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::LayoutFieldCount { line: 1, expected: 11, found: 5, .. }), "{err:?}");
         assert!(err.to_string().starts_with("five.csv:1: 5 fields, expected 11 (MAGIC"), "{err}");
-        let err = read_magic_from(format!("{row},g\n{row},x\n").as_bytes(), "m.data").unwrap_err();
+        let err =
+            read_magic_from(format!("{row},g\n{row},x\n").as_bytes(), "m.data", MemoryBudget::default()).unwrap_err();
         assert!(matches!(&err, DataError::BadCategory { line: 2, field: 11, text, .. } if text == "x"), "{err:?}");
         assert_eq!(err.to_string(), "m.data:2: field 11 \"x\" is not one of g, h");
         // A numeric last column is not a class either.
-        let err = read_magic_from(format!("{row},1\n").as_bytes(), "m.data").unwrap_err();
+        let err = read_magic_from(format!("{row},1\n").as_bytes(), "m.data", MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::BadCategory { line: 1, field: 11, .. }), "{err:?}");
     }
 
@@ -452,9 +479,10 @@ mod tests {
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         gz.write_all(format!("\u{feff}{CLEAN}").as_bytes()).expect("compress");
         std::fs::write(&packed, gz.finish().expect("compress")).expect("write");
-        let want = read_csv(&plain, LabelColumn::Last).expect("plain");
+        let want = read_csv(&plain, LabelColumn::Last, MemoryBudget::default()).expect("plain");
         for path in [&bom, &packed] {
-            let data = read_csv(path, LabelColumn::Last).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let data = read_csv(path, LabelColumn::Last, MemoryBudget::default())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             assert_eq!((data.x, data.labels), (want.x.clone(), want.labels.clone()));
         }
     }

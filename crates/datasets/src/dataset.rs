@@ -1,6 +1,7 @@
 //! The in-memory dataset and checks on it.
 
 use faer::{Mat, MatRef};
+use stolr_memory::MemoryBudget;
 
 use crate::DataError;
 
@@ -81,9 +82,9 @@ pub fn check_finite(x: MatRef<'_, f64>) -> Result<(), DataError> {
 }
 
 /// A zero `(rows, cols)` matrix, or [`DataError::TooLarge`] if it cannot be allocated and
-/// [`DataError::OverBudget`] if it is over the process's memory budget, so that a corrupt
-/// index or shape in a file does not abort the process.
-pub(crate) fn try_zeros(rows: usize, cols: usize, path: &str) -> Result<Mat<f64>, DataError> {
+/// [`DataError::OverBudget`] if it is over the memory budget `memory`, so that a corrupt index
+/// or shape in a file does not abort the process.
+pub(crate) fn try_zeros(rows: usize, cols: usize, path: &str, memory: MemoryBudget) -> Result<Mat<f64>, DataError> {
     let too_large = || DataError::TooLarge { path: path.to_owned(), rows, cols };
     let bytes = rows.checked_mul(cols).and_then(|len| len.checked_mul(size_of::<f64>()));
     if bytes.is_none_or(|bytes| bytes > isize::MAX as usize) {
@@ -97,7 +98,7 @@ pub(crate) fn try_zeros(rows: usize, cols: usize, path: &str) -> Result<Mat<f64>
     // faer pads every column to a multiple of 8 entries (64 bytes): a short, wide matrix
     // takes up to 8 times its entries' bytes.
     let padded = stolr_memory::f64_bytes(&[rows.next_multiple_of(8), cols]);
-    DataError::check_budget(path, format!("the {rows} × {cols} data matrix"), padded)?;
+    DataError::check_budget(path, format!("the {rows} × {cols} data matrix"), padded, memory)?;
     let mut x = Mat::new();
     x.try_reserve(rows, cols).map_err(|_| too_large())?;
     x.resize_with(rows, cols, |_, _| 0.0);
@@ -105,24 +106,31 @@ pub(crate) fn try_zeros(rows: usize, cols: usize, path: &str) -> Result<Mat<f64>
 }
 
 /// Checks, once every 4096 rows, that the `bytes` a reader holds after reading `rows` rows (the
-/// values kept before the matrix is built) fit the process's memory budget, so that a file
+/// values kept before the matrix is built) fit the memory budget `memory`, so that a file
 /// larger than memory, or a small gzip file that inflates to one, is an error rather than an
 /// out-of-memory kill.
 ///
 /// # Errors
 /// [`DataError::OverBudget`] naming `path`.
-pub(crate) fn check_growth(path: &str, rows: usize, bytes: usize) -> Result<(), DataError> {
+pub(crate) fn check_growth(path: &str, rows: usize, bytes: usize, memory: MemoryBudget) -> Result<(), DataError> {
     if rows.is_multiple_of(4096) {
-        DataError::check_budget(path, format!("the values of the {rows} rows read so far"), bytes as u64)
+        DataError::check_budget(path, format!("the values of the {rows} rows read so far"), bytes as u64, memory)
     } else {
         Ok(())
     }
 }
 
 /// The `(n, d)` matrix whose rows are the consecutive chunks of `d` entries of `values`
-/// (`values.len() == n d`); [`DataError::TooLarge`] if it cannot be allocated.
-pub(crate) fn from_row_major(values: &[f64], n: usize, d: usize, path: &str) -> Result<Mat<f64>, DataError> {
-    let mut x = try_zeros(n, d, path)?;
+/// (`values.len() == n d`); [`DataError::TooLarge`] if it cannot be allocated and
+/// [`DataError::OverBudget`] if it is over `memory`.
+pub(crate) fn from_row_major(
+    values: &[f64],
+    n: usize,
+    d: usize,
+    path: &str,
+    memory: MemoryBudget,
+) -> Result<Mat<f64>, DataError> {
+    let mut x = try_zeros(n, d, path, memory)?;
     for (i, row) in values.chunks_exact(d.max(1)).enumerate().take(n) {
         for (j, &value) in row.iter().enumerate() {
             x[(i, j)] = value;
@@ -168,9 +176,9 @@ mod tests {
 
     #[test]
     fn try_zeros_rejects_absurd_shapes() {
-        assert!(matches!(try_zeros(usize::MAX, 2, "t"), Err(DataError::TooLarge { .. })));
-        assert!(matches!(try_zeros(1 << 40, 1 << 30, "t"), Err(DataError::TooLarge { .. })));
-        let x = try_zeros(3, 2, "t").expect("small allocation");
+        assert!(matches!(try_zeros(usize::MAX, 2, "t", MemoryBudget::UNLIMITED), Err(DataError::TooLarge { .. })));
+        assert!(matches!(try_zeros(1 << 40, 1 << 30, "t", MemoryBudget::UNLIMITED), Err(DataError::TooLarge { .. })));
+        let x = try_zeros(3, 2, "t", MemoryBudget::default()).expect("small allocation");
         assert_eq!((x.nrows(), x.ncols()), (3, 2));
         assert!(x.col_iter().all(|c| c.iter().all(|&v| v == 0.0)));
     }

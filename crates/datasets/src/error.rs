@@ -238,7 +238,7 @@ pub enum DataError {
     },
 
     /// An allocation that a file's header, shape or indices call for is over the memory
-    /// budget of the process ([`stolr_memory::MemoryBudget::process`]); nothing was allocated.
+    /// budget given to the reader (its parameter `memory`); nothing was allocated.
     #[error("{path}: {source}")]
     OverBudget {
         /// File path or stream name.
@@ -428,8 +428,8 @@ pub enum DataError {
     },
 
     /// A line of text (or a quoted CSV record spanning lines) is longer than the longest the
-    /// readers accept: an eighth of the process's memory budget
-    /// ([`stolr_memory::MemoryBudget::process`]), at most 256 MiB. Raised before more than that
+    /// readers accept: an eighth of the memory budget given to the reader (its parameter
+    /// `memory`), at most 256 MiB. Raised before more than that
     /// is held, so a file without line breaks (`/dev/zero`, a gzip bomb) is an error, not an
     /// out-of-memory kill.
     #[error(
@@ -533,11 +533,13 @@ impl DataError {
         DataError::Io { path: path.to_owned(), source }
     }
 
-    /// `Ok` if `bytes` for `what` fit the process's memory budget, else
-    /// [`DataError::OverBudget`] naming `path`.
-    pub(crate) fn check_budget(path: &str, what: impl Into<String>, bytes: u64) -> Result<(), Self> {
-        stolr_memory::MemoryBudget::process()
-            .check(what, bytes)
-            .map_err(|source| DataError::OverBudget { path: path.to_owned(), source })
+    /// `Ok` if `bytes` for `what` fit `memory`, else [`DataError::OverBudget`] naming `path`.
+    pub(crate) fn check_budget(
+        path: &str,
+        what: impl Into<String>,
+        bytes: u64,
+        memory: stolr_memory::MemoryBudget,
+    ) -> Result<(), Self> {
+        memory.check(what, bytes).map_err(|source| DataError::OverBudget { path: path.to_owned(), source })
     }
 }

@@ -4,6 +4,8 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
+use stolr_memory::MemoryBudget;
+
 use crate::dataset::from_row_major;
 use crate::fields::{At, feature, is_header, target};
 use crate::{DataError, Dataset, Labels};
@@ -26,10 +28,10 @@ const LAYOUT: &str = "Boston housing: 13 features and the target MEDV";
 /// # References
 /// Harrison & Rubinfeld (1978), via the UCI Machine Learning Repository; \[SLKL\], Table 1
 /// (`boston`: 13 features, 350 train / 156 test).
-pub fn read_housing(path: &Path) -> Result<Dataset, DataError> {
+pub fn read_housing(path: &Path, memory: MemoryBudget) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
     let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
-    read_housing_from(BufReader::new(file), &name)
+    read_housing_from(BufReader::new(file), &name, memory)
 }
 
 /// Reads Boston housing text from `reader`; `name` names the input in errors and becomes
@@ -49,9 +51,10 @@ pub fn read_housing(path: &Path) -> Result<Dataset, DataError> {
 /// - [`DataError::BadTarget`]: MEDV is not a finite number;
 /// - [`DataError::NotUtf8`], [`DataError::Io`]: the text cannot be read.
 ///
-/// Also [`DataError::Empty`] if there is no data row.
-pub fn read_housing_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, DataError> {
-    let mut lines = crate::lines::Lines::new(reader, name);
+/// Also [`DataError::Empty`] if there is no data row, [`DataError::LineTooLong`] for a line
+/// over an eighth of `memory` and [`DataError::OverBudget`] for data over `memory`.
+pub fn read_housing_from<R: BufRead>(reader: R, name: &str, memory: MemoryBudget) -> Result<Dataset, DataError> {
+    let mut lines = crate::lines::Lines::new(reader, name, memory);
     let mut values = Vec::new();
     let mut targets = Vec::new();
     let mut first = true;
@@ -83,7 +86,7 @@ pub fn read_housing_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, D
     if targets.is_empty() {
         return Err(DataError::Empty { path: name.to_owned() });
     }
-    let x = from_row_major(&values, targets.len(), HOUSING_FEATURES, name)?;
+    let x = from_row_major(&values, targets.len(), HOUSING_FEATURES, name, memory)?;
     Ok(Dataset { x, labels: Labels::Numeric(targets), source: name.to_owned() })
 }
 
@@ -92,7 +95,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<Dataset, DataError> {
-        read_housing_from(text.as_bytes(), "housing.data")
+        read_housing_from(text.as_bytes(), "housing.data", MemoryBudget::default())
     }
 
     const ROW1: &str =

@@ -18,9 +18,10 @@
 //! - [`read_mnist`]: the MNIST digits from their original IDX files (gzipped or not).
 //!
 //! Headers and indices are untrusted: a shape declared by a file is checked against the
-//! file's length where it is known and against the process's memory budget
-//! ([`stolr_memory::MemoryBudget::process`]) before anything of that size is allocated;
-//! over it, the reader returns [`DataError::OverBudget`]. No input makes a reader panic.
+//! file's length where it is known and against the memory budget the reader is given (its last
+//! parameter, `memory: `[`stolr_memory::MemoryBudget`]; there is no budget of the process)
+//! before anything of that size is allocated; over it, the reader returns
+//! [`DataError::OverBudget`]. No input makes a reader panic.
 //! Every text reader takes gzip-compressed input (detected by its signature) and skips a UTF-8
 //! byte order mark; a line longer than an eighth of the budget (at most 256 MiB) is
 //! [`DataError::LineTooLong`], raised before more is held; an error quotes at most 80

@@ -3,6 +3,8 @@
 use std::io::BufRead;
 use std::path::Path;
 
+use stolr_memory::MemoryBudget;
+
 use crate::dataset::try_zeros;
 use crate::{DataError, Dataset, Labels};
 
@@ -13,10 +15,10 @@ use crate::{DataError, Dataset, Labels};
 ///
 /// # Errors
 /// [`DataError::Io`] if the file cannot be opened or read, and every error of
-/// [`read_libsvm_from`].
-pub fn read_libsvm(path: &Path) -> Result<Dataset, DataError> {
+/// [`read_libsvm_from`] (with the memory budget `memory`).
+pub fn read_libsvm(path: &Path, memory: MemoryBudget) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
-    read_libsvm_from(crate::lines::open_text(path)?, &name)
+    read_libsvm_from(crate::lines::open_text(path)?, &name, memory)
 }
 
 /// Reads LIBSVM / svmlight text from `reader` into a dense [`Dataset`]; `name` names the
@@ -34,8 +36,8 @@ pub fn read_libsvm(path: &Path) -> Result<Dataset, DataError> {
 ///
 /// # Errors
 /// With the line number and field (the label is field 1):
-/// - [`DataError::LineTooLong`]: a line is longer than an eighth of the memory budget (at most
-///   256 MiB), found before more than that is read;
+/// - [`DataError::LineTooLong`]: a line is longer than an eighth of the memory budget `memory`
+///   (at most 256 MiB), found before more than that is read;
 /// - [`DataError::BadLabel`]: the label is not a finite number;
 /// - [`DataError::MissingColon`]: a token is not `index:value`;
 /// - [`DataError::BadIndex`]: the index is not a positive integer (e.g. `0`);
@@ -49,9 +51,9 @@ pub fn read_libsvm(path: &Path) -> Result<Dataset, DataError> {
 /// `(n, d)` matrix cannot be allocated.
 ///
 /// Memory: [`DataError::OverBudget`] if the values read so far, or the matrix, exceed the
-/// process's memory budget ([`stolr_memory::MemoryBudget::process`]).
-pub fn read_libsvm_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, DataError> {
-    parse(reader, name, None)
+/// memory budget `memory`, checked before they are allocated.
+pub fn read_libsvm_from<R: BufRead>(reader: R, name: &str, memory: MemoryBudget) -> Result<Dataset, DataError> {
+    parse(reader, name, None, memory)
 }
 
 /// Reads a LIBSVM / svmlight file into a dense [`Dataset`] with exactly `d` columns, e.g. new
@@ -61,10 +63,10 @@ pub fn read_libsvm_from<R: BufRead>(reader: R, name: &str) -> Result<Dataset, Da
 ///
 /// # Errors
 /// [`DataError::Io`] if the file cannot be opened or read, and every error of
-/// [`read_libsvm_with_dim_from`].
-pub fn read_libsvm_with_dim(path: &Path, d: usize) -> Result<Dataset, DataError> {
+/// [`read_libsvm_with_dim_from`] (with the memory budget `memory`).
+pub fn read_libsvm_with_dim(path: &Path, d: usize, memory: MemoryBudget) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
-    read_libsvm_with_dim_from(crate::lines::open_text(path)?, &name, d)
+    read_libsvm_with_dim_from(crate::lines::open_text(path)?, &name, d, memory)
 }
 
 /// Reads LIBSVM / svmlight text from `reader` into a dense [`Dataset`] of shape `(n, d)`;
@@ -76,15 +78,20 @@ pub fn read_libsvm_with_dim(path: &Path, d: usize) -> Result<Dataset, DataError>
 ///
 /// # Errors
 /// [`DataError::IndexAboveDim`] (with line and field) if an index is larger than `d`, and
-/// every error of [`read_libsvm_from`].
-pub fn read_libsvm_with_dim_from<R: BufRead>(reader: R, name: &str, d: usize) -> Result<Dataset, DataError> {
-    parse(reader, name, Some(d))
+/// every error of [`read_libsvm_from`] (with the memory budget `memory`).
+pub fn read_libsvm_with_dim_from<R: BufRead>(
+    reader: R,
+    name: &str,
+    d: usize,
+    memory: MemoryBudget,
+) -> Result<Dataset, DataError> {
+    parse(reader, name, Some(d), memory)
 }
 
 /// The LIBSVM parser behind every reader: `dim` is the fixed number of columns, or `None` for
-/// the largest index seen.
-fn parse<R: BufRead>(reader: R, name: &str, dim: Option<usize>) -> Result<Dataset, DataError> {
-    let mut lines = crate::lines::Lines::new(reader, name);
+/// the largest index seen; `memory` bounds each line and the values held.
+fn parse<R: BufRead>(reader: R, name: &str, dim: Option<usize>, memory: MemoryBudget) -> Result<Dataset, DataError> {
+    let mut lines = crate::lines::Lines::new(reader, name, memory);
     let mut labels = Vec::new();
     // Nonzero entries as (row, column, value), 0-based.
     let mut triplets = Vec::new();
@@ -175,13 +182,13 @@ fn parse<R: BufRead>(reader: R, name: &str, dim: Option<usize>) -> Result<Datase
             }
         }
         let held = 8 * labels.capacity() + size_of::<(usize, usize, f64)>() * triplets.capacity();
-        crate::dataset::check_growth(name, labels.len(), held)?;
+        crate::dataset::check_growth(name, labels.len(), held, memory)?;
     }
 
     if labels.is_empty() {
         return Err(DataError::Empty { path: name.to_owned() });
     }
-    let mut x = try_zeros(labels.len(), dim.unwrap_or(d), name)?;
+    let mut x = try_zeros(labels.len(), dim.unwrap_or(d), name, memory)?;
     for (row, col, value) in triplets {
         x[(row, col)] = value;
     }
@@ -198,7 +205,7 @@ mod tests {
     use rand_xoshiro::Xoshiro256PlusPlus;
 
     fn parse(text: &str) -> Result<Dataset, DataError> {
-        read_libsvm_from(text.as_bytes(), "test")
+        read_libsvm_from(text.as_bytes(), "test", MemoryBudget::default())
     }
 
     const CLEAN: &str = "+1 1:0.5 3:-2\n-1 2:1e-3 4:7\n3 \n1.5 1:1 2:2 3:3 4:4\n";
@@ -325,13 +332,16 @@ mod tests {
 
     #[test]
     fn fixed_dimension_pads_low_indices_and_rejects_high_ones() {
-        let data = read_libsvm_with_dim_from("1 1:0.5\n-1 2:2\n".as_bytes(), "test", 4).expect("valid text");
+        let data = read_libsvm_with_dim_from("1 1:0.5\n-1 2:2\n".as_bytes(), "test", 4, MemoryBudget::default())
+            .expect("valid text");
         assert_eq!((data.n(), data.d()), (2, 4));
         assert_eq!(data.x, Mat::from_fn(2, 4, |i, j| [[0.5, 0.0, 0.0, 0.0], [0.0, 2.0, 0.0, 0.0]][i][j]));
-        let data = read_libsvm_with_dim_from("1 3:1\n".as_bytes(), "test", 3).expect("index d is allowed");
+        let data = read_libsvm_with_dim_from("1 3:1\n".as_bytes(), "test", 3, MemoryBudget::default())
+            .expect("index d is allowed");
         assert_eq!(data.d(), 3);
 
-        let err = read_libsvm_with_dim_from("1 1:1\n\n1 2:1 5:0\n".as_bytes(), "test", 4).unwrap_err();
+        let err = read_libsvm_with_dim_from("1 1:1\n\n1 2:1 5:0\n".as_bytes(), "test", 4, MemoryBudget::default())
+            .unwrap_err();
         assert!(
             matches!(&err, DataError::IndexAboveDim { line: 3, field: 3, index: 5, dim: 4, path, .. } if path == "test"),
             "{err:?}"
@@ -341,9 +351,9 @@ mod tests {
             "test:3: field 3 \"5:0\": index 5 is above the 4 features expected (LIBSVM indices start at 1)"
         );
         // The other errors are those of the free-dimension reader.
-        let err = read_libsvm_with_dim_from("1 0:1\n".as_bytes(), "test", 4).unwrap_err();
+        let err = read_libsvm_with_dim_from("1 0:1\n".as_bytes(), "test", 4, MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::BadIndex { line: 1, .. }), "{err:?}");
-        let err = read_libsvm_with_dim_from("".as_bytes(), "test", 4).unwrap_err();
+        let err = read_libsvm_with_dim_from("".as_bytes(), "test", 4, MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::Empty { .. }), "{err:?}");
     }
 
@@ -352,10 +362,10 @@ mod tests {
         let dir = tempfile::tempdir().expect("temporary directory");
         let path = dir.path().join("new.svm");
         std::fs::write(&path, "2 2:3\n").expect("write");
-        let data = read_libsvm_with_dim(&path, 3).expect("valid file");
+        let data = read_libsvm_with_dim(&path, 3, MemoryBudget::default()).expect("valid file");
         assert_eq!(data.x, Mat::from_fn(1, 3, |_, j| if j == 1 { 3.0 } else { 0.0 }));
         assert_eq!(data.source, path.display().to_string());
-        let err = read_libsvm_with_dim(&path, 1).unwrap_err();
+        let err = read_libsvm_with_dim(&path, 1, MemoryBudget::default()).unwrap_err();
         assert!(matches!(&err, DataError::IndexAboveDim { index: 2, dim: 1, .. }), "{err:?}");
         assert!(err.to_string().starts_with(&format!("{}:1:", path.display())), "{err}");
     }
@@ -408,10 +418,11 @@ mod tests {
         std::fs::write(&packed, gz.finish().expect("compress")).expect("write");
         let (x, y) = expected();
         for path in [&bom, &packed] {
-            let data = read_libsvm(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let data = read_libsvm(path, MemoryBudget::default()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             assert_eq!(data.x, x);
             assert_eq!(data.labels, Labels::Numeric(y.clone()));
-            let data = read_libsvm_with_dim(path, 6).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let data = read_libsvm_with_dim(path, 6, MemoryBudget::default())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             assert_eq!((data.n(), data.d()), (4, 6));
         }
     }

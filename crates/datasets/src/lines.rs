@@ -7,6 +7,8 @@ use std::path::Path;
 
 use flate2::read::MultiGzDecoder;
 
+use stolr_memory::MemoryBudget;
+
 use crate::DataError;
 
 /// The UTF-8 byte order mark some editors (and Excel's "CSV UTF-8") put at the start of a file.
@@ -17,11 +19,11 @@ pub(crate) const BOM: &[u8] = b"\xef\xbb\xbf";
 pub(crate) const MAX_LINE_CAP: usize = 256 << 20;
 
 /// The longest line, in bytes with its line break, that a text reader accepts: an eighth of
-/// the process's memory budget ([`stolr_memory::MemoryBudget::process`]), at least 4 KiB and at
-/// most [`MAX_LINE_CAP`]. A line is held whole while it is split into fields, and its values
-/// take up to four times its length as `f64`; an eighth leaves room for both.
-pub(crate) fn max_line_bytes() -> usize {
-    let budget = stolr_memory::MemoryBudget::process().limit() / 8;
+/// the memory budget `memory`, at least 4 KiB and at most [`MAX_LINE_CAP`]. A line is held
+/// whole while it is split into fields, and its values take up to four times its length as
+/// `f64`; an eighth leaves room for both.
+pub(crate) fn max_line_bytes(memory: MemoryBudget) -> usize {
+    let budget = memory.limit() / 8;
     usize::try_from(budget).unwrap_or(usize::MAX).clamp(4096, MAX_LINE_CAP)
 }
 
@@ -44,7 +46,8 @@ pub(crate) fn open_text(path: &Path) -> Result<Box<dyn BufRead>, DataError> {
 
 /// Reads lines from `reader`, counting them from 1 and stripping `\n` or `\r\n`.
 /// A last line without a line break is returned like any other; a UTF-8 byte order mark at the
-/// start of the input is skipped. A line longer than [`max_line_bytes`] is an error, raised
+/// start of the input is skipped. A line longer than [`max_line_bytes`] of the budget given to
+/// [`Lines::new`] is an error, raised
 /// before more than that is held.
 pub(crate) struct Lines<R> {
     reader: R,
@@ -56,8 +59,9 @@ pub(crate) struct Lines<R> {
 }
 
 impl<R: BufRead> Lines<R> {
-    pub(crate) fn new(reader: R, path: &str) -> Self {
-        Self::with_max_line(reader, path, max_line_bytes())
+    /// Lines of at most [`max_line_bytes`]`(memory)` bytes.
+    pub(crate) fn new(reader: R, path: &str, memory: MemoryBudget) -> Self {
+        Self::with_max_line(reader, path, max_line_bytes(memory))
     }
 
     /// Lines of at most `max_line` bytes, line break included.
@@ -148,7 +152,7 @@ impl TooLong {
 
 /// A reader for a parser that buffers records itself (the `csv` crate): it skips a UTF-8 byte
 /// order mark at the start and fails with an I/O error carrying [`TooLong`] as soon as a line
-/// runs over [`max_line_bytes`], or a record (a quoted field may span lines) over that plus
+/// runs over [`max_line_bytes`] of the budget given to [`Bounded::new`], or a record (a quoted field may span lines) over that plus
 /// `slack` (the bytes the parser may have read ahead) from its start, which the parser reports
 /// with [`Bounded::record_starts_at`].
 pub(crate) struct Bounded<R> {
@@ -170,8 +174,9 @@ pub(crate) struct Bounded<R> {
 }
 
 impl<R: BufRead> Bounded<R> {
-    pub(crate) fn new(inner: R, slack: u64) -> Self {
-        Self::with_max_line(inner, slack, max_line_bytes())
+    /// Lines of at most [`max_line_bytes`]`(memory)` bytes.
+    pub(crate) fn new(inner: R, slack: u64, memory: MemoryBudget) -> Self {
+        Self::with_max_line(inner, slack, max_line_bytes(memory))
     }
 
     /// Lines of at most `max_line` bytes.
@@ -307,7 +312,10 @@ mod tests {
 
     #[test]
     fn the_line_limit_follows_the_budget_within_its_bounds() {
-        let limit = max_line_bytes();
+        let limit = max_line_bytes(MemoryBudget::default());
         assert!((4096..=MAX_LINE_CAP).contains(&limit), "{limit}");
+        assert_eq!(max_line_bytes(MemoryBudget::bytes(8 << 20)), 1 << 20);
+        assert_eq!(max_line_bytes(MemoryBudget::bytes(0)), 4096);
+        assert_eq!(max_line_bytes(MemoryBudget::UNLIMITED), MAX_LINE_CAP);
     }
 }

@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use faer::Mat;
 use flate2::read::MultiGzDecoder;
 
+use stolr_memory::MemoryBudget;
+
 use crate::dataset::try_zeros;
 use crate::{DataError, Dataset, Labels};
 
@@ -90,15 +92,17 @@ impl MnistSplit {
 /// - [`DataError::ImageSizeMismatch`] if the training and test images differ in size;
 /// - [`DataError::LabelOutOfRange`] if a label is not a digit 0 to 9;
 /// - [`DataError::Empty`] if the split holds no images;
-/// - [`DataError::TooLarge`] if the matrix cannot be allocated.
+/// - [`DataError::TooLarge`] if the matrix cannot be allocated;
+/// - [`DataError::OverBudget`] if a file's bytes or the matrix its header declares are over the
+///   memory budget `memory` (checked before they are allocated).
 ///
 /// # References
 /// Y. LeCun, L. Bottou, Y. Bengio, P. Haffner, "Gradient-based learning applied to document
 /// recognition", Proc. IEEE 86(11), 1998; file format from the original MNIST page. \[SVRG-PCA\]'s
 /// use of it: docs/derivations.md §3.7, item 4 of "Data", and Table 8.
-pub fn read_mnist(dir: &Path, split: MnistSplit) -> Result<Dataset, DataError> {
+pub fn read_mnist(dir: &Path, split: MnistSplit, memory: MemoryBudget) -> Result<Dataset, DataError> {
     let (prefixes, split_name) = split.parts();
-    let parts = prefixes.iter().map(|prefix| read_part(dir, prefix)).collect::<Result<Vec<_>, _>>()?;
+    let parts = prefixes.iter().map(|prefix| read_part(dir, prefix, memory)).collect::<Result<Vec<_>, _>>()?;
 
     let first = &parts[0];
     for part in &parts[1..] {
@@ -119,7 +123,7 @@ pub fn read_mnist(dir: &Path, split: MnistSplit) -> Result<Dataset, DataError> {
         return Err(DataError::Empty { path: first.images_path.clone() });
     }
 
-    let mut x = try_zeros(n, d, &first.images_path)?;
+    let mut x = try_zeros(n, d, &first.images_path, memory)?;
     let mut labels = Vec::with_capacity(n);
     let mut row = 0;
     for part in &parts {
@@ -135,19 +139,25 @@ pub fn read_mnist(dir: &Path, split: MnistSplit) -> Result<Dataset, DataError> {
 }
 
 /// Part `part` of `parts` of MNIST in `dir`: the rows `RowShard::balanced(n, part, parts)` of
-/// [`read_mnist`]`(dir, split)` (global rows `first..first + rows`, the first `n mod parts`
+/// [`read_mnist`]`(dir, split, memory)` (global rows `first..first + rows`, the first `n mod parts`
 /// parts holding one row more), read by seeking to them in the uncompressed IDX files, so each
 /// process reads only its bytes. Shape `(rows, h·w)`, numeric labels; reading the parts in
 /// order gives [`read_mnist`]'s rows and labels exactly. The files' headers and lengths are
 /// checked as [`read_mnist`] checks them (every part sees a damaged file), the labels of the
-/// part are checked to be digits, and the memory budget applies to the part's matrix.
+/// part are checked to be digits, and the memory budget `memory` applies to the part's matrix.
 ///
 /// # Errors
 /// - [`DataError::NotShardable`] if a file is gzip-compressed (a compressed stream cannot be
 ///   entered at an offset): gunzip the files, or read them whole;
 /// - [`DataError::InvalidParameter`] unless `part < parts`;
 /// - every error of [`read_mnist`] ([`DataError::LabelOutOfRange`] for this part's labels).
-pub fn read_mnist_part(dir: &Path, split: MnistSplit, part: usize, parts: usize) -> Result<Dataset, DataError> {
+pub fn read_mnist_part(
+    dir: &Path,
+    split: MnistSplit,
+    part: usize,
+    parts: usize,
+    memory: MemoryBudget,
+) -> Result<Dataset, DataError> {
     crate::shard::check_part(part, parts)?;
     let (prefixes, split_name) = split.parts();
     let mut files = Vec::new();
@@ -183,7 +193,7 @@ pub fn read_mnist_part(dir: &Path, split: MnistSplit, part: usize, parts: usize)
         return Err(DataError::Empty { path: first_images.name.clone() });
     }
     let shard = stolr_comm::RowShard::balanced(n, part, parts);
-    let mut x = try_zeros(shard.rows, d, &first_images.name)?;
+    let mut x = try_zeros(shard.rows, d, &first_images.name, memory)?;
     let mut labels = Vec::with_capacity(shard.rows);
     // Global row of the first image of each file.
     let mut offset = 0;
@@ -301,22 +311,24 @@ impl Part {
     }
 }
 
-/// Reads and checks `{prefix}-images-idx3-ubyte` and `{prefix}-labels-idx1-ubyte` in `dir`.
-fn read_part(dir: &Path, prefix: &str) -> Result<Part, DataError> {
+/// Reads and checks `{prefix}-images-idx3-ubyte` and `{prefix}-labels-idx1-ubyte` in `dir`,
+/// within the memory budget `memory`.
+fn read_part(dir: &Path, prefix: &str, memory: MemoryBudget) -> Result<Part, DataError> {
     let images_file = find_file(dir, &format!("{prefix}-images"), "idx3-ubyte")?;
     let labels_file = find_file(dir, &format!("{prefix}-labels"), "idx1-ubyte")?;
     let images_path = images_file.display().to_string();
     let labels_path = labels_file.display().to_string();
 
-    let (dims, images) = read_idx(&images_file, IMAGES)?;
+    let (dims, images) = read_idx(&images_file, IMAGES, memory)?;
     let &[count, rows, cols] = dims.as_slice() else { unreachable!("read_idx returns 3 dimensions") };
     // The matrix the pixels become: checked now, before the labels are read.
     DataError::check_budget(
         &images_path,
         format!("the {count} × {} pixel matrix", rows.saturating_mul(cols)),
         stolr_memory::f64_bytes(&[count, rows, cols]),
+        memory,
     )?;
-    let (dims, labels) = read_idx(&labels_file, LABELS)?;
+    let (dims, labels) = read_idx(&labels_file, LABELS, memory)?;
     let label_count = dims[0];
     if label_count != count {
         return Err(DataError::CountMismatch { images_path, images: count, labels_path, labels: label_count });
@@ -409,9 +421,13 @@ pub(crate) fn read_idx_header(
 /// holds exactly the elements its header declares.
 ///
 /// The header is untrusted: its element count is compared with the file's length (for a plain
-/// file) and with the process's memory budget before the elements are allocated; a gzip
+/// file) and with the memory budget `memory` before the elements are allocated; a gzip
 /// stream is read only up to the declared length, then counted (not kept) to its end.
-fn read_idx(path: &Path, (magic, what, elements): IdxKind) -> Result<(Vec<usize>, Vec<u8>), DataError> {
+fn read_idx(
+    path: &Path,
+    (magic, what, elements): IdxKind,
+    memory: MemoryBudget,
+) -> Result<(Vec<usize>, Vec<u8>), DataError> {
     let name = path.display().to_string();
     let (mut reader, gzipped, file_len) = open_idx(path)?;
     let dims = read_idx_header(&mut reader, &name, gzipped, magic, what)?;
@@ -420,7 +436,7 @@ fn read_idx(path: &Path, (magic, what, elements): IdxKind) -> Result<(Vec<usize>
     if !gzipped && file_len != expected_bytes {
         return Err(wrong_length(file_len));
     }
-    DataError::check_budget(&name, format!("the {elements} of an IDX file"), elements_len)?;
+    DataError::check_budget(&name, format!("the {elements} of an IDX file"), elements_len, memory)?;
     let len = usize::try_from(elements_len).map_err(|_| wrong_length(file_len))?;
     let mut data = Vec::new();
     data.try_reserve_exact(len).map_err(|_| DataError::TooLarge { path: name.clone(), rows: len, cols: 1 })?;
@@ -563,13 +579,13 @@ pub(crate) mod tests {
         for gzipped in [true, false] {
             let dir = tempfile::tempdir().expect("tempdir");
             write_mnist(dir.path(), train, test, gzipped);
-            let data = read_mnist(dir.path(), MnistSplit::Train).expect("train");
+            let data = read_mnist(dir.path(), MnistSplit::Train, MemoryBudget::default()).expect("train");
             check(&data, 0, train);
             assert!(data.source.starts_with("MNIST train (300 × 12) from "), "{}", data.source);
-            let data = read_mnist(dir.path(), MnistSplit::Test).expect("test");
+            let data = read_mnist(dir.path(), MnistSplit::Test, MemoryBudget::default()).expect("test");
             check(&data, train, test);
             assert!(data.source.starts_with("MNIST test (7 × 12)"), "{}", data.source);
-            let data = read_mnist(dir.path(), MnistSplit::All).expect("all");
+            let data = read_mnist(dir.path(), MnistSplit::All, MemoryBudget::default()).expect("all");
             check(&data, 0, train + test);
             assert!(data.source.starts_with("MNIST train+test (307 × 12)"), "{}", data.source);
             let max = data.x.col_iter().flat_map(|c| c.iter().copied()).fold(0.0, f64::max);
@@ -583,14 +599,14 @@ pub(crate) mod tests {
         write_mnist(dir.path(), 5, 3, true);
         // A plain file beside the .gz one is ignored: write a broken one.
         fs::write(dir.path().join("t10k-images-idx3-ubyte"), b"garbage").expect("write");
-        check(&read_mnist(dir.path(), MnistSplit::Test).expect("gz first"), 5, 3);
+        check(&read_mnist(dir.path(), MnistSplit::Test, MemoryBudget::default()).expect("gz first"), 5, 3);
 
         // Dotted, uncompressed names as in some redistributions; gzip detected by content.
         let dir = tempfile::tempdir().expect("tempdir");
         let (images, labels) = split_files(0, 4, 3, 4);
         fs::write(dir.path().join("train-images.idx3-ubyte"), gzip(&images)).expect("write");
         fs::write(dir.path().join("train-labels.idx1-ubyte"), labels).expect("write");
-        check(&read_mnist(dir.path(), MnistSplit::Train).expect("dotted"), 0, 4);
+        check(&read_mnist(dir.path(), MnistSplit::Train, MemoryBudget::default()).expect("dotted"), 0, 4);
     }
 
     #[test]
@@ -598,8 +614,8 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         write_mnist(dir.path(), 4, 2, false);
         fs::remove_file(dir.path().join("t10k-labels-idx1-ubyte")).expect("remove");
-        assert!(read_mnist(dir.path(), MnistSplit::Train).is_ok());
-        let err = read_mnist(dir.path(), MnistSplit::All).unwrap_err();
+        assert!(read_mnist(dir.path(), MnistSplit::Train, MemoryBudget::default()).is_ok());
+        let err = read_mnist(dir.path(), MnistSplit::All, MemoryBudget::default()).unwrap_err();
         let DataError::MissingFile { tried, .. } = &err else { panic!("unexpected {err:?}") };
         assert_eq!(tried, &["t10k-labels-idx1-ubyte.gz", "t10k-labels-idx1-ubyte", "t10k-labels.idx1-ubyte"]);
         assert!(err.to_string().contains("found none of t10k-labels-idx1-ubyte.gz, "), "{err}");
@@ -612,7 +628,7 @@ pub(crate) mod tests {
         // Labels where images should be.
         let labels = fs::read(dir.path().join("train-labels-idx1-ubyte")).expect("read");
         fs::write(dir.path().join("train-images-idx3-ubyte"), gzip(&labels)).expect("write");
-        let err = read_mnist(dir.path(), MnistSplit::Train).unwrap_err();
+        let err = read_mnist(dir.path(), MnistSplit::Train, MemoryBudget::default()).unwrap_err();
         match &err {
             DataError::BadMagic { path, expected: 2051, found: 2049, .. } => {
                 assert!(path.ends_with("train-images-idx3-ubyte"), "{path}")
@@ -631,7 +647,7 @@ pub(crate) mod tests {
         assert_eq!(images.len(), 16 + 4 * 12);
 
         fs::write(&path, gzip(&images[..images.len() - 1])).expect("write");
-        let err = read_mnist(dir.path(), MnistSplit::Train).unwrap_err();
+        let err = read_mnist(dir.path(), MnistSplit::Train, MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::WrongLength { expected_bytes: 64, found_bytes: 63, .. }), "{err:?}");
         let message = err.to_string();
         assert!(message.contains("16-byte header + 4 × 3 × 4 pixels") && message.ends_with("truncated"), "{message}");
@@ -639,13 +655,13 @@ pub(crate) mod tests {
         let mut longer = images.clone();
         longer.push(0);
         fs::write(&path, gzip(&longer)).expect("write");
-        let err = read_mnist(dir.path(), MnistSplit::Train).unwrap_err();
+        let err = read_mnist(dir.path(), MnistSplit::Train, MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::WrongLength { expected_bytes: 64, found_bytes: 65, .. }), "{err:?}");
         assert!(err.to_string().ends_with("too long"), "{err}");
 
         // A header cut short.
         fs::write(&path, &images[..10]).expect("write");
-        let err = read_mnist(dir.path(), MnistSplit::Train).unwrap_err();
+        let err = read_mnist(dir.path(), MnistSplit::Train, MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::WrongLength { expected_bytes: 16, found_bytes: 10, .. }), "{err:?}");
 
         // An absurd count does not overflow or allocate.
@@ -653,13 +669,13 @@ pub(crate) mod tests {
         huge[4..8].copy_from_slice(&u32::MAX.to_be_bytes());
         huge[8..16].copy_from_slice(&[0xff; 8]);
         fs::write(&path, &huge).expect("write");
-        let err = read_mnist(dir.path(), MnistSplit::Train).unwrap_err();
+        let err = read_mnist(dir.path(), MnistSplit::Train, MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::WrongLength { found_bytes: 64, .. }), "{err:?}");
 
         // A truncated gzip stream is an I/O error naming the file.
         let compressed = gzip(&images);
         fs::write(&path, &compressed[..compressed.len() / 2]).expect("write");
-        let err = read_mnist(dir.path(), MnistSplit::Train).unwrap_err();
+        let err = read_mnist(dir.path(), MnistSplit::Train, MemoryBudget::default()).unwrap_err();
         assert!(matches!(&err, DataError::Io { path, .. } if path.ends_with(".gz")), "{err:?}");
     }
 
@@ -669,7 +685,7 @@ pub(crate) mod tests {
         write_mnist(dir.path(), 4, 2, false);
         let (_, labels) = split_files(0, 5, 3, 4);
         fs::write(dir.path().join("train-labels-idx1-ubyte"), labels).expect("write");
-        let err = read_mnist(dir.path(), MnistSplit::Train).unwrap_err();
+        let err = read_mnist(dir.path(), MnistSplit::Train, MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::CountMismatch { images: 4, labels: 5, .. }), "{err:?}");
         assert!(err.to_string().contains("holds 4 images but"), "{err}");
     }
@@ -680,8 +696,8 @@ pub(crate) mod tests {
         write_mnist(dir.path(), 4, 2, false);
         let (images, _) = split_files(4, 2, 4, 3);
         fs::write(dir.path().join("t10k-images-idx3-ubyte"), images).expect("write");
-        assert!(read_mnist(dir.path(), MnistSplit::Test).is_ok());
-        let err = read_mnist(dir.path(), MnistSplit::All).unwrap_err();
+        assert!(read_mnist(dir.path(), MnistSplit::Test, MemoryBudget::default()).is_ok());
+        let err = read_mnist(dir.path(), MnistSplit::All, MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::ImageSizeMismatch { rows: 4, cols: 3, other_rows: 3, other_cols: 4, .. }));
     }
 
@@ -689,12 +705,12 @@ pub(crate) mod tests {
     fn labels_must_be_digits_and_split_nonempty() {
         let dir = tempfile::tempdir().expect("tempdir");
         write_mnist(dir.path(), 4, 0, false);
-        let err = read_mnist(dir.path(), MnistSplit::Test).unwrap_err();
+        let err = read_mnist(dir.path(), MnistSplit::Test, MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::Empty { .. }), "{err:?}");
-        assert_eq!(read_mnist(dir.path(), MnistSplit::All).expect("all").n(), 4);
+        assert_eq!(read_mnist(dir.path(), MnistSplit::All, MemoryBudget::default()).expect("all").n(), 4);
 
         fs::write(dir.path().join("train-labels-idx1-ubyte"), idx(LABELS_MAGIC, &[4], &[1, 2, 10, 3])).expect("write");
-        let err = read_mnist(dir.path(), MnistSplit::Train).unwrap_err();
+        let err = read_mnist(dir.path(), MnistSplit::Train, MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::LabelOutOfRange { index: 2, value: 10, max: 9, .. }), "{err:?}");
     }
 }

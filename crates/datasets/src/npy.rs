@@ -9,6 +9,7 @@ use std::io::{BufReader, Read, Write};
 use std::path::Path;
 
 use faer::{Mat, MatRef};
+use stolr_memory::MemoryBudget;
 
 use crate::DataError;
 use crate::dataset::try_zeros;
@@ -57,8 +58,10 @@ pub fn write_npy_indices(path: &Path, v: &[usize]) -> Result<(), DataError> {
 /// - [`DataError::Io`] if the file cannot be opened or read;
 /// - [`DataError::Npy`] if the header is malformed, the dtype is not float64 (`<f8` or
 ///   `>f8`), the array is not 2-D, or the file is shorter than its shape requires;
-/// - [`DataError::TooLarge`] if the matrix cannot be allocated.
-pub fn read_npy_matrix(path: &Path) -> Result<Mat<f64>, DataError> {
+/// - [`DataError::TooLarge`] if the matrix cannot be allocated;
+/// - [`DataError::OverBudget`] if the matrix is over the memory budget `memory` (checked
+///   before it is allocated).
+pub fn read_npy_matrix(path: &Path, memory: MemoryBudget) -> Result<Mat<f64>, DataError> {
     let name = path.display().to_string();
     let npy_error = |message: String| DataError::Npy { path: name.clone(), message };
     let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
@@ -67,7 +70,7 @@ pub fn read_npy_matrix(path: &Path) -> Result<Mat<f64>, DataError> {
     let (nrows, ncols) = float64_shape(&npy, &name, file_len)?;
     let order = npy.order();
 
-    let mut x = try_zeros(nrows, ncols, &name)?;
+    let mut x = try_zeros(nrows, ncols, &name, memory)?;
     let values = npy.data::<f64>().map_err(|e| npy_error(e.to_string()))?;
     for (k, value) in values.enumerate() {
         let value = value.map_err(|e| npy_error(format!("reading entry {k}: {e}")))?;
@@ -108,15 +111,15 @@ fn float64_shape<R: Read>(npy: &npyz::NpyFile<R>, name: &str, file_len: u64) -> 
 /// seeking so that each process reads only its bytes: one run of bytes for a C-order array, one
 /// per column for a Fortran-order one. Shape `(rows, ncols)`; reading the parts in order gives
 /// [`read_npy_matrix`]'s matrix bit for bit. The header is checked as [`read_npy_matrix`]
-/// checks it, the file must hold the data its header declares, and the memory budget applies
-/// to the part's matrix.
+/// checks it, the file must hold the data its header declares, and the memory budget `memory`
+/// applies to the part's matrix.
 ///
 /// # Errors
 /// As [`read_npy_matrix`]: [`DataError::Npy`] for a bad header, dtype or shape, or a file
 /// shorter than the data its shape needs; [`DataError::Io`]; [`DataError::TooLarge`] or
 /// [`DataError::OverBudget`] for the part's matrix; and [`DataError::InvalidParameter`]
 /// unless `part < parts`.
-pub fn read_npy_part(path: &Path, part: usize, parts: usize) -> Result<Mat<f64>, DataError> {
+pub fn read_npy_part(path: &Path, part: usize, parts: usize, memory: MemoryBudget) -> Result<Mat<f64>, DataError> {
     use std::io::{Seek, SeekFrom};
     crate::shard::check_part(part, parts)?;
     let name = path.display().to_string();
@@ -136,7 +139,7 @@ pub fn read_npy_part(path: &Path, part: usize, parts: usize) -> Result<Mat<f64>,
         )));
     }
     let shard = stolr_comm::RowShard::balanced(nrows, part, parts);
-    let mut x = try_zeros(shard.rows, ncols, &name)?;
+    let mut x = try_zeros(shard.rows, ncols, &name, memory)?;
     // `count` values from value `at` of the data, in blocks of at most 8192, to `put`.
     let mut read = |at: usize, count: usize, put: &mut dyn FnMut(usize, f64)| -> Result<(), DataError> {
         file.seek(SeekFrom::Start(data_start + 8 * at as u64)).map_err(|e| DataError::io(&name, e))?;
@@ -294,7 +297,7 @@ mod tests {
         assert_eq!(at(1, 0).to_bits(), a[(1, 0)].to_bits());
         assert_eq!(at(0, 2).to_bits(), a[(0, 2)].to_bits());
 
-        let b = read_npy_matrix(&file.0).expect("read");
+        let b = read_npy_matrix(&file.0, MemoryBudget::default()).expect("read");
         assert_eq!((b.nrows(), b.ncols()), (n, d));
         for i in 0..n {
             for j in 0..d {
@@ -307,7 +310,7 @@ mod tests {
     fn empty_matrix_round_trips() {
         let file = TempFile::new("empty");
         write_npy_matrix(&file.0, Mat::<f64>::zeros(0, 4).as_ref()).expect("write");
-        let b = read_npy_matrix(&file.0).expect("read");
+        let b = read_npy_matrix(&file.0, MemoryBudget::default()).expect("read");
         assert_eq!((b.nrows(), b.ncols()), (0, 4));
     }
 
@@ -324,7 +327,7 @@ mod tests {
         assert_eq!(npy.shape(), &[3]);
         assert_eq!(npy.into_vec::<f64>().expect("data"), v);
         // A 1-D file is not a matrix.
-        let err = read_npy_matrix(&file.0).unwrap_err();
+        let err = read_npy_matrix(&file.0, MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::Npy { .. }), "{err:?}");
     }
 
@@ -361,7 +364,7 @@ mod tests {
             writer.finish().expect("finish");
             let file = TempFile::new(name);
             std::fs::write(&file.0, &bytes).expect("write");
-            assert_eq!(read_npy_matrix(&file.0).expect(name), expected);
+            assert_eq!(read_npy_matrix(&file.0, MemoryBudget::default()).expect(name), expected);
         }
     }
 
@@ -378,21 +381,21 @@ mod tests {
         writer.finish().expect("finish");
         let file = TempFile::new("f32");
         std::fs::write(&file.0, &bytes).expect("write");
-        let err = read_npy_matrix(&file.0).unwrap_err();
+        let err = read_npy_matrix(&file.0, MemoryBudget::default()).unwrap_err();
         assert!(matches!(&err, DataError::Npy { message, .. } if message.contains("'<f4'")), "{err:?}");
 
         let file = TempFile::new("truncated");
         write_npy_matrix(&file.0, Mat::<f64>::zeros(4, 4).as_ref()).expect("write");
         let bytes = std::fs::read(&file.0).expect("read back");
         std::fs::write(&file.0, &bytes[..bytes.len() - 8]).expect("write");
-        let err = read_npy_matrix(&file.0).unwrap_err();
+        let err = read_npy_matrix(&file.0, MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::Npy { .. }), "{err:?}");
 
         std::fs::write(&file.0, b"not an npy file").expect("write");
-        let err = read_npy_matrix(&file.0).unwrap_err();
+        let err = read_npy_matrix(&file.0, MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::Npy { .. }), "{err:?}");
 
-        let err = read_npy_matrix(Path::new("/nonexistent/stolr.npy")).unwrap_err();
+        let err = read_npy_matrix(Path::new("/nonexistent/stolr.npy"), MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::Io { .. }), "{err:?}");
     }
 
@@ -401,13 +404,13 @@ mod tests {
         let file = TempFile::new("hostile");
         // Version 2 with a header length of 4 GiB - 1 in a 16-byte file.
         std::fs::write(&file.0, b"\x93NUMPY\x02\x00\xff\xff\xff\xff{}\n\n").expect("write");
-        let err = read_npy_matrix(&file.0).unwrap_err();
+        let err = read_npy_matrix(&file.0, MemoryBudget::default()).unwrap_err();
         assert!(matches!(&err, DataError::Npy { message, .. } if message.contains("4294967295 bytes")), "{err:?}");
         // Unknown version, truncated preamble.
         std::fs::write(&file.0, b"\x93NUMPY\x09\x00\x10\x00").expect("write");
-        assert!(matches!(read_npy_matrix(&file.0), Err(DataError::Npy { .. })));
+        assert!(matches!(read_npy_matrix(&file.0, MemoryBudget::default()), Err(DataError::Npy { .. })));
         std::fs::write(&file.0, b"\x93NUMPY\x01").expect("write");
-        assert!(matches!(read_npy_matrix(&file.0), Err(DataError::Npy { .. })));
+        assert!(matches!(read_npy_matrix(&file.0, MemoryBudget::default()), Err(DataError::Npy { .. })));
         // Brackets nested 40 deep: refused before the header parser recurses.
         let dict =
             format!("{{'descr': '<f8', 'fortran_order': False, 'shape': {}1{}, }}", "(".repeat(40), ",)".repeat(40));
@@ -416,7 +419,7 @@ mod tests {
         bytes.extend_from_slice(dict.as_bytes());
         bytes.push(b'\n');
         std::fs::write(&file.0, &bytes).expect("write");
-        let err = read_npy_matrix(&file.0).unwrap_err();
+        let err = read_npy_matrix(&file.0, MemoryBudget::default()).unwrap_err();
         assert!(matches!(&err, DataError::Npy { message, .. } if message.contains("nests")), "{err:?}");
         // An empty (0, 2^40) matrix: no data, but 2^40 columns to build.
         let dict = "{'descr': '<f8', 'fortran_order': False, 'shape': (0, 1099511627776), }";
@@ -425,7 +428,7 @@ mod tests {
         bytes.extend_from_slice(dict.as_bytes());
         bytes.push(b'\n');
         std::fs::write(&file.0, &bytes).expect("write");
-        let err = read_npy_matrix(&file.0).unwrap_err();
+        let err = read_npy_matrix(&file.0, MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::TooLarge { rows: 0, .. }), "{err:?}");
     }
 

@@ -5,6 +5,8 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
+use stolr_memory::MemoryBudget;
+
 use crate::{DataError, Dataset, Labels};
 
 /// The byte range `[start, end)` of part `part` of `parts` of the file at `path`, aligned to
@@ -72,15 +74,17 @@ fn next_line_start(file: &mut File, at: u64, len: u64, name: &str) -> Result<u64
 /// [`crate::read_libsvm`] parses a whole file: shape `(n_part, d_part)` with `d_part` the
 /// largest index seen **in this part** (the caller widens every part to the largest over all
 /// parts), numeric labels. A part without data lines gives an empty dataset `(0, 0)`. Line
-/// numbers in errors count from the start of the part, not of the file.
+/// numbers in errors count from the start of the part, not of the file; the memory budget
+/// `memory` applies to the part.
 ///
 /// # Errors
 /// As [`line_aligned_range`] and [`crate::read_libsvm`] (except [`DataError::Empty`]).
-pub fn read_libsvm_part(path: &Path, part: usize, parts: usize) -> Result<Dataset, DataError> {
+pub fn read_libsvm_part(path: &Path, part: usize, parts: usize, memory: MemoryBudget) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
     let range = line_aligned_range(path, part, parts)?;
     let empty = || Dataset { x: faer::Mat::zeros(0, 0), labels: Labels::Numeric(Vec::new()), source: name.clone() };
-    let mut data = parse_range(path, range, empty, crate::read_libsvm_from)?;
+    let mut data =
+        parse_range(path, range, empty, |reader, part_name| crate::read_libsvm_from(reader, part_name, memory))?;
     data.source = name;
     Ok(data)
 }
@@ -138,7 +142,7 @@ mod tests {
         // Lines of different lengths, a blank line and a comment, no final line break.
         let text = "1 1:0.5 3:1\n-1 2:2\n\n# comment\n1 1:1 2:1 3:1 4:1 5:1 6:1 7:1\n-1 7:3\n1 2:0.25";
         std::fs::write(&path, text).unwrap();
-        let whole = crate::read_libsvm(&path).unwrap();
+        let whole = crate::read_libsvm(&path, MemoryBudget::default()).unwrap();
         for parts in 1..=8 {
             let mut rows = Vec::new();
             let mut labels = Vec::new();
@@ -148,7 +152,7 @@ mod tests {
                 assert_eq!(start, covered, "parts = {parts}");
                 assert!(start == 0 || start as usize == text.len() || text.as_bytes()[start as usize - 1] == b'\n');
                 covered = end;
-                let data = read_libsvm_part(&path, part, parts).unwrap();
+                let data = read_libsvm_part(&path, part, parts, MemoryBudget::default()).unwrap();
                 for i in 0..data.n() {
                     rows.push(
                         (0..whole.d()).map(|j| if j < data.d() { data.x[(i, j)] } else { 0.0 }).collect::<Vec<_>>(),
@@ -174,6 +178,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("data.gz");
         std::fs::write(&path, [0x1f, 0x8b, 8, 0]).unwrap();
-        assert!(matches!(read_libsvm_part(&path, 0, 2), Err(DataError::NotShardable { .. })));
+        assert!(matches!(read_libsvm_part(&path, 0, 2, MemoryBudget::default()), Err(DataError::NotShardable { .. })));
     }
 }

@@ -4,6 +4,8 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
 
+use stolr_memory::MemoryBudget;
+
 use crate::DataError;
 
 /// The formats [`stream_rows`] reads.
@@ -24,10 +26,12 @@ pub enum RowFormat {
 
 /// A stream of samples, each a `Vec<f64>` of length [`RowStream::dim`]; an item is an error
 /// for a malformed, truncated or non-finite row (the error names the file and the row or line).
-/// The stream ends after its first error.
+/// The stream ends after its first error. It keeps the memory budget it was opened with
+/// ([`RowStream::memory`]), which bounds each line it reads.
 pub struct RowStream {
     dim: usize,
     source: String,
+    memory: MemoryBudget,
     rows: Box<dyn Iterator<Item = Result<Vec<f64>, DataError>>>,
     failed: bool,
 }
@@ -41,6 +45,11 @@ impl RowStream {
     /// Where the samples come from, for reports.
     pub fn source(&self) -> &str {
         &self.source
+    }
+
+    /// The memory budget the stream was opened with ([`stream_rows`]'s `memory`).
+    pub fn memory(&self) -> MemoryBudget {
+        self.memory
     }
 }
 
@@ -59,37 +68,46 @@ impl Iterator for RowStream {
 
 impl std::fmt::Debug for RowStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RowStream").field("dim", &self.dim).field("source", &self.source).finish_non_exhaustive()
+        f.debug_struct("RowStream")
+            .field("dim", &self.dim)
+            .field("source", &self.source)
+            .field("memory", &self.memory)
+            .finish_non_exhaustive()
     }
 }
 
 /// Opens `path` as a stream of samples in `format`. Memory is `O(d)` (a read buffer and one
 /// row) except for [`RowFormat::Libsvm`]. Calling it again restarts from the first sample,
-/// which is how a two-pass computation (a mean, then the solver) reads a file.
+/// which is how a two-pass computation (a mean, then the solver) reads a file. `memory` bounds
+/// what is allocated from the file's declared sizes (an image, a row, each line: an eighth of
+/// it, at most 256 MiB; the whole matrix for LIBSVM), checked before it is allocated; the
+/// stream keeps it ([`RowStream::memory`]).
 ///
 /// # Errors
 /// [`DataError::Io`] when a file cannot be opened; [`DataError::BadMagic`] /
 /// [`DataError::MissingFile`] for MNIST; [`DataError::Npy`] for a `.npy` that is not a 2-D
 /// float64 C-order array; [`DataError::Empty`] when there is no sample; the errors of
-/// [`crate::read_libsvm`] for LIBSVM.
-pub fn stream_rows(path: &Path, format: RowFormat) -> Result<RowStream, DataError> {
+/// [`crate::read_libsvm`] for LIBSVM; [`DataError::OverBudget`] and
+/// [`DataError::LineTooLong`] over `memory`.
+pub fn stream_rows(path: &Path, format: RowFormat, memory: MemoryBudget) -> Result<RowStream, DataError> {
     match format {
-        RowFormat::Mnist => mnist_rows(path),
-        RowFormat::Csv => csv_rows(path),
-        RowFormat::Npy => npy_rows(path),
+        RowFormat::Mnist => mnist_rows(path, memory),
+        RowFormat::Csv => csv_rows(path, memory),
+        RowFormat::Npy => npy_rows(path, memory),
         RowFormat::Libsvm => {
-            let data = crate::read_libsvm(path)?;
+            let data = crate::read_libsvm(path, memory)?;
             let (n, dim) = (data.x.nrows(), data.x.ncols());
             let x = data.x;
             let rows = (0..n).map(move |i| Ok((0..dim).map(|j| x[(i, j)]).collect()));
-            Ok(RowStream { dim, source: data.source, rows: Box::new(rows), failed: false })
+            Ok(RowStream { dim, source: data.source, memory, rows: Box::new(rows), failed: false })
         }
     }
 }
 
 /// The training then the test images; each file's header is read and checked up front: the
-/// image size against the memory budget, and the whole length against a plain file's size.
-fn mnist_rows(dir: &Path) -> Result<RowStream, DataError> {
+/// image size against the memory budget `memory`, and the whole length against a plain file's
+/// size.
+fn mnist_rows(dir: &Path, memory: MemoryBudget) -> Result<RowStream, DataError> {
     let mut parts = Vec::new();
     let mut first: Option<(String, usize, usize)> = None;
     for prefix in ["train", "t10k"] {
@@ -113,7 +131,7 @@ fn mnist_rows(dir: &Path) -> Result<RowStream, DataError> {
         }
         // One image as bytes and as a row of f64: 9 bytes per pixel.
         let pixels = (rows as u64).saturating_mul(cols as u64);
-        DataError::check_budget(&name, format!("one {rows} × {cols} image"), pixels.saturating_mul(9))?;
+        DataError::check_budget(&name, format!("one {rows} × {cols} image"), pixels.saturating_mul(9), memory)?;
         let expected_bytes = pixels.saturating_mul(count as u64).saturating_add(16);
         if !gzipped && file_len != expected_bytes {
             return Err(DataError::WrongLength {
@@ -141,12 +159,13 @@ fn mnist_rows(dir: &Path) -> Result<RowStream, DataError> {
             Ok(buffer.iter().map(|&b| f64::from(b)).collect())
         })
     });
-    Ok(RowStream { dim, source, rows: Box::new(rows), failed: false })
+    Ok(RowStream { dim, source, memory, rows: Box::new(rows), failed: false })
 }
 
-fn csv_rows(path: &Path) -> Result<RowStream, DataError> {
+/// The rows of a comma-separated file, each line bounded by `memory`.
+fn csv_rows(path: &Path, memory: MemoryBudget) -> Result<RowStream, DataError> {
     let name = path.display().to_string();
-    let mut lines = crate::lines::Lines::new(crate::lines::open_text(path)?, &name);
+    let mut lines = crate::lines::Lines::new(crate::lines::open_text(path)?, &name, memory);
     // Find the first data line (skipping blank lines and a header) to learn d.
     let mut first = None;
     while let Some((line, text)) = lines.next_line()? {
@@ -184,6 +203,7 @@ fn csv_rows(path: &Path) -> Result<RowStream, DataError> {
     Ok(RowStream {
         dim,
         source: path.display().to_string(),
+        memory,
         rows: Box::new(std::iter::once(Ok(first)).chain(rest)),
         failed: false,
     })
@@ -213,8 +233,9 @@ fn parse_csv_fields(fields: &[&str], name: &str, line: usize, row: usize, dim: u
 }
 
 /// The rows of a 2-D float64 C-order `.npy` file; its header is checked against the file's
-/// length and one row against the memory budget before anything of that size is allocated.
-fn npy_rows(path: &Path) -> Result<RowStream, DataError> {
+/// length and one row against the memory budget `memory` before anything of that size is
+/// allocated.
+fn npy_rows(path: &Path, memory: MemoryBudget) -> Result<RowStream, DataError> {
     let name = path.display().to_string();
     let npy_error = |message: String| DataError::Npy { path: name.clone(), message };
     let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
@@ -234,7 +255,7 @@ fn npy_rows(path: &Path) -> Result<RowStream, DataError> {
         return Err(DataError::Empty { path: name });
     }
     crate::npy::check_data_fits(n, d, file_len, &name)?;
-    DataError::check_budget(&name, format!("one row of {d} values"), d.saturating_mul(8))?;
+    DataError::check_budget(&name, format!("one row of {d} values"), d.saturating_mul(8), memory)?;
     let dim = usize::try_from(d).map_err(|_| npy_error(format!("{d} columns do not fit in memory")))?;
     let mut values = npy.data::<f64>().map_err(|e| npy_error(e.to_string()))?;
     let source = name.clone();
@@ -258,7 +279,7 @@ fn npy_rows(path: &Path) -> Result<RowStream, DataError> {
         }
         Ok(row)
     });
-    Ok(RowStream { dim, source, rows: Box::new(rows), failed: false })
+    Ok(RowStream { dim, source, memory, rows: Box::new(rows), failed: false })
 }
 
 #[cfg(test)]
@@ -275,10 +296,10 @@ mod tests {
         for gzipped in [true, false] {
             let dir = tempfile::tempdir().expect("tempdir");
             crate::mnist::tests::write_mnist(dir.path(), 300, 7, gzipped);
-            let stream = stream_rows(dir.path(), RowFormat::Mnist).unwrap();
+            let stream = stream_rows(dir.path(), RowFormat::Mnist, MemoryBudget::default()).unwrap();
             assert_eq!(stream.dim(), 12);
             let rows = collect(stream).unwrap();
-            let whole = read_mnist(dir.path(), MnistSplit::All).unwrap().x;
+            let whole = read_mnist(dir.path(), MnistSplit::All, MemoryBudget::default()).unwrap().x;
             assert_eq!(rows.len(), whole.nrows());
             for (i, row) in rows.iter().enumerate() {
                 assert_eq!(row, &(0..12).map(|j| whole[(i, j)]).collect::<Vec<_>>(), "row {i}");
@@ -294,7 +315,7 @@ mod tests {
         let path = dir.path().join("t10k-images-idx3-ubyte");
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
-        let err = stream_rows(dir.path(), RowFormat::Mnist).unwrap_err();
+        let err = stream_rows(dir.path(), RowFormat::Mnist, MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::WrongLength { expected_bytes: 40, found_bytes: 37, .. }), "{err:?}");
 
         // A gzip stream: its length is only known when it ends.
@@ -307,7 +328,7 @@ mod tests {
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         std::io::Write::write_all(&mut gz, &raw).unwrap();
         std::fs::write(&path, gz.finish().unwrap()).unwrap();
-        let mut stream = stream_rows(dir.path(), RowFormat::Mnist).unwrap();
+        let mut stream = stream_rows(dir.path(), RowFormat::Mnist, MemoryBudget::default()).unwrap();
         let err = stream.by_ref().find_map(Result::err).expect("an error");
         assert!(err.to_string().contains("image 1 is truncated"), "{err}");
         assert!(stream.next().is_none(), "the stream ends after its first error");
@@ -323,13 +344,13 @@ mod tests {
         bytes[4..8].copy_from_slice(&u32::MAX.to_be_bytes());
         bytes[8..16].copy_from_slice(&[0, 0, 0xff, 0xff, 0, 0, 0xff, 0xff]);
         std::fs::write(&path, &bytes).unwrap();
-        let err = stream_rows(dir.path(), RowFormat::Mnist).unwrap_err();
+        let err = stream_rows(dir.path(), RowFormat::Mnist, MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::WrongLength { .. } | DataError::OverBudget { .. }), "{err:?}");
         // Images of 0 pixels: an empty stream, not four billion empty rows.
         bytes[8..16].copy_from_slice(&[0; 8]);
         std::fs::write(&path, &bytes[..16]).unwrap();
         std::fs::write(dir.path().join("t10k-images-idx3-ubyte"), &bytes[..16]).unwrap();
-        let err = stream_rows(dir.path(), RowFormat::Mnist).unwrap_err();
+        let err = stream_rows(dir.path(), RowFormat::Mnist, MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::Empty { .. }), "{err:?}");
 
         // A .npy header claiming (1, 2^60) in a 128-byte file.
@@ -344,7 +365,7 @@ mod tests {
         hostile.extend_from_slice(header.as_bytes());
         hostile.extend_from_slice(&bytes[128..]);
         std::fs::write(&path, &hostile).unwrap();
-        let err = stream_rows(&path, RowFormat::Npy).unwrap_err();
+        let err = stream_rows(&path, RowFormat::Npy, MemoryBudget::default()).unwrap_err();
         assert!(matches!(&err, DataError::Npy { message, .. } if message.contains("needs more data")), "{err:?}");
     }
 
@@ -354,8 +375,8 @@ mod tests {
         let path = dir.path().join("x.npy");
         let x = faer::Mat::from_fn(5, 3, |i, j| (i * 3 + j) as f64 - 0.5);
         write_npy_matrix(&path, x.as_ref()).unwrap();
-        let rows = collect(stream_rows(&path, RowFormat::Npy).unwrap()).unwrap();
-        let whole = read_npy_matrix(&path).unwrap();
+        let rows = collect(stream_rows(&path, RowFormat::Npy, MemoryBudget::default()).unwrap()).unwrap();
+        let whole = read_npy_matrix(&path, MemoryBudget::default()).unwrap();
         assert_eq!(rows.len(), 5);
         for (i, row) in rows.iter().enumerate() {
             assert_eq!(row, &(0..3).map(|j| whole[(i, j)]).collect::<Vec<_>>());
@@ -367,17 +388,17 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("x.csv");
         std::fs::write(&path, "a,b\n1,2\n\n3, 4\r\n").unwrap();
-        let stream = stream_rows(&path, RowFormat::Csv).unwrap();
+        let stream = stream_rows(&path, RowFormat::Csv, MemoryBudget::default()).unwrap();
         assert_eq!(stream.dim(), 2);
         assert_eq!(collect(stream).unwrap(), vec![vec![1.0, 2.0], vec![3.0, 4.0]]);
 
         std::fs::write(&path, "1,2\n3,nan\n").unwrap();
-        let err = collect(stream_rows(&path, RowFormat::Csv).unwrap()).unwrap_err();
+        let err = collect(stream_rows(&path, RowFormat::Csv, MemoryBudget::default()).unwrap()).unwrap_err();
         assert!(matches!(err, DataError::NonFinite { line: Some(2), row: 1, col: 1, .. }), "{err}");
         std::fs::write(&path, "1,2\n3\n").unwrap();
-        let err = collect(stream_rows(&path, RowFormat::Csv).unwrap()).unwrap_err();
+        let err = collect(stream_rows(&path, RowFormat::Csv, MemoryBudget::default()).unwrap()).unwrap_err();
         assert!(matches!(err, DataError::WrongFieldCount { line: 2, expected: 2, found: 1, .. }), "{err}");
         std::fs::write(&path, "\n\n").unwrap();
-        assert!(matches!(stream_rows(&path, RowFormat::Csv), Err(DataError::Empty { .. })));
+        assert!(matches!(stream_rows(&path, RowFormat::Csv, MemoryBudget::default()), Err(DataError::Empty { .. })));
     }
 }

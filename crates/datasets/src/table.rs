@@ -6,6 +6,7 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
 
+use stolr_memory::MemoryBudget;
 use stolr_model::{CategoricalColumn, OneHotEncoding};
 
 use crate::dataset::try_zeros;
@@ -55,21 +56,26 @@ pub struct Table {
 ///
 /// # Errors
 /// [`DataError::Io`] if the file cannot be opened or read (or its gzip stream is corrupt), and
-/// every error of [`read_table_from`].
-pub fn read_table(path: &Path, options: &TableOptions) -> Result<Table, DataError> {
+/// every error of [`read_table_from`] (with the memory budget `memory`).
+pub fn read_table(path: &Path, options: &TableOptions, memory: MemoryBudget) -> Result<Table, DataError> {
     let name = path.display().to_string();
-    read_table_from(crate::lines::open_text(path)?, &name, options)
+    read_table_from(crate::lines::open_text(path)?, &name, options, memory)
 }
 
 /// Reads new rows from the CSV file `path` (gzip-compressed or not) with a fixed `encoding`,
 /// the one a model was fitted with: the same number of fields, the same label column, the
-/// same categories. `numeric_label` as in [`TableOptions`].
+/// same categories. `numeric_label` as in [`TableOptions`]; `memory` as in [`read_table_from`].
 ///
 /// # Errors
 /// As [`read_table_with_from`], and [`DataError::Io`] if the file cannot be read.
-pub fn read_table_with(path: &Path, encoding: &OneHotEncoding, numeric_label: bool) -> Result<Dataset, DataError> {
+pub fn read_table_with(
+    path: &Path,
+    encoding: &OneHotEncoding,
+    numeric_label: bool,
+    memory: MemoryBudget,
+) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
-    read_table_with_from(crate::lines::open_text(path)?, &name, encoding, numeric_label)
+    read_table_with_from(crate::lines::open_text(path)?, &name, encoding, numeric_label, memory)
 }
 
 /// Reads CSV text from `reader` into a [`Table`]; `name` names the input in errors and
@@ -97,8 +103,14 @@ pub fn read_table_with(path: &Path, encoding: &OneHotEncoding, numeric_label: bo
 ///   [`DataError::Io`]; [`DataError::TooLarge`] if the matrix cannot be allocated.
 ///
 /// Memory: [`DataError::OverBudget`] if the values read so far, or the matrix, exceed the
-/// process's memory budget ([`stolr_memory::MemoryBudget::process`]).
-pub fn read_table_from<R: Read>(reader: R, name: &str, options: &TableOptions) -> Result<Table, DataError> {
+/// memory budget `memory`, checked before they are allocated; [`DataError::LineTooLong`] for a
+/// line (or a quoted record) over an eighth of it, at most 256 MiB.
+pub fn read_table_from<R: Read>(
+    reader: R,
+    name: &str,
+    options: &TableOptions,
+    memory: MemoryBudget,
+) -> Result<Table, DataError> {
     let mut categorical = options.categorical.clone();
     categorical.sort_unstable();
     categorical.dedup();
@@ -108,18 +120,18 @@ pub fn read_table_from<R: Read>(reader: R, name: &str, options: &TableOptions) -
         return Err(DataError::LabelIsCategorical { column: l });
     }
     let plan = Plan::Learn { categorical, label: options.label };
-    let (data, encoding) = read_impl(reader, name, plan, options.numeric_label, None)?;
+    let (data, encoding) = read_impl(reader, name, plan, options.numeric_label, None, memory)?;
     Ok(Table { data, encoding })
 }
 
 /// Part `part` of `parts` of a CSV table without categorical columns, read by its line-aligned
 /// byte range ([`crate::line_aligned_range`]) and parsed as [`read_table`] parses the whole
 /// file: reading the parts in order gives the rows `(n_part, d)` and labels of
-/// [`read_table`]`(path, options)`, and every part returns the same encoding (no categories).
+/// [`read_table`]`(path, options, memory)`, and every part returns the same encoding (no categories).
 /// Every part first reads the file's first record, so that all decide alike whether it is a
 /// header (which only the part holding it skips) and expect its number of fields. A part
 /// without data records gives `(0, d)` with empty labels. Line numbers in errors count from the
-/// start of the part; the memory budget applies to the part.
+/// start of the part; the memory budget `memory` applies to the part.
 ///
 /// Categorical columns are refused: their categories (and so the feature layout) are learned
 /// from every row. A quoted field holding a line break is refused too, since the parts are
@@ -130,7 +142,13 @@ pub fn read_table_from<R: Read>(reader: R, name: &str, options: &TableOptions) -
 ///   gzip-compressed, or a field holds a line break;
 /// - as [`crate::line_aligned_range`] and [`read_table`]; [`DataError::Empty`] only if the
 ///   file has no record.
-pub fn read_table_part(path: &Path, options: &TableOptions, part: usize, parts: usize) -> Result<Table, DataError> {
+pub fn read_table_part(
+    path: &Path,
+    options: &TableOptions,
+    part: usize,
+    parts: usize,
+    memory: MemoryBudget,
+) -> Result<Table, DataError> {
     let name = path.display().to_string();
     if !options.categorical.is_empty() {
         return Err(DataError::NotShardable {
@@ -144,7 +162,7 @@ pub fn read_table_part(path: &Path, options: &TableOptions, part: usize, parts: 
     let plan = || Plan::Learn { categorical: Vec::new(), label: options.label };
     // The file's first record: its field count, its end and whether it is a header.
     let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
-    let mut csv = csv_reader(BufReader::new(file));
+    let mut csv = csv_reader(BufReader::new(file), memory);
     let mut record = ::csv::StringRecord::new();
     let (fields, header_end, header, label) = loop {
         if !next_record(&mut csv, &mut record, &name)? {
@@ -175,7 +193,7 @@ pub fn read_table_part(path: &Path, options: &TableOptions, part: usize, parts: 
         encoding: encoding.clone(),
     };
     let mut table = crate::shard::parse_range(path, range, empty, |reader, part_name| {
-        let (data, encoding) = read_impl(reader, part_name, plan(), options.numeric_label, Some(fields))?;
+        let (data, encoding) = read_impl(reader, part_name, plan(), options.numeric_label, Some(fields), memory)?;
         Ok(Table { data, encoding })
     })?;
     table.data.source = name;
@@ -187,15 +205,15 @@ const CSV_BUFFER: usize = 1 << 16;
 
 /// The CSV reader of every table: `,`-separated, RFC 4180 quoting, fields trimmed, records of
 /// any length (checked by the caller); a UTF-8 byte order mark skipped, and lines (and quoted
-/// records) bounded by [`crate::lines::max_line_bytes`] ([`crate::lines::Bounded`]). After
-/// each record, [`next_record`] tells the bound where the next one starts.
-fn csv_reader<R: Read>(reader: R) -> ::csv::Reader<Bounded<BufReader<R>>> {
+/// records) bounded by [`crate::lines::max_line_bytes`]`(memory)` ([`crate::lines::Bounded`]).
+/// After each record, [`next_record`] tells the bound where the next one starts.
+fn csv_reader<R: Read>(reader: R, memory: MemoryBudget) -> ::csv::Reader<Bounded<BufReader<R>>> {
     ::csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
         .trim(::csv::Trim::All)
         .buffer_capacity(CSV_BUFFER)
-        .from_reader(Bounded::new(BufReader::with_capacity(CSV_BUFFER, reader), CSV_BUFFER as u64))
+        .from_reader(Bounded::new(BufReader::with_capacity(CSV_BUFFER, reader), CSV_BUFFER as u64, memory))
 }
 
 /// Reads the next record of `csv` into `record` (`false` at the end) and tells the line bound
@@ -252,8 +270,9 @@ pub fn read_table_with_from<R: Read>(
     name: &str,
     encoding: &OneHotEncoding,
     numeric_label: bool,
+    memory: MemoryBudget,
 ) -> Result<Dataset, DataError> {
-    read_impl(reader, name, Plan::Fixed(encoding), numeric_label, None).map(|(data, _)| data)
+    read_impl(reader, name, Plan::Fixed(encoding), numeric_label, None, memory).map(|(data, _)| data)
 }
 
 /// Learn the categories from the data, or use those of an encoding.
@@ -273,15 +292,17 @@ enum Role {
 
 /// Reads the records of `reader` as `plan` says. With `known`, the text is a part of a file
 /// whose first record has `known` fields ([`read_table_part`]): no record is taken as a
-/// header, and a field holding a line break is [`DataError::NotShardable`].
+/// header, and a field holding a line break is [`DataError::NotShardable`]. `memory` bounds the
+/// lines, the values held and the matrix.
 fn read_impl<R: Read>(
     reader: R,
     name: &str,
     plan: Plan<'_>,
     numeric_label: bool,
     known: Option<usize>,
+    memory: MemoryBudget,
 ) -> Result<(Dataset, OneHotEncoding), DataError> {
-    let mut csv = csv_reader(reader);
+    let mut csv = csv_reader(reader, memory);
     let mut record = ::csv::StringRecord::new();
 
     // Set when the first record is read.
@@ -388,7 +409,7 @@ fn read_impl<R: Read>(
         }
         n += 1;
         let held = 8 * (numeric.capacity() + targets.capacity()) + 4 * codes.capacity() + 24 * classes.capacity();
-        crate::dataset::check_growth(name, n, held)?;
+        crate::dataset::check_growth(name, n, held, memory)?;
     }
     if n == 0 {
         return Err(DataError::Empty { path: name.to_owned() });
@@ -424,7 +445,7 @@ fn read_impl<R: Read>(
 
     // The feature matrix: numeric columns, then one-hot blocks, in file order.
     let d = encoding.n_features();
-    let mut x = try_zeros(n, d, name)?;
+    let mut x = try_zeros(n, d, name, memory)?;
     let n_numeric = roles.iter().filter(|r| **r == Role::Numeric).count();
     let n_cat = maps.len();
     let (mut out, mut num_k) = (0, 0);
@@ -531,7 +552,7 @@ mod tests {
     }
 
     fn read(text: &str, options: &TableOptions) -> Result<Table, DataError> {
-        read_table_from(text.as_bytes(), "t.csv", options)
+        read_table_from(text.as_bytes(), "t.csv", options, MemoryBudget::default())
     }
 
     #[test]
@@ -584,8 +605,8 @@ mod tests {
         gz.write_all(TEXT.as_bytes()).expect("compress");
         std::fs::write(&packed, gz.finish().expect("compress")).expect("write");
         let options = opts(&[2], TableLabel::Column(4));
-        let a = read_table(&plain, &options).expect("plain");
-        let b = read_table(&packed, &options).expect("gzip");
+        let a = read_table(&plain, &options, MemoryBudget::default()).expect("plain");
+        let b = read_table(&packed, &options, MemoryBudget::default()).expect("gzip");
         assert_eq!((a.data.x, a.encoding), (b.data.x, b.encoding));
     }
 
@@ -630,12 +651,16 @@ mod tests {
         let table = read(TEXT, &opts(&[2], TableLabel::Column(4))).expect("valid");
         let enc = OneHotEncoding::from_json(&table.encoding.to_json()).expect("round trip");
         assert_eq!(enc, table.encoding);
-        let again = read_table_with_from(TEXT.as_bytes(), "new.csv", &enc, false).expect("same rows");
+        let again =
+            read_table_with_from(TEXT.as_bytes(), "new.csv", &enc, false, MemoryBudget::default()).expect("same rows");
         assert_eq!(again.x, table.data.x);
         // A subset of the categories still gives every one-hot column.
-        let some = read_table_with_from("7,udp,1,x\n".as_bytes(), "new.csv", &enc, false).expect("valid");
+        let some = read_table_with_from("7,udp,1,x\n".as_bytes(), "new.csv", &enc, false, MemoryBudget::default())
+            .expect("valid");
         assert_eq!(some.x, Mat::from_fn(1, 5, |_, j| [7.0, 0.0, 0.0, 1.0, 1.0][j]));
-        let err = read_table_with_from("7,udp,1,x\n8,sctp,2,y\n".as_bytes(), "new.csv", &enc, false).unwrap_err();
+        let err =
+            read_table_with_from("7,udp,1,x\n8,sctp,2,y\n".as_bytes(), "new.csv", &enc, false, MemoryBudget::default())
+                .unwrap_err();
         assert!(
             matches!(&err, DataError::UnseenCategory { line: 2, column: 2, value, .. } if value == "sctp"),
             "{err:?}"
@@ -644,7 +669,8 @@ mod tests {
             err.to_string(),
             "new.csv:2: column 2 has the category \"sctp\", unseen when the model was fitted (known: icmp, tcp, udp)"
         );
-        let err = read_table_with_from("7,udp,1\n".as_bytes(), "new.csv", &enc, false).unwrap_err();
+        let err =
+            read_table_with_from("7,udp,1\n".as_bytes(), "new.csv", &enc, false, MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::FieldCountForModel { line: 1, expected: 4, found: 3, .. }), "{err:?}");
     }
 
@@ -657,12 +683,13 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("bom.csv");
         std::fs::write(&path, "\u{feff}a,\"b,c\"\n1,2\n3,4\n5,6\n").expect("write");
-        let whole = read_table(&path, &TableOptions::default()).expect("whole");
+        let whole = read_table(&path, &TableOptions::default(), MemoryBudget::default()).expect("whole");
         assert_eq!(whole.data.x, Mat::from_fn(3, 2, |i, j| (2 * i + j + 1) as f64));
         for parts in 1..=4 {
             let mut rows = Vec::new();
             for part in 0..parts {
-                let t = read_table_part(&path, &TableOptions::default(), part, parts).expect("part");
+                let t = read_table_part(&path, &TableOptions::default(), part, parts, MemoryBudget::default())
+                    .expect("part");
                 rows.extend((0..t.data.n()).map(|i| [t.data.x[(i, 0)], t.data.x[(i, 1)]]));
             }
             assert_eq!(rows, [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], "{parts} parts");

@@ -15,6 +15,7 @@ use stolr_datasets::{
     DataError, Dataset, LabelColumn, Labels, MnistSplit, TableLabel, TableOptions, read_csv, read_csv_part, read_mnist,
     read_mnist_part, read_npy_matrix, read_npy_part, read_table, read_table_part,
 };
+use stolr_memory::MemoryBudget;
 
 /// The part counts tried: 1 to 5 and more parts than the files' rows.
 const PARTS: [usize; 6] = [1, 2, 3, 4, 5, 40];
@@ -106,9 +107,11 @@ fn csv_parts_make_the_whole_file_with_or_without_header() {
             } else {
                 path.clone()
             };
-            let whole = read_csv(&path, label).expect("valid file");
+            let whole = read_csv(&path, label, MemoryBudget::default()).expect("valid file");
             assert_eq!((whole.n(), whole.d()), (18, 3));
-            assert_parts_make_whole(&whole, |part, parts| read_csv_part(&path, label, part, parts));
+            assert_parts_make_whole(&whole, |part, parts| {
+                read_csv_part(&path, label, part, parts, MemoryBudget::default())
+            });
         }
     }
 }
@@ -120,22 +123,28 @@ fn csv_parts_of_a_damaged_file_or_gzip_are_errors() {
     let label = LabelColumn::First;
     // A row with a field too many near the end: the part holding it fails.
     std::fs::write(&path, format!("{}\ng,1,2,3,4\n", csv_text(true))).expect("write");
-    assert!(matches!(read_csv(&path, label), Err(DataError::WrongFieldCount { expected: 4, found: 5, .. })));
+    assert!(matches!(
+        read_csv(&path, label, MemoryBudget::default()),
+        Err(DataError::WrongFieldCount { expected: 4, found: 5, .. })
+    ));
     assert_some_part_fails(
-        |part, parts| read_csv_part(&path, label, part, parts),
+        |part, parts| read_csv_part(&path, label, part, parts, MemoryBudget::default()),
         |e| matches!(e, DataError::WrongFieldCount { expected: 4, found: 5, .. }),
     );
     std::fs::write(&path, format!("{}\ng,1,?,3\n", csv_text(false))).expect("write");
     assert_some_part_fails(
-        |part, parts| read_csv_part(&path, label, part, parts),
+        |part, parts| read_csv_part(&path, label, part, parts, MemoryBudget::default()),
         |e| matches!(e, DataError::BadField { field: 3, .. }),
     );
     std::fs::write(&path, gzip(csv_text(false).as_bytes())).expect("write");
-    assert!(matches!(read_csv_part(&path, label, 0, 2), Err(DataError::NotShardable { .. })));
+    assert!(matches!(read_csv_part(&path, label, 0, 2, MemoryBudget::default()), Err(DataError::NotShardable { .. })));
     // Blank lines only: no data, as for the whole file.
     std::fs::write(&path, "\n \n").expect("write");
-    assert!(matches!(read_csv_part(&path, label, 1, 2), Err(DataError::Empty { .. })));
-    assert!(matches!(read_csv_part(&path, label, 2, 2), Err(DataError::InvalidParameter { .. })));
+    assert!(matches!(read_csv_part(&path, label, 1, 2, MemoryBudget::default()), Err(DataError::Empty { .. })));
+    assert!(matches!(
+        read_csv_part(&path, label, 2, 2, MemoryBudget::default()),
+        Err(DataError::InvalidParameter { .. })
+    ));
 }
 
 #[test]
@@ -147,10 +156,10 @@ fn table_parts_make_the_whole_file_with_labels_and_quotes() {
         let text = csv_text(header).replace("gamma", "\"gam,ma\"");
         std::fs::write(&path, &text).expect("write");
         let options = TableOptions { categorical: vec![], label: TableLabel::Column(1), numeric_label: false };
-        let whole = read_table(&path, &options).expect("valid table");
+        let whole = read_table(&path, &options, MemoryBudget::default()).expect("valid table");
         assert_eq!((whole.data.n(), whole.data.d()), (18, 3));
         assert_parts_make_whole(&whole.data, |part, parts| {
-            let table = read_table_part(&path, &options, part, parts)?;
+            let table = read_table_part(&path, &options, part, parts, MemoryBudget::default())?;
             assert_eq!(table.encoding, whole.encoding);
             Ok(table.data)
         });
@@ -162,9 +171,11 @@ fn table_parts_make_the_whole_file_with_labels_and_quotes() {
             TableOptions { categorical: vec![], label: TableLabel::Last, numeric_label: true },
             TableOptions::default(),
         ] {
-            let whole = read_table(&path, &options).expect("valid table");
+            let whole = read_table(&path, &options, MemoryBudget::default()).expect("valid table");
             assert_eq!(whole.data.n(), 18);
-            assert_parts_make_whole(&whole.data, |part, parts| Ok(read_table_part(&path, &options, part, parts)?.data));
+            assert_parts_make_whole(&whole.data, |part, parts| {
+                Ok(read_table_part(&path, &options, part, parts, MemoryBudget::default())?.data)
+            });
         }
     }
 }
@@ -175,28 +186,32 @@ fn table_parts_refuse_categories_line_breaks_in_fields_and_gzip() {
     let path = dir.path().join("table.csv");
     std::fs::write(&path, csv_text(false)).expect("write");
     let categorical = TableOptions { categorical: vec![1], label: TableLabel::None, numeric_label: false };
-    assert!(read_table(&path, &categorical).is_ok());
-    let err = read_table_part(&path, &categorical, 0, 2).unwrap_err();
+    assert!(read_table(&path, &categorical, MemoryBudget::default()).is_ok());
+    let err = read_table_part(&path, &categorical, 0, 2, MemoryBudget::default()).unwrap_err();
     assert!(matches!(&err, DataError::NotShardable { reason, .. } if reason.contains("categor")), "{err:?}");
 
     let options = TableOptions { categorical: vec![], label: TableLabel::Column(1), numeric_label: false };
     // A quoted class name holding a line break: fine whole, refused in parts.
     // (A part that starts inside the quoted field may fail otherwise.)
     std::fs::write(&path, csv_text(false).replace("gamma", "\"gam\nma\"")).expect("write");
-    assert_eq!(read_table(&path, &options).expect("valid whole").data.n(), 18);
+    assert_eq!(read_table(&path, &options, MemoryBudget::default()).expect("valid whole").data.n(), 18);
     for parts in PARTS {
-        let errors: Vec<DataError> =
-            (0..parts).filter_map(|part| read_table_part(&path, &options, part, parts).err()).collect();
+        let errors: Vec<DataError> = (0..parts)
+            .filter_map(|part| read_table_part(&path, &options, part, parts, MemoryBudget::default()).err())
+            .collect();
         assert!(errors.iter().any(|e| matches!(e, DataError::NotShardable { .. })), "parts = {parts}: {errors:?}");
     }
     std::fs::write(&path, format!("{}\ng,1,nan,3\n", csv_text(true))).expect("write");
     assert_some_part_fails(
-        |part, parts| read_table_part(&path, &options, part, parts),
+        |part, parts| read_table_part(&path, &options, part, parts, MemoryBudget::default()),
         |e| matches!(e, DataError::NonFiniteField { field: 3, .. }),
     );
     std::fs::write(&path, gzip(csv_text(false).as_bytes())).expect("write");
-    assert!(read_table(&path, &options).is_ok());
-    assert!(matches!(read_table_part(&path, &options, 1, 2), Err(DataError::NotShardable { .. })));
+    assert!(read_table(&path, &options, MemoryBudget::default()).is_ok());
+    assert!(matches!(
+        read_table_part(&path, &options, 1, 2, MemoryBudget::default()),
+        Err(DataError::NotShardable { .. })
+    ));
 }
 
 /// A small MNIST in `dir`: `train` then `test` images of 3 × 4 pixels, plain files.
@@ -217,9 +232,9 @@ fn mnist_parts_make_the_whole_split_with_balanced_rows() {
     // 600 rows: blocks of 256 images within a part, and parts that straddle the two files.
     write_mnist(dir.path(), 590, 13);
     for split in [MnistSplit::All, MnistSplit::Train, MnistSplit::Test] {
-        let whole = read_mnist(dir.path(), split).expect("valid files");
+        let whole = read_mnist(dir.path(), split, MemoryBudget::default()).expect("valid files");
         assert_parts_make_whole(&whole, |part, parts| {
-            let data = read_mnist_part(dir.path(), split, part, parts)?;
+            let data = read_mnist_part(dir.path(), split, part, parts, MemoryBudget::default())?;
             assert_eq!(data.n(), RowShard::balanced(whole.n(), part, parts).rows);
             Ok(data)
         });
@@ -234,9 +249,12 @@ fn mnist_parts_of_damaged_or_gzipped_files_are_errors() {
     let bytes = std::fs::read(&images).expect("read");
     // One byte short: every part sees it, even those that hold only training rows.
     std::fs::write(&images, &bytes[..bytes.len() - 1]).expect("write");
-    assert!(matches!(read_mnist(dir.path(), MnistSplit::All), Err(DataError::WrongLength { .. })));
+    assert!(matches!(
+        read_mnist(dir.path(), MnistSplit::All, MemoryBudget::default()),
+        Err(DataError::WrongLength { .. })
+    ));
     for part in 0..3 {
-        let err = read_mnist_part(dir.path(), MnistSplit::All, part, 3).unwrap_err();
+        let err = read_mnist_part(dir.path(), MnistSplit::All, part, 3, MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::WrongLength { expected_bytes: 64, found_bytes: 63, .. }), "{err:?}");
     }
     std::fs::write(&images, &bytes).expect("write");
@@ -244,20 +262,20 @@ fn mnist_parts_of_damaged_or_gzipped_files_are_errors() {
     let labels: Vec<u8> = (0..8).map(|k| if k == 5 { 12 } else { 1 }).collect();
     std::fs::write(dir.path().join("train-labels-idx1-ubyte"), idx(0x801, &[8], &labels)).expect("write");
     assert_some_part_fails(
-        |part, parts| read_mnist_part(dir.path(), MnistSplit::All, part, parts),
+        |part, parts| read_mnist_part(dir.path(), MnistSplit::All, part, parts, MemoryBudget::default()),
         |e| matches!(e, DataError::LabelOutOfRange { index: 5, value: 12, .. }),
     );
     std::fs::write(dir.path().join("train-labels-idx1-ubyte"), idx(0x801, &[7], &labels[..7])).expect("write");
-    let err = read_mnist_part(dir.path(), MnistSplit::Train, 1, 2).unwrap_err();
+    let err = read_mnist_part(dir.path(), MnistSplit::Train, 1, 2, MemoryBudget::default()).unwrap_err();
     assert!(matches!(err, DataError::CountMismatch { images: 8, labels: 7, .. }), "{err:?}");
     // Wrong magic.
     std::fs::write(dir.path().join("train-labels-idx1-ubyte"), &bytes).expect("write");
-    let err = read_mnist_part(dir.path(), MnistSplit::Train, 0, 2).unwrap_err();
+    let err = read_mnist_part(dir.path(), MnistSplit::Train, 0, 2, MemoryBudget::default()).unwrap_err();
     assert!(matches!(err, DataError::BadMagic { expected: 0x801, found: 0x803, .. }), "{err:?}");
     // Gzip: refused with a hint.
     std::fs::write(&images, gzip(&bytes)).expect("write");
-    assert!(read_mnist(dir.path(), MnistSplit::Test).is_ok());
-    let err = read_mnist_part(dir.path(), MnistSplit::Test, 0, 2).unwrap_err();
+    assert!(read_mnist(dir.path(), MnistSplit::Test, MemoryBudget::default()).is_ok());
+    let err = read_mnist_part(dir.path(), MnistSplit::Test, 0, 2, MemoryBudget::default()).unwrap_err();
     assert!(matches!(&err, DataError::NotShardable { reason, .. } if reason.contains("gunzip")), "{err:?}");
 }
 
@@ -289,18 +307,18 @@ fn npy_parts_make_the_whole_matrix_in_either_order() {
     let a = Mat::from_fn(2100, 5, |i, j| ((i * 7 + j * 13) as f64).sin() * 1e3 + if i == 3 { -0.0 } else { 0.0 });
     for (order, descr) in [(npyz::Order::C, "<f8"), (npyz::Order::Fortran, "<f8"), (npyz::Order::C, ">f8")] {
         write_npy(&path, &a, order, descr);
-        let whole = read_npy_matrix(&path).expect("valid file");
+        let whole = read_npy_matrix(&path, MemoryBudget::default()).expect("valid file");
         assert_eq!(whole, a);
         let as_data = |x| Dataset { x, labels: Labels::None, source: String::new() };
         assert_parts_make_whole(&as_data(whole), |part, parts| {
-            let x = read_npy_part(&path, part, parts)?;
+            let x = read_npy_part(&path, part, parts, MemoryBudget::default())?;
             assert_eq!(x.nrows(), RowShard::balanced(a.nrows(), part, parts).rows);
             Ok(as_data(x))
         });
     }
     // An empty matrix keeps its width.
     write_npy(&path, &Mat::zeros(0, 3), npyz::Order::C, "<f8");
-    assert_eq!(read_npy_part(&path, 1, 2).expect("empty").shape(), (0, 3));
+    assert_eq!(read_npy_part(&path, 1, 2, MemoryBudget::default()).expect("empty").shape(), (0, 3));
 }
 
 #[test]
@@ -311,24 +329,27 @@ fn npy_parts_of_damaged_files_are_errors() {
     let bytes = std::fs::read(&path).expect("read");
     // One byte short: every part fails, also those whose own bytes are present.
     std::fs::write(&path, &bytes[..bytes.len() - 1]).expect("write");
-    assert!(matches!(read_npy_matrix(&path), Err(DataError::Npy { .. })));
+    assert!(matches!(read_npy_matrix(&path, MemoryBudget::default()), Err(DataError::Npy { .. })));
     for part in 0..3 {
-        assert!(matches!(read_npy_part(&path, part, 3), Err(DataError::Npy { .. })), "part {part}");
+        assert!(
+            matches!(read_npy_part(&path, part, 3, MemoryBudget::default()), Err(DataError::Npy { .. })),
+            "part {part}"
+        );
     }
     for garbage in [&b"not an npy file"[..], b"\x93NUMPY\x02\x00\xff\xff\xff\xff{}\n\n", b""] {
         std::fs::write(&path, garbage).expect("write");
-        assert!(matches!(read_npy_part(&path, 0, 2), Err(DataError::Npy { .. })));
+        assert!(matches!(read_npy_part(&path, 0, 2, MemoryBudget::default()), Err(DataError::Npy { .. })));
     }
     // A 1-D array and a float32 array are not float64 matrices.
     stolr_datasets::write_npy_vector(&path, &[1.0, 2.0]).expect("write");
-    assert!(matches!(read_npy_part(&path, 0, 1), Err(DataError::Npy { .. })));
+    assert!(matches!(read_npy_part(&path, 0, 1, MemoryBudget::default()), Err(DataError::Npy { .. })));
     let mut bytes = Vec::new();
     let mut writer =
         npyz::WriteOptions::<f32>::new().default_dtype().shape(&[2, 2]).writer(&mut bytes).begin_nd().expect("header");
     writer.extend([1.0f32, 2.0, 3.0, 4.0]).expect("data");
     writer.finish().expect("finish");
     std::fs::write(&path, bytes).expect("write");
-    let err = read_npy_part(&path, 0, 1).unwrap_err();
+    let err = read_npy_part(&path, 0, 1, MemoryBudget::default()).unwrap_err();
     assert!(matches!(&err, DataError::Npy { message, .. } if message.contains("'<f4'")), "{err:?}");
-    assert!(matches!(read_npy_part(&path, 3, 3), Err(DataError::InvalidParameter { .. })));
+    assert!(matches!(read_npy_part(&path, 3, 3, MemoryBudget::default()), Err(DataError::InvalidParameter { .. })));
 }

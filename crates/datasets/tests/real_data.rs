@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use faer::Side;
 use stolr_datasets::{Labels, MnistSplit, read_abalone, read_housing, read_libsvm, read_magic, read_mnist};
+use stolr_memory::MemoryBudget;
 
 /// The path of `file` under `shared/data`, or `None` (after saying so on stderr) when the
 /// `shared/data` folder is not beside the repository.
@@ -46,7 +47,7 @@ fn counts<T: PartialOrd + Clone>(labels: &[T]) -> Vec<(T, usize)> {
 fn mushrooms_reads_as_8124_by_112() {
     let start = Instant::now();
     let Some(path) = shared_data("mushrooms/mushrooms") else { return };
-    let data = read_libsvm(&path).expect("mushrooms reads");
+    let data = read_libsvm(&path, MemoryBudget::default()).expect("mushrooms reads");
     eprintln!("mushrooms: {} x {} in {:?}", data.n(), data.d(), start.elapsed());
     assert_eq!((data.n(), data.d()), (8124, 112));
     let Labels::Numeric(labels) = &data.labels else { panic!("numeric labels expected") };
@@ -62,7 +63,7 @@ fn mushrooms_reads_as_8124_by_112() {
 fn magic04_reads_as_19020_by_10() {
     let start = Instant::now();
     let Some(path) = shared_data("magic04/magic04.data") else { return };
-    let data = read_magic(&path).expect("magic04 reads");
+    let data = read_magic(&path, MemoryBudget::default()).expect("magic04 reads");
     eprintln!("magic04: {} x {} in {:?}", data.n(), data.d(), start.elapsed());
     assert_eq!((data.n(), data.d()), (19020, 10));
     let Labels::Classes(labels) = &data.labels else { panic!("class labels expected") };
@@ -76,7 +77,7 @@ fn magic04_reads_as_19020_by_10() {
 fn mnist_reads_as_70000_by_784() {
     let Some(dir) = shared_data("mnist") else { return };
     let start = Instant::now();
-    let data = read_mnist(&dir, MnistSplit::All).expect("MNIST reads");
+    let data = read_mnist(&dir, MnistSplit::All, MemoryBudget::default()).expect("MNIST reads");
     eprintln!("mnist train+test: {} x {} in {:?}", data.n(), data.d(), start.elapsed());
     assert_eq!((data.n(), data.d()), (70_000, 784));
     assert!(data.source.starts_with("MNIST train+test (70000 × 784) from "), "{}", data.source);
@@ -93,7 +94,7 @@ fn mnist_reads_as_70000_by_784() {
 
     // PROVENANCE.md: train pixel mean / std 0.1307 / 0.3081 (x 255), over the first 60000 rows.
     let start = Instant::now();
-    let train_data = read_mnist(&dir, MnistSplit::Train).expect("MNIST train reads");
+    let train_data = read_mnist(&dir, MnistSplit::Train, MemoryBudget::default()).expect("MNIST train reads");
     eprintln!("mnist train: {} x {} in {:?}", train_data.n(), train_data.d(), start.elapsed());
     assert_eq!(train_data.x.as_ref(), data.x.subrows(0, 60_000));
     let m = (60_000 * 784) as f64;
@@ -101,7 +102,7 @@ fn mnist_reads_as_70000_by_784() {
     let mean = scaled().sum::<f64>() / m;
     let std = (scaled().map(|v| (v - mean) * (v - mean)).sum::<f64>() / m).sqrt();
     assert!((mean - 0.1307).abs() < 5e-5 && (std - 0.3081).abs() < 5e-5, "mean {mean}, std {std}");
-    let test_data = read_mnist(&dir, MnistSplit::Test).expect("MNIST test reads");
+    let test_data = read_mnist(&dir, MnistSplit::Test, MemoryBudget::default()).expect("MNIST test reads");
     assert_eq!(test_data.x.as_ref(), data.x.subrows(60_000, 10_000));
 }
 
@@ -110,7 +111,7 @@ fn mnist_sslev_matches_paper_002_table_8_with_pixels_over_255() {
     // [SVRG-PCA], Table 8 (docs/derivations.md §3.7): sslev 1803.8504 (r = 3) and 1958.1236 (r = 6)
     // for MNIST 784 x 70000. They are those of the uncentred pixels / 255.
     let Some(path) = shared_data("mnist") else { return };
-    let data = read_mnist(&path, MnistSplit::All).expect("MNIST reads");
+    let data = read_mnist(&path, MnistSplit::All, MemoryBudget::default()).expect("MNIST reads");
     let gram = data.x.transpose() * &data.x;
     let mut eigenvalues = gram.self_adjoint_eigenvalues(Side::Lower).expect("EVD converges");
     eigenvalues.reverse();
@@ -123,7 +124,7 @@ fn mnist_sslev_matches_paper_002_table_8_with_pixels_over_255() {
 #[test]
 fn boston_housing_reads_as_506_by_13() {
     let Some(path) = shared_data("boston_housing/housing.data") else { return };
-    let data = read_housing(&path).expect("housing reads");
+    let data = read_housing(&path, MemoryBudget::default()).expect("housing reads");
     assert_eq!((data.n(), data.d()), (506, 13));
     let medv = data.targets().expect("numeric targets");
     // PROVENANCE.md: mean MEDV = 22.5328.
@@ -137,7 +138,7 @@ fn boston_housing_reads_as_506_by_13() {
 #[test]
 fn abalone_reads_as_4177_by_10() {
     let Some(path) = shared_data("abalone/abalone.data") else { return };
-    let data = read_abalone(&path).expect("abalone reads");
+    let data = read_abalone(&path, MemoryBudget::default()).expect("abalone reads");
     assert_eq!((data.n(), data.d()), (4177, 10));
     // PROVENANCE.md: M 1528, F 1307, I 1342, one-hot in columns 0..3.
     let count = |j: usize| (0..data.n()).filter(|&i| data.x[(i, j)] == 1.0).count();

@@ -16,7 +16,6 @@
 //! ```
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Errors of this crate.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,7 +45,8 @@ pub enum MemoryError {
 ///
 /// The default ([`MemoryBudget::default`]) is 80 % of the memory available (`MemAvailable` of
 /// `/proc/meminfo`) when it is first asked for in the process; where that cannot be read, 80 %
-/// of 8 GiB.
+/// of 8 GiB. There is no budget of the process: a budget is a value that travels with the work
+/// it bounds (a job, the last parameter `memory` of a data reader or a model loader).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryBudget {
     limit: u64,
@@ -91,33 +91,6 @@ impl Default for MemoryBudget {
     fn default() -> Self {
         static DEFAULT: OnceLock<MemoryBudget> = OnceLock::new();
         *DEFAULT.get_or_init(|| Self::share_of_available(0.8))
-    }
-}
-
-/// The limit of the process's budget set by [`MemoryBudget::set_process`], valid once
-/// [`PROCESS_BUDGET_SET`] is true.
-static PROCESS_BUDGET: AtomicU64 = AtomicU64::new(0);
-/// Whether [`MemoryBudget::set_process`] was called.
-static PROCESS_BUDGET_SET: AtomicBool = AtomicBool::new(false);
-
-impl MemoryBudget {
-    /// Sets the budget of this process: the one [`MemoryBudget::process`] returns from now on,
-    /// which the data readers (`stolr-datasets`) check a file's declared shape against before
-    /// allocating. The command-line tool sets it from `--memory-limit`; a later call replaces
-    /// an earlier one.
-    pub fn set_process(budget: MemoryBudget) {
-        PROCESS_BUDGET.store(budget.limit, Ordering::Release);
-        PROCESS_BUDGET_SET.store(true, Ordering::Release);
-    }
-
-    /// The budget of this process: the last one given to [`MemoryBudget::set_process`], else
-    /// [`MemoryBudget::default`] (80 % of the memory available when first asked).
-    pub fn process() -> MemoryBudget {
-        if PROCESS_BUDGET_SET.load(Ordering::Acquire) {
-            MemoryBudget { limit: PROCESS_BUDGET.load(Ordering::Acquire) }
-        } else {
-            MemoryBudget::default()
-        }
     }
 }
 
@@ -229,16 +202,6 @@ fn parse_vm_hwm(status: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_process_budget_is_the_last_one_set() {
-        MemoryBudget::set_process(MemoryBudget::bytes(1234));
-        assert_eq!(MemoryBudget::process().limit(), 1234);
-        MemoryBudget::set_process(MemoryBudget::bytes(0));
-        assert!(MemoryBudget::process().check("one byte", 1).is_err());
-        MemoryBudget::set_process(MemoryBudget::UNLIMITED);
-        assert_eq!(MemoryBudget::process(), MemoryBudget::UNLIMITED);
-    }
 
     #[test]
     fn parses_the_status_line() {

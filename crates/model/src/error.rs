@@ -27,8 +27,8 @@ pub enum ModelError {
         found: usize,
     },
 
-    /// An allocation that a file's header or shapes call for is over the memory budget of the
-    /// process ([`stolr_memory::MemoryBudget::process`]); nothing was allocated.
+    /// An allocation that a file's length, header or shapes call for is over the memory budget
+    /// given to the loader (its parameter `memory`); nothing was allocated.
     #[error("{path}: {source}")]
     OverBudget {
         /// File path.
@@ -119,12 +119,14 @@ impl ModelError {
         ModelError::Io { path: path.to_owned(), source }
     }
 
-    /// `Ok` if `bytes` for `what` fit the process's memory budget, else
-    /// [`ModelError::OverBudget`] naming `path`.
-    pub(crate) fn check_budget(path: &str, what: impl Into<String>, bytes: u64) -> Result<(), Self> {
-        stolr_memory::MemoryBudget::process()
-            .check(what, bytes)
-            .map_err(|source| ModelError::OverBudget { path: path.to_owned(), source })
+    /// `Ok` if `bytes` for `what` fit `memory`, else [`ModelError::OverBudget`] naming `path`.
+    pub(crate) fn check_budget(
+        path: &str,
+        what: impl Into<String>,
+        bytes: u64,
+        memory: stolr_memory::MemoryBudget,
+    ) -> Result<(), Self> {
+        memory.check(what, bytes).map_err(|source| ModelError::OverBudget { path: path.to_owned(), source })
     }
 }
 

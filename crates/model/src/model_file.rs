@@ -10,6 +10,7 @@ use faer::{Mat, MatRef};
 use npyz::WriterBuilder;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use stolr_memory::MemoryBudget;
 
 use crate::ModelError;
 
@@ -451,12 +452,14 @@ impl ModelFile {
     ///   `header.json.npy`) is missing, not valid JSON or lacks a field, `format` is not
     ///   `"stolr-model"`, or an array member is missing, unlisted, or disagrees with
     ///   `header.json` (dtype, shape, Fortran order, length), each named;
-    /// - [`ModelError::ModelVersion`] if `format_version` is above [`MODEL_FORMAT_VERSION`].
+    /// - [`ModelError::ModelVersion`] if `format_version` is above [`MODEL_FORMAT_VERSION`];
+    /// - [`ModelError::OverBudget`] if the deflate-compressed members, inflated (twice their
+    ///   size: the bytes and the arrays parsed from them), are over `memory`.
     ///
     /// Whatever the file claims, no single allocation is larger than `bytes`, or for a
     /// deflate-compressed member, than what its bytes can inflate to and the memory budget
-    /// ([`stolr_memory::MemoryBudget::process`]) allow.
-    pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Self, ModelError> {
+    /// `memory` allow.
+    pub fn from_bytes(bytes: &[u8], name: &str, memory: MemoryBudget) -> Result<Self, ModelError> {
         let err = |reason: String| ModelError::ModelFile { path: name.to_owned(), reason };
         let mut zip = zip::ZipArchive::new(Cursor::new(bytes)).map_err(|e| {
             err(format!("not a Stolr model file: cannot read it as a ZIP archive ({e}); is it truncated?"))
@@ -476,9 +479,14 @@ impl ModelFile {
         // Every inflated member counts against the budget together (arrays stay alive while the
         // next one is read): `inflated` is their running total.
         let mut inflated = 0u64;
-        let mut json =
-            read_member(&mut zip, header_index, header_member, bytes.len(), Some(MAX_HEADER_BYTES), &mut inflated)
-                .map_err(&err)?;
+        let mut json = read_member(
+            &mut zip,
+            (header_index, header_member),
+            (name, bytes.len()),
+            Some(MAX_HEADER_BYTES),
+            &mut inflated,
+            memory,
+        )?;
         if header_member == NUMPY_HEADER_MEMBER {
             json = numpy_bytes_scalar(&json).map_err(|reason| err(format!("{NUMPY_HEADER_MEMBER}: {reason}")))?;
         }
@@ -546,7 +554,7 @@ impl ModelFile {
             let index = zip
                 .index_for_name(&member)
                 .ok_or_else(|| array_err(format!("{member} is missing from the archive")))?;
-            let npy = read_member(&mut zip, index, &member, bytes.len(), None, &mut inflated).map_err(&err)?;
+            let npy = read_member(&mut zip, (index, &member), (name, bytes.len()), None, &mut inflated, memory)?;
             // A compressed member may hold more than the whole file's length.
             let (shape, count) = checked_shape(&entry.shape, bytes.len().max(npy.len())).map_err(&array_err)?;
             let value = parse_npy(&npy, &member, entry.dtype, &entry.shape, count)
@@ -587,24 +595,31 @@ impl ModelFile {
     ///
     /// # Errors
     /// [`ModelError::Io`] if the file cannot be read; [`ModelError::OverBudget`] if twice its
-    /// length (the file read whole, then its arrays) is over the process's memory budget; and
-    /// every error of [`ModelFile::from_bytes`], naming `path`.
-    pub fn load(path: &Path) -> Result<Self, ModelError> {
+    /// length (the file read whole, then its arrays) is over the memory budget `memory`
+    /// (checked before the file is read); and every error of [`ModelFile::from_bytes`] with
+    /// `memory`, naming `path`.
+    pub fn load(path: &Path, memory: MemoryBudget) -> Result<Self, ModelError> {
         let name = path.display().to_string();
         let len = std::fs::metadata(path).map_err(|e| ModelError::io(&name, e))?.len();
         // The file is read whole, then its arrays copied out: twice its length at most.
-        ModelError::check_budget(&name, format!("the model file ({len} bytes) and its arrays"), len.saturating_mul(2))?;
+        ModelError::check_budget(
+            &name,
+            format!("the model file ({len} bytes) and its arrays"),
+            len.saturating_mul(2),
+            memory,
+        )?;
         let bytes = std::fs::read(path).map_err(|e| ModelError::io(&name, e))?;
-        Self::from_bytes(&bytes, &name)
+        Self::from_bytes(&bytes, &name, memory)
     }
 
-    /// Reads the model file at `path` and checks that its kind is one of `kinds`.
+    /// Reads the model file at `path` within the memory budget `memory` and checks that its
+    /// kind is one of `kinds`.
     ///
     /// # Errors
     /// Those of [`ModelFile::load`]; [`ModelError::ModelKind`] (naming `path`, the kind found
     /// and the kinds expected) if the kind is not in `kinds`.
-    pub fn load_kind(path: &Path, kinds: &[&str]) -> Result<Self, ModelError> {
-        let model = Self::load(path)?;
+    pub fn load_kind(path: &Path, kinds: &[&str], memory: MemoryBudget) -> Result<Self, ModelError> {
+        let model = Self::load(path, memory)?;
         if !kinds.contains(&model.kind.as_str()) {
             let expected = match kinds {
                 [] => "no model kind at all".to_owned(),

@@ -7,6 +7,7 @@ use std::path::Path;
 use faer::Mat;
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use stolr_memory::MemoryBudget;
 use stolr_model::{
     MAX_EMPTY_DIM, MODEL_FILE_NAME, MODEL_FORMAT_VERSION, ModelArray, ModelError, ModelFile, resolve_model_path,
 };
@@ -105,7 +106,7 @@ fn edit_header(bytes: &[u8], edit: impl Fn(&mut Value)) -> Vec<u8> {
 }
 
 fn load_err(bytes: &[u8]) -> ModelError {
-    match ModelFile::from_bytes(bytes, "m.npz") {
+    match ModelFile::from_bytes(bytes, "m.npz", MemoryBudget::default()) {
         Ok(model) => panic!("loaded {model:?}"),
         Err(e) => e,
     }
@@ -122,7 +123,7 @@ fn assert_model_file_error(err: &ModelError, needle: &str) {
 fn round_trip_is_bit_exact_including_edge_values_and_empty_arrays() {
     let model = edge_model();
     let bytes = model.to_bytes().expect("encode");
-    let back = ModelFile::from_bytes(&bytes, "edge").expect("decode");
+    let back = ModelFile::from_bytes(&bytes, "edge", MemoryBudget::default()).expect("decode");
     assert_eq!(back, model);
     assert_eq!(f64_bits(&back), f64_bits(&model));
     assert_eq!(back.kind(), "kpca");
@@ -152,7 +153,8 @@ fn nan_payloads_and_infinities_keep_their_bits() {
     let values = [f64::NAN, -f64::NAN, f64::from_bits(0x7ff0_0000_0000_0001), f64::INFINITY, f64::NEG_INFINITY];
     let mut model = ModelFile::new("pca", json!({}));
     model.put_vector("v", &values);
-    let back = ModelFile::from_bytes(&model.to_bytes().expect("encode"), "nan").expect("decode");
+    let back =
+        ModelFile::from_bytes(&model.to_bytes().expect("encode"), "nan", MemoryBudget::default()).expect("decode");
     assert_eq!(f64_bits(&back), f64_bits(&model));
 }
 
@@ -164,7 +166,7 @@ fn save_load_save_gives_identical_bytes_and_the_layout_numpy_expects() {
     model.save(&path).expect("save");
     let first = std::fs::read(&path).expect("read");
     assert_eq!(first, model.to_bytes().expect("encode"));
-    let back = ModelFile::load(&path).expect("load");
+    let back = ModelFile::load(&path, MemoryBudget::default()).expect("load");
     back.save(&path).expect("save again");
     assert_eq!(std::fs::read(&path).expect("read"), first);
     // No temporary file is left behind.
@@ -210,13 +212,13 @@ fn save_load_save_gives_identical_bytes_and_the_layout_numpy_expects() {
 fn every_truncation_is_an_error() {
     let bytes = small_model().to_bytes().expect("encode");
     for len in 0..bytes.len() {
-        let result = ModelFile::from_bytes(&bytes[..len], "m.npz");
+        let result = ModelFile::from_bytes(&bytes[..len], "m.npz", MemoryBudget::default());
         match result {
             Err(ModelError::ModelFile { path, .. }) => assert_eq!(path, "m.npz"),
             other => panic!("truncated to {len} of {} bytes: {other:?}", bytes.len()),
         }
     }
-    assert!(ModelFile::from_bytes(&bytes, "m.npz").is_ok());
+    assert!(ModelFile::from_bytes(&bytes, "m.npz", MemoryBudget::default()).is_ok());
 }
 
 /// The bytes of `member`'s data in the archive `bytes` (found by content, which is unique).
@@ -239,7 +241,7 @@ fn every_single_byte_flip_is_an_error_or_leaves_the_model_unchanged() {
         for mask in [0x01, 0x80, 0xff] {
             let mut flipped = bytes.clone();
             flipped[at] ^= mask;
-            match ModelFile::from_bytes(&flipped, "m.npz") {
+            match ModelFile::from_bytes(&flipped, "m.npz", MemoryBudget::default()) {
                 Err(e) => {
                     assert!(
                         e.to_string().starts_with("m.npz: "),
@@ -292,12 +294,12 @@ fn the_version_written_is_the_lowest_the_content_needs_and_survives_a_reload() {
     model.require_format_version(1);
     assert_eq!(model.format_version(), 2);
     let bytes = model.to_bytes().expect("encode");
-    let back = ModelFile::from_bytes(&bytes, "m.npz").expect("decode");
+    let back = ModelFile::from_bytes(&bytes, "m.npz", MemoryBudget::default()).expect("decode");
     assert_eq!(back.format_version(), 2);
     assert_eq!(back.to_bytes().expect("encode"), bytes);
     // A version 1 file reloads and saves as version 1, byte for byte.
     let v1 = small_model().to_bytes().expect("encode");
-    let back = ModelFile::from_bytes(&v1, "m.npz").expect("decode");
+    let back = ModelFile::from_bytes(&v1, "m.npz", MemoryBudget::default()).expect("decode");
     assert_eq!((back.format_version(), back.to_bytes().expect("encode")), (1, v1));
     // Beyond this build's version: an error when writing.
     let mut future = small_model();
@@ -381,7 +383,7 @@ fn a_huge_claimed_shape_is_an_error_before_any_allocation() {
     let mut model = ModelFile::new("krr", json!({}));
     model.put_array("e", ModelArray::F64 { shape: vec![0, MAX_EMPTY_DIM], data: vec![] });
     let bytes = model.to_bytes().expect("encode");
-    let back = ModelFile::from_bytes(&bytes, "e").expect("decode");
+    let back = ModelFile::from_bytes(&bytes, "e", MemoryBudget::default()).expect("decode");
     assert_eq!(back.matrix("e").expect("matrix").shape(), (0, MAX_EMPTY_DIM));
     model.put_array("e", ModelArray::F64 { shape: vec![0, MAX_EMPTY_DIM + 1], data: vec![] });
     assert!(matches!(model.to_bytes(), Err(ModelError::InvalidParameter { name: "arrays", .. })));
@@ -397,8 +399,8 @@ fn wrong_kind_names_file_found_and_expected() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let path = dir.path().join("m.npz");
     small_model().save(&path).expect("save");
-    assert_eq!(ModelFile::load_kind(&path, &["kpca", "krr"]).expect("kind ok").kind(), "krr");
-    let err = ModelFile::load_kind(&path, &["kpca", "pca"]).unwrap_err();
+    assert_eq!(ModelFile::load_kind(&path, &["kpca", "krr"], MemoryBudget::default()).expect("kind ok").kind(), "krr");
+    let err = ModelFile::load_kind(&path, &["kpca", "pca"], MemoryBudget::default()).unwrap_err();
     assert!(
         matches!(&err, ModelError::ModelKind { found, expected, .. } if found == "krr" && expected == "\"kpca\" or \"pca\""),
         "{err:?}"
@@ -407,7 +409,7 @@ fn wrong_kind_names_file_found_and_expected() {
         err.to_string(),
         format!("{}: holds a model of kind \"krr\", expected \"kpca\" or \"pca\"", path.display())
     );
-    let err = ModelFile::load_kind(&path, &["kpca"]).unwrap_err();
+    let err = ModelFile::load_kind(&path, &["kpca"], MemoryBudget::default()).unwrap_err();
     assert!(err.to_string().ends_with("expected \"kpca\""), "{err}");
 }
 
@@ -416,9 +418,9 @@ fn load_errors_name_the_path() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let path = dir.path().join("broken.npz");
     std::fs::write(&path, b"hello").expect("write");
-    let err = ModelFile::load(&path).unwrap_err();
+    let err = ModelFile::load(&path, MemoryBudget::default()).unwrap_err();
     assert!(err.to_string().starts_with(&format!("{}: not a Stolr model file", path.display())), "{err}");
-    let err = ModelFile::load(&dir.path().join("absent.npz")).unwrap_err();
+    let err = ModelFile::load(&dir.path().join("absent.npz"), MemoryBudget::default()).unwrap_err();
     assert!(matches!(err, ModelError::Io { .. }), "{err:?}");
 }
 
@@ -428,7 +430,7 @@ fn save_replaces_an_existing_file_and_reports_a_missing_folder() {
     let path = dir.path().join("m.npz");
     std::fs::write(&path, b"old").expect("write");
     small_model().save(&path).expect("save over");
-    assert_eq!(ModelFile::load(&path).expect("load"), small_model());
+    assert_eq!(ModelFile::load(&path, MemoryBudget::default()).expect("load"), small_model());
     let err = small_model().save(&dir.path().join("no/such/folder/m.npz")).unwrap_err();
     assert!(matches!(&err, ModelError::Io { path, .. } if path.contains("no/such/folder")), "{err:?}");
     // A relative path without a folder part saves into the current folder: not exercised here,
@@ -441,7 +443,8 @@ fn accessors_check_presence_dtype_and_shape() {
     model.put_vector("v", &[1.0, 2.0]);
     model.put_array("negative", ModelArray::I64 { shape: vec![2], data: vec![3, -1] });
     model.put_array("grid", ModelArray::F64 { shape: vec![2, 1, 2], data: vec![0.0; 4] });
-    let model = ModelFile::from_bytes(&model.to_bytes().expect("encode"), "m").expect("decode");
+    let model =
+        ModelFile::from_bytes(&model.to_bytes().expect("encode"), "m", MemoryBudget::default()).expect("decode");
     assert!(model.has("alpha") && model.has("rows") && !model.has("beta"));
     assert_eq!(model.matrix("alpha").expect("matrix"), Mat::from_fn(3, 2, |i, j| i as f64 - 0.25 * j as f64));
     assert_eq!(model.indices("rows").expect("indices"), vec![4, 1]);
@@ -515,9 +518,49 @@ proptest! {
         model.put_vector("v", &v);
         model.put_indices("idx", &idx);
         let bytes = model.to_bytes().expect("encode");
-        let back = ModelFile::from_bytes(&bytes, "p").expect("decode");
+        let back = ModelFile::from_bytes(&bytes, "p", MemoryBudget::default()).expect("decode");
         prop_assert_eq!(f64_bits(&back), f64_bits(&model));
         prop_assert_eq!(back.indices("idx").expect("indices"), idx);
         prop_assert_eq!(back.to_bytes().expect("encode"), bytes);
     }
+}
+
+/// The budget travels with the call: a file over a small budget is refused with the typed
+/// error before it is read, the same file loads under a large one, and two loads at the same
+/// time on two threads, one under each budget, each obey their own (as no process-wide budget
+/// could make them).
+#[test]
+fn each_load_obeys_the_budget_it_is_given() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let path = dir.path().join("m.npz");
+    let mut model = ModelFile::new("krr", json!({ "lambda": 0.5 }));
+    model.put_vector("alpha", &vec![0.25; 100_000]);
+    model.save(&path).expect("save");
+    let len = std::fs::metadata(&path).expect("metadata").len();
+    assert!(len > 800_000, "{len} bytes");
+    let (small, large) = (MemoryBudget::bytes(1 << 20), MemoryBudget::bytes(16 << 20));
+
+    let err = ModelFile::load(&path, small).unwrap_err();
+    assert!(
+        matches!(&err, ModelError::OverBudget { path: p, source: stolr_memory::MemoryError::OverBudget { needed, limit, .. } }
+            if *p == path.display().to_string() && *needed == 2 * len && *limit == 1 << 20),
+        "{err:?}"
+    );
+    assert_eq!(ModelFile::load(&path, large).expect("within budget"), model);
+    assert_eq!(ModelFile::load_kind(&path, &["krr"], large).expect("within budget"), model);
+    assert!(matches!(ModelFile::load_kind(&path, &["krr"], small), Err(ModelError::OverBudget { .. })));
+
+    let start = std::sync::Barrier::new(2);
+    std::thread::scope(|scope| {
+        let refused = scope.spawn(|| {
+            start.wait();
+            (0..50).all(|_| matches!(ModelFile::load(&path, small), Err(ModelError::OverBudget { .. })))
+        });
+        let loaded = scope.spawn(|| {
+            start.wait();
+            (0..50).all(|_| ModelFile::load(&path, large).is_ok_and(|back| back == model))
+        });
+        assert!(refused.join().expect("thread"), "a load under 1 MiB was not refused");
+        assert!(loaded.join().expect("thread"), "a load under 16 MiB failed");
+    });
 }

@@ -6,6 +6,7 @@ use std::io::{Cursor, Read, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
+use stolr_memory::MemoryBudget;
 use stolr_model::{ModelError, ModelFile};
 
 /// The system allocator, recording the largest single request.
@@ -82,7 +83,7 @@ fn huge_claimed_shapes_and_sizes_allocate_nothing_large() {
     let limit = 64 * bytes.len().max(files.iter().map(Vec::len).max().unwrap_or(0));
     for (k, file) in files.iter().enumerate() {
         LARGEST.store(0, Ordering::Relaxed);
-        let result = ModelFile::from_bytes(file, "m.npz");
+        let result = ModelFile::from_bytes(file, "m.npz", MemoryBudget::default());
         let largest = LARGEST.load(Ordering::Relaxed);
         assert!(matches!(result, Err(ModelError::ModelFile { .. })), "case {k}: {result:?}");
         assert!(largest <= limit, "case {k}: an allocation of {largest} bytes for a {}-byte file", file.len());

@@ -9,6 +9,7 @@ use std::process::Command;
 
 use faer::Mat;
 use serde_json::json;
+use stolr_memory::MemoryBudget;
 use stolr_model::{ModelArray, ModelError, ModelFile};
 
 fn model() -> ModelFile {
@@ -71,7 +72,8 @@ fn a_model_resaved_like_np_savez_and_np_savez_compressed_loads_unchanged() {
         if method == zip::CompressionMethod::Deflated {
             assert!(bytes.len() < 500 * 40 * 8, "{} bytes", bytes.len());
         }
-        let back = ModelFile::from_bytes(&bytes, "resaved.npz").unwrap_or_else(|e| panic!("{method:?}: {e}"));
+        let back = ModelFile::from_bytes(&bytes, "resaved.npz", MemoryBudget::default())
+            .unwrap_or_else(|e| panic!("{method:?}: {e}"));
         assert_eq!(back, model, "{method:?}");
         assert_eq!(back.kind(), "krr");
     }
@@ -95,7 +97,7 @@ fn a_resaved_file_that_cannot_be_the_model_is_refused_with_the_true_reason() {
     let data: Vec<u8> = [1.0f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
     zip.write_all(&numpy_npy("<f4", &[2], &data)).expect("write");
     let bytes = zip.finish().expect("finish").into_inner();
-    let err = ModelFile::from_bytes(&bytes, "f32.npz").unwrap_err();
+    let err = ModelFile::from_bytes(&bytes, "f32.npz", MemoryBudget::default()).unwrap_err();
     let message = err.to_string();
     assert!(matches!(err, ModelError::ModelFile { .. }), "{err:?}");
     assert!(message.contains("dtype '<f4', but header.json gives f64 (<f8)"), "{message}");
@@ -105,7 +107,7 @@ fn a_resaved_file_that_cannot_be_the_model_is_refused_with_the_true_reason() {
     zip.start_file("header.json.npy", options).expect("member");
     zip.write_all(&numpy_npy("<i8", &[1], &7i64.to_le_bytes())).expect("write");
     let bytes = zip.finish().expect("finish").into_inner();
-    let message = ModelFile::from_bytes(&bytes, "int.npz").unwrap_err().to_string();
+    let message = ModelFile::from_bytes(&bytes, "int.npz", MemoryBudget::default()).unwrap_err().to_string();
     assert!(message.contains("header.json.npy: holds an array of shape [1], expected a 0-d array"), "{message}");
 
     // A compressed member that claims far more than its bytes can inflate to.
@@ -124,7 +126,7 @@ fn a_resaved_file_that_cannot_be_the_model_is_refused_with_the_true_reason() {
         }
     }
     assert!(patched > 0, "no ZIP64 size to patch");
-    let message = ModelFile::from_bytes(&bytes, "bomb.npz").unwrap_err().to_string();
+    let message = ModelFile::from_bytes(&bytes, "bomb.npz", MemoryBudget::default()).unwrap_err().to_string();
     assert!(!message.contains("panicked"), "{message}");
 }
 
@@ -142,7 +144,7 @@ fn a_compressed_header_or_arrays_beyond_their_bounds_are_refused() {
     zip.write_all(&text).expect("write");
     let bytes = zip.finish().expect("finish").into_inner();
     assert!(bytes.len() < 1 << 20, "{} bytes", bytes.len());
-    let message = ModelFile::from_bytes(&bytes, "header-bomb.npz").unwrap_err().to_string();
+    let message = ModelFile::from_bytes(&bytes, "header-bomb.npz", MemoryBudget::default()).unwrap_err().to_string();
     assert!(message.contains("a model file's header may hold"), "{message}");
 
     // Ten deflated arrays of 6 MiB of zeros each (a few tens of KiB in all) under a 64 MiB
@@ -152,9 +154,13 @@ fn a_compressed_header_or_arrays_beyond_their_bounds_are_refused() {
         model.put_vector(&format!("a{k}"), &vec![0.0; 3 << 18]);
     }
     let bytes = resaved(&model, zip::CompressionMethod::Deflated);
-    stolr_memory::MemoryBudget::set_process(stolr_memory::MemoryBudget::bytes(64 << 20));
-    let message = ModelFile::from_bytes(&bytes, "arrays-bomb.npz").unwrap_err().to_string();
+    let err = ModelFile::from_bytes(&bytes, "arrays-bomb.npz", MemoryBudget::bytes(64 << 20)).unwrap_err();
+    assert!(matches!(err, ModelError::OverBudget { ref path, .. } if path == "arrays-bomb.npz"), "{err:?}");
+    let message = err.to_string();
     assert!(message.contains("with the members inflated before it"), "{message}");
+    // The same bytes under a budget that holds them (10 × 6 MiB, twice): read back whole.
+    let back = ModelFile::from_bytes(&bytes, "arrays-bomb.npz", MemoryBudget::bytes(256 << 20)).expect("within budget");
+    assert_eq!(back, model);
 }
 
 /// With Python and NumPy at hand, the real thing: `np.savez` and `np.savez_compressed` of
@@ -178,7 +184,7 @@ fn a_model_resaved_by_numpy_itself_loads_unchanged() {
         let status =
             Command::new("python3").args(["-c", &script, path(&original), path(&out)]).status().expect("python3 runs");
         assert!(status.success(), "{function}");
-        let back = ModelFile::load(&out).unwrap_or_else(|e| panic!("{function}: {e}"));
+        let back = ModelFile::load(&out, MemoryBudget::default()).unwrap_or_else(|e| panic!("{function}: {e}"));
         assert_eq!(back, model, "{function}");
     }
 }

@@ -148,8 +148,11 @@ fn model_bytes<'py, M: Persist>(py: Python<'py>, model: &M) -> PyResult<Bound<'p
     Ok(PyBytes::new(py, &bytes))
 }
 
+/// The model of kind `M` in `bytes` (as pickled or saved); its compressed members are inflated
+/// within [`MemoryBudget::default`] (80 % of the memory available): the bytes are already in
+/// memory, and a fitted model keeps no budget of its own.
 fn load<M: Persist>(bytes: &[u8]) -> PyResult<M> {
-    let file = ModelFile::from_bytes(bytes, IN_MEMORY).map_err(value_error)?;
+    let file = ModelFile::from_bytes(bytes, IN_MEMORY, MemoryBudget::default()).map_err(value_error)?;
     if file.kind() != M::KIND {
         return Err(value_error(format!("a {} model, expected {}", file.kind(), M::KIND)));
     }
@@ -282,7 +285,7 @@ fn fit_kernel_ridge<'py>(
 /// Projections of `x` `(m, d)` on a kernel PCA or PCA model, `(m, r)`.
 #[pyfunction]
 fn transform<'py>(py: Python<'py>, model: &[u8], x: PyReadonlyArray2<'py, f64>) -> PyResult<Bound<'py, PyArray2<f64>>> {
-    let file = ModelFile::from_bytes(model, IN_MEMORY).map_err(value_error)?;
+    let file = ModelFile::from_bytes(model, IN_MEMORY, MemoryBudget::default()).map_err(value_error)?;
     let x = rows(&x);
     let z = match file.kind() {
         "kernel-pca" => {
@@ -448,7 +451,7 @@ impl StreamingState {
     /// not fit its parameters.
     #[staticmethod]
     fn from_bytes(bytes: &[u8]) -> PyResult<Self> {
-        let file = ModelFile::from_bytes(bytes, IN_MEMORY).map_err(value_error)?;
+        let file = ModelFile::from_bytes(bytes, IN_MEMORY, MemoryBudget::default()).map_err(value_error)?;
         if file.kind() != STREAMING_STATE_KIND {
             return Err(value_error(format!("a {} file, expected a saved streaming PCA state", file.kind())));
         }
@@ -514,7 +517,7 @@ impl StreamingState {
 /// The model kind of model bytes (`kernel-pca`, `pca`, `kernel-ridge`).
 #[pyfunction]
 fn model_kind(model: &[u8]) -> PyResult<String> {
-    Ok(ModelFile::from_bytes(model, IN_MEMORY).map_err(value_error)?.kind().to_string())
+    Ok(ModelFile::from_bytes(model, IN_MEMORY, MemoryBudget::default()).map_err(value_error)?.kind().to_string())
 }
 
 /// The extension module `stolr._core`.

@@ -89,14 +89,16 @@ pub trait Persist: Sized {
         Ok(self.to_model_file().save(path)?)
     }
 
-    /// Reads a model from `path`: a model file, or a directory holding `model.npz`.
+    /// Reads a model from `path`: a model file, or a directory holding `model.npz`, within the
+    /// memory budget `memory` ([`stolr_model::ModelFile::load`]).
     ///
     /// # Errors
-    /// [`SolverError::Model`] for an unreadable, truncated, corrupted or newer-version file, or a
-    /// model of another kind; [`SolverError::ModelFile`] for inconsistent contents.
-    fn load(path: &Path) -> Result<Self, SolverError> {
+    /// [`SolverError::Model`] for an unreadable, truncated, corrupted or newer-version file, a
+    /// model of another kind, or a file over `memory` ([`stolr_model::ModelError::OverBudget`],
+    /// before it is read); [`SolverError::ModelFile`] for inconsistent contents.
+    fn load(path: &Path, memory: stolr_memory::MemoryBudget) -> Result<Self, SolverError> {
         let path = stolr_model::resolve_model_path(path)?;
-        let file = stolr_model::ModelFile::load_kind(&path, &[Self::KIND])?;
+        let file = stolr_model::ModelFile::load_kind(&path, &[Self::KIND], memory)?;
         Self::from_model_file(&file, &path)
     }
 }

@@ -61,7 +61,7 @@ impl CheckpointStore for MemoryStore {
         for (name, array) in state.arrays() {
             file.put_array(name, array.clone());
         }
-        let back = ModelFile::from_bytes(&file.to_bytes()?, "checkpoint")?;
+        let back = ModelFile::from_bytes(&file.to_bytes()?, "checkpoint", stolr_memory::MemoryBudget::default())?;
         self.saved_at.push(t);
         self.saved = Some(SolverState::from_arrays(back.arrays()));
         Ok(())

@@ -342,7 +342,7 @@ fn the_intercept_survives_a_save_and_load() {
     assert!(model.intercept() != ybar, "the intercept is b = ȳ − k̄ᵀα, not ȳ");
     let dir = tempfile::tempdir().unwrap();
     model.save(&dir.path().join("model.npz")).unwrap();
-    let loaded = KrrModel::load(dir.path()).unwrap();
+    let loaded = KrrModel::load(dir.path(), stolr_memory::MemoryBudget::default()).unwrap();
     assert_eq!(loaded, model);
     assert_eq!(predict(&loaded, &x), predict(&model, &x));
 }

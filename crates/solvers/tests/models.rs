@@ -207,22 +207,28 @@ fn models_round_trip_and_refuse_the_wrong_kind() {
 
     let (a, b) = (dir.path().join("kpca.npz"), dir.path().join("kpca2.npz"));
     kpca.save(&a).unwrap();
-    let back = KernelPcaModel::load(&a).unwrap();
+    let back = KernelPcaModel::load(&a, stolr_memory::MemoryBudget::default()).unwrap();
     assert_eq!(back, kpca);
     back.save(&b).unwrap();
     assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
 
     let p = dir.path().join("pca.npz");
     pca.save(&p).unwrap();
-    assert_eq!(PcaModel::load(&p).unwrap(), pca);
+    assert_eq!(PcaModel::load(&p, stolr_memory::MemoryBudget::default()).unwrap(), pca);
     let k = dir.path().join("krr.npz");
     krr.save(&k).unwrap();
-    assert_eq!(KrrModel::load(&k).unwrap(), krr);
-    assert_eq!(KrrModel::load(&k).unwrap().predict(x.as_ref()).unwrap(), krr.predict(x.as_ref()).unwrap());
+    assert_eq!(KrrModel::load(&k, stolr_memory::MemoryBudget::default()).unwrap(), krr);
+    assert_eq!(
+        KrrModel::load(&k, stolr_memory::MemoryBudget::default()).unwrap().predict(x.as_ref()).unwrap(),
+        krr.predict(x.as_ref()).unwrap()
+    );
 
-    assert!(KrrModel::load(&a).is_err(), "a kernel PCA model is not a regression model");
-    assert!(PcaModel::load(&k).is_err());
-    assert!(KernelPcaModel::load(&dir.path().join("missing.npz")).is_err());
+    assert!(
+        KrrModel::load(&a, stolr_memory::MemoryBudget::default()).is_err(),
+        "a kernel PCA model is not a regression model"
+    );
+    assert!(PcaModel::load(&k, stolr_memory::MemoryBudget::default()).is_err());
+    assert!(KernelPcaModel::load(&dir.path().join("missing.npz"), stolr_memory::MemoryBudget::default()).is_err());
 }
 
 /// CSV text with a categorical column and a label → one-hot encoding → fit → save/load →
@@ -240,7 +246,7 @@ fn categorical_encoding_round_trips_through_the_model_file() {
         })
         .collect();
     let options = TableOptions { categorical: vec![2], label: TableLabel::Column(4), numeric_label: false };
-    let table = read_table_from(text.as_bytes(), "t.csv", &options).unwrap();
+    let table = read_table_from(text.as_bytes(), "t.csv", &options, stolr_memory::MemoryBudget::default()).unwrap();
     assert_eq!(table.data.d(), 5);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
     let params = KernelPca::new(3, GAUSS, KpcaSolver::exact()).center(true);
@@ -253,11 +259,12 @@ fn categorical_encoding_round_trips_through_the_model_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("model.npz");
     model.save(&path).unwrap();
-    assert_eq!(ModelFile::load(&path).unwrap().format_version(), 2);
-    let back = KernelPcaModel::load(&path).unwrap();
+    assert_eq!(ModelFile::load(&path, stolr_memory::MemoryBudget::default()).unwrap().format_version(), 2);
+    let back = KernelPcaModel::load(&path, stolr_memory::MemoryBudget::default()).unwrap();
     assert_eq!(back, model);
     let encoding = back.encoding().expect("kept");
-    let rows = read_table_with_from(text.as_bytes(), "t.csv", encoding, false).unwrap();
+    let rows =
+        read_table_with_from(text.as_bytes(), "t.csv", encoding, false, stolr_memory::MemoryBudget::default()).unwrap();
     let z = back.transform(rows.x.as_ref()).unwrap();
     assert!((&z - &projections).norm_max() <= 1e-8 * projections.norm_max());
 
@@ -266,6 +273,6 @@ fn categorical_encoding_round_trips_through_the_model_file() {
     assert!(matches!(model.clone().with_encoding(Some(wrong)), Err(SolverError::ModelMismatch { .. })));
     let plain = model.with_encoding(None).unwrap();
     plain.save(&path).unwrap();
-    assert_eq!(ModelFile::load(&path).unwrap().format_version(), 1);
-    assert_eq!(KernelPcaModel::load(&path).unwrap().encoding(), None);
+    assert_eq!(ModelFile::load(&path, stolr_memory::MemoryBudget::default()).unwrap().format_version(), 1);
+    assert_eq!(KernelPcaModel::load(&path, stolr_memory::MemoryBudget::default()).unwrap().encoding(), None);
 }

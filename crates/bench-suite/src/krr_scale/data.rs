@@ -168,8 +168,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let files = DataFiles::new(dir.path());
         ensure(&files, &[50, 120], 30, 1.0, 7, 40).unwrap();
-        let small = stolr_datasets::read_csv_regression(&files.train(50)).unwrap();
-        let large = stolr_datasets::read_csv_regression(&files.train(120)).unwrap();
+        let small =
+            stolr_datasets::read_csv_regression(&files.train(50), stolr_memory::MemoryBudget::default()).unwrap();
+        let large =
+            stolr_datasets::read_csv_regression(&files.train(120), stolr_memory::MemoryBudget::default()).unwrap();
         let generated = train_rows(120, 1.0, 7).unwrap();
         assert_eq!((small.n(), small.d(), large.n()), (50, 10, 120));
         for i in 0..120 {
@@ -181,10 +183,13 @@ mod tests {
             }
         }
         assert_eq!(large.targets(), generated.targets());
-        let test = stolr_datasets::read_csv_regression(&files.test()).unwrap();
+        let test = stolr_datasets::read_csv_regression(&files.test(), stolr_memory::MemoryBudget::default()).unwrap();
         assert_eq!(test.targets(), test_rows(30, 1.0, 7).unwrap().targets());
-        let fit = stolr_datasets::read_csv_regression(&files.validation_fit()).unwrap();
-        let holdout = stolr_datasets::read_csv_regression(&files.validation_holdout()).unwrap();
+        let fit = stolr_datasets::read_csv_regression(&files.validation_fit(), stolr_memory::MemoryBudget::default())
+            .unwrap();
+        let holdout =
+            stolr_datasets::read_csv_regression(&files.validation_holdout(), stolr_memory::MemoryBudget::default())
+                .unwrap();
         assert_eq!((fit.n(), holdout.n()), (40, 10));
         assert_eq!(holdout.targets().unwrap(), &small.targets().unwrap()[40..]);
         assert!(matches!(

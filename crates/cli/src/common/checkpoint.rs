@@ -361,6 +361,8 @@ pub struct FileStore {
     /// A streamed pass's fingerprint of the rows read, and a fingerprint of what its rows were
     /// transformed with (the means of `--center` computed over the whole input).
     prefix: Option<(RowPrefix, String)>,
+    /// The run's budget (`--memory-limit`), within which a checkpoint is read back.
+    memory: stolr_memory::MemoryBudget,
 }
 
 impl FileStore {
@@ -391,6 +393,7 @@ impl FileStore {
             every: usize::try_from(args.checkpoint_every).unwrap_or(usize::MAX),
             fingerprint,
             prefix: None,
+            memory: ctx.memory,
         }))
     }
 
@@ -458,7 +461,7 @@ impl CheckpointStore for FileStore {
             }
             return Ok(None);
         }
-        let file = ModelFile::load_kind(&self.path, &[KIND])?;
+        let file = ModelFile::load_kind(&self.path, &[KIND], self.memory)?;
         self.check(file.parameters().get("fingerprint").unwrap_or(&Value::Null))?;
         if let Some((prefix, transform)) = &self.prefix {
             let saved = load_prefix(&file).ok_or_else(|| {

@@ -12,6 +12,7 @@ use stolr_datasets::{
     read_libsvm_part, read_magic, read_magic_part, read_mnist, read_mnist_part, read_npy_matrix, read_npy_part,
     read_table, read_table_part, read_table_with,
 };
+use stolr_memory::MemoryBudget;
 use stolr_model::OneHotEncoding;
 
 /// A data file's format.
@@ -48,22 +49,25 @@ impl Format {
 /// Reads `path` as `format`. With `targets`, a CSV file's last column is the target (numbers);
 /// otherwise CSV files have no label column. Every command reads CSV with the one table reader
 /// of `kpca` ([`read_table`]: gzip detected by its signature, a UTF-8 byte order mark skipped,
-/// RFC 4180 quoted fields, a header line skipped).
-pub fn read(path: &Path, format: Format, targets: bool) -> Result<Dataset> {
+/// RFC 4180 quoted fields, a header line skipped). The readers check what they allocate against
+/// `memory` (the run's `--memory-limit`).
+pub fn read(path: &Path, format: Format, targets: bool, memory: MemoryBudget) -> Result<Dataset> {
     let data = match format {
-        Format::Libsvm => read_libsvm(path),
+        Format::Libsvm => read_libsvm(path, memory),
         Format::Csv => {
             let label = if targets { TableLabel::Last } else { TableLabel::None };
             let options = TableOptions { categorical: Vec::new(), label, numeric_label: targets };
-            read_table(path, &options).map(|t| t.data)
+            read_table(path, &options, memory).map(|t| t.data)
         }
-        Format::Magic => read_magic(path),
-        Format::Mnist => read_mnist(path, MnistSplit::All),
-        Format::Npy => {
-            read_npy_matrix(path).map(|x| Dataset { x, labels: Labels::None, source: path.display().to_string() })
-        }
-        Format::Abalone => read_abalone(path),
-        Format::Housing => read_housing(path),
+        Format::Magic => read_magic(path, memory),
+        Format::Mnist => read_mnist(path, MnistSplit::All, memory),
+        Format::Npy => read_npy_matrix(path, memory).map(|x| Dataset {
+            x,
+            labels: Labels::None,
+            source: path.display().to_string(),
+        }),
+        Format::Abalone => read_abalone(path, memory),
+        Format::Housing => read_housing(path, memory),
     }
     .with_context(|| format!("cannot read {}", path.display()))?;
     Ok(data)
@@ -101,16 +105,23 @@ impl TableArgs {
 /// Reads `path` as `format` with the table options: a CSV file goes through the table reader
 /// (gzip detected by its signature; categorical columns one-hot encoded; the label column kept
 /// as labels) and, when `table` asks for an encoding, returns it for the model. Other formats
-/// are read by [`read`]; `--categorical` and `--label-column` are an error with them.
-pub fn read_with_table(path: &Path, format: Format, table: &TableArgs) -> Result<(Dataset, Option<OneHotEncoding>)> {
+/// are read by [`read`]; `--categorical` and `--label-column` are an error with them. Within
+/// `memory`, as [`read`].
+pub fn read_with_table(
+    path: &Path,
+    format: Format,
+    table: &TableArgs,
+    memory: MemoryBudget,
+) -> Result<(Dataset, Option<OneHotEncoding>)> {
     if format != Format::Csv {
         if table.given() {
             bail!("--categorical and --label-column apply to --format csv, not --format {}", format.name());
         }
-        return Ok((read(path, format, false)?, None));
+        return Ok((read(path, format, false, memory)?, None));
     }
-    let t =
-        read_table(path, &table.options()).map_err(hint).with_context(|| format!("cannot read {}", path.display()))?;
+    let t = read_table(path, &table.options(), memory)
+        .map_err(hint)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     Ok((t.data, table.given().then_some(t.encoding)))
 }
 
@@ -132,20 +143,26 @@ pub struct Part {
 /// [`RowShard::balanced`]. The parts in rank order are the rows of the whole file. A file that
 /// cannot be read in parts (gzip-compressed, a table with categorical columns, see
 /// [`DataError::NotShardable`]), and the Abalone and housing files, are read whole by every
-/// process, which keeps its balanced share; rank 0 then warns why. Collective.
-pub fn load_part(path: &Path, format: Format, table: &TableArgs, comm: &dyn Communicator) -> Result<Part> {
+/// process, which keeps its balanced share; rank 0 then warns why. `memory` bounds what this
+/// process reads (its part, or the whole file). Collective.
+pub fn load_part(
+    path: &Path,
+    format: Format,
+    table: &TableArgs,
+    comm: &dyn Communicator,
+    memory: MemoryBudget,
+) -> Result<Part> {
     let (rank, size) = (comm.rank(), comm.size());
     if format != Format::Csv && table.given() {
         bail!("--categorical and --label-column apply to --format csv, not --format {}", format.name());
     }
     let part = match format {
-        Format::Libsvm => read_libsvm_part(path, rank, size).map(|data| (data, None)),
-        Format::Csv => {
-            read_table_part(path, &table.options(), rank, size).map(|t| (t.data, table.given().then_some(t.encoding)))
-        }
-        Format::Magic => read_magic_part(path, rank, size).map(|data| (data, None)),
-        Format::Mnist => read_mnist_part(path, MnistSplit::All, rank, size).map(|data| (data, None)),
-        Format::Npy => read_npy_part(path, rank, size)
+        Format::Libsvm => read_libsvm_part(path, rank, size, memory).map(|data| (data, None)),
+        Format::Csv => read_table_part(path, &table.options(), rank, size, memory)
+            .map(|t| (t.data, table.given().then_some(t.encoding))),
+        Format::Magic => read_magic_part(path, rank, size, memory).map(|data| (data, None)),
+        Format::Mnist => read_mnist_part(path, MnistSplit::All, rank, size, memory).map(|data| (data, None)),
+        Format::Npy => read_npy_part(path, rank, size, memory)
             .map(|x| (Dataset { x, labels: Labels::None, source: path.display().to_string() }, None)),
         Format::Abalone | Format::Housing => Err(DataError::NotShardable {
             path: path.display().to_string(),
@@ -158,7 +175,7 @@ pub fn load_part(path: &Path, format: Format, table: &TableArgs, comm: &dyn Comm
             if comm.is_root() {
                 eprintln!("warning: {e}; every process reads the whole file and keeps its share of the rows");
             }
-            let (whole, encoding) = read_with_table(path, format, table)?;
+            let (whole, encoding) = read_with_table(path, format, table, memory)?;
             let shard = RowShard::balanced(whole.n(), rank, size);
             let x = whole.x.as_ref().subrows(shard.first, shard.rows).to_owned();
             let labels = match whole.labels {
@@ -242,13 +259,15 @@ fn hint(e: DataError) -> anyhow::Error {
 ///
 /// With `encoding` (the model was fitted on a CSV table with categorical or label columns), the
 /// file must be CSV in the training file's layout, and is encoded with the model's categories;
-/// an unseen category is an error naming the line, the column and the value.
+/// an unseen category is an error naming the line, the column and the value. Within `memory`,
+/// as [`read`].
 pub fn read_for_model(
     path: &Path,
     format: Format,
     d: usize,
     targets: bool,
     encoding: Option<&OneHotEncoding>,
+    memory: MemoryBudget,
 ) -> Result<Dataset> {
     let data = if let Some(encoding) = encoding {
         if format != Format::Csv {
@@ -256,13 +275,14 @@ pub fn read_for_model(
                 "the model was fitted on a CSV table with categorical or label columns: give the new rows as --format csv"
             );
         }
-        read_table_with(path, encoding, targets).with_context(|| format!("cannot read {}", path.display()))?
+        read_table_with(path, encoding, targets, memory).with_context(|| format!("cannot read {}", path.display()))?
     } else if format == Format::Libsvm {
-        stolr_datasets::read_libsvm_with_dim(path, d).with_context(|| format!("cannot read {}", path.display()))?
+        stolr_datasets::read_libsvm_with_dim(path, d, memory)
+            .with_context(|| format!("cannot read {}", path.display()))?
     } else if format == Format::Csv && targets {
-        read_csv_maybe_targets(path, d)?
+        read_csv_maybe_targets(path, d, memory)?
     } else {
-        read(path, format, targets)?
+        read(path, format, targets, memory)?
     };
     if data.d() != d {
         let with_target = if format == Format::Csv && targets {
@@ -279,9 +299,9 @@ pub fn read_for_model(
 
 /// A CSV file of new rows for a model with `d` features: rows of `d + 1` columns hold the
 /// targets in the last; rows of `d` columns have none (and any other width is the caller's
-/// error). Read as [`read`] reads CSV, every column numeric.
-fn read_csv_maybe_targets(path: &Path, d: usize) -> Result<Dataset> {
-    let mut data = read(path, Format::Csv, false)?;
+/// error). Read as [`read`] reads CSV, every column numeric, within `memory`.
+fn read_csv_maybe_targets(path: &Path, d: usize, memory: MemoryBudget) -> Result<Dataset> {
+    let mut data = read(path, Format::Csv, false, memory)?;
     if data.d() == d + 1 {
         let n = data.n();
         let targets: Vec<f64> = (0..n).map(|i| data.x[(i, d)]).collect();

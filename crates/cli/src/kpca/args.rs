@@ -126,7 +126,12 @@ pub struct KpcaArgs {
     pub(super) checkpoint: CheckpointArgs,
 }
 
-pub(super) fn load(args: &KpcaArgs) -> Result<(Dataset, Option<OneHotEncoding>, &'static str)> {
+/// The rows of `--input` (read within `memory`, `--memory-limit`) or the built-in rings, the
+/// encoding of a CSV table, and where the rows come from (`"file"` or `"built-in"`).
+pub(super) fn load(
+    args: &KpcaArgs,
+    memory: stolr_memory::MemoryBudget,
+) -> Result<(Dataset, Option<OneHotEncoding>, &'static str)> {
     Ok(match &args.input {
         None => {
             if args.table.given() {
@@ -141,7 +146,7 @@ pub(super) fn load(args: &KpcaArgs) -> Result<(Dataset, Option<OneHotEncoding>, 
                     args.format.name()
                 );
             }
-            let (data, encoding) = read_with_table(path, args.format, &args.table)?;
+            let (data, encoding) = read_with_table(path, args.format, &args.table, memory)?;
             (data, encoding, "file")
         }
     })

@@ -32,19 +32,19 @@ pub(super) struct Read {
 
 /// Reads this rank's rows: a file's part ([`load_part`]), the built-in data whole, keeping the
 /// balanced share. Rank 0 gets the labels of every row. Every rank must end up with at least
-/// one row. Collective.
-pub(super) fn read_shard(args: &KpcaArgs, comm: &dyn Communicator) -> Result<Read> {
+/// one row. The rows are read within `memory` (`--memory-limit`). Collective.
+pub(super) fn read_shard(args: &KpcaArgs, comm: &dyn Communicator, memory: stolr_memory::MemoryBudget) -> Result<Read> {
     let (rank, size) = (comm.rank(), comm.size());
     let read = match &args.input {
         // The regression sets are refused by `load`.
         Some(path) if !matches!(args.format, Format::Abalone | Format::Housing) => {
-            let Part { data, shard, encoding } = load_part(path, args.format, &args.table, comm)?;
+            let Part { data, shard, encoding } = load_part(path, args.format, &args.table, comm, memory)?;
             let labels = gather_labels(comm, &data.labels).unwrap_or(stolr_datasets::Labels::None);
             let full = Dataset { labels, x: Mat::new(), source: data.source.clone() };
             Read { local: data.x, shard, full, encoding, origin: "file" }
         }
         _ => {
-            let (data, encoding, origin) = load(args)?;
+            let (data, encoding, origin) = load(args, memory)?;
             let shard = RowShard::balanced(data.n(), rank, size);
             let local = data.x.as_ref().subrows(shard.first, shard.rows).to_owned();
             let full = Dataset { x: Mat::new(), ..data };

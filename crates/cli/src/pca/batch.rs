@@ -33,7 +33,7 @@ pub(super) fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
                 (Dataset { x, labels: stolr_datasets::Labels::None, source }, None, shard)
             }
             (None, Some(path), _) => {
-                let data = read(path, args.format, false)?;
+                let data = read(path, args.format, false, ctx.memory)?;
                 let shard = RowShard::whole(data.n());
                 (data, None, shard)
             }

@@ -55,7 +55,7 @@ pub(crate) fn local_rows(
 ) -> Result<(faer::Mat<f64>, String, RowShard)> {
     let (x, source, shard) = match (&args.input, args.generate) {
         (Some(path), _) => {
-            let part = crate::common::input::load_part(path, args.format, &Default::default(), comm)?;
+            let part = crate::common::input::load_part(path, args.format, &Default::default(), comm, memory)?;
             (part.data.x, part.data.source, part.shard)
         }
         (None, Some(kind)) => {

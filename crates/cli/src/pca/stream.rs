@@ -34,10 +34,12 @@ use crate::distributed::RunContext;
 use crate::memory::peak_rss_bytes;
 
 /// Where the samples come from: a file re-opened for each pass, or a matrix; the solver's pass
-/// goes through `prefix`, the fingerprint a checkpoint keeps of the rows read.
+/// goes through `prefix`, the fingerprint a checkpoint keeps of the rows read; a file is read
+/// within `memory` (`--memory-limit`).
 struct Source<'a> {
     rows: Rows<'a>,
     prefix: RowPrefix,
+    memory: stolr_memory::MemoryBudget,
 }
 
 enum Rows<'a> {
@@ -48,14 +50,14 @@ enum Rows<'a> {
 impl RowSource for Source<'_> {
     fn dim(&self) -> Result<usize, SolverError> {
         Ok(match &self.rows {
-            Rows::File(path, format) => stream_rows(path, *format).map_err(read_error)?.dim(),
+            Rows::File(path, format) => stream_rows(path, *format, self.memory).map_err(read_error)?.dim(),
             Rows::Matrix(x) => x.ncols(),
         })
     }
 
     fn rows(&self, pass: PassKind) -> Result<RowPass<'_>, SolverError> {
         let raw: Box<dyn Iterator<Item = Result<Vec<f64>, stolr_datasets::DataError>> + '_> = match &self.rows {
-            Rows::File(path, format) => Box::new(stream_rows(path, *format).map_err(read_error)?),
+            Rows::File(path, format) => Box::new(stream_rows(path, *format, self.memory).map_err(read_error)?),
             Rows::Matrix(x) => Box::new(matrix_rows(x.as_ref()).map(|row| row.map_err(|never| match never {}))),
         };
         Ok(match pass {
@@ -146,7 +148,7 @@ pub(super) fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
         }
         (None, None) => bail!("give --input or --generate"),
     };
-    let source = Source { rows, prefix: RowPrefix::new() };
+    let source = Source { rows, prefix: RowPrefix::new(), memory: ctx.memory };
     let d = source.dim()?;
     let k = args.rank;
     if k == 0 || k >= d {

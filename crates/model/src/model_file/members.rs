@@ -4,26 +4,60 @@
 
 use std::io::Read;
 
+use stolr_memory::MemoryBudget;
+
 use super::layout::{Dtype, HEADER_MEMBER, MAX_EMPTY_DIM, MAX_NDIM, NUMPY_HEADER_MEMBER};
 use crate::ModelError;
 
 /// The content of member `index`, read to its end so that its CRC-32 is checked. A stored
 /// member's declared size must not exceed `file_len`; a deflate-compressed one's (as
 /// `np.savez_compressed` writes) must be within what deflate can inflate its compressed bytes
-/// to and within the process's memory budget. Either bounds the allocation.
+/// to and within the memory budget `memory`. Either bounds the allocation.
 ///
 /// `cap` bounds the member's size outright (the header); `inflated` is the running total of
 /// the deflated members read so far, and the budget is checked against that total plus this
 /// member (twice its size: the bytes and the array parsed from them), so that many members each
 /// within the budget cannot together exceed it.
+///
+/// # Errors
+/// [`ModelError::OverBudget`] naming `name` (the file) over `memory`; [`ModelError::ModelFile`]
+/// naming `name` for a member that is unreadable, corrupted or larger than its bounds.
 pub(super) fn read_member<R: Read + std::io::Seek>(
+    zip: &mut zip::ZipArchive<R>,
+    (index, member): (usize, &str),
+    (name, file_len): (&str, usize),
+    cap: Option<u64>,
+    inflated: &mut u64,
+    memory: MemoryBudget,
+) -> Result<Vec<u8>, ModelError> {
+    read_member_checked(zip, index, member, file_len, cap, inflated, memory).map_err(|e| match e {
+        MemberError::Reason(reason) => ModelError::ModelFile { path: name.to_owned(), reason },
+        MemberError::OverBudget(source) => ModelError::OverBudget { path: name.to_owned(), source },
+    })
+}
+
+/// Why a member cannot be read: a reason for a [`ModelError::ModelFile`], or the budget's error.
+enum MemberError {
+    Reason(String),
+    OverBudget(stolr_memory::MemoryError),
+}
+
+impl From<String> for MemberError {
+    fn from(reason: String) -> Self {
+        MemberError::Reason(reason)
+    }
+}
+
+/// [`read_member`], its errors not yet named by the file.
+fn read_member_checked<R: Read + std::io::Seek>(
     zip: &mut zip::ZipArchive<R>,
     index: usize,
     member: &str,
     file_len: usize,
     cap: Option<u64>,
     inflated: &mut u64,
-) -> Result<Vec<u8>, String> {
+    memory: MemoryBudget,
+) -> Result<Vec<u8>, MemberError> {
     let file = zip.by_index(index).map_err(|e| match e {
         zip::result::ZipError::UnsupportedArchive(what) => format!(
             "{member}: {what}; a model file's members are read stored or deflate-compressed (as np.savez and \
@@ -35,17 +69,20 @@ pub(super) fn read_member<R: Read + std::io::Seek>(
     if let Some(cap) = cap
         && size > cap
     {
-        return Err(format!("{member}: declares {size} bytes, more than the {cap} a model file's header may hold"));
+        return Err(
+            format!("{member}: declares {size} bytes, more than the {cap} a model file's header may hold").into()
+        );
     }
     if file.compressed_size() > file_len as u64 {
         return Err(format!(
             "{member}: declares {} compressed bytes, more than the whole file's {file_len}; the file is corrupted",
             file.compressed_size()
-        ));
+        )
+        .into());
     }
     if file.compression() == zip::CompressionMethod::Stored {
         if size > file_len as u64 {
-            return Err(format!("{member}: declares {size} bytes, more than the whole file's {file_len}"));
+            return Err(format!("{member}: declares {size} bytes, more than the whole file's {file_len}").into());
         }
     } else {
         // Deflate inflates at most 1032 to 1.
@@ -55,12 +92,13 @@ pub(super) fn read_member<R: Read + std::io::Seek>(
                 "{member}: declares {size} bytes, more than its {} compressed bytes can inflate to; the file is \
                  corrupted",
                 file.compressed_size()
-            ));
+            )
+            .into());
         }
         let total = inflated.saturating_add(size.saturating_mul(2));
-        stolr_memory::MemoryBudget::process()
+        memory
             .check(format!("{member} uncompressed, with the members inflated before it"), total)
-            .map_err(|e| format!("{member}: {e}"))?;
+            .map_err(MemberError::OverBudget)?;
         *inflated = total;
     }
     let size = usize::try_from(size).map_err(|_| format!("{member}: declares {size} bytes, more than memory"))?;
@@ -73,7 +111,8 @@ pub(super) fn read_member<R: Read + std::io::Seek>(
         return Err(format!(
             "{member}: holds {} bytes but declares {size}; the file is truncated or corrupted",
             content.len()
-        ));
+        )
+        .into());
     }
     Ok(content)
 }

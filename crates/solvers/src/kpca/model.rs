@@ -100,7 +100,7 @@ impl KernelCentering {
 /// let dir = tempfile::tempdir().unwrap();
 /// let path = dir.path().join("model.npz");
 /// model.save(&path)?;
-/// let back = KernelPcaModel::load(&path)?;
+/// let back = KernelPcaModel::load(&path, stolr_memory::MemoryBudget::default())?;
 /// assert_eq!(back, model);
 /// assert_eq!(back.transform(test.as_ref())?, z);
 /// # Ok::<(), stolr_solvers::SolverError>(())

@@ -37,7 +37,7 @@ use crate::{Persist, SolverError, Transformer};
 ///
 /// let dir = tempfile::tempdir().unwrap();
 /// model.save(&dir.path().join("model.npz"))?;
-/// assert_eq!(PcaModel::load(dir.path())?, model);
+/// assert_eq!(PcaModel::load(dir.path(), stolr_memory::MemoryBudget::default())?, model);
 /// # Ok::<(), stolr_solvers::SolverError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]

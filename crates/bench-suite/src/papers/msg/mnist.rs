@@ -71,7 +71,7 @@ pub(super) struct MnistRun {
 
 /// MNIST as rows (samples), centred and scaled by `scaling`.
 fn mnist_rows(data: &DataDir, scaling: Scaling) -> Result<Vec<Vec<f64>>, BenchError> {
-    let x = read_mnist(&data.path("mnist"), MnistSplit::All)?.x;
+    let x = read_mnist(&data.path("mnist"), MnistSplit::All, stolr_memory::MemoryBudget::default())?.x;
     let (n, d) = (x.nrows(), x.ncols());
     let mut rows: Vec<Vec<f64>> = (0..n).map(|i| (0..d).map(|j| x[(i, j)]).collect()).collect();
     let mut total_var = 0.0;

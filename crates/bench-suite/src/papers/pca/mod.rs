@@ -48,13 +48,14 @@ pub fn run(args: &Args) -> Result<(), BenchError> {
     let opts = &args.common;
     let seeds = opts.seeds_or(2, 10);
     let (tables, speed) = (!args.skip_tables, !args.skip_speed);
-    let mnist: Option<Mat<f64>> = match read_mnist(&opts.data.path("mnist"), MnistSplit::All) {
-        Ok(d) => Some(d.x * (1.0 / 255.0)),
-        Err(e) => {
-            eprintln!("skipping MNIST: {e}");
-            None
-        }
-    };
+    let mnist: Option<Mat<f64>> =
+        match read_mnist(&opts.data.path("mnist"), MnistSplit::All, stolr_memory::MemoryBudget::default()) {
+            Ok(d) => Some(d.x * (1.0 / 255.0)),
+            Err(e) => {
+                eprintln!("skipping MNIST: {e}");
+                None
+            }
+        };
     let mut results = PcaResults { seeds, quick: opts.quick, tables: Vec::new(), speed: Vec::new() };
     for p in PAPER.iter().filter(|p| tables && (!opts.quick || p.n <= 1000 || p.table == "8")) {
         if p.table == "8" && mnist.is_none() {

@@ -115,8 +115,8 @@ pub(super) const REF_C: f64 = 0.03;
 /// The data matrix of the file `path` in `format`, standardized if asked.
 pub(super) fn load(path: &Path, format: Format, standardized: bool) -> Result<Mat<f64>, BenchError> {
     let data = match format {
-        Format::Libsvm => read_libsvm(path),
-        Format::Magic => read_magic(path),
+        Format::Libsvm => read_libsvm(path, stolr_memory::MemoryBudget::default()),
+        Format::Magic => read_magic(path, stolr_memory::MemoryBudget::default()),
     }?;
     let mut x = data.x;
     if standardized {

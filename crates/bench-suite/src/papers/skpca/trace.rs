@@ -77,7 +77,7 @@ impl Trace {
             .snapshots
             .get(i)
             .ok_or_else(|| BenchError::Invalid(format!("{}: no snapshot {i}", self.dir.display())))?;
-        let vectors = read_npy_matrix(&self.dir.join(&entry.vectors_file))?;
+        let vectors = read_npy_matrix(&self.dir.join(&entry.vectors_file), stolr_memory::MemoryBudget::default())?;
         if vectors.ncols() != entry.values.len() {
             return Err(BenchError::Invalid(format!(
                 "{}: snapshot {i} has {} eigenvalues but {} eigenvectors",

@@ -191,7 +191,7 @@ fn sklearn_runs(
     rows: &mut Vec<BenchRow>,
     results: &mut ResultsFile,
 ) -> Result<(), BenchError> {
-    let full = read_abalone(abalone)?;
+    let full = read_abalone(abalone, stolr_memory::MemoryBudget::default())?;
     let split = random_split(full.n(), 1177, &mut stream(0, 1))?;
     let mut tt = split.apply(&full)?;
     tt.standardize()?;

@@ -95,8 +95,8 @@ pub(super) fn read_full(data: Data, dir: &DataDir) -> Result<Option<Dataset>, Be
     let Some(file) = data.file() else { return Ok(None) };
     let path = dir.require(data.name(), file)?;
     Ok(Some(match data {
-        Data::Boston => read_housing(&path)?,
-        _ => read_abalone(&path)?,
+        Data::Boston => read_housing(&path, stolr_memory::MemoryBudget::default())?,
+        _ => read_abalone(&path, stolr_memory::MemoryBudget::default())?,
     }))
 }
 
