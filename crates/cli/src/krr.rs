@@ -18,13 +18,13 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use faer::MatRef;
 use stolr_comm::RowShard;
-use stolr_datasets::{Dataset, TrainTest, generate, random_folds, random_split, write_npy_indices, write_npy_vector};
-use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, Kernel, bandwidth_rule};
+use stolr_datasets::{Dataset, TrainTest, generate, random_split, write_npy_indices, write_npy_vector};
+use stolr_estimators::{Kernel, KernelFamily};
+use stolr_memory::MemoryBudget;
 use stolr_model::Standardization;
 use stolr_solvers::{
-    ColumnMode, CoordinateRule, KernelRidge, KernelRidgeJob, KrrMethod, KrrModel, KrrStream, LambdaSelection, Named,
-    NuModel, NuPath, NuSelection, NystromKrrConfig, NystromSolve, Shard, SlklConfig, log_grid, mean_squared_error,
-    select_lambda_nystrom, select_landmarks, select_nu, select_nu_path,
+    ColumnMode, CoordinateRule, KernelRidgeJob, KernelRidgeOutcome, KernelSpec, KrrChoice, KrrMethod, KrrStream,
+    Named, NystromKrrConfig, NystromSolve, Shard, SlklConfig, SolverError, mean_squared_error,
 };
 
 use stolr_report::{
@@ -40,10 +40,6 @@ use crate::common::checkpoint::{CheckpointArgs, FileStore, matrix_fingerprint, r
 use crate::common::progress::Progress;
 use crate::distributed::RunContext;
 use crate::memory::peak_rss_bytes;
-
-/// `--nu auto` grid of Unif: 10^-4 … 10^1, two points per decade (docs/derivations.md §6.14).
-/// SLKL's path descends from ν_max instead (`select_nu_path`).
-const NU_GRID: (i32, i32, usize) = (-4, 1, 2);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum KrrGenerator {
@@ -295,30 +291,25 @@ fn targets(d: &Dataset) -> &[f64] {
     d.targets().expect("readers and the generator give numeric targets")
 }
 
-/// The kernel width and how it was chosen.
-fn sigma(args: &KrrArgs, prepared: &Prepared) -> Result<(f64, String)> {
+/// The kernel as the job takes it (σ given, or left to the bandwidth rule) and how σ is chosen.
+fn kernel_spec(args: &KrrArgs, prepared: &Prepared) -> Result<(KernelSpec, String)> {
     if args.sigma != "auto" {
         let s: f64 =
             args.sigma.parse().with_context(|| format!("--sigma must be 'auto' or a number, got '{}'", args.sigma))?;
         if !(s.is_finite() && s > 0.0) {
             bail!("--sigma must be positive and finite, got {s}");
         }
-        return Ok((s, "given".into()));
+        return Ok((Kernel::gaussian(s).into(), "given".into()));
     }
     if prepared.format == "sinc" {
-        return Ok((1.0, "auto: 1, paper 004's width for sinc (Table 1)".into()));
+        return Ok((Kernel::gaussian(1.0).into(), "auto: 1, paper 004's width for sinc (Table 1)".into()));
     }
-    let x = prepared.data.train.x.as_ref();
-    let s = bandwidth_rule(x, args.sigma_percentile, DEFAULT_BANDWIDTH_PAIRS, &mut KrrStream::Bandwidth.rng(args.seed))
-        .context("cannot choose the kernel width")?;
-    Ok((
-        s,
-        format!(
-            "auto: {}th percentile of the pairwise Euclidean distances of the {} training features",
-            args.sigma_percentile,
-            if prepared.standardization.is_some() { "standardized" } else { "raw" }
-        ),
-    ))
+    let source = format!(
+        "auto: {}th percentile of the pairwise Euclidean distances of the {} training features",
+        args.sigma_percentile,
+        if prepared.standardization.is_some() { "standardized" } else { "raw" }
+    );
+    Ok((KernelSpec::new(KernelFamily::Gaussian), source))
 }
 
 fn slkl_config(args: &KrrArgs, nu: f64, landmarks: usize) -> SlklConfig {
@@ -338,54 +329,6 @@ fn slkl_config(args: &KrrArgs, nu: f64, landmarks: usize) -> SlklConfig {
         },
         active_set: args.active_set,
     }
-}
-
-/// ν by `--nu-folds`-fold cross-validation on the training set (SLKL or Unif).
-fn validate_nu(args: &KrrArgs, x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel) -> Result<NuSelection> {
-    let n = x.nrows();
-    let mut rng = KrrStream::Validation.rng(args.seed);
-    let folds = random_folds(n, args.nu_folds, &mut rng).with_context(|| {
-        format!(
-            "--nu auto: cannot make {} folds of the {n} training points (give --nu or fewer --nu-folds)",
-            args.nu_folds
-        )
-    })?;
-    let grid = log_grid(NU_GRID.0, NU_GRID.1, NU_GRID.2);
-    let config = slkl_config(args, grid[0], args.landmarks);
-    if args.solver == KrrMethod::Uniform {
-        return Ok(select_nu(x, y, &folds, kernel, &config, NuModel::Unif, &grid, &rng)?);
-    }
-    let path = NuPath { intercept: !args.no_intercept, ..NuPath::default() };
-    Ok(select_nu_path(x, y, &folds, kernel, &config, &path, &rng)?)
-}
-
-/// `--lambda auto` grid: 10^-6 … 10^4, two points per decade.
-const LAMBDA_GRID: (i32, i32, usize) = (-6, 4, 2);
-
-/// λ by `--nu-folds`-fold cross-validation for Nyström KRR, on the landmarks of the final fit.
-fn validate_lambda(
-    args: &KrrArgs,
-    x: MatRef<'_, f64>,
-    y: &[f64],
-    kernel: &Kernel,
-    memory: stolr_memory::MemoryBudget,
-) -> Result<LambdaSelection> {
-    let n = x.nrows();
-    let folds = random_folds(n, args.nu_folds, &mut KrrStream::Validation.rng(args.seed)).with_context(|| {
-        format!("--lambda auto: cannot make {} folds of the {n} training points (fewer --nu-folds)", args.nu_folds)
-    })?;
-    let landmarks = select_landmarks(n, args.landmarks, &mut KrrStream::Landmarks.rng(args.seed))?;
-    let config = NystromKrrConfig { memory, ..NystromKrrConfig::default() };
-    let grid = log_grid(LAMBDA_GRID.0, LAMBDA_GRID.1, LAMBDA_GRID.2);
-    Ok(select_lambda_nystrom(x, y, &folds, kernel, &config, &landmarks, !args.no_intercept, &grid)?)
-}
-
-/// What a fit produced, for the outputs and the report.
-struct Fitted {
-    model: KrrModel,
-    landmarks: Option<Vec<usize>>,
-    weights: Option<Vec<f64>>,
-    result: KrrResult,
 }
 
 fn check_args(args: &KrrArgs, n: usize) -> Result<()> {
@@ -419,18 +362,9 @@ fn parse_nu(text: &str) -> Result<Option<f64>> {
     Ok(Some(nu))
 }
 
-/// Fits the chosen solver through [`KernelRidge`], with the landmarks from their own stream (so
-/// every solver uses the same `J` for the same seed) and SLKL's coordinate order from another.
-fn fit(
-    args: &KrrArgs,
-    x: MatRef<'_, f64>,
-    y: &[f64],
-    kernel: &Kernel,
-    nu: f64,
-    standardization: Option<Standardization>,
-    ctx: &RunContext,
-) -> Result<Fitted> {
-    let lambda = args.lambda;
+/// The job of `args` (the library's typed request, which the Python package builds from its
+/// keyword arguments) and how σ is chosen, for the prepared data.
+fn job(args: &KrrArgs, prepared: &Prepared, given_nu: Option<f64>, memory: MemoryBudget) -> Result<(KernelRidgeJob, String)> {
     let nystrom = NystromKrrConfig {
         solve: match args.nystrom_solver {
             NystromSolveArg::Auto => NystromSolve::Auto,
@@ -439,12 +373,30 @@ fn fit(
         },
         tolerance: args.cg_tolerance,
         max_iterations: args.cg_max_iterations,
-        memory: ctx.memory,
+        memory,
         ..NystromKrrConfig::default()
     };
-    let solver = args.solver.solver(lambda, nu, args.landmarks, slkl_config(args, nu, args.landmarks), nystrom);
-    let ridge = KernelRidge { intercept: !args.no_intercept, memory: ctx.memory, ..KernelRidge::new(*kernel, solver) };
-    let job = KernelRidgeJob::new(ridge, args.seed);
+    // A ν to be cross-validated, or not used, is NaN until the job chooses it.
+    let nu = given_nu.unwrap_or(f64::NAN);
+    let solver = args.solver.solver(args.lambda, nu, args.landmarks, slkl_config(args, nu, args.landmarks), nystrom);
+    let (kernel, sigma_source) = kernel_spec(args, prepared)?;
+    let folds = KrrChoice::CrossValidated { folds: args.nu_folds };
+    let job = KernelRidgeJob {
+        bandwidth_percentile: args.sigma_percentile,
+        intercept: !args.no_intercept,
+        nu: if given_nu.is_none() && args.solver.uses_nu() { folds } else { KrrChoice::Given },
+        lambda: if args.lambda_text == "auto" { folds } else { KrrChoice::Given },
+        memory,
+        ..KernelRidgeJob::new(kernel, solver, args.seed)
+    };
+    Ok((job, sigma_source))
+}
+
+/// Runs `job` on the training rows (this rank's balanced share of them under mpirun: the
+/// landmarks are drawn over the global n, and SLKL's coordinate order, from the same streams as
+/// on one process), with the progress bar and SLKL's checkpoints.
+fn fit(args: &KrrArgs, job: &KernelRidgeJob, train: &Dataset, prepared: &Prepared, ctx: &RunContext) -> Result<KernelRidgeOutcome> {
+    let (x, y) = (train.x.as_ref(), targets(train));
     let solver_name = args.solver.name();
     require_support(&args.checkpoint, args.solver == KrrMethod::Slkl, solver_name)?;
     // The data as SLKL sees them: the training rows and their targets.
@@ -457,18 +409,28 @@ fn fit(
     })?;
     // Only rank 0 draws the bar (it never stops the run, so the ranks stay in step).
     let mut progress = Progress::new(&solver_name, None, args.landmarks.max(1)).with_checkpoint(store);
-    let (model, summary) = match ctx.world.as_deref() {
-        // This rank's balanced share of the training rows; the landmarks are drawn over the
-        // global n, and SLKL's coordinate order, from the same streams as on one process.
+    let standardization = prepared.standardization.clone();
+    let outcome = match ctx.world.as_deref() {
         Some(comm) => {
             let place = RowShard::balanced(x.nrows(), comm.rank(), comm.size());
             let local = x.subrows(place.first, place.rows).to_owned();
             let shard = Shard::part(local, place, comm);
-            job.run(shard, &y[place.first..place.first + place.rows], standardization, &mut progress)?
+            job.run(shard, &y[place.first..place.first + place.rows], standardization, &mut progress)
         }
-        None => job.run(Shard::whole(x), y, standardization, &mut progress)?,
+        None => job.run(Shard::whole(x), y, standardization, &mut progress),
     };
     progress.finish();
+    outcome.map_err(|e| match e {
+        SolverError::InvalidConfig { name: "folds", reason } => {
+            anyhow::anyhow!("--nu auto / --lambda auto: cannot make the folds ({reason}); give --nu, --lambda or fewer --nu-folds")
+        }
+        other => other.into(),
+    })
+}
+
+/// `result` of `report.json`: the objective and what the solver did.
+fn krr_result(args: &KrrArgs, outcome: &KernelRidgeOutcome) -> KrrResult {
+    let (model, summary) = (&outcome.model, &outcome.summary);
     let centres = model.expansion().len();
     let definition = match args.solver {
         KrrMethod::Slkl => "F(mu) = lambda y^T (lambda I + K_mu)^-1 y + nu sum(mu), paper 004 (14)",
@@ -478,14 +440,15 @@ fn fit(
         KrrMethod::Krr => "lambda y^T (K + lambda I)^-1 y, paper 004 (9)",
     };
     let slkl = args.solver == KrrMethod::Slkl;
-    let result = KrrResult {
+    let nu = outcome.solver.nu().unwrap_or(f64::NAN);
+    KrrResult {
         objective: summary.objective,
         objective_definition: definition.into(),
         centres,
-        sparsity: matches!(args.solver, KrrMethod::Slkl | KrrMethod::Uniform).then_some(centres),
+        sparsity: args.solver.uses_nu().then_some(centres),
         iterations: slkl.then_some(summary.iterations),
         epochs: slkl.then_some(summary.epochs),
-        stop_reason: summary.stop.map(|s| s.to_string()),
+        stop_reason: summary.stop.as_ref().map(|s| s.to_string()),
         kkt_violation: summary.kkt_violation,
         kkt_threshold: slkl.then_some(args.epsilon * nu),
         uniform_weight: summary.uniform_weight,
@@ -497,8 +460,7 @@ fn fit(
         cg_residual: summary.nystrom.and_then(|(_, _, r)| r),
         test_mse: None,
         train_mse: None,
-    };
-    Ok(Fitted { model, landmarks: summary.landmarks, weights: summary.weights, result })
+    }
 }
 
 /// Under `mpirun -np P > 1`: an error for everything but Nyström KRR's direct solve with a
@@ -557,55 +519,41 @@ pub fn run(mut args: KrrArgs, ctx: &RunContext) -> Result<()> {
     let given_nu = parse_nu(&args.nu)?;
     let prepared = prepare(&args, ctx.memory)?;
     let read_time = total.elapsed();
-    let (train, test) = (&prepared.data.train, &prepared.data.test);
+    let train = &prepared.data.train;
     if train.d() == 0 {
         bail!("the training set has no features");
     }
     check_args(&args, train.n())?;
-    let (x, y) = (train.x.as_ref(), targets(train));
-
-    let t_sigma = Instant::now();
-    let (sigma, sigma_source) = sigma(&args, &prepared)?;
-    let kernel = Kernel::gaussian(sigma);
-    let sigma_time = t_sigma.elapsed();
-
-    let uses_nu = matches!(args.solver, KrrMethod::Slkl | KrrMethod::Uniform);
-    let t_nu = Instant::now();
-    let (nu, nu_source, validation) = match (given_nu, uses_nu) {
-        (Some(nu), _) => (Some(nu), "given", None),
-        (None, true) => {
-            let sel = validate_nu(&args, x, y, &kernel)?;
-            (Some(sel.nu), "auto: cross-validation on the training set", Some(sel))
-        }
-        (None, false) => (None, "not used", None),
-    };
-    let lambda_validation = if auto_lambda {
-        let sel = validate_lambda(&args, x, y, &kernel, ctx.memory)?;
-        args.lambda = sel.lambda;
-        Some(sel)
-    } else {
-        None
-    };
-    let nu_time = t_nu.elapsed();
-
-    let t_fit = Instant::now();
-    let fitted = fit(&args, x, y, &kernel, nu.unwrap_or(f64::NAN), prepared.standardization.clone(), ctx)?;
-    let fit_time = t_fit.elapsed();
+    let (job, sigma_source) = job(&args, &prepared, given_nu, ctx.memory)?;
+    let outcome = fit(&args, &job, train, &prepared, ctx)?;
     if world.as_ref().is_some_and(|comm| comm.rank() != 0) {
         return Ok(()); // rank 0 predicts, writes and prints
     }
+    finish(&args, &prepared, outcome, &sigma_source, read_time, total)
+}
 
+/// The predictions, output files, report and summary line of a fit (on rank 0).
+fn finish(
+    args: &KrrArgs,
+    prepared: &Prepared,
+    outcome: KernelRidgeOutcome,
+    sigma_source: &str,
+    read_time: std::time::Duration,
+    total: Instant,
+) -> Result<()> {
+    let (train, test) = (&prepared.data.train, &prepared.data.test);
+    let model = &outcome.model;
     let t_predict = Instant::now();
     // The rows are already standardized: the expansion plus the intercept is the model's f.
     let predict = |rows: MatRef<'_, f64>| -> Result<Vec<f64>> {
-        let f = fitted.model.expansion().predict(rows)?;
-        Ok(f.iter().map(|v| v + fitted.model.intercept()).collect())
+        let f = model.expansion().predict(rows)?;
+        Ok(f.iter().map(|v| v + model.intercept()).collect())
     };
     let predictions = predict(test.x.as_ref())?;
     let predict_time = t_predict.elapsed();
-    let train_predictions = predict(x)?;
+    let train_predictions = predict(train.x.as_ref())?;
     let test_mse = mean_squared_error(&predictions, targets(test));
-    let train_mse = mean_squared_error(&train_predictions, y);
+    let train_mse = mean_squared_error(&train_predictions, targets(train));
 
     let mut outputs = Vec::new();
     // The files go into the staging folder of the claimed --out, swapped in as a set by main.
@@ -613,33 +561,21 @@ pub fn run(mut args: KrrArgs, ctx: &RunContext) -> Result<()> {
     if let Some(dir) = &out {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         write_npy_vector(&dir.join("predictions.npy"), &predictions)?;
-        write_npy_vector(&dir.join("coefficients.npy"), fitted.model.expansion().coefficients())?;
+        write_npy_vector(&dir.join("coefficients.npy"), model.expansion().coefficients())?;
         outputs = vec!["predictions.npy", "coefficients.npy"];
-        outputs.push(write_model(dir, &fitted.model)?);
-        if let Some(landmarks) = &fitted.landmarks {
+        outputs.push(write_model(dir, model)?);
+        if let Some(landmarks) = &outcome.summary.landmarks {
             write_npy_indices(&dir.join("landmarks.npy"), landmarks)?;
             outputs.push("landmarks.npy");
         }
-        if let Some(weights) = &fitted.weights {
+        if let Some(weights) = &outcome.summary.weights {
             write_npy_vector(&dir.join("weights.npy"), weights)?;
             outputs.push("weights.npy");
         }
         outputs.push("report.json");
     }
     let peak = peak_rss_bytes();
-    let mut result = fitted.result;
-    result.test_mse = Some(test_mse);
-    result.train_mse = Some(train_mse);
-    let nu_validation = validation.as_ref().map(|v| NuValidation {
-        folds: args.nu_folds,
-        grid: v.candidates.iter().map(|c| c.nu).collect(),
-        validation_mse: v.candidates.iter().map(|c| c.validation_mse).collect(),
-        sparsity: v.candidates.iter().map(|c| c.sparsity).collect(),
-        epochs: v.candidates.iter().map(|c| c.epochs).collect(),
-        nu_max: v.nu_max,
-        stopped_early: v.stopped_early,
-        chosen: v.nu,
-    });
+    let result = KrrResult { test_mse: Some(test_mse), train_mse: Some(train_mse), ..krr_result(args, &outcome) };
     let report = KrrReport {
         stolr_version: env!("CARGO_PKG_VERSION").into(),
         command: "krr".into(),
@@ -654,38 +590,31 @@ pub fn run(mut args: KrrArgs, ctx: &RunContext) -> Result<()> {
             standardized: prepared.standardization.is_some(),
             test_size: args.test_size,
         },
-        kernel: report_kernel(&Kernel::gaussian(sigma), &sigma_source),
-        solver: fitted.model.solver().into(),
-        parameters: KrrParameters {
-            landmarks: (args.solver != KrrMethod::Krr).then_some(args.landmarks),
-            lambda: args.lambda,
-            lambda_source: Some(
-                if auto_lambda { "auto: cross-validation on the training set" } else { "given" }.into(),
-            ),
-            intercept: !args.no_intercept,
-            nystrom_solver: (args.solver == KrrMethod::Nystrom)
-                .then(|| format!("{:?}", args.nystrom_solver).to_lowercase()),
-            nu,
-            nu_source: Some(nu_source.to_string()),
-            rule: format!("{:?}", args.rule).to_lowercase(),
-            epsilon: args.epsilon,
-            max_epochs: args.max_epochs,
-            columns: format!("{:?}", args.columns).to_lowercase(),
-            seed: args.seed,
-        },
-        nu_validation,
-        lambda_validation: lambda_validation.map(|v| LambdaValidation {
+        kernel: report_kernel(&outcome.kernel, sigma_source),
+        solver: model.solver().into(),
+        parameters: parameters(args, &outcome),
+        nu_validation: outcome.nu.as_ref().map(|v| NuValidation {
             folds: args.nu_folds,
-            grid: v.grid,
-            validation_mse: v.validation_mse,
+            grid: v.candidates.iter().map(|c| c.nu).collect(),
+            validation_mse: v.candidates.iter().map(|c| c.validation_mse).collect(),
+            sparsity: v.candidates.iter().map(|c| c.sparsity).collect(),
+            epochs: v.candidates.iter().map(|c| c.epochs).collect(),
+            nu_max: v.nu_max,
+            stopped_early: v.stopped_early,
+            chosen: v.nu,
+        }),
+        lambda_validation: outcome.lambda.as_ref().map(|v| LambdaValidation {
+            folds: args.nu_folds,
+            grid: v.grid.clone(),
+            validation_mse: v.validation_mse.clone(),
             chosen: v.lambda,
         }),
         result,
         timings_s: KrrTimings {
             read: read_time.as_secs_f64(),
-            bandwidth: sigma_time.as_secs_f64(),
-            nu_selection: nu_time.as_secs_f64(),
-            fit: fit_time.as_secs_f64(),
+            bandwidth: outcome.timings.bandwidth.as_secs_f64(),
+            nu_selection: outcome.timings.selection.as_secs_f64(),
+            fit: outcome.timings.fit.as_secs_f64(),
             predict: predict_time.as_secs_f64(),
             total: total.elapsed().as_secs_f64(),
         },
@@ -695,21 +624,58 @@ pub fn run(mut args: KrrArgs, ctx: &RunContext) -> Result<()> {
     if let Some(dir) = &out {
         write_report(dir, &report)?;
     }
-    println!(
+    println!("{}", summary_line(args, prepared, &report, out.is_some()));
+    Ok(())
+}
+
+/// `parameters` of `report.json`: the solver's settings, ν and λ with how they were chosen.
+fn parameters(args: &KrrArgs, outcome: &KernelRidgeOutcome) -> KrrParameters {
+    let nu_source = match (&outcome.nu, args.solver.uses_nu()) {
+        (Some(_), _) => "auto: cross-validation on the training set",
+        (None, true) => "given",
+        (None, false) => "not used",
+    };
+    KrrParameters {
+        landmarks: (args.solver != KrrMethod::Krr).then_some(args.landmarks),
+        lambda: outcome.solver.lambda(),
+        lambda_source: Some(
+            if outcome.lambda.is_some() { "auto: cross-validation on the training set" } else { "given" }.into(),
+        ),
+        intercept: !args.no_intercept,
+        nystrom_solver: (args.solver == KrrMethod::Nystrom).then(|| format!("{:?}", args.nystrom_solver).to_lowercase()),
+        nu: outcome.solver.nu(),
+        nu_source: Some(nu_source.to_string()),
+        rule: format!("{:?}", args.rule).to_lowercase(),
+        epsilon: args.epsilon,
+        max_epochs: args.max_epochs,
+        columns: format!("{:?}", args.columns).to_lowercase(),
+        seed: args.seed,
+    }
+}
+
+/// The line `stolr krr` prints at the end, read from `report`.
+fn summary_line(args: &KrrArgs, prepared: &Prepared, report: &KrrReport, written: bool) -> String {
+    let (data, result) = (&report.dataset, &report.result);
+    let nu = &report.parameters;
+    format!(
         "stolr krr: {solver} on {format} ({origin}; n_train={n}, n_test={m}, d={d}), sigma={sigma:.4}{nu_text}: \
          test MSE {test_mse:.6}, {centres} centres{sparsity}, fit {fit:.2} s, peak {mem}{out}",
-        solver = fitted.model.solver(),
+        solver = report.solver,
         origin = prepared.origin,
         format = prepared.format,
-        n = train.n(),
-        m = test.n(),
-        d = train.d(),
-        nu_text = nu.map(|v| format!(" nu={v:.3e} ({nu_source})")).unwrap_or_default(),
-        centres = fitted.model.expansion().len(),
-        sparsity = report.result.epochs.map(|e| format!(", {e} epochs")).unwrap_or_default(),
-        fit = fit_time.as_secs_f64(),
-        mem = peak.map(|b| format!("{:.1} MB", b as f64 / 1e6)).unwrap_or_else(|| "unknown".into()),
-        out = args.out.as_ref().map(|d| format!(" -> {}", d.display())).unwrap_or_default(),
-    );
-    Ok(())
+        n = data.n_train,
+        m = data.n_test,
+        d = data.d,
+        sigma = report.kernel.sigma().unwrap_or(f64::NAN),
+        nu_text = nu
+            .nu
+            .map(|v| format!(" nu={v:.3e} ({})", nu.nu_source.as_deref().unwrap_or_default()))
+            .unwrap_or_default(),
+        test_mse = result.test_mse.unwrap_or(f64::NAN),
+        centres = result.centres,
+        sparsity = result.epochs.map(|e| format!(", {e} epochs")).unwrap_or_default(),
+        fit = report.timings_s.fit,
+        mem = report.peak_memory_bytes.map(|b| format!("{:.1} MB", b as f64 / 1e6)).unwrap_or_else(|| "unknown".into()),
+        out = args.out.as_ref().filter(|_| written).map(|d| format!(" -> {}", d.display())).unwrap_or_default(),
+    )
 }

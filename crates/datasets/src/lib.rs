@@ -33,8 +33,7 @@
 //!   offsets); gzip-compressed files are [`DataError::NotShardable`].
 //! - [`stream_rows`]: the same formats one sample at a time, for the streaming solvers.
 //! - [`random_split`], [`Split`], [`TrainTest`]: seeded train/test partitions (standardized
-//!   with the training statistics, [`TrainTest::standardize`]); [`random_folds`]: seeded
-//!   cross-validation folds.
+//!   with the training statistics, [`TrainTest::standardize`]).
 //! - [`generate`]: synthetic data ([`generate::rings`], [`generate::gaussian`],
 //!   [`generate::sinc`] of \[SLKL\]) and \[SVRG-PCA\]'s
 //!   test matrices ([`generate::eigengap`], [`generate::gaussian_matrix`],
@@ -71,7 +70,7 @@ pub use libsvm::{read_libsvm, read_libsvm_from, read_libsvm_with_dim, read_libsv
 pub use mnist::{MnistSplit, read_mnist, read_mnist_part};
 pub use npy::{read_npy_matrix, read_npy_part, write_npy_indices, write_npy_matrix, write_npy_vector};
 pub use shard::{line_aligned_range, read_libsvm_part};
-pub use split::{Split, TrainTest, random_folds, random_split};
+pub use split::{Split, TrainTest, random_split};
 pub use stream::{RowFormat, RowStream, stream_rows};
 pub use table::{
     Table, TableLabel, TableOptions, read_table, read_table_from, read_table_part, read_table_with,

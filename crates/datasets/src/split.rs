@@ -46,28 +46,6 @@ pub fn random_split<R: Rng + ?Sized>(n: usize, test_size: usize, rng: &mut R) ->
     Ok(Split { train, test })
 }
 
-/// A fold index in `0..k` for each of `n` rows, for `k`-fold cross-validation: the rows of a
-/// uniformly random permutation of `0..n` (one shuffle drawn from `rng`) are dealt to the folds
-/// in turn, so fold sizes differ by at most one.
-///
-/// # Errors
-/// [`DataError::InvalidParameter`] (`folds`) unless `2 ≤ k ≤ n`.
-pub fn random_folds<R: Rng + ?Sized>(n: usize, k: usize, rng: &mut R) -> Result<Vec<usize>, DataError> {
-    if k < 2 || k > n {
-        return Err(DataError::InvalidParameter {
-            name: "folds",
-            reason: format!("need 2 <= folds <= n = {n}, got {k}"),
-        });
-    }
-    let mut order: Vec<usize> = (0..n).collect();
-    order.shuffle(rng);
-    let mut fold = vec![0; n];
-    for (position, &row) in order.iter().enumerate() {
-        fold[row] = position % k;
-    }
-    Ok(fold)
-}
-
 impl Split {
     /// The training and test sets of `data` (rows and labels), their `source` tagged with the
     /// part and its size.
@@ -173,20 +151,6 @@ mod tests {
         for (n, t) in [(10, 0), (10, 10), (10, 11), (1, 1), (0, 0)] {
             let err = random_split(n, t, &mut seeded(0)).unwrap_err();
             assert!(matches!(err, DataError::InvalidParameter { name: "test_size", .. }), "{err:?}");
-        }
-    }
-
-    #[test]
-    fn folds_are_balanced_seeded_and_checked() {
-        let folds = random_folds(23, 5, &mut seeded(4)).expect("valid");
-        let mut sizes = [0; 5];
-        folds.iter().for_each(|&f| sizes[f] += 1);
-        assert_eq!(sizes, [5, 5, 5, 4, 4]);
-        assert_eq!(random_folds(23, 5, &mut seeded(4)).expect("valid"), folds);
-        assert_ne!(random_folds(23, 5, &mut seeded(5)).expect("valid"), folds);
-        for (n, k) in [(5, 1), (5, 6), (0, 2)] {
-            let err = random_folds(n, k, &mut seeded(0)).unwrap_err();
-            assert!(matches!(err, DataError::InvalidParameter { name: "folds", .. }), "{err:?}");
         }
     }
 

@@ -19,7 +19,7 @@ use stolr_estimators::Kernel;
 use stolr_memory::MemoryBudget;
 use stolr_model::ModelFile;
 use stolr_solvers::{
-    DEFAULT_TAU_SUBSAMPLE, IterationReport, KernelFamily, KernelPcaJob, KernelPcaModel, KernelRidge, KernelRidgeJob,
+    DEFAULT_TAU_SUBSAMPLE, IterationReport, KernelFamily, KernelPcaJob, KernelPcaModel, KernelRidgeJob, KrrChoice,
     KpcaMethod, KpcaSettings, KrrMethod, KrrModel, MatrixSource, Named, NystromKrrConfig, Observer, Pca, PcaJob,
     PcaMethod, PcaModel, PcaStream, Persist, Predictor, SamplerKind, Shard, SlklConfig, SolverError, SolverState,
     StreamingPca, StreamingPcaJob, StreamingSolver, SvrgPcaConfig, TauRule, Transformer,
@@ -249,7 +249,8 @@ fn fit_pca<'py>(
     model_bytes(py, &model)
 }
 
-/// Kernel ridge regression: returns the model bytes.
+/// Kernel ridge regression: returns the model bytes. `nu` `None`: ν of SLKL or Unif chosen by
+/// `NU_FOLDS`-fold cross-validation on the training rows (the CLI's `--nu auto`).
 #[pyfunction]
 #[pyo3(signature = (x, y, solver, kernel_name, alpha, gamma, n_landmarks, nu, fit_intercept, seed, verbose))]
 #[allow(clippy::too_many_arguments)]
@@ -262,7 +263,7 @@ fn fit_kernel_ridge<'py>(
     alpha: f64,
     gamma: f64,
     n_landmarks: usize,
-    nu: f64,
+    nu: Option<f64>,
     fit_intercept: bool,
     seed: u64,
     verbose: bool,
@@ -274,13 +275,24 @@ fn fit_kernel_ridge<'py>(
         return Err(value_error(format!("kernel '{kernel_name}' is not available for regression (rbf, laplacian)")));
     }
     let method = KrrMethod::parse(solver).map_err(value_error)?;
-    let solver = method.solver(alpha, nu, n_landmarks, SlklConfig::default(), NystromKrrConfig::default());
-    let job = KernelRidgeJob::new(KernelRidge { intercept: fit_intercept, ..KernelRidge::new(kernel, solver) }, seed);
+    if nu.is_none() && !method.uses_nu() {
+        return Err(value_error(format!("nu='auto' applies to slkl and uniform, not {solver}")));
+    }
+    let solver =
+        method.solver(alpha, nu.unwrap_or(f64::NAN), n_landmarks, SlklConfig::default(), NystromKrrConfig::default());
+    let job = KernelRidgeJob {
+        intercept: fit_intercept,
+        nu: if nu.is_some() { KrrChoice::Given } else { KrrChoice::CrossValidated { folds: NU_FOLDS } },
+        ..KernelRidgeJob::new(kernel, solver, seed)
+    };
     let mut observer = PythonObserver::new(verbose);
     let result = py.detach(|| job.run(Shard::whole(x.get()), &y, None, &mut observer));
-    let model = observer.finish(result)?.0;
+    let model = observer.finish(result)?.model;
     model_bytes(py, &model)
 }
+
+/// Folds of `nu='auto'`, the CLI's default `--nu-folds`.
+const NU_FOLDS: usize = 5;
 
 /// Projections of `x` `(m, d)` on a kernel PCA or PCA model, `(m, r)`.
 #[pyfunction]

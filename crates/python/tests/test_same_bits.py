@@ -117,3 +117,21 @@ def test_kernel_ridge(data, solver):
     model = stolr.KernelRidge(solver=solver, alpha=1.0, gamma=0.125, n_landmarks=40, nu=0.01,
                               random_state=7).fit(X[:110], y[:110])
     _same(model.predict(X[110:]), out / "predictions.npy")
+
+
+@pytest.mark.parametrize("solver", ["slkl", "uniform"])
+def test_kernel_ridge_with_nu_cross_validated(data, solver):
+    # nu='auto' is the CLI's --nu auto: the same job chooses the same nu, so the same model.
+    folder, X, y = data
+    out = folder / f"krr-{solver}-nu-auto"
+    _cli("krr", "--train", folder / "train.csv", "--test", folder / "test.csv", "--format", "csv", "--solver", solver,
+         "--sigma", 2, "--lambda", 1, "--nu", "auto", "--landmarks", 40, "--no-standardize", "--seed", 7, "--out", out)
+    model = stolr.KernelRidge(solver=solver, alpha=1.0, gamma=0.125, n_landmarks=40, nu="auto",
+                              random_state=7).fit(X[:110], y[:110])
+    _same(model.predict(X[110:]), out / "predictions.npy")
+
+
+def test_kernel_ridge_refuses_nu_auto_without_nu():
+    X, y = _data(n=30)
+    with pytest.raises(ValueError, match="nu='auto' applies to slkl and uniform"):
+        stolr.KernelRidge(solver="nystrom", nu="auto").fit(X, y)

@@ -51,8 +51,8 @@ pub use kpca::{
     nystrom_fit_sharded, nystrom_kpca, shrunk_target, skpca_memory_estimate, tau_for_rank, truncate_to_numerical_rank,
 };
 pub use krr::{
-    ColumnMode, CoordinatePartials, CoordinateRule, KernelExpansion, KernelRidge, KernelRidgeJob, KrrConfig,
-    KrrFitSummary, KrrModel, KrrSolver, LambdaSelection, NuCandidate, NuModel, NuPath, NuSelection, NystromKrrConfig,
+    ColumnMode, CoordinatePartials, CoordinateRule, KernelExpansion, KernelRidge, KernelRidgeJob, KernelRidgeOutcome,
+    KrrChoice, KrrConfig, KrrFitSummary, KrrJobTimings, LAMBDA_GRID, NU_GRID, random_folds, KrrModel, KrrSolver, LambdaSelection, NuCandidate, NuModel, NuPath, NuSelection, NystromKrrConfig,
     NystromKrrFit, NystromSolve, Slkl, SlklConfig, SlklModel, UnifConfig, UnifModel, UniformWeight, krr, krr_subset,
     log_grid, mean_squared_error, nystrom_krr, nystrom_krr_sharded, select_lambda_nystrom, select_landmarks, select_nu,
     select_nu_path, slkl, unif,

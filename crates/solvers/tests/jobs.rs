@@ -92,3 +92,98 @@ fn a_streaming_job_refuses_bad_batches_ranks_and_empty_streams() {
     let tight = StreamingPcaJob { memory: MemoryBudget::bytes(64), ..StreamingPcaJob::new(capped, 2, 1) };
     assert!(matches!(run(tight, &source), Some(SolverError::Memory(_))));
 }
+
+/// Regression rows with an outlier row, duplicate rows and a constant column, and their targets.
+fn regression(n: usize) -> (Mat<f64>, Vec<f64>) {
+    let mut x = Mat::from_fn(n, 3, |i, j| (((i * 11 + j * 5) % 17) as f64 / 17.0 - 0.5) * (j + 1) as f64);
+    for i in 0..n {
+        x[(i, 2)] = 0.75;
+    }
+    x[(5, 0)] = 40.0;
+    let (a, b) = (x[(3, 0)], x[(3, 1)]);
+    x[(9, 0)] = a;
+    x[(9, 1)] = b;
+    let y = (0..n).map(|i| (3.0 * x[(i, 0)]).sin() + x[(i, 1)] + 100.0).collect();
+    (x, y)
+}
+
+#[test]
+fn a_kernel_ridge_job_chooses_sigma_and_nu_as_the_library_pieces_do() {
+    use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, bandwidth_rule};
+    use stolr_solvers::{
+        KernelFamily, KernelRidge, KernelRidgeJob, KrrChoice, KrrSolver, KrrStream, NuPath, NU_GRID, Predictor,
+        SlklConfig, log_grid, random_folds, select_nu_path,
+    };
+    let (x, y) = regression(60);
+    let slkl = SlklConfig { lambda: 0.5, landmarks: 20, ..SlklConfig::default() };
+    let job = KernelRidgeJob {
+        nu: KrrChoice::CrossValidated { folds: 4 },
+        bandwidth_percentile: 30.0,
+        ..KernelRidgeJob::new(KernelSpec::new(KernelFamily::Gaussian), KrrSolver::Slkl(slkl.clone()), 9)
+    };
+    let outcome = job.run(Shard::whole(x.as_ref()), &y, None, &mut ()).unwrap();
+    // σ: the bandwidth rule on the rows, from the bandwidth stream.
+    let sigma = bandwidth_rule(x.as_ref(), 30.0, DEFAULT_BANDWIDTH_PAIRS, &mut KrrStream::Bandwidth.rng(9)).unwrap();
+    assert_eq!(outcome.kernel, Kernel::gaussian(sigma));
+    // ν: SLKL's path on folds from the validation stream.
+    let mut rng = KrrStream::Validation.rng(9);
+    let folds = random_folds(60, 4, &mut rng).unwrap();
+    let grid = log_grid(NU_GRID.0, NU_GRID.1, NU_GRID.2);
+    let config = SlklConfig { nu: grid[0], ..slkl.clone() };
+    let path = NuPath { intercept: true, ..NuPath::default() };
+    let chosen = select_nu_path(x.as_ref(), &y, &folds, &outcome.kernel, &config, &path, &rng).unwrap();
+    assert_eq!(outcome.nu.as_ref().unwrap().nu, chosen.nu);
+    assert_eq!(outcome.solver.nu(), Some(chosen.nu));
+    // The fit: the model of those choices.
+    let ridge = KernelRidge::new(outcome.kernel, KrrSolver::Slkl(SlklConfig { nu: chosen.nu, ..slkl }));
+    let (model, _) = ridge
+        .fit_prepared(
+            x.as_ref(),
+            &y,
+            None,
+            &mut KrrStream::Landmarks.rng(9),
+            &mut KrrStream::Coordinates.rng(9),
+            &mut (),
+        )
+        .unwrap();
+    assert_eq!(model.predict(x.as_ref()).unwrap(), outcome.model.predict(x.as_ref()).unwrap());
+}
+
+#[test]
+fn a_kernel_ridge_job_refuses_choices_it_cannot_make() {
+    use stolr_comm::{Communicator, RowShard, ThreadGroup};
+    use stolr_solvers::{KernelRidgeJob, KrrChoice, KrrSolver, NystromKrrConfig};
+    let (x, y) = regression(30);
+    let krr = KernelRidgeJob::new(Kernel::gaussian(1.0), KrrSolver::Krr { lambda: 1.0 }, 1);
+    for job in [
+        KernelRidgeJob { nu: KrrChoice::CrossValidated { folds: 3 }, ..krr.clone() },
+        KernelRidgeJob { lambda: KrrChoice::CrossValidated { folds: 3 }, ..krr.clone() },
+    ] {
+        let err = job.run(Shard::whole(x.as_ref()), &y, None, &mut ()).unwrap_err();
+        assert!(matches!(err, SolverError::InvalidConfig { .. }), "{err}");
+    }
+    let nystrom = KrrSolver::Nystrom { config: NystromKrrConfig::default(), landmarks: 10 };
+    let folds = KernelRidgeJob {
+        lambda: KrrChoice::CrossValidated { folds: 31 },
+        ..KernelRidgeJob::new(Kernel::gaussian(1.0), nystrom.clone(), 1)
+    };
+    let err = folds.run(Shard::whole(x.as_ref()), &y, None, &mut ()).unwrap_err();
+    assert!(matches!(err, SolverError::InvalidConfig { name: "folds", .. }), "{err}");
+    // Cross-validation is one process only: two ranks are refused, each with the typed error.
+    let errors = ThreadGroup::run(2, |comm| {
+        let place = RowShard::balanced(30, comm.rank(), 2);
+        let local = x.subrows(place.first, place.rows).to_owned();
+        let job = KernelRidgeJob {
+            lambda: KrrChoice::CrossValidated { folds: 3 },
+            ..KernelRidgeJob::new(Kernel::gaussian(1.0), nystrom.clone(), 1)
+        };
+        let y = &y[place.first..place.first + place.rows];
+        job.run(Shard::part(local, place, comm), y, None, &mut ()).unwrap_err()
+    });
+    assert!(errors.iter().all(|e| matches!(e, SolverError::NotDistributed { .. })), "{errors:?}");
+    // A bandwidth rule on constant rows has nothing to measure.
+    let flat = Mat::from_fn(10, 2, |_, _| 1.0);
+    let job = KernelRidgeJob::new(KernelSpec::new(stolr_solvers::KernelFamily::Gaussian), KrrSolver::Krr { lambda: 1.0 }, 1);
+    let err = job.run(Shard::whole(flat.as_ref()), &[0.0; 10], None, &mut ()).unwrap_err();
+    assert!(matches!(err, SolverError::Estimator(_)), "{err}");
+}

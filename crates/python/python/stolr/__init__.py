@@ -42,6 +42,10 @@ def _count(name, v):
     return int(v)
 
 
+def _is_auto(v):
+    return isinstance(v, str) and v == "auto"
+
+
 def _gamma(gamma, n_features):
     return 1.0 / n_features if gamma is None else float(gamma)
 
@@ -246,7 +250,9 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
     ``f(x) = Σ_j c_j k(x, z_j) + b`` with the intercept ``b`` an unpenalized model term (exact KRR:
     the bordered system; Nyström: the kernel columns centred over the training rows, as
     ``Nystroem`` + ``Ridge``; SLKL: centred rank-1 columns); False fits no ``b`` ([SLKL]'s
-    setting).
+    setting). ``nu`` (``slkl`` and ``uniform``): the sparsity penalty ν > 0, or ``"auto"`` for ν
+    chosen by 5-fold cross-validation on the training rows, as ``stolr krr --nu auto`` does (the
+    same job: the same seed gives the same ν and model).
     """
 
     def __init__(self, solver="krr", alpha=1.0, kernel="rbf", gamma=None, n_landmarks=200,
@@ -267,7 +273,8 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
         self.model_ = _core.fit_kernel_ridge(np.ascontiguousarray(X), np.ascontiguousarray(y, dtype=np.float64),
                                              self.solver, self.kernel, float(self.alpha),
                                              _gamma(self.gamma, X.shape[1]),
-                                             n_landmarks, float(self.nu), bool(self.fit_intercept),
+                                             n_landmarks, None if _is_auto(self.nu) else float(self.nu),
+                                             bool(self.fit_intercept),
                                              _seed(self.random_state), bool(self.verbose))
         return self
 

@@ -10,7 +10,7 @@ use stolr_model::{Standardization, standardize};
 use stolr_memory::MemoryBudget;
 
 use crate::error::check_shard;
-use crate::job::{KrrStream, Shard};
+
 use crate::krr::baselines::{krr_fit, krr_subset_fit, unif_fit};
 use crate::krr::{
     KernelExpansion, KrrConfig, KrrModel, NystromKrrConfig, NystromKrrFit, NystromSolve, Slkl, SlklConfig, UnifConfig,
@@ -367,67 +367,5 @@ fn nystrom_summary(j: Vec<usize>, fit: &NystromKrrFit) -> KrrFitSummary {
         iterations: fit.iterations,
         nystrom: Some((fit.solve, fit.iterations, fit.residual)),
         ..Default::default()
-    }
-}
-
-/// A kernel ridge regression job: the typed request every front end builds (the CLI from its
-/// arguments, Python from keyword arguments), run by [`KernelRidgeJob::run`] on the training
-/// rows of a [`Shard`]. The landmarks come from stream [`KrrStream::Landmarks`] (so every
-/// solver uses the same `J` for the same seed and data) and SLKL's coordinate order from
-/// [`KrrStream::Coordinates`]: the same job and seed give the same bits from every front end.
-///
-/// # Example
-/// ```
-/// use faer::Mat;
-/// use stolr_estimators::Kernel;
-/// use stolr_solvers::{KernelRidge, KernelRidgeJob, KrrSolver, Predictor, Shard};
-///
-/// let x = Mat::from_fn(50, 1, |i, _| i as f64 / 10.0);
-/// let y: Vec<f64> = (0..50).map(|i| (i as f64 / 10.0).sin()).collect();
-/// let ridge = KernelRidge::new(Kernel::gaussian(1.0), KrrSolver::Krr { lambda: 1e-3 });
-/// let (model, _) = KernelRidgeJob::new(ridge, 7).run(Shard::whole(x.as_ref()), &y, None, &mut ()).unwrap();
-/// let fitted = model.predict(x.as_ref()).unwrap();
-/// assert!((fitted[10] - 1.0_f64.sin()).abs() < 1e-2);
-/// ```
-#[derive(Debug, Clone, PartialEq)]
-pub struct KernelRidgeJob {
-    /// Kernel, solver, intercept and memory budget (the rows given to
-    /// [`KernelRidgeJob::run`] are used as they are: `standardize` is the caller's, who records
-    /// the statistics).
-    pub ridge: KernelRidge,
-    /// The seed of the landmarks and of SLKL's coordinate order.
-    pub seed: u64,
-}
-
-impl KernelRidgeJob {
-    /// `ridge` with `seed`.
-    pub fn new(ridge: KernelRidge, seed: u64) -> Self {
-        Self { ridge, seed }
-    }
-
-    /// Fits on this rank's training rows `shard.rows()` and targets `y` (its rows' targets),
-    /// recording `standardization` in the model: [`KernelRidge::fit_prepared`] on one process,
-    /// [`KernelRidge::fit_prepared_sharded`] (Nyström, SLKL) on several. Every rank returns the
-    /// same model and summary; only rank 0 reports to `observer`. Collective.
-    ///
-    /// # Errors
-    /// As [`KernelRidge::fit_prepared`] (KRR_n's `16·n²` bytes over [`KernelRidge::memory`]
-    /// among them) and [`KernelRidge::fit_prepared_sharded`].
-    pub fn run(
-        &self,
-        shard: Shard<'_>,
-        y: &[f64],
-        standardization: Option<Standardization>,
-        observer: &mut dyn Observer,
-    ) -> Result<(KrrModel, KrrFitSummary), SolverError> {
-        let landmarks = &mut KrrStream::Landmarks.rng(self.seed);
-        let coordinates = &mut KrrStream::Coordinates.rng(self.seed);
-        if shard.is_whole() {
-            return self.ridge.fit_prepared(shard.rows(), y, standardization, landmarks, coordinates, observer);
-        }
-        let mut silent = ();
-        let observer: &mut dyn Observer = if shard.comm.is_root() { observer } else { &mut silent };
-        let (comm, place) = (shard.comm, shard.place);
-        self.ridge.fit_prepared_sharded(shard.rows(), y, standardization, landmarks, coordinates, observer, comm, place)
     }
 }

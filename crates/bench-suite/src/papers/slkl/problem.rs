@@ -3,9 +3,11 @@
 use faer::Mat;
 use rand::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use stolr_datasets::{Dataset, TrainTest, generate, random_folds, random_split, read_abalone, read_housing};
+use stolr_datasets::{Dataset, TrainTest, generate, random_split, read_abalone, read_housing};
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_rule};
-use stolr_solvers::{KernelExpansion, Observer, Slkl, SlklConfig, SlklModel, log_grid, mean_squared_error, run};
+use stolr_solvers::{
+    KernelExpansion, Observer, Slkl, SlklConfig, SlklModel, log_grid, mean_squared_error, random_folds, run,
+};
 
 use crate::BenchError;
 use crate::runner::{DataDir, stream};
