@@ -6,11 +6,11 @@ use std::path::Path;
 
 use serde::de::DeserializeOwned;
 use stolr_estimators::{Kernel, KernelFamily};
-use stolr_solvers::Named;
 pub use stolr_report::{
     KpcaDataset, KpcaParameters, KpcaReport, KpcaResult, KpcaTimings, KrrDataset, KrrParameters, KrrReport, KrrResult,
     KrrTimings, NuValidation, ReportKernel, TauReport,
 };
+use stolr_solvers::Named;
 
 use crate::BenchError;
 
@@ -39,6 +39,9 @@ pub fn kernel_of(kernel: &ReportKernel) -> Result<Kernel, BenchError> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+    use stolr_solvers::KrrMethod;
+
     use super::*;
 
     #[test]
@@ -59,11 +62,11 @@ mod tests {
                 test_size: None,
             },
             kernel: ReportKernel {
-                name: "gaussian".into(),
+                name: KernelFamily::Gaussian.name().into(),
                 parameters: serde_json::json!({ "sigma": 1.5 }).as_object().unwrap().clone(),
                 sigma_source: Some("rule".into()),
             },
-            solver: "slkl".into(),
+            solver: KrrMethod::Slkl.name().into(),
             parameters: KrrParameters {
                 landmarks: Some(200),
                 lambda: 1.0,
@@ -108,11 +111,12 @@ mod tests {
         assert_eq!(back.result.test_mse, None);
         assert_eq!(KrrReport { result: KrrResult { test_mse: None, ..report.result.clone() }, ..report }, back);
         assert_eq!(kernel_of(&back.kernel).unwrap(), Kernel::gaussian(1.5));
-        let poly: ReportKernel =
-            serde_json::from_str(r#"{"type": "polynomial", "scale": 1.0, "offset": 0.0, "degree": 3}"#).unwrap();
+        let poly = json!({"type": KernelFamily::Polynomial.name(), "scale": 1.0, "offset": 0.0, "degree": 3});
+        let poly: ReportKernel = serde_json::from_value(poly).unwrap();
         assert_eq!(poly.sigma(), None);
         assert_eq!(kernel_of(&poly).unwrap(), Kernel::polynomial(1.0, 0.0, 3));
-        let bad: ReportKernel = serde_json::from_str(r#"{"type": "laplacian", "scale": 1.0}"#).unwrap();
+        let bad: ReportKernel =
+            serde_json::from_value(json!({"type": KernelFamily::Laplacian.name(), "scale": 1.0})).unwrap();
         assert!(matches!(kernel_of(&bad), Err(BenchError::Invalid(_))));
         assert!(matches!(read_report::<KpcaReport>(dir.path()), Err(BenchError::Json { .. })));
         assert!(matches!(read_report::<KpcaReport>(&dir.path().join("no")), Err(BenchError::Io { .. })));

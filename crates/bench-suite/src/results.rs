@@ -80,7 +80,8 @@ impl Series {
 pub struct RunRecord {
     /// Dataset name as the papers and the CLI call it (`"mushrooms"`, `"magic"`, `"mnist"`).
     pub dataset: String,
-    /// Method name (`"skpca"`, `"exact"`, `"nystrom"`, `"kha"`, `"svrg-pca"`, `"vr-pca"`).
+    /// Method name: a registered solver's name (`stolr_solvers::KpcaMethod`, `PcaMethod`,
+    /// `KrrMethod`; see their `name()`), or the name of another run (`analysis`, a baseline).
     pub method: String,
     /// Parameters of the run as JSON values, sorted by name (`tau`, `k`, `rank`, `eta`, ...).
     #[serde(default)]
@@ -323,11 +324,13 @@ mod null_as_nan {
 
 #[cfg(test)]
 mod tests {
+    use stolr_solvers::{KpcaMethod, Named};
+
     use super::*;
 
     fn sample() -> ResultsFile {
         let mut file = ResultsFile::new("test-experiment");
-        let mut run = RunRecord::new("mushrooms", "skpca")
+        let mut run = RunRecord::new("mushrooms", KpcaMethod::Skpca.name())
             .with_parameter("tau", 10.0)
             .with_parameter("k", 50)
             .with_parameter("sampler", "rff")
@@ -340,7 +343,7 @@ mod tests {
         run.time_seconds = 1.25;
         run.peak_memory_bytes = Some(123_456_789);
         file.runs.push(run);
-        file.runs.push(RunRecord::new("mushrooms", "exact"));
+        file.runs.push(RunRecord::new("mushrooms", KpcaMethod::Exact.name()));
         file
     }
 
@@ -352,7 +355,7 @@ mod tests {
         file.write(&path).unwrap();
         let back = ResultsFile::read(&path).unwrap();
         assert_eq!(back, file);
-        assert_eq!(back.runs_of("mushrooms", "skpca").count(), 1);
+        assert_eq!(back.runs_of("mushrooms", KpcaMethod::Skpca.name()).count(), 1);
         assert_eq!(back.runs[0].scalar("final_rank"), Some(55.0));
         assert_eq!(back.runs[0].series_named("error").unwrap().len(), 3);
         assert!(!dir.path().join("nested/results.json.tmp").exists());

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use serde::Serialize;
+use stolr_solvers::{KpcaMethod, Named};
 
 use crate::BenchError;
 use crate::metrics::kernel_residual;
@@ -36,7 +37,8 @@ pub(super) const DATASETS: [BenchDataset; 2] = [
 pub struct Row {
     /// The dataset.
     pub dataset: String,
-    /// The run (`"exact"`, `"nystrom"`, `"skpca"`, `"…-centered"`, `"sklearn-arpack-centered"`).
+    /// The run: the registered name of its solver ([`KpcaMethod`]), `…-centered` for a centred
+    /// run, or `sklearn-arpack-centered`.
     pub solver: String,
     /// Samples.
     pub n: usize,
@@ -90,8 +92,8 @@ impl Row {
 }
 
 enum Run<'a> {
-    /// `stolr kpca` with these arguments.
-    Stolr(Vec<&'a str>),
+    /// `stolr kpca --solver NAME` with these further arguments.
+    Stolr(KpcaMethod, Vec<&'a str>),
     /// scikit-learn's `KernelPCA` with this `eigen_solver`.
     Sklearn(&'static str),
 }
@@ -106,29 +108,32 @@ pub(super) fn dataset(
     out: &Path,
 ) -> Result<Vec<Row>, BenchError> {
     let rank = RANK.to_string();
-    let skpca = ["--solver", "skpca", "--tau", ds.tau, "--features", "50", "--iterations", iterations];
-    let mut runs: Vec<(&str, Run)> = vec![
-        ("exact", Run::Stolr(vec!["--solver", "exact", "--rank", &rank])),
-        ("nystrom", Run::Stolr(vec!["--solver", "nystrom", "--landmarks", "500", "--rank", &rank])),
-        ("skpca", Run::Stolr(skpca.to_vec())),
+    let (exact, nystrom, skpca) = (KpcaMethod::Exact, KpcaMethod::Nystrom, KpcaMethod::Skpca);
+    let skpca_args = ["--tau", ds.tau, "--features", "50", "--iterations", iterations];
+    let mut runs: Vec<(String, Run)> = vec![
+        (exact.name().into(), Run::Stolr(exact, vec!["--rank", &rank])),
+        (nystrom.name().into(), Run::Stolr(nystrom, vec!["--landmarks", "500", "--rank", &rank])),
+        (skpca.name().into(), Run::Stolr(skpca, skpca_args.to_vec())),
     ];
     if sklearn.is_some() {
-        runs.push(("exact-centered", Run::Stolr(vec!["--solver", "exact", "--rank", &rank, "--center"])));
-        runs.push(("skpca-centered", Run::Stolr([&skpca[..], &["--center"]].concat())));
-        runs.push(("sklearn-arpack-centered", Run::Sklearn("arpack")));
+        let centered = |m: KpcaMethod| format!("{}-centered", m.name());
+        runs.push((centered(exact), Run::Stolr(exact, vec!["--rank", &rank, "--center"])));
+        runs.push((centered(skpca), Run::Stolr(skpca, [&skpca_args[..], &["--center"]].concat())));
+        runs.push(("sklearn-arpack-centered".into(), Run::Sklearn("arpack")));
     }
     let mut rows = Vec::new();
     let mut references: Vec<(bool, Row)> = Vec::new();
     for (solver, run) in runs {
-        let dir = out.join(ds.name).join(solver);
+        let dir = out.join(ds.name).join(&solver);
         eprintln!("running {solver} on {} ...", ds.name);
         let what = format!("{solver} on {}", ds.name);
         match &run {
-            Run::Stolr(extra) => Worker::new(stolr, what)
+            Run::Stolr(method, extra) => Worker::new(stolr, what)
                 .arg("kpca")
                 .arg("--input")
                 .arg(input)
                 .args(ds.args)
+                .args(["--solver", method.name()])
                 .args(extra)
                 .arg("--out")
                 .arg(&dir)
@@ -151,7 +156,7 @@ pub(super) fn dataset(
                     .run()?
             }
         }
-        let mut row = evaluate(ds.name, solver, &dir)?;
+        let mut row = evaluate(ds.name, &solver, &dir)?;
         let centered = solver.contains("centered");
         if let Some((_, reference)) = references.iter().find(|(c, _)| *c == centered) {
             row.compare(reference);

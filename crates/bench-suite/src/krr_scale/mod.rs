@@ -477,14 +477,14 @@ fn log_log(rows: &[Row], title: &str, y_label: &str, value: impl Fn(&Row) -> Opt
 /// M = 1000, 2000, 5000), one colour for each method without landmarks; `None` for anything
 /// else (the palette's turn).
 fn series_color(r: &Row) -> Option<[u8; 3]> {
-    let shades: [[u8; 3]; 3] = match (r.method.as_str(), r.path.as_str()) {
-        ("nystrom", "direct") => [[107, 174, 214], [33, 113, 181], [8, 48, 107]],
-        ("nystrom", "cg") => [[253, 174, 107], [230, 85, 13], [127, 39, 4]],
-        ("sklearn-nystroem", _) => [[116, 196, 118], [35, 139, 69], [0, 68, 27]],
-        ("slkl", _) => return Some([227, 119, 194]),
-        ("krr", _) => return Some([90, 90, 90]),
-        ("sklearn-kernel-ridge", _) => return Some([140, 86, 75]),
-        _ => return None,
+    let shades: [[u8; 3]; 3] = match (Method::from_name(&r.method)?, r.path.as_str()) {
+        (Method::Nystrom, "direct") => [[107, 174, 214], [33, 113, 181], [8, 48, 107]],
+        (Method::Nystrom, "cg") => [[253, 174, 107], [230, 85, 13], [127, 39, 4]],
+        (Method::SklearnNystroem, _) => [[116, 196, 118], [35, 139, 69], [0, 68, 27]],
+        (Method::Slkl, _) => return Some([227, 119, 194]),
+        (Method::Krr, _) => return Some([90, 90, 90]),
+        (Method::SklearnKernelRidge, _) => return Some([140, 86, 75]),
+        (Method::Nystrom, _) => return None,
     };
     let shade = NYSTROM_LANDMARKS.iter().position(|&m| Some(m) == r.landmarks)?;
     Some(shades[shade])

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use stolr_solvers::{KrrMethod, Named};
 
 use super::summary::{Row, Status};
 
@@ -24,15 +25,33 @@ pub enum Method {
 }
 
 impl Method {
-    /// The name in tables and folder names.
-    pub fn name(self) -> &'static str {
+    /// Every method, in the order of the plan.
+    pub const ALL: [Method; 5] =
+        [Self::Nystrom, Self::Slkl, Self::Krr, Self::SklearnNystroem, Self::SklearnKernelRidge];
+
+    /// The Stolr solver the run calls (`stolr krr --solver NAME`); `None` for scikit-learn.
+    pub fn solver(self) -> Option<KrrMethod> {
         match self {
-            Self::Nystrom => "nystrom",
-            Self::Slkl => "slkl",
-            Self::Krr => "krr",
-            Self::SklearnNystroem => "sklearn-nystroem",
-            Self::SklearnKernelRidge => "sklearn-kernel-ridge",
+            Self::Nystrom => Some(KrrMethod::Nystrom),
+            Self::Slkl => Some(KrrMethod::Slkl),
+            Self::Krr => Some(KrrMethod::Krr),
+            Self::SklearnNystroem | Self::SklearnKernelRidge => None,
         }
+    }
+
+    /// The name in tables and folder names: the registered name of a Stolr solver
+    /// ([`Method::solver`]), the scikit-learn estimator's otherwise.
+    pub fn name(self) -> &'static str {
+        match (self, self.solver()) {
+            (_, Some(solver)) => solver.name(),
+            (Self::SklearnNystroem, None) => "sklearn-nystroem",
+            (_, None) => "sklearn-kernel-ridge",
+        }
+    }
+
+    /// The method named `name` ([`Method::name`]), `None` for any other name.
+    pub fn from_name(name: &str) -> Option<Method> {
+        Self::ALL.into_iter().find(|m| m.name() == name)
     }
 
     /// Whether the run is a scikit-learn process.
@@ -145,21 +164,25 @@ pub fn command(spec: &RunSpec, protocol: &Protocol, inputs: Inputs<'_>) -> (Stri
         args.extend(["--seed".into(), protocol.seed.to_string(), "--out".into(), path(inputs.out)]);
         return ("python3".into(), args);
     }
+    // The subcommand `krr`, then the solver by its registered name.
     let mut args: Vec<String> = vec!["--memory-limit".into(), protocol.memory_limit_bytes.to_string(), "krr".into()];
     args.extend(["--train".into(), path(inputs.train), "--test".into(), path(inputs.test)]);
     args.extend(["--format".into(), "csv".into(), "--no-standardize".into()]);
     args.extend(["--sigma".into(), inputs.sigma.to_string(), "--lambda".into(), inputs.lambda.to_string()]);
     args.extend(["--seed".into(), protocol.seed.to_string()]);
+    if let Some(solver) = spec.method.solver() {
+        args.extend(["--solver".into(), solver.name().into()]);
+    }
     match spec.method {
         Method::Nystrom => {
-            args.extend(["--solver".into(), "nystrom".into(), "--landmarks".into(), m]);
+            args.extend(["--landmarks".into(), m]);
             args.extend(["--nystrom-solver".into(), spec.path.into()]);
         }
         Method::Slkl => {
-            args.extend(["--solver".into(), "slkl".into(), "--landmarks".into(), m]);
+            args.extend(["--landmarks".into(), m]);
             args.extend(["--columns".into(), "on-the-fly".into(), "--nu".into(), protocol.nu.to_string()]);
         }
-        _ => args.extend(["--solver".into(), "krr".into()]),
+        _ => {}
     }
     args.extend(["--out".into(), path(inputs.out)]);
     (path(&protocol.stolr), args)
@@ -259,7 +282,7 @@ mod tests {
                 "nystrom-direct-m2000",
                 "nystrom-cg-m2000",
                 "slkl-m1000",
-                "krr",
+                Method::Krr.name(),
                 "sklearn-nystroem-m1000",
                 "sklearn-nystroem-m2000",
                 "sklearn-kernel-ridge"
@@ -288,6 +311,31 @@ mod tests {
             command(&RunSpec { method: Method::SklearnNystroem, landmarks: Some(1000), path: "ridge" }, &p, inputs);
         assert_eq!((program.as_str(), args[0].as_str()), ("python3", "/s/sklearn_krr.py"));
         assert!(args.join(" ").contains("--method nystroem --components 1000 --seed 0 --out /o"));
+    }
+
+    #[test]
+    fn a_stolr_method_runs_its_registered_solver_and_its_name_reads_back() {
+        let p = protocol();
+        let inputs = Inputs {
+            train: Path::new("/d/train.csv"),
+            test: Path::new("/d/test.csv"),
+            sigma: 0.1,
+            lambda: 1e-2,
+            out: Path::new("/o"),
+        };
+        for method in Method::ALL {
+            assert_eq!(Method::from_name(method.name()), Some(method));
+            let (_, args) = command(&RunSpec { method, landmarks: Some(1000), path: "direct" }, &p, inputs);
+            let solver = args.iter().position(|a| a == "--solver").map(|i| args[i + 1].as_str());
+            match method.solver() {
+                Some(s) => {
+                    assert_eq!(method.name(), s.name());
+                    assert_eq!(solver.map(KrrMethod::parse), Some(Ok(s)), "{args:?}");
+                }
+                None => assert!(solver.is_none() && KrrMethod::parse(method.name()).is_err(), "{args:?}"),
+            }
+        }
+        assert_eq!(Method::from_name("krr-subset"), None);
     }
 
     fn row(label: &str, n: usize, status: Status, wall_s: Option<f64>, note: Option<&str>) -> Row {

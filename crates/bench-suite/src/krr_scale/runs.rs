@@ -204,6 +204,8 @@ pub fn fill_from_report(row: &mut Row, report: &Value) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stolr_solvers::{KrrMethod, Named};
+
     use crate::krr_scale::plan::Method;
 
     fn shell(script: &str) -> CommandRecord {
@@ -214,7 +216,13 @@ mod tests {
     fn finished_runs_are_kept_and_changed_commands_rerun() {
         let dir = tempfile::tempdir().unwrap();
         let run = dir.path().join("run");
-        let report = r#"{"result":{"test_mse":0.25,"stop_reason":"converged","iterations":12},"timings_s":{"fit":1.5},"peak_memory_bytes":3000000,"solver":"nystrom"}"#;
+        let nystrom = KrrMethod::Nystrom.name();
+        let report = serde_json::json!({
+            "result": {"test_mse": 0.25, "stop_reason": "converged", "iterations": 12},
+            "timings_s": {"fit": 1.5},
+            "peak_memory_bytes": 3000000,
+            "solver": nystrom
+        });
         let ok = shell(&format!("echo '{report}' > report.json.x && mv report.json.x \"$0\"/report.json"));
         let ok = CommandRecord { args: vec![ok.args[0].clone(), ok.args[1].clone(), run.display().to_string()], ..ok };
         assert_eq!(kept(&run, &ok, 10.0).unwrap(), None, "nothing there yet");
@@ -226,7 +234,7 @@ mod tests {
         assert_eq!((r.test_mse, r.fit_s, r.peak_mb, r.iterations), (Some(0.25), Some(1.5), Some(3.0), Some(12)));
         assert_eq!(
             (r.label.as_str(), r.solver_reported.as_deref(), r.note.as_deref()),
-            ("nystrom-cg-m2000", Some("nystrom"), Some("stop: converged"))
+            ("nystrom-cg-m2000", Some(nystrom), Some("stop: converged"))
         );
         // Another command (e.g. another λ) in the same folder: stale, run again.
         let other = CommandRecord { args: vec!["-c".into(), "exit 0".into()], ..ok.clone() };
@@ -275,7 +283,7 @@ mod tests {
         assert!(fill_from_report(&mut r, &serde_json::json!({"timings_s": {"fit": 1.0}})).is_err());
         assert!(fill_from_report(&mut r, &serde_json::json!({"result": {"test_mse": 1.0}})).is_err());
         let report = serde_json::json!({
-            "solver": "nystrom",
+            "solver": KrrMethod::Nystrom.name(),
             "result": {"test_mse": 2.0, "nystrom_solve": "cg", "cg_iterations": 31, "cg_residual": 3e-9},
             "timings_s": {"fit": 4.0}
         });

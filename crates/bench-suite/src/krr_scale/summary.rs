@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::plan::Method;
+
 /// How a run ended.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -27,7 +29,7 @@ pub struct Row {
     pub n: usize,
     /// The run's name, e.g. `nystrom-cg-m2000` (see `RunSpec::label`).
     pub label: String,
-    /// `nystrom`, `slkl`, `krr`, `sklearn-nystroem`, `sklearn-kernel-ridge`.
+    /// The method's name ([`Method::name`]: a registered KRR solver's or a scikit-learn one's).
     pub method: String,
     /// Landmarks `M`, `None` for the exact methods.
     pub landmarks: Option<usize>,
@@ -56,6 +58,13 @@ pub struct Row {
     pub load_after: Option<f64>,
 }
 
+impl Row {
+    /// Whether the row is a run of `method`.
+    pub fn is(&self, method: Method) -> bool {
+        self.method == method.name()
+    }
+}
+
 /// The landmark count the exact methods are compared with (the target point).
 pub const REFERENCE_LANDMARKS: usize = 2000;
 
@@ -65,7 +74,7 @@ pub const REFERENCE_LANDMARKS: usize = 2000;
 pub fn set_ratios(rows: &mut [Row]) {
     let direct = |rows: &[Row], n: usize, m: usize| {
         rows.iter()
-            .find(|r| r.n == n && r.method == "nystrom" && r.path == "direct" && r.landmarks == Some(m))
+            .find(|r| r.n == n && r.is(Method::Nystrom) && r.path == "direct" && r.landmarks == Some(m))
             .filter(|r| r.status == Status::Done)
             .and_then(|r| r.test_mse)
     };
@@ -123,7 +132,7 @@ pub struct TargetCheck {
 /// [`set_ratios`]); empty when no such run was planned (e.g. a quick run).
 pub fn check_target(rows: &[Row], target: &Target) -> Vec<TargetCheck> {
     rows.iter()
-        .filter(|r| r.n == target.n && r.method == "nystrom" && r.landmarks == Some(target.landmarks))
+        .filter(|r| r.n == target.n && r.is(Method::Nystrom) && r.landmarks == Some(target.landmarks))
         .map(|r| {
             let ran = r.status == Status::Done;
             let fit_ok = r.fit_s.map(|t| t <= target.fit_s);
@@ -186,11 +195,11 @@ pub fn markdown_table(rows: &[Row]) -> String {
 mod tests {
     use super::*;
 
-    fn done(n: usize, method: &str, path: &str, m: Option<usize>, mse: f64, fit: f64, peak: f64) -> Row {
+    fn done(n: usize, method: Method, path: &str, m: Option<usize>, mse: f64, fit: f64, peak: f64) -> Row {
         Row {
             n,
-            label: format!("{method}-{path}-{m:?}"),
-            method: method.into(),
+            label: format!("{}-{path}-{m:?}", method.name()),
+            method: method.name().into(),
             landmarks: m,
             path: path.into(),
             test_mse: Some(mse),
@@ -203,16 +212,16 @@ mod tests {
     #[test]
     fn ratios_are_to_the_direct_solve_with_the_same_n_and_m() {
         let mut rows = vec![
-            done(10, "nystrom", "direct", Some(1000), 0.5, 1.0, 10.0),
-            done(10, "nystrom", "cg", Some(1000), 0.51, 1.0, 10.0),
-            done(10, "nystrom", "direct", Some(2000), 0.25, 1.0, 10.0),
-            done(10, "krr", "dense", None, 0.2, 1.0, 10.0),
-            done(10, "sklearn-nystroem", "ridge", Some(5000), 0.1, 1.0, 10.0),
-            done(20, "nystrom", "cg", Some(1000), 0.4, 1.0, 10.0),
+            done(10, Method::Nystrom, "direct", Some(1000), 0.5, 1.0, 10.0),
+            done(10, Method::Nystrom, "cg", Some(1000), 0.51, 1.0, 10.0),
+            done(10, Method::Nystrom, "direct", Some(2000), 0.25, 1.0, 10.0),
+            done(10, Method::Krr, "dense", None, 0.2, 1.0, 10.0),
+            done(10, Method::SklearnNystroem, "ridge", Some(5000), 0.1, 1.0, 10.0),
+            done(20, Method::Nystrom, "cg", Some(1000), 0.4, 1.0, 10.0),
             Row {
                 status: Status::TimedOut,
                 test_mse: None,
-                ..done(10, "slkl", "on-the-fly", Some(1000), 0.0, 0.0, 0.0)
+                ..done(10, Method::Slkl, "on-the-fly", Some(1000), 0.0, 0.0, 0.0)
             },
         ];
         set_ratios(&mut rows);
@@ -224,10 +233,10 @@ mod tests {
     fn the_target_holds_only_when_all_three_do() {
         let t = Target { n: 100, landmarks: 2000, fit_s: 300.0, peak_mb: 2000.0, mse_ratio: 1.02 };
         let mut rows = vec![
-            done(100, "nystrom", "direct", Some(2000), 1.0, 400.0, 1500.0),
-            done(100, "nystrom", "cg", Some(2000), 1.019, 120.0, 1900.0),
-            done(10, "nystrom", "cg", Some(2000), 1.0, 1.0, 1.0),
-            done(100, "nystrom", "cg", Some(1000), 1.0, 1.0, 1.0),
+            done(100, Method::Nystrom, "direct", Some(2000), 1.0, 400.0, 1500.0),
+            done(100, Method::Nystrom, "cg", Some(2000), 1.019, 120.0, 1900.0),
+            done(10, Method::Nystrom, "cg", Some(2000), 1.0, 1.0, 1.0),
+            done(100, Method::Nystrom, "cg", Some(1000), 1.0, 1.0, 1.0),
         ];
         set_ratios(&mut rows);
         let checks = check_target(&rows, &t);
@@ -250,14 +259,14 @@ mod tests {
     #[test]
     fn the_table_has_one_line_per_row_and_says_why_a_run_is_missing() {
         let mut rows = vec![
-            done(10_000, "nystrom", "direct", Some(2000), 0.123_456, 2.04, 300.4),
+            done(10_000, Method::Nystrom, "direct", Some(2000), 0.123_456, 2.04, 300.4),
             Row {
                 status: Status::Skipped,
                 note: Some("estimated peak 24 GB | over the cap".into()),
                 test_mse: None,
                 fit_s: None,
                 peak_mb: None,
-                ..done(1_000_000, "sklearn-nystroem", "ridge", Some(2000), 0.0, 0.0, 0.0)
+                ..done(1_000_000, Method::SklearnNystroem, "ridge", Some(2000), 0.0, 0.0, 0.0)
             },
         ];
         rows[0].solver_reported = Some("nystrom-direct".into());

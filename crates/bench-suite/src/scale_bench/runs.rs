@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde_json::Value;
+use stolr_solvers::{KpcaMethod, Named};
 
 use crate::BenchError;
 use crate::runner::Worker;
@@ -50,22 +51,41 @@ pub struct Row {
     pub max_residual: Option<f64>,
 }
 
+impl Row {
+    /// Whether the run is one of the exact solvers (dense or matrix-free), the reference of the
+    /// others.
+    fn is_exact(&self) -> bool {
+        [KpcaMethod::Exact, KpcaMethod::ExactMatrixFree].iter().any(|m| self.solver == m.name())
+    }
+}
+
 /// Every run at size `n` on `input`, written under `out/SOLVER`.
 pub(super) fn at_size(config: &Config, input: &Path, n: usize, out: &Path) -> Result<Vec<Row>, BenchError> {
     let rank = config.rank.to_string();
     let iterations = config.skpca_iterations.to_string();
     // Above mf_max_n the exact solver is not run at all: its dense kernel is over the budget
     // and its matrix-free product grows as n², hours at n = 494 021.
-    let mut runs: Vec<(&str, Vec<&str>)> = Vec::new();
+    // Each run: its name (the solver's registered name, with the landmarks for Nyström), the
+    // solver and its further arguments.
+    let mut runs: Vec<(String, KpcaMethod, Vec<&str>)> = Vec::new();
     if n <= config.mf_max_n {
-        runs.push(("exact", vec!["--solver", "exact", "--rank", &rank]));
-        runs.push(("exact-matrix-free", vec!["--solver", "exact-matrix-free", "--rank", &rank]));
+        for method in [KpcaMethod::Exact, KpcaMethod::ExactMatrixFree] {
+            runs.push((method.name().into(), method, vec!["--rank", &rank]));
+        }
     }
-    runs.push(("nystrom-500", vec!["--solver", "nystrom", "--landmarks", "500", "--rank", &rank]));
-    runs.push(("nystrom-2000", vec!["--solver", "nystrom", "--landmarks", "2000", "--rank", &rank]));
-    runs.push(("skpca", vec!["--solver", "skpca", "--rank", &rank, "--features", "50", "--iterations", &iterations]));
+    let nystrom = KpcaMethod::Nystrom;
+    for landmarks in ["500", "2000"] {
+        runs.push((
+            format!("{}-{landmarks}", nystrom.name()),
+            nystrom,
+            vec!["--landmarks", landmarks, "--rank", &rank],
+        ));
+    }
+    let skpca = KpcaMethod::Skpca;
+    runs.push((skpca.name().into(), skpca, vec!["--rank", &rank, "--features", "50", "--iterations", &iterations]));
     let mut rows: Vec<Row> = Vec::new();
-    for (solver, extra) in runs {
+    for (solver, method, extra) in runs {
+        let solver = solver.as_str();
         let dir = out.join(solver);
         // A finished run of an earlier, interrupted benchmark is kept (delete its folder to
         // run it again): a long benchmark resumes where it stopped.
@@ -86,6 +106,7 @@ pub(super) fn at_size(config: &Config, input: &Path, n: usize, out: &Path) -> Re
             // answer is computed; above, uncentred: SKPCA's centring needs the kernel's row
             // means, an O(n²d) pass (hours at n = 494 021).
             .args(if n <= config.mf_max_n { &["--center"][..] } else { &[] })
+            .args(["--solver", method.name()])
             .args(&extra)
             .arg("--out")
             .arg(&dir)
@@ -105,8 +126,7 @@ pub(super) fn at_size(config: &Config, input: &Path, n: usize, out: &Path) -> Re
             rows.push(sklearn(script, input, n, rows.first().and_then(|r| r.sigma), &rank, &dir)?);
         }
     }
-    let exact =
-        rows.iter().find(|r| r.solver.starts_with("exact") && r.refused.is_none()).map(|r| r.eigenvalues.clone());
+    let exact = rows.iter().find(|r| r.is_exact() && r.refused.is_none()).map(|r| r.eigenvalues.clone());
     for row in &mut rows {
         if let (Some(reference), false) = (&exact, row.eigenvalues.is_empty()) {
             let top = reference.first().copied().unwrap_or(1.0);

@@ -4,27 +4,35 @@ use std::convert::Infallible;
 
 use faer::Mat;
 use stolr_solvers::{
-    IncrementalPca, Msg, MsgConfig, Observer, Oja, StepSize, Stop, StreamPass, StreamingPca, run_with_target,
+    IncrementalPca, Msg, MsgConfig, Named, Observer, Oja, PcaMethod, StepSize, Stop, StreamPass, StreamingPca,
+    run_with_target,
 };
 
 use crate::BenchError;
 use crate::observe::at_marks;
 use crate::runner::stream;
 
-/// The methods compared, in plot order.
-pub(super) const METHODS: [&str; 4] = ["msg", "capped-msg", "incremental", "oja"];
+/// The methods compared, in plot order (the registered streaming PCA solvers).
+pub(super) const METHODS: [PcaMethod; 4] =
+    [PcaMethod::Msg, PcaMethod::CappedMsg, PcaMethod::Incremental, PcaMethod::Oja];
 
-/// A solver by method name, with step `η_t = c/√t` (the data of every experiment here has
+/// The solver of `method`, with step `η_t = c/√t` (the data of every experiment here has
 /// `E‖x‖² = 1`, the paper's setting), its random start drawn from stream 0 of `seed`.
-pub(super) fn solver(method: &str, d: usize, k: usize, c: f64, seed: u64) -> Result<Box<dyn StreamingPca>, BenchError> {
+pub(super) fn solver(
+    method: PcaMethod,
+    d: usize,
+    k: usize,
+    c: f64,
+    seed: u64,
+) -> Result<Box<dyn StreamingPca>, BenchError> {
     let mut rng = stream(seed, 0);
     let step = StepSize::InverseSqrt { c };
     Ok(match method {
-        "msg" => Box::new(Msg::new(MsgConfig { step, ..MsgConfig::msg(d, k) }, &mut rng)?),
-        "capped-msg" => Box::new(Msg::new(MsgConfig { step, ..MsgConfig::capped(d, k) }, &mut rng)?),
-        "incremental" => Box::new(IncrementalPca::new(d, k)?),
-        "oja" => Box::new(Oja::new(d, k, step, &mut rng)?),
-        other => return Err(BenchError::Invalid(format!("unknown method {other}"))),
+        PcaMethod::Msg => Box::new(Msg::new(MsgConfig { step, ..MsgConfig::msg(d, k) }, &mut rng)?),
+        PcaMethod::CappedMsg => Box::new(Msg::new(MsgConfig { step, ..MsgConfig::capped(d, k) }, &mut rng)?),
+        PcaMethod::Incremental => Box::new(IncrementalPca::new(d, k)?),
+        PcaMethod::Oja => Box::new(Oja::new(d, k, step, &mut rng)?),
+        other => return Err(BenchError::Invalid(format!("{} is not a streaming PCA method", other.name()))),
     })
 }
 

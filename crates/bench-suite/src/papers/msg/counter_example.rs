@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use rand::RngExt;
 use rand_xoshiro::Xoshiro256PlusPlus;
-use stolr_solvers::{IncrementalPca, Msg, MsgConfig, StreamingPca};
+use stolr_solvers::{IncrementalPca, Msg, MsgConfig, Named, PcaMethod, StreamingPca};
 
 use super::common::pass;
 use crate::runner::stream;
@@ -32,20 +32,21 @@ pub(super) fn run(quick: bool, results: &mut ResultsFile) -> Result<Vec<CounterR
     let draw = |rng: &mut Xoshiro256PlusPlus| -> [f64; 2] {
         if rng.random::<f64>() < 1.0 / 3.0 { [3f64.sqrt() * scale, 0.0] } else { [0.0, 2f64.sqrt() * scale] }
     };
-    let cases: [(&str, usize, usize, Option<usize>, &str); 4] = [
-        ("incremental", runs_incremental, t_incremental, None, "5/9 = 0.556"),
-        ("capped MSG, K = k = 1", runs_msg, t_msg, Some(1), "(like incremental)"),
-        ("capped MSG, K = k + 1 = 2", runs_msg, t_msg, Some(2), "never stuck"),
-        ("MSG", runs_msg, t_msg, None, "never stuck"),
+    let incremental = PcaMethod::Incremental;
+    let cases: [(PcaMethod, &str, usize, usize, Option<usize>, &str); 4] = [
+        (incremental, incremental.name(), runs_incremental, t_incremental, None, "5/9 = 0.556"),
+        (PcaMethod::CappedMsg, "capped MSG, K = k = 1", runs_msg, t_msg, Some(1), "(like incremental)"),
+        (PcaMethod::CappedMsg, "capped MSG, K = k + 1 = 2", runs_msg, t_msg, Some(2), "never stuck"),
+        (PcaMethod::Msg, "MSG", runs_msg, t_msg, None, "never stuck"),
     ];
     let mut rows = Vec::new();
-    for (label, runs, t_max, cap, paper) in cases {
+    for (method, label, runs, t_max, cap, paper) in cases {
         let started = Instant::now();
         let mut wrong = 0;
         for seed in 0..runs as u64 {
             let mut rng = stream(seed, 0);
-            let mut s: Box<dyn StreamingPca> = match (label, cap) {
-                ("incremental", _) => Box::new(IncrementalPca::new(2, 1)?),
+            let mut s: Box<dyn StreamingPca> = match (method, cap) {
+                (PcaMethod::Incremental, _) => Box::new(IncrementalPca::new(2, 1)?),
                 (_, Some(cap)) => Box::new(Msg::new(MsgConfig { cap: Some(cap), ..MsgConfig::msg(2, 1) }, &mut rng)?),
                 _ => Box::new(Msg::new(MsgConfig::msg(2, 1), &mut rng)?),
             };

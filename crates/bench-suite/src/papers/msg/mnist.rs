@@ -10,7 +10,7 @@ use faer::Mat;
 use rand::seq::SliceRandom;
 use stolr_datasets::{MnistSplit, read_mnist};
 use stolr_lowrank::sym_eigen_desc;
-use stolr_solvers::{IterationReport, Observer, StreamingPca};
+use stolr_solvers::{IterationReport, Named, Observer, PcaMethod, StreamingPca};
 
 use super::common::{METHODS, pass, solver, suboptimality};
 use crate::curve::log_spaced;
@@ -42,7 +42,7 @@ impl Scaling {
 
 /// One method with its chosen `c` on one k, over the splits.
 pub(super) struct MethodCurves {
-    pub(super) method: &'static str,
+    pub(super) method: PcaMethod,
     /// The chosen `c` (`None` for the incremental method, which has no step).
     pub(super) c: Option<f64>,
     /// Mean over splits of the test suboptimality and of `Σ_s k_s²` at each mark.
@@ -133,7 +133,7 @@ struct Pass {
 /// `(cov, top)` at `marks`: returns the suboptimality at each mark, Σ k_s² up to each mark, and
 /// the samples per second.
 fn one_pass(
-    (method, k, c, seed): (&str, usize, f64, u64),
+    (method, k, c, seed): (PcaMethod, usize, f64, u64),
     rows: &[Vec<f64>],
     train: &[usize],
     scores: &[(&Mat<f64>, &[f64])],
@@ -200,9 +200,9 @@ pub(super) fn run(
         let (c_test, top_test) = covariance(&rows, test)?;
         let scores: [(&Mat<f64>, &[f64]); 2] = [(&c_val, &top_val), (&c_test, &top_test)];
         for (ki, &k) in ks.iter().enumerate() {
-            for (mi, method) in METHODS.iter().enumerate() {
-                let first = if *method == "msg" { msg_grid_start } else { 0 };
-                let cs: &[f64] = if *method == "incremental" { &grid[..1] } else { &grid };
+            for (mi, &method) in METHODS.iter().enumerate() {
+                let first = if method == PcaMethod::Msg { msg_grid_start } else { 0 };
+                let cs: &[f64] = if method == PcaMethod::Incremental { &grid[..1] } else { &grid };
                 for (ci, &c) in cs.iter().enumerate().skip(first) {
                     let pass = one_pass((method, k, c, split as u64), &rows, train, &scores, &marks)?;
                     let [val, test] = <[Vec<f64>; 2]>::try_from(pass.scores).expect("two scores");
@@ -216,23 +216,23 @@ pub(super) fn run(
     let mut per_k = Vec::new();
     for (ki, &k) in ks.iter().enumerate() {
         let mut methods = Vec::new();
-        for (mi, method) in METHODS.iter().enumerate() {
-            let candidates = if *method == "incremental" { 1 } else { grid.len() };
-            let first = if *method == "msg" { msg_grid_start } else { 0 };
+        for (mi, &method) in METHODS.iter().enumerate() {
+            let candidates = if method == PcaMethod::Incremental { 1 } else { grid.len() };
+            let first = if method == PcaMethod::Msg { msg_grid_start } else { 0 };
             let val = |ci: usize| mean(&all[ki][mi][ci].iter().map(|r| *r.0.last().unwrap()).collect::<Vec<_>>());
             let best = (first..candidates).min_by(|&a, &b| val(a).total_cmp(&val(b))).unwrap_or(0);
             let runs = &all[ki][mi][best];
             let at = |m: usize, f: fn(&Curves) -> &Vec<f64>| mean(&runs.iter().map(|r| f(r)[m]).collect::<Vec<_>>());
             let curves = MethodCurves {
                 method,
-                c: if *method == "incremental" { None } else { Some(grid[best]) },
+                c: if method == PcaMethod::Incremental { None } else { Some(grid[best]) },
                 test: (0..marks.len()).map(|m| at(m, |r| &r.1)).collect(),
                 work: (0..marks.len()).map(|m| at(m, |r| &r.2)).collect(),
                 finals: runs.iter().map(|r| *r.1.last().unwrap()).collect(),
                 rate: mean(&runs.iter().map(|r| r.3).collect::<Vec<_>>()),
             };
             let mut run =
-                RunRecord::new("MNIST 40/20/40", *method).with_parameter("k", k).with_parameter("splits", splits);
+                RunRecord::new("MNIST 40/20/40", method.name()).with_parameter("k", k).with_parameter("splits", splits);
             if let Some(c) = curves.c {
                 run = run.with_parameter("c", c);
             }

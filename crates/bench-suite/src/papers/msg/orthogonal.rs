@@ -7,7 +7,7 @@ use std::time::Instant;
 use faer::Mat;
 use rand::RngExt;
 
-use stolr_solvers::IterationReport;
+use stolr_solvers::{IterationReport, Named, PcaMethod};
 
 use super::common::{METHODS, pass, solver, suboptimality};
 use crate::curve::log_spaced;
@@ -25,7 +25,7 @@ pub(super) struct Setting {
 
 /// One method on one k.
 pub(super) struct MethodRun {
-    pub(super) method: &'static str,
+    pub(super) method: PcaMethod,
     /// Iterations at which the suboptimality was measured, and its values.
     pub(super) t: Vec<f64>,
     pub(super) suboptimality: Vec<f64>,
@@ -91,7 +91,7 @@ pub(super) fn run(quick: bool, results: &mut ResultsFile) -> Result<Orthogonal, 
             let max_rank = seen.iter().map(|r| r.rank).max().unwrap_or(0);
             let late: Vec<f64> = seen.iter().filter(|r| r.t >= t_max / 2).map(|r| r.rank as f64).collect();
             let (late_sum, late_count) = (late.iter().sum::<f64>(), late.len());
-            let (rank_t, ranks): (Vec<f64>, Vec<f64>) = if method == "msg" {
+            let (rank_t, ranks): (Vec<f64>, Vec<f64>) = if method == PcaMethod::Msg {
                 seen.iter().filter(|r| r.t % 10 == 0 || r.t <= 100).map(|r| (r.t as f64, r.rank as f64)).unzip()
             } else {
                 (Vec::new(), Vec::new())
@@ -106,7 +106,7 @@ pub(super) fn run(quick: bool, results: &mut ResultsFile) -> Result<Orthogonal, 
                 rank_t,
                 rank: ranks,
             };
-            let mut run = RunRecord::new(format!("orthogonal d={d} tau={tau}"), method)
+            let mut run = RunRecord::new(format!("orthogonal d={d} tau={tau}"), method.name())
                 .with_parameter("k", k)
                 .with_parameter("c", c)
                 .with_parameter("samples", t_max);
@@ -117,7 +117,7 @@ pub(super) fn run(quick: bool, results: &mut ResultsFile) -> Result<Orthogonal, 
                 m.t.clone(),
                 m.suboptimality.clone(),
             )?);
-            if method == "msg" {
+            if method == PcaMethod::Msg {
                 run.series.push(Series::new("rank", "iteration", "rank of M_t", m.rank_t.clone(), m.rank.clone())?);
             }
             run.set_scalar("final_suboptimality", m.final_suboptimality());

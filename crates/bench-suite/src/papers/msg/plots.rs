@@ -2,6 +2,7 @@
 //! MNIST (Fig. 3, against iterations and against the work proxy).
 
 use stolr_plot::{LinePlot, LineStyle, PlotSeries, RefLine};
+use stolr_solvers::{Named, PcaMethod};
 
 use super::mnist::MnistRun;
 use super::orthogonal::MethodRun;
@@ -25,8 +26,8 @@ pub(super) fn orthogonal(out: &OutDir, per_k: &[(usize, Vec<MethodRun>)]) -> Res
         plot.x_log = true;
         plot.y_log = true;
         for m in runs {
-            plot.series.push(PlotSeries::new(m.method, m.t.clone(), m.suboptimality.clone()));
-            if m.method == "msg" {
+            plot.series.push(PlotSeries::new(m.method.name(), m.t.clone(), m.suboptimality.clone()));
+            if m.method == PcaMethod::Msg {
                 rank_plot.series.push(PlotSeries::new(format!("MSG, k = {k}"), m.rank_t.clone(), m.rank.clone()));
             }
         }
@@ -56,8 +57,10 @@ pub(super) fn mnist(out: &OutDir, r: &MnistRun) -> Result<(), BenchError> {
         work_plot.x_log = true;
         work_plot.y_log = true;
         for m in methods {
-            plot.series.push(PlotSeries::new(m.method, r.t.clone(), m.test.clone()));
-            work_plot.series.push(PlotSeries::new(m.method, m.work.clone(), m.test.clone()).style(LineStyle::Solid));
+            plot.series.push(PlotSeries::new(m.method.name(), r.t.clone(), m.test.clone()));
+            work_plot
+                .series
+                .push(PlotSeries::new(m.method.name(), m.work.clone(), m.test.clone()).style(LineStyle::Solid));
         }
         out.plot(&format!("fig3_mnist_{tag}_k{k}"), &plot)?;
         out.plot(&format!("fig3_mnist_{tag}_work_k{k}"), &work_plot)?;

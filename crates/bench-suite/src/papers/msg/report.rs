@@ -1,5 +1,7 @@
 //! `msg.md`, the summary of \[MSG\]'s reproduction.
 
+use stolr_solvers::Named;
+
 use super::counter_example::CounterRow;
 use super::mnist::{MnistRun, Scaling};
 use super::orthogonal::{MethodRun, Setting};
@@ -47,7 +49,7 @@ pub(super) fn orthogonal(s: &Setting, per_k: &[(usize, Vec<MethodRun>)]) -> Resu
         for m in runs {
             table.push_row([
                 k.to_string(),
-                m.method.to_owned(),
+                m.method.name().to_owned(),
                 format!("{:.3e}", m.final_suboptimality()),
                 format!("{:.1}", m.mean_rank_second_half),
                 m.max_rank.to_string(),
@@ -95,7 +97,7 @@ pub(super) fn mnist(r: &MnistRun) -> Result<String, BenchError> {
         for m in methods {
             table.push_row([
                 k.to_string(),
-                m.method.to_owned(),
+                m.method.name().to_owned(),
                 m.c.map_or("–".into(), |c| format!("2^{}", c.log2().round() as i32)),
                 format!("{:.3e} ± {:.1e}", mean(&m.finals), std(&m.finals)),
                 format!("{:.1}", m.work.last().unwrap() / r.n_train as f64),

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use faer::Mat;
 use stolr_estimators::Kernel;
+use stolr_solvers::{KpcaMethod, Named};
 
 use super::setup::{FEATURES_C, KHA_ETA, PaperDataset, RANK_C, Settings, TAU_C};
 use super::timed::TimedMethod;
@@ -30,7 +31,7 @@ pub(super) struct TimedSummary {
 
 /// One process run of panel (c) and the score of each of its snapshots.
 struct Scored {
-    method: &'static str,
+    method: KpcaMethod,
     landmarks: Option<usize>,
     seed: u64,
     trace: Trace,
@@ -38,7 +39,7 @@ struct Scored {
 }
 
 impl Scored {
-    fn new(method: &'static str, landmarks: Option<usize>, seed: u64, trace: Trace) -> Self {
+    fn new(method: KpcaMethod, landmarks: Option<usize>, seed: u64, trace: Trace) -> Self {
         let residual = vec![f64::NAN; trace.snapshots.len()];
         Self { method, landmarks, seed, trace, residual }
     }
@@ -46,7 +47,7 @@ impl Scored {
 
 /// One method's `‖K₅₀ − K‖_F / n` against solver time (mean over seeds for SKPCA).
 pub(super) struct TimedCurve {
-    pub(super) method: &'static str,
+    pub(super) method: KpcaMethod,
     pub(super) label: String,
     pub(super) landmarks: Option<usize>,
     pub(super) seconds: Vec<f64>,
@@ -186,7 +187,7 @@ pub(super) fn timed_comparison(
         None
     } else {
         let method = TimedMethod::Kha { rank: RANK_C, eta: KHA_ETA, checkpoints_seconds: kha_seconds };
-        match spawn_worker(ds, path, sigma, &method, 0, &work.join("kha")) {
+        match spawn_worker(ds, path, sigma, &method, 0, &work.join(method.name())) {
             Ok(t) => Some(t),
             Err(e) => {
                 eprintln!("KHA failed, left out of panel (c): {e}");
@@ -194,15 +195,16 @@ pub(super) fn timed_comparison(
             }
         }
     };
-    let exact = spawn_worker(ds, path, sigma, &TimedMethod::Exact { rank: RANK_C }, 0, &work.join("exact"))?;
+    let exact_method = TimedMethod::Exact { rank: RANK_C };
+    let exact = spawn_worker(ds, path, sigma, &exact_method, 0, &work.join(exact_method.name()))?;
 
     // Every process run, in plotting order, then scored against the exact kernel matrix
     // (streamed, several snapshots per pass).
     nystrom.sort_by_key(|(m, _)| *m);
-    let mut runs: Vec<Scored> = vec![Scored::new("exact", None, 0, exact)];
-    runs.extend(nystrom.into_iter().map(|(m, t)| Scored::new("nystrom", Some(m), 0, t)));
-    runs.extend(kha.map(|t| Scored::new("kha", None, 0, t)));
-    runs.extend(skpca.into_iter().map(|(seed, t)| Scored::new("skpca", None, seed, t)));
+    let mut runs: Vec<Scored> = vec![Scored::new(KpcaMethod::Exact, None, 0, exact)];
+    runs.extend(nystrom.into_iter().map(|(m, t)| Scored::new(KpcaMethod::Nystrom, Some(m), 0, t)));
+    runs.extend(kha.map(|t| Scored::new(KpcaMethod::Kha, None, 0, t)));
+    runs.extend(skpca.into_iter().map(|(seed, t)| Scored::new(KpcaMethod::Skpca, None, seed, t)));
     let index: Vec<(usize, usize)> =
         runs.iter().enumerate().flat_map(|(ri, r)| (0..r.trace.snapshots.len()).map(move |si| (ri, si))).collect();
     let start = Instant::now();
@@ -218,14 +220,14 @@ pub(super) fn timed_comparison(
 
     let mut curves = Vec::new();
     let mut equal_memory = None;
-    for r in runs.iter().filter(|r| r.method != "skpca") {
+    for r in runs.iter().filter(|r| r.method != KpcaMethod::Skpca) {
         let label = match (r.method, r.landmarks) {
-            ("exact", _) => "exact (Krylov–Schur on dense K)".to_owned(),
-            ("nystrom", Some(m)) if Some(m) == equal_memory_m => {
+            (KpcaMethod::Exact, _) => format!("{} (Krylov–Schur on dense K)", KpcaMethod::Exact.name()),
+            (KpcaMethod::Nystrom, Some(m)) if Some(m) == equal_memory_m => {
                 equal_memory = Some(curves.len());
                 format!("Nyström m = {m} (SKPCA's memory)")
             }
-            ("nystrom", Some(m)) => format!("Nyström m = {m}"),
+            (KpcaMethod::Nystrom, Some(m)) => format!("Nyström m = {m}"),
             _ => format!("KHA (η = {KHA_ETA})"),
         };
         curves.push(TimedCurve {
@@ -241,7 +243,7 @@ pub(super) fn timed_comparison(
         });
     }
     // SKPCA: mean time and residual over seeds at each checkpoint that every seed has.
-    let sk_runs: Vec<&Scored> = runs.iter().filter(|r| r.method == "skpca").collect();
+    let sk_runs: Vec<&Scored> = runs.iter().filter(|r| r.method == KpcaMethod::Skpca).collect();
     let common: Vec<Option<usize>> = sk_runs[0]
         .trace
         .snapshots
@@ -262,7 +264,7 @@ pub(super) fn timed_comparison(
     }
     let seeds_note = if sk_runs.len() > 1 { format!(", mean of {} seeds", sk_runs.len()) } else { String::new() };
     curves.push(TimedCurve {
-        method: "skpca",
+        method: KpcaMethod::Skpca,
         label: format!("SKPCA (τ = {TAU_C}, k = {FEATURES_C}{seeds_note})"),
         landmarks: None,
         seconds,
@@ -275,24 +277,27 @@ pub(super) fn timed_comparison(
 
     // Records: one per process run.
     for r in &runs {
-        let mut record = RunRecord::new(ds.name, r.method).with_parameter("panel", "c").with_parameter("rank", RANK_C);
+        let mut record =
+            RunRecord::new(ds.name, r.method.name()).with_parameter("panel", "c").with_parameter("rank", RANK_C);
         match r.method {
-            "nystrom" => {
+            KpcaMethod::Nystrom => {
                 let m = r.landmarks.unwrap_or(0);
                 record = record
                     .with_parameter("landmarks", m)
                     .with_parameter("equal_memory", Some(m) == equal_memory_m)
                     .with_seed(r.seed);
             }
-            "skpca" => {
+            KpcaMethod::Skpca => {
                 record = record
                     .with_parameter("tau", TAU_C)
                     .with_parameter("k", FEATURES_C)
                     .with_parameter("iterations", settings.iterations_c(ds))
                     .with_seed(r.seed);
             }
-            "kha" => record = record.with_parameter("eta", KHA_ETA).with_parameter("center", false).with_seed(r.seed),
-            _ => {}
+            KpcaMethod::Kha => {
+                record = record.with_parameter("eta", KHA_ETA).with_parameter("center", false).with_seed(r.seed)
+            }
+            KpcaMethod::Exact | KpcaMethod::ExactMatrixFree => {}
         }
         let secs: Vec<f64> = r.trace.snapshots.iter().map(|s| s.seconds).collect();
         record.series.push(Series::new(

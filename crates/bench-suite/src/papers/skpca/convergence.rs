@@ -6,7 +6,7 @@ use std::time::Instant;
 use faer::MatRef;
 use stolr_estimators::{Kernel, RandomFourierFeatures};
 use stolr_lowrank::{SymLowRank, top_eigenpairs};
-use stolr_solvers::{Skpca, SkpcaConfig, kernel_matrix, run_with_target, shrunk_target};
+use stolr_solvers::{KpcaMethod, Named, Skpca, SkpcaConfig, kernel_matrix, run_with_target, shrunk_target};
 
 use super::setup::{FEATURES, FIT_FROM, PaperDataset, Settings};
 use crate::curve::{LogLogFit, log_checkpoints, loglog_fit, pointwise_mean};
@@ -205,7 +205,7 @@ fn summarize_config(
     for run in runs {
         let rank: Vec<f64> = run.rank.iter().map(|&r| r as f64).collect();
         let fit = loglog_fit(&t, &run.error, FIT_FROM);
-        let mut record = RunRecord::new(ds.name, "skpca")
+        let mut record = RunRecord::new(ds.name, KpcaMethod::Skpca.name())
             .with_parameter("panel", "a,b")
             .with_parameter("tau", tau)
             .with_parameter("k", k)

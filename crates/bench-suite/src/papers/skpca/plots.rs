@@ -1,6 +1,7 @@
 //! The figures of \[SKPCA\]: panels (a), (b) and (c) of one dataset, and a close-up of (c).
 
 use stolr_plot::{LinePlot, LineStyle, PlotSeries, RefLine, palette_color};
+use stolr_solvers::{KpcaMethod, Named};
 
 use super::comparison::TimedCurve;
 use super::report::DatasetReport;
@@ -79,7 +80,7 @@ pub(super) fn plot_dataset(settings: &Settings, r: &DatasetReport) -> Result<(),
         let mem = format!("{:.0} MB", mb(curve.peak));
         let color = curve_color(i);
         match curve.method {
-            "exact" => {
+            KpcaMethod::Exact => {
                 c.series.push(
                     PlotSeries::new(format!("{}, {mem}", curve.label), curve.seconds.clone(), curve.residual.clone())
                         .style(LineStyle::Markers)
@@ -87,7 +88,7 @@ pub(super) fn plot_dataset(settings: &Settings, r: &DatasetReport) -> Result<(),
                 );
                 c.hlines.push(RefLine::new(curve.final_residual(), "optimal K₅₀ (exact)"));
             }
-            "nystrom" => {
+            KpcaMethod::Nystrom => {
                 // A one-shot result, held flat from when it is ready.
                 let (s, e) = (curve.seconds[0], curve.final_residual());
                 c.series.push(
@@ -117,7 +118,7 @@ pub(super) fn plot_dataset(settings: &Settings, r: &DatasetReport) -> Result<(),
         "‖K₅₀ − K‖_F / n ÷ exact's",
     );
     z.x_log = true;
-    for (i, curve) in r.timed.curves.iter().enumerate().filter(|(_, c)| c.method != "exact") {
+    for (i, curve) in r.timed.curves.iter().enumerate().filter(|(_, c)| c.method != KpcaMethod::Exact) {
         let color = curve_color(i);
         let ratio: Vec<f64> = curve.residual.iter().map(|v| v / exact).collect();
         if !ratio.iter().any(|&v| v <= limit) {
@@ -125,7 +126,7 @@ pub(super) fn plot_dataset(settings: &Settings, r: &DatasetReport) -> Result<(),
         }
         let shown: Vec<f64> = ratio.iter().map(|&v| if v <= limit { v } else { f64::NAN }).collect();
         match curve.method {
-            "nystrom" => {
+            KpcaMethod::Nystrom => {
                 let (s, e) = (curve.seconds[0], shown[0]);
                 z.series.push(
                     PlotSeries::new(curve.label.clone(), vec![s, t_end.max(s)], vec![e, e])
@@ -143,7 +144,7 @@ pub(super) fn plot_dataset(settings: &Settings, r: &DatasetReport) -> Result<(),
                 .color([0, 0, 0]),
         );
     }
-    z.hlines.push(RefLine::new(1.0, "exact"));
+    z.hlines.push(RefLine::new(1.0, KpcaMethod::Exact.name()));
     if let Some(s) = r.timed.crossing_seconds {
         z.vlines.push(RefLine::new(s, format!("{s:.1} s")));
     }

@@ -1,5 +1,7 @@
 //! `skpca.md`, the summary of \[SKPCA\]'s reproduction.
 
+use stolr_solvers::KpcaMethod;
+
 use super::comparison::TimedSummary;
 use super::convergence::ConfigSummary;
 use super::setup::{PaperDataset, Settings, fmt_tau};
@@ -133,7 +135,9 @@ pub(super) fn markdown(settings: &Settings, reports: &[DatasetReport], results: 
         .numeric_after(1);
         for c in &r.timed.curves {
             let iters = match c.iterations.last() {
-                Some(Some(it)) => format!(" after {it} {}", if c.method == "kha" { "steps" } else { "iterations" }),
+                Some(Some(it)) => {
+                    format!(" after {it} {}", if c.method == KpcaMethod::Kha { "steps" } else { "iterations" })
+                }
                 _ => String::new(),
             };
             t.push_row([

@@ -17,8 +17,8 @@ use rand::Rng;
 use stolr_estimators::{Kernel, RandomFourierFeatures};
 use stolr_lowrank::Eigenpairs;
 use stolr_solvers::{
-    ExactKpcaConfig, Kha, KhaConfig, NystromConfig, Skpca, SkpcaConfig, SolverError, StopAt, TimeBudget, exact_kpca,
-    nystrom_kpca, run,
+    ExactKpcaConfig, Kha, KhaConfig, KpcaMethod, Named, NystromConfig, Skpca, SkpcaConfig, SolverError, StopAt,
+    TimeBudget, exact_kpca, nystrom_kpca, run,
 };
 
 use super::trace::{Trace, TraceWriter};
@@ -65,14 +65,22 @@ pub enum TimedMethod {
 }
 
 impl TimedMethod {
-    /// The method's name in results files (`"exact"`, `"nystrom"`, `"skpca"`, `"kha"`).
-    pub fn name(&self) -> &'static str {
+    /// The registered solvers this comparison times, in the order of \[SKPCA\]'s Fig. 1(c).
+    pub const SOLVERS: [KpcaMethod; 4] = [KpcaMethod::Exact, KpcaMethod::Nystrom, KpcaMethod::Skpca, KpcaMethod::Kha];
+
+    /// The registered kernel PCA solver this run times (one of [`TimedMethod::SOLVERS`]).
+    pub fn method(&self) -> KpcaMethod {
         match self {
-            TimedMethod::Exact { .. } => "exact",
-            TimedMethod::Nystrom { .. } => "nystrom",
-            TimedMethod::Skpca { .. } => "skpca",
-            TimedMethod::Kha { .. } => "kha",
+            TimedMethod::Exact { .. } => KpcaMethod::Exact,
+            TimedMethod::Nystrom { .. } => KpcaMethod::Nystrom,
+            TimedMethod::Skpca { .. } => KpcaMethod::Skpca,
+            TimedMethod::Kha { .. } => KpcaMethod::Kha,
         }
+    }
+
+    /// The method's name in results files: the registered name of [`TimedMethod::method`].
+    pub fn name(&self) -> &'static str {
+        self.method().name()
     }
 }
 

@@ -37,7 +37,8 @@ pub struct SnapshotEntry {
 /// A finished trace: its snapshots, total time and peak memory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Trace {
-    /// The method that produced it (`"skpca"`, `"kha"`, `"nystrom"`, `"exact"`).
+    /// The registered name of the kernel PCA solver that produced it
+    /// ([`stolr_solvers::KpcaMethod`]'s `name()`).
     pub method: String,
     /// Snapshots in the order taken.
     pub snapshots: Vec<SnapshotEntry>,
@@ -173,11 +174,12 @@ impl TraceWriter {
 mod tests {
     use super::*;
     use faer::Mat;
+    use stolr_solvers::{KpcaMethod, Named};
 
     #[test]
     fn round_trip() {
         let dir = tempfile::tempdir().unwrap();
-        let mut w = TraceWriter::create(&dir.path().join("run"), "skpca").unwrap();
+        let mut w = TraceWriter::create(&dir.path().join("run"), KpcaMethod::Skpca.name()).unwrap();
         assert!(w.is_empty());
         let p1 = Eigenpairs { values: vec![3.0, 1.0], vectors: Mat::from_fn(4, 2, |i, j| (i + 10 * j) as f64) };
         let p2 = Eigenpairs { values: vec![2.0], vectors: Mat::from_fn(4, 1, |i, _| -(i as f64)) };

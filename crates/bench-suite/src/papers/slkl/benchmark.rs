@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 use stolr_datasets::{random_split, read_abalone, write_npy_indices, write_npy_matrix, write_npy_vector};
-use stolr_solvers::select_landmarks;
+use stolr_solvers::{KrrMethod, Named, select_landmarks};
 
 use crate::cli_report::{KrrReport, read_report};
 use crate::runner::{DataDir, Worker, stream};
@@ -79,6 +79,21 @@ fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()
 }
 
+/// The table's name of a `stolr krr --solver` run: the solver's registered name, with the
+/// paper's name of the two exact ones.
+fn label(method: KrrMethod) -> String {
+    match method {
+        KrrMethod::KrrSubset => format!("{} (KRR_M)", method.name()),
+        KrrMethod::Krr => format!("{} (KRR_n)", method.name()),
+        _ => method.name().to_owned(),
+    }
+}
+
+/// The arguments of a `stolr krr` run of `method`: `base`, `--solver NAME`, then `extra`.
+fn solver_args(base: &[String], method: KrrMethod, extra: &[&str]) -> Vec<String> {
+    [base, &strings(&["--solver", method.name()]), &strings(extra)].concat()
+}
+
 /// Runs the benchmark; every process writes under `work`. Returns the table rows.
 pub(super) fn run(
     data: &DataDir,
@@ -96,25 +111,25 @@ pub(super) fn run(
         let base = strings(&["--input", &abalone_text, "--format", "abalone", "--test-size", "1177", "--seed", "0"]);
         let nu = setup.abalone_nu.map_or("auto".to_owned(), |v| format!("{v}"));
         for (method, extra) in [
-            ("slkl", strings(&["--solver", "slkl", "--landmarks", &m, "--nu", &nu])),
-            ("krr-subset (KRR_M)", strings(&["--solver", "krr-subset", "--landmarks", &m])),
-            ("krr (KRR_n)", strings(&["--solver", "krr"])),
+            (KrrMethod::Slkl, vec!["--landmarks", &m, "--nu", &nu]),
+            (KrrMethod::KrrSubset, vec!["--landmarks", &m]),
+            (KrrMethod::Krr, vec![]),
         ] {
-            eprintln!("  bench abalone {method}");
-            let dir = work.join(format!("abalone-{}", method.split(' ').next().unwrap_or(method)));
-            let report = stolr_run(setup.stolr, &[base.clone(), extra].concat(), &dir)?;
+            eprintln!("  bench abalone {}", label(method));
+            let dir = work.join(format!("abalone-{}", method.name()));
+            let report = stolr_run(setup.stolr, &solver_args(&base, method, &extra), &dir)?;
             sigma_abalone = report.kernel.sigma();
             let note = match method {
-                "slkl" => format!(
+                KrrMethod::Slkl => format!(
                     "M = 200, ν = {} (validated), {} epochs, ‖μ‖₀ = {}",
                     setup.abalone_nu.map_or("auto".to_owned(), |v| format!("{v:.1e}")),
                     or_null(report.result.epochs),
                     or_null(report.result.sparsity)
                 ),
-                "krr-subset (KRR_M)" => "M = 200, the same J as SLKL".to_owned(),
+                KrrMethod::KrrSubset => "M = 200, the same J as SLKL".to_owned(),
                 _ => String::new(),
             };
-            push_row(&mut rows, results, "abalone", &format!("stolr {method}"), &report, note);
+            push_row(&mut rows, results, "abalone", &format!("stolr {}", label(method)), &report, note);
         }
         if let (Some(script), Some(sigma)) = (setup.sklearn, sigma_abalone) {
             sklearn_runs(script, &abalone, &work.join("abalone-split"), sigma, &mut rows, results)?;
@@ -125,13 +140,12 @@ pub(super) fn run(
     for &n in &setup.sizes {
         let n_text = n.to_string();
         let base = strings(&["--generate", "sinc", "--n-train", &n_text, "--n-test", "1000", "--seed", "0"]);
-        for (method, extra) in [
-            ("slkl", strings(&["--solver", "slkl", "--landmarks", &m, "--nu", &format!("{sinc_nu}")])),
-            ("krr (KRR_n)", strings(&["--solver", "krr"])),
-        ] {
-            eprintln!("  bench sinc n = {n} {method}");
-            let dir = work.join(format!("sinc{n}-{}", method.split(' ').next().unwrap_or(method)));
-            let report = match stolr_run(setup.stolr, &[base.clone(), extra].concat(), &dir) {
+        let nu_text = format!("{sinc_nu}");
+        for (method, extra) in [(KrrMethod::Slkl, vec!["--landmarks", &m, "--nu", &nu_text]), (KrrMethod::Krr, vec![])]
+        {
+            eprintln!("  bench sinc n = {n} {}", label(method));
+            let dir = work.join(format!("sinc{n}-{}", method.name()));
+            let report = match stolr_run(setup.stolr, &solver_args(&base, method, &extra), &dir) {
                 Ok(report) => report,
                 Err(e) => {
                     // Large n can exceed the memory of the machine: record it and go on.
@@ -144,7 +158,7 @@ pub(super) fn run(
                     eprintln!("  failed: {e}");
                     rows.push(BenchRow {
                         data: "sinc".into(),
-                        method: format!("stolr {method}"),
+                        method: format!("stolr {}", label(method)),
                         n,
                         mse: f64::NAN,
                         fit: f64::NAN,
@@ -155,7 +169,7 @@ pub(super) fn run(
                     continue;
                 }
             };
-            let note = if method == "slkl" {
+            let note = if method == KrrMethod::Slkl {
                 format!(
                     "M = 200, ν = {sinc_nu:.1e} (validated at n = 1000), {} epochs, ‖μ‖₀ = {}",
                     or_null(report.result.epochs),
@@ -164,7 +178,7 @@ pub(super) fn run(
             } else {
                 String::new()
             };
-            push_row(&mut rows, results, "sinc", &format!("stolr {method}"), &report, note);
+            push_row(&mut rows, results, "sinc", &format!("stolr {}", label(method)), &report, note);
         }
     }
     Ok(rows)
@@ -245,4 +259,23 @@ fn sklearn_runs(
         rows.push(row);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_names_its_registered_solver_in_its_arguments_and_its_label() {
+        let base = strings(&["--seed", "0"]);
+        for &method in KrrMethod::ALL {
+            let args = solver_args(&base, method, &["--landmarks", "200"]);
+            assert_eq!(&args[..2], &base[..]);
+            assert_eq!(KrrMethod::parse(&args[3]), Ok(method), "{args:?}");
+            assert_eq!((args[2].as_str(), &args[4..]), ("--solver", &strings(&["--landmarks", "200"])[..]));
+            // The folder and the table both start with the registered name.
+            assert_eq!(label(method).split(' ').next(), Some(method.name()));
+        }
+        assert_eq!(label(KrrMethod::KrrSubset), format!("{} (KRR_M)", KrrMethod::KrrSubset.name()));
+    }
 }

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use stolr_solvers::{IterationReport, Slkl};
+use stolr_solvers::{IterationReport, KrrMethod, Named, Slkl};
 
 use super::problem::{Data, Problem, RNG_COORDINATES, RNG_LANDMARKS, fit_slkl, nu_grid, problem, rng, slkl_config};
 use crate::curve::log_spaced;
@@ -66,8 +66,10 @@ pub(super) fn run(quick: bool, nu: f64, results: &mut ResultsFile) -> Result<Fig
         let idx = log_spaced(seen.len(), 400);
         let xs: Vec<f64> = idx.iter().map(|&t| t as f64).collect();
         let ys: Vec<f64> = idx.iter().map(|&t| seen[t - 1].objective.unwrap_or(f64::NAN)).collect();
-        let mut r =
-            RunRecord::new("sinc", "slkl").with_parameter("M", M_FIG1).with_parameter("nu", nu).with_seed(run as u64);
+        let mut r = RunRecord::new("sinc", KrrMethod::Slkl.name())
+            .with_parameter("M", M_FIG1)
+            .with_parameter("nu", nu)
+            .with_seed(run as u64);
         r.series.push(Series::new("objective", "iteration", "F(mu)", xs.clone(), ys.clone())?);
         r.set_scalar("final_objective", model.objective);
         r.set_scalar("iterations", model.iterations as f64);
