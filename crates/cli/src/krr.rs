@@ -23,13 +23,11 @@ use stolr_estimators::{Kernel, KernelFamily};
 use stolr_memory::MemoryBudget;
 use stolr_model::Standardization;
 use stolr_solvers::{
-    ColumnMode, CoordinateRule, KernelRidgeJob, KernelRidgeOutcome, KernelSpec, KrrChoice, KrrMethod, KrrStream,
-    Named, NystromKrrConfig, NystromSolve, Shard, SlklConfig, SolverError, mean_squared_error,
+    ColumnMode, CoordinateRule, KernelRidgeJob, KernelRidgeOutcome, KernelSpec, KrrChoice, KrrMethod, KrrStream, Named,
+    NystromKrrConfig, NystromSolve, Shard, SlklConfig, SolverError, mean_squared_error,
 };
 
-use stolr_report::{
-    KrrDataset, KrrParameters, KrrReport, KrrResult, KrrTimings, LambdaValidation, NuValidation,
-};
+use stolr_report::{KrrDataset, KrrParameters, KrrReport, KrrResult, KrrTimings, LambdaValidation, NuValidation};
 
 use crate::common::input::{Format, read};
 use crate::common::kernel::report_kernel;
@@ -364,7 +362,12 @@ fn parse_nu(text: &str) -> Result<Option<f64>> {
 
 /// The job of `args` (the library's typed request, which the Python package builds from its
 /// keyword arguments) and how σ is chosen, for the prepared data.
-fn job(args: &KrrArgs, prepared: &Prepared, given_nu: Option<f64>, memory: MemoryBudget) -> Result<(KernelRidgeJob, String)> {
+fn job(
+    args: &KrrArgs,
+    prepared: &Prepared,
+    given_nu: Option<f64>,
+    memory: MemoryBudget,
+) -> Result<(KernelRidgeJob, String)> {
     let nystrom = NystromKrrConfig {
         solve: match args.nystrom_solver {
             NystromSolveArg::Auto => NystromSolve::Auto,
@@ -395,7 +398,13 @@ fn job(args: &KrrArgs, prepared: &Prepared, given_nu: Option<f64>, memory: Memor
 /// Runs `job` on the training rows (this rank's balanced share of them under mpirun: the
 /// landmarks are drawn over the global n, and SLKL's coordinate order, from the same streams as
 /// on one process), with the progress bar and SLKL's checkpoints.
-fn fit(args: &KrrArgs, job: &KernelRidgeJob, train: &Dataset, prepared: &Prepared, ctx: &RunContext) -> Result<KernelRidgeOutcome> {
+fn fit(
+    args: &KrrArgs,
+    job: &KernelRidgeJob,
+    train: &Dataset,
+    prepared: &Prepared,
+    ctx: &RunContext,
+) -> Result<KernelRidgeOutcome> {
     let (x, y) = (train.x.as_ref(), targets(train));
     let solver_name = args.solver.name();
     require_support(&args.checkpoint, args.solver == KrrMethod::Slkl, solver_name)?;
@@ -422,7 +431,9 @@ fn fit(args: &KrrArgs, job: &KernelRidgeJob, train: &Dataset, prepared: &Prepare
     progress.finish();
     outcome.map_err(|e| match e {
         SolverError::InvalidConfig { name: "folds", reason } => {
-            anyhow::anyhow!("--nu auto / --lambda auto: cannot make the folds ({reason}); give --nu, --lambda or fewer --nu-folds")
+            anyhow::anyhow!(
+                "--nu auto / --lambda auto: cannot make the folds ({reason}); give --nu, --lambda or fewer --nu-folds"
+            )
         }
         other => other.into(),
     })
@@ -642,7 +653,8 @@ fn parameters(args: &KrrArgs, outcome: &KernelRidgeOutcome) -> KrrParameters {
             if outcome.lambda.is_some() { "auto: cross-validation on the training set" } else { "given" }.into(),
         ),
         intercept: !args.no_intercept,
-        nystrom_solver: (args.solver == KrrMethod::Nystrom).then(|| format!("{:?}", args.nystrom_solver).to_lowercase()),
+        nystrom_solver: (args.solver == KrrMethod::Nystrom)
+            .then(|| format!("{:?}", args.nystrom_solver).to_lowercase()),
         nu: outcome.solver.nu(),
         nu_source: Some(nu_source.to_string()),
         rule: format!("{:?}", args.rule).to_lowercase(),
@@ -667,10 +679,8 @@ fn summary_line(args: &KrrArgs, prepared: &Prepared, report: &KrrReport, written
         m = data.n_test,
         d = data.d,
         sigma = report.kernel.sigma().unwrap_or(f64::NAN),
-        nu_text = nu
-            .nu
-            .map(|v| format!(" nu={v:.3e} ({})", nu.nu_source.as_deref().unwrap_or_default()))
-            .unwrap_or_default(),
+        nu_text =
+            nu.nu.map(|v| format!(" nu={v:.3e} ({})", nu.nu_source.as_deref().unwrap_or_default())).unwrap_or_default(),
         test_mse = result.test_mse.unwrap_or(f64::NAN),
         centres = result.centres,
         sparsity = result.epochs.map(|e| format!(", {e} epochs")).unwrap_or_default(),

@@ -154,11 +154,7 @@ mod tests {
     fn panels_tile_the_cross_kernel_in_order_for_every_kernel_and_block_size() {
         let x = data(700, 5, 0.37);
         let y = data(9, 5, 0.71);
-        let kernels = [
-            Kernel::gaussian(1.3),
-            Kernel::laplacian(2.0),
-            Kernel::polynomial(5.0, 1.0, 3),
-        ];
+        let kernels = [Kernel::gaussian(1.3), Kernel::laplacian(2.0), Kernel::polynomial(5.0, 1.0, 3)];
         for kernel in kernels {
             let dense = kernel.cross(x.as_ref(), y.as_ref());
             let mut first: Option<Mat<f64>> = None;

@@ -46,11 +46,11 @@ pub use columns::ColumnSampling;
 pub use data::{check_data, column_means, column_means_reduced, to_owned};
 pub use error::EstimatorError;
 pub use factors::{Factors, KernelSampler};
-pub use kernels::{
-    Evaluator, Gaussian, Kernel, KernelEvaluation, KernelFamily, KernelForm, KernelFunction, Laplacian,
-    Parameter, ParameterDefault, Polynomial, kernel_row_means,
-};
 pub use kernel_blocks::{CrossKernelPanels, PANEL_ROWS, Panel};
+pub use kernels::{
+    Evaluator, Gaussian, Kernel, KernelEvaluation, KernelFamily, KernelForm, KernelFunction, Laplacian, Parameter,
+    ParameterDefault, Polynomial, kernel_row_means,
+};
 pub use maclaurin::RandomMaclaurin;
 pub use operator::{DEFAULT_TILE, KernelOperator, OperatorCentering};
 pub use rff::RandomFourierFeatures;

@@ -434,11 +434,7 @@ mod tests {
     }
 
     fn kernels() -> [Kernel; 3] {
-        [
-            Kernel::gaussian(0.8),
-            Kernel::laplacian(1.5),
-            Kernel::polynomial(2.0, 1.0, 3),
-        ]
+        [Kernel::gaussian(0.8), Kernel::laplacian(1.5), Kernel::polynomial(2.0, 1.0, 3)]
     }
 
     fn max_abs_diff(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> f64 {

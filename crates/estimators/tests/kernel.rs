@@ -7,12 +7,8 @@ use faer::Mat;
 use proptest::prelude::*;
 use stolr_estimators::{EstimatorError, Kernel, centered_kernel_matrix};
 
-const KERNELS: [Kernel; 4] = [
-    Kernel::gaussian(1.3),
-    Kernel::laplacian(2.5),
-    Kernel::polynomial(2.0, 1.0, 3),
-    Kernel::polynomial(0.5, 0.0, 2),
-];
+const KERNELS: [Kernel; 4] =
+    [Kernel::gaussian(1.3), Kernel::laplacian(2.5), Kernel::polynomial(2.0, 1.0, 3), Kernel::polynomial(0.5, 0.0, 2)];
 
 fn row(x: &Mat<f64>, i: usize) -> Vec<f64> {
     (0..x.ncols()).map(|j| x[(i, j)]).collect()

@@ -80,8 +80,15 @@ fn every_kernel_has_a_distinct_name_aliases_and_parameters_that_rebuild_it() {
         assert_eq!(rebuilt, kernel);
         // Every parameter is range-checked: NaN is refused whatever the parameter.
         for p in family.parameters() {
-            let bad = family.kernel(|q| Ok::<f64, EstimatorError>(if q.name == p.name { f64::NAN } else { kernel.parameter(q.name).unwrap() }));
-            assert!(matches!(bad, Err(EstimatorError::InvalidKernel { parameter, .. }) if parameter == p.name), "{}: {}", family.name(), p.name);
+            let bad = family.kernel(|q| {
+                Ok::<f64, EstimatorError>(if q.name == p.name { f64::NAN } else { kernel.parameter(q.name).unwrap() })
+            });
+            assert!(
+                matches!(bad, Err(EstimatorError::InvalidKernel { parameter, .. }) if parameter == p.name),
+                "{}: {}",
+                family.name(),
+                p.name
+            );
         }
     }
 }
@@ -92,7 +99,11 @@ fn every_blocked_evaluation_of_every_kernel_agrees_with_its_direct_evaluation() 
         let kernel = typical(family, 5);
         // A kernel of the inner product is not shift-invariant: an offset changes it (and
         // its values reach 1e24), so it gets the data at the origin.
-        let offset = if kernel.is_shift_invariant() || kernel.form() == stolr_estimators::KernelForm::SquaredDistance { 1e6 } else { 0.0 };
+        let offset = if kernel.is_shift_invariant() || kernel.form() == stolr_estimators::KernelForm::SquaredDistance {
+            1e6
+        } else {
+            0.0
+        };
         let x = hostile(offset);
         let n = x.nrows();
         let direct = Mat::from_fn(n, n, |i, j| kernel.eval(&row(&x, i), &row(&x, j)));
@@ -113,8 +124,15 @@ fn every_blocked_evaluation_of_every_kernel_agrees_with_its_direct_evaluation() 
         let want = &direct * &v;
         for evaluation in [KernelEvaluation::Expanded, KernelEvaluation::Direct] {
             for tile in [4, 64] {
-                let op = KernelOperator::with_evaluation(x.as_ref(), kernel, evaluation, OperatorCentering::None, tile, Par::Seq)
-                    .unwrap();
+                let op = KernelOperator::with_evaluation(
+                    x.as_ref(),
+                    kernel,
+                    evaluation,
+                    OperatorCentering::None,
+                    tile,
+                    Par::Seq,
+                )
+                .unwrap();
                 let got = op.apply(v.as_ref(), Par::Seq).unwrap();
                 assert!(relative_error(&got, &want) < 1e-11, "{name}: operator {evaluation:?} tile {tile}");
             }
@@ -161,7 +179,8 @@ fn every_kernel_with_maclaurin_coefficients_is_their_series_and_every_other_is_r
         assert!(features.is_ok(), "{}", family.name());
         // The coefficients' series at the inner product is the kernel (a finite series for the
         // polynomial; its first 60 terms otherwise).
-        let series: f64 = (0..60).map(|order| kernel.maclaurin_coefficient(order).unwrap() * g.powi(order as i32)).sum();
+        let series: f64 =
+            (0..60).map(|order| kernel.maclaurin_coefficient(order).unwrap() * g.powi(order as i32)).sum();
         let exact = kernel.eval(&a, &b);
         assert!((series - exact).abs() <= 1e-12 * exact.abs().max(1.0), "{}: {series} vs {exact}", family.name());
     }

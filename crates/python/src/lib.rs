@@ -19,8 +19,8 @@ use stolr_estimators::Kernel;
 use stolr_memory::MemoryBudget;
 use stolr_model::ModelFile;
 use stolr_solvers::{
-    DEFAULT_TAU_SUBSAMPLE, IterationReport, KernelFamily, KernelPcaJob, KernelPcaModel, KernelRidgeJob, KrrChoice,
-    KpcaMethod, KpcaSettings, KrrMethod, KrrModel, MatrixSource, Named, NystromKrrConfig, Observer, Pca, PcaJob,
+    DEFAULT_TAU_SUBSAMPLE, IterationReport, KernelFamily, KernelPcaJob, KernelPcaModel, KernelRidgeJob, KpcaMethod,
+    KpcaSettings, KrrChoice, KrrMethod, KrrModel, MatrixSource, Named, NystromKrrConfig, Observer, Pca, PcaJob,
     PcaMethod, PcaModel, PcaStream, Persist, Predictor, SamplerKind, Shard, SlklConfig, SolverError, SolverState,
     StreamingPca, StreamingPcaJob, StreamingSolver, SvrgPcaConfig, TauRule, Transformer,
 };

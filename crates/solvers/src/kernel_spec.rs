@@ -74,7 +74,10 @@ impl KernelSpec {
     /// Whether the kernel has a bandwidth that was not given, so that resolving it chooses one
     /// from the data.
     pub fn chooses_bandwidth(&self) -> bool {
-        self.family.parameters().iter().any(|p| p.default == ParameterDefault::Bandwidth && self.given(p.name).is_none())
+        self.family
+            .parameters()
+            .iter()
+            .any(|p| p.default == ParameterDefault::Bandwidth && self.given(p.name).is_none())
     }
 
     /// The kernel for rows of dimension `d`: each parameter given, else its default;
@@ -112,7 +115,10 @@ impl KernelSpec {
 impl From<Kernel> for KernelSpec {
     /// The kernel as given, every parameter included.
     fn from(kernel: Kernel) -> Self {
-        KernelSpec { family: kernel.family(), given: kernel.parameters().into_iter().map(|(p, v)| (p.name, v)).collect() }
+        KernelSpec {
+            family: kernel.family(),
+            given: kernel.parameters().into_iter().map(|(p, v)| (p.name, v)).collect(),
+        }
     }
 }
 

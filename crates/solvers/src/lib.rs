@@ -41,32 +41,32 @@ pub use checkpoint::{CheckpointStore, SolverState};
 pub use error::SolverError;
 pub use interface::{Fit, FitRegression, Persist, Predictor, Transformer};
 pub use job::{KpcaStream, KrrStream, PcaStream, Shard};
+pub use kernel_spec::KernelSpec;
 pub use kpca::{
     Certificate, CertifyConfig, CertifyMethod, CertifyRule, ConfidenceIntervals, DEFAULT_TAU_SUBSAMPLE,
     ExactKpcaConfig, ExactOperator, Iterate, KernelCentering, KernelPca, KernelPcaFit, KernelPcaJob, KernelPcaModel,
-    KernelPcaOutcome, Kha, KhaConfig, KhaRitz, KpcaJobTimings, KpcaSettings, KpcaSolver, KpcaWarning,
-    MatrixFreeConfig, MatrixFreeFit, NystromConfig, NystromFit, RANK_TOLERANCE, SamplerKind, Skpca,
-    SkpcaConfig, TauChoice, TauOutcome, TauRule, certify, check_skpca_memory, exact_kpca, kernel_matrix,
-    matrix_free_bytes, matrix_free_bytes_sharded, matrix_free_kpca, matrix_free_kpca_sharded, nystrom_fit,
-    nystrom_fit_sharded, nystrom_kpca, shrunk_target, skpca_memory_estimate, tau_for_rank, truncate_to_numerical_rank,
+    KernelPcaOutcome, Kha, KhaConfig, KhaRitz, KpcaJobTimings, KpcaSettings, KpcaSolver, KpcaWarning, MatrixFreeConfig,
+    MatrixFreeFit, NystromConfig, NystromFit, RANK_TOLERANCE, SamplerKind, Skpca, SkpcaConfig, TauChoice, TauOutcome,
+    TauRule, certify, check_skpca_memory, exact_kpca, kernel_matrix, matrix_free_bytes, matrix_free_bytes_sharded,
+    matrix_free_kpca, matrix_free_kpca_sharded, nystrom_fit, nystrom_fit_sharded, nystrom_kpca, shrunk_target,
+    skpca_memory_estimate, tau_for_rank, truncate_to_numerical_rank,
 };
 pub use krr::{
     ColumnMode, CoordinatePartials, CoordinateRule, KernelExpansion, KernelRidge, KernelRidgeJob, KernelRidgeOutcome,
-    KrrChoice, KrrConfig, KrrFitSummary, KrrJobTimings, LAMBDA_GRID, NU_GRID, random_folds, KrrModel, KrrSolver, LambdaSelection, NuCandidate, NuModel, NuPath, NuSelection, NystromKrrConfig,
-    NystromKrrFit, NystromSolve, Slkl, SlklConfig, SlklModel, UnifConfig, UnifModel, UniformWeight, krr, krr_subset,
-    log_grid, mean_squared_error, nystrom_krr, nystrom_krr_sharded, select_lambda_nystrom, select_landmarks, select_nu,
-    select_nu_path, slkl, unif,
+    KrrChoice, KrrConfig, KrrFitSummary, KrrJobTimings, KrrModel, KrrSolver, LAMBDA_GRID, LambdaSelection, NU_GRID,
+    NuCandidate, NuModel, NuPath, NuSelection, NystromKrrConfig, NystromKrrFit, NystromSolve, Slkl, SlklConfig,
+    SlklModel, UnifConfig, UnifModel, UniformWeight, krr, krr_subset, log_grid, mean_squared_error, nystrom_krr,
+    nystrom_krr_sharded, random_folds, select_lambda_nystrom, select_landmarks, select_nu, select_nu_path, slkl, unif,
 };
 pub use methods::{KpcaMethod, KrrMethod, Named, PcaMethod};
-pub use kernel_spec::KernelSpec;
 pub use model_io::kernel_parameters_json;
-pub use stolr_estimators::KernelFamily;
 pub use pca::{
     EpochLength, Pca, PcaJob, PcaJobOutcome, PcaModel, PcaOutcome, PcaSolver, SvrgPca, SvrgPcaConfig, Tolerance, VrPca,
     VrPcaConfig, captured_norm, exact_pca, penalty_objective, rayleigh_ritz, rayleigh_ritz_sharded, svrg_pca,
     variance_reduced_direction, vr_pca,
 };
 pub use run::{IterationReport, IterativeSolver, Observer, StepReport, Stop, StopAt, TimeBudget, run, run_with_target};
+pub use stolr_estimators::KernelFamily;
 pub use streaming::{
     IncrementalPca, MatrixSource, Msg, MsgConfig, Oja, PassKind, RowPass, RowReadError, RowSource, StepSize,
     StreamPass, StreamTransform, StreamingOutcome, StreamingPca, StreamingPcaJob, StreamingSolver, matrix_rows,

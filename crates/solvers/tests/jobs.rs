@@ -7,8 +7,8 @@ use stolr_comm::SingleProcess;
 use stolr_estimators::Kernel;
 use stolr_memory::MemoryBudget;
 use stolr_solvers::{
-    KernelPcaJob, KernelSpec, KpcaSolver, MatrixSource, Pca, PcaJob, PcaSolver, Shard, SolverError,
-    StreamingPcaJob, StreamingSolver,
+    KernelPcaJob, KernelSpec, KpcaSolver, MatrixSource, Pca, PcaJob, PcaSolver, Shard, SolverError, StreamingPcaJob,
+    StreamingSolver,
 };
 
 fn rows(n: usize, d: usize) -> Mat<f64> {
@@ -111,7 +111,7 @@ fn regression(n: usize) -> (Mat<f64>, Vec<f64>) {
 fn a_kernel_ridge_job_chooses_sigma_and_nu_as_the_library_pieces_do() {
     use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, bandwidth_rule};
     use stolr_solvers::{
-        KernelFamily, KernelRidge, KernelRidgeJob, KrrChoice, KrrSolver, KrrStream, NuPath, NU_GRID, Predictor,
+        KernelFamily, KernelRidge, KernelRidgeJob, KrrChoice, KrrSolver, KrrStream, NU_GRID, NuPath, Predictor,
         SlklConfig, log_grid, random_folds, select_nu_path,
     };
     let (x, y) = regression(60);
@@ -183,7 +183,8 @@ fn a_kernel_ridge_job_refuses_choices_it_cannot_make() {
     assert!(errors.iter().all(|e| matches!(e, SolverError::NotDistributed { .. })), "{errors:?}");
     // A bandwidth rule on constant rows has nothing to measure.
     let flat = Mat::from_fn(10, 2, |_, _| 1.0);
-    let job = KernelRidgeJob::new(KernelSpec::new(stolr_solvers::KernelFamily::Gaussian), KrrSolver::Krr { lambda: 1.0 }, 1);
+    let job =
+        KernelRidgeJob::new(KernelSpec::new(stolr_solvers::KernelFamily::Gaussian), KrrSolver::Krr { lambda: 1.0 }, 1);
     let err = job.run(Shard::whole(flat.as_ref()), &[0.0; 10], None, &mut ()).unwrap_err();
     assert!(matches!(err, SolverError::Estimator(_)), "{err}");
 }

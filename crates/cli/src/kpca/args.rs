@@ -8,8 +8,8 @@ use clap::{Args, ValueEnum};
 use stolr_datasets::{Dataset, generate};
 use stolr_model::OneHotEncoding;
 use stolr_solvers::{
-    CertifyRule, DEFAULT_TAU_SUBSAMPLE, KernelFamily, KernelPcaJob, KernelSpec, KhaConfig, KpcaMethod, KpcaSettings, KpcaStream,
-    Named, SamplerKind, SkpcaConfig, TauRule,
+    CertifyRule, DEFAULT_TAU_SUBSAMPLE, KernelFamily, KernelPcaJob, KernelSpec, KhaConfig, KpcaMethod, KpcaSettings,
+    KpcaStream, Named, SamplerKind, SkpcaConfig, TauRule,
 };
 
 use crate::common::checkpoint::CheckpointArgs;

@@ -19,8 +19,8 @@ use faer::{Mat, MatMut, MatRef};
 pub use gaussian::Gaussian;
 pub use laplacian::Laplacian;
 pub use polynomial::Polynomial;
-pub use prepared::{KernelEvaluation, kernel_row_means};
 pub(crate) use prepared::PreparedKernel;
+pub use prepared::{KernelEvaluation, kernel_row_means};
 
 use crate::EstimatorError;
 
@@ -398,7 +398,10 @@ impl KernelFamily {
     /// The first error of `value`; [`EstimatorError::InvalidKernel`] for an integer parameter
     /// whose value is not a whole number in `0..=u32::MAX`, or for a value the kernel's
     /// [`Kernel::validate`] refuses.
-    pub fn kernel<E: From<EstimatorError>>(self, mut value: impl FnMut(&Parameter) -> Result<f64, E>) -> Result<Kernel, E> {
+    pub fn kernel<E: From<EstimatorError>>(
+        self,
+        mut value: impl FnMut(&Parameter) -> Result<f64, E>,
+    ) -> Result<Kernel, E> {
         let mut values = Vec::with_capacity(self.parameters().len());
         for p in self.parameters() {
             let v = value(p)?;

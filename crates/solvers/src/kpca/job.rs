@@ -14,11 +14,11 @@ use stolr_memory::MemoryBudget;
 use stolr_model::{Standardization, standardize_reduced};
 
 use crate::job::{KpcaStream, Shard};
+use crate::kernel_spec::KernelSpec;
 use crate::kpca::{
     Certificate, CertifyConfig, CertifyMethod, KernelCentering, KernelPca, KernelPcaFit, KpcaSolver, TauChoice,
     certify, tau_for_rank,
 };
-use crate::kernel_spec::KernelSpec;
 use crate::{Observer, SolverError};
 
 /// SKPCA's shrinkage threshold τ.

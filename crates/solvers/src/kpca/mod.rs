@@ -23,8 +23,7 @@ pub use certificate::{Certificate, CertifyConfig, CertifyMethod, ConfidenceInter
 pub use exact::{ExactKpcaConfig, ExactOperator, exact_kpca, kernel_matrix};
 pub use fit::{KernelPca, KernelPcaFit, KpcaSettings, KpcaSolver, KpcaWarning, SamplerKind};
 pub use job::{
-    CertifyRule, DEFAULT_TAU_SUBSAMPLE, KernelPcaJob, KernelPcaOutcome, KpcaJobTimings,
-    TauOutcome, TauRule,
+    CertifyRule, DEFAULT_TAU_SUBSAMPLE, KernelPcaJob, KernelPcaOutcome, KpcaJobTimings, TauOutcome, TauRule,
 };
 pub use kha::{Kha, KhaConfig, KhaRitz, SPAN_TOLERANCE};
 pub use matrix_free::{

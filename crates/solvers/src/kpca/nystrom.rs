@@ -433,11 +433,7 @@ mod tests {
     fn blocked_nystrom_agrees_with_the_dense_formula_to_1e_10() {
         let x = clusters(1100);
         let new_rows = Mat::from_fn(50, 4, |i, j| ((i * 4 + j) as f64 * 0.91).cos() * 3.0);
-        let kernels = [
-            Kernel::gaussian(2.0),
-            Kernel::laplacian(4.0),
-            Kernel::polynomial(4.0, 1.0, 2),
-        ];
+        let kernels = [Kernel::gaussian(2.0), Kernel::laplacian(4.0), Kernel::polynomial(4.0, 1.0, 2)];
         for kernel in kernels {
             for center in [false, true] {
                 let (m, rank) = (60, 6);

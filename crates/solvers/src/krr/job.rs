@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 use rand::seq::SliceRandom;
-use stolr_estimators::{Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_estimate_sharded};
+use stolr_estimators::{
+    Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_estimate_sharded,
+};
 use stolr_memory::MemoryBudget;
 use stolr_model::Standardization;
 
@@ -15,7 +17,7 @@ use crate::job::{KrrStream, Shard};
 use crate::kernel_spec::KernelSpec;
 use crate::krr::{
     KernelRidge, KrrFitSummary, KrrModel, KrrSolver, LambdaSelection, NuModel, NuPath, NuSelection, SlklConfig,
-    log_grid, select_landmarks, select_lambda_nystrom, select_nu, select_nu_path,
+    log_grid, select_lambda_nystrom, select_landmarks, select_nu, select_nu_path,
 };
 use crate::{Observer, SolverError};
 
@@ -214,7 +216,8 @@ impl KernelRidgeJob {
         let selection_time = started.elapsed();
 
         let started = Instant::now();
-        let ridge = KernelRidge { intercept: self.intercept, memory: self.memory, ..KernelRidge::new(kernel, solver.clone()) };
+        let ridge =
+            KernelRidge { intercept: self.intercept, memory: self.memory, ..KernelRidge::new(kernel, solver.clone()) };
         let landmarks = &mut KrrStream::Landmarks.rng(self.seed);
         let coordinates = &mut KrrStream::Coordinates.rng(self.seed);
         let (model, summary) = if shard.is_whole() {
@@ -223,7 +226,16 @@ impl KernelRidgeJob {
             let mut silent = ();
             let observer: &mut dyn Observer = if shard.comm.is_root() { observer } else { &mut silent };
             let (comm, place) = (shard.comm, shard.place);
-            ridge.fit_prepared_sharded(shard.rows(), y, standardization, landmarks, coordinates, observer, comm, place)?
+            ridge.fit_prepared_sharded(
+                shard.rows(),
+                y,
+                standardization,
+                landmarks,
+                coordinates,
+                observer,
+                comm,
+                place,
+            )?
         };
         let timings = KrrJobTimings { bandwidth: bandwidth_time, selection: selection_time, fit: started.elapsed() };
         Ok(KernelRidgeOutcome { model, summary, kernel, bandwidth, nu, lambda, solver, timings })

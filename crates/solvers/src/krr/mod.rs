@@ -19,9 +19,7 @@ mod slkl;
 pub use baselines::{KrrConfig, UnifConfig, UnifModel, UniformWeight, krr, krr_subset, unif};
 pub use expansion::KernelExpansion;
 pub use fit::{KernelRidge, KrrFitSummary, KrrSolver};
-pub use job::{
-    KernelRidgeJob, KernelRidgeOutcome, KrrChoice, KrrJobTimings, LAMBDA_GRID, NU_GRID, random_folds,
-};
+pub use job::{KernelRidgeJob, KernelRidgeOutcome, KrrChoice, KrrJobTimings, LAMBDA_GRID, NU_GRID, random_folds};
 pub use landmarks::select_landmarks;
 pub use model::KrrModel;
 pub use nu_selection::{
