@@ -5,9 +5,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use faer::Mat;
 use stolr_datasets::{Dataset, write_npy_matrix, write_npy_vector};
+use stolr_lowrank::Eigenpairs;
 use stolr_model::OneHotEncoding;
 use stolr_report::{KpcaDataset, KpcaParameters, KpcaReport, KpcaResult, KpcaTimings, ReportCategorical};
-use stolr_solvers::{KernelPcaFit, KernelPcaOutcome, KpcaMethod, Shard, Stop};
+use stolr_solvers::{KernelPcaFit, KernelPcaModel, KernelPcaOutcome, KpcaMethod, Shard, Stop};
 
 use crate::common::checkpoint::{FileStore, matrix_fingerprint, require_support};
 use crate::common::input::label_values;
@@ -95,6 +96,35 @@ pub fn run(args: KpcaArgs, ctx: &RunContext) -> Result<()> {
     }
 }
 
+/// Writes the eigenvalues, eigenvectors, projections and model into `out` (when given) and
+/// returns the projections $U\Lambda^{1/2}$ `(n, r)` and the names of the files written
+/// (`report.json` last, written by the caller). The projections overwrite the eigenvectors of
+/// `pairs` once those are written: at n = 494 021, r = 50 a second `(n, r)` matrix would cost
+/// 198 MB.
+fn write_arrays(
+    out: Option<&std::path::Path>,
+    model: &KernelPcaModel,
+    pairs: &mut Eigenpairs,
+) -> Result<(Mat<f64>, Vec<&'static str>)> {
+    if let Some(dir) = out {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        write_npy_vector(&dir.join("eigenvalues.npy"), &pairs.values)?;
+        write_npy_matrix(&dir.join("eigenvectors.npy"), pairs.vectors.as_ref())?;
+    }
+    let mut projections: Mat<f64> = std::mem::replace(&mut pairs.vectors, Mat::new());
+    for (j, &value) in pairs.values.iter().enumerate() {
+        let scale = value.max(0.0).sqrt();
+        projections.col_mut(j).iter_mut().for_each(|v| *v *= scale);
+    }
+    let mut outputs = Vec::new();
+    if let Some(dir) = out {
+        write_npy_matrix(&dir.join("projections.npy"), projections.as_ref())?;
+        let written = write_model(dir, model)?;
+        outputs = vec![written, "eigenvalues.npy", "eigenvectors.npy", "projections.npy", "report.json"];
+    }
+    Ok((projections, outputs))
+}
+
 /// The output files, the report and the summary line of a job's outcome (on rank 0).
 fn finish(args: &KpcaArgs, read: Read, outcome: KernelPcaOutcome, progress: Progress) -> Result<()> {
     let Read { data, encoding, origin, total, read_time } = read;
@@ -128,24 +158,7 @@ fn finish(args: &KpcaArgs, read: Read, outcome: KernelPcaOutcome, progress: Prog
     let t_write = Instant::now();
     // The files go into the staging folder of the claimed --out, swapped in as a set by main.
     let out = args.out.as_deref().map(crate::common::output::staged);
-    if let Some(dir) = &out {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        write_npy_vector(&dir.join("eigenvalues.npy"), &pairs.values)?;
-        write_npy_matrix(&dir.join("eigenvectors.npy"), pairs.vectors.as_ref())?;
-    }
-    // The projections U Λ^{1/2} (as Eigenpairs::projections) overwrite the eigenvectors, which
-    // are written already: at n = 494 021, r = 50 a second (n, r) matrix would cost 198 MB.
-    let mut projections: Mat<f64> = std::mem::replace(&mut pairs.vectors, Mat::new());
-    for (j, &value) in pairs.values.iter().enumerate() {
-        let scale = value.max(0.0).sqrt();
-        projections.col_mut(j).iter_mut().for_each(|v| *v *= scale);
-    }
-    let mut outputs = Vec::new();
-    if let Some(dir) = &out {
-        write_npy_matrix(&dir.join("projections.npy"), projections.as_ref())?;
-        let written = write_model(dir, &model)?;
-        outputs = vec![written, "eigenvalues.npy", "eigenvectors.npy", "projections.npy", "report.json"];
-    }
+    let (projections, outputs) = write_arrays(out.as_deref(), &model, &mut pairs)?;
     if let Some(path) = &args.plot {
         let t: Vec<f64> = progress.trace.iter().map(|r| r.0 as f64).collect();
         let ranks: Vec<f64> = progress.trace.iter().map(|r| r.1 as f64).collect();

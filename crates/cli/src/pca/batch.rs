@@ -17,47 +17,34 @@ use crate::common::progress::Progress;
 use crate::distributed::RunContext;
 use crate::memory::peak_rss_bytes;
 
-/// Runs `stolr pca` with a batch solver: reads the rows (this rank's part under an MPI run with
-/// several processes), runs the library's job on them ([`PcaJob::run`], the call Python
-/// makes), and writes the outputs on rank 0.
-pub(super) fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
-    let world = &ctx.world;
-    let total = Instant::now();
-    let (mut data, singular_values, shard): (Dataset, Option<Vec<f64>>, RowShard) =
-        match (world, &args.input, args.generate) {
-            (_, Some(_), _) if matches!(args.format, Format::Abalone | Format::Housing) => {
-                bail!("--format {} is a regression set; pca reads mnist, libsvm, csv, npy or magic", args.format.name())
-            }
-            (Some(comm), _, _) => {
-                let (x, source, shard) = distributed::local_rows(&args, &**comm, ctx.memory)?;
-                (Dataset { x, labels: stolr_datasets::Labels::None, source }, None, shard)
-            }
-            (None, Some(path), _) => {
-                let data = read(path, args.format, false, ctx.memory)?;
-                let shard = RowShard::whole(data.n());
-                (data, None, shard)
-            }
-            (None, None, Some(kind)) => {
-                let g = generated(&args, kind, ctx.memory)?;
-                let shard = RowShard::whole(g.x.nrows());
-                (Dataset { x: g.x, labels: stolr_datasets::Labels::None, source: g.source }, g.singular_values, shard)
-            }
-            (None, None, None) => bail!("give --input or --generate"),
-        };
-    let source = data.source.clone();
-    let read_time = total.elapsed();
-    let (n, d) = (shard.total, data.d());
-    if n == 0 || d == 0 {
-        bail!("the dataset is empty ({n} samples, {d} features)");
-    }
-    stolr_datasets::check_finite(data.x.as_ref()).context("the data must be finite")?;
-    if args.rank == 0 || args.rank > n.min(d) {
-        bail!("--rank {} is impossible: it must be between 1 and min(n, d) = {}", args.rank, n.min(d));
-    }
-    let transformed = args.center || args.scale;
-    // sslev is known in closed form for generated data that was not transformed.
-    let sslev =
-        singular_values.filter(|_| !transformed).map(|s| s.iter().take(args.rank).map(|v| v * v).sum::<f64>().sqrt());
+/// The rows of a batch run: this rank's part under an MPI run with several processes, else the
+/// file or the generated data (with its singular values, known in closed form), and their place.
+fn read_rows(args: &PcaArgs, ctx: &RunContext) -> Result<(Dataset, Option<Vec<f64>>, RowShard)> {
+    Ok(match (&ctx.world, &args.input, args.generate) {
+        (_, Some(_), _) if matches!(args.format, Format::Abalone | Format::Housing) => {
+            bail!("--format {} is a regression set; pca reads mnist, libsvm, csv, npy or magic", args.format.name())
+        }
+        (Some(comm), _, _) => {
+            let (x, source, shard) = distributed::local_rows(args, &**comm, ctx.memory)?;
+            (Dataset { x, labels: stolr_datasets::Labels::None, source }, None, shard)
+        }
+        (None, Some(path), _) => {
+            let data = read(path, args.format, false, ctx.memory)?;
+            let shard = RowShard::whole(data.n());
+            (data, None, shard)
+        }
+        (None, None, Some(kind)) => {
+            let g = generated(args, kind, ctx.memory)?;
+            let shard = RowShard::whole(g.x.nrows());
+            (Dataset { x: g.x, labels: stolr_datasets::Labels::None, source: g.source }, g.singular_values, shard)
+        }
+        (None, None, None) => bail!("give --input or --generate"),
+    })
+}
+
+/// The job of `args` (the library's typed request, which Python builds from its keyword
+/// arguments).
+fn job(args: &PcaArgs, ctx: &RunContext) -> Result<PcaJob> {
     let mut svrg = match args.mode {
         ModeArg::Paper => SvrgPcaConfig::paper(args.rank),
         ModeArg::Consistent => SvrgPcaConfig::consistent(args.rank),
@@ -68,10 +55,30 @@ pub(super) fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
     let Some(solver) = args.solver.batch(svrg, args.epochs) else {
         bail!("{} is a streaming solver", args.solver.name());
     };
-    let job = PcaJob {
+    Ok(PcaJob {
         memory: ctx.memory,
         ..PcaJob::new(Pca { rank: args.rank, center: args.center, scale: args.scale, solver }, args.seed)
-    };
+    })
+}
+
+/// Runs `stolr pca` with a batch solver: reads the rows (this rank's part under an MPI run with
+/// several processes), runs the library's job on them ([`PcaJob::run`], the call Python
+/// makes), and writes the outputs on rank 0.
+pub(super) fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
+    let world = &ctx.world;
+    let total = Instant::now();
+    let (mut data, singular_values, shard) = read_rows(&args, ctx)?;
+    let source = data.source.clone();
+    let read_time = total.elapsed();
+    let (n, d) = (shard.total, data.d());
+    if n == 0 || d == 0 {
+        bail!("the dataset is empty ({n} samples, {d} features)");
+    }
+    stolr_datasets::check_finite(data.x.as_ref()).context("the data must be finite")?;
+    if args.rank == 0 || args.rank > n.min(d) {
+        bail!("--rank {} is impossible: it must be between 1 and min(n, d) = {}", args.rank, n.min(d));
+    }
+    let job = job(&args, ctx)?;
     if let Some(epochs) = args.epochs {
         Progress::check_trace("--epochs", epochs, 1, ctx.memory)?;
     }
@@ -85,58 +92,21 @@ pub(super) fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
         Some(comm) => Shard::part(std::mem::replace(&mut data.x, faer::Mat::new()), shard, &**comm),
         None => Shard::whole(data.x.as_ref()),
     };
-    let PcaJobOutcome { model, stop, epochs, solve_time } = job.run(shard_rows, &mut progress)?;
+    let outcome = job.run(shard_rows, &mut progress)?;
     progress.finish();
     if world.as_ref().is_some_and(|c| !c.is_root()) {
         // Rank 0 writes and prints.
         return Ok(());
     }
-    let epochs = stop.map(|_| epochs);
-    let stop = stop.map(|s| s.to_string());
-    let captured = captured_norm(model.eigenvalues());
+    let transformed = args.center || args.scale;
+    // sslev is known in closed form for generated data that was not transformed.
+    let sslev =
+        singular_values.filter(|_| !transformed).map(|s| s.iter().take(args.rank).map(|v| v * v).sum::<f64>().sqrt());
+    let model = &outcome.model;
     if let Some(dir) = &args.out {
-        let report = PcaReport {
-            stolr_version: env!("CARGO_PKG_VERSION").into(),
-            command: "pca".into(),
-            dataset: PcaDataset { source: source.clone(), n, d, centered: args.center, scaled: args.scale },
-            solver: model.solver().into(),
-            mode: (args.solver == PcaMethod::SvrgBb).then(|| format!("{:?}", args.mode).to_lowercase()),
-            parameters: PcaParameters {
-                rank: args.rank,
-                epochs: args.epochs,
-                cap: None,
-                eta_scale: None,
-                eta_schedule: None,
-                batch: None,
-                processes: world.as_ref().map(|c| c.size()),
-                seed: args.seed,
-            },
-            result: PcaResult {
-                ritz_values: model.eigenvalues().to_vec(),
-                eigenvalue_order: "nonincreasing".into(),
-                explained_variance: model.explained_variance(),
-                captured_norm: captured,
-                captured_norm_meaning: "||A^T X||_F = ||data · components||_F (paper 002's metric)".into(),
-                sslev,
-                epochs,
-                stop_reason: stop.clone(),
-                passes: None,
-                samples: None,
-                samples_per_second: None,
-                final_iterate_rank: None,
-                max_iterate_rank: None,
-            },
-            timings_s: PcaTimings {
-                read: Some(read_time.as_secs_f64()),
-                prepare: None,
-                solve: solve_time.as_secs_f64(),
-                evaluate: None,
-                total: total.elapsed().as_secs_f64(),
-            },
-            peak_memory_bytes: peak_rss_bytes(),
-            outputs: OUTPUTS.iter().map(|o| o.to_string()).collect(),
-        };
-        write_outputs(dir, &model, &report)?;
+        let dataset = PcaDataset { source: source.clone(), n, d, centered: args.center, scaled: args.scale };
+        let timings = (read_time.as_secs_f64(), total.elapsed().as_secs_f64());
+        write_outputs(dir, model, &report(&args, ctx, dataset, &outcome, sslev, timings))?;
     }
     if let Some(path) = &args.plot {
         let t: Vec<f64> = progress.trace.iter().map(|r| r.0 as f64).collect();
@@ -147,16 +117,71 @@ pub(super) fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
             label: "gradient norm (KKT violation)",
             log_y: true,
         });
-        plot(path, &model, data.x.as_ref(), label_values(&data).as_deref(), curve)?;
+        plot(path, model, data.x.as_ref(), label_values(&data).as_deref(), curve)?;
     }
+    let captured = captured_norm(model.eigenvalues());
     println!(
         "stolr pca: {solver} on {source} (n={n}, d={d}), r={r}: ||A^T X||_F = {captured:.6}{sslev_text}, {epochs_text}{secs:.2} s{out}",
         solver = model.solver(),
         r = args.rank,
         sslev_text = sslev.map(|s| format!(" (sslev {s:.6}, ratio {:.6})", captured / s)).unwrap_or_default(),
-        epochs_text = epochs.map(|e| format!("{e} epochs, ")).unwrap_or_default(),
-        secs = solve_time.as_secs_f64(),
+        epochs_text = outcome.stop.map(|_| format!("{} epochs, ", outcome.epochs)).unwrap_or_default(),
+        secs = outcome.solve_time.as_secs_f64(),
         out = args.out.as_ref().map(|d| format!(" -> {}", d.display())).unwrap_or_default(),
     );
     Ok(())
+}
+
+/// `report.json` of a batch run: the data, the solver's parameters, the Ritz values and the
+/// captured norm (`sslev`: its optimum when known), and the (read, total) times in seconds.
+fn report(
+    args: &PcaArgs,
+    ctx: &RunContext,
+    dataset: PcaDataset,
+    outcome: &PcaJobOutcome,
+    sslev: Option<f64>,
+    (read, total): (f64, f64),
+) -> PcaReport {
+    let model = &outcome.model;
+    PcaReport {
+        stolr_version: env!("CARGO_PKG_VERSION").into(),
+        command: "pca".into(),
+        dataset,
+        solver: model.solver().into(),
+        mode: (args.solver == PcaMethod::SvrgBb).then(|| format!("{:?}", args.mode).to_lowercase()),
+        parameters: PcaParameters {
+            rank: args.rank,
+            epochs: args.epochs,
+            cap: None,
+            eta_scale: None,
+            eta_schedule: None,
+            batch: None,
+            processes: ctx.world.as_ref().map(|c| c.size()),
+            seed: args.seed,
+        },
+        result: PcaResult {
+            ritz_values: model.eigenvalues().to_vec(),
+            eigenvalue_order: "nonincreasing".into(),
+            explained_variance: model.explained_variance(),
+            captured_norm: captured_norm(model.eigenvalues()),
+            captured_norm_meaning: "||A^T X||_F = ||data · components||_F (paper 002's metric)".into(),
+            sslev,
+            epochs: outcome.stop.map(|_| outcome.epochs),
+            stop_reason: outcome.stop.map(|s| s.to_string()),
+            passes: None,
+            samples: None,
+            samples_per_second: None,
+            final_iterate_rank: None,
+            max_iterate_rank: None,
+        },
+        timings_s: PcaTimings {
+            read: Some(read),
+            prepare: None,
+            solve: outcome.solve_time.as_secs_f64(),
+            evaluate: None,
+            total,
+        },
+        peak_memory_bytes: peak_rss_bytes(),
+        outputs: OUTPUTS.iter().map(|o| o.to_string()).collect(),
+    }
 }

@@ -23,7 +23,7 @@ use stolr_datasets::{RowFormat, stream_rows};
 use stolr_report::{PcaDataset, PcaParameters, PcaReport, PcaResult, PcaTimings};
 use stolr_solvers::{
     IterationReport, Named, Observer, PassKind, PcaMethod, RowPass, RowReadError, RowSource, SolverError,
-    StreamTransform, StreamingPcaJob, StreamingSolver, captured_norm, matrix_rows,
+    StreamTransform, StreamingOutcome, StreamingPcaJob, StreamingSolver, captured_norm, matrix_rows,
 };
 
 use super::args::{OUTPUTS, PcaArgs, generated, write_outputs};
@@ -114,22 +114,12 @@ fn job(args: &PcaArgs, ctx: &RunContext) -> StreamingPcaJob {
     }
 }
 
-/// Runs `stolr pca` with a streaming solver.
-pub(super) fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
-    let total = Instant::now();
-    if args.batch == 0 {
-        bail!("--batch must be at least 1");
-    }
-    if args.batch > 1 && !matches!(args.solver, PcaMethod::Msg | PcaMethod::CappedMsg) {
-        bail!("--batch applies to msg and capped-msg; {} takes one sample at a time", args.solver.name());
-    }
-    // Under mpirun: this rank's rows, and one world to add the passes' sums and gather the
-    // mini-batches over.
-    let world = &ctx.world;
-    let comm: &dyn Communicator = ctx.comm();
-    let (rows, name) = match (&args.input, args.generate) {
-        _ if world.is_some() => {
-            let (local, name, _) = super::distributed::local_rows(&args, comm, ctx.memory)?;
+/// The rows of a streaming run: this rank's rows under mpirun, else the file (re-read pass by
+/// pass) or the generated data; and their name.
+fn rows<'a>(args: &'a PcaArgs, ctx: &RunContext) -> Result<(Rows<'a>, String)> {
+    Ok(match (&args.input, args.generate) {
+        _ if ctx.world.is_some() => {
+            let (local, name, _) = super::distributed::local_rows(args, ctx.comm(), ctx.memory)?;
             (Rows::Matrix(local), name)
         }
         (Some(path), _) => {
@@ -143,11 +133,26 @@ pub(super) fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
             (Rows::File(path, format), path.display().to_string())
         }
         (None, Some(kind)) => {
-            let g = generated(&args, kind, ctx.memory)?;
+            let g = generated(args, kind, ctx.memory)?;
             (Rows::Matrix(g.x), g.source)
         }
         (None, None) => bail!("give --input or --generate"),
-    };
+    })
+}
+
+/// Runs `stolr pca` with a streaming solver.
+pub(super) fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
+    let total = Instant::now();
+    if args.batch == 0 {
+        bail!("--batch must be at least 1");
+    }
+    if args.batch > 1 && !matches!(args.solver, PcaMethod::Msg | PcaMethod::CappedMsg) {
+        bail!("--batch applies to msg and capped-msg; {} takes one sample at a time", args.solver.name());
+    }
+    // Under mpirun: this rank's rows, and one world to add the passes' sums and gather the
+    // mini-batches over.
+    let comm: &dyn Communicator = ctx.comm();
+    let (rows, name) = rows(&args, ctx)?;
     let source = Source { rows, prefix: RowPrefix::new(), memory: ctx.memory };
     let d = source.dim()?;
     let k = args.rank;
@@ -172,72 +177,81 @@ pub(super) fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
         Some(reason) => anyhow::anyhow!("cannot resume from --checkpoint: {reason}"),
         None => e.into(),
     })?;
-    if comm.is_root() {
-        observer.progress.finish();
-    }
-    let max_rank = observer.max_rank;
-    let n = outcome.samples;
-    let [_, solve_time, eval_time] = outcome.timings;
-    let pairs = &outcome.pairs;
-    let model = &outcome.model;
-    let captured = captured_norm(&pairs.values);
-    let rate = n as f64 / solve_time.as_secs_f64();
-    let solver_name = args.solver.name().to_string();
     if !comm.is_root() {
         // Rank 0 writes and prints.
         return Ok(());
     }
-
+    observer.progress.finish();
+    let dataset = PcaDataset { source: name.clone(), n: outcome.samples, d, centered: args.center, scaled: args.scale };
+    let report = report(&args, comm.size(), dataset, &outcome, observer.max_rank, (prepare_time, total.elapsed()));
     if let Some(dir) = &args.out {
-        let report = PcaReport {
-            stolr_version: env!("CARGO_PKG_VERSION").into(),
-            command: "pca".into(),
-            dataset: PcaDataset { source: name.clone(), n, d, centered: args.center, scaled: args.scale },
-            solver: solver_name.clone(),
-            mode: None,
-            parameters: PcaParameters {
-                rank: k,
-                epochs: None,
-                cap: (args.solver == PcaMethod::CappedMsg).then(|| args.cap.unwrap_or(k + 1)),
-                eta_scale: (args.solver != PcaMethod::Incremental).then_some(args.eta_scale),
-                eta_schedule: Some("c / (sqrt(t) * running mean of ||x||^2)".into()),
-                batch: matches!(args.solver, PcaMethod::Msg | PcaMethod::CappedMsg).then_some(args.batch),
-                processes: (comm.size() > 1).then_some(comm.size()),
-                seed: args.seed,
-            },
-            result: PcaResult {
-                ritz_values: pairs.values.clone(),
-                eigenvalue_order: "nonincreasing".into(),
-                explained_variance: model.explained_variance(),
-                captured_norm: captured,
-                captured_norm_meaning: "||A^T V||_F: the square root of the sum of the eigenvalues of V^T (sum_i x_i x_i^T) V on the solver's subspace V (transformed data)".into(),
-                sslev: None,
-                epochs: None,
-                stop_reason: None,
-                passes: Some(outcome.passes),
-                samples: Some(n),
-                samples_per_second: Some(rate),
-                final_iterate_rank: Some(outcome.solver.iterate_rank()),
-                max_iterate_rank: Some(max_rank),
-            },
-            timings_s: PcaTimings {
-                read: None,
-                prepare: Some(prepare_time.as_secs_f64()),
-                solve: solve_time.as_secs_f64(),
-                evaluate: Some(eval_time.as_secs_f64()),
-                total: total.elapsed().as_secs_f64(),
-            },
-            peak_memory_bytes: peak_rss_bytes(),
-            outputs: OUTPUTS.iter().map(|o| o.to_string()).collect(),
-        };
-        write_outputs(dir, model, &report)?;
+        write_outputs(dir, &outcome.model, &report)?;
     }
     println!(
-        "stolr pca: {solver_name} on {name} (n={n}, d={d}), k={k}: one pass at {rate:.0} samples/s, \
+        "stolr pca: {solver} on {name} (n={n}, d={d}), k={k}: one pass at {rate:.0} samples/s, \
          ||A^T V||_F = {captured:.6}, final rank {rank}, {secs:.2} s{out}",
+        solver = report.solver,
+        n = outcome.samples,
+        rate = report.result.samples_per_second.unwrap_or(f64::NAN),
+        captured = report.result.captured_norm,
         rank = outcome.solver.iterate_rank(),
-        secs = solve_time.as_secs_f64(),
+        secs = report.timings_s.solve,
         out = args.out.as_ref().map(|d| format!(" -> {}", d.display())).unwrap_or_default(),
     );
     Ok(())
+}
+
+/// `report.json` of a streaming run on `processes` ranks: the solver's parameters, the Ritz
+/// values, the rates and ranks of the iterate, and the (prepare, total) times.
+fn report(
+    args: &PcaArgs,
+    processes: usize,
+    dataset: PcaDataset,
+    outcome: &StreamingOutcome,
+    max_rank: usize,
+    (prepare, total): (std::time::Duration, std::time::Duration),
+) -> PcaReport {
+    let k = args.rank;
+    let [_, solve_time, eval_time] = outcome.timings;
+    PcaReport {
+        stolr_version: env!("CARGO_PKG_VERSION").into(),
+        command: "pca".into(),
+        dataset,
+        solver: args.solver.name().to_string(),
+        mode: None,
+        parameters: PcaParameters {
+            rank: k,
+            epochs: None,
+            cap: (args.solver == PcaMethod::CappedMsg).then(|| args.cap.unwrap_or(k + 1)),
+            eta_scale: (args.solver != PcaMethod::Incremental).then_some(args.eta_scale),
+            eta_schedule: Some("c / (sqrt(t) * running mean of ||x||^2)".into()),
+            batch: matches!(args.solver, PcaMethod::Msg | PcaMethod::CappedMsg).then_some(args.batch),
+            processes: (processes > 1).then_some(processes),
+            seed: args.seed,
+        },
+        result: PcaResult {
+            ritz_values: outcome.pairs.values.clone(),
+            eigenvalue_order: "nonincreasing".into(),
+            explained_variance: outcome.model.explained_variance(),
+            captured_norm: captured_norm(&outcome.pairs.values),
+            captured_norm_meaning: "||A^T V||_F: the square root of the sum of the eigenvalues of V^T (sum_i x_i x_i^T) V on the solver's subspace V (transformed data)".into(),
+            sslev: None,
+            epochs: None,
+            stop_reason: None,
+            passes: Some(outcome.passes),
+            samples: Some(outcome.samples),
+            samples_per_second: Some(outcome.samples as f64 / solve_time.as_secs_f64()),
+            final_iterate_rank: Some(outcome.solver.iterate_rank()),
+            max_iterate_rank: Some(max_rank),
+        },
+        timings_s: PcaTimings {
+            read: None,
+            prepare: Some(prepare.as_secs_f64()),
+            solve: solve_time.as_secs_f64(),
+            evaluate: Some(eval_time.as_secs_f64()),
+            total: total.as_secs_f64(),
+        },
+        peak_memory_bytes: peak_rss_bytes(),
+        outputs: OUTPUTS.iter().map(|o| o.to_string()).collect(),
+    }
 }
