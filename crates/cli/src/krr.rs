@@ -417,7 +417,7 @@ fn fit(
         ))
     })?;
     // Only rank 0 draws the bar (it never stops the run, so the ranks stay in step).
-    let mut progress = Progress::new(&solver_name, None, args.landmarks.max(1)).with_checkpoint(store);
+    let mut progress = Progress::new(solver_name, None, args.landmarks.max(1)).with_checkpoint(store);
     let standardization = prepared.standardization.clone();
     let outcome = match ctx.world.as_deref() {
         Some(comm) => {

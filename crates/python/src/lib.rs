@@ -138,7 +138,7 @@ fn kernel(name: &str, gamma: f64, degree: u32, coef0: f64) -> PyResult<Kernel> {
     if !(gamma.is_finite() && gamma > 0.0) {
         return Err(value_error(format!("gamma must be positive and finite, got {gamma}")));
     }
-    let kernel = KernelFamily::parse(name).map_err(value_error)?.from_sklearn(gamma, coef0, degree);
+    let kernel = KernelFamily::parse(name).map_err(value_error)?.sklearn_kernel(gamma, coef0, degree);
     kernel.validate().map_err(value_error)?;
     Ok(kernel)
 }
@@ -492,7 +492,7 @@ impl StreamingState {
             StreamingParams { n_features: count("n_features")?, n_components: count("n_components")?, eta_scale, cap };
         let mut solver = build_streaming(&name, &params, 0)?;
         let arrays: Vec<_> = file.arrays().iter().filter(|(k, _)| k.as_str() != "captured").collect();
-        solver.restore_state(&SolverState::from_arrays(arrays.into_iter())).map_err(solver_error)?;
+        solver.restore_state(&SolverState::from_arrays(arrays)).map_err(solver_error)?;
         let captured = if file.has("captured") { file.vector("captured").map_err(value_error)? } else { Vec::new() };
         Ok(Self { solver, name, params, captured })
     }

@@ -207,13 +207,13 @@ macro_rules! kernels {
 
             /// The kernel of this family from raw values in the order of
             /// [`KernelFamily::parameters`] (already checked to be whole where required).
-            fn from_values(self, values: &[f64]) -> Kernel {
+            fn kernel_of_values(self, values: &[f64]) -> Kernel {
                 match self { $(KernelFamily::$variant => Kernel::$variant($ty::from_values(values)),)+ }
             }
 
             /// The kernel scikit-learn calls by this family's name with `gamma`, `coef0`,
             /// `degree` ([`KernelFunction::from_sklearn`]). Not validated.
-            pub fn from_sklearn(self, gamma: f64, coef0: f64, degree: u32) -> Kernel {
+            pub fn sklearn_kernel(self, gamma: f64, coef0: f64, degree: u32) -> Kernel {
                 match self { $(KernelFamily::$variant => Kernel::$variant($ty::from_sklearn(gamma, coef0, degree)),)+ }
             }
         }
@@ -416,7 +416,7 @@ impl KernelFamily {
             }
             values.push(v);
         }
-        let kernel = self.from_values(&values);
+        let kernel = self.kernel_of_values(&values);
         kernel.validate()?;
         Ok(kernel)
     }

@@ -23,6 +23,10 @@ pub(super) struct CounterRow {
 }
 
 /// Runs every method `runs` times (run `s` draws from stream 0 of seed `s`, the solver's start
+/// One case of the counter-example: the solver, its label, the runs, the steps per run, the cap
+/// of capped MSG and the paper's value.
+type Case = (PcaMethod, &'static str, usize, usize, Option<usize>, &'static str);
+
 /// included) and records the rates in `results`.
 pub(super) fn run(quick: bool, results: &mut ResultsFile) -> Result<Vec<CounterRow>, BenchError> {
     let runs_incremental = if quick { 2000 } else { 20_000 };
@@ -33,7 +37,8 @@ pub(super) fn run(quick: bool, results: &mut ResultsFile) -> Result<Vec<CounterR
         if rng.random::<f64>() < 1.0 / 3.0 { [3f64.sqrt() * scale, 0.0] } else { [0.0, 2f64.sqrt() * scale] }
     };
     let incremental = PcaMethod::Incremental;
-    let cases: [(PcaMethod, &str, usize, usize, Option<usize>, &str); 4] = [
+    // (solver, label, runs, steps, cap, the paper's value)
+    let cases: [Case; 4] = [
         (incremental, incremental.name(), runs_incremental, t_incremental, None, "5/9 = 0.556"),
         (PcaMethod::CappedMsg, "capped MSG, K = k = 1", runs_msg, t_msg, Some(1), "(like incremental)"),
         (PcaMethod::CappedMsg, "capped MSG, K = k + 1 = 2", runs_msg, t_msg, Some(2), "never stuck"),
