@@ -22,11 +22,11 @@ pub(super) struct CounterRow {
     pub(super) paper: &'static str,
 }
 
-/// Runs every method `runs` times (run `s` draws from stream 0 of seed `s`, the solver's start
 /// One case of the counter-example: the solver, its label, the runs, the steps per run, the cap
 /// of capped MSG and the paper's value.
 type Case = (PcaMethod, &'static str, usize, usize, Option<usize>, &'static str);
 
+/// Runs every method `runs` times (run `s` draws from stream 0 of seed `s`, the solver's start
 /// included) and records the rates in `results`.
 pub(super) fn run(quick: bool, results: &mut ResultsFile) -> Result<Vec<CounterRow>, BenchError> {
     let runs_incremental = if quick { 2000 } else { 20_000 };
