@@ -1,7 +1,12 @@
 //! The kernel of a job as a front end states it: a family and the parameters the user gave,
 //! the others left to their defaults.
 
-use stolr_estimators::{EstimatorError, Kernel, KernelFamily, ParameterDefault};
+use stolr_estimators::{
+    Bandwidth, DEFAULT_BANDWIDTH_PAIRS, EstimatorError, Kernel, KernelFamily, ParameterDefault,
+    bandwidth_estimate_sharded,
+};
+
+use crate::job::Shard;
 
 use crate::SolverError;
 
@@ -109,6 +114,32 @@ impl KernelSpec {
                 .into()),
             }
         })
+    }
+}
+
+impl KernelSpec {
+    /// [`KernelSpec::resolve`] for the rows of `shard` (all ranks), a bandwidth not given being
+    /// the `percentile`-th percentile of the distances between distinct rows, estimated from
+    /// [`DEFAULT_BANDWIDTH_PAIRS`] pairs drawn from `rng` ([`bandwidth_estimate_sharded`]: the
+    /// same bits on any number of ranks). Returns the kernel and the estimate when one was made.
+    /// Collective.
+    ///
+    /// # Errors
+    /// As [`KernelSpec::resolve`] and [`bandwidth_estimate_sharded`].
+    pub fn resolve_on(
+        &self,
+        shard: &Shard<'_>,
+        percentile: f64,
+        rng: &mut dyn rand::Rng,
+    ) -> Result<(Kernel, Option<Bandwidth>), SolverError> {
+        let mut chosen = None;
+        let kernel = self.resolve(shard.rows().ncols(), || -> Result<f64, SolverError> {
+            let b = bandwidth_estimate_sharded(shard.rows(), percentile, DEFAULT_BANDWIDTH_PAIRS, rng, shard.comm)?;
+            let sigma = b.sigma;
+            chosen = Some(b);
+            Ok(sigma)
+        })?;
+        Ok((kernel, chosen))
     }
 }
 

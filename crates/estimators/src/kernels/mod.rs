@@ -364,20 +364,21 @@ impl Kernel {
     /// The diagonal $\kappa(x_i, x_i)$ of the kernel matrix of the rows of `x` `(n, d)`,
     /// length `n`, and its trace $\operatorname{tr} K$ is its sum. Time $O(nd)$.
     pub fn diagonal(&self, x: MatRef<'_, f64>) -> Vec<f64> {
-        let d = x.ncols();
-        dispatch!(self, k => {
-            let e = k.evaluator(d);
-            let mut row = vec![0.0; d];
-            (0..x.nrows())
-                .map(|i| {
-                    for (l, v) in row.iter_mut().enumerate() {
-                        *v = x[(i, l)];
-                    }
-                    e.diagonal(&row)
-                })
-                .collect()
-        })
+        dispatch!(self, k => diagonal_of(&k.evaluator(x.ncols()), x))
     }
+}
+
+/// $\kappa(x_i, x_i)$ ([`Evaluator::diagonal`]) of every row of `x` `(n, d)`, length `n`.
+pub(crate) fn diagonal_of<E: Evaluator>(e: &E, x: MatRef<'_, f64>) -> Vec<f64> {
+    let mut row = vec![0.0; x.ncols()];
+    (0..x.nrows())
+        .map(|i| {
+            for (l, v) in row.iter_mut().enumerate() {
+                *v = x[(i, l)];
+            }
+            e.diagonal(&row)
+        })
+        .collect()
 }
 
 /// [`KernelFunction::FORM`] of a value.

@@ -6,7 +6,7 @@ use faer::prelude::ReborrowMut;
 use faer::{Accum, Mat, MatRef, Par};
 use stolr_lowrank::matmul;
 
-use super::{Evaluator, Kernel, KernelForm, KernelFunction, dispatch};
+use super::{Evaluator, Kernel, KernelForm, KernelFunction, diagonal_of, dispatch};
 use crate::data::{coordinate_median, row_major, row_sq_norms, shifted, to_owned};
 use crate::parallel::{clear_upper_vector_state, for_each_col_mut, mirror_lower_to_upper};
 
@@ -321,17 +321,7 @@ impl PreparedKernel {
                 Repr::Expanded { rows, .. } | Repr::Rows { rows, .. } if d > 0 => {
                     rows.chunks_exact(d).map(|r| e.diagonal(r)).collect()
                 }
-                Repr::Dot { x } => {
-                    let mut row = vec![0.0; d];
-                    (0..x.nrows())
-                        .map(|i| {
-                            for (l, v) in row.iter_mut().enumerate() {
-                                *v = x[(i, l)];
-                            }
-                            e.diagonal(&row)
-                        })
-                        .collect()
-                }
+                Repr::Dot { x } => diagonal_of(&e, x.as_ref()),
                 _ => vec![e.diagonal(&[]); self.n()],
             }
         })

@@ -7,9 +7,7 @@ use std::time::{Duration, Instant};
 
 use faer::Mat;
 use stolr_comm::gather_rows;
-use stolr_estimators::{
-    Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_estimate_sharded,
-};
+use stolr_estimators::{Bandwidth, DEFAULT_BANDWIDTH_PERCENTILE, Kernel};
 use stolr_memory::MemoryBudget;
 use stolr_model::{Standardization, standardize_reduced};
 
@@ -215,24 +213,11 @@ impl KernelPcaJob {
 
     /// The kernel with each parameter not given set by its default; a bandwidth not given is
     /// the 20th percentile ([`DEFAULT_BANDWIDTH_PERCENTILE`]) of the Euclidean distances
-    /// between distinct rows of all ranks, estimated from [`DEFAULT_BANDWIDTH_PAIRS`] seeded
-    /// random pairs ([`bandwidth_estimate_sharded`], stream [`KpcaStream::Bandwidth`];
+    /// between distinct rows of all ranks, estimated from [`stolr_estimators::DEFAULT_BANDWIDTH_PAIRS`] seeded
+    /// random pairs ([`stolr_estimators::bandwidth_estimate_sharded`], stream [`KpcaStream::Bandwidth`];
     /// collective).
     fn kernel(&self, shard: &Shard<'_>) -> Result<(Kernel, Option<Bandwidth>), SolverError> {
-        let mut chosen = None;
-        let kernel = self.kernel.resolve(shard.rows().ncols(), || -> Result<f64, SolverError> {
-            let b = bandwidth_estimate_sharded(
-                shard.rows(),
-                DEFAULT_BANDWIDTH_PERCENTILE,
-                DEFAULT_BANDWIDTH_PAIRS,
-                &mut KpcaStream::Bandwidth.rng(self.seed),
-                shard.comm,
-            )?;
-            let sigma = b.sigma;
-            chosen = Some(b);
-            Ok(sigma)
-        })?;
-        Ok((kernel, chosen))
+        self.kernel.resolve_on(shard, DEFAULT_BANDWIDTH_PERCENTILE, &mut KpcaStream::Bandwidth.rng(self.seed))
     }
 
     /// SKPCA's τ: as given, or chosen on rank 0 from every row `all` and broadcast.

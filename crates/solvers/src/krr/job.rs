@@ -7,9 +7,7 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 use rand::seq::SliceRandom;
-use stolr_estimators::{
-    Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, Kernel, bandwidth_estimate_sharded,
-};
+use stolr_estimators::{Bandwidth, DEFAULT_BANDWIDTH_PERCENTILE, Kernel};
 use stolr_memory::MemoryBudget;
 use stolr_model::Standardization;
 
@@ -178,19 +176,8 @@ impl KernelRidgeJob {
         observer: &mut dyn Observer,
     ) -> Result<KernelRidgeOutcome, SolverError> {
         let started = Instant::now();
-        let mut bandwidth = None;
-        let kernel = self.kernel.resolve(shard.rows().ncols(), || -> Result<f64, SolverError> {
-            let b = bandwidth_estimate_sharded(
-                shard.rows(),
-                self.bandwidth_percentile,
-                DEFAULT_BANDWIDTH_PAIRS,
-                &mut KrrStream::Bandwidth.rng(self.seed),
-                shard.comm,
-            )?;
-            let sigma = b.sigma;
-            bandwidth = Some(b);
-            Ok(sigma)
-        })?;
+        let (kernel, bandwidth) =
+            self.kernel.resolve_on(&shard, self.bandwidth_percentile, &mut KrrStream::Bandwidth.rng(self.seed))?;
         let bandwidth_time = started.elapsed();
 
         let started = Instant::now();
