@@ -125,6 +125,46 @@ fn write_arrays(
     Ok((projections, outputs))
 }
 
+/// `parameters` of `report.json`: the options of the run.
+fn parameters(args: &KpcaArgs) -> KpcaParameters {
+    KpcaParameters {
+        rank: args.rank,
+        tau: args.tau,
+        sampler: args.sampler.name().into(),
+        features: args.features,
+        iterations: args.iterations,
+        landmarks: args.landmarks,
+        max_rank: args.max_rank,
+        tau_subsample: args.tau_subsample,
+        seed: args.seed,
+    }
+}
+
+/// `dataset` of `report.json`: the rows' source and shape `(n, d)`, and the label and
+/// categorical columns of a table.
+fn dataset(
+    args: &KpcaArgs,
+    data: &Dataset,
+    origin: &str,
+    (n, d): (usize, usize),
+    encoding: Option<&OneHotEncoding>,
+) -> KpcaDataset {
+    KpcaDataset {
+        source: data.source.clone(),
+        origin: origin.into(),
+        format: if args.input.is_some() { args.format.name() } else { "generated".into() },
+        n,
+        d,
+        standardized: args.standardize,
+        label_column: encoding.and_then(OneHotEncoding::label),
+        categorical: encoding
+            .iter()
+            .flat_map(|e| e.columns())
+            .map(|c| ReportCategorical { column: c.column, categories: c.categories.clone() })
+            .collect(),
+    }
+}
+
 /// The output files, the report and the summary line of a job's outcome (on rank 0).
 fn finish(args: &KpcaArgs, read: Read, outcome: KernelPcaOutcome, progress: Progress) -> Result<()> {
     let Read { data, encoding, origin, total, read_time } = read;
@@ -147,12 +187,7 @@ fn finish(args: &KpcaArgs, read: Read, outcome: KernelPcaOutcome, progress: Prog
     let iterative = args.solver.is_iterative();
     let iterations = iterative.then_some(iterations);
     let solve_time = timings.solve;
-    let categorical: Vec<ReportCategorical> = encoding
-        .iter()
-        .flat_map(|e| e.columns())
-        .map(|c| ReportCategorical { column: c.column, categories: c.categories.clone() })
-        .collect();
-    let label_column = encoding.as_ref().and_then(OneHotEncoding::label);
+    let dataset = dataset(args, &data, origin, (n, d), encoding.as_ref());
     model = model.with_encoding(encoding)?;
 
     let t_write = Instant::now();
@@ -177,31 +212,12 @@ fn finish(args: &KpcaArgs, read: Read, outcome: KernelPcaOutcome, progress: Prog
     let report = KpcaReport {
         stolr_version: env!("CARGO_PKG_VERSION").into(),
         command: "kpca".into(),
-        dataset: KpcaDataset {
-            source: data.source.clone(),
-            origin: origin.into(),
-            format: if args.input.is_some() { args.format.name() } else { "generated".into() },
-            n,
-            d,
-            standardized: args.standardize,
-            label_column,
-            categorical,
-        },
+        dataset,
         kernel: report_kernel(&kernel, sigma_source),
         centered: args.center,
         solver: model.solver().into(),
         exact_operator: exact_operator.map(|o| o.name().into()),
-        parameters: KpcaParameters {
-            rank: args.rank,
-            tau: args.tau,
-            sampler: args.sampler.name().into(),
-            features: args.features,
-            iterations: args.iterations,
-            landmarks: args.landmarks,
-            max_rank: args.max_rank,
-            tau_subsample: args.tau_subsample,
-            seed: args.seed,
-        },
+        parameters: parameters(args),
         tau: tau.clone(),
         bandwidth,
         result: KpcaResult {

@@ -20,7 +20,8 @@ use crate::krr::{
 use crate::{Observer, SolverError};
 
 /// The ν grid of [`KrrChoice::CrossValidated`] for Unif (SLKL follows its regularization path
-/// from the largest useful ν down, [`NuPath`]): `10^-4 … 10^1`, two points per decade.
+/// from the largest useful ν down, [`NuPath`]): `10^-4 … 10^1`, two points per decade
+/// (docs/derivations.md §6.14).
 pub const NU_GRID: (i32, i32, usize) = (-4, 1, 2);
 
 /// The λ grid of [`KrrChoice::CrossValidated`] for Nyström KRR: `10^-6 … 10^4`, two points per
