@@ -48,8 +48,8 @@ pub use error::EstimatorError;
 pub use factors::{Factors, KernelSampler};
 pub use kernel_blocks::{CrossKernelPanels, PANEL_ROWS, Panel};
 pub use kernels::{
-    Evaluator, Gaussian, Kernel, KernelEvaluation, KernelFamily, KernelForm, KernelFunction, Laplacian, Parameter,
-    ParameterDefault, Polynomial, kernel_row_means,
+    Cosine, Evaluator, Gaussian, Kernel, KernelEvaluation, KernelFamily, KernelForm, KernelFunction, Laplacian, Linear,
+    Parameter, ParameterDefault, Polynomial, kernel_row_means,
 };
 pub use maclaurin::RandomMaclaurin;
 pub use operator::{DEFAULT_TILE, KernelOperator, OperatorCentering};

@@ -73,7 +73,7 @@ fn every_kernel_has_a_distinct_name_aliases_and_parameters_that_rebuild_it() {
         for alias in family.aliases() {
             assert!(names.insert(alias), "alias {alias} of {} is taken", family.name());
         }
-        assert!(!family.about().is_empty() && !family.parameters().is_empty());
+        assert!(!family.about().is_empty());
         let kernel = typical(family, 5);
         assert_eq!(kernel.family(), family);
         let rebuilt = family.kernel(|p| Ok::<f64, EstimatorError>(kernel.parameter(p.name).unwrap())).unwrap();

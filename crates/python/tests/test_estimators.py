@@ -68,6 +68,37 @@ def test_other_kernels_match_scikit_learn(kernel, params):
     assert _up_to_sign(ours.transform(X[:10]), expected) < 1e-8
 
 
+@pytest.mark.parametrize("kernel", ["linear", "cosine"])
+def test_linear_and_cosine_kernels_match_scikit_learn(kernel):
+    # An outlier row, duplicate rows, a constant column; for cosine also a zero row, which
+    # scikit-learn's cosine_similarity leaves at 0 against every row.
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(90, 4))
+    X[:, 3] = 2.0
+    X[5] = X[2]
+    X[6] = [30.0, -25.0, 40.0, 2.0]
+    if kernel == "cosine":
+        X[7] = 0.0
+    Y = rng.normal(size=(12, 4)) * 1e3
+    for center in (False, True):
+        ours = stolr.KernelPCA(n_components=3, kernel=kernel, center=center).fit(X)
+        ref = SkKernelPCA(n_components=3, kernel=kernel, eigen_solver="dense")
+        if center:
+            ref.fit(X)
+            expected = ref.transform(Y)
+        else:  # scikit-learn always centres: the uncentred kernel goes in precomputed
+            from sklearn.metrics.pairwise import pairwise_kernels
+
+            ref = SkKernelPCA(n_components=3, kernel="precomputed", eigen_solver="dense")
+            K = pairwise_kernels(X, X, metric=kernel)
+            # KernelPCA centres a precomputed kernel too; undo it by comparing eigenvalues of K itself.
+            values = np.sort(np.linalg.eigvalsh(K))[::-1][:3]
+            assert np.allclose(ours.eigenvalues_, values, rtol=1e-10)
+            continue
+        assert np.allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
+        assert _up_to_sign(ours.transform(Y), expected) < 1e-8
+
+
 def test_stochastic_kernel_pca_is_close_to_exact():
     rng = np.random.default_rng(2)
     X, Y = rng.normal(size=(300, 3)) * [3, 1, 0.5], rng.normal(size=(20, 3))

@@ -4,7 +4,7 @@ use faer::MatMut;
 use rand_distr::{Distribution, StandardNormal};
 
 use super::sums::sq_distance;
-use super::{Evaluator, KernelForm, KernelFunction, Parameter, ParameterDefault};
+use super::{Evaluator, Kernel, KernelForm, KernelFunction, Parameter, ParameterDefault};
 use crate::EstimatorError;
 
 /// The Gaussian kernel $\exp(-\|x - y\|_2^2 / (2\sigma^2))$.
@@ -28,6 +28,13 @@ use crate::EstimatorError;
 pub struct Gaussian {
     /// Bandwidth $\sigma > 0$, in the units of the data.
     pub sigma: f64,
+}
+
+impl Kernel {
+    /// The Gaussian kernel of bandwidth `sigma` ([`Gaussian`]).
+    pub const fn gaussian(sigma: f64) -> Kernel {
+        Kernel::Gaussian(Gaussian { sigma })
+    }
 }
 
 /// $\exp(-t)$ is exactly 0 in `f64` for $t > 745.2$.

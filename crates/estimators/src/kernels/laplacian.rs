@@ -5,7 +5,7 @@ use rand_distr::{Cauchy, Distribution};
 
 use super::gaussian::check_sigma;
 use super::sums::l1_distance;
-use super::{Evaluator, KernelForm, KernelFunction, Parameter, ParameterDefault};
+use super::{Evaluator, Kernel, KernelForm, KernelFunction, Parameter, ParameterDefault};
 use crate::EstimatorError;
 
 /// The Laplacian kernel $\exp(-\|x - y\|_1 / \sigma)$ (the ℓ1 form of Rahimi & Recht).
@@ -29,6 +29,13 @@ use crate::EstimatorError;
 pub struct Laplacian {
     /// Bandwidth $\sigma > 0$, in the units of the data.
     pub sigma: f64,
+}
+
+impl Kernel {
+    /// The Laplacian kernel of bandwidth `sigma` ([`Laplacian`]).
+    pub const fn laplacian(sigma: f64) -> Kernel {
+        Kernel::Laplacian(Laplacian { sigma })
+    }
 }
 
 impl KernelFunction for Laplacian {

@@ -1,23 +1,27 @@
 //! The kernels, one file each, and the one place that registers them.
 //!
 //! A kernel is a type implementing [`KernelFunction`] in its own file (`gaussian.rs`,
-//! `laplacian.rs`, `polynomial.rs`): its name, its parameters and their defaults, how its
+//! `laplacian.rs`, `polynomial.rs`, `linear.rs`, `cosine.rs`): its name, its parameters and their defaults, how its
 //! values are formed ([`KernelForm`] and its [`Evaluator`]), its spectral density when it is
 //! shift-invariant and its Maclaurin coefficients when it is a dot-product kernel. The
 //! [`kernels!`] call below registers it: it becomes a variant of [`Kernel`] and of
 //! [`KernelFamily`], and every solver, model file, report and front end reaches it through
 //! them. Adding a kernel is its file plus one line there.
 
+mod cosine;
 mod gaussian;
 mod laplacian;
+mod linear;
 mod polynomial;
 mod prepared;
 mod sums;
 
 use faer::{Mat, MatMut, MatRef};
 
+pub use cosine::Cosine;
 pub use gaussian::Gaussian;
 pub use laplacian::Laplacian;
+pub use linear::Linear;
 pub use polynomial::Polynomial;
 pub(crate) use prepared::PreparedKernel;
 pub use prepared::{KernelEvaluation, kernel_row_means};
@@ -250,26 +254,15 @@ kernels! { $
     Laplacian(Laplacian),
     /// $(\langle x, y\rangle / s + c)^q$ ([`Polynomial`]).
     Polynomial(Polynomial),
+    /// $\langle x, y\rangle$ ([`Linear`]).
+    Linear(Linear),
+    /// $\langle x, y\rangle / (\|x\|\,\|y\|)$ ([`Cosine`]).
+    Cosine(Cosine),
 }
 
 impl Kernel {
-    /// The Gaussian kernel of bandwidth `sigma` ([`Gaussian`]).
-    pub const fn gaussian(sigma: f64) -> Kernel {
-        Kernel::Gaussian(Gaussian { sigma })
-    }
-
-    /// The Laplacian kernel of bandwidth `sigma` ([`Laplacian`]).
-    pub const fn laplacian(sigma: f64) -> Kernel {
-        Kernel::Laplacian(Laplacian { sigma })
-    }
-
-    /// The polynomial kernel $(\langle x, y\rangle / \mathrm{scale} + \mathrm{offset})^{\mathrm{degree}}$
-    /// ([`Polynomial`]).
-    pub const fn polynomial(scale: f64, offset: f64, degree: u32) -> Kernel {
-        Kernel::Polynomial(Polynomial { scale, offset, degree })
-    }
-
-    /// Lower-case name of the kernel family (`"gaussian"`, `"laplacian"`, `"polynomial"`).
+    /// Lower-case name of the kernel family (`"gaussian"`, `"laplacian"`, `"polynomial"`,
+    /// `"linear"`, `"cosine"`).
     pub fn name(&self) -> &'static str {
         self.family().name()
     }

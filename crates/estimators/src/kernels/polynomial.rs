@@ -1,7 +1,7 @@
 //! The polynomial kernel.
 
 use super::sums::{dot, powu};
-use super::{Evaluator, KernelForm, KernelFunction, Parameter, ParameterDefault};
+use super::{Evaluator, Kernel, KernelForm, KernelFunction, Parameter, ParameterDefault};
 use crate::EstimatorError;
 
 /// The polynomial kernel $(\langle x, y\rangle / s + c)^q$.
@@ -30,6 +30,14 @@ pub struct Polynomial {
     pub offset: f64,
     /// Degree $q \ge 1$.
     pub degree: u32,
+}
+
+impl Kernel {
+    /// The polynomial kernel $(\langle x, y\rangle / \mathrm{scale} + \mathrm{offset})^{\mathrm{degree}}$
+    /// ([`Polynomial`]).
+    pub const fn polynomial(scale: f64, offset: f64, degree: u32) -> Kernel {
+        Kernel::Polynomial(Polynomial { scale, offset, degree })
+    }
 }
 
 impl KernelFunction for Polynomial {
