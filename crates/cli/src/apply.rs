@@ -54,7 +54,9 @@ pub fn transform(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
         let encoding = model.encoding().cloned();
         (Box::new(model), encoding)
     } else {
-        (Box::new(PcaModel::from_model_file(&file, &path)?), None)
+        let model = PcaModel::from_model_file(&file, &path)?;
+        let encoding = model.encoding().cloned();
+        (Box::new(model), encoding)
     };
     let d = n_features(&file)?;
     let format = args.format.unwrap_or(if encoding.is_some() { Format::Csv } else { Format::Libsvm });
@@ -94,8 +96,9 @@ pub fn predict(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
     let start = Instant::now();
     let (file, path) = load(&args, &[KrrModel::KIND], memory)?;
     let model = KrrModel::from_model_file(&file, &path)?;
-    let format = args.format.unwrap_or(Format::Libsvm);
-    let data = read_for_model(&args.input, format, model.n_features(), true, None, memory)?;
+    let encoding = model.encoding();
+    let format = args.format.unwrap_or(if encoding.is_some() { Format::Csv } else { Format::Libsvm });
+    let data = read_for_model(&args.input, format, model.n_features(), true, encoding, memory)?;
     let f = model.predict(data.x.as_ref()).with_context(|| format!("cannot predict {}", args.input.display()))?;
     let predictions: Vec<f64> = (0..f.nrows()).map(|i| f[i]).collect();
     let mse = data.targets().map(|y| mean_squared_error(&predictions, y));

@@ -7,11 +7,11 @@ use faer::Mat;
 use stolr_datasets::{Dataset, write_npy_matrix, write_npy_vector};
 use stolr_lowrank::Eigenpairs;
 use stolr_model::OneHotEncoding;
-use stolr_report::{KpcaDataset, KpcaParameters, KpcaReport, KpcaResult, KpcaTimings, ReportCategorical};
+use stolr_report::{KpcaDataset, KpcaParameters, KpcaReport, KpcaResult, KpcaTimings};
 use stolr_solvers::{KernelPcaFit, KernelPcaModel, KernelPcaOutcome, KpcaMethod, Shard, Stop};
 
 use crate::common::checkpoint::{FileStore, matrix_fingerprint, require_support};
-use crate::common::input::label_values;
+use crate::common::input::{label_values, report_categorical};
 use crate::common::output::{write_model, write_report};
 use crate::common::progress::Progress;
 use crate::distributed::RunContext;
@@ -157,11 +157,7 @@ fn dataset(
         d,
         standardized: args.standardize,
         label_column: encoding.and_then(OneHotEncoding::label),
-        categorical: encoding
-            .iter()
-            .flat_map(|e| e.columns())
-            .map(|c| ReportCategorical { column: c.column, categories: c.categories.clone() })
-            .collect(),
+        categorical: report_categorical(encoding),
     }
 }
 

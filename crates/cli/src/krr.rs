@@ -18,10 +18,12 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use faer::MatRef;
 use stolr_comm::RowShard;
-use stolr_datasets::{Dataset, TrainTest, generate, random_split, write_npy_indices, write_npy_vector};
+use stolr_datasets::{
+    Dataset, TrainTest, generate, random_split, read_table_with, write_npy_indices, write_npy_vector,
+};
 use stolr_estimators::{Kernel, KernelFamily};
 use stolr_memory::MemoryBudget;
-use stolr_model::Standardization;
+use stolr_model::{OneHotEncoding, Standardization};
 use stolr_solvers::{
     ColumnMode, CoordinateRule, KernelRidgeJob, KernelRidgeOutcome, KernelSpec, KrrChoice, KrrMethod, KrrStream, Named,
     NystromKrrConfig, NystromSolve, Shard, SlklConfig, SolverError, mean_squared_error,
@@ -29,7 +31,7 @@ use stolr_solvers::{
 
 use stolr_report::{KrrDataset, KrrParameters, KrrReport, KrrResult, KrrTimings, LambdaValidation, NuValidation};
 
-use crate::common::input::{Format, read};
+use crate::common::input::{Format, TableArgs, read};
 use crate::common::kernel::report_kernel;
 use crate::common::names;
 use crate::common::output::{write_model, write_report};
@@ -93,10 +95,16 @@ pub struct KrrArgs {
     /// Test data file (needs --train and --format).
     #[arg(long)]
     test: Option<PathBuf>,
-    /// Format of the data files. csv: the last column is the target; libsvm: the label is the
-    /// target (a narrower LIBSVM test file is padded with zero features).
+    /// Format of the data files. csv: the last column is the target (or the --label-column);
+    /// libsvm: the label is the target (a narrower LIBSVM test file is padded with zero
+    /// features).
     #[arg(long, value_enum)]
     format: Option<Format>,
+    /// CSV tables: `--label-column` names the target column, `--categorical` the columns to
+    /// one-hot encode (the encoding is kept in the model, so `stolr predict` reads new rows the
+    /// same way; a --test file is encoded with the training file's categories).
+    #[command(flatten)]
+    table: TableArgs,
     /// Number of test rows of the random split of --input (the split depends on --seed only).
     #[arg(long)]
     test_size: Option<usize>,
@@ -191,6 +199,8 @@ struct Prepared {
     origin: &'static str,
     format: String,
     standardization: Option<Standardization>,
+    /// The categorical encoding of a CSV table read with `--categorical`/`--label-column`.
+    encoding: Option<OneHotEncoding>,
 }
 
 /// A regression data file: abalone, housing, csv (target last) or libsvm (label = target);
@@ -228,11 +238,21 @@ fn prepare(args: &KrrArgs, memory: stolr_memory::MemoryBudget) -> Result<Prepare
     if args.train.is_some() != args.test.is_some() {
         bail!("--train and --test go together");
     }
+    if args.table.given() && args.format != Some(Format::Csv) {
+        bail!("--categorical and --label-column apply to CSV files (--format csv)");
+    }
+    let mut encoding = None;
     let (data, origin, format) = match (&args.input, &args.train, &args.test) {
         (Some(input), _, _) => {
             let format = args.format.context("--input needs --format abalone|housing|csv|libsvm")?;
             let test_size = args.test_size.context("--input needs --test-size N")?;
-            let data = read_regression(input, format, None, memory)?;
+            let data = if args.table.given() {
+                let (data, e) = args.table.read_targets(input, memory)?;
+                encoding = Some(e);
+                data
+            } else {
+                read_regression(input, format, None, memory)?
+            };
             let split = random_split(data.n(), test_size, &mut KrrStream::Split.rng(args.seed))
                 .with_context(|| format!("cannot split the {} rows of {}", data.n(), input.display()))?;
             (split.apply(&data)?, "file, random split", format_name(format))
@@ -244,8 +264,18 @@ fn prepare(args: &KrrArgs, memory: stolr_memory::MemoryBudget) -> Result<Prepare
             }
             // LIBSVM files are as wide as their largest index: the test file is read with the
             // training file's width (missing features are zeros, a larger index is an error).
-            let mut a = read_regression(train, format, None, memory)?;
-            let mut b = read_regression(test, format, Some(a.d()), memory)?;
+            let (mut a, mut b) = if args.table.given() {
+                // The test file is encoded with the training file's categories.
+                let (a, e) = args.table.read_targets(train, memory)?;
+                let b = read_table_with(test, &e, true, memory)
+                    .with_context(|| format!("cannot read {} with {}'s encoding", test.display(), train.display()))?;
+                encoding = Some(e);
+                (a, b)
+            } else {
+                let a = read_regression(train, format, None, memory)?;
+                let b = read_regression(test, format, Some(a.d()), memory)?;
+                (a, b)
+            };
             a.source = train.display().to_string();
             b.source = test.display().to_string();
             (TrainTest::new(a, b)?, "files", format_name(format))
@@ -282,7 +312,7 @@ fn prepare(args: &KrrArgs, memory: stolr_memory::MemoryBudget) -> Result<Prepare
     // Generated sets have features on a known scale (sinc: [-5, 5]², paper 004's setting;
     // Friedman #1: [0, 1]^10) and are used as generated.
     let standardization = if origin != "generated" && !args.no_standardize { Some(data.standardize()?) } else { None };
-    Ok(Prepared { data, origin, format, standardization })
+    Ok(Prepared { data, origin, format, standardization, encoding })
 }
 
 fn targets(d: &Dataset) -> &[f64] {
@@ -553,6 +583,8 @@ fn finish(
     total: Instant,
 ) -> Result<()> {
     let (train, test) = (&prepared.data.train, &prepared.data.test);
+    let mut outcome = outcome;
+    outcome.model = outcome.model.with_encoding(prepared.encoding.clone())?;
     let model = &outcome.model;
     let t_predict = Instant::now();
     // The rows are already standardized: the expansion plus the intercept is the model's f.

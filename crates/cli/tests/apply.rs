@@ -284,3 +284,104 @@ fn categorical_csv_model_encodes_new_rows_as_the_fit() {
     fails(&["--categorical", "2,7", "--label-column", "4"], "categorical column 7 does not exist");
     fails(&["--label-column", "4"], "field 2 \"tcp\" is not a number");
 }
+
+/// KDD-style rows: a duration, a protocol (categorical), bytes, a flag (categorical) and a
+/// numeric target; and the same rows one-hot encoded by hand (categories sorted, each encoded
+/// column in place), target last. Row `i` of the training set repeats row `i - 1` when `i` is a
+/// multiple of 9 (duplicate rows); row 5 is an outlier.
+fn write_kdd(table: &Path, numeric: &Path, n: usize, offset: usize) {
+    let protocols = ["icmp", "tcp", "udp"];
+    let flags = ["REJ", "S0", "SF"];
+    let (mut t, mut m) = (String::from("duration,protocol,bytes,flag,target\n"), String::new());
+    let mut previous = None;
+    for i in offset..offset + n {
+        let k = if i % 9 == 0 { previous.unwrap_or(i) } else { i };
+        previous = Some(k);
+        let duration = ((k * 7) as f64 * 0.37).sin() * if k == 5 { 80.0 } else { 1.0 };
+        let bytes = ((k * 3) as f64 * 0.91).cos() * 100.0;
+        let (p, f) = (k % 3, (k / 3) % 3);
+        let target = duration + 0.01 * bytes + [0.0, 2.0, -1.0][p] + [0.5, 0.0, 1.5][f];
+        t += &format!("{duration},{},{bytes},{},{target}\n", protocols[p], flags[f]);
+        let one_hot = |j: usize, c: usize| if j == c { "1" } else { "0" };
+        let ps: Vec<&str> = (0..3).map(|j| one_hot(j, p)).collect();
+        let fs: Vec<&str> = (0..3).map(|j| one_hot(j, f)).collect();
+        m += &format!("{duration},{},{bytes},{},{target}\n", ps.join(","), fs.join(","));
+    }
+    std::fs::write(table, t).unwrap();
+    std::fs::write(numeric, m).unwrap();
+}
+
+/// Runs `stolr` with owned arguments.
+fn stolr_owned(args: &[String]) -> Output {
+    stolr(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+#[test]
+fn krr_and_pca_read_tables_with_categorical_and_label_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let args = |parts: &[&str]| -> Vec<String> { parts.iter().map(|s| s.to_string()).collect() };
+    write_kdd(Path::new(&p("train.csv")), Path::new(&p("train-num.csv")), 90, 0);
+    write_kdd(Path::new(&p("test.csv")), Path::new(&p("test-num.csv")), 20, 500);
+    let common =
+        args(&["--format", "csv", "--solver", "nystrom", "--landmarks", "30", "--sigma", "2", "--lambda", "0.1"]);
+    let table = args(&["--categorical", "2,4", "--label-column", "5"]);
+    // The table with its encoding and the same rows encoded by hand give the same predictions.
+    let mut a = args(&["krr", "--train", &p("train.csv"), "--test", &p("test.csv"), "--out", &p("fit")]);
+    a.extend(common.iter().cloned().chain(table.iter().cloned()));
+    ok(stolr_owned(&a));
+    let mut a = args(&["krr", "--train", &p("train-num.csv"), "--test", &p("test-num.csv"), "--out", &p("fit-num")]);
+    a.extend(common.iter().cloned());
+    ok(stolr_owned(&a));
+    let fitted = read_npy_matrix_1d(&dir.path().join("fit/predictions.npy"));
+    assert_eq!(fitted, read_npy_matrix_1d(&dir.path().join("fit-num/predictions.npy")));
+    // The saved model reads the table (CSV by default) with its encoding and target column.
+    ok(stolr(&["predict", "--model", &p("fit"), "--input", &p("test.csv"), "--out", &p("pred")]));
+    let again = read_npy_matrix_1d(&dir.path().join("pred/predictions.npy"));
+    assert!(fitted.iter().zip(&again).all(|(a, b)| (a - b).abs() <= 1e-12 * a.abs().max(1.0)));
+
+    // PCA: the table and the hand-encoded rows (the target column kept as the label) give the
+    // same axes, and the model transforms the table as the numeric fit transforms its rows.
+    let features_only = |from: &str, to: &str| {
+        let text: String = std::fs::read_to_string(p(from))
+            .unwrap()
+            .lines()
+            .map(|l| l.rsplit_once(',').unwrap().0.to_string() + "\n")
+            .collect();
+        std::fs::write(p(to), text).unwrap();
+    };
+    features_only("train-num.csv", "train-x.csv");
+    features_only("test-num.csv", "test-x.csv");
+    let pca = args(&["--format", "csv", "--solver", "exact", "--rank", "2", "--center"]);
+    let mut a = args(&["pca", "--input", &p("train.csv"), "--out", &p("pfit")]);
+    a.extend(pca.iter().cloned().chain(table.iter().cloned()));
+    ok(stolr_owned(&a));
+    let mut a = args(&["pca", "--input", &p("train-x.csv"), "--out", &p("pfit-num")]);
+    a.extend(pca.iter().cloned());
+    ok(stolr_owned(&a));
+    let budget = stolr_memory::MemoryBudget::default();
+    let axes = read_npy_matrix(&dir.path().join("pfit/components.npy"), budget).unwrap();
+    assert_eq!(axes, read_npy_matrix(&dir.path().join("pfit-num/components.npy"), budget).unwrap());
+    ok(stolr(&["transform", "--model", &p("pfit"), "--input", &p("test.csv"), "--out", &p("pt")]));
+    let numeric = ["transform", "--model", &p("pfit-num"), "--input", &p("test-x.csv"), "--format", "csv"];
+    ok(stolr_owned(&args(&numeric).into_iter().chain(args(&["--out", &p("pt-num")])).collect::<Vec<_>>()));
+    let z = read_npy_matrix(&dir.path().join("pt/projections.npy"), budget).unwrap();
+    assert_eq!(z, read_npy_matrix(&dir.path().join("pt-num/projections.npy"), budget).unwrap());
+
+    // Hostile: an unseen category, a missing target column, another format, a streaming solver.
+    std::fs::write(p("bad.csv"), "0.5,sctp,3,SF,1\n").unwrap();
+    assert_fails_with(
+        &stolr(&["predict", "--model", &p("fit"), "--input", &p("bad.csv"), "--out", &p("o")]),
+        "\"sctp\"",
+    );
+    let krr = |extra: &[&str]| {
+        let mut a = args(&["krr", "--train", &p("train.csv"), "--test", &p("test.csv"), "--out", &p("o")]);
+        a.extend(args(extra));
+        stolr_owned(&a)
+    };
+    assert_fails_with(&krr(&["--format", "csv", "--categorical", "2,4"]), "--categorical needs --label-column");
+    assert_fails_with(&krr(&["--format", "libsvm", "--categorical", "2", "--label-column", "5"]), "apply to CSV files");
+    let mut a = args(&["pca", "--input", &p("train.csv"), "--solver", "msg", "--out", &p("o")]);
+    a.extend(args(&["--format", "csv", "--rank", "2"]).into_iter().chain(table.iter().cloned()));
+    assert_fails_with(&stolr_owned(&a), "need a batch solver");
+}

@@ -463,6 +463,12 @@ pub struct PcaDataset {
     pub centered: bool,
     /// `--scale`.
     pub scaled: bool,
+    /// `--label-column`: the 1-based column kept as labels, not features.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_column: Option<usize>,
+    /// `--categorical`: every one-hot encoded column with its categories, in feature order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub categorical: Vec<ReportCategorical>,
 }
 
 /// The parameters of a `stolr pca` run; each solver fills its own.

@@ -96,6 +96,24 @@ impl TableArgs {
         }
     }
 
+    /// Reads a CSV regression table (`stolr krr`): `--label-column` names the target column
+    /// (numeric), `--categorical` the columns to one-hot encode. Returns the rows with their
+    /// targets and the encoding for the model.
+    ///
+    /// # Errors
+    /// `--categorical` without `--label-column` (the target column must be named), and the
+    /// reader's errors.
+    pub fn read_targets(&self, path: &Path, memory: MemoryBudget) -> Result<(Dataset, OneHotEncoding)> {
+        if self.label_column.is_none() {
+            bail!("--categorical needs --label-column: name the target column");
+        }
+        let options = TableOptions { numeric_label: true, ..self.options() };
+        let t = read_table(path, &options, memory)
+            .map_err(hint)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        Ok((t.data, t.encoding))
+    }
+
     /// Whether either option was given.
     pub fn given(&self) -> bool {
         !self.categorical.is_empty() || self.label_column.is_some()
@@ -123,6 +141,16 @@ pub fn read_with_table(
         .map_err(hint)
         .with_context(|| format!("cannot read {}", path.display()))?;
     Ok((t.data, table.given().then_some(t.encoding)))
+}
+
+/// `categorical` of `report.json`: every one-hot encoded column of `encoding` with its
+/// categories, in feature order (empty without an encoding).
+pub fn report_categorical(encoding: Option<&OneHotEncoding>) -> Vec<stolr_report::ReportCategorical> {
+    encoding
+        .iter()
+        .flat_map(|e| e.columns())
+        .map(|c| stolr_report::ReportCategorical { column: c.column, categories: c.categories.clone() })
+        .collect()
 }
 
 /// One process's rows of an input file: [`load_part`].

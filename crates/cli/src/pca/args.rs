@@ -10,7 +10,7 @@ use stolr_report::PcaReport;
 use stolr_solvers::{Named, PcaMethod, PcaModel, PcaStream, Transformer};
 
 use crate::common::checkpoint::CheckpointArgs;
-use crate::common::input::Format;
+use crate::common::input::{Format, TableArgs};
 use crate::common::names;
 use crate::common::output::{write_model, write_report};
 
@@ -42,6 +42,8 @@ pub struct PcaArgs {
     /// Format of --input (mnist, libsvm, csv, npy, magic).
     #[arg(long, value_enum, default_value = "npy")]
     pub(crate) format: Format,
+    #[command(flatten)]
+    pub(crate) table: TableArgs,
     /// Generate paper 002's test data instead of reading a file.
     #[arg(long, value_enum)]
     pub(crate) generate: Option<Generator>,

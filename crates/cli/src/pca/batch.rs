@@ -6,37 +6,43 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use stolr_comm::RowShard;
 use stolr_datasets::Dataset;
+use stolr_model::OneHotEncoding;
 use stolr_report::{PcaDataset, PcaParameters, PcaReport, PcaResult, PcaTimings};
 use stolr_solvers::{Named, Pca, PcaJob, PcaJobOutcome, PcaMethod, Shard, SvrgPcaConfig, captured_norm};
 
 use super::args::{ModeArg, OUTPUTS, PcaArgs, generated, plot, write_outputs};
 use super::distributed;
 use crate::common::checkpoint::{FileStore, matrix_fingerprint, require_support};
-use crate::common::input::{Format, label_values, read};
+use crate::common::input::{Format, label_values, read_with_table, report_categorical};
 use crate::common::progress::Progress;
 use crate::distributed::RunContext;
 use crate::memory::peak_rss_bytes;
 
 /// The rows of a batch run: this rank's part under an MPI run with several processes, else the
-/// file or the generated data (with its singular values, known in closed form), and their place.
-fn read_rows(args: &PcaArgs, ctx: &RunContext) -> Result<(Dataset, Option<Vec<f64>>, RowShard)> {
+/// file or the generated data (with its singular values, known in closed form), their place,
+/// and the categorical encoding of a table read with `--categorical`/`--label-column`.
+fn read_rows(
+    args: &PcaArgs,
+    ctx: &RunContext,
+) -> Result<(Dataset, Option<Vec<f64>>, RowShard, Option<OneHotEncoding>)> {
     Ok(match (&ctx.world, &args.input, args.generate) {
         (_, Some(_), _) if matches!(args.format, Format::Abalone | Format::Housing) => {
             bail!("--format {} is a regression set; pca reads mnist, libsvm, csv, npy or magic", args.format.name())
         }
         (Some(comm), _, _) => {
-            let (x, source, shard) = distributed::local_rows(args, &**comm, ctx.memory)?;
-            (Dataset { x, labels: stolr_datasets::Labels::None, source }, None, shard)
+            let (x, source, shard, encoding) = distributed::local_rows(args, &**comm, ctx.memory)?;
+            (Dataset { x, labels: stolr_datasets::Labels::None, source }, None, shard, encoding)
         }
         (None, Some(path), _) => {
-            let data = read(path, args.format, false, ctx.memory)?;
+            let (data, encoding) = read_with_table(path, args.format, &args.table, ctx.memory)?;
             let shard = RowShard::whole(data.n());
-            (data, None, shard)
+            (data, None, shard, encoding)
         }
         (None, None, Some(kind)) => {
             let g = generated(args, kind, ctx.memory)?;
             let shard = RowShard::whole(g.x.nrows());
-            (Dataset { x: g.x, labels: stolr_datasets::Labels::None, source: g.source }, g.singular_values, shard)
+            let data = Dataset { x: g.x, labels: stolr_datasets::Labels::None, source: g.source };
+            (data, g.singular_values, shard, None)
         }
         (None, None, None) => bail!("give --input or --generate"),
     })
@@ -67,7 +73,7 @@ fn job(args: &PcaArgs, ctx: &RunContext) -> Result<PcaJob> {
 pub(super) fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
     let world = &ctx.world;
     let total = Instant::now();
-    let (mut data, singular_values, shard) = read_rows(&args, ctx)?;
+    let (mut data, singular_values, shard, encoding) = read_rows(&args, ctx)?;
     let source = data.source.clone();
     let read_time = total.elapsed();
     let (n, d) = (shard.total, data.d());
@@ -92,8 +98,18 @@ pub(super) fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
         Some(comm) => Shard::part(std::mem::replace(&mut data.x, faer::Mat::new()), shard, &**comm),
         None => Shard::whole(data.x.as_ref()),
     };
-    let outcome = job.run(shard_rows, &mut progress)?;
+    let mut outcome = job.run(shard_rows, &mut progress)?;
     progress.finish();
+    let dataset = PcaDataset {
+        source: source.clone(),
+        n,
+        d,
+        centered: args.center,
+        scaled: args.scale,
+        label_column: encoding.as_ref().and_then(OneHotEncoding::label),
+        categorical: report_categorical(encoding.as_ref()),
+    };
+    outcome.model = outcome.model.with_encoding(encoding)?;
     if world.as_ref().is_some_and(|c| !c.is_root()) {
         // Rank 0 writes and prints.
         return Ok(());
@@ -104,7 +120,6 @@ pub(super) fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
         singular_values.filter(|_| !transformed).map(|s| s.iter().take(args.rank).map(|v| v * v).sum::<f64>().sqrt());
     let model = &outcome.model;
     if let Some(dir) = &args.out {
-        let dataset = PcaDataset { source: source.clone(), n, d, centered: args.center, scaled: args.scale };
         let timings = (read_time.as_secs_f64(), total.elapsed().as_secs_f64());
         write_outputs(dir, model, &report(&args, ctx, dataset, &outcome, sslev, timings))?;
     }

@@ -16,6 +16,7 @@
 
 use anyhow::{Result, bail};
 use stolr_comm::{Communicator, RowShard};
+use stolr_model::OneHotEncoding;
 
 use stolr_solvers::{Named, PcaMethod};
 
@@ -52,16 +53,16 @@ pub(crate) fn local_rows(
     args: &PcaArgs,
     comm: &dyn Communicator,
     memory: stolr_memory::MemoryBudget,
-) -> Result<(faer::Mat<f64>, String, RowShard)> {
-    let (x, source, shard) = match (&args.input, args.generate) {
+) -> Result<(faer::Mat<f64>, String, RowShard, Option<OneHotEncoding>)> {
+    let (x, source, shard, encoding) = match (&args.input, args.generate) {
         (Some(path), _) => {
-            let part = crate::common::input::load_part(path, args.format, &Default::default(), comm, memory)?;
-            (part.data.x, part.data.source, part.shard)
+            let part = crate::common::input::load_part(path, args.format, &args.table, comm, memory)?;
+            (part.data.x, part.data.source, part.shard, part.encoding)
         }
         (None, Some(kind)) => {
             let g = super::args::generated(args, kind, memory)?;
             let shard = RowShard::balanced(g.x.nrows(), comm.rank(), comm.size());
-            (g.x.as_ref().subrows(shard.first, shard.rows).to_owned(), g.source, shard)
+            (g.x.as_ref().subrows(shard.first, shard.rows).to_owned(), g.source, shard, None)
         }
         (None, None) => bail!("give --input or --generate"),
     };
@@ -69,5 +70,5 @@ pub(crate) fn local_rows(
     if let Some(empty) = counts.iter().position(|c| c[0] == 0.0) {
         bail!("rank {empty} of {} holds no rows (n = {}): use fewer processes", comm.size(), shard.total);
     }
-    Ok((x, source, shard))
+    Ok((x, source, shard, encoding))
 }

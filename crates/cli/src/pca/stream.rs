@@ -119,7 +119,7 @@ fn job(args: &PcaArgs, ctx: &RunContext) -> StreamingPcaJob {
 fn rows<'a>(args: &'a PcaArgs, ctx: &RunContext) -> Result<(Rows<'a>, String)> {
     Ok(match (&args.input, args.generate) {
         _ if ctx.world.is_some() => {
-            let (local, name, _) = super::distributed::local_rows(args, ctx.comm(), ctx.memory)?;
+            let (local, name, _, _) = super::distributed::local_rows(args, ctx.comm(), ctx.memory)?;
             (Rows::Matrix(local), name)
         }
         (Some(path), _) => {
@@ -148,6 +148,12 @@ pub(super) fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
     }
     if args.batch > 1 && !matches!(args.solver, PcaMethod::Msg | PcaMethod::CappedMsg) {
         bail!("--batch applies to msg and capped-msg; {} takes one sample at a time", args.solver.name());
+    }
+    if args.table.given() {
+        bail!(
+            "--categorical and --label-column need a batch solver (exact, svrg-bb, vr-pca): {} streams numeric rows",
+            args.solver.name()
+        );
     }
     // Under mpirun: this rank's rows, and one world to add the passes' sums and gather the
     // mini-batches over.
@@ -182,7 +188,15 @@ pub(super) fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
         return Ok(());
     }
     observer.progress.finish();
-    let dataset = PcaDataset { source: name.clone(), n: outcome.samples, d, centered: args.center, scaled: args.scale };
+    let dataset = PcaDataset {
+        source: name.clone(),
+        n: outcome.samples,
+        d,
+        centered: args.center,
+        scaled: args.scale,
+        label_column: None,
+        categorical: Vec::new(),
+    };
     let report = report(&args, comm.size(), dataset, &outcome, observer.max_rank, (prepare_time, total.elapsed()));
     if let Some(dir) = &args.out {
         write_outputs(dir, &outcome.model, &report)?;

@@ -4,12 +4,12 @@ use std::path::Path;
 
 use faer::{Col, MatRef};
 use serde_json::json;
-use stolr_model::{ModelFile, Standardization};
+use stolr_model::{ModelFile, OneHotEncoding, Standardization};
 
 use crate::krr::KernelExpansion;
 use crate::model_io::{
-    bad, check_finite_array, get_f64, get_standardization, get_str, kernel_from_json, kernel_to_json, prepare_rows,
-    put_standardization,
+    bad, check_encoding, check_finite_array, get_encoding, get_f64, get_standardization, get_str, kernel_from_json,
+    kernel_to_json, prepare_rows, put_encoding, put_standardization,
 };
 use crate::{Persist, Predictor, SolverError};
 
@@ -46,6 +46,7 @@ pub struct KrrModel {
     expansion: KernelExpansion,
     standardization: Option<Standardization>,
     intercept: f64,
+    encoding: Option<OneHotEncoding>,
 }
 
 impl KrrModel {
@@ -71,7 +72,24 @@ impl KrrModel {
                 reason: format!("the standardization has width {}, the expansion {}", s.mean.len(), expansion.dim()),
             });
         }
-        Ok(Self { solver: solver.to_string(), expansion, standardization, intercept })
+        Ok(Self { solver: solver.to_string(), expansion, standardization, intercept, encoding: None })
+    }
+
+    /// The model with `encoding`, the categorical one-hot encoding (and target column) its
+    /// rows were read with (`stolr krr --categorical`/`--label-column`), so that
+    /// `stolr predict` reads new rows the same way; `None` removes it.
+    ///
+    /// # Errors
+    /// [`SolverError::ModelMismatch`] if the encoding does not produce the model's `d` features.
+    pub fn with_encoding(mut self, encoding: Option<OneHotEncoding>) -> Result<Self, SolverError> {
+        check_encoding(encoding.as_ref(), self.expansion.dim())?;
+        self.encoding = encoding;
+        Ok(self)
+    }
+
+    /// The categorical encoding of the raw rows, if the model was fitted on a table with one.
+    pub fn encoding(&self) -> Option<&OneHotEncoding> {
+        self.encoding.as_ref()
     }
 
     /// The solver that fitted the model (`slkl`, `krr`, `krr-subset`, `uniform`).
@@ -118,17 +136,17 @@ impl Persist for KrrModel {
     const KIND: &'static str = "kernel-ridge";
 
     fn to_model_file(&self) -> ModelFile {
-        let mut file = ModelFile::new(
-            Self::KIND,
-            json!({
-                "solver": self.solver,
-                "kernel": kernel_to_json(self.expansion.kernel()),
-                "intercept": self.intercept,
-                "n_features": self.n_features(),
-                "n_centers": self.expansion.len(),
-                "predict": "f(x) = intercept + kernel((x - standardization_mean) / standardization_scale, centers) @ coefficients",
-            }),
-        );
+        let mut parameters = json!({
+            "solver": self.solver,
+            "kernel": kernel_to_json(self.expansion.kernel()),
+            "intercept": self.intercept,
+            "n_features": self.n_features(),
+            "n_centers": self.expansion.len(),
+            "predict": "f(x) = intercept + kernel((x - standardization_mean) / standardization_scale, centers) @ coefficients",
+        });
+        let version = put_encoding(&mut parameters, self.encoding.as_ref());
+        let mut file = ModelFile::new(Self::KIND, parameters);
+        file.require_format_version(version);
         file.put_matrix("centers", self.expansion.centers());
         file.put_vector("coefficients", self.expansion.coefficients());
         put_standardization(&mut file, self.standardization.as_ref());
@@ -143,7 +161,9 @@ impl Persist for KrrModel {
         let d = centers.ncols();
         let expansion = KernelExpansion::new(kernel, centers, coefficients).map_err(|e| bad(path, e.to_string()))?;
         let standardization = get_standardization(file, d, path)?;
+        let encoding = get_encoding(file, d, path)?;
         Self::new(get_str(file, "solver", path)?, expansion, standardization, get_f64(file, "intercept", path)?)
+            .and_then(|m| m.with_encoding(encoding))
             .map_err(|e| bad(path, e.to_string()))
     }
 }

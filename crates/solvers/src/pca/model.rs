@@ -5,9 +5,9 @@ use std::path::Path;
 use faer::{Mat, MatRef};
 use serde_json::json;
 use stolr_lowrank::Eigenpairs;
-use stolr_model::ModelFile;
+use stolr_model::{ModelFile, OneHotEncoding};
 
-use crate::model_io::{bad, check_finite_array, get_f64, get_str};
+use crate::model_io::{bad, check_encoding, check_finite_array, get_encoding, get_f64, get_str, put_encoding};
 use crate::{Persist, SolverError, Transformer};
 
 /// A fitted PCA model: $z = ((x - \mu) \oslash s)\,V$ with the fitted mean $\mu$ and scale $s$
@@ -48,6 +48,7 @@ pub struct PcaModel {
     components: Mat<f64>,
     eigenvalues: Vec<f64>,
     n_samples: usize,
+    encoding: Option<OneHotEncoding>,
 }
 
 impl PcaModel {
@@ -90,7 +91,24 @@ impl PcaModel {
                 reason: "the model has non-finite entries or non-positive scales".into(),
             });
         }
-        Ok(Self { solver: solver.to_string(), mean, scale, components, eigenvalues, n_samples })
+        Ok(Self { solver: solver.to_string(), mean, scale, components, eigenvalues, n_samples, encoding: None })
+    }
+
+    /// The model with `encoding`, the categorical one-hot encoding its rows were read with
+    /// (`stolr pca --categorical`/`--label-column`), so that `stolr transform` reads new rows
+    /// the same way; `None` removes it.
+    ///
+    /// # Errors
+    /// [`SolverError::ModelMismatch`] if the encoding does not produce the model's `d` features.
+    pub fn with_encoding(mut self, encoding: Option<OneHotEncoding>) -> Result<Self, SolverError> {
+        check_encoding(encoding.as_ref(), self.components.nrows())?;
+        self.encoding = encoding;
+        Ok(self)
+    }
+
+    /// The categorical encoding of the raw rows, if the model was fitted on a table with one.
+    pub fn encoding(&self) -> Option<&OneHotEncoding> {
+        self.encoding.as_ref()
     }
 
     /// The model of Rayleigh–Ritz `pairs` (axes `(d, r)`, Ritz values of the prepared data).
@@ -201,17 +219,17 @@ impl Persist for PcaModel {
     const KIND: &'static str = "pca";
 
     fn to_model_file(&self) -> ModelFile {
-        let mut file = ModelFile::new(
-            Self::KIND,
-            json!({
-                "solver": self.solver,
-                "n_samples": self.n_samples,
-                "n_features": self.n_features(),
-                "rank": self.rank(),
-                "eigenvalue_order": "nonincreasing",
-                "transform": "z = ((x - mean) / scale) @ components; explained_variance = eigenvalues / (n_samples - 1)",
-            }),
-        );
+        let mut parameters = json!({
+            "solver": self.solver,
+            "n_samples": self.n_samples,
+            "n_features": self.n_features(),
+            "rank": self.rank(),
+            "eigenvalue_order": "nonincreasing",
+            "transform": "z = ((x - mean) / scale) @ components; explained_variance = eigenvalues / (n_samples - 1)",
+        });
+        let version = put_encoding(&mut parameters, self.encoding.as_ref());
+        let mut file = ModelFile::new(Self::KIND, parameters);
+        file.require_format_version(version);
         file.put_vector("mean", &self.mean);
         file.put_vector("scale", &self.scale);
         file.put_matrix("components", self.components.as_ref());
@@ -235,6 +253,13 @@ impl Persist for PcaModel {
             eigenvalues,
             n as usize,
         )
-        .map_err(|e| bad(path, e.to_string()))
+        .and_then(|m| {
+            let encoding = get_encoding(file, m.n_features(), path)?;
+            m.with_encoding(encoding)
+        })
+        .map_err(|e| match e {
+            e @ SolverError::ModelFile { .. } => e,
+            e => bad(path, e.to_string()),
+        })
     }
 }
