@@ -535,7 +535,7 @@ fn check_distributed(args: &KrrArgs, size: usize) -> Result<()> {
 /// reads the whole data file (or generates the data) and prepares it as one process does —
 /// split, standardization statistics and σ are computed from all training rows on every rank,
 /// the same bits everywhere — then keeps its balanced share of the training rows for the fit
-/// ([`KernelRidge::fit_prepared_sharded`]: Nyström adds `ȳ`, `K_Mn K_nM` and `K_Mn (y − ȳ)`
+/// (`stolr_solvers::KernelRidge::fit_prepared_sharded`: Nyström adds `ȳ`, `K_Mn K_nM` and `K_Mn (y − ȳ)`
 /// across ranks in rank order and replicates the `M × M` solve; SLKL keeps each rank's rows of
 /// the kernel columns and adds every inner product over the rows across ranks, with μ and the
 /// Woodbury core replicated). Rank 0, which still holds every row, predicts, writes every

@@ -4,7 +4,7 @@
 //! `laplacian.rs`, `polynomial.rs`, `linear.rs`, `cosine.rs`): its name, its parameters and their defaults, how its
 //! values are formed ([`KernelForm`] and its [`Evaluator`]), its spectral density when it is
 //! shift-invariant and its Maclaurin coefficients when it is a dot-product kernel. The
-//! [`kernels!`] call below registers it: it becomes a variant of [`Kernel`] and of
+//! `kernels!` call below registers it: it becomes a variant of [`Kernel`] and of
 //! [`KernelFamily`], and every solver, model file, report and front end reaches it through
 //! them. Adding a kernel is its file plus one line there.
 
@@ -108,7 +108,7 @@ pub trait Evaluator: Copy + Send + Sync {
 }
 
 /// What a kernel provides. Each kernel implements it in its own file and is registered once in
-/// [`kernels!`].
+/// `kernels!` (`kernels/mod.rs`).
 ///
 /// # References
 /// docs/derivations.md §1.1; \[SKPCA\], "Unbiased Estimators".

@@ -90,7 +90,7 @@ pub struct KernelRidgeJob {
     /// The kernel; a bandwidth not given is the [`KernelRidgeJob::bandwidth_percentile`]-th
     /// percentile of the distances between distinct training rows.
     pub kernel: KernelSpec,
-    /// The percentile of the bandwidth rule, in `(0, 100]` (default 20, [SKPCA]'s).
+    /// The percentile of the bandwidth rule, in `(0, 100]` (default 20, \[SKPCA\]'s).
     pub bandwidth_percentile: f64,
     /// The solver with its λ, ν and landmarks `M` (a cross-validated ν or λ replaces the one it
     /// holds).
