@@ -335,6 +335,14 @@ fn predict<'py>(py: Python<'py>, model: &[u8], x: PyReadonlyArray2<'py, f64>) ->
     Ok(Array1::from_iter(f.iter().copied()).into_pyarray(py))
 }
 
+/// The PCA model's explained variance ratio (`None` when the model does not know its total
+/// variance: the streaming solvers).
+#[pyfunction]
+fn pca_explained_variance_ratio<'py>(py: Python<'py>, model: &[u8]) -> PyResult<Option<Bound<'py, PyArray1<f64>>>> {
+    let m: PcaModel = load(model)?;
+    Ok(m.explained_variance_ratio().map(|r| Array1::from(r).into_pyarray(py)))
+}
+
 /// The PCA model's components `(r, d)` (scikit-learn's layout) and explained variance.
 #[pyfunction]
 fn pca_attributes<'py>(py: Python<'py>, model: &[u8]) -> PyResult<PcaArrays<'py>> {
@@ -543,6 +551,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(inverse_transform, m)?)?;
     m.add_function(wrap_pyfunction!(predict, m)?)?;
     m.add_function(wrap_pyfunction!(pca_attributes, m)?)?;
+    m.add_function(wrap_pyfunction!(pca_explained_variance_ratio, m)?)?;
     m.add_function(wrap_pyfunction!(model_kind, m)?)?;
     m.add_class::<StreamingState>()?;
     Ok(())

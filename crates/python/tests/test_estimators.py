@@ -99,6 +99,26 @@ def test_linear_and_cosine_kernels_match_scikit_learn(kernel):
         assert _up_to_sign(ours.transform(Y), expected) < 1e-8
 
 
+@pytest.mark.parametrize("solver", ["exact", "svrg-bb", "vr-pca"])
+def test_explained_variance_ratio_matches_scikit_learn(solver, tmp_path):
+    # An outlier row, duplicate rows and a constant column.
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(300, 6)) * [5.0, 3.0, 2.0, 1.0, 0.5, 1.0]
+    X[:, 5] = 7.0
+    X[10] = X[3]
+    X[11] = X[3]
+    X[20] = [60.0, -40.0, 10.0, 5.0, 1.0, 7.0]
+    ours = stolr.PCA(n_components=3, solver=solver, random_state=0).fit(X)
+    ref = SkPCA(n_components=3, svd_solver="full").fit(X)
+    tol = 1e-10 if solver == "exact" else 1e-4
+    assert np.allclose(ours.explained_variance_ratio_, ref.explained_variance_ratio_, rtol=tol)
+    assert ours.explained_variance_ratio_.sum() <= 1.0 + 1e-12
+    # A saved model keeps it.
+    path = tmp_path / "pca.npz"
+    ours.save(path)
+    assert np.array_equal(stolr.load(str(path)).explained_variance_ratio_, ours.explained_variance_ratio_)
+
+
 def test_stochastic_kernel_pca_is_close_to_exact():
     rng = np.random.default_rng(2)
     X, Y = rng.normal(size=(300, 3)) * [3, 1, 0.5], rng.normal(size=(20, 3))

@@ -508,6 +508,9 @@ pub struct PcaResult {
     pub eigenvalue_order: String,
     /// `ritz_values / (n − 1)`.
     pub explained_variance: Vec<f64>,
+    /// `explained_variance` over the total variance of the prepared data (the batch solvers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explained_variance_ratio: Option<Vec<f64>>,
     /// `‖X V‖_F` (\[SVRG-PCA\]'s metric).
     pub captured_norm: f64,
     /// What `captured_norm` is.

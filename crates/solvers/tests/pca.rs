@@ -162,3 +162,33 @@ fn bad_input_is_a_typed_error() {
     let cfg = SvrgPcaConfig { c2: -1.0, ..SvrgPcaConfig::consistent(2) };
     assert!(matches!(svrg_pca(x.as_ref(), &cfg, &mut rng(1), &mut ()), Err(SolverError::InvalidConfig { .. })));
 }
+
+#[test]
+fn the_explained_variance_ratio_is_each_eigenvalues_share_of_the_trace() {
+    use stolr_solvers::{Fit, Pca, PcaModel, PcaSolver};
+    // An outlier row, duplicate rows and a constant column; rank d: the shares add up to 1.
+    let mut x = gaussian(80, 4, 7);
+    for i in 0..80 {
+        x[(i, 3)] = 2.5;
+    }
+    for j in 0..4 {
+        x[(9, j)] = x[(2, j)];
+        x[(0, j)] = 40.0 * (j as f64 + 1.0);
+    }
+    let pca = Pca { rank: 3, center: true, scale: false, solver: PcaSolver::Exact };
+    let model: PcaModel = pca.fit(x.as_ref(), &mut rng(1), &mut ()).unwrap();
+    let ratio = model.explained_variance_ratio().unwrap();
+    // The covariance's eigenvalues by a dense decomposition, for the shares.
+    let means: Vec<f64> = (0..4).map(|j| (0..80).map(|i| x[(i, j)]).sum::<f64>() / 80.0).collect();
+    let centred = Mat::from_fn(80, 4, |i, j| x[(i, j)] - means[j]);
+    let (values, _) = dense_pairs(&centred);
+    let trace: f64 = values.iter().sum();
+    for (r, v) in ratio.iter().zip(&values) {
+        assert!((r - v / trace).abs() < 1e-12, "{r} vs {}", v / trace);
+    }
+    assert!(ratio.iter().sum::<f64>() <= 1.0 + 1e-12);
+    // A total below the explained variance, or not finite, is refused.
+    for bad in [f64::NAN, -1.0, 1e-9] {
+        assert!(model.clone().with_total_variance(bad).is_err(), "{bad}");
+    }
+}

@@ -178,6 +178,7 @@ fn report(
             ritz_values: model.eigenvalues().to_vec(),
             eigenvalue_order: "nonincreasing".into(),
             explained_variance: model.explained_variance(),
+            explained_variance_ratio: model.explained_variance_ratio(),
             captured_norm: captured_norm(model.eigenvalues()),
             captured_norm_meaning: "||A^T X||_F = ||data · components||_F (paper 002's metric)".into(),
             sslev,

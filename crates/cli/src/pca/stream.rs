@@ -247,6 +247,7 @@ fn report(
             ritz_values: outcome.pairs.values.clone(),
             eigenvalue_order: "nonincreasing".into(),
             explained_variance: outcome.model.explained_variance(),
+            explained_variance_ratio: outcome.model.explained_variance_ratio(),
             captured_norm: captured_norm(&outcome.pairs.values),
             captured_norm_meaning: "||A^T V||_F: the square root of the sum of the eigenvalues of V^T (sum_i x_i x_i^T) V on the solver's subspace V (transformed data)".into(),
             sslev: None,

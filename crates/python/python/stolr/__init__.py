@@ -127,7 +127,12 @@ class KernelPCA(TransformerMixin, BaseEstimator, _Model):
 
 
 class PCA(TransformerMixin, BaseEstimator, _Model):
-    """PCA by SVRG with Barzilai–Borwein steps, VR-PCA or the exact solver; centred by default."""
+    """PCA by SVRG with Barzilai–Borwein steps, VR-PCA or the exact solver; centred by default.
+
+    Fitted attributes as scikit-learn's ``PCA``: ``components_`` (n_components, n_features),
+    ``explained_variance_`` (non-increasing), ``explained_variance_ratio_`` (each component's
+    share of the total variance of the centred rows; summing to at most 1) and ``mean_``.
+    """
 
     def __init__(self, n_components=2, solver="exact", center=True, random_state=None, verbose=False):
         self.verbose = verbose
@@ -141,6 +146,7 @@ class PCA(TransformerMixin, BaseEstimator, _Model):
         self.model_ = _core.fit_pca(np.ascontiguousarray(X), int(self.n_components), self.solver,
                                     bool(self.center), _seed(self.random_state), bool(self.verbose))
         self.components_, self.explained_variance_, self.mean_ = _core.pca_attributes(self.model_)
+        self.explained_variance_ratio_ = _core.pca_explained_variance_ratio(self.model_)
         return self
 
     def transform(self, X):
@@ -301,5 +307,8 @@ def load(path):
     est.model_ = data
     if kind == "pca":
         est.components_, est.explained_variance_, est.mean_ = _core.pca_attributes(data)
+        ratio = _core.pca_explained_variance_ratio(data)
+        if ratio is not None:
+            est.explained_variance_ratio_ = ratio
         est.n_features_in_ = est.components_.shape[1]
     return est

@@ -220,7 +220,14 @@ impl Pca {
                 (out.pairs, Some(stop), out.epochs)
             }
         };
-        Ok((PcaModel::from_basis(name, mean, scale, &pairs, n)?, stop, epochs))
+        // ‖X̃‖²_F over every rank, for the explained variance ratio.
+        let mut squares = [prepared.squared_norm_l2()];
+        if comm.size() > 1 {
+            comm.all_reduce_sum(&mut squares);
+        }
+        let total = squares[0] / n.saturating_sub(1).max(1) as f64;
+        let model = PcaModel::from_basis(name, mean, scale, &pairs, n)?.with_total_variance(total)?;
+        Ok((model, stop, epochs))
     }
 }
 

@@ -49,6 +49,7 @@ pub struct PcaModel {
     eigenvalues: Vec<f64>,
     n_samples: usize,
     encoding: Option<OneHotEncoding>,
+    total_variance: Option<f64>,
 }
 
 impl PcaModel {
@@ -91,7 +92,16 @@ impl PcaModel {
                 reason: "the model has non-finite entries or non-positive scales".into(),
             });
         }
-        Ok(Self { solver: solver.to_string(), mean, scale, components, eigenvalues, n_samples, encoding: None })
+        Ok(Self {
+            solver: solver.to_string(),
+            mean,
+            scale,
+            components,
+            eigenvalues,
+            n_samples,
+            encoding: None,
+            total_variance: None,
+        })
     }
 
     /// The model with `encoding`, the categorical one-hot encoding its rows were read with
@@ -109,6 +119,33 @@ impl PcaModel {
     /// The categorical encoding of the raw rows, if the model was fitted on a table with one.
     pub fn encoding(&self) -> Option<&OneHotEncoding> {
         self.encoding.as_ref()
+    }
+
+    /// The model with the total variance of the prepared training data, $\|\tilde X\|_F^2 /
+    /// (n - 1)$ (the trace of its covariance when centred; in the units of
+    /// [`PcaModel::explained_variance`]), which [`PcaModel::explained_variance_ratio`] divides by.
+    ///
+    /// # Errors
+    /// [`SolverError::ModelMismatch`] unless it is finite and at least the explained variance.
+    pub fn with_total_variance(mut self, total: f64) -> Result<Self, SolverError> {
+        let explained: f64 = self.explained_variance().iter().sum();
+        // The Ritz values of an iterative solver can exceed the data's by rounding only.
+        if !(total.is_finite() && total >= 0.0 && explained <= total * (1.0 + 1e-9) + f64::MIN_POSITIVE) {
+            return Err(SolverError::ModelMismatch {
+                reason: format!("a total variance of {total} below the explained variance {explained}"),
+            });
+        }
+        self.total_variance = Some(total);
+        Ok(self)
+    }
+
+    /// The share of the total variance each component explains, `explained_variance / total`
+    /// (scikit-learn's `explained_variance_ratio_` when centred), length `r`, summing to at most
+    /// 1; `None` when the total is not known (the streaming solvers, model files written before
+    /// it was recorded).
+    pub fn explained_variance_ratio(&self) -> Option<Vec<f64>> {
+        let total = self.total_variance?;
+        Some(self.explained_variance().iter().map(|v| if total > 0.0 { v / total } else { 0.0 }).collect())
     }
 
     /// The model of Rayleigh–Ritz `pairs` (axes `(d, r)`, Ritz values of the prepared data).
@@ -235,6 +272,9 @@ impl Persist for PcaModel {
         file.put_matrix("components", self.components.as_ref());
         file.put_vector("eigenvalues", &self.eigenvalues);
         file.put_vector("explained_variance", &self.explained_variance());
+        if let Some(total) = self.total_variance {
+            file.put_vector("total_variance", &[total]);
+        }
         file
     }
 
@@ -256,6 +296,13 @@ impl Persist for PcaModel {
         .and_then(|m| {
             let encoding = get_encoding(file, m.n_features(), path)?;
             m.with_encoding(encoding)
+        })
+        .and_then(|m| match file.has("total_variance") {
+            true => match file.vector("total_variance")?[..] {
+                [total] => m.with_total_variance(total),
+                _ => Err(bad(path, "total_variance must hold one number")),
+            },
+            false => Ok(m),
         })
         .map_err(|e| match e {
             e @ SolverError::ModelFile { .. } => e,
