@@ -18,13 +18,14 @@ use crate::common::progress::Progress;
 use crate::distributed::RunContext;
 use crate::memory::peak_rss_bytes;
 
+/// What a batch run reads: the rows, the singular values of generated data (known in closed
+/// form), the rows' place, and the categorical encoding of a table.
+type Rows = (Dataset, Option<Vec<f64>>, RowShard, Option<OneHotEncoding>);
+
 /// The rows of a batch run: this rank's part under an MPI run with several processes, else the
 /// file or the generated data (with its singular values, known in closed form), their place,
 /// and the categorical encoding of a table read with `--categorical`/`--label-column`.
-fn read_rows(
-    args: &PcaArgs,
-    ctx: &RunContext,
-) -> Result<(Dataset, Option<Vec<f64>>, RowShard, Option<OneHotEncoding>)> {
+fn read_rows(args: &PcaArgs, ctx: &RunContext) -> Result<Rows> {
     Ok(match (&ctx.world, &args.input, args.generate) {
         (_, Some(_), _) if matches!(args.format, Format::Abalone | Format::Housing) => {
             bail!("--format {} is a regression set; pca reads mnist, libsvm, csv, npy or magic", args.format.name())
