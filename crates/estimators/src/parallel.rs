@@ -7,6 +7,7 @@
 
 use faer::{Mat, Par};
 use rayon::prelude::*;
+use stolr_lowrank::clear_upper_vector_state;
 
 /// Below this many scalar operations per task, splitting costs more than it saves.
 const MIN_WORK_PER_TASK: usize = 1 << 16;
@@ -26,7 +27,10 @@ where
         .map(|c| c.try_as_col_major_mut().expect("columns of an owned faer matrix are contiguous").as_slice_mut())
         .collect();
     let total: usize = (0..ncols).map(cost).sum();
+    // The passes call libm after GEMMs that may leave the thread's vector state dirty
+    // ([`clear_upper_vector_state`]): clear it on whichever thread runs a column.
     if par.degree() <= 1 || total < 2 * MIN_WORK_PER_TASK || ncols < 2 {
+        clear_upper_vector_state();
         for (j, col) in cols.iter_mut().enumerate() {
             f(j, col);
         }
@@ -34,7 +38,10 @@ where
     }
     let per_col = (total / ncols).max(1);
     let min_len = MIN_WORK_PER_TASK.div_ceil(per_col).max(1);
-    cols.par_iter_mut().enumerate().with_min_len(min_len).for_each(|(j, col)| f(j, col));
+    cols.par_iter_mut().enumerate().with_min_len(min_len).for_each(|(j, col)| {
+        clear_upper_vector_state();
+        f(j, col)
+    });
 }
 
 /// Copies the strictly lower triangle of the square matrix `m` onto its upper triangle, in
@@ -53,24 +60,5 @@ pub(crate) fn mirror_lower_to_upper(m: &mut Mat<f64>) {
                 }
             }
         }
-    }
-}
-
-/// Clears the upper halves of the vector registers (`vzeroupper`) on x86-64 CPUs with AVX; a
-/// no-op elsewhere.
-///
-/// faer's GEMM kernels use 256- and 512-bit registers and can return with their upper halves in
-/// use; the libm calls of the element-wise passes that follow (`exp`, `powi`) are SSE code, and
-/// on such CPUs every SSE instruction executed in that state pays a transition penalty. Measured
-/// on the Gaussian tiles of [`crate::KernelOperator`]: 17 times slower without this call (0.68 s
-/// against 0.039 s per product, n = 3000, d = 30). Call it after a GEMM, before a loop of libm
-/// calls, on the thread that runs the loop.
-#[inline]
-pub(crate) fn clear_upper_vector_state() {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx") {
-        // SAFETY: `vzeroupper` only zeroes the upper halves of the vector registers, which no
-        // live value of this function occupies across the call; AVX was detected just above.
-        unsafe { std::arch::x86_64::_mm256_zeroupper() };
     }
 }

@@ -69,7 +69,7 @@ pub use eigenpairs::Eigenpairs;
 pub use error::LowRankError;
 pub use gram_schmidt::{Orthogonalization, OrthogonalizedBlock, orthogonalize_against};
 pub use low_rank::LowRank;
-pub use products::{matmul, mul, squared_norm};
+pub use products::{clear_upper_vector_state, matmul, mul, squared_norm};
 pub use qr_svd::{ThinSvd, thin_qr, thin_svd};
 pub use rank_one_eigen::{RankOneEigenUpdate, rank_one_eigen_update};
 pub use secular::eigen_diagonal_plus_rank_one;

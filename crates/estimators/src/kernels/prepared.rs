@@ -8,7 +8,7 @@ use stolr_lowrank::matmul;
 
 use super::{Evaluator, Kernel, KernelForm, KernelFunction, diagonal_of, dispatch};
 use crate::data::{coordinate_median, row_major, row_sq_norms, shifted, to_owned};
-use crate::parallel::{clear_upper_vector_state, for_each_col_mut, mirror_lower_to_upper};
+use crate::parallel::{for_each_col_mut, mirror_lower_to_upper};
 
 /// Rough cost of one `exp`/`powi`, in scalar operations, for load balancing.
 const TRANSCENDENTAL_COST: usize = 16;
@@ -179,7 +179,6 @@ impl PreparedKernel {
         let start = |j: usize| if lower_only { j.min(n) } else { 0 };
         let cost = |j: usize| (n - start(j)) * TRANSCENDENTAL_COST;
         for_each_col_mut(g, par, cost, |j, col| {
-            clear_upper_vector_state();
             let sj = sq_j[j];
             let y = &rows_j[j * d..(j + 1) * d];
             for (i, v) in col.iter_mut().enumerate().skip(start(j)) {
@@ -199,7 +198,6 @@ impl PreparedKernel {
         let start = |j: usize| if lower_only { j.min(n) } else { 0 };
         let cost = |j: usize| (n - start(j)) * TRANSCENDENTAL_COST;
         for_each_col_mut(g, par, cost, |j, col| {
-            clear_upper_vector_state();
             for v in col.iter_mut().skip(start(j)) {
                 *v = e.of_inner_product(*v);
             }
@@ -398,7 +396,6 @@ impl PreparedKernel {
                     1.0,
                     Par::Seq,
                 );
-                clear_upper_vector_state();
                 for c in 0..tc {
                     let j = cols.start + c;
                     let (sj, y) = (sq[j], &xrows[j * d..(j + 1) * d]);
@@ -420,7 +417,6 @@ impl PreparedKernel {
                 let xl = lx.subrows(rows.start, tr);
                 let xr = x.subrows(cols.start, tc);
                 matmul(out.rb_mut(), Accum::Replace, xl, xr.transpose(), 1.0, Par::Seq);
-                clear_upper_vector_state();
                 for c in 0..tc {
                     let col = out.rb_mut().col_mut(c).try_as_col_major_mut().expect("tile columns are contiguous");
                     for v in col.as_slice_mut() {
