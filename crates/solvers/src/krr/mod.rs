@@ -13,6 +13,7 @@ mod landmarks;
 mod model;
 mod nu_selection;
 mod nystrom;
+mod nystrom_cg;
 mod nystrom_cv;
 mod slkl;
 

@@ -13,6 +13,7 @@ use stolr_memory::{MemoryBudget, f64_bytes};
 use crate::SolverError;
 use crate::error::{check_landmarks, check_regression, check_shard};
 use crate::krr::KernelExpansion;
+use crate::krr::nystrom_cg::{dot, solve_cg};
 
 /// Rows of the `n × M` kernel block evaluated at once (`8·4096·M` bytes: 66 MB for `M = 2000`).
 pub(super) const BLOCK_ROWS: usize = 4096;
@@ -265,7 +266,7 @@ fn intercept_of(centring: Option<&Centring>, kbar: Option<&[f64]>, alpha: &[f64]
 }
 
 /// Subtracts `centre` (length `M`) from every column of the panel's $C^\top$ `(M, len)`.
-fn centre_panel(panel: &mut Panel, centre: Option<&[f64]>) {
+pub(super) fn centre_panel(panel: &mut Panel, centre: Option<&[f64]>) {
     if let Some(centre) = centre {
         let len = panel.kernel.ncols();
         for i in 0..len {
@@ -527,35 +528,6 @@ pub(super) fn whiten(l: MatRef<'_, f64>, gram: Mat<f64>) -> Mat<f64> {
     Mat::from_fn(m, m, |i, j| 0.5 * (h[(i, j)] + h[(j, i)]))
 }
 
-/// `K_Mn K_nM v` (length `M`) in one pass over the kernel panels, or with `centre` = $\bar k$
-/// the centred $\tilde K_{Mn}\tilde K_{nM} v$ (each panel centred first); each panel's
-/// contribution is formed on its own thread and the contributions are summed in row order.
-fn normal_product(panels: &CrossKernelPanels<'_>, v: &[f64], centre: Option<&[f64]>) -> Result<Vec<f64>, SolverError> {
-    let m = v.len();
-    let vm = MatRef::from_column_major_slice(v, m, 1);
-    let mut out = Mat::<f64>::zeros(m, 1);
-    panels.for_each_block(
-        BLOCK_ROWS,
-        |panel| {
-            centre_panel(panel, centre);
-            let c = panel.kernel.as_ref();
-            let mut u = Mat::<f64>::zeros(c.ncols(), 1);
-            matmul(u.as_mut(), Accum::Replace, c.transpose(), vm, 1.0, Par::Seq);
-            if panel.scratch.shape() != (m, 1) {
-                panel.scratch = Mat::zeros(m, 1);
-            }
-            matmul(panel.scratch.as_mut(), Accum::Replace, c, u.as_ref(), 1.0, Par::Seq);
-        },
-        |block| {
-            for panel in block.iter() {
-                out += &panel.scratch;
-            }
-            Ok::<(), SolverError>(())
-        },
-    )?;
-    Ok((0..m).map(|i| out[(i, 0)]).collect())
-}
-
 /// `K_Mn y` `(M, 1)` in one pass over the kernel panels, summed in row order; with `centring`
 /// the sums around the shift `(M, 2)` and $\sum_i y_i$ as in [`normal_equations`].
 fn shifted_sums(
@@ -578,108 +550,6 @@ fn shifted_sums(
         },
     )?;
     Ok((sums, ysum))
-}
-
-fn lower_solve(l: MatRef<'_, f64>, v: &mut [f64]) {
-    let n = v.len();
-    solve_lower_triangular_in_place(l, faer::MatMut::from_column_major_slice_mut(v, n, 1), Par::Seq);
-}
-
-fn upper_solve(u: MatRef<'_, f64>, v: &mut [f64]) {
-    let n = v.len();
-    solve_upper_triangular_in_place(u, faer::MatMut::from_column_major_slice_mut(v, n, 1), Par::Seq);
-}
-
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
-/// Falkon-preconditioned conjugate gradients on the right-hand side `rhs` `(M, 1)`
-/// ($K_{Mn}y$, or $\tilde K_{Mn}\tilde y$ with `centre` = $\bar k$, which centres every pass);
-/// returns α, the iterations and the final relative residual.
-fn solve_cg(
-    panels: &CrossKernelPanels<'_>,
-    rhs: &Mat<f64>,
-    centre: Option<&[f64]>,
-    l: MatRef<'_, f64>,
-    config: &NystromKrrConfig,
-) -> Result<(Vec<f64>, usize, f64), SolverError> {
-    let (n, m) = (panels.n(), l.nrows());
-    let lambda = config.lambda;
-    // R Rᵀ = (n/M) LᵀL + λI.
-    let mut ltl = Mat::<f64>::zeros(m, m);
-    triangular::matmul(
-        ltl.as_mut(),
-        BlockStructure::TriangularLower,
-        Accum::Replace,
-        l.transpose(),
-        BlockStructure::TriangularUpper,
-        l,
-        BlockStructure::TriangularLower,
-        n as f64 / m as f64,
-        faer::get_global_parallelism(),
-    );
-    for i in 0..m {
-        ltl[(i, i)] += lambda;
-    }
-    let r = ltl.llt(Side::Lower).map_err(|_| {
-        SolverError::LowRank(stolr_lowrank::LowRankError::NotPositiveDefinite { what: "(n/M) LᵀL + λI" })
-    })?;
-    let r = r.L().to_owned();
-    drop(ltl);
-    // P = L⁻ᵀ R⁻ᵀ, Pᵀ = R⁻¹ L⁻¹.
-    let apply_p = |v: &mut [f64]| {
-        upper_solve(r.transpose(), v);
-        upper_solve(l.transpose(), v);
-    };
-    let apply_pt = |v: &mut [f64]| {
-        lower_solve(l, v);
-        lower_solve(r.as_ref(), v);
-    };
-    // A β = Pᵀ K_Mn K_nM P β + λ R⁻¹ R⁻ᵀ β.
-    let operator = |beta: &[f64]| -> Result<Vec<f64>, SolverError> {
-        let mut v = beta.to_vec();
-        apply_p(&mut v);
-        let mut out = normal_product(panels, &v, centre)?;
-        apply_pt(&mut out);
-        let mut reg = beta.to_vec();
-        upper_solve(r.transpose(), &mut reg);
-        lower_solve(r.as_ref(), &mut reg);
-        for (o, g) in out.iter_mut().zip(&reg) {
-            *o += lambda * g;
-        }
-        Ok(out)
-    };
-    let mut b: Vec<f64> = (0..m).map(|i| rhs[(i, 0)]).collect();
-    apply_pt(&mut b);
-    let b_norm = dot(&b, &b).sqrt();
-    let mut beta = vec![0.0; m];
-    let mut residual = b.clone();
-    let mut direction = b.clone();
-    let mut rr = dot(&residual, &residual);
-    let mut iterations = 0;
-    let mut relative = if b_norm > 0.0 { rr.sqrt() / b_norm } else { 0.0 };
-    while relative > config.tolerance && iterations < config.max_iterations {
-        let ad = operator(&direction)?;
-        let step = rr / dot(&direction, &ad);
-        if !step.is_finite() || step <= 0.0 {
-            break;
-        }
-        for i in 0..m {
-            beta[i] += step * direction[i];
-            residual[i] -= step * ad[i];
-        }
-        let rr_next = dot(&residual, &residual);
-        let ratio = rr_next / rr;
-        rr = rr_next;
-        for i in 0..m {
-            direction[i] = residual[i] + ratio * direction[i];
-        }
-        iterations += 1;
-        relative = rr.sqrt() / b_norm;
-    }
-    apply_p(&mut beta);
-    Ok((beta, iterations, relative))
 }
 
 /// $\sum_i (y_i - (K_{nM}\alpha)_i)^2$ over the rows of `panels`, in row order; with `centre`
