@@ -1,10 +1,11 @@
 //! The cross-kernel matrix between many rows and a few fixed rows, produced in row panels and
 //! handed to the caller in a fixed order, so that it is never held whole.
 
-use faer::{Mat, MatRef, Par};
+use faer::{Mat, Par};
 use rayon::prelude::*;
 
 use crate::EstimatorError;
+use crate::sparse::DataRef;
 use crate::kernels::{Kernel, KernelEvaluation, PreparedKernel};
 
 /// Rows of `X` per panel of [`CrossKernelPanels`]: the unit in which the cross kernel is
@@ -31,7 +32,7 @@ pub const PANEL_ROWS: usize = 256;
 /// docs/derivations.md §1.5 (Nyström: the `n × m` block `C = K[:, I]`); \[SKPCA\], "Experimental
 /// Setting" (Nyström baseline).
 pub struct CrossKernelPanels<'a> {
-    x: MatRef<'a, f64>,
+    x: DataRef<'a>,
     prepared: PreparedKernel,
     m: usize,
 }
@@ -42,7 +43,11 @@ impl<'a> CrossKernelPanels<'a> {
     /// # Errors
     /// [`EstimatorError::InvalidKernel`] for invalid kernel parameters;
     /// [`EstimatorError::DimensionMismatch`] if `x` and `y` have different numbers of columns.
-    pub fn new(kernel: &Kernel, x: MatRef<'a, f64>, y: MatRef<'_, f64>) -> Result<Self, EstimatorError> {
+    pub fn new<'y>(
+        kernel: &Kernel,
+        x: impl Into<DataRef<'a>>,
+        y: impl Into<DataRef<'y>>,
+    ) -> Result<Self, EstimatorError> {
         Self::with_evaluation(kernel, KernelEvaluation::Expanded, x, y)
     }
 
@@ -51,12 +56,13 @@ impl<'a> CrossKernelPanels<'a> {
     ///
     /// # Errors
     /// As [`CrossKernelPanels::new`].
-    pub fn with_evaluation(
+    pub fn with_evaluation<'y>(
         kernel: &Kernel,
         evaluation: KernelEvaluation,
-        x: MatRef<'a, f64>,
-        y: MatRef<'_, f64>,
+        x: impl Into<DataRef<'a>>,
+        y: impl Into<DataRef<'y>>,
     ) -> Result<Self, EstimatorError> {
+        let (x, y) = (x.into(), y.into());
         kernel.validate()?;
         if x.ncols() != y.ncols() {
             return Err(EstimatorError::DimensionMismatch {

@@ -36,6 +36,7 @@ mod operator;
 mod parallel;
 mod rff;
 mod sincos;
+mod sparse;
 
 pub use bandwidth::{
     Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, DUPLICATE_WARNING_SHARE, bandwidth_estimate,
@@ -54,3 +55,4 @@ pub use kernels::{
 pub use maclaurin::RandomMaclaurin;
 pub use operator::{DEFAULT_TILE, KernelOperator, OperatorCentering};
 pub use rff::RandomFourierFeatures;
+pub use sparse::DataRef;

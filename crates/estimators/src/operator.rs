@@ -7,8 +7,8 @@ use faer::{Accum, Mat, MatRef, Par};
 use rayon::prelude::*;
 
 use crate::EstimatorError;
-use crate::data::check_data;
 use crate::kernels::{Kernel, KernelEvaluation, PreparedKernel};
+use crate::sparse::DataRef;
 
 /// Default tile side `t`: a tile holds `t × t` kernel values (2 MiB at 512).
 pub const DEFAULT_TILE: usize = 512;
@@ -95,8 +95,8 @@ impl KernelOperator {
     /// [`EstimatorError::InvalidKernel`] for bad kernel parameters,
     /// [`EstimatorError::ShapeMismatch`] if given means do not have length `n`, and
     /// [`EstimatorError::ZeroFeatures`] if `tile == 0`.
-    pub fn new(
-        x: MatRef<'_, f64>,
+    pub fn new<'x>(
+        x: impl Into<DataRef<'x>>,
         kernel: Kernel,
         centering: OperatorCentering,
         tile: usize,
@@ -112,15 +112,16 @@ impl KernelOperator {
     ///
     /// # Errors
     /// As [`KernelOperator::new`].
-    pub fn with_evaluation(
-        x: MatRef<'_, f64>,
+    pub fn with_evaluation<'x>(
+        x: impl Into<DataRef<'x>>,
         kernel: Kernel,
         evaluation: KernelEvaluation,
         centering: OperatorCentering,
         tile: usize,
         par: Par,
     ) -> Result<Self, EstimatorError> {
-        check_data(x)?;
+        let x = x.into();
+        x.check()?;
         kernel.validate()?;
         if tile == 0 {
             return Err(EstimatorError::ZeroFeatures { what: "rows per kernel tile" });
@@ -199,6 +200,16 @@ impl KernelOperator {
     /// `8·n·(2d + 2)`.
     pub fn bytes(n: usize, d: usize) -> u64 {
         8u64.saturating_mul(n as u64).saturating_mul((d as u64).saturating_mul(2).saturating_add(2))
+    }
+
+    /// Bytes an operator on the rows `x` holds at most: [`KernelOperator::bytes`] for dense
+    /// rows; for sparse rows one copy of the stored entries, the squared row norms and the row
+    /// means, `16·nnz + 24·n + 8`.
+    pub fn data_bytes(x: DataRef<'_>) -> u64 {
+        match x {
+            DataRef::Dense(x) => Self::bytes(x.nrows(), x.ncols()),
+            DataRef::Sparse(_) => x.bytes().saturating_add(16 * x.nrows() as u64),
+        }
     }
 
     /// Bytes one [`KernelOperator::apply`] of a block of `b` vectors allocates with `workers`

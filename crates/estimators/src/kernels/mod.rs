@@ -27,6 +27,7 @@ pub(crate) use prepared::PreparedKernel;
 pub use prepared::{KernelEvaluation, kernel_row_means};
 
 use crate::EstimatorError;
+use crate::sparse::DataRef;
 
 /// How the values of a kernel are formed from two rows, which decides how a block of them is
 /// computed ([`KernelEvaluation::Expanded`]).
@@ -330,17 +331,22 @@ impl Kernel {
     /// offset and spread of the rows. Only the lower triangle is evaluated and then mirrored.
     /// Threads follow `faer::get_global_parallelism()`.
     ///
+    /// Sparse rows ([`DataRef::Sparse`]) give the same values to a few ulps, each from sums over
+    /// the stored entries only (see [`DataRef`]).
+    ///
     /// Parameters are not validated: call [`Kernel::validate`] first.
-    pub fn matrix(&self, x: MatRef<'_, f64>) -> Mat<f64> {
+    pub fn matrix<'x>(&self, x: impl Into<DataRef<'x>>) -> Mat<f64> {
         PreparedKernel::new(*self, x).matrix(faer::get_global_parallelism())
     }
 
     /// The dense cross-kernel matrix $\kappa(x_i, y_j)$, shape `(n, m)`, for `x` of shape
-    /// `(n, d)` and `y` of shape `(m, d)`. Same method and cost remarks as [`Kernel::matrix`].
+    /// `(n, d)` and `y` of shape `(m, d)`, each dense or sparse. Same method and cost remarks
+    /// as [`Kernel::matrix`].
     ///
     /// # Panics
     /// If `x.ncols() != y.ncols()`.
-    pub fn cross(&self, x: MatRef<'_, f64>, y: MatRef<'_, f64>) -> Mat<f64> {
+    pub fn cross<'x, 'y>(&self, x: impl Into<DataRef<'x>>, y: impl Into<DataRef<'y>>) -> Mat<f64> {
+        let (x, y) = (x.into(), y.into());
         assert_eq!(x.ncols(), y.ncols(), "cross kernel: x and y must have the same number of columns");
         PreparedKernel::new(*self, x).cross(y, faer::get_global_parallelism())
     }
@@ -350,14 +356,17 @@ impl Kernel {
     ///
     /// # Panics
     /// If an index is `>= x.nrows()`.
-    pub fn columns(&self, x: MatRef<'_, f64>, idx: &[usize]) -> Mat<f64> {
+    pub fn columns<'x>(&self, x: impl Into<DataRef<'x>>, idx: &[usize]) -> Mat<f64> {
         PreparedKernel::new(*self, x).columns(idx, faer::get_global_parallelism())
     }
 
     /// The diagonal $\kappa(x_i, x_i)$ of the kernel matrix of the rows of `x` `(n, d)`,
     /// length `n`, and its trace $\operatorname{tr} K$ is its sum. Time $O(nd)$.
-    pub fn diagonal(&self, x: MatRef<'_, f64>) -> Vec<f64> {
-        dispatch!(self, k => diagonal_of(&k.evaluator(x.ncols()), x))
+    pub fn diagonal<'x>(&self, x: impl Into<DataRef<'x>>) -> Vec<f64> {
+        match x.into() {
+            DataRef::Dense(x) => dispatch!(self, k => diagonal_of(&k.evaluator(x.ncols()), x)),
+            x @ DataRef::Sparse(_) => PreparedKernel::new(*self, x).diagonal(),
+        }
     }
 }
 

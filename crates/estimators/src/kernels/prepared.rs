@@ -3,11 +3,12 @@
 //! its [`KernelForm`] allows and by direct loops otherwise.
 
 use faer::prelude::ReborrowMut;
-use faer::{Accum, Mat, MatRef, Par};
+use faer::{Accum, Mat, Par};
 use stolr_lowrank::matmul;
 
 use super::{Evaluator, Kernel, KernelForm, KernelFunction, diagonal_of, dispatch};
 use crate::data::{coordinate_median, row_major, row_sq_norms, shifted, to_owned};
+use crate::sparse::{Csr, DataRef, products, products_into, sparse_sq_distance, union_pair};
 use crate::parallel::{for_each_col_mut, mirror_lower_to_upper};
 
 /// Rough cost of one `exp`/`powi`, in scalar operations, for load balancing.
@@ -57,6 +58,16 @@ fn expanded<'r, E: Evaluator>(
     sj: f64,
     rows: impl FnOnce() -> (&'r [f64], &'r [f64]),
 ) -> f64 {
+    expanded_or(e, err, g, si, sj, || {
+        let (x, y) = rows();
+        e.pair(x, y)
+    })
+}
+
+/// [`expanded`] with the direct value given by `direct` (the kernel of the two original rows,
+/// dense or sparse).
+#[inline]
+fn expanded_or<E: Evaluator>(e: &E, err: f64, g: f64, si: f64, sj: f64, direct: impl FnOnce() -> f64) -> f64 {
     let norms = si + sj;
     let est = norms - 2.0 * g;
     let inv_length_sq = e.inv_length_sq();
@@ -66,8 +77,7 @@ fn expanded<'r, E: Evaluator>(
         // The kernel is 0 even for the smallest distance the rounding allows.
         0.0
     } else {
-        let (x, y) = rows();
-        e.pair(x, y)
+        direct()
     }
 }
 
@@ -106,19 +116,43 @@ enum Repr {
     /// [`KernelEvaluation::Direct`].
     /// Row-major copy of `X`, `n` rows of length `d`.
     Rows { rows: Vec<f64>, n: usize, d: usize },
+    /// Sparse rows ([`DataRef::Sparse`]), any kernel and evaluation: inner products by sums
+    /// over the stored entries ([`crate::sparse`]). [`KernelForm::SquaredDistance`] with
+    /// [`KernelEvaluation::Expanded`] expands $\|x - y\|^2$ around 0 (a sparse row shifted to a
+    /// median would be dense) with the same guard, the guarded pairs recomputed by a merge of
+    /// the two supports; [`KernelForm::Pairwise`] kernels and [`KernelEvaluation::Direct`] take
+    /// every value from [`Evaluator::pair`] on the union of the two supports.
+    Sparse {
+        /// The rows `(n, d)`.
+        x: Csr,
+        /// Squared row norms, length `n`.
+        sq: Vec<f64>,
+        /// Every value by [`Evaluator::pair`] ([`KernelEvaluation::Direct`] or a pairwise kernel).
+        direct: bool,
+    },
 }
 
 impl PreparedKernel {
     /// Prepares `x`, shape `(n, d)`, for [`KernelEvaluation::Expanded`]: $O(nd)$.
-    pub(crate) fn new(kernel: Kernel, x: MatRef<'_, f64>) -> Self {
+    pub(crate) fn new<'x>(kernel: Kernel, x: impl Into<DataRef<'x>>) -> Self {
         Self::with_evaluation(kernel, x, KernelEvaluation::Expanded)
     }
 
     /// Prepares `x`, shape `(n, d)`, for `evaluation`: $O(nd)$ time. Memory: two copies of
     /// `x` (shifted and original) for a [`KernelForm::SquaredDistance`] kernel with
     /// [`KernelEvaluation::Expanded`],
-    /// one copy otherwise, plus `8·min(d, 8)·n` bytes of scratch for the median.
-    pub(crate) fn with_evaluation(kernel: Kernel, x: MatRef<'_, f64>, evaluation: KernelEvaluation) -> Self {
+    /// one copy otherwise, plus `8·min(d, 8)·n` bytes of scratch for the median. Sparse rows:
+    /// one copy of their stored entries (`16·nnz` bytes) and the squared norms, time $O(\mathrm{nnz})$.
+    pub(crate) fn with_evaluation<'x>(kernel: Kernel, x: impl Into<DataRef<'x>>, evaluation: KernelEvaluation) -> Self {
+        let x = match x.into() {
+            DataRef::Dense(x) => x,
+            DataRef::Sparse(x) => {
+                let x = Csr::from_ref(x);
+                let sq = x.sq_norms();
+                let direct = evaluation == KernelEvaluation::Direct || kernel.form() == KernelForm::Pairwise;
+                return PreparedKernel { kernel, repr: Repr::Sparse { x, sq, direct } };
+            }
+        };
         let repr = match (kernel.form(), evaluation) {
             (KernelForm::SquaredDistance, KernelEvaluation::Expanded) => {
                 let centre = coordinate_median(x);
@@ -143,6 +177,7 @@ impl PreparedKernel {
             Repr::Expanded { xs, .. } => xs.nrows(),
             Repr::Dot { x } => x.nrows(),
             Repr::Rows { n, .. } => *n,
+            Repr::Sparse { x, .. } => x.n(),
         }
     }
 
@@ -152,6 +187,7 @@ impl PreparedKernel {
             Repr::Expanded { xs, .. } => xs.ncols(),
             Repr::Dot { x } => x.ncols(),
             Repr::Rows { d, .. } => *d,
+            Repr::Sparse { x, .. } => x.d(),
         }
     }
 
@@ -204,8 +240,10 @@ impl PreparedKernel {
         });
     }
 
-    /// $\kappa(x_i, y_j)$ for the rows `y_j` of `y`, shape `(m, d)`; result `(n, m)`.
-    pub(crate) fn cross(&self, y: MatRef<'_, f64>, par: Par) -> Mat<f64> {
+    /// $\kappa(x_i, y_j)$ for the rows `y_j` of `y`, shape `(m, d)` (dense or sparse, whatever
+    /// the form of `self`); result `(n, m)`.
+    pub(crate) fn cross<'y>(&self, y: impl Into<DataRef<'y>>, par: Par) -> Mat<f64> {
+        let y = y.into();
         let mut out = Mat::zeros(self.n(), y.nrows());
         self.cross_into(y, &mut out, par);
         out
@@ -213,13 +251,29 @@ impl PreparedKernel {
 
     /// [`PreparedKernel::cross`] written into `out`, which is resized to `(n, m)` (its
     /// allocation is reused when it is large enough).
-    pub(crate) fn cross_into(&self, y: MatRef<'_, f64>, out: &mut Mat<f64>, par: Par) {
+    pub(crate) fn cross_into<'y>(&self, y: impl Into<DataRef<'y>>, out: &mut Mat<f64>, par: Par) {
+        let y = y.into();
         let n = self.n();
         let m = y.nrows();
         if out.nrows() != n || out.ncols() != m {
             out.truncate(out.nrows().min(n), out.ncols().min(m));
             out.resize_with(n, m, |_, _| 0.0);
         }
+        if let Repr::Sparse { .. } = &self.repr {
+            let y = Csr::from_data(y);
+            let ysq = y.sq_norms();
+            self.sparse_block(out, &y, &ysq, false, par);
+            return;
+        }
+        // Dense rows against sparse ones: the other side's block densified (`8·m·d` bytes).
+        let densified;
+        let y = match y {
+            DataRef::Dense(y) => y,
+            DataRef::Sparse(y) => {
+                densified = Csr::from_ref(y).to_dense();
+                densified.as_ref()
+            }
+        };
         match &self.repr {
             Repr::Expanded { xs, centre, .. } => {
                 let ys = shifted(y, centre);
@@ -236,7 +290,54 @@ impl PreparedKernel {
                 let yrows = row_major(y);
                 self.direct_columns_into(out, |j| &yrows[j * d..(j + 1) * d], false, par);
             }
+            Repr::Sparse { .. } => unreachable!("handled above"),
         }
+    }
+
+    /// Sparse rows: `out` `(n, m)` gets $\kappa(x_i, y_j)$ for the rows of `y` (squared norms
+    /// `ysq`); with `lower_only` (`y` is `self`'s rows) only entries `i >= j`.
+    fn sparse_block(&self, out: &mut Mat<f64>, y: &Csr, ysq: &[f64], lower_only: bool, par: Par) {
+        dispatch!(self.kernel, k => self.sparse_block_with(k.evaluator(self.d()), out, y, ysq, lower_only, par))
+    }
+
+    /// [`Self::sparse_block`] with the kernel's evaluator `e`.
+    fn sparse_block_with<E: Evaluator>(
+        &self,
+        e: E,
+        out: &mut Mat<f64>,
+        y: &Csr,
+        ysq: &[f64],
+        lower_only: bool,
+        par: Par,
+    ) {
+        let Repr::Sparse { x, sq, direct } = &self.repr else { unreachable!("sparse_block needs Repr::Sparse") };
+        let n = x.n();
+        let start = |j: usize| if lower_only { j.min(n) } else { 0 };
+        if *direct {
+            let cost = |j: usize| (n - start(j)) * TRANSCENDENTAL_COST;
+            for_each_col_mut(out, par, cost, |j, col| {
+                let yj = y.row(j);
+                for (i, v) in col.iter_mut().enumerate().skip(start(j)) {
+                    *v = union_pair(x.row(i), yj, |a, b| e.pair(a, b));
+                }
+            });
+            return;
+        }
+        products(x, y, out, lower_only, par);
+        let form = self.kernel.form();
+        let err = expansion_error(x.d());
+        let cost = |j: usize| (n - start(j)) * TRANSCENDENTAL_COST;
+        for_each_col_mut(out, par, cost, |j, col| {
+            let yj = y.row(j);
+            for (i, v) in col.iter_mut().enumerate().skip(start(j)) {
+                *v = match form {
+                    KernelForm::SquaredDistance => expanded_or(&e, err, *v, sq[i], ysq[j], || {
+                        e.of_sq_distance(sparse_sq_distance(x.row(i), yj))
+                    }),
+                    _ => e.of_inner_product(*v),
+                };
+            }
+        });
     }
 
     /// The columns $K_{:, \mathrm{idx}}$, shape `(n, idx.len())`.
@@ -276,6 +377,13 @@ impl PreparedKernel {
                 self.direct_columns_into(&mut out, |j| &rows[idx[j] * d..(idx[j] + 1) * d], false, par);
                 out
             }
+            Repr::Sparse { x, sq, .. } => {
+                let y = x.gather(idx);
+                let ysq: Vec<f64> = idx.iter().map(|&i| sq[i]).collect();
+                let mut out = Mat::zeros(n, k);
+                self.sparse_block(&mut out, &y, &ysq, false, par);
+                out
+            }
         }
     }
 
@@ -304,6 +412,11 @@ impl PreparedKernel {
                 self.direct_columns_into(&mut out, |j| &rows[j * d..(j + 1) * d], true, par);
                 out
             }
+            Repr::Sparse { x, sq, .. } => {
+                let mut out = Mat::zeros(n, n);
+                self.sparse_block(&mut out, x, sq, true, par);
+                out
+            }
         };
         mirror_lower_to_upper(&mut k);
         k
@@ -320,6 +433,8 @@ impl PreparedKernel {
                     rows.chunks_exact(d).map(|r| e.diagonal(r)).collect()
                 }
                 Repr::Dot { x } => diagonal_of(&e, x.as_ref()),
+                // The stored values only: every registered kernel's diagonal skips zeros.
+                Repr::Sparse { x, .. } => (0..x.n()).map(|i| e.diagonal(x.row(i).val)).collect(),
                 _ => vec![e.diagonal(&[]); self.n()],
             }
         })
@@ -349,6 +464,9 @@ impl PreparedKernel {
             },
             Repr::Dot { x } => Repr::Dot { x: Mat::from_fn(idx.len(), x.ncols(), |a, l| x[(idx[a], l)]) },
             Repr::Rows { rows, d, .. } => Repr::Rows { rows: gather_rows(rows, *d), n: idx.len(), d: *d },
+            Repr::Sparse { x, sq, direct } => {
+                Repr::Sparse { x: x.gather(idx), sq: idx.iter().map(|&i| sq[i]).collect(), direct: *direct }
+            }
         };
         PreparedKernel { kernel: self.kernel, repr }
     }
@@ -435,6 +553,35 @@ impl PreparedKernel {
                     }
                 }
             }
+            (Repr::Sparse { x, sq, direct }, Repr::Sparse { x: lx, sq: lsq, .. }) => {
+                if *direct {
+                    for c in 0..tc {
+                        let yj = x.row(cols.start + c);
+                        for a in 0..tr {
+                            out[(a, c)] = union_pair(lx.row(rows.start + a), yj, |p, q| e.pair(p, q));
+                        }
+                    }
+                } else {
+                    products_into(lx, rows.clone(), x, cols.clone(), out.rb_mut(), false);
+                    let squared = self.kernel.form() == KernelForm::SquaredDistance;
+                    let err = expansion_error(x.d());
+                    for c in 0..tc {
+                        let j = cols.start + c;
+                        let yj = x.row(j);
+                        for a in 0..tr {
+                            let i = rows.start + a;
+                            let g = out[(a, c)];
+                            out[(a, c)] = if squared {
+                                expanded_or(&e, err, g, lsq[i], sq[j], || {
+                                    e.of_sq_distance(sparse_sq_distance(lx.row(i), yj))
+                                })
+                            } else {
+                                e.of_inner_product(g)
+                            };
+                        }
+                    }
+                }
+            }
             _ => unreachable!("tiles are formed between preparations of the same kernel and evaluation"),
         }
     }
@@ -484,7 +631,8 @@ const MEANS_BLOCK: usize = 256;
 /// its column means, `K` being symmetric), and their mean $\bar m = 1^\top K 1 / n^2$: the
 /// statistics that centre a kernel in feature space (docs/derivations.md §1.2). One streamed pass
 /// over `K` in blocks of 256 rows: time $O(n^2 d)$, memory $O(256\,n)$; `K` is never held.
-pub fn kernel_row_means(x: MatRef<'_, f64>, kernel: &Kernel) -> (Vec<f64>, f64) {
+pub fn kernel_row_means<'x>(x: impl Into<DataRef<'x>>, kernel: &Kernel) -> (Vec<f64>, f64) {
+    let x = x.into();
     let n = x.nrows();
     let mut means = Vec::with_capacity(n);
     // The rows prepared once (not once per block): column j of the block `K[:, rows]` holds
@@ -492,7 +640,11 @@ pub fn kernel_row_means(x: MatRef<'_, f64>, kernel: &Kernel) -> (Vec<f64>, f64) 
     let prepared = PreparedKernel::new(*kernel, x);
     for start in (0..n).step_by(MEANS_BLOCK) {
         let len = MEANS_BLOCK.min(n - start);
-        let block = prepared.cross(x.subrows(start, len), faer::get_global_parallelism());
+        let par = faer::get_global_parallelism();
+        let block = match x {
+            DataRef::Dense(x) => prepared.cross(x.subrows(start, len), par),
+            DataRef::Sparse(_) => prepared.columns(&(start..start + len).collect::<Vec<_>>(), par),
+        };
         means.extend((0..len).map(|j| block.col(j).sum() / n as f64));
     }
     let all = if n == 0 { 0.0 } else { means.iter().sum::<f64>() / n as f64 };
