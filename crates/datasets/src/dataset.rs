@@ -53,6 +53,59 @@ impl Dataset {
     }
 }
 
+/// A data matrix in compressed sparse row form (LIBSVM text read without densifying,
+/// [`crate::read_libsvm_sparse`]) with its labels and origin.
+#[derive(Debug, Clone)]
+pub struct SparseDataset {
+    /// The samples, shape `(n, d)`: one sample per row; column indices sorted and unique within
+    /// each row, only non-zero values stored.
+    pub x: faer::sparse::SparseRowMat<usize, f64>,
+    /// One label per row of `x`, or none.
+    pub labels: Labels,
+    /// Human-readable origin (the file path or stream name).
+    pub source: String,
+}
+
+impl SparseDataset {
+    /// Number of samples `n`.
+    pub fn n(&self) -> usize {
+        self.x.nrows()
+    }
+
+    /// Dimension `d`.
+    pub fn d(&self) -> usize {
+        self.x.ncols()
+    }
+
+    /// Number of stored (non-zero) entries.
+    pub fn nnz(&self) -> usize {
+        self.x.val().len()
+    }
+
+    /// The regression targets when the labels are [`Labels::Numeric`] (LIBSVM's are).
+    pub fn targets(&self) -> Option<&[f64]> {
+        match &self.labels {
+            Labels::Numeric(y) => Some(y),
+            Labels::None | Labels::Classes(_) => None,
+        }
+    }
+
+    /// The rows as a dense [`Dataset`] (`8·n·d` bytes).
+    ///
+    /// # Errors
+    /// [`DataError::OverBudget`] / [`DataError::TooLarge`] if the dense matrix exceeds `memory`
+    /// or cannot be allocated.
+    pub fn to_dense(&self, memory: MemoryBudget) -> Result<Dataset, DataError> {
+        let mut x = try_zeros(self.n(), self.d(), &self.source, memory)?;
+        for i in 0..self.n() {
+            for (&j, &v) in self.x.col_idx_of_row_raw(i).iter().zip(self.x.val_of_row(i)) {
+                x[(i, j)] = v;
+            }
+        }
+        Ok(Dataset { x, labels: self.labels.clone(), source: self.source.clone() })
+    }
+}
+
 /// The labels of a [`Dataset`], one per sample when present.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Labels {

@@ -5,8 +5,10 @@ use std::path::Path;
 
 use stolr_memory::MemoryBudget;
 
+use faer::sparse::{SparseRowMat, SymbolicSparseRowMat};
+
 use crate::dataset::try_zeros;
-use crate::{DataError, Dataset, Labels};
+use crate::{DataError, Dataset, Labels, SparseDataset};
 
 /// Reads a LIBSVM / svmlight file, gzip-compressed or not (detected by its signature), into a
 /// dense [`Dataset`]; `source` is the path.
@@ -88,13 +90,73 @@ pub fn read_libsvm_with_dim_from<R: BufRead>(
     parse(reader, name, Some(d), memory)
 }
 
-/// The LIBSVM parser behind every reader: `dim` is the fixed number of columns, or `None` for
-/// the largest index seen; `memory` bounds each line and the values held.
+/// Reads a LIBSVM / svmlight file, gzip-compressed or not, into a [`SparseDataset`]: the rows
+/// in compressed sparse row form, never densified (`16·nnz + 8·(n + 1)` bytes for the rows, where
+/// the dense reader needs `8·n·d`). `dim` fixes the number of columns as
+/// [`read_libsvm_with_dim_from`] does (`None`: the largest index seen). Stored entries are the
+/// non-zero values listed; explicit zeros are dropped.
+///
+/// # Errors
+/// [`DataError::Io`] if the file cannot be opened or read, and every error of
+/// [`read_libsvm_from`] and [`read_libsvm_with_dim_from`] (with the memory budget `memory`,
+/// which counts the stored entries).
+pub fn read_libsvm_sparse(path: &Path, dim: Option<usize>, memory: MemoryBudget) -> Result<SparseDataset, DataError> {
+    let name = path.display().to_string();
+    read_libsvm_sparse_from(crate::lines::open_text(path)?, &name, dim, memory)
+}
+
+/// [`read_libsvm_sparse`] from `reader`; `name` names the input in error messages and becomes
+/// `source`.
+///
+/// # Errors
+/// As [`read_libsvm_sparse`], without the file's [`DataError::Io`] on opening.
+pub fn read_libsvm_sparse_from<R: BufRead>(
+    reader: R,
+    name: &str,
+    dim: Option<usize>,
+    memory: MemoryBudget,
+) -> Result<SparseDataset, DataError> {
+    let rows = parse_rows(reader, name, dim, memory)?;
+    let n = rows.labels.len();
+    let symbolic = SymbolicSparseRowMat::new_checked(n, rows.d, rows.ptr, None, rows.idx);
+    Ok(SparseDataset {
+        x: SparseRowMat::new(symbolic, rows.val),
+        labels: Labels::Numeric(rows.labels),
+        source: name.to_owned(),
+    })
+}
+
+/// What a LIBSVM text holds: the labels and the non-zero entries in CSR form.
+struct ParsedRows {
+    labels: Vec<f64>,
+    /// Row pointers, length `n + 1`.
+    ptr: Vec<usize>,
+    /// Column indices (0-based), strictly increasing within each row.
+    idx: Vec<usize>,
+    /// The values, non-zero and finite.
+    val: Vec<f64>,
+    /// Number of columns.
+    d: usize,
+}
+
+/// The LIBSVM parser behind every dense reader: `dim` is the fixed number of columns, or `None`
+/// for the largest index seen; `memory` bounds each line and the values held.
 fn parse<R: BufRead>(reader: R, name: &str, dim: Option<usize>, memory: MemoryBudget) -> Result<Dataset, DataError> {
+    let rows = parse_rows(reader, name, dim, memory)?;
+    let mut x = try_zeros(rows.labels.len(), rows.d, name, memory)?;
+    for i in 0..rows.labels.len() {
+        for k in rows.ptr[i]..rows.ptr[i + 1] {
+            x[(i, rows.idx[k])] = rows.val[k];
+        }
+    }
+    Ok(Dataset { x, labels: Labels::Numeric(rows.labels), source: name.to_owned() })
+}
+
+/// Parses every line into [`ParsedRows`]; `memory` bounds each line and the entries held.
+fn parse_rows<R: BufRead>(reader: R, name: &str, dim: Option<usize>, memory: MemoryBudget) -> Result<ParsedRows, DataError> {
     let mut lines = crate::lines::Lines::new(reader, name, memory);
     let mut labels = Vec::new();
-    // Nonzero entries as (row, column, value), 0-based.
-    let mut triplets = Vec::new();
+    let (mut ptr, mut idx, mut val) = (vec![0usize], Vec::new(), Vec::new());
     let mut d = 0;
 
     while let Some((line, text)) = lines.next_line()? {
@@ -178,21 +240,21 @@ fn parse<R: BufRead>(reader: R, name: &str, dim: Option<usize>, memory: MemoryBu
             }
             d = d.max(index);
             if value != 0.0 {
-                triplets.push((row, index - 1, value));
+                idx.push(index - 1);
+                val.push(value);
             }
         }
-        let held = 8 * labels.capacity() + size_of::<(usize, usize, f64)>() * triplets.capacity();
+        ptr.push(idx.len());
+        let held = 8 * (labels.capacity() + ptr.capacity() + idx.capacity() + val.capacity());
         crate::dataset::check_growth(name, labels.len(), held, memory)?;
     }
 
     if labels.is_empty() {
         return Err(DataError::Empty { path: name.to_owned() });
     }
-    let mut x = try_zeros(labels.len(), dim.unwrap_or(d), name, memory)?;
-    for (row, col, value) in triplets {
-        x[(row, col)] = value;
-    }
-    Ok(Dataset { x, labels: Labels::Numeric(labels), source: name.to_owned() })
+    let held = 8 * (labels.len() + ptr.len() + idx.len() + val.len()) as u64;
+    DataError::check_budget(name, format!("the {} stored entries of the {} rows", idx.len(), labels.len()), held, memory)?;
+    Ok(ParsedRows { labels, ptr, idx, val, d: dim.unwrap_or(d) })
 }
 
 #[cfg(test)]
@@ -218,6 +280,40 @@ mod tests {
     fn assert_same(data: &Dataset, x: &Mat<f64>, labels: &[f64]) {
         assert_eq!(&data.x, x);
         assert_eq!(data.labels, Labels::Numeric(labels.to_vec()));
+    }
+
+    #[test]
+    fn the_sparse_reader_holds_the_dense_readers_rows_without_densifying() {
+        let (x, labels) = expected();
+        for dim in [None, Some(6)] {
+            let sparse = read_libsvm_sparse_from(CLEAN.as_bytes(), "test", dim, MemoryBudget::default()).unwrap();
+            assert_eq!(sparse.nnz(), 8);
+            assert_eq!(sparse.d(), dim.unwrap_or(4));
+            assert_eq!(sparse.targets(), Some(&labels[..]));
+            let dense = sparse.to_dense(MemoryBudget::default()).unwrap();
+            assert_eq!(dense.x.subcols(0, 4), x.as_ref());
+            assert!((4..dense.d()).all(|j| (0..4).all(|i| dense.x[(i, j)] == 0.0)));
+        }
+        // An index above a fixed dimension, and a value that is not finite, are refused as by
+        // the dense reader.
+        let err = read_libsvm_sparse_from(CLEAN.as_bytes(), "test", Some(3), MemoryBudget::default()).unwrap_err();
+        assert!(matches!(err, DataError::IndexAboveDim { index: 4, dim: 3, .. }), "{err}");
+        let err = read_libsvm_sparse_from("1 1:nan\n".as_bytes(), "test", None, MemoryBudget::default()).unwrap_err();
+        assert!(matches!(err, DataError::NonFinite { .. }), "{err}");
+    }
+
+    #[test]
+    fn the_sparse_reader_budget_counts_stored_entries_not_n_times_d() {
+        // 2000 rows with one entry each at column 10⁶: dense needs 16 GB, sparse a few kB.
+        let text: String = (0..2000).map(|i| format!("{i} 1000000:1.5\n")).collect();
+        let budget = MemoryBudget::bytes(1 << 20);
+        let sparse = read_libsvm_sparse_from(text.as_bytes(), "wide", None, budget).unwrap();
+        assert_eq!((sparse.n(), sparse.d(), sparse.nnz()), (2000, 1_000_000, 2000));
+        let err = read_libsvm_from(text.as_bytes(), "wide", budget).unwrap_err();
+        assert!(matches!(err, DataError::OverBudget { .. } | DataError::TooLarge { .. }), "{err}");
+        // A budget below the stored entries themselves is refused while reading.
+        let err = read_libsvm_sparse_from(text.as_bytes(), "wide", None, MemoryBudget::bytes(4096)).unwrap_err();
+        assert!(matches!(err, DataError::OverBudget { .. }), "{err}");
     }
 
     #[test]
