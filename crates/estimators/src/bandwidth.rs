@@ -9,7 +9,7 @@ use rand::{Rng, RngExt};
 use stolr_comm::Communicator;
 
 use crate::EstimatorError;
-use crate::data::check_data;
+use crate::sparse::{Csr, DataRef, sparse_sq_distance};
 
 /// Default percentile of the width rule (\[SKPCA\], "Experimental Setting").
 pub const DEFAULT_BANDWIDTH_PERCENTILE: f64 = 20.0;
@@ -111,23 +111,36 @@ pub fn bandwidth_rule<R: Rng + ?Sized>(
 /// # References
 /// docs/derivations.md §1.1; \[SKPCA\], "Experimental Setting" (20th
 /// percentile, after Mallapragada et al. 2009), here over distinct rows.
-pub fn bandwidth_estimate<R: Rng + ?Sized>(
-    x: MatRef<'_, f64>,
+pub fn bandwidth_estimate<'x, R: Rng + ?Sized>(
+    x: impl Into<DataRef<'x>>,
     percentile: f64,
     pairs: usize,
     rng: &mut R,
 ) -> Result<Bandwidth, EstimatorError> {
+    let x = x.into();
     let n = x.nrows();
     if n < 2 {
         return Err(EstimatorError::TooFewSamples { n });
     }
-    check_data(x)?;
+    x.check()?;
     if !(percentile > 0.0 && percentile <= 100.0) {
         return Err(EstimatorError::InvalidPercentile { percentile });
     }
     if pairs == 0 {
         return Err(EstimatorError::ZeroPairs);
     }
+    let x = match x {
+        DataRef::Dense(x) => x,
+        DataRef::Sparse(x) => {
+            // Distinct rows by their stored entries; each distance by a merge of two supports,
+            // the same sum as the dense loop's (the coordinates where both rows are 0 add +0).
+            let csr = Csr::from_ref(x);
+            let distinct = csr.distinct_rows();
+            let rows = csr.gather(&distinct);
+            let dist = |a: usize, b: usize| sparse_sq_distance(rows.row(a), rows.row(b)).sqrt();
+            return from_distances(n, distinct.len(), percentile, pairs, rng, dist);
+        }
+    };
     let d = x.ncols();
     let distinct = distinct_rows(x);
     let m = distinct.len();
@@ -143,6 +156,22 @@ pub fn bandwidth_estimate<R: Rng + ?Sized>(
     let row = |a: usize| &rows[a * d..(a + 1) * d];
     let dist =
         |a: usize, b: usize| -> f64 { row(a).iter().zip(row(b)).map(|(u, v)| (u - v) * (u - v)).sum::<f64>().sqrt() };
+    from_distances(n, m, percentile, pairs, rng, dist)
+}
+
+/// The rule on `m` distinct rows (of `n`) with distances `dist(a, b)`: every pair when there
+/// are at most `pairs` of them, else `pairs` pairs drawn from `rng`.
+fn from_distances<R: Rng + ?Sized>(
+    n: usize,
+    m: usize,
+    percentile: f64,
+    pairs: usize,
+    rng: &mut R,
+    dist: impl Fn(usize, usize) -> f64,
+) -> Result<Bandwidth, EstimatorError> {
+    if m < 2 {
+        return Err(EstimatorError::SingleDistinctRow { n });
+    }
 
     // m(m-1)/2 without overflow.
     let all_pairs = (m as u128) * (m as u128 - 1) / 2;

@@ -196,15 +196,20 @@ impl Csr {
         16 * nnz as u64 + 8 * (n as u64 + 1)
     }
 
-    /// A copy of faer's CSR rows (compact, row pointers from 0).
+    /// A copy of faer's CSR rows (compact, row pointers from 0), without the stored zeros (so
+    /// that equal rows store equal entries; `-0` and `+0` alike).
     pub(crate) fn from_ref(x: SparseRowMatRef<'_, usize, f64>) -> Self {
         let n = x.nrows();
         let nnz: usize = (0..n).map(|i| x.row_range(i).len()).sum();
         let mut out = Csr { ptr: Vec::with_capacity(n + 1), idx: Vec::with_capacity(nnz), val: Vec::with_capacity(nnz), d: x.ncols() };
         out.ptr.push(0);
         for i in 0..n {
-            out.idx.extend_from_slice(x.col_idx_of_row_raw(i));
-            out.val.extend_from_slice(x.val_of_row(i));
+            for (&l, &v) in x.col_idx_of_row_raw(i).iter().zip(x.val_of_row(i)) {
+                if v != 0.0 {
+                    out.idx.push(l);
+                    out.val.push(v);
+                }
+            }
             out.ptr.push(out.idx.len());
         }
         out
@@ -276,6 +281,33 @@ impl Csr {
             out.ptr.push(out.idx.len());
         }
         out
+    }
+
+    /// The indices of the distinct rows, first occurrences in row order (rows are equal when
+    /// they store the same entries; stored zeros are never kept, see [`Csr::from_ref`]). One pass,
+    /// a hash table of the distinct rows.
+    pub(crate) fn distinct_rows(&self) -> Vec<usize> {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let same = |i: usize, j: usize| {
+            let (a, b) = (self.row(i), self.row(j));
+            a.idx == b.idx && a.val == b.val
+        };
+        let mut seen: std::collections::HashMap<u64, Vec<usize>> = std::collections::HashMap::new();
+        let mut distinct = Vec::new();
+        for i in 0..self.n() {
+            let r = self.row(i);
+            let mut h = DefaultHasher::new();
+            r.idx.hash(&mut h);
+            for v in r.val {
+                h.write_u64(v.to_bits());
+            }
+            let list = seen.entry(h.finish()).or_default();
+            if !list.iter().any(|&j| same(i, j)) {
+                list.push(i);
+                distinct.push(i);
+            }
+        }
+        distinct
     }
 
     /// Squared Euclidean norm of every row, length `n`.

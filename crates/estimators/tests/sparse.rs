@@ -179,3 +179,21 @@ fn sparse_rows_with_a_non_finite_entry_are_refused_by_the_operator() {
     let err = KernelOperator::new(s.as_ref(), Kernel::gaussian(1.0), OperatorCentering::None, 4, Par::Seq).unwrap_err();
     assert!(matches!(err, EstimatorError::NonFinite { row: 3, col: 4, .. }), "{err:?}");
 }
+
+#[test]
+fn the_bandwidth_rule_on_sparse_rows_gives_the_dense_rules_bits() {
+    use rand::SeedableRng;
+    use stolr_estimators::bandwidth_estimate;
+    for density in [0.01, 0.3] {
+        let x = hostile(60, 40, density, true);
+        let s = csr(&x);
+        for pairs in [100, 1_000_000] {
+            let mut r1 = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3);
+            let mut r2 = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3);
+            let dense = bandwidth_estimate(x.as_ref(), 20.0, pairs, &mut r1).unwrap();
+            let sparse = bandwidth_estimate(s.as_ref(), 20.0, pairs, &mut r2).unwrap();
+            assert_eq!(sparse, dense, "density {density}, {pairs} pairs");
+            assert!(dense.distinct_rows < 60, "row 9 duplicates row 2");
+        }
+    }
+}
