@@ -29,7 +29,10 @@ use members::{Parsed, checked_shape, numpy_bytes_scalar, parse_npy, read_member}
 ///   written with the lowest version its content needs ([`ModelFile::require_format_version`]),
 ///   so a model without an encoding is still version 1 and older builds read it; a version 1
 ///   file has no encoding (none is needed to read its rows).
-pub const MODEL_FORMAT_VERSION: u32 = 2;
+/// - Version 3: the same layout; a model's rows may be stored sparse (`rows_indptr`,
+///   `rows_indices`, `rows_data`, `rows_shape` instead of the matrix `rows`), which a version 2
+///   build would not find.
+pub const MODEL_FORMAT_VERSION: u32 = 3;
 
 /// The file name the command-line tool uses for the model inside an `--out` directory.
 pub const MODEL_FILE_NAME: &str = "model.npz";

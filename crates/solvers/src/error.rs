@@ -23,6 +23,13 @@ pub enum SolverError {
         /// The number of processes the rows are sharded across.
         processes: usize,
     },
+    /// The solver or option needs dense rows and the rows are sparse (they are never densified
+    /// behind the caller's back: densify them first if `8·n·d` bytes fit).
+    #[error("{what} does not take sparse rows yet: give the rows dense, or choose a solver that takes them")]
+    SparseUnsupported {
+        /// What needs dense rows (a solver, a sampler, an option).
+        what: String,
+    },
     /// The requested rank is impossible for the data.
     #[error("rank {rank} is impossible here: {reason}")]
     InvalidRank {

@@ -6,7 +6,11 @@
 //! the command-line tool, the Python package and an MPI run reach the same code, and the same
 //! seed gives the same bits from every front end.
 
+use faer::sparse::SparseRowMatRef;
 use faer::{Mat, MatRef};
+use stolr_estimators::DataRef;
+
+use crate::SolverError;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use stolr_comm::{Communicator, RowShard, SingleProcess};
@@ -19,7 +23,9 @@ static SINGLE_PROCESS: SingleProcess = SingleProcess;
 /// (ranks hold consecutive blocks in rank order).
 ///
 /// The rows are borrowed or owned: a fit that standardizes works in place on owned rows and
-/// on a copy of borrowed ones.
+/// on a copy of borrowed ones. They are dense, or sparse ([`Shard::sparse`], one process): the
+/// solvers that take sparse rows read them through [`Shard::data`], the others refuse them
+/// ([`SolverError::SparseUnsupported`](crate::SolverError::SparseUnsupported)).
 pub struct Shard<'a> {
     rows: ShardRows<'a>,
     /// Which rows of the whole these are.
@@ -31,6 +37,7 @@ pub struct Shard<'a> {
 enum ShardRows<'a> {
     Borrowed(MatRef<'a, f64>),
     Owned(Mat<f64>),
+    Sparse(SparseRowMatRef<'a, usize, f64>),
 }
 
 impl<'a> Shard<'a> {
@@ -44,6 +51,37 @@ impl<'a> Shard<'a> {
         Self { place: RowShard::whole(x.nrows()), rows: ShardRows::Owned(x), comm: &SINGLE_PROCESS }
     }
 
+    /// All the rows `x` `(n, d)` in compressed sparse row form, on one process.
+    pub fn sparse(x: SparseRowMatRef<'a, usize, f64>) -> Self {
+        Self { place: RowShard::whole(x.nrows()), rows: ShardRows::Sparse(x), comm: &SINGLE_PROCESS }
+    }
+
+    /// The rows, dense or sparse.
+    pub fn data(&self) -> DataRef<'_> {
+        match &self.rows {
+            ShardRows::Borrowed(x) => DataRef::Dense(*x),
+            ShardRows::Owned(x) => DataRef::Dense(x.as_ref()),
+            ShardRows::Sparse(x) => DataRef::Sparse(*x),
+        }
+    }
+
+    /// Whether the rows are sparse.
+    pub fn is_sparse(&self) -> bool {
+        matches!(self.rows, ShardRows::Sparse(_))
+    }
+
+    /// This process's rows, dense.
+    ///
+    /// # Errors
+    /// [`SolverError::SparseUnsupported`] naming `what` (the step that needs dense rows) if the
+    /// rows are sparse.
+    pub fn dense(&self, what: &str) -> Result<MatRef<'_, f64>, SolverError> {
+        match self.data() {
+            DataRef::Dense(x) => Ok(x),
+            DataRef::Sparse(_) => Err(SolverError::SparseUnsupported { what: what.to_string() }),
+        }
+    }
+
     /// This process's rows `local` `(place.rows, d)`, owned, at `place` among the rows held by
     /// the ranks of `comm`.
     ///
@@ -54,19 +92,29 @@ impl<'a> Shard<'a> {
         Self { rows: ShardRows::Owned(local), place, comm }
     }
 
-    /// This process's rows `(place.rows, d)`.
+    /// This process's rows `(place.rows, d)`, dense.
+    ///
+    /// # Panics
+    /// If the rows are sparse: a caller that may hold sparse rows reads them with
+    /// [`Shard::data`] or [`Shard::dense`].
     pub fn rows(&self) -> MatRef<'_, f64> {
         match &self.rows {
             ShardRows::Borrowed(x) => *x,
             ShardRows::Owned(x) => x.as_ref(),
+            ShardRows::Sparse(_) => panic!("Shard::rows on sparse rows: use Shard::data or Shard::dense"),
         }
     }
 
-    /// This process's rows, owned (a copy when they were borrowed).
-    pub fn into_owned(self) -> Mat<f64> {
+    /// This process's rows, owned and dense (a copy when they were borrowed).
+    ///
+    /// # Errors
+    /// [`SolverError::SparseUnsupported`] naming `what` if the rows are sparse (they are never
+    /// densified behind the caller's back).
+    pub fn into_owned(self, what: &str) -> Result<Mat<f64>, SolverError> {
         match self.rows {
-            ShardRows::Borrowed(x) => stolr_estimators::to_owned(x),
-            ShardRows::Owned(x) => x,
+            ShardRows::Borrowed(x) => Ok(stolr_estimators::to_owned(x)),
+            ShardRows::Owned(x) => Ok(x),
+            ShardRows::Sparse(_) => Err(SolverError::SparseUnsupported { what: what.to_string() }),
         }
     }
 
@@ -78,7 +126,7 @@ impl<'a> Shard<'a> {
 
 impl std::fmt::Debug for Shard<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (n, d) = self.rows().shape();
+        let (n, d) = self.data().shape();
         write!(f, "Shard({n} x {d} at {:?}, {:?})", self.place, self.comm)
     }
 }
@@ -182,6 +230,6 @@ mod tests {
         let s = Shard::whole(x.as_ref());
         assert!(s.is_whole());
         assert_eq!((s.place.first, s.place.rows, s.place.total), (0, 5, 5));
-        assert_eq!(s.into_owned(), x);
+        assert_eq!(s.into_owned("a test").unwrap(), x);
     }
 }

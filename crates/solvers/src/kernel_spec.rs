@@ -2,8 +2,8 @@
 //! the others left to their defaults.
 
 use stolr_estimators::{
-    Bandwidth, DEFAULT_BANDWIDTH_PAIRS, EstimatorError, Kernel, KernelFamily, ParameterDefault,
-    bandwidth_estimate_sharded,
+    Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DataRef, EstimatorError, Kernel, KernelFamily, ParameterDefault,
+    bandwidth_estimate, bandwidth_estimate_sharded,
 };
 
 use crate::job::Shard;
@@ -133,8 +133,12 @@ impl KernelSpec {
         rng: &mut dyn rand::Rng,
     ) -> Result<(Kernel, Option<Bandwidth>), SolverError> {
         let mut chosen = None;
-        let kernel = self.resolve(shard.rows().ncols(), || -> Result<f64, SolverError> {
-            let b = bandwidth_estimate_sharded(shard.rows(), percentile, DEFAULT_BANDWIDTH_PAIRS, rng, shard.comm)?;
+        let kernel = self.resolve(shard.data().ncols(), || -> Result<f64, SolverError> {
+            let b = match shard.data() {
+                DataRef::Dense(x) => bandwidth_estimate_sharded(x, percentile, DEFAULT_BANDWIDTH_PAIRS, rng, shard.comm)?,
+                // Sparse rows are on one process (`Shard::sparse`).
+                x @ DataRef::Sparse(_) => bandwidth_estimate(x, percentile, DEFAULT_BANDWIDTH_PAIRS, rng)?,
+            };
             let sigma = b.sigma;
             chosen = Some(b);
             Ok(sigma)

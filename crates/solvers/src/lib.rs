@@ -33,6 +33,7 @@ pub mod kpca;
 pub mod krr;
 mod methods;
 mod model_io;
+mod model_rows;
 pub mod pca;
 mod run;
 pub mod streaming;
@@ -60,6 +61,7 @@ pub use krr::{
 };
 pub use methods::{KpcaMethod, KrrMethod, Named, PcaMethod};
 pub use model_io::kernel_parameters_json;
+pub use model_rows::{ModelRows, csr_from_parts};
 pub use pca::{
     EpochLength, Pca, PcaJob, PcaJobOutcome, PcaModel, PcaOutcome, PcaSolver, SvrgPca, SvrgPcaConfig, Tolerance, VrPca,
     VrPcaConfig, captured_norm, exact_pca, penalty_objective, rayleigh_ritz, rayleigh_ritz_sharded, svrg_pca,

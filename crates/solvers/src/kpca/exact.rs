@@ -2,14 +2,14 @@
 //! eigensolver when it fits the memory budget, the matrix-free block eigensolver on the tiled
 //! kernel operator otherwise ([`ExactOperator`]).
 
-use faer::{Mat, MatRef};
-use stolr_estimators::Kernel;
+use faer::Mat;
+use stolr_estimators::{DataRef, Kernel};
 use stolr_lowrank::{Eigenpairs, top_eigenpairs};
 
 use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::SolverError;
-use crate::error::{check_data, check_rank};
+use crate::error::check_rank;
 use crate::kpca::matrix_free::{MatrixFreeConfig, matrix_free_kpca};
 
 /// How the exact solver applies the kernel matrix.
@@ -71,18 +71,19 @@ impl ExactKpcaConfig {
 }
 
 /// The dense kernel matrix `K` (or `HKH` when `center`), shape `(n, n)`, of the rows of `x`
-/// `(n, d)`. Memory `8·n²` bytes; centring is done in place.
+/// `(n, d)`, dense or sparse. Memory `8·n²` bytes; centring is done in place.
 ///
 /// # Errors
 /// [`SolverError::Memory`] if `8·n²` bytes exceed `memory`; [`SolverError::Estimator`]
 /// for empty or non-finite data and invalid kernel parameters.
-pub fn kernel_matrix(
-    x: MatRef<'_, f64>,
+pub fn kernel_matrix<'x>(
+    x: impl Into<DataRef<'x>>,
     kernel: &Kernel,
     center: bool,
     memory: MemoryBudget,
 ) -> Result<Mat<f64>, SolverError> {
-    check_data(x)?;
+    let x = x.into();
+    x.check()?;
     kernel.validate()?;
     check_dense_kernel(x.nrows(), memory)?;
     let mut k = kernel.matrix(x);
@@ -116,7 +117,7 @@ fn center_in_place(k: &mut Mat<f64>) -> (Vec<f64>, f64) {
 }
 
 /// Exact kernel PCA: the top `rank` eigenpairs of the kernel matrix of the rows of `x`
-/// `(n, d)`, eigenvalues nonincreasing, eigenvectors `(n, rank)` orthonormal with fixed signs.
+/// `(n, d)` (dense or sparse: sparse rows are never densified), eigenvalues nonincreasing, eigenvectors `(n, rank)` orthonormal with fixed signs.
 /// Dense ([`ExactOperator::Dense`]): time `O(n²d)` for `K` plus `O(n²)` per Krylov–Schur step
 /// (or `O(n³)` for small `n`), memory `O(n²)`. Matrix-free: see
 /// [`crate::kpca::matrix_free_kpca`]. [`ExactOperator::Auto`] takes the dense path when
@@ -129,7 +130,11 @@ fn center_in_place(k: &mut Mat<f64>) -> (Vec<f64>, f64) {
 ///
 /// # References
 /// \[SKPCA\], "Experimental Setting" (Baseline); docs/derivations.md §2.9.
-pub fn exact_kpca(x: MatRef<'_, f64>, kernel: &Kernel, config: &ExactKpcaConfig) -> Result<Eigenpairs, SolverError> {
+pub fn exact_kpca<'x>(
+    x: impl Into<DataRef<'x>>,
+    kernel: &Kernel,
+    config: &ExactKpcaConfig,
+) -> Result<Eigenpairs, SolverError> {
     Ok(exact_fit(x, kernel, config)?.0)
 }
 
@@ -139,11 +144,12 @@ pub(crate) type KernelMeans = (Vec<f64>, f64);
 /// [`exact_kpca`], also returning the centring statistics `(m, m̄)` of `K` when
 /// `config.center` (the column means of `K` and their mean), which a model needs to centre new
 /// rows, and the operator that ran (`Dense` or `MatrixFree`, never `Auto`).
-pub(crate) fn exact_fit(
-    x: MatRef<'_, f64>,
+pub(crate) fn exact_fit<'x>(
+    x: impl Into<DataRef<'x>>,
     kernel: &Kernel,
     config: &ExactKpcaConfig,
 ) -> Result<(Eigenpairs, Option<KernelMeans>, ExactOperator), SolverError> {
+    let x = x.into();
     check_rank(config.rank, x.nrows())?;
     if !(config.tolerance.is_finite() && config.tolerance > 0.0) {
         return Err(SolverError::InvalidConfig {
@@ -151,7 +157,7 @@ pub(crate) fn exact_fit(
             reason: format!("must be positive, got {}", config.tolerance),
         });
     }
-    check_data(x)?;
+    x.check()?;
     kernel.validate()?;
     let dense_fits = check_dense_kernel(x.nrows(), config.memory);
     let operator = match (config.operator, dense_fits) {

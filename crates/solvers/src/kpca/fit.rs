@@ -2,6 +2,7 @@
 //! [`KernelPcaModel`].
 
 use faer::MatRef;
+use stolr_estimators::DataRef;
 use rand::Rng;
 use stolr_comm::{Communicator, gather_rows, rows_by_index};
 use stolr_estimators::{
@@ -12,6 +13,7 @@ use stolr_memory::{MemoryBudget, f64_bytes};
 use stolr_model::{Standardization, standardize};
 
 use crate::job::Shard;
+use crate::ModelRows;
 use crate::kpca::exact::exact_fit;
 use crate::kpca::kha::{zero_kernel, zero_kernel_floor};
 use crate::kpca::rank::{RANK_TOLERANCE, truncate_to_numerical_rank};
@@ -268,14 +270,8 @@ impl KpcaWarning {
 }
 
 /// `max_i k(x_i, x_i)` over the rows of `x`, `O(n·d)`: the scale of a kernel matrix's entries.
-fn max_diagonal(x: MatRef<'_, f64>, kernel: &Kernel) -> f64 {
-    let mut row = vec![0.0; x.ncols()];
-    (0..x.nrows())
-        .map(|i| {
-            row.iter_mut().enumerate().for_each(|(j, v)| *v = x[(i, j)]);
-            kernel.eval(&row, &row)
-        })
-        .fold(0.0, f64::max)
+fn max_diagonal(x: DataRef<'_>, kernel: &Kernel) -> f64 {
+    kernel.diagonal(x).into_iter().fold(0.0, f64::max)
 }
 
 /// Kernel PCA parameters: `rank` components of the kernel matrix of `kernel`, optionally
@@ -338,7 +334,7 @@ impl KernelPca {
         rng: &mut dyn Rng,
         observer: &mut dyn Observer,
     ) -> Result<KernelPcaFit, SolverError> {
-        let fit = self.fit_shard(&Shard::whole(x), Some(x), standardization, rng, observer)?;
+        let fit = self.fit_shard(&Shard::whole(x), Some(DataRef::Dense(x)), standardization, rng, observer)?;
         fit.ok_or_else(|| unreachable_on_one_process("the fit"))
     }
 
@@ -369,12 +365,12 @@ impl KernelPca {
     pub fn fit_shard(
         &self,
         shard: &Shard<'_>,
-        all: Option<MatRef<'_, f64>>,
+        all: Option<DataRef<'_>>,
         standardization: Option<Standardization>,
         rng: &mut dyn Rng,
         observer: &mut dyn Observer,
     ) -> Result<Option<KernelPcaFit>, SolverError> {
-        let (comm, place, local) = (shard.comm, shard.place, shard.rows());
+        let (comm, place, local) = (shard.comm, shard.place, shard.data());
         let processes = comm.size();
         let not_distributed = |what: &str| -> Result<(), SolverError> {
             if processes > 1 {
@@ -438,7 +434,11 @@ impl KernelPca {
                         solver: name,
                     });
                 }
-                let rows = rows_by_index(comm, local, place, &fit.landmarks);
+                let rows = if processes == 1 {
+                    ModelRows::gather(local, &fit.landmarks)
+                } else {
+                    ModelRows::Dense(rows_by_index(comm, shard.dense("Nyström's landmarks")?, place, &fit.landmarks))
+                };
                 let Some(pairs) = gather_pairs(comm, fit.pairs) else {
                     return Ok(None);
                 };
@@ -464,6 +464,7 @@ impl KernelPca {
                 if self.center {
                     not_distributed("SKPCA with centring")?;
                 }
+                let local = shard.dense("SKPCA")?;
                 // Every buffer of the run, the sampler's included, before any is allocated.
                 let (n, d) = local.shape();
                 stolr_memory::check_iterations(self.memory, "iterations", config.iterations)?;
@@ -521,7 +522,7 @@ impl KernelPca {
             }
             KpcaSolver::Kha { eta, iterations, init_scale } => {
                 not_distributed("KHA")?;
-                return self.fit_kha(local, standardization, (*eta, *iterations, *init_scale), rng, observer).map(Some);
+                return self.fit_kha(shard.dense("KHA")?, standardization, (*eta, *iterations, *init_scale), rng, observer).map(Some);
             }
         };
         let Some(pairs) = gather_pairs(comm, pairs) else {
@@ -532,7 +533,7 @@ impl KernelPca {
             name,
             self.kernel,
             standardization,
-            stolr_estimators::to_owned(x),
+            ModelRows::copy_of(x),
             &pairs,
             KernelCentering::from_training_means(means),
         )?;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use faer::Mat;
 use stolr_comm::gather_rows;
-use stolr_estimators::{Bandwidth, DEFAULT_BANDWIDTH_PERCENTILE, Kernel};
+use stolr_estimators::{Bandwidth, DEFAULT_BANDWIDTH_PERCENTILE, DataRef, Kernel};
 use stolr_memory::MemoryBudget;
 use stolr_model::{Standardization, standardize_reduced};
 
@@ -130,19 +130,33 @@ impl KernelPcaJob {
             };
             return Err(SolverError::InvalidRank { rank, reason });
         }
-        crate::error::check_data(shard.rows())?;
+        shard.data().check()?;
+        if shard.is_sparse() {
+            // What takes sparse rows: Nyström and the exact solvers, uncentred or centred in
+            // feature space (implicitly), without standardization (it would densify them).
+            if self.standardize {
+                return Err(SolverError::SparseUnsupported { what: "standardization".into() });
+            }
+            if !matches!(self.solver, KpcaSolver::Nystrom { .. } | KpcaSolver::Exact { .. }) {
+                return Err(SolverError::SparseUnsupported { what: format!("the {} solver", self.solver.name()) });
+            }
+            if self.certify != CertifyRule::Off {
+                return Err(SolverError::SparseUnsupported { what: "the certificate".into() });
+            }
+        }
         // Standardized in place (a copy of borrowed rows), over the rows of every rank.
         let (shard, standardization) = if self.standardize {
-            let mut local = shard.into_owned();
+            let mut local = shard.into_owned("standardization")?;
             let stats = standardize_reduced(&mut local, |buffer| comm.all_reduce_sum(buffer));
             (Shard::part(local, place, comm), Some(stats))
         } else {
             (shard, None)
         };
-        let local = shard.rows();
+        let local = shard.data();
         // Rank 0 keeps every row, for the model, τ's subsample and the certificate.
-        let gathered: Option<Mat<f64>> = if comm.size() > 1 { gather_rows(comm, local, 0) } else { None };
-        let all = if comm.size() > 1 { gathered.as_ref().map(|x| x.as_ref()) } else { Some(local) };
+        let gathered: Option<Mat<f64>> =
+            if comm.size() > 1 { gather_rows(comm, shard.dense("rows split across processes")?, 0) } else { None };
+        let all = if comm.size() > 1 { gathered.as_ref().map(|x| DataRef::Dense(x.as_ref())) } else { Some(local) };
 
         let started = Instant::now();
         let (kernel, bandwidth) = self.kernel(&shard)?;
@@ -152,7 +166,8 @@ impl KernelPcaJob {
         let mut tau = None;
         let solver = match &self.solver {
             KpcaSolver::Skpca { config, sampler, features } => {
-                let outcome = self.choose_tau(all, &kernel, comm)?;
+                let all = all.map(|x| x.dense().ok_or_else(|| SolverError::SparseUnsupported { what: "SKPCA".into() }));
+                let outcome = self.choose_tau(all.transpose()?, &kernel, comm)?;
                 let config = crate::kpca::SkpcaConfig { tau: outcome.value, ..config.clone() };
                 tau = Some(outcome);
                 KpcaSolver::Skpca { config, sampler: *sampler, features: *features }
@@ -190,6 +205,7 @@ impl KernelPcaJob {
                 };
                 let config = CertifyConfig { method, memory: self.memory, ..Default::default() };
                 let rng = &mut KpcaStream::Certificate.rng(self.seed);
+                let x = x.dense().ok_or_else(|| SolverError::SparseUnsupported { what: "the certificate".into() })?;
                 Some(certify(x, &kernel, self.center, means, &fit.pairs, &config, rng)?)
             }
         };

@@ -5,12 +5,12 @@ use faer::linalg::triangular_solve::solve_lower_triangular_in_place;
 use faer::prelude::{Reborrow, ReborrowMut};
 use faer::{Accum, Mat, MatMut, MatRef, Par};
 use stolr_comm::{Communicator, RowShard, SingleProcess, all_gather_rows, all_reduce_mat};
-use stolr_estimators::{DEFAULT_TILE, Kernel, KernelOperator, OperatorCentering};
+use stolr_estimators::{DEFAULT_TILE, DataRef, Kernel, KernelOperator, OperatorCentering};
 use stolr_lowrank::{Eigenpairs, matmul, sym_eigen_desc, tall_inner};
 use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::SolverError;
-use crate::error::{check_data, check_rank};
+use crate::error::check_rank;
 
 /// Configuration of [`matrix_free_kpca`].
 #[derive(Debug, Clone, PartialEq)]
@@ -169,11 +169,12 @@ pub fn matrix_free_bytes_sharded(
 /// # References
 /// Issue 12, item 4; G. W. Stewart, *A Krylov–Schur algorithm for large eigenproblems*, SIAM
 /// J. Matrix Anal. Appl. 23 (2001); docs/derivations.md §2.9 (exact kernel PCA).
-pub fn matrix_free_kpca(
-    x: MatRef<'_, f64>,
+pub fn matrix_free_kpca<'x>(
+    x: impl Into<DataRef<'x>>,
     kernel: &Kernel,
     config: &MatrixFreeConfig,
 ) -> Result<MatrixFreeFit, SolverError> {
+    let x = x.into();
     matrix_free_kpca_sharded(x, kernel, config, &SingleProcess, RowShard::whole(x.nrows()))
 }
 
@@ -197,15 +198,21 @@ pub fn matrix_free_kpca(
 /// differs from one process's only by rounding: the ranks' tiles and partial sums differ.
 ///
 /// # Errors
-/// As [`matrix_free_kpca`] (the memory estimate is [`matrix_free_bytes_sharded`]), and
-/// [`SolverError::InvalidConfig`] if `x` does not have `shard.rows` rows.
-pub fn matrix_free_kpca_sharded(
-    x: MatRef<'_, f64>,
+/// As [`matrix_free_kpca`] (the memory estimate is [`matrix_free_bytes_sharded`], with the
+/// operator's copy of sparse rows counted by their stored entries), and
+/// [`SolverError::InvalidConfig`] if `x` does not have `shard.rows` rows;
+/// [`SolverError::SparseUnsupported`] for sparse rows split across several ranks.
+pub fn matrix_free_kpca_sharded<'x>(
+    x: impl Into<DataRef<'x>>,
     kernel: &Kernel,
     config: &MatrixFreeConfig,
     comm: &dyn Communicator,
     shard: RowShard,
 ) -> Result<MatrixFreeFit, SolverError> {
+    let x = x.into();
+    if x.is_sparse() && comm.size() > 1 {
+        return Err(SolverError::SparseUnsupported { what: "the matrix-free exact solver on several processes".into() });
+    }
     if x.nrows() != shard.rows {
         return Err(SolverError::InvalidConfig {
             name: "shard",
@@ -236,13 +243,18 @@ pub fn matrix_free_kpca_sharded(
              {gathered}the data, a Krylov basis of about 2·rank + 8·block columns and one product)",
             config.tile
         ),
-        matrix_free_bytes_sharded(shard, d, k, b, config.tile, workers),
+        matrix_free_bytes_sharded(shard, d, k, b, config.tile, workers)
+            .saturating_sub(KernelOperator::bytes(n, d))
+            .saturating_add(KernelOperator::data_bytes(x)),
     )?;
     let op = {
-        let all = (comm.size() > 1).then(|| all_gather_rows(comm, x));
-        let all = all.as_ref().map_or(x, |a| a.as_ref());
+        let all = match x {
+            DataRef::Dense(x) if comm.size() > 1 => Some(all_gather_rows(comm, x)),
+            _ => None,
+        };
+        let all = all.as_ref().map_or(x, |a| DataRef::Dense(a.as_ref()));
         // Every rank checks the same rows, so every rank returns the same error.
-        check_data(all)?;
+        all.check()?;
         KernelOperator::new(all, *kernel, OperatorCentering::None, config.tile, par)?
     };
     let rows = shard.first..shard.first + shard.rows;

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use faer::{Mat, MatRef};
 use serde_json::json;
-use stolr_estimators::Kernel;
+use stolr_estimators::{DataRef, Kernel};
 use stolr_lowrank::Eigenpairs;
 use stolr_model::{ModelFile, OneHotEncoding, Standardization};
 
@@ -12,7 +12,7 @@ use crate::model_io::{
     bad, check_encoding, check_finite_array, get_encoding, get_f64, get_standardization, get_str, kernel_from_json,
     kernel_to_json, prepare_rows, put_encoding, put_standardization,
 };
-use crate::{Persist, SolverError, Transformer};
+use crate::{ModelRows, Persist, SolverError, Transformer};
 
 /// New rows evaluated per block in [`KernelPcaModel::transform`]: the cross-kernel block holds
 /// `TRANSFORM_BLOCK × p` entries.
@@ -86,7 +86,7 @@ impl KernelCentering {
 /// ```
 /// use faer::Mat;
 /// use rand::SeedableRng;
-/// use stolr_estimators::Kernel;
+/// use stolr_estimators::{DataRef, Kernel};
 /// use stolr_solvers::{Fit, KernelPca, KernelPcaModel, KpcaSolver, Persist, Transformer};
 ///
 /// let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
@@ -110,7 +110,7 @@ pub struct KernelPcaModel {
     solver: String,
     kernel: Kernel,
     standardization: Option<Standardization>,
-    rows: Mat<f64>,
+    rows: ModelRows,
     coefficients: Mat<f64>,
     eigenvalues: Vec<f64>,
     centering: KernelCentering,
@@ -119,7 +119,8 @@ pub struct KernelPcaModel {
 
 impl KernelPcaModel {
     /// A model from its parts: `rows` `(p, d)` (already standardized, if `standardization` is
-    /// given), `coefficients` `(p, r)`, `eigenvalues` (length `r`, nonincreasing), `centering`.
+    /// given; dense or sparse, [`ModelRows`]), `coefficients` `(p, r)`, `eigenvalues` (length
+    /// `r`, nonincreasing), `centering`.
     ///
     /// # Errors
     /// [`SolverError::ShapeMismatch`] if the sizes disagree; [`SolverError::ModelMismatch`] for
@@ -128,11 +129,12 @@ impl KernelPcaModel {
         solver: &str,
         kernel: Kernel,
         standardization: Option<Standardization>,
-        rows: Mat<f64>,
+        rows: impl Into<ModelRows>,
         coefficients: Mat<f64>,
         eigenvalues: Vec<f64>,
         centering: KernelCentering,
     ) -> Result<Self, SolverError> {
+        let rows = rows.into();
         kernel.validate()?;
         let (p, d, r) = (rows.nrows(), rows.ncols(), coefficients.ncols());
         if coefficients.nrows() != p {
@@ -181,7 +183,12 @@ impl KernelPcaModel {
             }
             KernelCentering::Offset(c) => c.iter().all(|v| v.is_finite()),
         };
-        if !(finite(rows.as_ref())
+        if standardization.is_some() && matches!(rows, ModelRows::Sparse(_)) {
+            return Err(SolverError::ModelMismatch {
+                reason: "sparse rows with a standardization (it would densify them)".into(),
+            });
+        }
+        if !(rows.is_finite()
             && finite(coefficients.as_ref())
             && eigenvalues.iter().all(|v| v.is_finite())
             && centring_finite)
@@ -229,7 +236,7 @@ impl KernelPcaModel {
         solver: &str,
         kernel: Kernel,
         standardization: Option<Standardization>,
-        rows: Mat<f64>,
+        rows: impl Into<ModelRows>,
         pairs: &Eigenpairs,
         centering: KernelCentering,
     ) -> Result<Self, SolverError> {
@@ -268,9 +275,9 @@ impl KernelPcaModel {
         &self.eigenvalues
     }
 
-    /// The model rows `R` `(p, d)`, standardized.
-    pub fn rows(&self) -> MatRef<'_, f64> {
-        self.rows.as_ref()
+    /// The model rows `R` `(p, d)`, standardized; dense or sparse as the training rows were.
+    pub fn rows(&self) -> DataRef<'_> {
+        self.rows.data()
     }
 
     /// The coefficients `A` `(p, r)`.
@@ -289,7 +296,40 @@ impl Transformer for KernelPcaModel {
     /// standardizes them itself); result `(m, r)`. Blocks of 2048 rows, memory
     /// $O(2048\,p)$.
     fn transform(&self, x: MatRef<'_, f64>) -> Result<Mat<f64>, SolverError> {
-        let x = prepare_rows(x, self.n_features(), self.standardization.as_ref())?;
+        self.transform_data(DataRef::Dense(x))
+    }
+}
+
+impl KernelPcaModel {
+    /// [`Transformer::transform`] of new rows `x` `(m, d)`, dense or sparse (sparse rows are
+    /// never densified; a model with a standardization takes dense rows only). Result `(m, r)`.
+    ///
+    /// # Errors
+    /// [`SolverError::ShapeMismatch`] for another number of features, [`SolverError::Estimator`]
+    /// for non-finite entries, [`SolverError::SparseUnsupported`] for sparse rows and a model
+    /// that standardizes.
+    pub fn transform_data(&self, x: DataRef<'_>) -> Result<Mat<f64>, SolverError> {
+        let prepared;
+        let x = match x {
+            DataRef::Dense(x) => {
+                prepared = prepare_rows(x, self.n_features(), self.standardization.as_ref())?;
+                DataRef::Dense(prepared.as_ref())
+            }
+            DataRef::Sparse(_) => {
+                if self.standardization.is_some() {
+                    return Err(SolverError::SparseUnsupported { what: "a model that standardizes its rows".into() });
+                }
+                if x.ncols() != self.n_features() {
+                    return Err(SolverError::ShapeMismatch {
+                        what: "number of features of the new rows",
+                        expected: self.n_features(),
+                        found: x.ncols(),
+                    });
+                }
+                x.check().or_else(|e| if x.nrows() == 0 { Ok(()) } else { Err(e) })?;
+                x
+            }
+        };
         let (m, p, r) = (x.nrows(), self.rows.nrows(), self.rank());
         let a = self.coefficients.as_ref();
         // Column sums s = 1ᵀA and c = mᵀA − m̄ s for the training centring.
@@ -308,7 +348,11 @@ impl Transformer for KernelPcaModel {
         let mut z = Mat::<f64>::zeros(m, r);
         for start in (0..m).step_by(TRANSFORM_BLOCK) {
             let len = TRANSFORM_BLOCK.min(m - start);
-            let k = self.kernel.cross(x.as_ref().subrows(start, len), self.rows.as_ref());
+            let k = match self.rows.data() {
+                DataRef::Dense(rows) => self.kernel.cross(x.subrows(start, len), rows),
+                // Sparse model rows prepared on the left (a dense block of them is never formed).
+                rows @ DataRef::Sparse(_) => self.kernel.cross(rows, x.subrows(start, len)).transpose().to_owned(),
+            };
             let block = stolr_lowrank::mul(k.as_ref(), a);
             for i in 0..len {
                 let row_mean = if training { k.row(i).sum() / p as f64 } else { 0.0 };
@@ -342,8 +386,8 @@ impl Persist for KernelPcaModel {
         });
         let version = put_encoding(&mut parameters, self.encoding.as_ref());
         let mut file = ModelFile::new(Self::KIND, parameters);
-        file.require_format_version(version);
-        file.put_matrix("rows", self.rows.as_ref());
+        let rows_version = self.rows.put(&mut file, "rows");
+        file.require_format_version(version.max(rows_version));
         file.put_matrix("coefficients", self.coefficients.as_ref());
         file.put_vector("eigenvalues", &self.eigenvalues);
         match &self.centering {
@@ -357,7 +401,7 @@ impl Persist for KernelPcaModel {
 
     fn from_model_file(file: &ModelFile, path: &Path) -> Result<Self, SolverError> {
         let kernel = kernel_from_json(file.parameters().get("kernel").unwrap_or(&serde_json::Value::Null), path)?;
-        let rows = file.matrix("rows")?;
+        let rows = ModelRows::get(file, "rows", path)?;
         let coefficients = file.matrix("coefficients")?;
         let eigenvalues = file.vector("eigenvalues")?;
         check_finite_array("eigenvalues", &eigenvalues, path)?;

@@ -6,12 +6,12 @@ use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::{Accum, Mat, MatRef, Par};
 use rand::Rng;
 use stolr_comm::{Communicator, RowShard, SingleProcess, all_reduce_lower};
-use stolr_estimators::{CrossKernelPanels, Kernel, PANEL_ROWS, Panel};
+use stolr_estimators::{CrossKernelPanels, DataRef, Kernel, PANEL_ROWS, Panel};
 use stolr_lowrank::{Eigenpairs, sym_eigen_desc};
 use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::SolverError;
-use crate::error::{check_data, check_rank};
+use crate::error::check_rank;
 use crate::kpca::kha::{zero_kernel, zero_kernel_floor};
 
 /// Rows of the `n × m` kernel block evaluated at once by default (`8·4096·m` bytes: 66 MB for
@@ -94,7 +94,8 @@ pub struct NystromFit {
 /// with what it is, in bytes: the `m × m` matrices (at most four at a time: `W`, `U_W`, the
 /// eigensolver's workspace, then `S`, `G` and `V`; plus the landmark rows and their prepared
 /// copy), the row blocks of `C` with their panels of `F` (at most `m` columns), and the
-/// `(n, r)` eigenvectors.
+/// `(n, r)` eigenvectors. `d` is the width of a row as held: the number of features for dense
+/// rows, twice the largest number of stored entries for sparse ones.
 fn allocations(n: usize, m: usize, r: usize, d: usize, block_rows: usize) -> [(String, u64); 3] {
     let block = CrossKernelPanels::rounded_block_rows(block_rows).min(n.next_multiple_of(PANEL_ROWS));
     let square = f64_bytes(&[4, m, m]).saturating_add(f64_bytes(&[2, m, d]));
@@ -143,12 +144,13 @@ fn allocations(n: usize, m: usize, r: usize, d: usize, block_rows: usize) -> [(S
 /// # References
 /// \[SKPCA\], "Experimental Setting" (the Nyström baseline); docs/derivations.md
 /// §1.5 (exact orthonormal eigenpairs of `K̃`) and §7.1 (out-of-sample kernel PCA).
-pub fn nystrom_fit<R: Rng + ?Sized>(
-    x: MatRef<'_, f64>,
+pub fn nystrom_fit<'x, R: Rng + ?Sized>(
+    x: impl Into<DataRef<'x>>,
     kernel: &Kernel,
     config: &NystromConfig,
     rng: &mut R,
 ) -> Result<NystromFit, SolverError> {
+    let x = x.into();
     nystrom_fit_sharded(x, kernel, config, rng, &SingleProcess, RowShard::whole(x.nrows()))
 }
 
@@ -171,14 +173,18 @@ pub fn nystrom_fit<R: Rng + ?Sized>(
 /// As [`nystrom_fit`] (the memory estimate counts the local rows), and
 /// [`SolverError::InvalidConfig`] if `x` does not have `shard.rows` rows. Every rank returns the
 /// same error for invalid parameters.
-pub fn nystrom_fit_sharded<R: Rng + ?Sized>(
-    x: MatRef<'_, f64>,
+pub fn nystrom_fit_sharded<'x, R: Rng + ?Sized>(
+    x: impl Into<DataRef<'x>>,
     kernel: &Kernel,
     config: &NystromConfig,
     rng: &mut R,
     comm: &dyn Communicator,
     shard: RowShard,
 ) -> Result<NystromFit, SolverError> {
+    let x = x.into();
+    if x.is_sparse() && comm.size() > 1 {
+        return Err(SolverError::SparseUnsupported { what: "Nyström on several processes".into() });
+    }
     if x.nrows() != shard.rows {
         return Err(SolverError::InvalidConfig {
             name: "shard",
@@ -186,7 +192,7 @@ pub fn nystrom_fit_sharded<R: Rng + ?Sized>(
         });
     }
     if shard.rows > 0 {
-        check_data(x)?;
+        x.check()?;
     }
     kernel.validate()?;
     let (n, d) = (shard.total, x.ncols());
@@ -199,7 +205,13 @@ pub fn nystrom_fit_sharded<R: Rng + ?Sized>(
         });
     }
     check_rank(config.rank, m)?;
-    let needs = allocations(local_n, m, config.rank, d, config.block_rows);
+    // Sparse rows are copied by their stored entries (a value and an index each): the width
+    // the memory estimate counts per row is twice the largest row's entries, not `d`.
+    let width = match x {
+        DataRef::Dense(_) => d,
+        DataRef::Sparse(s) => 2 * (0..s.nrows()).map(|i| s.row_range(i).len()).max().unwrap_or(0),
+    };
+    let needs = allocations(local_n, m, config.rank, width, config.block_rows);
     for (what, bytes) in &needs {
         config.memory.check(what.as_str(), *bytes)?;
     }
@@ -214,14 +226,13 @@ pub fn nystrom_fit_sharded<R: Rng + ?Sized>(
     let par = faer::get_global_parallelism();
 
     let idx = rand::seq::index::sample(rng, n, m).into_vec();
-    let landmarks = if comm.size() == 1 {
-        Mat::from_fn(m, d, |i, j| x[(idx[i], j)])
-    } else {
-        stolr_comm::rows_by_index(comm, x, shard, &idx)
+    let landmarks = match x {
+        DataRef::Dense(x) if comm.size() > 1 => crate::ModelRows::Dense(stolr_comm::rows_by_index(comm, x, shard, &idx)),
+        x => crate::ModelRows::gather(x, &idx),
     };
 
     // W = U_W Λ_W U_Wᵀ; S = U_W Λ_W^{-1/2} on the kept eigenvalues, scaled in place.
-    let w = kernel.matrix(landmarks.as_ref());
+    let w = kernel.matrix(landmarks.data());
     // The scale of the kernel's entries, for the test of a numerically zero kernel matrix.
     let max_diagonal = (0..m).map(|i| w[(i, i)]).fold(0.0, f64::max);
     // The shift s: the mean row of W (rows of C at the landmarks), or 0 without centring.
@@ -239,7 +250,7 @@ pub fn nystrom_fit_sharded<R: Rng + ?Sized>(
 
     // Pass 1: F̃ = (C − 1sᵀ) S a panel at a time (in parallel); G = Σ f̃_i f̃_iᵀ (lower
     // triangle) and Σ f̃_i, panel after panel.
-    let panels = CrossKernelPanels::new(kernel, x, landmarks.as_ref())?;
+    let panels = CrossKernelPanels::new(kernel, x, landmarks.data())?;
     let mut gram = Mat::<f64>::zeros(kept, kept);
     let mut f_sums = vec![0.0; kept];
     let features = |panel: &mut Panel| {

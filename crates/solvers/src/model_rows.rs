@@ -1,0 +1,203 @@
+//! The rows a fitted model keeps (training rows, landmarks), dense or sparse as they came, and
+//! how a model file stores them.
+
+use std::path::Path;
+
+use faer::sparse::{SparseRowMat, SymbolicSparseRowMat};
+use faer::{Mat, MatRef};
+use stolr_estimators::DataRef;
+use stolr_model::ModelFile;
+
+use crate::SolverError;
+use crate::model_io::bad;
+
+/// Rows `(p, d)` a model keeps: dense, or in compressed sparse row form when the model was fitted
+/// on sparse rows (so that a model of sparse data takes `16·nnz` bytes, not `8·p·d`).
+///
+/// A model file stores dense rows as the matrix `<name>` and sparse ones as `<name>_indptr`
+/// (`p + 1` row pointers), `<name>_indices` (column indices, increasing within each row) and
+/// `<name>_data` (the values), with the shape `[p, d]` in `<name>_shape`.
+#[derive(Debug, Clone)]
+pub enum ModelRows {
+    /// Dense rows.
+    Dense(Mat<f64>),
+    /// Sparse rows (sorted, unique column indices per row).
+    Sparse(SparseRowMat<usize, f64>),
+}
+
+impl PartialEq for ModelRows {
+    /// Same form, shape and stored entries.
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (ModelRows::Dense(a), ModelRows::Dense(b)) => a == b,
+            (ModelRows::Sparse(a), ModelRows::Sparse(b)) => {
+                a.nrows() == b.nrows()
+                    && a.ncols() == b.ncols()
+                    && (0..a.nrows()).all(|i| {
+                        a.col_idx_of_row_raw(i) == b.col_idx_of_row_raw(i) && a.val_of_row(i) == b.val_of_row(i)
+                    })
+            }
+            _ => false,
+        }
+    }
+}
+
+impl From<Mat<f64>> for ModelRows {
+    fn from(x: Mat<f64>) -> Self {
+        ModelRows::Dense(x)
+    }
+}
+
+impl From<SparseRowMat<usize, f64>> for ModelRows {
+    fn from(x: SparseRowMat<usize, f64>) -> Self {
+        ModelRows::Sparse(x)
+    }
+}
+
+impl ModelRows {
+    /// A copy of `x` in its own form (dense rows stay dense, sparse ones sparse).
+    pub fn copy_of(x: DataRef<'_>) -> Self {
+        match x {
+            DataRef::Dense(x) => ModelRows::Dense(stolr_estimators::to_owned(x)),
+            DataRef::Sparse(_) => Self::gather(x, &(0..x.nrows()).collect::<Vec<_>>()),
+        }
+    }
+
+    /// The rows `idx` of `x` (in that order), in the form of `x`.
+    ///
+    /// # Panics
+    /// If an index is `>= x.nrows()`.
+    pub fn gather(x: DataRef<'_>, idx: &[usize]) -> Self {
+        match x {
+            DataRef::Dense(x) => ModelRows::Dense(Mat::from_fn(idx.len(), x.ncols(), |i, j| x[(idx[i], j)])),
+            DataRef::Sparse(s) => {
+                let (mut ptr, mut cols, mut vals) = (vec![0usize], Vec::new(), Vec::new());
+                for &i in idx {
+                    cols.extend_from_slice(s.col_idx_of_row_raw(i));
+                    vals.extend_from_slice(s.val_of_row(i));
+                    ptr.push(cols.len());
+                }
+                let symbolic = SymbolicSparseRowMat::new_checked(idx.len(), s.ncols(), ptr, None, cols);
+                ModelRows::Sparse(SparseRowMat::new(symbolic, vals))
+            }
+        }
+    }
+
+    /// The rows as a view.
+    pub fn data(&self) -> DataRef<'_> {
+        match self {
+            ModelRows::Dense(x) => DataRef::Dense(x.as_ref()),
+            ModelRows::Sparse(x) => DataRef::Sparse(x.as_ref()),
+        }
+    }
+
+    /// The dense rows, `None` when sparse.
+    pub fn dense(&self) -> Option<MatRef<'_, f64>> {
+        match self {
+            ModelRows::Dense(x) => Some(x.as_ref()),
+            ModelRows::Sparse(_) => None,
+        }
+    }
+
+    /// Number of rows `p`.
+    pub fn nrows(&self) -> usize {
+        self.data().nrows()
+    }
+
+    /// Number of features `d`.
+    pub fn ncols(&self) -> usize {
+        self.data().ncols()
+    }
+
+    /// Whether every stored entry is finite.
+    pub fn is_finite(&self) -> bool {
+        match self {
+            ModelRows::Dense(x) => (0..x.ncols()).all(|j| (0..x.nrows()).all(|i| x[(i, j)].is_finite())),
+            ModelRows::Sparse(x) => x.val().iter().all(|v| v.is_finite()),
+        }
+    }
+
+    /// Stores the rows in `file` under `name` (see the type's docs); returns the model format
+    /// version the file then needs: 3 for sparse rows (older builds would not find them), 1 for
+    /// dense ones.
+    pub(crate) fn put(&self, file: &mut ModelFile, name: &str) -> u32 {
+        match self {
+            ModelRows::Dense(x) => {
+                file.put_matrix(name, x.as_ref());
+                1
+            }
+            ModelRows::Sparse(x) => {
+                let p = x.nrows();
+                let mut cols = Vec::with_capacity(x.val().len());
+                let mut vals = Vec::with_capacity(x.val().len());
+                let mut out_ptr = Vec::with_capacity(p + 1);
+                out_ptr.push(0);
+                for i in 0..p {
+                    cols.extend_from_slice(x.col_idx_of_row_raw(i));
+                    vals.extend_from_slice(x.val_of_row(i));
+                    out_ptr.push(cols.len());
+                }
+                file.put_indices(&format!("{name}_indptr"), &out_ptr);
+                file.put_indices(&format!("{name}_indices"), &cols);
+                file.put_vector(&format!("{name}_data"), &vals);
+                file.put_indices(&format!("{name}_shape"), &[p, x.ncols()]);
+                3
+            }
+        }
+    }
+
+    /// Reads the rows `name` of `file` (dense or sparse, as [`ModelRows::put`] wrote them).
+    ///
+    /// # Errors
+    /// [`SolverError::ModelFile`] naming `path` for missing arrays, and for sparse rows whose
+    /// pointers, indices or shape are inconsistent (pointers not increasing from 0 to the
+    /// number of entries, an index out of range or not increasing within a row).
+    pub(crate) fn get(file: &ModelFile, name: &str, path: &Path) -> Result<Self, SolverError> {
+        if file.has(name) {
+            return Ok(ModelRows::Dense(file.matrix(name)?));
+        }
+        if !file.has(&format!("{name}_shape")) {
+            return Err(bad(path, format!("no '{name}' rows, dense or sparse")));
+        }
+        let shape = match file.indices(&format!("{name}_shape"))?[..] {
+            [p, d] => (p, d),
+            _ => return Err(bad(path, format!("'{name}_shape' must hold two numbers"))),
+        };
+        let ptr = file.indices(&format!("{name}_indptr"))?;
+        let cols = file.indices(&format!("{name}_indices"))?;
+        let vals = file.vector(&format!("{name}_data"))?;
+        csr_from_parts(shape, ptr, cols, vals).map(ModelRows::Sparse).map_err(|reason| bad(path, reason))
+    }
+}
+
+/// Sparse rows `(n, d)` from their CSR parts, checked: `ptr` has `n + 1` entries increasing from
+/// 0 to `cols.len() == vals.len()`, and every row's column indices are below `d` and strictly
+/// increasing.
+///
+/// # Errors
+/// A sentence saying what is inconsistent.
+pub fn csr_from_parts(
+    (n, d): (usize, usize),
+    ptr: Vec<usize>,
+    cols: Vec<usize>,
+    vals: Vec<f64>,
+) -> Result<SparseRowMat<usize, f64>, String> {
+    if ptr.len() != n + 1 || ptr[0] != 0 || ptr[n] != cols.len() || cols.len() != vals.len() {
+        return Err(format!(
+            "inconsistent sparse rows: {} row pointers for {n} rows, {} indices, {} values",
+            ptr.len(),
+            cols.len(),
+            vals.len()
+        ));
+    }
+    for i in 0..n {
+        if ptr[i] > ptr[i + 1] {
+            return Err(format!("inconsistent sparse rows: the pointers decrease at row {i}"));
+        }
+        let row = &cols[ptr[i]..ptr[i + 1]];
+        if row.iter().any(|&c| c >= d) || row.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(format!("inconsistent sparse rows: the column indices of row {i} are out of range or not increasing"));
+        }
+    }
+    Ok(SparseRowMat::new(SymbolicSparseRowMat::new_checked(n, d, ptr, None, cols), vals))
+}

@@ -1,0 +1,119 @@
+//! Kernel PCA from sparse rows (a LIBSVM file read without densifying, a `scipy.sparse`
+//! matrix): the job on a sparse [`Shard`] equals the job on the same rows dense, for Nyström
+//! and both exact operators, centred or not, with the bandwidth chosen from the data, and the
+//! model (which keeps the rows sparse) transforms new rows, dense or sparse, as the dense
+//! model does, before and after a save and load.
+
+use faer::Mat;
+use faer::sparse::{SparseRowMat, Triplet};
+use stolr_estimators::DataRef;
+use stolr_memory::MemoryBudget;
+use stolr_solvers::{
+    CertifyRule, ExactOperator, KernelFamily, KernelPcaJob, KernelPcaModel, KernelSpec, KpcaSolver, Persist, Shard,
+    SolverError, Transformer,
+};
+
+/// `n` rows in `d` dimensions, about 5 % stored, with an outlier row (3), a duplicate (row 8 =
+/// row 1), an empty row (10) and a constant column (0).
+fn sparse_data(n: usize, d: usize, seed: u64) -> Mat<f64> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let mut x = Mat::from_fn(n, d, |_, j| {
+        let keep = next() < 0.05;
+        let v = 2.0 * next() - 1.0;
+        if j == 0 { 0.5 } else if keep { v } else { 0.0 }
+    });
+    for j in (1..d).step_by(7) {
+        x[(3, j)] = 30.0;
+    }
+    for j in 0..d {
+        x[(8, j)] = x[(1, j)];
+        x[(10, j)] = 0.0;
+    }
+    x
+}
+
+fn csr(x: &Mat<f64>) -> SparseRowMat<usize, f64> {
+    let mut t = Vec::new();
+    for i in 0..x.nrows() {
+        for j in 0..x.ncols() {
+            if x[(i, j)] != 0.0 {
+                t.push(Triplet::new(i, j, x[(i, j)]));
+            }
+        }
+    }
+    SparseRowMat::try_new_from_triplets(x.nrows(), x.ncols(), &t).unwrap()
+}
+
+/// Largest entrywise difference relative to the largest entry of `want`.
+fn rel(got: &Mat<f64>, want: &Mat<f64>) -> f64 {
+    assert_eq!(got.shape(), want.shape());
+    let scale = (0..want.ncols()).flat_map(|j| want.col(j).iter().copied().collect::<Vec<_>>()).fold(f64::MIN_POSITIVE, |m, v| m.max(v.abs()));
+    (0..want.ncols())
+        .flat_map(|j| (0..want.nrows()).map(move |i| (i, j)))
+        .map(|(i, j)| (got[(i, j)] - want[(i, j)]).abs() / scale)
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn kernel_pca_from_sparse_rows_equals_the_dense_path() {
+    let (x, test) = (sparse_data(300, 120, 1), sparse_data(40, 120, 2));
+    let (s, s_test) = (csr(&x), csr(&test));
+    let solvers = [
+        KpcaSolver::Nystrom { landmarks: 60 },
+        KpcaSolver::exact_with(ExactOperator::Dense),
+        KpcaSolver::exact_with(ExactOperator::MatrixFree),
+    ];
+    for family in [KernelFamily::Gaussian, KernelFamily::Laplacian, KernelFamily::Polynomial] {
+        for solver in &solvers {
+            for center in [false, true] {
+                let what = format!("{} {} centred {center}", family.name(), solver.name());
+                let job = KernelPcaJob { center, ..KernelPcaJob::new(KernelSpec::new(family), Some(5), solver.clone(), 11) };
+                let dense = job.run(Shard::whole(x.as_ref()), &mut ()).unwrap().unwrap();
+                let sparse = job.run(Shard::sparse(s.as_ref()), &mut ()).unwrap().unwrap();
+                assert_eq!(sparse.kernel, dense.kernel, "{what}: the bandwidth rule gives the same bits");
+                let (dv, sv) = (&dense.fit.pairs.values, &sparse.fit.pairs.values);
+                assert_eq!(dv.len(), sv.len(), "{what}");
+                for (a, b) in sv.iter().zip(dv) {
+                    assert!((a - b).abs() <= 1e-12 * dv[0], "{what}: eigenvalues {sv:?} vs {dv:?}");
+                }
+                // Eigenvectors up to the rounding of their eigenproblem (distinct eigenvalues here).
+                assert!(rel(&sparse.fit.pairs.vectors, &dense.fit.pairs.vectors) < 1e-9, "{what}: eigenvectors");
+                assert!(sparse.fit.model.rows().is_sparse(), "{what}: the model keeps sparse rows");
+                let want = dense.fit.model.transform(test.as_ref()).unwrap();
+                let from_dense = sparse.fit.model.transform(test.as_ref()).unwrap();
+                let from_sparse = sparse.fit.model.transform_data(DataRef::Sparse(s_test.as_ref())).unwrap();
+                assert!(rel(&from_dense, &want) < 1e-9, "{what}: transform of dense rows");
+                assert!(rel(&from_sparse, &want) < 1e-9, "{what}: transform of sparse rows");
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join("model.npz");
+                sparse.fit.model.save(&path).unwrap();
+                let back = KernelPcaModel::load(&path, MemoryBudget::default()).unwrap();
+                assert_eq!(back, sparse.fit.model, "{what}: save and load");
+            }
+        }
+    }
+}
+
+#[test]
+fn what_needs_dense_rows_refuses_sparse_ones_with_a_typed_error() {
+    let s = csr(&sparse_data(50, 20, 3));
+    let base = KernelPcaJob::new(KernelSpec::new(KernelFamily::Gaussian), Some(3), KpcaSolver::exact(), 1);
+    let refused = [
+        KernelPcaJob { standardize: true, ..base.clone() },
+        KernelPcaJob { certify: CertifyRule::Exact, ..base.clone() },
+        KernelPcaJob { solver: KpcaSolver::kha(0.1, 10), ..base.clone() },
+    ];
+    for job in refused {
+        let err = job.run(Shard::sparse(s.as_ref()), &mut ()).unwrap_err();
+        assert!(matches!(err, SolverError::SparseUnsupported { .. }), "{err}");
+    }
+    // A sparse row with NaN is refused like a dense one.
+    let bad = SparseRowMat::<usize, f64>::try_new_from_triplets(3, 2, &[Triplet::new(1, 1, f64::NAN)]).unwrap();
+    assert!(base.run(Shard::sparse(bad.as_ref()), &mut ()).is_err());
+}
