@@ -30,6 +30,10 @@ pub struct ApplyArgs {
     /// Output folder for projections.npy (transform) or predictions.npy (predict) and report.json.
     #[arg(long)]
     out: PathBuf,
+    /// transform: keep the rows of a --format libsvm input sparse, never densified (kernel PCA
+    /// models; the model's own rows may be dense or sparse).
+    #[arg(long)]
+    sparse: bool,
 }
 
 /// The model file, then `--out` claimed before the rows are read: locked, write-tested and
@@ -60,8 +64,25 @@ pub fn transform(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
     };
     let d = n_features(&file)?;
     let format = args.format.unwrap_or(if encoding.is_some() { Format::Csv } else { Format::Libsvm });
-    let data = read_for_model(&args.input, format, d, false, encoding.as_ref(), memory)?;
-    let z = model.transform(data.x.as_ref()).with_context(|| format!("cannot transform {}", args.input.display()))?;
+    let (z, data) = if args.sparse {
+        if file.kind() != KernelPcaModel::KIND || format != Format::Libsvm {
+            bail!("--sparse transforms --format libsvm rows with a kernel PCA model");
+        }
+        let model = KernelPcaModel::from_model_file(&file, &path)?;
+        let rows = stolr_datasets::read_libsvm_sparse(&args.input, Some(d), memory)?;
+        let z = model
+            .transform_data(stolr_estimators::DataRef::Sparse(rows.x.as_ref()))
+            .with_context(|| format!("cannot transform {}", args.input.display()))?;
+        let (n, d) = (rows.n(), rows.d());
+        (z, (rows.source, n, d))
+    } else {
+        let data = read_for_model(&args.input, format, d, false, encoding.as_ref(), memory)?;
+        let z =
+            model.transform(data.x.as_ref()).with_context(|| format!("cannot transform {}", args.input.display()))?;
+        let (n, d) = (data.n(), data.d());
+        (z, (data.source, n, d))
+    };
+    let (source, n, d) = data;
     let out = crate::common::output::staged(&args.out);
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", args.out.display()))?;
     write_npy_matrix(&out.join("projections.npy"), z.as_ref())?;
@@ -70,7 +91,7 @@ pub fn transform(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
         command: "transform".into(),
         model: path.display().to_string(),
         model_kind: file.kind().into(),
-        dataset: ApplyDataset { source: data.source.clone(), format: format.name(), n: data.n(), d: data.d() },
+        dataset: ApplyDataset { source, format: format.name(), n, d },
         result: ApplyResult { rows: z.nrows(), components: Some(z.ncols()), mse: None },
         total_seconds: start.elapsed().as_secs_f64(),
         outputs: vec!["projections.npy".into(), "report.json".into()],
@@ -78,7 +99,7 @@ pub fn transform(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
     write_report(&out, &report)?;
     println!(
         "stolr transform: {} rows of {} on the {} model {} -> {} ({} x {})",
-        data.n(),
+        n,
         args.input.display(),
         file.kind(),
         path.display(),
@@ -93,6 +114,9 @@ pub fn transform(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
 /// when the rows carry targets; the model file and the rows are read within `memory`
 /// (`--memory-limit`).
 pub fn predict(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
+    if args.sparse {
+        bail!("--sparse is for `stolr transform`; `stolr predict` reads dense rows");
+    }
     let start = Instant::now();
     let (file, path) = load(&args, &[KrrModel::KIND], memory)?;
     let model = KrrModel::from_model_file(&file, &path)?;

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use faer::Mat;
-use stolr_datasets::{Dataset, write_npy_matrix, write_npy_vector};
+use stolr_datasets::{Dataset, SparseDataset, read_libsvm_sparse, write_npy_matrix, write_npy_vector};
 use stolr_lowrank::Eigenpairs;
 use stolr_model::OneHotEncoding;
 use stolr_report::{KpcaDataset, KpcaParameters, KpcaReport, KpcaResult, KpcaTimings};
@@ -54,7 +54,21 @@ pub fn run(args: KpcaArgs, ctx: &RunContext) -> Result<()> {
     if iterative {
         Progress::check_trace("--iterations", args.iterations, 1, ctx.memory)?;
     }
+    let sparse_rows;
     let (shard, read) = match &ctx.world {
+        Some(_) if args.sparse => bail!("--sparse runs on one process (the rows are not split across processes yet)"),
+        None if args.sparse => {
+            let data = load_sparse(&args, ctx.memory)?;
+            let read_time = total.elapsed();
+            if let Some(rank) = args.rank
+                && rank > data.n()
+            {
+                bail!("--rank {rank} exceeds the number of samples n = {}", data.n());
+            }
+            let labels = Dataset { x: Mat::new(), labels: data.labels, source: data.source };
+            sparse_rows = data.x;
+            (Shard::sparse(sparse_rows.as_ref()), Read { data: labels, encoding: None, origin: "file", total, read_time })
+        }
         Some(comm) => {
             if args.checkpoint.checkpoint.is_some() {
                 ctx.refuse("--checkpoint")?;
@@ -85,7 +99,7 @@ pub fn run(args: KpcaArgs, ctx: &RunContext) -> Result<()> {
         }
     };
     require_support(&args.checkpoint, args.solver == KpcaMethod::Skpca, job.solver.name())?;
-    let store = FileStore::new(&args.checkpoint, ctx, || Ok(matrix_fingerprint(shard.rows())))?;
+    let store = FileStore::new(&args.checkpoint, ctx, || Ok(matrix_fingerprint(shard.dense("--checkpoint")?)))?;
     // Only rank 0 draws the bar and keeps the trace for the report.
     let mut progress = Progress::new(job.solver.name(), iterative.then_some(args.iterations), 1).with_checkpoint(store);
     let outcome = job.run(shard, &mut progress)?;
@@ -94,6 +108,22 @@ pub fn run(args: KpcaArgs, ctx: &RunContext) -> Result<()> {
         Some(outcome) => finish(&args, read, outcome, progress),
         None => Ok(()),
     }
+}
+
+/// The sparse rows of `--input` with `--sparse`: a LIBSVM file read without densifying.
+fn load_sparse(args: &KpcaArgs, memory: stolr_memory::MemoryBudget) -> Result<SparseDataset> {
+    let Some(path) = &args.input else { bail!("--sparse needs an --input file (--format libsvm)") };
+    if args.format != crate::common::input::Format::Libsvm {
+        bail!("--sparse reads --format libsvm; got --format {}", args.format.name());
+    }
+    if args.table.given() {
+        bail!("--categorical and --label-column are for CSV tables, not --sparse LIBSVM input");
+    }
+    let data = read_libsvm_sparse(path, None, memory)?;
+    if data.n() == 0 || data.d() == 0 {
+        bail!("the dataset is empty ({} samples, {} features)", data.n(), data.d());
+    }
+    Ok(data)
 }
 
 /// Writes the eigenvalues, eigenvectors, projections and model into `out` (when given) and

@@ -385,3 +385,73 @@ fn krr_and_pca_read_tables_with_categorical_and_label_columns() {
     a.extend(args(&["--format", "csv", "--rank", "2"]).into_iter().chain(table.iter().cloned()));
     assert_fails_with(&stolr_owned(&a), "need a batch solver");
 }
+
+/// A LIBSVM file of `n` rows over `d` features, about 3 % stored, with an outlier row (2), a
+/// duplicate row (5 = 1) and a constant feature (1).
+fn write_sparse_libsvm(path: &Path, n: usize, d: usize, offset: usize) {
+    let mut text = String::new();
+    for i in offset..offset + n {
+        let src = if i == offset + 5 { offset + 1 } else { i };
+        let mut fields = vec![format!("{}", src % 3), "1:0.5".to_string()];
+        for j in 2..=d {
+            let h = (src * 2654435761 + j * 40503) % 1000;
+            if h < 30 || (i == offset + 2 && j % 9 == 0) {
+                let v = if i == offset + 2 { 40.0 } else { (h as f64 * 0.37).sin() };
+                fields.push(format!("{j}:{v}"));
+            }
+        }
+        text += &(fields.join(" ") + "\n");
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn sparse_libsvm_rows_give_the_dense_fit_and_transform() {
+    let dir = tempfile::tempdir().unwrap();
+    let (train, test) = (dir.path().join("train.svm"), dir.path().join("test.svm"));
+    write_sparse_libsvm(&train, 300, 400, 0);
+    write_sparse_libsvm(&test, 30, 400, 5000);
+    let (t, s) = (train.to_str().unwrap(), test.to_str().unwrap());
+    let read = |p: &Path| read_npy_matrix(p, stolr_memory::MemoryBudget::default()).unwrap();
+    for solver in [&["--solver", "exact"][..], &["--solver", "nystrom", "--landmarks", "80"][..]] {
+        let (dense, sparse) = (dir.path().join("dense"), dir.path().join("sparse"));
+        for (out, flag) in [(&dense, None), (&sparse, Some("--sparse"))] {
+            let mut args = vec!["kpca", "--input", t, "--center", "--rank", "4", "--out", out.to_str().unwrap()];
+            args.extend(solver);
+            args.extend(flag);
+            ok(stolr(&args));
+        }
+        let report_of = |dir: &Path| -> serde_json::Value {
+            serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap()
+        };
+        let (report, dense_report) = (report_of(&sparse), report_of(&dense));
+        let values = |r: &serde_json::Value| -> Vec<f64> {
+            r["result"]["eigenvalues"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect()
+        };
+        let (dv, sv) = (values(&dense_report), values(&report));
+        assert_eq!(dv.len(), 4);
+        for (a, b) in sv.iter().zip(&dv) {
+            assert!((a - b).abs() <= 1e-12 * dv[0], "{solver:?}: eigenvalues {sv:?} vs {dv:?}");
+        }
+        // The certificate of the sparse fit checks its pairs against the true kernel as the dense one does.
+        let residual = |r: &serde_json::Value| r["certificate"]["residuals"][0].as_f64().unwrap();
+        assert!((residual(&report) - residual(&dense_report)).abs() < 1e-9, "{solver:?}: certificate");
+        // New rows, dense or sparse, on the sparse model equal the dense model's projections.
+        let want = dir.path().join("want");
+        ok(stolr(&["transform", "--model", dense.to_str().unwrap(), "--input", s, "--out", want.to_str().unwrap()]));
+        for flag in [None, Some("--sparse")] {
+            let got = dir.path().join("got");
+            let mut args = vec!["transform", "--model", sparse.to_str().unwrap(), "--input", s, "--out", got.to_str().unwrap()];
+            args.extend(flag);
+            ok(stolr(&args));
+            let (w, g) = (read(&want.join("projections.npy")), read(&got.join("projections.npy")));
+            assert!(max_abs_diff(&w, &g) <= 1e-9 * w.norm_max(), "{solver:?} {flag:?}: transform");
+        }
+    }
+    // What needs dense rows says so.
+    let out = dir.path().join("refused");
+    let o = out.to_str().unwrap();
+    assert_fails_with(&stolr(&["kpca", "--input", t, "--sparse", "--standardize", "--rank", "3", "--solver", "exact", "--out", o]), "sparse");
+    assert_fails_with(&stolr(&["kpca", "--input", t, "--sparse", "--rank", "3", "--out", o]), "sparse");
+    assert_fails_with(&stolr(&["kpca", "--sparse", "--rank", "3", "--solver", "exact", "--out", o]), "--input");
+}

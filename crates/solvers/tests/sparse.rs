@@ -9,8 +9,8 @@ use faer::sparse::{SparseRowMat, Triplet};
 use stolr_estimators::DataRef;
 use stolr_memory::MemoryBudget;
 use stolr_solvers::{
-    CertifyRule, ExactOperator, KernelFamily, KernelPcaJob, KernelPcaModel, KernelSpec, KpcaSolver, Persist, Shard,
-    SolverError, Transformer,
+    CertifyRule, ExactOperator, KernelFamily, KernelPcaJob, KernelPcaModel, KernelSpec, KpcaSolver, Persist, SamplerKind,
+    Shard, SkpcaConfig, SolverError, Transformer,
 };
 
 /// `n` rows in `d` dimensions, about 5 % stored, with an outlier row (3), a duplicate (row 8 =
@@ -73,7 +73,11 @@ fn kernel_pca_from_sparse_rows_equals_the_dense_path() {
         for solver in &solvers {
             for center in [false, true] {
                 let what = format!("{} {} centred {center}", family.name(), solver.name());
-                let job = KernelPcaJob { center, ..KernelPcaJob::new(KernelSpec::new(family), Some(5), solver.clone(), 11) };
+                let job = KernelPcaJob {
+                    center,
+                    certify: CertifyRule::Exact,
+                    ..KernelPcaJob::new(KernelSpec::new(family), Some(5), solver.clone(), 11)
+                };
                 let dense = job.run(Shard::whole(x.as_ref()), &mut ()).unwrap().unwrap();
                 let sparse = job.run(Shard::sparse(s.as_ref()), &mut ()).unwrap().unwrap();
                 assert_eq!(sparse.kernel, dense.kernel, "{what}: the bandwidth rule gives the same bits");
@@ -85,6 +89,10 @@ fn kernel_pca_from_sparse_rows_equals_the_dense_path() {
                 // Eigenvectors up to the rounding of their eigenproblem (distinct eigenvalues here).
                 assert!(rel(&sparse.fit.pairs.vectors, &dense.fit.pairs.vectors) < 1e-9, "{what}: eigenvectors");
                 assert!(sparse.fit.model.rows().is_sparse(), "{what}: the model keeps sparse rows");
+                let (dc, sc) = (dense.certificate.unwrap(), sparse.certificate.unwrap());
+                for (a, b) in sc.residuals.iter().zip(&dc.residuals) {
+                    assert!((a - b).abs() <= 1e-9, "{what}: certificate residuals {:?} vs {:?}", sc.residuals, dc.residuals);
+                }
                 let want = dense.fit.model.transform(test.as_ref()).unwrap();
                 let from_dense = sparse.fit.model.transform(test.as_ref()).unwrap();
                 let from_sparse = sparse.fit.model.transform_data(DataRef::Sparse(s_test.as_ref())).unwrap();
@@ -106,7 +114,10 @@ fn what_needs_dense_rows_refuses_sparse_ones_with_a_typed_error() {
     let base = KernelPcaJob::new(KernelSpec::new(KernelFamily::Gaussian), Some(3), KpcaSolver::exact(), 1);
     let refused = [
         KernelPcaJob { standardize: true, ..base.clone() },
-        KernelPcaJob { certify: CertifyRule::Exact, ..base.clone() },
+        KernelPcaJob {
+            solver: KpcaSolver::Skpca { config: SkpcaConfig::default(), sampler: SamplerKind::Rff, features: 10 },
+            ..base.clone()
+        },
         KernelPcaJob { solver: KpcaSolver::kha(0.1, 10), ..base.clone() },
     ];
     for job in refused {

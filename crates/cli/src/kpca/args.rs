@@ -48,6 +48,12 @@ pub struct KpcaArgs {
     pub(super) format: Format,
     #[command(flatten)]
     pub(super) table: TableArgs,
+    /// Keep the rows of a --format libsvm input sparse, never densified: memory follows the
+    /// stored entries (16 bytes each), not n·d. The exact and Nyström solvers take sparse rows
+    /// (same results as dense to about 1e-12); --standardize and the iterative solvers need
+    /// dense rows.
+    #[arg(long)]
+    pub(super) sparse: bool,
     /// Kernel function.
     #[arg(long, default_value = KernelFamily::Gaussian.name(), value_parser = names::parser::<KernelFamily>())]
     pub(super) kernel: KernelFamily,

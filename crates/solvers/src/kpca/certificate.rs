@@ -3,12 +3,13 @@
 
 use faer::{Mat, MatRef};
 use rand::{Rng, RngExt};
-use stolr_estimators::{CrossKernelPanels, DEFAULT_TILE, Kernel, KernelEvaluation, KernelOperator, OperatorCentering};
+use stolr_estimators::{
+    CrossKernelPanels, DEFAULT_TILE, DataRef, Kernel, KernelEvaluation, KernelOperator, OperatorCentering,
+};
 use stolr_lowrank::Eigenpairs;
 use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::SolverError;
-use crate::error::check_data;
 
 /// How a [`Certificate`] was computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,8 +145,8 @@ pub struct Certificate {
 ///
 /// # References
 /// Issue 12, item 6. Residual bound: Parlett, *The Symmetric Eigenvalue Problem*, Thm 4.5.1.
-pub fn certify(
-    x: MatRef<'_, f64>,
+pub fn certify<'x>(
+    x: impl Into<DataRef<'x>>,
     kernel: &Kernel,
     center: bool,
     means: Option<(&[f64], f64)>,
@@ -153,8 +154,9 @@ pub fn certify(
     config: &CertifyConfig,
     rng: &mut dyn Rng,
 ) -> Result<Certificate, SolverError> {
+    let x = x.into();
     let n = x.nrows();
-    check_data(x)?;
+    x.check()?;
     kernel.validate()?;
     let u = pairs.vectors.as_ref();
     let r = pairs.rank();
@@ -176,7 +178,7 @@ pub fn certify(
     let workers = KernelOperator::workers(par);
     let d = x.ncols();
     let b = r + usize::from(center);
-    let exact_bytes = KernelOperator::bytes(n, d)
+    let exact_bytes = KernelOperator::data_bytes(x)
         .saturating_add(KernelOperator::apply_bytes(n, b, config.tile, workers))
         .saturating_add(f64_bytes(&[2 * n, b]));
     let method = match config.method {
@@ -327,13 +329,13 @@ const SAMPLED_BLOCK_ROWS: usize = 1024;
 /// by direct loops over the coordinates ([`KernelEvaluation::Direct`]). Memory
 /// `8·s·(d + b + SAMPLED_BLOCK_ROWS)` bytes; `x` is not copied.
 fn sampled_rows_product(
-    x: MatRef<'_, f64>,
+    x: DataRef<'_>,
     kernel: &Kernel,
     rows: &[usize],
     v: MatRef<'_, f64>,
 ) -> Result<Mat<f64>, SolverError> {
-    let sampled = Mat::from_fn(rows.len(), x.ncols(), |a, l| x[(rows[a], l)]);
-    let panels = CrossKernelPanels::with_evaluation(kernel, KernelEvaluation::Direct, x, sampled.as_ref())?;
+    let sampled = crate::ModelRows::gather(x, rows);
+    let panels = CrossKernelPanels::with_evaluation(kernel, KernelEvaluation::Direct, x, sampled.data())?;
     let mut out = Mat::<f64>::zeros(rows.len(), v.ncols());
     let par = faer::get_global_parallelism();
     panels.for_each_block(
@@ -353,7 +355,7 @@ fn sampled_rows_product(
 
 /// $\operatorname{tr} K = \sum_i \kappa(x_i, x_i)$ ([`Kernel::diagonal`]): `n` for the
 /// Gaussian and Laplacian kernels. Time $O(nd)$, memory `8·n` bytes.
-fn kernel_trace(x: MatRef<'_, f64>, kernel: &Kernel) -> f64 {
+fn kernel_trace(x: DataRef<'_>, kernel: &Kernel) -> f64 {
     kernel.diagonal(x).iter().sum()
 }
 
@@ -519,11 +521,11 @@ mod tests {
         let grand = m.iter().sum::<f64>() / n as f64;
         let u = Mat::from_fn(n, 4, |i, c| ((i * (c + 3)) % 17) as f64 / 17.0 - 0.5);
         let all: Vec<usize> = (0..n).collect();
-        let raw = sampled_rows_product(x.as_ref(), &kernel, &all, u.as_ref()).unwrap();
+        let raw = sampled_rows_product(x.as_ref().into(), &kernel, &all, u.as_ref()).unwrap();
         assert!((&raw - &k * &u).norm_max() <= 1e-10 * k.norm_max() * n as f64);
         let kc = Mat::from_fn(n, n, |i, j| k[(i, j)] - m[i] - m[j] + grand);
         let trace: f64 = (0..n).map(|i| kc[(i, i)]).sum();
-        let trace_k = kernel_trace(x.as_ref(), &kernel);
+        let trace_k = kernel_trace(x.as_ref().into(), &kernel);
         assert!((trace_k - n as f64 * grand - trace).abs() <= 1e-9 * trace.abs());
         let sums: Vec<f64> = (0..4).map(|c| u.col(c).sum()).collect();
         let mtu: Vec<f64> = (0..4).map(|c| (0..n).map(|j| m[j] * u[(j, c)]).sum()).collect();

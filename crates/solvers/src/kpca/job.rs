@@ -140,9 +140,6 @@ impl KernelPcaJob {
             if !matches!(self.solver, KpcaSolver::Nystrom { .. } | KpcaSolver::Exact { .. }) {
                 return Err(SolverError::SparseUnsupported { what: format!("the {} solver", self.solver.name()) });
             }
-            if self.certify != CertifyRule::Off {
-                return Err(SolverError::SparseUnsupported { what: "the certificate".into() });
-            }
         }
         // Standardized in place (a copy of borrowed rows), over the rows of every rank.
         let (shard, standardization) = if self.standardize {
@@ -205,7 +202,6 @@ impl KernelPcaJob {
                 };
                 let config = CertifyConfig { method, memory: self.memory, ..Default::default() };
                 let rng = &mut KpcaStream::Certificate.rng(self.seed);
-                let x = x.dense().ok_or_else(|| SolverError::SparseUnsupported { what: "the certificate".into() })?;
                 Some(certify(x, &kernel, self.center, means, &fit.pairs, &config, rng)?)
             }
         };
