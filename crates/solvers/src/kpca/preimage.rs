@@ -310,7 +310,7 @@ mod tests {
             .flat_map(|i| (0..4).map(move |j| (i, j)))
             .fold(0.0, |m: f64, (i, j)| m.max(want[(i, j)].abs()));
         assert!(max_abs_diff(got.as_ref(), want.as_ref()) <= 1e-11 * scale, "{got:?} against {want:?}");
-        // The constant column comes back constant: the ridge map is linear in the targets.
+        // The training embedding itself (the ridge shrinks: not the training rows back).
         let on_train = model.inverse_transform(map.embedding()).unwrap();
         let want_train = dense_preimage(model.kernel(), map.embedding(), x.as_ref(), alpha, map.embedding());
         assert!(max_abs_diff(on_train.as_ref(), want_train.as_ref()) <= 1e-11 * 50.0);
@@ -339,7 +339,7 @@ mod tests {
         let inner = dense_preimage(model.kernel(), map.embedding(), std_rows.as_ref(), alpha, z_new.as_ref());
         let want = Mat::from_fn(inner.nrows(), 4, |i, j| s.mean[j] + s.scale[j] * inner[(i, j)]);
         assert!(max_abs_diff(got.as_ref(), want.as_ref()) <= 1e-11 * 50.0, "{got:?} against {want:?}");
-        // The constant column (scale 1) comes back as its mean exactly where the map gives 0.
+        // The constant column has scale 1 (its pre-image is its mean plus the map's value).
         assert_eq!(s.scale[3], 1.0);
     }
 
