@@ -324,6 +324,27 @@ mod tests {
     }
 
     #[test]
+    fn kha_and_skpca_offer_the_map_on_their_own_training_embedding() {
+        use crate::{KpcaMethod, KpcaSettings, TauRule};
+        let x = data();
+        let settings = KpcaSettings { iterations: 200, sampler: crate::SamplerKind::Columns, ..Default::default() };
+        for method in [KpcaMethod::Kha, KpcaMethod::Skpca] {
+            let mut job = job(Some(0.4), method.solver(&settings));
+            job.tau = TauRule::ForRank { rank: 5, subsample: 40 };
+            let outcome = job.run(Shard::whole(x.as_ref()), &mut ()).unwrap().unwrap();
+            let (model, pairs) = (&outcome.fit.model, &outcome.fit.pairs);
+            let map = model.preimage().expect("the map is fitted");
+            // The embedding is the fit's U Λ^{1/2}, whatever the solver's accuracy.
+            let z = Mat::from_fn(pairs.dim(), pairs.rank(), |i, j| pairs.vectors[(i, j)] * pairs.values[j].sqrt());
+            assert_eq!(map.embedding(), z.as_ref(), "{method:?}");
+            let z_new = model.transform(test_rows().as_ref()).unwrap();
+            let want = dense_preimage(model.kernel(), z.as_ref(), x.as_ref(), 0.4, z_new.as_ref());
+            let got = model.inverse_transform(z_new.as_ref()).unwrap();
+            assert!(max_abs_diff(got.as_ref(), want.as_ref()) <= 1e-11 * 50.0, "{method:?}");
+        }
+    }
+
+    #[test]
     fn a_standardized_model_maps_back_to_the_raw_features() {
         let x = data();
         let alpha = 0.7;
