@@ -1,4 +1,5 @@
-//! `stolr transform` and `stolr predict`: a saved model applied to new rows.
+//! `stolr transform`, `stolr inverse-transform` and `stolr predict`: a saved model applied to
+//! new rows (or, for `inverse-transform`, to points of a kernel PCA embedding).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -6,7 +7,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use stolr_datasets::{write_npy_matrix, write_npy_vector};
-use stolr_memory::MemoryBudget;
+use stolr_memory::{MemoryBudget, f64_bytes};
 use stolr_model::ModelFile;
 use stolr_report::{ApplyDataset, ApplyReport, ApplyResult};
 use stolr_solvers::{KernelPcaModel, KrrModel, PcaModel, Persist, Predictor, Transformer, mean_squared_error};
@@ -14,20 +15,24 @@ use stolr_solvers::{KernelPcaModel, KrrModel, PcaModel, Persist, Predictor, Tran
 use crate::common::input::{Format, read_for_model};
 use crate::common::output::write_report;
 
-/// Arguments of `stolr transform` and `stolr predict`.
+/// Arguments of `stolr transform`, `stolr inverse-transform` and `stolr predict`.
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
     /// The model: a fit's `--out` folder, or the `model.npz` file in it.
     #[arg(long)]
     model: PathBuf,
-    /// The new rows (one sample per row), with the model's number of features.
+    /// The new rows (one sample per row), with the model's number of features; for
+    /// inverse-transform, points of the embedding (one per row, the model's rank columns, as
+    /// projections.npy holds them).
     #[arg(long)]
     input: PathBuf,
     /// Format of --input [default: csv for a model fitted on a CSV table with --categorical or
-    /// --label-column (the new rows in the training file's layout), libsvm otherwise].
+    /// --label-column (the new rows in the training file's layout), libsvm otherwise;
+    /// inverse-transform: npy for a .npy file, csv for .csv or .csv.gz, libsvm otherwise].
     #[arg(long, value_enum)]
     format: Option<Format>,
-    /// Output folder for projections.npy (transform) or predictions.npy (predict) and report.json.
+    /// Output folder for projections.npy (transform), preimages.npy (inverse-transform) or
+    /// predictions.npy (predict) and report.json.
     #[arg(long)]
     out: PathBuf,
     /// transform: keep the rows of a --format libsvm input sparse, never densified (kernel PCA
@@ -106,6 +111,67 @@ pub fn transform(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
         args.out.join("projections.npy").display(),
         z.nrows(),
         z.ncols()
+    );
+    Ok(())
+}
+
+/// Runs `stolr inverse-transform`: the pre-images of points `z` `(m, r)` of a kernel PCA
+/// embedding by the model's inverse transform (`stolr kpca --fit-inverse-transform`), `(m, d)`
+/// in the features the model was fitted on, written to `preimages.npy`. The model file and the
+/// points are read within `memory` (`--memory-limit`), and the pre-images with one kernel block
+/// are checked against it before they are computed.
+pub fn inverse_transform(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
+    let start = Instant::now();
+    let (file, path) = load(&args, &[KernelPcaModel::KIND], memory)?;
+    let model = KernelPcaModel::from_model_file(&file, &path)?;
+    let Some(map) = model.preimage() else {
+        // The library's typed refusal, with the model's path.
+        let err = model.inverse_transform(faer::Mat::<f64>::zeros(0, model.rank()).as_ref()).unwrap_err();
+        return Err(err).with_context(|| format!("cannot inverse-transform with the model {}", path.display()));
+    };
+    let (n, d, r) = (map.embedding().nrows(), model.n_features(), model.rank());
+    let format = args.format.unwrap_or_else(|| {
+        let name = args.input.to_string_lossy().to_ascii_lowercase();
+        if name.ends_with(".npy") {
+            Format::Npy
+        } else if name.ends_with(".csv") || name.ends_with(".csv.gz") {
+            Format::Csv
+        } else {
+            Format::Libsvm
+        }
+    });
+    let data = read_for_model(&args.input, format, r, false, None, memory)?;
+    let m = data.n();
+    memory.check(
+        format!("the pre-images ({m} × {d}) and a kernel block of the embedding ({} × {n})", m.min(2048)),
+        f64_bytes(&[m, d]).saturating_add(f64_bytes(&[m.min(2048), n])),
+    )?;
+    let x = model
+        .inverse_transform(data.x.as_ref())
+        .with_context(|| format!("cannot inverse-transform {}", args.input.display()))?;
+    let out = crate::common::output::staged(&args.out);
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    write_npy_matrix(&out.join("preimages.npy"), x.as_ref())?;
+    let report = ApplyReport {
+        stolr_version: env!("CARGO_PKG_VERSION").into(),
+        command: "inverse-transform".into(),
+        model: path.display().to_string(),
+        model_kind: file.kind().into(),
+        dataset: ApplyDataset { source: data.source.clone(), format: format.name(), n: m, d: data.d() },
+        result: ApplyResult { rows: x.nrows(), components: Some(r), mse: None },
+        total_seconds: start.elapsed().as_secs_f64(),
+        outputs: vec!["preimages.npy".into(), "report.json".into()],
+    };
+    write_report(&out, &report)?;
+    println!(
+        "stolr inverse-transform: {m} points of {} on the {} model {} (alpha = {}) -> {} ({} x {})",
+        args.input.display(),
+        model.solver(),
+        path.display(),
+        map.alpha(),
+        args.out.join("preimages.npy").display(),
+        x.nrows(),
+        x.ncols()
     );
     Ok(())
 }

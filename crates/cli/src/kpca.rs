@@ -277,5 +277,15 @@ fn finish(args: &KpcaArgs, read: Read, outcome: KernelPcaOutcome, progress: Prog
         "{}",
         report::summary(&report, args.kernel.name(), args.input.is_some(), args.out.as_deref(), total.elapsed())
     );
+    if let Some(map) = model.preimage() {
+        println!(
+            "stolr kpca: inverse transform fitted (kernel ridge from the embedding back to the rows, alpha = {}){}",
+            map.alpha(),
+            args.out
+                .as_deref()
+                .map(|o| format!(": stolr inverse-transform --model {}", o.display()))
+                .unwrap_or_default()
+        );
+    }
     Ok(())
 }

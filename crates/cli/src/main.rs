@@ -4,7 +4,7 @@
 //! generated dataset and writes `.npy` files, a model and a JSON report; `stolr pca` does the
 //! same for linear and streaming PCA; `stolr krr` runs kernel ridge regression by SLKL (paper
 //! 004) or a baseline on a train/test split. `stolr transform` and `stolr predict` apply a saved
-//! model to new rows.
+//! model to new rows; `stolr inverse-transform` maps points of a kernel PCA embedding back.
 
 mod apply;
 mod common;
@@ -45,6 +45,9 @@ enum Command {
     Transform(apply::ApplyArgs),
     /// Predictions of a saved kernel regression model for new rows (writes predictions.npy).
     Predict(apply::ApplyArgs),
+    /// Pre-images of points of a kernel PCA embedding by a model fitted with
+    /// --fit-inverse-transform (writes preimages.npy).
+    InverseTransform(apply::ApplyArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -113,7 +116,7 @@ fn run(world: Option<std::rc::Rc<dyn stolr_comm::Communicator>>) -> std::process
     // that writes (transform and predict claim --out once they know the model's folder).
     let writer = ctx.is_writer();
     let claimed = match matches.subcommand() {
-        Some((name, sub)) if writer && !matches!(name, "transform" | "predict") => {
+        Some((name, sub)) if writer && !matches!(name, "transform" | "predict" | "inverse-transform") => {
             let path = |id: &str| sub.try_get_one::<std::path::PathBuf>(id).ok().flatten().map(|p| p.as_path());
             common::output::claim(path("out"), path("checkpoint"), None)
         }
@@ -125,6 +128,9 @@ fn run(world: Option<std::rc::Rc<dyn stolr_comm::Communicator>>) -> std::process
         Command::Krr(args) => krr::run(*args, &ctx),
         Command::Transform(args) => ctx.refuse("stolr transform").and_then(|()| apply::transform(args, ctx.memory)),
         Command::Predict(args) => ctx.refuse("stolr predict").and_then(|()| apply::predict(args, ctx.memory)),
+        Command::InverseTransform(args) => {
+            ctx.refuse("stolr inverse-transform").and_then(|()| apply::inverse_transform(args, ctx.memory))
+        }
     });
     // The new output set replaces the old one only after the whole command succeeded.
     let result = result.and_then(|()| common::output::commit());

@@ -455,3 +455,110 @@ fn sparse_libsvm_rows_give_the_dense_fit_and_transform() {
     assert_fails_with(&stolr(&["kpca", "--input", t, "--sparse", "--rank", "3", "--out", o]), "sparse");
     assert_fails_with(&stolr(&["kpca", "--sparse", "--rank", "3", "--solver", "exact", "--out", o]), "--input");
 }
+
+/// `stolr kpca --fit-inverse-transform` keeps the pre-image map in model.npz, and
+/// `stolr inverse-transform` maps the fit's projections.npy (and a CSV of points) back to the
+/// raw features as the library does; models without the map, wrong widths, hostile alphas,
+/// the Nyström solver, the model's own folder and a small --memory-limit are refused.
+#[test]
+fn kernel_pca_inverse_transform_maps_projections_back_as_the_library() {
+    use stolr_solvers::{KernelPcaModel, Persist};
+    let dir = tempfile::tempdir().unwrap();
+    let train = dir.path().join("train.csv");
+    write_csv(&train, 120, 3, 0, false);
+    let t = train.to_str().unwrap();
+    let fit = dir.path().join("fit");
+    let f = fit.to_str().unwrap();
+    let kpca = ["kpca", "--input", t, "--format", "csv", "--center", "--rank", "4", "--sigma", "1.5", "--solver"];
+    let mut args = kpca.to_vec();
+    args.extend(["exact", "--standardize", "--fit-inverse-transform", "--alpha", "0.5", "--out", f]);
+    ok(stolr(&args));
+    let projections = fit.join("projections.npy");
+    let inv = dir.path().join("inv");
+    ok(stolr(&[
+        "inverse-transform",
+        "--model",
+        f,
+        "--input",
+        projections.to_str().unwrap(),
+        "--out",
+        inv.to_str().unwrap(),
+    ]));
+    let budget = stolr_memory::MemoryBudget::default();
+    let got = read_npy_matrix(&inv.join("preimages.npy"), budget).unwrap();
+    let model = KernelPcaModel::load(&fit.join("model.npz"), budget).unwrap();
+    assert_eq!(model.preimage().unwrap().alpha(), 0.5);
+    let z = read_npy_matrix(&projections, budget).unwrap();
+    assert_eq!(got, model.inverse_transform(z.as_ref()).unwrap());
+    assert_eq!(got.shape(), (120, 3));
+    let report = std::fs::read_to_string(inv.join("report.json")).unwrap();
+    assert!(report.contains("\"inverse-transform\""), "{report}");
+
+    // Points as CSV (the format follows the extension), three of them.
+    let points = dir.path().join("z.csv");
+    let text: String = (0..3).map(|i| format!("{},{},0.1,-0.2\n", z[(i, 0)], z[(i, 1)])).collect();
+    std::fs::write(&points, text).unwrap();
+    let csv_out = dir.path().join("csv");
+    ok(stolr(&[
+        "inverse-transform",
+        "--model",
+        f,
+        "--input",
+        points.to_str().unwrap(),
+        "--out",
+        csv_out.to_str().unwrap(),
+    ]));
+    let from_csv = read_npy_matrix(&csv_out.join("preimages.npy"), budget).unwrap();
+    let want = model.inverse_transform(faer::Mat::from_fn(3, 4, |i, j| [z[(i, 0)], z[(i, 1)], 0.1, -0.2][j]).as_ref());
+    assert_eq!(from_csv, want.unwrap());
+
+    let other = dir.path().join("other").to_str().unwrap().to_owned();
+    // The rows themselves (3 columns) are not points of the 4-component embedding.
+    let out = stolr(&["inverse-transform", "--model", f, "--input", t, "--format", "csv", "--out", &other]);
+    assert_fails_with(&out, "the model takes 4");
+    // The model's own folder would lose the fit's report.json.
+    let out = stolr(&["inverse-transform", "--model", f, "--input", projections.to_str().unwrap(), "--out", f]);
+    assert_fails_with(&out, "the model's folder");
+    let out = stolr(&[
+        "--memory-limit",
+        "40K",
+        "inverse-transform",
+        "--model",
+        f,
+        "--input",
+        projections.to_str().unwrap(),
+        "--out",
+        &other,
+    ]);
+    // The model (34 KiB) loads, the 120 × 120 kernel block does not fit.
+    assert_fails_with(&out, "the pre-images (120 × 3) and a kernel block");
+
+    // A model fitted without the map refuses, naming the option.
+    let plain = dir.path().join("plain");
+    let mut args = kpca.to_vec();
+    args.extend(["exact", "--out", plain.to_str().unwrap()]);
+    ok(stolr(&args));
+    let out = stolr(&[
+        "inverse-transform",
+        "--model",
+        plain.to_str().unwrap(),
+        "--input",
+        projections.to_str().unwrap(),
+        "--out",
+        &other,
+    ]);
+    assert_fails_with(&out, "--fit-inverse-transform");
+    // Hostile alphas and Nyström are refused before the fit.
+    for alpha in ["0", "-1", "nan"] {
+        let mut args = kpca.to_vec();
+        args.extend(["exact", "--fit-inverse-transform", "--alpha", alpha, "--out", &other]);
+        assert_fails_with(&stolr(&args), "alpha");
+    }
+    let mut args = kpca.to_vec();
+    args.extend(["nystrom", "--landmarks", "30", "--fit-inverse-transform", "--out", &other]);
+    assert_fails_with(&stolr(&args), "no inverse transform");
+    // --alpha alone is a usage error.
+    let mut args = kpca.to_vec();
+    args.extend(["exact", "--alpha", "2", "--out", &other]);
+    assert!(!stolr(&args).status.success());
+}

@@ -161,9 +161,10 @@ fn load<M: Persist>(bytes: &[u8]) -> PyResult<M> {
 
 /// Kernel PCA through the library's job ([`KernelPcaJob`], the call the CLI makes): returns
 /// the model bytes, the eigenvalues (nonincreasing), the training eigenvectors `(n, r)` and the
-/// fit's warnings.
+/// fit's warnings. `inverse_alpha`: also fit the inverse transform with this ridge (the CLI's
+/// `--fit-inverse-transform --alpha`).
 #[pyfunction]
-#[pyo3(signature = (x, n_components, kernel_name, gamma, degree, coef0, solver, center, tau, n_iter, n_features, sampler, n_landmarks, seed, verbose, memory_limit=None))]
+#[pyo3(signature = (x, n_components, kernel_name, gamma, degree, coef0, solver, center, tau, n_iter, n_features, sampler, n_landmarks, seed, verbose, memory_limit=None, inverse_alpha=None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_kernel_pca<'py>(
     py: Python<'py>,
@@ -183,6 +184,7 @@ fn fit_kernel_pca<'py>(
     seed: u64,
     verbose: bool,
     memory_limit: Option<String>,
+    inverse_alpha: Option<f64>,
 ) -> PyResult<KpcaFitArrays<'py>> {
     let memory = budget(memory_limit)?;
     let x = rows(&x);
@@ -206,7 +208,13 @@ fn fit_kernel_pca<'py>(
         }
         (None, None) => TauRule::ForRank { rank: 10, subsample: DEFAULT_TAU_SUBSAMPLE },
     };
-    let job = KernelPcaJob { center, tau, memory, ..KernelPcaJob::new(kernel.into(), n_components, solver, seed) };
+    let job = KernelPcaJob {
+        center,
+        tau,
+        memory,
+        inverse_transform: inverse_alpha,
+        ..KernelPcaJob::new(kernel.into(), n_components, solver, seed)
+    };
     let mut observer = PythonObserver::new(verbose);
     let result = py.detach(|| job.run(Shard::whole(x.get()), &mut observer));
     let outcome = observer.finish(result)?.ok_or_else(|| value_error("no result on one process"))?;
@@ -324,6 +332,31 @@ fn inverse_transform<'py>(
     let m: PcaModel = load(model)?;
     let x = m.inverse_transform(rows(&z).get()).map_err(solver_error)?;
     Ok(to_numpy(py, x.as_ref()))
+}
+
+/// Pre-images of the points `z` `(m, r)` of a kernel PCA embedding, `(m, d)`
+/// ([`KernelPcaModel::inverse_transform`]); a model without the map raises `ValueError`.
+#[pyfunction]
+fn kernel_pca_inverse_transform<'py>(
+    py: Python<'py>,
+    model: &[u8],
+    z: PyReadonlyArray2<'py, f64>,
+) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let m: KernelPcaModel = load(model)?;
+    let z = rows(&z);
+    let x = py.detach(|| m.inverse_transform(z.get())).map_err(solver_error)?;
+    Ok(to_numpy(py, x.as_ref()))
+}
+
+/// A kernel PCA model's inverse transform as scikit-learn names it: `(alpha, X_transformed_fit_
+/// (n, r), dual_coef_ (n, d))`, `None` for a model without one.
+type PreImageArrays<'py> = (f64, Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>);
+
+/// The pre-image map of a kernel PCA model (`None` without one).
+#[pyfunction]
+fn kernel_pca_preimage<'py>(py: Python<'py>, model: &[u8]) -> PyResult<Option<PreImageArrays<'py>>> {
+    let m: KernelPcaModel = load(model)?;
+    Ok(m.preimage().map(|p| (p.alpha(), to_numpy(py, p.embedding()), to_numpy(py, p.coefficients()))))
 }
 
 /// Predictions of a kernel regression model for `x` `(m, d)`, length `m`.
@@ -549,6 +582,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit_kernel_ridge, m)?)?;
     m.add_function(wrap_pyfunction!(transform, m)?)?;
     m.add_function(wrap_pyfunction!(inverse_transform, m)?)?;
+    m.add_function(wrap_pyfunction!(kernel_pca_inverse_transform, m)?)?;
+    m.add_function(wrap_pyfunction!(kernel_pca_preimage, m)?)?;
     m.add_function(wrap_pyfunction!(predict, m)?)?;
     m.add_function(wrap_pyfunction!(pca_attributes, m)?)?;
     m.add_function(wrap_pyfunction!(pca_explained_variance_ratio, m)?)?;

@@ -129,6 +129,13 @@ pub enum SolverError {
         /// What does not fit.
         reason: String,
     },
+    /// A kernel PCA model has no inverse transform (pre-image map): it was fitted without one,
+    /// saved by a build without one, or by a solver that cannot offer one.
+    #[error("no inverse transform: {reason}")]
+    PreImageUnavailable {
+        /// Why, and how to get one.
+        reason: String,
+    },
     /// An iterative eigensolver did not reach its tolerance within its iteration limit.
     #[error(
         "{what} did not converge after {iterations} restarts: largest relative residual {residual:e}, tolerance {tolerance:e}"

@@ -52,6 +52,7 @@ pub use kpca::{
     matrix_free_kpca, matrix_free_kpca_sharded, nystrom_fit, nystrom_fit_sharded, nystrom_kpca, shrunk_target,
     skpca_memory_estimate, tau_for_rank, truncate_to_numerical_rank,
 };
+pub use kpca::{PREIMAGE_SOLVERS, PreImageMap, check_preimage, preimage_bytes};
 pub use krr::{
     ColumnMode, CoordinatePartials, CoordinateRule, KernelExpansion, KernelRidge, KernelRidgeJob, KernelRidgeOutcome,
     KrrChoice, KrrConfig, KrrFitSummary, KrrJobTimings, KrrModel, KrrSolver, LAMBDA_GRID, LambdaSelection, NU_GRID,

@@ -124,6 +124,14 @@ pub struct KpcaArgs {
     /// --memory-limit, else estimate).
     #[arg(long, value_enum, default_value = "auto")]
     pub(super) certify: CertifyArg,
+    /// Also fit the inverse transform: the pre-image map by kernel ridge regression from the
+    /// embedding back to the rows (scikit-learn's fit_inverse_transform), kept in model.npz for
+    /// `stolr inverse-transform`. Solvers exact, kha and skpca; about 16·n² bytes more.
+    #[arg(long)]
+    pub(super) fit_inverse_transform: bool,
+    /// Ridge alpha (> 0) of the inverse transform [default: 1, as scikit-learn's KernelPCA].
+    #[arg(long, requires = "fit_inverse_transform")]
+    pub(super) alpha: Option<f64>,
     /// Plot the training rows on the first two components (and the convergence of an iterative
     /// solver beside them) to this .svg or .png file.
     #[arg(long)]
@@ -197,6 +205,7 @@ pub(super) fn job(args: &KpcaArgs, ctx: &RunContext) -> KernelPcaJob {
         tau,
         certify,
         memory: ctx.memory,
+        inverse_transform: args.fit_inverse_transform.then(|| args.alpha.unwrap_or(1.0)),
         ..KernelPcaJob::new(kernel, args.rank, solver, args.seed)
     }
 }

@@ -50,6 +50,24 @@ def _gamma(gamma, n_features):
     return 1.0 / n_features if gamma is None else float(gamma)
 
 
+def _set_preimage_attributes(est, loaded=False):
+    """``dual_coef_`` and ``X_transformed_fit_`` (and, for a ``loaded`` model, the parameters
+    ``fit_inverse_transform`` and ``alpha``) from a kernel PCA model's pre-image map; removed when
+    it has none."""
+    preimage = _core.kernel_pca_preimage(est.model_)
+    if preimage is None:
+        for attr in ("dual_coef_", "X_transformed_fit_"):
+            if hasattr(est, attr):
+                delattr(est, attr)
+        return
+    alpha, embedding, dual_coef = preimage
+    if loaded:
+        est.fit_inverse_transform = True
+        est.alpha = alpha
+    est.X_transformed_fit_ = embedding
+    est.dual_coef_ = dual_coef
+
+
 class _Model:
     """What every estimator shares: its fitted model as the bytes of a Stolr model file, which
     is what pickling stores and what ``save`` writes (the file ``stolr transform`` and
@@ -76,11 +94,22 @@ class KernelPCA(TransformerMixin, BaseEstimator, _Model):
     ``memory_limit`` (bytes, or a size such as ``"2G"``; default 80 % of the memory available)
     bounds every allocation whose size follows from the data or a parameter: a fit that would
     exceed it raises ``MemoryError`` before doing the work.
+
+    ``fit_inverse_transform`` (default False): also learn the pre-image map, scikit-learn's
+    ``fit_inverse_transform``: kernel ridge regression with the same kernel from the training
+    embedding ``X_transformed_fit_`` (n, n_components) back to the rows, ridge ``alpha``
+    (default 1.0), coefficients ``dual_coef_`` (n, n_features); ``inverse_transform(Z)`` is
+    ``k(Z, X_transformed_fit_) @ dual_coef_`` (Bakır, Weston & Schölkopf, "Learning to find
+    pre-images", NIPS 2004). Solvers ``exact``, ``exact-matrix-free``, ``kha`` and ``skpca``;
+    it costs an n × n solve (about 16·n² bytes, within ``memory_limit``).
     """
 
     def __init__(self, n_components=None, kernel="rbf", gamma=None, degree=3, coef0=1.0,
                  solver="exact", center=True, tau=None, n_iter=1000, n_features=50,
-                 sampler="rff", n_landmarks=500, memory_limit=None, random_state=None, verbose=False):
+                 sampler="rff", n_landmarks=500, memory_limit=None, random_state=None, verbose=False,
+                 fit_inverse_transform=False, alpha=1.0):
+        self.fit_inverse_transform = fit_inverse_transform
+        self.alpha = alpha
         self.verbose = verbose
         self.memory_limit = memory_limit
         self.n_components = n_components
@@ -107,7 +136,8 @@ class KernelPCA(TransformerMixin, BaseEstimator, _Model):
             int(self.degree), float(self.coef0), self.solver, bool(self.center), self.tau,
             _count("n_iter", self.n_iter), _count("n_features", self.n_features), self.sampler, n_landmarks,
             _seed(self.random_state), bool(self.verbose),
-            None if self.memory_limit is None else str(self.memory_limit))
+            None if self.memory_limit is None else str(self.memory_limit),
+            inverse_alpha=float(self.alpha) if self.fit_inverse_transform else None)
         # The fit's warnings: fewer eigenpairs than n_components (the kernel's numerical rank),
         # or KHA stopped before its residual test passed. Without n_components, the pairs that
         # exist are what was asked for.
@@ -118,12 +148,27 @@ class KernelPCA(TransformerMixin, BaseEstimator, _Model):
         self.eigenvalues_ = values
         # Eigenvectors (n, r) of the (centred) training kernel matrix, as the CLI writes them.
         self.eigenvectors_ = vectors
+        _set_preimage_attributes(self)
         return self
 
     def transform(self, X):
         check_is_fitted(self, "model_")
         X = validate_data(self, X, dtype=np.float64, reset=False)
         return _core.transform(self.model_, np.ascontiguousarray(X))
+
+    def inverse_transform(self, X):
+        """The pre-images of points ``X`` (m, n_components) of the embedding, (m, n_features),
+        by the kernel ridge map learned with ``fit_inverse_transform=True``."""
+        check_is_fitted(self, "model_")
+        if not hasattr(self, "dual_coef_"):
+            from sklearn.exceptions import NotFittedError
+            raise NotFittedError("The fit_inverse_transform parameter was not set to True when fitting, "
+                                 "so the inverse transform is not available: refit with "
+                                 "fit_inverse_transform=True")
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2:
+            raise ValueError(f"expected a 2-D array of points (m, n_components), got shape {X.shape}")
+        return _core.kernel_pca_inverse_transform(self.model_, np.ascontiguousarray(X))
 
 
 class PCA(TransformerMixin, BaseEstimator, _Model):
@@ -311,4 +356,6 @@ def load(path):
         if ratio is not None:
             est.explained_variance_ratio_ = ratio
         est.n_features_in_ = est.components_.shape[1]
+    if kind == "kernel-pca":
+        _set_preimage_attributes(est, loaded=True)
     return est

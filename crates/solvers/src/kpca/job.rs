@@ -89,6 +89,12 @@ pub struct KernelPcaJob {
     pub seed: u64,
     /// The budget every size-dependent allocation is checked against before it is made.
     pub memory: MemoryBudget,
+    /// Fit the pre-image map with this ridge `alpha` after the eigenpairs
+    /// ([`KernelPcaFit::fit_inverse_transform`], scikit-learn's `fit_inverse_transform=True`),
+    /// so that the model has [`crate::KernelPcaModel::inverse_transform`]; `None`: no map.
+    /// The solver, `alpha` and the `n × n` solve's memory are checked before the fit
+    /// ([`crate::check_preimage`]).
+    pub inverse_transform: Option<f64>,
 }
 
 impl KernelPcaJob {
@@ -105,6 +111,7 @@ impl KernelPcaJob {
             certify: CertifyRule::Off,
             seed,
             memory: MemoryBudget::default(),
+            inverse_transform: None,
         }
     }
 
@@ -116,7 +123,9 @@ impl KernelPcaJob {
     /// # Errors
     /// [`SolverError::InvalidRank`] for a rank of 0 or above `n`; [`SolverError::Estimator`]
     /// for empty or non-finite rows and a bandwidth rule that finds no distinct pair; the
-    /// errors of [`tau_for_rank`], [`KernelPca::fit_shard`] and [`certify`].
+    /// errors of [`tau_for_rank`], [`KernelPca::fit_shard`] and [`certify`]; with
+    /// [`KernelPcaJob::inverse_transform`], those of [`crate::check_preimage`] (before the fit)
+    /// and [`KernelPcaFit::fit_inverse_transform`].
     pub fn run(&self, shard: Shard<'_>, observer: &mut dyn Observer) -> Result<Option<KernelPcaOutcome>, SolverError> {
         let comm = shard.comm;
         let place = shard.place;
@@ -140,6 +149,15 @@ impl KernelPcaJob {
             if !matches!(self.solver, KpcaSolver::Nystrom { .. } | KpcaSolver::Exact { .. }) {
                 return Err(SolverError::SparseUnsupported { what: format!("the {} solver", self.solver.name()) });
             }
+            if self.inverse_transform.is_some() {
+                return Err(SolverError::SparseUnsupported { what: "the pre-image map (its targets are the dense rows)".into() });
+            }
+        }
+        if let Some(alpha) = self.inverse_transform {
+            // The embedding has at most `rank` columns (SKPCA without one: counted as 1, the
+            // n × n terms dominate).
+            let shape = (place.total, shard.data().ncols(), self.rank.unwrap_or(1));
+            crate::kpca::check_preimage(self.solver.name(), alpha, shape, self.memory)?;
         }
         // Standardized in place (a copy of borrowed rows), over the rows of every rank.
         let (shard, standardization) = if self.standardize {
@@ -180,9 +198,13 @@ impl KernelPcaJob {
             KernelPca { rank: self.rank, kernel, center: self.center, standardize: false, solver, memory: self.memory };
         let fit = params.fit_shard(&shard, all, standardization, &mut stream.rng(self.seed), observer)?;
         let solve_time = solving.elapsed();
-        let (Some(fit), Some(x)) = (fit, all) else {
+        let (Some(mut fit), Some(x)) = (fit, all) else {
             return Ok(None);
         };
+        if let Some(alpha) = self.inverse_transform {
+            let x = x.dense().ok_or_else(|| SolverError::SparseUnsupported { what: "the pre-image map".into() })?;
+            fit.fit_inverse_transform(x, alpha, self.memory)?;
+        }
 
         let certifying = Instant::now();
         let method = match self.certify {

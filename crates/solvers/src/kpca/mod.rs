@@ -4,7 +4,8 @@
 //! matrix: [`matrix_free_kpca`]), [`nystrom_kpca`]
 //! (exact orthonormal eigenpairs of the Nyström approximation) and [`Kha`] (the Kernel Hebbian
 //! Algorithm); [`tau_for_rank`] picks SKPCA's τ for a wanted rank. [`KernelPca`] fits any of
-//! them into a [`KernelPcaModel`] that transforms new rows, and [`certify`] measures any result
+//! them into a [`KernelPcaModel`] that transforms new rows (and maps points of the embedding back
+//! by [`PreImageMap`]), and [`certify`] measures any result
 //! against the true kernel matrix.
 
 mod certificate;
@@ -15,6 +16,7 @@ mod kha;
 mod matrix_free;
 mod model;
 mod nystrom;
+mod preimage;
 mod rank;
 mod skpca;
 mod tau;
@@ -32,6 +34,7 @@ pub use matrix_free::{
 };
 pub use model::{KernelCentering, KernelPcaModel};
 pub use nystrom::{DEFAULT_BLOCK_ROWS, NystromConfig, NystromFit, nystrom_fit, nystrom_fit_sharded, nystrom_kpca};
+pub use preimage::{PREIMAGE_SOLVERS, PreImageMap, check_preimage, preimage_bytes};
 pub use rank::{RANK_TOLERANCE, truncate_to_numerical_rank};
 pub use skpca::{Iterate, Skpca, SkpcaConfig, check_skpca_memory, shrunk_target, skpca_memory_estimate};
 pub use tau::{TauChoice, tau_for_rank};

@@ -8,6 +8,7 @@ use stolr_estimators::{DataRef, Kernel};
 use stolr_lowrank::Eigenpairs;
 use stolr_model::{ModelFile, OneHotEncoding, Standardization};
 
+use crate::kpca::PreImageMap;
 use crate::model_io::{
     bad, check_encoding, check_finite_array, get_encoding, get_f64, get_standardization, get_str, kernel_from_json,
     kernel_to_json, prepare_rows, put_encoding, put_standardization,
@@ -115,6 +116,7 @@ pub struct KernelPcaModel {
     eigenvalues: Vec<f64>,
     centering: KernelCentering,
     encoding: Option<OneHotEncoding>,
+    preimage: Option<PreImageMap>,
 }
 
 impl KernelPcaModel {
@@ -204,6 +206,7 @@ impl KernelPcaModel {
             eigenvalues,
             centering,
             encoding: None,
+            preimage: None,
         })
     }
 
@@ -219,6 +222,77 @@ impl KernelPcaModel {
         check_encoding(encoding.as_ref(), self.n_features())?;
         self.encoding = encoding;
         Ok(self)
+    }
+
+    /// Sets (or removes, with `None`) the pre-image map of [`KernelPcaModel::inverse_transform`]
+    /// (fitted by [`crate::KernelPcaFit::fit_inverse_transform`]); it is saved with the model.
+    ///
+    /// # Errors
+    /// [`SolverError::ShapeMismatch`] if the map's embedding does not have the model's rank
+    /// `r` columns or its coefficients the model's `d` features.
+    pub fn set_preimage(&mut self, map: Option<PreImageMap>) -> Result<(), SolverError> {
+        if let Some(map) = &map {
+            if map.embedding().ncols() != self.rank() {
+                return Err(SolverError::ShapeMismatch {
+                    what: "components of the inverse transform's embedding (the model's rank)",
+                    expected: self.rank(),
+                    found: map.embedding().ncols(),
+                });
+            }
+            if map.coefficients().ncols() != self.n_features() {
+                return Err(SolverError::ShapeMismatch {
+                    what: "features of the inverse transform's coefficients (the model's features)",
+                    expected: self.n_features(),
+                    found: map.coefficients().ncols(),
+                });
+            }
+        }
+        self.preimage = map;
+        Ok(())
+    }
+
+    /// The model with the pre-image map `map` ([`KernelPcaModel::set_preimage`]).
+    ///
+    /// # Errors
+    /// As [`KernelPcaModel::set_preimage`].
+    pub fn with_preimage(mut self, map: Option<PreImageMap>) -> Result<Self, SolverError> {
+        self.set_preimage(map)?;
+        Ok(self)
+    }
+
+    /// The pre-image map, if the model was fitted with one.
+    pub fn preimage(&self) -> Option<&PreImageMap> {
+        self.preimage.as_ref()
+    }
+
+    /// The pre-images of the points `z` `(m, r)` of the embedding: $\hat x = \kappa(z, Z) A$
+    /// by the kernel ridge map of [`PreImageMap`] (scikit-learn's
+    /// `KernelPCA.inverse_transform`), result `(m, d)` in the features the model takes (a model
+    /// that standardizes fits the map on the standardized rows and returns
+    /// $\mu + s \odot \hat x$, in the raw features). Blocks of 2048 rows.
+    ///
+    /// # Errors
+    /// [`SolverError::PreImageUnavailable`] if the model has no map (fitted without
+    /// `fit_inverse_transform`, or saved by a build without it); [`SolverError::ShapeMismatch`]
+    /// if `z` does not have `r` columns; [`SolverError::Estimator`] for non-finite entries.
+    pub fn inverse_transform(&self, z: MatRef<'_, f64>) -> Result<Mat<f64>, SolverError> {
+        let Some(map) = &self.preimage else {
+            return Err(SolverError::PreImageUnavailable {
+                reason: format!(
+                    "this {} kernel PCA model was fitted without the inverse transform: refit with \
+                     fit_inverse_transform=True (stolr kpca --fit-inverse-transform)",
+                    self.solver
+                ),
+            });
+        };
+        let mut x = map.apply(z, &self.kernel)?;
+        if let Some(s) = &self.standardization {
+            for j in 0..x.ncols() {
+                let (m, sd) = (s.mean[j], s.scale[j]);
+                x.col_as_slice_mut(j).iter_mut().for_each(|v| *v = m + sd * *v);
+            }
+        }
+        Ok(x)
     }
 
     /// The categorical encoding of the raw rows, if the model was fitted on a table with one.
@@ -384,6 +458,13 @@ impl Persist for KernelPcaModel {
                 "eigenvalue_order": "nonincreasing",
                 "transform": "z(x) = k~(x, rows) @ coefficients (see centering); training rows give U diag(sqrt(eigenvalues))",
         });
+        if let Some(map) = &self.preimage {
+            // Optional: a build without the map ignores it (and has no inverse transform).
+            parameters["inverse_transform"] = json!({
+                "alpha": map.alpha(),
+                "map": "x(z) = k(z, preimage_embedding) @ preimage_coefficients, then unstandardized",
+            });
+        }
         let version = put_encoding(&mut parameters, self.encoding.as_ref());
         let mut file = ModelFile::new(Self::KIND, parameters);
         let rows_version = self.rows.put(&mut file, "rows");
@@ -396,6 +477,10 @@ impl Persist for KernelPcaModel {
             KernelCentering::None => {}
         }
         put_standardization(&mut file, self.standardization.as_ref());
+        if let Some(map) = &self.preimage {
+            file.put_matrix("preimage_embedding", map.embedding());
+            file.put_matrix("preimage_coefficients", map.coefficients());
+        }
         file
     }
 
@@ -417,8 +502,21 @@ impl Persist for KernelPcaModel {
         let standardization = get_standardization(file, rows.ncols(), path)?;
         let solver = get_str(file, "solver", path)?.to_string();
         let encoding = get_encoding(file, rows.ncols(), path)?;
+        let preimage = match file.parameters().get("inverse_transform").filter(|v| !v.is_null()) {
+            None => None,
+            Some(v) => {
+                let alpha = v
+                    .get("alpha")
+                    .and_then(serde_json::Value::as_f64)
+                    .ok_or_else(|| bad(path, "the inverse transform has no number 'alpha'"))?;
+                let embedding = file.matrix("preimage_embedding")?;
+                let coefficients = file.matrix("preimage_coefficients")?;
+                Some(PreImageMap::new(alpha, embedding, coefficients).map_err(|e| bad(path, e.to_string()))?)
+            }
+        };
         Self::new(&solver, kernel, standardization, rows, coefficients, eigenvalues, centering)
             .and_then(|m| m.with_encoding(encoding))
+            .and_then(|m| m.with_preimage(preimage))
             .map_err(|e| bad(path, e.to_string()))
     }
 }
