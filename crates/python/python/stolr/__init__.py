@@ -604,13 +604,14 @@ KernelRidge.__doc__ += """
     Parameters
     ----------
     solver : {"krr", "nystrom", "slkl", "krr-subset", "uniform"}, default="krr"
-        ``krr``: exact kernel ridge regression on all n rows (one Cholesky factorization).
-        ``nystrom``: ridge over ``n_landmarks`` landmark kernel functions (Williams and
-        Seeger, NIPS 2001). ``slkl``: a sparse conical combination of rank-1 Nyström kernels
+        ``krr``: exact kernel ridge regression on all n rows (one dense Cholesky
+        factorization, memory about 16 n^2 bytes). ``nystrom``: ridge regression over the span
+        of ``n_landmarks`` landmark kernel functions, fitted on all n rows (Williams and
+        Seeger, NIPS 2001; a direct solve or preconditioned conjugate gradients). ``slkl``: a sparse conical combination of rank-1 Nyström kernels
         fitted by coordinate descent (Machart, Peel, Anthoine, Ralaivola and Glotin,
         "Stochastic Low-Rank Kernel Learning for Regression", ICML 2011). ``krr-subset``:
-        exact KRR on ``n_landmarks`` random rows. ``uniform``: the same paper's baseline,
-        every rank-1 kernel with one common weight.
+        exact KRR on the ``n_landmarks`` landmarks only. ``uniform``: the same paper's
+        baseline, KRR with one common weight on the rank-1 kernels.
     alpha : float, default=1.0
         The ridge penalty ``lambda`` on the coefficients (scikit-learn's ``alpha``).
     kernel : {"rbf", "laplacian"}, default="rbf"
