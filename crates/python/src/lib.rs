@@ -63,13 +63,17 @@ struct PythonObserver {
 }
 
 impl PythonObserver {
+    /// A new fit's observer; it also registers [`python_interrupt`] as the library's stop
+    /// hook ([`stolr_solvers::interrupt`]) and forgets an earlier fit's request.
     fn new(verbose: bool) -> Self {
+        stolr_solvers::interrupt::set_hook(python_interrupt);
+        stolr_solvers::interrupt::clear();
         Self { verbose, last: std::time::Instant::now(), interrupted: false }
     }
 
     /// The result of a fit, or `KeyboardInterrupt` if it was interrupted.
     fn finish<T>(&self, result: Result<T, SolverError>) -> PyResult<T> {
-        if self.interrupted {
+        if self.interrupted || stolr_solvers::interrupt::requested() {
             return Err(PyKeyboardInterrupt::new_err("the fit was interrupted"));
         }
         result.map_err(solver_error)
@@ -78,6 +82,11 @@ impl PythonObserver {
 
 impl Observer for PythonObserver {
     fn on_iteration(&mut self, report: &IterationReport) -> ControlFlow<()> {
+        // A request seen inside the iteration (a long loop polled the hook).
+        if stolr_solvers::interrupt::requested() {
+            self.interrupted = true;
+            return ControlFlow::Break(());
+        }
         if self.last.elapsed() < std::time::Duration::from_millis(200) {
             return ControlFlow::Continue(());
         }
@@ -94,10 +103,19 @@ impl Observer for PythonObserver {
         });
         if interrupted {
             self.interrupted = true;
+            // For the passes after this loop (a streaming fit's Rayleigh–Ritz pass).
+            stolr_solvers::interrupt::request();
             return ControlFlow::Break(());
         }
         ControlFlow::Continue(())
     }
+}
+
+/// The library's stop hook: runs Python's pending signal handlers (on the main thread; a no-op
+/// on others), true when one raised (Ctrl-C's `KeyboardInterrupt`, which the fit raises again
+/// when it returns).
+fn python_interrupt() -> bool {
+    Python::attach(|py| py.check_signals().is_err())
 }
 
 /// Writes `line` to Python's `sys.stderr` (what Jupyter shows under the cell), falling back

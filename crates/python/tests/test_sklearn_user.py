@@ -250,3 +250,24 @@ def test_ctrl_c_raises_keyboard_interrupt(fit):
     finally:
         signal.signal(signal.SIGINT, previous)
     assert not finished
+
+
+def test_ctrl_c_stops_a_long_vr_pca_epoch():
+    # One VR-PCA epoch reads n rows (about 5 s here on an idle machine); the observer sees only
+    # whole epochs, so before the epoch polled the library's stop hook, Ctrl-C waited for it.
+    import time
+
+    X = np.random.default_rng(10).normal(size=(200_000, 50))
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    sent = []
+    try:
+        timer = threading.Timer(0.5, lambda: (sent.append(time.monotonic()), os.kill(os.getpid(), signal.SIGINT)))
+        timer.start()
+        with pytest.raises(KeyboardInterrupt, match="the fit was interrupted"):
+            stolr.PCA(n_components=10, solver="vr-pca", max_iter=1).fit(X)
+        raised = time.monotonic()
+        timer.join()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    # A generous bound: half an idle epoch.
+    assert raised - sent[0] < 2.5
