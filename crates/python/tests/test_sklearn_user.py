@@ -271,3 +271,15 @@ def test_ctrl_c_stops_a_long_vr_pca_epoch():
         signal.signal(signal.SIGINT, previous)
     # A generous bound: half an idle epoch.
     assert raised - sent[0] < 2.5
+
+
+def test_streaming_fit_far_from_eigenvectors_warns_and_the_default_does_not():
+    Xtr, Xte = train_test_split(load_digits().data.astype(float), test_size=0.3, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="after one pass"):
+        capped = stolr.StreamingPCA(n_components=10, solver="capped-msg", oversample=0).fit(Xtr)
+    ref = IncrementalPCA(n_components=10).fit(Xtr)
+    # The warning is deserved: a tenth of IncrementalPCA's held-out variance is missing.
+    assert _captured(capped.components_, Xte) < 0.95 * _captured(ref.components_, Xte)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        stolr.StreamingPCA(n_components=10).fit(Xtr)
