@@ -32,6 +32,10 @@ type KpcaFitArrays<'py> = (Bound<'py, PyBytes>, Bound<'py, PyArray1<f64>>, Bound
 /// A PCA model's components `(r, d)`, explained variance and mean.
 type PcaArrays<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>);
 
+/// A PCA fit for Python: the model bytes, the stop reason of an iterative solver, its epochs
+/// and the relative residual of every component (`None` for the exact solver).
+type PcaFitReport<'py> = (Bound<'py, PyBytes>, Option<String>, usize, Option<Vec<f64>>);
+
 /// The name bytes are loaded under in error messages.
 const IN_MEMORY: &str = "<model bytes>";
 
@@ -59,13 +63,17 @@ struct PythonObserver {
 }
 
 impl PythonObserver {
+    /// A new fit's observer; it also registers [`python_interrupt`] as the library's stop
+    /// hook ([`stolr_solvers::interrupt`]) and forgets an earlier fit's request.
     fn new(verbose: bool) -> Self {
+        stolr_solvers::interrupt::set_hook(python_interrupt);
+        stolr_solvers::interrupt::clear();
         Self { verbose, last: std::time::Instant::now(), interrupted: false }
     }
 
     /// The result of a fit, or `KeyboardInterrupt` if it was interrupted.
     fn finish<T>(&self, result: Result<T, SolverError>) -> PyResult<T> {
-        if self.interrupted {
+        if self.interrupted || stolr_solvers::interrupt::requested() {
             return Err(PyKeyboardInterrupt::new_err("the fit was interrupted"));
         }
         result.map_err(solver_error)
@@ -74,25 +82,51 @@ impl PythonObserver {
 
 impl Observer for PythonObserver {
     fn on_iteration(&mut self, report: &IterationReport) -> ControlFlow<()> {
+        // A request seen inside the iteration (a long loop polled the hook).
+        if stolr_solvers::interrupt::requested() {
+            self.interrupted = true;
+            return ControlFlow::Break(());
+        }
         if self.last.elapsed() < std::time::Duration::from_millis(200) {
             return ControlFlow::Continue(());
         }
         self.last = std::time::Instant::now();
-        if self.verbose {
+        let line = self.verbose.then(|| {
             let kkt = report.kkt_violation.map(|k| format!(", KKT violation {k:.3e}")).unwrap_or_default();
-            eprintln!(
-                "stolr: iteration {}, rank {}{kkt}, {:.1} s",
-                report.t,
-                report.rank,
-                report.elapsed.as_secs_f64()
-            );
-        }
-        let interrupted = Python::attach(|py| py.check_signals().is_err());
+            format!("stolr: iteration {}, rank {}{kkt}, {:.1} s\n", report.t, report.rank, report.elapsed.as_secs_f64())
+        });
+        let interrupted = Python::attach(|py| {
+            if let Some(line) = line {
+                python_stderr(py, &line);
+            }
+            py.check_signals().is_err()
+        });
         if interrupted {
             self.interrupted = true;
+            // For the passes after this loop (a streaming fit's Rayleigh–Ritz pass).
+            stolr_solvers::interrupt::request();
             return ControlFlow::Break(());
         }
         ControlFlow::Continue(())
+    }
+}
+
+/// The library's stop hook: runs Python's pending signal handlers (on the main thread; a no-op
+/// on others), true when one raised (Ctrl-C's `KeyboardInterrupt`, which the fit raises again
+/// when it returns).
+fn python_interrupt() -> bool {
+    Python::attach(|py| py.check_signals().is_err())
+}
+
+/// Writes `line` to Python's `sys.stderr` (what Jupyter shows under the cell), falling back
+/// to the process's stderr when `sys.stderr` is missing or refuses the write.
+fn python_stderr(py: Python<'_>, line: &str) {
+    let written = py.import("sys").and_then(|sys| sys.getattr("stderr")).and_then(|err| {
+        err.call_method1("write", (line,))?;
+        err.call_method0("flush")
+    });
+    if written.is_err() {
+        eprint!("{line}");
     }
 }
 
@@ -388,7 +422,8 @@ fn pca_attributes<'py>(py: Python<'py>, model: &[u8]) -> PyResult<PcaArrays<'py>
 }
 
 /// A streaming PCA solver between `partial_fit` calls: MSG, capped MSG, incremental PCA or
-/// Oja, fed one batch of rows at a time (paper 003). The data are not centred.
+/// Oja, fed one batch of rows at a time (paper 003). It centres nothing itself: Python's
+/// `StreamingPCA.partial_fit` passes rows already centred with its running mean.
 #[pyclass(module = "stolr._core")]
 struct StreamingState {
     solver: Box<dyn StreamingPca + Send + Sync>,
@@ -430,9 +465,11 @@ fn build_streaming(solver: &str, p: &StreamingParams, seed: u64) -> PyResult<Box
 /// Streaming PCA over the rows of `x` through the library's job ([`StreamingPcaJob`], the
 /// call the CLI makes): one pass of the solver, one sample at a time, then Rayleigh–Ritz on
 /// the whole of `x`. Returns the solver's state (to continue with `partial_fit`) and the model
-/// bytes.
+/// bytes. With `center`, a first pass computes the feature means, subtracted from every row
+/// (the model keeps them); `verbose` and Ctrl-C as every fit ([`PythonObserver`]).
 #[pyfunction]
-#[pyo3(signature = (x, solver, n_components, eta_scale, cap, seed))]
+#[pyo3(signature = (x, solver, n_components, eta_scale, cap, seed, center=false, verbose=false))]
+#[allow(clippy::too_many_arguments)]
 fn fit_streaming<'py>(
     py: Python<'py>,
     x: PyReadonlyArray2<'py, f64>,
@@ -441,11 +478,18 @@ fn fit_streaming<'py>(
     eta_scale: f64,
     cap: Option<usize>,
     seed: u64,
+    center: bool,
+    verbose: bool,
 ) -> PyResult<(StreamingState, Bound<'py, PyBytes>)> {
     let x = rows(&x);
-    let job = StreamingPcaJob { eta_scale, ..StreamingPcaJob::new(streaming_solver(solver, cap)?, n_components, seed) };
-    let result = py.detach(|| job.run(&MatrixSource(x.get()), &SingleProcess, &mut ()));
-    let outcome = result.map_err(solver_error)?;
+    let job = StreamingPcaJob {
+        eta_scale,
+        center,
+        ..StreamingPcaJob::new(streaming_solver(solver, cap)?, n_components, seed)
+    };
+    let mut observer = PythonObserver::new(verbose);
+    let result = py.detach(|| job.run(&MatrixSource(x.get()), &SingleProcess, &mut observer));
+    let outcome = observer.finish(result)?;
     let params = StreamingParams { n_features: x.get().ncols(), n_components, eta_scale, cap };
     let state = StreamingState {
         solver: outcome.solver,
@@ -555,16 +599,173 @@ impl StreamingState {
     /// The current model: the solver's subspace `(d, r)` as components, without centring; the
     /// eigenvalues are the sums of squared projections of `x` (the rows given, usually the last
     /// batch or the whole data), nonincreasing after a Rayleigh–Ritz rotation on `x`.
-    fn model<'py>(&mut self, py: Python<'py>, x: PyReadonlyArray2<'py, f64>) -> PyResult<Bound<'py, PyBytes>> {
+    ///
+    /// `mean` (length `d`; default zeros): the mean the rows of `x` were centred with, kept in
+    /// the model so that `transform` subtracts it from new rows. `keep`: only the solver's
+    /// leading `keep` directions (by its own eigenvalues over every row seen, not by the rows
+    /// of `x`) enter the Rayleigh–Ritz step; default all.
+    #[pyo3(signature = (x, mean=None, keep=None))]
+    fn model<'py>(
+        &mut self,
+        py: Python<'py>,
+        x: PyReadonlyArray2<'py, f64>,
+        mean: Option<Vec<f64>>,
+        keep: Option<usize>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         let x = rows(&x);
-        let basis = self.solver.subspace();
+        let mut basis = self.solver.subspace();
+        if let Some(keep) = keep
+            && keep < basis.ncols()
+        {
+            basis = basis.subcols(0, keep).to_owned();
+        }
         let pairs = stolr_solvers::rayleigh_ritz(x.get(), basis.as_ref()).map_err(solver_error)?;
         self.captured = pairs.values.clone();
         let d = basis.nrows();
-        let model = PcaModel::from_basis(&self.name, vec![0.0; d], vec![1.0; d], &pairs, x.get().nrows().max(1))
+        let mean = mean.unwrap_or_else(|| vec![0.0; d]);
+        let model = PcaModel::from_basis(&self.name, mean, vec![1.0; d], &pairs, x.get().nrows().max(1))
             .map_err(solver_error)?;
         model_bytes(py, &model)
     }
+}
+
+/// PCA through the library's job, as [`fit_pca`], with what a scikit-learn user reads after the
+/// fit: the model bytes, the stop reason of an iterative solver (`None` for the exact solver),
+/// its epochs, and the relative residual of every returned pair ([`pca_ritz_residuals`] on
+/// `x`; `None` for the exact solver). `max_iter`: the epochs of SVRG-PCA (default 1000) or
+/// VR-PCA (default 10).
+#[pyfunction]
+#[pyo3(signature = (x, n_components, solver, center, seed, verbose, max_iter=None))]
+#[allow(clippy::too_many_arguments)]
+fn fit_pca_report<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'py, f64>,
+    n_components: usize,
+    solver: &str,
+    center: bool,
+    seed: u64,
+    verbose: bool,
+    max_iter: Option<usize>,
+) -> PyResult<PcaFitReport<'py>> {
+    let x = rows(&x);
+    let method = PcaMethod::parse(solver).map_err(value_error)?;
+    let mut svrg = SvrgPcaConfig::consistent(n_components);
+    if let Some(epochs) = max_iter {
+        svrg.max_epochs = epochs;
+    }
+    let Some(solver) = method.batch(svrg, max_iter) else {
+        return Err(value_error(format!("'{solver}' is a streaming solver: use StreamingPCA")));
+    };
+    let iterative = !matches!(solver, stolr_solvers::PcaSolver::Exact);
+    let job = PcaJob::new(Pca { rank: n_components, center, scale: false, solver }, seed);
+    let mut observer = PythonObserver::new(verbose);
+    let result = py.detach(|| job.run(Shard::whole(x.get()), &mut observer));
+    let outcome = observer.finish(result)?;
+    let residuals = iterative.then(|| py.detach(|| ritz_residuals(x.get(), &outcome.model)));
+    let stop = outcome.stop.map(|s| format!("{s:?}"));
+    Ok((model_bytes(py, &outcome.model)?, stop, outcome.epochs, residuals))
+}
+
+/// The relative residual $\|C v_j - \theta_j v_j\|_2 / \max(\theta_j, 10^{-10}\theta_{\max})$ of every
+/// component `v_j` of a PCA model, with $C = \tilde X^\top \tilde X$ the second moment of the
+/// prepared rows $\tilde x = (x - \text{mean}) / \text{scale}$ of `x` `(n, d)` and
+/// $\theta_j = v_j^\top C v_j$ its Rayleigh quotient. An exact eigenvector gives rounding
+/// (about `1e-15·θ_max/θ_j`); a component off by an angle `φ` from the eigenspace of its
+/// eigenvalue gives at least about `φ·gap/θ_j`. Relative to each pair's own value, so that a
+/// small component that is wrong is not hidden by a large first eigenvalue. One pass over `x`:
+/// two products of `O(n·d·r)` flops, `(n, r)` and `(d, r)` memory; `x` is never centred in a copy.
+fn ritz_residuals(x: faer::MatRef<'_, f64>, model: &PcaModel) -> Vec<f64> {
+    let v = model.components();
+    let (d, r) = v.shape();
+    let (mean, scale) = (model.mean(), model.scale());
+    let w = Mat::from_fn(d, r, |i, j| v[(i, j)] / scale[i]);
+    // P = X̃ V = X W − 1 (μᵀ W)
+    let mut p = x * &w;
+    for j in 0..r {
+        let shift: f64 = (0..d).map(|i| mean[i] * w[(i, j)]).sum();
+        p.col_mut(j).iter_mut().for_each(|e| *e -= shift);
+    }
+    // C V = X̃ᵀ P = diag(1/s) (Xᵀ P − μ (1ᵀ P))
+    let mut g = x.transpose() * &p;
+    for j in 0..r {
+        let total: f64 = p.col(j).iter().sum();
+        for i in 0..d {
+            g[(i, j)] = (g[(i, j)] - mean[i] * total) / scale[i];
+        }
+    }
+    let theta: Vec<f64> = (0..r).map(|j| (0..d).map(|i| v[(i, j)] * g[(i, j)]).sum()).collect();
+    let floor = 1e-10 * theta.iter().copied().fold(0.0, f64::max);
+    (0..r)
+        .map(|j| {
+            let norm = (0..d).map(|i| (g[(i, j)] - theta[j] * v[(i, j)]).powi(2)).sum::<f64>().sqrt();
+            let denom = theta[j].max(floor);
+            if denom > 0.0 { norm / denom } else { 0.0 }
+        })
+        .collect()
+}
+
+/// [`ritz_residuals`] of the PCA model `model` on the rows `x` `(n, d)` (the training rows):
+/// how far each returned component is from an eigenvector of the prepared rows' covariance.
+#[pyfunction]
+fn pca_ritz_residuals(py: Python<'_>, model: &[u8], x: PyReadonlyArray2<'_, f64>) -> PyResult<Vec<f64>> {
+    let m: PcaModel = load(model)?;
+    let x = rows(&x);
+    if x.get().ncols() != m.n_features() {
+        return Err(value_error(format!("x has {} features, the model {}", x.get().ncols(), m.n_features())));
+    }
+    Ok(py.detach(|| ritz_residuals(x.get(), &m)))
+}
+
+/// The PCA model `model` with only its first `k` components (the `k` largest eigenvalues, the
+/// model's order), its mean, scale, encoding and total variance kept: how a streaming fit that
+/// tracked more directions than asked for ends.
+#[pyfunction]
+fn pca_truncate<'py>(py: Python<'py>, model: &[u8], k: usize) -> PyResult<Bound<'py, PyBytes>> {
+    let m: PcaModel = load(model)?;
+    if k == 0 || k > m.rank() {
+        return Err(value_error(format!("cannot keep {k} of the model's {} components", m.rank())));
+    }
+    // The total variance, recovered from the first ratio (absent from streaming models).
+    let total = m.explained_variance_ratio().and_then(|ratio| {
+        let first = m.explained_variance()[0];
+        (ratio[0] > 0.0).then(|| first / ratio[0])
+    });
+    let components = m.components().subcols(0, k).to_owned();
+    let truncated = PcaModel::new(
+        m.solver(),
+        m.mean().to_vec(),
+        m.scale().to_vec(),
+        components,
+        m.eigenvalues()[..k].to_vec(),
+        m.n_samples(),
+    )
+    .and_then(|t| t.with_encoding(m.encoding().cloned()))
+    .and_then(|t| match total {
+        Some(total) => t.with_total_variance(total),
+        None => Ok(t),
+    })
+    .map_err(solver_error)?;
+    model_bytes(py, &truncated)
+}
+
+/// The parameters of model bytes as JSON text (what the fit used: solver, kernel, rank,
+/// n_samples, ...), for `stolr.load` to restore an estimator's hyperparameters.
+#[pyfunction]
+fn model_parameters(model: &[u8]) -> PyResult<String> {
+    let file = ModelFile::from_bytes(model, IN_MEMORY, MemoryBudget::default()).map_err(value_error)?;
+    Ok(file.parameters().to_string())
+}
+
+/// The vector `name` of model bytes (e.g. a kernel PCA model's `eigenvalues`), `None` when
+/// the model has none.
+#[pyfunction]
+fn model_vector<'py>(py: Python<'py>, model: &[u8], name: &str) -> PyResult<Option<Bound<'py, PyArray1<f64>>>> {
+    let file = ModelFile::from_bytes(model, IN_MEMORY, MemoryBudget::default()).map_err(value_error)?;
+    if !file.has(name) {
+        return Ok(None);
+    }
+    let v = file.vector(name).map_err(value_error)?;
+    Ok(Some(Array1::from(v).into_pyarray(py)))
 }
 
 /// The model kind of model bytes (`kernel-pca`, `pca`, `kernel-ridge`).
@@ -588,6 +789,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pca_attributes, m)?)?;
     m.add_function(wrap_pyfunction!(pca_explained_variance_ratio, m)?)?;
     m.add_function(wrap_pyfunction!(model_kind, m)?)?;
+    m.add_function(wrap_pyfunction!(fit_pca_report, m)?)?;
+    m.add_function(wrap_pyfunction!(pca_ritz_residuals, m)?)?;
+    m.add_function(wrap_pyfunction!(model_parameters, m)?)?;
+    m.add_function(wrap_pyfunction!(model_vector, m)?)?;
+    m.add_function(wrap_pyfunction!(pca_truncate, m)?)?;
     m.add_class::<StreamingState>()?;
     Ok(())
 }

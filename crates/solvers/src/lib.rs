@@ -27,6 +27,7 @@
 mod checkpoint;
 mod error;
 mod interface;
+pub mod interrupt;
 mod job;
 mod kernel_spec;
 pub mod kpca;

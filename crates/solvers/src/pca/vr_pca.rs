@@ -151,7 +151,11 @@ impl IterativeSolver for VrPca<'_> {
         let u_tilde = &self.xtxw * (1.0 / n as f64);
         let mut xi = vec![0.0; d];
         let mut w = self.w_snap.clone();
-        for _ in 0..self.m {
+        for step in 0..self.m {
+            // An epoch reads n rows: a stop request ends it early (the run is then discarded).
+            if step % 256 == 255 && crate::interrupt::poll() {
+                break;
+            }
             let (su, _, sv) = thin_svd(mul(w.transpose(), self.w_snap.as_ref()).as_ref())?;
             let b = mul(sv.as_ref(), su.transpose());
             let i = rng.random_range(0..n);

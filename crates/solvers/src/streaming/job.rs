@@ -227,6 +227,10 @@ impl StreamingPcaJob {
         let mut max_abs = 0.0_f64;
         let mut local = 0usize;
         for (index, row) in source.rows(PassKind::Statistics)?.enumerate() {
+            // A stop request ([`crate::interrupt`]) ends the pass early; the run is discarded.
+            if index % 4096 == 4095 && crate::interrupt::poll() {
+                break;
+            }
             let x = row.map_err(|e| SolverError::Stream { index, source: Box::new(e) })?;
             sum.iter_mut().zip(&x).for_each(|(s, v)| *s += v);
             max_abs = x.iter().fold(max_abs, |m, v| m.max(v.abs()));
@@ -364,6 +368,9 @@ impl StreamingPcaJob {
         let mut proj = vec![0.0; r];
         let mut buffer = vec![0.0; d];
         for (index, row) in source.rows(PassKind::RayleighRitz)?.enumerate() {
+            if index % 4096 == 4095 && crate::interrupt::poll() {
+                break;
+            }
             let x = row.map_err(|e| SolverError::Stream { index, source: Box::new(e) })?;
             transform.apply(&x, &mut buffer);
             for (j, p) in proj.iter_mut().enumerate() {
