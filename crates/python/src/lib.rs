@@ -130,6 +130,51 @@ fn python_stderr(py: Python<'_>, line: &str) {
     }
 }
 
+/// The CSR parts of a `scipy.sparse` matrix as the Python package passes them: `indptr` and
+/// `indices` as int64, `data` as float64, and the shape `(n, d)`.
+type CsrParts<'py> = (PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, f64>, (usize, usize));
+
+/// Rows from Python: a dense float64 array, or the parts of a CSR matrix.
+#[derive(FromPyObject)]
+enum PyRows<'py> {
+    Dense(PyReadonlyArray2<'py, f64>),
+    Sparse(CsrParts<'py>),
+}
+
+/// The rows held for a fit or a transform: a view of a dense array, or the CSR matrix (its
+/// indices converted to `usize`, checked as the library's model files are).
+enum HeldRows<'a> {
+    Dense(Rows<'a>),
+    Sparse(faer::sparse::SparseRowMat<usize, f64>),
+}
+
+impl HeldRows<'_> {
+    fn data(&self) -> stolr_estimators::DataRef<'_> {
+        match self {
+            HeldRows::Dense(x) => stolr_estimators::DataRef::Dense(x.get()),
+            HeldRows::Sparse(x) => stolr_estimators::DataRef::Sparse(x.as_ref()),
+        }
+    }
+}
+
+/// [`PyRows`] as [`HeldRows`].
+///
+/// # Errors
+/// `ValueError` for CSR parts that do not describe a matrix (negative or unsorted indices,
+/// pointers that do not match the data).
+fn held<'a>(x: &'a PyRows<'_>) -> PyResult<HeldRows<'a>> {
+    match x {
+        PyRows::Dense(x) => Ok(HeldRows::Dense(rows(x))),
+        PyRows::Sparse((indptr, indices, data, shape)) => {
+            let index = |v: &i64| usize::try_from(*v).map_err(|_| value_error(format!("negative sparse index {v}")));
+            let ptr = indptr.as_slice()?.iter().map(index).collect::<PyResult<Vec<_>>>()?;
+            let cols = indices.as_slice()?.iter().map(index).collect::<PyResult<Vec<_>>>()?;
+            let x = stolr_solvers::csr_from_parts(*shape, ptr, cols, data.as_slice()?.to_vec()).map_err(value_error)?;
+            Ok(HeldRows::Sparse(x))
+        }
+    }
+}
+
 fn to_mat(x: &PyReadonlyArray2<'_, f64>) -> Mat<f64> {
     let a = x.as_array();
     Mat::from_fn(a.nrows(), a.ncols(), |i, j| a[(i, j)])
@@ -202,7 +247,7 @@ fn load<M: Persist>(bytes: &[u8]) -> PyResult<M> {
 #[allow(clippy::too_many_arguments)]
 fn fit_kernel_pca<'py>(
     py: Python<'py>,
-    x: PyReadonlyArray2<'py, f64>,
+    x: PyRows<'py>,
     n_components: Option<usize>,
     kernel_name: &str,
     gamma: f64,
@@ -221,7 +266,7 @@ fn fit_kernel_pca<'py>(
     inverse_alpha: Option<f64>,
 ) -> PyResult<KpcaFitArrays<'py>> {
     let memory = budget(memory_limit)?;
-    let x = rows(&x);
+    let x = held(&x)?;
     let kernel = kernel(kernel_name, gamma, degree, coef0)?;
     let sampler: SamplerKind = sampler.parse().map_err(value_error)?;
     let settings = KpcaSettings {
@@ -250,7 +295,14 @@ fn fit_kernel_pca<'py>(
         ..KernelPcaJob::new(kernel.into(), n_components, solver, seed)
     };
     let mut observer = PythonObserver::new(verbose);
-    let result = py.detach(|| job.run(Shard::whole(x.get()), &mut observer));
+    let data = x.data();
+    let result = py.detach(|| {
+        let shard = match data {
+            stolr_estimators::DataRef::Dense(x) => Shard::whole(x),
+            stolr_estimators::DataRef::Sparse(x) => Shard::sparse(x),
+        };
+        job.run(shard, &mut observer)
+    });
     let outcome = observer.finish(result)?.ok_or_else(|| value_error("no result on one process"))?;
     let fit = outcome.fit;
     let values = Array1::from(fit.pairs.values.clone()).into_pyarray(py);
@@ -338,19 +390,20 @@ const NU_FOLDS: usize = 5;
 
 /// Projections of `x` `(m, d)` on a kernel PCA or PCA model, `(m, r)`.
 #[pyfunction]
-fn transform<'py>(py: Python<'py>, model: &[u8], x: PyReadonlyArray2<'py, f64>) -> PyResult<Bound<'py, PyArray2<f64>>> {
+fn transform<'py>(py: Python<'py>, model: &[u8], x: PyRows<'py>) -> PyResult<Bound<'py, PyArray2<f64>>> {
     let file = ModelFile::from_bytes(model, IN_MEMORY, MemoryBudget::default()).map_err(value_error)?;
-    let x = rows(&x);
-    let z = match file.kind() {
-        "kernel-pca" => {
+    let x = held(&x)?;
+    let z = match (file.kind(), &x) {
+        ("kernel-pca", _) => {
             let m = KernelPcaModel::from_model_file(&file, Path::new(IN_MEMORY)).map_err(value_error)?;
-            py.detach(|| m.transform(x.get()))
+            py.detach(|| m.transform_data(x.data()))
         }
-        "pca" => {
+        (_, HeldRows::Sparse(_)) => return Err(value_error("sparse rows are transformed by kernel PCA models only")),
+        ("pca", HeldRows::Dense(x)) => {
             let m = PcaModel::from_model_file(&file, Path::new(IN_MEMORY)).map_err(value_error)?;
             py.detach(|| m.transform(x.get()))
         }
-        other => return Err(value_error(format!("a {other} model has no transform"))),
+        (other, _) => return Err(value_error(format!("a {other} model has no transform"))),
     }
     .map_err(solver_error)?;
     Ok(to_numpy(py, z.as_ref()))

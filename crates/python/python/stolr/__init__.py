@@ -122,6 +122,22 @@ class _FeatureNamesOut(ClassNamePrefixFeaturesOutMixin):
         return None
 
 
+def _rows(X):
+    """``X`` as ``_core`` takes rows: a C-contiguous float64 array, or for a ``scipy.sparse``
+    matrix its CSR parts ``(indptr, indices, data, shape)`` (int64 indices, float64 values),
+    never densified. A CSR matrix in canonical form (sorted, no duplicate entries) of float64 is
+    passed without copying its values; another is converted (a copy) first."""
+    import scipy.sparse as sp
+    if not sp.issparse(X):
+        return np.ascontiguousarray(X)
+    X = X.tocsr()
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    return (X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int64, copy=False),
+            X.data.astype(np.float64, copy=False), X.shape)
+
+
 def _is_int(v):
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
@@ -223,12 +239,13 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         self.random_state = random_state
 
     def fit(self, X, y=None):
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        # Sparse rows (scipy.sparse) stay sparse for the exact and Nyström solvers.
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, ensure_min_samples=2)
         n_components = self.n_components if self.n_components is not None else min(X.shape)
         # As KernelRidge: at most one landmark per training row (the default 500 on fewer rows).
         n_landmarks = min(_count("n_landmarks", self.n_landmarks), X.shape[0])
         model, values, vectors, warns = _core.fit_kernel_pca(
-            np.ascontiguousarray(X), n_components, self.kernel, _gamma(self.gamma, X.shape[1]),
+            _rows(X), n_components, self.kernel, _gamma(self.gamma, X.shape[1]),
             int(self.degree), float(self.coef0), self.solver, bool(self.center), self.tau,
             _count("n_iter", self.n_iter), _count("n_features", self.n_features), self.sampler, n_landmarks,
             _seed(self.random_state), bool(self.verbose),
@@ -249,8 +266,8 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
 
     def transform(self, X):
         check_is_fitted(self, "model_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
-        return _core.transform(self.model_, np.ascontiguousarray(X))
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        return _core.transform(self.model_, _rows(X))
 
     def inverse_transform(self, X):
         """The pre-images of points ``X`` (m, n_components) of the embedding, (m, n_features),

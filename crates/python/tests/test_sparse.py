@@ -1,0 +1,85 @@
+"""Sparse rows (``scipy.sparse``) in ``KernelPCA``: never densified, the same eigenvalues as
+the same rows dense to 1e-12, the same transform of dense and sparse new rows, scikit-learn's
+``KernelPCA`` on the sparse matrix to 1e-8, and the refusals of what needs dense rows.
+
+The data are about 2 % dense, with an outlier row, duplicate rows, an empty row and a constant
+(fully stored) column.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.decomposition import KernelPCA as SkKernelPCA
+
+import stolr
+
+
+def _sparse(n, d, seed):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.02, format="lil", random_state=rng, data_rvs=lambda k: rng.normal(size=k))
+    X[:, 0] = 0.5  # a constant column
+    X[3, ::9] = 25.0  # an outlier row
+    X[8] = X[1]  # duplicate rows
+    X[10] = 0.0  # an empty row
+    return X.tocsr()
+
+
+def _rel(a, b):
+    return np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300)
+
+
+def _align(ours, theirs):
+    signs = np.sign(np.sum(ours * theirs, axis=0))
+    signs[signs == 0] = 1.0
+    return signs
+
+
+@pytest.mark.parametrize("solver", ["exact", "exact-matrix-free", "nystrom"])
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian", "poly", "cosine"])
+def test_sparse_rows_give_the_dense_fit(solver, kernel):
+    X, X_test = _sparse(250, 300, 1), _sparse(30, 300, 2)
+    kw = dict(n_components=4, kernel=kernel, solver=solver, n_landmarks=60, random_state=5)
+    dense = stolr.KernelPCA(**kw).fit(X.toarray())
+    sparse = stolr.KernelPCA(**kw).fit(X)
+    np.testing.assert_allclose(sparse.eigenvalues_, dense.eigenvalues_, rtol=0, atol=1e-12 * dense.eigenvalues_[0])
+    want = dense.transform(X_test.toarray())
+    assert _rel(sparse.transform(X_test), want) < 1e-9
+    assert _rel(sparse.transform(X_test.toarray()), want) < 1e-9
+    assert _rel(dense.transform(X_test), want) < 1e-9
+
+
+def test_sparse_rows_match_scikit_learn_on_the_sparse_matrix():
+    X, X_test = _sparse(200, 150, 3), _sparse(25, 150, 4)
+    gamma = 0.2
+    ours = stolr.KernelPCA(n_components=5, kernel="rbf", gamma=gamma, solver="exact", center=True).fit(X)
+    theirs = SkKernelPCA(n_components=5, kernel="rbf", gamma=gamma, eigen_solver="dense").fit(X)
+    np.testing.assert_allclose(ours.eigenvalues_, theirs.eigenvalues_, rtol=1e-8)
+    z, z_sk = ours.transform(X_test), theirs.transform(X_test)
+    assert _rel(z * _align(z, z_sk), z_sk) < 1e-8
+
+
+def test_a_non_canonical_csr_matrix_is_the_same_rows():
+    X = _sparse(120, 80, 5)
+    coo = X.tocoo()
+    # The same matrix with its entries split in two duplicates each, out of order.
+    rows = np.concatenate([coo.row, coo.row])[::-1]
+    cols = np.concatenate([coo.col, coo.col])[::-1]
+    vals = np.concatenate([coo.data / 2, coo.data / 2])[::-1]
+    messy = sp.csr_matrix((vals, (rows, cols)), shape=X.shape)
+    messy.has_canonical_format = False
+    kw = dict(n_components=3, solver="exact", gamma=0.3)
+    a = stolr.KernelPCA(**kw).fit(X)
+    b = stolr.KernelPCA(**kw).fit(messy)
+    np.testing.assert_allclose(b.eigenvalues_, a.eigenvalues_, rtol=1e-12)
+
+
+def test_what_needs_dense_rows_refuses_sparse_ones():
+    X = _sparse(80, 40, 6)
+    with pytest.raises(ValueError, match="sparse"):
+        stolr.KernelPCA(n_components=3, solver="skpca").fit(X)
+    with pytest.raises(ValueError, match="sparse|pre-image"):
+        stolr.KernelPCA(n_components=3, solver="exact", fit_inverse_transform=True).fit(X)
+    bad = X.copy()
+    bad.data[0] = np.nan
+    with pytest.raises(ValueError):
+        stolr.KernelPCA(n_components=3, solver="exact").fit(bad)
