@@ -459,4 +459,9 @@ fn krr_fits_several_label_columns_with_a_weight_column() {
     let mut a = args(&["krr", "--train", &p("train.csv"), "--test", &p("test.csv"), "--format", "libsvm"]);
     a.extend(args(&["--weight-column", "6", "--out", &p("o")]));
     assert_fails_with(&stolr_owned(&a), "--weight-column");
+    // Several label columns are stolr krr's outputs: stolr pca refuses them.
+    let pca = ["pca", "--input", &p("train.csv"), "--format", "csv", "--solver", "exact", "--rank", "1"];
+    let mut a = args(&pca);
+    a.extend(args(&["--label-column", "4,5", "--out", &p("o")]));
+    assert_fails_with(&stolr_owned(&a), "several --label-column");
 }

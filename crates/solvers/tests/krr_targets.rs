@@ -333,6 +333,14 @@ fn bad_weights_and_targets_are_typed_errors() {
             matches!(fit(y.as_ref(), Some(&[0.0; 40])), Err(SolverError::InvalidConfig { name: "sample_weight", .. })),
             "{name}"
         );
+        // Finite weights whose sum overflows.
+        assert!(
+            matches!(
+                fit(y.as_ref(), Some(&[1e308; 40])),
+                Err(SolverError::InvalidConfig { name: "sample_weight", .. })
+            ),
+            "{name}"
+        );
         assert!(matches!(fit(y.as_ref(), Some(&[1.0; 39])), Err(SolverError::ShapeMismatch { .. })), "{name}");
         assert!(matches!(fit(y.as_ref().subrows(0, 39), None), Err(SolverError::ShapeMismatch { .. })), "{name}");
         assert!(

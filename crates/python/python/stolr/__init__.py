@@ -269,7 +269,8 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
     same as scikit-learn's ``KernelRidge(alpha=alpha).fit(X, y, sample_weight=w)``); the intercept
     is fitted by weighted centring. ``dual_coef_``: the coefficients of the centres, ``(n,)`` or
     ``(n, t)`` for ``krr`` (scikit-learn's ``dual_coef_``), the landmark coefficients ``(M,)`` or
-    ``(M, t)`` for the other solvers (SLKL: the landmarks in increasing row order).
+    ``(M, t)`` for the other solvers (SLKL with one output: its active landmarks; with several,
+    every landmark in increasing row order).
     """
 
     def __init__(self, solver="krr", alpha=1.0, kernel="rbf", gamma=None, n_landmarks=200,
