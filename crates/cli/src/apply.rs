@@ -189,12 +189,25 @@ pub fn predict(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
     let encoding = model.encoding();
     let format = args.format.unwrap_or(if encoding.is_some() { Format::Csv } else { Format::Libsvm });
     let data = read_for_model(&args.input, format, model.n_features(), true, encoding, memory)?;
-    let f = model.predict(data.x.as_ref()).with_context(|| format!("cannot predict {}", args.input.display()))?;
-    let predictions: Vec<f64> = (0..f.nrows()).map(|i| f[i]).collect();
-    let mse = data.targets().map(|y| mean_squared_error(&predictions, y));
     let out = crate::common::output::staged(&args.out);
-    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", args.out.display()))?;
-    write_npy_vector(&out.join("predictions.npy"), &predictions)?;
+    let (predictions, mse) = if model.n_outputs() > 1 {
+        // Several outputs: predictions.npy is (rows, t); the MSE is the first output's.
+        let f = model
+            .predict_outputs(data.x.as_ref())
+            .with_context(|| format!("cannot predict {}", args.input.display()))?;
+        let first: Vec<f64> = f.col(0).iter().copied().collect();
+        let mse = data.targets().map(|y| mean_squared_error(&first, y));
+        std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", args.out.display()))?;
+        stolr_datasets::write_npy_matrix(&out.join("predictions.npy"), f.as_ref())?;
+        (first, mse)
+    } else {
+        let f = model.predict(data.x.as_ref()).with_context(|| format!("cannot predict {}", args.input.display()))?;
+        let predictions: Vec<f64> = (0..f.nrows()).map(|i| f[i]).collect();
+        let mse = data.targets().map(|y| mean_squared_error(&predictions, y));
+        std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", args.out.display()))?;
+        write_npy_vector(&out.join("predictions.npy"), &predictions)?;
+        (predictions, mse)
+    };
     let report = ApplyReport {
         stolr_version: env!("CARGO_PKG_VERSION").into(),
         command: "predict".into(),

@@ -19,7 +19,8 @@ use clap::{Args, ValueEnum};
 use faer::MatRef;
 use stolr_comm::RowShard;
 use stolr_datasets::{
-    Dataset, TrainTest, generate, random_split, read_table_with, write_npy_indices, write_npy_vector,
+    Dataset, TrainTest, generate, random_split, read_table_with_extra, write_npy_indices, write_npy_matrix,
+    write_npy_vector,
 };
 use stolr_estimators::{Kernel, KernelFamily};
 use stolr_memory::MemoryBudget;
@@ -105,6 +106,12 @@ pub struct KrrArgs {
     /// same way; a --test file is encoded with the training file's categories).
     #[command(flatten)]
     table: TableArgs,
+    /// CSV tables: the 1-based column of the sample weights (finite, >= 0, not all zero; not a
+    /// feature): the fit minimises sum_i w_i (y_i - f(x_i))^2 + lambda ||f||^2. Every solver
+    /// takes them, on one process (--nu/--lambda given). New rows for `stolr predict` keep the
+    /// column (its values are not used).
+    #[arg(long, value_name = "COL")]
+    weight_column: Option<usize>,
     /// Number of test rows of the random split of --input (the split depends on --seed only).
     #[arg(long)]
     test_size: Option<usize>,
@@ -201,6 +208,42 @@ struct Prepared {
     standardization: Option<Standardization>,
     /// The categorical encoding of a CSV table read with `--categorical`/`--label-column`.
     encoding: Option<OneHotEncoding>,
+    /// Several target columns or a weight column: the targets and weights read apart.
+    targets: Option<Targets>,
+}
+
+/// The targets of several `--label-column`s and the `--weight-column` of a CSV table.
+struct Targets {
+    /// Training targets `(n_train, t)`, one column per `--label-column` in the order given.
+    train: faer::Mat<f64>,
+    /// Test targets `(n_test, t)`.
+    test: faer::Mat<f64>,
+    /// The training rows' weights.
+    weights: Option<Vec<f64>>,
+}
+
+impl Targets {
+    /// From the first target column `y` of `data` and the skipped columns' `values` (in
+    /// increasing column order `skipped`): the targets in `labels` order and the weights.
+    fn columns(
+        data: &Dataset,
+        values: MatRef<'_, f64>,
+        labels: &[usize],
+        weight: Option<usize>,
+    ) -> (faer::Mat<f64>, Option<Vec<f64>>) {
+        let mut skipped: Vec<usize> = labels[1..].to_vec();
+        skipped.extend(weight);
+        skipped.sort_unstable();
+        let at = |c: usize| skipped.iter().position(|&s| s == c).expect("every skipped column was read");
+        let y = targets(data);
+        let cols: Vec<Option<usize>> = labels.iter().enumerate().map(|(k, &c)| (k > 0).then(|| at(c))).collect();
+        let y = faer::Mat::from_fn(data.n(), labels.len(), |i, k| match cols[k] {
+            None => y[i],
+            Some(j) => values[(i, j)],
+        });
+        let w = weight.map(|c| values.col(at(c)).iter().copied().collect());
+        (y, w)
+    }
 }
 
 /// A regression data file: abalone, housing, csv (target last) or libsvm (label = target);
@@ -238,23 +281,39 @@ fn prepare(args: &KrrArgs, memory: stolr_memory::MemoryBudget) -> Result<Prepare
     if args.train.is_some() != args.test.is_some() {
         bail!("--train and --test go together");
     }
-    if args.table.given() && args.format != Some(Format::Csv) {
-        bail!("--categorical and --label-column apply to CSV files (--format csv)");
+    if (args.table.given() || args.weight_column.is_some()) && args.format != Some(Format::Csv) {
+        bail!("--categorical, --label-column and --weight-column apply to CSV files (--format csv)");
     }
+    if args.weight_column.is_some() && args.table.label_column.is_empty() {
+        bail!("--weight-column needs --label-column: name the target column");
+    }
+    let apart = args.table.label_column.len() > 1 || args.weight_column.is_some();
     let mut encoding = None;
+    let mut extra = None;
     let (data, origin, format) = match (&args.input, &args.train, &args.test) {
         (Some(input), _, _) => {
             let format = args.format.context("--input needs --format abalone|housing|csv|libsvm")?;
             let test_size = args.test_size.context("--input needs --test-size N")?;
+            let mut values = None;
             let data = if args.table.given() {
-                let (data, e) = args.table.read_targets(input, memory)?;
+                let (data, e, v) = args.table.read_targets_extra(input, args.weight_column.as_slice(), memory)?;
                 encoding = Some(e);
+                values = Some(v);
                 data
             } else {
                 read_regression(input, format, None, memory)?
             };
             let split = random_split(data.n(), test_size, &mut KrrStream::Split.rng(args.seed))
                 .with_context(|| format!("cannot split the {} rows of {}", data.n(), input.display()))?;
+            if let (true, Some(values)) = (apart, &values) {
+                let (y, w) = Targets::columns(&data, values.as_ref(), &args.table.label_column, args.weight_column);
+                let rows = |idx: &[usize]| faer::Mat::from_fn(idx.len(), y.ncols(), |i, k| y[(idx[i], k)]);
+                extra = Some(Targets {
+                    train: rows(&split.train),
+                    test: rows(&split.test),
+                    weights: w.map(|w| split.train.iter().map(|&i| w[i]).collect()),
+                });
+            }
             (split.apply(&data)?, "file, random split", format_name(format))
         }
         (None, Some(train), Some(test)) => {
@@ -266,10 +325,16 @@ fn prepare(args: &KrrArgs, memory: stolr_memory::MemoryBudget) -> Result<Prepare
             // training file's width (missing features are zeros, a larger index is an error).
             let (mut a, mut b) = if args.table.given() {
                 // The test file is encoded with the training file's categories.
-                let (a, e) = args.table.read_targets(train, memory)?;
-                let b = read_table_with(test, &e, true, memory)
+                let (a, e, va) = args.table.read_targets_extra(train, args.weight_column.as_slice(), memory)?;
+                let (b, vb) = read_table_with_extra(test, &e, true, memory)
                     .with_context(|| format!("cannot read {} with {}'s encoding", test.display(), train.display()))?;
                 encoding = Some(e);
+                if apart {
+                    let labels = &args.table.label_column;
+                    let (ya, wa) = Targets::columns(&a, va.as_ref(), labels, args.weight_column);
+                    let (yb, _) = Targets::columns(&b, vb.as_ref(), labels, args.weight_column);
+                    extra = Some(Targets { train: ya, test: yb, weights: wa });
+                }
                 (a, b)
             } else {
                 let a = read_regression(train, format, None, memory)?;
@@ -312,7 +377,7 @@ fn prepare(args: &KrrArgs, memory: stolr_memory::MemoryBudget) -> Result<Prepare
     // Generated sets have features on a known scale (sinc: [-5, 5]², paper 004's setting;
     // Friedman #1: [0, 1]^10) and are used as generated.
     let standardization = if origin != "generated" && !args.no_standardize { Some(data.standardize()?) } else { None };
-    Ok(Prepared { data, origin, format, standardization, encoding })
+    Ok(Prepared { data, origin, format, standardization, encoding, targets: extra })
 }
 
 fn targets(d: &Dataset) -> &[f64] {
@@ -449,6 +514,27 @@ fn fit(
     // Only rank 0 draws the bar (it never stops the run, so the ranks stay in step).
     let mut progress = Progress::new(solver_name, None, args.landmarks.max(1)).with_checkpoint(store);
     let standardization = prepared.standardization.clone();
+    if let Some(targets) = &prepared.targets {
+        // Several outputs or weights: one process, no checkpoint.
+        if let Some(comm) = ctx.world.as_deref().filter(|c| c.size() > 1) {
+            bail!(
+                "several --label-column or a --weight-column run on one process, not under mpirun -np {}",
+                comm.size()
+            );
+        }
+        if args.checkpoint.checkpoint.is_some() {
+            bail!("--checkpoint takes one --label-column without --weight-column");
+        }
+        let outcome = job.run_targets(
+            Shard::whole(x),
+            targets.train.as_ref(),
+            targets.weights.as_deref(),
+            standardization,
+            &mut progress,
+        );
+        progress.finish();
+        return outcome.map_err(Into::into);
+    }
     let outcome = match ctx.world.as_deref() {
         Some(comm) => {
             let place = RowShard::balanced(x.nrows(), comm.rank(), comm.size());
@@ -592,19 +678,58 @@ fn finish(
         let f = model.expansion().predict(rows)?;
         Ok(f.iter().map(|v| v + model.intercept()).collect())
     };
-    let predictions = predict(test.x.as_ref())?;
-    let predict_time = t_predict.elapsed();
-    let train_predictions = predict(train.x.as_ref())?;
-    let test_mse = mean_squared_error(&predictions, targets(test));
-    let train_mse = mean_squared_error(&train_predictions, targets(train));
+    // Several outputs: (rows, t) predictions, column-major; the MSE over every entry.
+    let outputs_of = |rows: MatRef<'_, f64>| -> Result<faer::Mat<f64>> {
+        let (e, c, b) = (model.expansion(), model.coefficient_matrix(), model.intercepts());
+        let mut out = faer::Mat::from_fn(rows.nrows(), c.ncols(), |_, j| b[j]);
+        for start in (0..rows.nrows()).step_by(4096) {
+            let len = 4096.min(rows.nrows() - start);
+            let k = e.kernel().cross(rows.subrows(start, len), e.centers());
+            let f = stolr_lowrank::mul(k.as_ref(), c.as_ref());
+            for j in 0..c.ncols() {
+                for i in 0..len {
+                    out[(start + i, j)] += f[(i, j)];
+                }
+            }
+        }
+        Ok(out)
+    };
+    let flat = |m: &faer::Mat<f64>| -> Vec<f64> { (0..m.ncols()).flat_map(|j| m.col(j).iter().copied()).collect() };
+    let (predictions, predict_time, test_mse, train_mse, matrix) = match &prepared.targets {
+        None => {
+            let predictions = predict(test.x.as_ref())?;
+            let predict_time = t_predict.elapsed();
+            let train_predictions = predict(train.x.as_ref())?;
+            let test_mse = mean_squared_error(&predictions, targets(test));
+            let train_mse = mean_squared_error(&train_predictions, targets(train));
+            (predictions, predict_time, test_mse, train_mse, None)
+        }
+        Some(t) => {
+            let f = outputs_of(test.x.as_ref())?;
+            let predict_time = t_predict.elapsed();
+            let g = outputs_of(train.x.as_ref())?;
+            let test_mse = mean_squared_error(&flat(&f), &flat(&t.test));
+            let train_mse = mean_squared_error(&flat(&g), &flat(&t.train));
+            (flat(&f), predict_time, test_mse, train_mse, (model.n_outputs() > 1).then_some(f))
+        }
+    };
 
     let mut outputs = Vec::new();
     // The files go into the staging folder of the claimed --out, swapped in as a set by main.
     let out = args.out.as_deref().map(crate::common::output::staged);
     if let Some(dir) = &out {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        write_npy_vector(&dir.join("predictions.npy"), &predictions)?;
-        write_npy_vector(&dir.join("coefficients.npy"), model.expansion().coefficients())?;
+        match &matrix {
+            // (n_test, t) and (p, t) with several outputs.
+            Some(f) => {
+                write_npy_matrix(&dir.join("predictions.npy"), f.as_ref())?;
+                write_npy_matrix(&dir.join("coefficients.npy"), model.coefficient_matrix().as_ref())?;
+            }
+            None => {
+                write_npy_vector(&dir.join("predictions.npy"), &predictions)?;
+                write_npy_vector(&dir.join("coefficients.npy"), model.expansion().coefficients())?;
+            }
+        }
         outputs = vec!["predictions.npy", "coefficients.npy"];
         outputs.push(write_model(dir, model)?);
         if let Some(landmarks) = &outcome.summary.landmarks {

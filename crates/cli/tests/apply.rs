@@ -562,3 +562,83 @@ fn kernel_pca_inverse_transform_maps_projections_back_as_the_library() {
     args.extend(["exact", "--alpha", "2", "--out", &other]);
     assert!(!stolr(&args).status.success());
 }
+
+/// `stolr krr --label-column 4,5 --weight-column 6` (issue 23, Deliver 3): two outputs fitted on
+/// weighted rows, equal to the unweighted fit on the rows repeated as often as their (integer)
+/// weights say, with the label columns given as one comma-separated list or repeated; the
+/// outputs follow the order of the columns given; `stolr predict` writes both columns; bad
+/// weights and columns are errors.
+#[test]
+fn krr_fits_several_label_columns_with_a_weight_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let args = |parts: &[&str]| -> Vec<String> { parts.iter().map(|s| s.to_string()).collect() };
+    // x1, x2, x3 (constant), y1, y2, w; row 0 an outlier, rows 5..8 repeat rows 0..3.
+    let row = |i: usize| -> Vec<f64> {
+        let k = if (5..8).contains(&i) { i - 5 } else { i };
+        let (a, b) = (((k * 7) as f64 * 0.37).sin() * 2.0, ((k * 3) as f64 * 0.21).cos());
+        let y1 = if k == 0 { 40.0 } else { a.sin() + b };
+        vec![a, b, 0.5, y1, 3.0 + a * b, (i % 4) as f64]
+    };
+    let write = |name: &str, rows: &[Vec<f64>]| {
+        let text: String =
+            rows.iter().map(|r| r.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(",") + "\n").collect();
+        std::fs::write(p(name), text).unwrap();
+    };
+    let train: Vec<Vec<f64>> = (0..60).map(row).collect();
+    let test: Vec<Vec<f64>> = (100..115).map(row).collect();
+    write("train.csv", &train);
+    write("test.csv", &test);
+    // Each row repeated w times, with weight 1.
+    let repeated: Vec<Vec<f64>> = train
+        .iter()
+        .flat_map(|r| std::iter::repeat_n(r.clone(), r[5] as usize))
+        .map(|mut r| {
+            r[5] = 1.0;
+            r
+        })
+        .collect();
+    write("repeated.csv", &repeated);
+    let common = args(&["--format", "csv", "--solver", "krr", "--sigma", "2", "--lambda", "0.5", "--no-standardize"]);
+    let krr = |train: &str, out: &str, extra: &[&str]| {
+        let mut a = args(&["krr", "--train", &p(train), "--test", &p("test.csv"), "--out", &p(out)]);
+        a.extend(common.iter().cloned().chain(args(extra)));
+        stolr_owned(&a)
+    };
+    ok(krr("train.csv", "fit", &["--label-column", "4,5", "--weight-column", "6"]));
+    ok(krr("repeated.csv", "rep", &["--label-column", "4", "--label-column", "5", "--weight-column", "6"]));
+    ok(krr("train.csv", "swapped", &["--label-column", "5,4", "--weight-column", "6"]));
+    ok(krr("train.csv", "plain", &["--label-column", "4,5"]));
+    let budget = stolr_memory::MemoryBudget::default();
+    let read = |name: &str| read_npy_matrix(&dir.path().join(name), budget).unwrap();
+    let fitted = read("fit/predictions.npy");
+    assert_eq!(fitted.shape(), (15, 2));
+    assert!(max_abs_diff(&fitted, &read("rep/predictions.npy")) < 1e-8);
+    let swapped = read("swapped/predictions.npy");
+    for i in 0..15 {
+        assert!((fitted[(i, 0)] - swapped[(i, 1)]).abs() < 1e-10 && (fitted[(i, 1)] - swapped[(i, 0)]).abs() < 1e-10);
+    }
+    // The weights matter (the outlier has weight 0).
+    assert!(max_abs_diff(&fitted, &read("plain/predictions.npy")) > 1e-3);
+    assert_eq!(read("fit/coefficients.npy").shape(), (60, 2));
+    // The model reads new rows with their target and weight columns and predicts both outputs.
+    ok(stolr(&["predict", "--model", &p("fit"), "--input", &p("test.csv"), "--out", &p("pred")]));
+    let again = read("pred/predictions.npy");
+    assert!(max_abs_diff(&fitted, &again) <= 1e-12 * 40.0);
+
+    // Hostile: a negative weight, the weight column also a target, no target column, LIBSVM.
+    let mut bad = train.clone();
+    bad[3][5] = -1.0;
+    write("bad.csv", &bad);
+    assert_fails_with(&krr("bad.csv", "o", &["--label-column", "4,5", "--weight-column", "6"]), "sample_weight");
+    assert_fails_with(&krr("train.csv", "o", &["--label-column", "4,6", "--weight-column", "6"]), "column 6");
+    assert_fails_with(&krr("train.csv", "o", &["--weight-column", "6"]), "--label-column");
+    let mut a = args(&["krr", "--train", &p("train.csv"), "--test", &p("test.csv"), "--format", "libsvm"]);
+    a.extend(args(&["--weight-column", "6", "--out", &p("o")]));
+    assert_fails_with(&stolr_owned(&a), "--weight-column");
+    // Several label columns are stolr krr's outputs: stolr pca refuses them.
+    let pca = ["pca", "--input", &p("train.csv"), "--format", "csv", "--solver", "exact", "--rank", "1"];
+    let mut a = args(&pca);
+    a.extend(args(&["--label-column", "4,5", "--out", &p("o")]));
+    assert_fails_with(&stolr_owned(&a), "several --label-column");
+}

@@ -119,9 +119,56 @@ pub fn read_table_from<R: Read>(
     {
         return Err(DataError::LabelIsCategorical { column: l });
     }
-    let plan = Plan::Learn { categorical, label: options.label };
+    let plan = Plan::Learn { categorical, label: options.label, extra: Vec::new() };
     let (data, encoding) = read_impl(reader, name, plan, options.numeric_label, None, memory)?;
     Ok(Table { data, encoding })
+}
+
+/// [`read_table`] with the numeric columns `extra` (1-based: a regression's further target
+/// columns and its weight column) read apart: neither features nor the label, recorded in the
+/// encoding as skipped ([`OneHotEncoding::skipped`]) so that new rows read alike. Returns the
+/// table and the values of those columns, `(n, k)` in increasing column order.
+///
+/// # Errors
+/// As [`read_table`]; [`DataError::ColumnOutOfRange`] for an `extra` column outside the
+/// record; [`DataError::InvalidParameter`] (`columns`) for one that is also the label,
+/// categorical, or given twice; [`DataError::BadField`] and [`DataError::NonFiniteField`] for
+/// a field of such a column that is not a finite number.
+pub fn read_table_extra(
+    path: &Path,
+    options: &TableOptions,
+    extra: &[usize],
+    memory: MemoryBudget,
+) -> Result<(Table, faer::Mat<f64>), DataError> {
+    let name = path.display().to_string();
+    let mut categorical = options.categorical.clone();
+    categorical.sort_unstable();
+    categorical.dedup();
+    if let TableLabel::Column(l) = options.label
+        && categorical.contains(&l)
+    {
+        return Err(DataError::LabelIsCategorical { column: l });
+    }
+    let plan = Plan::Learn { categorical, label: options.label, extra: extra.to_vec() };
+    let (data, encoding, values) =
+        read_impl_extra(crate::lines::open_text(path)?, &name, plan, options.numeric_label, None, memory)?;
+    Ok((Table { data, encoding }, values))
+}
+
+/// [`read_table_with`] that also returns the values of the encoding's skipped columns
+/// ([`OneHotEncoding::skipped`]), `(n, k)` in increasing column order.
+///
+/// # Errors
+/// As [`read_table_with`].
+pub fn read_table_with_extra(
+    path: &Path,
+    encoding: &OneHotEncoding,
+    numeric_label: bool,
+    memory: MemoryBudget,
+) -> Result<(Dataset, faer::Mat<f64>), DataError> {
+    let name = path.display().to_string();
+    read_impl_extra(crate::lines::open_text(path)?, &name, Plan::Fixed(encoding), numeric_label, None, memory)
+        .map(|(data, _, values)| (data, values))
 }
 
 /// Part `part` of `parts` of a CSV table without categorical columns, read by its line-aligned
@@ -159,7 +206,7 @@ pub fn read_table_part(
         });
     }
     let range = crate::line_aligned_range(path, part, parts)?;
-    let plan = || Plan::Learn { categorical: Vec::new(), label: options.label };
+    let plan = || Plan::Learn { categorical: Vec::new(), label: options.label, extra: Vec::new() };
     // The file's first record: its field count, its end and whether it is a header.
     let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
     let mut csv = csv_reader(BufReader::new(file), memory);
@@ -277,7 +324,7 @@ pub fn read_table_with_from<R: Read>(
 
 /// Learn the categories from the data, or use those of an encoding.
 enum Plan<'a> {
-    Learn { categorical: Vec<usize>, label: TableLabel },
+    Learn { categorical: Vec<usize>, label: TableLabel, extra: Vec<usize> },
     Fixed(&'a OneHotEncoding),
 }
 
@@ -288,6 +335,8 @@ enum Role {
     /// The k-th categorical column.
     Categorical(usize),
     Label,
+    /// The k-th skipped numeric column ([`OneHotEncoding::skipped`]): read apart.
+    Extra(usize),
 }
 
 /// Reads the records of `reader` as `plan` says. With `known`, the text is a part of a file
@@ -302,7 +351,21 @@ fn read_impl<R: Read>(
     known: Option<usize>,
     memory: MemoryBudget,
 ) -> Result<(Dataset, OneHotEncoding), DataError> {
+    read_impl_extra(reader, name, plan, numeric_label, known, memory).map(|(data, encoding, _)| (data, encoding))
+}
+
+/// [`read_impl`] that also returns the skipped columns' values, `(n, k)` in increasing column
+/// order.
+fn read_impl_extra<R: Read>(
+    reader: R,
+    name: &str,
+    plan: Plan<'_>,
+    numeric_label: bool,
+    known: Option<usize>,
+    memory: MemoryBudget,
+) -> Result<(Dataset, OneHotEncoding, faer::Mat<f64>), DataError> {
     let mut csv = csv_reader(reader, memory);
+    let mut extras: Vec<f64> = Vec::new();
     let mut record = ::csv::StringRecord::new();
 
     // Set when the first record is read.
@@ -405,10 +468,29 @@ fn read_impl<R: Read>(
                     })?);
                 }
                 Role::Label => classes.push(text.to_owned()),
+                Role::Extra(_) => {
+                    let value = text.parse::<f64>().map_err(|_| DataError::BadField {
+                        path: name.to_owned(),
+                        line,
+                        field: k + 1,
+                        text: text.to_owned(),
+                    })?;
+                    if !value.is_finite() {
+                        return Err(DataError::NonFiniteField {
+                            path: name.to_owned(),
+                            line,
+                            field: k + 1,
+                            text: text.to_owned(),
+                        });
+                    }
+                    extras.push(value);
+                }
             }
         }
         n += 1;
-        let held = 8 * (numeric.capacity() + targets.capacity()) + 4 * codes.capacity() + 24 * classes.capacity();
+        let held = 8 * (numeric.capacity() + targets.capacity() + extras.capacity())
+            + 4 * codes.capacity()
+            + 24 * classes.capacity();
         crate::dataset::check_growth(name, n, held, memory)?;
     }
     if n == 0 {
@@ -439,7 +521,9 @@ fn read_impl<R: Read>(
                 remap.push(to_sorted);
             }
             let label = roles.iter().position(|r| *r == Role::Label).map(|k| k + 1);
-            (OneHotEncoding::new(fields, label, columns)?, remap)
+            let skipped: Vec<usize> =
+                roles.iter().enumerate().filter(|(_, r)| matches!(r, Role::Extra(_))).map(|(k, _)| k + 1).collect();
+            (OneHotEncoding::new(fields, label, columns)?.with_skipped(skipped)?, remap)
         }
     };
 
@@ -466,16 +550,18 @@ fn read_impl<R: Read>(
                 }
                 out += encoding.columns()[c].categories.len();
             }
-            Role::Label => {}
+            Role::Label | Role::Extra(_) => {}
         }
     }
     drop(numeric);
+    let k = roles.iter().filter(|r| matches!(r, Role::Extra(_))).count();
+    let extra = faer::Mat::from_fn(n, k, |i, j| extras[i * k + j]);
     let labels = match encoding.label() {
         None => Labels::None,
         Some(_) if numeric_label => Labels::Numeric(targets),
         Some(_) => Labels::Classes(classes),
     };
-    Ok((Dataset { x, labels, source: name.to_owned() }, encoding))
+    Ok((Dataset { x, labels, source: name.to_owned() }, encoding, extra))
 }
 
 /// Per categorical column, its values and their codes.
@@ -488,7 +574,7 @@ fn setup(plan: &Plan<'_>, fields: usize, name: &str) -> Result<(Vec<Role>, Categ
     let mut roles = vec![Role::Numeric; fields];
     let mut maps = Vec::new();
     match plan {
-        Plan::Learn { categorical, label } => {
+        Plan::Learn { categorical, label, extra } => {
             let label = match *label {
                 TableLabel::None => None,
                 TableLabel::Column(l) => Some(l),
@@ -510,6 +596,20 @@ fn setup(plan: &Plan<'_>, fields: usize, name: &str) -> Result<(Vec<Role>, Categ
                 roles[c - 1] = Role::Categorical(maps.len());
                 maps.push(HashMap::new());
             }
+            let mut sorted = extra.clone();
+            sorted.sort_unstable();
+            for (k, &c) in sorted.iter().enumerate() {
+                if !(1..=fields).contains(&c) {
+                    return Err(out_of_range("target or weight", c));
+                }
+                if roles[c - 1] != Role::Numeric {
+                    return Err(DataError::InvalidParameter {
+                        name: "columns",
+                        reason: format!("column {c} is named twice (as a target, weight, label or categorical column)"),
+                    });
+                }
+                roles[c - 1] = Role::Extra(k);
+            }
         }
         Plan::Fixed(enc) => {
             if let Some(l) = enc.label() {
@@ -518,6 +618,9 @@ fn setup(plan: &Plan<'_>, fields: usize, name: &str) -> Result<(Vec<Role>, Categ
             for col in enc.columns() {
                 roles[col.column - 1] = Role::Categorical(maps.len());
                 maps.push(col.categories.iter().enumerate().map(|(i, v)| (v.clone(), i as u32)).collect());
+            }
+            for (k, &c) in enc.skipped().iter().enumerate() {
+                roles[c - 1] = Role::Extra(k);
             }
         }
     }
@@ -549,6 +652,42 @@ mod tests {
 
     fn opts(categorical: &[usize], label: TableLabel) -> TableOptions {
         TableOptions { categorical: categorical.to_vec(), label, numeric_label: false }
+    }
+
+    #[test]
+    fn extra_columns_are_read_apart_and_kept_out_of_new_rows_features() {
+        let text = "x,cat,y1,y2,w\n1,a,10,20,0.5\n2,b,11,21,1\n3,a,12,22,2\n";
+        let plan = Plan::Learn { categorical: vec![2], label: TableLabel::Column(3), extra: vec![5, 4] };
+        let (data, encoding, values) =
+            read_impl_extra(text.as_bytes(), "t", plan, true, None, MemoryBudget::default()).unwrap();
+        assert_eq!(encoding.skipped(), &[4, 5]);
+        assert_eq!(data.x, Mat::from_fn(3, 3, |i, j| [[1.0, 1.0, 0.0], [2.0, 0.0, 1.0], [3.0, 1.0, 0.0]][i][j]));
+        assert_eq!(data.targets().unwrap(), &[10.0, 11.0, 12.0]);
+        assert_eq!(values, Mat::from_fn(3, 2, |i, j| [[20.0, 0.5], [21.0, 1.0], [22.0, 2.0]][i][j]));
+        // New rows with the encoding: the same features, the skipped columns' values apart.
+        let (again, v) = read_impl_extra(
+            "4,b,13,23,3\n".as_bytes(),
+            "n",
+            Plan::Fixed(&encoding),
+            true,
+            None,
+            MemoryBudget::default(),
+        )
+        .map(|(d, _, v)| (d, v))
+        .unwrap();
+        assert_eq!(again.x, Mat::from_fn(1, 3, |_, j| [4.0, 0.0, 1.0][j]));
+        assert_eq!(v, Mat::from_fn(1, 2, |_, j| [23.0, 3.0][j]));
+        // Hostile: a skipped column that is the label, categorical, repeated or out of range,
+        // and a skipped field that is not a finite number.
+        for extra in [vec![3], vec![2], vec![4, 4], vec![9]] {
+            let plan = Plan::Learn { categorical: vec![2], label: TableLabel::Column(3), extra };
+            let err = read_impl_extra(text.as_bytes(), "t", plan, true, None, MemoryBudget::default()).unwrap_err();
+            assert!(matches!(err, DataError::InvalidParameter { .. } | DataError::ColumnOutOfRange { .. }), "{err}");
+        }
+        let plan = Plan::Learn { categorical: vec![2], label: TableLabel::Column(3), extra: vec![5] };
+        let err =
+            read_impl_extra("1,a,1,2,nan\n".as_bytes(), "t", plan, true, None, MemoryBudget::default()).unwrap_err();
+        assert!(matches!(err, DataError::NonFiniteField { field: 5, .. }), "{err}");
     }
 
     fn read(text: &str, options: &TableOptions) -> Result<Table, DataError> {

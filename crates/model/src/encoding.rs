@@ -33,6 +33,12 @@ pub struct OneHotEncoding {
     fields: usize,
     label: Option<usize>,
     columns: Vec<CategoricalColumn>,
+    /// Numeric columns that are neither features nor the label (a regression's further target
+    /// columns and its weight column), 1-based and increasing; absent from files without any
+    /// (which older builds then still read; a file with them is refused by older builds, which
+    /// know no such field, rather than misread).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    skipped: Vec<usize>,
 }
 
 impl OneHotEncoding {
@@ -68,7 +74,39 @@ impl OneHotEncoding {
                 )));
             }
         }
-        Ok(Self { fields, label, columns })
+        Ok(Self { fields, label, columns, skipped: Vec::new() })
+    }
+
+    /// The encoding with the numeric columns `skipped` (1-based) kept out of the features and
+    /// the label: a regression's further target columns and its weight column, read apart.
+    ///
+    /// # Errors
+    /// [`ModelError::InvalidParameter`] (`"encoding"`) if a column is 0 or above `fields`,
+    /// repeated, the label, or categorical.
+    pub fn with_skipped(mut self, mut skipped: Vec<usize>) -> Result<Self, ModelError> {
+        let invalid = |reason: String| ModelError::InvalidParameter { name: "encoding", reason };
+        skipped.sort_unstable();
+        for (k, &c) in skipped.iter().enumerate() {
+            if !(1..=self.fields).contains(&c) {
+                return Err(invalid(format!("skipped column {c} is not in 1..={}", self.fields)));
+            }
+            if k > 0 && skipped[k - 1] == c {
+                return Err(invalid(format!("column {c} is skipped twice")));
+            }
+            if Some(c) == self.label {
+                return Err(invalid(format!("column {c} is both the label and skipped")));
+            }
+            if self.columns.iter().any(|col| col.column == c) {
+                return Err(invalid(format!("column {c} is both categorical and skipped")));
+            }
+        }
+        self.skipped = skipped;
+        Ok(self)
+    }
+
+    /// The numeric columns kept out of the features and the label (1-based, increasing).
+    pub fn skipped(&self) -> &[usize] {
+        &self.skipped
     }
 
     /// An encoding read back from JSON (as written by `serde_json::to_value`), checked as
@@ -82,13 +120,17 @@ impl OneHotEncoding {
             name: "encoding",
             reason: format!("not a one-hot encoding: {e}"),
         })?;
-        Self::new(raw.fields, raw.label, raw.columns)
+        Self::new(raw.fields, raw.label, raw.columns)?.with_skipped(raw.skipped)
     }
 
     /// The encoding as JSON: `{"fields": 42, "label": 42, "columns": [{"column": 2,
     /// "categories": ["icmp", "tcp", "udp"]}, ...]}`.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({ "fields": self.fields, "label": self.label, "columns": self.columns })
+        let mut json = serde_json::json!({ "fields": self.fields, "label": self.label, "columns": self.columns });
+        if !self.skipped.is_empty() {
+            json["skipped"] = serde_json::json!(self.skipped);
+        }
+        json
     }
 
     /// The number of fields of a row of the file.
@@ -110,7 +152,7 @@ impl OneHotEncoding {
     pub fn n_features(&self) -> usize {
         let label = usize::from(self.label.is_some());
         let categories: usize = self.columns.iter().map(|c| c.categories.len()).sum();
-        self.fields - label - self.columns.len() + categories
+        self.fields - label - self.skipped.len() - self.columns.len() + categories
     }
 
     /// The name of every feature, length [`OneHotEncoding::n_features`]: `"c5"` for numeric
@@ -119,7 +161,7 @@ impl OneHotEncoding {
         let mut names = Vec::with_capacity(self.n_features());
         let mut cats = self.columns.iter().peekable();
         for c in 1..=self.fields {
-            if Some(c) == self.label {
+            if Some(c) == self.label || self.skipped.contains(&c) {
                 continue;
             }
             match cats.peek() {
@@ -137,6 +179,26 @@ impl OneHotEncoding {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn skipped_columns_are_neither_features_nor_labels_and_round_trip() {
+        let col = CategoricalColumn { column: 2, categories: vec!["a".into(), "b".into()] };
+        let e = OneHotEncoding::new(6, Some(4), vec![col.clone()]).unwrap().with_skipped(vec![6, 5]).unwrap();
+        assert_eq!(e.skipped(), &[5, 6]);
+        assert_eq!(e.n_features(), 6 - 1 - 2 - 1 + 2);
+        assert_eq!(e.feature_names(), vec!["c1", "c2=a", "c2=b", "c3"]);
+        let json = e.to_json();
+        assert_eq!(json["skipped"], serde_json::json!([5, 6]));
+        assert_eq!(OneHotEncoding::from_json(&json).unwrap(), e);
+        // Without skipped columns the JSON is the version-2 one.
+        let plain = OneHotEncoding::new(6, Some(4), vec![col.clone()]).unwrap();
+        assert!(plain.to_json().get("skipped").is_none());
+        assert_eq!(OneHotEncoding::from_json(&plain.to_json()).unwrap(), plain);
+        for bad in [vec![4], vec![2], vec![0], vec![7], vec![5, 5]] {
+            let e = OneHotEncoding::new(6, Some(4), vec![col.clone()]).unwrap();
+            assert!(matches!(e.with_skipped(bad), Err(ModelError::InvalidParameter { name: "encoding", .. })));
+        }
+    }
 
     #[test]
     fn inconsistent_encodings_are_rejected() {

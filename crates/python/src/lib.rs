@@ -385,6 +385,73 @@ fn fit_kernel_ridge<'py>(
     model_bytes(py, &model)
 }
 
+/// Kernel ridge regression with targets `y` `(n, t)` and optional sample weights (length `n`):
+/// [`KernelRidgeJob::run_targets`]; returns the model bytes (a model of `t` outputs). One
+/// column without weights is [`fit_kernel_ridge`]'s fit, bit for bit.
+#[pyfunction]
+#[pyo3(signature = (x, y, sample_weight, solver, kernel_name, alpha, gamma, n_landmarks, nu, fit_intercept, seed, verbose))]
+#[allow(clippy::too_many_arguments)]
+fn fit_kernel_ridge_targets<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'py, f64>,
+    y: PyReadonlyArray2<'py, f64>,
+    sample_weight: Option<PyReadonlyArray1<'py, f64>>,
+    solver: &str,
+    kernel_name: &str,
+    alpha: f64,
+    gamma: f64,
+    n_landmarks: usize,
+    nu: Option<f64>,
+    fit_intercept: bool,
+    seed: u64,
+    verbose: bool,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let x = rows(&x);
+    let y = rows(&y);
+    let weights: Option<Vec<f64>> = sample_weight.map(|w| w.as_array().iter().copied().collect());
+    let kernel = kernel(kernel_name, gamma, 0, 0.0)?;
+    if !kernel.is_shift_invariant() {
+        return Err(value_error(format!("kernel '{kernel_name}' is not available for regression (rbf, laplacian)")));
+    }
+    let method = KrrMethod::parse(solver).map_err(value_error)?;
+    if nu.is_none() && !method.uses_nu() {
+        return Err(value_error(format!("nu='auto' applies to slkl and uniform, not {solver}")));
+    }
+    let solver =
+        method.solver(alpha, nu.unwrap_or(f64::NAN), n_landmarks, SlklConfig::default(), NystromKrrConfig::default());
+    let job = KernelRidgeJob {
+        intercept: fit_intercept,
+        nu: if nu.is_some() { KrrChoice::Given } else { KrrChoice::CrossValidated { folds: NU_FOLDS } },
+        ..KernelRidgeJob::new(kernel, solver, seed)
+    };
+    let mut observer = PythonObserver::new(verbose);
+    let result =
+        py.detach(|| job.run_targets(Shard::whole(x.get()), y.get(), weights.as_deref(), None, &mut observer));
+    let model = observer.finish(result)?.model;
+    model_bytes(py, &model)
+}
+
+/// Predictions of a kernel regression model for `x` `(m, d)`, one column per output: `(m, t)`.
+#[pyfunction]
+fn predict_outputs<'py>(
+    py: Python<'py>,
+    model: &[u8],
+    x: PyReadonlyArray2<'py, f64>,
+) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let m: KrrModel = load(model)?;
+    let x = rows(&x);
+    let f = py.detach(|| m.predict_outputs(x.get())).map_err(solver_error)?;
+    Ok(to_numpy(py, f.as_ref()))
+}
+
+/// A kernel regression model's coefficients `(p, t)` (one row per centre: every training row
+/// for the exact solver, the landmarks for the others) and its number of outputs `t`.
+#[pyfunction]
+fn krr_coefficients<'py>(py: Python<'py>, model: &[u8]) -> PyResult<(Bound<'py, PyArray2<f64>>, usize)> {
+    let m: KrrModel = load(model)?;
+    Ok((to_numpy(py, m.coefficient_matrix().as_ref()), m.n_outputs()))
+}
+
 /// Folds of `nu='auto'`, the CLI's default `--nu-folds`.
 const NU_FOLDS: usize = 5;
 
@@ -834,6 +901,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit_pca, m)?)?;
     m.add_function(wrap_pyfunction!(fit_streaming, m)?)?;
     m.add_function(wrap_pyfunction!(fit_kernel_ridge, m)?)?;
+    m.add_function(wrap_pyfunction!(fit_kernel_ridge_targets, m)?)?;
+    m.add_function(wrap_pyfunction!(predict_outputs, m)?)?;
+    m.add_function(wrap_pyfunction!(krr_coefficients, m)?)?;
     m.add_function(wrap_pyfunction!(transform, m)?)?;
     m.add_function(wrap_pyfunction!(inverse_transform, m)?)?;
     m.add_function(wrap_pyfunction!(kernel_pca_inverse_transform, m)?)?;

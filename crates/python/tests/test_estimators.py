@@ -30,7 +30,11 @@ import stolr
     # on its check data (neither SLKL nor Nyström KRR, intercept or not).
     stolr.KernelRidge(solver="slkl", n_landmarks=30),
     stolr.KernelRidge(solver="nystrom", n_landmarks=30),
-])
+], expected_failed_checks=lambda est: {
+    # SLKL draws its landmarks over the rows and descends in a random order: repeated rows change
+    # both, so integer weights are not repeated rows (each fit is still the weighted minimiser).
+    "check_sample_weight_equivalence_on_dense_data": "landmarks are drawn over the rows",
+} if isinstance(est, stolr.KernelRidge) and est.solver == "slkl" else {})
 def test_scikit_learn_estimator_checks(estimator, check):
     check(estimator)
 

@@ -237,6 +237,80 @@ pub(crate) fn check_regression(x: faer::MatRef<'_, f64>, y: &[f64]) -> Result<()
     }
 }
 
+/// Checks the data `x` `(n, d)`, the targets `y` `(n, t)` (one column per output, `t ≥ 1`) and
+/// the sample weights (length `n`, finite, `≥ 0`, not all zero) of a weighted multi-output
+/// regression problem.
+///
+/// # Errors
+/// [`SolverError::Estimator`] for empty or non-finite data; [`SolverError::ShapeMismatch`] if
+/// `y` does not have `n` rows or the weights are not `n`; [`SolverError::InvalidConfig`]
+/// (`targets`) for `t = 0`; [`SolverError::NonFiniteTarget`] (the row) for NaN/∞ in `y`;
+/// [`SolverError::InvalidConfig`] (`sample_weight`) for a negative, NaN or infinite weight or
+/// weights that are all zero.
+pub(crate) fn check_targets(
+    x: faer::MatRef<'_, f64>,
+    y: faer::MatRef<'_, f64>,
+    weights: Option<&[f64]>,
+) -> Result<(), SolverError> {
+    check_data(x)?;
+    let n = x.nrows();
+    if y.nrows() != n {
+        return Err(SolverError::ShapeMismatch {
+            what: "number of target rows (one per sample)",
+            expected: n,
+            found: y.nrows(),
+        });
+    }
+    if y.ncols() == 0 {
+        return Err(SolverError::InvalidConfig {
+            name: "targets",
+            reason: "need at least one target column (output), got 0".into(),
+        });
+    }
+    for j in 0..y.ncols() {
+        for i in 0..n {
+            if !y[(i, j)].is_finite() {
+                return Err(SolverError::NonFiniteTarget { index: i, value: y[(i, j)] });
+            }
+        }
+    }
+    if let Some(w) = weights {
+        check_weights(w, n)?;
+    }
+    Ok(())
+}
+
+/// Checks sample weights: length `n`, every one finite and `≥ 0`, their sum positive.
+pub(crate) fn check_weights(w: &[f64], n: usize) -> Result<(), SolverError> {
+    if w.len() != n {
+        return Err(SolverError::ShapeMismatch {
+            what: "number of sample weights (one per sample)",
+            expected: n,
+            found: w.len(),
+        });
+    }
+    if let Some(i) = w.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
+        return Err(SolverError::InvalidConfig {
+            name: "sample_weight",
+            reason: format!("weight {i} is {}: weights must be finite and >= 0", w[i]),
+        });
+    }
+    let total: f64 = w.iter().sum();
+    if total == 0.0 {
+        return Err(SolverError::InvalidConfig {
+            name: "sample_weight",
+            reason: "every weight is 0: at least one sample must have a positive weight".into(),
+        });
+    }
+    if !total.is_finite() {
+        return Err(SolverError::InvalidConfig {
+            name: "sample_weight",
+            reason: format!("the weights sum to {total}: rescale them"),
+        });
+    }
+    Ok(())
+}
+
 /// Checks that this rank's block of a sharded regression problem, `rows` samples and `targets`
 /// targets, has the `shard.rows` rows of its [`RowShard`](stolr_comm::RowShard).
 pub(crate) fn check_shard(rows: usize, targets: usize, shard: stolr_comm::RowShard) -> Result<(), SolverError> {

@@ -82,8 +82,9 @@ pub struct TableArgs {
     #[arg(long, value_name = "COLS", value_delimiter = ',')]
     pub categorical: Vec<usize>,
     /// CSV input: the 1-based column holding the labels (kept as labels, not features).
-    #[arg(long, value_name = "COL")]
-    pub label_column: Option<usize>,
+    /// `stolr krr` takes several (repeated or comma-separated): one target column per output.
+    #[arg(long, value_name = "COL", value_delimiter = ',')]
+    pub label_column: Vec<usize>,
 }
 
 impl TableArgs {
@@ -91,32 +92,51 @@ impl TableArgs {
     fn options(&self) -> TableOptions {
         TableOptions {
             categorical: self.categorical.clone(),
-            label: self.label_column.map_or(TableLabel::None, TableLabel::Column),
+            label: self.label_column.first().map_or(TableLabel::None, |&l| TableLabel::Column(l)),
             numeric_label: false,
         }
     }
 
-    /// Reads a CSV regression table (`stolr krr`): `--label-column` names the target column
-    /// (numeric), `--categorical` the columns to one-hot encode. Returns the rows with their
-    /// targets and the encoding for the model.
+    /// Reads a CSV regression table (`stolr krr`): the first `--label-column` names the target
+    /// column (numeric), `--categorical` the columns to one-hot encode; the further target
+    /// columns (`--label-column` after the first) and the `extra` columns (the weight column)
+    /// are read apart. Returns the rows with their first targets, the encoding for the model
+    /// (the columns read apart skipped, so that new rows read alike) and the values of the
+    /// columns read apart, `(n, k)` in increasing column order.
     ///
     /// # Errors
-    /// `--categorical` without `--label-column` (the target column must be named), and the
-    /// reader's errors.
-    pub fn read_targets(&self, path: &Path, memory: MemoryBudget) -> Result<(Dataset, OneHotEncoding)> {
-        if self.label_column.is_none() {
+    /// `--categorical` without `--label-column` (the target column must be named), a column
+    /// named twice or out of range, and the reader's errors.
+    pub fn read_targets_extra(
+        &self,
+        path: &Path,
+        extra: &[usize],
+        memory: MemoryBudget,
+    ) -> Result<(Dataset, OneHotEncoding, faer::Mat<f64>)> {
+        if self.label_column.is_empty() {
             bail!("--categorical needs --label-column: name the target column");
         }
         let options = TableOptions { numeric_label: true, ..self.options() };
-        let t = read_table(path, &options, memory)
+        let mut skipped: Vec<usize> = self.label_column[1..].to_vec();
+        skipped.extend_from_slice(extra);
+        let (t, values) = stolr_datasets::read_table_extra(path, &options, &skipped, memory)
             .map_err(hint)
             .with_context(|| format!("cannot read {}", path.display()))?;
-        Ok((t.data, t.encoding))
+        Ok((t.data, t.encoding, values))
+    }
+
+    /// An error unless at most one `--label-column` is given (several are `stolr krr`'s
+    /// outputs).
+    pub fn one_label(&self) -> Result<()> {
+        if self.label_column.len() > 1 {
+            bail!("several --label-column are stolr krr's target columns; give one here");
+        }
+        Ok(())
     }
 
     /// Whether either option was given.
     pub fn given(&self) -> bool {
-        !self.categorical.is_empty() || self.label_column.is_some()
+        !self.categorical.is_empty() || !self.label_column.is_empty()
     }
 }
 
@@ -131,6 +151,7 @@ pub fn read_with_table(
     table: &TableArgs,
     memory: MemoryBudget,
 ) -> Result<(Dataset, Option<OneHotEncoding>)> {
+    table.one_label()?;
     if format != Format::Csv {
         if table.given() {
             bail!("--categorical and --label-column apply to --format csv, not --format {}", format.name());
@@ -181,6 +202,7 @@ pub fn load_part(
     memory: MemoryBudget,
 ) -> Result<Part> {
     let (rank, size) = (comm.rank(), comm.size());
+    table.one_label()?;
     if format != Format::Csv && table.given() {
         bail!("--categorical and --label-column apply to --format csv, not --format {}", format.name());
     }

@@ -582,6 +582,18 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
     setting). ``nu`` (``slkl`` and ``uniform``): the sparsity penalty ν > 0, or ``"auto"`` for ν
     chosen by 5-fold cross-validation on the training rows, as ``stolr krr --nu auto`` does (the
     same job: the same seed gives the same ν and model).
+
+    ``fit(X, y, sample_weight=None)``: ``y`` of shape ``(n,)`` or ``(n, t)`` (``t`` outputs fitted
+    on one factorization for ``krr``/``krr-subset``/``nystrom`` direct; ``slkl`` and ``uniform``
+    fit each output on the same landmarks with their own kernel weights); ``predict`` returns
+    ``(m,)`` for a 1-D ``y`` and ``(m, t)`` for a 2-D one, as scikit-learn does.
+    ``sample_weight`` (length n, finite, ≥ 0, not all zero) weights the squared errors:
+    ``Σ w_i (y_i − f(x_i))² + alpha ‖f‖²`` (with ``solver="krr"`` and ``fit_intercept=False`` the
+    same as scikit-learn's ``KernelRidge(alpha=alpha).fit(X, y, sample_weight=w)``); the intercept
+    is fitted by weighted centring. ``dual_coef_``: the coefficients of the centres, ``(n,)`` or
+    ``(n, t)`` for ``krr`` (scikit-learn's ``dual_coef_``), the landmark coefficients ``(M,)`` or
+    ``(M, t)`` for the other solvers (SLKL with one output: its active landmarks; with several,
+    every landmark in increasing row order).
     """
 
     def __init__(self, solver="krr", alpha=1.0, kernel="rbf", gamma=None, n_landmarks=200,
@@ -596,21 +608,49 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
         self.nu = nu
         self.random_state = random_state
 
-    def fit(self, X, y):
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+    def fit(self, X, y, sample_weight=None):
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, multi_output=True)
         n_landmarks = min(_count("n_landmarks", self.n_landmarks), X.shape[0])
-        self.model_ = _core.fit_kernel_ridge(np.ascontiguousarray(X), np.ascontiguousarray(y, dtype=np.float64),
-                                             self.solver, self.kernel, float(self.alpha),
-                                             _gamma(self.gamma, X.shape[1]),
-                                             n_landmarks, None if _is_auto(self.nu) else float(self.nu),
-                                             bool(self.fit_intercept),
-                                             _seed(self.random_state), bool(self.verbose))
+        y = np.asarray(y, dtype=np.float64)
+        self._y_ndim = y.ndim
+        args = (self.solver, self.kernel, float(self.alpha), _gamma(self.gamma, X.shape[1]),
+                n_landmarks, None if _is_auto(self.nu) else float(self.nu), bool(self.fit_intercept),
+                _seed(self.random_state), bool(self.verbose))
+        if y.ndim == 1 and sample_weight is None:
+            self.model_ = _core.fit_kernel_ridge(np.ascontiguousarray(X), np.ascontiguousarray(y), *args)
+        else:
+            if sample_weight is not None:
+                sample_weight = np.asarray(sample_weight, dtype=np.float64)
+                if sample_weight.ndim == 0:
+                    sample_weight = np.full(X.shape[0], float(sample_weight))
+                if sample_weight.ndim != 1:
+                    raise ValueError(f"sample_weight must be 1-D of length {X.shape[0]}, "
+                                     f"got shape {sample_weight.shape}")
+                if sample_weight.size and np.all(sample_weight == 0):  # scikit-learn's message
+                    raise ValueError("Sample weights must contain at least one non-zero number "
+                                     "(sample_weight: every weight is 0)")
+                sample_weight = np.ascontiguousarray(sample_weight)
+            y2 = y.reshape(-1, 1) if y.ndim == 1 else y
+            self.model_ = _core.fit_kernel_ridge_targets(np.ascontiguousarray(X), np.ascontiguousarray(y2),
+                                                         sample_weight, *args)
+        coef, _ = _core.krr_coefficients(self.model_)
+        self.dual_coef_ = coef[:, 0] if y.ndim == 1 else coef
         return self
 
     def predict(self, X):
         check_is_fitted(self, "model_")
         X = validate_data(self, X, dtype=np.float64, reset=False)
-        return _core.predict(self.model_, np.ascontiguousarray(X))
+        ndim = getattr(self, "_y_ndim", None)
+        if ndim is None:  # a loaded model: 2-D predictions for several outputs
+            ndim = 2 if _core.krr_coefficients(self.model_)[1] > 1 else 1
+        if ndim == 1:
+            return _core.predict(self.model_, np.ascontiguousarray(X))
+        return _core.predict_outputs(self.model_, np.ascontiguousarray(X))
 
 
 # Every parameter with its default and a source to look up, appended to the class docstrings

@@ -77,6 +77,112 @@ fn ridge_solve(mut k: Mat<f64>, y: &[f64], lambda: f64, intercept: bool) -> Resu
     Ok(((0..n).map(|i| sol[(i, 0)] - shift * sol[(i, 1)]).collect(), mean + shift))
 }
 
+/// The weighted, multi-output [`ridge_solve`]: `y` `(n, t)`, weights `w` (checked, length `n`)
+/// or none (all 1). With $S = \mathrm{diag}(\sqrt w)$, one Cholesky factorization of
+/// $A = S K S + \lambda I$ and `t` (+1 with the intercept) right-hand sides; $\alpha = S\alpha'$
+/// (scikit-learn's `KernelRidge` with `sample_weight` does the same scaling). Without the
+/// intercept $A\alpha' = S y$, the minimiser of
+/// $\sum_i w_i (y_i - f(x_i))^2 + \lambda\|f\|^2_{\mathcal H}$ per output; with it the bordered
+/// system with $s = \sqrt w$ in place of $\mathbf 1$,
+/// $[A, s; s^\top, 0][\alpha'; b] = [S y; 0]$, solved around the weighted means
+/// $\bar y_w = \sum_i w_i y_i / \sum_i w_i$ (weighted centring): $b = \bar y_w + s^\top A^{-1}\tilde y'
+/// / s^\top A^{-1} s$ with $\tilde y' = S(y - \bar y_w)$. A zero weight gives $\alpha_i = 0$.
+/// Returns α `(n, t)` and `b` (length `t`).
+fn ridge_solve_targets(
+    mut k: Mat<f64>,
+    y: MatRef<'_, f64>,
+    weights: Option<&[f64]>,
+    lambda: f64,
+    intercept: bool,
+) -> Result<(Mat<f64>, Vec<f64>), SolverError> {
+    let (n, t) = (y.nrows(), y.ncols());
+    let s: Vec<f64> = weights.map_or_else(|| vec![1.0; n], |w| w.iter().map(|v| v.sqrt()).collect());
+    let wsum: f64 = weights.map_or(n as f64, |w| w.iter().sum());
+    for j in 0..n {
+        for i in 0..n {
+            k[(i, j)] *= s[i] * s[j];
+        }
+        k[(j, j)] += lambda;
+    }
+    let means: Vec<f64> = (0..t)
+        .map(|c| {
+            if !intercept {
+                return 0.0;
+            }
+            match weights {
+                Some(w) => (0..n).map(|i| w[i] * y[(i, c)]).sum::<f64>() / wsum,
+                None => (0..n).map(|i| y[(i, c)]).sum::<f64>() / wsum,
+            }
+        })
+        .collect();
+    let rhs =
+        Mat::from_fn(n, t + usize::from(intercept), |i, c| if c < t { s[i] * (y[(i, c)] - means[c]) } else { s[i] });
+    let sol = spd_solve(k.as_ref(), rhs.as_ref(), "S K S + λI")?;
+    if !intercept {
+        return Ok((Mat::from_fn(n, t, |i, c| s[i] * sol[(i, c)]), vec![0.0; t]));
+    }
+    let bottom: f64 = (0..n).map(|i| s[i] * sol[(i, t)]).sum();
+    let shifts: Vec<f64> = (0..t).map(|c| (0..n).map(|i| s[i] * sol[(i, c)]).sum::<f64>() / bottom).collect();
+    let alpha = Mat::from_fn(n, t, |i, c| s[i] * (sol[(i, c)] - shifts[c] * sol[(i, t)]));
+    Ok((alpha, (0..t).map(|c| means[c] + shifts[c]).collect()))
+}
+
+/// KRR_n with targets `y` `(n, t)` and optional sample weights (see `ridge_solve_targets`):
+/// one factorization for every output. Returns the coefficients α `(n, t)` (centres: every
+/// training row) and the intercepts (length `t`, 0 without `intercept`).
+///
+/// # Errors
+/// As [`krr`], and those of `check_targets` for the targets and weights.
+pub(crate) fn krr_fit_targets(
+    x: MatRef<'_, f64>,
+    y: MatRef<'_, f64>,
+    weights: Option<&[f64]>,
+    kernel: &Kernel,
+    config: &KrrConfig,
+    intercept: bool,
+) -> Result<(Mat<f64>, Vec<f64>), SolverError> {
+    crate::error::check_targets(x, y, weights)?;
+    check_lambda(config.lambda)?;
+    check_kernel_and_factor(x.nrows(), config)?;
+    let k = kernel_matrix(x, kernel, false, config.memory)?;
+    ridge_solve_targets(k, y, weights, config.lambda, intercept)
+}
+
+/// KRR_M with targets `y` `(n, t)` and optional sample weights: [`krr_fit_targets`] on the
+/// landmark rows (their targets and weights) only. Returns the landmark rows `(M, d)`, the
+/// coefficients `(M, t)` and the intercepts.
+///
+/// # Errors
+/// As [`krr_subset`]; [`SolverError::InvalidConfig`] (`sample_weight`) when every landmark row
+/// has weight 0.
+#[allow(clippy::type_complexity)]
+pub(crate) fn krr_subset_fit_targets(
+    x: MatRef<'_, f64>,
+    y: MatRef<'_, f64>,
+    weights: Option<&[f64]>,
+    kernel: &Kernel,
+    config: &KrrConfig,
+    landmarks: &[usize],
+    intercept: bool,
+) -> Result<(Mat<f64>, Mat<f64>, Vec<f64>), SolverError> {
+    crate::error::check_targets(x, y, weights)?;
+    check_lambda(config.lambda)?;
+    check_landmarks(landmarks, x.nrows())?;
+    let xj = Mat::from_fn(landmarks.len(), x.ncols(), |r, c| x[(landmarks[r], c)]);
+    let yj = Mat::from_fn(landmarks.len(), y.ncols(), |r, c| y[(landmarks[r], c)]);
+    let wj: Option<Vec<f64>> = weights.map(|w| landmarks.iter().map(|&i| w[i]).collect());
+    if let Some(wj) = &wj {
+        crate::error::check_weights(wj, landmarks.len()).map_err(|_| SolverError::InvalidConfig {
+            name: "sample_weight",
+            reason: "every landmark row of krr-subset has weight 0 (it fits on the landmark rows only)".into(),
+        })?;
+    }
+    check_kernel_and_factor(xj.nrows(), config)?;
+    let k = kernel_matrix(xj.as_ref(), kernel, false, config.memory)?;
+    let (alpha, b) = ridge_solve_targets(k, yj.as_ref(), wj.as_deref(), config.lambda, intercept)?;
+    Ok((xj, alpha, b))
+}
+
 /// KRR_n: kernel ridge regression on all `n` training points, $\alpha = (K + \lambda I)^{-1} y$ by
 /// a dense Cholesky factorization (faer), predictor $f(x) = \sum_{i=1}^n \alpha_i \kappa(x, x_i)$.
 /// `x` has shape `(n, d)`, `y` length `n`. Time $O(n^2 d + n^3/3)$, memory $16n^2$ bytes (the
@@ -244,7 +350,7 @@ pub fn unif(
     config: &UnifConfig,
     landmarks: &[usize],
 ) -> Result<UnifModel, SolverError> {
-    unif_fit(x, y, kernel, config, landmarks, false)
+    unif_fit(x, y, kernel, config, landmarks, false, None)
 }
 
 /// [`unif`] with or without an unpenalized intercept. With `intercept`, every rank-1 column
@@ -252,6 +358,11 @@ pub fn unif(
 /// kernel is $C K_\mu C$, $C = I - \mathbf 1\mathbf 1^\top/n$), the targets too, and
 /// $b = \bar y - \sum_i c_i \bar k_i$: the KRR with kernel $K_\mu$ and an unpenalized `b`, as
 /// for SLKL ([`crate::Slkl::with_intercept`]).
+///
+/// With sample `weights` $w$ (checked by the caller) the loss is
+/// $\sum_i w_i (y_i - f(x_i))^2$: the centring uses the weighted means
+/// ($\bar k_i$ and $\bar y$ with weights $w$) and every row `r` of the (centred) columns and
+/// targets is multiplied by $\sqrt{w_r}$ before the solve, which is then unchanged.
 ///
 /// # Errors
 /// As [`unif`].
@@ -262,6 +373,7 @@ pub(crate) fn unif_fit(
     config: &UnifConfig,
     landmarks: &[usize],
     intercept: bool,
+    weights: Option<&[f64]>,
 ) -> Result<UnifModel, SolverError> {
     check_regression(x, y)?;
     kernel.validate()?;
@@ -290,6 +402,9 @@ pub(crate) fn unif_fit(
         })
         .collect();
     let diag: Vec<f64> = kept.iter().map(|&l| all[(landmarks[l], l)]).collect();
+    if let Some(w) = weights {
+        return unif_weighted(x, y, kernel, config, landmarks, intercept, w, all, kept, diag);
+    }
     let means: Vec<f64> = if intercept {
         kept.iter().map(|&l| (0..n).map(|i| all[(i, l)]).sum::<f64>() / n as f64).collect()
     } else {
@@ -317,6 +432,53 @@ pub(crate) fn unif_fit(
     let beta = state.beta();
     let b = mean - beta.iter().zip(&means).map(|(c, k)| c * k).sum::<f64>();
     let expansion = KernelExpansion::new(*kernel, centers_of(&kept), beta.to_vec())?;
+    Ok(UnifModel { expansion, weight: c, objective, intercept: b })
+}
+
+/// The weighted [`unif_fit`] from its landmark columns `all` `(n, M)`, the kept landmarks and
+/// their diagonal entries.
+#[allow(clippy::too_many_arguments)]
+fn unif_weighted(
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    kernel: &Kernel,
+    config: &UnifConfig,
+    landmarks: &[usize],
+    intercept: bool,
+    w: &[f64],
+    all: Mat<f64>,
+    kept: Vec<usize>,
+    diag: Vec<f64>,
+) -> Result<UnifModel, SolverError> {
+    let (n, lambda, nu) = (x.nrows(), config.lambda, config.nu);
+    let wsum: f64 = w.iter().sum();
+    let s: Vec<f64> = w.iter().map(|v| v.sqrt()).collect();
+    let means: Vec<f64> = if intercept {
+        kept.iter().map(|&l| (0..n).map(|i| w[i] * all[(i, l)]).sum::<f64>() / wsum).collect()
+    } else {
+        vec![0.0; kept.len()]
+    };
+    let cols = Mat::from_fn(n, kept.len(), |i, j| s[i] * (all[(i, kept[j])] - means[j]));
+    drop(all);
+    let mean = if intercept { (0..n).map(|i| w[i] * y[i]).sum::<f64>() / wsum } else { 0.0 };
+    let scaled: Vec<f64> = (0..n).map(|i| s[i] * (y[i] - mean)).collect();
+    let m = kept.len() as f64;
+    let yty: f64 = scaled.iter().map(|v| v * v).sum();
+    let c = match config.weight {
+        UniformWeight::Fixed(c) => c,
+        UniformWeight::Optimal => optimal_uniform_weight(cols.as_ref(), &diag, &scaled, lambda, nu)?,
+    };
+    if c == 0.0 || kept.is_empty() {
+        let expansion = KernelExpansion::new(*kernel, Mat::zeros(0, x.ncols()), Vec::new())?;
+        return Ok(UnifModel { expansion, weight: c, objective: yty, intercept: mean });
+    }
+    let d: Vec<f64> = diag.iter().map(|&k| c / k).collect();
+    let state = WoodburyInverse::from_columns(lambda, &scaled, cols.as_ref(), &d)?;
+    let objective = state.lambda_y_g_y() + nu * m * c;
+    let beta = state.beta();
+    let b = mean - beta.iter().zip(&means).map(|(c, k)| c * k).sum::<f64>();
+    let centers = Mat::from_fn(kept.len(), x.ncols(), |r, col| x[(landmarks[kept[r]], col)]);
+    let expansion = KernelExpansion::new(*kernel, centers, beta.to_vec())?;
     Ok(UnifModel { expansion, weight: c, objective, intercept: b })
 }
 

@@ -11,7 +11,7 @@ use stolr_memory::MemoryBudget;
 
 use crate::error::check_shard;
 
-use crate::krr::baselines::{krr_fit, krr_subset_fit, unif_fit};
+use crate::krr::baselines::{krr_fit, krr_fit_targets, krr_subset_fit, krr_subset_fit_targets, unif_fit};
 use crate::krr::{
     KernelExpansion, KrrConfig, KrrModel, NystromKrrConfig, NystromKrrFit, NystromSolve, Slkl, SlklConfig, UnifConfig,
     UniformWeight, nystrom_krr, nystrom_krr_sharded, select_landmarks,
@@ -186,7 +186,7 @@ impl KernelRidge {
             }
             KrrSolver::Uniform { config, landmarks } => {
                 let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
-                let m = unif_fit(x, y, &self.kernel, config, &j, with)?;
+                let m = unif_fit(x, y, &self.kernel, config, &j, with, None)?;
                 let summary = KrrFitSummary {
                     weights: Some(vec![m.weight; j.len()]),
                     landmarks: Some(j),
@@ -199,6 +199,221 @@ impl KernelRidge {
         };
         Ok((KrrModel::new(self.solver.name(), expansion, standardization, intercept)?, summary))
     }
+}
+
+impl KernelRidge {
+    /// [`KernelRidge::fit_prepared`] with several outputs and sample weights: targets `y`
+    /// `(n, t)` (one column per output, `t ≥ 1`) and `weights` (length `n`, finite, `≥ 0`, not
+    /// all zero; `None` = all 1). Every solver minimises, for each output `k`,
+    /// $\sum_i w_i (y_{ik} - f_k(x_i))^2 + \lambda\|f_k - b_k\|^2$ (its own penalty; see each
+    /// solver), with the intercepts $b_k$ fitted by weighted centring. The model has `t`
+    /// outputs sharing the centres ([`KrrModel::with_outputs`], [`KrrModel::predict_outputs`]).
+    ///
+    /// - KRR_n and KRR_M: one Cholesky factorization of $S K S + \lambda I$, $S = \mathrm{diag}(\sqrt w)$,
+    ///   and `t` right-hand sides (scikit-learn's `KernelRidge(alpha=λ).fit(X, y, sample_weight=w)`
+    ///   without the intercept);
+    /// - Nyström KRR: $(K_{nM}^\top W K_{nM} + \lambda K_{MM})\beta = K_{nM}^\top W y$, the direct
+    ///   solve one pass over the kernel block and one factorization for all outputs, conjugate
+    ///   gradients one run per output;
+    /// - Unif and SLKL: **one fit per output**, on the same landmarks `J` (each output gets its
+    ///   own kernel weights μ, and SLKL its own coordinate order, the same for every output);
+    ///   the model's centres are the landmarks (SLKL: all of `J`, a landmark inactive for an
+    ///   output has coefficient 0 there). The rows and targets are scaled by $\sqrt{w_i}$
+    ///   after the weighted centring.
+    ///
+    /// With one output and no weights this is [`KernelRidge::fit_prepared`], bit for bit. For
+    /// `t > 1` the summary's SLKL or Unif figures (weights, stop, iterations) are the first
+    /// output's and its objective the sum over the outputs.
+    ///
+    /// # Errors
+    /// As [`KernelRidge::fit_prepared`]; [`SolverError::ShapeMismatch`] if `y` has not `n` rows
+    /// or `weights` not `n` entries; [`SolverError::InvalidConfig`] (`targets`) for `t = 0`,
+    /// (`sample_weight`) for a negative, NaN or infinite weight or all weights 0 (KRR_M: all
+    /// weights of its landmark rows); [`SolverError::NonFiniteTarget`] (its row).
+    #[allow(clippy::too_many_arguments)]
+    pub fn fit_targets(
+        &self,
+        x: MatRef<'_, f64>,
+        y: MatRef<'_, f64>,
+        weights: Option<&[f64]>,
+        standardization: Option<Standardization>,
+        landmark_rng: &mut dyn Rng,
+        coordinate_rng: &mut dyn Rng,
+        observer: &mut dyn Observer,
+    ) -> Result<(KrrModel, KrrFitSummary), SolverError> {
+        crate::error::check_targets(x, y, weights)?;
+        let t = y.ncols();
+        if t == 1 && weights.is_none() {
+            let column: Vec<f64> = y.col(0).iter().copied().collect();
+            return self.fit_prepared(x, &column, standardization, landmark_rng, coordinate_rng, observer);
+        }
+        let with = self.intercept;
+        let name = self.solver.name();
+        let column = |k: usize| -> Vec<f64> { y.col(k).iter().copied().collect() };
+        match &self.solver {
+            KrrSolver::Krr { lambda } => {
+                let config = KrrConfig { lambda: *lambda, memory: self.memory };
+                let (alpha, b) = krr_fit_targets(x, y, weights, &self.kernel, &config, with)?;
+                let objective = ridge_objective_targets(y, weights, &alpha, with, *lambda);
+                let centers = stolr_estimators::to_owned(x);
+                let model = KrrModel::with_outputs(name, self.kernel, centers, alpha, b, standardization)?;
+                Ok((model, KrrFitSummary { objective, ..Default::default() }))
+            }
+            KrrSolver::KrrSubset { lambda, landmarks } => {
+                let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
+                let config = KrrConfig { lambda: *lambda, memory: self.memory };
+                let (xj, alpha, b) = krr_subset_fit_targets(x, y, weights, &self.kernel, &config, &j, with)?;
+                let yj = faer::Mat::from_fn(j.len(), t, |r, c| y[(j[r], c)]);
+                let wj: Option<Vec<f64>> = weights.map(|w| j.iter().map(|&i| w[i]).collect());
+                let objective = ridge_objective_targets(yj.as_ref(), wj.as_deref(), &alpha, with, *lambda);
+                let model = KrrModel::with_outputs(name, self.kernel, xj, alpha, b, standardization)?;
+                Ok((model, KrrFitSummary { landmarks: Some(j), objective, ..Default::default() }))
+            }
+            KrrSolver::Nystrom { config, landmarks } => {
+                let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
+                let fit = crate::krr::nystrom::nystrom_krr_targets(x, y, weights, &self.kernel, config, &j, with)?;
+                let summary = KrrFitSummary {
+                    landmarks: Some(j),
+                    objective: fit.objective,
+                    iterations: fit.iterations,
+                    nystrom: Some((fit.solve, fit.iterations, fit.residual)),
+                    ..Default::default()
+                };
+                let model = KrrModel::with_outputs(
+                    name,
+                    self.kernel,
+                    fit.centers,
+                    fit.coefficients,
+                    fit.intercepts,
+                    standardization,
+                )?;
+                Ok((model, summary))
+            }
+            KrrSolver::Uniform { config, landmarks } => {
+                let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
+                let mut fits = Vec::with_capacity(t);
+                for k in 0..t {
+                    fits.push(unif_fit(x, &column(k), &self.kernel, config, &j, with, weights)?);
+                }
+                let expansions: Vec<(&KernelExpansion, f64)> =
+                    fits.iter().map(|m| (&m.expansion, m.intercept)).collect();
+                let (centers, coefficients, intercepts) = union_of(x, &j, &expansions)?;
+                let summary = KrrFitSummary {
+                    weights: Some(vec![fits[0].weight; j.len()]),
+                    landmarks: Some(j),
+                    objective: fits.iter().map(|m| m.objective).sum(),
+                    uniform_weight: Some(fits[0].weight),
+                    ..Default::default()
+                };
+                let model =
+                    KrrModel::with_outputs(name, self.kernel, centers, coefficients, intercepts, standardization)?;
+                Ok((model, summary))
+            }
+            KrrSolver::Slkl(config) => {
+                // The same landmarks and coordinate order for every output: one seed each.
+                use rand::SeedableRng;
+                let mut landmark_seed = <rand::rngs::StdRng as SeedableRng>::Seed::default();
+                landmark_rng.fill_bytes(&mut landmark_seed);
+                let mut coordinate_seed = <rand::rngs::StdRng as SeedableRng>::Seed::default();
+                coordinate_rng.fill_bytes(&mut coordinate_seed);
+                let mut fits = Vec::with_capacity(t);
+                for k in 0..t {
+                    let mut solver = Slkl::with_weights(
+                        x,
+                        &column(k),
+                        &self.kernel,
+                        config.clone(),
+                        with,
+                        weights,
+                        &mut rand::rngs::StdRng::from_seed(landmark_seed),
+                        &SingleProcess,
+                        RowShard::whole(x.nrows()),
+                    )?;
+                    let stop = run(&mut solver, &mut rand::rngs::StdRng::from_seed(coordinate_seed), observer)?;
+                    fits.push(solver.model(stop)?);
+                }
+                let j = fits[0].selected.clone();
+                let expansions: Vec<(&KernelExpansion, f64)> =
+                    fits.iter().map(|m| (&m.expansion, m.intercept)).collect();
+                let (centers, coefficients, intercepts) = union_of(x, &j, &expansions)?;
+                let first = &fits[0];
+                let summary = KrrFitSummary {
+                    landmarks: Some(j),
+                    weights: Some(first.weights.clone()),
+                    stop: Some(first.stop),
+                    iterations: first.iterations,
+                    epochs: first.epochs,
+                    kkt_violation: first.kkt_violation,
+                    objective: fits.iter().map(|m| m.objective).sum(),
+                    ..Default::default()
+                };
+                let model =
+                    KrrModel::with_outputs(name, self.kernel, centers, coefficients, intercepts, standardization)?;
+                Ok((model, summary))
+            }
+        }
+    }
+}
+
+/// The per-output expansions (centres among the landmark rows `j` of `x`) on the common
+/// centres: the landmark rows in increasing row order, with coefficient 0 where an output's
+/// expansion has no centre. Returns the centres `(p, d)`, coefficients `(p, t)` and intercepts.
+#[allow(clippy::type_complexity)]
+fn union_of(
+    x: MatRef<'_, f64>,
+    j: &[usize],
+    expansions: &[(&KernelExpansion, f64)],
+) -> Result<(faer::Mat<f64>, faer::Mat<f64>, Vec<f64>), SolverError> {
+    let mut rows: Vec<usize> = j.to_vec();
+    rows.sort_unstable();
+    let d = x.ncols();
+    let centers = faer::Mat::from_fn(rows.len(), d, |r, c| x[(rows[r], c)]);
+    let key = |m: MatRef<'_, f64>, r: usize| -> Vec<u64> { (0..d).map(|c| m[(r, c)].to_bits()).collect() };
+    let mut position = std::collections::HashMap::new();
+    for r in 0..rows.len() {
+        position.entry(key(centers.as_ref(), r)).or_insert(r);
+    }
+    let mut coefficients = faer::Mat::<f64>::zeros(rows.len(), expansions.len());
+    for (k, (e, _)) in expansions.iter().enumerate() {
+        for (q, coefficient) in e.coefficients().iter().enumerate() {
+            // Each centre of an output is a landmark row; duplicate rows share one centre
+            // (equal kernel values), their coefficients add.
+            match position.get(&key(e.centers(), q)) {
+                Some(&r) => coefficients[(r, k)] += coefficient,
+                None => {
+                    return Err(SolverError::ModelMismatch {
+                        reason: "an output's centre is not among the landmarks".into(),
+                    });
+                }
+            }
+        }
+    }
+    Ok((centers, coefficients, expansions.iter().map(|(_, b)| *b).collect()))
+}
+
+/// The ridge objective at the solution of the (weighted, bordered) system for every output,
+/// $\sum_k \lambda (y_k - \bar y_k)^\top\alpha_k$ with $\bar y_k$ the weighted mean (0 without
+/// the intercept): at the solution $W r_k = \lambda\alpha_k$ and $\mathbf 1^\top\alpha_k = 0$,
+/// so $\sum_i w_i r_{ik}^2 + \lambda\alpha_k^\top K\alpha_k = \lambda y_k^\top\alpha_k$.
+fn ridge_objective_targets(
+    y: MatRef<'_, f64>,
+    weights: Option<&[f64]>,
+    alpha: &faer::Mat<f64>,
+    intercept: bool,
+    lambda: f64,
+) -> f64 {
+    let n = y.nrows();
+    let wsum: f64 = weights.map_or(n as f64, |w| w.iter().sum());
+    (0..y.ncols())
+        .map(|k| {
+            let mean = if intercept {
+                (0..n).map(|i| weights.map_or(1.0, |w| w[i]) * y[(i, k)]).sum::<f64>() / wsum
+            } else {
+                0.0
+            };
+            lambda * (0..n).map(|i| alpha[(i, k)] * (y[(i, k)] - mean)).sum::<f64>()
+        })
+        .sum()
 }
 
 impl KernelRidge {

@@ -229,6 +229,58 @@ impl KernelRidgeJob {
         Ok(KernelRidgeOutcome { model, summary, kernel, bandwidth, nu, lambda, solver, timings })
     }
 
+    /// [`KernelRidgeJob::run`] with targets `y` `(n, t)` (one column per output) and sample
+    /// `weights` (length `n`, `None` = all 1): [`KernelRidge::fit_targets`] after σ is set. With
+    /// one output and no weights this is [`KernelRidgeJob::run`], bit for bit (every solver,
+    /// sharded or not).
+    ///
+    /// # Errors
+    /// As [`KernelRidgeJob::run`] and [`KernelRidge::fit_targets`];
+    /// [`SolverError::NotDistributed`] for several outputs or weights on more than one rank;
+    /// [`SolverError::InvalidConfig`] (`nu`, `lambda`) for a cross-validated ν or λ with several
+    /// outputs or weights.
+    pub fn run_targets(
+        &self,
+        shard: Shard<'_>,
+        y: faer::MatRef<'_, f64>,
+        weights: Option<&[f64]>,
+        standardization: Option<Standardization>,
+        observer: &mut dyn Observer,
+    ) -> Result<KernelRidgeOutcome, SolverError> {
+        if y.ncols() == 1 && weights.is_none() {
+            let column: Vec<f64> = y.col(0).iter().copied().collect();
+            return self.run(shard, &column, standardization, observer);
+        }
+        self.one_process(&shard, "kernel ridge regression with several outputs or sample weights")?;
+        for (choice, name) in [(self.nu, "nu"), (self.lambda, "lambda")] {
+            if choice != KrrChoice::Given {
+                return Err(SolverError::InvalidConfig {
+                    name,
+                    reason: format!(
+                        "cross-validation of {name} takes one output without sample weights; give {name} (here {} outputs{})",
+                        y.ncols(),
+                        if weights.is_some() { ", weighted" } else { "" }
+                    ),
+                });
+            }
+        }
+        crate::error::check_targets(shard.rows(), y, weights)?;
+        let started = Instant::now();
+        let (kernel, bandwidth) =
+            self.kernel.resolve_on(&shard, self.bandwidth_percentile, &mut KrrStream::Bandwidth.rng(self.seed))?;
+        let bandwidth_time = started.elapsed();
+        let started = Instant::now();
+        let solver = self.solver.clone();
+        let ridge =
+            KernelRidge { intercept: self.intercept, memory: self.memory, ..KernelRidge::new(kernel, solver.clone()) };
+        let landmarks = &mut KrrStream::Landmarks.rng(self.seed);
+        let coordinates = &mut KrrStream::Coordinates.rng(self.seed);
+        let (model, summary) =
+            ridge.fit_targets(shard.rows(), y, weights, standardization, landmarks, coordinates, observer)?;
+        let timings = KrrJobTimings { bandwidth: bandwidth_time, selection: Duration::ZERO, fit: started.elapsed() };
+        Ok(KernelRidgeOutcome { model, summary, kernel, bandwidth, nu: None, lambda: None, solver, timings })
+    }
+
     /// `Ok` on one process, else [`SolverError::NotDistributed`] naming `what`.
     fn one_process(&self, shard: &Shard<'_>, what: &'static str) -> Result<(), SolverError> {
         if shard.is_whole() {

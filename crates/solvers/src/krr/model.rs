@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use faer::{Col, MatRef};
+use faer::{Col, Mat, MatRef};
 use serde_json::json;
 use stolr_model::{ModelFile, OneHotEncoding, Standardization};
 
@@ -47,6 +47,9 @@ pub struct KrrModel {
     standardization: Option<Standardization>,
     intercept: f64,
     encoding: Option<OneHotEncoding>,
+    /// The `t > 1` outputs of a multi-output model: coefficients `(p, t)` (column 0 is the
+    /// expansion's) and intercepts (length `t`; entry 0 is `intercept`). `None` for one output.
+    outputs: Option<(Mat<f64>, Vec<f64>)>,
 }
 
 impl KrrModel {
@@ -72,7 +75,123 @@ impl KrrModel {
                 reason: format!("the standardization has width {}, the expansion {}", s.mean.len(), expansion.dim()),
             });
         }
-        Ok(Self { solver: solver.to_string(), expansion, standardization, intercept, encoding: None })
+        Ok(Self { solver: solver.to_string(), expansion, standardization, intercept, encoding: None, outputs: None })
+    }
+
+    /// A model with `t = coefficients.ncols()` outputs sharing the kernel and the centres
+    /// `centers` `(p, d)`: $f_k(x) = b_k + \sum_j C_{jk}\,\kappa(s(x), z_j)$, with the
+    /// coefficients `C` `(p, t)` and the intercepts `b` (length `t`). With `t = 1` it is
+    /// [`KrrModel::new`]'s single-output model.
+    ///
+    /// # Errors
+    /// [`SolverError::ShapeMismatch`] if `C` does not have `p` rows or `b` does not have `t`
+    /// entries; [`SolverError::InvalidConfig`] (`targets`) for `t = 0`; as
+    /// [`KernelExpansion::new`] and [`KrrModel::new`] (non-finite values among them).
+    pub fn with_outputs(
+        solver: &str,
+        kernel: stolr_estimators::Kernel,
+        centers: Mat<f64>,
+        coefficients: Mat<f64>,
+        intercepts: Vec<f64>,
+        standardization: Option<Standardization>,
+    ) -> Result<Self, SolverError> {
+        let (p, t) = (coefficients.nrows(), coefficients.ncols());
+        if p != centers.nrows() {
+            return Err(SolverError::ShapeMismatch {
+                what: "rows of the coefficients (one per centre)",
+                expected: centers.nrows(),
+                found: p,
+            });
+        }
+        if t == 0 {
+            return Err(SolverError::InvalidConfig {
+                name: "targets",
+                reason: "a model needs at least one output".into(),
+            });
+        }
+        if intercepts.len() != t {
+            return Err(SolverError::ShapeMismatch {
+                what: "intercepts (one per output)",
+                expected: t,
+                found: intercepts.len(),
+            });
+        }
+        if let Some(b) = intercepts.iter().find(|b| !b.is_finite()) {
+            return Err(SolverError::ModelMismatch { reason: format!("an intercept is {b}") });
+        }
+        let first: Vec<f64> = (0..p).map(|j| coefficients[(j, 0)]).collect();
+        let expansion = KernelExpansion::new(kernel, centers, first)?;
+        let mut model = Self::new(solver, expansion, standardization, intercepts[0])?;
+        if t > 1 {
+            if let Some(c) = (0..t)
+                .flat_map(|k| (0..p).map(move |j| (j, k)))
+                .map(|(j, k)| coefficients[(j, k)])
+                .find(|c| !c.is_finite())
+            {
+                return Err(SolverError::InvalidConfig {
+                    name: "coefficients",
+                    reason: format!("must be finite, got {c}"),
+                });
+            }
+            model.outputs = Some((coefficients, intercepts));
+        }
+        Ok(model)
+    }
+
+    /// The number of outputs `t` (target columns the model was fitted on; 1 for a 1-D target).
+    pub fn n_outputs(&self) -> usize {
+        self.outputs.as_ref().map_or(1, |(c, _)| c.ncols())
+    }
+
+    /// The coefficients `(p, t)`, one column per output (column 0 is the expansion's).
+    pub fn coefficient_matrix(&self) -> Mat<f64> {
+        match &self.outputs {
+            Some((c, _)) => c.clone(),
+            None => Mat::from_fn(self.expansion.len(), 1, |j, _| self.expansion.coefficients()[j]),
+        }
+    }
+
+    /// The intercepts, one per output (length `t`).
+    pub fn intercepts(&self) -> Vec<f64> {
+        match &self.outputs {
+            Some((_, b)) => b.clone(),
+            None => vec![self.intercept],
+        }
+    }
+
+    /// $f_k(x)$ for every row of `x` `(m, d)` (raw features) and output `k`: shape `(m, t)`.
+    /// With one output, column 0 is [`Predictor::predict`]'s result, bit for bit. Cost
+    /// $O(m\,p\,(d + t))$, memory $O(\min(m, 4096)\,p)$ besides the result.
+    ///
+    /// # Errors
+    /// As [`Predictor::predict`].
+    pub fn predict_outputs(&self, x: MatRef<'_, f64>) -> Result<Mat<f64>, SolverError> {
+        let Some((coefficients, intercepts)) = &self.outputs else {
+            let f = self.predict(x)?;
+            return Ok(Mat::from_fn(f.nrows(), 1, |i, _| f[i]));
+        };
+        let prepared = prepare_rows(x, self.n_features(), self.standardization.as_ref())?;
+        let (m, t) = (prepared.nrows(), coefficients.ncols());
+        let mut out = Mat::from_fn(m, t, |_, k| intercepts[k]);
+        if m == 0 {
+            return Ok(out);
+        }
+        crate::error::check_data(prepared.as_ref())?;
+        if self.expansion.is_empty() {
+            return Ok(out);
+        }
+        const BLOCK: usize = 4096;
+        for start in (0..m).step_by(BLOCK) {
+            let len = BLOCK.min(m - start);
+            let k = self.expansion.kernel().cross(prepared.as_ref().subrows(start, len), self.expansion.centers());
+            let f = stolr_lowrank::mul(k.as_ref(), coefficients.as_ref());
+            for c in 0..t {
+                for i in 0..len {
+                    out[(start + i, c)] += f[(i, c)];
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The model with `encoding`, the categorical one-hot encoding (and target column) its
@@ -120,7 +239,16 @@ impl KrrModel {
 
 impl Predictor for KrrModel {
     /// $f(x)$ for every row of `x` `(m, d)` (raw features), length `m`. Cost $O(m\,p\,d)$.
+    ///
+    /// # Errors
+    /// [`SolverError::ModelMismatch`] for a model of `t > 1` outputs (use
+    /// [`KrrModel::predict_outputs`]).
     fn predict(&self, x: MatRef<'_, f64>) -> Result<Col<f64>, SolverError> {
+        if self.outputs.is_some() {
+            return Err(SolverError::ModelMismatch {
+                reason: format!("the model has {} outputs: predict them with predict_outputs", self.n_outputs()),
+            });
+        }
         let prepared = prepare_rows(x, self.n_features(), self.standardization.as_ref())?;
         let mut f = self.expansion.predict(prepared.as_ref())?;
         if self.intercept != 0.0 {
@@ -142,13 +270,21 @@ impl Persist for KrrModel {
             "intercept": self.intercept,
             "n_features": self.n_features(),
             "n_centers": self.expansion.len(),
+            "n_outputs": self.n_outputs(),
             "predict": "f(x) = intercept + kernel((x - standardization_mean) / standardization_scale, centers) @ coefficients",
         });
         let version = put_encoding(&mut parameters, self.encoding.as_ref());
         let mut file = ModelFile::new(Self::KIND, parameters);
         file.require_format_version(version);
         file.put_matrix("centers", self.expansion.centers());
-        file.put_vector("coefficients", self.expansion.coefficients());
+        match &self.outputs {
+            // A (p, t) matrix that older builds refuse to read as their 1-D coefficients.
+            Some((c, b)) => {
+                file.put_matrix("coefficients", c.as_ref());
+                file.put_vector("intercepts", b);
+            }
+            None => file.put_vector("coefficients", self.expansion.coefficients()),
+        }
         put_standardization(&mut file, self.standardization.as_ref());
         file
     }
@@ -156,6 +292,25 @@ impl Persist for KrrModel {
     fn from_model_file(file: &ModelFile, path: &Path) -> Result<Self, SolverError> {
         let kernel = kernel_from_json(file.parameters().get("kernel").unwrap_or(&serde_json::Value::Null), path)?;
         let centers = file.matrix("centers")?;
+        if file.has("intercepts") {
+            // A multi-output model: coefficients (p, t), intercepts (t).
+            let coefficients = file.matrix("coefficients")?;
+            let intercepts = file.vector("intercepts")?;
+            check_finite_array("intercepts", &intercepts, path)?;
+            let d = centers.ncols();
+            let standardization = get_standardization(file, d, path)?;
+            let encoding = get_encoding(file, d, path)?;
+            return Self::with_outputs(
+                get_str(file, "solver", path)?,
+                kernel,
+                centers,
+                coefficients,
+                intercepts,
+                standardization,
+            )
+            .and_then(|m| m.with_encoding(encoding))
+            .map_err(|e| bad(path, e.to_string()));
+        }
         let coefficients = file.vector("coefficients")?;
         check_finite_array("coefficients", &coefficients, path)?;
         let d = centers.ncols();

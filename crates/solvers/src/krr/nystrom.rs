@@ -199,7 +199,7 @@ pub fn nystrom_krr(
         NystromSolve::ConjugateGradient => {
             let (mut sums, ysum) = shifted_sums(&panels, y, centring.as_ref())?;
             let kbar = centring.as_ref().map(|c| c.finish(&mut sums, None, ysum, n));
-            let (alpha, it, res) = solve_cg(&panels, &sums, kbar.as_deref(), l.as_ref(), config)?;
+            let (alpha, it, res) = solve_cg(&panels, &sums, kbar.as_deref(), None, l.as_ref(), config)?;
             (alpha, kbar, it, Some(res))
         }
         _ => {
@@ -275,6 +275,205 @@ pub(super) fn centre_panel(panel: &mut Panel, centre: Option<&[f64]>) {
             }
         }
     }
+}
+
+/// Multiplies column `i` of the panel's $C^\top$ `(M, len)` (kernel row `first_row + i`) by
+/// `scale[first_row + i]`.
+pub(super) fn scale_panel(panel: &mut Panel, scale: Option<&[f64]>) {
+    if let Some(scale) = scale {
+        let (first, len) = (panel.first_row, panel.kernel.ncols());
+        for i in 0..len {
+            let s = scale[first + i];
+            for v in panel.kernel.col_mut(i).iter_mut() {
+                *v *= s;
+            }
+        }
+    }
+}
+
+/// A weighted, multi-output Nyström KRR fit ([`nystrom_krr_targets`]).
+pub(crate) struct NystromTargetsFit {
+    /// The landmark rows `(M, d)`, in the order of the landmarks given.
+    pub centers: Mat<f64>,
+    /// α `(M, t)`, one column per output.
+    pub coefficients: Mat<f64>,
+    /// $b_k = \bar y_k - \bar k^\top\alpha_k$ (weighted means; 0 without the intercept).
+    pub intercepts: Vec<f64>,
+    /// The solve used.
+    pub solve: NystromSolve,
+    /// Conjugate-gradient iterations over all outputs (0 for the direct solve).
+    pub iterations: usize,
+    /// The largest final relative residual of the outputs' conjugate gradients.
+    pub residual: Option<f64>,
+    /// $\sum_k [\sum_i w_i (y_{ik} - f_k(x_i))^2 + \lambda\alpha_k^\top K_{MM}\alpha_k]$.
+    pub objective: f64,
+}
+
+/// [`nystrom_krr`] with targets `y` `(n, t)` and sample weights `w` (`None`: all 1): for each
+/// output the minimiser of $\sum_i w_i (y_{ik} - f_k(x_i))^2 + \lambda\alpha_k^\top K_{MM}\alpha_k$,
+/// i.e. $(K_{Mn} W K_{nM} + \lambda K_{MM})\alpha = K_{Mn} W y$, with the intercept the same on
+/// the weighted-centred block and targets ($\bar k = K_{Mn} w / \sum w$,
+/// $\bar y_k = w^\top y_k / \sum w$; the sums are taken around the shift of [`nystrom_krr`] and
+/// corrected, $\tilde K_{Mn} W\tilde K_{nM} = S - (\sum w)\delta\delta^\top$). Every kernel row
+/// is scaled by $\sqrt{w_i}$ after its centring. The direct solve makes one pass over the kernel
+/// block for all outputs and one factorization with `t` right-hand sides; conjugate gradients
+/// run once per output, each pass weighted.
+///
+/// # Errors
+/// As [`nystrom_krr`], and those of the targets and weights (`check_targets`).
+pub(crate) fn nystrom_krr_targets(
+    x: MatRef<'_, f64>,
+    y: MatRef<'_, f64>,
+    weights: Option<&[f64]>,
+    kernel: &Kernel,
+    config: &NystromKrrConfig,
+    landmarks: &[usize],
+    intercept: bool,
+) -> Result<NystromTargetsFit, SolverError> {
+    crate::error::check_targets(x, y, weights)?;
+    kernel.validate()?;
+    check_config(config)?;
+    check_landmarks(landmarks, x.nrows())?;
+    let mut seen = vec![false; x.nrows()];
+    for &j in landmarks {
+        if std::mem::replace(&mut seen[j], true) {
+            return Err(SolverError::InvalidConfig { name: "landmarks", reason: format!("row {j} appears twice") });
+        }
+    }
+    drop(seen);
+    let (n, m, t) = (x.nrows(), landmarks.len(), y.ncols());
+    let solve = match config.solve {
+        NystromSolve::Auto => auto_solve(n, m),
+        chosen => chosen,
+    };
+    let matrices = if solve == NystromSolve::Direct { 4 } else { 5 };
+    config.memory.check(
+        format!(
+            "Nyström KRR's {matrices} {m} × {m} matrices, {BLOCK_ROWS}-row kernel panels and {t} outputs (M = {m})"
+        ),
+        f64_bytes(&[matrices, m, m]) + f64_bytes(&[m, BLOCK_ROWS + 2 * x.ncols() + 2 * t]) + f64_bytes(&[n, t + 1]),
+    )?;
+    let xm = Mat::from_fn(m, x.ncols(), |r, c| x[(landmarks[r], c)]);
+    let panels = CrossKernelPanels::new(kernel, x, xm.as_ref())?;
+    let kmm = kernel.cross(xm.as_ref(), xm.as_ref());
+    let (l, _jitter) = jittered_cholesky(kmm.as_ref())?;
+    let s: Vec<f64> = weights.map_or_else(|| vec![1.0; n], |w| w.iter().map(|v| v.sqrt()).collect());
+    let wsum: f64 = weights.map_or(n as f64, |w| w.iter().sum());
+    let weight = |i: usize| weights.map_or(1.0, |w| w[i]);
+    let shift: Option<Vec<f64>> =
+        intercept.then(|| (0..m).map(|j| (0..m).map(|r| kmm[(r, j)]).sum::<f64>() / m as f64).collect());
+    let means: Vec<f64> = (0..t)
+        .map(|k| if intercept { (0..n).map(|i| weight(i) * y[(i, k)]).sum::<f64>() / wsum } else { 0.0 })
+        .collect();
+    // s_i (y_ik − ȳ_k), (n, t).
+    let ys = Mat::from_fn(n, t, |i, k| s[i] * (y[(i, k)] - means[k]));
+    let direct = solve == NystromSolve::Direct;
+    let mut gram = Mat::<f64>::zeros(if direct { m } else { 0 }, if direct { m } else { 0 });
+    let mut z = Mat::<f64>::zeros(m, t);
+    let mut tsum = Mat::<f64>::zeros(m, 1);
+    let mut ysum = vec![0.0; t];
+    let par = faer::get_global_parallelism();
+    panels.for_each_block(
+        BLOCK_ROWS,
+        |panel| {
+            centre_panel(panel, shift.as_deref());
+            scale_panel(panel, Some(&s));
+        },
+        |block| {
+            for panel in block.iter() {
+                let c = panel.kernel.as_ref(); // Cᵀ for the panel, (M, len), rows scaled by √w
+                let (first, len) = (panel.first_row, c.ncols());
+                if direct {
+                    triangular::matmul(
+                        gram.as_mut(),
+                        BlockStructure::TriangularLower,
+                        Accum::Add,
+                        c,
+                        BlockStructure::Rectangular,
+                        c.transpose(),
+                        BlockStructure::Rectangular,
+                        1.0,
+                        par,
+                    );
+                }
+                matmul(z.as_mut(), Accum::Add, c, ys.as_ref().subrows(first, len), 1.0, Par::Seq);
+                let sp = MatRef::from_column_major_slice(&s[first..first + len], len, 1);
+                matmul(tsum.as_mut(), Accum::Add, c, sp, 1.0, Par::Seq);
+                for (k, total) in ysum.iter_mut().enumerate() {
+                    *total += (0..len).map(|i| s[first + i] * ys[(first + i, k)]).sum::<f64>();
+                }
+            }
+            Ok::<(), SolverError>(())
+        },
+    )?;
+    // Around the shift: δ = Σ w_i (k_i − shift) / Σ w, k̄ = shift + δ.
+    let kbar: Option<Vec<f64>> = shift.as_ref().map(|shift| {
+        let delta: Vec<f64> = (0..m).map(|j| tsum[(j, 0)] / wsum).collect();
+        if direct {
+            for j in 0..m {
+                for i in j..m {
+                    gram[(i, j)] -= wsum * delta[i] * delta[j];
+                }
+            }
+        }
+        for k in 0..t {
+            for j in 0..m {
+                z[(j, k)] -= delta[j] * ysum[k];
+            }
+        }
+        (0..m).map(|j| shift[j] + delta[j]).collect()
+    });
+    let (alpha, iterations, residual) = if direct {
+        (finish_direct_targets(l.as_ref(), gram, z, config.lambda)?, 0, None)
+    } else {
+        let mut alpha = Mat::<f64>::zeros(m, t);
+        let (mut iterations, mut worst) = (0, 0.0_f64);
+        for k in 0..t {
+            let rhs = Mat::from_fn(m, 1, |j, _| z[(j, k)]);
+            let (a, it, res) = solve_cg(&panels, &rhs, kbar.as_deref(), Some(&s), l.as_ref(), config)?;
+            for j in 0..m {
+                alpha[(j, k)] = a[j];
+            }
+            iterations += it;
+            worst = worst.max(res);
+        }
+        (alpha, iterations, Some(worst))
+    };
+    // The weighted training loss, Σ_k Σ_i (s_i ỹ_ik − s_i (k_i − k̄)ᵀα_k)², in row order.
+    let mut loss = 0.0;
+    panels.for_each_block(
+        BLOCK_ROWS,
+        |panel| {
+            centre_panel(panel, kbar.as_deref());
+            scale_panel(panel, Some(&s));
+            let c = panel.kernel.as_ref();
+            if panel.scratch.shape() != (c.ncols(), t) {
+                panel.scratch = Mat::zeros(c.ncols(), t);
+            }
+            matmul(panel.scratch.as_mut(), Accum::Replace, c.transpose(), alpha.as_ref(), 1.0, Par::Seq);
+        },
+        |block| {
+            for panel in block.iter() {
+                for k in 0..t {
+                    for (i, f) in panel.scratch.col(k).iter().enumerate() {
+                        let e = ys[(panel.first_row + i, k)] - f;
+                        loss += e * e;
+                    }
+                }
+            }
+            Ok::<(), SolverError>(())
+        },
+    )?;
+    let mut objective = loss;
+    let mut intercepts = vec![0.0; t];
+    for k in 0..t {
+        let a: Vec<f64> = (0..m).map(|j| alpha[(j, k)]).collect();
+        objective += penalty(kmm.as_ref(), &a, config.lambda);
+        if let Some(kbar) = &kbar {
+            intercepts[k] = means[k] - dot(kbar, &a);
+        }
+    }
+    Ok(NystromTargetsFit { centers: xm, coefficients: alpha, intercepts, solve, iterations, residual, objective })
 }
 
 /// [`nystrom_krr`] on training rows sharded across the ranks of `comm`, direct solve only:
@@ -504,7 +703,19 @@ fn accumulate_sums(sums: &mut Mat<f64>, ysum: &mut f64, c: MatRef<'_, f64>, yp: 
 
 /// α from the lower triangle of `G` and `z` (both consumed): `H = L⁻¹GL⁻ᵀ`, a Cholesky solve
 /// of `(H + λI)γ = L⁻¹z`, `α = L⁻ᵀγ`.
-fn finish_direct(l: MatRef<'_, f64>, gram: Mat<f64>, mut z: Mat<f64>, lambda: f64) -> Result<Vec<f64>, SolverError> {
+fn finish_direct(l: MatRef<'_, f64>, gram: Mat<f64>, z: Mat<f64>, lambda: f64) -> Result<Vec<f64>, SolverError> {
+    let gamma = finish_direct_targets(l, gram, z, lambda)?;
+    Ok((0..l.nrows()).map(|i| gamma[(i, 0)]).collect())
+}
+
+/// [`finish_direct`] for every column of `z` `(M, t)`: one factorization, `t` right-hand
+/// sides; returns α `(M, t)`.
+fn finish_direct_targets(
+    l: MatRef<'_, f64>,
+    gram: Mat<f64>,
+    mut z: Mat<f64>,
+    lambda: f64,
+) -> Result<Mat<f64>, SolverError> {
     let (m, par) = (l.nrows(), faer::get_global_parallelism());
     let mut shifted = whiten(l, gram);
     for i in 0..m {
@@ -513,7 +724,7 @@ fn finish_direct(l: MatRef<'_, f64>, gram: Mat<f64>, mut z: Mat<f64>, lambda: f6
     solve_lower_triangular_in_place(l, z.as_mut(), par); // L⁻¹ z
     let mut gamma = stolr_lowrank::spd_solve(shifted.as_ref(), z.as_ref(), "L⁻¹ K_Mn K_nM L⁻ᵀ + λI")?;
     solve_upper_triangular_in_place(l.transpose(), gamma.as_mut(), par); // α = L⁻ᵀ γ
-    Ok((0..m).map(|i| gamma[(i, 0)]).collect())
+    Ok(gamma)
 }
 
 /// `H = L⁻¹ G L⁻ᵀ` `(M, M)`, exactly symmetric, from the lower triangle of `gram` (consumed).

@@ -2,7 +2,7 @@
 //! gradients on the normal equations, with the `n × M` kernel block streamed in row panels
 //! once per iteration ([`super::nystrom_krr`] calls it for `NystromSolve::ConjugateGradient`).
 
-use super::nystrom::{BLOCK_ROWS, NystromKrrConfig, centre_panel};
+use super::nystrom::{BLOCK_ROWS, NystromKrrConfig, centre_panel, scale_panel};
 use crate::SolverError;
 use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{self, BlockStructure};
@@ -13,7 +13,14 @@ use stolr_estimators::CrossKernelPanels;
 /// `K_Mn K_nM v` (length `M`) in one pass over the kernel panels, or with `centre` = $\bar k$
 /// the centred $\tilde K_{Mn}\tilde K_{nM} v$ (each panel centred first); each panel's
 /// contribution is formed on its own thread and the contributions are summed in row order.
-fn normal_product(panels: &CrossKernelPanels<'_>, v: &[f64], centre: Option<&[f64]>) -> Result<Vec<f64>, SolverError> {
+/// With `scale` = $\sqrt w$ (length `n`), each kernel row is scaled by its entry after the
+/// centring: $\tilde K_{Mn} W \tilde K_{nM} v$.
+fn normal_product(
+    panels: &CrossKernelPanels<'_>,
+    v: &[f64],
+    centre: Option<&[f64]>,
+    scale: Option<&[f64]>,
+) -> Result<Vec<f64>, SolverError> {
     let m = v.len();
     let vm = MatRef::from_column_major_slice(v, m, 1);
     let mut out = Mat::<f64>::zeros(m, 1);
@@ -21,6 +28,7 @@ fn normal_product(panels: &CrossKernelPanels<'_>, v: &[f64], centre: Option<&[f6
         BLOCK_ROWS,
         |panel| {
             centre_panel(panel, centre);
+            scale_panel(panel, scale);
             let c = panel.kernel.as_ref();
             let mut u = Mat::<f64>::zeros(c.ncols(), 1);
             matmul(u.as_mut(), Accum::Replace, c.transpose(), vm, 1.0, Par::Seq);
@@ -55,11 +63,13 @@ pub(super) fn dot(a: &[f64], b: &[f64]) -> f64 {
 
 /// Falkon-preconditioned conjugate gradients on the right-hand side `rhs` `(M, 1)`
 /// ($K_{Mn}y$, or $\tilde K_{Mn}\tilde y$ with `centre` = $\bar k$, which centres every pass);
-/// returns α, the iterations and the final relative residual.
+/// returns α, the iterations and the final relative residual. With `scale` = $\sqrt w$ every
+/// pass weights the rows (the weighted normal equations, `rhs` then $\tilde K_{Mn} W \tilde y$).
 pub(super) fn solve_cg(
     panels: &CrossKernelPanels<'_>,
     rhs: &Mat<f64>,
     centre: Option<&[f64]>,
+    scale: Option<&[f64]>,
     l: MatRef<'_, f64>,
     config: &NystromKrrConfig,
 ) -> Result<(Vec<f64>, usize, f64), SolverError> {
@@ -99,7 +109,7 @@ pub(super) fn solve_cg(
     let operator = |beta: &[f64]| -> Result<Vec<f64>, SolverError> {
         let mut v = beta.to_vec();
         apply_p(&mut v);
-        let mut out = normal_product(panels, &v, centre)?;
+        let mut out = normal_product(panels, &v, centre, scale)?;
         apply_pt(&mut out);
         let mut reg = beta.to_vec();
         upper_solve(r.transpose(), &mut reg);

@@ -301,6 +301,9 @@ pub struct Slkl<'c> {
     /// With an intercept: ȳ and the column means $\bar k_i$ (length `M`, over all ranks' rows)
     /// that the targets and the columns are centred by.
     centring: Option<(f64, Vec<f64>)>,
+    /// With sample weights: $\sqrt{w_r}$ for this rank's rows, by which every (centred) column
+    /// row and target is multiplied ([`Slkl::with_weights`]).
+    scale: Option<Vec<f64>>,
 }
 
 impl<'c> Slkl<'c> {
@@ -388,8 +391,45 @@ impl<'c> Slkl<'c> {
         comm: &'c dyn Communicator,
         shard: RowShard,
     ) -> Result<Self, SolverError> {
+        Self::with_weights(x, y, kernel, config, intercept, None, rng, comm, shard)
+    }
+
+    /// [`Slkl::with_intercept`] with sample weights `weights` (this rank's rows; finite,
+    /// `≥ 0`, not all zero; `None` = all 1): the loss of (14) becomes
+    /// $\sum_i w_i (y_i - f(x_i))^2$. The centring of the intercept uses the weighted means
+    /// ($\bar y = \sum_i w_i y_i / \sum_i w_i$, $\bar k_l$ likewise, the sums added across
+    /// ranks), then every row `i` of the columns and of the targets is multiplied by
+    /// $\sqrt{w_i}$, and the coordinate descent runs unchanged on them (the rank-1 kernels keep
+    /// their normalization $K_{ll}$), so that $\lambda\,\tilde y^\top(\lambda I + S C K_\mu C S)^{-1}\tilde y$
+    /// is the weighted objective. With `None` this is [`Slkl::with_intercept`], bit for bit.
+    ///
+    /// # Errors
+    /// As [`Slkl::with_intercept`]; [`SolverError::ShapeMismatch`] or
+    /// [`SolverError::InvalidConfig`] (`sample_weight`) for weights of the wrong length,
+    /// negative, NaN or infinite, or all zero.
+    #[allow(clippy::too_many_arguments)]
+    pub fn with_weights<R: Rng + ?Sized>(
+        x: MatRef<'_, f64>,
+        y: &[f64],
+        kernel: &Kernel,
+        config: SlklConfig,
+        intercept: bool,
+        weights: Option<&[f64]>,
+        rng: &mut R,
+        comm: &'c dyn Communicator,
+        shard: RowShard,
+    ) -> Result<Self, SolverError> {
         if shard.rows > 0 || comm.size() == 1 {
             check_regression(x, y)?;
+        }
+        if let Some(w) = weights {
+            if comm.size() > 1 {
+                return Err(SolverError::NotDistributed {
+                    what: "slkl with sample weights".into(),
+                    processes: comm.size(),
+                });
+            }
+            crate::error::check_weights(w, x.nrows())?;
         }
         check_shard(x.nrows(), y.len(), shard)?;
         kernel.validate()?;
@@ -420,6 +460,68 @@ impl<'c> Slkl<'c> {
                 (None, Some(rows))
             }
         };
+        let scale: Option<Vec<f64>> = weights.map(|w| w.iter().map(|v| v.sqrt()).collect());
+        if let Some(w) = weights {
+            // Weighted centring (one process), then every row scaled by √w.
+            let wsum: f64 = w.iter().sum();
+            let s = scale.as_deref().unwrap_or(&[]);
+            let (mean, means) = if intercept {
+                let mean = (0..x.nrows()).map(|i| w[i] * y[i]).sum::<f64>() / wsum;
+                let means: Vec<f64> = (0..m)
+                    .map(|l| match (&columns, &rows) {
+                        (Some(cols), _) => (0..x.nrows()).map(|i| w[i] * cols[(i, l)]).sum::<f64>() / wsum,
+                        _ => {
+                            let xi: Vec<f64> = landmark_rows.row(l).iter().copied().collect();
+                            let rows = rows.as_deref().unwrap_or(&[]);
+                            (0..x.nrows()).map(|r| w[r] * kernel.eval(&rows[r * d..(r + 1) * d], &xi)).sum::<f64>()
+                                / wsum
+                        }
+                    })
+                    .collect();
+                (mean, means)
+            } else {
+                (0.0, vec![0.0; m])
+            };
+            if let Some(cols) = &mut columns {
+                for (l, mean) in means.iter().enumerate() {
+                    for (i, v) in cols.col_mut(l).iter_mut().enumerate() {
+                        *v = (*v - mean) * s[i];
+                    }
+                }
+            }
+            let prepared: Vec<f64> = (0..x.nrows()).map(|i| (y[i] - mean) * s[i]).collect();
+            let state = WoodburyInverse::sharded(config.lambda, &prepared, comm)?;
+            return Ok(Self {
+                shard,
+                kernel: *kernel,
+                n,
+                d,
+                landmark_rows,
+                diag,
+                columns,
+                rows,
+                mu: vec![0.0; m],
+                position: vec![None; m],
+                active: Vec::new(),
+                state,
+                order: (0..m).collect(),
+                active_order: Vec::new(),
+                sweep_full: true,
+                active_streak: 0,
+                last_sweep: None,
+                cursor: m,
+                epoch_violation: 0.0,
+                last_epoch_violation: None,
+                iterations: 0,
+                epochs: 0,
+                run_start_epoch: 0,
+                column_buf: Vec::with_capacity(shard.rows),
+                selected,
+                config,
+                centring: intercept.then_some((mean, means)),
+                scale,
+            });
+        }
         let mut centred_y = None;
         let centring = if intercept {
             // Local sums in row order, [Σ y, Σ k_1, …, Σ k_M], added across ranks in rank order.
@@ -483,6 +585,7 @@ impl<'c> Slkl<'c> {
             selected,
             config,
             centring,
+            scale: None,
         })
     }
 
@@ -595,7 +698,14 @@ impl<'c> Slkl<'c> {
             let d = self.d;
             let xi: Vec<f64> = self.landmark_rows.row(l).iter().copied().collect();
             let mean = self.centring.as_ref().map_or(0.0, |(_, means)| means[l]);
-            buf.extend((0..self.shard.rows).map(|r| self.kernel.eval(&rows[r * d..(r + 1) * d], &xi) - mean));
+            match &self.scale {
+                Some(s) => buf.extend(
+                    (0..self.shard.rows).map(|r| (self.kernel.eval(&rows[r * d..(r + 1) * d], &xi) - mean) * s[r]),
+                ),
+                None => {
+                    buf.extend((0..self.shard.rows).map(|r| self.kernel.eval(&rows[r * d..(r + 1) * d], &xi) - mean))
+                }
+            }
         }
     }
 
