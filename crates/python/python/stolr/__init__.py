@@ -238,6 +238,12 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         self.n_landmarks = n_landmarks
         self.random_state = random_state
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # The exact and Nyström solvers take scipy.sparse rows as they are; the others refuse them.
+        tags.input_tags.sparse = self.solver in ("exact", "exact-matrix-free", "nystrom")
+        return tags
+
     def fit(self, X, y=None):
         # Sparse rows (scipy.sparse) stay sparse for the exact and Nyström solvers.
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, ensure_min_samples=2)
