@@ -329,7 +329,6 @@ thread_local! {
 
 /// $\langle x, y\rangle$ of two sparse rows by a merge of their supports, summed in increasing
 /// column order.
-#[cfg(test)]
 pub(crate) fn sparse_dot(x: SparseRow<'_>, y: SparseRow<'_>) -> f64 {
     let (mut a, mut b, mut sum) = (0, 0, 0.0);
     while a < x.idx.len() && b < y.idx.len() {
@@ -419,9 +418,23 @@ pub(crate) fn products_into(
     }
 }
 
+/// Above this many columns the products merge the two supports instead of scattering `y_j`
+/// into a dense scratch row (which takes `8·d` bytes per thread: 32 MiB at this size). Both
+/// give the same bits: each sums `x_il·y_jl` over `x_i`'s entries in increasing column order,
+/// the scatter adding exact zeros where `y_j` has no entry.
+const SCATTER_MAX_COLUMNS: usize = 1 << 22;
+
 /// [`products_into`] for one row `yj` of the column side: `col[a] = <x_{rows.start + a}, yj>`
 /// for the rows at or after `first` (global index).
 fn products_column(x: &Csr, rows: Range<usize>, yj: SparseRow<'_>, col: &mut [f64], first: usize) {
+    if x.d > SCATTER_MAX_COLUMNS {
+        for (a, i) in rows.enumerate() {
+            if i >= first {
+                col[a] = sparse_dot(x.row(i), yj);
+            }
+        }
+        return;
+    }
     SCRATCH.with(|s| {
         let mut s = s.borrow_mut();
         let dense = &mut s.0;

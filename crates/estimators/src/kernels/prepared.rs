@@ -265,13 +265,19 @@ impl PreparedKernel {
             self.sparse_block(out, &y, &ysq, false, par);
             return;
         }
-        // Dense rows against sparse ones: the other side's block densified (`8·m·d` bytes).
-        let densified;
+        // Dense rows against sparse ones: the other side densified in blocks of at most `n`
+        // rows, so that no block takes more than the prepared dense rows themselves.
         let y = match y {
             DataRef::Dense(y) => y,
-            DataRef::Sparse(y) => {
-                densified = Csr::from_ref(y).to_dense();
-                densified.as_ref()
+            sparse @ DataRef::Sparse(_) => {
+                let step = n.max(1);
+                for start in (0..m).step_by(step) {
+                    let len = step.min(m - start);
+                    let block = sparse.subrows(start, len).to_dense();
+                    let part = self.cross(block.as_ref(), par);
+                    out.as_mut().subcols_mut(start, len).copy_from(part.as_ref());
+                }
+                return;
             }
         };
         match &self.repr {
