@@ -222,8 +222,9 @@ pub(crate) fn check_pca_rank(rank: usize, n: usize, d: usize) -> Result<(), Solv
 }
 
 /// Checks the data `x` `(n, d)` and the targets `y` (length `n`) of a regression problem.
-pub(crate) fn check_regression(x: faer::MatRef<'_, f64>, y: &[f64]) -> Result<(), SolverError> {
-    check_data(x)?;
+pub(crate) fn check_regression<'x>(x: impl Into<stolr_estimators::DataRef<'x>>, y: &[f64]) -> Result<(), SolverError> {
+    let x = x.into();
+    x.check()?;
     if y.len() != x.nrows() {
         return Err(SolverError::ShapeMismatch {
             what: "number of targets (one per sample)",
@@ -247,12 +248,13 @@ pub(crate) fn check_regression(x: faer::MatRef<'_, f64>, y: &[f64]) -> Result<()
 /// (`targets`) for `t = 0`; [`SolverError::NonFiniteTarget`] (the row) for NaN/∞ in `y`;
 /// [`SolverError::InvalidConfig`] (`sample_weight`) for a negative, NaN or infinite weight or
 /// weights that are all zero.
-pub(crate) fn check_targets(
-    x: faer::MatRef<'_, f64>,
+pub(crate) fn check_targets<'x>(
+    x: impl Into<stolr_estimators::DataRef<'x>>,
     y: faer::MatRef<'_, f64>,
     weights: Option<&[f64]>,
 ) -> Result<(), SolverError> {
-    check_data(x)?;
+    let x = x.into();
+    x.check()?;
     let n = x.nrows();
     if y.nrows() != n {
         return Err(SolverError::ShapeMismatch {

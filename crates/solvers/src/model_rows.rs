@@ -170,6 +170,17 @@ impl ModelRows {
     }
 }
 
+/// $\kappa(x_i, r_j)$ for the rows `x` `(m, d)` and the model rows `rows` `(p, d)`, shape
+/// `(m, p)`. Dense model rows are prepared on the right as [`Kernel::cross`] prepares its
+/// first argument (the bits every dense model has always had); sparse ones are prepared on the
+/// left and the block transposed, so that no dense block of them is ever formed.
+pub fn cross_rows(kernel: &stolr_estimators::Kernel, x: DataRef<'_>, rows: &ModelRows) -> Mat<f64> {
+    match rows {
+        ModelRows::Dense(r) => kernel.cross(x, r.as_ref()),
+        ModelRows::Sparse(r) => kernel.cross(r.as_ref(), x).transpose().to_owned(),
+    }
+}
+
 /// Sparse rows `(n, d)` from their CSR parts, checked: `ptr` has `n + 1` entries increasing from
 /// 0 to `cols.len() == vals.len()`, and every row's column indices are below `d` and strictly
 /// increasing.

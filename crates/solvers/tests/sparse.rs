@@ -9,6 +9,7 @@ use faer::sparse::{SparseRowMat, Triplet};
 use stolr_estimators::DataRef;
 use stolr_memory::MemoryBudget;
 use stolr_solvers::{
+    KernelRidgeJob, KrrModel, KrrSolver, NystromKrrConfig, NystromSolve, Predictor, SlklConfig,
     CertifyRule, ExactOperator, KernelFamily, KernelPcaJob, KernelPcaModel, KernelSpec, KpcaSolver, Persist, SamplerKind,
     Shard, SkpcaConfig, SolverError, Transformer,
 };
@@ -127,4 +128,55 @@ fn what_needs_dense_rows_refuses_sparse_ones_with_a_typed_error() {
     // A sparse row with NaN is refused like a dense one.
     let bad = SparseRowMat::<usize, f64>::try_new_from_triplets(3, 2, &[Triplet::new(1, 1, f64::NAN)]).unwrap();
     assert!(base.run(Shard::sparse(bad.as_ref()), &mut ()).is_err());
+}
+
+#[test]
+fn kernel_ridge_regression_from_sparse_rows_equals_the_dense_path() {
+    let (x, test) = (sparse_data(300, 120, 4), sparse_data(40, 120, 5));
+    let (s, s_test) = (csr(&x), csr(&test));
+    // Targets: a smooth function of a few features, an outlier target on the outlier row.
+    let y: Vec<f64> = (0..300).map(|i| (x[(i, 1)] - 2.0 * x[(i, 5)]).sin() + 0.1 * x[(i, 0)]).collect();
+    let y2 = Mat::from_fn(300, 2, |i, k| if k == 0 { y[i] } else { y[i] * y[i] - 1.0 });
+    let w: Vec<f64> = (0..300).map(|i| 0.5 + (i % 4) as f64).collect();
+    let nystrom = |solve| KrrSolver::Nystrom {
+        config: NystromKrrConfig { lambda: 0.3, solve, tolerance: 1e-13, ..NystromKrrConfig::default() },
+        landmarks: 70,
+    };
+    let solvers = [
+        KrrSolver::Krr { lambda: 0.3 },
+        nystrom(NystromSolve::Direct),
+        nystrom(NystromSolve::ConjugateGradient),
+    ];
+    for family in [KernelFamily::Gaussian, KernelFamily::Laplacian, KernelFamily::Polynomial] {
+        for solver in &solvers {
+            for intercept in [false, true] {
+                let what = format!("{} {} intercept {intercept}", family.name(), solver.name());
+                let job = KernelRidgeJob { intercept, ..KernelRidgeJob::new(KernelSpec::new(family), solver.clone(), 3) };
+                let dense = job.run(Shard::whole(x.as_ref()), &y, None, &mut ()).unwrap();
+                let sparse = job.run(Shard::sparse(s.as_ref()), &y, None, &mut ()).unwrap();
+                assert_eq!(sparse.kernel, dense.kernel, "{what}: the bandwidth rule gives the same bits");
+                assert!(sparse.model.expansion().centers().is_sparse(), "{what}: sparse centres");
+                let want = Mat::from_fn(40, 1, |i, _| dense.model.predict(test.as_ref()).unwrap()[i]);
+                let got = sparse.model.predict_outputs_data(DataRef::Sparse(s_test.as_ref())).unwrap();
+                let from_dense = sparse.model.predict_outputs(test.as_ref()).unwrap();
+                assert!(rel(&got, &want) < 1e-9, "{what}: predictions of sparse rows");
+                assert!(rel(&from_dense, &want) < 1e-9, "{what}: predictions of dense rows");
+                // Several outputs and sample weights.
+                let dense = job.run_targets(Shard::whole(x.as_ref()), y2.as_ref(), Some(&w), None, &mut ()).unwrap();
+                let sparse = job.run_targets(Shard::sparse(s.as_ref()), y2.as_ref(), Some(&w), None, &mut ()).unwrap();
+                let want = dense.model.predict_outputs(test.as_ref()).unwrap();
+                let got = sparse.model.predict_outputs_data(DataRef::Sparse(s_test.as_ref())).unwrap();
+                assert!(rel(&got, &want) < 1e-9, "{what}: weighted outputs");
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join("model.npz");
+                sparse.model.save(&path).unwrap();
+                assert_eq!(KrrModel::load(&path, MemoryBudget::default()).unwrap(), sparse.model, "{what}: save, load");
+            }
+        }
+    }
+    // The solvers that need dense rows say so.
+    let slkl = KrrSolver::Slkl(SlklConfig { lambda: 0.3, landmarks: 20, ..SlklConfig::default() });
+    let job = KernelRidgeJob::new(KernelSpec::new(KernelFamily::Gaussian), slkl, 3);
+    let err = job.run(Shard::sparse(s.as_ref()), &y, None, &mut ()).unwrap_err();
+    assert!(matches!(err, SolverError::SparseUnsupported { .. }), "{err}");
 }

@@ -422,11 +422,7 @@ impl KernelPcaModel {
         let mut z = Mat::<f64>::zeros(m, r);
         for start in (0..m).step_by(TRANSFORM_BLOCK) {
             let len = TRANSFORM_BLOCK.min(m - start);
-            let k = match self.rows.data() {
-                DataRef::Dense(rows) => self.kernel.cross(x.subrows(start, len), rows),
-                // Sparse model rows prepared on the left (a dense block of them is never formed).
-                rows @ DataRef::Sparse(_) => self.kernel.cross(rows, x.subrows(start, len)).transpose().to_owned(),
-            };
+            let k = crate::model_rows::cross_rows(&self.kernel, x.subrows(start, len), &self.rows);
             let block = stolr_lowrank::mul(k.as_ref(), a);
             for i in 0..len {
                 let row_mean = if training { k.row(i).sum() / p as f64 } else { 0.0 };

@@ -3,12 +3,12 @@
 //! the `M` rank-1 Nyström kernels (Unif).
 
 use faer::{Mat, MatRef};
-use stolr_estimators::Kernel;
+use stolr_estimators::{DataRef, Kernel};
 use stolr_lowrank::{WoodburyInverse, spd_solve, sym_eigen_desc};
 
 use crate::error::{check_landmarks, check_regression};
 use crate::krr::KernelExpansion;
-use crate::{SolverError, kernel_matrix};
+use crate::{ModelRows, SolverError, kernel_matrix};
 
 /// Configuration of [`krr`] and [`krr_subset`].
 #[derive(Debug, Clone, PartialEq)]
@@ -134,7 +134,7 @@ fn ridge_solve_targets(
 /// # Errors
 /// As [`krr`], and those of `check_targets` for the targets and weights.
 pub(crate) fn krr_fit_targets(
-    x: MatRef<'_, f64>,
+    x: DataRef<'_>,
     y: MatRef<'_, f64>,
     weights: Option<&[f64]>,
     kernel: &Kernel,
@@ -196,8 +196,13 @@ pub(crate) fn krr_subset_fit_targets(
 ///
 /// # References
 /// \[SLKL\], (6)–(10) and Table 2 ("KRR_n"); docs/derivations.md §6.3, §6.14.
-pub fn krr(x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel, config: &KrrConfig) -> Result<KernelExpansion, SolverError> {
-    Ok(krr_fit(x, y, kernel, config, false)?.0)
+pub fn krr<'x>(
+    x: impl Into<DataRef<'x>>,
+    y: &[f64],
+    kernel: &Kernel,
+    config: &KrrConfig,
+) -> Result<KernelExpansion, SolverError> {
+    Ok(krr_fit(x.into(), y, kernel, config, false)?.0)
 }
 
 /// [`krr`] with or without an unpenalized intercept: returns the expansion and `b`, the model
@@ -214,7 +219,7 @@ pub fn krr(x: MatRef<'_, f64>, y: &[f64], kernel: &Kernel, config: &KrrConfig) -
 /// # Errors
 /// As [`krr`].
 pub(crate) fn krr_fit(
-    x: MatRef<'_, f64>,
+    x: DataRef<'_>,
     y: &[f64],
     kernel: &Kernel,
     config: &KrrConfig,
@@ -225,7 +230,7 @@ pub(crate) fn krr_fit(
     check_kernel_and_factor(x.nrows(), config)?;
     let k = kernel_matrix(x, kernel, false, config.memory)?;
     let (alpha, b) = ridge_solve(k, y, config.lambda, intercept)?;
-    Ok((KernelExpansion::new(*kernel, stolr_estimators::to_owned(x), alpha)?, b))
+    Ok((KernelExpansion::new(*kernel, ModelRows::copy_of(x), alpha)?, b))
 }
 
 /// KRR_M: kernel ridge regression trained on the `M` landmark points only (the "subset of data"

@@ -1,11 +1,11 @@
 //! Kernel expansions $f(x) = \sum_j c_j \kappa(x, z_j)$: the predictors of SLKL and of the KRR
 //! baselines.
 
-use faer::{Col, Mat, MatRef};
-use stolr_estimators::Kernel;
+use faer::{Col, MatRef};
+use stolr_estimators::{DataRef, Kernel};
 
-use crate::SolverError;
-use crate::error::check_data;
+use crate::model_rows::cross_rows;
+use crate::{ModelRows, SolverError};
 
 /// Test rows evaluated per block in [`KernelExpansion::predict`], so that the cross-kernel
 /// block stays at `PREDICT_BLOCK × p` entries.
@@ -21,7 +21,7 @@ const PREDICT_BLOCK: usize = 4096;
 #[derive(Debug, Clone, PartialEq)]
 pub struct KernelExpansion {
     kernel: Kernel,
-    centers: Mat<f64>,
+    centers: ModelRows,
     coefficients: Vec<f64>,
 }
 
@@ -32,7 +32,8 @@ impl KernelExpansion {
     /// [`SolverError::ShapeMismatch`] if `coefficients.len() != p`; [`SolverError::Estimator`] for
     /// invalid kernel parameters or non-finite centres; [`SolverError::InvalidConfig`]
     /// (`coefficients`) for a non-finite coefficient.
-    pub fn new(kernel: Kernel, centers: Mat<f64>, coefficients: Vec<f64>) -> Result<Self, SolverError> {
+    pub fn new(kernel: Kernel, centers: impl Into<ModelRows>, coefficients: Vec<f64>) -> Result<Self, SolverError> {
+        let centers = centers.into();
         kernel.validate()?;
         if coefficients.len() != centers.nrows() {
             return Err(SolverError::ShapeMismatch {
@@ -42,7 +43,7 @@ impl KernelExpansion {
             });
         }
         if centers.nrows() > 0 {
-            check_data(centers.as_ref())?;
+            centers.data().check()?;
         }
         if let Some(c) = coefficients.iter().find(|c| !c.is_finite()) {
             return Err(SolverError::InvalidConfig {
@@ -59,8 +60,13 @@ impl KernelExpansion {
     }
 
     /// The centres $z_j$ as rows, shape `(p, d)`.
-    pub fn centers(&self) -> MatRef<'_, f64> {
-        self.centers.as_ref()
+    pub fn centers(&self) -> DataRef<'_> {
+        self.centers.data()
+    }
+
+    /// The centres as the model keeps them (dense, or sparse when fitted on sparse rows).
+    pub fn center_rows(&self) -> &ModelRows {
+        &self.centers
     }
 
     /// The coefficients $c$, length `p`.
@@ -90,6 +96,14 @@ impl KernelExpansion {
     /// [`SolverError::ShapeMismatch`] if `x` does not have `d` columns;
     /// [`SolverError::Estimator`] for NaN/∞ in `x`.
     pub fn predict(&self, x: MatRef<'_, f64>) -> Result<Col<f64>, SolverError> {
+        self.predict_data(DataRef::Dense(x))
+    }
+
+    /// [`KernelExpansion::predict`] of rows `x` `(m, d)`, dense or sparse.
+    ///
+    /// # Errors
+    /// As [`KernelExpansion::predict`].
+    pub fn predict_data(&self, x: DataRef<'_>) -> Result<Col<f64>, SolverError> {
         if x.ncols() != self.dim() {
             return Err(SolverError::ShapeMismatch {
                 what: "number of features of the test data",
@@ -102,14 +116,14 @@ impl KernelExpansion {
         if m == 0 {
             return Ok(out);
         }
-        check_data(x)?;
+        x.check()?;
         if self.is_empty() {
             return Ok(out);
         }
         let c = MatRef::from_column_major_slice(&self.coefficients, self.len(), 1);
         for start in (0..m).step_by(PREDICT_BLOCK) {
             let len = PREDICT_BLOCK.min(m - start);
-            let k = self.kernel.cross(x.subrows(start, len), self.centers.as_ref());
+            let k = cross_rows(&self.kernel, x.subrows(start, len), &self.centers);
             // A matrix–vector product: faer splits its sum by thread; this one has fixed bits.
             let f = stolr_lowrank::mul(k.as_ref(), c);
             for i in 0..len {

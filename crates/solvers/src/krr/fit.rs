@@ -4,7 +4,7 @@
 use faer::MatRef;
 use rand::Rng;
 use stolr_comm::{Communicator, RowShard, SingleProcess};
-use stolr_estimators::Kernel;
+use stolr_estimators::{DataRef, Kernel};
 use stolr_model::{Standardization, standardize};
 
 use stolr_memory::MemoryBudget;
@@ -137,16 +137,19 @@ impl KernelRidge {
     ///
     /// # Errors
     /// As [`FitRegression::fit`].
-    pub fn fit_prepared(
+    pub fn fit_prepared<'x>(
         &self,
-        x: MatRef<'_, f64>,
+        x: impl Into<DataRef<'x>>,
         y: &[f64],
         standardization: Option<Standardization>,
         landmark_rng: &mut dyn Rng,
         coordinate_rng: &mut dyn Rng,
         observer: &mut dyn Observer,
     ) -> Result<(KrrModel, KrrFitSummary), SolverError> {
-        crate::error::check_regression(x, y)?;
+        let data = x.into();
+        crate::error::check_regression(data, y)?;
+        // KRR_n and Nyström KRR take sparse rows; the other solvers need dense ones.
+        let dense = || data.dense().ok_or_else(|| SolverError::SparseUnsupported { what: format!("the {} solver", self.solver.name()) });
         let with = self.intercept;
         // λ yᵀα, or with the intercept λ (y − ȳ)ᵀα (the same number as 1ᵀα = 0, without the
         // cancellation of a large ȳ): the ridge objective at the solution of the (bordered) system.
@@ -156,21 +159,22 @@ impl KernelRidge {
         };
         let (expansion, intercept, summary) = match &self.solver {
             KrrSolver::Slkl(config) => slkl_fit(
-                x,
+                dense()?,
                 y,
                 &self.kernel,
                 config,
                 with,
                 (landmark_rng, coordinate_rng, observer),
                 &SingleProcess,
-                RowShard::whole(x.nrows()),
+                RowShard::whole(data.nrows()),
             )?,
             KrrSolver::Krr { lambda } => {
-                let (e, b) = krr_fit(x, y, &self.kernel, &KrrConfig { lambda: *lambda, memory: self.memory }, with)?;
+                let (e, b) = krr_fit(data, y, &self.kernel, &KrrConfig { lambda: *lambda, memory: self.memory }, with)?;
                 let objective = ridge_objective(*lambda, &e, y);
                 (e, b, KrrFitSummary { objective, ..Default::default() })
             }
             KrrSolver::KrrSubset { lambda, landmarks } => {
+                let x = dense()?;
                 let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
                 let config = KrrConfig { lambda: *lambda, memory: self.memory };
                 let (e, b) = krr_subset_fit(x, y, &self.kernel, &config, &j, with)?;
@@ -179,12 +183,13 @@ impl KernelRidge {
                 (e, b, KrrFitSummary { landmarks: Some(j), objective, ..Default::default() })
             }
             KrrSolver::Nystrom { config, landmarks } => {
-                let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
-                let fit = nystrom_krr(x, y, &self.kernel, config, &j, with)?;
+                let j = select_landmarks(data.nrows(), *landmarks, landmark_rng)?;
+                let fit = nystrom_krr(data, y, &self.kernel, config, &j, with)?;
                 let summary = nystrom_summary(j, &fit);
                 (fit.expansion, fit.intercept, summary)
             }
             KrrSolver::Uniform { config, landmarks } => {
+                let x = dense()?;
                 let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
                 let m = unif_fit(x, y, &self.kernel, config, &j, with, None)?;
                 let summary = KrrFitSummary {
@@ -231,9 +236,9 @@ impl KernelRidge {
     /// (`sample_weight`) for a negative, NaN or infinite weight or all weights 0 (KRR_M: all
     /// weights of its landmark rows); [`SolverError::NonFiniteTarget`] (its row).
     #[allow(clippy::too_many_arguments)]
-    pub fn fit_targets(
+    pub fn fit_targets<'x>(
         &self,
-        x: MatRef<'_, f64>,
+        x: impl Into<DataRef<'x>>,
         y: MatRef<'_, f64>,
         weights: Option<&[f64]>,
         standardization: Option<Standardization>,
@@ -241,25 +246,28 @@ impl KernelRidge {
         coordinate_rng: &mut dyn Rng,
         observer: &mut dyn Observer,
     ) -> Result<(KrrModel, KrrFitSummary), SolverError> {
-        crate::error::check_targets(x, y, weights)?;
+        let data = x.into();
+        crate::error::check_targets(data, y, weights)?;
         let t = y.ncols();
         if t == 1 && weights.is_none() {
             let column: Vec<f64> = y.col(0).iter().copied().collect();
-            return self.fit_prepared(x, &column, standardization, landmark_rng, coordinate_rng, observer);
+            return self.fit_prepared(data, &column, standardization, landmark_rng, coordinate_rng, observer);
         }
+        let dense = || data.dense().ok_or_else(|| SolverError::SparseUnsupported { what: format!("the {} solver", self.solver.name()) });
         let with = self.intercept;
         let name = self.solver.name();
         let column = |k: usize| -> Vec<f64> { y.col(k).iter().copied().collect() };
         match &self.solver {
             KrrSolver::Krr { lambda } => {
                 let config = KrrConfig { lambda: *lambda, memory: self.memory };
-                let (alpha, b) = krr_fit_targets(x, y, weights, &self.kernel, &config, with)?;
+                let (alpha, b) = krr_fit_targets(data, y, weights, &self.kernel, &config, with)?;
                 let objective = ridge_objective_targets(y, weights, &alpha, with, *lambda);
-                let centers = stolr_estimators::to_owned(x);
+                let centers = crate::ModelRows::copy_of(data);
                 let model = KrrModel::with_outputs(name, self.kernel, centers, alpha, b, standardization)?;
                 Ok((model, KrrFitSummary { objective, ..Default::default() }))
             }
             KrrSolver::KrrSubset { lambda, landmarks } => {
+                let x = dense()?;
                 let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
                 let config = KrrConfig { lambda: *lambda, memory: self.memory };
                 let (xj, alpha, b) = krr_subset_fit_targets(x, y, weights, &self.kernel, &config, &j, with)?;
@@ -270,8 +278,8 @@ impl KernelRidge {
                 Ok((model, KrrFitSummary { landmarks: Some(j), objective, ..Default::default() }))
             }
             KrrSolver::Nystrom { config, landmarks } => {
-                let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
-                let fit = crate::krr::nystrom::nystrom_krr_targets(x, y, weights, &self.kernel, config, &j, with)?;
+                let j = select_landmarks(data.nrows(), *landmarks, landmark_rng)?;
+                let fit = crate::krr::nystrom::nystrom_krr_targets(data, y, weights, &self.kernel, config, &j, with)?;
                 let summary = KrrFitSummary {
                     landmarks: Some(j),
                     objective: fit.objective,
@@ -290,6 +298,7 @@ impl KernelRidge {
                 Ok((model, summary))
             }
             KrrSolver::Uniform { config, landmarks } => {
+                let x = dense()?;
                 let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
                 let mut fits = Vec::with_capacity(t);
                 for k in 0..t {
@@ -310,6 +319,7 @@ impl KernelRidge {
                 Ok((model, summary))
             }
             KrrSolver::Slkl(config) => {
+                let x = dense()?;
                 // The same landmarks and coordinate order for every output: one seed each.
                 use rand::SeedableRng;
                 let mut landmark_seed = <rand::rngs::StdRng as SeedableRng>::Seed::default();
@@ -378,7 +388,10 @@ fn union_of(
         for (q, coefficient) in e.coefficients().iter().enumerate() {
             // Each centre of an output is a landmark row; duplicate rows share one centre
             // (equal kernel values), their coefficients add.
-            match position.get(&key(e.centers(), q)) {
+            let Some(c) = e.centers().dense() else {
+                return Err(SolverError::SparseUnsupported { what: "several outputs of slkl and uniform".into() });
+            };
+            match position.get(&key(c, q)) {
                 Some(&r) => coefficients[(r, k)] += coefficient,
                 None => {
                     return Err(SolverError::ModelMismatch {

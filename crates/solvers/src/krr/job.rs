@@ -187,7 +187,7 @@ impl KernelRidgeJob {
             KrrChoice::Given => None,
             KrrChoice::CrossValidated { folds } => {
                 self.one_process(&shard, "cross-validation of nu")?;
-                let selection = self.select_nu(shard.rows(), y, &kernel, folds)?;
+                let selection = self.select_nu(shard.dense("cross-validation of nu")?, y, &kernel, folds)?;
                 solver = solver.with_nu(selection.nu)?;
                 Some(selection)
             }
@@ -196,7 +196,7 @@ impl KernelRidgeJob {
             KrrChoice::Given => None,
             KrrChoice::CrossValidated { folds } => {
                 self.one_process(&shard, "cross-validation of lambda")?;
-                let selection = self.select_lambda(shard.rows(), y, &kernel, folds)?;
+                let selection = self.select_lambda(shard.dense("cross-validation of lambda")?, y, &kernel, folds)?;
                 solver = solver.with_lambda(selection.lambda)?;
                 Some(selection)
             }
@@ -209,13 +209,13 @@ impl KernelRidgeJob {
         let landmarks = &mut KrrStream::Landmarks.rng(self.seed);
         let coordinates = &mut KrrStream::Coordinates.rng(self.seed);
         let (model, summary) = if shard.is_whole() {
-            ridge.fit_prepared(shard.rows(), y, standardization, landmarks, coordinates, observer)?
+            ridge.fit_prepared(shard.data(), y, standardization, landmarks, coordinates, observer)?
         } else {
             let mut silent = ();
             let observer: &mut dyn Observer = if shard.comm.is_root() { observer } else { &mut silent };
             let (comm, place) = (shard.comm, shard.place);
             ridge.fit_prepared_sharded(
-                shard.rows(),
+                shard.dense("rows split across processes")?,
                 y,
                 standardization,
                 landmarks,
@@ -264,7 +264,7 @@ impl KernelRidgeJob {
                 });
             }
         }
-        crate::error::check_targets(shard.rows(), y, weights)?;
+        crate::error::check_targets(shard.data(), y, weights)?;
         let started = Instant::now();
         let (kernel, bandwidth) =
             self.kernel.resolve_on(&shard, self.bandwidth_percentile, &mut KrrStream::Bandwidth.rng(self.seed))?;
@@ -276,7 +276,7 @@ impl KernelRidgeJob {
         let landmarks = &mut KrrStream::Landmarks.rng(self.seed);
         let coordinates = &mut KrrStream::Coordinates.rng(self.seed);
         let (model, summary) =
-            ridge.fit_targets(shard.rows(), y, weights, standardization, landmarks, coordinates, observer)?;
+            ridge.fit_targets(shard.data(), y, weights, standardization, landmarks, coordinates, observer)?;
         let timings = KrrJobTimings { bandwidth: bandwidth_time, selection: Duration::ZERO, fit: started.elapsed() };
         Ok(KernelRidgeOutcome { model, summary, kernel, bandwidth, nu: None, lambda: None, solver, timings })
     }

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use faer::{Col, Mat, MatRef};
 use serde_json::json;
+use stolr_estimators::DataRef;
 use stolr_model::{ModelFile, OneHotEncoding, Standardization};
 
 use crate::krr::KernelExpansion;
@@ -68,6 +69,11 @@ impl KrrModel {
         if !intercept.is_finite() {
             return Err(SolverError::ModelMismatch { reason: format!("the intercept is {intercept}") });
         }
+        if standardization.is_some() && expansion.centers().is_sparse() {
+            return Err(SolverError::ModelMismatch {
+                reason: "sparse centres with a standardization (it would densify them)".into(),
+            });
+        }
         if let Some(s) = &standardization
             && (s.mean.len() != expansion.dim() || s.scale.len() != expansion.dim())
         {
@@ -90,11 +96,12 @@ impl KrrModel {
     pub fn with_outputs(
         solver: &str,
         kernel: stolr_estimators::Kernel,
-        centers: Mat<f64>,
+        centers: impl Into<crate::ModelRows>,
         coefficients: Mat<f64>,
         intercepts: Vec<f64>,
         standardization: Option<Standardization>,
     ) -> Result<Self, SolverError> {
+        let centers = centers.into();
         let (p, t) = (coefficients.nrows(), coefficients.ncols());
         if p != centers.nrows() {
             return Err(SolverError::ShapeMismatch {
@@ -166,24 +173,57 @@ impl KrrModel {
     /// # Errors
     /// As [`Predictor::predict`].
     pub fn predict_outputs(&self, x: MatRef<'_, f64>) -> Result<Mat<f64>, SolverError> {
+        self.predict_outputs_data(DataRef::Dense(x))
+    }
+
+    /// [`KrrModel::predict_outputs`] of rows `x` `(m, d)`, dense or sparse (sparse rows are
+    /// never densified; a model that standardizes takes dense rows only).
+    ///
+    /// # Errors
+    /// As [`Predictor::predict`]; [`SolverError::SparseUnsupported`] for sparse rows and a model
+    /// that standardizes.
+    pub fn predict_outputs_data(&self, x: DataRef<'_>) -> Result<Mat<f64>, SolverError> {
+        let prepared_dense;
+        let prepared = match x {
+            DataRef::Dense(x) => {
+                prepared_dense = prepare_rows(x, self.n_features(), self.standardization.as_ref())?;
+                DataRef::Dense(prepared_dense.as_ref())
+            }
+            DataRef::Sparse(_) => {
+                if self.standardization.is_some() {
+                    return Err(SolverError::SparseUnsupported { what: "a model that standardizes its rows".into() });
+                }
+                if x.ncols() != self.n_features() {
+                    return Err(SolverError::ShapeMismatch {
+                        what: "number of features of the new rows",
+                        expected: self.n_features(),
+                        found: x.ncols(),
+                    });
+                }
+                x
+            }
+        };
         let Some((coefficients, intercepts)) = &self.outputs else {
-            let f = self.predict(x)?;
+            let f = self.predict_prepared(prepared)?;
             return Ok(Mat::from_fn(f.nrows(), 1, |i, _| f[i]));
         };
-        let prepared = prepare_rows(x, self.n_features(), self.standardization.as_ref())?;
         let (m, t) = (prepared.nrows(), coefficients.ncols());
         let mut out = Mat::from_fn(m, t, |_, k| intercepts[k]);
         if m == 0 {
             return Ok(out);
         }
-        crate::error::check_data(prepared.as_ref())?;
+        prepared.check()?;
         if self.expansion.is_empty() {
             return Ok(out);
         }
         const BLOCK: usize = 4096;
         for start in (0..m).step_by(BLOCK) {
             let len = BLOCK.min(m - start);
-            let k = self.expansion.kernel().cross(prepared.as_ref().subrows(start, len), self.expansion.centers());
+            let k = crate::model_rows::cross_rows(
+                self.expansion.kernel(),
+                prepared.subrows(start, len),
+                self.expansion.center_rows(),
+            );
             let f = stolr_lowrank::mul(k.as_ref(), coefficients.as_ref());
             for c in 0..t {
                 for i in 0..len {
@@ -250,7 +290,14 @@ impl Predictor for KrrModel {
             });
         }
         let prepared = prepare_rows(x, self.n_features(), self.standardization.as_ref())?;
-        let mut f = self.expansion.predict(prepared.as_ref())?;
+        self.predict_prepared(DataRef::Dense(prepared.as_ref()))
+    }
+}
+
+impl KrrModel {
+    /// The single-output prediction of rows already standardized (dense) or sparse.
+    fn predict_prepared(&self, x: DataRef<'_>) -> Result<Col<f64>, SolverError> {
+        let mut f = self.expansion.predict_data(x)?;
         if self.intercept != 0.0 {
             for i in 0..f.nrows() {
                 f[i] += self.intercept;
@@ -275,8 +322,8 @@ impl Persist for KrrModel {
         });
         let version = put_encoding(&mut parameters, self.encoding.as_ref());
         let mut file = ModelFile::new(Self::KIND, parameters);
-        file.require_format_version(version);
-        file.put_matrix("centers", self.expansion.centers());
+        let rows_version = self.expansion.center_rows().put(&mut file, "centers");
+        file.require_format_version(version.max(rows_version));
         match &self.outputs {
             // A (p, t) matrix that older builds refuse to read as their 1-D coefficients.
             Some((c, b)) => {
@@ -291,7 +338,7 @@ impl Persist for KrrModel {
 
     fn from_model_file(file: &ModelFile, path: &Path) -> Result<Self, SolverError> {
         let kernel = kernel_from_json(file.parameters().get("kernel").unwrap_or(&serde_json::Value::Null), path)?;
-        let centers = file.matrix("centers")?;
+        let centers = crate::ModelRows::get(file, "centers", path)?;
         if file.has("intercepts") {
             // A multi-output model: coefficients (p, t), intercepts (t).
             let coefficients = file.matrix("coefficients")?;

@@ -7,10 +7,10 @@ use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::linalg::triangular_solve::{solve_lower_triangular_in_place, solve_upper_triangular_in_place};
 use faer::{Accum, Mat, MatRef, Par, Side};
 use stolr_comm::{Communicator, RowShard, all_reduce_lower, all_reduce_mat, rows_by_index};
-use stolr_estimators::{CrossKernelPanels, Kernel, Panel};
+use stolr_estimators::{CrossKernelPanels, DataRef, Kernel, Panel};
 use stolr_memory::{MemoryBudget, f64_bytes};
 
-use crate::SolverError;
+use crate::{ModelRows, SolverError};
 use crate::error::{check_landmarks, check_regression, check_shard};
 use crate::krr::KernelExpansion;
 use crate::krr::nystrom_cg::{dot, solve_cg};
@@ -158,14 +158,15 @@ pub struct NystromKrrFit {
 /// Carratino & Rosasco, "FALKON: an optimal large scale kernel method" (NeurIPS 2017) for the
 /// preconditioner; the kernel ridge regression issue (Deliver 2); issue 21 (Deliver 2, the
 /// intercept as a model term).
-pub fn nystrom_krr(
-    x: MatRef<'_, f64>,
+pub fn nystrom_krr<'x>(
+    x: impl Into<DataRef<'x>>,
     y: &[f64],
     kernel: &Kernel,
     config: &NystromKrrConfig,
     landmarks: &[usize],
     intercept: bool,
 ) -> Result<NystromKrrFit, SolverError> {
+    let x = x.into();
     check_regression(x, y)?;
     kernel.validate()?;
     check_config(config)?;
@@ -187,11 +188,11 @@ pub fn nystrom_krr(
     let matrices = if solve == NystromSolve::Direct { 4 } else { 5 };
     config.memory.check(
         format!("Nyström KRR's {matrices} {m} × {m} matrices and {BLOCK_ROWS}-row kernel panels (M = {m})"),
-        f64_bytes(&[matrices, m, m]) + f64_bytes(&[m, BLOCK_ROWS + 2 * x.ncols()]),
+        f64_bytes(&[matrices, m, m]) + f64_bytes(&[m, BLOCK_ROWS + 2 * row_width(x)]),
     )?;
-    let xm = Mat::from_fn(m, x.ncols(), |r, c| x[(landmarks[r], c)]);
-    let panels = CrossKernelPanels::new(kernel, x, xm.as_ref())?;
-    let kmm = kernel.cross(xm.as_ref(), xm.as_ref());
+    let xm = ModelRows::gather(x, landmarks);
+    let panels = CrossKernelPanels::new(kernel, x, xm.data())?;
+    let kmm = kernel.cross(xm.data(), xm.data());
     let (l, jitter) = jittered_cholesky(kmm.as_ref())?;
     let centring = intercept.then(|| Centring::new(y, y.iter().sum::<f64>() / n as f64, kmm.as_ref()));
     let y = centring.as_ref().map_or(y, |c| &c.y);
@@ -294,7 +295,7 @@ pub(super) fn scale_panel(panel: &mut Panel, scale: Option<&[f64]>) {
 /// A weighted, multi-output Nyström KRR fit ([`nystrom_krr_targets`]).
 pub(crate) struct NystromTargetsFit {
     /// The landmark rows `(M, d)`, in the order of the landmarks given.
-    pub centers: Mat<f64>,
+    pub centers: ModelRows,
     /// α `(M, t)`, one column per output.
     pub coefficients: Mat<f64>,
     /// $b_k = \bar y_k - \bar k^\top\alpha_k$ (weighted means; 0 without the intercept).
@@ -322,7 +323,7 @@ pub(crate) struct NystromTargetsFit {
 /// # Errors
 /// As [`nystrom_krr`], and those of the targets and weights (`check_targets`).
 pub(crate) fn nystrom_krr_targets(
-    x: MatRef<'_, f64>,
+    x: DataRef<'_>,
     y: MatRef<'_, f64>,
     weights: Option<&[f64]>,
     kernel: &Kernel,
@@ -351,11 +352,13 @@ pub(crate) fn nystrom_krr_targets(
         format!(
             "Nyström KRR's {matrices} {m} × {m} matrices, {BLOCK_ROWS}-row kernel panels and {t} outputs (M = {m})"
         ),
-        f64_bytes(&[matrices, m, m]) + f64_bytes(&[m, BLOCK_ROWS + 2 * x.ncols() + 2 * t]) + f64_bytes(&[n, t + 1]),
+        f64_bytes(&[matrices, m, m])
+            + f64_bytes(&[m, BLOCK_ROWS + 2 * row_width(x) + 2 * t])
+            + f64_bytes(&[n, t + 1]),
     )?;
-    let xm = Mat::from_fn(m, x.ncols(), |r, c| x[(landmarks[r], c)]);
-    let panels = CrossKernelPanels::new(kernel, x, xm.as_ref())?;
-    let kmm = kernel.cross(xm.as_ref(), xm.as_ref());
+    let xm = ModelRows::gather(x, landmarks);
+    let panels = CrossKernelPanels::new(kernel, x, xm.data())?;
+    let kmm = kernel.cross(xm.data(), xm.data());
     let (l, _jitter) = jittered_cholesky(kmm.as_ref())?;
     let s: Vec<f64> = weights.map_or_else(|| vec![1.0; n], |w| w.iter().map(|v| v.sqrt()).collect());
     let wsum: f64 = weights.map_or(n as f64, |w| w.iter().sum());
@@ -584,6 +587,15 @@ pub fn nystrom_krr_sharded(
         jitter,
         objective,
     })
+}
+
+/// The width of a row as the kernel panels hold it: `d` for dense rows, twice the largest number
+/// of stored entries (a value and an index each) for sparse ones.
+fn row_width(x: DataRef<'_>) -> usize {
+    match x {
+        DataRef::Dense(x) => x.ncols(),
+        DataRef::Sparse(s) => 2 * (0..s.nrows()).map(|i| s.row_range(i).len()).max().unwrap_or(0),
+    }
 }
 
 fn check_config(config: &NystromKrrConfig) -> Result<(), SolverError> {
