@@ -166,7 +166,7 @@ def max_rel_diff(a, b):
     return max(abs(x - y) / abs(y) for x, y in zip(a, b))
 
 
-def summarize(runs, rank):
+def summarize(runs):
     """Medians per contestant, ratios and eigenvalue agreement of one solver's runs."""
     rows = {}
     for c in CONTESTANTS:
@@ -291,7 +291,7 @@ def main():
                     runs[c].append(r)
                     print(f"{solver} repeat {rep + 1}/{args.repeats} {c}: {r['wall_s']:.2f} s, "
                           f"{r['peak_rss_bytes'] / 1e6:.0f} MB", file=sys.stderr)
-            result["solvers"][solver] = summarize(runs, args.rank)
+            result["solvers"][solver] = summarize(runs)
         result["machine"]["load_average_end"] = os.getloadavg()
 
     md = markdown(result)

@@ -184,11 +184,8 @@ fn bench_sparse(rest: &[&str]) -> Result<(), String> {
     let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"));
     let target = if target.is_absolute() { target } else { root().join(target) };
     let script = root().join("benches/python/sparse_bench.py");
-    let mut args: Vec<String> = vec![
-        script.display().to_string(),
-        "--stolr".into(),
-        target.join("release/stolr").display().to_string(),
-    ];
+    let mut args: Vec<String> =
+        vec![script.display().to_string(), "--stolr".into(), target.join("release/stolr").display().to_string()];
     if !rest.contains(&"--out") {
         args.extend(["--out".into(), target.join("bench/sparse").display().to_string()]);
     }
