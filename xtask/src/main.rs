@@ -16,6 +16,12 @@
 //!     and KernelRidge, each a separate process; resumes finished runs → results/krr-scale/
 //!     summary.{json,md}, time.{svg,png}, memory.{svg,png} (docs/results/krr-scale/ holds the
 //!     committed run)
+//! cargo xtask bench sparse [--n N] [--d D] [--density P] [--repeats K] [--out DIR] [--quick] [FLAGS...]
+//!     kernel PCA (exact on the first --exact-n rows, Nyström M = 500 on all n) of a seeded random
+//!     sparse LIBSVM file: `stolr kpca --sparse` against the same file read dense and against
+//!     scikit-learn on the CSR matrix, each a fresh process, the repeats alternating the three:
+//!     median wall time and peak RSS, ratios, eigenvalue agreement → target/bench/sparse/
+//!     sparse.{json,md} (benches/python/sparse_bench.py; docs/results/sparse.md holds a run)
 //! cargo xtask reproduce NAME [--quick] [--seeds N] [--data DIR] [--out DIR] [FLAGS...]
 //!     one paper's reproduction (see REPRODUCTIONS); writes results/NAME/ (or --out DIR).
 //!     pca:   \[SVRG-PCA\]'s Tables 1 and 3–8 (SVRG-PCA paper and consistent modes, VR-PCA,
@@ -85,6 +91,7 @@ fn main() -> ExitCode {
         ["bench", "kpca", rest @ ..] => bench_cli("kpca", "kpca-bench", rest),
         ["bench", "scale", rest @ ..] => bench_cli("scale", "scale-bench", rest),
         ["bench", "krr-scale", rest @ ..] => bench_krr_scale(rest),
+        ["bench", "sparse", rest @ ..] => bench_sparse(rest),
         ["reproduce", name, rest @ ..] => reproduce(name, rest),
         ["bench", "criterion", rest @ ..] => cargo(&["bench", "-p", "stolr-benches", "--"], rest),
         ["fuzz", rest @ ..] => fuzz::fuzz(&root(), rest),
@@ -97,6 +104,9 @@ fn main() -> ExitCode {
             );
             eprintln!(
                 "       cargo xtask bench krr-scale [--quick] [--max-n N] [--out DIR] [--no-sklearn] [--lambda L]"
+            );
+            eprintln!(
+                "       cargo xtask bench sparse [--n N] [--d D] [--density P] [--repeats K] [--out DIR] [--quick]"
             );
             eprintln!("       cargo xtask bench criterion [FILTER]");
             eprintln!("       cargo xtask fuzz [--seconds N] [--runs N] [--target NAME] [--replay]");
@@ -161,6 +171,31 @@ fn bench_krr_scale(rest: &[&str]) -> Result<(), String> {
     let mut args = rest.to_vec();
     args.extend(["--sklearn-script", &script]);
     bench_cli("krr-scale", "krr-scale", &args)
+}
+
+/// `cargo xtask bench sparse ...`: builds the release CLI, then runs
+/// `benches/python/sparse_bench.py` (python3 with numpy, scipy and scikit-learn) on it with the
+/// remaining flags (`--n`, `--d`, `--density`, `--exact-n`, `--landmarks`, `--rank`,
+/// `--repeats`, `--seed`, `--dense-memory-limit`, `--solvers`, `--quick`) and `--out`
+/// (default `target/bench/sparse`). The CLI is looked up in `$CARGO_TARGET_DIR/release` when
+/// that is set, else `target/release`.
+fn bench_sparse(rest: &[&str]) -> Result<(), String> {
+    cargo(&["build", "--release", "-p", "stolr-cli", "--bin", "stolr"], &[])?;
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"));
+    let target = if target.is_absolute() { target } else { root().join(target) };
+    let script = root().join("benches/python/sparse_bench.py");
+    let mut args: Vec<String> =
+        vec![script.display().to_string(), "--stolr".into(), target.join("release/stolr").display().to_string()];
+    if !rest.contains(&"--out") {
+        args.extend(["--out".into(), target.join("bench/sparse").display().to_string()]);
+    }
+    args.extend(rest.iter().map(|a| a.to_string()));
+    let status = Command::new("python3")
+        .current_dir(root())
+        .args(&args)
+        .status()
+        .map_err(|e| format!("cannot run python3: {e}"))?;
+    if status.success() { Ok(()) } else { Err("benches/python/sparse_bench.py failed".into()) }
 }
 
 /// `cargo xtask reproduce NAME|all ...`: builds the binaries, runs each reproduction and, on a
