@@ -175,6 +175,14 @@ fn held<'a>(x: &'a PyRows<'_>) -> PyResult<HeldRows<'a>> {
     }
 }
 
+/// A one-process [`Shard`] of dense or sparse rows.
+fn shard_of(x: stolr_estimators::DataRef<'_>) -> Shard<'_> {
+    match x {
+        stolr_estimators::DataRef::Dense(x) => Shard::whole(x),
+        stolr_estimators::DataRef::Sparse(x) => Shard::sparse(x),
+    }
+}
+
 fn to_mat(x: &PyReadonlyArray2<'_, f64>) -> Mat<f64> {
     let a = x.as_array();
     Mat::from_fn(a.nrows(), a.ncols(), |i, j| a[(i, j)])
@@ -296,13 +304,7 @@ fn fit_kernel_pca<'py>(
     };
     let mut observer = PythonObserver::new(verbose);
     let data = x.data();
-    let result = py.detach(|| {
-        let shard = match data {
-            stolr_estimators::DataRef::Dense(x) => Shard::whole(x),
-            stolr_estimators::DataRef::Sparse(x) => Shard::sparse(x),
-        };
-        job.run(shard, &mut observer)
-    });
+    let result = py.detach(|| job.run(shard_of(data), &mut observer));
     let outcome = observer.finish(result)?.ok_or_else(|| value_error("no result on one process"))?;
     let fit = outcome.fit;
     let values = Array1::from(fit.pairs.values.clone()).into_pyarray(py);
@@ -350,7 +352,7 @@ fn fit_pca<'py>(
 #[allow(clippy::too_many_arguments)]
 fn fit_kernel_ridge<'py>(
     py: Python<'py>,
-    x: PyReadonlyArray2<'py, f64>,
+    x: PyRows<'py>,
     y: PyReadonlyArray1<'py, f64>,
     solver: &str,
     kernel_name: &str,
@@ -362,7 +364,7 @@ fn fit_kernel_ridge<'py>(
     seed: u64,
     verbose: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let x = rows(&x);
+    let x = held(&x)?;
     let y: Vec<f64> = y.as_array().iter().copied().collect();
     let kernel = kernel(kernel_name, gamma, 0, 0.0)?;
     if !kernel.is_shift_invariant() {
@@ -380,7 +382,10 @@ fn fit_kernel_ridge<'py>(
         ..KernelRidgeJob::new(kernel, solver, seed)
     };
     let mut observer = PythonObserver::new(verbose);
-    let result = py.detach(|| job.run(Shard::whole(x.get()), &y, None, &mut observer));
+    let result = {
+        let data = x.data();
+        py.detach(|| job.run(shard_of(data), &y, None, &mut observer))
+    };
     let model = observer.finish(result)?.model;
     model_bytes(py, &model)
 }
@@ -393,7 +398,7 @@ fn fit_kernel_ridge<'py>(
 #[allow(clippy::too_many_arguments)]
 fn fit_kernel_ridge_targets<'py>(
     py: Python<'py>,
-    x: PyReadonlyArray2<'py, f64>,
+    x: PyRows<'py>,
     y: PyReadonlyArray2<'py, f64>,
     sample_weight: Option<PyReadonlyArray1<'py, f64>>,
     solver: &str,
@@ -406,7 +411,8 @@ fn fit_kernel_ridge_targets<'py>(
     seed: u64,
     verbose: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let x = rows(&x);
+    let x = held(&x)?;
+    let data = x.data();
     let y = rows(&y);
     let weights: Option<Vec<f64>> = sample_weight.map(|w| w.as_array().iter().copied().collect());
     let kernel = kernel(kernel_name, gamma, 0, 0.0)?;
@@ -426,7 +432,7 @@ fn fit_kernel_ridge_targets<'py>(
     };
     let mut observer = PythonObserver::new(verbose);
     let result =
-        py.detach(|| job.run_targets(Shard::whole(x.get()), y.get(), weights.as_deref(), None, &mut observer));
+        py.detach(|| job.run_targets(shard_of(data), y.get(), weights.as_deref(), None, &mut observer));
     let model = observer.finish(result)?.model;
     model_bytes(py, &model)
 }
@@ -436,11 +442,12 @@ fn fit_kernel_ridge_targets<'py>(
 fn predict_outputs<'py>(
     py: Python<'py>,
     model: &[u8],
-    x: PyReadonlyArray2<'py, f64>,
+    x: PyRows<'py>,
 ) -> PyResult<Bound<'py, PyArray2<f64>>> {
     let m: KrrModel = load(model)?;
-    let x = rows(&x);
-    let f = py.detach(|| m.predict_outputs(x.get())).map_err(solver_error)?;
+    let x = held(&x)?;
+    let data = x.data();
+    let f = py.detach(|| m.predict_outputs_data(data)).map_err(solver_error)?;
     Ok(to_numpy(py, f.as_ref()))
 }
 
@@ -515,10 +522,17 @@ fn kernel_pca_preimage<'py>(py: Python<'py>, model: &[u8]) -> PyResult<Option<Pr
 
 /// Predictions of a kernel regression model for `x` `(m, d)`, length `m`.
 #[pyfunction]
-fn predict<'py>(py: Python<'py>, model: &[u8], x: PyReadonlyArray2<'py, f64>) -> PyResult<Bound<'py, PyArray1<f64>>> {
+fn predict<'py>(py: Python<'py>, model: &[u8], x: PyRows<'py>) -> PyResult<Bound<'py, PyArray1<f64>>> {
     let m: KrrModel = load(model)?;
-    let x = rows(&x);
-    let f = py.detach(|| m.predict(x.get())).map_err(solver_error)?;
+    let x = held(&x)?;
+    let f = match &x {
+        HeldRows::Dense(x) => py.detach(|| m.predict(x.get())).map_err(solver_error)?,
+        HeldRows::Sparse(_) => {
+            let data = x.data();
+            let f = py.detach(|| m.predict_outputs_data(data)).map_err(solver_error)?;
+            faer::Col::from_fn(f.nrows(), |i| f[(i, 0)])
+        }
+    };
     Ok(Array1::from_iter(f.iter().copied()).into_pyarray(py))
 }
 

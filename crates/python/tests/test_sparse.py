@@ -83,3 +83,37 @@ def test_what_needs_dense_rows_refuses_sparse_ones():
     bad.data[0] = np.nan
     with pytest.raises(ValueError):
         stolr.KernelPCA(n_components=3, solver="exact").fit(bad)
+
+
+@pytest.mark.parametrize("solver", ["krr", "nystrom"])
+def test_kernel_ridge_on_sparse_rows_gives_the_dense_fit(solver):
+    X, X_test = _sparse(300, 200, 7), _sparse(40, 200, 8)
+    rng = np.random.default_rng(9)
+    y = np.sin(X[:, 1].toarray().ravel() * 3) + rng.normal(scale=0.1, size=300)
+    Y = np.column_stack([y, y ** 2])
+    w = rng.uniform(0.5, 3.0, size=300)
+    kw = dict(solver=solver, alpha=0.3, gamma=0.2, n_landmarks=60, random_state=4)
+    for target, weights in [(y, None), (Y, w)]:
+        dense = stolr.KernelRidge(**kw).fit(X.toarray(), target, sample_weight=weights)
+        sparse = stolr.KernelRidge(**kw).fit(X, target, sample_weight=weights)
+        want = dense.predict(X_test.toarray())
+        assert _rel(sparse.predict(X_test), want) < 1e-9
+        assert _rel(sparse.predict(X_test.toarray()), want) < 1e-9
+
+
+def test_kernel_ridge_on_sparse_rows_matches_scikit_learn():
+    from sklearn.kernel_ridge import KernelRidge as SkKernelRidge
+    X, X_test = _sparse(250, 120, 10), _sparse(30, 120, 11)
+    rng = np.random.default_rng(12)
+    y = X[:, 2].toarray().ravel() - X[:, 7].toarray().ravel() + rng.normal(scale=0.05, size=250)
+    w = rng.uniform(0.2, 2.0, size=250)
+    ours = stolr.KernelRidge(solver="krr", alpha=0.5, gamma=0.3, fit_intercept=False).fit(X, y, sample_weight=w)
+    theirs = SkKernelRidge(alpha=0.5, kernel="rbf", gamma=0.3).fit(X, y, sample_weight=w)
+    assert _rel(ours.predict(X_test), theirs.predict(X_test)) < 1e-10
+
+
+def test_kernel_ridge_solvers_that_need_dense_rows_refuse_sparse_ones():
+    X = _sparse(80, 40, 13)
+    y = np.arange(80, dtype=float)
+    with pytest.raises(ValueError, match="sparse"):
+        stolr.KernelRidge(solver="slkl", n_landmarks=10).fit(X, y)

@@ -616,11 +616,13 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
+        # KRR_n and Nyström KRR take scipy.sparse rows as they are; the other solvers refuse them.
+        tags.input_tags.sparse = self.solver in ("krr", "nystrom")
         tags.target_tags.multi_output = True
         return tags
 
     def fit(self, X, y, sample_weight=None):
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, multi_output=True)
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=True, multi_output=True)
         n_landmarks = min(_count("n_landmarks", self.n_landmarks), X.shape[0])
         y = np.asarray(y, dtype=np.float64)
         self._y_ndim = y.ndim
@@ -628,7 +630,7 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
                 n_landmarks, None if _is_auto(self.nu) else float(self.nu), bool(self.fit_intercept),
                 _seed(self.random_state), bool(self.verbose))
         if y.ndim == 1 and sample_weight is None:
-            self.model_ = _core.fit_kernel_ridge(np.ascontiguousarray(X), np.ascontiguousarray(y), *args)
+            self.model_ = _core.fit_kernel_ridge(_rows(X), np.ascontiguousarray(y), *args)
         else:
             if sample_weight is not None:
                 sample_weight = np.asarray(sample_weight, dtype=np.float64)
@@ -642,7 +644,7 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
                                      "(sample_weight: every weight is 0)")
                 sample_weight = np.ascontiguousarray(sample_weight)
             y2 = y.reshape(-1, 1) if y.ndim == 1 else y
-            self.model_ = _core.fit_kernel_ridge_targets(np.ascontiguousarray(X), np.ascontiguousarray(y2),
+            self.model_ = _core.fit_kernel_ridge_targets(_rows(X), np.ascontiguousarray(y2),
                                                          sample_weight, *args)
         coef, _ = _core.krr_coefficients(self.model_)
         self.dual_coef_ = coef[:, 0] if y.ndim == 1 else coef
@@ -650,13 +652,13 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
 
     def predict(self, X):
         check_is_fitted(self, "model_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         ndim = getattr(self, "_y_ndim", None)
         if ndim is None:  # a loaded model: 2-D predictions for several outputs
             ndim = 2 if _core.krr_coefficients(self.model_)[1] > 1 else 1
         if ndim == 1:
-            return _core.predict(self.model_, np.ascontiguousarray(X))
-        return _core.predict_outputs(self.model_, np.ascontiguousarray(X))
+            return _core.predict(self.model_, _rows(X))
+        return _core.predict_outputs(self.model_, _rows(X))
 
 
 # Every parameter with its default and a source to look up, appended to the class docstrings
