@@ -203,6 +203,10 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
     Eigenvalues are in nonincreasing order. ``transform`` projects new rows on the kernel
     principal axes, scaled as scikit-learn's ``KernelPCA.transform``.
 
+    ``X`` may be a ``scipy.sparse`` matrix with the exact, exact-matrix-free and Nyström solvers:
+    it is never densified (kernel values from the stored entries; the model keeps its rows
+    sparse) and gives the dense result to about 1e-12. The other solvers raise ``ValueError``.
+
     ``memory_limit`` (bytes, or a size such as ``"2G"``; default 80 % of the memory available)
     bounds every allocation whose size follows from the data or a parameter: a fit that would
     exceed it raises ``MemoryError`` before doing the work.
@@ -592,7 +596,9 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
     ``fit(X, y, sample_weight=None)``: ``y`` of shape ``(n,)`` or ``(n, t)`` (``t`` outputs fitted
     on one factorization for ``krr``/``krr-subset``/``nystrom`` direct; ``slkl`` and ``uniform``
     fit each output on the same landmarks with their own kernel weights); ``predict`` returns
-    ``(m,)`` for a 1-D ``y`` and ``(m, t)`` for a 2-D one, as scikit-learn does.
+    ``(m,)`` for a 1-D ``y`` and ``(m, t)`` for a 2-D one, as scikit-learn does. ``X`` may be a
+    ``scipy.sparse`` matrix with ``krr`` and ``nystrom`` (never densified; the dense result to
+    about 1e-12); the other solvers raise ``ValueError``.
     ``sample_weight`` (length n, finite, ≥ 0, not all zero) weights the squared errors:
     ``Σ w_i (y_i − f(x_i))² + alpha ‖f‖²`` (with ``solver="krr"`` and ``fit_intercept=False`` the
     same as scikit-learn's ``KernelRidge(alpha=alpha).fit(X, y, sample_weight=w)``); the intercept
