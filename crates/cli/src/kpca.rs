@@ -67,7 +67,10 @@ pub fn run(args: KpcaArgs, ctx: &RunContext) -> Result<()> {
             }
             let labels = Dataset { x: Mat::new(), labels: data.labels, source: data.source };
             sparse_rows = data.x;
-            (Shard::sparse(sparse_rows.as_ref()), Read { data: labels, encoding: None, origin: "file", total, read_time })
+            (
+                Shard::sparse(sparse_rows.as_ref()),
+                Read { data: labels, encoding: None, origin: "file", total, read_time },
+            )
         }
         Some(comm) => {
             if args.checkpoint.checkpoint.is_some() {

@@ -441,7 +441,8 @@ fn sparse_libsvm_rows_give_the_dense_fit_and_transform() {
         ok(stolr(&["transform", "--model", dense.to_str().unwrap(), "--input", s, "--out", want.to_str().unwrap()]));
         for flag in [None, Some("--sparse")] {
             let got = dir.path().join("got");
-            let mut args = vec!["transform", "--model", sparse.to_str().unwrap(), "--input", s, "--out", got.to_str().unwrap()];
+            let mut args =
+                vec!["transform", "--model", sparse.to_str().unwrap(), "--input", s, "--out", got.to_str().unwrap()];
             args.extend(flag);
             ok(stolr(&args));
             let (w, g) = (read(&want.join("projections.npy")), read(&got.join("projections.npy")));
@@ -451,7 +452,10 @@ fn sparse_libsvm_rows_give_the_dense_fit_and_transform() {
     // What needs dense rows says so.
     let out = dir.path().join("refused");
     let o = out.to_str().unwrap();
-    assert_fails_with(&stolr(&["kpca", "--input", t, "--sparse", "--standardize", "--rank", "3", "--solver", "exact", "--out", o]), "sparse");
+    assert_fails_with(
+        &stolr(&["kpca", "--input", t, "--sparse", "--standardize", "--rank", "3", "--solver", "exact", "--out", o]),
+        "sparse",
+    );
     assert_fails_with(&stolr(&["kpca", "--input", t, "--sparse", "--rank", "3", "--out", o]), "sparse");
     assert_fails_with(&stolr(&["kpca", "--sparse", "--rank", "3", "--solver", "exact", "--out", o]), "--input");
 }

@@ -153,7 +153,12 @@ fn parse<R: BufRead>(reader: R, name: &str, dim: Option<usize>, memory: MemoryBu
 }
 
 /// Parses every line into [`ParsedRows`]; `memory` bounds each line and the entries held.
-fn parse_rows<R: BufRead>(reader: R, name: &str, dim: Option<usize>, memory: MemoryBudget) -> Result<ParsedRows, DataError> {
+fn parse_rows<R: BufRead>(
+    reader: R,
+    name: &str,
+    dim: Option<usize>,
+    memory: MemoryBudget,
+) -> Result<ParsedRows, DataError> {
     let mut lines = crate::lines::Lines::new(reader, name, memory);
     let mut labels = Vec::new();
     let (mut ptr, mut idx, mut val) = (vec![0usize], Vec::new(), Vec::new());
@@ -253,7 +258,12 @@ fn parse_rows<R: BufRead>(reader: R, name: &str, dim: Option<usize>, memory: Mem
         return Err(DataError::Empty { path: name.to_owned() });
     }
     let held = 8 * (labels.len() + ptr.len() + idx.len() + val.len()) as u64;
-    DataError::check_budget(name, format!("the {} stored entries of the {} rows", idx.len(), labels.len()), held, memory)?;
+    DataError::check_budget(
+        name,
+        format!("the {} stored entries of the {} rows", idx.len(), labels.len()),
+        held,
+        memory,
+    )?;
     Ok(ParsedRows { labels, ptr, idx, val, d: dim.unwrap_or(d) })
 }
 

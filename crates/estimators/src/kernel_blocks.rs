@@ -5,8 +5,8 @@ use faer::{Mat, Par};
 use rayon::prelude::*;
 
 use crate::EstimatorError;
-use crate::sparse::DataRef;
 use crate::kernels::{Kernel, KernelEvaluation, PreparedKernel};
+use crate::sparse::DataRef;
 
 /// Rows of `X` per panel of [`CrossKernelPanels`]: the unit in which the cross kernel is
 /// evaluated and in which callers accumulate, whatever the block size.

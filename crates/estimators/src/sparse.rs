@@ -11,8 +11,8 @@
 use std::cell::RefCell;
 use std::ops::Range;
 
-use faer::sparse::SparseRowMatRef;
 use faer::prelude::ReborrowMut;
+use faer::sparse::SparseRowMatRef;
 use faer::{Mat, MatMut, MatRef};
 
 use crate::EstimatorError;
@@ -201,7 +201,12 @@ impl Csr {
     pub(crate) fn from_ref(x: SparseRowMatRef<'_, usize, f64>) -> Self {
         let n = x.nrows();
         let nnz: usize = (0..n).map(|i| x.row_range(i).len()).sum();
-        let mut out = Csr { ptr: Vec::with_capacity(n + 1), idx: Vec::with_capacity(nnz), val: Vec::with_capacity(nnz), d: x.ncols() };
+        let mut out = Csr {
+            ptr: Vec::with_capacity(n + 1),
+            idx: Vec::with_capacity(nnz),
+            val: Vec::with_capacity(nnz),
+            d: x.ncols(),
+        };
         out.ptr.push(0);
         for i in 0..n {
             for (&l, &v) in x.col_idx_of_row_raw(i).iter().zip(x.val_of_row(i)) {
@@ -466,9 +471,14 @@ fn products_column(x: &Csr, rows: Range<usize>, yj: SparseRow<'_>, col: &mut [f6
 pub(crate) fn products(x: &Csr, y: &Csr, out: &mut Mat<f64>, lower_only: bool, par: faer::Par) {
     let n = x.n();
     let per_column = x.stored(0..n).max(1);
-    for_each_col_mut(out, par, |_| per_column, |j, col| {
-        products_column(x, 0..n, y.row(j), col, if lower_only { j } else { 0 });
-    });
+    for_each_col_mut(
+        out,
+        par,
+        |_| per_column,
+        |j, col| {
+            products_column(x, 0..n, y.row(j), col, if lower_only { j } else { 0 });
+        },
+    );
 }
 
 #[cfg(test)]
@@ -477,7 +487,8 @@ mod tests {
     use faer::sparse::{SparseRowMat, Triplet};
 
     fn example() -> (SparseRowMat<usize, f64>, Mat<f64>) {
-        let dense = Mat::from_fn(5, 7, |i, j| if (i * 3 + j) % 4 == 0 { (i as f64) - 2.5 * j as f64 + 1e6 } else { 0.0 });
+        let dense =
+            Mat::from_fn(5, 7, |i, j| if (i * 3 + j) % 4 == 0 { (i as f64) - 2.5 * j as f64 + 1e6 } else { 0.0 });
         let mut triplets = Vec::new();
         for i in 0..5 {
             for j in 0..7 {

@@ -130,33 +130,54 @@ fn every_kernel_on_sparse_rows_equals_the_dense_path() {
                 for tile in [4, 64] {
                     for centering in [OperatorCentering::None, OperatorCentering::Compute] {
                         let centred = matches!(centering, OperatorCentering::Compute);
-                        let dop = KernelOperator::with_evaluation(x.as_ref(), kernel, evaluation, centering.clone(), tile, Par::Seq)
-                            .unwrap();
-                        let sop = KernelOperator::with_evaluation(sx, kernel, evaluation, centering, tile, Par::rayon(2)).unwrap();
+                        let dop = KernelOperator::with_evaluation(
+                            x.as_ref(),
+                            kernel,
+                            evaluation,
+                            centering.clone(),
+                            tile,
+                            Par::Seq,
+                        )
+                        .unwrap();
+                        let sop =
+                            KernelOperator::with_evaluation(sx, kernel, evaluation, centering, tile, Par::rayon(2))
+                                .unwrap();
                         let want = dop.apply(v.as_ref(), Par::Seq).unwrap();
                         let got = sop.apply(v.as_ref(), Par::rayon(2)).unwrap();
-                        assert!(relative_error(&got, &want) < 1e-11, "{name}: operator {evaluation:?} tile {tile} centred {centred}");
-                        assert!((sop.trace() - dop.trace()).abs() <= 1e-11 * dop.trace().abs().max(1.0), "{name}: trace");
+                        assert!(
+                            relative_error(&got, &want) < 1e-11,
+                            "{name}: operator {evaluation:?} tile {tile} centred {centred}"
+                        );
+                        assert!(
+                            (sop.trace() - dop.trace()).abs() <= 1e-11 * dop.trace().abs().max(1.0),
+                            "{name}: trace"
+                        );
                     }
                 }
             }
             // Panels of the sparse rows against dense landmarks, and of dense rows against sparse ones.
             let landmarks = x.subrows(0, 7).to_owned();
             let want = kernel.cross(x.as_ref(), landmarks.as_ref());
-            for (rows, fixed) in [(sx, DataRef::Dense(landmarks.as_ref())), (DataRef::Dense(x.as_ref()), sx.subrows(0, 7))] {
+            for (rows, fixed) in
+                [(sx, DataRef::Dense(landmarks.as_ref())), (DataRef::Dense(x.as_ref()), sx.subrows(0, 7))]
+            {
                 let panels = CrossKernelPanels::new(&kernel, rows, fixed).unwrap();
                 let mut got = Mat::zeros(60, 7);
                 panels
-                    .for_each_block(256, |_| {}, |ps| {
-                        for p in ps.iter() {
-                            for c in 0..p.kernel.ncols() {
-                                for a in 0..7 {
-                                    got[(p.first_row + c, a)] = p.kernel[(a, c)];
+                    .for_each_block(
+                        256,
+                        |_| {},
+                        |ps| {
+                            for p in ps.iter() {
+                                for c in 0..p.kernel.ncols() {
+                                    for a in 0..7 {
+                                        got[(p.first_row + c, a)] = p.kernel[(a, c)];
+                                    }
                                 }
                             }
-                        }
-                        Ok::<(), ()>(())
-                    })
+                            Ok::<(), ()>(())
+                        },
+                    )
                     .unwrap();
                 assert!(relative_error(&got, &want) < 1e-12, "{name}: panels");
             }

@@ -132,7 +132,8 @@ fn python_stderr(py: Python<'_>, line: &str) {
 
 /// The CSR parts of a `scipy.sparse` matrix as the Python package passes them: `indptr` and
 /// `indices` as int64, `data` as float64, and the shape `(n, d)`.
-type CsrParts<'py> = (PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, f64>, (usize, usize));
+type CsrParts<'py> =
+    (PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, f64>, (usize, usize));
 
 /// Rows from Python: a dense float64 array, or the parts of a CSR matrix.
 #[derive(FromPyObject)]
@@ -431,19 +432,14 @@ fn fit_kernel_ridge_targets<'py>(
         ..KernelRidgeJob::new(kernel, solver, seed)
     };
     let mut observer = PythonObserver::new(verbose);
-    let result =
-        py.detach(|| job.run_targets(shard_of(data), y.get(), weights.as_deref(), None, &mut observer));
+    let result = py.detach(|| job.run_targets(shard_of(data), y.get(), weights.as_deref(), None, &mut observer));
     let model = observer.finish(result)?.model;
     model_bytes(py, &model)
 }
 
 /// Predictions of a kernel regression model for `x` `(m, d)`, one column per output: `(m, t)`.
 #[pyfunction]
-fn predict_outputs<'py>(
-    py: Python<'py>,
-    model: &[u8],
-    x: PyRows<'py>,
-) -> PyResult<Bound<'py, PyArray2<f64>>> {
+fn predict_outputs<'py>(py: Python<'py>, model: &[u8], x: PyRows<'py>) -> PyResult<Bound<'py, PyArray2<f64>>> {
     let m: KrrModel = load(model)?;
     let x = held(&x)?;
     let data = x.data();

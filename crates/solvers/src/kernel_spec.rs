@@ -135,7 +135,9 @@ impl KernelSpec {
         let mut chosen = None;
         let kernel = self.resolve(shard.data().ncols(), || -> Result<f64, SolverError> {
             let b = match shard.data() {
-                DataRef::Dense(x) => bandwidth_estimate_sharded(x, percentile, DEFAULT_BANDWIDTH_PAIRS, rng, shard.comm)?,
+                DataRef::Dense(x) => {
+                    bandwidth_estimate_sharded(x, percentile, DEFAULT_BANDWIDTH_PAIRS, rng, shard.comm)?
+                }
                 // Sparse rows are on one process (`Shard::sparse`).
                 x @ DataRef::Sparse(_) => bandwidth_estimate(x, percentile, DEFAULT_BANDWIDTH_PAIRS, rng)?,
             };

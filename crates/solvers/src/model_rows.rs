@@ -207,7 +207,9 @@ pub fn csr_from_parts(
         }
         let row = &cols[ptr[i]..ptr[i + 1]];
         if row.iter().any(|&c| c >= d) || row.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(format!("inconsistent sparse rows: the column indices of row {i} are out of range or not increasing"));
+            return Err(format!(
+                "inconsistent sparse rows: the column indices of row {i} are out of range or not increasing"
+            ));
         }
     }
     Ok(SparseRowMat::new(SymbolicSparseRowMat::new_checked(n, d, ptr, None, cols), vals))

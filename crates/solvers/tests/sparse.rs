@@ -9,9 +9,9 @@ use faer::sparse::{SparseRowMat, Triplet};
 use stolr_estimators::DataRef;
 use stolr_memory::MemoryBudget;
 use stolr_solvers::{
-    KernelRidgeJob, KrrModel, KrrSolver, NystromKrrConfig, NystromSolve, Predictor, SlklConfig,
-    CertifyRule, ExactOperator, KernelFamily, KernelPcaJob, KernelPcaModel, KernelSpec, KpcaSolver, Persist, SamplerKind,
-    Shard, SkpcaConfig, SolverError, Transformer,
+    CertifyRule, ExactOperator, KernelFamily, KernelPcaJob, KernelPcaModel, KernelRidgeJob, KernelSpec, KpcaSolver,
+    KrrModel, KrrSolver, NystromKrrConfig, NystromSolve, Persist, Predictor, SamplerKind, Shard, SkpcaConfig,
+    SlklConfig, SolverError, Transformer,
 };
 
 /// `n` rows in `d` dimensions, about 5 % stored, with an outlier row (3), a duplicate (row 8 =
@@ -27,7 +27,13 @@ fn sparse_data(n: usize, d: usize, seed: u64) -> Mat<f64> {
     let mut x = Mat::from_fn(n, d, |_, j| {
         let keep = next() < 0.05;
         let v = 2.0 * next() - 1.0;
-        if j == 0 { 0.5 } else if keep { v } else { 0.0 }
+        if j == 0 {
+            0.5
+        } else if keep {
+            v
+        } else {
+            0.0
+        }
     });
     for j in (1..d).step_by(7) {
         x[(3, j)] = 30.0;
@@ -54,7 +60,9 @@ fn csr(x: &Mat<f64>) -> SparseRowMat<usize, f64> {
 /// Largest entrywise difference relative to the largest entry of `want`.
 fn rel(got: &Mat<f64>, want: &Mat<f64>) -> f64 {
     assert_eq!(got.shape(), want.shape());
-    let scale = (0..want.ncols()).flat_map(|j| want.col(j).iter().copied().collect::<Vec<_>>()).fold(f64::MIN_POSITIVE, |m, v| m.max(v.abs()));
+    let scale = (0..want.ncols())
+        .flat_map(|j| want.col(j).iter().copied().collect::<Vec<_>>())
+        .fold(f64::MIN_POSITIVE, |m, v| m.max(v.abs()));
     (0..want.ncols())
         .flat_map(|j| (0..want.nrows()).map(move |i| (i, j)))
         .map(|(i, j)| (got[(i, j)] - want[(i, j)]).abs() / scale)
@@ -92,7 +100,12 @@ fn kernel_pca_from_sparse_rows_equals_the_dense_path() {
                 assert!(sparse.fit.model.rows().is_sparse(), "{what}: the model keeps sparse rows");
                 let (dc, sc) = (dense.certificate.unwrap(), sparse.certificate.unwrap());
                 for (a, b) in sc.residuals.iter().zip(&dc.residuals) {
-                    assert!((a - b).abs() <= 1e-9, "{what}: certificate residuals {:?} vs {:?}", sc.residuals, dc.residuals);
+                    assert!(
+                        (a - b).abs() <= 1e-9,
+                        "{what}: certificate residuals {:?} vs {:?}",
+                        sc.residuals,
+                        dc.residuals
+                    );
                 }
                 let want = dense.fit.model.transform(test.as_ref()).unwrap();
                 let from_dense = sparse.fit.model.transform(test.as_ref()).unwrap();
@@ -142,16 +155,14 @@ fn kernel_ridge_regression_from_sparse_rows_equals_the_dense_path() {
         config: NystromKrrConfig { lambda: 0.3, solve, tolerance: 1e-13, ..NystromKrrConfig::default() },
         landmarks: 70,
     };
-    let solvers = [
-        KrrSolver::Krr { lambda: 0.3 },
-        nystrom(NystromSolve::Direct),
-        nystrom(NystromSolve::ConjugateGradient),
-    ];
+    let solvers =
+        [KrrSolver::Krr { lambda: 0.3 }, nystrom(NystromSolve::Direct), nystrom(NystromSolve::ConjugateGradient)];
     for family in [KernelFamily::Gaussian, KernelFamily::Laplacian, KernelFamily::Polynomial] {
         for solver in &solvers {
             for intercept in [false, true] {
                 let what = format!("{} {} intercept {intercept}", family.name(), solver.name());
-                let job = KernelRidgeJob { intercept, ..KernelRidgeJob::new(KernelSpec::new(family), solver.clone(), 3) };
+                let job =
+                    KernelRidgeJob { intercept, ..KernelRidgeJob::new(KernelSpec::new(family), solver.clone(), 3) };
                 let dense = job.run(Shard::whole(x.as_ref()), &y, None, &mut ()).unwrap();
                 let sparse = job.run(Shard::sparse(s.as_ref()), &y, None, &mut ()).unwrap();
                 assert_eq!(sparse.kernel, dense.kernel, "{what}: the bandwidth rule gives the same bits");

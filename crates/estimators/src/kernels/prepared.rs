@@ -8,8 +8,8 @@ use stolr_lowrank::matmul;
 
 use super::{Evaluator, Kernel, KernelForm, KernelFunction, diagonal_of, dispatch};
 use crate::data::{coordinate_median, row_major, row_sq_norms, shifted, to_owned};
-use crate::sparse::{Csr, DataRef, products, products_into, sparse_sq_distance, union_pair};
 use crate::parallel::{for_each_col_mut, mirror_lower_to_upper};
+use crate::sparse::{Csr, DataRef, products, products_into, sparse_sq_distance, union_pair};
 
 /// Rough cost of one `exp`/`powi`, in scalar operations, for load balancing.
 const TRANSCENDENTAL_COST: usize = 16;
@@ -337,9 +337,9 @@ impl PreparedKernel {
             let yj = y.row(j);
             for (i, v) in col.iter_mut().enumerate().skip(start(j)) {
                 *v = match form {
-                    KernelForm::SquaredDistance => expanded_or(&e, err, *v, sq[i], ysq[j], || {
-                        e.of_sq_distance(sparse_sq_distance(x.row(i), yj))
-                    }),
+                    KernelForm::SquaredDistance => {
+                        expanded_or(&e, err, *v, sq[i], ysq[j], || e.of_sq_distance(sparse_sq_distance(x.row(i), yj)))
+                    }
                     _ => e.of_inner_product(*v),
                 };
             }

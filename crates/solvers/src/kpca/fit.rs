@@ -2,9 +2,9 @@
 //! [`KernelPcaModel`].
 
 use faer::MatRef;
-use stolr_estimators::DataRef;
 use rand::Rng;
 use stolr_comm::{Communicator, gather_rows, rows_by_index};
+use stolr_estimators::DataRef;
 use stolr_estimators::{
     Centered, ColumnSampling, Kernel, KernelSampler, RandomFourierFeatures, RandomMaclaurin, kernel_row_means,
 };
@@ -12,8 +12,8 @@ use stolr_lowrank::Eigenpairs;
 use stolr_memory::{MemoryBudget, f64_bytes};
 use stolr_model::{Standardization, standardize};
 
-use crate::job::Shard;
 use crate::ModelRows;
+use crate::job::Shard;
 use crate::kpca::exact::exact_fit;
 use crate::kpca::kha::{zero_kernel, zero_kernel_floor};
 use crate::kpca::rank::{RANK_TOLERANCE, truncate_to_numerical_rank};
@@ -522,7 +522,9 @@ impl KernelPca {
             }
             KpcaSolver::Kha { eta, iterations, init_scale } => {
                 not_distributed("KHA")?;
-                return self.fit_kha(shard.dense("KHA")?, standardization, (*eta, *iterations, *init_scale), rng, observer).map(Some);
+                return self
+                    .fit_kha(shard.dense("KHA")?, standardization, (*eta, *iterations, *init_scale), rng, observer)
+                    .map(Some);
             }
         };
         let Some(pairs) = gather_pairs(comm, pairs) else {

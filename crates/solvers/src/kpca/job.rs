@@ -150,7 +150,9 @@ impl KernelPcaJob {
                 return Err(SolverError::SparseUnsupported { what: format!("the {} solver", self.solver.name()) });
             }
             if self.inverse_transform.is_some() {
-                return Err(SolverError::SparseUnsupported { what: "the pre-image map (its targets are the dense rows)".into() });
+                return Err(SolverError::SparseUnsupported {
+                    what: "the pre-image map (its targets are the dense rows)".into(),
+                });
             }
         }
         if let Some(alpha) = self.inverse_transform {

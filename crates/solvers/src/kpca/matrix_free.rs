@@ -211,7 +211,9 @@ pub fn matrix_free_kpca_sharded<'x>(
 ) -> Result<MatrixFreeFit, SolverError> {
     let x = x.into();
     if x.is_sparse() && comm.size() > 1 {
-        return Err(SolverError::SparseUnsupported { what: "the matrix-free exact solver on several processes".into() });
+        return Err(SolverError::SparseUnsupported {
+            what: "the matrix-free exact solver on several processes".into(),
+        });
     }
     if x.nrows() != shard.rows {
         return Err(SolverError::InvalidConfig {

@@ -227,7 +227,9 @@ pub fn nystrom_fit_sharded<'x, R: Rng + ?Sized>(
 
     let idx = rand::seq::index::sample(rng, n, m).into_vec();
     let landmarks = match x {
-        DataRef::Dense(x) if comm.size() > 1 => crate::ModelRows::Dense(stolr_comm::rows_by_index(comm, x, shard, &idx)),
+        DataRef::Dense(x) if comm.size() > 1 => {
+            crate::ModelRows::Dense(stolr_comm::rows_by_index(comm, x, shard, &idx))
+        }
         x => crate::ModelRows::gather(x, &idx),
     };
 

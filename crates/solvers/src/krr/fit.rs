@@ -149,7 +149,10 @@ impl KernelRidge {
         let data = x.into();
         crate::error::check_regression(data, y)?;
         // KRR_n and Nyström KRR take sparse rows; the other solvers need dense ones.
-        let dense = || data.dense().ok_or_else(|| SolverError::SparseUnsupported { what: format!("the {} solver", self.solver.name()) });
+        let dense = || {
+            data.dense()
+                .ok_or_else(|| SolverError::SparseUnsupported { what: format!("the {} solver", self.solver.name()) })
+        };
         let with = self.intercept;
         // λ yᵀα, or with the intercept λ (y − ȳ)ᵀα (the same number as 1ᵀα = 0, without the
         // cancellation of a large ȳ): the ridge objective at the solution of the (bordered) system.
@@ -253,7 +256,10 @@ impl KernelRidge {
             let column: Vec<f64> = y.col(0).iter().copied().collect();
             return self.fit_prepared(data, &column, standardization, landmark_rng, coordinate_rng, observer);
         }
-        let dense = || data.dense().ok_or_else(|| SolverError::SparseUnsupported { what: format!("the {} solver", self.solver.name()) });
+        let dense = || {
+            data.dense()
+                .ok_or_else(|| SolverError::SparseUnsupported { what: format!("the {} solver", self.solver.name()) })
+        };
         let with = self.intercept;
         let name = self.solver.name();
         let column = |k: usize| -> Vec<f64> { y.col(k).iter().copied().collect() };

@@ -10,10 +10,10 @@ use stolr_comm::{Communicator, RowShard, all_reduce_lower, all_reduce_mat, rows_
 use stolr_estimators::{CrossKernelPanels, DataRef, Kernel, Panel};
 use stolr_memory::{MemoryBudget, f64_bytes};
 
-use crate::{ModelRows, SolverError};
 use crate::error::{check_landmarks, check_regression, check_shard};
 use crate::krr::KernelExpansion;
 use crate::krr::nystrom_cg::{dot, solve_cg};
+use crate::{ModelRows, SolverError};
 
 /// Rows of the `n × M` kernel block evaluated at once (`8·4096·M` bytes: 66 MB for `M = 2000`).
 pub(super) const BLOCK_ROWS: usize = 4096;
@@ -352,9 +352,7 @@ pub(crate) fn nystrom_krr_targets(
         format!(
             "Nyström KRR's {matrices} {m} × {m} matrices, {BLOCK_ROWS}-row kernel panels and {t} outputs (M = {m})"
         ),
-        f64_bytes(&[matrices, m, m])
-            + f64_bytes(&[m, BLOCK_ROWS + 2 * row_width(x) + 2 * t])
-            + f64_bytes(&[n, t + 1]),
+        f64_bytes(&[matrices, m, m]) + f64_bytes(&[m, BLOCK_ROWS + 2 * row_width(x) + 2 * t]) + f64_bytes(&[n, t + 1]),
     )?;
     let xm = ModelRows::gather(x, landmarks);
     let panels = CrossKernelPanels::new(kernel, x, xm.data())?;
