@@ -27,7 +27,7 @@ use crate::{EstimatorError, Factors, Kernel, KernelFunction, KernelSampler};
 /// of $w^\top x$ at large offsets.
 ///
 /// Cost per draw: one GEMM `(n, d) × (d, k)` and `2nk` cos/sin evaluations, done in blocks
-/// of [`ROW_BLOCK`] rows (the block's projections stay in cache between the product and the
+/// of `ROW_BLOCK` rows (the block's projections stay in cache between the product and the
 /// cos/sin pass) spread over `faer::get_global_parallelism()` threads. Memory: `O(d·k)` besides
 /// the factor itself, which [`KernelSampler::sample_into`] reuses from draw to draw. Every row of
 /// the factor is computed by the same operations whatever the number of threads, so a draw does

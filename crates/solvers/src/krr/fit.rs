@@ -26,7 +26,7 @@ pub enum KrrSolver {
     /// the intercept the rank-1 columns are centred over the training rows
     /// ([`Slkl::with_intercept`]).
     Slkl(SlklConfig),
-    /// KRR on all training points ([`crate::krr`]): $(K + \lambda I)\alpha = y$, or with the
+    /// KRR on all training points ([`crate::krr()`]): $(K + \lambda I)\alpha = y$, or with the
     /// intercept the bordered system
     /// $\begin{pmatrix} K + \lambda I & \mathbf 1 \\ \mathbf 1^\top & 0 \end{pmatrix}
     /// \begin{pmatrix}\alpha \\ b\end{pmatrix} = \begin{pmatrix} y \\ 0\end{pmatrix}$.

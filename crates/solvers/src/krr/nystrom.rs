@@ -49,7 +49,7 @@ impl NystromSolve {
 /// Configuration of [`nystrom_krr`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct NystromKrrConfig {
-    /// Ridge λ > 0, in the scaling of [`crate::krr`]: the estimator minimises
+    /// Ridge λ > 0, in the scaling of [`crate::krr()`]: the estimator minimises
     /// $\sum_i (y_i - f(x_i))^2 + \lambda \|f - b\|_{\mathcal H}^2$ over
     /// $f = \sum_{j \in J} \alpha_j \kappa(\cdot, x_j) + b$, `b` the unpenalized intercept (0
     /// without one; see [`nystrom_krr`]) (default 1). scikit-learn's `Ridge(alpha=λ)` on

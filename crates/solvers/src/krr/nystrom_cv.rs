@@ -26,7 +26,7 @@ pub struct LambdaSelection {
 /// Chooses Nyström KRR's λ by `K`-fold cross-validation over `grid`, on the landmarks
 /// `landmarks` (drawn once from the whole training set; only their positions are used, never
 /// their targets, so no target leaks into a fold), with `intercept` handled per fold as
-/// [`nystrom_krr`] does: the centred system on the fold's fitting rows (their targets and the
+/// [`crate::nystrom_krr`] does: the centred system on the fold's fitting rows (their targets and the
 /// columns of their kernel block centred on their own means, $\bar y_f$ and $\bar k_f$) and
 /// the intercept $b = \bar y_f - \bar k_f^\top\alpha_\lambda$ for every λ.
 ///
@@ -39,13 +39,13 @@ pub struct LambdaSelection {
 /// `O(n M² + K M³ + n M K |grid|)`; memory `(K + 3) M²` doubles, checked against `config.memory`.
 ///
 /// # Errors
-/// As [`nystrom_krr`]; [`SolverError::InvalidConfig`] (`lambda grid`) for an empty grid or a
+/// As [`crate::nystrom_krr`]; [`SolverError::InvalidConfig`] (`lambda grid`) for an empty grid or a
 /// value that is not positive and finite, (`folds`) unless `folds` has length `n`, at least two
 /// folds, each non-empty and leaving two samples to fit.
 ///
 /// # References
 /// The kernel ridge regression issue (Deliver 3, `--lambda auto`); the estimator of
-/// [`nystrom_krr`].
+/// [`crate::nystrom_krr`].
 #[allow(clippy::too_many_arguments)]
 pub fn select_lambda_nystrom(
     x: MatRef<'_, f64>,
