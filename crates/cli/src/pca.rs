@@ -14,7 +14,18 @@ mod stream;
 pub use args::PcaArgs;
 
 /// Runs `stolr pca` with the batch or the streaming solver of `args`.
-pub fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
+pub fn run(mut args: PcaArgs, ctx: &RunContext) -> Result<()> {
+    if args.no_center && args.center {
+        anyhow::bail!("--center and --no-center contradict each other");
+    }
+    if args.no_center && !args.solver.is_streaming() {
+        anyhow::bail!("--no-center is for the streaming solvers (the batch solvers centre only with --center)");
+    }
+    // The streaming solvers centre by default, as scikit-learn's IncrementalPCA and Python's
+    // StreamingPCA do; --no-center keeps the paper's uncentred second moment.
+    if args.solver.is_streaming() && !args.no_center {
+        args.center = true;
+    }
     if let Some(comm) = &ctx.world {
         distributed::check_supported(&args, comm.size(), ctx)?;
     }

@@ -117,3 +117,16 @@ def test_kernel_ridge_solvers_that_need_dense_rows_refuse_sparse_ones():
     y = np.arange(80, dtype=float)
     with pytest.raises(ValueError, match="sparse"):
         stolr.KernelRidge(solver="slkl", n_landmarks=10).fit(X, y)
+
+
+def test_a_corrupt_csr_matrix_is_refused_not_a_crash():
+    X = _sparse(40, 10, 14)
+    for corrupt in ("past_the_end", "decreasing"):
+        B = X.copy()
+        B.indptr = B.indptr.copy()
+        if corrupt == "past_the_end":
+            B.indptr[1] = B.indptr[-1] + 5
+        else:
+            B.indptr[5] = B.indptr[4] - 1
+        with pytest.raises(ValueError):
+            stolr.KernelPCA(n_components=3).fit(B)

@@ -201,10 +201,13 @@ pub fn csr_from_parts(
             vals.len()
         ));
     }
+    if n > isize::MAX as usize || d > isize::MAX as usize {
+        return Err(format!("sparse rows of shape ({n}, {d}) are beyond this machine's index range"));
+    }
+    if let Some(i) = (0..n).find(|&i| ptr[i] > ptr[i + 1]) {
+        return Err(format!("inconsistent sparse rows: the pointers decrease at row {i}"));
+    }
     for i in 0..n {
-        if ptr[i] > ptr[i + 1] {
-            return Err(format!("inconsistent sparse rows: the pointers decrease at row {i}"));
-        }
         let row = &cols[ptr[i]..ptr[i + 1]];
         if row.iter().any(|&c| c >= d) || row.windows(2).any(|w| w[0] >= w[1]) {
             return Err(format!(
@@ -213,4 +216,23 @@ pub fn csr_from_parts(
         }
     }
     Ok(SparseRowMat::new(SymbolicSparseRowMat::new_checked(n, d, ptr, None, cols), vals))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inconsistent_parts_are_refused_never_sliced() {
+        let vals = || vec![1.0, 2.0, 3.0];
+        // A pointer past the entries that comes back down: refused before any slice.
+        assert!(csr_from_parts((2, 3), vec![0, 5, 3], vec![0, 1, 2], vals()).is_err());
+        assert!(csr_from_parts((2, 3), vec![0, 2, 1], vec![0, 1, 2], vals()).is_err());
+        assert!(csr_from_parts((2, 3), vec![1, 2, 3], vec![0, 1, 2], vals()).is_err());
+        assert!(csr_from_parts((1, 3), vec![0, 3], vec![0, 2, 1], vals()).is_err(), "unsorted");
+        assert!(csr_from_parts((1, 3), vec![0, 3], vec![0, 1, 3], vals()).is_err(), "index >= d");
+        assert!(csr_from_parts((3, 1usize << 63), vec![0, 1, 2, 3], vec![0, 1, 2], vals()).is_err(), "huge d");
+        let ok = csr_from_parts((2, 3), vec![0, 2, 3], vec![0, 2, 1], vals()).unwrap();
+        assert_eq!(ok.val_of_row(1), &[3.0]);
+    }
 }

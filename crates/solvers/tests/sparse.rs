@@ -191,3 +191,28 @@ fn kernel_ridge_regression_from_sparse_rows_equals_the_dense_path() {
     let err = job.run(Shard::sparse(s.as_ref()), &y, None, &mut ()).unwrap_err();
     assert!(matches!(err, SolverError::SparseUnsupported { .. }), "{err}");
 }
+
+#[test]
+fn a_sparse_fit_of_a_huge_dimension_is_certified_within_a_small_budget() {
+    // 200 rows of 5 entries each and one entry at column 2·10⁹: the fit and its default
+    // certificate take a few MB; counting d as dense would ask for terabytes.
+    let d = 2_000_000_000usize;
+    let mut t = Vec::new();
+    for i in 0..200usize {
+        for k in 0..5usize {
+            t.push(Triplet::new(i, (i * 7 + k * 13) % 97, ((i + k) as f64 * 0.37).sin()));
+        }
+    }
+    t.push(Triplet::new(3, d - 1, 2.0));
+    let s = SparseRowMat::<usize, f64>::try_new_from_triplets(200, d, &t).unwrap();
+    for solver in [KpcaSolver::exact(), KpcaSolver::Nystrom { landmarks: 40 }] {
+        let job = KernelPcaJob {
+            center: true,
+            certify: CertifyRule::Auto,
+            memory: MemoryBudget::bytes(64 << 20),
+            ..KernelPcaJob::new(KernelSpec::new(KernelFamily::Gaussian), Some(4), solver, 2)
+        };
+        let outcome = job.run(Shard::sparse(s.as_ref()), &mut ()).unwrap().unwrap();
+        assert!(outcome.certificate.is_some());
+    }
+}

@@ -71,9 +71,14 @@ pub struct PcaArgs {
     /// Number of principal components r.
     #[arg(long, default_value_t = 3)]
     pub(crate) rank: usize,
-    /// Subtract the mean of every feature first.
+    /// Subtract the mean of every feature first (the streaming solvers always do, unless
+    /// --no-center).
     #[arg(long)]
     pub(crate) center: bool,
+    /// Streaming solvers: do not subtract the feature means (the components are then the top
+    /// eigenvectors of the second moment E[x xᵀ], as in the capped-MSG paper).
+    #[arg(long)]
+    pub(crate) no_center: bool,
     /// Divide the data by its largest absolute value (MNIST: 255).
     #[arg(long)]
     pub(crate) scale: bool,

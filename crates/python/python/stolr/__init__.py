@@ -131,6 +131,9 @@ def _rows(X):
     if not sp.issparse(X):
         return np.ascontiguousarray(X)
     X = X.tocsr()
+    # Pointers and indices checked before scipy's own routines read them (a corrupt indptr
+    # would make sum_duplicates write out of bounds).
+    X.check_format(full_check=True)
     if not X.has_canonical_format:
         X = X.copy()
         X.sum_duplicates()
@@ -425,7 +428,9 @@ class StreamingPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         variance was never more than 0.9 % below ``IncrementalPCA``'s (0.3 % for k >= 5;
         often above it: ``IncrementalPCA`` itself loses up to 15 % at k = 1..2), where one
         pass of capped MSG lost up to 15 % and MSG up to 10 %.
-    oversample : int, default=10
+    oversample : int or None, default=None
+        ``None``: 10 for ``incremental``, 0 for the other solvers (so that each of them is the
+        CLI's ``stolr pca --solver ...`` with the same seed, bit for bit).
         Extra directions the solver tracks: ``min(n_components + oversample, n_features - 1)``
         directions, of which the Rayleigh–Ritz step keeps the top ``n_components`` (memory
         ``O(n_features * (n_components + oversample))``). One pass of the incremental algorithm
@@ -466,7 +471,7 @@ class StreamingPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
     the current subspace on the latest batch; ``fit`` computes them on all of ``X``.
     """
 
-    def __init__(self, n_components=1, solver="incremental", oversample=10, center=True, eta_scale=0.5, cap=None,
+    def __init__(self, n_components=1, solver="incremental", oversample=None, center=True, eta_scale=0.5, cap=None,
                  batch_size=None, whiten=False, tol=0.1, random_state=None, verbose=False):
         self.n_components = n_components
         self.tol = tol
@@ -488,13 +493,16 @@ class StreamingPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         if self.cap is not None and not (_is_int(self.cap) and self.cap >= 1):
             raise ValueError(f"cap must be a positive integer or None, got {self.cap!r}")
         oversample = getattr(self, "oversample", 0)
-        if not (_is_int(oversample) and oversample >= 0):
-            raise ValueError(f"oversample must be a non-negative integer, got {oversample!r}")
+        if oversample is not None and not (_is_int(oversample) and oversample >= 0):
+            raise ValueError(f"oversample must be a non-negative integer or None, got {oversample!r}")
 
     def _tracked(self, n_features):
         """The directions the solver tracks: ``n_components + oversample``, below ``n_features``."""
         k = int(self.n_components)
-        return max(k, min(k + int(getattr(self, "oversample", 0)), n_features - 1))
+        oversample = getattr(self, "oversample", 0)
+        if oversample is None:
+            oversample = 10 if self.solver == "incremental" else 0
+        return max(k, min(k + int(oversample), n_features - 1))
 
     def _keep(self, model):
         """The model with the top ``n_components`` of the tracked directions."""

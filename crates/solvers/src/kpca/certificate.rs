@@ -177,6 +177,15 @@ pub fn certify<'x>(
     let par = faer::get_global_parallelism();
     let workers = KernelOperator::workers(par);
     let d = x.ncols();
+    // What a row costs: its `d` features dense; sparse, its stored entries (on average for the
+    // work of the exact product, at most for the memory of a sampled row: a value and an index).
+    let (work_d, row_width) = match x {
+        DataRef::Dense(_) => (d as f64, d),
+        DataRef::Sparse(s) => {
+            let most = (0..s.nrows()).map(|i| s.row_range(i).len()).max().unwrap_or(0);
+            (x.stored() as f64 / n.max(1) as f64, 2 * most)
+        }
+    };
     let b = r + usize::from(center);
     let exact_bytes = KernelOperator::data_bytes(x)
         .saturating_add(KernelOperator::apply_bytes(n, b, config.tile, workers))
@@ -184,7 +193,7 @@ pub fn certify<'x>(
     let method = match config.method {
         Some(m) => m,
         None if n <= config.exact_max_n
-            && (n as f64) * (n as f64) * (d as f64) <= EXACT_MAX_WORK
+            && (n as f64) * (n as f64) * work_d <= EXACT_MAX_WORK
             && exact_bytes <= config.memory.limit() =>
         {
             CertifyMethod::Exact
@@ -248,7 +257,7 @@ pub fn certify<'x>(
             config.memory.check(
                 format!("the estimated certificate (n = {n}, d = {d}, rank = {r}, {s} sampled rows)"),
                 f64_bytes(&[n, r + 1])
-                    .saturating_add(f64_bytes(&[s, d + 2 * (r + 1)]))
+                    .saturating_add(f64_bytes(&[s, row_width + 2 * (r + 1)]))
                     .saturating_add(f64_bytes(&[s, SAMPLED_BLOCK_ROWS])),
             )?;
             let rows: Vec<usize> = (0..s).map(|_| rng.random_range(0..n)).collect();
