@@ -24,10 +24,17 @@ use stolr_solvers::{
     PcaMethod, PcaModel, PcaStream, Persist, Predictor, SamplerKind, Shard, SlklConfig, SolverError, SolverState,
     StreamingPca, StreamingPcaJob, StreamingSolver, SvrgPcaConfig, TauRule, Transformer,
 };
+use stolr_solvers::{NystromSolve, Stop};
 
-/// A kernel PCA fit for Python: the model bytes, the eigenvalues, the training eigenvectors and
-/// the fit's warnings (fewer pairs than requested, KHA not converged) as messages.
-type KpcaFitArrays<'py> = (Bound<'py, PyBytes>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray2<f64>>, Vec<String>);
+/// A kernel PCA fit for Python: the model bytes, the eigenvalues, the training eigenvectors,
+/// the fit's warnings (fewer pairs than requested, KHA not converged, SKPCA stopped by its rank
+/// cap) as messages, and the iterations run (SKPCA, KHA; 0 for exact and Nyström).
+type KpcaFitArrays<'py> =
+    (Bound<'py, PyBytes>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray2<f64>>, Vec<String>, usize);
+
+/// A kernel ridge fit for Python: the model bytes, the iterations of an iterative solve
+/// ([`krr_report`]) and the fit's warnings (an unconverged solve) as messages.
+type KrrFitReport<'py> = (Bound<'py, PyBytes>, usize, Vec<String>);
 
 /// A PCA model's components `(r, d)`, explained variance and mean.
 type PcaArrays<'py> = (Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>);
@@ -252,7 +259,7 @@ fn load<M: Persist>(bytes: &[u8]) -> PyResult<M> {
 /// fit's warnings. `inverse_alpha`: also fit the inverse transform with this ridge (the CLI's
 /// `--fit-inverse-transform --alpha`).
 #[pyfunction]
-#[pyo3(signature = (x, n_components, kernel_name, gamma, degree, coef0, solver, center, tau, n_iter, n_features, sampler, n_landmarks, seed, verbose, memory_limit=None, inverse_alpha=None))]
+#[pyo3(signature = (x, n_components, kernel_name, gamma, degree, coef0, solver, center, tau, n_iter, n_features, sampler, n_landmarks, seed, verbose, memory_limit=None, inverse_alpha=None, max_rank=None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_kernel_pca<'py>(
     py: Python<'py>,
@@ -273,6 +280,7 @@ fn fit_kernel_pca<'py>(
     verbose: bool,
     memory_limit: Option<String>,
     inverse_alpha: Option<f64>,
+    max_rank: Option<usize>,
 ) -> PyResult<KpcaFitArrays<'py>> {
     let memory = budget(memory_limit)?;
     let x = held(&x)?;
@@ -283,6 +291,7 @@ fn fit_kernel_pca<'py>(
         iterations: n_iter,
         sampler,
         features: n_features,
+        max_rank: max_rank.unwrap_or(KpcaSettings::default().max_rank),
         ..Default::default()
     };
     let method = KpcaMethod::parse(solver).map_err(value_error)?;
@@ -310,8 +319,16 @@ fn fit_kernel_pca<'py>(
     let fit = outcome.fit;
     let values = Array1::from(fit.pairs.values.clone()).into_pyarray(py);
     let vectors = to_numpy(py, fit.pairs.vectors.as_ref());
-    let warnings = fit.warnings.iter().map(ToString::to_string).collect();
-    Ok((model_bytes(py, &fit.model)?, values, vectors, warnings))
+    let mut warnings: Vec<String> = fit.warnings.iter().map(ToString::to_string).collect();
+    // SKPCA ends at its iteration count by design; stopped by the rank cap, its iterate is not
+    // the shrinkage fixed point it runs towards.
+    if let Some(stop @ Stop::RankCapReached { .. }) = fit.stop {
+        warnings.push(format!(
+            "skpca has not converged after {} iterations: {stop}; the eigenpairs are those of the capped iterate",
+            fit.iterations
+        ));
+    }
+    Ok((model_bytes(py, &fit.model)?, values, vectors, warnings, fit.iterations))
 }
 
 /// The memory budget of a fit: `memory_limit` (bytes, or a size such as `"2G"`), else 80 % of
@@ -349,7 +366,7 @@ fn fit_pca<'py>(
 /// Kernel ridge regression: returns the model bytes. `nu` `None`: ν of SLKL or Unif chosen by
 /// `NU_FOLDS`-fold cross-validation on the training rows (the CLI's `--nu auto`).
 #[pyfunction]
-#[pyo3(signature = (x, y, solver, kernel_name, alpha, gamma, n_landmarks, nu, fit_intercept, seed, verbose))]
+#[pyo3(signature = (x, y, solver, kernel_name, alpha, gamma, n_landmarks, nu, fit_intercept, seed, verbose, max_iter=None, tol=None, nystrom_solve="auto"))]
 #[allow(clippy::too_many_arguments)]
 fn fit_kernel_ridge<'py>(
     py: Python<'py>,
@@ -364,7 +381,10 @@ fn fit_kernel_ridge<'py>(
     fit_intercept: bool,
     seed: u64,
     verbose: bool,
-) -> PyResult<Bound<'py, PyBytes>> {
+    max_iter: Option<usize>,
+    tol: Option<f64>,
+    nystrom_solve: &str,
+) -> PyResult<KrrFitReport<'py>> {
     let x = held(&x)?;
     let y: Vec<f64> = y.as_array().iter().copied().collect();
     let kernel = kernel(kernel_name, gamma, 0, 0.0)?;
@@ -375,8 +395,8 @@ fn fit_kernel_ridge<'py>(
     if nu.is_none() && !method.uses_nu() {
         return Err(value_error(format!("nu='auto' applies to slkl and uniform, not {solver}")));
     }
-    let solver =
-        method.solver(alpha, nu.unwrap_or(f64::NAN), n_landmarks, SlklConfig::default(), NystromKrrConfig::default());
+    let (slkl, nystrom) = krr_configs(max_iter, tol, nystrom_solve)?;
+    let solver = method.solver(alpha, nu.unwrap_or(f64::NAN), n_landmarks, slkl, nystrom);
     let job = KernelRidgeJob {
         intercept: fit_intercept,
         nu: if nu.is_some() { KrrChoice::Given } else { KrrChoice::CrossValidated { folds: NU_FOLDS } },
@@ -387,15 +407,16 @@ fn fit_kernel_ridge<'py>(
         let data = x.data();
         py.detach(|| job.run(shard_of(data), &y, None, &mut observer))
     };
-    let model = observer.finish(result)?.model;
-    model_bytes(py, &model)
+    let outcome = observer.finish(result)?;
+    let (n_iter, warnings) = krr_report(&outcome);
+    Ok((model_bytes(py, &outcome.model)?, n_iter, warnings))
 }
 
 /// Kernel ridge regression with targets `y` `(n, t)` and optional sample weights (length `n`):
 /// [`KernelRidgeJob::run_targets`]; returns the model bytes (a model of `t` outputs). One
 /// column without weights is [`fit_kernel_ridge`]'s fit, bit for bit.
 #[pyfunction]
-#[pyo3(signature = (x, y, sample_weight, solver, kernel_name, alpha, gamma, n_landmarks, nu, fit_intercept, seed, verbose))]
+#[pyo3(signature = (x, y, sample_weight, solver, kernel_name, alpha, gamma, n_landmarks, nu, fit_intercept, seed, verbose, max_iter=None, tol=None, nystrom_solve="auto"))]
 #[allow(clippy::too_many_arguments)]
 fn fit_kernel_ridge_targets<'py>(
     py: Python<'py>,
@@ -411,7 +432,10 @@ fn fit_kernel_ridge_targets<'py>(
     fit_intercept: bool,
     seed: u64,
     verbose: bool,
-) -> PyResult<Bound<'py, PyBytes>> {
+    max_iter: Option<usize>,
+    tol: Option<f64>,
+    nystrom_solve: &str,
+) -> PyResult<KrrFitReport<'py>> {
     let x = held(&x)?;
     let data = x.data();
     let y = rows(&y);
@@ -424,8 +448,8 @@ fn fit_kernel_ridge_targets<'py>(
     if nu.is_none() && !method.uses_nu() {
         return Err(value_error(format!("nu='auto' applies to slkl and uniform, not {solver}")));
     }
-    let solver =
-        method.solver(alpha, nu.unwrap_or(f64::NAN), n_landmarks, SlklConfig::default(), NystromKrrConfig::default());
+    let (slkl, nystrom) = krr_configs(max_iter, tol, nystrom_solve)?;
+    let solver = method.solver(alpha, nu.unwrap_or(f64::NAN), n_landmarks, slkl, nystrom);
     let job = KernelRidgeJob {
         intercept: fit_intercept,
         nu: if nu.is_some() { KrrChoice::Given } else { KrrChoice::CrossValidated { folds: NU_FOLDS } },
@@ -433,8 +457,83 @@ fn fit_kernel_ridge_targets<'py>(
     };
     let mut observer = PythonObserver::new(verbose);
     let result = py.detach(|| job.run_targets(shard_of(data), y.get(), weights.as_deref(), None, &mut observer));
-    let model = observer.finish(result)?.model;
-    model_bytes(py, &model)
+    let outcome = observer.finish(result)?;
+    let (n_iter, warnings) = krr_report(&outcome);
+    Ok((model_bytes(py, &outcome.model)?, n_iter, warnings))
+}
+
+/// The iterative solves' settings of a kernel ridge fit from scikit-learn's names: `max_iter`
+/// is Nyström KRR's conjugate-gradient iteration cap (default 200) and SLKL's epoch cap
+/// (default 1000); `tol` is the relative preconditioned residual at which conjugate gradients
+/// stop (default 1e-8) and SLKL's KKT tolerance ε, relative to ν (default 1e-3);
+/// `nystrom_solve` is `auto`, `direct` or `cg` (the CLI's `--nystrom-solver`).
+///
+/// # Errors
+/// `ValueError` for `max_iter` 0, a negative or non-finite `tol`, an unknown `nystrom_solve`.
+fn krr_configs(
+    max_iter: Option<usize>,
+    tol: Option<f64>,
+    nystrom_solve: &str,
+) -> PyResult<(SlklConfig, NystromKrrConfig)> {
+    let (mut slkl, mut nystrom) = (SlklConfig::default(), NystromKrrConfig::default());
+    nystrom.solve = match nystrom_solve {
+        "auto" => NystromSolve::Auto,
+        "direct" => NystromSolve::Direct,
+        "cg" => NystromSolve::ConjugateGradient,
+        other => return Err(value_error(format!("unknown nystrom_solve '{other}' (auto, direct, cg)"))),
+    };
+    if let Some(max_iter) = max_iter {
+        if max_iter == 0 {
+            return Err(value_error("max_iter must be at least 1, got 0"));
+        }
+        nystrom.max_iterations = max_iter;
+        slkl.max_epochs = max_iter;
+    }
+    if let Some(tol) = tol {
+        if !(tol.is_finite() && tol >= 0.0) {
+            return Err(value_error(format!("tol must be finite and at least 0, got {tol}")));
+        }
+        nystrom.tolerance = tol;
+        slkl.epsilon = tol;
+    }
+    Ok((slkl, nystrom))
+}
+
+/// What a scikit-learn user reads after a kernel ridge fit: `n_iter_` (Nyström KRR's
+/// conjugate-gradient iterations, summed over the outputs; SLKL's epochs, the first output's;
+/// 1 for a direct solve) and a message for every solve that stopped before its own convergence
+/// test passed: conjugate gradients ending above their tolerance (at the iteration cap or by a
+/// breakdown), SLKL ending at its epoch cap rather than by its KKT test.
+fn krr_report(outcome: &stolr_solvers::KernelRidgeOutcome) -> (usize, Vec<String>) {
+    let summary = &outcome.summary;
+    let mut warnings = Vec::new();
+    if let Some((NystromSolve::ConjugateGradient, iterations, Some(residual))) = summary.nystrom {
+        let tolerance = match &outcome.solver {
+            stolr_solvers::KrrSolver::Nystrom { config, .. } => config.tolerance,
+            _ => NystromKrrConfig::default().tolerance,
+        };
+        if residual.is_nan() || residual > tolerance {
+            warnings.push(format!(
+                "nystrom's conjugate gradients have not converged after {iterations} iterations: relative \
+                 preconditioned residual {residual:.3e} > tol {tolerance:e} (raise max_iter or tol, or use \
+                 nystrom_solve='direct')"
+            ));
+        }
+        return (iterations, warnings);
+    }
+    match summary.stop {
+        Some(Stop::Converged) | None => {}
+        Some(stop) => {
+            let kkt = summary.kkt_violation.map(|k| format!(", largest KKT violation {k:.3e}")).unwrap_or_default();
+            warnings.push(format!(
+                "{} has not converged after {} epochs: {stop}{kkt} (raise max_iter or tol)",
+                outcome.solver.name(),
+                summary.epochs
+            ));
+        }
+    }
+    let n_iter = if summary.stop.is_some() { summary.epochs } else { 1 };
+    (n_iter, warnings)
 }
 
 /// Predictions of a kernel regression model for `x` `(m, d)`, one column per output: `(m, t)`.

@@ -226,7 +226,8 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
     def __init__(self, n_components=None, kernel="rbf", gamma=None, degree=3, coef0=1.0,
                  solver="exact", center=True, tau=None, n_iter=1000, n_features=50,
                  sampler="rff", n_landmarks=500, memory_limit=None, random_state=None, verbose=False,
-                 fit_inverse_transform=False, alpha=1.0):
+                 fit_inverse_transform=False, alpha=1.0, whiten=False):
+        self.whiten = whiten
         self.fit_inverse_transform = fit_inverse_transform
         self.alpha = alpha
         self.verbose = verbose
@@ -257,7 +258,7 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         n_components = self.n_components if self.n_components is not None else min(X.shape)
         # As KernelRidge: at most one landmark per training row (the default 500 on fewer rows).
         n_landmarks = min(_count("n_landmarks", self.n_landmarks), X.shape[0])
-        model, values, vectors, warns = _core.fit_kernel_pca(
+        model, values, vectors, warns, n_iter = _core.fit_kernel_pca(
             _rows(X), n_components, self.kernel, _gamma(self.gamma, X.shape[1]),
             int(self.degree), float(self.coef0), self.solver, bool(self.center), self.tau,
             _count("n_iter", self.n_iter), _count("n_features", self.n_features), self.sampler, n_landmarks,
@@ -274,13 +275,18 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         self.eigenvalues_ = values
         # Eigenvectors (n, r) of the (centred) training kernel matrix, as the CLI writes them.
         self.eigenvectors_ = vectors
+        # SKPCA's and KHA's iterations; the direct solvers (exact, Nyström) count as one.
+        self.n_iter_ = max(int(n_iter), 1)
         _set_preimage_attributes(self)
         return self
 
     def transform(self, X):
         check_is_fitted(self, "model_")
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
-        return _core.transform(self.model_, _rows(X))
+        Z = _core.transform(self.model_, _rows(X))
+        if getattr(self, "whiten", False):
+            Z /= _whiten_scale(self.eigenvalues_)
+        return Z
 
     def inverse_transform(self, X):
         """The pre-images of points ``X`` (m, n_components) of the embedding, (m, n_features),
@@ -294,6 +300,8 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2:
             raise ValueError(f"expected a 2-D array of points (m, n_components), got shape {X.shape}")
+        if getattr(self, "whiten", False):  # back to the embedding the map was fitted on
+            X = X * _whiten_scale(self.eigenvalues_)
         return _core.kernel_pca_inverse_transform(self.model_, np.ascontiguousarray(X))
 
 
@@ -617,7 +625,11 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
     """
 
     def __init__(self, solver="krr", alpha=1.0, kernel="rbf", gamma=None, n_landmarks=200,
-                 nu=0.01, fit_intercept=True, random_state=None, verbose=False):
+                 nu=0.01, fit_intercept=True, random_state=None, verbose=False, max_iter=None, tol=None,
+                 nystrom_solve="auto"):
+        self.max_iter = max_iter
+        self.tol = tol
+        self.nystrom_solve = nystrom_solve
         self.fit_intercept = fit_intercept
         self.verbose = verbose
         self.solver = solver
@@ -643,8 +655,10 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
         args = (self.solver, self.kernel, float(self.alpha), _gamma(self.gamma, X.shape[1]),
                 n_landmarks, None if _is_auto(self.nu) else float(self.nu), bool(self.fit_intercept),
                 _seed(self.random_state), bool(self.verbose))
+        solves = dict(max_iter=None if self.max_iter is None else _count("max_iter", self.max_iter),
+                      tol=None if self.tol is None else float(self.tol), nystrom_solve=str(self.nystrom_solve))
         if y.ndim == 1 and sample_weight is None:
-            self.model_ = _core.fit_kernel_ridge(_rows(X), np.ascontiguousarray(y), *args)
+            model, n_iter, warns = _core.fit_kernel_ridge(_rows(X), np.ascontiguousarray(y), *args, **solves)
         else:
             if sample_weight is not None:
                 sample_weight = np.asarray(sample_weight, dtype=np.float64)
@@ -658,8 +672,16 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
                                      "(sample_weight: every weight is 0)")
                 sample_weight = np.ascontiguousarray(sample_weight)
             y2 = y.reshape(-1, 1) if y.ndim == 1 else y
-            self.model_ = _core.fit_kernel_ridge_targets(_rows(X), np.ascontiguousarray(y2),
-                                                         sample_weight, *args)
+            model, n_iter, warns = _core.fit_kernel_ridge_targets(_rows(X), np.ascontiguousarray(y2),
+                                                                  sample_weight, *args, **solves)
+        # An iterative solve that stopped before its own convergence test passed (Nyström's
+        # conjugate gradients above tol, SLKL at its epoch cap).
+        for message in warns:
+            warnings.warn(message, _warning_category(message), stacklevel=2)
+        self.model_ = model
+        # Conjugate-gradient iterations (Nyström, summed over the outputs), SLKL's epochs, 1 for
+        # a direct solve.
+        self.n_iter_ = int(n_iter)
         coef, _ = _core.krr_coefficients(self.model_)
         self.dual_coef_ = coef[:, 0] if y.ndim == 1 else coef
         return self
@@ -728,12 +750,22 @@ KernelPCA.__doc__ += """
         gives one seed drawn from it.
     verbose : bool, default=False
         Progress of an iterative solver every 0.2 s on ``sys.stderr`` (shown in Jupyter).
+    whiten : bool, default=False
+        Divide ``transform``'s output by ``sqrt(eigenvalues_)`` per component (the model file is
+        unchanged: applied around the model's projection). The training rows' projections
+        then have unit norm per component (they are ``eigenvectors_``, up to sign), so their
+        variance is ``1 / n_samples`` and equal across components; ``inverse_transform``
+        multiplies by ``sqrt(eigenvalues_)`` first, so ``inverse_transform(transform(X))``
+        does not depend on ``whiten``. A model loaded with ``stolr.load`` is not whitened.
 
     Attributes
     ----------
     eigenvalues_ : (r,) ndarray, nonincreasing
     eigenvectors_ : (n_samples, r) ndarray
         Eigenvectors of the (centred) training kernel matrix.
+    n_iter_ : int
+        SKPCA's or KHA's iterations; 1 for the direct solvers (exact, Nyström). A SKPCA run
+        stopped by its rank cap (2000) gives a ``sklearn.exceptions.ConvergenceWarning``.
     n_features_in_, feature_names_in_ (DataFrame input)
 
     ``get_feature_names_out()`` names the outputs ``kernelpca0, kernelpca1, ...``, so
@@ -770,9 +802,25 @@ KernelRidge.__doc__ += """
         gives one seed drawn from it.
     verbose : bool, default=False
         Progress of SLKL every 0.2 s on ``sys.stderr`` (shown in Jupyter).
+    max_iter : int or None, default=None
+        The iteration cap of the iterative solves: Nyström's conjugate gradients (``None``:
+        200) and SLKL's epochs (``None``: 1000). Ignored by the direct solvers.
+    tol : float or None, default=None
+        Nyström's conjugate gradients stop at this relative preconditioned residual (``None``:
+        1e-8, the preconditioner of Rudi, Carratino and Rosasco, "FALKON: An Optimal Large
+        Scale Kernel Method", NIPS 2017); SLKL stops after an epoch whose KKT violations are
+        all at most ``tol * nu`` (``None``: 1e-3).
+    nystrom_solve : {"auto", "direct", "cg"}, default="auto"
+        How ``nystrom`` solves its M x M system: Cholesky factorizations, conjugate gradients,
+        or ``auto`` (direct unless it costs more than about 30 CG iterations). A solve that
+        stops unconverged (CG above ``tol`` at ``max_iter``; SLKL at ``max_iter`` epochs)
+        gives a ``sklearn.exceptions.ConvergenceWarning``.
 
     Attributes
     ----------
+    n_iter_ : int
+        Conjugate-gradient iterations of ``nystrom`` (summed over the outputs), SLKL's epochs
+        (the first output's), 1 for a direct solve.
     n_features_in_, feature_names_in_ (DataFrame input)
 """
 
