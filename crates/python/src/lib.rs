@@ -103,10 +103,10 @@ impl Observer for PythonObserver {
             format!("stolr: iteration {}, rank {}{kkt}, {:.1} s\n", report.t, report.rank, report.elapsed.as_secs_f64())
         });
         let interrupted = Python::attach(|py| {
-            if let Some(line) = line {
-                python_stderr(py, &line);
-            }
-            py.check_signals().is_err()
+            // A Ctrl-C pending while Python runs `sys.stderr.write` is raised inside that call:
+            // it is the fit's interruption, not a failed write.
+            let raised_in_write = line.is_some_and(|line| python_stderr(py, &line));
+            raised_in_write || py.check_signals().is_err()
         });
         if interrupted {
             self.interrupted = true;
@@ -126,14 +126,21 @@ fn python_interrupt() -> bool {
 }
 
 /// Writes `line` to Python's `sys.stderr` (what Jupyter shows under the cell), falling back
-/// to the process's stderr when `sys.stderr` is missing or refuses the write.
-fn python_stderr(py: Python<'_>, line: &str) {
+/// to the process's stderr when `sys.stderr` is missing or refuses the write. Returns whether
+/// the write raised `KeyboardInterrupt` (Python runs a pending Ctrl-C handler while it executes
+/// the write; that interruption must not be swallowed as a failed write).
+fn python_stderr(py: Python<'_>, line: &str) -> bool {
     let written = py.import("sys").and_then(|sys| sys.getattr("stderr")).and_then(|err| {
         err.call_method1("write", (line,))?;
         err.call_method0("flush")
     });
-    if written.is_err() {
-        eprint!("{line}");
+    match written {
+        Ok(_) => false,
+        Err(e) if e.is_instance_of::<PyKeyboardInterrupt>(py) => true,
+        Err(_) => {
+            eprint!("{line}");
+            false
+        }
     }
 }
 

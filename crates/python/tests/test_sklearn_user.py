@@ -229,17 +229,39 @@ def test_verbose_goes_through_python_sys_stderr(monkeypatch):
     assert "stolr: iteration" in captured.getvalue()
 
 
+class _Started(io.StringIO):
+    """A ``sys.stderr`` that records when the fit's first progress line arrives: the fit is then
+    inside the library, so a signal sent after it tests the library's response (a signal that
+    lands in NumPy's validation before the fit would raise Python's own KeyboardInterrupt)."""
+
+    def __init__(self):
+        super().__init__()
+        self.started = threading.Event()
+
+    def write(self, text):
+        if "stolr: iteration" in text:
+            self.started.set()
+        return super().write(text)
+
+
 @pytest.mark.parametrize("fit", [
     # The streaming pass had no observer before: Ctrl-C ran to the end of the pass.
-    lambda X: stolr.StreamingPCA(n_components=10).fit(np.tile(X, (20, 1))),
-    lambda X: stolr.PCA(n_components=10, solver="vr-pca", max_iter=1000).fit(X),
+    lambda X: stolr.StreamingPCA(n_components=10, verbose=True).fit(np.tile(X, (20, 1))),
+    lambda X: stolr.PCA(n_components=10, solver="vr-pca", max_iter=1000, verbose=True).fit(X),
 ])
-def test_ctrl_c_raises_keyboard_interrupt(fit):
+def test_ctrl_c_raises_keyboard_interrupt(fit, monkeypatch):
     X = np.random.default_rng(9).normal(size=(20_000, 50))
+    stderr = _Started()
+    monkeypatch.setattr(sys, "stderr", stderr)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     finished = []
+
+    def interrupt_once_started():
+        if stderr.started.wait(timeout=60):
+            os.kill(os.getpid(), signal.SIGINT)
+
     try:
-        timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+        timer = threading.Thread(target=interrupt_once_started)
         timer.start()
         # "the fit was interrupted" is the fit's own exception: a SIGINT that arrives during a
         # fit that ignores it raises Python's plain KeyboardInterrupt after the fit returns.
@@ -249,7 +271,7 @@ def test_ctrl_c_raises_keyboard_interrupt(fit):
         timer.join()
     finally:
         signal.signal(signal.SIGINT, previous)
-    assert not finished
+    assert stderr.started.is_set() and not finished
 
 
 def test_ctrl_c_stops_a_long_vr_pca_epoch():
