@@ -394,21 +394,19 @@ fn fit_kernel_ridge<'py>(
 ) -> PyResult<KrrFitReport<'py>> {
     let x = held(&x)?;
     let y: Vec<f64> = y.as_array().iter().copied().collect();
-    let kernel = kernel(kernel_name, gamma, 0, 0.0)?;
-    if !kernel.is_shift_invariant() {
-        return Err(value_error(format!("kernel '{kernel_name}' is not available for regression (rbf, laplacian)")));
-    }
-    let method = KrrMethod::parse(solver).map_err(value_error)?;
-    if nu.is_none() && !method.uses_nu() {
-        return Err(value_error(format!("nu='auto' applies to slkl and uniform, not {solver}")));
-    }
-    let (slkl, nystrom) = krr_configs(max_iter, tol, nystrom_solve)?;
-    let solver = method.solver(alpha, nu.unwrap_or(f64::NAN), n_landmarks, slkl, nystrom);
-    let job = KernelRidgeJob {
-        intercept: fit_intercept,
-        nu: if nu.is_some() { KrrChoice::Given } else { KrrChoice::CrossValidated { folds: NU_FOLDS } },
-        ..KernelRidgeJob::new(kernel, solver, seed)
-    };
+    let job = krr_job(KrrOptions {
+        kernel_name,
+        gamma,
+        solver,
+        alpha,
+        n_landmarks,
+        nu,
+        fit_intercept,
+        seed,
+        max_iter,
+        tol,
+        nystrom_solve,
+    })?;
     let mut observer = PythonObserver::new(verbose);
     let result = {
         let data = x.data();
@@ -417,6 +415,46 @@ fn fit_kernel_ridge<'py>(
     let outcome = observer.finish(result)?;
     let (n_iter, warnings) = krr_report(&outcome);
     Ok((model_bytes(py, &outcome.model)?, n_iter, warnings))
+}
+
+/// The keyword arguments of a kernel ridge fit, as `fit_kernel_ridge` and
+/// `fit_kernel_ridge_targets` take them.
+struct KrrOptions<'a> {
+    kernel_name: &'a str,
+    gamma: f64,
+    solver: &'a str,
+    alpha: f64,
+    n_landmarks: usize,
+    nu: Option<f64>,
+    fit_intercept: bool,
+    seed: u64,
+    max_iter: Option<usize>,
+    tol: Option<f64>,
+    nystrom_solve: &'a str,
+}
+
+/// The library's kernel ridge job of `o` (the job `stolr krr` builds from the same options).
+///
+/// # Errors
+/// `ValueError` for a kernel without a bandwidth, an unknown solver, `nu='auto'` with a solver
+/// without ν, and bad `max_iter`, `tol` or `nystrom_solve`.
+fn krr_job(o: KrrOptions<'_>) -> PyResult<KernelRidgeJob> {
+    let kernel = kernel(o.kernel_name, o.gamma, 0, 0.0)?;
+    if !kernel.is_shift_invariant() {
+        let name = o.kernel_name;
+        return Err(value_error(format!("kernel '{name}' is not available for regression (rbf, laplacian)")));
+    }
+    let method = KrrMethod::parse(o.solver).map_err(value_error)?;
+    if o.nu.is_none() && !method.uses_nu() {
+        return Err(value_error(format!("nu='auto' applies to slkl and uniform, not {}", o.solver)));
+    }
+    let (slkl, nystrom) = krr_configs(o.max_iter, o.tol, o.nystrom_solve)?;
+    let solver = method.solver(o.alpha, o.nu.unwrap_or(f64::NAN), o.n_landmarks, slkl, nystrom);
+    Ok(KernelRidgeJob {
+        intercept: o.fit_intercept,
+        nu: if o.nu.is_some() { KrrChoice::Given } else { KrrChoice::CrossValidated { folds: NU_FOLDS } },
+        ..KernelRidgeJob::new(kernel, solver, o.seed)
+    })
 }
 
 /// Kernel ridge regression with targets `y` `(n, t)` and optional sample weights (length `n`):
@@ -447,21 +485,19 @@ fn fit_kernel_ridge_targets<'py>(
     let data = x.data();
     let y = rows(&y);
     let weights: Option<Vec<f64>> = sample_weight.map(|w| w.as_array().iter().copied().collect());
-    let kernel = kernel(kernel_name, gamma, 0, 0.0)?;
-    if !kernel.is_shift_invariant() {
-        return Err(value_error(format!("kernel '{kernel_name}' is not available for regression (rbf, laplacian)")));
-    }
-    let method = KrrMethod::parse(solver).map_err(value_error)?;
-    if nu.is_none() && !method.uses_nu() {
-        return Err(value_error(format!("nu='auto' applies to slkl and uniform, not {solver}")));
-    }
-    let (slkl, nystrom) = krr_configs(max_iter, tol, nystrom_solve)?;
-    let solver = method.solver(alpha, nu.unwrap_or(f64::NAN), n_landmarks, slkl, nystrom);
-    let job = KernelRidgeJob {
-        intercept: fit_intercept,
-        nu: if nu.is_some() { KrrChoice::Given } else { KrrChoice::CrossValidated { folds: NU_FOLDS } },
-        ..KernelRidgeJob::new(kernel, solver, seed)
-    };
+    let job = krr_job(KrrOptions {
+        kernel_name,
+        gamma,
+        solver,
+        alpha,
+        n_landmarks,
+        nu,
+        fit_intercept,
+        seed,
+        max_iter,
+        tol,
+        nystrom_solve,
+    })?;
     let mut observer = PythonObserver::new(verbose);
     let result = py.detach(|| job.run_targets(shard_of(data), y.get(), weights.as_deref(), None, &mut observer));
     let outcome = observer.finish(result)?;

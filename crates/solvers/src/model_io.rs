@@ -132,6 +132,44 @@ pub(crate) fn prepare_rows(
     Ok(owned)
 }
 
+/// New rows for a model of `d` features, dense or sparse, prepared as [`prepare_rows`] does:
+/// dense rows checked and standardized (a copy, in `storage`), sparse rows checked and passed
+/// through (never densified). An empty `(0, d)` block is fine.
+///
+/// # Errors
+/// As [`prepare_rows`]; [`SolverError::SparseUnsupported`] for sparse rows and a model that
+/// standardizes (it would densify them).
+pub(crate) fn prepare_data<'a>(
+    x: stolr_estimators::DataRef<'a>,
+    d: usize,
+    standardization: Option<&Standardization>,
+    storage: &'a mut Option<faer::Mat<f64>>,
+) -> Result<stolr_estimators::DataRef<'a>, SolverError> {
+    use stolr_estimators::DataRef;
+    match x {
+        DataRef::Dense(x) => {
+            let prepared = storage.insert(prepare_rows(x, d, standardization)?);
+            Ok(DataRef::Dense(prepared.as_ref()))
+        }
+        DataRef::Sparse(_) => {
+            if standardization.is_some() {
+                return Err(SolverError::SparseUnsupported { what: "a model that standardizes its rows".into() });
+            }
+            if x.ncols() != d {
+                return Err(SolverError::ShapeMismatch {
+                    what: "number of features of the new rows",
+                    expected: d,
+                    found: x.ncols(),
+                });
+            }
+            if x.nrows() > 0 {
+                x.check()?;
+            }
+            Ok(x)
+        }
+    }
+}
+
 /// Stores the categorical encoding (if any) as the header parameter `"encoding"`; returns the
 /// model format version the file then needs (2 with an encoding, which older builds would
 /// ignore and so misread rows; 1 without), for [`ModelFile::require_format_version`].

@@ -11,7 +11,7 @@ use stolr_model::{ModelFile, OneHotEncoding, Standardization};
 use crate::kpca::PreImageMap;
 use crate::model_io::{
     bad, check_encoding, check_finite_array, get_encoding, get_f64, get_standardization, get_str, kernel_from_json,
-    kernel_to_json, prepare_rows, put_encoding, put_standardization,
+    kernel_to_json, put_encoding, put_standardization,
 };
 use crate::{ModelRows, Persist, SolverError, Transformer};
 
@@ -383,27 +383,8 @@ impl KernelPcaModel {
     /// for non-finite entries, [`SolverError::SparseUnsupported`] for sparse rows and a model
     /// that standardizes.
     pub fn transform_data(&self, x: DataRef<'_>) -> Result<Mat<f64>, SolverError> {
-        let prepared;
-        let x = match x {
-            DataRef::Dense(x) => {
-                prepared = prepare_rows(x, self.n_features(), self.standardization.as_ref())?;
-                DataRef::Dense(prepared.as_ref())
-            }
-            DataRef::Sparse(_) => {
-                if self.standardization.is_some() {
-                    return Err(SolverError::SparseUnsupported { what: "a model that standardizes its rows".into() });
-                }
-                if x.ncols() != self.n_features() {
-                    return Err(SolverError::ShapeMismatch {
-                        what: "number of features of the new rows",
-                        expected: self.n_features(),
-                        found: x.ncols(),
-                    });
-                }
-                x.check().or_else(|e| if x.nrows() == 0 { Ok(()) } else { Err(e) })?;
-                x
-            }
-        };
+        let mut storage = None;
+        let x = crate::model_io::prepare_data(x, self.n_features(), self.standardization.as_ref(), &mut storage)?;
         let (m, p, r) = (x.nrows(), self.rows.nrows(), self.rank());
         let a = self.coefficients.as_ref();
         // Column sums s = 1ᵀA and c = mᵀA − m̄ s for the training centring.

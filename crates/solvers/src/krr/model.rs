@@ -183,26 +183,9 @@ impl KrrModel {
     /// As [`Predictor::predict`]; [`SolverError::SparseUnsupported`] for sparse rows and a model
     /// that standardizes.
     pub fn predict_outputs_data(&self, x: DataRef<'_>) -> Result<Mat<f64>, SolverError> {
-        let prepared_dense;
-        let prepared = match x {
-            DataRef::Dense(x) => {
-                prepared_dense = prepare_rows(x, self.n_features(), self.standardization.as_ref())?;
-                DataRef::Dense(prepared_dense.as_ref())
-            }
-            DataRef::Sparse(_) => {
-                if self.standardization.is_some() {
-                    return Err(SolverError::SparseUnsupported { what: "a model that standardizes its rows".into() });
-                }
-                if x.ncols() != self.n_features() {
-                    return Err(SolverError::ShapeMismatch {
-                        what: "number of features of the new rows",
-                        expected: self.n_features(),
-                        found: x.ncols(),
-                    });
-                }
-                x
-            }
-        };
+        let mut storage = None;
+        let prepared =
+            crate::model_io::prepare_data(x, self.n_features(), self.standardization.as_ref(), &mut storage)?;
         let Some((coefficients, intercepts)) = &self.outputs else {
             let f = self.predict_prepared(prepared)?;
             return Ok(Mat::from_fn(f.nrows(), 1, |i, _| f[i]));
