@@ -45,7 +45,7 @@ impl Standardization {
 /// Numerically stable whatever the offset and scale of a column: the mean is the plain mean
 /// $m_0$ corrected by a second pass, $\bar x_j = m_0 + \frac1n \sum_i (x_{ij} - m_0)$ (within
 /// an ulp or two of the exact mean for a column at $10^9$ or with a spread of $10^{-8}$), and
-/// the variance is summed over the centred values (a third pass), never as $E\[x^2\] - E\[x\]^2$.
+/// the variance is summed over the centred values (a third pass), never as the mean of the squares minus the square of the mean.
 ///
 /// A column is constant when its standard deviation is at most $10\,\varepsilon\,|\bar x_j|$
 /// (zero up to rounding, the test scikit-learn uses): it keeps scale 1.0 and is set to exactly 0.
