@@ -385,17 +385,7 @@ pub(crate) fn nystrom_krr_targets(
                 let c = panel.kernel.as_ref(); // Cᵀ for the panel, (M, len), rows scaled by √w
                 let (first, len) = (panel.first_row, c.ncols());
                 if direct {
-                    triangular::matmul(
-                        gram.as_mut(),
-                        BlockStructure::TriangularLower,
-                        Accum::Add,
-                        c,
-                        BlockStructure::Rectangular,
-                        c.transpose(),
-                        BlockStructure::Rectangular,
-                        1.0,
-                        par,
-                    );
+                    add_lower_gram(&mut gram, c, par);
                 }
                 matmul(z.as_mut(), Accum::Add, c, ys.as_ref().subrows(first, len), 1.0, Par::Seq);
                 let sp = MatRef::from_column_major_slice(&s[first..first + len], len, 1);
@@ -587,6 +577,22 @@ pub fn nystrom_krr_sharded(
     })
 }
 
+/// `gram += c cᵀ` on the lower triangle, for a transposed kernel panel `c` `(M, len)`: the
+/// normal-equation matrix `K_MnK_nM` accumulated panel by panel.
+fn add_lower_gram(gram: &mut Mat<f64>, c: MatRef<'_, f64>, par: Par) {
+    triangular::matmul(
+        gram.as_mut(),
+        BlockStructure::TriangularLower,
+        Accum::Add,
+        c,
+        BlockStructure::Rectangular,
+        c.transpose(),
+        BlockStructure::Rectangular,
+        1.0,
+        par,
+    );
+}
+
 /// The width of a row as the kernel panels hold it: `d` for dense rows, twice the largest number
 /// of stored entries (a value and an index each) for sparse ones.
 fn row_width(x: DataRef<'_>) -> usize {
@@ -672,17 +678,7 @@ fn normal_equations(
             for panel in block.iter() {
                 let c = panel.kernel.as_ref(); // Cᵀ for the panel, (M, len)
                 let len = c.ncols();
-                triangular::matmul(
-                    gram.as_mut(),
-                    BlockStructure::TriangularLower,
-                    Accum::Add,
-                    c,
-                    BlockStructure::Rectangular,
-                    c.transpose(),
-                    BlockStructure::Rectangular,
-                    1.0,
-                    par,
-                );
+                add_lower_gram(&mut gram, c, par);
                 accumulate_sums(&mut sums, &mut ysum, c, &y[panel.first_row..panel.first_row + len]);
             }
             Ok::<(), SolverError>(())
