@@ -346,7 +346,8 @@ pub(crate) fn check_landmarks(landmarks: &[usize], n: usize) -> Result<(), Solve
     }
 }
 
-/// Relative tolerance of the symmetry check of a given Gram matrix ([`check_gram`]):
+/// Relative tolerance of the symmetry check of a given Gram matrix ([`crate::krr_precomputed`],
+/// [`crate::exact_kpca_precomputed`]):
 /// $|K_{ij} - K_{ji}| \le 10^{-10} \max_{kl} |K_{kl}|$. Rounding in a kernel evaluated in
 /// another order stays near $10^{-16}$; a matrix outside this tolerance is not a kernel matrix
 /// (the solvers read one triangle only, so it would be fitted as a different matrix).

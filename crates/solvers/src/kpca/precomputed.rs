@@ -86,13 +86,14 @@ pub fn exact_kpca_precomputed(
     if truncate_to_numerical_rank(&mut pairs) < config.rank {
         warnings.push(KpcaWarning::RankDeficient { requested: config.rank, returned: pairs.rank(), solver: "exact" });
     }
-    let model = PrecomputedKpcaModel::from_parts(pairs, KernelCentering::from_training_means(means))?;
+    let model =
+        PrecomputedKpcaModel::from_parts(pairs.values, pairs.vectors, KernelCentering::from_training_means(means))?;
     Ok((model, warnings))
 }
 
 impl PrecomputedKpcaModel {
-    /// The model of the training eigenpairs `pairs` (eigenvectors `(n, r)`, eigenvalues
-    /// nonincreasing) and the `centering`: [`KernelCentering::None`] or
+    /// The model of the training eigenpairs: `values` (length `r`, nonincreasing) and
+    /// `vectors` `(n, r)` (one column per eigenvalue), and the `centering`: [`KernelCentering::None`] or
     /// [`KernelCentering::Training`] with the column means `m` (length `n`) of the training Gram
     /// matrix and their mean $\bar m$. The coefficients are $A = U\Lambda^{-1/2}$ (a zero column
     /// for $\lambda_j \le 0$), as the exact solver's [`crate::KernelPcaModel`].
@@ -102,7 +103,8 @@ impl PrecomputedKpcaModel {
     /// eigenvectors, disagree in size; [`SolverError::InvalidConfig`] (`centering`) for
     /// [`KernelCentering::Offset`] (Nyström's, not a training centring);
     /// [`SolverError::ModelMismatch`] for a non-finite entry.
-    pub fn from_parts(pairs: Eigenpairs, centering: KernelCentering) -> Result<Self, SolverError> {
+    pub fn from_parts(values: Vec<f64>, vectors: Mat<f64>, centering: KernelCentering) -> Result<Self, SolverError> {
+        let pairs = Eigenpairs { values, vectors };
         let (n, r) = (pairs.vectors.nrows(), pairs.vectors.ncols());
         if pairs.values.len() != r {
             return Err(SolverError::ShapeMismatch {
@@ -265,9 +267,8 @@ mod tests {
             } else {
                 cross.clone()
             };
-            let want = Mat::from_fn(m, r, |i, j| {
-                (0..n).map(|l| centred[(i, l)] * u[(l, j)]).sum::<f64>() / values[j].sqrt()
-            });
+            let want =
+                Mat::from_fn(m, r, |i, j| (0..n).map(|l| centred[(i, l)] * u[(l, j)]).sum::<f64>() / values[j].sqrt());
             let z = model.transform(cross.as_ref()).unwrap();
             assert!(max_abs((&z - &want).as_ref()) < 1e-8 * max_abs(want.as_ref()), "{n} {center}");
             // The training Gram matrix gives U Λ^{1/2}.
@@ -330,7 +331,11 @@ mod tests {
         assert!(matches!(model.transform(inf.as_ref()), Err(SolverError::InvalidKernelMatrix { .. })));
         let means = KernelCentering::Training { column_means: vec![0.0; 3], grand_mean: 0.0 };
         assert!(matches!(
-            PrecomputedKpcaModel::from_parts(model.eigenpairs().clone(), means),
+            PrecomputedKpcaModel::from_parts(
+                model.eigenpairs().values.clone(),
+                model.eigenpairs().vectors.clone(),
+                means
+            ),
             Err(SolverError::ShapeMismatch { .. })
         ));
     }

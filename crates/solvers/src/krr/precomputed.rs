@@ -4,6 +4,7 @@
 //! kernel.
 
 use faer::{Mat, MatRef};
+use stolr_lowrank::LowRankError;
 
 use crate::SolverError;
 use crate::error::{check_cross_kernel, check_gram, check_targets, symmetrized_gram};
@@ -21,6 +22,7 @@ use crate::krr::baselines::{check_kernel_and_factor, check_lambda, ridge_solve_t
 pub struct PrecomputedKrrModel {
     coefficients: Mat<f64>,
     intercepts: Vec<f64>,
+    least_squares: bool,
 }
 
 /// Exact kernel ridge regression on the given Gram matrix `gram` `(n, n)` of the training
@@ -47,15 +49,22 @@ pub struct PrecomputedKrrModel {
 /// memory `16·n²` bytes (the copy and its Cholesky factor), checked against `config.memory`
 /// before they are made.
 ///
+/// A `gram` that is not positive semi-definite (a user's similarity, or a kernel matrix made
+/// indefinite by rounding) can make $S K S + \lambda I$ indefinite, and Cholesky fails. Then,
+/// as scikit-learn's `KernelRidge` (`scipy.linalg.lstsq` after a failed Cholesky), the same
+/// system (bordered with the intercept) is solved by least squares: its minimum-norm solution
+/// through a symmetric eigendecomposition, eigenvalues below $(n + 1)\,\varepsilon$ times the
+/// largest in magnitude treated as 0; [`PrecomputedKrrModel::least_squares`] says so. Time
+/// $O(n^3)$, memory `24·(n + 1)²` bytes, checked against `config.memory`.
+///
 /// # Errors
 /// [`SolverError::InvalidKernelMatrix`] for a `gram` that is not square, not finite or not
 /// symmetric (to [`crate::GRAM_SYMMETRY_TOLERANCE`] relative to its largest entry);
 /// [`SolverError::InvalidConfig`] unless λ is positive and finite; as
 /// [`crate::KernelRidge::fit_targets`] for `y` and `weights` ([`SolverError::ShapeMismatch`],
 /// [`SolverError::NonFiniteTarget`], [`SolverError::InvalidConfig`] `sample_weight`);
-/// [`SolverError::Memory`] over the budget; [`SolverError::LowRank`] if $S K S + \lambda I$ is not
-/// positive definite (a `gram` that is not positive semi-definite, with λ below its most
-/// negative eigenvalue).
+/// [`SolverError::Memory`] over the budget; [`SolverError::LowRank`] if the eigensolver of the
+/// least-squares fallback fails.
 ///
 /// # References
 /// \[SLKL\], (6)–(10) (KRR_n); docs/derivations.md §6.3.
@@ -70,9 +79,65 @@ pub fn krr_precomputed(
     check_targets(gram, y, weights)?;
     check_lambda(config.lambda)?;
     check_kernel_and_factor(gram.nrows(), config)?;
-    let (coefficients, intercepts) =
-        ridge_solve_targets(symmetrized_gram(gram), y, weights, config.lambda, intercept)?;
-    Ok(PrecomputedKrrModel { coefficients, intercepts })
+    match ridge_solve_targets(symmetrized_gram(gram), y, weights, config.lambda, intercept) {
+        Ok((coefficients, intercepts)) => Ok(PrecomputedKrrModel { coefficients, intercepts, least_squares: false }),
+        Err(SolverError::LowRank(LowRankError::NotPositiveDefinite { .. })) => {
+            let size = gram.nrows() + 1;
+            config.memory.check(
+                format!("the least-squares solve of the bordered {size} × {size} system (an indefinite kernel matrix)"),
+                stolr_memory::f64_bytes(&[3, size, size]),
+            )?;
+            let (coefficients, intercepts) = least_squares_solve(gram, y, weights, config.lambda, intercept)?;
+            Ok(PrecomputedKrrModel { coefficients, intercepts, least_squares: true })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The weighted ridge system of `ridge_solve_targets` solved by least squares, for a Gram
+/// matrix `gram` (checked) whose $A = S K S + \lambda I$ is not positive definite: the
+/// minimum-norm solution of $A\alpha' = S(y - \bar y_w)$, or with the intercept of the bordered
+/// $[A, s; s^\top, 0][\alpha'; b'] = [S(y - \bar y_w); 0]$ ($b = \bar y_w + b'$), by the symmetric
+/// eigendecomposition $B = V D V^\top$: $x = V D^+ V^\top r$ with $1/d_i$ for
+/// $|d_i| > (n + 1)\,\varepsilon \max_j |d_j|$ and 0 otherwise. Without the intercept
+/// $\bar y_w = 0$. Returns α `(n, t)` and `b` (length `t`).
+fn least_squares_solve(
+    gram: MatRef<'_, f64>,
+    y: MatRef<'_, f64>,
+    weights: Option<&[f64]>,
+    lambda: f64,
+    intercept: bool,
+) -> Result<(Mat<f64>, Vec<f64>), SolverError> {
+    let (n, t) = (y.nrows(), y.ncols());
+    let s: Vec<f64> = weights.map_or_else(|| vec![1.0; n], |w| w.iter().map(|v| v.sqrt()).collect());
+    let wsum: f64 = weights.map_or(n as f64, |w| w.iter().sum());
+    let means: Vec<f64> = (0..t)
+        .map(|c| if intercept { (0..n).map(|i| s[i] * s[i] * y[(i, c)]).sum::<f64>() / wsum } else { 0.0 })
+        .collect();
+    let size = n + usize::from(intercept);
+    let b = Mat::from_fn(size, size, |i, j| match (i < n, j < n) {
+        (true, true) => {
+            let k = if i == j { gram[(i, j)] } else { 0.5 * (gram[(i, j)] + gram[(j, i)]) };
+            s[i] * k * s[j] + if i == j { lambda } else { 0.0 }
+        }
+        (true, false) => s[i],
+        (false, true) => s[j],
+        (false, false) => 0.0,
+    });
+    let rhs = Mat::from_fn(size, t, |i, c| if i < n { s[i] * (y[(i, c)] - means[c]) } else { 0.0 });
+    let (values, vectors) = stolr_lowrank::sym_eigen_desc(b.as_ref())?;
+    drop(b);
+    let largest = values.iter().fold(0.0_f64, |m, v| m.max(v.abs()));
+    let cutoff = size as f64 * f64::EPSILON * largest;
+    let mut projected = stolr_lowrank::mul(vectors.transpose(), rhs.as_ref());
+    for (i, d) in values.iter().enumerate() {
+        let inverse = if d.abs() > cutoff { 1.0 / d } else { 0.0 };
+        projected.row_mut(i).iter_mut().for_each(|v| *v *= inverse);
+    }
+    let x = stolr_lowrank::mul(vectors.as_ref(), projected.as_ref());
+    let alpha = Mat::from_fn(n, t, |i, c| s[i] * x[(i, c)]);
+    let b = (0..t).map(|c| if intercept { means[c] + x[(n, c)] } else { 0.0 }).collect();
+    Ok((alpha, b))
 }
 
 impl PrecomputedKrrModel {
@@ -103,7 +168,7 @@ impl PrecomputedKrrModel {
         if !finite {
             return Err(SolverError::ModelMismatch { reason: "the coefficients or intercepts are not finite".into() });
         }
-        Ok(Self { coefficients, intercepts })
+        Ok(Self { coefficients, intercepts, least_squares: false })
     }
 
     /// The predictions $K_{\text{new}}\alpha + \mathbf 1 b^\top$ `(m, t)` for the cross kernel
@@ -131,6 +196,12 @@ impl PrecomputedKrrModel {
     /// The intercepts `b`, one per output (0 when fitted without the intercept).
     pub fn intercepts(&self) -> &[f64] {
         &self.intercepts
+    }
+
+    /// Whether the fit fell back to least squares because $S K S + \lambda I$ was not positive
+    /// definite (see [`krr_precomputed`]); `false` for a model from parts.
+    pub fn least_squares(&self) -> bool {
+        self.least_squares
     }
 }
 
@@ -160,9 +231,9 @@ mod tests {
 
     fn max_rel(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> f64 {
         assert_eq!((a.nrows(), a.ncols()), (b.nrows(), b.ncols()));
-        let scale = (0..b.ncols()).flat_map(|j| (0..b.nrows()).map(move |i| (i, j))).fold(0.0_f64, |m, (i, j)| {
-            m.max(b[(i, j)].abs())
-        });
+        let scale = (0..b.ncols())
+            .flat_map(|j| (0..b.nrows()).map(move |i| (i, j)))
+            .fold(0.0_f64, |m, (i, j)| m.max(b[(i, j)].abs()));
         let gap = (0..b.ncols())
             .flat_map(|j| (0..b.nrows()).map(move |i| (i, j)))
             .fold(0.0_f64, |m, (i, j)| m.max((a[(i, j)] - b[(i, j)]).abs()));
@@ -270,6 +341,33 @@ mod tests {
     }
 
     #[test]
+    fn an_indefinite_gram_matrix_is_solved_by_least_squares() {
+        // K = X Xᵀ − c 11ᵀ: indefinite (K + λI too), so Cholesky fails; the system is
+        // nonsingular, so least squares gives its one solution.
+        let (n, t, lambda) = (30, 2, 0.4);
+        let x = hostile_rows(n, 3, 9);
+        let gram = Mat::from_fn(n, n, |i, j| (0..3).map(|l| x[(i, l)] * x[(j, l)]).sum::<f64>() - 40.0);
+        let y = Mat::from_fn(n, t, |i, c| (i as f64 * 0.4).cos() + 3.0 * c as f64);
+        let w: Vec<f64> = (0..n).map(|i| 0.5 + (i % 4) as f64).collect();
+        let config = KrrConfig { lambda, ..KrrConfig::default() };
+        for intercept in [false, true] {
+            for weights in [None, Some(&w[..])] {
+                let model = krr_precomputed(gram.as_ref(), y.as_ref(), weights, &config, intercept).unwrap();
+                assert!(model.least_squares());
+                let ones = vec![1.0; n];
+                let (alpha, b) = direct(gram.as_ref(), y.as_ref(), weights.unwrap_or(&ones), lambda, intercept);
+                assert!(max_rel(model.coefficients(), alpha.as_ref()) < 1e-9, "{intercept} {weights:?}");
+                for (got, want) in model.intercepts().iter().zip(&b) {
+                    assert!((got - want).abs() < 1e-9 * want.abs().max(1.0), "{got} {want}");
+                }
+            }
+        }
+        // A positive definite system takes Cholesky.
+        let psd = Kernel::gaussian(1.0).matrix(x.as_ref());
+        assert!(!krr_precomputed(psd.as_ref(), y.as_ref(), None, &config, true).unwrap().least_squares());
+    }
+
+    #[test]
     fn hostile_gram_matrices_and_cross_kernels_are_typed_errors() {
         let config = KrrConfig::default();
         let y = Mat::from_fn(3, 1, |i, _| i as f64);
@@ -297,8 +395,6 @@ mod tests {
             krr_precomputed(gram.as_ref(), short.as_ref(), None, &config, true).unwrap_err(),
             SolverError::ShapeMismatch { .. }
         ));
-        let indefinite = Mat::from_fn(3, 3, |i, j| if i == j { -5.0 } else { 0.0 });
-        assert!(matches!(fit(indefinite.as_ref()), SolverError::LowRank(_)));
         // The cross kernel: width and finiteness.
         let model = krr_precomputed(gram.as_ref(), y.as_ref(), None, &config, true).unwrap();
         let narrow = Mat::from_fn(2, 2, |_, _| 0.1);
