@@ -88,6 +88,15 @@ def test_kernel_pca_precomputed_matches_scikit_learn_and_the_rbf_kernel_s():
     named = stolr.KernelPCA(n_components=5, kernel="rbf", gamma=GAMMA).fit(X)
     assert np.max(np.abs(ours.eigenvalues_ - named.eigenvalues_)) < 1e-10 * named.eigenvalues_[0]
     assert _up_to_sign(ours.transform(K_test), named.transform(T)) < 1e-8
+    # n_components=None: every numerically nonzero pair, without a warning (as scikit-learn,
+    # which keeps the positive ones).
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        every = stolr.KernelPCA(kernel="precomputed").fit(K)
+    positive = SkKernelPCA(kernel="precomputed", eigen_solver="dense").fit(K).eigenvalues_
+    assert np.allclose(every.eigenvalues_[:10], positive[:10], rtol=1e-10, atol=1e-10 * positive[0])
+    assert every.transform(K_test).shape == (len(T), len(every.eigenvalues_))
     # Uncentred: the eigenvalues of K itself.
     raw = stolr.KernelPCA(n_components=3, kernel="precomputed", center=False).fit(K)
     assert np.allclose(raw.eigenvalues_, np.linalg.eigvalsh(K)[::-1][:3], rtol=1e-10)
@@ -175,6 +184,11 @@ def test_hostile_gram_matrices_are_value_errors(tmp_path):
         stolr.KernelPCA(kernel="precomputed", fit_inverse_transform=True).fit(K)
     with pytest.raises(ValueError, match="must return a number"):
         stolr.KernelRidge(kernel=lambda a, b: a * b).fit(X, y)
+    # A callable's NaN reaches the library's check (scikit-learn's input check sees only X).
+    with pytest.raises(ValueError, match="must be finite"):
+        stolr.KernelRidge(kernel=lambda a, b: np.nan if a[0] == X[3, 0] else _rbf(a, b)).fit(X, y)
+    with pytest.raises(ValueError, match="must be finite"):
+        stolr.KernelPCA(kernel=lambda a, b: np.inf if b[0] == X[5, 0] else _rbf(a, b)).fit(X)
 
 
 def _checks_kernel(x, y):
