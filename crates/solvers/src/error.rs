@@ -176,6 +176,13 @@ pub enum SolverError {
     /// An error from a kernel or sampler.
     #[error(transparent)]
     Estimator(#[from] EstimatorError),
+    /// A kernel matrix given by the caller (`kernel="precomputed"`) is not a Gram matrix: not
+    /// square, not symmetric, empty, or with a NaN or infinite entry.
+    #[error("the precomputed kernel matrix is not usable: {reason}")]
+    InvalidKernelMatrix {
+        /// What is wrong, with the entry or shape that shows it.
+        reason: String,
+    },
 }
 
 pub(crate) fn check_data(x: faer::MatRef<'_, f64>) -> Result<(), SolverError> {
@@ -337,4 +344,97 @@ pub(crate) fn check_landmarks(landmarks: &[usize], n: usize) -> Result<(), Solve
         }),
         None => Ok(()),
     }
+}
+
+/// Relative tolerance of the symmetry check of a given Gram matrix ([`crate::krr_precomputed`],
+/// [`crate::exact_kpca_precomputed`]):
+/// $|K_{ij} - K_{ji}| \le 10^{-10} \max_{kl} |K_{kl}|$. Rounding in a kernel evaluated in
+/// another order stays near $10^{-16}$; a matrix outside this tolerance is not a kernel matrix
+/// (the solvers read one triangle only, so it would be fitted as a different matrix).
+pub const GRAM_SYMMETRY_TOLERANCE: f64 = 1e-10;
+
+/// Checks a given Gram matrix `k` (`kernel="precomputed"`): shape `(n, n)` with `n ≥ 1`, every
+/// entry finite, and symmetric to [`GRAM_SYMMETRY_TOLERANCE`] relative to its largest entry.
+/// One pass over the matrix, no allocation.
+///
+/// # Errors
+/// [`SolverError::InvalidKernelMatrix`] naming the shape, the first non-finite entry, or the
+/// most asymmetric pair.
+pub(crate) fn check_gram(k: faer::MatRef<'_, f64>) -> Result<(), SolverError> {
+    let (n, m) = (k.nrows(), k.ncols());
+    if n != m || n == 0 {
+        return Err(SolverError::InvalidKernelMatrix {
+            reason: format!(
+                "it has shape ({n}, {m}): a Gram matrix of the training samples is square (n, n) with n >= 1"
+            ),
+        });
+    }
+    let mut scale = 0.0_f64;
+    for j in 0..n {
+        for i in 0..n {
+            let v = k[(i, j)];
+            if !v.is_finite() {
+                return Err(SolverError::InvalidKernelMatrix {
+                    reason: format!("entry ({i}, {j}) is {v}: kernel values must be finite"),
+                });
+            }
+            scale = scale.max(v.abs());
+        }
+    }
+    let (mut worst, mut at) = (0.0_f64, (0, 0));
+    for j in 0..n {
+        for i in j + 1..n {
+            let gap = (k[(i, j)] - k[(j, i)]).abs();
+            if gap > worst {
+                (worst, at) = (gap, (i, j));
+            }
+        }
+    }
+    if worst > GRAM_SYMMETRY_TOLERANCE * scale {
+        let (i, j) = at;
+        return Err(SolverError::InvalidKernelMatrix {
+            reason: format!(
+                "it is not symmetric: K[{i}, {j}] = {} but K[{j}, {i}] = {} (difference {worst:.3e} > {GRAM_SYMMETRY_TOLERANCE:e} \
+                 times the largest entry {scale:.3e}); a kernel matrix is symmetric (symmetrize it, e.g. (K + K.T) / 2, \
+                 if the difference is rounding)",
+                k[(i, j)],
+                k[(j, i)]
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Checks a given cross kernel `k` `(m, n)` between `m` new samples and the `n` training
+/// samples: `n` columns, every entry finite (`m = 0` is fine).
+///
+/// # Errors
+/// [`SolverError::ShapeMismatch`] for another number of columns;
+/// [`SolverError::InvalidKernelMatrix`] for a non-finite entry.
+pub(crate) fn check_cross_kernel(k: faer::MatRef<'_, f64>, n: usize) -> Result<(), SolverError> {
+    if k.ncols() != n {
+        return Err(SolverError::ShapeMismatch {
+            what: "columns of the precomputed cross kernel K(new samples, training samples) (one per training sample)",
+            expected: n,
+            found: k.ncols(),
+        });
+    }
+    for j in 0..k.ncols() {
+        for i in 0..k.nrows() {
+            let v = k[(i, j)];
+            if !v.is_finite() {
+                return Err(SolverError::InvalidKernelMatrix {
+                    reason: format!("entry ({i}, {j}) of the cross kernel is {v}: kernel values must be finite"),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The given Gram matrix `k` `(n, n)` (checked by [`check_gram`]) as an owned, exactly
+/// symmetric matrix: $(K + K^\top)/2$ entry by entry (for a symmetric `k`, `k` itself, bit for
+/// bit). Memory `8·n²` bytes.
+pub(crate) fn symmetrized_gram(k: faer::MatRef<'_, f64>) -> faer::Mat<f64> {
+    faer::Mat::from_fn(k.nrows(), k.ncols(), |i, j| if i == j { k[(i, j)] } else { 0.5 * (k[(i, j)] + k[(j, i)]) })
 }

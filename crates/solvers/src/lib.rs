@@ -40,7 +40,9 @@ mod run;
 pub mod streaming;
 
 pub use checkpoint::{CheckpointStore, SolverState};
-pub use error::SolverError;
+pub use error::{GRAM_SYMMETRY_TOLERANCE, SolverError};
+pub use kpca::{PrecomputedKpcaModel, exact_kpca_precomputed};
+pub use krr::{PrecomputedKrrModel, krr_precomputed};
 pub use interface::{Fit, FitRegression, Persist, Predictor, Transformer};
 pub use job::{KpcaStream, KrrStream, PcaStream, Shard};
 pub use kernel_spec::KernelSpec;

@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, RegressorMixin, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from . import _core
 
@@ -183,6 +183,78 @@ def _set_preimage_attributes(est, loaded=False):
     est.dual_coef_ = dual_coef
 
 
+def _is_precomputed(est):
+    """Whether ``est.kernel`` is ``"precomputed"``: ``X`` is a Gram matrix (fit) or a cross
+    kernel (transform, predict)."""
+    kernel = getattr(est, "kernel", None)
+    return isinstance(kernel, str) and kernel == "precomputed"
+
+
+def _gram_kernel(est):
+    """Whether ``est`` is fitted through a Gram matrix: ``kernel="precomputed"`` or a callable
+    kernel (whose Gram matrix is evaluated here, then the precomputed path runs)."""
+    return _is_precomputed(est) or callable(getattr(est, "kernel", None))
+
+
+def _check_gram_solver(est, exact):
+    """``ValueError`` unless ``est.solver`` is the exact solver ``exact``: only it takes a Gram
+    matrix (the others evaluate their kernel on rows: landmarks, features, samples)."""
+    if est.solver != exact:
+        what = "kernel='precomputed'" if _is_precomputed(est) else "a callable kernel"
+        raise ValueError(f"{what} needs solver='{exact}' (the exact solver, which takes the Gram matrix); "
+                         f"solver='{est.solver}' evaluates its kernel on the rows and cannot use it")
+
+
+def _callable_kernel_matrix(kernel, X, Y=None):
+    """The kernel matrix of the callable ``kernel`` (scikit-learn's convention: ``kernel(x, y)``
+    of two 1-D rows returns a number): ``K[i, j] = kernel(X[i], Y[j])``, shape
+    ``(len(X), len(Y))``. With ``Y`` None the Gram matrix of ``X``: the pairs ``i <= j`` are
+    evaluated and mirrored, so it is exactly symmetric (as scikit-learn's ``pairwise_kernels``).
+    ``n²`` Python calls (``n(n + 1)/2`` for a Gram matrix)."""
+    symmetric = Y is None
+    Y = X if symmetric else Y
+    K = np.empty((X.shape[0], Y.shape[0]), dtype=np.float64)
+    for i in range(X.shape[0]):
+        for j in range(i if symmetric else 0, Y.shape[0]):
+            value = kernel(X[i], Y[j])
+            try:
+                K[i, j] = value
+            except (TypeError, ValueError):
+                raise ValueError(f"the kernel callable must return a number for two rows (1-D arrays), "
+                                 f"got {type(value).__name__} {np.shape(value)}") from None
+            if symmetric:
+                K[j, i] = K[i, j]
+    return K
+
+
+def _gram_and_rows(est, X):
+    """The Gram matrix of a fit through a Gram matrix: ``X`` itself for ``kernel="precomputed"``
+    (the training Gram matrix, n × n), else the callable's Gram matrix of the rows ``X``, which
+    are kept as ``X_fit_`` (scikit-learn's name) to evaluate cross kernels later."""
+    if _is_precomputed(est):
+        if hasattr(est, "X_fit_"):
+            del est.X_fit_
+        return np.ascontiguousarray(X)
+    est.X_fit_ = X
+    return _callable_kernel_matrix(est.kernel, X)
+
+
+def _cross_kernel(est, X):
+    """The cross kernel of new samples ``X`` with the training samples: ``X`` itself for
+    ``kernel="precomputed"`` (n_test × n_train), else the callable on the rows of ``X`` and
+    ``X_fit_``."""
+    if _is_precomputed(est):
+        return np.ascontiguousarray(X)
+    return _callable_kernel_matrix(est.kernel, X, est.X_fit_)
+
+
+def _drop(est, *attrs):
+    """Removes fitted attributes a previous fit of another kind left."""
+    for attr in attrs:
+        if hasattr(est, attr):
+            delattr(est, attr)
+
+
 class _Model:
     """What every estimator shares: its fitted model as the bytes of a Stolr model file, which
     is what pickling stores and what ``save`` writes (the file ``stolr transform`` and
@@ -190,6 +262,10 @@ class _Model:
 
     def save(self, path):
         """Writes the fitted model to ``path`` (a ``model.npz`` the CLI reads)."""
+        if _gram_kernel(self):
+            raise ValueError("a model fitted with kernel='precomputed' or a callable kernel cannot be saved as a "
+                             "Stolr model file (it keeps no kernel the CLI can evaluate on rows); pickle the "
+                             "estimator instead (its dual_coef_ or eigenvectors_ are plain arrays)")
         check_is_fitted(self, "model_")
         with open(path, "wb") as f:
             f.write(self.model_)
@@ -250,9 +326,15 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         tags = super().__sklearn_tags__()
         # The exact and Nyström solvers take scipy.sparse rows as they are; the others refuse them.
         tags.input_tags.sparse = self.solver in ("exact", "exact-matrix-free", "nystrom")
+        # kernel="precomputed": X is the Gram matrix (scikit-learn's pairwise tag), taken dense.
+        tags.input_tags.pairwise = _is_precomputed(self)
+        if _gram_kernel(self):
+            tags.input_tags.sparse = False
         return tags
 
     def fit(self, X, y=None):
+        if _gram_kernel(self):
+            return self._fit_gram(X)
         # Sparse rows (scipy.sparse) stay sparse for the exact and Nyström solvers.
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, ensure_min_samples=2)
         n_components = self.n_components if self.n_components is not None else min(X.shape)
@@ -281,6 +363,8 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         return self
 
     def transform(self, X):
+        if _gram_kernel(self):
+            return self._transform_gram(X)
         check_is_fitted(self, "model_")
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         Z = _core.transform(self.model_, _rows(X))
@@ -288,9 +372,55 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
             Z /= _whiten_scale(self.eigenvalues_)
         return Z
 
+    def _fit_gram(self, X):
+        """The fit of ``kernel="precomputed"`` (``X`` the training Gram matrix, n × n) or of a
+        callable kernel (its Gram matrix of the rows ``X``): the exact solver's eigenpairs of
+        the (centred) Gram matrix in the library (``_core.fit_kernel_pca_precomputed``)."""
+        _check_gram_solver(self, "exact")
+        if self.fit_inverse_transform:
+            what = "a precomputed kernel" if _is_precomputed(self) else "a callable kernel"
+            raise ValueError(f"Cannot fit_inverse_transform with {what}: the pre-image map needs the "
+                             "kernel on points of the embedding (use a named kernel)")
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        K = _gram_and_rows(self, X)
+        n_components = K.shape[0] if self.n_components is None else _count("n_components", self.n_components)
+        values, vectors, means, grand_mean, warns = _core.fit_kernel_pca_precomputed(
+            K, n_components, bool(self.center), None if self.memory_limit is None else str(self.memory_limit))
+        for message in warns:
+            if self.n_components is not None or "requested" not in message:
+                warnings.warn(message, _warning_category(message), stacklevel=3)
+        _drop(self, "model_", "dual_coef_", "X_transformed_fit_", "K_fit_rows_", "K_fit_all_")
+        self.eigenvalues_ = values
+        self.eigenvectors_ = vectors
+        if means is not None:
+            # scikit-learn's KernelCenterer names: the training Gram matrix's column means and
+            # their mean, which centre a cross kernel.
+            self.K_fit_rows_ = means
+            self.K_fit_all_ = float(grand_mean)
+        self.n_iter_ = 1
+        return self
+
+    def _transform_gram(self, X):
+        """``transform`` of ``kernel="precomputed"`` (``X`` the cross kernel, n_test × n_train)
+        or of a callable kernel (its cross kernel of the rows ``X`` with ``X_fit_``), centred
+        with the training means in the library (``_core.transform_precomputed``)."""
+        check_is_fitted(self, ["eigenvalues_", "eigenvectors_"] + ([] if _is_precomputed(self) else ["X_fit_"]))
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        centred = hasattr(self, "K_fit_rows_")
+        Z = _core.transform_precomputed(_cross_kernel(self, X), self.eigenvalues_, self.eigenvectors_,
+                                        self.K_fit_rows_ if centred else None,
+                                        self.K_fit_all_ if centred else None)
+        if getattr(self, "whiten", False):
+            Z /= _whiten_scale(self.eigenvalues_)
+        return Z
+
     def inverse_transform(self, X):
         """The pre-images of points ``X`` (m, n_components) of the embedding, (m, n_features),
         by the kernel ridge map learned with ``fit_inverse_transform=True``."""
+        if _gram_kernel(self):
+            from sklearn.exceptions import NotFittedError
+            raise NotFittedError("no inverse transform with kernel='precomputed' or a callable kernel: "
+                                 "fit_inverse_transform needs a named kernel")
         check_is_fitted(self, "model_")
         if not hasattr(self, "dual_coef_"):
             from sklearn.exceptions import NotFittedError
@@ -645,9 +775,15 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
         # KRR_n and Nyström KRR take scipy.sparse rows as they are; the other solvers refuse them.
         tags.input_tags.sparse = self.solver in ("krr", "nystrom")
         tags.target_tags.multi_output = True
+        # kernel="precomputed": X is the Gram matrix (scikit-learn's pairwise tag), taken dense.
+        tags.input_tags.pairwise = _is_precomputed(self)
+        if _gram_kernel(self):
+            tags.input_tags.sparse = False
         return tags
 
     def fit(self, X, y, sample_weight=None):
+        if _gram_kernel(self):
+            return self._fit_gram(X, y, sample_weight)
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=True, multi_output=True)
         n_landmarks = min(_count("n_landmarks", self.n_landmarks), X.shape[0])
         y = np.asarray(y, dtype=np.float64)
@@ -687,6 +823,8 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
         return self
 
     def predict(self, X):
+        if _gram_kernel(self):
+            return self._predict_gram(X)
         check_is_fitted(self, "model_")
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         ndim = getattr(self, "_y_ndim", None)
@@ -695,6 +833,42 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
         if ndim == 1:
             return _core.predict(self.model_, _rows(X))
         return _core.predict_outputs(self.model_, _rows(X))
+
+    def _fit_gram(self, X, y, sample_weight):
+        """The fit of ``kernel="precomputed"`` (``X`` the training Gram matrix, n × n) or of a
+        callable kernel (its Gram matrix of the rows ``X``): the ``krr`` solver's solve on the
+        Gram matrix in the library (``_core.fit_kernel_ridge_precomputed``), with the
+        intercept, several outputs and sample weights as for a named kernel."""
+        _check_gram_solver(self, "krr")
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, multi_output=True)
+        K = _gram_and_rows(self, X)
+        y = np.asarray(y, dtype=np.float64)
+        if sample_weight is not None:
+            sample_weight = np.ascontiguousarray(_check_sample_weight(sample_weight, X, ensure_non_negative=True))
+        coef, intercepts, least_squares = _core.fit_kernel_ridge_precomputed(
+            K, np.ascontiguousarray(y.reshape(-1, 1) if y.ndim == 1 else y), sample_weight, float(self.alpha),
+            bool(self.fit_intercept))
+        if least_squares:  # scikit-learn's fallback, and its warning category (UserWarning)
+            warnings.warn("K + alpha I is not positive definite (the kernel matrix is not positive semi-definite): "
+                          "the dual problem was solved by least squares instead of Cholesky", UserWarning, stacklevel=3)
+        _drop(self, "model_")
+        self._y_ndim = y.ndim
+        self.dual_coef_ = coef[:, 0] if y.ndim == 1 else coef
+        # The unpenalized intercept b (0 without fit_intercept): f(x) = k(x, X_train) @ dual_coef_ + b.
+        self.intercept_ = float(intercepts[0]) if y.ndim == 1 else intercepts
+        self.n_iter_ = 1
+        return self
+
+    def _predict_gram(self, X):
+        """``predict`` of ``kernel="precomputed"`` (``X`` the cross kernel, n_test × n_train) or of
+        a callable kernel (its cross kernel of the rows ``X`` with ``X_fit_``):
+        ``K @ dual_coef_ + intercept_`` in the library (``_core.predict_precomputed``)."""
+        check_is_fitted(self, ["dual_coef_", "intercept_"] + ([] if _is_precomputed(self) else ["X_fit_"]))
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        coef = self.dual_coef_.reshape(-1, 1) if self.dual_coef_.ndim == 1 else self.dual_coef_
+        f = _core.predict_precomputed(_cross_kernel(self, X), np.ascontiguousarray(coef),
+                                      np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64)))
+        return f[:, 0] if self.dual_coef_.ndim == 1 else f
 
 
 # Every parameter with its default and a source to look up, appended to the class docstrings
@@ -822,6 +996,54 @@ KernelRidge.__doc__ += """
         Conjugate-gradient iterations of ``nystrom`` (summed over the outputs), SLKL's epochs
         (the first output's), 1 for a direct solve.
     n_features_in_, feature_names_in_ (DataFrame input)
+"""
+
+# Precomputed and callable kernels (kept apart from the parameter lists above, which other
+# entries extend).
+KernelPCA.__doc__ += """
+    Precomputed and callable kernels
+    --------------------------------
+    ``kernel="precomputed"``: ``fit(K)`` takes the training Gram matrix ``K`` (n, n) (square,
+    finite, symmetric to 1e-10 times its largest entry, else ``ValueError``), ``transform(K_test)``
+    the cross kernel (n_test, n_train), ``K_test[i, j] = k(x_test_i, x_train_j)``; as scikit-learn's
+    ``KernelPCA(kernel="precomputed")``: the eigenpairs of the centred Gram matrix ``HKH``
+    (``center=True``; ``H = I - 11'/n``), a cross kernel centred with the training column means
+    (``K_fit_rows_``, their mean ``K_fit_all_``), the same ``eigenvalues_`` and eigenvectors up to
+    sign. ``kernel`` a callable: ``kernel(x, y)`` of two 1-D rows returns a number
+    (scikit-learn's convention for callables); its Gram matrix of ``X`` (``n(n + 1)/2`` calls; the
+    rows are kept as ``X_fit_``) and the cross kernel of new rows are evaluated in Python, then the
+    precomputed path runs. Bind the callable's own parameters with ``functools.partial`` or a
+    closure: the estimator has no ``kernel_params`` (``gamma``, ``degree``, ``coef0`` are not
+    passed to it). Only ``solver="exact"`` takes a Gram matrix (the eigensolver of the exact
+    solver, in the library; memory ``8 n^2`` bytes for its copy); another solver raises
+    ``ValueError``, as does ``fit_inverse_transform=True``. Such a fit has no model file:
+    ``save`` raises ``ValueError`` (pickle the estimator instead). The pairwise tag
+    (``__sklearn_tags__().input_tags.pairwise``) is set for ``"precomputed"``.
+"""
+
+KernelRidge.__doc__ += """
+    Precomputed and callable kernels
+    --------------------------------
+    ``kernel="precomputed"``: ``fit(K, y, sample_weight=None)`` takes the training Gram matrix
+    ``K`` (n, n) (square, finite, symmetric to 1e-10 times its largest entry, else ``ValueError``),
+    ``predict(K_test)`` the cross kernel (n_test, n_train), ``K_test[i, j] = k(x_test_i, x_train_j)``.
+    The fit is the ``krr`` solver's solve on ``K`` in the library (one Cholesky factorization,
+    several outputs, sample weights): with ``fit_intercept=False`` scikit-learn's
+    ``KernelRidge(kernel="precomputed")`` (which has no intercept); with ``fit_intercept=True``
+    (the default) the same unpenalized intercept as a named kernel's, the bordered system, which
+    equals centring ``K`` in feature space and the cross kernel with the training column means:
+    a ``K`` equal to the rbf kernel matrix gives the model of ``kernel="rbf"``. ``dual_coef_``
+    (n,) or (n, t) and ``intercept_`` (0 without the intercept) give
+    ``predict(K_test) = K_test @ dual_coef_ + intercept_``. ``kernel`` a callable:
+    ``kernel(x, y)`` of two 1-D rows returns a number (scikit-learn's convention); its Gram matrix
+    of ``X`` (``n(n + 1)/2`` calls; the rows are kept as ``X_fit_``) and the cross kernel of new
+    rows are evaluated in Python, then the precomputed path runs. Bind the callable's own
+    parameters with ``functools.partial`` or a closure: the estimator has no ``kernel_params``.
+    Only ``solver="krr"`` takes a Gram matrix; another solver raises ``ValueError``. When
+    ``K + alpha I`` is not positive definite (a ``K`` that is not positive semi-definite), the
+    system is solved by least squares with a ``UserWarning``, as scikit-learn does. Such a fit has no model file:
+    ``save`` raises ``ValueError`` (pickle the estimator instead). The pairwise tag
+    (``__sklearn_tags__().input_tags.pairwise``) is set for ``"precomputed"``.
 """
 
 

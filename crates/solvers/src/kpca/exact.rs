@@ -169,7 +169,21 @@ pub(crate) fn exact_fit<'x>(
         let fit = matrix_free_kpca(x, kernel, &config.matrix_free())?;
         return Ok((fit.pairs, fit.means, operator));
     }
-    let mut k = kernel.matrix(x);
+    let (pairs, stats) = dense_eigenpairs(kernel.matrix(x), config)?;
+    Ok((pairs, stats, operator))
+}
+
+/// The dense path of [`exact_fit`] on the kernel matrix `k` `(n, n)` (consumed: centred in
+/// place when `config.center`): the top `config.rank` eigenpairs by [`top_eigenpairs`] with
+/// `config.tolerance`, and the centring statistics `(m, m̄)` of `k` when centred. Also the
+/// eigensolver of a given Gram matrix ([`crate::kpca::exact_kpca_precomputed`]).
+///
+/// # Errors
+/// [`SolverError::LowRank`] if the eigensolver fails or `config.rank > n`.
+pub(super) fn dense_eigenpairs(
+    mut k: Mat<f64>,
+    config: &ExactKpcaConfig,
+) -> Result<(Eigenpairs, Option<KernelMeans>), SolverError> {
     let stats = config.center.then(|| center_in_place(&mut k));
-    Ok((top_eigenpairs(k.as_ref(), config.rank, config.tolerance)?, stats, operator))
+    Ok((top_eigenpairs(k.as_ref(), config.rank, config.tolerance)?, stats))
 }

@@ -16,6 +16,7 @@ mod kha;
 mod matrix_free;
 mod model;
 mod nystrom;
+mod precomputed;
 mod preimage;
 mod rank;
 mod skpca;
@@ -34,6 +35,7 @@ pub use matrix_free::{
 };
 pub use model::{KernelCentering, KernelPcaModel};
 pub use nystrom::{DEFAULT_BLOCK_ROWS, NystromConfig, NystromFit, nystrom_fit, nystrom_fit_sharded, nystrom_kpca};
+pub use precomputed::{PrecomputedKpcaModel, exact_kpca_precomputed};
 pub use preimage::{PREIMAGE_SOLVERS, PreImageMap, check_preimage, preimage_bytes};
 pub use rank::{RANK_TOLERANCE, truncate_to_numerical_rank};
 pub use skpca::{Iterate, Skpca, SkpcaConfig, check_skpca_memory, shrunk_target, skpca_memory_estimate};

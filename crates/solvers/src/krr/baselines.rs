@@ -27,7 +27,7 @@ impl Default for KrrConfig {
     }
 }
 
-fn check_lambda(lambda: f64) -> Result<(), SolverError> {
+pub(super) fn check_lambda(lambda: f64) -> Result<(), SolverError> {
     if lambda.is_finite() && lambda > 0.0 {
         Ok(())
     } else {
@@ -41,7 +41,7 @@ fn check_lambda(lambda: f64) -> Result<(), SolverError> {
 /// Solves $(K + \lambda I)\alpha = y$ by Cholesky and returns $\alpha$.
 /// Checks the `n × n` kernel matrix and the Cholesky factor `spd_solve` makes of it (two
 /// `8n²`-byte matrices) against the budget.
-fn check_kernel_and_factor(n: usize, config: &KrrConfig) -> Result<(), SolverError> {
+pub(super) fn check_kernel_and_factor(n: usize, config: &KrrConfig) -> Result<(), SolverError> {
     Ok(config.memory.check(
         format!("the {n} × {n} kernel matrix and its Cholesky factor (n = {n})"),
         stolr_memory::f64_bytes(&[2, n, n]),
@@ -88,7 +88,7 @@ fn ridge_solve(mut k: Mat<f64>, y: &[f64], lambda: f64, intercept: bool) -> Resu
 /// $\bar y_w = \sum_i w_i y_i / \sum_i w_i$ (weighted centring): $b = \bar y_w + s^\top A^{-1}\tilde y'
 /// / s^\top A^{-1} s$ with $\tilde y' = S(y - \bar y_w)$. A zero weight gives $\alpha_i = 0$.
 /// Returns α `(n, t)` and `b` (length `t`).
-fn ridge_solve_targets(
+pub(super) fn ridge_solve_targets(
     mut k: Mat<f64>,
     y: MatRef<'_, f64>,
     weights: Option<&[f64]>,

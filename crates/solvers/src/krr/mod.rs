@@ -15,6 +15,7 @@ mod nu_selection;
 mod nystrom;
 mod nystrom_cg;
 mod nystrom_cv;
+mod precomputed;
 mod slkl;
 
 pub use baselines::{KrrConfig, UnifConfig, UnifModel, UniformWeight, krr, krr_subset, unif};
@@ -28,4 +29,5 @@ pub use nu_selection::{
 };
 pub use nystrom::{NystromKrrConfig, NystromKrrFit, NystromSolve, nystrom_krr, nystrom_krr_sharded};
 pub use nystrom_cv::{LambdaSelection, select_lambda_nystrom};
+pub use precomputed::{PrecomputedKrrModel, krr_precomputed};
 pub use slkl::{ColumnMode, CoordinatePartials, CoordinateRule, Slkl, SlklConfig, SlklModel, slkl};
