@@ -33,6 +33,35 @@ pub fn check_data(x: MatRef<'_, f64>) -> Result<(), EstimatorError> {
     Ok(())
 }
 
+/// [`check_data`] for float32 rows `x` `(n, d)`: the same errors, the bad value reported as
+/// float64.
+///
+/// # Errors
+/// As [`check_data`].
+pub fn check_data_f32(x: MatRef<'_, f32>) -> Result<(), EstimatorError> {
+    let (nrows, ncols) = x.shape();
+    if nrows == 0 || ncols == 0 {
+        return Err(EstimatorError::EmptyData { nrows, ncols });
+    }
+    let finite = if x.col_stride() == 1 && x.row_stride() != 1 {
+        (0..nrows).all(|row| (0..ncols).all(|col| x[(row, col)].is_finite()))
+    } else {
+        (0..ncols).all(|col| (0..nrows).all(|row| x[(row, col)].is_finite()))
+    };
+    if finite {
+        return Ok(());
+    }
+    for col in 0..ncols {
+        for row in 0..nrows {
+            let value = x[(row, col)];
+            if !value.is_finite() {
+                return Err(EstimatorError::NonFinite { row, col, value: f64::from(value) });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Calls `f(row, col, value)` on every entry of `x` in the order of its memory: row by row when
 /// the rows are contiguous (a NumPy array in C order), column by column otherwise. A strided
 /// scan of a row-major `(70000, 784)` matrix column by column costs several times a sequential one.
