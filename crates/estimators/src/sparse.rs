@@ -154,6 +154,17 @@ impl<'a> DataRef<'a> {
         }
     }
 
+    /// The width of one row as the kernel blocks copy it, in 8-byte words: `d` for dense rows
+    /// (float32 rows are converted to float64), twice the largest row's stored entries for
+    /// sparse ones (a value and an index each). What memory estimates count per row.
+    pub fn row_width(&self) -> usize {
+        match self {
+            DataRef::Dense(x) => x.ncols(),
+            DataRef::DenseF32(x) => x.ncols(),
+            DataRef::Sparse(s) => 2 * (0..s.nrows()).map(|i| s.row_range(i).len()).max().unwrap_or(0),
+        }
+    }
+
     /// Whether the rows are dense (float64 or float32).
     pub fn is_dense(&self) -> bool {
         !self.is_sparse()
