@@ -122,8 +122,14 @@ class _FeatureNamesOut(ClassNamePrefixFeaturesOutMixin):
         return None
 
 
+# Dense rows are taken as float64 or float32; float32 stays float32 (half the memory): the library
+# converts it exactly a block of rows at a time where it computes, so a float32 array gives the
+# results of the same values in float64, bit for bit. Other dtypes are converted to float64.
+_DTYPES = [np.float64, np.float32]
+
+
 def _rows(X):
-    """``X`` as ``_core`` takes rows: a C-contiguous float64 array, or for a ``scipy.sparse``
+    """``X`` as ``_core`` takes rows: a C-contiguous float64 or float32 array, or for a ``scipy.sparse``
     matrix its CSR parts ``(indptr, indices, data, shape)`` (int64 indices, float64 values),
     never densified. A CSR matrix in canonical form (sorted, no duplicate entries) of float64 is
     passed without copying its values; another is converted (a copy) first."""
@@ -254,7 +260,7 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
 
     def fit(self, X, y=None):
         # Sparse rows (scipy.sparse) stay sparse for the exact and Nyström solvers.
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, ensure_min_samples=2)
+        X = validate_data(self, X, accept_sparse="csr", dtype=_DTYPES, ensure_min_samples=2)
         n_components = self.n_components if self.n_components is not None else min(X.shape)
         # As KernelRidge: at most one landmark per training row (the default 500 on fewer rows).
         n_landmarks = min(_count("n_landmarks", self.n_landmarks), X.shape[0])
@@ -282,7 +288,7 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
 
     def transform(self, X):
         check_is_fitted(self, "model_")
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        X = validate_data(self, X, accept_sparse="csr", dtype=_DTYPES, reset=False)
         Z = _core.transform(self.model_, _rows(X))
         if getattr(self, "whiten", False):
             Z /= _whiten_scale(self.eigenvalues_)
@@ -372,7 +378,7 @@ class PCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         self.random_state = random_state
 
     def fit(self, X, y=None):
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        X = validate_data(self, X, dtype=_DTYPES, ensure_min_samples=2)
         X = np.ascontiguousarray(X)
         max_iter = None if self.max_iter is None else _count("max_iter", self.max_iter)
         seed = _seed(self.random_state)
@@ -403,7 +409,7 @@ class PCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
 
     def transform(self, X):
         check_is_fitted(self, "model_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = validate_data(self, X, dtype=_DTYPES, reset=False)
         Z = _core.transform(self.model_, np.ascontiguousarray(X))
         if getattr(self, "whiten", False):
             Z /= _whiten_scale(self.explained_variance_)
@@ -520,7 +526,7 @@ class StreamingPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
     def partial_fit(self, X, y=None):
         first = not hasattr(self, "state_")
         self._check_params()
-        X = validate_data(self, X, dtype=np.float64, reset=first)
+        X = validate_data(self, X, dtype=_DTYPES, reset=first)
         if first:
             if not 1 <= int(self.n_components) < X.shape[1]:
                 raise ValueError(f"n_components={self.n_components} must be at least 1 and below the "
@@ -550,7 +556,7 @@ class StreamingPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         fit ``stolr pca --solver ...`` runs (the same seed gives the same components).
         ``partial_fit`` afterwards continues the stream."""
         self._check_params()
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        X = validate_data(self, X, dtype=_DTYPES, ensure_min_samples=2)
         for attr in ("state_", "model_"):
             if hasattr(self, attr):
                 delattr(self, attr)
@@ -571,7 +577,7 @@ class StreamingPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
 
     def transform(self, X):
         check_is_fitted(self, "model_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = validate_data(self, X, dtype=_DTYPES, reset=False)
         Z = _core.transform(self.model_, np.ascontiguousarray(X))
         if getattr(self, "whiten", False):
             Z /= _whiten_scale(self.explained_variance_)
@@ -648,7 +654,7 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
         return tags
 
     def fit(self, X, y, sample_weight=None):
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=True, multi_output=True)
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, y_numeric=True, multi_output=True)
         n_landmarks = min(_count("n_landmarks", self.n_landmarks), X.shape[0])
         y = np.asarray(y, dtype=np.float64)
         self._y_ndim = y.ndim
@@ -688,7 +694,7 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
 
     def predict(self, X):
         check_is_fitted(self, "model_")
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        X = validate_data(self, X, accept_sparse="csr", dtype=_DTYPES, reset=False)
         ndim = getattr(self, "_y_ndim", None)
         if ndim is None:  # a loaded model: 2-D predictions for several outputs
             ndim = 2 if _core.krr_coefficients(self.model_)[1] > 1 else 1
