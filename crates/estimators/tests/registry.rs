@@ -228,10 +228,14 @@ fn float32_rows_give_every_kernel_block_of_the_same_rows_in_float64_bit_for_bit(
             let panels = |data: DataRef<'_>| {
                 let p = CrossKernelPanels::new(&kernel, data, landmarks).unwrap();
                 let mut all = Vec::new();
-                p.for_each_block(16, |_| {}, |ps| {
-                    all.extend(ps.iter().map(|q| q.kernel.clone()));
-                    Ok::<(), ()>(())
-                })
+                p.for_each_block(
+                    16,
+                    |_| {},
+                    |ps| {
+                        all.extend(ps.iter().map(|q| q.kernel.clone()));
+                        Ok::<(), ()>(())
+                    },
+                )
                 .unwrap();
                 all
             };

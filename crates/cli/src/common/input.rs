@@ -9,8 +9,8 @@ use faer::Mat;
 use stolr_comm::{Communicator, RowShard};
 use stolr_datasets::{
     DataError, Dataset, Labels, MnistSplit, TableLabel, TableOptions, read_abalone, read_housing, read_libsvm,
-    read_libsvm_part, read_magic, read_magic_part, read_mnist, read_mnist_part, read_npy_part,
-    read_table, read_table_part, read_table_with,
+    read_libsvm_part, read_magic, read_magic_part, read_mnist, read_mnist_part, read_npy_part, read_table,
+    read_table_part, read_table_with,
 };
 use stolr_datasets::{Dataset32, NpyRows, read_mnist_f32, read_npy_rows};
 use stolr_memory::MemoryBudget;

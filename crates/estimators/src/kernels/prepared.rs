@@ -146,7 +146,9 @@ impl PreparedKernel {
     pub(crate) fn with_evaluation<'x>(kernel: Kernel, x: impl Into<DataRef<'x>>, evaluation: KernelEvaluation) -> Self {
         let x = match x.into() {
             DataRef::Dense(x) => x,
-            DataRef::DenseF32(x) => return Self::with_evaluation_owned(kernel, crate::sparse::f32_to_f64(x), evaluation),
+            DataRef::DenseF32(x) => {
+                return Self::with_evaluation_owned(kernel, crate::sparse::f32_to_f64(x), evaluation);
+            }
             DataRef::Sparse(x) => {
                 let x = Csr::from_ref(x);
                 let sq = x.sq_norms();

@@ -538,7 +538,7 @@ class StreamingPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         if getattr(self, "center", False):
             # The running mean of every row seen, this batch's included.
             seen = self.state_.samples_seen()
-            mean = (seen * self.mean_ + X.sum(axis=0)) / (seen + X.shape[0])
+            mean = (seen * self.mean_ + X.sum(axis=0, dtype=np.float64)) / (seen + X.shape[0])
             X = X - mean
         X = np.ascontiguousarray(X)
         self.state_.partial_fit(X)

@@ -124,6 +124,18 @@ pub struct KernelRidge {
 }
 
 impl KernelRidge {
+    /// A float64 copy of float32 rows for the solvers that read the rows themselves (SLKL,
+    /// Unif, KRR_M: their kernel columns and coordinate steps); `None` for the others (KRR_n and
+    /// Nyström KRR take float32 rows through the kernel blocks) and for other rows.
+    fn float64_copy(&self, data: DataRef<'_>) -> Option<faer::Mat<f64>> {
+        match data {
+            DataRef::DenseF32(x) if !matches!(self.solver, KrrSolver::Krr { .. } | KrrSolver::Nystrom { .. }) => {
+                Some(stolr_estimators::f32_to_f64(x))
+            }
+            _ => None,
+        }
+    }
+
     /// `solver` with `kernel`, with an intercept and without standardization.
     pub fn new(kernel: Kernel, solver: KrrSolver) -> Self {
         Self { kernel, solver, intercept: true, standardize: false, memory: MemoryBudget::default() }
@@ -136,18 +148,6 @@ impl KernelRidge {
     /// the summary's objective is that of the centred system.
     ///
     /// # Errors
-
-    /// A float64 copy of float32 rows for the solvers that read the rows themselves (SLKL,
-    /// Unif, KRR_M: their kernel columns and coordinate steps); `None` for the others (KRR_n and
-    /// Nyström KRR take float32 rows through the kernel blocks) and for other rows.
-    fn float64_copy(&self, data: DataRef<'_>) -> Option<faer::Mat<f64>> {
-        match data {
-            DataRef::DenseF32(x) if !matches!(self.solver, KrrSolver::Krr { .. } | KrrSolver::Nystrom { .. }) => {
-                Some(stolr_estimators::f32_to_f64(x))
-            }
-            _ => None,
-        }
-    }
     /// As [`FitRegression::fit`].
     pub fn fit_prepared<'x>(
         &self,

@@ -211,9 +211,10 @@ impl Pca {
         self.fit_prepared_shard(prepared.x(), mean, scale, rng, observer, comm, shard.place)
     }
 
-    /// Rows per block of [`Pca::fit_exact_rows`] for `d` features: about 2²⁰ values (8 MiB).
+    /// Rows per block of [`Pca::fit_exact_rows`] for `d` features: about 2¹⁷ values (1 MiB, in
+    /// the L2 cache while it is written and multiplied).
     fn exact_block_rows(d: usize) -> usize {
-        ((1usize << 20) / d.max(1)).max(16)
+        ((1usize << 17) / d.max(1)).max(16)
     }
 
     /// Bytes [`Pca::fit_exact_rows`] allocates for `d` features: the lanes of
@@ -237,39 +238,31 @@ impl Pca {
     /// [`SolverError::Estimator`] for empty or non-finite rows; [`SolverError::InvalidRank`];
     /// [`SolverError::InvalidConfig`] when the sums of squares exceed the float64 range.
     fn fit_exact_rows(&self, x: DataRef<'_>) -> Result<PcaModel, SolverError> {
-        use faer::reborrow::ReborrowMut;
         x.check()?;
         let (n, d) = x.shape();
         crate::error::check_pca_rank(self.rank, n, d)?;
         let mean = if self.center { stolr_estimators::column_means_of(x, |_| {}) } else { vec![0.0; d] };
         let block_rows = Self::exact_block_rows(d);
-        // Rows `start .. start + len` as an owned column-major float64 block.
-        let block = |start: usize, len: usize| match x.subrows(start, len).dense_block() {
-            Some(stolr_estimators::DenseBlock::View(v)) => stolr_estimators::to_owned(v),
-            Some(stolr_estimators::DenseBlock::Owned(m)) => m,
-            None => unreachable!("dense rows"),
-        };
         let (mut inv, mut scale) = (1.0, vec![1.0; d]);
         if self.scale {
-            let mut max = 0.0_f64;
-            for start in (0..n).step_by(block_rows) {
-                let b = block(start, block_rows.min(n - start));
-                for (j, m) in mean.iter().enumerate() {
-                    max = b.col_as_slice(j).iter().fold(max, |a, v| a.max((v - m).abs()));
-                }
-            }
+            let max = match x {
+                DataRef::Dense(v) => max_abs_centred(v, &mean),
+                DataRef::DenseF32(v) => max_abs_centred(v, &mean),
+                DataRef::Sparse(_) => unreachable!("dense rows"),
+            };
             if max > 0.0 {
                 inv = 1.0 / max;
                 scale = vec![max; d];
             }
         }
         let scaled = self.scale && inv != 1.0;
-        let g = stolr_lowrank::gram_of_row_blocks(n, d, block_rows, |start, mut out| {
-            let b = block(start, out.nrows());
-            for (j, m) in mean.iter().enumerate() {
-                for (o, v) in out.rb_mut().col_mut(j).iter_mut().zip(b.col_as_slice(j)) {
-                    *o = if scaled { (v - m) * inv } else { v - m };
-                }
+        // Each block is written straight from the source into the lane's buffer.
+        let g = stolr_lowrank::gram_of_row_blocks(n, d, block_rows, |start, out| {
+            let len = out.nrows();
+            match x {
+                DataRef::Dense(v) => fill_centred(v.subrows(start, len), out, &mean, scaled.then_some(inv)),
+                DataRef::DenseF32(v) => fill_centred(v.subrows(start, len), out, &mean, scaled.then_some(inv)),
+                DataRef::Sparse(_) => unreachable!("dense rows"),
             }
         });
         let trace: f64 = (0..d).map(|j| g[(j, j)]).sum();
@@ -389,6 +382,51 @@ impl PcaJob {
         }
         let (model, stop, epochs) = self.pca.fit_shard(&shard, &mut PcaStream::Solver.rng(self.seed), observer)?;
         Ok(PcaJobOutcome { model, stop, epochs, solve_time: started.elapsed() })
+    }
+}
+
+/// The largest $|x_{ij} - \mu_j|$ over the rows `x` `(n, d)` (float64 or float32, read in its
+/// memory order).
+fn max_abs_centred<T: Copy + Into<f64>>(x: MatRef<'_, T>, mean: &[f64]) -> f64 {
+    let (n, d) = x.shape();
+    let mut max = 0.0_f64;
+    if x.col_stride() == 1 && x.row_stride() != 1 {
+        for i in 0..n {
+            for (j, m) in mean.iter().enumerate().take(d) {
+                max = max.max((x[(i, j)].into() - m).abs());
+            }
+        }
+    } else {
+        for (j, m) in mean.iter().enumerate().take(d) {
+            for i in 0..n {
+                max = max.max((x[(i, j)].into() - m).abs());
+            }
+        }
+    }
+    max
+}
+
+/// Writes $(x_{ij} - \mu_j)$, times `inv` when given, into `out` `(len, d)` for the rows `x`
+/// `(len, d)` (float64 or float32, read in its memory order): the value [`Pca::prepare_data`]
+/// gives the entry, bit for bit.
+fn fill_centred<T: Copy + Into<f64>>(x: MatRef<'_, T>, mut out: faer::MatMut<'_, f64>, mean: &[f64], inv: Option<f64>) {
+    let (n, d) = x.shape();
+    let value = |v: T, m: f64| match inv {
+        Some(inv) => (v.into() - m) * inv,
+        None => v.into() - m,
+    };
+    if x.col_stride() == 1 && x.row_stride() != 1 {
+        for i in 0..n {
+            for (j, &m) in mean.iter().enumerate().take(d) {
+                out[(i, j)] = value(x[(i, j)], m);
+            }
+        }
+    } else {
+        for (j, &m) in mean.iter().enumerate().take(d) {
+            for i in 0..n {
+                out[(i, j)] = value(x[(i, j)], m);
+            }
+        }
     }
 }
 
