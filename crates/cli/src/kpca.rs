@@ -87,18 +87,22 @@ pub fn run(args: KpcaArgs, ctx: &RunContext) -> Result<()> {
             (Shard::part(part.local, part.shard, &**comm), read)
         }
         None => {
-            let (mut data, encoding, origin) = load(&args, ctx.memory)?;
+            let (mut data, rows32, encoding, origin) = load(&args, ctx.memory)?;
             let read_time = total.elapsed();
-            if data.n() == 0 || data.d() == 0 {
-                bail!("the dataset is empty ({} samples, {} features)", data.n(), data.d());
+            let (n, d) = rows32.as_ref().map_or((data.n(), data.d()), |x| x.shape());
+            if n == 0 || d == 0 {
+                bail!("the dataset is empty ({n} samples, {d} features)");
             }
             if let Some(rank) = args.rank
-                && rank > data.n()
+                && rank > n
             {
-                bail!("--rank {rank} exceeds the number of samples n = {}", data.n());
+                bail!("--rank {rank} exceeds the number of samples n = {n}");
             }
-            let x = std::mem::replace(&mut data.x, Mat::new());
-            (Shard::whole_owned(x), Read { data, encoding, origin, total, read_time })
+            let shard = match rows32 {
+                Some(x) => Shard::whole_owned_f32(x),
+                None => Shard::whole_owned(std::mem::replace(&mut data.x, Mat::new())),
+            };
+            (shard, Read { data, encoding, origin, total, read_time })
         }
     };
     require_support(&args.checkpoint, args.solver == KpcaMethod::Skpca, job.solver.name())?;

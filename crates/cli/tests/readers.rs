@@ -469,3 +469,78 @@ fn a_model_resaved_by_numpy_predicts_as_the_original() {
         assert_eq!(predict(&resaved, &dir.path().join(function)), want, "{function}");
     }
 }
+
+/// A `.npy` file of `values` `(n, d)` in C order with dtype `descr` (`<f4` or `<f8`).
+fn write_npy(path: &Path, descr: &str, n: usize, d: usize, words: &[u8]) {
+    let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({n}, {d}), }}");
+    let unpadded = 10 + dict.len() + 1;
+    let header = format!("{dict}{}\n", " ".repeat(unpadded.next_multiple_of(64) - unpadded));
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend_from_slice(words);
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_float32_npy_file_fits_as_the_same_values_in_float64_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (n, d) = (120, 5);
+    // An offset column, a constant column, an outlier row and duplicate rows.
+    let value = |i: usize, j: usize| -> f32 {
+        let i = if i == 9 { 2 } else { i };
+        let v = ((i * 7 + j * 3) as f32 * 0.37).sin() * (j + 1) as f32;
+        match j {
+            0 => 0.5,
+            1 => 1000.0 + v,
+            _ if i == 4 => 40.0 * v + 25.0,
+            _ => v,
+        }
+    };
+    let f32_words: Vec<u8> = (0..n).flat_map(|i| (0..d).map(move |j| value(i, j))).flat_map(f32::to_le_bytes).collect();
+    let f64_words: Vec<u8> =
+        (0..n).flat_map(|i| (0..d).map(move |j| f64::from(value(i, j)))).flat_map(f64::to_le_bytes).collect();
+    let (x32, x64) = (dir.path().join("x32.npy"), dir.path().join("x64.npy"));
+    write_npy(&x32, "<f4", n, d, &f32_words);
+    write_npy(&x64, "<f8", n, d, &f64_words);
+    let runs: [&[&str]; 3] = [
+        &["kpca", "--solver", "nystrom", "--landmarks", "40", "--rank", "3", "--center"],
+        &["kpca", "--solver", "exact", "--rank", "3"],
+        &["pca", "--solver", "exact", "--rank", "3", "--center"],
+    ];
+    for args in runs {
+        let outputs: Vec<PathBuf> = [&x32, &x64]
+            .iter()
+            .enumerate()
+            .map(|(k, input)| {
+                let out = dir.path().join(format!("{}-{k}", args[..3].join("-")));
+                let mut all = args.to_vec();
+                all.extend(["--format", "npy", "--input", s(input), "--out", s(&out)]);
+                assert_ok(&stolr(&all), &args.join(" "));
+                out
+            })
+            .collect();
+        let file = if args[0] == "pca" { "components.npy" } else { "eigenvalues.npy" };
+        let (a, b) = (npy_f64(&outputs[0].join(file)), npy_f64(&outputs[1].join(file)));
+        assert!(!a.is_empty());
+        assert_eq!(a, b, "{}: float32 and float64 input differ", args.join(" "));
+    }
+    // A float32 file is read everywhere a float64 one is (converted where a command needs it).
+    let out = dir.path().join("vr");
+    assert_ok(
+        &stolr(&["pca", "--solver", "vr-pca", "--rank", "2", "--format", "npy", "--input", s(&x32), "--out", s(&out)]),
+        "vr-pca",
+    );
+    // Hostile float32 files: a NaN, a truncated payload, a float16 dtype.
+    let mut bad = f32_words.clone();
+    bad[4 * (7 * d + 2)..4 * (7 * d + 3)].copy_from_slice(&f32::NAN.to_le_bytes());
+    let nan = dir.path().join("nan.npy");
+    write_npy(&nan, "<f4", n, d, &bad);
+    assert_fails_with(&stolr(&["kpca", "--rank", "2", "--format", "npy", "--input", s(&nan)]), "row 7");
+    let short = dir.path().join("short.npy");
+    write_npy(&short, "<f4", n, d, &f32_words[..f32_words.len() - 12]);
+    assert_fails_with(&stolr(&["pca", "--rank", "2", "--format", "npy", "--input", s(&short)]), "short.npy");
+    let half = dir.path().join("half.npy");
+    write_npy(&half, "<f2", n, d, &f32_words[..2 * n * d]);
+    assert_fails_with(&stolr(&["kpca", "--rank", "2", "--format", "npy", "--input", s(&half)]), "float64");
+}

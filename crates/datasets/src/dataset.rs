@@ -53,6 +53,19 @@ impl Dataset {
     }
 }
 
+/// A data matrix kept in float32 (a float32 `.npy` file, MNIST's bytes: half the memory of
+/// float64; the library converts the values exactly where it computes), with its labels and
+/// origin.
+#[derive(Debug, Clone)]
+pub struct Dataset32 {
+    /// The samples, shape `(n, d)`.
+    pub x: Mat<f32>,
+    /// One label per row of `x`, or none.
+    pub labels: Labels,
+    /// Human-readable origin.
+    pub source: String,
+}
+
 /// A data matrix in compressed sparse row form (LIBSVM text read without densifying,
 /// [`crate::read_libsvm_sparse`]) with its labels and origin.
 #[derive(Debug, Clone)]
@@ -138,8 +151,19 @@ pub fn check_finite(x: MatRef<'_, f64>) -> Result<(), DataError> {
 /// [`DataError::OverBudget`] if it is over the memory budget `memory`, so that a corrupt index
 /// or shape in a file does not abort the process.
 pub(crate) fn try_zeros(rows: usize, cols: usize, path: &str, memory: MemoryBudget) -> Result<Mat<f64>, DataError> {
+    try_zeros_of(rows, cols, path, memory)
+}
+
+/// [`try_zeros`] for entries of any float type `T` (float32 rows take half the bytes).
+pub(crate) fn try_zeros_of<T: faer::traits::ComplexField + Copy + Default>(
+    rows: usize,
+    cols: usize,
+    path: &str,
+    memory: MemoryBudget,
+) -> Result<Mat<T>, DataError> {
     let too_large = || DataError::TooLarge { path: path.to_owned(), rows, cols };
-    let bytes = rows.checked_mul(cols).and_then(|len| len.checked_mul(size_of::<f64>()));
+    let size = size_of::<T>();
+    let bytes = rows.checked_mul(cols).and_then(|len| len.checked_mul(size));
     if bytes.is_none_or(|bytes| bytes > isize::MAX as usize) {
         return Err(too_large());
     }
@@ -148,13 +172,13 @@ pub(crate) fn try_zeros(rows: usize, cols: usize, path: &str, memory: MemoryBudg
     if (rows == 0 || cols == 0) && rows.max(cols) > stolr_model::MAX_EMPTY_DIM {
         return Err(too_large());
     }
-    // faer pads every column to a multiple of 8 entries (64 bytes): a short, wide matrix
-    // takes up to 8 times its entries' bytes.
-    let padded = stolr_memory::f64_bytes(&[rows.next_multiple_of(8), cols]);
+    // faer pads every column to a multiple of 64 bytes: a short, wide matrix takes up to 8
+    // (float32: 16) times its entries' bytes.
+    let padded = (rows.next_multiple_of(64 / size) as u64).saturating_mul(cols as u64).saturating_mul(size as u64);
     DataError::check_budget(path, format!("the {rows} × {cols} data matrix"), padded, memory)?;
     let mut x = Mat::new();
     x.try_reserve(rows, cols).map_err(|_| too_large())?;
-    x.resize_with(rows, cols, |_, _| 0.0);
+    x.resize_with(rows, cols, |_, _| T::default());
     Ok(x)
 }
 

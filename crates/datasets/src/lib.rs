@@ -63,15 +63,17 @@ pub use csv::{
     LabelColumn, MAGIC_FIELDS, read_csv, read_csv_from, read_csv_part, read_csv_regression, read_csv_regression_from,
     read_magic, read_magic_from, read_magic_part,
 };
-pub use dataset::{Dataset, Labels, SparseDataset, check_finite};
+pub use dataset::{Dataset, Dataset32, Labels, SparseDataset, check_finite};
 pub use error::DataError;
 pub use housing::{HOUSING_FEATURES, read_housing, read_housing_from};
 pub use libsvm::{
     read_libsvm, read_libsvm_from, read_libsvm_sparse, read_libsvm_sparse_from, read_libsvm_with_dim,
     read_libsvm_with_dim_from,
 };
-pub use mnist::{MnistSplit, read_mnist, read_mnist_part};
-pub use npy::{read_npy_matrix, read_npy_part, write_npy_indices, write_npy_matrix, write_npy_vector};
+pub use mnist::{MnistSplit, read_mnist, read_mnist_f32, read_mnist_part};
+pub use npy::{
+    NpyRows, read_npy_matrix, read_npy_part, read_npy_rows, write_npy_indices, write_npy_matrix, write_npy_vector,
+};
 pub use shard::{line_aligned_range, read_libsvm_part};
 pub use split::{Split, TrainTest, random_split};
 pub use stream::{RowFormat, RowStream, stream_rows};

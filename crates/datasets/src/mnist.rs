@@ -22,7 +22,7 @@ use flate2::read::MultiGzDecoder;
 use stolr_memory::MemoryBudget;
 
 use crate::dataset::try_zeros;
-use crate::{DataError, Dataset, Labels};
+use crate::{DataError, Dataset, Dataset32, Labels};
 
 /// Magic number of an IDX file of unsigned bytes with 3 dimensions (images).
 pub(crate) const IMAGES_MAGIC: u32 = 0x0000_0803;
@@ -101,6 +101,26 @@ impl MnistSplit {
 /// recognition", Proc. IEEE 86(11), 1998; file format from the original MNIST page. \[SVRG-PCA\]'s
 /// use of it: docs/derivations.md §3.7, item 4 of "Data", and Table 8.
 pub fn read_mnist(dir: &Path, split: MnistSplit, memory: MemoryBudget) -> Result<Dataset, DataError> {
+    let (x, labels, source) = read_mnist_as::<f64>(dir, split, memory)?;
+    Ok(Dataset { x, labels, source })
+}
+
+/// [`read_mnist`] with the pixels kept in float32 (`4·n·d` bytes, half of float64; every value
+/// `0..=255` is exact in both, so a fit gives the same bits from either).
+///
+/// # Errors
+/// As [`read_mnist`].
+pub fn read_mnist_f32(dir: &Path, split: MnistSplit, memory: MemoryBudget) -> Result<Dataset32, DataError> {
+    let (x, labels, source) = read_mnist_as::<f32>(dir, split, memory)?;
+    Ok(Dataset32 { x, labels, source })
+}
+
+/// [`read_mnist`]'s rows in the precision `T`, its labels and its origin.
+fn read_mnist_as<T: faer::traits::ComplexField + Copy + Default + From<u8>>(
+    dir: &Path,
+    split: MnistSplit,
+    memory: MemoryBudget,
+) -> Result<(Mat<T>, Labels, String), DataError> {
     let (prefixes, split_name) = split.parts();
     let parts = prefixes.iter().map(|prefix| read_part(dir, prefix, memory)).collect::<Result<Vec<_>, _>>()?;
 
@@ -123,7 +143,7 @@ pub fn read_mnist(dir: &Path, split: MnistSplit, memory: MemoryBudget) -> Result
         return Err(DataError::Empty { path: first.images_path.clone() });
     }
 
-    let mut x = try_zeros(n, d, &first.images_path, memory)?;
+    let mut x = crate::dataset::try_zeros_of::<T>(n, d, &first.images_path, memory)?;
     let mut labels = Vec::with_capacity(n);
     let mut row = 0;
     for part in &parts {
@@ -131,11 +151,7 @@ pub fn read_mnist(dir: &Path, split: MnistSplit, memory: MemoryBudget) -> Result
         labels.extend(part.labels().iter().map(|&label| f64::from(label)));
         row += part.count;
     }
-    Ok(Dataset {
-        x,
-        labels: Labels::Numeric(labels),
-        source: format!("MNIST {split_name} ({n} × {d}) from {}", dir.display()),
-    })
+    Ok((x, Labels::Numeric(labels), format!("MNIST {split_name} ({n} × {d}) from {}", dir.display())))
 }
 
 /// Part `part` of `parts` of MNIST in `dir`: the rows `RowShard::balanced(n, part, parts)` of
@@ -483,7 +499,7 @@ const fn header_len(ndims: usize) -> usize {
 ///
 /// `x` is column-major: rows are converted in blocks of [`BLOCK_ROWS`] so that each block of
 /// bytes is read from cache while its values are written contiguously down every column.
-fn fill_rows(x: &mut Mat<f64>, row0: usize, pixels: &[u8], d: usize) {
+fn fill_rows<T: From<u8>>(x: &mut Mat<T>, row0: usize, pixels: &[u8], d: usize) {
     if d == 0 {
         return;
     }
@@ -493,7 +509,7 @@ fn fill_rows(x: &mut Mat<f64>, row0: usize, pixels: &[u8], d: usize) {
         for j in 0..d {
             let column = &mut x.col_as_slice_mut(j)[start..start + rows];
             for (i, value) in column.iter_mut().enumerate() {
-                *value = f64::from(chunk[i * d + j]);
+                *value = T::from(chunk[i * d + j]);
             }
         }
     }

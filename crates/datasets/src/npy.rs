@@ -83,6 +83,73 @@ pub fn read_npy_matrix(path: &Path, memory: MemoryBudget) -> Result<Mat<f64>, Da
     Ok(x)
 }
 
+/// The rows of a 2-D `.npy` file in the precision it stores: float64 stays float64, float32
+/// stays float32 (half the memory; the library converts it exactly where it computes).
+#[derive(Debug, Clone, PartialEq)]
+pub enum NpyRows {
+    /// A float64 (`<f8`, `>f8`) array.
+    F64(Mat<f64>),
+    /// A float32 (`<f4`, `>f4`) array.
+    F32(Mat<f32>),
+}
+
+impl NpyRows {
+    /// `(nrows, ncols)`.
+    pub fn shape(&self) -> (usize, usize) {
+        match self {
+            NpyRows::F64(x) => x.shape(),
+            NpyRows::F32(x) => x.shape(),
+        }
+    }
+}
+
+/// Reads a 2-D float64 or float32 `.npy` file (C or Fortran order, either byte order) into a
+/// matrix of the stored shape and precision: [`read_npy_matrix`] for float64, and for float32
+/// the values kept in float32 (`4·n·d` bytes, checked against `memory` before they are
+/// allocated; never a float64 copy).
+///
+/// # Errors
+/// As [`read_npy_matrix`], the dtype being float64 or float32.
+pub fn read_npy_rows(path: &Path, memory: MemoryBudget) -> Result<NpyRows, DataError> {
+    let name = path.display().to_string();
+    let npy_error = |message: String| DataError::Npy { path: name.clone(), message };
+    let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
+    let file_len = file.metadata().map_err(|e| DataError::io(&name, e))?.len();
+    let npy = open_npy(BufReader::new(file), &name, file_len)?;
+    let descr = npy.dtype().descr();
+    if descr != "'<f4'" && descr != "'>f4'" {
+        drop(npy);
+        return read_npy_matrix(path, memory).map(NpyRows::F64);
+    }
+    let &[nrows, ncols] = npy.shape() else {
+        return Err(npy_error(format!("shape is {:?}, expected a 2-D array", npy.shape())));
+    };
+    let fits = nrows.checked_mul(ncols).and_then(|len| len.checked_mul(4)).is_some_and(|bytes| bytes <= file_len);
+    if !fits {
+        return Err(npy_error(format!("shape ({nrows}, {ncols}) needs more data than the file's {file_len} bytes")));
+    }
+    let (Ok(nrows), Ok(ncols)) = (usize::try_from(nrows), usize::try_from(ncols)) else {
+        return Err(npy_error(format!("shape ({nrows}, {ncols}) does not fit in memory")));
+    };
+    let order = npy.order();
+    let mut x = crate::dataset::try_zeros_of::<f32>(nrows, ncols, &name, memory)?;
+    let values = npy.data::<f32>().map_err(|e| npy_error(e.to_string()))?;
+    let mut count = 0usize;
+    for (k, value) in values.enumerate() {
+        let value = value.map_err(|e| npy_error(format!("reading entry {k}: {e}")))?;
+        let (i, j) = match order {
+            npyz::Order::C => (k / ncols, k % ncols),
+            npyz::Order::Fortran => (k % nrows, k / nrows),
+        };
+        x[(i, j)] = value;
+        count += 1;
+    }
+    if count != nrows * ncols {
+        return Err(npy_error(format!("the file holds {count} of the {} values its shape needs", nrows * ncols)));
+    }
+    Ok(NpyRows::F32(x))
+}
+
 /// The shape `(nrows, ncols)` of the 2-D float64 array of `npy` (a file `name` of `file_len`
 /// bytes), checked to fit the file ([`check_data_fits`]) and memory's indices.
 ///

@@ -129,8 +129,14 @@ pub fn bandwidth_estimate<'x, R: Rng + ?Sized>(
     if pairs == 0 {
         return Err(EstimatorError::ZeroPairs);
     }
+    let converted;
     let x = match x {
         DataRef::Dense(x) => x,
+        DataRef::DenseF32(x) => {
+            // An exact float64 copy: the same distances as the float64 rows.
+            converted = crate::sparse::f32_to_f64(x);
+            converted.as_ref()
+        }
         DataRef::Sparse(x) => {
             // Distinct rows by their stored entries; each distance by a merge of two supports,
             // the same sum as the dense loop's (the coordinates where both rows are 0 add +0).

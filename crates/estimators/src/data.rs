@@ -33,6 +33,35 @@ pub fn check_data(x: MatRef<'_, f64>) -> Result<(), EstimatorError> {
     Ok(())
 }
 
+/// [`check_data`] for float32 rows `x` `(n, d)`: the same errors, the bad value reported as
+/// float64.
+///
+/// # Errors
+/// As [`check_data`].
+pub fn check_data_f32(x: MatRef<'_, f32>) -> Result<(), EstimatorError> {
+    let (nrows, ncols) = x.shape();
+    if nrows == 0 || ncols == 0 {
+        return Err(EstimatorError::EmptyData { nrows, ncols });
+    }
+    let finite = if x.col_stride() == 1 && x.row_stride() != 1 {
+        (0..nrows).all(|row| (0..ncols).all(|col| x[(row, col)].is_finite()))
+    } else {
+        (0..ncols).all(|col| (0..nrows).all(|row| x[(row, col)].is_finite()))
+    };
+    if finite {
+        return Ok(());
+    }
+    for col in 0..ncols {
+        for row in 0..nrows {
+            let value = x[(row, col)];
+            if !value.is_finite() {
+                return Err(EstimatorError::NonFinite { row, col, value: f64::from(value) });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Calls `f(row, col, value)` on every entry of `x` in the order of its memory: row by row when
 /// the rows are contiguous (a NumPy array in C order), column by column otherwise. A strided
 /// scan of a row-major `(70000, 784)` matrix column by column costs several times a sequential one.
@@ -138,6 +167,51 @@ pub fn column_means_reduced(x: MatRef<'_, f64>, mut reduce: impl FnMut(&mut [f64
     for_each_in_memory_order(x, |_, col, value| corrections[col] += value - first[col]);
     reduce(&mut corrections);
     first.iter().zip(corrections).map(|(m, c)| m + c / n).collect()
+}
+
+/// [`column_means_reduced`] of dense rows given as float64 or float32 ([`DataRef`]): float32
+/// rows are converted a block of rows at a time (never all at once), and the means are those of
+/// the same rows in float64, bit for bit (each column is still summed from row 0 down).
+///
+/// # Panics
+/// If `x` is sparse (a caller's bug: sparse rows have no dense column pass).
+pub fn column_means_of(x: crate::DataRef<'_>, mut reduce: impl FnMut(&mut [f64])) -> Vec<f64> {
+    let x = match x {
+        crate::DataRef::Dense(x) => return column_means_reduced(x, reduce),
+        crate::DataRef::DenseF32(x) => x,
+        crate::DataRef::Sparse(_) => panic!("column_means_of: sparse rows"),
+    };
+    let (n, d) = x.shape();
+    let mut count = [n as f64];
+    reduce(&mut count);
+    let count = count[0];
+    if count == 0.0 {
+        return vec![0.0; d];
+    }
+    // Float32 values convert exactly, so `f64::from(v)` is the float64 row's value.
+    let sum_columns = |shift: &[f64]| {
+        let mut sums = vec![0.0; d];
+        if x.col_stride() == 1 && x.row_stride() != 1 {
+            for i in 0..n {
+                for (j, s) in sums.iter_mut().enumerate() {
+                    *s += f64::from(x[(i, j)]) - shift[j];
+                }
+            }
+        } else {
+            for (j, s) in sums.iter_mut().enumerate() {
+                for i in 0..n {
+                    *s += f64::from(x[(i, j)]) - shift[j];
+                }
+            }
+        }
+        sums
+    };
+    let mut sums = sum_columns(&vec![0.0; d]);
+    reduce(&mut sums);
+    let first: Vec<f64> = sums.iter().map(|sum| sum / count).collect();
+    let mut corrections = sum_columns(&first);
+    reduce(&mut corrections);
+    first.iter().zip(corrections).map(|(m, c)| m + c / count).collect()
 }
 
 /// The coordinate-wise median of the rows of `x` `(n, d)`, length `d` (zeros when `n == 0`):

@@ -44,7 +44,7 @@ pub use bandwidth::{
 };
 pub use centered::{Centered, centered_kernel_matrix};
 pub use columns::ColumnSampling;
-pub use data::{check_data, column_means, column_means_reduced, to_owned};
+pub use data::{check_data, check_data_f32, column_means, column_means_of, column_means_reduced, to_owned};
 pub use error::EstimatorError;
 pub use factors::{Factors, KernelSampler};
 pub use kernel_blocks::{CrossKernelPanels, PANEL_ROWS, Panel};
@@ -55,4 +55,4 @@ pub use kernels::{
 pub use maclaurin::RandomMaclaurin;
 pub use operator::{DEFAULT_TILE, KernelOperator, OperatorCentering};
 pub use rff::RandomFourierFeatures;
-pub use sparse::DataRef;
+pub use sparse::{DataRef, DenseBlock, f32_to_f64};

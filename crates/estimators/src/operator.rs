@@ -208,6 +208,8 @@ impl KernelOperator {
     pub fn data_bytes(x: DataRef<'_>) -> u64 {
         match x {
             DataRef::Dense(x) => Self::bytes(x.nrows(), x.ncols()),
+            // The float64 copy the preparation converts, then reuses as the shifted rows.
+            DataRef::DenseF32(x) => Self::bytes(x.nrows(), x.ncols()),
             DataRef::Sparse(_) => x.bytes().saturating_add(16 * x.nrows() as u64),
         }
     }

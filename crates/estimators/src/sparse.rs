@@ -44,6 +44,17 @@ pub enum DataRef<'a> {
     Dense(MatRef<'a, f64>),
     /// Sparse rows in CSR form, shape `(n, d)`.
     Sparse(SparseRowMatRef<'a, usize, f64>),
+    /// Dense single-precision rows, shape `(n, d)`: a float32 array or file kept as it came
+    /// (`4·n·d` bytes). Every value converts exactly to float64, and the kernel blocks convert a
+    /// block of rows at a time where they compute ([`DataRef::dense_block`]), so every kernel
+    /// value equals that of the same rows given as float64, bit for bit.
+    DenseF32(MatRef<'a, f32>),
+}
+
+impl<'a> From<MatRef<'a, f32>> for DataRef<'a> {
+    fn from(x: MatRef<'a, f32>) -> Self {
+        DataRef::DenseF32(x)
+    }
 }
 
 impl<'a> From<MatRef<'a, f64>> for DataRef<'a> {
@@ -70,6 +81,7 @@ impl<'a> DataRef<'a> {
         match self {
             DataRef::Dense(x) => x.nrows(),
             DataRef::Sparse(x) => x.nrows(),
+            DataRef::DenseF32(x) => x.nrows(),
         }
     }
 
@@ -78,6 +90,7 @@ impl<'a> DataRef<'a> {
         match self {
             DataRef::Dense(x) => x.ncols(),
             DataRef::Sparse(x) => x.ncols(),
+            DataRef::DenseF32(x) => x.ncols(),
         }
     }
 
@@ -95,15 +108,17 @@ impl<'a> DataRef<'a> {
     pub fn stored(&self) -> usize {
         match self {
             DataRef::Dense(x) => x.nrows() * x.ncols(),
+            DataRef::DenseF32(x) => x.nrows() * x.ncols(),
             DataRef::Sparse(x) => (0..x.nrows()).map(|i| x.row_range(i).len()).sum(),
         }
     }
 
-    /// Bytes one copy of the rows takes in this form: `8·n·d` dense, `16·nnz + 8·(n + 1)` sparse
-    /// (a value and a column index per entry, plus the row pointers).
+    /// Bytes one copy of the rows takes in this form: `8·n·d` dense, `4·n·d` dense float32,
+    /// `16·nnz + 8·(n + 1)` sparse (a value and a column index per entry, plus the row pointers).
     pub fn bytes(&self) -> u64 {
         match self {
             DataRef::Dense(x) => 8 * (x.nrows() as u64) * (x.ncols() as u64),
+            DataRef::DenseF32(x) => 4 * (x.nrows() as u64) * (x.ncols() as u64),
             DataRef::Sparse(_) => Csr::bytes_for(self.nrows(), self.stored()),
         }
     }
@@ -115,6 +130,7 @@ impl<'a> DataRef<'a> {
     pub fn subrows(&self, start: usize, len: usize) -> DataRef<'a> {
         match self {
             DataRef::Dense(x) => DataRef::Dense(x.subrows(start, len)),
+            DataRef::DenseF32(x) => DataRef::DenseF32(x.subrows(start, len)),
             DataRef::Sparse(x) => {
                 let s = x.symbolic();
                 let nnz = s.row_nnz().map(|r| &r[start..start + len]);
@@ -130,10 +146,37 @@ impl<'a> DataRef<'a> {
         }
     }
 
-    /// The dense view, or `None` for sparse rows.
+    /// The dense float64 view, or `None` for sparse or float32 rows.
     pub fn dense(&self) -> Option<MatRef<'a, f64>> {
         match self {
             DataRef::Dense(x) => Some(*x),
+            DataRef::Sparse(_) | DataRef::DenseF32(_) => None,
+        }
+    }
+
+    /// The width of one row as the kernel blocks copy it, in 8-byte words: `d` for dense rows
+    /// (float32 rows are converted to float64), twice the largest row's stored entries for
+    /// sparse ones (a value and an index each). What memory estimates count per row.
+    pub fn row_width(&self) -> usize {
+        match self {
+            DataRef::Dense(x) => x.ncols(),
+            DataRef::DenseF32(x) => x.ncols(),
+            DataRef::Sparse(s) => 2 * (0..s.nrows()).map(|i| s.row_range(i).len()).max().unwrap_or(0),
+        }
+    }
+
+    /// Whether the rows are dense (float64 or float32).
+    pub fn is_dense(&self) -> bool {
+        !self.is_sparse()
+    }
+
+    /// Dense float64 rows: the view of float64 rows, or a float64 copy of float32 rows (exact,
+    /// `8·n·d` bytes); `None` for sparse rows. What a step that needs float64 rows takes of a
+    /// block of rows ([`DataRef::subrows`] first to bound the copy).
+    pub fn dense_block(&self) -> Option<DenseBlock<'a>> {
+        match self {
+            DataRef::Dense(x) => Some(DenseBlock::View(*x)),
+            DataRef::DenseF32(x) => Some(DenseBlock::Owned(f32_to_f64(*x))),
             DataRef::Sparse(_) => None,
         }
     }
@@ -142,6 +185,7 @@ impl<'a> DataRef<'a> {
     pub fn to_dense(&self) -> Mat<f64> {
         match self {
             DataRef::Dense(x) => crate::data::to_owned(*x),
+            DataRef::DenseF32(x) => f32_to_f64(*x),
             DataRef::Sparse(x) => Csr::from_ref(*x).to_dense(),
         }
     }
@@ -155,6 +199,7 @@ impl<'a> DataRef<'a> {
     pub fn check(&self) -> Result<(), EstimatorError> {
         match self {
             DataRef::Dense(x) => crate::check_data(*x),
+            DataRef::DenseF32(x) => crate::data::check_data_f32(*x),
             DataRef::Sparse(x) => {
                 let (nrows, ncols) = (x.nrows(), x.ncols());
                 if nrows == 0 || ncols == 0 {
@@ -171,6 +216,54 @@ impl<'a> DataRef<'a> {
             }
         }
     }
+}
+
+/// Dense float64 rows from [`DataRef::dense_block`]: a view of float64 rows or a converted copy
+/// of float32 ones.
+#[derive(Debug)]
+pub enum DenseBlock<'a> {
+    /// The rows themselves.
+    View(MatRef<'a, f64>),
+    /// An exact float64 copy of float32 rows.
+    Owned(Mat<f64>),
+}
+
+impl DenseBlock<'_> {
+    /// The rows `(n, d)`.
+    pub fn get(&self) -> MatRef<'_, f64> {
+        match self {
+            DenseBlock::View(x) => *x,
+            DenseBlock::Owned(x) => x.as_ref(),
+        }
+    }
+}
+
+/// `x` `(n, d)` converted to float64 (exact), in the column-major layout, reading the source in
+/// its memory order.
+pub fn f32_to_f64(x: MatRef<'_, f32>) -> Mat<f64> {
+    let (n, d) = x.shape();
+    let mut out = Mat::<f64>::zeros(n, d);
+    if x.col_stride() == 1 && x.row_stride() != 1 {
+        // Row-major source: blocks of rows, so that reads and writes stay in cache.
+        const BLOCK: usize = 64;
+        for rows in (0..n).step_by(BLOCK) {
+            let end = (rows + BLOCK).min(n);
+            for j in 0..d {
+                let col = out.col_as_slice_mut(j);
+                for (i, v) in col[rows..end].iter_mut().enumerate() {
+                    *v = f64::from(x[(rows + i, j)]);
+                }
+            }
+        }
+    } else {
+        for j in 0..d {
+            let col = out.col_as_slice_mut(j);
+            for (i, v) in col.iter_mut().enumerate() {
+                *v = f64::from(x[(i, j)]);
+            }
+        }
+    }
+    out
 }
 
 /// One sparse row: its sorted column indices and their values.
@@ -242,6 +335,7 @@ impl Csr {
     pub(crate) fn from_data(x: DataRef<'_>) -> Self {
         match x {
             DataRef::Dense(x) => Self::from_dense(x),
+            DataRef::DenseF32(x) => Self::from_dense(f32_to_f64(x).as_ref()),
             DataRef::Sparse(x) => Self::from_ref(x),
         }
     }

@@ -185,3 +185,69 @@ fn every_kernel_with_maclaurin_coefficients_is_their_series_and_every_other_is_r
         assert!((series - exact).abs() <= 1e-12 * exact.abs().max(1.0), "{}: {series} vs {exact}", family.name());
     }
 }
+
+/// Float32 rows (kept as they came, converted a block at a time) give every kernel block of the
+/// same values given as float64, bit for bit: the conversion is exact and the arithmetic the same.
+#[test]
+fn float32_rows_give_every_kernel_block_of_the_same_rows_in_float64_bit_for_bit() {
+    use stolr_estimators::{CrossKernelPanels, DataRef, kernel_row_means};
+    for &family in KernelFamily::ALL {
+        let kernel = typical(family, 5);
+        let offset = if kernel.form() == stolr_estimators::KernelForm::InnerProduct { 0.0 } else { 1e3 };
+        // Values representable in float32: the float64 rows are the float32 rows converted.
+        let x32 = Mat::<f32>::from_fn(40, 5, |i, j| hostile(offset)[(i, j)] as f32);
+        let x64 = Mat::<f64>::from_fn(40, 5, |i, j| f64::from(x32[(i, j)]));
+        // A row-major float32 view too, as NumPy hands a C-order array.
+        let flat: Vec<f32> = (0..40).flat_map(|i| (0..5).map(move |j| (i, j))).map(|(i, j)| x32[(i, j)]).collect();
+        let row_major = faer::MatRef::from_row_major_slice(&flat, 40, 5);
+        let name = family.name();
+        for x in [x32.as_ref(), row_major] {
+            let d32 = DataRef::DenseF32(x);
+            assert!(d32.check().is_ok());
+            assert_eq!(d32.bytes(), 4 * 40 * 5);
+            assert_eq!(kernel.matrix(d32), kernel.matrix(x64.as_ref()), "{name}: matrix");
+            assert_eq!(
+                kernel.cross(d32, DataRef::DenseF32(x.subrows(30, 10))),
+                kernel.cross(x64.as_ref(), x64.subrows(30, 10)),
+                "{name}: cross"
+            );
+            assert_eq!(kernel.columns(d32, &[7, 12, 3]), kernel.columns(x64.as_ref(), &[7, 12, 3]), "{name}: columns");
+            assert_eq!(kernel.diagonal(d32), kernel.diagonal(x64.as_ref()), "{name}: diagonal");
+            assert_eq!(kernel_row_means(d32, &kernel), kernel_row_means(x64.as_ref(), &kernel), "{name}: row means");
+            let v = Mat::from_fn(40, 2, |i, j| ((i * 3 + j) % 7) as f64 - 3.0);
+            for evaluation in [KernelEvaluation::Expanded, KernelEvaluation::Direct] {
+                let apply = |data: DataRef<'_>| {
+                    KernelOperator::with_evaluation(data, kernel, evaluation, OperatorCentering::None, 8, Par::Seq)
+                        .unwrap()
+                        .apply(v.as_ref(), Par::Seq)
+                        .unwrap()
+                };
+                assert_eq!(apply(d32), apply(x64.as_ref().into()), "{name}: operator {evaluation:?}");
+            }
+            let landmarks = x64.subrows(0, 6);
+            let panels = |data: DataRef<'_>| {
+                let p = CrossKernelPanels::new(&kernel, data, landmarks).unwrap();
+                let mut all = Vec::new();
+                p.for_each_block(
+                    16,
+                    |_| {},
+                    |ps| {
+                        all.extend(ps.iter().map(|q| q.kernel.clone()));
+                        Ok::<(), ()>(())
+                    },
+                )
+                .unwrap();
+                all
+            };
+            assert_eq!(panels(d32), panels(x64.as_ref().into()), "{name}: panels");
+        }
+    }
+    // Hostile float32 rows: NaN, infinity and empty are refused as float64 rows are.
+    let mut bad = Mat::<f32>::zeros(3, 2);
+    bad[(2, 1)] = f32::NAN;
+    assert!(matches!(DataRef::DenseF32(bad.as_ref()).check(), Err(EstimatorError::NonFinite { row: 2, col: 1, .. })));
+    bad[(2, 1)] = f32::INFINITY;
+    assert!(matches!(DataRef::DenseF32(bad.as_ref()).check(), Err(EstimatorError::NonFinite { row: 2, col: 1, .. })));
+    let empty = Mat::<f32>::zeros(0, 2);
+    assert!(matches!(DataRef::DenseF32(empty.as_ref()).check(), Err(EstimatorError::EmptyData { .. })));
+}

@@ -77,5 +77,5 @@ pub use spd::{spd_inverse, spd_solve};
 pub use svs::{shrink_dense, shrink_general, shrink_psd, shrink_psd_in_place, shrink_psd_in_place_sharded};
 pub use sym_eigen::{sym_eigen_desc, sym_eigenvalues_desc, top_eigenpairs};
 pub use sym_low_rank::SymLowRank;
-pub use tall_products::{gram_apply, tall_inner};
+pub use tall_products::{gram_apply, gram_blocks_bytes, gram_lanes, gram_of_row_blocks, tall_inner};
 pub use woodbury::{ColumnQuadratics, Probe, WoodburyInverse, WoodburyParts};

@@ -80,6 +80,68 @@ pub fn tall_inner(a: MatRef<'_, f64>, b: MatRef<'_, f64>, lower_only: bool) -> M
     sum_in_order(map_groups(groups, partial), p, q)
 }
 
+/// The Gram matrix $\sum_b B_b^\top B_b$ `(d, d)` (lower triangle only; the upper is zero) of
+/// `n` rows of width `d` that are never held together: `fill(start, block)` writes rows
+/// `start .. start + block.nrows()` into `block` `(len, d)`, in blocks of `block_rows` rows (a
+/// source converted or centred on the fly, e.g. float32 rows).
+///
+/// The blocks are dealt in turn to [`gram_lanes`] lanes (fixed by `d` alone), each summing its
+/// blocks in order with sequential GEMMs; the lanes run in parallel on faer's global
+/// parallelism and are added in lane order, so the result is the same bits for any number of
+/// threads. Memory: per lane a `(d, d)` sum and a `(block_rows, d)` block ([`gram_blocks_bytes`]).
+///
+/// # Panics
+/// If `block_rows == 0`.
+pub fn gram_of_row_blocks(
+    n: usize,
+    d: usize,
+    block_rows: usize,
+    fill: impl Fn(usize, MatMut<'_, f64>) + Sync,
+) -> Mat<f64> {
+    use faer::linalg::matmul::triangular::{BlockStructure, matmul};
+    assert!(block_rows > 0, "gram_of_row_blocks: empty blocks");
+    let lanes = gram_lanes(d);
+    let blocks = n.div_ceil(block_rows);
+    let lane = |l: usize| {
+        let mut sum = Mat::<f64>::zeros(d, d);
+        let mut block = Mat::<f64>::zeros(block_rows.min(n), d);
+        for b in (l..blocks).step_by(lanes) {
+            let start = b * block_rows;
+            let len = block_rows.min(n - start);
+            let mut rows = block.as_mut().subrows_mut(0, len);
+            fill(start, rows.rb_mut());
+            matmul(
+                sum.as_mut(),
+                BlockStructure::TriangularLower,
+                Accum::Add,
+                rows.rb().transpose(),
+                BlockStructure::Rectangular,
+                rows.rb(),
+                BlockStructure::Rectangular,
+                1.0,
+                Par::Seq,
+            );
+        }
+        sum
+    };
+    sum_in_order(map_groups(lanes, lane), d, d)
+}
+
+/// The number of lanes of [`gram_of_row_blocks`] for width `d`: 4, 2 or 1, the most whose
+/// `(d, d)` sums take at most 128 MiB together.
+pub fn gram_lanes(d: usize) -> usize {
+    let sum = 8u64.saturating_mul(d as u64).saturating_mul(d as u64);
+    [4u64, 2].into_iter().find(|&l| l.saturating_mul(sum) <= 128 << 20).unwrap_or(1) as usize
+}
+
+/// Bytes [`gram_of_row_blocks`] allocates: per lane a `(d, d)` sum and a block of `block_rows`
+/// rows, plus the result.
+pub fn gram_blocks_bytes(d: usize, block_rows: usize) -> u64 {
+    let (d, b) = (d as u64, block_rows as u64);
+    let lane = 8u64.saturating_mul(d.saturating_mul(d).saturating_add(b.saturating_mul(d)));
+    lane.saturating_mul(gram_lanes(d as usize) as u64 + 1)
+}
+
 /// `(X W, Xᵀ X W)` for data `x` `(n, d)` and `w` `(d, r)` in **one pass** over `x`: row blocks
 /// of `x` are multiplied by `w` and, while still in cache, their transposes by the result. The
 /// snapshot of the PCA solvers is bound by memory bandwidth on data like MNIST (70 000 × 784),
@@ -248,5 +310,38 @@ pub(crate) fn combine_in_place(u: MatMut<'_, f64>, b: usize, w: MatRef<'_, f64>,
             let rows = COMBINE_ROWS.min(n - start);
             block(&mut tmp, (index, u.rb_mut().subrows_mut(start, rows)));
         }
+    }
+}
+
+#[cfg(test)]
+mod gram_blocks_tests {
+    use super::*;
+
+    #[test]
+    fn gram_of_row_blocks_is_the_gram_matrix_for_every_block_size_and_thread_count() {
+        let (n, d) = (203, 7);
+        let x = Mat::from_fn(n, d, |i, j| ((i * 31 + j * 17) % 23) as f64 - 11.0 + if i == 5 { 1e3 } else { 0.0 });
+        let want = x.transpose() * &x;
+        for block in [1, 10, 64, 203, 500] {
+            let fill = |start: usize, mut b: MatMut<'_, f64>| {
+                let len = b.nrows();
+                b.copy_from(x.subrows(start, len));
+            };
+            let got = gram_of_row_blocks(n, d, block, fill);
+            for j in 0..d {
+                for i in 0..d {
+                    let w = if i >= j { want[(i, j)] } else { 0.0 };
+                    assert!((got[(i, j)] - w).abs() <= 1e-12 * want[(i, i)].abs().max(1.0), "block {block} ({i}, {j})");
+                }
+            }
+            // The same bits on one thread as on the pool.
+            let before = faer::get_global_parallelism();
+            faer::set_global_parallelism(Par::Seq);
+            let seq = gram_of_row_blocks(n, d, block, fill);
+            faer::set_global_parallelism(before);
+            assert_eq!(seq, got, "block {block}: thread count changed the bits");
+        }
+        assert_eq!(gram_lanes(10), 4);
+        assert_eq!(gram_lanes(3000), 1);
     }
 }

@@ -149,10 +149,12 @@ fn python_stderr(py: Python<'_>, line: &str) -> bool {
 type CsrParts<'py> =
     (PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, f64>, (usize, usize));
 
-/// Rows from Python: a dense float64 array, or the parts of a CSR matrix.
+/// Rows from Python: a dense float64 or float32 array (float32 kept as it came), or the parts
+/// of a CSR matrix.
 #[derive(FromPyObject)]
 enum PyRows<'py> {
     Dense(PyReadonlyArray2<'py, f64>),
+    DenseF32(PyReadonlyArray2<'py, f32>),
     Sparse(CsrParts<'py>),
 }
 
@@ -160,6 +162,7 @@ enum PyRows<'py> {
 /// indices converted to `usize`, checked as the library's model files are).
 enum HeldRows<'a> {
     Dense(Rows<'a>),
+    DenseF32(Rows<'a, f32>),
     Sparse(faer::sparse::SparseRowMat<usize, f64>),
 }
 
@@ -167,8 +170,18 @@ impl HeldRows<'_> {
     fn data(&self) -> stolr_estimators::DataRef<'_> {
         match self {
             HeldRows::Dense(x) => stolr_estimators::DataRef::Dense(x.get()),
+            HeldRows::DenseF32(x) => stolr_estimators::DataRef::DenseF32(x.get()),
             HeldRows::Sparse(x) => stolr_estimators::DataRef::Sparse(x.as_ref()),
         }
+    }
+
+    /// The rows in float64: a view of float64 rows, an exact copy of float32 ones (for the
+    /// steps that take a float64 batch: a streaming batch, a PCA transform).
+    ///
+    /// # Errors
+    /// `ValueError` for sparse rows, which `what` does not take.
+    fn float64(&self, what: &str) -> PyResult<stolr_estimators::DenseBlock<'_>> {
+        self.data().dense_block().ok_or_else(|| value_error(format!("{what} does not take sparse rows")))
     }
 }
 
@@ -180,6 +193,7 @@ impl HeldRows<'_> {
 fn held<'a>(x: &'a PyRows<'_>) -> PyResult<HeldRows<'a>> {
     match x {
         PyRows::Dense(x) => Ok(HeldRows::Dense(rows(x))),
+        PyRows::DenseF32(x) => Ok(HeldRows::DenseF32(rows(x))),
         PyRows::Sparse((indptr, indices, data, shape)) => {
             let index = |v: &i64| usize::try_from(*v).map_err(|_| value_error(format!("negative sparse index {v}")));
             let ptr = indptr.as_slice()?.iter().map(index).collect::<PyResult<Vec<_>>>()?;
@@ -194,24 +208,25 @@ fn held<'a>(x: &'a PyRows<'_>) -> PyResult<HeldRows<'a>> {
 fn shard_of(x: stolr_estimators::DataRef<'_>) -> Shard<'_> {
     match x {
         stolr_estimators::DataRef::Dense(x) => Shard::whole(x),
+        stolr_estimators::DataRef::DenseF32(x) => Shard::whole_f32(x),
         stolr_estimators::DataRef::Sparse(x) => Shard::sparse(x),
     }
 }
 
-fn to_mat(x: &PyReadonlyArray2<'_, f64>) -> Mat<f64> {
+fn to_mat<T: numpy::Element + Copy>(x: &PyReadonlyArray2<'_, T>) -> Mat<T> {
     let a = x.as_array();
     Mat::from_fn(a.nrows(), a.ncols(), |i, j| a[(i, j)])
 }
 
 /// A NumPy `(n, d)` float64 array as a faer matrix: a zero-copy view when the array is
 /// contiguous (C order read as row-major, Fortran order as column-major), a copy otherwise.
-enum Rows<'a> {
-    View(faer::MatRef<'a, f64>),
-    Owned(Mat<f64>),
+enum Rows<'a, T = f64> {
+    View(faer::MatRef<'a, T>),
+    Owned(Mat<T>),
 }
 
-impl Rows<'_> {
-    fn get(&self) -> faer::MatRef<'_, f64> {
+impl<T> Rows<'_, T> {
+    fn get(&self) -> faer::MatRef<'_, T> {
         match self {
             Rows::View(v) => *v,
             Rows::Owned(m) => m.as_ref(),
@@ -219,7 +234,7 @@ impl Rows<'_> {
     }
 }
 
-fn rows<'a>(x: &'a PyReadonlyArray2<'_, f64>) -> Rows<'a> {
+fn rows<'a, T: numpy::Element + Copy>(x: &'a PyReadonlyArray2<'_, T>) -> Rows<'a, T> {
     let (n, d) = x.as_array().dim();
     match x.as_slice() {
         Ok(s) if x.is_c_contiguous() => Rows::View(faer::MatRef::from_row_major_slice(s, n, d)),
@@ -351,21 +366,21 @@ fn budget(memory_limit: Option<String>) -> PyResult<MemoryBudget> {
 #[pyfunction]
 fn fit_pca<'py>(
     py: Python<'py>,
-    x: PyReadonlyArray2<'py, f64>,
+    x: PyRows<'py>,
     n_components: usize,
     solver: &str,
     center: bool,
     seed: u64,
     verbose: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let x = rows(&x);
+    let x = held(&x)?;
     let method = PcaMethod::parse(solver).map_err(value_error)?;
     let Some(solver) = method.batch(SvrgPcaConfig::consistent(n_components), None) else {
         return Err(value_error(format!("'{solver}' is a streaming solver: use StreamingPCA")));
     };
     let job = PcaJob::new(Pca { rank: n_components, center, scale: false, solver }, seed);
     let mut observer = PythonObserver::new(verbose);
-    let result = py.detach(|| job.run(Shard::whole(x.get()), &mut observer));
+    let result = py.detach(|| job.run(shard_of(x.data()), &mut observer));
     let model = observer.finish(result)?.model;
     model_bytes(py, &model)
 }
@@ -611,8 +626,9 @@ fn transform<'py>(py: Python<'py>, model: &[u8], x: PyRows<'py>) -> PyResult<Bou
             py.detach(|| m.transform_data(x.data()))
         }
         (_, HeldRows::Sparse(_)) => return Err(value_error("sparse rows are transformed by kernel PCA models only")),
-        ("pca", HeldRows::Dense(x)) => {
+        ("pca", x) => {
             let m = PcaModel::from_model_file(&file, Path::new(IN_MEMORY)).map_err(value_error)?;
+            let x = x.float64("a PCA model")?;
             py.detach(|| m.transform(x.get()))
         }
         (other, _) => return Err(value_error(format!("a {other} model has no transform"))),
@@ -665,7 +681,7 @@ fn predict<'py>(py: Python<'py>, model: &[u8], x: PyRows<'py>) -> PyResult<Bound
     let x = held(&x)?;
     let f = match &x {
         HeldRows::Dense(x) => py.detach(|| m.predict(x.get())).map_err(solver_error)?,
-        HeldRows::Sparse(_) => {
+        HeldRows::DenseF32(_) | HeldRows::Sparse(_) => {
             let data = x.data();
             let f = py.detach(|| m.predict_outputs_data(data)).map_err(solver_error)?;
             faer::Col::from_fn(f.nrows(), |i| f[(i, 0)])
@@ -744,7 +760,7 @@ fn build_streaming(solver: &str, p: &StreamingParams, seed: u64) -> PyResult<Box
 #[allow(clippy::too_many_arguments)]
 fn fit_streaming<'py>(
     py: Python<'py>,
-    x: PyReadonlyArray2<'py, f64>,
+    x: PyRows<'py>,
     solver: &str,
     n_components: usize,
     eta_scale: f64,
@@ -753,16 +769,21 @@ fn fit_streaming<'py>(
     center: bool,
     verbose: bool,
 ) -> PyResult<(StreamingState, Bound<'py, PyBytes>)> {
-    let x = rows(&x);
+    let x = held(&x)?;
     let job = StreamingPcaJob {
         eta_scale,
         center,
         ..StreamingPcaJob::new(streaming_solver(solver, cap)?, n_components, seed)
     };
     let mut observer = PythonObserver::new(verbose);
-    let result = py.detach(|| job.run(&MatrixSource(x.get()), &SingleProcess, &mut observer));
+    // Float32 rows are converted a row at a time as the pass reads them.
+    let result = match &x {
+        HeldRows::Dense(x) => py.detach(|| job.run(&MatrixSource(x.get()), &SingleProcess, &mut observer)),
+        HeldRows::DenseF32(x) => py.detach(|| job.run(&MatrixSource(x.get()), &SingleProcess, &mut observer)),
+        HeldRows::Sparse(_) => return Err(value_error("streaming PCA does not take sparse rows")),
+    };
     let outcome = observer.finish(result)?;
-    let params = StreamingParams { n_features: x.get().ncols(), n_components, eta_scale, cap };
+    let params = StreamingParams { n_features: x.data().ncols(), n_components, eta_scale, cap };
     let state = StreamingState {
         solver: outcome.solver,
         name: solver.to_string(),
@@ -856,8 +877,9 @@ impl StreamingState {
 
     /// Observes the rows of `x` `(b, d)` in order (the GIL released); a rejected batch leaves
     /// the solver as it was.
-    fn partial_fit(&mut self, py: Python<'_>, x: PyReadonlyArray2<'_, f64>) -> PyResult<()> {
-        let x = rows(&x);
+    fn partial_fit(&mut self, py: Python<'_>, x: PyRows<'_>) -> PyResult<()> {
+        let x = held(&x)?;
+        let x = x.float64("streaming PCA")?;
         let solver = &mut self.solver;
         py.detach(|| solver.observe_batch(x.get())).map_err(solver_error)?;
         Ok(())
@@ -880,11 +902,12 @@ impl StreamingState {
     fn model<'py>(
         &mut self,
         py: Python<'py>,
-        x: PyReadonlyArray2<'py, f64>,
+        x: PyRows<'py>,
         mean: Option<Vec<f64>>,
         keep: Option<usize>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let x = rows(&x);
+        let x = held(&x)?;
+        let x = x.float64("streaming PCA")?;
         let mut basis = self.solver.subspace();
         if let Some(keep) = keep
             && keep < basis.ncols()
@@ -911,7 +934,7 @@ impl StreamingState {
 #[allow(clippy::too_many_arguments)]
 fn fit_pca_report<'py>(
     py: Python<'py>,
-    x: PyReadonlyArray2<'py, f64>,
+    x: PyRows<'py>,
     n_components: usize,
     solver: &str,
     center: bool,
@@ -919,7 +942,7 @@ fn fit_pca_report<'py>(
     verbose: bool,
     max_iter: Option<usize>,
 ) -> PyResult<PcaFitReport<'py>> {
-    let x = rows(&x);
+    let x = held(&x)?;
     let method = PcaMethod::parse(solver).map_err(value_error)?;
     let mut svrg = SvrgPcaConfig::consistent(n_components);
     if let Some(epochs) = max_iter {
@@ -931,9 +954,9 @@ fn fit_pca_report<'py>(
     let iterative = !matches!(solver, stolr_solvers::PcaSolver::Exact);
     let job = PcaJob::new(Pca { rank: n_components, center, scale: false, solver }, seed);
     let mut observer = PythonObserver::new(verbose);
-    let result = py.detach(|| job.run(Shard::whole(x.get()), &mut observer));
+    let result = py.detach(|| job.run(shard_of(x.data()), &mut observer));
     let outcome = observer.finish(result)?;
-    let residuals = iterative.then(|| py.detach(|| ritz_residuals(x.get(), &outcome.model)));
+    let residuals = iterative.then(|| py.detach(|| ritz_residuals(x.data(), &outcome.model)));
     let stop = outcome.stop.map(|s| format!("{s:?}"));
     Ok((model_bytes(py, &outcome.model)?, stop, outcome.epochs, residuals))
 }
@@ -945,24 +968,34 @@ fn fit_pca_report<'py>(
 /// (about `1e-15·θ_max/θ_j`); a component off by an angle `φ` from the eigenspace of its
 /// eigenvalue gives at least about `φ·gap/θ_j`. Relative to each pair's own value, so that a
 /// small component that is wrong is not hidden by a large first eigenvalue. One pass over `x`:
-/// two products of `O(n·d·r)` flops, `(n, r)` and `(d, r)` memory; `x` is never centred in a copy.
-fn ritz_residuals(x: faer::MatRef<'_, f64>, model: &PcaModel) -> Vec<f64> {
+/// two products of `O(n·d·r)` flops over blocks of rows, `(4096, r)` and `(d, r)` memory; `x` is
+/// never centred (nor, in float32, converted) in a copy.
+fn ritz_residuals(x: stolr_estimators::DataRef<'_>, model: &PcaModel) -> Vec<f64> {
     let v = model.components();
     let (d, r) = v.shape();
+    let n = x.nrows();
     let (mean, scale) = (model.mean(), model.scale());
     let w = Mat::from_fn(d, r, |i, j| v[(i, j)] / scale[i]);
-    // P = X̃ V = X W − 1 (μᵀ W)
-    let mut p = x * &w;
-    for j in 0..r {
-        let shift: f64 = (0..d).map(|i| mean[i] * w[(i, j)]).sum();
-        p.col_mut(j).iter_mut().for_each(|e| *e -= shift);
+    let shift: Vec<f64> = (0..r).map(|j| (0..d).map(|i| mean[i] * w[(i, j)]).sum()).collect();
+    // Blocks of rows (float32 rows converted a block at a time): P_b = X_b W − 1 (μᵀ W) and
+    // Xᵀ P = Σ_b X_bᵀ P_b, with the column sums 1ᵀ P.
+    const BLOCK: usize = 4096;
+    let mut g = Mat::<f64>::zeros(d, r);
+    let mut totals = vec![0.0; r];
+    for start in (0..n).step_by(BLOCK) {
+        let block = x.subrows(start, BLOCK.min(n - start)).dense_block().expect("dense rows");
+        let b = block.get();
+        let mut p = b * &w;
+        for j in 0..r {
+            p.col_mut(j).iter_mut().for_each(|e| *e -= shift[j]);
+            totals[j] += p.col(j).iter().sum::<f64>();
+        }
+        g += b.transpose() * &p;
     }
     // C V = X̃ᵀ P = diag(1/s) (Xᵀ P − μ (1ᵀ P))
-    let mut g = x.transpose() * &p;
     for j in 0..r {
-        let total: f64 = p.col(j).iter().sum();
         for i in 0..d {
-            g[(i, j)] = (g[(i, j)] - mean[i] * total) / scale[i];
+            g[(i, j)] = (g[(i, j)] - mean[i] * totals[j]) / scale[i];
         }
     }
     let theta: Vec<f64> = (0..r).map(|j| (0..d).map(|i| v[(i, j)] * g[(i, j)]).sum()).collect();
@@ -979,13 +1012,16 @@ fn ritz_residuals(x: faer::MatRef<'_, f64>, model: &PcaModel) -> Vec<f64> {
 /// [`ritz_residuals`] of the PCA model `model` on the rows `x` `(n, d)` (the training rows):
 /// how far each returned component is from an eigenvector of the prepared rows' covariance.
 #[pyfunction]
-fn pca_ritz_residuals(py: Python<'_>, model: &[u8], x: PyReadonlyArray2<'_, f64>) -> PyResult<Vec<f64>> {
+fn pca_ritz_residuals(py: Python<'_>, model: &[u8], x: PyRows<'_>) -> PyResult<Vec<f64>> {
     let m: PcaModel = load(model)?;
-    let x = rows(&x);
-    if x.get().ncols() != m.n_features() {
-        return Err(value_error(format!("x has {} features, the model {}", x.get().ncols(), m.n_features())));
+    let x = held(&x)?;
+    if x.data().is_sparse() {
+        return Err(value_error("PCA does not take sparse rows"));
     }
-    Ok(py.detach(|| ritz_residuals(x.get(), &m)))
+    if x.data().ncols() != m.n_features() {
+        return Err(value_error(format!("x has {} features, the model {}", x.data().ncols(), m.n_features())));
+    }
+    Ok(py.detach(|| ritz_residuals(x.data(), &m)))
 }
 
 /// The PCA model `model` with only its first `k` components (the `k` largest eigenvalues, the

@@ -25,9 +25,14 @@ static SINGLE_PROCESS: SingleProcess = SingleProcess;
 /// The rows are borrowed or owned: a fit that standardizes works in place on owned rows and
 /// on a copy of borrowed ones. They are dense, or sparse ([`Shard::sparse`], one process): the
 /// solvers that take sparse rows read them through [`Shard::data`], the others refuse them
-/// ([`SolverError::SparseUnsupported`](crate::SolverError::SparseUnsupported)).
+/// ([`SolverError::SparseUnsupported`](crate::SolverError::SparseUnsupported)). Float32 rows
+/// ([`Shard::whole_f32`]) are kept as they came: the kernel blocks and the PCA fits convert them
+/// a block at a time; a step that needs all the rows in float64 ([`Shard::dense`]) gets an exact
+/// float64 copy, made once and kept with the shard.
 pub struct Shard<'a> {
     rows: ShardRows<'a>,
+    /// The float64 copy of float32 rows, made the first time a step asks for float64 rows.
+    converted: std::sync::OnceLock<Mat<f64>>,
     /// Which rows of the whole these are.
     pub place: RowShard,
     /// The processes that share the rows.
@@ -38,22 +43,50 @@ enum ShardRows<'a> {
     Borrowed(MatRef<'a, f64>),
     Owned(Mat<f64>),
     Sparse(SparseRowMatRef<'a, usize, f64>),
+    F32(MatRef<'a, f32>),
+    OwnedF32(Mat<f32>),
 }
 
 impl<'a> Shard<'a> {
     /// All the rows `x` `(n, d)` on one process.
     pub fn whole(x: MatRef<'a, f64>) -> Self {
-        Self { place: RowShard::whole(x.nrows()), rows: ShardRows::Borrowed(x), comm: &SINGLE_PROCESS }
+        Self::with(ShardRows::Borrowed(x), RowShard::whole(x.nrows()), &SINGLE_PROCESS)
     }
 
     /// All the rows `x` `(n, d)`, owned, on one process.
     pub fn whole_owned(x: Mat<f64>) -> Self {
-        Self { place: RowShard::whole(x.nrows()), rows: ShardRows::Owned(x), comm: &SINGLE_PROCESS }
+        let place = RowShard::whole(x.nrows());
+        Self::with(ShardRows::Owned(x), place, &SINGLE_PROCESS)
     }
 
     /// All the rows `x` `(n, d)` in compressed sparse row form, on one process.
     pub fn sparse(x: SparseRowMatRef<'a, usize, f64>) -> Self {
-        Self { place: RowShard::whole(x.nrows()), rows: ShardRows::Sparse(x), comm: &SINGLE_PROCESS }
+        Self::with(ShardRows::Sparse(x), RowShard::whole(x.nrows()), &SINGLE_PROCESS)
+    }
+
+    /// All the rows `x` `(n, d)` in float32, on one process (kept in float32: `4·n·d` bytes).
+    pub fn whole_f32(x: MatRef<'a, f32>) -> Self {
+        Self::with(ShardRows::F32(x), RowShard::whole(x.nrows()), &SINGLE_PROCESS)
+    }
+
+    /// All the rows `x` `(n, d)` in float32, owned, on one process.
+    pub fn whole_owned_f32(x: Mat<f32>) -> Self {
+        let place = RowShard::whole(x.nrows());
+        Self::with(ShardRows::OwnedF32(x), place, &SINGLE_PROCESS)
+    }
+
+    fn with(rows: ShardRows<'a>, place: RowShard, comm: &'a dyn Communicator) -> Self {
+        Self { rows, converted: std::sync::OnceLock::new(), place, comm }
+    }
+
+    /// Whether the rows are float32.
+    pub fn is_f32(&self) -> bool {
+        matches!(self.rows, ShardRows::F32(_) | ShardRows::OwnedF32(_))
+    }
+
+    /// The float64 copy of float32 rows, made on the first call.
+    fn converted(&self, x: MatRef<'_, f32>) -> MatRef<'_, f64> {
+        self.converted.get_or_init(|| stolr_estimators::f32_to_f64(x)).as_ref()
     }
 
     /// The rows, dense or sparse.
@@ -62,6 +95,8 @@ impl<'a> Shard<'a> {
             ShardRows::Borrowed(x) => DataRef::Dense(*x),
             ShardRows::Owned(x) => DataRef::Dense(x.as_ref()),
             ShardRows::Sparse(x) => DataRef::Sparse(*x),
+            ShardRows::F32(x) => DataRef::DenseF32(*x),
+            ShardRows::OwnedF32(x) => DataRef::DenseF32(x.as_ref()),
         }
     }
 
@@ -70,15 +105,16 @@ impl<'a> Shard<'a> {
         matches!(self.rows, ShardRows::Sparse(_))
     }
 
-    /// This process's rows, dense.
+    /// This process's rows, dense, in float64 (float32 rows: their exact float64 copy, made on
+    /// the first call and kept with the shard, `8·n·d` bytes).
     ///
     /// # Errors
     /// [`SolverError::SparseUnsupported`] naming `what` (the step that needs dense rows) if the
     /// rows are sparse.
     pub fn dense(&self, what: &str) -> Result<MatRef<'_, f64>, SolverError> {
-        match self.data() {
-            DataRef::Dense(x) => Ok(x),
-            DataRef::Sparse(_) => Err(SolverError::SparseUnsupported { what: what.to_string() }),
+        match &self.rows {
+            ShardRows::Sparse(_) => Err(SolverError::SparseUnsupported { what: what.to_string() }),
+            _ => Ok(self.rows()),
         }
     }
 
@@ -89,10 +125,11 @@ impl<'a> Shard<'a> {
     /// If `local` does not have `place.rows` rows (a caller's bug, not a data error).
     pub fn part(local: Mat<f64>, place: RowShard, comm: &'a dyn Communicator) -> Self {
         assert_eq!(local.nrows(), place.rows, "Shard::part: the rows do not match their place");
-        Self { rows: ShardRows::Owned(local), place, comm }
+        Self::with(ShardRows::Owned(local), place, comm)
     }
 
-    /// This process's rows `(place.rows, d)`, dense.
+    /// This process's rows `(place.rows, d)`, dense, in float64 (float32 rows: as
+    /// [`Shard::dense`]).
     ///
     /// # Panics
     /// If the rows are sparse: a caller that may hold sparse rows reads them with
@@ -101,6 +138,8 @@ impl<'a> Shard<'a> {
         match &self.rows {
             ShardRows::Borrowed(x) => *x,
             ShardRows::Owned(x) => x.as_ref(),
+            ShardRows::F32(x) => self.converted(*x),
+            ShardRows::OwnedF32(x) => self.converted(x.as_ref()),
             ShardRows::Sparse(_) => panic!("Shard::rows on sparse rows: use Shard::data or Shard::dense"),
         }
     }
@@ -114,6 +153,10 @@ impl<'a> Shard<'a> {
         match self.rows {
             ShardRows::Borrowed(x) => Ok(stolr_estimators::to_owned(x)),
             ShardRows::Owned(x) => Ok(x),
+            ShardRows::F32(x) => Ok(self.converted.into_inner().unwrap_or_else(|| stolr_estimators::f32_to_f64(x))),
+            ShardRows::OwnedF32(x) => {
+                Ok(self.converted.into_inner().unwrap_or_else(|| stolr_estimators::f32_to_f64(x.as_ref())))
+            }
             ShardRows::Sparse(_) => Err(SolverError::SparseUnsupported { what: what.to_string() }),
         }
     }

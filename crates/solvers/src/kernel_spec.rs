@@ -140,6 +140,8 @@ impl KernelSpec {
                 }
                 // Sparse rows are on one process (`Shard::sparse`).
                 x @ DataRef::Sparse(_) => bandwidth_estimate(x, percentile, DEFAULT_BANDWIDTH_PAIRS, rng)?,
+                // Float32 rows are on one process (`Shard::whole_f32`).
+                x @ DataRef::DenseF32(_) => bandwidth_estimate(x, percentile, DEFAULT_BANDWIDTH_PAIRS, rng)?,
             };
             let sigma = b.sigma;
             chosen = Some(b);

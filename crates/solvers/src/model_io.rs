@@ -151,6 +151,24 @@ pub(crate) fn prepare_data<'a>(
             let prepared = storage.insert(prepare_rows(x, d, standardization)?);
             Ok(DataRef::Dense(prepared.as_ref()))
         }
+        DataRef::DenseF32(x) => {
+            // Float32 rows: checked in float32, converted exactly, standardized in float64.
+            if x.ncols() != d {
+                return Err(SolverError::ShapeMismatch {
+                    what: "number of features of the new rows",
+                    expected: d,
+                    found: x.ncols(),
+                });
+            }
+            if x.nrows() > 0 {
+                stolr_estimators::check_data_f32(x)?;
+            }
+            let mut converted = stolr_estimators::f32_to_f64(x);
+            if let Some(s) = standardization {
+                s.apply(&mut converted)?;
+            }
+            Ok(DataRef::Dense(storage.insert(converted).as_ref()))
+        }
         DataRef::Sparse(_) => {
             if standardization.is_some() {
                 return Err(SolverError::SparseUnsupported { what: "a model that standardizes its rows".into() });

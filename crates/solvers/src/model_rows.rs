@@ -55,21 +55,27 @@ impl From<SparseRowMat<usize, f64>> for ModelRows {
 }
 
 impl ModelRows {
-    /// A copy of `x` in its own form (dense rows stay dense, sparse ones sparse).
+    /// A copy of `x` in its own form (dense rows stay dense, sparse ones sparse; float32 rows
+    /// become float64).
     pub fn copy_of(x: DataRef<'_>) -> Self {
         match x {
             DataRef::Dense(x) => ModelRows::Dense(stolr_estimators::to_owned(x)),
+            DataRef::DenseF32(x) => ModelRows::Dense(stolr_estimators::f32_to_f64(x)),
             DataRef::Sparse(_) => Self::gather(x, &(0..x.nrows()).collect::<Vec<_>>()),
         }
     }
 
-    /// The rows `idx` of `x` (in that order), in the form of `x`.
+    /// The rows `idx` of `x` (in that order), in the form of `x` (float32 rows become float64).
     ///
     /// # Panics
     /// If an index is `>= x.nrows()`.
     pub fn gather(x: DataRef<'_>, idx: &[usize]) -> Self {
         match x {
             DataRef::Dense(x) => ModelRows::Dense(Mat::from_fn(idx.len(), x.ncols(), |i, j| x[(idx[i], j)])),
+            // Models keep float64 rows: float32 rows converted (exactly).
+            DataRef::DenseF32(x) => {
+                ModelRows::Dense(Mat::from_fn(idx.len(), x.ncols(), |i, j| f64::from(x[(idx[i], j)])))
+            }
             DataRef::Sparse(s) => {
                 let (mut ptr, mut cols, mut vals) = (vec![0usize], Vec::new(), Vec::new());
                 for &i in idx {

@@ -9,9 +9,10 @@ use faer::Mat;
 use stolr_comm::{Communicator, RowShard};
 use stolr_datasets::{
     DataError, Dataset, Labels, MnistSplit, TableLabel, TableOptions, read_abalone, read_housing, read_libsvm,
-    read_libsvm_part, read_magic, read_magic_part, read_mnist, read_mnist_part, read_npy_matrix, read_npy_part,
-    read_table, read_table_part, read_table_with,
+    read_libsvm_part, read_magic, read_magic_part, read_mnist, read_mnist_part, read_npy_part, read_table,
+    read_table_part, read_table_with,
 };
+use stolr_datasets::{Dataset32, NpyRows, read_mnist_f32, read_npy_rows};
 use stolr_memory::MemoryBudget;
 use stolr_model::OneHotEncoding;
 
@@ -31,7 +32,8 @@ pub enum Format {
     Magic,
     /// The MNIST digits: a folder with the original IDX files (gzipped or not).
     Mnist,
-    /// A NumPy `.npy` file holding a 2-D float64 array, one sample per row.
+    /// A NumPy `.npy` file holding a 2-D float64 or float32 array, one sample per row
+    /// (`kpca` and `pca` keep float32 rows in float32).
     Npy,
     /// The UCI Abalone file (sex one-hot, 7 measurements, the ring count as target).
     Abalone,
@@ -61,8 +63,12 @@ pub fn read(path: &Path, format: Format, targets: bool, memory: MemoryBudget) ->
         }
         Format::Magic => read_magic(path, memory),
         Format::Mnist => read_mnist(path, MnistSplit::All, memory),
-        Format::Npy => read_npy_matrix(path, memory).map(|x| Dataset {
-            x,
+        Format::Npy => read_npy_rows(path, memory).map(|rows| Dataset {
+            x: match rows {
+                NpyRows::F64(x) => x,
+                // A float32 file read where float64 rows are needed: converted exactly.
+                NpyRows::F32(x) => stolr_estimators::f32_to_f64(x.as_ref()),
+            },
             labels: Labels::None,
             source: path.display().to_string(),
         }),
@@ -71,6 +77,32 @@ pub fn read(path: &Path, format: Format, targets: bool, memory: MemoryBudget) ->
     }
     .with_context(|| format!("cannot read {}", path.display()))?;
     Ok(data)
+}
+
+/// Rows read in the precision that holds them: [`DenseRead::F32`] for a float32 `.npy` file
+/// and for MNIST (its bytes are exact in float32), [`DenseRead::F64`] otherwise.
+#[derive(Debug)]
+pub enum DenseRead {
+    /// Float64 rows.
+    F64(Dataset),
+    /// Float32 rows (half the memory; the library converts them exactly where it computes).
+    F32(Dataset32),
+}
+
+/// Reads `path` as `format` ([`read`]), keeping float32 rows in float32 where the file allows
+/// it ([`DenseRead`]): what `kpca` and `pca` read when nothing of theirs needs float64 rows.
+pub fn read_dense(path: &Path, format: Format, memory: MemoryBudget) -> Result<DenseRead> {
+    let context = || format!("cannot read {}", path.display());
+    match format {
+        Format::Mnist => Ok(DenseRead::F32(read_mnist_f32(path, MnistSplit::All, memory).with_context(context)?)),
+        Format::Npy => Ok(match read_npy_rows(path, memory).with_context(context)? {
+            NpyRows::F64(x) => DenseRead::F64(Dataset { x, labels: Labels::None, source: path.display().to_string() }),
+            NpyRows::F32(x) => {
+                DenseRead::F32(Dataset32 { x, labels: Labels::None, source: path.display().to_string() })
+            }
+        }),
+        _ => Ok(DenseRead::F64(read(path, format, false, memory)?)),
+    }
 }
 
 /// `--categorical` and `--label-column`: how the columns of a CSV table become features.

@@ -44,7 +44,7 @@ pub(super) fn read_shard(args: &KpcaArgs, comm: &dyn Communicator, memory: stolr
             Read { local: data.x, shard, full, encoding, origin: "file" }
         }
         _ => {
-            let (data, encoding, origin) = load(args, memory)?;
+            let (data, _, encoding, origin) = load(args, memory)?;
             let shard = RowShard::balanced(data.n(), rank, size);
             let local = data.x.as_ref().subrows(shard.first, shard.rows).to_owned();
             let full = Dataset { x: Mat::new(), ..data };

@@ -13,7 +13,7 @@ use stolr_solvers::{Named, Pca, PcaJob, PcaJobOutcome, PcaMethod, Shard, SvrgPca
 use super::args::{ModeArg, OUTPUTS, PcaArgs, generated, plot, write_outputs};
 use super::distributed;
 use crate::common::checkpoint::{FileStore, matrix_fingerprint, require_support};
-use crate::common::input::{Format, label_values, read_with_table, report_categorical};
+use crate::common::input::{DenseRead, Format, label_values, read_dense, read_with_table, report_categorical};
 use crate::common::progress::Progress;
 use crate::distributed::RunContext;
 use crate::memory::peak_rss_bytes;
@@ -21,6 +21,19 @@ use crate::memory::peak_rss_bytes;
 /// What a batch run reads: the rows, the singular values of generated data (known in closed
 /// form), the rows' place, and the categorical encoding of a table.
 type Rows = (Dataset, Option<Vec<f64>>, RowShard, Option<OneHotEncoding>);
+
+/// The rows of a one-process run read by [`read_dense`], which keeps float32 rows (a float32
+/// `.npy` file, MNIST) in float32, when nothing of the run needs them in float64 (`--plot`
+/// draws them, `--checkpoint` hashes them); `None` for the other runs.
+fn read_float32(args: &PcaArgs, ctx: &RunContext) -> Result<Option<DenseRead>> {
+    let eligible = ctx.world.is_none()
+        && args.plot.is_none()
+        && args.checkpoint.checkpoint.is_none()
+        && !args.table.given()
+        && matches!(args.format, Format::Npy | Format::Mnist);
+    let Some(path) = args.input.as_ref().filter(|_| eligible) else { return Ok(None) };
+    Ok(Some(read_dense(path, args.format, ctx.memory)?))
+}
 
 /// The rows of a batch run: this rank's part under an MPI run with several processes, else the
 /// file or the generated data (with its singular values, known in closed form), their place,
@@ -74,14 +87,31 @@ fn job(args: &PcaArgs, ctx: &RunContext) -> Result<PcaJob> {
 pub(super) fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
     let world = &ctx.world;
     let total = Instant::now();
-    let (mut data, singular_values, shard, encoding) = read_rows(&args, ctx)?;
+    let (mut data, rows32, singular_values, shard, encoding) = match read_float32(&args, ctx)? {
+        Some(DenseRead::F32(data)) => {
+            let shard = RowShard::whole(data.x.nrows());
+            let rest = Dataset { x: faer::Mat::new(), labels: data.labels, source: data.source };
+            (rest, Some(data.x), None, shard, None)
+        }
+        Some(DenseRead::F64(data)) => {
+            let shard = RowShard::whole(data.n());
+            (data, None, None, shard, None)
+        }
+        None => {
+            let (data, singular_values, shard, encoding) = read_rows(&args, ctx)?;
+            (data, None, singular_values, shard, encoding)
+        }
+    };
     let source = data.source.clone();
     let read_time = total.elapsed();
-    let (n, d) = (shard.total, data.d());
+    let (n, d) = (shard.total, rows32.as_ref().map_or(data.d(), |x| x.ncols()));
     if n == 0 || d == 0 {
         bail!("the dataset is empty ({n} samples, {d} features)");
     }
-    stolr_datasets::check_finite(data.x.as_ref()).context("the data must be finite")?;
+    match &rows32 {
+        Some(x) => stolr_estimators::check_data_f32(x.as_ref()).context("the data must be finite")?,
+        None => stolr_datasets::check_finite(data.x.as_ref()).context("the data must be finite")?,
+    }
     if args.rank == 0 || args.rank > n.min(d) {
         bail!("--rank {} is impossible: it must be between 1 and min(n, d) = {}", args.rank, n.min(d));
     }
@@ -94,6 +124,7 @@ pub(super) fn run(args: PcaArgs, ctx: &RunContext) -> Result<()> {
     let store = FileStore::new(&args.checkpoint, ctx, || Ok(matrix_fingerprint(data.x.as_ref())))?;
     let mut progress = Progress::new(job.pca.solver.name(), None, 1).with_checkpoint(store);
     let shard_rows = match world {
+        _ if rows32.is_some() => Shard::whole_f32(rows32.as_ref().expect("float32 rows").as_ref()),
         // Rank 0 plots its own rows under mpirun (a copy kept for it).
         Some(comm) if args.plot.is_some() => Shard::part(data.x.clone(), shard, &**comm),
         Some(comm) => Shard::part(std::mem::replace(&mut data.x, faer::Mat::new()), shard, &**comm),

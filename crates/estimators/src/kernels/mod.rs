@@ -365,6 +365,16 @@ impl Kernel {
     pub fn diagonal<'x>(&self, x: impl Into<DataRef<'x>>) -> Vec<f64> {
         match x.into() {
             DataRef::Dense(x) => dispatch!(self, k => diagonal_of(&k.evaluator(x.ncols()), x)),
+            DataRef::DenseF32(x) => {
+                // Blocks of rows converted to float64: each value depends on its row only.
+                const BLOCK: usize = 4096;
+                let mut diagonal = Vec::with_capacity(x.nrows());
+                for start in (0..x.nrows()).step_by(BLOCK) {
+                    let block = crate::sparse::f32_to_f64(x.subrows(start, BLOCK.min(x.nrows() - start)));
+                    diagonal.extend(self.diagonal(block.as_ref()));
+                }
+                diagonal
+            }
             x @ DataRef::Sparse(_) => PreparedKernel::new(*self, x).diagonal(),
         }
     }

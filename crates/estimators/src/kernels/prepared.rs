@@ -146,6 +146,9 @@ impl PreparedKernel {
     pub(crate) fn with_evaluation<'x>(kernel: Kernel, x: impl Into<DataRef<'x>>, evaluation: KernelEvaluation) -> Self {
         let x = match x.into() {
             DataRef::Dense(x) => x,
+            DataRef::DenseF32(x) => {
+                return Self::with_evaluation_owned(kernel, crate::sparse::f32_to_f64(x), evaluation);
+            }
             DataRef::Sparse(x) => {
                 let x = Csr::from_ref(x);
                 let sq = x.sq_norms();
@@ -162,6 +165,27 @@ impl PreparedKernel {
             }
             (KernelForm::InnerProduct, KernelEvaluation::Expanded) => Repr::Dot { x: to_owned(x) },
             _ => Repr::Rows { rows: row_major(x), n: x.nrows(), d: x.ncols() },
+        };
+        PreparedKernel { kernel, repr }
+    }
+
+    /// [`PreparedKernel::with_evaluation`] of owned rows `x` `(n, d)` (a float64 copy of float32
+    /// rows), reused where the dense preparation would copy them: the same representation, bit
+    /// for bit, with one copy fewer.
+    fn with_evaluation_owned(kernel: Kernel, mut x: Mat<f64>, evaluation: KernelEvaluation) -> Self {
+        let repr = match (kernel.form(), evaluation) {
+            (KernelForm::SquaredDistance, KernelEvaluation::Expanded) => {
+                let centre = coordinate_median(x.as_ref());
+                let rows = row_major(x.as_ref());
+                // `shifted`, in place: the same subtraction of the same values.
+                for (j, c) in centre.iter().enumerate() {
+                    x.col_as_slice_mut(j).iter_mut().for_each(|v| *v -= c);
+                }
+                let sq = row_sq_norms(x.as_ref());
+                Repr::Expanded { xs: x, sq, centre, rows }
+            }
+            (KernelForm::InnerProduct, KernelEvaluation::Expanded) => Repr::Dot { x },
+            _ => Repr::Rows { rows: row_major(x.as_ref()), n: x.nrows(), d: x.ncols() },
         };
         PreparedKernel { kernel, repr }
     }
@@ -269,6 +293,12 @@ impl PreparedKernel {
         // rows, so that no block takes more than the prepared dense rows themselves.
         let y = match y {
             DataRef::Dense(y) => y,
+            DataRef::DenseF32(y) => {
+                // Float32 rows: a float64 copy of this block (the caller bounds its rows).
+                let y = crate::sparse::f32_to_f64(y);
+                self.cross_into(y.as_ref(), out, par);
+                return;
+            }
             sparse @ DataRef::Sparse(_) => {
                 let step = n.max(1);
                 for start in (0..m).step_by(step) {
@@ -648,7 +678,7 @@ pub fn kernel_row_means<'x>(x: impl Into<DataRef<'x>>, kernel: &Kernel) -> (Vec<
         let len = MEANS_BLOCK.min(n - start);
         let par = faer::get_global_parallelism();
         let block = match x {
-            DataRef::Dense(x) => prepared.cross(x.subrows(start, len), par),
+            DataRef::Dense(_) | DataRef::DenseF32(_) => prepared.cross(x.subrows(start, len), par),
             DataRef::Sparse(_) => prepared.columns(&(start..start + len).collect::<Vec<_>>(), par),
         };
         means.extend((0..len).map(|j| block.col(j).sum() / n as f64));

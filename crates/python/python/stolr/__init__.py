@@ -122,8 +122,14 @@ class _FeatureNamesOut(ClassNamePrefixFeaturesOutMixin):
         return None
 
 
+# Dense rows are taken as float64 or float32; float32 stays float32 (half the memory): the library
+# converts it exactly a block of rows at a time where it computes, so a float32 array gives the
+# results of the same values in float64, bit for bit. Other dtypes are converted to float64.
+_DTYPES = [np.float64, np.float32]
+
+
 def _rows(X):
-    """``X`` as ``_core`` takes rows: a C-contiguous float64 array, or for a ``scipy.sparse``
+    """``X`` as ``_core`` takes rows: a C-contiguous float64 or float32 array, or for a ``scipy.sparse``
     matrix its CSR parts ``(indptr, indices, data, shape)`` (int64 indices, float64 values),
     never densified. A CSR matrix in canonical form (sorted, no duplicate entries) of float64 is
     passed without copying its values; another is converted (a copy) first."""
@@ -336,7 +342,7 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         if _gram_kernel(self):
             return self._fit_gram(X)
         # Sparse rows (scipy.sparse) stay sparse for the exact and Nyström solvers.
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, ensure_min_samples=2)
+        X = validate_data(self, X, accept_sparse="csr", dtype=_DTYPES, ensure_min_samples=2)
         n_components = self.n_components if self.n_components is not None else min(X.shape)
         # As KernelRidge: at most one landmark per training row (the default 500 on fewer rows).
         n_landmarks = min(_count("n_landmarks", self.n_landmarks), X.shape[0])
@@ -366,7 +372,7 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         if _gram_kernel(self):
             return self._transform_gram(X)
         check_is_fitted(self, "model_")
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        X = validate_data(self, X, accept_sparse="csr", dtype=_DTYPES, reset=False)
         Z = _core.transform(self.model_, _rows(X))
         if getattr(self, "whiten", False):
             Z /= _whiten_scale(self.eigenvalues_)
@@ -502,7 +508,7 @@ class PCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         self.random_state = random_state
 
     def fit(self, X, y=None):
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        X = validate_data(self, X, dtype=_DTYPES, ensure_min_samples=2)
         X = np.ascontiguousarray(X)
         max_iter = None if self.max_iter is None else _count("max_iter", self.max_iter)
         seed = _seed(self.random_state)
@@ -533,7 +539,7 @@ class PCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
 
     def transform(self, X):
         check_is_fitted(self, "model_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = validate_data(self, X, dtype=_DTYPES, reset=False)
         Z = _core.transform(self.model_, np.ascontiguousarray(X))
         if getattr(self, "whiten", False):
             Z /= _whiten_scale(self.explained_variance_)
@@ -650,7 +656,7 @@ class StreamingPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
     def partial_fit(self, X, y=None):
         first = not hasattr(self, "state_")
         self._check_params()
-        X = validate_data(self, X, dtype=np.float64, reset=first)
+        X = validate_data(self, X, dtype=_DTYPES, reset=first)
         if first:
             if not 1 <= int(self.n_components) < X.shape[1]:
                 raise ValueError(f"n_components={self.n_components} must be at least 1 and below the "
@@ -662,7 +668,7 @@ class StreamingPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         if getattr(self, "center", False):
             # The running mean of every row seen, this batch's included.
             seen = self.state_.samples_seen()
-            mean = (seen * self.mean_ + X.sum(axis=0)) / (seen + X.shape[0])
+            mean = (seen * self.mean_ + X.sum(axis=0, dtype=np.float64)) / (seen + X.shape[0])
             X = X - mean
         X = np.ascontiguousarray(X)
         self.state_.partial_fit(X)
@@ -680,7 +686,7 @@ class StreamingPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         fit ``stolr pca --solver ...`` runs (the same seed gives the same components).
         ``partial_fit`` afterwards continues the stream."""
         self._check_params()
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        X = validate_data(self, X, dtype=_DTYPES, ensure_min_samples=2)
         for attr in ("state_", "model_"):
             if hasattr(self, attr):
                 delattr(self, attr)
@@ -701,7 +707,7 @@ class StreamingPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
 
     def transform(self, X):
         check_is_fitted(self, "model_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = validate_data(self, X, dtype=_DTYPES, reset=False)
         Z = _core.transform(self.model_, np.ascontiguousarray(X))
         if getattr(self, "whiten", False):
             Z /= _whiten_scale(self.explained_variance_)
@@ -784,7 +790,7 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
     def fit(self, X, y, sample_weight=None):
         if _gram_kernel(self):
             return self._fit_gram(X, y, sample_weight)
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, y_numeric=True, multi_output=True)
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, y_numeric=True, multi_output=True)
         n_landmarks = min(_count("n_landmarks", self.n_landmarks), X.shape[0])
         y = np.asarray(y, dtype=np.float64)
         self._y_ndim = y.ndim
@@ -826,7 +832,7 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
         if _gram_kernel(self):
             return self._predict_gram(X)
         check_is_fitted(self, "model_")
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        X = validate_data(self, X, accept_sparse="csr", dtype=_DTYPES, reset=False)
         ndim = getattr(self, "_y_ndim", None)
         if ndim is None:  # a loaded model: 2-D predictions for several outputs
             ndim = 2 if _core.krr_coefficients(self.model_)[1] > 1 else 1

@@ -179,13 +179,7 @@ pub fn certify<'x>(
     let d = x.ncols();
     // What a row costs: its `d` features dense; sparse, its stored entries (on average for the
     // work of the exact product, at most for the memory of a sampled row: a value and an index).
-    let (work_d, row_width) = match x {
-        DataRef::Dense(_) => (d as f64, d),
-        DataRef::Sparse(s) => {
-            let most = (0..s.nrows()).map(|i| s.row_range(i).len()).max().unwrap_or(0);
-            (x.stored() as f64 / n.max(1) as f64, 2 * most)
-        }
-    };
+    let (work_d, row_width) = (x.stored() as f64 / n.max(1) as f64, x.row_width());
     let b = r + usize::from(center);
     let exact_bytes = KernelOperator::data_bytes(x)
         .saturating_add(KernelOperator::apply_bytes(n, b, config.tile, workers))

@@ -161,6 +161,15 @@ impl KernelPcaJob {
             let shape = (place.total, shard.data().ncols(), self.rank.unwrap_or(1));
             crate::kpca::check_preimage(self.solver.name(), alpha, shape, self.memory)?;
         }
+        // SKPCA's features and the pre-image map read float64 rows: float32 rows are converted
+        // once here (exactly). The other solvers take them through the kernel blocks.
+        let shard = if shard.is_f32()
+            && (matches!(self.solver, KpcaSolver::Skpca { .. }) || self.inverse_transform.is_some())
+        {
+            Shard::part(shard.into_owned("SKPCA")?, place, comm)
+        } else {
+            shard
+        };
         // Standardized in place (a copy of borrowed rows), over the rows of every rank.
         let (shard, standardization) = if self.standardize {
             let mut local = shard.into_owned("standardization")?;

@@ -195,7 +195,7 @@ pub fn nystrom_fit_sharded<'x, R: Rng + ?Sized>(
         x.check()?;
     }
     kernel.validate()?;
-    let (n, d) = (shard.total, x.ncols());
+    let n = shard.total;
     let local_n = shard.rows;
     let m = config.landmarks;
     if m == 0 || m > n {
@@ -207,10 +207,7 @@ pub fn nystrom_fit_sharded<'x, R: Rng + ?Sized>(
     check_rank(config.rank, m)?;
     // Sparse rows are copied by their stored entries (a value and an index each): the width
     // the memory estimate counts per row is twice the largest row's entries, not `d`.
-    let width = match x {
-        DataRef::Dense(_) => d,
-        DataRef::Sparse(s) => 2 * (0..s.nrows()).map(|i| s.row_range(i).len()).max().unwrap_or(0),
-    };
+    let width = x.row_width();
     let needs = allocations(local_n, m, config.rank, width, config.block_rows);
     for (what, bytes) in &needs {
         config.memory.check(what.as_str(), *bytes)?;

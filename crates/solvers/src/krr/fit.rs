@@ -124,6 +124,18 @@ pub struct KernelRidge {
 }
 
 impl KernelRidge {
+    /// A float64 copy of float32 rows for the solvers that read the rows themselves (SLKL,
+    /// Unif, KRR_M: their kernel columns and coordinate steps); `None` for the others (KRR_n and
+    /// Nyström KRR take float32 rows through the kernel blocks) and for other rows.
+    fn float64_copy(&self, data: DataRef<'_>) -> Option<faer::Mat<f64>> {
+        match data {
+            DataRef::DenseF32(x) if !matches!(self.solver, KrrSolver::Krr { .. } | KrrSolver::Nystrom { .. }) => {
+                Some(stolr_estimators::f32_to_f64(x))
+            }
+            _ => None,
+        }
+    }
+
     /// `solver` with `kernel`, with an intercept and without standardization.
     pub fn new(kernel: Kernel, solver: KrrSolver) -> Self {
         Self { kernel, solver, intercept: true, standardize: false, memory: MemoryBudget::default() }
@@ -148,6 +160,8 @@ impl KernelRidge {
     ) -> Result<(KrrModel, KrrFitSummary), SolverError> {
         let data = x.into();
         crate::error::check_regression(data, y)?;
+        let converted = self.float64_copy(data);
+        let data = converted.as_ref().map_or(data, |x| DataRef::Dense(x.as_ref()));
         // KRR_n and Nyström KRR take sparse rows; the other solvers need dense ones.
         let dense = || {
             data.dense()
@@ -250,6 +264,8 @@ impl KernelRidge {
         observer: &mut dyn Observer,
     ) -> Result<(KrrModel, KrrFitSummary), SolverError> {
         let data = x.into();
+        let converted = self.float64_copy(data);
+        let data = converted.as_ref().map_or(data, |x| DataRef::Dense(x.as_ref()));
         crate::error::check_targets(data, y, weights)?;
         let t = y.ncols();
         if t == 1 && weights.is_none() {

@@ -596,10 +596,7 @@ fn add_lower_gram(gram: &mut Mat<f64>, c: MatRef<'_, f64>, par: Par) {
 /// The width of a row as the kernel panels hold it: `d` for dense rows, twice the largest number
 /// of stored entries (a value and an index each) for sparse ones.
 fn row_width(x: DataRef<'_>) -> usize {
-    match x {
-        DataRef::Dense(x) => x.ncols(),
-        DataRef::Sparse(s) => 2 * (0..s.nrows()).map(|i| s.row_range(i).len()).max().unwrap_or(0),
-    }
+    x.row_width()
 }
 
 fn check_config(config: &NystromKrrConfig) -> Result<(), SolverError> {

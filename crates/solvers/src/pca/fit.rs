@@ -3,6 +3,7 @@
 
 use faer::MatRef;
 use rand::Rng;
+use stolr_estimators::DataRef;
 
 use stolr_comm::{Communicator, RowShard, SingleProcess};
 use stolr_memory::MemoryBudget;
@@ -107,17 +108,39 @@ impl Pca {
     /// # Errors
     /// As [`Pca::prepare`].
     pub fn prepare_shard(&self, x: MatRef<'_, f64>, comm: &dyn Communicator) -> Result<Prepared, SolverError> {
-        crate::error::check_data(x)?;
+        self.prepare_data(DataRef::Dense(x), comm)
+    }
+
+    /// [`Pca::prepare_shard`] of dense rows given as float64 or float32: float32 rows are
+    /// converted (exactly) into the prepared copy itself, with no float64 copy before it, and
+    /// give the same bits as the same rows in float64.
+    ///
+    /// # Errors
+    /// As [`Pca::prepare`]; [`SolverError::SparseUnsupported`] for sparse rows.
+    pub fn prepare_data(&self, x: DataRef<'_>, comm: &dyn Communicator) -> Result<Prepared, SolverError> {
+        if x.is_sparse() {
+            return Err(SolverError::SparseUnsupported { what: "PCA".into() });
+        }
+        x.check()?;
         let d = x.ncols();
         let mean = if self.center {
-            stolr_estimators::column_means_reduced(x, |buffer| comm.all_reduce_sum(buffer))
+            stolr_estimators::column_means_of(x, |buffer| comm.all_reduce_sum(buffer))
         } else {
             vec![0.0; d]
         };
         // The copy keeps the source's layout (a C-order NumPy array stays row-major): a
         // transposing copy of MNIST costs more than the exact PCA's matrix product.
-        let transposed = x.col_stride() == 1 && x.row_stride() != 1;
-        let mut data = stolr_estimators::to_owned(if transposed { x.transpose() } else { x });
+        let (mut data, transposed) = match x {
+            DataRef::Dense(x) => {
+                let transposed = x.col_stride() == 1 && x.row_stride() != 1;
+                (stolr_estimators::to_owned(if transposed { x.transpose() } else { x }), transposed)
+            }
+            DataRef::DenseF32(x) => {
+                let transposed = x.col_stride() == 1 && x.row_stride() != 1;
+                (stolr_estimators::f32_to_f64(if transposed { x.transpose() } else { x }), transposed)
+            }
+            DataRef::Sparse(_) => unreachable!("refused above"),
+        };
         // Column j of `data` is a sample (transposed) or a feature.
         for j in 0..data.ncols() {
             let col = data.col_as_slice_mut(j);
@@ -179,9 +202,73 @@ impl Pca {
             let what = format!("PCA with the {} solver", self.solver.name());
             return Err(SolverError::NotDistributed { what, processes: comm.size() });
         }
-        let prepared = self.prepare_shard(shard.rows(), comm)?;
+        let (n, d) = shard.data().shape();
+        if matches!(self.solver, PcaSolver::Exact) && comm.size() == 1 && n >= d && !shard.is_sparse() {
+            return Ok((self.fit_exact_rows(shard.data())?, None, 0));
+        }
+        let prepared = self.prepare_data(shard.data(), comm)?;
         let (mean, scale) = (prepared.mean.clone(), prepared.scale.clone());
         self.fit_prepared_shard(prepared.x(), mean, scale, rng, observer, comm, shard.place)
+    }
+
+    /// Rows per block of [`Pca::fit_exact_rows`] for `d` features: about 2¹⁷ values (1 MiB, in
+    /// the L2 cache while it is written and multiplied).
+    fn exact_block_rows(d: usize) -> usize {
+        ((1usize << 17) / d.max(1)).max(16)
+    }
+
+    /// Bytes [`Pca::fit_exact_rows`] allocates for `d` features: the lanes of
+    /// [`gram_of_row_blocks`](stolr_lowrank::gram_of_row_blocks) and the eigensolver's `(d, d)`
+    /// copies, never a copy of the rows.
+    pub fn exact_rows_bytes(d: usize) -> u64 {
+        stolr_lowrank::gram_blocks_bytes(d, Self::exact_block_rows(d))
+            .saturating_add(stolr_memory::f64_bytes(&[3, d, d]))
+    }
+
+    /// The exact solver on dense rows `x` `(n, d)`, float64 or float32, `n ≥ d`, one process,
+    /// without a prepared copy of the rows: the mean ([`column_means_of`](stolr_estimators::column_means_of)),
+    /// the scale and the Gram matrix $\tilde X^\top \tilde X$ of the centred, scaled rows
+    /// $\tilde X = (X - 1\mu^\top)/s$ are each one pass over blocks of rows converted and
+    /// centred on the fly ([`gram_of_row_blocks`](stolr_lowrank::gram_of_row_blocks)); its top
+    /// `rank` eigenpairs are the components (eigenvalues nonincreasing), its trace the total
+    /// variance. Memory: [`Pca::exact_rows_bytes`]. The same bits for float32 rows as for the
+    /// same rows in float64, and for any number of threads.
+    ///
+    /// # Errors
+    /// [`SolverError::Estimator`] for empty or non-finite rows; [`SolverError::InvalidRank`];
+    /// [`SolverError::InvalidConfig`] when the sums of squares exceed the float64 range.
+    fn fit_exact_rows(&self, x: DataRef<'_>) -> Result<PcaModel, SolverError> {
+        x.check()?;
+        let (n, d) = x.shape();
+        crate::error::check_pca_rank(self.rank, n, d)?;
+        let mean = if self.center { stolr_estimators::column_means_of(x, |_| {}) } else { vec![0.0; d] };
+        let block_rows = Self::exact_block_rows(d);
+        let (mut inv, mut scale) = (1.0, vec![1.0; d]);
+        if self.scale {
+            let max = match x {
+                DataRef::Dense(v) => max_abs_centred(v, &mean),
+                DataRef::DenseF32(v) => max_abs_centred(v, &mean),
+                DataRef::Sparse(_) => unreachable!("dense rows"),
+            };
+            if max > 0.0 {
+                inv = 1.0 / max;
+                scale = vec![max; d];
+            }
+        }
+        let scaled = self.scale && inv != 1.0;
+        // Each block is written straight from the source into the lane's buffer.
+        let g = stolr_lowrank::gram_of_row_blocks(n, d, block_rows, |start, out| {
+            let len = out.nrows();
+            match x {
+                DataRef::Dense(v) => fill_centred(v.subrows(start, len), out, &mean, scaled.then_some(inv)),
+                DataRef::DenseF32(v) => fill_centred(v.subrows(start, len), out, &mean, scaled.then_some(inv)),
+                DataRef::Sparse(_) => unreachable!("dense rows"),
+            }
+        });
+        let trace: f64 = (0..d).map(|j| g[(j, j)]).sum();
+        let pairs = crate::pca::rayleigh_ritz::gram_top_pairs(g, self.rank)?;
+        let total = trace / n.saturating_sub(1).max(1) as f64;
+        PcaModel::from_basis(self.solver.name(), mean, scale, &pairs, n)?.with_total_variance(total)
     }
 
     /// [`Pca::fit_prepared`] on this rank's prepared rows at `place` among those of `comm`.
@@ -282,14 +369,64 @@ impl PcaJob {
     /// iterative solvers' row-major copy) exceed the budget; as [`Pca::fit_shard`].
     pub fn run(&self, shard: Shard<'_>, observer: &mut dyn Observer) -> Result<PcaJobOutcome, SolverError> {
         let started = std::time::Instant::now();
-        let (n, d) = shard.rows().shape();
-        let copies = if matches!(self.pca.solver, PcaSolver::Exact) { 1 } else { 2 };
-        self.memory.check(
-            format!("the prepared copy of the {n} x {d} rows (centred, scaled)"),
-            stolr_memory::f64_bytes(&[copies, n, d]),
-        )?;
+        let (n, d) = shard.data().shape();
+        if matches!(self.pca.solver, PcaSolver::Exact) && shard.is_whole() && n >= d {
+            // No copy of the rows: blocks of them and the d × d Gram matrix.
+            self.memory.check(format!("the exact PCA's {d} x {d} Gram matrices"), Pca::exact_rows_bytes(d))?;
+        } else {
+            let copies = if matches!(self.pca.solver, PcaSolver::Exact) { 1 } else { 2 };
+            self.memory.check(
+                format!("the prepared copy of the {n} x {d} rows (centred, scaled)"),
+                stolr_memory::f64_bytes(&[copies, n, d]),
+            )?;
+        }
         let (model, stop, epochs) = self.pca.fit_shard(&shard, &mut PcaStream::Solver.rng(self.seed), observer)?;
         Ok(PcaJobOutcome { model, stop, epochs, solve_time: started.elapsed() })
+    }
+}
+
+/// The largest $|x_{ij} - \mu_j|$ over the rows `x` `(n, d)` (float64 or float32, read in its
+/// memory order).
+fn max_abs_centred<T: Copy + Into<f64>>(x: MatRef<'_, T>, mean: &[f64]) -> f64 {
+    let (n, d) = x.shape();
+    let mut max = 0.0_f64;
+    if x.col_stride() == 1 && x.row_stride() != 1 {
+        for i in 0..n {
+            for (j, m) in mean.iter().enumerate().take(d) {
+                max = max.max((x[(i, j)].into() - m).abs());
+            }
+        }
+    } else {
+        for (j, m) in mean.iter().enumerate().take(d) {
+            for i in 0..n {
+                max = max.max((x[(i, j)].into() - m).abs());
+            }
+        }
+    }
+    max
+}
+
+/// Writes $(x_{ij} - \mu_j)$, times `inv` when given, into `out` `(len, d)` for the rows `x`
+/// `(len, d)` (float64 or float32, read in its memory order): the value [`Pca::prepare_data`]
+/// gives the entry, bit for bit.
+fn fill_centred<T: Copy + Into<f64>>(x: MatRef<'_, T>, mut out: faer::MatMut<'_, f64>, mean: &[f64], inv: Option<f64>) {
+    let (n, d) = x.shape();
+    let value = |v: T, m: f64| match inv {
+        Some(inv) => (v.into() - m) * inv,
+        None => v.into() - m,
+    };
+    if x.col_stride() == 1 && x.row_stride() != 1 {
+        for i in 0..n {
+            for (j, &m) in mean.iter().enumerate().take(d) {
+                out[(i, j)] = value(x[(i, j)], m);
+            }
+        }
+    } else {
+        for (j, &m) in mean.iter().enumerate().take(d) {
+            for i in 0..n {
+                out[(i, j)] = value(x[(i, j)], m);
+            }
+        }
     }
 }
 
@@ -319,6 +456,9 @@ impl Fit for Pca {
     /// [`SolverError::InvalidConfig`] for bad solver settings; [`SolverError::Estimator`] for
     /// empty or non-finite data; [`SolverError::Diverged`] and factorization errors.
     fn fit(&self, x: MatRef<'_, f64>, rng: &mut dyn Rng, observer: &mut dyn Observer) -> Result<PcaModel, SolverError> {
+        if matches!(self.solver, PcaSolver::Exact) && x.nrows() >= x.ncols() {
+            return self.fit_exact_rows(DataRef::Dense(x));
+        }
         let p = self.prepare(x)?;
         Ok(self.fit_prepared(p.x(), p.mean.clone(), p.scale.clone(), rng, observer)?.0)
     }

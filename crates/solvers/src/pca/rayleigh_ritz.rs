@@ -81,7 +81,25 @@ pub fn exact_pca(x: MatRef<'_, f64>, rank: usize) -> Result<Eigenpairs, SolverEr
     check_pca_rank(rank, n, d)?;
     let tall = n >= d;
     let gram_of = if tall { x } else { x.transpose() };
-    let mut g = tall_inner(gram_of, gram_of, true);
+    let g = tall_inner(gram_of, gram_of, true);
+    let mut pairs = gram_top_pairs(g, rank)?;
+    if !tall {
+        let u = &pairs.vectors;
+        let xtu = mul(x.transpose(), u.as_ref());
+        let scale: Vec<f64> = pairs.values.iter().map(|v| if *v > 0.0 { 1.0 / v.sqrt() } else { 0.0 }).collect();
+        pairs.vectors = Mat::from_fn(d, rank, |i, j| xtu[(i, j)] * scale[j]);
+        pairs.fix_signs();
+    }
+    Ok(pairs)
+}
+
+/// The top `rank` eigenpairs (eigenvalues nonincreasing) of the Gram matrix `g` `(p, p)` of
+/// which only the lower triangle is set.
+///
+/// # Errors
+/// [`SolverError::InvalidConfig`] (`data`) when a diagonal entry is not finite (the sums of
+/// squares exceed the float64 range); factorization errors.
+pub(crate) fn gram_top_pairs(mut g: Mat<f64>, rank: usize) -> Result<Eigenpairs, SolverError> {
     // Every entry of the Gram matrix is at most its largest eigenvalue λ₁ in magnitude: an entry
     // beyond the float64 range means λ₁ is too (entries near 1e154 and above), not a rounding
     // problem that scaling would solve.
@@ -96,15 +114,7 @@ pub fn exact_pca(x: MatRef<'_, f64>, rank: usize) -> Result<Eigenpairs, SolverEr
         });
     }
     mirror_lower(&mut g);
-    let mut pairs = top_eigenpairs(g.as_ref(), rank, 1e-12)?;
-    if !tall {
-        let u = &pairs.vectors;
-        let xtu = mul(x.transpose(), u.as_ref());
-        let scale: Vec<f64> = pairs.values.iter().map(|v| if *v > 0.0 { 1.0 / v.sqrt() } else { 0.0 }).collect();
-        pairs.vectors = Mat::from_fn(d, rank, |i, j| xtu[(i, j)] * scale[j]);
-        pairs.fix_signs();
-    }
-    Ok(pairs)
+    Ok(top_eigenpairs(g.as_ref(), rank, 1e-12)?)
 }
 
 fn mirror_lower(g: &mut Mat<f64>) {

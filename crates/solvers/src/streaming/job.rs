@@ -60,11 +60,12 @@ pub trait RowSource {
     fn rows(&self, pass: PassKind) -> Result<RowPass<'_>, SolverError>;
 }
 
-/// The rows of a matrix `(n, d)` as a [`RowSource`].
+/// The rows of a matrix `(n, d)` as a [`RowSource`]: float64, or float32 (`MatrixSource<f32>`,
+/// each row converted exactly as it is read, so the rows are never held in float64).
 #[derive(Debug, Clone, Copy)]
-pub struct MatrixSource<'a>(pub MatRef<'a, f64>);
+pub struct MatrixSource<'a, T = f64>(pub MatRef<'a, T>);
 
-impl RowSource for MatrixSource<'_> {
+impl<T: Copy + Into<f64>> RowSource for MatrixSource<'_, T> {
     fn dim(&self) -> Result<usize, SolverError> {
         Ok(self.0.ncols())
     }

@@ -227,7 +227,9 @@ where
 }
 
 /// The rows of `x` `(n, d)` as a stream for [`StreamPass`], each copied into a `Vec` of length
-/// `d`.
-pub fn matrix_rows(x: MatRef<'_, f64>) -> impl Iterator<Item = Result<Vec<f64>, std::convert::Infallible>> + '_ {
-    (0..x.nrows()).map(move |i| Ok((0..x.ncols()).map(|j| x[(i, j)]).collect()))
+/// `d` (float32 rows converted exactly).
+pub fn matrix_rows<T: Copy + Into<f64>>(
+    x: MatRef<'_, T>,
+) -> impl Iterator<Item = Result<Vec<f64>, std::convert::Infallible>> + '_ {
+    (0..x.nrows()).map(move |i| Ok((0..x.ncols()).map(|j| x[(i, j)].into()).collect()))
 }
