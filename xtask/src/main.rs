@@ -22,6 +22,12 @@
 //!     scikit-learn on the CSR matrix, each a fresh process, the repeats alternating the three:
 //!     median wall time and peak RSS, ratios, eigenvalue agreement → target/bench/sparse/
 //!     sparse.{json,md} (benches/python/sparse_bench.py; docs/results/sparse.md holds a run)
+//! cargo xtask bench float32 [--n N] [--d D] [--landmarks M] [--repeats K] [--out DIR] [--quick]
+//!     PCA, streaming PCA, Nyström kernel PCA and KRR from Python, and `stolr pca` on a `.npy`
+//!     file, each on float32 input against the same values in float64 and against scikit-learn
+//!     on the float32 array, each a fresh process, repeats alternating: median fit time, peak
+//!     RSS and the RSS the fit adds to its input → target/bench/float32/float32.{json,md}
+//!     (benches/python/float32_bench.py; docs/results/float32.md holds a run)
 //! cargo xtask reproduce NAME [--quick] [--seeds N] [--data DIR] [--out DIR] [FLAGS...]
 //!     one paper's reproduction (see REPRODUCTIONS); writes results/NAME/ (or --out DIR).
 //!     pca:   \[SVRG-PCA\]'s Tables 1 and 3–8 (SVRG-PCA paper and consistent modes, VR-PCA,
@@ -91,7 +97,8 @@ fn main() -> ExitCode {
         ["bench", "kpca", rest @ ..] => bench_cli("kpca", "kpca-bench", rest),
         ["bench", "scale", rest @ ..] => bench_cli("scale", "scale-bench", rest),
         ["bench", "krr-scale", rest @ ..] => bench_krr_scale(rest),
-        ["bench", "sparse", rest @ ..] => bench_sparse(rest),
+        ["bench", "sparse", rest @ ..] => bench_script("sparse", rest),
+        ["bench", "float32", rest @ ..] => bench_script("float32", rest),
         ["reproduce", name, rest @ ..] => reproduce(name, rest),
         ["bench", "criterion", rest @ ..] => cargo(&["bench", "-p", "stolr-benches", "--"], rest),
         ["fuzz", rest @ ..] => fuzz::fuzz(&root(), rest),
@@ -107,6 +114,9 @@ fn main() -> ExitCode {
             );
             eprintln!(
                 "       cargo xtask bench sparse [--n N] [--d D] [--density P] [--repeats K] [--out DIR] [--quick]"
+            );
+            eprintln!(
+                "       cargo xtask bench float32 [--n N] [--d D] [--landmarks M] [--repeats K] [--out DIR] [--quick]"
             );
             eprintln!("       cargo xtask bench criterion [FILTER]");
             eprintln!("       cargo xtask fuzz [--seconds N] [--runs N] [--target NAME] [--replay]");
@@ -173,21 +183,20 @@ fn bench_krr_scale(rest: &[&str]) -> Result<(), String> {
     bench_cli("krr-scale", "krr-scale", &args)
 }
 
-/// `cargo xtask bench sparse ...`: builds the release CLI, then runs
-/// `benches/python/sparse_bench.py` (python3 with numpy, scipy and scikit-learn) on it with the
-/// remaining flags (`--n`, `--d`, `--density`, `--exact-n`, `--landmarks`, `--rank`,
-/// `--repeats`, `--seed`, `--dense-memory-limit`, `--solvers`, `--quick`) and `--out`
-/// (default `target/bench/sparse`). The CLI is looked up in `$CARGO_TARGET_DIR/release` when
-/// that is set, else `target/release`.
-fn bench_sparse(rest: &[&str]) -> Result<(), String> {
+/// `cargo xtask bench sparse|float32 ...`: builds the release CLI, then runs
+/// `benches/python/<name>_bench.py` (python3 with numpy, scipy, scikit-learn and, for
+/// `float32`, the installed `stolr` package) on it with the remaining flags (see each script's
+/// docstring) and `--out` (default `target/bench/<name>`). The CLI is looked up in
+/// `$CARGO_TARGET_DIR/release` when that is set, else `target/release`.
+fn bench_script(name: &str, rest: &[&str]) -> Result<(), String> {
     cargo(&["build", "--release", "-p", "stolr-cli", "--bin", "stolr"], &[])?;
     let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"));
     let target = if target.is_absolute() { target } else { root().join(target) };
-    let script = root().join("benches/python/sparse_bench.py");
+    let script = root().join(format!("benches/python/{name}_bench.py"));
     let mut args: Vec<String> =
         vec![script.display().to_string(), "--stolr".into(), target.join("release/stolr").display().to_string()];
     if !rest.contains(&"--out") {
-        args.extend(["--out".into(), target.join("bench/sparse").display().to_string()]);
+        args.extend(["--out".into(), target.join(format!("bench/{name}")).display().to_string()]);
     }
     args.extend(rest.iter().map(|a| a.to_string()));
     let status = Command::new("python3")
@@ -195,7 +204,7 @@ fn bench_sparse(rest: &[&str]) -> Result<(), String> {
         .args(&args)
         .status()
         .map_err(|e| format!("cannot run python3: {e}"))?;
-    if status.success() { Ok(()) } else { Err("benches/python/sparse_bench.py failed".into()) }
+    if status.success() { Ok(()) } else { Err(format!("benches/python/{name}_bench.py failed")) }
 }
 
 /// `cargo xtask reproduce NAME|all ...`: builds the binaries, runs each reproduction and, on a
