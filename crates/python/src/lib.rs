@@ -158,12 +158,12 @@ enum PyRows<'py> {
     Sparse(CsrParts<'py>),
 }
 
-/// The rows held for a fit or a transform: a view of a dense array, or the CSR matrix (its
-/// indices converted to `usize`, checked as the library's model files are).
+/// The rows held for a fit or a transform: a view of a dense array, or a view of the CSR
+/// matrix's arrays (checked as the library's model files are; no copy).
 enum HeldRows<'a> {
     Dense(Rows<'a>),
     DenseF32(Rows<'a, f32>),
-    Sparse(faer::sparse::SparseRowMat<usize, f64>),
+    Sparse(faer::sparse::SparseRowMatRef<'a, usize, f64>),
 }
 
 impl HeldRows<'_> {
@@ -171,7 +171,7 @@ impl HeldRows<'_> {
         match self {
             HeldRows::Dense(x) => stolr_estimators::DataRef::Dense(x.get()),
             HeldRows::DenseF32(x) => stolr_estimators::DataRef::DenseF32(x.get()),
-            HeldRows::Sparse(x) => stolr_estimators::DataRef::Sparse(x.as_ref()),
+            HeldRows::Sparse(x) => stolr_estimators::DataRef::Sparse(*x),
         }
     }
 
@@ -195,10 +195,14 @@ fn held<'a>(x: &'a PyRows<'_>) -> PyResult<HeldRows<'a>> {
         PyRows::Dense(x) => Ok(HeldRows::Dense(rows(x))),
         PyRows::DenseF32(x) => Ok(HeldRows::DenseF32(rows(x))),
         PyRows::Sparse((indptr, indices, data, shape)) => {
-            let index = |v: &i64| usize::try_from(*v).map_err(|_| value_error(format!("negative sparse index {v}")));
-            let ptr = indptr.as_slice()?.iter().map(index).collect::<PyResult<Vec<_>>>()?;
-            let cols = indices.as_slice()?.iter().map(index).collect::<PyResult<Vec<_>>>()?;
-            let x = stolr_solvers::csr_from_parts(*shape, ptr, cols, data.as_slice()?.to_vec()).map_err(value_error)?;
+            // int64 read as usize in place (a negative index reads as one beyond any bound and
+            // is refused by the checks).
+            let as_usize = |v: &'a [i64]| {
+                bytemuck::try_cast_slice::<i64, usize>(v)
+                    .map_err(|e| value_error(format!("sparse indices cannot be read on this machine: {e}")))
+            };
+            let (ptr, cols) = (as_usize(indptr.as_slice()?)?, as_usize(indices.as_slice()?)?);
+            let x = stolr_solvers::csr_view_from_parts(*shape, ptr, cols, data.as_slice()?).map_err(value_error)?;
             Ok(HeldRows::Sparse(x))
         }
     }

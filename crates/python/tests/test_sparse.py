@@ -130,3 +130,23 @@ def test_a_corrupt_csr_matrix_is_refused_not_a_crash():
             B.indptr[5] = B.indptr[4] - 1
         with pytest.raises(ValueError):
             stolr.KernelPCA(n_components=3).fit(B)
+
+
+def test_csr_parts_are_read_in_place_and_checked_in_the_library():
+    """The library reads a CSR matrix's arrays where they are (int64 indices as usize): the
+    values are not copied, and parts that bypass scipy's checks (a negative index, a pointer
+    past the end, unsorted indices) are refused with ValueError, never read out of bounds."""
+    X = _sparse(60, 40, 11)
+    model = stolr.KernelPCA(n_components=3, solver="nystrom", n_landmarks=20, random_state=0).fit(X)
+    want = model.transform(X[:5])
+    part = X[:5]
+    indptr, indices = part.indptr.astype(np.int64), part.indices.astype(np.int64)
+    got = stolr._core.transform(model.model_, (indptr, indices, part.data, part.shape))
+    np.testing.assert_array_equal(got, want)
+    for bad_ptr, bad_idx in [
+        (indptr, np.where(np.arange(indices.size) == 1, -1, indices)),  # a negative index
+        (np.concatenate([indptr[:-1], [indptr[-1] + 7]]), indices),  # a pointer past the entries
+        (indptr, np.concatenate([indices[:1] + 39, indices[1:]])),  # out of order or out of range
+    ]:
+        with pytest.raises(ValueError, match="sparse"):
+            stolr._core.transform(model.model_, (bad_ptr, bad_idx, part.data, part.shape))

@@ -65,7 +65,7 @@ pub use krr::{
 };
 pub use methods::{KpcaMethod, KrrMethod, Named, PcaMethod};
 pub use model_io::kernel_parameters_json;
-pub use model_rows::{ModelRows, csr_from_parts};
+pub use model_rows::{ModelRows, csr_from_parts, csr_view_from_parts};
 pub use pca::{
     EpochLength, Pca, PcaJob, PcaJobOutcome, PcaModel, PcaOutcome, PcaSolver, SvrgPca, SvrgPcaConfig, Tolerance, VrPca,
     VrPcaConfig, captured_norm, exact_pca, penalty_objective, rayleigh_ritz, rayleigh_ritz_sharded, svrg_pca,

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use faer::sparse::{SparseRowMat, SymbolicSparseRowMat};
+use faer::sparse::{SparseRowMat, SparseRowMatRef, SymbolicSparseRowMat, SymbolicSparseRowMatRef};
 use faer::{Mat, MatRef};
 use stolr_estimators::DataRef;
 use stolr_model::ModelFile;
@@ -199,12 +199,32 @@ pub fn csr_from_parts(
     cols: Vec<usize>,
     vals: Vec<f64>,
 ) -> Result<SparseRowMat<usize, f64>, String> {
-    if ptr.len() != n + 1 || ptr[0] != 0 || ptr[n] != cols.len() || cols.len() != vals.len() {
+    check_csr_parts((n, d), &ptr, &cols, vals.len())?;
+    Ok(SparseRowMat::new(SymbolicSparseRowMat::new_checked(n, d, ptr, None, cols), vals))
+}
+
+/// [`csr_from_parts`] without a copy: a view of the CSR matrix `(n, d)` whose parts the caller
+/// holds (a `scipy.sparse` matrix's arrays), checked as [`csr_from_parts`] checks them.
+///
+/// # Errors
+/// As [`csr_from_parts`].
+pub fn csr_view_from_parts<'a>(
+    (n, d): (usize, usize),
+    ptr: &'a [usize],
+    cols: &'a [usize],
+    vals: &'a [f64],
+) -> Result<SparseRowMatRef<'a, usize, f64>, String> {
+    check_csr_parts((n, d), ptr, cols, vals.len())?;
+    Ok(SparseRowMatRef::new(SymbolicSparseRowMatRef::new_checked(n, d, ptr, None, cols), vals))
+}
+
+/// The checks of [`csr_from_parts`] on the pointers, the column indices and the number of values.
+fn check_csr_parts((n, d): (usize, usize), ptr: &[usize], cols: &[usize], nvals: usize) -> Result<(), String> {
+    if ptr.len() != n.saturating_add(1) || ptr[0] != 0 || ptr[n] != cols.len() || cols.len() != nvals {
         return Err(format!(
-            "inconsistent sparse rows: {} row pointers for {n} rows, {} indices, {} values",
+            "inconsistent sparse rows: {} row pointers for {n} rows, {} indices, {nvals} values",
             ptr.len(),
             cols.len(),
-            vals.len()
         ));
     }
     if n > isize::MAX as usize || d > isize::MAX as usize {
@@ -221,7 +241,7 @@ pub fn csr_from_parts(
             ));
         }
     }
-    Ok(SparseRowMat::new(SymbolicSparseRowMat::new_checked(n, d, ptr, None, cols), vals))
+    Ok(())
 }
 
 #[cfg(test)]
