@@ -155,15 +155,30 @@ impl ModelRows {
     /// Reads the rows `name` of `file` (dense or sparse, as [`ModelRows::put`] wrote them).
     ///
     /// # Errors
-    /// [`SolverError::ModelFile`] naming `path` for missing arrays, and for sparse rows whose
-    /// pointers, indices or shape are inconsistent (pointers not increasing from 0 to the
-    /// number of entries, an index out of range or not increasing within a row).
+    /// [`SolverError::ModelFile`] naming `path` for missing arrays, for a file holding both dense
+    /// and sparse rows under `name`, for sparse rows in a file of format version below 3, and
+    /// for sparse rows whose pointers, indices or shape are inconsistent (pointers not
+    /// increasing from 0 to the number of entries, an index out of range or not increasing
+    /// within a row).
     pub(crate) fn get(file: &ModelFile, name: &str, path: &Path) -> Result<Self, SolverError> {
+        let parts = ["indptr", "indices", "data", "shape"].map(|part| format!("{name}_{part}"));
+        let sparse = parts.iter().any(|part| file.has(part));
         if file.has(name) {
+            if sparse {
+                // Two sets of rows: which one the file meant cannot be told.
+                return Err(bad(path, format!("both dense '{name}' rows and sparse '{name}_*' parts")));
+            }
             return Ok(ModelRows::Dense(file.matrix(name)?));
         }
-        if !file.has(&format!("{name}_shape")) {
+        if !sparse {
             return Err(bad(path, format!("no '{name}' rows, dense or sparse")));
+        }
+        if file.format_version() < 3 {
+            // Sparse rows came with format 3: an older file holding them was altered.
+            return Err(bad(
+                path,
+                format!("sparse '{name}_*' rows in a format {} file (they need format 3)", file.format_version()),
+            ));
         }
         let shape = match file.indices(&format!("{name}_shape"))?[..] {
             [p, d] => (p, d),
@@ -260,5 +275,31 @@ mod tests {
         assert!(csr_from_parts((3, 1usize << 63), vec![0, 1, 2, 3], vec![0, 1, 2], vals()).is_err(), "huge d");
         let ok = csr_from_parts((2, 3), vec![0, 2, 3], vec![0, 2, 1], vals()).unwrap();
         assert_eq!(ok.val_of_row(1), &[3.0]);
+    }
+
+    #[test]
+    fn a_file_with_two_sets_of_rows_or_sparse_rows_in_an_old_format_is_refused() {
+        let path = Path::new("model.npz");
+        let sparse = ModelRows::Sparse(csr_from_parts((2, 3), vec![0, 2, 3], vec![0, 2, 1], vec![1.0, 2.0, 3.0]).unwrap());
+        // Round trip of sparse rows in a format-3 file.
+        let mut file = ModelFile::new("test", serde_json::json!({}));
+        let version = sparse.put(&mut file, "rows");
+        file.require_format_version(version);
+        assert_eq!(ModelRows::get(&file, "rows", path).unwrap(), sparse);
+        // The same file with dense rows under the same name as well.
+        let mut both = file.clone();
+        both.put_matrix("rows", Mat::<f64>::zeros(2, 3).as_ref());
+        let err = ModelRows::get(&both, "rows", path).unwrap_err().to_string();
+        assert!(err.contains("both dense"), "{err}");
+        // Sparse rows in a file that says it is format 2.
+        let mut old = ModelFile::new("test", serde_json::json!({}));
+        sparse.put(&mut old, "rows");
+        old.require_format_version(2);
+        let err = ModelRows::get(&old, "rows", path).unwrap_err().to_string();
+        assert!(err.contains("format 2"), "{err}");
+        // A part without the others is refused too.
+        let mut partial = ModelFile::new("test", serde_json::json!({}));
+        partial.put_indices("rows_indptr", &[0, 1]);
+        assert!(ModelRows::get(&partial, "rows", path).is_err());
     }
 }
