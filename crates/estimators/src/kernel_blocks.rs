@@ -103,6 +103,10 @@ impl<'a> CrossKernelPanels<'a> {
     /// $O(n\,m\,d)$ kernel evaluations; memory `8·m·block_rows` bytes of kernel panels plus the
     /// scratch `map` allocates (the caller should check both against its budget first).
     ///
+    /// When a front end's stop hook reports a request ([`crate::interrupt`]: Ctrl-C in Python),
+    /// the pass stops before the next block and returns `Ok`: the front end that asked discards
+    /// the incomplete result. Without a hook it always runs to the end.
+    ///
     /// # Errors
     /// The first error `consume` returns.
     pub fn for_each_block<E>(
@@ -118,6 +122,11 @@ impl<'a> CrossKernelPanels<'a> {
             .collect();
         let parallel = faer::get_global_parallelism().degree() > 1;
         for start in (0..n).step_by(block.max(1)) {
+            if crate::interrupt::poll() {
+                // A stop was requested (Ctrl-C): the pass ends here and the front end that
+                // asked discards the incomplete result.
+                return Ok(());
+            }
             let count = (n - start).min(block).div_ceil(PANEL_ROWS);
             let fill = |(p, panel): (usize, &mut Panel)| {
                 panel.first_row = start + p * PANEL_ROWS;

@@ -29,6 +29,7 @@ mod columns;
 mod data;
 mod error;
 mod factors;
+pub mod interrupt;
 mod kernel_blocks;
 mod kernels;
 mod maclaurin;

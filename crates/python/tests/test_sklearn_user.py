@@ -295,6 +295,31 @@ def test_ctrl_c_stops_a_long_vr_pca_epoch():
     assert raised - sent[0] < 2.5
 
 
+@pytest.mark.parametrize("fit", [
+    lambda X: stolr.KernelRidge(solver="nystrom", n_landmarks=1500, gamma=0.05).fit(X, X[:, 0]),
+    lambda X: stolr.KernelPCA(n_components=5, solver="nystrom", n_landmarks=1500, gamma=0.05).fit(X),
+])
+def test_ctrl_c_stops_a_long_nystrom_pass(fit):
+    # The Nyström passes over the n × M kernel panels (n·M² flops: several seconds here) had no
+    # stop point: Ctrl-C waited for the whole pass. They now poll the stop hook between blocks.
+    import time
+
+    X = np.random.default_rng(11).normal(size=(300_000, 20))
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    sent = []
+    try:
+        timer = threading.Timer(0.5, lambda: (sent.append(time.monotonic()), os.kill(os.getpid(), signal.SIGINT)))
+        timer.start()
+        with pytest.raises(KeyboardInterrupt, match="the fit was interrupted"):
+            fit(X)
+        raised = time.monotonic()
+        timer.join()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    # A generous bound: the factorizations of the 1500 × 1500 matrices after the pass stops.
+    assert raised - sent[0] < 2.5
+
+
 def test_streaming_fit_far_from_eigenvectors_warns_and_the_default_does_not():
     Xtr, Xte = train_test_split(load_digits().data.astype(float), test_size=0.3, random_state=0)
     with pytest.warns(ConvergenceWarning, match="after one pass"):

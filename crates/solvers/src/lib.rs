@@ -27,7 +27,8 @@
 mod checkpoint;
 mod error;
 mod interface;
-pub mod interrupt;
+/// The stop request of long loops (Ctrl-C from Python), shared with the kernel blocks.
+pub use stolr_estimators::interrupt;
 mod job;
 mod kernel_spec;
 pub mod kpca;
@@ -41,8 +42,6 @@ pub mod streaming;
 
 pub use checkpoint::{CheckpointStore, SolverState};
 pub use error::{GRAM_SYMMETRY_TOLERANCE, SolverError};
-pub use kpca::{PrecomputedKpcaModel, exact_kpca_precomputed};
-pub use krr::{PrecomputedKrrModel, krr_precomputed};
 pub use interface::{Fit, FitRegression, Persist, Predictor, Transformer};
 pub use job::{KpcaStream, KrrStream, PcaStream, Shard};
 pub use kernel_spec::KernelSpec;
@@ -56,6 +55,7 @@ pub use kpca::{
     skpca_memory_estimate, tau_for_rank, truncate_to_numerical_rank,
 };
 pub use kpca::{PREIMAGE_SOLVERS, PreImageMap, check_preimage, preimage_bytes};
+pub use kpca::{PrecomputedKpcaModel, exact_kpca_precomputed};
 pub use krr::{
     ColumnMode, CoordinatePartials, CoordinateRule, KernelExpansion, KernelRidge, KernelRidgeJob, KernelRidgeOutcome,
     KrrChoice, KrrConfig, KrrFitSummary, KrrJobTimings, KrrModel, KrrSolver, LAMBDA_GRID, LambdaSelection, NU_GRID,
@@ -63,6 +63,7 @@ pub use krr::{
     SlklModel, UnifConfig, UnifModel, UniformWeight, krr, krr_subset, log_grid, mean_squared_error, nystrom_krr,
     nystrom_krr_sharded, random_folds, select_lambda_nystrom, select_landmarks, select_nu, select_nu_path, slkl, unif,
 };
+pub use krr::{PrecomputedKrrModel, krr_precomputed};
 pub use methods::{KpcaMethod, KrrMethod, Named, PcaMethod};
 pub use model_io::kernel_parameters_json;
 pub use model_rows::{ModelRows, csr_from_parts, csr_view_from_parts};

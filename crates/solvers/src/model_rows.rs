@@ -280,7 +280,8 @@ mod tests {
     #[test]
     fn a_file_with_two_sets_of_rows_or_sparse_rows_in_an_old_format_is_refused() {
         let path = Path::new("model.npz");
-        let sparse = ModelRows::Sparse(csr_from_parts((2, 3), vec![0, 2, 3], vec![0, 2, 1], vec![1.0, 2.0, 3.0]).unwrap());
+        let sparse =
+            ModelRows::Sparse(csr_from_parts((2, 3), vec![0, 2, 3], vec![0, 2, 1], vec![1.0, 2.0, 3.0]).unwrap());
         // Round trip of sparse rows in a format-3 file.
         let mut file = ModelFile::new("test", serde_json::json!({}));
         let version = sparse.put(&mut file, "rows");
