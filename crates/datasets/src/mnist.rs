@@ -606,6 +606,11 @@ pub(crate) mod tests {
             assert!(data.source.starts_with("MNIST train+test (307 × 12)"), "{}", data.source);
             let max = data.x.col_iter().flat_map(|c| c.iter().copied()).fold(0.0, f64::max);
             assert_eq!(max, 255.0, "pixels are not scaled");
+            // Float32: the same pixels, labels and origin in half the bytes.
+            let data32 = read_mnist_f32(dir.path(), MnistSplit::All, MemoryBudget::default()).expect("float32");
+            assert_eq!(data32.x.shape(), data.x.shape());
+            assert!((0..train + test).all(|i| (0..12).all(|j| f64::from(data32.x[(i, j)]) == data.x[(i, j)])));
+            assert_eq!((data32.labels.clone(), data32.source.clone()), (data.labels.clone(), data.source.clone()));
         }
     }
 

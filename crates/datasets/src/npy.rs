@@ -436,6 +436,44 @@ mod tests {
     }
 
     #[test]
+    fn float32_files_stay_float32_in_either_order_and_are_checked() {
+        let values: Vec<f32> = (0..12).map(|k| k as f32 * 0.1 - 0.35).collect();
+        for order in [npyz::Order::C, npyz::Order::Fortran] {
+            let mut bytes = Vec::new();
+            let mut writer = npyz::WriteOptions::<f32>::new()
+                .default_dtype()
+                .order(order)
+                .shape(&[4, 3])
+                .writer(&mut bytes)
+                .begin_nd()
+                .expect("header");
+            writer.extend(values.iter().copied()).expect("data");
+            writer.finish().expect("finish");
+            let file = TempFile::new("rows32");
+            std::fs::write(&file.0, &bytes).expect("write");
+            let NpyRows::F32(x) = read_npy_rows(&file.0, MemoryBudget::default()).expect("read") else {
+                panic!("a float32 file read as float64");
+            };
+            for i in 0..4 {
+                for j in 0..3 {
+                    let k = if order == npyz::Order::C { i * 3 + j } else { j * 4 + i };
+                    assert_eq!(x[(i, j)], values[k], "{order:?} ({i}, {j})");
+                }
+            }
+            // Over the budget: refused before the rows are allocated.
+            let err = read_npy_rows(&file.0, MemoryBudget::bytes(16)).unwrap_err();
+            assert!(matches!(err, DataError::OverBudget { .. }), "{err:?}");
+            // Truncated: refused, never padded.
+            std::fs::write(&file.0, &bytes[..bytes.len() - 4]).expect("write");
+            assert!(matches!(read_npy_rows(&file.0, MemoryBudget::default()), Err(DataError::Npy { .. })));
+        }
+        // A float64 file is read as float64.
+        let file = TempFile::new("rows64");
+        write_npy_matrix(&file.0, Mat::<f64>::from_fn(2, 2, |i, j| (i + 2 * j) as f64).as_ref()).expect("write");
+        assert!(matches!(read_npy_rows(&file.0, MemoryBudget::default()), Ok(NpyRows::F64(_))));
+    }
+
+    #[test]
     fn rejects_wrong_dtype_truncation_and_garbage() {
         let mut bytes = Vec::new();
         let mut writer = npyz::WriteOptions::<f32>::new()
