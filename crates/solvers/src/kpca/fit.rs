@@ -464,12 +464,24 @@ impl KernelPca {
                 if self.center {
                     not_distributed("SKPCA with centring")?;
                 }
-                let local = shard.dense("SKPCA")?;
+                // Dense or sparse rows (one process); sparse ones stay sparse: the samplers' products
+                // and kernel columns sum over the stored entries.
+                let local = shard.data();
                 // Every buffer of the run, the sampler's included, before any is allocated.
                 let (n, d) = local.shape();
                 stolr_memory::check_iterations(self.memory, "iterations", config.iterations)?;
                 let a = sampler.draw_rank(*features);
-                let sampler_bytes = sampler.buffer_bytes(n, d, *features);
+                let sampler_bytes = if local.is_sparse() {
+                    // The frequencies (signs) of the stored columns only, the entries' places
+                    // among them, and the sparse copy a prepared kernel keeps.
+                    let nnz = local.stored();
+                    sampler
+                        .buffer_bytes(n, d.min(nnz), *features)
+                        .saturating_add(24u64.saturating_mul(nnz as u64))
+                        .saturating_add(local.bytes())
+                } else {
+                    sampler.buffer_bytes(n, d, *features)
+                };
                 check_skpca_memory(n, a, sampler.is_symmetric_psd(), config, sampler_bytes, self.memory)?;
                 let inner: Box<dyn KernelSampler + '_> = match sampler {
                     // Rows shifted to their coordinate-wise median: accurate features far from the
