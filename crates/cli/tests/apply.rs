@@ -413,7 +413,8 @@ fn sparse_libsvm_rows_give_the_dense_fit_and_transform() {
     write_sparse_libsvm(&test, 30, 400, 5000);
     let (t, s) = (train.to_str().unwrap(), test.to_str().unwrap());
     let read = |p: &Path| read_npy_matrix(p, stolr_memory::MemoryBudget::default()).unwrap();
-    for solver in [&["--solver", "exact"][..], &["--solver", "nystrom", "--landmarks", "80"][..]] {
+    let skpca = ["--solver", "skpca", "--sampler", "rff", "--features", "30", "--iterations", "60"];
+    for solver in [&["--solver", "exact"][..], &["--solver", "nystrom", "--landmarks", "80"][..], &skpca[..]] {
         let (dense, sparse) = (dir.path().join("dense"), dir.path().join("sparse"));
         for (out, flag) in [(&dense, None), (&sparse, Some("--sparse"))] {
             let mut args = vec!["kpca", "--input", t, "--center", "--rank", "4", "--out", out.to_str().unwrap()];
@@ -456,7 +457,7 @@ fn sparse_libsvm_rows_give_the_dense_fit_and_transform() {
         &stolr(&["kpca", "--input", t, "--sparse", "--standardize", "--rank", "3", "--solver", "exact", "--out", o]),
         "sparse",
     );
-    assert_fails_with(&stolr(&["kpca", "--input", t, "--sparse", "--rank", "3", "--out", o]), "sparse");
+    assert_fails_with(&stolr(&["kpca", "--input", t, "--sparse", "--rank", "3", "--solver", "kha", "--out", o]), "sparse");
     assert_fails_with(&stolr(&["kpca", "--sparse", "--rank", "3", "--solver", "exact", "--out", o]), "--input");
 }
 
