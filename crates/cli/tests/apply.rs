@@ -457,7 +457,10 @@ fn sparse_libsvm_rows_give_the_dense_fit_and_transform() {
         &stolr(&["kpca", "--input", t, "--sparse", "--standardize", "--rank", "3", "--solver", "exact", "--out", o]),
         "sparse",
     );
-    assert_fails_with(&stolr(&["kpca", "--input", t, "--sparse", "--rank", "3", "--solver", "kha", "--out", o]), "sparse");
+    assert_fails_with(
+        &stolr(&["kpca", "--input", t, "--sparse", "--rank", "3", "--solver", "exact", "--fit-inverse-transform", "--out", o]),
+        "sparse",
+    );
     assert_fails_with(&stolr(&["kpca", "--sparse", "--rank", "3", "--solver", "exact", "--out", o]), "--input");
 }
 

@@ -535,7 +535,7 @@ impl KernelPca {
             KpcaSolver::Kha { eta, iterations, init_scale } => {
                 not_distributed("KHA")?;
                 return self
-                    .fit_kha(shard.dense("KHA")?, standardization, (*eta, *iterations, *init_scale), rng, observer)
+                    .fit_kha(shard.data(), standardization, (*eta, *iterations, *init_scale), rng, observer)
                     .map(Some);
             }
         };
@@ -563,10 +563,11 @@ impl KernelPca {
         }))
     }
 
-    /// KHA on all the rows `x` (one process), ended by its Rayleigh–Ritz step.
+    /// KHA on all the rows `x` (one process; dense or sparse, kept sparse), ended by its
+    /// Rayleigh–Ritz step.
     fn fit_kha(
         &self,
-        x: MatRef<'_, f64>,
+        x: DataRef<'_>,
         standardization: Option<Standardization>,
         (eta, iterations, init_scale): (f64, usize, f64),
         rng: &mut dyn Rng,
@@ -590,11 +591,18 @@ impl KernelPca {
         let (n, d) = x.shape();
         stolr_memory::check_iterations(self.memory, "iterations", config.iterations)?;
         let workers = stolr_estimators::KernelOperator::workers(faer::get_global_parallelism());
+        // The copy of the rows in their form (sparse: the stored entries) and the operator's
+        // prepared rows (counted as the dense operator's: an upper bound for sparse rows).
+        let operator_bytes = if x.is_sparse() {
+            x.bytes().saturating_mul(2).saturating_add(stolr_memory::f64_bytes(&[4, n]))
+        } else {
+            stolr_estimators::KernelOperator::bytes(n, d)
+        };
         self.memory.check(
             format!("KHA's n × r coefficients and Rayleigh–Ritz step (n = {n}, rank = {})", config.rank),
             stolr_memory::f64_bytes(&[11, n, config.rank])
-                .saturating_add(stolr_memory::f64_bytes(&[n, d]))
-                .saturating_add(stolr_estimators::KernelOperator::bytes(n, d))
+                .saturating_add(x.bytes())
+                .saturating_add(operator_bytes)
                 .saturating_add(stolr_estimators::KernelOperator::apply_bytes(
                     n,
                     config.rank,
@@ -625,7 +633,7 @@ impl KernelPca {
             name,
             self.kernel,
             standardization,
-            stolr_estimators::to_owned(x),
+            ModelRows::copy_of(x),
             ritz.coefficients,
             values,
             centering,

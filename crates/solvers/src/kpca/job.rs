@@ -141,14 +141,11 @@ impl KernelPcaJob {
         }
         shard.data().check()?;
         if shard.is_sparse() {
-            // What takes sparse rows: Nyström, the exact solvers and SKPCA (every sampler),
-            // uncentred or centred in feature space (implicitly), without standardization (it
-            // would densify them).
+            // Every solver takes sparse rows (Nyström, the exact solvers, SKPCA with every
+            // sampler, KHA), uncentred or centred in feature space (implicitly), without
+            // standardization (it would densify them).
             if self.standardize {
                 return Err(SolverError::SparseUnsupported { what: "standardization".into() });
-            }
-            if !matches!(self.solver, KpcaSolver::Nystrom { .. } | KpcaSolver::Exact { .. } | KpcaSolver::Skpca { .. }) {
-                return Err(SolverError::SparseUnsupported { what: format!("the {} solver", self.solver.name()) });
             }
             if self.inverse_transform.is_some() {
                 return Err(SolverError::SparseUnsupported {
