@@ -939,8 +939,9 @@ mod sparse {
                     bail!("--test-size applies to --input only, not to --train/--test");
                 }
                 let a = read_libsvm_sparse(train, None, memory)?;
-                let b = read_libsvm_sparse(test, Some(a.d()), memory)
-                    .with_context(|| format!("cannot read {} with the training file's {} features", test.display(), a.d()))?;
+                let b = read_libsvm_sparse(test, Some(a.d()), memory).with_context(|| {
+                    format!("cannot read {} with the training file's {} features", test.display(), a.d())
+                })?;
                 let (y_train, y_test) = (targets_of(&a)?, targets_of(&b)?);
                 Ok(SparseSets {
                     train: a.x,
@@ -969,7 +970,8 @@ mod sparse {
             ..NystromKrrConfig::default()
         };
         let nu = given_nu.unwrap_or(f64::NAN);
-        let solver = args.solver.solver(args.lambda, nu, args.landmarks, slkl_config(args, nu, args.landmarks), nystrom);
+        let solver =
+            args.solver.solver(args.lambda, nu, args.landmarks, slkl_config(args, nu, args.landmarks), nystrom);
         let (kernel, source) = if args.sigma == "auto" {
             let source = format!(
                 "auto: {}th percentile of the pairwise Euclidean distances of the raw training features",

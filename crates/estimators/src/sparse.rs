@@ -531,7 +531,13 @@ impl ActiveColumns {
     /// the centre `c` and the frequencies `wt` `(k, m)` (column `a`: the frequencies of active
     /// column `a`), summed over the union of the supports of `x_i` and `c` in increasing
     /// column order; `out` has length `k`. Time $O((\mathrm{nnz}(x_i) + \mathrm{nnz}(c))k)$.
-    pub(crate) fn project_row(&self, x: SparseRowMatRef<'_, usize, f64>, i: usize, wt: MatRef<'_, f64>, out: &mut [f64]) {
+    pub(crate) fn project_row(
+        &self,
+        x: SparseRowMatRef<'_, usize, f64>,
+        i: usize,
+        wt: MatRef<'_, f64>,
+        out: &mut [f64],
+    ) {
         out.fill(0.0);
         let vals = x.val_of_row(i);
         let places = &self.place[self.ptr[i]..self.ptr[i + 1]];
@@ -647,11 +653,35 @@ mod tests {
         for n in [1usize, 2, 7, 8] {
             let dense = Mat::from_fn(n, 6, |i, j| match j {
                 0 => -1.0 - i as f64,
-                1 => if i % 4 == 0 { 0.0 } else { 2.0 + (i * 7 % 5) as f64 },
-                2 => if i == 3 { 5.0 } else { 0.0 },
+                1 => {
+                    if i % 4 == 0 {
+                        0.0
+                    } else {
+                        2.0 + (i * 7 % 5) as f64
+                    }
+                }
+                2 => {
+                    if i == 3 {
+                        5.0
+                    } else {
+                        0.0
+                    }
+                }
                 3 => 0.25,
-                4 => if i % 2 == 0 { -(i as f64) - 1.0 } else { 0.0 },
-                _ => if i % 2 == 0 { i as f64 + 1.0 } else { -3.0 },
+                4 => {
+                    if i % 2 == 0 {
+                        -(i as f64) - 1.0
+                    } else {
+                        0.0
+                    }
+                }
+                _ => {
+                    if i % 2 == 0 {
+                        i as f64 + 1.0
+                    } else {
+                        -3.0
+                    }
+                }
             });
             let mut t = Vec::new();
             for i in 0..n {

@@ -338,7 +338,10 @@ fn slkl_unif_and_krr_subset_from_sparse_rows_equal_the_dense_path() {
     let solvers = [
         slkl(ColumnMode::Precomputed),
         slkl(ColumnMode::OnTheFly),
-        KrrSolver::Uniform { config: UnifConfig { lambda: 0.3, nu: 1e-3, weight: UniformWeight::Optimal }, landmarks: 40 },
+        KrrSolver::Uniform {
+            config: UnifConfig { lambda: 0.3, nu: 1e-3, weight: UniformWeight::Optimal },
+            landmarks: 40,
+        },
         KrrSolver::KrrSubset { lambda: 0.3, landmarks: 60 },
     ];
     for family in [KernelFamily::Gaussian, KernelFamily::Laplacian, KernelFamily::Polynomial] {
@@ -366,7 +369,8 @@ fn slkl_unif_and_krr_subset_from_sparse_rows_equal_the_dense_path() {
                 let sparse = job.run_targets(Shard::sparse(s.as_ref()), y2.as_ref(), Some(&w), None, &mut ()).unwrap();
                 assert!(sparse.model.expansion().centers().is_sparse(), "{what}: sparse centres, two outputs");
                 let want = dense.model.predict_outputs(test.as_ref()).unwrap();
-                let reversed = job.run_targets(Shard::whole(xr.as_ref()), y2.as_ref(), Some(&w), None, &mut ()).unwrap();
+                let reversed =
+                    job.run_targets(Shard::whole(xr.as_ref()), y2.as_ref(), Some(&w), None, &mut ()).unwrap();
                 let tol = 1e-9f64.max(10.0 * rel(&reversed.model.predict_outputs(test_r.as_ref()).unwrap(), &want));
                 let got = sparse.model.predict_outputs_data(DataRef::Sparse(s_test.as_ref())).unwrap();
                 worst = worst.max(rel(&got, &want));
@@ -405,4 +409,3 @@ fn a_sparse_fit_of_a_huge_dimension_is_certified_within_a_small_budget() {
         assert!(outcome.certificate.is_some());
     }
 }
-

@@ -564,7 +564,8 @@ impl<'c> Slkl<'c> {
                 }
                 (None, None) => {
                     for l in 0..m {
-                        sums[l + 1] = sparse_column(kernel, sparse_rows.as_ref(), &landmark_rows, l).iter().sum::<f64>();
+                        sums[l + 1] =
+                            sparse_column(kernel, sparse_rows.as_ref(), &landmark_rows, l).iter().sum::<f64>();
                     }
                 }
                 (None, Some(rows)) => {
