@@ -35,8 +35,8 @@ pub struct ApplyArgs {
     /// predictions.npy (predict) and report.json.
     #[arg(long)]
     out: PathBuf,
-    /// transform: keep the rows of a --format libsvm input sparse, never densified (kernel PCA
-    /// models; the model's own rows may be dense or sparse).
+    /// transform and predict: keep the rows of a --format libsvm input sparse, never densified
+    /// (kernel PCA and kernel ridge models; the model's own rows may be dense or sparse).
     #[arg(long)]
     sparse: bool,
 }
@@ -181,7 +181,7 @@ pub fn inverse_transform(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
 /// (`--memory-limit`).
 pub fn predict(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
     if args.sparse {
-        bail!("--sparse is for `stolr transform`; `stolr predict` reads dense rows");
+        return predict_sparse(args, memory);
     }
     let start = Instant::now();
     let (file, path) = load(&args, &[KrrModel::KIND], memory)?;
@@ -222,6 +222,52 @@ pub fn predict(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
     println!(
         "stolr predict: {} rows of {} with the {} model {}{} -> {}",
         data.n(),
+        args.input.display(),
+        model.solver(),
+        path.display(),
+        mse.map(|m| format!(", MSE {m:.6}")).unwrap_or_default(),
+        args.out.join("predictions.npy").display()
+    );
+    Ok(())
+}
+
+/// `stolr predict --sparse`: the predictions of a kernel ridge model for the rows of a LIBSVM
+/// file read as sparse rows (never densified), with the MSE when the rows carry targets.
+fn predict_sparse(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
+    let start = Instant::now();
+    let (file, path) = load(&args, &[KrrModel::KIND], memory)?;
+    let model = KrrModel::from_model_file(&file, &path)?;
+    let format = args.format.unwrap_or(Format::Libsvm);
+    if format != Format::Libsvm || model.encoding().is_some() {
+        bail!("--sparse predicts --format libsvm rows (a model with a categorical encoding reads CSV rows)");
+    }
+    let rows = stolr_datasets::read_libsvm_sparse(&args.input, Some(model.n_features()), memory)?;
+    let f = model
+        .predict_outputs_data(stolr_estimators::DataRef::Sparse(rows.x.as_ref()))
+        .with_context(|| format!("cannot predict {}", args.input.display()))?;
+    let first: Vec<f64> = f.col(0).iter().copied().collect();
+    let mse = rows.targets().map(|y| mean_squared_error(&first, y));
+    let out = crate::common::output::staged(&args.out);
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    if model.n_outputs() > 1 {
+        stolr_datasets::write_npy_matrix(&out.join("predictions.npy"), f.as_ref())?;
+    } else {
+        write_npy_vector(&out.join("predictions.npy"), &first)?;
+    }
+    let report = ApplyReport {
+        stolr_version: env!("CARGO_PKG_VERSION").into(),
+        command: "predict".into(),
+        model: path.display().to_string(),
+        model_kind: file.kind().into(),
+        dataset: ApplyDataset { source: rows.source.clone(), format: format.name(), n: rows.n(), d: rows.d() },
+        result: ApplyResult { rows: first.len(), components: None, mse },
+        total_seconds: start.elapsed().as_secs_f64(),
+        outputs: vec!["predictions.npy".into(), "report.json".into()],
+    };
+    write_report(&out, &report)?;
+    println!(
+        "stolr predict: {} sparse rows of {} with the {} model {}{} -> {}",
+        rows.n(),
         args.input.display(),
         model.solver(),
         path.display(),

@@ -413,7 +413,8 @@ fn sparse_libsvm_rows_give_the_dense_fit_and_transform() {
     write_sparse_libsvm(&test, 30, 400, 5000);
     let (t, s) = (train.to_str().unwrap(), test.to_str().unwrap());
     let read = |p: &Path| read_npy_matrix(p, stolr_memory::MemoryBudget::default()).unwrap();
-    for solver in [&["--solver", "exact"][..], &["--solver", "nystrom", "--landmarks", "80"][..]] {
+    let skpca = ["--solver", "skpca", "--sampler", "rff", "--features", "30", "--iterations", "60"];
+    for solver in [&["--solver", "exact"][..], &["--solver", "nystrom", "--landmarks", "80"][..], &skpca[..]] {
         let (dense, sparse) = (dir.path().join("dense"), dir.path().join("sparse"));
         for (out, flag) in [(&dense, None), (&sparse, Some("--sparse"))] {
             let mut args = vec!["kpca", "--input", t, "--center", "--rank", "4", "--out", out.to_str().unwrap()];
@@ -456,7 +457,8 @@ fn sparse_libsvm_rows_give_the_dense_fit_and_transform() {
         &stolr(&["kpca", "--input", t, "--sparse", "--standardize", "--rank", "3", "--solver", "exact", "--out", o]),
         "sparse",
     );
-    assert_fails_with(&stolr(&["kpca", "--input", t, "--sparse", "--rank", "3", "--out", o]), "sparse");
+    let inverse = ["kpca", "--input", t, "--sparse", "--rank", "3", "--fit-inverse-transform", "--out", o];
+    assert_fails_with(&stolr(&inverse), "sparse");
     assert_fails_with(&stolr(&["kpca", "--sparse", "--rank", "3", "--solver", "exact", "--out", o]), "--input");
 }
 
@@ -645,4 +647,107 @@ fn krr_fits_several_label_columns_with_a_weight_column() {
     let mut a = args(&pca);
     a.extend(args(&["--label-column", "4,5", "--out", &p("o")]));
     assert_fails_with(&stolr_owned(&a), "several --label-column");
+}
+
+/// A LIBSVM regression file of `n` rows over `d` features, about 4 % stored, with an outlier
+/// row (2), a duplicate row (5 = 1), a constant feature (1) and a smooth target of the stored
+/// values.
+fn write_sparse_regression(path: &Path, n: usize, d: usize, offset: usize) {
+    let mut text = String::new();
+    for i in offset..offset + n {
+        let src = if i == offset + 5 { offset + 1 } else { i };
+        let mut fields = vec!["1:0.5".to_string()];
+        let mut sum = 0.0;
+        for j in 2..=d {
+            let h = (src * 2654435761 + j * 40503) % 1000;
+            if h < 40 || (i == offset + 2 && j % 9 == 0) {
+                let v = if i == offset + 2 { 20.0 } else { (h as f64 * 0.37).sin() };
+                sum += v * ((j % 5) as f64 - 2.0);
+                fields.push(format!("{j}:{v}"));
+            }
+        }
+        text += &format!("{} {}\n", sum.sin() + 0.1 * sum, fields.join(" "));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// The values of a 1-D float64 `.npy` file.
+fn read_npy_vector(path: &Path) -> Vec<f64> {
+    let bytes = std::fs::read(path).unwrap();
+    let start = if bytes[6] == 1 {
+        10 + u16::from_le_bytes([bytes[8], bytes[9]]) as usize
+    } else {
+        12 + u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize
+    };
+    bytes[start..].chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+/// `stolr krr --sparse` on LIBSVM files (train/test and a random split of one file) gives the
+/// dense run's predictions for every solver, its model (with sparse centres) predicts the test
+/// rows as the fit did with `stolr predict`, dense or `--sparse`, and what needs dense rows is
+/// refused with the reason.
+#[test]
+fn krr_on_sparse_libsvm_rows_gives_the_dense_predictions() {
+    let dir = tempfile::tempdir().unwrap();
+    let (train, test) = (dir.path().join("train.svm"), dir.path().join("test.svm"));
+    write_sparse_regression(&train, 240, 300, 0);
+    write_sparse_regression(&test, 30, 300, 7000);
+    let (t, s) = (train.to_str().unwrap(), test.to_str().unwrap());
+    let rel = |got: &[f64], want: &[f64]| {
+        assert_eq!(got.len(), want.len());
+        let scale = want.iter().fold(f64::MIN_POSITIVE, |m, v| m.max(v.abs()));
+        got.iter().zip(want).map(|(a, b)| (a - b).abs() / scale).fold(0.0, f64::max)
+    };
+    let common = ["--format", "libsvm", "--no-standardize", "--lambda", "0.5", "--nu", "0.01", "--landmarks", "40"];
+    for solver in ["krr", "nystrom", "slkl", "uniform", "krr-subset"] {
+        for data in [&["--train", t, "--test", s][..], &["--input", t, "--test-size", "40"][..]] {
+            let (dense, sparse) = (dir.path().join("dense"), dir.path().join("sparse"));
+            for (out, flag) in [(&dense, None), (&sparse, Some("--sparse"))] {
+                let mut args = vec!["krr", "--solver", solver, "--out", out.to_str().unwrap()];
+                args.extend(data);
+                args.extend(common);
+                args.extend(flag);
+                ok(stolr(&args));
+            }
+            let want = read_npy_vector(&dense.join("predictions.npy"));
+            let got = read_npy_vector(&sparse.join("predictions.npy"));
+            assert!(rel(&got, &want) < 1e-9, "{solver} {data:?}: {:e}", rel(&got, &want));
+            let report: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(sparse.join("report.json")).unwrap()).unwrap();
+            assert!(report["result"]["test_mse"].as_f64().unwrap().is_finite(), "{solver}: report");
+            if data[0] == "--train" {
+                // The sparse model predicts the test file as the fit did, from dense or sparse rows.
+                for flag in [None, Some("--sparse")] {
+                    let out = dir.path().join("predicted");
+                    let mut args = vec![
+                        "predict",
+                        "--model",
+                        sparse.to_str().unwrap(),
+                        "--input",
+                        s,
+                        "--out",
+                        out.to_str().unwrap(),
+                    ];
+                    args.extend(flag);
+                    ok(stolr(&args));
+                    let again = read_npy_vector(&out.join("predictions.npy"));
+                    assert!(rel(&again, &got) < 1e-12, "{solver} predict {flag:?}: {:e}", rel(&again, &got));
+                }
+            }
+        }
+    }
+    // What needs dense rows says so.
+    let out = dir.path().join("refused");
+    let o = out.to_str().unwrap();
+    let base = ["krr", "--sparse", "--train", t, "--test", s, "--out", o];
+    let refused: [(&[&str], &str); 3] = [
+        (&["--format", "libsvm", "--lambda", "1", "--nu", "0.01"], "--no-standardize"),
+        (&["--format", "libsvm", "--no-standardize", "--lambda", "1"], "--nu"),
+        (&["--no-standardize", "--nu", "0.01", "--format", "csv"], "libsvm"),
+    ];
+    for (extra, needle) in refused {
+        let mut args = base.to_vec();
+        args.extend(extra);
+        assert_fails_with(&stolr(&args), needle);
+    }
 }

@@ -1,11 +1,10 @@
 //! Column sampling: the general-kernel estimators of \[SKPCA\].
 
-use faer::{Mat, MatRef};
+use faer::Mat;
 use rand::RngExt;
 
-use crate::data::check_data;
 use crate::kernels::PreparedKernel;
-use crate::{EstimatorError, Factors, Kernel, KernelSampler};
+use crate::{DataRef, EstimatorError, Factors, Kernel, KernelSampler};
 
 /// Unbiased estimator of any kernel matrix by sampling `k` of its columns.
 ///
@@ -29,7 +28,7 @@ use crate::{EstimatorError, Factors, Kernel, KernelSampler};
 /// \[SKPCA\], "Unbiased Estimators", item 1; docs/derivations.md
 /// §1.3(a), (b).
 pub struct ColumnSampling<'a> {
-    x: MatRef<'a, f64>,
+    x: DataRef<'a>,
     kernel: Kernel,
     columns: usize,
     symmetric: bool,
@@ -49,20 +48,28 @@ impl std::fmt::Debug for ColumnSampling<'_> {
 }
 
 impl<'a> ColumnSampling<'a> {
-    /// Column sampling of the matrix of `kernel` on the rows of `x`, shape `(n, d)`, with
-    /// `columns = k` sampled columns per draw; `symmetric` selects estimator (b).
+    /// Column sampling of the matrix of `kernel` on the rows of `x`, shape `(n, d)`, dense or
+    /// sparse ([`DataRef`]; a `MatRef` converts; sparse rows are kept sparse, their kernel
+    /// columns summed over the stored entries), with `columns = k` sampled columns per draw;
+    /// `symmetric` selects estimator (b).
     ///
     /// # Errors
     /// - [`EstimatorError::InvalidKernel`] if the kernel parameters are invalid;
     /// - [`EstimatorError::ZeroFeatures`] if `columns == 0`;
     /// - [`EstimatorError::EmptyData`] if `n == 0` or `d == 0`;
     /// - [`EstimatorError::NonFinite`] for a NaN or infinite entry of `x`.
-    pub fn new(x: MatRef<'a, f64>, kernel: Kernel, columns: usize, symmetric: bool) -> Result<Self, EstimatorError> {
+    pub fn new(
+        x: impl Into<DataRef<'a>>,
+        kernel: Kernel,
+        columns: usize,
+        symmetric: bool,
+    ) -> Result<Self, EstimatorError> {
+        let x = x.into();
         kernel.validate()?;
         if columns == 0 {
             return Err(EstimatorError::ZeroFeatures { what: "sampled columns" });
         }
-        check_data(x)?;
+        x.check()?;
         Ok(ColumnSampling { x, kernel, columns, symmetric, prepared: PreparedKernel::new(kernel, x) })
     }
 

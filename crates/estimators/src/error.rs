@@ -108,4 +108,11 @@ pub enum EstimatorError {
         /// The size it has.
         found: usize,
     },
+    /// Float32 rows given to a step that reads the rows in float64 itself (the random feature
+    /// samplers): the caller converts them first (`f32_to_f64`).
+    #[error("{what} take float64 rows: convert float32 rows first")]
+    Float32Unsupported {
+        /// What needs float64 rows.
+        what: &'static str,
+    },
 }

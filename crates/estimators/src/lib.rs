@@ -55,5 +55,5 @@ pub use kernels::{
 };
 pub use maclaurin::RandomMaclaurin;
 pub use operator::{DEFAULT_TILE, KernelOperator, OperatorCentering};
-pub use rff::RandomFourierFeatures;
+pub use rff::{RandomFourierFeatures, coordinate_rng};
 pub use sparse::{DataRef, DenseBlock, f32_to_f64};

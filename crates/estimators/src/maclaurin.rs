@@ -1,11 +1,13 @@
 //! Random Maclaurin features (Kar & Karnick 2012) for dot-product kernels.
 
-use faer::{Accum, Mat, MatRef};
+use faer::{Accum, Mat};
+use rand::Rng;
 use stolr_lowrank::matmul;
 
-use crate::data::check_data;
 use crate::parallel::for_each_col_mut;
-use crate::{EstimatorError, Factors, Kernel, KernelSampler};
+use crate::rff::coordinate_rng;
+use crate::sparse::ActiveColumns;
+use crate::{DataRef, EstimatorError, Factors, Kernel, KernelSampler};
 
 /// Unbiased symmetric PSD estimator of a dot-product kernel matrix
 /// $\kappa(x, y) = \sum_{N \ge 0} a_N \langle x, y\rangle^N$, $a_N \ge 0$, by random Maclaurin
@@ -20,6 +22,13 @@ use crate::{EstimatorError, Factors, Kernel, KernelSampler};
 /// $\xi = \zeta\zeta^\top$ with $\zeta = D^{-1/2} [Z_j(x_i)]_{ij}$, shape `(n, D)`.
 /// Unbiased because $\mathbb{E}[\prod_l \omega_l^\top x\, \omega_l^\top y] = \langle x, y\rangle^N$.
 ///
+/// The signs are drawn coordinate by coordinate: after the orders, each draw takes one `u64`
+/// from the caller's generator, and the `M` signs of data column `l` come from their own
+/// generator seeded by that number and `l` (the one random Fourier features use), one bit per
+/// sign. So sparse rows ([`DataRef::Sparse`]) need the signs of the `m ≤ min(d, nnz)` columns
+/// they store only, their products $\omega_l^\top x_i$ sum over the stored entries of $x_i$
+/// (`nnz·M` per draw), and they give the same draw as the same rows dense.
+///
 /// Cost per draw: one GEMM `(n, d) × (d, M)` with $M = \sum_j N_j$ ($\mathbb{E} M \le D$)
 /// and $O(nM)$ products.
 ///
@@ -29,14 +38,17 @@ use crate::{EstimatorError, Factors, Kernel, KernelSampler};
 /// Kernels*, AISTATS 2012.
 #[derive(Debug)]
 pub struct RandomMaclaurin<'a> {
-    x: MatRef<'a, f64>,
+    x: DataRef<'a>,
     kernel: Kernel,
     features: usize,
+    /// Sparse rows: their active columns.
+    active: Option<ActiveColumns>,
 }
 
 impl<'a> RandomMaclaurin<'a> {
     /// Random Maclaurin features of the polynomial `kernel` on the rows of `x`, shape
-    /// `(n, d)`, with `features = D` features per draw (factors of shape `(n, D)`).
+    /// `(n, d)`, dense or sparse ([`DataRef`]; a `MatRef` converts), with `features = D`
+    /// features per draw (factors of shape `(n, D)`).
     ///
     /// # Errors
     /// - [`EstimatorError::InvalidKernel`] if the kernel parameters are invalid;
@@ -45,7 +57,8 @@ impl<'a> RandomMaclaurin<'a> {
     /// - [`EstimatorError::ZeroFeatures`] if `features == 0`;
     /// - [`EstimatorError::EmptyData`] if `n == 0` or `d == 0`;
     /// - [`EstimatorError::NonFinite`] for a NaN or infinite entry of `x`.
-    pub fn new(x: MatRef<'a, f64>, kernel: Kernel, features: usize) -> Result<Self, EstimatorError> {
+    pub fn new(x: impl Into<DataRef<'a>>, kernel: Kernel, features: usize) -> Result<Self, EstimatorError> {
+        let x = x.into();
         kernel.validate()?;
         if kernel.maclaurin_coefficient(0).is_none() {
             return Err(EstimatorError::UnsupportedKernel {
@@ -58,8 +71,15 @@ impl<'a> RandomMaclaurin<'a> {
         if features == 0 {
             return Err(EstimatorError::ZeroFeatures { what: "Maclaurin features" });
         }
-        check_data(x)?;
-        Ok(RandomMaclaurin { x, kernel, features })
+        x.check()?;
+        let active = match x {
+            DataRef::DenseF32(_) => {
+                return Err(EstimatorError::Float32Unsupported { what: "random Maclaurin features" });
+            }
+            DataRef::Dense(_) => None,
+            DataRef::Sparse(s) => Some(ActiveColumns::new(s, &[])),
+        };
+        Ok(RandomMaclaurin { x, kernel, features, active })
     }
 
     /// The kernel whose matrix is estimated.
@@ -106,7 +126,7 @@ impl KernelSampler for RandomMaclaurin<'_> {
     }
 
     fn sample(&mut self, rng: &mut dyn rand::Rng) -> Result<Factors, EstimatorError> {
-        let (n, d) = self.x.shape();
+        let n = self.x.nrows();
         let features = self.features;
         // Per feature: the scale sqrt(a_N 2^{N+1} / D) and the range of its Rademacher
         // vectors among the columns of `omega`.
@@ -126,24 +146,46 @@ impl KernelSampler for RandomMaclaurin<'_> {
                 ranges.push(total..total);
             }
         }
-        // Rademacher vectors as the columns of `omega`, shape (d, total): one bit per sign.
-        let mut omega = Mat::zeros(d, total);
-        let mut bits = 0u64;
-        let mut left = 0u32;
-        for col in 0..total {
-            for row in 0..d {
+        // Rademacher vectors: the signs of data column `l` for the `total` vectors, one bit per
+        // sign from `coordinate_rng(draw, l)`.
+        let draw = rng.next_u64();
+        let signs = |l: usize, out: &mut dyn FnMut(usize, f64)| {
+            let mut r = coordinate_rng(draw, l);
+            let mut bits = 0u64;
+            for (left, col) in (0..total).map(|c| (c % 64, c)) {
                 if left == 0 {
-                    bits = rng.next_u64();
-                    left = 64;
+                    bits = r.next_u64();
                 }
-                omega[(row, col)] = if bits & 1 == 1 { 1.0 } else { -1.0 };
+                out(col, if bits & 1 == 1 { 1.0 } else { -1.0 });
                 bits >>= 1;
-                left -= 1;
             }
-        }
+        };
         let par = faer::get_global_parallelism();
         let mut projection = Mat::zeros(n, total);
-        matmul(projection.as_mut(), Accum::Replace, self.x, omega.as_ref(), 1.0, par);
+        match (self.x, &self.active) {
+            (DataRef::Sparse(s), Some(active)) => {
+                // The vectors' rows of the active columns, transposed: (total, m).
+                let mut wt = Mat::zeros(total, active.len());
+                for (a, &l) in active.columns.iter().enumerate() {
+                    signs(l, &mut |col, v| wt[(col, a)] = v);
+                }
+                let mut row = vec![0.0; total];
+                for i in 0..n {
+                    active.project_row(s, i, wt.as_ref(), &mut row);
+                    for (c, &v) in row.iter().enumerate() {
+                        projection[(i, c)] = v;
+                    }
+                }
+            }
+            _ => {
+                let x = self.x.dense().expect("dense rows have no active columns");
+                let mut omega = Mat::zeros(x.ncols(), total);
+                for l in 0..x.ncols() {
+                    signs(l, &mut |col, v| omega[(l, col)] = v);
+                }
+                matmul(projection.as_mut(), Accum::Replace, x, omega.as_ref(), 1.0, par);
+            }
+        }
         let projection = &projection;
         let mut zeta = Mat::zeros(n, features);
         for_each_col_mut(

@@ -2,12 +2,16 @@
 
 use faer::linalg::matmul::matmul;
 use faer::reborrow::*;
+use faer::sparse::SparseRowMatRef;
 use faer::{Accum, Mat, MatMut, MatRef, Par};
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
 
-use crate::data::{check_data, coordinate_median};
+use crate::data::coordinate_median;
 use crate::sincos::scaled_cos_sin;
-use crate::{EstimatorError, Factors, Kernel, KernelFunction, KernelSampler};
+use crate::sparse::{ActiveColumns, sparse_coordinate_median};
+use crate::{DataRef, EstimatorError, Factors, Kernel, KernelFunction, KernelSampler};
 
 /// Unbiased symmetric PSD estimator of a shift-invariant kernel matrix by random Fourier
 /// features.
@@ -26,6 +30,16 @@ use crate::{EstimatorError, Factors, Kernel, KernelFunction, KernelSampler};
 /// $x_i$ ($c$ the coordinate-wise median), the same estimate of $K$ without the rounding error
 /// of $w^\top x$ at large offsets.
 ///
+/// Frequencies are drawn coordinate by coordinate: each draw takes one `u64` from the caller's
+/// generator, and the `k` frequencies' entries for column `l` of the data come from their own
+/// generator, seeded by that number and `l` ([`coordinate_rng`]). So sparse rows need the
+/// frequencies of the columns they store only, and give the same draw as the same rows dense.
+///
+/// Sparse rows ([`DataRef::Sparse`]): the products $x_i^\top w_j$ (and $(x_i - c)^\top w_j$)
+/// sum over the stored entries of $x_i$ (and of the centre), costing `nnz·k` per draw; the
+/// frequencies take `8·m·k` bytes for the `m ≤ min(d, nnz)` columns some row stores; the rows
+/// are never densified.
+///
 /// Cost per draw: one GEMM `(n, d) × (d, k)` and `2nk` cos/sin evaluations, done in blocks
 /// of `ROW_BLOCK` rows (the block's projections stay in cache between the product and the
 /// cos/sin pass) spread over `faer::get_global_parallelism()` threads. Memory: `O(d·k)` besides
@@ -38,13 +52,17 @@ use crate::{EstimatorError, Factors, Kernel, KernelFunction, KernelSampler};
 /// Rahimi & Recht, *Random Features for Large-Scale Kernel Machines*, NIPS 2007.
 #[derive(Debug)]
 pub struct RandomFourierFeatures<'a> {
-    x: MatRef<'a, f64>,
+    x: DataRef<'a>,
     kernel: Kernel,
     features: usize,
-    /// Frequencies $[w_1, \dots, w_k]$, shape `(d, k)`, reused across draws.
+    /// Frequencies $[w_1, \dots, w_k]$, shape `(d, k)`, reused across draws; for sparse rows
+    /// their transpose restricted to the active columns, shape `(k, m)`.
     omega: Mat<f64>,
-    /// The centre $c$ subtracted from every row before projecting, length `d` (none: 0).
+    /// The centre $c$ subtracted from every row before projecting, length `d` (none: 0; dense
+    /// rows only, sparse rows keep it in `active`).
     centre: Option<Vec<f64>>,
+    /// Sparse rows: their active columns and the centre's non-zero entries.
+    active: Option<ActiveColumns>,
 }
 
 /// Rows per block of the feature pass: a block of `x` (`ROW_BLOCK × d`) and its projections
@@ -96,6 +114,62 @@ fn fill_features(x: MatRef<'_, f64>, centre: Option<&[f64]>, omega: MatRef<'_, f
     }
 }
 
+/// [`fill_features`] for sparse rows: the projections of each row by
+/// [`ActiveColumns::project_row`] (frequencies `wt` `(k, m)`), then cos/sin, one block of
+/// [`ROW_BLOCK`] rows at a time.
+fn fill_features_sparse(
+    x: SparseRowMatRef<'_, usize, f64>,
+    active: &ActiveColumns,
+    wt: MatRef<'_, f64>,
+    zeta: MatMut<'_, f64>,
+    par: Par,
+) {
+    let k = wt.nrows();
+    let scale = 1.0 / (k as f64).sqrt();
+    let block = |(projection, row): &mut (Mat<f64>, Vec<f64>), (b, mut z): (usize, MatMut<'_, f64>)| {
+        let rows = z.nrows();
+        let mut p = projection.as_mut().subrows_mut(0, rows);
+        for i in 0..rows {
+            active.project_row(x, b * ROW_BLOCK + i, wt, row);
+            for (j, &v) in row.iter().enumerate() {
+                p[(i, j)] = v;
+            }
+        }
+        for j in 0..k {
+            let (cos, sin) = z.rb_mut().subcols_mut(2 * j, 2).split_at_col_mut(1);
+            scaled_cos_sin(column(p.rb().col(j)), scale, column_mut(cos.col_mut(0)), column_mut(sin.col_mut(0)));
+        }
+    };
+    let new_buffers = || (Mat::<f64>::zeros(ROW_BLOCK, k), vec![0.0; k]);
+    if par.degree() <= 1 || x.nrows() <= ROW_BLOCK {
+        let mut buffers = new_buffers();
+        let mut zeta = zeta;
+        for b in 0..x.nrows().div_ceil(ROW_BLOCK) {
+            let start = b * ROW_BLOCK;
+            let rows = ROW_BLOCK.min(x.nrows() - start);
+            block(&mut buffers, (b, zeta.rb_mut().subrows_mut(start, rows)));
+        }
+    } else {
+        zeta.par_row_chunks_mut(ROW_BLOCK).enumerate().for_each_init(new_buffers, block);
+    }
+}
+
+/// The generator of the random features' entries for column `column` of the data in the draw
+/// numbered `draw` (a `u64` taken from the caller's generator once per draw): Xoshiro256++
+/// seeded by a SplitMix64-style mix of the two, so that distinct columns get unrelated
+/// streams and any subset of the columns can be drawn alone. Used by
+/// [`RandomFourierFeatures`] and [`crate::RandomMaclaurin`]; public so that a draw can be
+/// reproduced from its definition.
+pub fn coordinate_rng(draw: u64, column: usize) -> Xoshiro256PlusPlus {
+    let mix = |mut z: u64| {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let key = mix(draw ^ mix((column as u64).wrapping_add(0x9e37_79b9_7f4a_7c15)));
+    Xoshiro256PlusPlus::seed_from_u64(key)
+}
+
 /// The contiguous slice of a column of a column-major matrix.
 fn column<'a>(c: faer::ColRef<'a, f64>) -> &'a [f64] {
     c.try_as_col_major().expect("columns of owned faer matrices are contiguous").as_slice()
@@ -107,8 +181,9 @@ fn column_mut<'a>(c: faer::ColMut<'a, f64>) -> &'a mut [f64] {
 }
 
 impl<'a> RandomFourierFeatures<'a> {
-    /// Random Fourier features of `kernel` on the rows of `x`, shape `(n, d)`, with `features
-    /// = k` frequencies per draw (factors of shape `(n, 2k)`).
+    /// Random Fourier features of `kernel` on the rows of `x`, shape `(n, d)`, dense or sparse
+    /// ([`DataRef`]; a `MatRef` converts), with `features = k` frequencies per draw (factors of
+    /// shape `(n, 2k)`).
     ///
     /// # Errors
     /// - [`EstimatorError::InvalidKernel`] if the kernel parameters are invalid;
@@ -117,7 +192,8 @@ impl<'a> RandomFourierFeatures<'a> {
     /// - [`EstimatorError::ZeroFeatures`] if `features == 0`;
     /// - [`EstimatorError::EmptyData`] if `n == 0` or `d == 0`;
     /// - [`EstimatorError::NonFinite`] for a NaN or infinite entry of `x`.
-    pub fn new(x: MatRef<'a, f64>, kernel: Kernel, features: usize) -> Result<Self, EstimatorError> {
+    pub fn new(x: impl Into<DataRef<'a>>, kernel: Kernel, features: usize) -> Result<Self, EstimatorError> {
+        let x = x.into();
         kernel.validate()?;
         if !kernel.is_shift_invariant() {
             return Err(EstimatorError::UnsupportedKernel {
@@ -130,9 +206,34 @@ impl<'a> RandomFourierFeatures<'a> {
         if features == 0 {
             return Err(EstimatorError::ZeroFeatures { what: "random Fourier features" });
         }
-        check_data(x)?;
-        let d = x.ncols();
-        Ok(RandomFourierFeatures { x, kernel, features, omega: Mat::zeros(d, features), centre: None })
+        x.check()?;
+        let (omega, active) = match x {
+            DataRef::DenseF32(_) => return Err(EstimatorError::Float32Unsupported { what: "random Fourier features" }),
+            DataRef::Dense(x) => (Mat::zeros(x.ncols(), features), None),
+            DataRef::Sparse(s) => {
+                let active = ActiveColumns::new(s, &[]);
+                (Mat::zeros(features, active.len()), Some(active))
+            }
+        };
+        Ok(RandomFourierFeatures { x, kernel, features, omega, centre: None, active })
+    }
+
+    /// Bytes a sampler of `features = k` frequencies holds besides its factor, for rows `x`:
+    /// the frequencies (`8·d·k` dense, `8·m·k` sparse with `m ≤ min(d, nnz)` active columns,
+    /// plus the entries' places), and the projections of one row block per worker.
+    pub fn buffer_bytes(x: DataRef<'_>, features: usize, workers: usize) -> u64 {
+        let k = features as u64;
+        let blocks = 8u64.saturating_mul(workers.max(1) as u64).saturating_mul(ROW_BLOCK as u64).saturating_mul(k);
+        let frequencies = match x {
+            DataRef::Dense(_) | DataRef::DenseF32(_) => 8u64.saturating_mul(x.ncols() as u64).saturating_mul(k),
+            DataRef::Sparse(_) => {
+                let nnz = x.stored();
+                8u64.saturating_mul(nnz.min(x.ncols()) as u64)
+                    .saturating_mul(k)
+                    .saturating_add(ActiveColumns::bytes_for(x.nrows(), nnz))
+            }
+        };
+        frequencies.saturating_add(blocks)
     }
 
     /// The same sampler with every row shifted to the coordinate-wise (lower) median of the
@@ -145,10 +246,28 @@ impl<'a> RandomFourierFeatures<'a> {
     ///
     /// Every process of a run whose rows are split across processes must use the same centre:
     /// use [`RandomFourierFeatures::centred_at`] with a centre they share.
+    ///
+    /// Sparse rows: the same median, computed from the stored entries (time
+    /// $O(\mathrm{nnz}\log\mathrm{nnz})$); it is non-zero only in columns that more than half
+    /// the rows store, and the products sum over the union of the row's and the centre's
+    /// supports, so the rows stay sparse.
     #[must_use]
     pub fn centred(self) -> Self {
-        let centre = coordinate_median(self.x);
-        Self { centre: Some(centre), ..self }
+        match self.x {
+            DataRef::Dense(x) => {
+                let centre = coordinate_median(x);
+                Self { centre: Some(centre), ..self }
+            }
+            DataRef::Sparse(s) => self.with_sparse_centre(s, &sparse_coordinate_median(s)),
+            DataRef::DenseF32(_) => unreachable!("float32 rows are refused by RandomFourierFeatures::new"),
+        }
+    }
+
+    /// Sparse rows `s` shifted by the centre whose non-zero entries are `centre`.
+    fn with_sparse_centre(self, s: SparseRowMatRef<'_, usize, f64>, centre: &[(usize, f64)]) -> Self {
+        let active = ActiveColumns::new(s, centre);
+        let omega = Mat::zeros(self.features, active.len());
+        Self { omega, active: Some(active), centre: None, ..self }
     }
 
     /// The same sampler with every row shifted by `centre` (length `d`, finite) before it is
@@ -168,10 +287,19 @@ impl<'a> RandomFourierFeatures<'a> {
         if let Some((col, &value)) = centre.iter().enumerate().find(|(_, v)| !v.is_finite()) {
             return Err(EstimatorError::NonFinite { row: 0, col, value });
         }
-        Ok(Self { centre: Some(centre), ..self })
+        match self.x {
+            DataRef::Dense(_) => Ok(Self { centre: Some(centre), ..self }),
+            DataRef::Sparse(s) => {
+                let entries: Vec<(usize, f64)> =
+                    centre.iter().copied().enumerate().filter(|&(_, v)| v != 0.0).collect();
+                Ok(self.with_sparse_centre(s, &entries))
+            }
+            DataRef::DenseF32(_) => unreachable!("float32 rows are refused by RandomFourierFeatures::new"),
+        }
     }
 
-    /// The centre subtracted from every row before projecting (`None`: the rows as given).
+    /// The centre subtracted from every dense row before projecting (`None`: the rows as
+    /// given, or sparse rows, whose centre is kept as its non-zero entries).
     pub fn centre(&self) -> Option<&[f64]> {
         self.centre.as_deref()
     }
@@ -186,11 +314,29 @@ impl<'a> RandomFourierFeatures<'a> {
         self.features
     }
 
-    /// Fills `omega` column by column (frequency `w_j` is column `j`) from the kernel's
-    /// spectral density ([`crate::KernelFunction::draw_frequencies`]).
+    /// Fills `omega` from the kernel's spectral density
+    /// ([`crate::KernelFunction::draw_frequencies`]): one `u64` from `rng` numbers the draw, then
+    /// the `k` entries of data column `l` (row `l` of the `(d, k)` frequencies) come from
+    /// [`coordinate_rng`]`(draw, l)`; sparse rows draw their active columns only.
     fn draw_frequencies(&mut self, rng: &mut dyn rand::Rng) {
-        let omega = self.omega.as_mut();
-        crate::kernels::dispatch!(self.kernel, k => k.draw_frequencies(rng, omega));
+        let draw = rng.next_u64();
+        let kernel = self.kernel;
+        let fill = |l: usize, row: MatMut<'_, f64>| {
+            let mut r = coordinate_rng(draw, l);
+            crate::kernels::dispatch!(kernel, k => k.draw_frequencies(&mut r, row));
+        };
+        match &self.active {
+            None => {
+                for l in 0..self.omega.nrows() {
+                    fill(l, self.omega.as_mut().subrows_mut(l, 1));
+                }
+            }
+            Some(active) => {
+                for (a, &l) in active.columns.iter().enumerate() {
+                    fill(l, self.omega.as_mut().subcols_mut(a, 1).transpose_mut());
+                }
+            }
+        }
     }
 }
 
@@ -222,13 +368,16 @@ impl KernelSampler for RandomFourierFeatures<'_> {
             out.zeta = Mat::zeros(n, 2 * k);
         }
         out.chi = None;
-        fill_features(
-            self.x,
-            self.centre.as_deref(),
-            self.omega.as_ref(),
-            out.zeta.as_mut(),
-            faer::get_global_parallelism(),
-        );
+        let par = faer::get_global_parallelism();
+        match (self.x, &self.active) {
+            (DataRef::Sparse(s), Some(active)) => {
+                fill_features_sparse(s, active, self.omega.as_ref(), out.zeta.as_mut(), par);
+            }
+            _ => {
+                let x = self.x.dense().expect("dense rows have no active columns");
+                fill_features(x, self.centre.as_deref(), self.omega.as_ref(), out.zeta.as_mut(), par);
+            }
+        }
         Ok(())
     }
 

@@ -132,8 +132,9 @@ fn sample_into_equals_sample() {
 
 /// The blocked random Fourier features equal their definition
 /// `ζ[i, 2j] = k^{-1/2} cos(x_iᵀw_j)`, `ζ[i, 2j+1] = k^{-1/2} sin(x_iᵀw_j)` with the frequencies
-/// redrawn from the same seed in the documented order (`w_j = g_j/σ`, column by column),
-/// evaluated with the standard library's `cos`/`sin`, over several row blocks.
+/// redrawn from the same seed in the documented order (`w_j = g_j/σ`; one `u64` numbers the
+/// draw, then data column `l`'s `k` entries come from `coordinate_rng(draw, l)`), evaluated with
+/// the standard library's `cos`/`sin`, over several row blocks.
 #[test]
 fn rff_features_match_their_definition() {
     use rand_distr::{Distribution, StandardNormal};
@@ -141,11 +142,12 @@ fn rff_features_match_their_definition() {
     let x = gaussian_data(n, d, 3.0, 13);
     let mut s = RandomFourierFeatures::new(x.as_ref(), Kernel::gaussian(sigma), k).unwrap();
     let f = s.sample(&mut rng(8)).unwrap();
-    let mut r = rng(8);
+    let draw = rng(8).next_u64();
     let w = {
         let mut w = Mat::<f64>::zeros(d, k);
-        for j in 0..k {
-            for l in 0..d {
+        for l in 0..d {
+            let mut r = stolr_estimators::coordinate_rng(draw, l);
+            for j in 0..k {
                 let g: f64 = StandardNormal.sample(&mut r);
                 w[(l, j)] = g / sigma;
             }

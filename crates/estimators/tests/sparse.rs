@@ -244,3 +244,114 @@ fn rows_of_a_huge_dimension_are_never_expanded_to_it() {
         assert!(relative_error(&got, &want) < 1e-12, "{}", family.name());
     }
 }
+
+/// Random Fourier features (plain and shifted to the coordinate-wise median; Gaussian and
+/// Laplacian) and random Maclaurin features drawn on sparse rows equal the draws on the same
+/// rows dense with the same seed, to 1e-12 of the largest entry (1e-9 on the outlier row and, with the
+/// offsets, the empty row, whose arguments reach 10⁶), over several draws: the same frequencies for the stored columns, the
+/// products summed over the stored entries. With the
+/// 1e6 offsets only the shifted features are compared (unshifted ones are rounding noise on
+/// either path).
+#[test]
+fn random_features_on_sparse_rows_equal_the_dense_draws() {
+    use rand::SeedableRng;
+    use stolr_estimators::{KernelSampler, RandomFourierFeatures, RandomMaclaurin};
+    for (density, big) in [(0.05, false), (0.3, false), (0.05, true)] {
+        let x = hostile(45, 31, density, big);
+        let s = csr(&x);
+        let sx = DataRef::Sparse(s.as_ref());
+        let mut pairs: Vec<(String, Box<dyn KernelSampler>, Box<dyn KernelSampler>)> = Vec::new();
+        for kernel in [Kernel::gaussian(1.3), Kernel::laplacian(2.0)] {
+            let dense = RandomFourierFeatures::new(x.as_ref(), kernel, 7).unwrap().centred();
+            let sparse = RandomFourierFeatures::new(sx, kernel, 7).unwrap().centred();
+            assert!(sparse.centre().is_none(), "sparse rows keep their centre as its entries");
+            assert_eq!(dense.centre().unwrap()[0], 0.25, "the constant column is the median");
+            pairs.push((format!("{} rff centred", kernel.name()), Box::new(dense), Box::new(sparse)));
+            if !big {
+                let dense = RandomFourierFeatures::new(x.as_ref(), kernel, 7).unwrap();
+                let sparse = RandomFourierFeatures::new(sx, kernel, 7).unwrap();
+                pairs.push((format!("{} rff", kernel.name()), Box::new(dense), Box::new(sparse)));
+            }
+        }
+        let poly = Kernel::polynomial(3.0, 1.0, 3);
+        pairs.push((
+            "maclaurin".into(),
+            Box::new(RandomMaclaurin::new(x.as_ref(), poly, 40).unwrap()),
+            Box::new(RandomMaclaurin::new(sx, poly, 40).unwrap()),
+        ));
+        for (name, mut dense, mut sparse) in pairs {
+            let mut rd = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(5);
+            let mut rs = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(5);
+            for draw in 0..3 {
+                let want = dense.sample(&mut rd).unwrap().zeta;
+                let got = sparse.sample(&mut rs).unwrap().zeta;
+                // Row 5 (the outlier, entries up to 1200) has arguments of 10³–10⁶ (Cauchy
+                // frequencies), and so has the empty row 11 shifted by the 1e6 median: their
+                // rounding (products summed in another order, or fused) is ~1e-16 of that, so
+                // they are compared to 1e-9, the other rows to 1e-12.
+                let ordinary: Vec<usize> = (0..45).filter(|&i| i != 5 && (i != 11 || !big)).collect();
+                let rows = |m: &Mat<f64>| Mat::from_fn(ordinary.len(), m.ncols(), |i, j| m[(ordinary[i], j)]);
+                let err = relative_error(&rows(&got), &rows(&want));
+                assert!(err < 1e-12, "{name} at density {density} (offsets {big}), draw {draw}: {err:e}");
+                let err = relative_error(&got, &want);
+                assert!(err < 1e-9, "{name} at density {density} (offsets {big}), draw {draw}, outlier: {err:e}");
+            }
+        }
+    }
+}
+
+/// Random features of rows in d = 2³⁰ dimensions with a few entries each: the sampler draws
+/// the frequencies of the stored columns only (its buffers take kilobytes, not the 2³⁰·k·8
+/// bytes of a dense frequency matrix) and every feature equals its definition
+/// `k^{-1/2} cos / sin(Σ_l x_il w_lj)` with `w_l` redrawn from `coordinate_rng(draw, l)`.
+#[test]
+fn random_features_of_rows_in_a_huge_dimension_draw_the_stored_columns_only() {
+    use rand::{Rng, SeedableRng};
+    use rand_distr::{Distribution, StandardNormal};
+    use stolr_estimators::{KernelSampler, RandomFourierFeatures, RandomMaclaurin, coordinate_rng};
+    let d = 1usize << 30;
+    let used = [3usize, 1 << 20, (1 << 29) + 7, d - 1];
+    let x = hostile(24, used.len(), 0.5, false);
+    let mut t = Vec::new();
+    for i in 0..x.nrows() {
+        for (c, &col) in used.iter().enumerate() {
+            if x[(i, c)] != 0.0 {
+                t.push(Triplet::new(i, col, x[(i, c)]));
+            }
+        }
+    }
+    let s = SparseRowMat::<usize, f64>::try_new_from_triplets(x.nrows(), d, &t).unwrap();
+    let sx = DataRef::Sparse(s.as_ref());
+    let (k, sigma) = (6, 1.5);
+    let bytes = RandomFourierFeatures::buffer_bytes(sx, k, 1);
+    assert!(bytes < 1 << 20, "{bytes} bytes of buffers");
+    let mut rff = RandomFourierFeatures::new(sx, Kernel::gaussian(sigma), k).unwrap();
+    let got = rff.sample(&mut rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3)).unwrap().zeta;
+    let draw = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3).next_u64();
+    let w: Vec<Vec<f64>> = used
+        .iter()
+        .map(|&l| {
+            let mut r = coordinate_rng(draw, l);
+            (0..k)
+                .map(|_| {
+                    let g: f64 = StandardNormal.sample(&mut r);
+                    g / sigma
+                })
+                .collect()
+        })
+        .collect();
+    let scale = 1.0 / (k as f64).sqrt();
+    for i in 0..x.nrows() {
+        for j in 0..k {
+            let p: f64 = (0..used.len()).map(|c| x[(i, c)] * w[c][j]).sum();
+            assert!((got[(i, 2 * j)] - scale * p.cos()).abs() < 1e-14, "cos ({i}, {j})");
+            assert!((got[(i, 2 * j + 1)] - scale * p.sin()).abs() < 1e-14, "sin ({i}, {j})");
+        }
+    }
+    // The shifted sampler and Maclaurin's on the same rows run as well (no O(d) buffer).
+    let mut centred = RandomFourierFeatures::new(sx, Kernel::gaussian(sigma), k).unwrap().centred();
+    assert!(centred.sample(&mut rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3)).is_ok());
+    let mut mac = RandomMaclaurin::new(sx, Kernel::polynomial(1.0, 1.0, 2), 30).unwrap();
+    let f = mac.sample(&mut rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(4)).unwrap();
+    assert_eq!(f.zeta.shape(), (24, 30));
+}

@@ -9,7 +9,7 @@ use stolr_estimators::DataRef;
 use stolr_solvers::{
     CertifyRule, ExactOperator, KernelFamily, KernelPcaJob, KernelRidgeJob, KernelSpec, KpcaSolver, KrrSolver,
     MatrixSource, NystromKrrConfig, Pca, PcaJob, PcaSolver, SamplerKind, Shard, SkpcaConfig, SlklConfig, SolverError,
-    StreamingPcaJob, StreamingSolver, SvrgPcaConfig, Transformer,
+    StreamingPcaJob, StreamingSolver, SvrgPcaConfig, Transformer, UnifConfig,
 };
 
 /// `n` rows of `d` float32 values: an offset of 1e3 on column 1, an outlier row (4), a
@@ -134,6 +134,8 @@ fn kernel_ridge_of_float32_rows_is_that_of_the_same_rows_in_float64_bit_for_bit(
         KrrSolver::Krr { lambda: 0.1 },
         KrrSolver::Nystrom { config: NystromKrrConfig { lambda: 0.1, ..NystromKrrConfig::default() }, landmarks: 40 },
         KrrSolver::Slkl(SlklConfig { lambda: 0.1, landmarks: 20, ..SlklConfig::default() }),
+        KrrSolver::KrrSubset { lambda: 0.1, landmarks: 30 },
+        KrrSolver::Uniform { config: UnifConfig { lambda: 0.1, ..UnifConfig::default() }, landmarks: 30 },
     ];
     for solver in &solvers {
         for intercept in [false, true] {

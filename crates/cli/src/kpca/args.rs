@@ -49,9 +49,9 @@ pub struct KpcaArgs {
     #[command(flatten)]
     pub(super) table: TableArgs,
     /// Keep the rows of a --format libsvm input sparse, never densified: memory follows the
-    /// stored entries (16 bytes each), not n·d. The exact and Nyström solvers take sparse rows
-    /// (same results as dense to about 1e-12); --standardize and the iterative solvers need
-    /// dense rows.
+    /// stored entries (16 bytes each), not n·d. Every solver takes sparse rows (exact, nystrom,
+    /// skpca with every sampler, kha; same results as dense to about 1e-12); --standardize and
+    /// --fit-inverse-transform need dense rows.
     #[arg(long)]
     pub(super) sparse: bool,
     /// Kernel function.

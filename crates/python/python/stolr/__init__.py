@@ -288,9 +288,10 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
     Eigenvalues are in nonincreasing order. ``transform`` projects new rows on the kernel
     principal axes, scaled as scikit-learn's ``KernelPCA.transform``.
 
-    ``X`` may be a ``scipy.sparse`` matrix with the exact, exact-matrix-free and Nyström solvers:
-    it is never densified (kernel values from the stored entries; the model keeps its rows
-    sparse) and gives the dense result to about 1e-12. The other solvers raise ``ValueError``.
+    ``X`` may be a ``scipy.sparse`` matrix with every solver (exact, exact-matrix-free, Nyström,
+    SKPCA with every sampler, KHA): it is never densified (kernel values and random features
+    from the stored entries; the model keeps its rows sparse) and gives the dense result to
+    about 1e-12. ``fit_inverse_transform=True`` needs dense rows (``ValueError``).
 
     ``memory_limit`` (bytes, or a size such as ``"2G"``; default 80 % of the memory available)
     bounds every allocation whose size follows from the data or a parameter: a fit that would
@@ -330,8 +331,8 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        # The exact and Nyström solvers take scipy.sparse rows as they are; the others refuse them.
-        tags.input_tags.sparse = self.solver in ("exact", "exact-matrix-free", "nystrom")
+        # Every solver takes scipy.sparse rows as they are (the pre-image map needs dense ones).
+        tags.input_tags.sparse = self.solver in ("exact", "exact-matrix-free", "nystrom", "skpca", "kha")
         # kernel="precomputed": X is the Gram matrix (scikit-learn's pairwise tag), taken dense.
         tags.input_tags.pairwise = _is_precomputed(self)
         if _gram_kernel(self):
@@ -749,8 +750,9 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
     on one factorization for ``krr``/``krr-subset``/``nystrom`` direct; ``slkl`` and ``uniform``
     fit each output on the same landmarks with their own kernel weights); ``predict`` returns
     ``(m,)`` for a 1-D ``y`` and ``(m, t)`` for a 2-D one, as scikit-learn does. ``X`` may be a
-    ``scipy.sparse`` matrix with ``krr`` and ``nystrom`` (never densified; the dense result to
-    about 1e-12); the other solvers raise ``ValueError``.
+    ``scipy.sparse`` matrix with every solver (never densified: kernel values from the stored
+    entries, the centres kept sparse; the dense result to about 1e-12 times the problem's
+    conditioning); ``nu="auto"`` needs dense rows (``ValueError``).
     ``sample_weight`` (length n, finite, ≥ 0, not all zero) weights the squared errors:
     ``Σ w_i (y_i − f(x_i))² + alpha ‖f‖²`` (with ``solver="krr"`` and ``fit_intercept=False`` the
     same as scikit-learn's ``KernelRidge(alpha=alpha).fit(X, y, sample_weight=w)``); the intercept
@@ -778,8 +780,8 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        # KRR_n and Nyström KRR take scipy.sparse rows as they are; the other solvers refuse them.
-        tags.input_tags.sparse = self.solver in ("krr", "nystrom")
+        # Every solver takes scipy.sparse rows as they are (nu="auto" needs dense ones).
+        tags.input_tags.sparse = self.solver in ("krr", "nystrom", "slkl", "uniform", "krr-subset")
         tags.target_tags.multi_output = True
         # kernel="precomputed": X is the Gram matrix (scikit-learn's pairwise tag), taken dense.
         tags.input_tags.pairwise = _is_precomputed(self)

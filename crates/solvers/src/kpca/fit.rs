@@ -464,12 +464,24 @@ impl KernelPca {
                 if self.center {
                     not_distributed("SKPCA with centring")?;
                 }
-                let local = shard.dense("SKPCA")?;
+                // Dense or sparse rows (one process); sparse ones stay sparse: the samplers' products
+                // and kernel columns sum over the stored entries.
+                let local = shard.data();
                 // Every buffer of the run, the sampler's included, before any is allocated.
                 let (n, d) = local.shape();
                 stolr_memory::check_iterations(self.memory, "iterations", config.iterations)?;
                 let a = sampler.draw_rank(*features);
-                let sampler_bytes = sampler.buffer_bytes(n, d, *features);
+                let sampler_bytes = if local.is_sparse() {
+                    // The frequencies (signs) of the stored columns only, the entries' places
+                    // among them, and the sparse copy a prepared kernel keeps.
+                    let nnz = local.stored();
+                    sampler
+                        .buffer_bytes(n, d.min(nnz), *features)
+                        .saturating_add(24u64.saturating_mul(nnz as u64))
+                        .saturating_add(local.bytes())
+                } else {
+                    sampler.buffer_bytes(n, d, *features)
+                };
                 check_skpca_memory(n, a, sampler.is_symmetric_psd(), config, sampler_bytes, self.memory)?;
                 let inner: Box<dyn KernelSampler + '_> = match sampler {
                     // Rows shifted to their coordinate-wise median: accurate features far from the
@@ -523,7 +535,7 @@ impl KernelPca {
             KpcaSolver::Kha { eta, iterations, init_scale } => {
                 not_distributed("KHA")?;
                 return self
-                    .fit_kha(shard.dense("KHA")?, standardization, (*eta, *iterations, *init_scale), rng, observer)
+                    .fit_kha(shard.data(), standardization, (*eta, *iterations, *init_scale), rng, observer)
                     .map(Some);
             }
         };
@@ -551,10 +563,11 @@ impl KernelPca {
         }))
     }
 
-    /// KHA on all the rows `x` (one process), ended by its Rayleigh–Ritz step.
+    /// KHA on all the rows `x` (one process; dense or sparse, kept sparse), ended by its
+    /// Rayleigh–Ritz step.
     fn fit_kha(
         &self,
-        x: MatRef<'_, f64>,
+        x: DataRef<'_>,
         standardization: Option<Standardization>,
         (eta, iterations, init_scale): (f64, usize, f64),
         rng: &mut dyn Rng,
@@ -578,11 +591,18 @@ impl KernelPca {
         let (n, d) = x.shape();
         stolr_memory::check_iterations(self.memory, "iterations", config.iterations)?;
         let workers = stolr_estimators::KernelOperator::workers(faer::get_global_parallelism());
+        // The copy of the rows in their form (sparse: the stored entries) and the operator's
+        // prepared rows (counted as the dense operator's: an upper bound for sparse rows).
+        let operator_bytes = if x.is_sparse() {
+            x.bytes().saturating_mul(2).saturating_add(stolr_memory::f64_bytes(&[4, n]))
+        } else {
+            stolr_estimators::KernelOperator::bytes(n, d)
+        };
         self.memory.check(
             format!("KHA's n × r coefficients and Rayleigh–Ritz step (n = {n}, rank = {})", config.rank),
             stolr_memory::f64_bytes(&[11, n, config.rank])
-                .saturating_add(stolr_memory::f64_bytes(&[n, d]))
-                .saturating_add(stolr_estimators::KernelOperator::bytes(n, d))
+                .saturating_add(x.bytes())
+                .saturating_add(operator_bytes)
                 .saturating_add(stolr_estimators::KernelOperator::apply_bytes(
                     n,
                     config.rank,
@@ -613,7 +633,7 @@ impl KernelPca {
             name,
             self.kernel,
             standardization,
-            stolr_estimators::to_owned(x),
+            ModelRows::copy_of(x),
             ritz.coefficients,
             values,
             centering,

@@ -141,13 +141,11 @@ impl KernelPcaJob {
         }
         shard.data().check()?;
         if shard.is_sparse() {
-            // What takes sparse rows: Nyström and the exact solvers, uncentred or centred in
-            // feature space (implicitly), without standardization (it would densify them).
+            // Every solver takes sparse rows (Nyström, the exact solvers, SKPCA with every
+            // sampler, KHA), uncentred or centred in feature space (implicitly), without
+            // standardization (it would densify them).
             if self.standardize {
                 return Err(SolverError::SparseUnsupported { what: "standardization".into() });
-            }
-            if !matches!(self.solver, KpcaSolver::Nystrom { .. } | KpcaSolver::Exact { .. }) {
-                return Err(SolverError::SparseUnsupported { what: format!("the {} solver", self.solver.name()) });
             }
             if self.inverse_transform.is_some() {
                 return Err(SolverError::SparseUnsupported {
@@ -192,8 +190,7 @@ impl KernelPcaJob {
         let mut tau = None;
         let solver = match &self.solver {
             KpcaSolver::Skpca { config, sampler, features } => {
-                let all = all.map(|x| x.dense().ok_or_else(|| SolverError::SparseUnsupported { what: "SKPCA".into() }));
-                let outcome = self.choose_tau(all.transpose()?, &kernel, comm)?;
+                let outcome = self.choose_tau(all, &kernel, comm)?;
                 let config = crate::kpca::SkpcaConfig { tau: outcome.value, ..config.clone() };
                 tau = Some(outcome);
                 KpcaSolver::Skpca { config, sampler: *sampler, features: *features }
@@ -268,7 +265,7 @@ impl KernelPcaJob {
     /// SKPCA's τ: as given, or chosen on rank 0 from every row `all` and broadcast.
     fn choose_tau(
         &self,
-        all: Option<faer::MatRef<'_, f64>>,
+        all: Option<DataRef<'_>>,
         kernel: &Kernel,
         comm: &dyn stolr_comm::Communicator,
     ) -> Result<TauOutcome, SolverError> {

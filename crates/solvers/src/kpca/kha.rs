@@ -3,10 +3,11 @@
 use faer::Par;
 use faer::{Mat, MatRef};
 use rand::{Rng, RngExt};
-use stolr_estimators::{DEFAULT_TILE, Kernel, KernelOperator, OperatorCentering, kernel_row_means};
+use stolr_estimators::{DEFAULT_TILE, DataRef, Kernel, KernelOperator, OperatorCentering, kernel_row_means};
 use stolr_lowrank::Eigenpairs;
 
-use crate::error::{check_data, check_rank};
+use crate::ModelRows;
+use crate::error::check_rank;
 use crate::{IterativeSolver, SolverError, StepReport, Stop};
 
 /// Configuration of [`Kha`]; validated once by [`Kha::new`].
@@ -81,8 +82,11 @@ impl KhaConfig {
 pub struct Kha {
     config: KhaConfig,
     kernel: Kernel,
-    /// The data, row-major: sample `i` is `rows[i·d..(i + 1)·d]`.
+    /// The data, row-major: sample `i` is `rows[i·d..(i + 1)·d]` (empty for sparse rows).
     rows: Vec<f64>,
+    /// Sparse rows, kept sparse (a CSR copy); their kernel columns are summed over the stored
+    /// entries.
+    sparse: Option<ModelRows>,
     n: usize,
     d: usize,
     /// Row means of `K`, `m = K1/n` (zeros without centring).
@@ -104,20 +108,22 @@ pub struct Kha {
 
 impl Kha {
     /// A solver for the data `x`, shape `(n, d)`, one sample per row, with `kernel`. Copies the
-    /// data (row-major), computes the row means of `K` when centring (time `O(n²d)`, memory
+    /// data (row-major; sparse rows ([`DataRef::Sparse`]) as a CSR copy, never dense, each step's
+    /// kernel column then costing the stored entries), computes the row means of `K` when centring (time `O(n²d)`, memory
     /// `O(n·256)`), and draws the initial coefficients `A ~ init_scale·U(−1, 1)` from `rng`.
     ///
     /// # Errors
     /// [`SolverError::InvalidRank`] if `rank` is 0 or exceeds `n`; [`SolverError::InvalidConfig`]
     /// if `eta` or `init_scale` is not positive and finite, or `iterations == 0`;
     /// [`SolverError::Estimator`] for empty or non-finite data and invalid kernel parameters.
-    pub fn new<R: Rng + ?Sized>(
-        x: MatRef<'_, f64>,
+    pub fn new<'x, R: Rng + ?Sized>(
+        x: impl Into<DataRef<'x>>,
         kernel: Kernel,
         config: KhaConfig,
         rng: &mut R,
     ) -> Result<Self, SolverError> {
-        check_data(x)?;
+        let x = x.into();
+        x.check()?;
         kernel.validate()?;
         let (n, d) = x.shape();
         check_rank(config.rank, n)?;
@@ -142,15 +148,38 @@ impl Kha {
                 reason: format!("the initial scale must be positive and finite, got {}", config.init_scale),
             });
         }
-        let mut rows = vec![0.0; n * d];
-        for j in 0..d {
-            for i in 0..n {
-                rows[i * d + j] = x[(i, j)];
+        let (rows, sparse, max_diagonal) = match x {
+            DataRef::Dense(_) | DataRef::DenseF32(_) => {
+                let mut rows = vec![0.0; n * d];
+                match x {
+                    DataRef::DenseF32(x) => {
+                        // Float32 rows converted exactly into the row-major copy.
+                        for j in 0..d {
+                            for i in 0..n {
+                                rows[i * d + j] = f64::from(x[(i, j)]);
+                            }
+                        }
+                    }
+                    _ => {
+                        let x = x.dense().expect("dense rows");
+                        for j in 0..d {
+                            for i in 0..n {
+                                rows[i * d + j] = x[(i, j)];
+                            }
+                        }
+                    }
+                }
+                let max_diagonal = (0..n)
+                    .map(|i| kernel.eval(&rows[i * d..(i + 1) * d], &rows[i * d..(i + 1) * d]))
+                    .fold(0.0, f64::max);
+                (rows, None, max_diagonal)
             }
-        }
+            DataRef::Sparse(_) => {
+                let max_diagonal = kernel.diagonal(x).into_iter().fold(0.0, f64::max);
+                (Vec::new(), Some(ModelRows::copy_of(x)), max_diagonal)
+            }
+        };
         let (means, mean_all) = if config.center { kernel_row_means(x, &kernel) } else { (vec![0.0; n], 0.0) };
-        let max_diagonal =
-            (0..n).map(|i| kernel.eval(&rows[i * d..(i + 1) * d], &rows[i * d..(i + 1) * d])).fold(0.0, f64::max);
         let s = config.init_scale;
         let r = config.rank;
         let a = Mat::from_fn(n, r, |_, _| s * rng.random_range(-1.0..1.0));
@@ -158,6 +187,7 @@ impl Kha {
             config,
             kernel,
             rows,
+            sparse,
             n,
             d,
             means,
@@ -177,9 +207,9 @@ impl Kha {
         (&self.means, self.mean_all)
     }
 
-    /// The data `(n, d)` the solver was built with.
-    pub fn rows(&self) -> Mat<f64> {
-        self.data().to_owned()
+    /// The data `(n, d)` the solver was built with, in its form (dense, or sparse).
+    pub fn rows(&self) -> ModelRows {
+        ModelRows::copy_of(self.data())
     }
 
     /// The configuration.
@@ -197,9 +227,12 @@ impl Kha {
         self.a.as_ref()
     }
 
-    /// The data as a `(n, d)` view of the row-major copy.
-    fn data(&self) -> MatRef<'_, f64> {
-        MatRef::from_row_major_slice(&self.rows, self.n, self.d)
+    /// The data as a `(n, d)` view of the row-major copy, or of the sparse copy.
+    fn data(&self) -> DataRef<'_> {
+        match &self.sparse {
+            Some(rows) => rows.data(),
+            None => DataRef::Dense(MatRef::from_row_major_slice(&self.rows, self.n, self.d)),
+        }
     }
 
     /// One KHA step on a sample `i` drawn uniformly from `rng`:
@@ -229,6 +262,15 @@ impl Kha {
     /// `k̃_i = k_i − m − m_i 1 + m̄ 1` into `self.column` (docs/derivations.md §1.2), with `k_i`
     /// evaluated from the data.
     fn centered_column(&mut self, i: usize) {
+        if let Some(rows) = &self.sparse {
+            let x = rows.data();
+            let k = self.kernel.cross(x, x.subrows(i, 1));
+            let shift = self.mean_all - self.means[i];
+            for ((c, m), k) in self.column.iter_mut().zip(&self.means).zip(k.col(0).iter()) {
+                *c = k - m + shift;
+            }
+            return;
+        }
         let d = self.d;
         let xi = &self.rows[i * d..(i + 1) * d];
         let shift = self.mean_all - self.means[i];

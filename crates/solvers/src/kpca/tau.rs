@@ -1,13 +1,12 @@
 //! Choosing the shrinkage threshold τ from a requested rank.
 
-use faer::{Mat, MatRef};
 use rand::Rng;
-use stolr_estimators::{Kernel, centered_kernel_matrix};
+use stolr_estimators::{DataRef, Kernel, centered_kernel_matrix};
 use stolr_lowrank::sym_eigenvalues_desc;
 use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::SolverError;
-use crate::error::{check_data, check_rank};
+use crate::error::check_rank;
 
 /// The threshold chosen by [`tau_for_rank`] and the evidence for it.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,6 +20,16 @@ pub struct TauChoice {
     pub estimated_eigenvalues: Vec<f64>,
 }
 
+/// Bytes of `m` of the rows `x` in their own form: `8·m·d` dense; sparse, `m` rows of the
+/// largest rows' size bound, `16·nnz·m/n` on average (counted as the whole matrix's `16·nnz` at
+/// most, plus the row pointers).
+fn subsample_bytes(x: DataRef<'_>, m: usize) -> u64 {
+    match x {
+        DataRef::Dense(_) | DataRef::DenseF32(_) => f64_bytes(&[m, x.ncols()]),
+        DataRef::Sparse(_) => 16u64.saturating_mul(x.stored() as u64).saturating_add(8 * (m as u64 + 1)),
+    }
+}
+
 /// Chooses τ so that about `rank` eigenvalues of the `n × n` kernel matrix exceed it.
 ///
 /// The eigenvalues `μ̄_1 ≥ … ≥ μ̄_m` of the kernel matrix of `m = min(subsample, n)` random
@@ -28,7 +37,8 @@ pub struct TauChoice {
 /// spectrum, Braun 2006). τ is the geometric mean of `(n/m)μ̄_rank` and `(n/m)μ̄_{rank+1}`, the
 /// middle of the interval `[(n/m)μ̄_{r+1}, (n/m)μ̄_r)` on a log scale (our choice: the paper
 /// gives only the interval). When `μ̄_{rank+1} ≤ 0`, τ is half of `(n/m)μ̄_rank`. Cost
-/// `O(m²d + m³)` (eigenvalues only).
+/// `O(m²d + m³)` (eigenvalues only; sparse rows `x` ([`DataRef`]) stay sparse, their kernel
+/// values summed over the stored entries).
 ///
 /// # Errors
 /// [`SolverError::InvalidRank`] if `rank` is 0 or `rank ≥ m` (the subsample must show the
@@ -39,8 +49,8 @@ pub struct TauChoice {
 /// # References
 /// \[SKPCA\], "Experimental Setting" (choice of λ); docs/derivations.md §2.7
 /// (the factor n/m).
-pub fn tau_for_rank<R: Rng + ?Sized>(
-    x: MatRef<'_, f64>,
+pub fn tau_for_rank<'x, R: Rng + ?Sized>(
+    x: impl Into<DataRef<'x>>,
     kernel: &Kernel,
     rank: usize,
     subsample: usize,
@@ -48,7 +58,8 @@ pub fn tau_for_rank<R: Rng + ?Sized>(
     memory: MemoryBudget,
     rng: &mut R,
 ) -> Result<TauChoice, SolverError> {
-    check_data(x)?;
+    let x = x.into();
+    x.check()?;
     kernel.validate()?;
     let n = x.nrows();
     let m = subsample.min(n);
@@ -57,7 +68,7 @@ pub fn tau_for_rank<R: Rng + ?Sized>(
     let matrices = if center { 4 } else { 3 };
     memory.check(
         format!("choosing tau from the kernel matrix of a random subsample (tau_subsample m = {m})"),
-        f64_bytes(&[m, x.ncols()]).saturating_add(f64_bytes(&[matrices, m, m])),
+        subsample_bytes(x, m).saturating_add(f64_bytes(&[matrices, m, m])),
     )?;
     check_rank(rank, n)?;
     if rank >= m {
@@ -70,8 +81,8 @@ pub fn tau_for_rank<R: Rng + ?Sized>(
     }
     let mut idx = rand::seq::index::sample(rng, n, m).into_vec();
     idx.sort_unstable();
-    let sub = Mat::from_fn(m, x.ncols(), |i, j| x[(idx[i], j)]);
-    let mut k = kernel.matrix(sub.as_ref());
+    let sub = crate::ModelRows::gather(x, &idx);
+    let mut k = kernel.matrix(sub.data());
     if center {
         k = centered_kernel_matrix(&k);
     }

@@ -157,18 +157,18 @@ pub(crate) fn krr_fit_targets(
 /// has weight 0.
 #[allow(clippy::type_complexity)]
 pub(crate) fn krr_subset_fit_targets(
-    x: MatRef<'_, f64>,
+    x: DataRef<'_>,
     y: MatRef<'_, f64>,
     weights: Option<&[f64]>,
     kernel: &Kernel,
     config: &KrrConfig,
     landmarks: &[usize],
     intercept: bool,
-) -> Result<(Mat<f64>, Mat<f64>, Vec<f64>), SolverError> {
+) -> Result<(ModelRows, Mat<f64>, Vec<f64>), SolverError> {
     crate::error::check_targets(x, y, weights)?;
     check_lambda(config.lambda)?;
     check_landmarks(landmarks, x.nrows())?;
-    let xj = Mat::from_fn(landmarks.len(), x.ncols(), |r, c| x[(landmarks[r], c)]);
+    let xj = ModelRows::gather(x, landmarks);
     let yj = Mat::from_fn(landmarks.len(), y.ncols(), |r, c| y[(landmarks[r], c)]);
     let wj: Option<Vec<f64>> = weights.map(|w| landmarks.iter().map(|&i| w[i]).collect());
     if let Some(wj) = &wj {
@@ -178,7 +178,7 @@ pub(crate) fn krr_subset_fit_targets(
         })?;
     }
     check_kernel_and_factor(xj.nrows(), config)?;
-    let k = kernel_matrix(xj.as_ref(), kernel, false, config.memory)?;
+    let k = kernel_matrix(xj.data(), kernel, false, config.memory)?;
     let (alpha, b) = ridge_solve_targets(k, yj.as_ref(), wj.as_deref(), config.lambda, intercept)?;
     Ok((xj, alpha, b))
 }
@@ -238,6 +238,9 @@ pub(crate) fn krr_fit(
 /// predictor $f(x) = \sum_{j \in J} \alpha_j \kappa(x, x_j)$. `landmarks` are training row indices
 /// (SLKL's [`crate::SlklModel::selected`], for the same `J`). Time $O(M^2 d + M^3/3)$.
 ///
+/// Sparse rows `x` ([`DataRef`]) stay sparse: the landmark rows, the model's centres, are kept
+/// in CSR form and the kernel values summed over the stored entries.
+///
 /// This is \[SLKL\]'s reading ("using only M training data"; its explanation of why SLKL wins
 /// is that SLKL's kernels keep the similarities between the landmarks and the other points).
 ///
@@ -247,14 +250,14 @@ pub(crate) fn krr_fit(
 ///
 /// # References
 /// \[SLKL\], Section 5.2 and Table 2 ("KRR_M"); docs/derivations.md §6.14.
-pub fn krr_subset(
-    x: MatRef<'_, f64>,
+pub fn krr_subset<'x>(
+    x: impl Into<DataRef<'x>>,
     y: &[f64],
     kernel: &Kernel,
     config: &KrrConfig,
     landmarks: &[usize],
 ) -> Result<KernelExpansion, SolverError> {
-    Ok(krr_subset_fit(x, y, kernel, config, landmarks, false)?.0)
+    Ok(krr_subset_fit(x.into(), y, kernel, config, landmarks, false)?.0)
 }
 
 /// [`krr_subset`] with or without an unpenalized intercept: the bordered system of
@@ -263,7 +266,7 @@ pub fn krr_subset(
 /// # Errors
 /// As [`krr_subset`].
 pub(crate) fn krr_subset_fit(
-    x: MatRef<'_, f64>,
+    x: DataRef<'_>,
     y: &[f64],
     kernel: &Kernel,
     config: &KrrConfig,
@@ -273,10 +276,11 @@ pub(crate) fn krr_subset_fit(
     check_regression(x, y)?;
     check_lambda(config.lambda)?;
     check_landmarks(landmarks, x.nrows())?;
-    let xj = Mat::from_fn(landmarks.len(), x.ncols(), |r, c| x[(landmarks[r], c)]);
+    // The landmark rows in the form of `x` (sparse rows stay sparse).
+    let xj = ModelRows::gather(x, landmarks);
     let yj: Vec<f64> = landmarks.iter().map(|&i| y[i]).collect();
     check_kernel_and_factor(xj.nrows(), config)?;
-    let k = kernel_matrix(xj.as_ref(), kernel, false, config.memory)?;
+    let k = kernel_matrix(xj.data(), kernel, false, config.memory)?;
     let (alpha, b) = ridge_solve(k, &yj, config.lambda, intercept)?;
     Ok((KernelExpansion::new(*kernel, xj, alpha)?, b))
 }
@@ -330,6 +334,9 @@ pub struct UnifModel {
 /// the `M` rank-1 Nyström kernels of the landmarks `J`, e.g. SLKL's), i.e.
 /// $\alpha = (\lambda I + K_\mu)^{-1} y$ and the predictor $f(x) = \sum_j \alpha_j k_\mu(x_j, x)$.
 ///
+/// Sparse rows `x` ([`DataRef`]) stay sparse: the kernel columns are summed over the stored
+/// entries and the centres kept in CSR form.
+///
 /// The common weight `c` follows `config.weight`. For [`UniformWeight::Optimal`], with
 /// $\Psi = [k_i/\sqrt{K_{ii}}]$ `(n, M)`, $\Psi^\top\Psi = \sum_k e_k w_k w_k^\top$ and
 /// $t_k = (w_k^\top \Psi^\top y)^2$, the objective along the ray is
@@ -348,14 +355,14 @@ pub struct UnifModel {
 /// \[SLKL\], Section 5.2 and Table 2 ("Unif": "the kernel obtained
 /// with uniform weights on the rank-1 approximations selected for SLKL"; the value is not
 /// given); docs/derivations.md §6.14.
-pub fn unif(
-    x: MatRef<'_, f64>,
+pub fn unif<'x>(
+    x: impl Into<DataRef<'x>>,
     y: &[f64],
     kernel: &Kernel,
     config: &UnifConfig,
     landmarks: &[usize],
 ) -> Result<UnifModel, SolverError> {
-    unif_fit(x, y, kernel, config, landmarks, false, None)
+    unif_fit(x.into(), y, kernel, config, landmarks, false, None)
 }
 
 /// [`unif`] with or without an unpenalized intercept. With `intercept`, every rank-1 column
@@ -372,7 +379,7 @@ pub fn unif(
 /// # Errors
 /// As [`unif`].
 pub(crate) fn unif_fit(
-    x: MatRef<'_, f64>,
+    x: DataRef<'_>,
     y: &[f64],
     kernel: &Kernel,
     config: &UnifConfig,
@@ -426,9 +433,10 @@ pub(crate) fn unif_fit(
         UniformWeight::Fixed(c) => c,
         UniformWeight::Optimal => optimal_uniform_weight(cols.as_ref(), &diag, y, lambda, nu)?,
     };
-    let centers_of = |idx: &[usize]| Mat::from_fn(idx.len(), x.ncols(), |r, col| x[(landmarks[idx[r]], col)]);
+    // The centres in the form of `x` (sparse rows stay sparse).
+    let centers_of = |idx: &[usize]| ModelRows::gather(x, &idx.iter().map(|&i| landmarks[i]).collect::<Vec<_>>());
     if c == 0.0 || kept.is_empty() {
-        let expansion = KernelExpansion::new(*kernel, Mat::zeros(0, x.ncols()), Vec::new())?;
+        let expansion = KernelExpansion::new(*kernel, centers_of(&[]), Vec::new())?;
         return Ok(UnifModel { expansion, weight: c, objective: yty, intercept: mean });
     }
     let d: Vec<f64> = diag.iter().map(|&k| c / k).collect();
@@ -444,7 +452,7 @@ pub(crate) fn unif_fit(
 /// their diagonal entries.
 #[allow(clippy::too_many_arguments)]
 fn unif_weighted(
-    x: MatRef<'_, f64>,
+    x: DataRef<'_>,
     y: &[f64],
     kernel: &Kernel,
     config: &UnifConfig,
@@ -473,8 +481,9 @@ fn unif_weighted(
         UniformWeight::Fixed(c) => c,
         UniformWeight::Optimal => optimal_uniform_weight(cols.as_ref(), &diag, &scaled, lambda, nu)?,
     };
+    let centers_of = |idx: &[usize]| ModelRows::gather(x, &idx.iter().map(|&i| landmarks[i]).collect::<Vec<_>>());
     if c == 0.0 || kept.is_empty() {
-        let expansion = KernelExpansion::new(*kernel, Mat::zeros(0, x.ncols()), Vec::new())?;
+        let expansion = KernelExpansion::new(*kernel, centers_of(&[]), Vec::new())?;
         return Ok(UnifModel { expansion, weight: c, objective: yty, intercept: mean });
     }
     let d: Vec<f64> = diag.iter().map(|&k| c / k).collect();
@@ -482,8 +491,7 @@ fn unif_weighted(
     let objective = state.lambda_y_g_y() + nu * m * c;
     let beta = state.beta();
     let b = mean - beta.iter().zip(&means).map(|(c, k)| c * k).sum::<f64>();
-    let centers = Mat::from_fn(kept.len(), x.ncols(), |r, col| x[(landmarks[kept[r]], col)]);
-    let expansion = KernelExpansion::new(*kernel, centers, beta.to_vec())?;
+    let expansion = KernelExpansion::new(*kernel, centers_of(&kept), beta.to_vec())?;
     Ok(UnifModel { expansion, weight: c, objective, intercept: b })
 }
 

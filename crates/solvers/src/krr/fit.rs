@@ -124,18 +124,6 @@ pub struct KernelRidge {
 }
 
 impl KernelRidge {
-    /// A float64 copy of float32 rows for the solvers that read the rows themselves (SLKL,
-    /// Unif, KRR_M: their kernel columns and coordinate steps); `None` for the others (KRR_n and
-    /// Nyström KRR take float32 rows through the kernel blocks) and for other rows.
-    fn float64_copy(&self, data: DataRef<'_>) -> Option<faer::Mat<f64>> {
-        match data {
-            DataRef::DenseF32(x) if !matches!(self.solver, KrrSolver::Krr { .. } | KrrSolver::Nystrom { .. }) => {
-                Some(stolr_estimators::f32_to_f64(x))
-            }
-            _ => None,
-        }
-    }
-
     /// `solver` with `kernel`, with an intercept and without standardization.
     pub fn new(kernel: Kernel, solver: KrrSolver) -> Self {
         Self { kernel, solver, intercept: true, standardize: false, memory: MemoryBudget::default() }
@@ -160,13 +148,8 @@ impl KernelRidge {
     ) -> Result<(KrrModel, KrrFitSummary), SolverError> {
         let data = x.into();
         crate::error::check_regression(data, y)?;
-        let converted = self.float64_copy(data);
-        let data = converted.as_ref().map_or(data, |x| DataRef::Dense(x.as_ref()));
-        // KRR_n and Nyström KRR take sparse rows; the other solvers need dense ones.
-        let dense = || {
-            data.dense()
-                .ok_or_else(|| SolverError::SparseUnsupported { what: format!("the {} solver", self.solver.name()) })
-        };
+        // Every solver takes sparse rows (one process): kernel values summed over the stored
+        // entries, centres kept sparse.
         let with = self.intercept;
         // λ yᵀα, or with the intercept λ (y − ȳ)ᵀα (the same number as 1ᵀα = 0, without the
         // cancellation of a large ȳ): the ridge objective at the solution of the (bordered) system.
@@ -176,7 +159,7 @@ impl KernelRidge {
         };
         let (expansion, intercept, summary) = match &self.solver {
             KrrSolver::Slkl(config) => slkl_fit(
-                dense()?,
+                data,
                 y,
                 &self.kernel,
                 config,
@@ -191,10 +174,9 @@ impl KernelRidge {
                 (e, b, KrrFitSummary { objective, ..Default::default() })
             }
             KrrSolver::KrrSubset { lambda, landmarks } => {
-                let x = dense()?;
-                let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
+                let j = select_landmarks(data.nrows(), *landmarks, landmark_rng)?;
                 let config = KrrConfig { lambda: *lambda, memory: self.memory };
-                let (e, b) = krr_subset_fit(x, y, &self.kernel, &config, &j, with)?;
+                let (e, b) = krr_subset_fit(data, y, &self.kernel, &config, &j, with)?;
                 let y_j: Vec<f64> = j.iter().map(|&i| y[i]).collect();
                 let objective = ridge_objective(*lambda, &e, &y_j);
                 (e, b, KrrFitSummary { landmarks: Some(j), objective, ..Default::default() })
@@ -206,9 +188,8 @@ impl KernelRidge {
                 (fit.expansion, fit.intercept, summary)
             }
             KrrSolver::Uniform { config, landmarks } => {
-                let x = dense()?;
-                let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
-                let m = unif_fit(x, y, &self.kernel, config, &j, with, None)?;
+                let j = select_landmarks(data.nrows(), *landmarks, landmark_rng)?;
+                let m = unif_fit(data, y, &self.kernel, config, &j, with, None)?;
                 let summary = KrrFitSummary {
                     weights: Some(vec![m.weight; j.len()]),
                     landmarks: Some(j),
@@ -264,18 +245,12 @@ impl KernelRidge {
         observer: &mut dyn Observer,
     ) -> Result<(KrrModel, KrrFitSummary), SolverError> {
         let data = x.into();
-        let converted = self.float64_copy(data);
-        let data = converted.as_ref().map_or(data, |x| DataRef::Dense(x.as_ref()));
         crate::error::check_targets(data, y, weights)?;
         let t = y.ncols();
         if t == 1 && weights.is_none() {
             let column: Vec<f64> = y.col(0).iter().copied().collect();
             return self.fit_prepared(data, &column, standardization, landmark_rng, coordinate_rng, observer);
         }
-        let dense = || {
-            data.dense()
-                .ok_or_else(|| SolverError::SparseUnsupported { what: format!("the {} solver", self.solver.name()) })
-        };
         let with = self.intercept;
         let name = self.solver.name();
         let column = |k: usize| -> Vec<f64> { y.col(k).iter().copied().collect() };
@@ -289,10 +264,9 @@ impl KernelRidge {
                 Ok((model, KrrFitSummary { objective, ..Default::default() }))
             }
             KrrSolver::KrrSubset { lambda, landmarks } => {
-                let x = dense()?;
-                let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
+                let j = select_landmarks(data.nrows(), *landmarks, landmark_rng)?;
                 let config = KrrConfig { lambda: *lambda, memory: self.memory };
-                let (xj, alpha, b) = krr_subset_fit_targets(x, y, weights, &self.kernel, &config, &j, with)?;
+                let (xj, alpha, b) = krr_subset_fit_targets(data, y, weights, &self.kernel, &config, &j, with)?;
                 let yj = faer::Mat::from_fn(j.len(), t, |r, c| y[(j[r], c)]);
                 let wj: Option<Vec<f64>> = weights.map(|w| j.iter().map(|&i| w[i]).collect());
                 let objective = ridge_objective_targets(yj.as_ref(), wj.as_deref(), &alpha, with, *lambda);
@@ -320,7 +294,7 @@ impl KernelRidge {
                 Ok((model, summary))
             }
             KrrSolver::Uniform { config, landmarks } => {
-                let x = dense()?;
+                let x = data;
                 let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
                 let mut fits = Vec::with_capacity(t);
                 for k in 0..t {
@@ -341,7 +315,7 @@ impl KernelRidge {
                 Ok((model, summary))
             }
             KrrSolver::Slkl(config) => {
-                let x = dense()?;
+                let x = data;
                 // The same landmarks and coordinate order for every output: one seed each.
                 use rand::SeedableRng;
                 let mut landmark_seed = <rand::rngs::StdRng as SeedableRng>::Seed::default();
@@ -392,28 +366,39 @@ impl KernelRidge {
 /// expansion has no centre. Returns the centres `(p, d)`, coefficients `(p, t)` and intercepts.
 #[allow(clippy::type_complexity)]
 fn union_of(
-    x: MatRef<'_, f64>,
+    x: DataRef<'_>,
     j: &[usize],
     expansions: &[(&KernelExpansion, f64)],
-) -> Result<(faer::Mat<f64>, faer::Mat<f64>, Vec<f64>), SolverError> {
+) -> Result<(crate::ModelRows, faer::Mat<f64>, Vec<f64>), SolverError> {
     let mut rows: Vec<usize> = j.to_vec();
     rows.sort_unstable();
-    let d = x.ncols();
-    let centers = faer::Mat::from_fn(rows.len(), d, |r, c| x[(rows[r], c)]);
-    let key = |m: MatRef<'_, f64>, r: usize| -> Vec<u64> { (0..d).map(|c| m[(r, c)].to_bits()).collect() };
+    // The centres in the form of `x` (sparse rows stay sparse); a row's key is its dense bits,
+    // or its stored (column, value bits) for sparse rows (the centres of the outputs are rows
+    // of `x` in the same form, so equal rows have equal keys).
+    let centers = crate::ModelRows::gather(x, &rows);
+    let key = |m: DataRef<'_>, r: usize| -> Vec<u64> {
+        match m {
+            DataRef::Dense(m) => (0..m.ncols()).map(|c| m[(r, c)].to_bits()).collect(),
+            DataRef::DenseF32(m) => (0..m.ncols()).map(|c| f64::from(m[(r, c)]).to_bits()).collect(),
+            DataRef::Sparse(m) => m
+                .col_idx_of_row_raw(r)
+                .iter()
+                .zip(m.val_of_row(r))
+                .filter(|(_, v)| **v != 0.0)
+                .flat_map(|(&c, v)| [c as u64, v.to_bits()])
+                .collect(),
+        }
+    };
     let mut position = std::collections::HashMap::new();
     for r in 0..rows.len() {
-        position.entry(key(centers.as_ref(), r)).or_insert(r);
+        position.entry(key(centers.data(), r)).or_insert(r);
     }
     let mut coefficients = faer::Mat::<f64>::zeros(rows.len(), expansions.len());
     for (k, (e, _)) in expansions.iter().enumerate() {
         for (q, coefficient) in e.coefficients().iter().enumerate() {
             // Each centre of an output is a landmark row; duplicate rows share one centre
             // (equal kernel values), their coefficients add.
-            let Some(c) = e.centers().dense() else {
-                return Err(SolverError::SparseUnsupported { what: "several outputs of slkl and uniform".into() });
-            };
-            match position.get(&key(c, q)) {
+            match position.get(&key(e.centers(), q)) {
                 Some(&r) => coefficients[(r, k)] += coefficient,
                 None => {
                     return Err(SolverError::ModelMismatch {
@@ -491,7 +476,7 @@ impl KernelRidge {
         check_shard(x.nrows(), y.len(), shard)?;
         let (expansion, intercept, summary) = match &self.solver {
             KrrSolver::Slkl(config) => slkl_fit(
-                x,
+                x.into(),
                 y,
                 &self.kernel,
                 config,
@@ -584,7 +569,7 @@ fn fork(rng: &mut dyn Rng) -> rand::rngs::StdRng {
 /// the intercept and the summary.
 #[allow(clippy::too_many_arguments)]
 fn slkl_fit(
-    x: MatRef<'_, f64>,
+    x: DataRef<'_>,
     y: &[f64],
     kernel: &Kernel,
     config: &SlklConfig,

@@ -19,12 +19,13 @@ use faer::{Col, Mat, MatRef};
 use rand::Rng;
 use rand::seq::SliceRandom;
 use stolr_comm::{Communicator, RowShard, SingleProcess, rows_by_index};
-use stolr_estimators::Kernel;
+use stolr_estimators::{DataRef, Kernel};
 use stolr_lowrank::{Probe, WoodburyInverse};
 
 use crate::error::{check_regression, check_shard};
 use crate::krr::KernelExpansion;
 use crate::krr::landmarks::select_landmarks;
+use crate::model_rows::ModelRows;
 use crate::{IterativeSolver, Observer, SolverError, SolverState, StepReport, Stop, run};
 
 mod checkpoint;
@@ -265,14 +266,16 @@ pub struct Slkl<'c> {
     d: usize,
     /// `J`, training row indices, length `M`.
     selected: Vec<usize>,
-    /// Rows of `J`, `(M, d)`.
-    landmark_rows: Mat<f64>,
+    /// Rows of `J`, `(M, d)`, in the form of the training rows (dense, or sparse on one process).
+    landmark_rows: ModelRows,
     /// `K_ii` for `i ∈ J`.
     diag: Vec<f64>,
     /// Precomputed columns `K[:, J]`, this rank's rows, `(shard.rows, M)`.
     columns: Option<Mat<f64>>,
     /// Row-major copy of this rank's rows of `X` for on-the-fly columns.
     rows: Option<Vec<f64>>,
+    /// Sparse training rows (one process) for on-the-fly columns: a sparse copy, never dense.
+    sparse_rows: Option<ModelRows>,
     mu: Vec<f64>,
     /// Position in the Woodbury state of each landmark, `None` if inactive.
     position: Vec<Option<usize>>,
@@ -307,8 +310,9 @@ pub struct Slkl<'c> {
 }
 
 impl<'c> Slkl<'c> {
-    /// A solver for data `x` `(n, d)` (one sample per row) and targets `y` (length `n`) with
-    /// kernel `kernel`, starting at μ = 0. Draws the `M` landmarks from `rng`
+    /// A solver for data `x` `(n, d)` (one sample per row; dense or sparse, [`DataRef`]: sparse
+    /// rows stay sparse, on one process only, the landmark rows and the model's centres too)
+    /// and targets `y` (length `n`) with kernel `kernel`, starting at μ = 0. Draws the `M` landmarks from `rng`
     /// ([`select_landmarks`]) and, in [`ColumnMode::Precomputed`], computes their kernel columns
     /// ($O(nMd)$ for the Gaussian kernel).
     ///
@@ -317,13 +321,14 @@ impl<'c> Slkl<'c> {
     /// or any non-finite value among them; [`SolverError::Estimator`] for empty or non-finite
     /// data and invalid kernel parameters; [`SolverError::ShapeMismatch`] if `y.len() != n`;
     /// [`SolverError::NonFiniteTarget`] for NaN/∞ in `y`.
-    pub fn new<R: Rng + ?Sized>(
-        x: MatRef<'_, f64>,
+    pub fn new<'x, R: Rng + ?Sized>(
+        x: impl Into<DataRef<'x>>,
         y: &[f64],
         kernel: &Kernel,
         config: SlklConfig,
         rng: &mut R,
     ) -> Result<Self, SolverError> {
+        let x = x.into();
         Self::new_sharded(x, y, kernel, config, rng, &SingleProcess, RowShard::whole(x.nrows()))
     }
 
@@ -353,8 +358,8 @@ impl<'c> Slkl<'c> {
     /// `shard.rows` rows. An invalid parameter gives every rank the same error; bad data
     /// (non-finite entries) is only seen by the rank holding it, and the caller must then stop
     /// every rank.
-    pub fn new_sharded<R: Rng + ?Sized>(
-        x: MatRef<'_, f64>,
+    pub fn new_sharded<'x, R: Rng + ?Sized>(
+        x: impl Into<DataRef<'x>>,
         y: &[f64],
         kernel: &Kernel,
         config: SlklConfig,
@@ -381,8 +386,8 @@ impl<'c> Slkl<'c> {
     /// # Errors
     /// As [`Slkl::new_sharded`].
     #[allow(clippy::too_many_arguments)]
-    pub fn with_intercept<R: Rng + ?Sized>(
-        x: MatRef<'_, f64>,
+    pub fn with_intercept<'x, R: Rng + ?Sized>(
+        x: impl Into<DataRef<'x>>,
         y: &[f64],
         kernel: &Kernel,
         config: SlklConfig,
@@ -404,12 +409,13 @@ impl<'c> Slkl<'c> {
     /// is the weighted objective. With `None` this is [`Slkl::with_intercept`], bit for bit.
     ///
     /// # Errors
-    /// As [`Slkl::with_intercept`]; [`SolverError::ShapeMismatch`] or
+    /// As [`Slkl::with_intercept`]; [`SolverError::SparseUnsupported`] for sparse rows split
+    /// across processes; [`SolverError::ShapeMismatch`] or
     /// [`SolverError::InvalidConfig`] (`sample_weight`) for weights of the wrong length,
     /// negative, NaN or infinite, or all zero.
     #[allow(clippy::too_many_arguments)]
-    pub fn with_weights<R: Rng + ?Sized>(
-        x: MatRef<'_, f64>,
+    pub fn with_weights<'x, R: Rng + ?Sized>(
+        x: impl Into<DataRef<'x>>,
         y: &[f64],
         kernel: &Kernel,
         config: SlklConfig,
@@ -419,6 +425,10 @@ impl<'c> Slkl<'c> {
         comm: &'c dyn Communicator,
         shard: RowShard,
     ) -> Result<Self, SolverError> {
+        let x = x.into();
+        if x.is_sparse() && comm.size() > 1 {
+            return Err(SolverError::SparseUnsupported { what: "slkl on rows split across processes".into() });
+        }
         if shard.rows > 0 || comm.size() == 1 {
             check_regression(x, y)?;
         }
@@ -437,16 +447,25 @@ impl<'c> Slkl<'c> {
         config.validate(n)?;
         let m = config.landmarks;
         let selected = select_landmarks(n, m, rng)?;
-        let landmark_rows = rows_by_index(comm, x, shard, &selected);
-        let diag: Vec<f64> = (0..m)
-            .map(|l| {
-                let xi: Vec<f64> = landmark_rows.row(l).iter().copied().collect();
-                kernel.eval(&xi, &xi)
-            })
-            .collect();
+        // Sparse rows (one process): the landmark rows stay sparse.
+        let landmark_rows = match x {
+            DataRef::Dense(x) => ModelRows::Dense(rows_by_index(comm, x, shard, &selected)),
+            // Float32 rows (one process): gathered as float64.
+            DataRef::Sparse(_) | DataRef::DenseF32(_) => ModelRows::gather(x, &selected),
+        };
+        let diag: Vec<f64> = match landmark_rows.dense() {
+            Some(rows) => (0..m)
+                .map(|l| {
+                    let xi: Vec<f64> = rows.row(l).iter().copied().collect();
+                    kernel.eval(&xi, &xi)
+                })
+                .collect(),
+            None => kernel.diagonal(landmark_rows.data()),
+        };
+        let mut sparse_rows = None;
         let (mut columns, rows) = match config.column_mode {
             ColumnMode::Precomputed => {
-                let mut cols = kernel.cross(x, landmark_rows.as_ref());
+                let mut cols = kernel.cross(x, landmark_rows.data());
                 // A landmark's own entry is K_ii exactly, as in `Kernel::columns`.
                 for (l, &i) in selected.iter().enumerate() {
                     if shard.contains(i) {
@@ -455,10 +474,21 @@ impl<'c> Slkl<'c> {
                 }
                 (Some(cols), None)
             }
-            ColumnMode::OnTheFly => {
-                let rows: Vec<f64> = (0..x.nrows()).flat_map(|r| (0..d).map(move |c| x[(r, c)])).collect();
-                (None, Some(rows))
-            }
+            ColumnMode::OnTheFly => match x {
+                DataRef::Dense(x) => {
+                    let rows: Vec<f64> = (0..x.nrows()).flat_map(|r| (0..d).map(move |c| x[(r, c)])).collect();
+                    (None, Some(rows))
+                }
+                DataRef::DenseF32(x) => {
+                    let rows: Vec<f64> =
+                        (0..x.nrows()).flat_map(|r| (0..d).map(move |c| f64::from(x[(r, c)]))).collect();
+                    (None, Some(rows))
+                }
+                DataRef::Sparse(_) => {
+                    sparse_rows = Some(ModelRows::copy_of(x));
+                    (None, None)
+                }
+            },
         };
         let scale: Option<Vec<f64>> = weights.map(|w| w.iter().map(|v| v.sqrt()).collect());
         if let Some(w) = weights {
@@ -470,8 +500,12 @@ impl<'c> Slkl<'c> {
                 let means: Vec<f64> = (0..m)
                     .map(|l| match (&columns, &rows) {
                         (Some(cols), _) => (0..x.nrows()).map(|i| w[i] * cols[(i, l)]).sum::<f64>() / wsum,
+                        (None, None) => {
+                            let col = sparse_column(kernel, sparse_rows.as_ref(), &landmark_rows, l);
+                            (0..x.nrows()).map(|i| w[i] * col[i]).sum::<f64>() / wsum
+                        }
                         _ => {
-                            let xi: Vec<f64> = landmark_rows.row(l).iter().copied().collect();
+                            let xi = dense_row(&landmark_rows, l);
                             let rows = rows.as_deref().unwrap_or(&[]);
                             (0..x.nrows()).map(|r| w[r] * kernel.eval(&rows[r * d..(r + 1) * d], &xi)).sum::<f64>()
                                 / wsum
@@ -500,6 +534,7 @@ impl<'c> Slkl<'c> {
                 diag,
                 columns,
                 rows,
+                sparse_rows,
                 mu: vec![0.0; m],
                 position: vec![None; m],
                 active: Vec::new(),
@@ -533,13 +568,18 @@ impl<'c> Slkl<'c> {
                         sums[l + 1] = cols.col(l).iter().sum::<f64>();
                     }
                 }
+                (None, None) => {
+                    for l in 0..m {
+                        sums[l + 1] =
+                            sparse_column(kernel, sparse_rows.as_ref(), &landmark_rows, l).iter().sum::<f64>();
+                    }
+                }
                 (None, Some(rows)) => {
                     for l in 0..m {
-                        let xi: Vec<f64> = landmark_rows.row(l).iter().copied().collect();
+                        let xi = dense_row(&landmark_rows, l);
                         sums[l + 1] = (0..shard.rows).map(|r| kernel.eval(&rows[r * d..(r + 1) * d], &xi)).sum::<f64>();
                     }
                 }
-                (None, None) => unreachable!("one column source"),
             }
             comm.all_reduce_sum(&mut sums);
             let mean = sums[0] / n as f64;
@@ -566,6 +606,7 @@ impl<'c> Slkl<'c> {
             diag,
             columns,
             rows,
+            sparse_rows,
             mu: vec![0.0; m],
             position: vec![None; m],
             active: Vec::new(),
@@ -694,9 +735,16 @@ impl<'c> Slkl<'c> {
         buf.clear();
         if let Some(cols) = &self.columns {
             buf.extend_from_slice(cols.col_as_slice(l));
+        } else if self.sparse_rows.is_some() {
+            let col = sparse_column(&self.kernel, self.sparse_rows.as_ref(), &self.landmark_rows, l);
+            let mean = self.centring.as_ref().map_or(0.0, |(_, means)| means[l]);
+            match &self.scale {
+                Some(s) => buf.extend(col.iter().zip(s).map(|(v, s)| (v - mean) * s)),
+                None => buf.extend(col.iter().map(|v| v - mean)),
+            }
         } else if let Some(rows) = &self.rows {
             let d = self.d;
-            let xi: Vec<f64> = self.landmark_rows.row(l).iter().copied().collect();
+            let xi = dense_row(&self.landmark_rows, l);
             let mean = self.centring.as_ref().map_or(0.0, |(_, means)| means[l]);
             match &self.scale {
                 Some(s) => buf.extend(
@@ -951,7 +999,8 @@ impl<'c> Slkl<'c> {
         let mut order: Vec<usize> = (0..self.active.len()).collect();
         order.sort_by_key(|&j| self.selected[self.active[j]]);
         let beta = self.state.beta();
-        let centers = Mat::from_fn(order.len(), self.d, |r, c| self.landmark_rows[(self.active[order[r]], c)]);
+        let idx: Vec<usize> = order.iter().map(|&j| self.active[j]).collect();
+        let centers = ModelRows::gather(self.landmark_rows.data(), &idx);
         let coefficients = order.iter().map(|&j| beta[j]).collect();
         Ok(SlklModel {
             expansion: KernelExpansion::new(self.kernel, centers, coefficients)?,
@@ -1017,8 +1066,8 @@ impl IterativeSolver for Slkl<'_> {
 ///
 /// # References
 /// \[SLKL\], Algorithm 2; docs/derivations.md §6.11.
-pub fn slkl<R: Rng>(
-    x: MatRef<'_, f64>,
+pub fn slkl<'x, R: Rng>(
+    x: impl Into<DataRef<'x>>,
     y: &[f64],
     kernel: &Kernel,
     config: SlklConfig,
@@ -1028,4 +1077,16 @@ pub fn slkl<R: Rng>(
     let mut solver = Slkl::new(x, y, kernel, config, rng)?;
     let stop = run(&mut solver, rng, observer)?;
     solver.model(stop)
+}
+
+/// Row `l` of dense landmark rows, as a vector.
+fn dense_row(rows: &ModelRows, l: usize) -> Vec<f64> {
+    rows.dense().expect("dense landmark rows with dense training rows").row(l).iter().copied().collect()
+}
+
+/// The kernel column of landmark `l` over the sparse training rows `rows` (one process), summed
+/// over the stored entries: $\kappa(x_r, x_{j_l})$ for every row `r`.
+fn sparse_column(kernel: &Kernel, rows: Option<&ModelRows>, landmarks: &ModelRows, l: usize) -> Vec<f64> {
+    let rows = rows.expect("sparse rows kept for on-the-fly columns");
+    kernel.cross(rows.data(), landmarks.data().subrows(l, 1)).col(0).iter().copied().collect()
 }
