@@ -71,7 +71,9 @@ pub use libsvm::{
     read_libsvm_with_dim_from,
 };
 pub use mnist::{MnistSplit, read_mnist, read_mnist_part};
-pub use npy::{read_npy_matrix, read_npy_part, write_npy_indices, write_npy_matrix, write_npy_vector};
+pub use npy::{
+    npy_ndim, read_npy_indices, read_npy_matrix, read_npy_part, write_npy_indices, write_npy_matrix, write_npy_vector,
+};
 pub use shard::{line_aligned_range, read_libsvm_part};
 pub use split::{Split, TrainTest, random_split};
 pub use stream::{RowFormat, RowStream, stream_rows};
