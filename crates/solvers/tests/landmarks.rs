@@ -301,3 +301,32 @@ fn the_kpca_job_takes_given_landmarks_standardized_and_independent_of_the_seed()
         Err(SolverError::InvalidConfig { name: "landmarks", .. })
     ));
 }
+
+#[test]
+fn uniform_cross_validates_nu_with_as_many_landmarks_as_given() {
+    // The solver's own count (100) exceeds the 60 rows: the given 10 indices set M, for the
+    // folds of ν's cross-validation too.
+    let (x, y) = data(60);
+    let uniform = KrrSolver::Uniform {
+        config: UnifConfig { lambda: 0.1, nu: 1.0, weight: UniformWeight::Optimal },
+        landmarks: 100,
+    };
+    let job = KernelRidgeJob {
+        landmarks: Some(Landmarks::Indices((0..10).map(|i| i * 5 + 2).collect())),
+        nu: KrrChoice::CrossValidated { folds: 3 },
+        ..KernelRidgeJob::new(GAUSS, uniform, 2)
+    };
+    let outcome = job.run(Shard::whole(x.as_ref()), &y, None, &mut ()).unwrap();
+    // The folds draw 10 landmarks each, as a job drawing 10 landmarks does: the same scores.
+    let drawn = KernelRidgeJob {
+        landmarks: None,
+        solver: KrrSolver::Uniform {
+            config: UnifConfig { lambda: 0.1, nu: 1.0, weight: UniformWeight::Optimal },
+            landmarks: 10,
+        },
+        ..job.clone()
+    };
+    let reference = drawn.run(Shard::whole(x.as_ref()), &y, None, &mut ()).unwrap();
+    assert_eq!(outcome.nu, reference.nu);
+    assert_eq!(outcome.summary.landmarks.as_deref(), Some(&(0..10).map(|i| i * 5 + 2).collect::<Vec<_>>()[..]));
+}

@@ -321,8 +321,9 @@ impl KernelRidgeJob {
                 select_nu_path(x, y, &folds, kernel, &config, &path, &rng)
             }
             KrrSolver::Uniform { config, landmarks } => {
-                let slkl =
-                    SlklConfig { lambda: config.lambda, nu: grid[0], landmarks: *landmarks, ..SlklConfig::default() };
+                // Each fold draws its own landmarks (given ones too: M is their number).
+                let landmarks = self.landmarks.as_ref().map_or(*landmarks, crate::Landmarks::count);
+                let slkl = SlklConfig { lambda: config.lambda, nu: grid[0], landmarks, ..SlklConfig::default() };
                 select_nu(x, y, &folds, kernel, &slkl, NuModel::Unif, &grid, &rng)
             }
             other => Err(SolverError::InvalidConfig {
