@@ -330,3 +330,55 @@ fn uniform_cross_validates_nu_with_as_many_landmarks_as_given() {
     assert_eq!(outcome.nu, reference.nu);
     assert_eq!(outcome.summary.landmarks.as_deref(), Some(&(0..10).map(|i| i * 5 + 2).collect::<Vec<_>>()[..]));
 }
+
+#[test]
+fn given_landmarks_on_thread_ranks_give_the_one_process_fit() {
+    use stolr_comm::{Communicator, RowShard, ThreadGroup, gather_rows};
+    use stolr_solvers::{NystromConfig, nystrom_fit_landmarks};
+    let (x, y) = data(150);
+    let n = x.nrows();
+    let idx: Vec<usize> = (0..20).map(|i| (i * 7 + 1) % n).collect();
+    // Rows near the data (the kernel values between them and the rows are not tiny).
+    let rows = Mat::from_fn(12, 4, |i, j| x[((i * 11 + 3) % n, j)] + 0.3);
+    let config = NystromConfig { block_rows: 32, ..NystromConfig::new(999, 4).center(true) };
+    for landmarks in [Landmarks::Indices(idx.clone()), Landmarks::Rows(rows)] {
+        let single = {
+            let one = stolr_comm::SingleProcess;
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+            nystrom_fit_landmarks(x.as_ref(), &GAUSS, &config, &landmarks, &mut rng, &one, RowShard::whole(n)).unwrap()
+        };
+        for p in [2, 3] {
+            let out = ThreadGroup::run(p, |comm| {
+                let shard = RowShard::balanced(n, comm.rank(), comm.size());
+                let local = x.as_ref().subrows(shard.first, shard.rows);
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(comm.rank() as u64 + 10);
+                let fit = nystrom_fit_landmarks(local, &GAUSS, &config, &landmarks, &mut rng, comm, shard).unwrap();
+                (fit.pairs.values.clone(), gather_rows(comm, fit.pairs.vectors.as_ref(), 0))
+            });
+            let (values, vectors) = out.into_iter().next().unwrap();
+            let dv = max_rel_diff(&values, &single.pairs.values);
+            assert!(dv <= 1e-12, "P = {p}, {landmarks:?}: {dv:e} {values:?} {:?}", single.pairs.values);
+            let d = (&vectors.unwrap() - &single.pairs.vectors).norm_max();
+            assert!(d <= 1e-9, "P = {p}: eigenvectors differ by {d}");
+        }
+    }
+    // Nyström KRR: given indices on ranks equal one process; given rows are refused there.
+    let nystrom = KernelRidge::new(GAUSS, nystrom(NystromSolve::Direct));
+    let xt = test_rows();
+    let single = fit_with(&nystrom.clone().landmarks(Landmarks::Indices(idx.clone())), x.as_ref(), &y, 1).unwrap();
+    let fits = ThreadGroup::run(2, |comm| {
+        let shard = RowShard::balanced(n, comm.rank(), comm.size());
+        let local = x.as_ref().subrows(shard.first, shard.rows);
+        let ys = &y[shard.first..shard.first + shard.rows];
+        let (mut a, mut b) = (Xoshiro256PlusPlus::seed_from_u64(1), Xoshiro256PlusPlus::seed_from_u64(2));
+        let given = nystrom.clone().landmarks(Landmarks::Indices(idx.clone()));
+        let model = given.fit_prepared_sharded(local, ys, None, &mut a, &mut b, &mut (), comm, shard).unwrap().0;
+        let rows = nystrom.clone().landmarks(Landmarks::Rows(Mat::zeros(3, 4)));
+        let refused = rows.fit_prepared_sharded(local, ys, None, &mut a, &mut b, &mut (), comm, shard);
+        (v(model.predict(xt.as_ref()).unwrap()), matches!(refused, Err(SolverError::NotDistributed { .. })))
+    });
+    for (predictions, refused) in fits {
+        assert!(max_rel_diff(&predictions, &v(single.predict(xt.as_ref()).unwrap())) <= 1e-12);
+        assert!(refused);
+    }
+}
