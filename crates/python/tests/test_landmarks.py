@@ -134,3 +134,11 @@ def test_landmarks_with_a_solver_that_takes_none_raise_value_error():
             stolr.KernelRidge(solver=solver, landmarks=IDX).fit(X, y)
     with pytest.raises(ValueError, match="indices only"):
         stolr.KernelRidge(solver="uniform", landmarks=X[IDX]).fit(X, y)
+
+
+def test_kernel_pca_without_n_components_keeps_at_most_one_pair_per_landmark():
+    X, _, _ = _data()
+    est = stolr.KernelPCA(solver="nystrom", gamma=GAMMA, landmarks=IDX[1:4]).fit(X)  # 3 landmarks, 4 features
+    r = est.eigenvalues_.shape[0]  # centred: the 3 landmarks span at most 2 or 3 directions
+    assert 1 <= r <= 3
+    assert est.transform(X).shape == (X.shape[0], r)

@@ -285,6 +285,9 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         n_components = self.n_components if self.n_components is not None else min(X.shape)
         # As KernelRidge: at most one landmark per training row (the default 500 on fewer rows).
         n_landmarks = min(_count("n_landmarks", self.n_landmarks), X.shape[0])
+        given = _landmark_kwargs(self.landmarks)
+        if given and self.n_components is None:  # at most one eigenpair per given landmark
+            n_components = min(n_components, len(next(iter(given.values()))))
         model, values, vectors, warns, n_iter = _core.fit_kernel_pca(
             _rows(X), n_components, self.kernel, _gamma(self.gamma, X.shape[1]),
             int(self.degree), float(self.coef0), self.solver, bool(self.center), self.tau,
@@ -292,7 +295,7 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
             _seed(self.random_state), bool(self.verbose),
             None if self.memory_limit is None else str(self.memory_limit),
             inverse_alpha=float(self.alpha) if self.fit_inverse_transform else None,
-            **_landmark_kwargs(self.landmarks))
+            **given)
         # The fit's warnings: fewer eigenpairs than n_components (the kernel's numerical rank),
         # or KHA stopped before its residual test passed. Without n_components, the pairs that
         # exist are what was asked for.
@@ -780,7 +783,8 @@ KernelPCA.__doc__ += """
         a 2-D array ``(m, n_features)`` of landmark rows, training rows or not, in the units of
         ``X`` (a ``scipy.sparse`` matrix of rows is densified). ``m`` is then their number
         (``n_landmarks`` is ignored) and no random draw is made, so the fit does not depend on
-        ``random_state``. Rows equal to the training rows ``X[idx]`` give the fit of the
+        ``random_state``; with ``n_components=None`` at most ``m`` eigenpairs are kept.
+        Rows equal to the training rows ``X[idx]`` give the fit of the
         indices ``idx`` (to rounding). ``ValueError`` for an index out of range or repeated, rows
         of another width or with NaN/inf, an empty array, or another solver. The model keeps the
         landmark rows either way (``stolr kpca --landmarks-file``).
