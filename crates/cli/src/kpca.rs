@@ -41,15 +41,28 @@ struct Read {
 /// Runs `stolr kpca`: reads the rows (this rank's part under an MPI run with several
 /// processes: see [`distributed`]), runs the library's job on them, and writes the outputs on
 /// rank 0.
-pub fn run(args: KpcaArgs, ctx: &RunContext) -> Result<()> {
+pub fn run(mut args: KpcaArgs, ctx: &RunContext) -> Result<()> {
     let total = Instant::now();
+    let landmarks = match &args.landmarks_file {
+        None => None,
+        Some(_) if args.solver != KpcaMethod::Nystrom => {
+            bail!(
+                "--landmarks-file takes --solver nystrom; the {} solver uses no landmarks",
+                stolr_solvers::Named::name(args.solver)
+            )
+        }
+        Some(path) => Some(crate::common::landmarks::read_landmarks(path, ctx.memory)?),
+    };
+    if let Some(given) = &landmarks {
+        args.landmarks = given.count();
+    }
     if args.rank == Some(0) {
         bail!("--rank must be at least 1");
     }
     if args.solver != KpcaMethod::Skpca && args.rank.is_none() {
         bail!("--solver {} needs --rank (the number of eigenpairs)", job(&args, ctx).solver.name());
     }
-    let job = job(&args, ctx);
+    let job = stolr_solvers::KernelPcaJob { landmarks, ..job(&args, ctx) };
     let iterative = args.solver.is_iterative();
     if iterative {
         Progress::check_trace("--iterations", args.iterations, 1, ctx.memory)?;

@@ -130,6 +130,9 @@ pub struct KrrArgs {
     /// Number of landmarks M (slkl, krr-subset, uniform), at most the number of training points.
     #[arg(long, default_value_t = 100)]
     landmarks: usize,
+    #[doc = "Landmarks from a file instead of drawn: nystrom takes rows or indices, krr-subset and uniform indices."]
+    #[arg(long, value_name = "PATH", conflicts_with = "landmarks", long_help = crate::common::landmarks::HELP)]
+    landmarks_file: Option<PathBuf>,
     /// Ridge λ > 0 (paper 004 fixes λ = 1: only λν matters), or `auto` (Nyström KRR only):
     /// --nu-folds-fold cross-validation over 10^-6 … 10^4, two points per decade, in two
     /// passes over the kernel panels.
@@ -435,7 +438,8 @@ fn check_args(args: &KrrArgs, n: usize) -> Result<()> {
     if !(args.lambda.is_finite() && args.lambda > 0.0) {
         bail!("--lambda must be positive and finite, got {}", args.lambda);
     }
-    if args.solver != KrrMethod::Krr && (args.landmarks == 0 || args.landmarks > n) {
+    // Landmarks from --landmarks-file are checked by the library (range, repeats, width).
+    if args.solver != KrrMethod::Krr && args.landmarks_file.is_none() && (args.landmarks == 0 || args.landmarks > n) {
         bail!("--landmarks must be between 1 and the number of training points n = {n}, got {}", args.landmarks);
     }
     if !(args.epsilon.is_finite() && args.epsilon >= 0.0) {
@@ -651,7 +655,29 @@ pub fn run(mut args: KrrArgs, ctx: &RunContext) -> Result<()> {
             .with_context(|| format!("--lambda must be 'auto' or a number, got '{}'", args.lambda_text))?
     };
     let given_nu = parse_nu(&args.nu)?;
+    let landmarks = match &args.landmarks_file {
+        None => None,
+        Some(_) if matches!(args.solver, KrrMethod::Krr | KrrMethod::Slkl) => {
+            bail!(
+                "--landmarks-file takes --solver nystrom (rows or indices), krr-subset or uniform (indices); {} takes none",
+                args.solver.name()
+            )
+        }
+        Some(path) => Some(crate::common::landmarks::read_landmarks(path, ctx.memory)?),
+    };
+    if let Some(given) = &landmarks {
+        if matches!(given, stolr_solvers::Landmarks::Rows(_)) && args.solver != KrrMethod::Nystrom {
+            bail!(
+                "--landmarks-file holds landmark rows: --solver {} takes training-row indices only (nystrom takes rows)",
+                args.solver.name()
+            );
+        }
+        args.landmarks = given.count();
+    }
     if args.sparse {
+        if landmarks.is_some() {
+            bail!("--landmarks-file is not available with --sparse yet: give --landmarks M (drawn) instead");
+        }
         return sparse::run(&args, ctx, given_nu, total);
     }
     let prepared = prepare(&args, ctx.memory)?;
@@ -662,6 +688,7 @@ pub fn run(mut args: KrrArgs, ctx: &RunContext) -> Result<()> {
     }
     check_args(&args, train.n())?;
     let (job, sigma_source) = job(&args, &prepared, given_nu, ctx.memory)?;
+    let job = KernelRidgeJob { landmarks, ..job };
     let outcome = fit(&args, &job, train, &prepared, ctx)?;
     if world.as_ref().is_some_and(|comm| comm.rank() != 0) {
         return Ok(()); // rank 0 predicts, writes and prints

@@ -83,6 +83,54 @@ pub fn read_npy_matrix(path: &Path, memory: MemoryBudget) -> Result<Mat<f64>, Da
     Ok(x)
 }
 
+/// The number of dimensions of the array in the `.npy` file `path` (its header only: 1 for a
+/// vector, 2 for a matrix), so that a caller can tell a file of indices from a file of rows.
+///
+/// # Errors
+/// [`DataError::Io`] if the file cannot be opened or read; [`DataError::Npy`] if the header is
+/// malformed.
+pub fn npy_ndim(path: &Path) -> Result<usize, DataError> {
+    let name = path.display().to_string();
+    let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
+    let file_len = file.metadata().map_err(|e| DataError::io(&name, e))?.len();
+    Ok(open_npy(BufReader::new(file), &name, file_len)?.shape().len())
+}
+
+/// Reads a 1-D int64 `.npy` file (dtype `<i8` or `>i8`, as [`write_npy_indices`] and
+/// `numpy.save` of an `int64` array write it) of non-negative indices, e.g. landmark rows.
+///
+/// # Errors
+/// [`DataError::Io`] if the file cannot be opened or read; [`DataError::Npy`] if the header is
+/// malformed, the dtype is not int64, the array is not 1-D, the file is shorter than its shape
+/// requires, or an index is negative; [`DataError::OverBudget`] if the `8·len` bytes are over
+/// `memory` (checked before they are allocated).
+pub fn read_npy_indices(path: &Path, memory: MemoryBudget) -> Result<Vec<usize>, DataError> {
+    let name = path.display().to_string();
+    let npy_error = |message: String| DataError::Npy { path: name.clone(), message };
+    let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
+    let file_len = file.metadata().map_err(|e| DataError::io(&name, e))?.len();
+    let npy = open_npy(BufReader::new(file), &name, file_len)?;
+    let descr = npy.dtype().descr();
+    if descr != "'<i8'" && descr != "'>i8'" {
+        return Err(npy_error(format!("dtype is {descr}, expected int64 ('<i8') indices")));
+    }
+    let &[len] = npy.shape() else {
+        return Err(npy_error(format!("shape is {:?}, expected a 1-D array of indices", npy.shape())));
+    };
+    check_data_fits(len, 1, file_len, &name)?;
+    let len = usize::try_from(len).map_err(|_| npy_error(format!("{len} indices do not fit in memory")))?;
+    memory
+        .check(format!("{len} indices read from {name}"), 8 * len as u64)
+        .map_err(|e| DataError::OverBudget { path: name.clone(), source: e })?;
+    let mut out = Vec::with_capacity(len);
+    for (k, value) in npy.data::<i64>().map_err(|e| npy_error(e.to_string()))?.enumerate() {
+        let value = value.map_err(|e| npy_error(format!("reading entry {k}: {e}")))?;
+        let index = usize::try_from(value).map_err(|_| npy_error(format!("entry {k} is {value}, not an index")))?;
+        out.push(index);
+    }
+    Ok(out)
+}
+
 /// The rows of a 2-D `.npy` file in the precision it stores: float64 stays float64, float32
 /// stays float32 (half the memory; the library converts it exactly where it computes).
 #[derive(Debug, Clone, PartialEq)]
@@ -557,5 +605,26 @@ mod tests {
             std::fs::read_dir(dir.path()).expect("list").map(|e| e.expect("entry").file_name()).collect();
         names.sort();
         assert_eq!(names, ["eigenvalues.npy", "eigenvectors.npy"]);
+    }
+
+    #[test]
+    fn indices_round_trip_and_bad_index_files_are_refused() {
+        let file = TempFile::new("read-indices");
+        write_npy_indices(&file.0, &[4, 0, 17]).expect("write");
+        assert_eq!(npy_ndim(&file.0).unwrap(), 1);
+        assert_eq!(read_npy_indices(&file.0, MemoryBudget::default()).unwrap(), vec![4, 0, 17]);
+        // A negative entry, a float64 vector and a matrix are refused.
+        let negative = TempFile::new("read-indices-negative");
+        write_npy_bytes(&negative.0, "<i8", "(2,)", [3i64, -1].iter().map(|i| i.to_le_bytes())).unwrap();
+        let err = read_npy_indices(&negative.0, MemoryBudget::default()).unwrap_err().to_string();
+        assert!(err.contains("entry 1 is -1"), "{err}");
+        let floats = TempFile::new("read-indices-floats");
+        write_npy_vector(&floats.0, &[1.0]).unwrap();
+        let err = read_npy_indices(&floats.0, MemoryBudget::default()).unwrap_err().to_string();
+        assert!(err.contains("expected int64"), "{err}");
+        let matrix = TempFile::new("read-indices-matrix");
+        write_npy_matrix(&matrix.0, Mat::<f64>::zeros(2, 2).as_ref()).unwrap();
+        assert_eq!(npy_ndim(&matrix.0).unwrap(), 2);
+        assert!(read_npy_indices(&matrix.0, MemoryBudget::default()).is_err());
     }
 }

@@ -285,7 +285,7 @@ fn load<M: Persist>(bytes: &[u8]) -> PyResult<M> {
 /// fit's warnings. `inverse_alpha`: also fit the inverse transform with this ridge (the CLI's
 /// `--fit-inverse-transform --alpha`).
 #[pyfunction]
-#[pyo3(signature = (x, n_components, kernel_name, gamma, degree, coef0, solver, center, tau, n_iter, n_features, sampler, n_landmarks, seed, verbose, memory_limit=None, inverse_alpha=None, max_rank=None))]
+#[pyo3(signature = (x, n_components, kernel_name, gamma, degree, coef0, solver, center, tau, n_iter, n_features, sampler, n_landmarks, seed, verbose, memory_limit=None, inverse_alpha=None, max_rank=None, landmark_indices=None, landmark_rows=None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_kernel_pca<'py>(
     py: Python<'py>,
@@ -307,6 +307,8 @@ fn fit_kernel_pca<'py>(
     memory_limit: Option<String>,
     inverse_alpha: Option<f64>,
     max_rank: Option<usize>,
+    landmark_indices: Option<PyReadonlyArray1<'py, i64>>,
+    landmark_rows: Option<PyReadonlyArray2<'py, f64>>,
 ) -> PyResult<KpcaFitArrays<'py>> {
     let memory = budget(memory_limit)?;
     let x = held(&x)?;
@@ -336,6 +338,7 @@ fn fit_kernel_pca<'py>(
         tau,
         memory,
         inverse_transform: inverse_alpha,
+        landmarks: given_landmarks(landmark_indices, landmark_rows)?,
         ..KernelPcaJob::new(kernel.into(), n_components, solver, seed)
     };
     let mut observer = PythonObserver::new(verbose);
@@ -366,6 +369,32 @@ fn budget(memory_limit: Option<String>) -> PyResult<MemoryBudget> {
     })
 }
 
+/// The landmarks `landmarks=` gives (`KernelPCA` and `KernelRidge`): training-row indices
+/// `(m,)` or landmark rows `(m, d)` as the Python layer splits them, `None` when neither is
+/// given (the landmarks are drawn). The library checks them against the training rows (range,
+/// repeats, width, finite values: `ValueError`).
+///
+/// # Errors
+/// `ValueError` for both given, or a negative index.
+fn given_landmarks(
+    indices: Option<PyReadonlyArray1<'_, i64>>,
+    rows: Option<PyReadonlyArray2<'_, f64>>,
+) -> PyResult<Option<stolr_solvers::Landmarks>> {
+    match (indices, rows) {
+        (None, None) => Ok(None),
+        (Some(_), Some(_)) => Err(value_error("landmarks are given as indices or as rows, not both")),
+        (Some(indices), None) => {
+            let indices = indices
+                .as_array()
+                .iter()
+                .map(|&i| usize::try_from(i).map_err(|_| value_error(format!("landmark index {i} is negative"))))
+                .collect::<PyResult<Vec<usize>>>()?;
+            Ok(Some(stolr_solvers::Landmarks::Indices(indices)))
+        }
+        (None, Some(rows)) => Ok(Some(stolr_solvers::Landmarks::Rows(to_mat(&rows)))),
+    }
+}
+
 /// PCA: returns the model bytes.
 #[pyfunction]
 fn fit_pca<'py>(
@@ -392,7 +421,7 @@ fn fit_pca<'py>(
 /// Kernel ridge regression: returns the model bytes. `nu` `None`: ν of SLKL or Unif chosen by
 /// `NU_FOLDS`-fold cross-validation on the training rows (the CLI's `--nu auto`).
 #[pyfunction]
-#[pyo3(signature = (x, y, solver, kernel_name, alpha, gamma, n_landmarks, nu, fit_intercept, seed, verbose, max_iter=None, tol=None, nystrom_solve="auto"))]
+#[pyo3(signature = (x, y, solver, kernel_name, alpha, gamma, n_landmarks, nu, fit_intercept, seed, verbose, max_iter=None, tol=None, nystrom_solve="auto", landmark_indices=None, landmark_rows=None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_kernel_ridge<'py>(
     py: Python<'py>,
@@ -410,6 +439,8 @@ fn fit_kernel_ridge<'py>(
     max_iter: Option<usize>,
     tol: Option<f64>,
     nystrom_solve: &str,
+    landmark_indices: Option<PyReadonlyArray1<'py, i64>>,
+    landmark_rows: Option<PyReadonlyArray2<'py, f64>>,
 ) -> PyResult<KrrFitReport<'py>> {
     let x = held(&x)?;
     let y: Vec<f64> = y.as_array().iter().copied().collect();
@@ -426,6 +457,7 @@ fn fit_kernel_ridge<'py>(
         tol,
         nystrom_solve,
     })?;
+    let job = KernelRidgeJob { landmarks: given_landmarks(landmark_indices, landmark_rows)?, ..job };
     let mut observer = PythonObserver::new(verbose);
     let result = {
         let data = x.data();
@@ -480,7 +512,7 @@ fn krr_job(o: KrrOptions<'_>) -> PyResult<KernelRidgeJob> {
 /// [`KernelRidgeJob::run_targets`]; returns the model bytes (a model of `t` outputs). One
 /// column without weights is [`fit_kernel_ridge`]'s fit, bit for bit.
 #[pyfunction]
-#[pyo3(signature = (x, y, sample_weight, solver, kernel_name, alpha, gamma, n_landmarks, nu, fit_intercept, seed, verbose, max_iter=None, tol=None, nystrom_solve="auto"))]
+#[pyo3(signature = (x, y, sample_weight, solver, kernel_name, alpha, gamma, n_landmarks, nu, fit_intercept, seed, verbose, max_iter=None, tol=None, nystrom_solve="auto", landmark_indices=None, landmark_rows=None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_kernel_ridge_targets<'py>(
     py: Python<'py>,
@@ -499,6 +531,8 @@ fn fit_kernel_ridge_targets<'py>(
     max_iter: Option<usize>,
     tol: Option<f64>,
     nystrom_solve: &str,
+    landmark_indices: Option<PyReadonlyArray1<'py, i64>>,
+    landmark_rows: Option<PyReadonlyArray2<'py, f64>>,
 ) -> PyResult<KrrFitReport<'py>> {
     let x = held(&x)?;
     let data = x.data();
@@ -517,6 +551,7 @@ fn fit_kernel_ridge_targets<'py>(
         tol,
         nystrom_solve,
     })?;
+    let job = KernelRidgeJob { landmarks: given_landmarks(landmark_indices, landmark_rows)?, ..job };
     let mut observer = PythonObserver::new(verbose);
     let result = py.detach(|| job.run_targets(shard_of(data), y.get(), weights.as_deref(), None, &mut observer));
     let outcome = observer.finish(result)?;

@@ -33,6 +33,7 @@ mod job;
 mod kernel_spec;
 pub mod kpca;
 pub mod krr;
+mod landmarks;
 mod methods;
 mod model_io;
 mod model_rows;
@@ -51,8 +52,8 @@ pub use kpca::{
     KernelPcaOutcome, Kha, KhaConfig, KhaRitz, KpcaJobTimings, KpcaSettings, KpcaSolver, KpcaWarning, MatrixFreeConfig,
     MatrixFreeFit, NystromConfig, NystromFit, RANK_TOLERANCE, SamplerKind, Skpca, SkpcaConfig, TauChoice, TauOutcome,
     TauRule, certify, check_skpca_memory, exact_kpca, kernel_matrix, matrix_free_bytes, matrix_free_bytes_sharded,
-    matrix_free_kpca, matrix_free_kpca_sharded, nystrom_fit, nystrom_fit_sharded, nystrom_kpca, shrunk_target,
-    skpca_memory_estimate, tau_for_rank, truncate_to_numerical_rank,
+    matrix_free_kpca, matrix_free_kpca_sharded, nystrom_fit, nystrom_fit_landmarks, nystrom_fit_sharded, nystrom_kpca,
+    shrunk_target, skpca_memory_estimate, tau_for_rank, truncate_to_numerical_rank,
 };
 pub use kpca::{PREIMAGE_SOLVERS, PreImageMap, check_preimage, preimage_bytes};
 pub use kpca::{PrecomputedKpcaModel, exact_kpca_precomputed};
@@ -61,9 +62,11 @@ pub use krr::{
     KrrChoice, KrrConfig, KrrFitSummary, KrrJobTimings, KrrModel, KrrSolver, LAMBDA_GRID, LambdaSelection, NU_GRID,
     NuCandidate, NuModel, NuPath, NuSelection, NystromKrrConfig, NystromKrrFit, NystromSolve, Slkl, SlklConfig,
     SlklModel, UnifConfig, UnifModel, UniformWeight, krr, krr_subset, log_grid, mean_squared_error, nystrom_krr,
-    nystrom_krr_sharded, random_folds, select_lambda_nystrom, select_landmarks, select_nu, select_nu_path, slkl, unif,
+    nystrom_krr_landmarks, nystrom_krr_sharded, random_folds, select_lambda_nystrom, select_landmarks, select_nu,
+    select_nu_path, slkl, unif,
 };
 pub use krr::{PrecomputedKrrModel, krr_precomputed};
+pub use landmarks::{ChosenLandmarks, Landmarks};
 pub use methods::{KpcaMethod, KrrMethod, Named, PcaMethod};
 pub use model_io::kernel_parameters_json;
 pub use model_rows::{ModelRows, csr_from_parts, csr_view_from_parts};

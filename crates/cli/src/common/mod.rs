@@ -4,6 +4,7 @@
 pub mod checkpoint;
 pub mod input;
 pub mod kernel;
+pub mod landmarks;
 pub mod names;
 pub mod output;
 pub mod progress;

@@ -108,6 +108,9 @@ pub struct KpcaArgs {
     /// Nyström landmarks m.
     #[arg(long, default_value_t = 500)]
     pub(super) landmarks: usize,
+    #[doc = "Nyström (--solver nystrom) landmarks from a file instead of drawn."]
+    #[arg(long, value_name = "PATH", conflicts_with = "landmarks", long_help = crate::common::landmarks::HELP)]
+    pub(super) landmarks_file: Option<PathBuf>,
     /// SKPCA stops if the iterate's rank exceeds this (memory is about 8·n·(rank + 2·features) bytes).
     #[arg(long, default_value_t = SkpcaConfig::DEFAULT_MAX_RANK)]
     pub(super) max_rank: usize,

@@ -171,6 +171,32 @@ def _gamma(gamma, n_features):
     return 1.0 / n_features if gamma is None else float(gamma)
 
 
+def _landmark_kwargs(landmarks):
+    """The ``landmarks=`` of ``KernelPCA`` and ``KernelRidge`` as ``_core`` takes them:
+    ``{}`` for ``None`` (landmarks drawn), ``landmark_indices`` (int64, ``(m,)``) for a 1-D
+    integer array of training-row indices, ``landmark_rows`` (float64, ``(m, d)``, C order) for a
+    2-D array of rows (a ``scipy.sparse`` matrix is densified: ``m`` rows only). ValueError for
+    anything else (a 1-D float or boolean array, a negative index, 0-D or 3-D arrays); the fit
+    checks them against the training rows (index range, repeats, width, finite values)."""
+    if landmarks is None:
+        return {}
+    if hasattr(landmarks, "toarray"):
+        landmarks = landmarks.toarray()
+    a = np.asarray(landmarks)
+    if a.ndim == 1:
+        if a.dtype == bool or not np.issubdtype(a.dtype, np.integer):
+            raise ValueError(f"1-D landmarks must be integer training-row indices, got dtype {a.dtype}")
+        if a.size and a.min() < 0:
+            raise ValueError(f"landmark indices must be >= 0, got {int(a.min())}")
+        return {"landmark_indices": np.ascontiguousarray(a, dtype=np.int64)}
+    if a.ndim == 2:
+        if a.dtype == bool or not np.issubdtype(a.dtype, np.number):
+            raise ValueError(f"2-D landmarks must be numeric rows (m, n_features), got dtype {a.dtype}")
+        return {"landmark_rows": np.ascontiguousarray(a, dtype=np.float64)}
+    raise ValueError("landmarks must be a 1-D array of training-row indices or a 2-D array of rows "
+                     f"(m, n_features), got shape {a.shape}")
+
+
 def _set_preimage_attributes(est, loaded=False):
     """``dual_coef_`` and ``X_transformed_fit_`` (and, for a ``loaded`` model, the parameters
     ``fit_inverse_transform`` and ``alpha``) from a kernel PCA model's pre-image map; removed when
@@ -309,7 +335,8 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
     def __init__(self, n_components=None, kernel="rbf", gamma=None, degree=3, coef0=1.0,
                  solver="exact", center=True, tau=None, n_iter=1000, n_features=50,
                  sampler="rff", n_landmarks=500, memory_limit=None, random_state=None, verbose=False,
-                 fit_inverse_transform=False, alpha=1.0, whiten=False):
+                 fit_inverse_transform=False, alpha=1.0, whiten=False, landmarks=None):
+        self.landmarks = landmarks
         self.whiten = whiten
         self.fit_inverse_transform = fit_inverse_transform
         self.alpha = alpha
@@ -347,13 +374,17 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         n_components = self.n_components if self.n_components is not None else min(X.shape)
         # As KernelRidge: at most one landmark per training row (the default 500 on fewer rows).
         n_landmarks = min(_count("n_landmarks", self.n_landmarks), X.shape[0])
+        given = _landmark_kwargs(self.landmarks)
+        if given and self.n_components is None:  # at most one eigenpair per given landmark
+            n_components = min(n_components, len(next(iter(given.values()))))
         model, values, vectors, warns, n_iter = _core.fit_kernel_pca(
             _rows(X), n_components, self.kernel, _gamma(self.gamma, X.shape[1]),
             int(self.degree), float(self.coef0), self.solver, bool(self.center), self.tau,
             _count("n_iter", self.n_iter), _count("n_features", self.n_features), self.sampler, n_landmarks,
             _seed(self.random_state), bool(self.verbose),
             None if self.memory_limit is None else str(self.memory_limit),
-            inverse_alpha=float(self.alpha) if self.fit_inverse_transform else None)
+            inverse_alpha=float(self.alpha) if self.fit_inverse_transform else None,
+            **given)
         # The fit's warnings: fewer eigenpairs than n_components (the kernel's numerical rank),
         # or KHA stopped before its residual test passed. Without n_components, the pairs that
         # exist are what was asked for.
@@ -764,7 +795,8 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
 
     def __init__(self, solver="krr", alpha=1.0, kernel="rbf", gamma=None, n_landmarks=200,
                  nu=0.01, fit_intercept=True, random_state=None, verbose=False, max_iter=None, tol=None,
-                 nystrom_solve="auto"):
+                 nystrom_solve="auto", landmarks=None):
+        self.landmarks = landmarks
         self.max_iter = max_iter
         self.tol = tol
         self.nystrom_solve = nystrom_solve
@@ -801,6 +833,7 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
                 _seed(self.random_state), bool(self.verbose))
         solves = dict(max_iter=None if self.max_iter is None else _count("max_iter", self.max_iter),
                       tol=None if self.tol is None else float(self.tol), nystrom_solve=str(self.nystrom_solve))
+        solves.update(_landmark_kwargs(self.landmarks))
         if y.ndim == 1 and sample_weight is None:
             model, n_iter, warns = _core.fit_kernel_ridge(_rows(X), np.ascontiguousarray(y), *args, **solves)
         else:
@@ -924,7 +957,19 @@ KernelPCA.__doc__ += """
         symmetric column sampling, random Maclaurin features (Kar and Karnick, "Random Feature
         Maps for Dot Product Kernels", AISTATS 2012; poly).
     n_landmarks : int, default=500
-        Nyström landmarks ``m`` (at most one per training row).
+        Nyström landmarks ``m`` (at most one per training row), drawn uniformly without
+        replacement from ``random_state``; ignored when ``landmarks`` is given.
+    landmarks : array-like or None, default=None
+        Nyström's landmarks given instead of drawn (``solver="nystrom"`` only; scikit-learn
+        issue #4982): a 1-D integer array ``(m,)`` of distinct 0-based training-row indices, or
+        a 2-D array ``(m, n_features)`` of landmark rows, training rows or not, in the units of
+        ``X`` (a ``scipy.sparse`` matrix of rows is densified). ``m`` is then their number
+        (``n_landmarks`` is ignored) and no random draw is made, so the fit does not depend on
+        ``random_state``; with ``n_components=None`` at most ``m`` eigenpairs are kept.
+        Rows equal to the training rows ``X[idx]`` give the fit of the
+        indices ``idx`` (to rounding). ``ValueError`` for an index out of range or repeated, rows
+        of another width or with NaN/inf, an empty array, or another solver. The model keeps the
+        landmark rows either way (``stolr kpca --landmarks-file``).
     memory_limit : int, str or None, default=None
         See above.
     random_state : None, int, numpy.random.RandomState or numpy.random.Generator, default=None
@@ -973,7 +1018,19 @@ KernelRidge.__doc__ += """
     gamma : float or None, default=None
         The kernel's scale; ``None`` is ``1 / n_features`` (scikit-learn's default).
     n_landmarks : int, default=200
-        Landmarks (``nystrom``, ``slkl``, ``krr-subset``, ``uniform``), at most one per row.
+        Landmarks (``nystrom``, ``slkl``, ``krr-subset``, ``uniform``), at most one per row,
+        drawn uniformly without replacement from ``random_state``; ignored when ``landmarks``
+        is given.
+    landmarks : array-like or None, default=None
+        Landmarks given instead of drawn (scikit-learn issue #4982): a 1-D integer array
+        ``(m,)`` of distinct 0-based training-row indices (``nystrom``, ``krr-subset``,
+        ``uniform``), or a 2-D array ``(m, n_features)`` of landmark rows, training rows or not,
+        in the units of ``X`` (``nystrom`` only: the predictor is
+        ``f(x) = sum_j alpha_j k(x, l_j) + b`` over these rows). ``m`` is then their number
+        (``n_landmarks`` is ignored) and no random draw is made for them. ``ValueError`` for an
+        index out of range or repeated, rows of another width or with NaN/inf, an empty array,
+        rows with ``krr-subset``/``uniform``, any landmarks with ``krr``/``slkl``
+        (``stolr krr --landmarks-file``).
     nu : float or "auto", default=0.01
         The sparsity penalty of ``slkl`` and ``uniform``; ``"auto"`` chooses it by 5-fold
         cross-validation on the training rows.

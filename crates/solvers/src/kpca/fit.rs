@@ -3,7 +3,7 @@
 
 use faer::MatRef;
 use rand::Rng;
-use stolr_comm::{Communicator, gather_rows, rows_by_index};
+use stolr_comm::{Communicator, gather_rows};
 use stolr_estimators::DataRef;
 use stolr_estimators::{
     Centered, ColumnSampling, Kernel, KernelSampler, RandomFourierFeatures, RandomMaclaurin, kernel_row_means,
@@ -19,10 +19,10 @@ use crate::kpca::kha::{zero_kernel, zero_kernel_floor};
 use crate::kpca::rank::{RANK_TOLERANCE, truncate_to_numerical_rank};
 use crate::kpca::{
     ExactKpcaConfig, ExactOperator, KernelCentering, KernelPcaModel, Kha, KhaConfig, NystromConfig, Skpca, SkpcaConfig,
-    check_skpca_memory, matrix_free_kpca_sharded, nystrom_fit_sharded,
+    check_skpca_memory, matrix_free_kpca_sharded, nystrom_fit_landmarks,
 };
 use crate::methods::KpcaMethod;
-use crate::{Fit, Observer, SolverError, Stop, run};
+use crate::{Fit, Landmarks, Observer, SolverError, Stop, run};
 
 /// The unbiased kernel estimator that feeds SKPCA.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -297,12 +297,31 @@ pub struct KernelPca {
     /// The memory budget every size-dependent allocation of the fit is checked against before
     /// it is made (default: 80 % of the memory available at the first fit).
     pub memory: MemoryBudget,
+    /// Nyström's landmarks given by the user (training-row indices or rows `(m, d)` in the units
+    /// of the raw features; see [`Landmarks`]); `None` (default): `m` drawn as
+    /// [`KpcaSolver::Nystrom`] says. When given, the solver's `landmarks` count is not read and
+    /// no random draw is made. Only [`KpcaSolver::Nystrom`] takes them.
+    pub landmarks: Option<Landmarks>,
 }
 
 impl KernelPca {
     /// `rank` components of `kernel` by `solver`, uncentred, without standardization.
     pub fn new(rank: usize, kernel: Kernel, solver: KpcaSolver) -> Self {
-        Self { rank: Some(rank), kernel, center: false, standardize: false, solver, memory: MemoryBudget::default() }
+        Self {
+            rank: Some(rank),
+            kernel,
+            center: false,
+            standardize: false,
+            solver,
+            memory: MemoryBudget::default(),
+            landmarks: None,
+        }
+    }
+
+    /// Sets the landmarks of the Nyström solver ([`KernelPca::landmarks`]).
+    pub fn landmarks(mut self, landmarks: Landmarks) -> Self {
+        self.landmarks = Some(landmarks);
+        self
     }
 
     /// Sets feature-space centring.
@@ -386,6 +405,12 @@ impl KernelPca {
         // eigenvectors), the kernel means when they have them, and how the run ended; the
         // eigenvectors are gathered and the model built from those below.
         let mut exact_operator = None;
+        if self.landmarks.is_some() && !matches!(self.solver, KpcaSolver::Nystrom { .. }) {
+            return Err(SolverError::InvalidConfig {
+                name: "landmarks",
+                reason: format!("the {name} solver takes no landmarks: only nystrom does"),
+            });
+        }
         let (pairs, means, stop, iterations) = match &self.solver {
             KpcaSolver::Exact { tolerance, operator } => {
                 let config = ExactKpcaConfig {
@@ -426,7 +451,11 @@ impl KernelPca {
                 let rank = self.rank_for(name)?;
                 let config =
                     NystromConfig { memory: self.memory, ..NystromConfig::new(*landmarks, rank).center(self.center) };
-                let fit = nystrom_fit_sharded(local, &self.kernel, &config, rng, comm, place)?;
+                let given = match &self.landmarks {
+                    Some(given) => given.standardized(standardization.as_ref())?,
+                    None => Landmarks::Draw(*landmarks),
+                };
+                let fit = nystrom_fit_landmarks(local, &self.kernel, &config, &given, rng, comm, place)?;
                 if fit.pairs.rank() < rank {
                     warnings.push(KpcaWarning::RankDeficient {
                         requested: rank,
@@ -434,11 +463,7 @@ impl KernelPca {
                         solver: name,
                     });
                 }
-                let rows = if processes == 1 {
-                    ModelRows::gather(local, &fit.landmarks)
-                } else {
-                    ModelRows::Dense(rows_by_index(comm, shard.dense("Nyström's landmarks")?, place, &fit.landmarks))
-                };
+                let rows = fit.landmark_rows;
                 let Some(pairs) = gather_pairs(comm, fit.pairs) else {
                     return Ok(None);
                 };

@@ -95,6 +95,11 @@ pub struct KernelPcaJob {
     /// The solver, `alpha` and the `n × n` solve's memory are checked before the fit
     /// ([`crate::check_preimage`]).
     pub inverse_transform: Option<f64>,
+    /// Nyström's landmarks given by the user ([`KernelPca::landmarks`]: training-row indices,
+    /// or rows in the units of the raw features, standardized with the rows when
+    /// [`KernelPcaJob::standardize`]); `None` (default): drawn from the solver stream. Only
+    /// [`KpcaSolver::Nystrom`] takes them.
+    pub landmarks: Option<crate::Landmarks>,
 }
 
 impl KernelPcaJob {
@@ -112,6 +117,7 @@ impl KernelPcaJob {
             seed,
             memory: MemoryBudget::default(),
             inverse_transform: None,
+            landmarks: None,
         }
     }
 
@@ -202,8 +208,15 @@ impl KernelPcaJob {
             KpcaSolver::Exact { .. } | KpcaSolver::Nystrom { .. } => KpcaStream::Solver,
             KpcaSolver::Kha { .. } => KpcaStream::Kha,
         };
-        let params =
-            KernelPca { rank: self.rank, kernel, center: self.center, standardize: false, solver, memory: self.memory };
+        let params = KernelPca {
+            rank: self.rank,
+            kernel,
+            center: self.center,
+            standardize: false,
+            solver,
+            memory: self.memory,
+            landmarks: self.landmarks.clone(),
+        };
         let fit = params.fit_shard(&shard, all, standardization, &mut stream.rng(self.seed), observer)?;
         let solve_time = solving.elapsed();
         let (Some(mut fit), Some(x)) = (fit, all) else {

@@ -34,7 +34,10 @@ pub use matrix_free::{
     matrix_free_kpca_sharded,
 };
 pub use model::{KernelCentering, KernelPcaModel};
-pub use nystrom::{DEFAULT_BLOCK_ROWS, NystromConfig, NystromFit, nystrom_fit, nystrom_fit_sharded, nystrom_kpca};
+pub use nystrom::{
+    DEFAULT_BLOCK_ROWS, NystromConfig, NystromFit, nystrom_fit, nystrom_fit_landmarks, nystrom_fit_sharded,
+    nystrom_kpca,
+};
 pub use precomputed::{PrecomputedKpcaModel, exact_kpca_precomputed};
 pub use preimage::{PREIMAGE_SOLVERS, PreImageMap, check_preimage, preimage_bytes};
 pub use rank::{RANK_TOLERANCE, truncate_to_numerical_rank};

@@ -10,9 +10,9 @@ use stolr_estimators::{CrossKernelPanels, DataRef, Kernel, PANEL_ROWS, Panel};
 use stolr_lowrank::{Eigenpairs, sym_eigen_desc};
 use stolr_memory::{MemoryBudget, f64_bytes};
 
-use crate::SolverError;
 use crate::error::check_rank;
 use crate::kpca::kha::{zero_kernel, zero_kernel_floor};
+use crate::{Landmarks, SolverError};
 
 /// Rows of the `n × m` kernel block evaluated at once by default (`8·4096·m` bytes: 66 MB for
 /// `m = 2000`).
@@ -81,8 +81,12 @@ pub struct NystromFit {
     /// The eigenpairs of `K̃` (or `H K̃ H`), as [`nystrom_kpca`] returns them: eigenvectors
     /// `(n, r)`.
     pub pairs: Eigenpairs,
-    /// The landmarks `I`, training row indices, length `m`, in the order drawn.
+    /// The landmarks `I`, training row indices, length `m`, in the order drawn or given; empty
+    /// when the landmarks were given as rows ([`crate::Landmarks::Rows`]).
     pub landmarks: Vec<usize>,
+    /// The landmark rows `L` `(m, d)` (the training rows `I`, or the rows given), as the model
+    /// keeps them.
+    pub landmark_rows: crate::ModelRows,
     /// `B = U_W Λ_W^{-1/2} V` `(m, r)`: the projection of a row `x` is `k(x, L) B − c`.
     pub coefficients: Mat<f64>,
     /// `c = f̄ᵀ V` (length `r`), the projection of the mean Nyström feature vector; zeros
@@ -181,6 +185,31 @@ pub fn nystrom_fit_sharded<'x, R: Rng + ?Sized>(
     comm: &dyn Communicator,
     shard: RowShard,
 ) -> Result<NystromFit, SolverError> {
+    nystrom_fit_landmarks(x, kernel, config, &Landmarks::Draw(config.landmarks), rng, comm, shard)
+}
+
+/// [`nystrom_fit_sharded`] on the landmarks `landmarks`: drawn ([`Landmarks::Draw`], exactly
+/// [`nystrom_fit_sharded`]'s draw: the same seed gives the same bits) or given as training-row
+/// indices or as arbitrary rows `(m, d)` (no random draw then; `rng` is not touched and the
+/// result does not depend on it). `config.landmarks` is not read: `m` is the number of
+/// landmarks in `landmarks`. For given rows the formulas are the same with `C = K(X, L)`,
+/// `W = K(L, L)` for the given rows `L`, and [`NystromFit::landmarks`] is empty. Given indices
+/// are global row indices (the same on every rank); given rows are the same on every rank.
+///
+/// # Errors
+/// As [`nystrom_fit_sharded`], with [`SolverError::InvalidConfig`] (`landmarks`) for invalid
+/// landmarks ([`Landmarks::validate`]: empty, an index out of range or repeated, rows of the
+/// wrong width or with a non-finite entry) and [`SolverError::InvalidRank`] for a rank above
+/// their number.
+pub fn nystrom_fit_landmarks<'x, R: Rng + ?Sized>(
+    x: impl Into<DataRef<'x>>,
+    kernel: &Kernel,
+    config: &NystromConfig,
+    given: &Landmarks,
+    rng: &mut R,
+    comm: &dyn Communicator,
+    shard: RowShard,
+) -> Result<NystromFit, SolverError> {
     let x = x.into();
     if x.is_sparse() && comm.size() > 1 {
         return Err(SolverError::SparseUnsupported { what: "Nyström on several processes".into() });
@@ -195,15 +224,10 @@ pub fn nystrom_fit_sharded<'x, R: Rng + ?Sized>(
         x.check()?;
     }
     kernel.validate()?;
-    let n = shard.total;
+    let (n, d) = (shard.total, x.ncols());
     let local_n = shard.rows;
-    let m = config.landmarks;
-    if m == 0 || m > n {
-        return Err(SolverError::InvalidConfig {
-            name: "landmarks",
-            reason: format!("need 1 <= m <= n = {n}, got {m}"),
-        });
-    }
+    let m = given.count();
+    given.validate(n, d)?;
     check_rank(config.rank, m)?;
     // Sparse rows are copied by their stored entries (a value and an index each): the width
     // the memory estimate counts per row is twice the largest row's entries, not `d`.
@@ -222,13 +246,18 @@ pub fn nystrom_fit_sharded<'x, R: Rng + ?Sized>(
     )?;
     let par = faer::get_global_parallelism();
 
-    let idx = rand::seq::index::sample(rng, n, m).into_vec();
-    let landmarks = match x {
-        DataRef::Dense(x) if comm.size() > 1 => {
-            crate::ModelRows::Dense(stolr_comm::rows_by_index(comm, x, shard, &idx))
-        }
-        x => crate::ModelRows::gather(x, &idx),
+    let idx = given.indices(n, d, rng)?;
+    let landmarks = match (&idx, given) {
+        (Some(idx), _) => match x {
+            DataRef::Dense(x) if comm.size() > 1 => {
+                crate::ModelRows::Dense(stolr_comm::rows_by_index(comm, x, shard, idx))
+            }
+            x => crate::ModelRows::gather(x, idx),
+        },
+        (None, Landmarks::Rows(rows)) => crate::ModelRows::Dense(rows.clone()),
+        (None, _) => unreachable!("only given rows have no indices"),
     };
+    let idx = idx.unwrap_or_default();
 
     // W = U_W Λ_W U_Wᵀ; S = U_W Λ_W^{-1/2} on the kept eigenvalues, scaled in place.
     let w = kernel.matrix(landmarks.data());
@@ -343,7 +372,7 @@ pub fn nystrom_fit_sharded<'x, R: Rng + ?Sized>(
     } else {
         vec![0.0; r]
     };
-    Ok(NystromFit { pairs, landmarks: idx, coefficients, offset })
+    Ok(NystromFit { pairs, landmarks: idx, landmark_rows: landmarks, coefficients, offset })
 }
 
 /// Subtracts `shift` (length `m`) from every column of `panel` `(m, len)`, a transposed panel
@@ -414,7 +443,8 @@ mod tests {
         let v_r = Mat::from_fn(kept, r, |i, j| v[(i, j)] * signs[j]);
         let coefficients = &scaled * &v_r;
         let offset = (0..r).map(|j| (0..kept).map(|i| f_mean[i] * v_r[(i, j)]).sum()).collect();
-        NystromFit { pairs, landmarks: idx, coefficients, offset }
+        let landmark_rows = crate::ModelRows::Dense(Mat::from_fn(m, x.ncols(), |i, j| x[(idx[i], j)]));
+        NystromFit { pairs, landmarks: idx, landmark_rows, coefficients, offset }
     }
 
     /// Three well-separated clusters in 4 dimensions with a smooth perturbation: a spectrum
@@ -533,5 +563,160 @@ mod tests {
         let sum: u64 = parts.iter().map(|p| p.1).sum();
         let config = NystromConfig { memory: MemoryBudget::bytes(sum), ..NystromConfig::new(100, 10) };
         assert_eq!(nystrom_fit(x.as_ref(), &kernel, &config, &mut rng).unwrap().pairs.rank(), 10);
+    }
+
+    /// Four features: an outlier row (row 0, 25 times the others' scale), a duplicate of row 3
+    /// (row 7) and a constant last column; the rest as [`clusters`].
+    fn hostile(n: usize) -> Mat<f64> {
+        let base = clusters(n);
+        Mat::from_fn(n, 4, |i, j| match (i, j) {
+            (_, 3) => 2.5,
+            (0, _) => 25.0 * base[(0, j)] + 10.0,
+            (7, _) => base[(3, j)],
+            _ => base[(i, j)],
+        })
+    }
+
+    fn given(
+        x: DataRef<'_>,
+        config: &NystromConfig,
+        landmarks: &Landmarks,
+        seed: u64,
+    ) -> Result<NystromFit, SolverError> {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        nystrom_fit_landmarks(
+            x,
+            &Kernel::gaussian(2.0),
+            config,
+            landmarks,
+            &mut rng,
+            &SingleProcess,
+            RowShard::whole(x.nrows()),
+        )
+    }
+
+    #[test]
+    fn given_indices_equal_to_the_draw_give_the_same_bits_and_rows_agree() {
+        let x = hostile(300);
+        let kernel = Kernel::gaussian(2.0);
+        for center in [false, true] {
+            let config = config(40, 5, center, 128);
+            let drawn = nystrom_fit(x.as_ref(), &kernel, &config, &mut Xoshiro256PlusPlus::seed_from_u64(9)).unwrap();
+            let idx = rand::seq::index::sample(&mut Xoshiro256PlusPlus::seed_from_u64(9), 300, 40).into_vec();
+            let indices = Landmarks::Indices(idx.clone());
+            // Another seed: no draw is made, the bits are the drawn fit's.
+            let by_indices = given(x.as_ref().into(), &config, &indices, 12345).unwrap();
+            assert_eq!(by_indices, drawn, "center = {center}");
+            assert_eq!(by_indices, given(x.as_ref().into(), &config, &indices, 1).unwrap());
+            // The same landmarks as rows: the same fit to 1e-12.
+            let rows = Mat::from_fn(40, 4, |i, j| x[(idx[i], j)]);
+            let by_rows = given(x.as_ref().into(), &config, &Landmarks::Rows(rows.clone()), 777).unwrap();
+            assert!(by_rows.landmarks.is_empty());
+            assert_eq!(by_rows.landmark_rows, crate::ModelRows::Dense(rows));
+            assert_eq!(by_rows.pairs.rank(), drawn.pairs.rank());
+            for (a, b) in by_rows.pairs.values.iter().zip(&drawn.pairs.values) {
+                assert!((a - b).abs() <= 1e-12 * b.abs(), "center = {center}: {a} vs {b}");
+            }
+            let du = max_abs_diff(by_rows.pairs.vectors.as_ref(), drawn.pairs.vectors.as_ref());
+            assert!(du <= 1e-12, "center = {center}: eigenvectors differ by {du}");
+            let db = max_abs_diff(by_rows.coefficients.as_ref(), drawn.coefficients.as_ref());
+            assert!(db <= 1e-12 * max_abs(drawn.coefficients.as_ref()), "center = {center}: B differs by {db}");
+        }
+    }
+
+    #[test]
+    fn given_rows_agree_with_the_dense_nystrom_matrix_to_1e_10() {
+        // Landmark rows that are not training rows: K̃ = C W⁺ Cᵀ with C = K(X, L), W = K(L, L).
+        let x = hostile(150);
+        let kernel = Kernel::gaussian(2.0);
+        let rows =
+            Mat::from_fn(9, 4, |i, j| ((i * 5 + j * 3) as f64 * 0.71).sin() * 3.0 + if j == 3 { 2.5 } else { 0.0 });
+        let (n, m, r) = (150, 9, 4);
+        for center in [false, true] {
+            let fit = given(x.as_ref().into(), &config(m, r, center, 64), &Landmarks::Rows(rows.clone()), 3).unwrap();
+            let c = kernel.cross(x.as_ref(), rows.as_ref());
+            let (ew, uw) = sym_eigen_desc(kernel.matrix(rows.as_ref()).as_ref()).unwrap();
+            assert!(ew[m - 1] > 1e-8 * ew[0], "the test wants an invertible W");
+            let w_inv = Mat::from_fn(m, m, |i, j| (0..m).map(|k| uw[(i, k)] * uw[(j, k)] / ew[k]).sum::<f64>());
+            let mut kt = &c * &w_inv * c.transpose();
+            if center {
+                let h = Mat::from_fn(n, n, |i, j| f64::from(u8::from(i == j)) - 1.0 / n as f64);
+                kt = &h * &kt * &h;
+            }
+            let (lam, u) = sym_eigen_desc(kt.as_ref()).unwrap();
+            assert_eq!(fit.pairs.rank(), r);
+            for k in 0..r {
+                let (a, b) = (fit.pairs.values[k], lam[k]);
+                assert!((a - b).abs() <= 1e-10 * lam[0], "center = {center}: eigenvalue {k}: {a} vs {b}");
+                assert!(lam[k] - lam[k + 1] > 1e-3 * lam[0], "the test wants separated eigenvalues");
+                let sign =
+                    if (0..n).map(|i| u[(i, k)] * fit.pairs.vectors[(i, k)]).sum::<f64>() < 0.0 { -1.0 } else { 1.0 };
+                let du = (0..n).map(|i| (sign * u[(i, k)] - fit.pairs.vectors[(i, k)]).abs()).fold(0.0, f64::max);
+                assert!(du <= 1e-10, "center = {center}: eigenvector {k} differs by {du}");
+            }
+            // The out-of-sample map on the training rows gives U Λ^{1/2}.
+            let mut z = &c * &fit.coefficients;
+            for j in 0..r {
+                z.col_mut(j).iter_mut().for_each(|v| *v -= fit.offset[j]);
+            }
+            let target = Mat::from_fn(n, r, |i, j| fit.pairs.vectors[(i, j)] * fit.pairs.values[j].sqrt());
+            let dz = max_abs_diff(z.as_ref(), target.as_ref());
+            assert!(dz <= 1e-10 * max_abs(target.as_ref()), "center = {center}: projections differ by {dz}");
+        }
+    }
+
+    #[test]
+    fn sparse_training_rows_take_given_indices_and_dense_rows() {
+        let x = hostile(200);
+        let (mut ptr, mut cols, mut vals) = (vec![0], Vec::new(), Vec::new());
+        for i in 0..200 {
+            for j in 0..4 {
+                // Zero out a third of the entries so that the rows are really sparse.
+                if (i + j) % 3 != 0 {
+                    cols.push(j);
+                    vals.push(x[(i, j)]);
+                }
+            }
+            ptr.push(cols.len());
+        }
+        let sparse = crate::csr_from_parts((200, 4), ptr, cols, vals).unwrap();
+        let dense = Mat::from_fn(200, 4, |i, j| if (i + j) % 3 != 0 { x[(i, j)] } else { 0.0 });
+        let rows = Mat::from_fn(12, 4, |i, j| ((i * 2 + j) as f64 * 1.3).cos() * 2.0);
+        for landmarks in [Landmarks::Indices((0..30).map(|i| (i * 7) % 200).collect()), Landmarks::Rows(rows)] {
+            let config = config(landmarks.count(), 5, true, 64);
+            let a = given(DataRef::Dense(dense.as_ref()), &config, &landmarks, 1).unwrap();
+            let b = given(DataRef::Sparse(sparse.as_ref()), &config, &landmarks, 2).unwrap();
+            for (u, v) in a.pairs.values.iter().zip(&b.pairs.values) {
+                assert!((u - v).abs() <= 1e-12 * a.pairs.values[0], "{u} vs {v}");
+            }
+            assert!(max_abs_diff(a.pairs.vectors.as_ref(), b.pairs.vectors.as_ref()) <= 1e-10);
+        }
+    }
+
+    #[test]
+    fn hostile_given_landmarks_are_typed_errors_before_any_work() {
+        let x = hostile(50);
+        let config = config(5, 3, true, 64);
+        let mut nan = Mat::from_fn(3, 4, |i, j| (i + j) as f64);
+        nan[(2, 1)] = f64::NAN;
+        let cases = [
+            (Landmarks::Indices(vec![0, 50]), "out of range"),
+            (Landmarks::Indices(vec![4, 1, 4]), "given twice"),
+            (Landmarks::Indices(vec![]), "empty"),
+            (Landmarks::Rows(Mat::zeros(3, 5)), "5 columns"),
+            (Landmarks::Rows(nan), "non-finite"),
+            (Landmarks::Rows(Mat::zeros(0, 4)), "no landmark rows"),
+        ];
+        for (landmarks, what) in cases {
+            match given(x.as_ref().into(), &config, &landmarks, 1) {
+                Err(SolverError::InvalidConfig { name: "landmarks", reason }) => {
+                    assert!(reason.contains(what), "{reason}")
+                }
+                other => panic!("{landmarks:?}: expected InvalidConfig(landmarks), got {other:?}"),
+            }
+        }
+        // More pairs than given landmarks.
+        let two = Landmarks::Indices(vec![1, 2]);
+        assert!(matches!(given(x.as_ref().into(), &config, &two, 1), Err(SolverError::InvalidRank { .. })));
     }
 }

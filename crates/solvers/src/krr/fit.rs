@@ -14,10 +14,10 @@ use crate::error::check_shard;
 use crate::krr::baselines::{krr_fit, krr_fit_targets, krr_subset_fit, krr_subset_fit_targets, unif_fit};
 use crate::krr::{
     KernelExpansion, KrrConfig, KrrModel, NystromKrrConfig, NystromKrrFit, NystromSolve, Slkl, SlklConfig, UnifConfig,
-    UniformWeight, nystrom_krr, nystrom_krr_sharded, select_landmarks,
+    UniformWeight, nystrom_krr_landmarks, nystrom_krr_sharded, select_landmarks,
 };
 use crate::methods::KrrMethod;
-use crate::{FitRegression, Observer, SolverError, Stop, run};
+use crate::{ChosenLandmarks, FitRegression, Landmarks, Observer, SolverError, Stop, run};
 
 /// Which kernel regression solver [`KernelRidge`] fits with.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,7 +42,7 @@ pub enum KrrSolver {
         /// Number of landmarks `M`.
         landmarks: usize,
     },
-    /// Nyström KRR on `landmarks` random training points ([`nystrom_krr`]); with the intercept
+    /// Nyström KRR on `landmarks` random training points ([`crate::nystrom_krr`]); with the intercept
     /// the centred system (columns of `K_nM` centred over the training rows).
     Nystrom {
         /// Ridge λ, the solve and its tolerances.
@@ -77,7 +77,8 @@ impl KrrSolver {
 /// What a kernel regression fit did besides the model, for reports.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct KrrFitSummary {
-    /// The landmarks `J` as training row indices (SLKL, KRR_M, Unif), in the order drawn.
+    /// The landmarks `J` as training row indices (SLKL, KRR_M, Unif, Nyström), in the order
+    /// drawn or given; `None` for Nyström landmarks given as rows.
     pub landmarks: Option<Vec<usize>>,
     /// SLKL's weights μ (aligned with `landmarks`), or Unif's common weight repeated.
     pub weights: Option<Vec<f64>>,
@@ -121,12 +122,69 @@ pub struct KernelRidge {
     /// The budget KRR_n's and KRR_M's kernel matrices and Cholesky factors are checked against
     /// before they are made (default: 80 % of the memory available at the first fit).
     pub memory: MemoryBudget,
+    /// The landmarks given by the user ([`Landmarks`]: training-row indices, or rows `(M, d)` in
+    /// the units of the raw features, standardized with the training rows' statistics when the
+    /// fit standardizes); `None` (default): `M` drawn from the landmark stream as the solver
+    /// says. When given, the solver's `landmarks` count is not read and no random draw is made
+    /// for them. Nyström KRR takes indices and rows; KRR_M and Unif take indices only (KRR_M
+    /// needs the targets at its landmarks); KRR_n and SLKL take none.
+    pub landmarks: Option<Landmarks>,
 }
 
 impl KernelRidge {
     /// `solver` with `kernel`, with an intercept and without standardization.
     pub fn new(kernel: Kernel, solver: KrrSolver) -> Self {
-        Self { kernel, solver, intercept: true, standardize: false, memory: MemoryBudget::default() }
+        Self { kernel, solver, intercept: true, standardize: false, memory: MemoryBudget::default(), landmarks: None }
+    }
+
+    /// Sets the landmarks given by the user ([`KernelRidge::landmarks`]).
+    pub fn landmarks(mut self, landmarks: Landmarks) -> Self {
+        self.landmarks = Some(landmarks);
+        self
+    }
+
+    /// Refuses given landmarks with a solver that does not take them (see
+    /// [`KernelRidge::landmarks`]).
+    fn check_given_landmarks(&self) -> Result<(), SolverError> {
+        let name = self.solver.name();
+        let refuse = |reason: String| Err(SolverError::InvalidConfig { name: "landmarks", reason });
+        match (&self.landmarks, &self.solver) {
+            (None, _) | (Some(_), KrrSolver::Nystrom { .. }) => Ok(()),
+            (Some(_), KrrSolver::Krr { .. } | KrrSolver::Slkl(_)) => {
+                refuse(format!("the {name} solver takes no given landmarks (nystrom, krr-subset and uniform do)"))
+            }
+            (Some(Landmarks::Rows(_)), _) => refuse(format!(
+                "the {name} solver takes landmarks as training-row indices only, not as rows (nystrom takes rows)"
+            )),
+            (Some(_), _) => Ok(()),
+        }
+    }
+
+    /// The landmark indices of KRR_M and Unif: `m` drawn ([`select_landmarks`], as before) or
+    /// the given indices (no draw).
+    fn landmark_indices(&self, m: usize, x: DataRef<'_>, rng: &mut dyn Rng) -> Result<Vec<usize>, SolverError> {
+        match &self.landmarks {
+            None => select_landmarks(x.nrows(), m, rng),
+            Some(given) => given.indices(x.nrows(), x.ncols(), rng)?.ok_or_else(|| SolverError::InvalidConfig {
+                name: "landmarks",
+                reason: format!("the {} solver takes landmarks as training-row indices only", self.solver.name()),
+            }),
+        }
+    }
+
+    /// Nyström KRR's landmarks on the (prepared) rows `x`: `m` drawn, or the given ones (rows
+    /// standardized by `standardization` first).
+    fn nystrom_landmarks(
+        &self,
+        m: usize,
+        x: DataRef<'_>,
+        standardization: Option<&Standardization>,
+        rng: &mut dyn Rng,
+    ) -> Result<ChosenLandmarks, SolverError> {
+        match &self.landmarks {
+            None => Landmarks::Draw(m).choose(x, rng),
+            Some(given) => given.standardized(standardization)?.choose(x, rng),
+        }
     }
 
     /// Fits on prepared (already standardized, or not meant to be) rows, drawing the landmarks
@@ -148,6 +206,7 @@ impl KernelRidge {
     ) -> Result<(KrrModel, KrrFitSummary), SolverError> {
         let data = x.into();
         crate::error::check_regression(data, y)?;
+        self.check_given_landmarks()?;
         // Every solver takes sparse rows (one process): kernel values summed over the stored
         // entries, centres kept sparse.
         let with = self.intercept;
@@ -174,7 +233,7 @@ impl KernelRidge {
                 (e, b, KrrFitSummary { objective, ..Default::default() })
             }
             KrrSolver::KrrSubset { lambda, landmarks } => {
-                let j = select_landmarks(data.nrows(), *landmarks, landmark_rng)?;
+                let j = self.landmark_indices(*landmarks, data, landmark_rng)?;
                 let config = KrrConfig { lambda: *lambda, memory: self.memory };
                 let (e, b) = krr_subset_fit(data, y, &self.kernel, &config, &j, with)?;
                 let y_j: Vec<f64> = j.iter().map(|&i| y[i]).collect();
@@ -182,13 +241,13 @@ impl KernelRidge {
                 (e, b, KrrFitSummary { landmarks: Some(j), objective, ..Default::default() })
             }
             KrrSolver::Nystrom { config, landmarks } => {
-                let j = select_landmarks(data.nrows(), *landmarks, landmark_rng)?;
-                let fit = nystrom_krr(data, y, &self.kernel, config, &j, with)?;
-                let summary = nystrom_summary(j, &fit);
+                let chosen = self.nystrom_landmarks(*landmarks, data, standardization.as_ref(), landmark_rng)?;
+                let fit = nystrom_krr_landmarks(data, y, &self.kernel, config, &chosen, with)?;
+                let summary = nystrom_summary(chosen.indices, &fit);
                 (fit.expansion, fit.intercept, summary)
             }
             KrrSolver::Uniform { config, landmarks } => {
-                let j = select_landmarks(data.nrows(), *landmarks, landmark_rng)?;
+                let j = self.landmark_indices(*landmarks, data, landmark_rng)?;
                 let m = unif_fit(data, y, &self.kernel, config, &j, with, None)?;
                 let summary = KrrFitSummary {
                     weights: Some(vec![m.weight; j.len()]),
@@ -246,6 +305,7 @@ impl KernelRidge {
     ) -> Result<(KrrModel, KrrFitSummary), SolverError> {
         let data = x.into();
         crate::error::check_targets(data, y, weights)?;
+        self.check_given_landmarks()?;
         let t = y.ncols();
         if t == 1 && weights.is_none() {
             let column: Vec<f64> = y.col(0).iter().copied().collect();
@@ -264,7 +324,7 @@ impl KernelRidge {
                 Ok((model, KrrFitSummary { objective, ..Default::default() }))
             }
             KrrSolver::KrrSubset { lambda, landmarks } => {
-                let j = select_landmarks(data.nrows(), *landmarks, landmark_rng)?;
+                let j = self.landmark_indices(*landmarks, data, landmark_rng)?;
                 let config = KrrConfig { lambda: *lambda, memory: self.memory };
                 let (xj, alpha, b) = krr_subset_fit_targets(data, y, weights, &self.kernel, &config, &j, with)?;
                 let yj = faer::Mat::from_fn(j.len(), t, |r, c| y[(j[r], c)]);
@@ -274,10 +334,11 @@ impl KernelRidge {
                 Ok((model, KrrFitSummary { landmarks: Some(j), objective, ..Default::default() }))
             }
             KrrSolver::Nystrom { config, landmarks } => {
-                let j = select_landmarks(data.nrows(), *landmarks, landmark_rng)?;
-                let fit = crate::krr::nystrom::nystrom_krr_targets(data, y, weights, &self.kernel, config, &j, with)?;
+                let chosen = self.nystrom_landmarks(*landmarks, data, standardization.as_ref(), landmark_rng)?;
+                let fit =
+                    crate::krr::nystrom::nystrom_krr_targets(data, y, weights, &self.kernel, config, &chosen, with)?;
                 let summary = KrrFitSummary {
-                    landmarks: Some(j),
+                    landmarks: chosen.indices,
                     objective: fit.objective,
                     iterations: fit.iterations,
                     nystrom: Some((fit.solve, fit.iterations, fit.residual)),
@@ -295,7 +356,7 @@ impl KernelRidge {
             }
             KrrSolver::Uniform { config, landmarks } => {
                 let x = data;
-                let j = select_landmarks(x.nrows(), *landmarks, landmark_rng)?;
+                let j = self.landmark_indices(*landmarks, x, landmark_rng)?;
                 let mut fits = Vec::with_capacity(t);
                 for k in 0..t {
                     fits.push(unif_fit(x, &column(k), &self.kernel, config, &j, with, weights)?);
@@ -474,6 +535,7 @@ impl KernelRidge {
             });
         }
         check_shard(x.nrows(), y.len(), shard)?;
+        self.check_given_landmarks()?;
         let (expansion, intercept, summary) = match &self.solver {
             KrrSolver::Slkl(config) => slkl_fit(
                 x.into(),
@@ -485,12 +547,30 @@ impl KernelRidge {
                 comm,
                 shard,
             )?,
-            KrrSolver::Nystrom { config, landmarks } => {
-                let j = select_landmarks(shard.total, *landmarks, landmark_rng)?;
-                let fit = nystrom_krr_sharded(x, y, &self.kernel, config, &j, self.intercept, comm, shard)?;
-                let summary = nystrom_summary(j, &fit);
-                (fit.expansion, fit.intercept, summary)
-            }
+            KrrSolver::Nystrom { config, landmarks } => match &self.landmarks {
+                // Given rows: the same on every rank; one process fits them as fit_prepared.
+                Some(Landmarks::Rows(_)) if comm.size() > 1 => {
+                    return Err(SolverError::NotDistributed {
+                        what: "Nyström KRR on given landmark rows".into(),
+                        processes: comm.size(),
+                    });
+                }
+                Some(given @ Landmarks::Rows(_)) => {
+                    let chosen = given.standardized(standardization.as_ref())?.choose(x.into(), landmark_rng)?;
+                    let fit = nystrom_krr_landmarks(x, y, &self.kernel, config, &chosen, self.intercept)?;
+                    let summary = nystrom_summary(None, &fit);
+                    (fit.expansion, fit.intercept, summary)
+                }
+                _ => {
+                    let j = match &self.landmarks {
+                        Some(given) => given.indices(shard.total, x.ncols(), landmark_rng)?.unwrap_or_default(),
+                        None => select_landmarks(shard.total, *landmarks, landmark_rng)?,
+                    };
+                    let fit = nystrom_krr_sharded(x, y, &self.kernel, config, &j, self.intercept, comm, shard)?;
+                    let summary = nystrom_summary(Some(j), &fit);
+                    (fit.expansion, fit.intercept, summary)
+                }
+            },
             _ => unreachable!("refused above"),
         };
         Ok((KrrModel::new(self.solver.name(), expansion, standardization, intercept)?, summary))
@@ -594,10 +674,11 @@ fn slkl_fit(
     Ok((m.expansion, m.intercept, summary))
 }
 
-/// The summary of a Nyström KRR fit on the landmarks `j`.
-fn nystrom_summary(j: Vec<usize>, fit: &NystromKrrFit) -> KrrFitSummary {
+/// The summary of a Nyström KRR fit on the landmarks `j` (training-row indices; `None` for
+/// given rows).
+fn nystrom_summary(j: Option<Vec<usize>>, fit: &NystromKrrFit) -> KrrFitSummary {
     KrrFitSummary {
-        landmarks: Some(j),
+        landmarks: j,
         objective: fit.objective,
         iterations: fit.iterations,
         nystrom: Some((fit.solve, fit.iterations, fit.residual)),

@@ -105,6 +105,9 @@ pub struct KernelRidgeJob {
     pub seed: u64,
     /// The budget the kernel matrices and factors are checked against before they are made.
     pub memory: MemoryBudget,
+    /// The landmarks given by the user ([`KernelRidge::landmarks`]); `None` (default): drawn
+    /// from the landmark stream. A cross-validated λ uses them too (indices only).
+    pub landmarks: Option<crate::Landmarks>,
 }
 
 /// What a [`KernelRidgeJob`] produced.
@@ -152,6 +155,7 @@ impl KernelRidgeJob {
             lambda: KrrChoice::Given,
             seed,
             memory: MemoryBudget::default(),
+            landmarks: None,
         }
     }
 
@@ -204,8 +208,12 @@ impl KernelRidgeJob {
         let selection_time = started.elapsed();
 
         let started = Instant::now();
-        let ridge =
-            KernelRidge { intercept: self.intercept, memory: self.memory, ..KernelRidge::new(kernel, solver.clone()) };
+        let ridge = KernelRidge {
+            intercept: self.intercept,
+            memory: self.memory,
+            landmarks: self.landmarks.clone(),
+            ..KernelRidge::new(kernel, solver.clone())
+        };
         let landmarks = &mut KrrStream::Landmarks.rng(self.seed);
         let coordinates = &mut KrrStream::Coordinates.rng(self.seed);
         let (model, summary) = if shard.is_whole() {
@@ -271,8 +279,12 @@ impl KernelRidgeJob {
         let bandwidth_time = started.elapsed();
         let started = Instant::now();
         let solver = self.solver.clone();
-        let ridge =
-            KernelRidge { intercept: self.intercept, memory: self.memory, ..KernelRidge::new(kernel, solver.clone()) };
+        let ridge = KernelRidge {
+            intercept: self.intercept,
+            memory: self.memory,
+            landmarks: self.landmarks.clone(),
+            ..KernelRidge::new(kernel, solver.clone())
+        };
         let landmarks = &mut KrrStream::Landmarks.rng(self.seed);
         let coordinates = &mut KrrStream::Coordinates.rng(self.seed);
         let (model, summary) =
@@ -309,8 +321,9 @@ impl KernelRidgeJob {
                 select_nu_path(x, y, &folds, kernel, &config, &path, &rng)
             }
             KrrSolver::Uniform { config, landmarks } => {
-                let slkl =
-                    SlklConfig { lambda: config.lambda, nu: grid[0], landmarks: *landmarks, ..SlklConfig::default() };
+                // Each fold draws its own landmarks (given ones too: M is their number).
+                let landmarks = self.landmarks.as_ref().map_or(*landmarks, crate::Landmarks::count);
+                let slkl = SlklConfig { lambda: config.lambda, nu: grid[0], landmarks, ..SlklConfig::default() };
                 select_nu(x, y, &folds, kernel, &slkl, NuModel::Unif, &grid, &rng)
             }
             other => Err(SolverError::InvalidConfig {
@@ -337,7 +350,17 @@ impl KernelRidgeJob {
         };
         let n = x.nrows();
         let folds = random_folds(n, folds, &mut KrrStream::Validation.rng(self.seed))?;
-        let landmarks = select_landmarks(n, *landmarks, &mut KrrStream::Landmarks.rng(self.seed))?;
+        let landmarks = match &self.landmarks {
+            None => select_landmarks(n, *landmarks, &mut KrrStream::Landmarks.rng(self.seed))?,
+            Some(given) => given.indices(n, x.ncols(), &mut KrrStream::Landmarks.rng(self.seed))?.ok_or_else(|| {
+                SolverError::InvalidConfig {
+                    name: "lambda",
+                    reason:
+                        "cross-validated lambda takes landmarks drawn or given as indices, not as rows: give lambda"
+                            .into(),
+                }
+            })?,
+        };
         let config = crate::krr::NystromKrrConfig { memory: self.memory, ..config.clone() };
         let grid = log_grid(LAMBDA_GRID.0, LAMBDA_GRID.1, LAMBDA_GRID.2);
         select_lambda_nystrom(x, y, &folds, kernel, &config, &landmarks, self.intercept, &grid)

@@ -13,7 +13,7 @@ use stolr_memory::{MemoryBudget, f64_bytes};
 use crate::error::{check_landmarks, check_regression, check_shard};
 use crate::krr::KernelExpansion;
 use crate::krr::nystrom_cg::{dot, solve_cg};
-use crate::{ModelRows, SolverError};
+use crate::{ChosenLandmarks, Landmarks, ModelRows, SolverError};
 
 /// Rows of the `n × M` kernel block evaluated at once (`8·4096·M` bytes: 66 MB for `M = 2000`).
 pub(super) const BLOCK_ROWS: usize = 4096;
@@ -177,7 +177,65 @@ pub fn nystrom_krr<'x>(
             return Err(SolverError::InvalidConfig { name: "landmarks", reason: format!("row {j} appears twice") });
         }
     }
-    let (n, m) = (x.nrows(), landmarks.len());
+    fit_on_rows(x, y, kernel, config, ModelRows::gather(x, landmarks), intercept)
+}
+
+/// [`nystrom_krr`] on the landmarks `landmarks` (drawn, given indices or given rows, as
+/// [`Landmarks::choose`] returns them): the same estimator with $K_{nM}$ the kernel of the
+/// training rows against the landmark rows `L` `(M, d)` and $K_{MM} = K(L, L)$; for rows that
+/// are not training rows nothing else changes (the predictor is
+/// $f(x) = \sum_j \alpha_j \kappa(x, l_j) + b$). With the indices of [`nystrom_krr`]'s
+/// landmarks this is [`nystrom_krr`], bit for bit.
+///
+/// # Errors
+/// As [`nystrom_krr`], and [`SolverError::InvalidConfig`] (`landmarks`) for landmark rows that
+/// are empty, of another width than `x` or not finite, or indices out of range or repeated.
+pub fn nystrom_krr_landmarks<'x>(
+    x: impl Into<DataRef<'x>>,
+    y: &[f64],
+    kernel: &Kernel,
+    config: &NystromKrrConfig,
+    landmarks: &ChosenLandmarks,
+    intercept: bool,
+) -> Result<NystromKrrFit, SolverError> {
+    let x = x.into();
+    check_regression(x, y)?;
+    kernel.validate()?;
+    check_config(config)?;
+    check_chosen(landmarks, x.nrows(), x.ncols())?;
+    fit_on_rows(x, y, kernel, config, landmarks.rows.clone(), intercept)
+}
+
+/// Checks landmarks chosen for `n` training rows of `d` features: their indices as
+/// [`Landmarks::validate`] does, and their rows non-empty, `d` wide and finite.
+fn check_chosen(landmarks: &ChosenLandmarks, n: usize, d: usize) -> Result<(), SolverError> {
+    if let Some(idx) = &landmarks.indices {
+        Landmarks::Indices(idx.clone()).validate(n, d)?;
+    }
+    let rows = &landmarks.rows;
+    let bad = |reason: String| Err(SolverError::InvalidConfig { name: "landmarks", reason });
+    if rows.nrows() == 0 {
+        return bad("no landmark rows".into());
+    }
+    if rows.ncols() != d {
+        return bad(format!("the landmark rows have {} columns, the training rows {d} features", rows.ncols()));
+    }
+    if !rows.is_finite() {
+        return bad("a landmark row has a non-finite entry".into());
+    }
+    Ok(())
+}
+
+/// The body of [`nystrom_krr`] once the landmark rows `xm` `(M, d)` are known.
+fn fit_on_rows(
+    x: DataRef<'_>,
+    y: &[f64],
+    kernel: &Kernel,
+    config: &NystromKrrConfig,
+    xm: ModelRows,
+    intercept: bool,
+) -> Result<NystromKrrFit, SolverError> {
+    let (n, m) = (x.nrows(), xm.nrows());
     let solve = match config.solve {
         NystromSolve::Auto => auto_solve(n, m),
         chosen => chosen,
@@ -190,7 +248,6 @@ pub fn nystrom_krr<'x>(
         format!("Nyström KRR's {matrices} {m} × {m} matrices and {BLOCK_ROWS}-row kernel panels (M = {m})"),
         f64_bytes(&[matrices, m, m]) + f64_bytes(&[m, BLOCK_ROWS + 2 * row_width(x)]),
     )?;
-    let xm = ModelRows::gather(x, landmarks);
     let panels = CrossKernelPanels::new(kernel, x, xm.data())?;
     let kmm = kernel.cross(xm.data(), xm.data());
     let (l, jitter) = jittered_cholesky(kmm.as_ref())?;
@@ -328,21 +385,14 @@ pub(crate) fn nystrom_krr_targets(
     weights: Option<&[f64]>,
     kernel: &Kernel,
     config: &NystromKrrConfig,
-    landmarks: &[usize],
+    landmarks: &ChosenLandmarks,
     intercept: bool,
 ) -> Result<NystromTargetsFit, SolverError> {
     crate::error::check_targets(x, y, weights)?;
     kernel.validate()?;
     check_config(config)?;
-    check_landmarks(landmarks, x.nrows())?;
-    let mut seen = vec![false; x.nrows()];
-    for &j in landmarks {
-        if std::mem::replace(&mut seen[j], true) {
-            return Err(SolverError::InvalidConfig { name: "landmarks", reason: format!("row {j} appears twice") });
-        }
-    }
-    drop(seen);
-    let (n, m, t) = (x.nrows(), landmarks.len(), y.ncols());
+    check_chosen(landmarks, x.nrows(), x.ncols())?;
+    let (n, m, t) = (x.nrows(), landmarks.rows.nrows(), y.ncols());
     let solve = match config.solve {
         NystromSolve::Auto => auto_solve(n, m),
         chosen => chosen,
@@ -354,7 +404,7 @@ pub(crate) fn nystrom_krr_targets(
         ),
         f64_bytes(&[matrices, m, m]) + f64_bytes(&[m, BLOCK_ROWS + 2 * row_width(x) + 2 * t]) + f64_bytes(&[n, t + 1]),
     )?;
-    let xm = ModelRows::gather(x, landmarks);
+    let xm = landmarks.rows.clone();
     let panels = CrossKernelPanels::new(kernel, x, xm.data())?;
     let kmm = kernel.cross(xm.data(), xm.data());
     let (l, _jitter) = jittered_cholesky(kmm.as_ref())?;
