@@ -60,6 +60,11 @@ pub fn set_hook(hook: fn() -> bool) {
     let _ = PROCESS.hook.set(hook);
 }
 
+/// Whether a front end registered a stop hook ([`set_hook`]): only then can a run be stopped.
+pub fn has_hook() -> bool {
+    PROCESS.hook.get().is_some()
+}
+
 /// Whether a stop was requested: asks the hook if [`POLL_INTERVAL`] has passed since this
 /// thread last asked, and remembers a `true` until [`clear`].
 pub fn poll() -> bool {

@@ -157,6 +157,13 @@ pub enum SolverError {
         /// What is wrong.
         reason: String,
     },
+    /// The run was stopped on request (Ctrl-C in Python) inside a dense factorization, which
+    /// finishes on a thread of its own and is then dropped: nothing of the run is kept.
+    #[error("stopped on request during {what}; nothing of the run was kept")]
+    Stopped {
+        /// The step that was running.
+        what: &'static str,
+    },
     /// The run was stopped on request (Ctrl-C) after iteration `t`, with its state saved to the
     /// checkpoint: running the same command again resumes it.
     #[error(

@@ -39,6 +39,7 @@ mod model_io;
 mod model_rows;
 pub mod pca;
 mod run;
+mod stoppable;
 pub mod streaming;
 
 pub use checkpoint::{CheckpointStore, SolverState};

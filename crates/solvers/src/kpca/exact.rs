@@ -185,5 +185,11 @@ pub(super) fn dense_eigenpairs(
     config: &ExactKpcaConfig,
 ) -> Result<(Eigenpairs, Option<KernelMeans>), SolverError> {
     let stats = config.center.then(|| center_in_place(&mut k));
-    Ok((top_eigenpairs(k.as_ref(), config.rank, config.tolerance)?, stats))
+    // Minutes at n = 20 000: a stop request leaves it (the factorization ends in the background).
+    let pairs = crate::stoppable::stoppable(
+        "the eigendecomposition of the kernel matrix",
+        (k, config.rank, config.tolerance),
+        |(k, r, tol)| top_eigenpairs(k.as_ref(), r, tol),
+    )??;
+    Ok((pairs, stats))
 }

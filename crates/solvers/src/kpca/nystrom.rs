@@ -266,8 +266,10 @@ pub fn nystrom_fit_landmarks<'x, R: Rng + ?Sized>(
     // The shift s: the mean row of W (rows of C at the landmarks), or 0 without centring.
     let shift: Vec<f64> =
         if config.center { (0..m).map(|j| w.col(j).sum() / m as f64).collect() } else { vec![0.0; m] };
-    let (ew, mut s_full) = sym_eigen_desc(w.as_ref())?;
-    drop(w);
+    // Seconds at m = 3000: a stop request leaves it (it ends in the background).
+    let (ew, mut s_full) = crate::stoppable::stoppable("the eigendecomposition of the landmark kernel", w, |w| {
+        sym_eigen_desc(w.as_ref())
+    })??;
     let cutoff = 1e-10 * ew.first().copied().unwrap_or(0.0).max(0.0);
     let kept = ew.iter().take_while(|&&v| v > cutoff).count();
     for (j, &value) in ew.iter().enumerate().take(kept) {
@@ -323,8 +325,10 @@ pub fn nystrom_fit_landmarks<'x, R: Rng + ?Sized>(
             }
         }
     }
-    let (lam, v) = sym_eigen_desc(gram.as_ref())?;
-    drop(gram);
+    let (lam, v) =
+        crate::stoppable::stoppable("the eigendecomposition of the Nyström features' Gram matrix", gram, |g| {
+            sym_eigen_desc(g.as_ref())
+        })??;
     // A (centred) Nyström kernel matrix at the rounding level has no eigenpairs (constant data
     // with centring): an error, never 0 pairs or NaN.
     let lambda1 = lam.first().copied().unwrap_or(0.0);
