@@ -696,6 +696,43 @@ pub fn run(mut args: KrrArgs, ctx: &RunContext) -> Result<()> {
     finish(&args, &prepared, outcome, &sigma_source, read_time, total)
 }
 
+/// Writes a fit's files into `dir` (created): the predictions of the test rows (`predictions`,
+/// or `(n_test, t)` `matrix` with several outputs), the coefficients, the model, the landmarks
+/// and the weights when the solver has them; returns their names, `report.json` last (written
+/// by the caller).
+fn write_fit_outputs(
+    dir: &std::path::Path,
+    outcome: &stolr_solvers::KernelRidgeOutcome,
+    predictions: &[f64],
+    matrix: Option<&faer::Mat<f64>>,
+) -> Result<Vec<&'static str>> {
+    let model = &outcome.model;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    match matrix {
+        // (n_test, t) and (p, t) with several outputs.
+        Some(f) => {
+            write_npy_matrix(&dir.join("predictions.npy"), f.as_ref())?;
+            write_npy_matrix(&dir.join("coefficients.npy"), model.coefficient_matrix().as_ref())?;
+        }
+        None => {
+            write_npy_vector(&dir.join("predictions.npy"), predictions)?;
+            write_npy_vector(&dir.join("coefficients.npy"), model.expansion().coefficients())?;
+        }
+    }
+    let mut outputs = vec!["predictions.npy", "coefficients.npy"];
+    outputs.push(write_model(dir, model)?);
+    if let Some(landmarks) = &outcome.summary.landmarks {
+        write_npy_indices(&dir.join("landmarks.npy"), landmarks)?;
+        outputs.push("landmarks.npy");
+    }
+    if let Some(weights) = &outcome.summary.weights {
+        write_npy_vector(&dir.join("weights.npy"), weights)?;
+        outputs.push("weights.npy");
+    }
+    outputs.push("report.json");
+    Ok(outputs)
+}
+
 /// The predictions, output files, report and summary line of a fit (on rank 0).
 fn finish(
     args: &KrrArgs,
@@ -751,34 +788,12 @@ fn finish(
         }
     };
 
-    let mut outputs = Vec::new();
     // The files go into the staging folder of the claimed --out, swapped in as a set by main.
     let out = args.out.as_deref().map(crate::common::output::staged);
-    if let Some(dir) = &out {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        match &matrix {
-            // (n_test, t) and (p, t) with several outputs.
-            Some(f) => {
-                write_npy_matrix(&dir.join("predictions.npy"), f.as_ref())?;
-                write_npy_matrix(&dir.join("coefficients.npy"), model.coefficient_matrix().as_ref())?;
-            }
-            None => {
-                write_npy_vector(&dir.join("predictions.npy"), &predictions)?;
-                write_npy_vector(&dir.join("coefficients.npy"), model.expansion().coefficients())?;
-            }
-        }
-        outputs = vec!["predictions.npy", "coefficients.npy"];
-        outputs.push(write_model(dir, model)?);
-        if let Some(landmarks) = &outcome.summary.landmarks {
-            write_npy_indices(&dir.join("landmarks.npy"), landmarks)?;
-            outputs.push("landmarks.npy");
-        }
-        if let Some(weights) = &outcome.summary.weights {
-            write_npy_vector(&dir.join("weights.npy"), weights)?;
-            outputs.push("weights.npy");
-        }
-        outputs.push("report.json");
-    }
+    let outputs = match &out {
+        Some(dir) => write_fit_outputs(dir, &outcome, &predictions, matrix.as_ref())?,
+        None => Vec::new(),
+    };
     let peak = peak_rss_bytes();
     let result = KrrResult { test_mse: Some(test_mse), train_mse: Some(train_mse), ..krr_result(args, &outcome) };
     let report = KrrReport {
@@ -1047,24 +1062,11 @@ mod sparse {
         let test_mse = mean_squared_error(&predictions, &sets.y_test);
         let train_mse = mean_squared_error(&train_predictions, &sets.y_train);
 
-        let mut outputs = Vec::new();
         let out = args.out.as_deref().map(crate::common::output::staged);
-        if let Some(dir) = &out {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-            write_npy_vector(&dir.join("predictions.npy"), &predictions)?;
-            write_npy_vector(&dir.join("coefficients.npy"), model.expansion().coefficients())?;
-            outputs = vec!["predictions.npy", "coefficients.npy"];
-            outputs.push(write_model(dir, model)?);
-            if let Some(landmarks) = &outcome.summary.landmarks {
-                write_npy_indices(&dir.join("landmarks.npy"), landmarks)?;
-                outputs.push("landmarks.npy");
-            }
-            if let Some(weights) = &outcome.summary.weights {
-                write_npy_vector(&dir.join("weights.npy"), weights)?;
-                outputs.push("weights.npy");
-            }
-            outputs.push("report.json");
-        }
+        let outputs = match &out {
+            Some(dir) => super::write_fit_outputs(dir, &outcome, &predictions, None)?,
+            None => Vec::new(),
+        };
         let result = KrrResult { test_mse: Some(test_mse), train_mse: Some(train_mse), ..krr_result(args, &outcome) };
         let report = KrrReport {
             stolr_version: env!("CARGO_PKG_VERSION").into(),
