@@ -56,6 +56,10 @@ pub use kpca::{
     skpca_memory_estimate, tau_for_rank, truncate_to_numerical_rank,
 };
 pub use kpca::{PREIMAGE_SOLVERS, PreImageMap, check_preimage, preimage_bytes};
+pub use kpca::{
+    DEFAULT_STREAM_BLOCK_ROWS, ReservoirSample, STREAMING_NYSTROM, StreamingNystromConfig, StreamingNystromFit,
+    reservoir_sample, streaming_nystrom_bytes, streaming_nystrom_fit,
+};
 pub use krr::{
     ColumnMode, CoordinatePartials, CoordinateRule, KernelExpansion, KernelRidge, KernelRidgeJob, KernelRidgeOutcome,
     KrrChoice, KrrConfig, KrrFitSummary, KrrJobTimings, KrrModel, KrrSolver, LAMBDA_GRID, LambdaSelection, NU_GRID,
