@@ -60,6 +60,7 @@ pub use kpca::{
     DEFAULT_STREAM_BLOCK_ROWS, ReservoirSample, STREAMING_NYSTROM, StreamingNystromConfig, StreamingNystromFit,
     reservoir_sample, streaming_nystrom_bytes, streaming_nystrom_fit,
 };
+pub use kpca::{RffKernelPcaModel, STREAMING_RFF, StreamingRffConfig, StreamingRffFit, streaming_rff_fit};
 pub use krr::{
     ColumnMode, CoordinatePartials, CoordinateRule, KernelExpansion, KernelRidge, KernelRidgeJob, KernelRidgeOutcome,
     KrrChoice, KrrConfig, KrrFitSummary, KrrJobTimings, KrrModel, KrrSolver, LAMBDA_GRID, LambdaSelection, NU_GRID,

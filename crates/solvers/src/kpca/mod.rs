@@ -21,6 +21,7 @@ mod preimage;
 mod rank;
 mod skpca;
 mod streaming_nystrom;
+mod streaming_rff;
 mod tau;
 
 pub use certificate::{Certificate, CertifyConfig, CertifyMethod, ConfidenceIntervals, certify};
@@ -44,4 +45,5 @@ pub use streaming_nystrom::{
     DEFAULT_STREAM_BLOCK_ROWS, ReservoirSample, STREAMING_NYSTROM, StreamingNystromConfig, StreamingNystromFit,
     reservoir_sample, streaming_nystrom_bytes, streaming_nystrom_fit,
 };
+pub use streaming_rff::{RffKernelPcaModel, STREAMING_RFF, StreamingRffConfig, StreamingRffFit, streaming_rff_fit};
 pub use tau::{TauChoice, tau_for_rank};

@@ -75,7 +75,7 @@ pub struct ReservoirSample {
 }
 
 /// Checks one row of a stream: `d` entries, all finite.
-fn check_row(index: usize, row: &[f64], d: usize) -> Result<(), SolverError> {
+pub(crate) fn check_row(index: usize, row: &[f64], d: usize) -> Result<(), SolverError> {
     if row.len() != d {
         return Err(SolverError::InvalidSample {
             index,
