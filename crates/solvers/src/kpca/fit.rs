@@ -124,6 +124,15 @@ pub enum KpcaSolver {
         /// Features (or columns) per draw.
         features: usize,
     },
+    /// Nyström from a stream of rows ([`crate::streaming_nystrom_fit`]): reservoir-sampled
+    /// landmarks, memory independent of `n`. On rows held in memory it streams them (one
+    /// process); the training eigenvectors are formed from the model's projections.
+    StreamingNystrom {
+        /// Number of landmarks `m`, `rank ≤ m ≤ n`.
+        landmarks: usize,
+        /// Rows of the stream held at once (rounded up to a multiple of 256).
+        block_rows: usize,
+    },
     /// The Kernel Hebbian Algorithm ([`Kha`]); its `rank` and `center` come from
     /// [`KernelPca`].
     Kha {
@@ -162,6 +171,7 @@ impl KpcaSolver {
             KpcaSolver::Nystrom { .. } => KpcaMethod::Nystrom.name(),
             KpcaSolver::Skpca { .. } => KpcaMethod::Skpca.name(),
             KpcaSolver::Kha { .. } => KpcaMethod::Kha.name(),
+            KpcaSolver::StreamingNystrom { .. } => crate::kpca::STREAMING_NYSTROM,
         }
     }
 }
@@ -455,6 +465,41 @@ impl KernelPca {
                     converged: None,
                     max_residual: None,
                     warnings,
+                }));
+            }
+            KpcaSolver::StreamingNystrom { landmarks, block_rows } => {
+                not_distributed("streamed Nyström on rows held in memory")?;
+                let rank = self.rank_for(name)?;
+                let x = shard.dense("streamed Nyström")?;
+                let config = crate::kpca::StreamingNystromConfig {
+                    memory: self.memory,
+                    block_rows: *block_rows,
+                    ..crate::kpca::StreamingNystromConfig::new(*landmarks, rank).center(self.center)
+                };
+                let fit = crate::kpca::streaming_nystrom_fit(&crate::MatrixSource(x), &self.kernel, &config, rng)?;
+                // U = Z Λ^{-1/2} from the training projections Z = U Λ^{1/2}.
+                let z = crate::Transformer::transform(&fit.model, x)?;
+                let inv_sqrt: Vec<f64> = fit.eigenvalues.iter().map(|l| 1.0 / l.sqrt()).collect();
+                let vectors = faer::Mat::from_fn(z.nrows(), z.ncols(), |i, j| z[(i, j)] * inv_sqrt[j]);
+                let pairs = Eigenpairs { values: fit.eigenvalues.clone(), vectors };
+                let model = KernelPcaModel::new(
+                    name,
+                    self.kernel,
+                    standardization,
+                    ModelRows::copy_of(fit.model.rows()),
+                    fit.model.coefficients().to_owned(),
+                    fit.eigenvalues,
+                    fit.model.centering().clone(),
+                )?;
+                return Ok(Some(KernelPcaFit {
+                    model,
+                    pairs,
+                    stop: None,
+                    iterations: 0,
+                    exact_operator: None,
+                    converged: None,
+                    max_residual: None,
+                    warnings: fit.warnings,
                 }));
             }
             KpcaSolver::Skpca { config, sampler, features } => {

@@ -202,7 +202,9 @@ impl KernelPcaJob {
         };
         let stream = match solver {
             KpcaSolver::Skpca { .. } => KpcaStream::Skpca,
-            KpcaSolver::Exact { .. } | KpcaSolver::Nystrom { .. } => KpcaStream::Solver,
+            KpcaSolver::Exact { .. } | KpcaSolver::Nystrom { .. } | KpcaSolver::StreamingNystrom { .. } => {
+                KpcaStream::Solver
+            }
             KpcaSolver::Kha { .. } => KpcaStream::Kha,
         };
         let params =

@@ -670,6 +670,27 @@ mod tests {
     }
 
     #[test]
+    fn the_kernel_pca_solver_enum_runs_it_and_agrees_with_exact() {
+        use crate::kpca::{KernelPca, KpcaSolver};
+        let n = 40;
+        let x = hostile_data(n);
+        let kernel = Kernel::gaussian(2.0);
+        let params = |solver| KernelPca { memory: MemoryBudget::UNLIMITED, ..KernelPca::new(5, kernel, solver).center(true) };
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
+        let streamed = params(KpcaSolver::StreamingNystrom { landmarks: n, block_rows: 256 })
+            .fit_prepared(x.as_ref(), None, &mut rng, &mut ())
+            .unwrap();
+        let exact = params(KpcaSolver::exact()).fit_prepared(x.as_ref(), None, &mut rng, &mut ()).unwrap();
+        assert_eq!(streamed.model.solver(), STREAMING_NYSTROM);
+        let top = exact.pairs.values[0];
+        for (a, b) in streamed.pairs.values.iter().zip(&exact.pairs.values) {
+            assert!((a - b).abs() <= 1e-9 * top, "eigenvalue {a} vs exact {b}");
+        }
+        let du = diff_up_to_sign(streamed.pairs.vectors.as_ref(), exact.pairs.vectors.as_ref());
+        assert!(du <= 1e-7, "eigenvectors differ by {du}");
+    }
+
+    #[test]
     fn hostile_streams_and_parameters_give_typed_errors() {
         let x = hostile_data(30);
         let good = rows_of(x.as_ref());
