@@ -421,6 +421,25 @@ mod tests {
     }
 
     #[test]
+    fn the_features_estimate_the_kernel_without_bias() {
+        // ζ(x)ᵀζ(y) is the mean of D terms cos(wᵀ(x − y)), each of variance at most 1/2: with
+        // D = 20000 its standard deviation is at most 0.005; 5 deviations is 0.025.
+        let (x, y) = ([0.3, -1.2, 2.0], [1.1, -0.4, 1.5]);
+        for kernel in [Kernel::gaussian(1.3), Kernel::laplacian(2.0)] {
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(12);
+            let omega = kernel.draw_frequencies(3, 20_000, &mut rng).unwrap();
+            let (mut zx, mut zy) = (vec![0.0; 40_000], vec![0.0; 40_000]);
+            features_into(&x, omega.as_ref(), &mut zx);
+            features_into(&y, omega.as_ref(), &mut zy);
+            let estimate: f64 = zx.iter().zip(&zy).map(|(a, b)| a * b).sum();
+            let exact = kernel.eval(&x, &y);
+            assert!((estimate - exact).abs() <= 0.025, "{kernel:?}: {estimate} vs {exact}");
+            let norm: f64 = zx.iter().map(|a| a * a).sum();
+            assert!((norm - 1.0).abs() <= 1e-12, "ζ(x)ᵀζ(x) = 1 = κ(x, x), got {norm}");
+        }
+    }
+
+    #[test]
     fn equal_seeds_give_equal_bits_and_the_model_round_trips() {
         let x = rings(300);
         let config = StreamingRffConfig { memory: MemoryBudget::UNLIMITED, ..StreamingRffConfig::new(50, 3).center(true) };
