@@ -133,6 +133,14 @@ pub enum KpcaSolver {
         /// Rows of the stream held at once (rounded up to a multiple of 256).
         block_rows: usize,
     },
+    /// Random Fourier features fed to a streaming PCA solver
+    /// ([`crate::streaming_rff_fit`]). Its model is an [`crate::RffKernelPcaModel`], not a
+    /// [`KernelPcaModel`]: [`KernelPca`] refuses it ([`SolverError::InvalidConfig`]); run
+    /// [`crate::streaming_rff_fit`].
+    StreamingRff {
+        /// Number of frequencies `D` (`2D` features).
+        frequencies: usize,
+    },
     /// The Kernel Hebbian Algorithm ([`Kha`]); its `rank` and `center` come from
     /// [`KernelPca`].
     Kha {
@@ -172,6 +180,7 @@ impl KpcaSolver {
             KpcaSolver::Skpca { .. } => KpcaMethod::Skpca.name(),
             KpcaSolver::Kha { .. } => KpcaMethod::Kha.name(),
             KpcaSolver::StreamingNystrom { .. } => crate::kpca::STREAMING_NYSTROM,
+            KpcaSolver::StreamingRff { .. } => crate::kpca::STREAMING_RFF,
         }
     }
 }
@@ -467,6 +476,14 @@ impl KernelPca {
                     warnings,
                 }));
             }
+            KpcaSolver::StreamingRff { .. } => {
+                return Err(SolverError::InvalidConfig {
+                    name: "solver",
+                    reason: "streaming-rff fits a random-feature model, not a kernel PCA model of rows: run \
+                             streaming_rff_fit (stolr kpca --solver streaming-rff)"
+                        .into(),
+                });
+            }
             KpcaSolver::StreamingNystrom { landmarks, block_rows } => {
                 not_distributed("streamed Nyström on rows held in memory")?;
                 let rank = self.rank_for(name)?;
@@ -740,6 +757,11 @@ impl KpcaMethod {
             Self::ExactMatrixFree => KpcaSolver::exact_with(ExactOperator::MatrixFree),
             Self::Nystrom => KpcaSolver::Nystrom { landmarks: settings.landmarks },
             Self::Kha => KpcaSolver::kha(settings.eta, settings.iterations),
+            Self::StreamingNystrom => KpcaSolver::StreamingNystrom {
+                landmarks: settings.landmarks,
+                block_rows: crate::kpca::DEFAULT_STREAM_BLOCK_ROWS,
+            },
+            Self::StreamingRff => KpcaSolver::StreamingRff { frequencies: settings.features },
         }
     }
 
