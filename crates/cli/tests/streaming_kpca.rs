@@ -102,7 +102,8 @@ fn generated_rings_stream_through_both_solvers() {
     for (solver, size) in [("streaming-nystrom", ["--landmarks", "50"]), ("streaming-rff", ["--features", "100"])] {
         let out_dir = dir.path().join(solver);
         let o = out_dir.to_str().unwrap();
-        let mut args = vec!["kpca", "--generate", "rings", "--n", "3000", "--solver", solver, "--rank", "3", "--center"];
+        let mut args =
+            vec!["kpca", "--generate", "rings", "--n", "3000", "--solver", solver, "--rank", "3", "--center"];
         args.extend(size);
         args.extend(["--out", o]);
         let printed = String::from_utf8_lossy(&ok(stolr(&args)).stdout).into_owned();
@@ -134,16 +135,56 @@ fn hostile_streams_fail_cleanly() {
     write_npy_matrix(&input, x.as_ref()).unwrap();
     let p = input.to_str().unwrap();
     for solver in ["streaming-nystrom", "streaming-rff"] {
-        let out = stolr(&["kpca", "--input", p, "--format", "npy", "--solver", solver, "--rank", "2", "--sigma", "1", "--landmarks", "10"]);
+        let out = stolr(&[
+            "kpca",
+            "--input",
+            p,
+            "--format",
+            "npy",
+            "--solver",
+            solver,
+            "--rank",
+            "2",
+            "--sigma",
+            "1",
+            "--landmarks",
+            "10",
+        ]);
         fails_with(out, "row 37");
         fails_with(stolr(&["kpca", "--generate", "rings", "--n", "100", "--solver", solver]), "--rank");
     }
     fails_with(
-        stolr(&["kpca", "--generate", "rings", "--n", "0", "--solver", "streaming-nystrom", "--rank", "2", "--sigma", "1"]),
+        stolr(&[
+            "kpca",
+            "--generate",
+            "rings",
+            "--n",
+            "0",
+            "--solver",
+            "streaming-nystrom",
+            "--rank",
+            "2",
+            "--sigma",
+            "1",
+        ]),
         "empty",
     );
     fails_with(
-        stolr(&["kpca", "--generate", "rings", "--n", "50", "--solver", "streaming-nystrom", "--rank", "2", "--sigma", "1", "--landmarks", "60"]),
+        stolr(&[
+            "kpca",
+            "--generate",
+            "rings",
+            "--n",
+            "50",
+            "--solver",
+            "streaming-nystrom",
+            "--rank",
+            "2",
+            "--sigma",
+            "1",
+            "--landmarks",
+            "60",
+        ]),
         "landmarks",
     );
 }

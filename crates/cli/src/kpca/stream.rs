@@ -108,7 +108,8 @@ pub(super) fn run(args: &KpcaArgs, ctx: &RunContext) -> Result<()> {
     let kernel = spec.resolve(d, || -> Result<f64, SolverError> {
         let mut rng = KpcaStream::Bandwidth.rng(args.seed);
         let sample = reservoir_sample(&source, SIGMA_SAMPLE, &mut rng)?;
-        let b = bandwidth_estimate(sample.rows.as_ref(), DEFAULT_BANDWIDTH_PERCENTILE, DEFAULT_BANDWIDTH_PAIRS, &mut rng)?;
+        let b =
+            bandwidth_estimate(sample.rows.as_ref(), DEFAULT_BANDWIDTH_PERCENTILE, DEFAULT_BANDWIDTH_PAIRS, &mut rng)?;
         estimated = Some(b.sigma);
         Ok(b.sigma)
     })?;
@@ -122,8 +123,10 @@ pub(super) fn run(args: &KpcaArgs, ctx: &RunContext) -> Result<()> {
         Box<dyn Fn(&Path) -> Result<(), SolverError>>,
         Box<dyn Fn(MatRef<'_, f64>) -> Result<Mat<f64>, SolverError>>,
     ) = if args.solver == KpcaMethod::StreamingNystrom {
-        let config =
-            StreamingNystromConfig { memory: ctx.memory, ..StreamingNystromConfig::new(args.landmarks, rank).center(args.center) };
+        let config = StreamingNystromConfig {
+            memory: ctx.memory,
+            ..StreamingNystromConfig::new(args.landmarks, rank).center(args.center)
+        };
         let fit = streaming_nystrom_fit(&source, &kernel, &config, &mut rng)?;
         for w in &fit.warnings {
             eprintln!("warning: {w}");
@@ -132,7 +135,10 @@ pub(super) fn run(args: &KpcaArgs, ctx: &RunContext) -> Result<()> {
         let saved = model.clone();
         (fit.eigenvalues, fit.n, Box::new(move |p| saved.save(p)), Box::new(move |x| model.transform(x)))
     } else {
-        let config = StreamingRffConfig { memory: ctx.memory, ..StreamingRffConfig::new(args.features, rank).center(args.center) };
+        let config = StreamingRffConfig {
+            memory: ctx.memory,
+            ..StreamingRffConfig::new(args.features, rank).center(args.center)
+        };
         let fit = streaming_rff_fit(&source, &kernel, &config, &mut rng, &mut ())?;
         let model = std::rc::Rc::new(fit.model);
         let saved = model.clone();

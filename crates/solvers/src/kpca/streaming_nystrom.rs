@@ -46,13 +46,7 @@ impl StreamingNystromConfig {
     /// `landmarks` landmarks, `rank` pairs, uncentred, the default budget and
     /// [`DEFAULT_STREAM_BLOCK_ROWS`].
     pub fn new(landmarks: usize, rank: usize) -> Self {
-        Self {
-            landmarks,
-            rank,
-            center: false,
-            memory: MemoryBudget::default(),
-            block_rows: DEFAULT_STREAM_BLOCK_ROWS,
-        }
+        Self { landmarks, rank, center: false, memory: MemoryBudget::default(), block_rows: DEFAULT_STREAM_BLOCK_ROWS }
     }
 
     /// Sets feature-space centring.
@@ -236,7 +230,9 @@ pub fn streaming_nystrom_fit<R: Rng + ?Sized>(
     }
     let total = needs.iter().fold(0u64, |acc, (_, b)| acc.saturating_add(*b));
     config.memory.check(
-        format!("the streamed Nyström fit (m = {m} landmarks, d = {d}: landmarks, m × m matrices and a row block together)"),
+        format!(
+            "the streamed Nyström fit (m = {m} landmarks, d = {d}: landmarks, m × m matrices and a row block together)"
+        ),
         total,
     )?;
 
@@ -371,9 +367,7 @@ pub fn streaming_nystrom_fit<R: Rng + ?Sized>(
     let coefficients = stolr_lowrank::mul(s, v.as_ref());
     let centering = if config.center {
         // Bᵀ c̄ = Bᵀ s + Vᵀ g.
-        let offset = (0..r)
-            .map(|j| dot(coefficients.col(j), &shift) + dot(v.col(j), &g))
-            .collect();
+        let offset = (0..r).map(|j| dot(coefficients.col(j), &shift) + dot(v.col(j), &g)).collect();
         KernelCentering::Offset(offset)
     } else {
         KernelCentering::None
@@ -383,15 +377,8 @@ pub fn streaming_nystrom_fit<R: Rng + ?Sized>(
     if r < config.rank {
         warnings.push(KpcaWarning::RankDeficient { requested: config.rank, returned: r, solver: STREAMING_NYSTROM });
     }
-    let model = KernelPcaModel::new(
-        STREAMING_NYSTROM,
-        *kernel,
-        None,
-        landmarks,
-        coefficients,
-        eigenvalues.clone(),
-        centering,
-    )?;
+    let model =
+        KernelPcaModel::new(STREAMING_NYSTROM, *kernel, None, landmarks, coefficients, eigenvalues.clone(), centering)?;
     Ok(StreamingNystromFit { model, eigenvalues, n, landmarks: sample.positions, kept, warnings })
 }
 
@@ -675,7 +662,8 @@ mod tests {
         let n = 40;
         let x = hostile_data(n);
         let kernel = Kernel::gaussian(2.0);
-        let params = |solver| KernelPca { memory: MemoryBudget::UNLIMITED, ..KernelPca::new(5, kernel, solver).center(true) };
+        let params =
+            |solver| KernelPca { memory: MemoryBudget::UNLIMITED, ..KernelPca::new(5, kernel, solver).center(true) };
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
         let streamed = params(KpcaSolver::StreamingNystrom { landmarks: n, block_rows: 256 })
             .fit_prepared(x.as_ref(), None, &mut rng, &mut ())

@@ -298,10 +298,9 @@ pub fn streaming_rff_fit<R: Rng + ?Sized>(
     kernel.validate()?;
     let d = source.dim()?;
     let big_d = config.frequencies;
-    config.memory.check(
-        format!("the d × D random Fourier frequencies (d = {d}, D = {big_d})"),
-        f64_bytes(&[d, big_d]),
-    )?;
+    config
+        .memory
+        .check(format!("the d × D random Fourier frequencies (d = {d}, D = {big_d})"), f64_bytes(&[d, big_d]))?;
     let mut by_ref = &mut *rng;
     let omega = kernel.draw_frequencies(d, big_d, &mut by_ref)?;
     let width = big_d.saturating_mul(2);
@@ -410,7 +409,10 @@ mod tests {
             assert_eq!((fit.n, fit.passes), (n, 3));
             let z = fit.model.transform(x.as_ref()).unwrap();
             let share = captured_share(z.as_ref(), kc.as_ref(), &exact.values);
-            eprintln!("{solver:?}, batch {batch}: captured share {share:.5}, eigenvalues {:?} vs exact {:?}", fit.eigenvalues, exact.values);
+            eprintln!(
+                "{solver:?}, batch {batch}: captured share {share:.5}, eigenvalues {:?} vs exact {:?}",
+                fit.eigenvalues, exact.values
+            );
             assert!(share >= 0.97, "{solver:?}, batch {batch}: captured share {share}");
             // Eigenvalues on the kernel-matrix scale: within the random-feature and one-pass
             // error of the exact ones (a wrong scale, e.g. means instead of sums, is off by n).
@@ -442,7 +444,8 @@ mod tests {
     #[test]
     fn equal_seeds_give_equal_bits_and_the_model_round_trips() {
         let x = rings(300);
-        let config = StreamingRffConfig { memory: MemoryBudget::UNLIMITED, ..StreamingRffConfig::new(50, 3).center(true) };
+        let config =
+            StreamingRffConfig { memory: MemoryBudget::UNLIMITED, ..StreamingRffConfig::new(50, 3).center(true) };
         let a = fit(x.as_ref(), &config, 8).unwrap();
         let b = fit(x.as_ref(), &config, 8).unwrap();
         assert_eq!(a.model, b.model);
@@ -466,7 +469,8 @@ mod tests {
     #[test]
     fn hostile_inputs_give_typed_errors() {
         let x = rings(40);
-        let config = StreamingRffConfig { memory: MemoryBudget::UNLIMITED, ..StreamingRffConfig::new(10, 2).center(true) };
+        let config =
+            StreamingRffConfig { memory: MemoryBudget::UNLIMITED, ..StreamingRffConfig::new(10, 2).center(true) };
         let mut bad = x.clone();
         bad[(23, 1)] = f64::NAN;
         match fit(bad.as_ref(), &config, 1) {
