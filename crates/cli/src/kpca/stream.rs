@@ -32,6 +32,11 @@ const RINGS_NOISE: f64 = 0.1;
 /// Rows transformed at once in the projections pass.
 const PROJECTION_BLOCK: usize = 4096;
 
+/// A fitted model's transform of a block of rows `(b, d)` to its projections `(b, r)`.
+type TransformFn = dyn Fn(MatRef<'_, f64>) -> Result<Mat<f64>, SolverError>;
+/// A fitted model's save to a path.
+type SaveFn = dyn Fn(&Path) -> Result<(), SolverError>;
+
 /// The rows of a streaming run: a file re-opened for each pass, or generated rings (the same
 /// rows every pass, from the seed's data stream).
 enum Source<'a> {
@@ -117,33 +122,29 @@ pub(super) fn run(args: &KpcaArgs, ctx: &RunContext) -> Result<()> {
         println!("sigma = {sigma:.6} (auto: reservoir sample of {SIGMA_SAMPLE} rows)");
     }
     let mut rng = KpcaStream::Solver.rng(args.seed);
-    let (eigenvalues, n, model_save, transform): (
-        Vec<f64>,
-        usize,
-        Box<dyn Fn(&Path) -> Result<(), SolverError>>,
-        Box<dyn Fn(MatRef<'_, f64>) -> Result<Mat<f64>, SolverError>>,
-    ) = if args.solver == KpcaMethod::StreamingNystrom {
-        let config = StreamingNystromConfig {
-            memory: ctx.memory,
-            ..StreamingNystromConfig::new(args.landmarks, rank).center(args.center)
+    let (eigenvalues, n, model_save, transform): (Vec<f64>, usize, Box<SaveFn>, Box<TransformFn>) =
+        if args.solver == KpcaMethod::StreamingNystrom {
+            let config = StreamingNystromConfig {
+                memory: ctx.memory,
+                ..StreamingNystromConfig::new(args.landmarks, rank).center(args.center)
+            };
+            let fit = streaming_nystrom_fit(&source, &kernel, &config, &mut rng)?;
+            for w in &fit.warnings {
+                eprintln!("warning: {w}");
+            }
+            let model = std::rc::Rc::new(fit.model);
+            let saved = model.clone();
+            (fit.eigenvalues, fit.n, Box::new(move |p| saved.save(p)), Box::new(move |x| model.transform(x)))
+        } else {
+            let config = StreamingRffConfig {
+                memory: ctx.memory,
+                ..StreamingRffConfig::new(args.features, rank).center(args.center)
+            };
+            let fit = streaming_rff_fit(&source, &kernel, &config, &mut rng, &mut ())?;
+            let model = std::rc::Rc::new(fit.model);
+            let saved = model.clone();
+            (fit.eigenvalues, fit.n, Box::new(move |p| saved.save(p)), Box::new(move |x| model.transform(x)))
         };
-        let fit = streaming_nystrom_fit(&source, &kernel, &config, &mut rng)?;
-        for w in &fit.warnings {
-            eprintln!("warning: {w}");
-        }
-        let model = std::rc::Rc::new(fit.model);
-        let saved = model.clone();
-        (fit.eigenvalues, fit.n, Box::new(move |p| saved.save(p)), Box::new(move |x| model.transform(x)))
-    } else {
-        let config = StreamingRffConfig {
-            memory: ctx.memory,
-            ..StreamingRffConfig::new(args.features, rank).center(args.center)
-        };
-        let fit = streaming_rff_fit(&source, &kernel, &config, &mut rng, &mut ())?;
-        let model = std::rc::Rc::new(fit.model);
-        let saved = model.clone();
-        (fit.eigenvalues, fit.n, Box::new(move |p| saved.save(p)), Box::new(move |x| model.transform(x)))
-    };
     println!("{name}: n = {n} rows, d = {d}, eigenvalues {eigenvalues:?}");
     if let Some(given) = &args.out {
         // The files go into the staging folder of the claimed --out, swapped in as a set by main.
@@ -168,7 +169,7 @@ fn write_projections(
     n: usize,
     d: usize,
     r: usize,
-    transform: &dyn Fn(MatRef<'_, f64>) -> Result<Mat<f64>, SolverError>,
+    transform: &TransformFn,
 ) -> Result<()> {
     let mut rows = source.rows(PassKind::RayleighRitz)?;
     let mut pending: VecDeque<Vec<f64>> = VecDeque::new();
