@@ -97,6 +97,47 @@ fn streaming_nystrom_with_every_row_a_landmark_equals_the_exact_solver() {
 }
 
 #[test]
+fn stolr_transform_applies_a_random_feature_model_to_the_same_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("x.npy");
+    write_npy_matrix(&input, circles(300).as_ref()).unwrap();
+    let x = input.to_str().unwrap();
+    let fitted = dir.path().join("rff");
+    ok(stolr(&[
+        "kpca",
+        "--input",
+        x,
+        "--format",
+        "npy",
+        "--solver",
+        "streaming-rff",
+        "--features",
+        "64",
+        "--rank",
+        "3",
+        "--center",
+        "--sigma",
+        "1",
+        "--out",
+        fitted.to_str().unwrap(),
+    ]));
+    let applied = dir.path().join("applied");
+    ok(stolr(&[
+        "transform",
+        "--model",
+        fitted.join("model.npz").to_str().unwrap(),
+        "--input",
+        x,
+        "--format",
+        "npy",
+        "--out",
+        applied.to_str().unwrap(),
+    ]));
+    let (z, written) = (load(&applied.join("projections.npy")), load(&fitted.join("projections.npy")));
+    assert_eq!(z, written, "the training projections and stolr transform of the same rows");
+}
+
+#[test]
 fn generated_rings_stream_through_both_solvers() {
     let dir = tempfile::tempdir().unwrap();
     for (solver, size) in [("streaming-nystrom", ["--landmarks", "50"]), ("streaming-rff", ["--features", "100"])] {
