@@ -57,11 +57,15 @@ fn load(args: &ApplyArgs, kinds: &[&str], memory: MemoryBudget) -> Result<(Model
 /// and the rows are read within `memory` (`--memory-limit`).
 pub fn transform(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
     let start = Instant::now();
-    let (file, path) = load(&args, &[KernelPcaModel::KIND, PcaModel::KIND], memory)?;
+    let kinds = [KernelPcaModel::KIND, PcaModel::KIND, stolr_solvers::RffKernelPcaModel::KIND];
+    let (file, path) = load(&args, &kinds, memory)?;
     let (model, encoding): (Box<dyn Transformer>, _) = if file.kind() == KernelPcaModel::KIND {
         let model = KernelPcaModel::from_model_file(&file, &path)?;
         let encoding = model.encoding().cloned();
         (Box::new(model), encoding)
+    } else if file.kind() == stolr_solvers::RffKernelPcaModel::KIND {
+        // A random-feature kernel PCA model (stolr kpca --solver streaming-rff).
+        (Box::new(stolr_solvers::RffKernelPcaModel::from_model_file(&file, &path)?), None)
     } else {
         let model = PcaModel::from_model_file(&file, &path)?;
         let encoding = model.encoding().cloned();

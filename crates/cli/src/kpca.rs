@@ -20,6 +20,7 @@ use crate::memory::peak_rss_bytes;
 mod args;
 mod distributed;
 mod report;
+mod stream;
 
 pub use args::KpcaArgs;
 use args::{job, load};
@@ -61,6 +62,12 @@ pub fn run(mut args: KpcaArgs, ctx: &RunContext) -> Result<()> {
     }
     if args.solver != KpcaMethod::Skpca && args.rank.is_none() {
         bail!("--solver {} needs --rank (the number of eigenpairs)", job(&args, ctx).solver.name());
+    }
+    if matches!(args.solver, KpcaMethod::StreamingNystrom | KpcaMethod::StreamingRff) {
+        return stream::run(&args, ctx);
+    }
+    if args.generate.is_some() {
+        bail!("--generate streams its rows: it needs --solver streaming-nystrom or streaming-rff");
     }
     let job = stolr_solvers::KernelPcaJob { landmarks, ..job(&args, ctx) };
     let iterative = args.solver.is_iterative();

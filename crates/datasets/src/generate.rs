@@ -64,15 +64,9 @@ pub fn rings<R: Rng + ?Sized>(n: usize, noise: f64, rng: &mut R) -> Dataset {
     let mut x = Mat::zeros(n, 3);
     let mut labels = Vec::with_capacity(n);
     for i in 0..n {
-        let ring = i % 3;
-        let theta = rng.random_range(0.0..TAU);
-        let radial: f64 = StandardNormal.sample(rng);
-        let height: f64 = StandardNormal.sample(rng);
-        let r = (ring + 1) as f64 + noise * radial;
-        x[(i, 0)] = r * theta.cos();
-        x[(i, 1)] = r * theta.sin();
-        x[(i, 2)] = noise * height;
-        labels.push(ring.to_string());
+        let row = ring_row(i, noise, rng);
+        (0..3).for_each(|j| x[(i, j)] = row[j]);
+        labels.push((i % 3).to_string());
     }
     Dataset {
         x,
@@ -82,6 +76,26 @@ pub fn rings<R: Rng + ?Sized>(n: usize, noise: f64, rng: &mut R) -> Dataset {
              in the x-y plane, d = 3"
         ),
     }
+}
+
+/// Row `i` of [`rings`], drawn from `rng` (three draws per row, in row order).
+fn ring_row<R: Rng + ?Sized>(i: usize, noise: f64, rng: &mut R) -> [f64; 3] {
+    let ring = i % 3;
+    let theta = rng.random_range(0.0..TAU);
+    let radial: f64 = StandardNormal.sample(rng);
+    let height: f64 = StandardNormal.sample(rng);
+    let r = (ring + 1) as f64 + noise * radial;
+    [r * theta.cos(), r * theta.sin(), noise * height]
+}
+
+/// The rows of [`rings`]`(n, noise, rng)`, the same values, generated one at a time and never
+/// held: a stream of any length in `O(1)` memory.
+///
+/// # Panics
+/// If `noise` is negative or not finite.
+pub fn rings_rows<R: Rng>(n: usize, noise: f64, mut rng: R) -> impl Iterator<Item = Vec<f64>> {
+    assert!(noise.is_finite() && noise >= 0.0, "rings: noise must be finite and nonnegative, got {noise}");
+    (0..n).map(move |i| ring_row(i, noise, &mut rng).to_vec())
 }
 
 /// Half-width of the square `[−5, 5]²` the [`sinc`] inputs are drawn from.

@@ -335,6 +335,44 @@ fn header(descr: &str, shape: &str) -> Vec<u8> {
     bytes
 }
 
+/// Writes the rows `rows` (each of length `ncols`, `nrows` of them) to `path` as a 2-D float64
+/// `.npy` file in C order, as they come: the rows are never held together (a last pass of a
+/// streaming fit writes its projections with it). Written atomically: on an error nothing is
+/// left at `path`.
+///
+/// # Errors
+/// [`DataError::Io`] if the file cannot be written, if a row's error is returned (its message
+/// kept), or if the rows are not `nrows` rows of `ncols` values.
+pub fn write_npy_rows<E: std::fmt::Display>(
+    path: &Path,
+    nrows: usize,
+    ncols: usize,
+    rows: impl IntoIterator<Item = Result<Vec<f64>, E>>,
+) -> Result<(), DataError> {
+    let header = header("<f8", &format!("({nrows}, {ncols})"));
+    Ok(stolr_model::write_atomic(path, |out| {
+        out.write_all(&header)?;
+        let mut count = 0usize;
+        for row in rows {
+            let row = row.map_err(|e| std::io::Error::other(e.to_string()))?;
+            if row.len() != ncols || count == nrows {
+                return Err(std::io::Error::other(format!(
+                    "row {count} has {} values: expected {nrows} rows of {ncols}",
+                    row.len()
+                )));
+            }
+            for v in row {
+                out.write_all(&v.to_le_bytes())?;
+            }
+            count += 1;
+        }
+        if count != nrows {
+            return Err(std::io::Error::other(format!("{count} rows written, {nrows} announced")));
+        }
+        Ok(())
+    })?)
+}
+
 /// Writes the header for `shape` (a Python tuple) and then `values` as little-endian f64.
 fn write_npy(path: &Path, shape: &str, values: impl IntoIterator<Item = f64>) -> Result<(), DataError> {
     write_npy_bytes(path, "<f8", shape, values.into_iter().map(f64::to_le_bytes))

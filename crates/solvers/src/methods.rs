@@ -49,11 +49,23 @@ pub enum KpcaMethod {
     Nystrom,
     /// The Kernel Hebbian Algorithm.
     Kha,
+    /// Nyström from a stream: reservoir-sampled landmarks, memory independent of `n`.
+    StreamingNystrom,
+    /// Random Fourier features fed to capped MSG, from a stream.
+    StreamingRff,
 }
 
 impl Named for KpcaMethod {
     const WHAT: &'static str = "kernel PCA solver";
-    const ALL: &'static [Self] = &[Self::Skpca, Self::Exact, Self::ExactMatrixFree, Self::Nystrom, Self::Kha];
+    const ALL: &'static [Self] = &[
+        Self::Skpca,
+        Self::Exact,
+        Self::ExactMatrixFree,
+        Self::Nystrom,
+        Self::Kha,
+        Self::StreamingNystrom,
+        Self::StreamingRff,
+    ];
 
     fn name(self) -> &'static str {
         match self {
@@ -62,6 +74,8 @@ impl Named for KpcaMethod {
             Self::ExactMatrixFree => "exact-matrix-free",
             Self::Nystrom => "nystrom",
             Self::Kha => "kha",
+            Self::StreamingNystrom => "streaming-nystrom",
+            Self::StreamingRff => "streaming-rff",
         }
     }
 
@@ -78,6 +92,12 @@ impl Named for KpcaMethod {
             }
             Self::Nystrom => "Exact eigenpairs of the Nyström approximation with --landmarks columns",
             Self::Kha => "The Kernel Hebbian Algorithm (constant step --eta, --iterations steps; memory O(n·rank))",
+            Self::StreamingNystrom => {
+                "Nyström from a stream (two passes, --landmarks reservoir-sampled; memory O(m² + m·d), independent of n)"
+            }
+            Self::StreamingRff => {
+                "Random Fourier features (--features frequencies) fed to capped MSG from a stream (memory O(D·(d + rank)))"
+            }
         }
     }
 }

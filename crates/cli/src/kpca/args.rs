@@ -141,6 +141,16 @@ pub struct KpcaArgs {
     pub(super) plot: Option<PathBuf>,
     #[command(flatten)]
     pub(super) checkpoint: CheckpointArgs,
+    /// Generated rows streamed without being held (--solver streaming-nystrom|streaming-rff,
+    /// without --input): `rings`, three noisy concentric rings in 3-D (noise 0.1), --n rows.
+    #[arg(long, value_parser = ["rings"])]
+    pub(super) generate: Option<String>,
+    /// Number of generated rows with --generate.
+    #[arg(long, default_value_t = 100_000)]
+    pub(super) n: usize,
+    /// With the streaming solvers, skip the last pass that writes projections.npy.
+    #[arg(long)]
+    pub(super) no_projections: bool,
 }
 
 /// What [`load`] reads: the dataset (its rows empty when they are kept in float32), the rows

@@ -310,6 +310,33 @@ impl Kernel {
         dispatch!(self, k => k.validate())
     }
 
+    /// `k` frequencies $w_1, \dots, w_k$ drawn i.i.d. from the kernel's spectral density
+    /// (Bochner) by `rng`, as the columns of a `(d, k)` matrix: the frequencies that
+    /// [`crate::RandomFourierFeatures`] draws for each of its draws, for a caller that keeps them
+    /// fixed (random features of a stream of rows). Gaussian $w = g/\sigma$, $g \sim N(0, I_d)$;
+    /// Laplacian (ℓ1) $w_l \sim \mathrm{Cauchy}(0, 1/\sigma)$ i.i.d. Memory `8·d·k` bytes.
+    ///
+    /// # Errors
+    /// [`EstimatorError::InvalidKernel`] for invalid parameters;
+    /// [`EstimatorError::UnsupportedKernel`] for a kernel that is not shift-invariant;
+    /// [`EstimatorError::ZeroFeatures`] if `k == 0`.
+    pub fn draw_frequencies(&self, d: usize, k: usize, rng: &mut dyn rand::Rng) -> Result<Mat<f64>, EstimatorError> {
+        self.validate()?;
+        if !self.is_shift_invariant() {
+            return Err(EstimatorError::UnsupportedKernel {
+                estimator: "rff",
+                kernel: self.name(),
+                hint: "random Fourier features need a shift-invariant kernel (gaussian, laplacian)",
+            });
+        }
+        if k == 0 {
+            return Err(EstimatorError::ZeroFeatures { what: "random Fourier features" });
+        }
+        let mut omega = Mat::zeros(d, k);
+        dispatch!(self, kernel => kernel.draw_frequencies(rng, omega.as_mut()));
+        Ok(omega)
+    }
+
     /// $\kappa(x, y)$ for two samples of the same dimension `d`, by a direct loop over the
     /// coordinates ([`Evaluator::pair`]).
     ///

@@ -124,6 +124,23 @@ pub enum KpcaSolver {
         /// Features (or columns) per draw.
         features: usize,
     },
+    /// Nyström from a stream of rows ([`crate::streaming_nystrom_fit`]): reservoir-sampled
+    /// landmarks, memory independent of `n`. On rows held in memory it streams them (one
+    /// process); the training eigenvectors are formed from the model's projections.
+    StreamingNystrom {
+        /// Number of landmarks `m`, `rank ≤ m ≤ n`.
+        landmarks: usize,
+        /// Rows of the stream held at once (rounded up to a multiple of 256).
+        block_rows: usize,
+    },
+    /// Random Fourier features fed to a streaming PCA solver
+    /// ([`crate::streaming_rff_fit`]). Its model is an [`crate::RffKernelPcaModel`], not a
+    /// [`KernelPcaModel`]: [`KernelPca`] refuses it ([`SolverError::InvalidConfig`]); run
+    /// [`crate::streaming_rff_fit`].
+    StreamingRff {
+        /// Number of frequencies `D` (`2D` features).
+        frequencies: usize,
+    },
     /// The Kernel Hebbian Algorithm ([`Kha`]); its `rank` and `center` come from
     /// [`KernelPca`].
     Kha {
@@ -162,6 +179,8 @@ impl KpcaSolver {
             KpcaSolver::Nystrom { .. } => KpcaMethod::Nystrom.name(),
             KpcaSolver::Skpca { .. } => KpcaMethod::Skpca.name(),
             KpcaSolver::Kha { .. } => KpcaMethod::Kha.name(),
+            KpcaSolver::StreamingNystrom { .. } => crate::kpca::STREAMING_NYSTROM,
+            KpcaSolver::StreamingRff { .. } => crate::kpca::STREAMING_RFF,
         }
     }
 }
@@ -482,6 +501,49 @@ impl KernelPca {
                     warnings,
                 }));
             }
+            KpcaSolver::StreamingRff { .. } => {
+                return Err(SolverError::InvalidConfig {
+                    name: "solver",
+                    reason: "streaming-rff fits a random-feature model, not a kernel PCA model of rows: run \
+                             streaming_rff_fit (stolr kpca --solver streaming-rff)"
+                        .into(),
+                });
+            }
+            KpcaSolver::StreamingNystrom { landmarks, block_rows } => {
+                not_distributed("streamed Nyström on rows held in memory")?;
+                let rank = self.rank_for(name)?;
+                let x = shard.dense("streamed Nyström")?;
+                let config = crate::kpca::StreamingNystromConfig {
+                    memory: self.memory,
+                    block_rows: *block_rows,
+                    ..crate::kpca::StreamingNystromConfig::new(*landmarks, rank).center(self.center)
+                };
+                let fit = crate::kpca::streaming_nystrom_fit(&crate::MatrixSource(x), &self.kernel, &config, rng)?;
+                // U = Z Λ^{-1/2} from the training projections Z = U Λ^{1/2}.
+                let z = crate::Transformer::transform(&fit.model, x)?;
+                let inv_sqrt: Vec<f64> = fit.eigenvalues.iter().map(|l| 1.0 / l.sqrt()).collect();
+                let vectors = faer::Mat::from_fn(z.nrows(), z.ncols(), |i, j| z[(i, j)] * inv_sqrt[j]);
+                let pairs = Eigenpairs { values: fit.eigenvalues.clone(), vectors };
+                let model = KernelPcaModel::new(
+                    name,
+                    self.kernel,
+                    standardization,
+                    ModelRows::copy_of(fit.model.rows()),
+                    fit.model.coefficients().to_owned(),
+                    fit.eigenvalues,
+                    fit.model.centering().clone(),
+                )?;
+                return Ok(Some(KernelPcaFit {
+                    model,
+                    pairs,
+                    stop: None,
+                    iterations: 0,
+                    exact_operator: None,
+                    converged: None,
+                    max_residual: None,
+                    warnings: fit.warnings,
+                }));
+            }
             KpcaSolver::Skpca { config, sampler, features } => {
                 if !matches!(sampler, SamplerKind::Rff | SamplerKind::Maclaurin) {
                     not_distributed(&format!("SKPCA with the {} sampler", sampler.name()))?;
@@ -740,6 +802,11 @@ impl KpcaMethod {
             Self::ExactMatrixFree => KpcaSolver::exact_with(ExactOperator::MatrixFree),
             Self::Nystrom => KpcaSolver::Nystrom { landmarks: settings.landmarks },
             Self::Kha => KpcaSolver::kha(settings.eta, settings.iterations),
+            Self::StreamingNystrom => KpcaSolver::StreamingNystrom {
+                landmarks: settings.landmarks,
+                block_rows: crate::kpca::DEFAULT_STREAM_BLOCK_ROWS,
+            },
+            Self::StreamingRff => KpcaSolver::StreamingRff { frequencies: settings.features },
         }
     }
 

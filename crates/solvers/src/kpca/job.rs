@@ -205,7 +205,10 @@ impl KernelPcaJob {
         };
         let stream = match solver {
             KpcaSolver::Skpca { .. } => KpcaStream::Skpca,
-            KpcaSolver::Exact { .. } | KpcaSolver::Nystrom { .. } => KpcaStream::Solver,
+            KpcaSolver::Exact { .. }
+            | KpcaSolver::Nystrom { .. }
+            | KpcaSolver::StreamingNystrom { .. }
+            | KpcaSolver::StreamingRff { .. } => KpcaStream::Solver,
             KpcaSolver::Kha { .. } => KpcaStream::Kha,
         };
         let params = KernelPca {

@@ -297,7 +297,10 @@ pub(super) fn timed_comparison(
             KpcaMethod::Kha => {
                 record = record.with_parameter("eta", KHA_ETA).with_parameter("center", false).with_seed(r.seed)
             }
-            KpcaMethod::Exact | KpcaMethod::ExactMatrixFree => {}
+            KpcaMethod::Exact
+            | KpcaMethod::ExactMatrixFree
+            | KpcaMethod::StreamingNystrom
+            | KpcaMethod::StreamingRff => {}
         }
         let secs: Vec<f64> = r.trace.snapshots.iter().map(|s| s.seconds).collect();
         record.series.push(Series::new(
