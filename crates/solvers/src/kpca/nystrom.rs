@@ -381,7 +381,7 @@ pub fn nystrom_fit_landmarks<'x, R: Rng + ?Sized>(
 
 /// Subtracts `shift` (length `m`) from every column of `panel` `(m, len)`, a transposed panel
 /// of `C`.
-fn subtract_shift(panel: &mut Mat<f64>, shift: &[f64]) {
+pub(super) fn subtract_shift(panel: &mut Mat<f64>, shift: &[f64]) {
     for j in 0..panel.ncols() {
         panel.col_mut(j).iter_mut().zip(shift).for_each(|(v, s)| *v -= s);
     }
@@ -389,7 +389,7 @@ fn subtract_shift(panel: &mut Mat<f64>, shift: &[f64]) {
 
 /// `out ← kernelᵀ · rhs` for a transposed kernel panel `kernel` `(m, len)` and `rhs` `(m, k)`;
 /// `out` is resized to `(len, k)` (its allocation reused). Sequential: panels run in parallel.
-fn product_into(out: &mut Mat<f64>, kernel: MatRef<'_, f64>, rhs: MatRef<'_, f64>) {
+pub(super) fn product_into(out: &mut Mat<f64>, kernel: MatRef<'_, f64>, rhs: MatRef<'_, f64>) {
     let (len, k) = (kernel.ncols(), rhs.ncols());
     if out.nrows() != len || out.ncols() != k {
         out.truncate(out.nrows().min(len), out.ncols().min(k));
@@ -399,7 +399,7 @@ fn product_into(out: &mut Mat<f64>, kernel: MatRef<'_, f64>, rhs: MatRef<'_, f64
 }
 
 /// $a^\top b$ for a column `a` and a slice `b` of the same length, summed in index order.
-fn dot(a: faer::ColRef<'_, f64>, b: &[f64]) -> f64 {
+pub(super) fn dot(a: faer::ColRef<'_, f64>, b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 

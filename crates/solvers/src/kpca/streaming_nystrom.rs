@@ -2,9 +2,8 @@
 //! landmarks by reservoir sampling in a first pass, the `m′ × m′` second moment of the Nyström
 //! features in a second, never holding the rows.
 
-use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{self, BlockStructure};
-use faer::{Accum, Mat, MatRef, Par};
+use faer::{Accum, Mat, MatRef};
 use rand::{Rng, RngExt};
 use stolr_estimators::{CrossKernelPanels, Kernel, PANEL_ROWS, Panel};
 use stolr_lowrank::sym_eigen_desc;
@@ -14,6 +13,7 @@ use crate::SolverError;
 use crate::error::check_rank;
 use crate::kpca::fit::KpcaWarning;
 use crate::kpca::kha::{zero_kernel, zero_kernel_floor};
+use crate::kpca::nystrom::{dot, product_into, subtract_shift};
 use crate::kpca::rank::RANK_TOLERANCE;
 use crate::kpca::{KernelCentering, KernelPcaModel};
 use crate::streaming::{PassKind, RowSource};
@@ -380,29 +380,6 @@ pub fn streaming_nystrom_fit<R: Rng + ?Sized>(
     let model =
         KernelPcaModel::new(STREAMING_NYSTROM, *kernel, None, landmarks, coefficients, eigenvalues.clone(), centering)?;
     Ok(StreamingNystromFit { model, eigenvalues, n, landmarks: sample.positions, kept, warnings })
-}
-
-/// Subtracts `shift` (length `m`) from every column of `panel` `(m, len)`.
-fn subtract_shift(panel: &mut Mat<f64>, shift: &[f64]) {
-    for j in 0..panel.ncols() {
-        panel.col_mut(j).iter_mut().zip(shift).for_each(|(v, s)| *v -= s);
-    }
-}
-
-/// `out ← kernelᵀ · rhs` for a transposed kernel panel `(m, len)` and `rhs` `(m, k)`; `out`
-/// is resized to `(len, k)`, its allocation reused. Sequential: panels run in parallel.
-fn product_into(out: &mut Mat<f64>, kernel: MatRef<'_, f64>, rhs: MatRef<'_, f64>) {
-    let (len, k) = (kernel.ncols(), rhs.ncols());
-    if out.nrows() != len || out.ncols() != k {
-        out.truncate(out.nrows().min(len), out.ncols().min(k));
-        out.resize_with(len, k, |_, _| 0.0);
-    }
-    matmul(out.as_mut(), Accum::Replace, kernel.transpose(), rhs, 1.0, Par::Seq);
-}
-
-/// $a^\top b$, summed in index order.
-fn dot(a: faer::ColRef<'_, f64>, b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
 #[cfg(test)]
