@@ -169,7 +169,7 @@ pub fn column_means_reduced(x: MatRef<'_, f64>, mut reduce: impl FnMut(&mut [f64
     first.iter().zip(corrections).map(|(m, c)| m + c / n).collect()
 }
 
-/// [`column_means_reduced`] of dense rows given as float64 or float32 ([`DataRef`]): float32
+/// [`column_means_reduced`] of dense rows given as float64 or float32 ([`DataRef`](crate::DataRef)): float32
 /// rows are converted a block of rows at a time (never all at once), and the means are those of
 /// the same rows in float64, bit for bit (each column is still summed from row 0 down).
 ///

@@ -217,9 +217,10 @@ impl Pca {
         ((1usize << 17) / d.max(1)).max(16)
     }
 
-    /// Bytes [`Pca::fit_exact_rows`] allocates for `d` features: the lanes of
+    /// Bytes the exact solver allocates for `d` features on the rows of one process with
+    /// `n ≥ d` (the path of [`PcaJob::run`] that makes no copy of the rows): the lanes of
     /// [`gram_of_row_blocks`](stolr_lowrank::gram_of_row_blocks) and the eigensolver's `(d, d)`
-    /// copies, never a copy of the rows.
+    /// copies.
     pub fn exact_rows_bytes(d: usize) -> u64 {
         stolr_lowrank::gram_blocks_bytes(d, Self::exact_block_rows(d))
             .saturating_add(stolr_memory::f64_bytes(&[3, d, d]))
