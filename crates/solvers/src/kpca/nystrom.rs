@@ -291,23 +291,7 @@ pub fn nystrom_fit_landmarks<'x, R: Rng + ?Sized>(
     };
     panels.for_each_block(config.block_rows, features, |block| {
         for panel in block.iter() {
-            let f = panel.scratch.as_ref();
-            if config.center {
-                for (j, sum) in f_sums.iter_mut().enumerate() {
-                    *sum += f.col(j).iter().sum::<f64>();
-                }
-            }
-            triangular::matmul(
-                gram.as_mut(),
-                BlockStructure::TriangularLower,
-                Accum::Add,
-                f.transpose(),
-                BlockStructure::Rectangular,
-                f,
-                BlockStructure::Rectangular,
-                1.0,
-                par,
-            );
+            add_feature_panel(&mut gram, config.center.then_some(&mut f_sums[..]), panel.scratch.as_ref(), par);
         }
         Ok::<(), SolverError>(())
     })?;
@@ -380,6 +364,28 @@ pub fn nystrom_fit_landmarks<'x, R: Rng + ?Sized>(
 }
 
 /// Subtracts `shift` (length `m`) from every column of `panel` `(m, len)`, a transposed panel
+/// Adds the features `f` `(len, k)` of one panel to the lower triangle of `gram` `(k, k)`
+/// (`fᵀf`) and, when given, their column sums to `sums` (length `k`): the accumulation of
+/// the Nyström features' second moment, in memory and streamed.
+pub(super) fn add_feature_panel(gram: &mut Mat<f64>, sums: Option<&mut [f64]>, f: MatRef<'_, f64>, par: Par) {
+    if let Some(sums) = sums {
+        for (j, sum) in sums.iter_mut().enumerate() {
+            *sum += f.col(j).iter().sum::<f64>();
+        }
+    }
+    triangular::matmul(
+        gram.as_mut(),
+        BlockStructure::TriangularLower,
+        Accum::Add,
+        f.transpose(),
+        BlockStructure::Rectangular,
+        f,
+        BlockStructure::Rectangular,
+        1.0,
+        par,
+    );
+}
+
 /// of `C`.
 pub(super) fn subtract_shift(panel: &mut Mat<f64>, shift: &[f64]) {
     for j in 0..panel.ncols() {

@@ -2,8 +2,7 @@
 //! landmarks by reservoir sampling in a first pass, the `m′ × m′` second moment of the Nyström
 //! features in a second, never holding the rows.
 
-use faer::linalg::matmul::triangular::{self, BlockStructure};
-use faer::{Accum, Mat, MatRef};
+use faer::{Mat, MatRef};
 use rand::{Rng, RngExt};
 use stolr_estimators::{CrossKernelPanels, Kernel, PANEL_ROWS, Panel};
 use stolr_lowrank::sym_eigen_desc;
@@ -13,7 +12,7 @@ use crate::SolverError;
 use crate::error::check_rank;
 use crate::kpca::fit::KpcaWarning;
 use crate::kpca::kha::{zero_kernel, zero_kernel_floor};
-use crate::kpca::nystrom::{dot, product_into, subtract_shift};
+use crate::kpca::nystrom::{add_feature_panel, dot, product_into, subtract_shift};
 use crate::kpca::rank::RANK_TOLERANCE;
 use crate::kpca::{KernelCentering, KernelPcaModel};
 use crate::streaming::{PassKind, RowSource};
@@ -287,23 +286,7 @@ pub fn streaming_nystrom_fit<R: Rng + ?Sized>(
         };
         panels.for_each_block(rows.nrows(), features, |panels| {
             for panel in panels.iter() {
-                let f = panel.scratch.as_ref();
-                if config.center {
-                    for (j, sum) in f_sums.iter_mut().enumerate() {
-                        *sum += f.col(j).iter().sum::<f64>();
-                    }
-                }
-                triangular::matmul(
-                    gram.as_mut(),
-                    BlockStructure::TriangularLower,
-                    Accum::Add,
-                    f.transpose(),
-                    BlockStructure::Rectangular,
-                    f,
-                    BlockStructure::Rectangular,
-                    1.0,
-                    par,
-                );
+                add_feature_panel(&mut gram, config.center.then_some(&mut f_sums[..]), panel.scratch.as_ref(), par);
             }
             Ok::<(), SolverError>(())
         })
