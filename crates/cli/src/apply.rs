@@ -212,25 +212,50 @@ pub fn predict(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
         write_npy_vector(&out.join("predictions.npy"), &predictions)?;
         (predictions, mse)
     };
+    let dataset = ApplyDataset { source: data.source.clone(), format: format.name(), n: data.n(), d: data.d() };
+    let told = Told { args: &args, path: &path, kind: file.kind(), solver: model.solver(), start };
+    finish_predict(&told, &out, dataset, predictions.len(), mse, "rows")
+}
+
+/// What `stolr predict` tells of a run besides its rows: the arguments, the model's path,
+/// kind and solver, and the start time.
+struct Told<'a> {
+    args: &'a ApplyArgs,
+    path: &'a std::path::Path,
+    kind: &'a str,
+    solver: &'a str,
+    start: Instant,
+}
+
+/// Writes `report.json` into `out` (beside `predictions.npy`) and prints the summary line of a
+/// `stolr predict` run on `rows` rows of `dataset` (`what`: "rows" or "sparse rows").
+fn finish_predict(
+    told: &Told<'_>,
+    out: &std::path::Path,
+    dataset: ApplyDataset,
+    rows: usize,
+    mse: Option<f64>,
+    what: &str,
+) -> Result<()> {
+    let n = dataset.n;
     let report = ApplyReport {
         stolr_version: env!("CARGO_PKG_VERSION").into(),
         command: "predict".into(),
-        model: path.display().to_string(),
-        model_kind: file.kind().into(),
-        dataset: ApplyDataset { source: data.source.clone(), format: format.name(), n: data.n(), d: data.d() },
-        result: ApplyResult { rows: predictions.len(), components: None, mse },
-        total_seconds: start.elapsed().as_secs_f64(),
+        model: told.path.display().to_string(),
+        model_kind: told.kind.into(),
+        dataset,
+        result: ApplyResult { rows, components: None, mse },
+        total_seconds: told.start.elapsed().as_secs_f64(),
         outputs: vec!["predictions.npy".into(), "report.json".into()],
     };
-    write_report(&out, &report)?;
+    write_report(out, &report)?;
     println!(
-        "stolr predict: {} rows of {} with the {} model {}{} -> {}",
-        data.n(),
-        args.input.display(),
-        model.solver(),
-        path.display(),
+        "stolr predict: {n} {what} of {} with the {} model {}{} -> {}",
+        told.args.input.display(),
+        told.solver,
+        told.path.display(),
         mse.map(|m| format!(", MSE {m:.6}")).unwrap_or_default(),
-        args.out.join("predictions.npy").display()
+        told.args.out.join("predictions.npy").display()
     );
     Ok(())
 }
@@ -258,27 +283,9 @@ fn predict_sparse(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
     } else {
         write_npy_vector(&out.join("predictions.npy"), &first)?;
     }
-    let report = ApplyReport {
-        stolr_version: env!("CARGO_PKG_VERSION").into(),
-        command: "predict".into(),
-        model: path.display().to_string(),
-        model_kind: file.kind().into(),
-        dataset: ApplyDataset { source: rows.source.clone(), format: format.name(), n: rows.n(), d: rows.d() },
-        result: ApplyResult { rows: first.len(), components: None, mse },
-        total_seconds: start.elapsed().as_secs_f64(),
-        outputs: vec!["predictions.npy".into(), "report.json".into()],
-    };
-    write_report(&out, &report)?;
-    println!(
-        "stolr predict: {} sparse rows of {} with the {} model {}{} -> {}",
-        rows.n(),
-        args.input.display(),
-        model.solver(),
-        path.display(),
-        mse.map(|m| format!(", MSE {m:.6}")).unwrap_or_default(),
-        args.out.join("predictions.npy").display()
-    );
-    Ok(())
+    let dataset = ApplyDataset { source: rows.source.clone(), format: format.name(), n: rows.n(), d: rows.d() };
+    let told = Told { args: &args, path: &path, kind: file.kind(), solver: model.solver(), start };
+    finish_predict(&told, &out, dataset, first.len(), mse, "sparse rows")
 }
 
 fn n_features(file: &ModelFile) -> Result<usize> {
