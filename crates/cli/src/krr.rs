@@ -466,14 +466,10 @@ fn parse_nu(text: &str) -> Result<Option<f64>> {
     Ok(Some(nu))
 }
 
-/// The job of `args` (the library's typed request, which the Python package builds from its
-/// keyword arguments) and how σ is chosen, for the prepared data.
-fn job(
-    args: &KrrArgs,
-    prepared: &Prepared,
-    given_nu: Option<f64>,
-    memory: MemoryBudget,
-) -> Result<(KernelRidgeJob, String)> {
+/// The solver of `args` with its settings (`--nystrom-solver`, the CG tolerance and iterations,
+/// SLKL's), for dense and sparse rows alike. A ν to be cross-validated, or not used, is NaN
+/// until the job chooses it.
+fn solver_of(args: &KrrArgs, given_nu: Option<f64>, memory: MemoryBudget) -> stolr_solvers::KrrSolver {
     let nystrom = NystromKrrConfig {
         solve: match args.nystrom_solver {
             NystromSolveArg::Auto => NystromSolve::Auto,
@@ -485,9 +481,19 @@ fn job(
         memory,
         ..NystromKrrConfig::default()
     };
-    // A ν to be cross-validated, or not used, is NaN until the job chooses it.
     let nu = given_nu.unwrap_or(f64::NAN);
-    let solver = args.solver.solver(args.lambda, nu, args.landmarks, slkl_config(args, nu, args.landmarks), nystrom);
+    args.solver.solver(args.lambda, nu, args.landmarks, slkl_config(args, nu, args.landmarks), nystrom)
+}
+
+/// The job of `args` (the library's typed request, which the Python package builds from its
+/// keyword arguments) and how σ is chosen, for the prepared data.
+fn job(
+    args: &KrrArgs,
+    prepared: &Prepared,
+    given_nu: Option<f64>,
+    memory: MemoryBudget,
+) -> Result<(KernelRidgeJob, String)> {
+    let solver = solver_of(args, given_nu, memory);
     let (kernel, sigma_source) = kernel_spec(args, prepared)?;
     let folds = KrrChoice::CrossValidated { folds: args.nu_folds };
     let job = KernelRidgeJob {
@@ -1000,20 +1006,7 @@ mod sparse {
 
     /// The job of `args` for sparse rows: as the dense run's, without standardization.
     fn job(args: &KrrArgs, given_nu: Option<f64>, memory: MemoryBudget) -> Result<(KernelRidgeJob, String)> {
-        let nystrom = NystromKrrConfig {
-            solve: match args.nystrom_solver {
-                NystromSolveArg::Auto => NystromSolve::Auto,
-                NystromSolveArg::Direct => NystromSolve::Direct,
-                NystromSolveArg::Cg => NystromSolve::ConjugateGradient,
-            },
-            tolerance: args.cg_tolerance,
-            max_iterations: args.cg_max_iterations,
-            memory,
-            ..NystromKrrConfig::default()
-        };
-        let nu = given_nu.unwrap_or(f64::NAN);
-        let solver =
-            args.solver.solver(args.lambda, nu, args.landmarks, slkl_config(args, nu, args.landmarks), nystrom);
+        let solver = super::solver_of(args, given_nu, memory);
         let (kernel, source) = if args.sigma == "auto" {
             let source = format!(
                 "auto: {}th percentile of the pairwise Euclidean distances of the raw training features",
