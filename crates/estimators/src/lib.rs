@@ -38,6 +38,7 @@ mod parallel;
 mod rff;
 mod sincos;
 mod sparse;
+mod vexp;
 
 pub use bandwidth::{
     Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, DUPLICATE_WARNING_SHARE, bandwidth_estimate,

@@ -131,7 +131,7 @@ impl Evaluator for GaussianExponent {
             self.of_sq_distance(d2)
         } else {
             let t: f64 = x.iter().zip(y).map(|(a, b)| ((a - b) * self.inv) * ((a - b) * self.inv)).sum();
-            (-0.5 * t).exp()
+            crate::vexp::exp(-0.5 * t)
         }
     }
 
@@ -145,7 +145,14 @@ impl Evaluator for GaussianExponent {
     /// (`d2 = 0` gives exactly 1).
     #[inline]
     fn of_sq_distance(&self, d2: f64) -> f64 {
-        (-(d2 * self.half_inv) * self.inv).exp()
+        crate::vexp::exp(-(d2 * self.half_inv) * self.inv)
+    }
+
+    /// [`Self::of_sq_distance`] of every value, the exponentials four at a time
+    /// (`crate::vexp`), the same bits.
+    fn of_sq_distances(&self, d2: &mut [f64]) {
+        d2.iter_mut().for_each(|v| *v = -(*v * self.half_inv) * self.inv);
+        crate::vexp::exp_in_place(d2);
     }
 
     /// $1/(2\sigma^2)$ (may be 0 or infinite for extreme `sigma`; only compared).

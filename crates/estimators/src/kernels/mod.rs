@@ -89,6 +89,13 @@ pub trait Evaluator: Copy + Send + Sync {
         unreachable!("of_sq_distance is only called for KernelForm::SquaredDistance")
     }
 
+    /// [`KernelForm::SquaredDistance`]: `d2[i] = κ(d2[i])` for a slice of squared distances
+    /// `>= 0`, each the same bits as [`Evaluator::of_sq_distance`] of it (a kernel may
+    /// vectorize this; the default calls it value by value).
+    fn of_sq_distances(&self, d2: &mut [f64]) {
+        d2.iter_mut().for_each(|v| *v = self.of_sq_distance(*v));
+    }
+
     /// [`KernelForm::SquaredDistance`]: $1/\ell^2$ for the squared length $\ell^2$ over which
     /// the kernel varies (the expansion of a squared distance much below $\ell^2$ is not
     /// trusted when the squared norms are large; see [`KernelEvaluation::Expanded`]).

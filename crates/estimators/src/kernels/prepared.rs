@@ -64,16 +64,56 @@ fn expanded<'r, E: Evaluator>(
     })
 }
 
+/// The squared distance `max(si + sj - 2g, 0)` when its expansion is trusted (see
+/// [`KernelEvaluation::Expanded`]): finite norms, no cancellation beyond
+/// [`CANCELLATION_RATIO`]. `None` when the pair needs [`expanded_or`]'s other branches.
+#[inline]
+fn expansion_trusted<E: Evaluator>(e: &E, g: f64, si: f64, sj: f64) -> Option<f64> {
+    let norms = si + sj;
+    let est = norms - 2.0 * g;
+    (norms < f64::INFINITY && (norms <= CANCELLATION_RATIO * est || norms * e.inv_length_sq() <= CANCELLATION_RATIO))
+        .then(|| est.max(0.0))
+}
+
+/// What [`expanded`] computes, stopped before the kernel's map: `Ok(d2)` with `κ = of_sq_distance(d2)`
+/// (the trusted expansion, `+inf` where the kernel certainly vanishes, which maps to exactly
+/// 0, or the direct squared distance of the original rows), or `Err(κ)` for a pair whose
+/// direct squared distance overflows (evaluated by [`Evaluator::pair`]). For a
+/// [`KernelForm::SquaredDistance`] kernel, `pair(x, y)` is `of_sq_distance` of the direct
+/// squared distance whenever that is finite (the Gaussian's definition), so both give the same
+/// bits.
+#[inline]
+fn expanded_sq_distance<'r, E: Evaluator>(
+    e: &E,
+    err: f64,
+    g: f64,
+    si: f64,
+    sj: f64,
+    rows: impl FnOnce() -> (&'r [f64], &'r [f64]),
+) -> Result<f64, f64> {
+    if let Some(d2) = expansion_trusted(e, g, si, sj) {
+        return Ok(d2);
+    }
+    let norms = si + sj;
+    let est = norms - 2.0 * g;
+    if (est - err * norms) * e.inv_length_sq() > e.vanishes_beyond() {
+        return Ok(f64::INFINITY);
+    }
+    let (x, y) = rows();
+    let d2 = super::sums::sq_distance(x, y);
+    if d2 < f64::INFINITY { Ok(d2) } else { Err(e.pair(x, y)) }
+}
+
 /// [`expanded`] with the direct value given by `direct` (the kernel of the two original rows,
 /// dense or sparse).
 #[inline]
 fn expanded_or<E: Evaluator>(e: &E, err: f64, g: f64, si: f64, sj: f64, direct: impl FnOnce() -> f64) -> f64 {
+    if let Some(d2) = expansion_trusted(e, g, si, sj) {
+        return e.of_sq_distance(d2);
+    }
     let norms = si + sj;
     let est = norms - 2.0 * g;
-    let inv_length_sq = e.inv_length_sq();
-    if norms < f64::INFINITY && (norms <= CANCELLATION_RATIO * est || norms * inv_length_sq <= CANCELLATION_RATIO) {
-        e.of_sq_distance(est.max(0.0))
-    } else if (est - err * norms) * inv_length_sq > e.vanishes_beyond() {
+    if (est - err * norms) * e.inv_length_sq() > e.vanishes_beyond() {
         // The kernel is 0 even for the smallest distance the rounding allows.
         0.0
     } else {
@@ -241,8 +281,24 @@ impl PreparedKernel {
         for_each_col_mut(g, par, cost, |j, col| {
             let sj = sq_j[j];
             let y = &rows_j[j * d..(j + 1) * d];
-            for (i, v) in col.iter_mut().enumerate().skip(start(j)) {
-                *v = expanded(&e, err, *v, sq[i], sj, || (&rows[i * d..(i + 1) * d], y));
+            let first = start(j);
+            // Every entry's squared distance (expanded, direct or +inf where the kernel
+            // vanishes) goes through one vectorized map of the column; the pairs beyond about
+            // 1e154 apart are evaluated here and put back after it. The same bits as
+            // `expanded` entry by entry.
+            let mut guarded: Vec<(usize, f64)> = Vec::new();
+            for (i, v) in col.iter_mut().enumerate().skip(first) {
+                *v = match expanded_sq_distance(&e, err, *v, sq[i], sj, || (&rows[i * d..(i + 1) * d], y)) {
+                    Ok(d2) => d2,
+                    Err(value) => {
+                        guarded.push((i, value));
+                        0.0
+                    }
+                }
+            }
+            e.of_sq_distances(&mut col[first..]);
+            for (i, value) in guarded {
+                col[i] = value;
             }
         });
     }

@@ -19,7 +19,7 @@ use crate::streaming::{PassKind, RowSource};
 
 /// Rows of the stream held at once by default in [`streaming_nystrom_fit`]'s second pass: one
 /// [`PANEL_ROWS`] panel (`8·256·(d + 2m)` bytes).
-pub const DEFAULT_STREAM_BLOCK_ROWS: usize = PANEL_ROWS;
+pub const DEFAULT_STREAM_BLOCK_ROWS: usize = 16 * PANEL_ROWS;
 
 /// The name a streamed Nyström model records as its solver.
 pub const STREAMING_NYSTROM: &str = "streaming-nystrom";
