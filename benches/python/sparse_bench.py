@@ -51,6 +51,8 @@ import sys
 import tempfile
 import time
 
+from benchlib import measure
+
 GENERATE = r'''
 import json, sys
 import numpy as np
@@ -111,26 +113,6 @@ print(json.dumps({"eigenvalues": [float(v) for v in eig],
 '''
 
 CONTESTANTS = ["stolr-sparse", "stolr-dense", "sklearn"]
-
-
-def measure(cmd):
-    """Runs `cmd` in its own process: (wall seconds, peak RSS bytes, stdout). The peak RSS is
-    that process's alone: `/usr/bin/time -f %M` when present, else the rusage os.wait4 returns."""
-    timer = "/usr/bin/time" if os.path.exists("/usr/bin/time") else None
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
-            tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
-        full = [timer, "-f", "%M", "-o", rss.name, *cmd] if timer else cmd
-        start = time.perf_counter()
-        proc = subprocess.Popen(full, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err.read().decode(errors='replace')[-3000:]}")
-        peak_kib = int(rss.read().strip().splitlines()[-1]) if timer else usage.ru_maxrss
-        return wall, peak_kib * 1024, out.read().decode()
 
 
 def run_stolr(stolr, contestant, solver, path, args, workdir):

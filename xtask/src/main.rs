@@ -28,6 +28,13 @@
 //!     on the float32 array, each a fresh process, repeats alternating: median fit time, peak
 //!     RSS and the RSS the fit adds to its input → target/bench/float32/float32.{json,md}
 //!     (benches/python/float32_bench.py; docs/results/float32.md holds a run)
+//! cargo xtask bench stream [--accuracy-n N] [--file-sizes LIST] [--stream-sizes LIST] [--landmarks M] [--kdd PATH] [--repeats K] [--out DIR] [--quick]
+//!     kernel PCA from a stream: the share of the exact top-r variance that streaming-nystrom and
+//!     streaming-rff capture on generated 10-D rows, the streamed Nyström against the in-memory
+//!     one given the same landmarks on a .npy file (10⁶ rows), and time and peak RSS of 10⁷ and
+//!     10⁸ generated rows streamed without disk; with --kdd, KDD Cup's gzip file →
+//!     target/bench/stream/stream.{json,md} (benches/python/stream_bench.py; docs/results/stream.md
+//!     holds a run)
 //! cargo xtask reproduce NAME [--quick] [--seeds N] [--data DIR] [--out DIR] [FLAGS...]
 //!     one paper's reproduction (see REPRODUCTIONS); writes results/NAME/ (or --out DIR).
 //!     pca:   \[SVRG-PCA\]'s Tables 1 and 3–8 (SVRG-PCA paper and consistent modes, VR-PCA,
@@ -99,6 +106,7 @@ fn main() -> ExitCode {
         ["bench", "krr-scale", rest @ ..] => bench_krr_scale(rest),
         ["bench", "sparse", rest @ ..] => bench_script("sparse", rest),
         ["bench", "float32", rest @ ..] => bench_script("float32", rest),
+        ["bench", "stream", rest @ ..] => bench_script("stream", rest),
         ["reproduce", name, rest @ ..] => reproduce(name, rest),
         ["bench", "criterion", rest @ ..] => cargo(&["bench", "-p", "stolr-benches", "--"], rest),
         ["fuzz", rest @ ..] => fuzz::fuzz(&root(), rest),
@@ -117,6 +125,9 @@ fn main() -> ExitCode {
             );
             eprintln!(
                 "       cargo xtask bench float32 [--n N] [--d D] [--landmarks M] [--repeats K] [--out DIR] [--quick]"
+            );
+            eprintln!(
+                "       cargo xtask bench stream [--accuracy-n N] [--file-sizes LIST] [--stream-sizes LIST] [--kdd PATH] [--quick]"
             );
             eprintln!("       cargo xtask bench criterion [FILTER]");
             eprintln!("       cargo xtask fuzz [--seconds N] [--runs N] [--target NAME] [--replay]");
@@ -183,7 +194,7 @@ fn bench_krr_scale(rest: &[&str]) -> Result<(), String> {
     bench_cli("krr-scale", "krr-scale", &args)
 }
 
-/// `cargo xtask bench sparse|float32 ...`: builds the release CLI, then runs
+/// `cargo xtask bench sparse|float32|stream ...`: builds the release CLI, then runs
 /// `benches/python/<name>_bench.py` (python3 with numpy, scipy, scikit-learn and, for
 /// `float32`, the installed `stolr` package) on it with the remaining flags (see each script's
 /// docstring) and `--out` (default `target/bench/<name>`). The CLI is looked up in
