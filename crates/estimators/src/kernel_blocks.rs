@@ -113,13 +113,32 @@ impl<'a> CrossKernelPanels<'a> {
         &self,
         block_rows: usize,
         map: impl Fn(&mut Panel) + Sync,
+        consume: impl FnMut(&mut [Panel]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.for_each_block_reusing(block_rows, &mut Vec::new(), map, consume)
+    }
+
+    /// [`Self::for_each_block`] with the panels (and their scratch) taken from `panels` and
+    /// left there for the next call: a caller that evaluates many small `x` against the same
+    /// `m` fixed rows (a stream read block by block) allocates and zeroes them once, not once
+    /// per call. Panels of another shape are replaced; the results are the same bits.
+    ///
+    /// # Errors
+    /// The first error `consume` returns.
+    pub fn for_each_block_reusing<E>(
+        &self,
+        block_rows: usize,
+        panels: &mut Vec<Panel>,
+        map: impl Fn(&mut Panel) + Sync,
         mut consume: impl FnMut(&mut [Panel]) -> Result<(), E>,
     ) -> Result<(), E> {
         let n = self.n();
         let block = Self::rounded_block_rows(block_rows).min(n.next_multiple_of(PANEL_ROWS));
-        let mut panels: Vec<Panel> = (0..block / PANEL_ROWS)
-            .map(|_| Panel { first_row: 0, kernel: Mat::zeros(self.m, PANEL_ROWS), scratch: Mat::new() })
-            .collect();
+        let wanted = block / PANEL_ROWS;
+        panels.retain(|p| p.kernel.nrows() == self.m && p.kernel.ncols() == PANEL_ROWS);
+        while panels.len() < wanted {
+            panels.push(Panel { first_row: 0, kernel: Mat::zeros(self.m, PANEL_ROWS), scratch: Mat::new() });
+        }
         let parallel = faer::get_global_parallelism().degree() > 1;
         for start in (0..n).step_by(block.max(1)) {
             if crate::interrupt::poll() {

@@ -276,6 +276,8 @@ pub fn streaming_nystrom_fit<R: Rng + ?Sized>(
     let mut block = Mat::<f64>::zeros(block_rows, d);
     let mut gram = Mat::<f64>::zeros(kept, kept);
     let mut f_sums = vec![0.0; kept];
+    // The panels and their feature scratch, allocated once for the whole pass.
+    let mut reused = Vec::new();
     let mut accumulate = |rows: MatRef<'_, f64>| -> Result<(), SolverError> {
         let panels = CrossKernelPanels::new(kernel, rows, landmarks.as_ref())?;
         let features = |panel: &mut Panel| {
@@ -284,7 +286,7 @@ pub fn streaming_nystrom_fit<R: Rng + ?Sized>(
             }
             product_into(&mut panel.scratch, panel.kernel.as_ref(), s);
         };
-        panels.for_each_block(rows.nrows(), features, |panels| {
+        panels.for_each_block_reusing(rows.nrows(), &mut reused, features, |panels| {
             for panel in panels.iter() {
                 add_feature_panel(&mut gram, config.center.then_some(&mut f_sums[..]), panel.scratch.as_ref(), par);
             }
