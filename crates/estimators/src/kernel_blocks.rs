@@ -231,6 +231,39 @@ mod tests {
     }
 
     #[test]
+    fn reused_panels_give_the_bits_of_fresh_ones_for_row_blocks_of_any_length() {
+        let x = data(1500, 4, 0.53);
+        let y = data(7, 4, 0.19);
+        let kernel = Kernel::gaussian(0.9);
+        let collect = |panels: &CrossKernelPanels<'_>, reused: Option<&mut Vec<Panel>>| {
+            let mut out = Vec::new();
+            let consume = |block: &mut [Panel]| {
+                for panel in block.iter() {
+                    out.extend(panel.kernel.col_iter().flat_map(|c| c.iter().copied().collect::<Vec<_>>()));
+                }
+                Ok::<(), ()>(())
+            };
+            match reused {
+                Some(r) => panels.for_each_block_reusing(512, r, |_| {}, consume).unwrap(),
+                None => panels.for_each_block(512, |_| {}, consume).unwrap(),
+            }
+            out
+        };
+        // Blocks of 700, 300 (a short last panel shrinks one kept panel) and 500 rows, as a
+        // stream read in pieces gives them, against fresh panels for each piece.
+        let mut reused = Vec::new();
+        for (start, len) in [(0, 700), (700, 300), (1000, 500)] {
+            let panels = CrossKernelPanels::new(&kernel, x.subrows(start, len), y.as_ref()).unwrap();
+            let fresh = collect(&panels, None);
+            assert_eq!(fresh.len(), len * 7);
+            assert_eq!(collect(&panels, Some(&mut reused)), fresh, "rows {start}..{}", start + len);
+        }
+        // Panels for another number of fixed rows are replaced, not misused.
+        let panels = CrossKernelPanels::new(&kernel, x.subrows(0, 300), y.subrows(0, 3)).unwrap();
+        assert_eq!(collect(&panels, Some(&mut reused)), collect(&panels, None));
+    }
+
+    #[test]
     fn consume_errors_stop_the_pass_and_shapes_are_checked() {
         let x = data(600, 3, 0.2);
         let panels = CrossKernelPanels::new(&Kernel::gaussian(1.0), x.as_ref(), x.subrows(0, 4)).unwrap();
