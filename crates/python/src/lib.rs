@@ -1291,6 +1291,10 @@ enum IncrementalKpca {
     Rff(stolr_solvers::IncrementalRff),
 }
 
+/// The model-file kind of a pickled incremental kernel PCA state ([`IncrementalKpcaState::to_bytes`]):
+/// not a model, so `stolr.load` refuses it.
+const INCREMENTAL_KPCA_STATE_KIND: &str = "incremental-kpca-state";
+
 /// A model of the current state for Python: the model bytes (kind `kernel-pca` or
 /// `rff-kernel-pca`), the eigenvalues (nonincreasing) and the warnings.
 type IncrementalKpcaModel<'py> = (Bound<'py, PyBytes>, Bound<'py, PyArray1<f64>>, Vec<String>);
@@ -1361,6 +1365,44 @@ impl IncrementalKpcaState {
             IncrementalKpca::Rff(s) => s.partial_fit(x.get()),
         });
         observer.finish(result)
+    }
+
+    /// The state's sums, pending rows and landmarks or frequencies, bit for bit, as the bytes
+    /// of a Stolr file of kind `incremental-kpca-state`: what pickling stores, so that
+    /// `partial_fit` after unpickling continues where it stopped.
+    ///
+    /// Raises `ValueError` for a state a failed batch left incomplete.
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let mut state = SolverState::new();
+        let solver = match &self.inner {
+            IncrementalKpca::Nystrom(s) => s.save_state(&mut state).map(|()| "nystrom"),
+            IncrementalKpca::Rff(s) => s.save_state(&mut state).map(|()| "rff"),
+        }
+        .map_err(solver_error)?;
+        let mut file =
+            ModelFile::new(INCREMENTAL_KPCA_STATE_KIND, serde_json::json!({ "solver": solver, "samples_seen": self.samples_seen() }));
+        for (name, array) in state.arrays() {
+            file.put_array(name, array.clone());
+        }
+        Ok(PyBytes::new(py, &file.to_bytes().map_err(value_error)?))
+    }
+
+    /// Replaces this new state (made with the saved one's parameters) by the one
+    /// [`IncrementalKpcaState::to_bytes`] saved.
+    ///
+    /// Raises `ValueError` for bytes that are not a saved state of this solver or do not fit its
+    /// parameters, `MemoryError` over the budget.
+    fn restore(&mut self, bytes: &[u8]) -> PyResult<()> {
+        let file = ModelFile::from_bytes(bytes, IN_MEMORY, MemoryBudget::default()).map_err(value_error)?;
+        if file.kind() != INCREMENTAL_KPCA_STATE_KIND {
+            return Err(value_error(format!("a {} file, expected a saved incremental kernel PCA state", file.kind())));
+        }
+        let state = SolverState::from_arrays(file.arrays().iter());
+        match &mut self.inner {
+            IncrementalKpca::Nystrom(s) => s.restore_state(&state),
+            IncrementalKpca::Rff(s) => s.restore_state(&state),
+        }
+        .map_err(solver_error)
     }
 
     /// Rows seen so far.

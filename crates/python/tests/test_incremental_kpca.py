@@ -174,12 +174,20 @@ def test_hostile_input_gives_clear_errors():
         stolr.IncrementalKernelPCA(n_components=2, n_landmarks=5).fit(np.ones((30, 3)))
 
 
-def test_pickled_estimator_transforms_and_refuses_to_continue():
-    X = _hostile(300)
-    est = stolr.IncrementalKernelPCA(n_components=3, solver="rff", n_features=50).fit(X)
-    back = pickle.loads(pickle.dumps(est))
-    assert np.array_equal(back.transform(X), est.transform(X))
-    with pytest.raises(ValueError, match="unpickled"):
-        back.partial_fit(X)
-    # fit starts again.
-    assert np.array_equal(back.fit(X).transform(X), est.transform(X))
+@pytest.mark.parametrize("solver", ["nystrom", "rff"])
+def test_pickled_estimator_transforms_and_continues_the_stream(solver):
+    X = _hostile(700)
+    params = dict(n_components=3, solver=solver, n_landmarks=60, n_features=50, random_state=5)
+    whole = stolr.IncrementalKernelPCA(**params).fit(X)
+    for cut in (30, 300, 512):
+        est = stolr.IncrementalKernelPCA(**params).partial_fit(X[:cut])
+        back = pickle.loads(pickle.dumps(est))
+        if hasattr(est, "model_"):
+            assert np.array_equal(back.transform(X), est.transform(X))
+        back.partial_fit(X[cut:])
+        assert back.n_samples_seen_ == 700
+        assert np.array_equal(back.eigenvalues_, whole.eigenvalues_), cut
+        assert np.array_equal(back.transform(X), whole.transform(X)), cut
+    # The saved state is not a model.
+    with pytest.raises(ValueError):
+        stolr.IncrementalKernelPCA(**params).partial_fit(X[:5]).state_.restore(whole.model_)

@@ -831,8 +831,8 @@ class IncrementalKernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _M
     a fit in memory independent of ``n`` does not keep; ``transform(X_train)`` gives the
     training projections ``U Lambda^(1/2)``. After ``partial_fit`` with fewer than
     ``n_landmarks`` rows (Nyström) there is no model yet: ``transform`` raises
-    ``NotFittedError`` saying so. A pickled estimator keeps its model, not its sums:
-    ``partial_fit`` after unpickling raises ``ValueError`` (``fit`` again).
+    ``NotFittedError`` saying so. A pickled estimator keeps its sums (the ``m x m`` or
+    ``2D x 2D`` matrix), so ``partial_fit`` after unpickling continues the stream, bit for bit.
     """
 
     def __init__(self, n_components=None, kernel="rbf", gamma=None, degree=3, coef0=1.0, solver="nystrom",
@@ -896,9 +896,6 @@ class IncrementalKernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _M
         """Takes the rows of the batch ``X`` (b, n_features), in order, and updates the model.
         A rejected batch (NaN or infinite entries, another width, no rows) raises ``ValueError``
         and changes nothing."""
-        if getattr(self, "state_", 0) is None:
-            raise ValueError("this IncrementalKernelPCA was unpickled: its sums are not kept, so partial_fit "
-                             "cannot continue the stream; call fit (or partial_fit on a new estimator)")
         first = not hasattr(self, "state_")
         # Finite values are checked by the library batch by batch (no full-size temporary).
         X = validate_data(self, X, dtype=_DTYPES, reset=first, ensure_all_finite=False)
@@ -942,12 +939,27 @@ class IncrementalKernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _M
         return _core.transform(self.model_, _rows(X))
 
     def __getstate__(self):
-        # The model travels as its bytes; the sums stay behind (partial_fit then refuses).
+        # The sums travel as the bytes of a Stolr file, so that partial_fit continues after
+        # unpickling (bit for bit); the model as its bytes.
         state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__.copy()
         state = dict(state)
-        if "state_" in state:
-            state["state_"] = None
+        if state.get("state_") is not None:
+            state["state_"] = state["state_"].to_bytes()
         return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        saved = state.get("state_")
+        if isinstance(saved, (bytes, bytearray)):
+            del state["state_"]
+        if hasattr(super(), "__setstate__"):
+            super().__setstate__(state)
+        else:
+            self.__dict__.update(state)
+        if isinstance(saved, (bytes, bytearray)):
+            fresh = self._new_state(self.n_features_in_, self._landmarks)
+            fresh.restore(bytes(saved))
+            self.state_ = fresh
 
 
 class KernelRidge(RegressorMixin, BaseEstimator, _Model):

@@ -17,7 +17,7 @@ use crate::kpca::nystrom::{add_feature_panel, dot, product_into, subtract_shift}
 use crate::kpca::rank::RANK_TOLERANCE;
 use crate::kpca::streaming_rff::features_into;
 use crate::kpca::{KernelCentering, KernelPcaModel, RffKernelPcaModel};
-use crate::{PcaModel, SolverError};
+use crate::{PcaModel, SolverError, SolverState};
 
 /// The name an [`IncrementalNystrom`] model records as its solver.
 pub const INCREMENTAL_NYSTROM: &str = "incremental-nystrom";
@@ -193,7 +193,7 @@ fn check_batch(rows: MatRef<'_, f64>, d: Option<usize>, seen: usize) -> Result<(
 /// warnings. With `partial` and `k > max(4·rank, 256)` only the top `rank` pairs are computed
 /// ([`stolr_lowrank::top_eigenpairs`], Krylov–Schur to `1e-12·λ₁`, the dense decomposition if
 /// it stalls); otherwise all of them, densely.
-#[allow(clippy::type_complexity)]
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
 fn gram_pairs(
     mut gram: Mat<f64>,
     sums: &[f64],
@@ -444,6 +444,82 @@ impl IncrementalNystrom {
             )?;
             self.filled = 0;
         }
+        Ok(())
+    }
+
+    /// Writes the state (landmark rows, sums, pending rows, counts) into `state`, bit for bit,
+    /// for [`IncrementalNystrom::restore_state`] on a state made with the same kernel and
+    /// configuration (the landmark factor is recomputed from the landmarks, with the same bits).
+    /// Memory: a copy of the `m × d` landmarks and the `m′ × m′` sums.
+    ///
+    /// # Errors
+    /// [`SolverError::Checkpoint`] for a state that an earlier failed batch left incomplete.
+    pub fn save_state(&self, state: &mut SolverState) -> Result<(), SolverError> {
+        if self.broken {
+            return Err(SolverError::Checkpoint { reason: broken_state().to_string() });
+        }
+        state.put_usize("incremental-nystrom-landmarks", self.config.landmarks);
+        state.put_usize("incremental-nystrom-d", self.d.unwrap_or(0));
+        state.put_usize("incremental-nystrom-n", self.n);
+        state.put_matrix("incremental-nystrom-landmark-rows", self.landmarks());
+        state.put_matrix("incremental-nystrom-gram", self.gram.as_ref());
+        state.put_vector("incremental-nystrom-sums", &self.sums);
+        let pending =
+            if self.d.is_some() { self.pending.as_ref().subrows(0, self.filled) } else { self.pending.as_ref() };
+        state.put_matrix("incremental-nystrom-pending", pending);
+        Ok(())
+    }
+
+    /// Replaces an empty state (made by [`IncrementalNystrom::new`] with the kernel and
+    /// configuration of the saved one) by the one [`IncrementalNystrom::save_state`] wrote. The
+    /// budget is checked as at a first batch.
+    ///
+    /// # Errors
+    /// [`SolverError::Checkpoint`] for a state of another number of landmarks, missing or
+    /// mis-shaped arrays, or counts that do not agree; [`SolverError::Memory`] over the budget;
+    /// the errors of the landmark factor ([`IncrementalNystrom::partial_fit`]).
+    pub fn restore_state(&mut self, state: &SolverState) -> Result<(), SolverError> {
+        let bad = |reason: String| SolverError::Checkpoint { reason };
+        let m = self.config.landmarks;
+        if self.d.is_some() || self.n > 0 {
+            return Err(bad("a saved incremental Nyström state is restored into a new state only".into()));
+        }
+        let saved_m = state.usize("incremental-nystrom-landmarks")?;
+        if saved_m != m {
+            return Err(bad(format!("the saved state has {saved_m} landmarks, this one {m}")));
+        }
+        let (d, n) = (state.usize("incremental-nystrom-d")?, state.usize("incremental-nystrom-n")?);
+        if d == 0 {
+            return if n == 0 { Ok(()) } else { Err(bad(format!("{n} rows seen without features"))) };
+        }
+        let held = n.min(m);
+        let landmarks = state.matrix("incremental-nystrom-landmark-rows", Some((held, d)))?;
+        // Once the landmarks are in, every row seen has been pushed, in blocks of PANEL_ROWS;
+        // before, none.
+        let pending_rows = if n >= m { n % PANEL_ROWS } else { 0 };
+        let pending = state.matrix("incremental-nystrom-pending", Some((pending_rows, d)))?;
+        let needs = incremental_nystrom_bytes(m, d);
+        let total = needs.iter().fold(0u64, |acc, (_, b)| acc.saturating_add(*b));
+        self.config
+            .memory
+            .check(format!("the restored incremental Nyström state (m = {m} landmarks, d = {d})"), total)?;
+        let mut restored = self.clone();
+        restored.d = Some(d);
+        restored.landmarks = Mat::zeros(m, d);
+        restored.landmarks.as_mut().subrows_mut(0, held).copy_from(landmarks.as_ref());
+        restored.held = held;
+        restored.pending = Mat::zeros(PANEL_ROWS, d);
+        restored.pending.as_mut().subrows_mut(0, pending_rows).copy_from(pending.as_ref());
+        restored.filled = pending_rows;
+        restored.n = n;
+        if held == m {
+            let factor = restored.factorize()?;
+            let k = factor.s.ncols();
+            restored.gram = state.matrix("incremental-nystrom-gram", Some((k, k)))?;
+            restored.sums = state.vector("incremental-nystrom-sums", Some(k))?;
+            restored.factor = Some(factor);
+        }
+        *self = restored;
         Ok(())
     }
 
@@ -719,6 +795,73 @@ impl IncrementalRff {
                 self.filled = 0;
             }
         }
+        Ok(())
+    }
+
+    /// Writes the state (frequencies, sums, pending rows, count) into `state`, bit for bit, for
+    /// [`IncrementalRff::restore_state`] on a state made with the same kernel and configuration.
+    /// Memory: a copy of the `2D × 2D` sums.
+    ///
+    /// # Errors
+    /// None today; the signature leaves room for a state that cannot be saved.
+    pub fn save_state(&self, state: &mut SolverState) -> Result<(), SolverError> {
+        state.put_usize("incremental-rff-frequencies", self.config.frequencies);
+        state.put_usize("incremental-rff-n", self.n);
+        if let Some(omega) = &self.omega {
+            state.put_matrix("incremental-rff-omega", omega.as_ref());
+            state.put_vector("incremental-rff-shift", &self.shift);
+            state.put_matrix("incremental-rff-gram", self.gram.as_ref());
+            state.put_vector("incremental-rff-sums", &self.sums);
+            state.put_matrix("incremental-rff-pending", self.pending.as_ref().subrows(0, self.filled));
+        }
+        Ok(())
+    }
+
+    /// Replaces an empty state (made by [`IncrementalRff::new`] with the kernel and
+    /// configuration of the saved one) by the one [`IncrementalRff::save_state`] wrote; the
+    /// frequencies are the saved ones. The budget is checked as at a first batch.
+    ///
+    /// # Errors
+    /// [`SolverError::Checkpoint`] for a state of another number of frequencies, missing or
+    /// mis-shaped arrays; [`SolverError::Memory`] over the budget.
+    pub fn restore_state(&mut self, state: &SolverState) -> Result<(), SolverError> {
+        let bad = |reason: String| SolverError::Checkpoint { reason };
+        let big_d = self.config.frequencies;
+        if self.omega.is_some() || self.n > 0 {
+            return Err(bad("a saved incremental random-feature state is restored into a new state only".into()));
+        }
+        let saved = state.usize("incremental-rff-frequencies")?;
+        if saved != big_d {
+            return Err(bad(format!("the saved state has {saved} frequencies, this one {big_d}")));
+        }
+        let n = state.usize("incremental-rff-n")?;
+        if n == 0 {
+            return Ok(());
+        }
+        let omega = state.matrix("incremental-rff-omega", None)?;
+        let (d, width) = (omega.nrows(), 2 * big_d);
+        if omega.ncols() != big_d || d == 0 {
+            return Err(bad(format!("the saved frequencies are {:?}, expected (d, {big_d})", omega.shape())));
+        }
+        let needs = incremental_rff_bytes(d, big_d);
+        let total = needs.iter().fold(0u64, |acc, (_, b)| acc.saturating_add(*b));
+        self.config
+            .memory
+            .check(format!("the restored incremental random-feature state (D = {big_d}, d = {d})"), total)?;
+        let shift = state.vector("incremental-rff-shift", Some(width))?;
+        let gram = state.matrix("incremental-rff-gram", Some((width, width)))?;
+        let sums = state.vector("incremental-rff-sums", Some(width))?;
+        let filled = n % PANEL_ROWS;
+        let pending = state.matrix("incremental-rff-pending", Some((filled, d)))?;
+        let mut block = Mat::zeros(PANEL_ROWS, d);
+        block.as_mut().subrows_mut(0, filled).copy_from(pending.as_ref());
+        self.omega = Some(omega);
+        self.shift = shift;
+        self.gram = gram;
+        self.sums = sums;
+        self.pending = block;
+        self.filled = filled;
+        self.n = n;
         Ok(())
     }
 
@@ -1069,6 +1212,55 @@ mod tests {
         let mut flat = IncrementalRff::new(kernel, rff_config(5, 2, true)).unwrap();
         flat.partial_fit(constant.as_ref()).unwrap();
         assert!(matches!(flat.model(), Err(SolverError::InvalidRank { .. })));
+    }
+
+    #[test]
+    fn a_saved_state_restores_bit_for_bit_and_continues() {
+        let x = hostile_data(700);
+        let kernel = Kernel::gaussian(1.5);
+        for center in [false, true] {
+            let mut whole = IncrementalNystrom::new(kernel, nystrom_config(60, 5, center)).unwrap();
+            whole.partial_fit(x.as_ref()).unwrap();
+            let mut whole_rff = IncrementalRff::new(kernel, rff_config(40, 5, center)).unwrap();
+            whole_rff.partial_fit(x.as_ref()).unwrap();
+            // Cut before the landmarks are in, inside a block, on a block boundary, at the end.
+            for cut in [0, 30, 300, 316, 700] {
+                let mut first = IncrementalNystrom::new(kernel, nystrom_config(60, 5, center)).unwrap();
+                let mut first_rff = IncrementalRff::new(kernel, rff_config(40, 5, center)).unwrap();
+                if cut > 0 {
+                    first.partial_fit(x.as_ref().subrows(0, cut)).unwrap();
+                    first_rff.partial_fit(x.as_ref().subrows(0, cut)).unwrap();
+                }
+                let (mut saved, mut saved_rff) = (SolverState::new(), SolverState::new());
+                first.save_state(&mut saved).unwrap();
+                first_rff.save_state(&mut saved_rff).unwrap();
+                let mut back = IncrementalNystrom::new(kernel, nystrom_config(60, 5, center)).unwrap();
+                back.restore_state(&saved).unwrap();
+                let mut back_rff = IncrementalRff::new(kernel, rff_config(40, 5, center)).unwrap();
+                back_rff.restore_state(&saved_rff).unwrap();
+                assert_eq!(back.n_samples_seen(), cut);
+                if cut < 700 {
+                    back.partial_fit(x.as_ref().subrows(cut, 700 - cut)).unwrap();
+                    back_rff.partial_fit(x.as_ref().subrows(cut, 700 - cut)).unwrap();
+                }
+                assert_eq!(back.model().unwrap().model, whole.model().unwrap().model, "cut {cut}, center {center}");
+                assert_eq!(back_rff.model().unwrap().model, whole_rff.model().unwrap().model, "cut {cut}");
+            }
+        }
+        // Another configuration, or a state that is not new, is refused.
+        let mut saved = SolverState::new();
+        let mut state = IncrementalNystrom::new(kernel, nystrom_config(60, 5, true)).unwrap();
+        state.partial_fit(x.as_ref()).unwrap();
+        state.save_state(&mut saved).unwrap();
+        let mut other = IncrementalNystrom::new(kernel, nystrom_config(61, 5, true)).unwrap();
+        assert!(matches!(other.restore_state(&saved), Err(SolverError::Checkpoint { .. })));
+        assert!(matches!(state.restore_state(&saved), Err(SolverError::Checkpoint { .. })));
+        let mut saved = SolverState::new();
+        let mut rff = IncrementalRff::new(kernel, rff_config(40, 5, true)).unwrap();
+        rff.partial_fit(x.as_ref()).unwrap();
+        rff.save_state(&mut saved).unwrap();
+        let mut other = IncrementalRff::new(kernel, rff_config(41, 5, true)).unwrap();
+        assert!(matches!(other.restore_state(&saved), Err(SolverError::Checkpoint { .. })));
     }
 
     #[test]
