@@ -60,6 +60,10 @@ pub use kpca::{
     DEFAULT_STREAM_BLOCK_ROWS, ReservoirSample, STREAMING_NYSTROM, StreamingNystromConfig, StreamingNystromFit,
     reservoir_sample, streaming_nystrom_bytes, streaming_nystrom_fit,
 };
+pub use kpca::{
+    INCREMENTAL_NYSTROM, INCREMENTAL_RFF, IncrementalKpcaFit, IncrementalNystrom, IncrementalNystromConfig,
+    IncrementalRff, IncrementalRffConfig, incremental_nystrom_bytes, incremental_rff_bytes,
+};
 pub use kpca::{PREIMAGE_SOLVERS, PreImageMap, check_preimage, preimage_bytes};
 pub use kpca::{PrecomputedKpcaModel, exact_kpca_precomputed};
 pub use kpca::{RffKernelPcaModel, STREAMING_RFF, StreamingRffConfig, StreamingRffFit, streaming_rff_fit};

@@ -18,7 +18,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from . import _core
 
-__all__ = ["KernelPCA", "PCA", "StreamingPCA", "KernelRidge", "load"]
+__all__ = ["KernelPCA", "PCA", "StreamingPCA", "KernelRidge", "load", "IncrementalKernelPCA"]
 
 
 def _seed(random_state):
@@ -762,6 +762,204 @@ class StreamingPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
             super().__setstate__(state)
         else:
             self.__dict__.update(state)
+
+
+class IncrementalKernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
+    """Kernel PCA of rows that arrive in batches (``partial_fit``) or are read from an array or a
+    NumPy memmap a batch at a time (``fit``), in memory independent of the number of rows,
+    following scikit-learn's ``IncrementalPCA`` conventions.
+
+    Parameters
+    ----------
+    n_components : int or None, default=None
+        Eigenpairs ``r``. ``None``: every pair the kernel matrix has (at most ``n_landmarks``
+        for Nyström, ``2 * n_features - 1`` for random features).
+    kernel : {"rbf", "laplacian", "poly"}, default="rbf"
+        scikit-learn's kernels (random features need ``rbf`` or ``laplacian``).
+    gamma : float or None, default=None
+        scikit-learn's ``gamma`` (``None``: ``1 / n_features_in_``); ``degree`` and ``coef0``
+        for ``poly``.
+    solver : {"nystrom", "rff"}, default="nystrom"
+        ``nystrom``: Nyström features on ``n_landmarks`` landmarks. **The landmarks are the
+        first ``n_landmarks`` rows given** (``fit``: the first rows of ``X``; ``partial_fit``:
+        the first rows across batches), held until that many rows have arrived; they are a
+        uniform sample of the data only if the rows come in random order (shuffle them first;
+        ``stolr kpca --solver streaming-nystrom`` draws them uniformly by reservoir sampling
+        from a file it can read twice). Every row, the landmark rows included, is then
+        accumulated into the ``m x m`` second moment of the Nyström features and their sum, and
+        the model at any time is the exact Nyström kernel PCA (centred) of all rows seen with
+        those landmarks: the in-memory ``KernelPCA(solver="nystrom")`` with those landmarks, to
+        rounding. Memory about ``8 * (5 m^2 + 2 m d)`` bytes.
+        ``rff``: random Fourier features (``n_features`` frequencies, ``2 * n_features``
+        features, drawn with ``random_state`` at the first batch); the state keeps the
+        ``2D x 2D`` scatter of the features and their sum, and the model is the exact PCA of the
+        centred random features of every row seen: its eigenvalues are exact for the
+        random-feature kernel matrix ``Z Z'`` (centred exactly), which approximates the kernel
+        matrix with error ``O(1/sqrt(n_features))``. Memory about ``8 * 4 * (2D)^2`` bytes
+        (unlike ``stolr kpca --solver streaming-rff``, which streams through capped MSG and
+        reads the rows twice).
+    n_landmarks : int, default=500
+        Nyström landmarks ``m``; ``fit`` uses ``min(n_landmarks, n_samples)``.
+    n_features : int, default=500
+        Random Fourier frequencies ``D`` of ``solver="rff"``.
+    batch_size : int or None, default=None
+        Rows per batch of ``fit`` (``None``: 4096). The result does not depend on it, bit for
+        bit (nor on how ``partial_fit`` batches are cut): the rows are accumulated in blocks of
+        256 counted from the first row.
+    center : bool, default=True
+        Centre in feature space, exactly, from running sums (scikit-learn's ``KernelPCA``
+        always centres).
+    memory_limit : int, str or None, default=None
+        Bytes, or a size such as ``"2G"`` (default 80 % of the memory available): the state is
+        checked against it at the first batch (``MemoryError``).
+    random_state : None, int, numpy.random.RandomState or numpy.random.Generator, default=None
+        The random frequencies (``rff``); ``None`` is seed 0.
+
+    Attributes
+    ----------
+    eigenvalues_ : ndarray of shape (r,)
+        Eigenvalues of the (centred) approximate kernel matrix of the rows seen, nonincreasing,
+        on scikit-learn's ``KernelPCA.eigenvalues_`` scale (sums over rows).
+    n_samples_seen_ : int
+        Rows seen.
+    n_features_in_ : int
+    model_ : bytes
+        The model file (kind ``kernel-pca`` for Nyström, ``rff-kernel-pca`` for random
+        features) that ``save`` writes and ``stolr transform`` applies.
+
+    There is no ``eigenvectors_``: the eigenvectors over the training rows are ``n x r``, which
+    a fit in memory independent of ``n`` does not keep; ``transform(X_train)`` gives the
+    training projections ``U Lambda^(1/2)``. After ``partial_fit`` with fewer than
+    ``n_landmarks`` rows (Nyström) there is no model yet: ``transform`` raises
+    ``NotFittedError`` saying so. A pickled estimator keeps its sums (the ``m x m`` or
+    ``2D x 2D`` matrix), so ``partial_fit`` after unpickling continues the stream, bit for bit.
+    """
+
+    def __init__(self, n_components=None, kernel="rbf", gamma=None, degree=3, coef0=1.0, solver="nystrom",
+                 n_landmarks=500, n_features=500, batch_size=None, center=True, memory_limit=None,
+                 random_state=None):
+        self.n_components = n_components
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.solver = solver
+        self.n_landmarks = n_landmarks
+        self.n_features = n_features
+        self.batch_size = batch_size
+        self.center = center
+        self.memory_limit = memory_limit
+        self.random_state = random_state
+
+    def _new_state(self, n_features_in, n_landmarks):
+        if self.solver not in ("nystrom", "rff"):
+            raise ValueError(f"solver must be 'nystrom' or 'rff', got {self.solver!r}")
+        if not isinstance(self.kernel, str) or self.kernel == "precomputed":
+            raise ValueError(f"kernel must be 'rbf', 'laplacian' or 'poly', got {self.kernel!r}")
+        n_features = _count("n_features", self.n_features)
+        if self.n_components is None:
+            rank = n_landmarks if self.solver == "nystrom" else 2 * n_features - 1
+        else:
+            rank = _count("n_components", self.n_components)
+        return _core.IncrementalKpcaState(
+            self.solver, rank, self.kernel, _gamma(self.gamma, n_features_in), int(self.degree),
+            float(self.coef0), bool(self.center), n_landmarks, n_features, _seed(self.random_state),
+            None if self.memory_limit is None else str(self.memory_limit))
+
+    def _take(self, X):
+        self.state_.partial_fit(_rows(X))
+        self.n_samples_seen_ = self.state_.samples_seen()
+
+    def _set_model(self, partial=False):
+        """The model of every row seen, or none yet (Nyström before its landmarks are in; after
+        ``partial_fit``, rows so far that are one point in feature space, e.g. a single row)."""
+        _drop(self, "model_", "eigenvalues_")
+        self._no_model = (f"no model yet: the first n_landmarks = {self._landmarks} rows are the landmarks and "
+                          f"{self.n_samples_seen_} rows have been seen; partial_fit more rows")
+        if self.solver == "nystrom" and self.n_samples_seen_ < self._landmarks:
+            return
+        try:
+            model, values, warns = self.state_.model()
+        except ValueError as e:
+            if not (partial and "numerically zero" in str(e)):
+                raise
+            # More rows may still come: the state is kept, transform says why there is no model.
+            self._no_model = f"no model yet: {e}"
+            return
+        for message in warns:
+            if self.n_components is not None or "requested" not in message:
+                warnings.warn(message, _warning_category(message), stacklevel=3)
+        self.model_ = model
+        self.eigenvalues_ = values
+
+    def partial_fit(self, X, y=None):
+        """Takes the rows of the batch ``X`` (b, n_features), in order, and updates the model.
+        A rejected batch (NaN or infinite entries, another width, no rows) raises ``ValueError``
+        and changes nothing."""
+        first = not hasattr(self, "state_")
+        # Finite values are checked by the library batch by batch (no full-size temporary).
+        X = validate_data(self, X, dtype=_DTYPES, reset=first, ensure_all_finite=False)
+        if first:
+            self._landmarks = _count("n_landmarks", self.n_landmarks)
+            self.state_ = self._new_state(X.shape[1], self._landmarks)
+            self.n_samples_seen_ = 0
+        self._take(X)
+        self._set_model(partial=True)
+        return self
+
+    def fit(self, X, y=None):
+        """A new fit on the rows of ``X``, read ``batch_size`` rows at a time: an array or a
+        NumPy memmap (``np.load(path, mmap_mode="r")``), of which only one batch is converted
+        or copied at a time. The same as ``partial_fit`` on any split of ``X`` into batches,
+        with ``n_landmarks`` capped at the number of rows."""
+        _drop(self, "state_", "model_", "eigenvalues_", "n_samples_seen_", "_landmarks", "_no_model")
+        if self.batch_size is not None and not (_is_int(self.batch_size) and self.batch_size >= 1):
+            raise ValueError(f"batch_size must be a positive integer or None, got {self.batch_size!r}")
+        batch = 4096 if self.batch_size is None else int(self.batch_size)
+        # No copy of a float64 or float32 array or memmap; finite values checked batch by batch.
+        X = validate_data(self, X, dtype=_DTYPES, ensure_min_samples=2, ensure_all_finite=False, copy=False)
+        self._landmarks = min(_count("n_landmarks", self.n_landmarks), X.shape[0])
+        self.state_ = self._new_state(X.shape[1], self._landmarks)
+        self.n_samples_seen_ = 0
+        for start in range(0, X.shape[0], batch):
+            self._take(np.asarray(X[start:start + batch]))
+        self._set_model()
+        return self
+
+    def transform(self, X):
+        """Projections ``(n, r)`` of the rows of ``X`` on the kernel principal axes, scaled as
+        scikit-learn's ``KernelPCA.transform`` (on the training rows: ``U Lambda^(1/2)``)."""
+        if hasattr(self, "state_") and not hasattr(self, "model_"):
+            from sklearn.exceptions import NotFittedError
+            raise NotFittedError(self._no_model)
+        check_is_fitted(self, "model_")
+        X = validate_data(self, X, dtype=_DTYPES, reset=False)
+        if _core.model_kind(self.model_) == "rff-kernel-pca":
+            return _core.rff_kernel_pca_transform(self.model_, _rows(X))
+        return _core.transform(self.model_, _rows(X))
+
+    def __getstate__(self):
+        # The sums travel as the bytes of a Stolr file, so that partial_fit continues after
+        # unpickling (bit for bit); the model as its bytes.
+        state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__.copy()
+        state = dict(state)
+        if state.get("state_") is not None:
+            state["state_"] = state["state_"].to_bytes()
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        saved = state.get("state_")
+        if isinstance(saved, (bytes, bytearray)):
+            del state["state_"]
+        if hasattr(super(), "__setstate__"):
+            super().__setstate__(state)
+        else:
+            self.__dict__.update(state)
+        if isinstance(saved, (bytes, bytearray)):
+            fresh = self._new_state(self.n_features_in_, self._landmarks)
+            fresh.restore(bytes(saved))
+            self.state_ = fresh
 
 
 class KernelRidge(RegressorMixin, BaseEstimator, _Model):

@@ -11,6 +11,7 @@
 mod certificate;
 mod exact;
 mod fit;
+mod incremental;
 mod job;
 mod kha;
 mod matrix_free;
@@ -27,6 +28,10 @@ mod tau;
 pub use certificate::{Certificate, CertifyConfig, CertifyMethod, ConfidenceIntervals, certify};
 pub use exact::{ExactKpcaConfig, ExactOperator, exact_kpca, kernel_matrix};
 pub use fit::{KernelPca, KernelPcaFit, KpcaSettings, KpcaSolver, KpcaWarning, SamplerKind};
+pub use incremental::{
+    INCREMENTAL_NYSTROM, INCREMENTAL_RFF, IncrementalKpcaFit, IncrementalNystrom, IncrementalNystromConfig,
+    IncrementalRff, IncrementalRffConfig, incremental_nystrom_bytes, incremental_rff_bytes,
+};
 pub use job::{
     CertifyRule, DEFAULT_TAU_SUBSAMPLE, KernelPcaJob, KernelPcaOutcome, KpcaJobTimings, TauOutcome, TauRule,
 };

@@ -65,7 +65,7 @@ impl StreamingRffConfig {
 /// `out[2j] = D^{-1/2} cos(w_jᵀx)`, `out[2j+1] = D^{-1/2} sin(w_jᵀx)` (length `2D`), so that
 /// $\zeta(x)^\top\zeta(y) = \frac1D\sum_j \cos(w_j^\top(x - y))$, an unbiased estimate of
 /// $\kappa(x, y)$ (the convention of [`stolr_estimators::RandomFourierFeatures`]).
-fn features_into(x: &[f64], omega: MatRef<'_, f64>, out: &mut [f64]) {
+pub(super) fn features_into(x: &[f64], omega: MatRef<'_, f64>, out: &mut [f64]) {
     let scale = 1.0 / (omega.ncols() as f64).sqrt();
     for j in 0..omega.ncols() {
         let w = omega.col(j);
