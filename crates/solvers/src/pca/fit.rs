@@ -184,7 +184,7 @@ impl Pca {
     /// The one fit of every front end: prepares this rank's rows `shard.rows()` with the mean
     /// and scale of every rank's ([`Pca::prepare_shard`]) and fits. Every solver runs on
     /// several ranks: the exact solver adds every rank's `d × d` Gram matrix of its rows in
-    /// rank order ([`Pca::fit_exact_rows`], no copy of the rows); SVRG-PCA
+    /// rank order (no copy of the rows: [`Pca::exact_rows_bytes`] per rank); SVRG-PCA
     /// ([`SvrgPca::new_sharded`]) and VR-PCA ([`VrPca::new_sharded`]) split their snapshots'
     /// products across the ranks and draw the same samples on every rank. Every rank returns
     /// the same model (`d × r`), with the stop reason and epochs; only rank 0 reports to
