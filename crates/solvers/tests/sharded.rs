@@ -1,7 +1,7 @@
 //! Distributed kernel PCA on ranks simulated by threads ([`ThreadGroup`]): the rows split
 //! across `P` ranks give the eigenpairs of one process (Nyström and the matrix-free exact
 //! solver to rounding; SKPCA with the same seed to rounding), with the eigenvectors' rows in
-//! rank order.
+//! rank order; and linear PCA (exact, SVRG-PCA, VR-PCA) on sharded rows, equal to one process's.
 
 use faer::{Mat, MatRef};
 use rand::SeedableRng;
@@ -171,6 +171,170 @@ fn sharded_svrg_pca_matches_one_process() {
                 assert_eq!((ev, vec), (0.0, 0.0), "one rank: the same bits");
             }
             assert!(ev <= 1e-10 && vec <= 1e-8, "P = {p}: values {ev:e}, axes {vec:e}");
+        }
+    }
+}
+
+/// Rows `(n, d)` with an offset and unequal column scales (so centring and scaling matter),
+/// column 2 constant (zero after centring: the scale is taken over the others), seeded.
+fn offset_rows(n: usize, d: usize, seed: u64) -> Mat<f64> {
+    use rand::RngExt;
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    Mat::from_fn(n, d, |_, j| if j == 2 { 7.5 } else { 3.0 + (1.0 + j as f64) * rng.random_range(-1.0..1.0) })
+}
+
+/// The largest difference between two PCA models: eigenvalues relative to the first,
+/// components up to sign, the mean and the scale relative to their largest entry.
+fn model_differences(a: &stolr_solvers::PcaModel, b: &stolr_solvers::PcaModel) -> (f64, f64, f64) {
+    let (ca, cb) = (a.components(), b.components());
+    assert_eq!(ca.shape(), cb.shape());
+    let ev = a.eigenvalues().iter().zip(b.eigenvalues()).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
+        / a.eigenvalues()[0];
+    let mut vec = 0.0_f64;
+    for j in 0..ca.ncols() {
+        let dot: f64 = (0..ca.nrows()).map(|i| ca[(i, j)] * cb[(i, j)]).sum();
+        let s = if dot < 0.0 { -1.0 } else { 1.0 };
+        vec = (0..ca.nrows()).map(|i| (s * ca[(i, j)] - cb[(i, j)]).abs()).fold(vec, f64::max);
+    }
+    let rel = |x: &[f64], y: &[f64]| {
+        let top = x.iter().fold(0.0_f64, |m, v| m.max(v.abs())).max(f64::MIN_POSITIVE);
+        x.iter().zip(y).map(|(p, q)| (p - q).abs()).fold(0.0, f64::max) / top
+    };
+    (ev, vec, rel(a.mean(), b.mean()).max(rel(a.scale(), b.scale())))
+}
+
+/// The exact PCA job on `P` thread ranks, each holding its balanced share of the rows of `x`
+/// (`Shard::part`): every rank's model.
+fn exact_on_ranks(p: usize, x: &Mat<f64>, pca: &stolr_solvers::Pca) -> Vec<stolr_solvers::PcaModel> {
+    use stolr_solvers::{PcaJob, Shard};
+    ThreadGroup::run(p, |comm| {
+        let shard = RowShard::balanced(x.nrows(), comm.rank(), comm.size());
+        let local = x.as_ref().subrows(shard.first, shard.rows).to_owned();
+        PcaJob::new(pca.clone(), 5).run(Shard::part(local, shard, comm), &mut ()).unwrap().model
+    })
+}
+
+/// Exact PCA with the rows sharded across 1, 2 and 3 ranks (each rank's Gram matrix added in
+/// rank order) equals the one-process fit to 1e-10 (eigenvalues relative, components up to
+/// sign, mean and scale), uncentred, centred, and centred and scaled (with a constant column);
+/// on one rank, the same bits; on tall and wide data (`n < d`: one process goes through
+/// `X Xᵀ`, the ranks through the `d × d` Gram matrix).
+#[test]
+fn sharded_exact_pca_matches_one_process() {
+    use stolr_solvers::{Fit, Pca, PcaSolver};
+    for (n, d, rank) in [(900, 12, 4), (30, 40, 5)] {
+        let x = offset_rows(n, d, 31);
+        for (center, scale) in [(false, false), (true, false), (true, true)] {
+            let pca = Pca::new(rank, PcaSolver::Exact).center(center).scale(scale);
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+            let single = pca.fit(x.as_ref(), &mut rng, &mut ()).unwrap();
+            assert!(single.eigenvalues()[rank - 1] > 1e-6 * single.eigenvalues()[0], "a meaningful comparison");
+            for p in [1, 2, 3] {
+                let models = exact_on_ranks(p, &x, &pca);
+                for (r, model) in models.iter().enumerate() {
+                    assert_eq!(model.components(), models[0].components(), "P = {p}: rank {r} differs from rank 0");
+                    let (ev, vec, moments) = model_differences(&single, model);
+                    if p == 1 {
+                        assert_eq!((ev, vec, moments), (0.0, 0.0, 0.0), "one rank: the same bits");
+                    }
+                    let what = format!("n = {n}, d = {d}, center {center}, scale {scale}, P = {p}");
+                    assert!(ev <= 1e-10 && vec <= 1e-10 && moments <= 1e-12, "{what}: {ev:e} {vec:e} {moments:e}");
+                    let (ra, rb) =
+                        (single.explained_variance_ratio().unwrap(), model.explained_variance_ratio().unwrap());
+                    assert!(ra.iter().zip(&rb).all(|(a, b)| (a - b).abs() <= 1e-12), "{what}: {ra:?} vs {rb:?}");
+                }
+            }
+        }
+    }
+}
+
+/// A non-finite entry on rank 1 only: every rank returns an error (none waits for the others
+/// in a sum they skip); rank 1 names the entry, the others name rank 1. A rank holding no rows
+/// is no error for the library: its Gram matrix is zero.
+#[test]
+fn sharded_exact_pca_reports_a_bad_rank_on_every_rank() {
+    use stolr_solvers::{Pca, PcaJob, PcaSolver, Shard};
+    let mut x = offset_rows(60, 5, 3);
+    x[(35, 4)] = f64::NAN;
+    let pca = Pca::new(2, PcaSolver::Exact).center(true);
+    let errors = ThreadGroup::run(3, |comm| {
+        let shard = RowShard::balanced(60, comm.rank(), comm.size());
+        let local = x.as_ref().subrows(shard.first, shard.rows).to_owned();
+        PcaJob::new(pca.clone(), 1).run(Shard::part(local, shard, comm), &mut ()).unwrap_err().to_string()
+    });
+    assert!(errors[1].contains("NaN") || errors[1].contains("finite"), "{}", errors[1]);
+    for r in [0, 2] {
+        assert!(errors[r].contains("rank 1 of 3"), "rank {r}: {}", errors[r]);
+    }
+    // Rows 0..60 on ranks 0 and 2, none on rank 1.
+    let x = offset_rows(60, 5, 3);
+    let single = stolr_solvers::Fit::fit(&pca, x.as_ref(), &mut Xoshiro256PlusPlus::seed_from_u64(1), &mut ()).unwrap();
+    let models = ThreadGroup::run(3, |comm| {
+        let rows = [30, 0, 30][comm.rank()];
+        let shard = RowShard::from_local_rows(comm, rows);
+        let local = x.as_ref().subrows(shard.first, shard.rows).to_owned();
+        PcaJob::new(pca.clone(), 1).run(Shard::part(local, shard, comm), &mut ()).unwrap().model
+    });
+    for model in &models {
+        let (ev, vec, moments) = model_differences(&single, model);
+        assert!(ev <= 1e-10 && vec <= 1e-10 && moments <= 1e-12, "{ev:e} {vec:e} {moments:e}");
+    }
+}
+
+/// VR-PCA with the rows sharded across 1, 2 and 3 ranks (the sampled rows sent by their
+/// ranks, the snapshots' products added in rank order) runs the iterates of one process:
+/// on one rank the same bits, on more the same Ritz pairs to rounding, and so does the
+/// whole fit (`Pca` with centring and scaling) through the job.
+#[test]
+fn sharded_vr_pca_matches_one_process() {
+    use stolr_solvers::{Fit, Pca, PcaSolver, VrPca, VrPcaConfig, captured_norm};
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(21);
+    let g = stolr_datasets::generate::eigengap(700, 20, 0.3, &mut rng).unwrap();
+    let config = VrPcaConfig::new(3, 6);
+    let solve = |local: MatRef<'_, f64>, comm: &dyn Communicator| {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(8);
+        let mut solver = VrPca::new_sharded(local, config.clone(), &mut rng, comm).unwrap();
+        let stop = run(&mut solver, &mut rng, &mut ()).unwrap();
+        (solver.captured(), solver.finish(stop).unwrap())
+    };
+    let single = {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(8);
+        let mut solver = VrPca::new(g.x.as_ref(), config.clone(), &mut rng).unwrap();
+        let stop = run(&mut solver, &mut rng, &mut ()).unwrap();
+        (solver.captured(), solver.finish(stop).unwrap())
+    };
+    let sslev: f64 = g.singular_values.as_ref().unwrap()[..3].iter().map(|s| s * s).sum::<f64>().sqrt();
+    assert!(captured_norm(&single.1.pairs.values) > 0.99 * sslev, "the run is far enough along");
+    for p in [1, 2, 3] {
+        let out = ThreadGroup::run(p, |comm| {
+            let shard = RowShard::balanced(g.x.nrows(), comm.rank(), comm.size());
+            solve(g.x.as_ref().subrows(shard.first, shard.rows), comm)
+        });
+        for (captured, o) in &out {
+            assert_eq!(o.epochs, single.1.epochs, "P = {p}");
+            let (ev, vec) = compare(&single.1.pairs, &o.pairs);
+            if p == 1 {
+                assert_eq!((ev, vec, *captured), (0.0, 0.0, single.0), "one rank: the same bits");
+            }
+            assert!(ev <= 1e-10 && vec <= 1e-8, "P = {p}: values {ev:e}, axes {vec:e}");
+            assert!((captured - single.0).abs() <= 1e-12 * single.0, "P = {p}: captured {captured} vs {}", single.0);
+        }
+    }
+    // The whole fit, centred and scaled, through the job.
+    let x = offset_rows(500, 10, 4);
+    let pca = Pca::new(3, PcaSolver::VrPca(VrPcaConfig::new(3, 4))).center(true).scale(true);
+    let mut rng = stolr_solvers::PcaStream::Solver.rng(5);
+    let one = pca.fit(x.as_ref(), &mut rng, &mut ()).unwrap();
+    for p in [2, 3] {
+        let models = ThreadGroup::run(p, |comm| {
+            use stolr_solvers::{PcaJob, Shard};
+            let shard = RowShard::balanced(x.nrows(), comm.rank(), comm.size());
+            let local = x.as_ref().subrows(shard.first, shard.rows).to_owned();
+            PcaJob::new(pca.clone(), 5).run(Shard::part(local, shard, comm), &mut ()).unwrap().model
+        });
+        for model in &models {
+            let (ev, vec, moments) = model_differences(&one, model);
+            assert!(ev <= 1e-10 && vec <= 1e-8 && moments <= 1e-12, "P = {p}: {ev:e} {vec:e} {moments:e}");
         }
     }
 }

@@ -1,18 +1,20 @@
-//! `stolr pca` on rows sharded across the processes of an MPI run: SVRG-PCA, MSG and capped
-//! MSG.
+//! `stolr pca` on rows sharded across the processes of an MPI run: exact PCA, SVRG-PCA,
+//! VR-PCA, MSG and capped MSG.
 //!
-//! - SVRG-PCA: every rank reads only its rows ([`local_rows`]) and runs the library's job on
-//!   them ([`stolr_solvers::PcaJob::run`], the call one process makes): the means and the
-//!   scale are added over the ranks, the snapshots' products split across them, and the
-//!   iterates are the single-process ones up to the rounding of the rank-ordered sums.
+//! - Exact PCA, SVRG-PCA and VR-PCA: every rank reads only its rows ([`local_rows`]) and runs
+//!   the library's job on them ([`stolr_solvers::PcaJob::run`], the call one process makes).
+//!   The means and the scale are added over the ranks. The exact solver adds every rank's
+//!   `d × d` Gram matrix of its centred rows in rank order and solves the eigenproblem on every
+//!   rank; SVRG-PCA and VR-PCA split their snapshots' products across the ranks and draw the
+//!   same samples on every rank, whose rows come from the rank that holds them. The results
+//!   are the single-process ones up to the rounding of the rank-ordered sums.
 //! - MSG and capped MSG (`crate::pca_stream`): every rank reads only its rows ([`local_rows`],
 //!   held in memory) and streams them in data-parallel mini-batches of `--batch` rows, each
 //!   rank adding its share of every batch ([`stolr_solvers::StreamPass::sharded`]); the means
 //!   and the final Ritz Gram are all-reduced.
 //!
-//! The model (`d × r`) is the same on every rank; rank 0 writes it. The other PCA solvers
-//! (exact, VR-PCA, incremental, Oja) and `--checkpoint` are not distributed yet: an error
-//! under `mpirun -np P > 1`.
+//! The model (`d × r`) is the same on every rank; rank 0 writes it. Incremental PCA and Oja's
+//! rule stay on one process ([`check_supported`] says why), and so does `--checkpoint`.
 
 use anyhow::{Result, bail};
 use stolr_comm::{Communicator, RowShard};
@@ -22,14 +24,18 @@ use stolr_solvers::{Named, PcaMethod};
 
 use super::args::PcaArgs;
 
-/// An error for the solvers and options whose distributed version does not exist yet, and for
-/// a mini-batch too small to give every rank a row.
+/// An error for the solvers and options that do not run on rows sharded across processes
+/// (incremental PCA and Oja's rule: sequential rank-one updates; `--checkpoint`), and for a
+/// mini-batch too small to give every rank a row.
 pub(super) fn check_supported(args: &PcaArgs, size: usize, ctx: &crate::distributed::RunContext) -> Result<()> {
-    if !matches!(args.solver, PcaMethod::SvrgBb | PcaMethod::Msg | PcaMethod::CappedMsg) {
+    if matches!(args.solver, PcaMethod::Incremental | PcaMethod::Oja) {
         bail!(
-            "stolr pca --solver {} is not distributed yet: run it on one process (not under mpirun -np {size}); \
-             svrg-bb, msg and capped-msg are",
-            args.solver.name()
+            "stolr pca --solver {name} does not run under mpirun -np {size}: {name} updates its estimate after every \
+             single row, each update needing the previous one, so the ranks could only take turns (one rank busy, \
+             the others waiting, and the estimate sent after every row). Its data-parallel form is the mini-batch \
+             update: --solver capped-msg (or msg) with --batch B, where every rank adds its rows of each batch of B. \
+             Or run --solver {name} on one process",
+            name = args.solver.name()
         );
     }
     if args.checkpoint.checkpoint.is_some() {

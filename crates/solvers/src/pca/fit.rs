@@ -182,15 +182,16 @@ impl Pca {
     }
 
     /// The one fit of every front end: prepares this rank's rows `shard.rows()` with the mean
-    /// and scale of every rank's ([`Pca::prepare_shard`]) and fits. One process runs every
-    /// solver; several ranks run SVRG-PCA ([`SvrgPca::new_sharded`]: the snapshots' products
-    /// are split across the ranks and added in rank order). Every rank returns the same model
-    /// (`d × r`), with the stop reason and epochs; only rank 0 reports to `observer`.
-    /// Collective.
+    /// and scale of every rank's ([`Pca::prepare_shard`]) and fits. Every solver runs on
+    /// several ranks: the exact solver adds every rank's `d × d` Gram matrix of its rows in
+    /// rank order (no copy of the rows: [`Pca::exact_rows_bytes`] per rank); SVRG-PCA
+    /// ([`SvrgPca::new_sharded`]) and VR-PCA ([`VrPca::new_sharded`]) split their snapshots'
+    /// products across the ranks and draw the same samples on every rank. Every rank returns
+    /// the same model (`d × r`), with the stop reason and epochs; only rank 0 reports to
+    /// `observer`. Collective.
     ///
     /// # Errors
-    /// As [`Fit::fit`]; [`SolverError::NotDistributed`] for the exact solver and VR-PCA on
-    /// several ranks.
+    /// As [`Fit::fit`].
     pub fn fit_shard(
         &self,
         shard: &Shard<'_>,
@@ -198,17 +199,20 @@ impl Pca {
         observer: &mut dyn Observer,
     ) -> Result<(PcaModel, Option<Stop>, usize), SolverError> {
         let comm = shard.comm;
-        if comm.size() > 1 && !matches!(self.solver, PcaSolver::SvrgBb(_)) {
-            let what = format!("PCA with the {} solver", self.solver.name());
-            return Err(SolverError::NotDistributed { what, processes: comm.size() });
-        }
-        let (n, d) = shard.data().shape();
-        if matches!(self.solver, PcaSolver::Exact) && comm.size() == 1 && n >= d && !shard.is_sparse() {
-            return Ok((self.fit_exact_rows(shard.data())?, None, 0));
+        if self.exact_on_rows(shard) {
+            return Ok((self.fit_exact_rows(shard.data(), comm)?, None, 0));
         }
         let prepared = self.prepare_data(shard.data(), comm)?;
         let (mean, scale) = (prepared.mean.clone(), prepared.scale.clone());
         self.fit_prepared_shard(prepared.x(), mean, scale, rng, observer, comm, shard.place)
+    }
+
+    /// Whether [`Pca::fit_shard`] runs the exact solver on the rows as they are
+    /// ([`Pca::fit_exact_rows`]): dense rows, tall (`n ≥ d`) on one process, any shape on
+    /// several (the wide one-process path through `X Xᵀ` needs every row on one process).
+    fn exact_on_rows(&self, shard: &Shard<'_>) -> bool {
+        let (n, d) = shard.data().shape();
+        matches!(self.solver, PcaSolver::Exact) && !shard.is_sparse() && (shard.comm.size() > 1 || n >= d)
     }
 
     /// Rows per block of [`Pca::fit_exact_rows`] for `d` features: about 2¹⁷ values (1 MiB, in
@@ -226,31 +230,66 @@ impl Pca {
             .saturating_add(stolr_memory::f64_bytes(&[3, d, d]))
     }
 
-    /// The exact solver on dense rows `x` `(n, d)`, float64 or float32, `n ≥ d`, one process,
-    /// without a prepared copy of the rows: the mean ([`column_means_of`](stolr_estimators::column_means_of)),
-    /// the scale and the Gram matrix $\tilde X^\top \tilde X$ of the centred, scaled rows
-    /// $\tilde X = (X - 1\mu^\top)/s$ are each one pass over blocks of rows converted and
-    /// centred on the fly ([`gram_of_row_blocks`](stolr_lowrank::gram_of_row_blocks)); its top
-    /// `rank` eigenpairs are the components (eigenvalues nonincreasing), its trace the total
-    /// variance. Memory: [`Pca::exact_rows_bytes`]. The same bits for float32 rows as for the
-    /// same rows in float64, and for any number of threads.
+    /// The exact solver on dense rows `x` `(n_p, d)`, float64 or float32, this rank's block of
+    /// the rows of every rank of `comm` (one process: all of them, `n ≥ d`), without a prepared
+    /// copy of the rows: the mean ([`column_means_of`](stolr_estimators::column_means_of), the
+    /// column sums and the row count added over the ranks), the scale (the largest centred
+    /// absolute value over the ranks) and the Gram matrix $\tilde X^\top \tilde X$ `(d, d)` of
+    /// the centred, scaled rows $\tilde X = (X - 1\mu^\top)/s$ are each one pass over blocks
+    /// of rows converted and centred on the fly
+    /// ([`gram_of_row_blocks`](stolr_lowrank::gram_of_row_blocks)); the ranks' Gram matrices
+    /// are added in rank order (its lower triangle, `d(d+1)/2` doubles, once), and every rank
+    /// computes the same top `rank` eigenpairs (the components, eigenvalues nonincreasing) and
+    /// the trace (the total variance). So several ranks give the one-process model up to the
+    /// rounding of the rank-ordered sums, and one process the same bits as before. Memory:
+    /// [`Pca::exact_rows_bytes`] per rank. The same bits for float32 rows as for the same rows
+    /// in float64, and for any number of threads. Collective; a rank may hold no rows.
     ///
     /// # Errors
-    /// [`SolverError::Estimator`] for empty or non-finite rows; [`SolverError::InvalidRank`];
-    /// [`SolverError::InvalidConfig`] when the sums of squares exceed the float64 range.
-    fn fit_exact_rows(&self, x: DataRef<'_>) -> Result<PcaModel, SolverError> {
-        x.check()?;
-        let (n, d) = x.shape();
+    /// [`SolverError::Estimator`] for empty or non-finite rows (on every rank when one rank's
+    /// rows are not finite: the rank that holds the entry names it, the others name the rank);
+    /// [`SolverError::InvalidRank`]; [`SolverError::InvalidConfig`] when the sums of squares
+    /// exceed the float64 range.
+    fn fit_exact_rows(&self, x: DataRef<'_>, comm: &dyn Communicator) -> Result<PcaModel, SolverError> {
+        let d = x.ncols();
+        if comm.size() > 1 {
+            // Collective check, so that no rank is left waiting in a sum the others skip.
+            let local = if x.nrows() == 0 { Ok(()) } else { x.check() };
+            let flags = comm.all_gather(&[if local.is_ok() { 1.0 } else { 0.0 }]);
+            local?;
+            if let Some(bad) = flags.iter().position(|f| f[0] == 0.0) {
+                return Err(SolverError::InvalidConfig {
+                    name: "data",
+                    reason: format!(
+                        "the rows of rank {bad} of {} are not finite (rank {bad} names the entry)",
+                        comm.size()
+                    ),
+                });
+            }
+        } else {
+            x.check()?;
+        }
+        let n_local = x.nrows();
+        let mut count = [n_local as f64];
+        comm.all_reduce_sum(&mut count);
+        let n = count[0] as usize;
+        if n == 0 {
+            // Every rank holds no rows: the same error everywhere.
+            return Err(stolr_estimators::EstimatorError::EmptyData { nrows: 0, ncols: d }.into());
+        }
         crate::error::check_pca_rank(self.rank, n, d)?;
-        let mean = if self.center { stolr_estimators::column_means_of(x, |_| {}) } else { vec![0.0; d] };
+        let mean =
+            if self.center { stolr_estimators::column_means_of(x, |b| comm.all_reduce_sum(b)) } else { vec![0.0; d] };
         let block_rows = Self::exact_block_rows(d);
         let (mut inv, mut scale) = (1.0, vec![1.0; d]);
         if self.scale {
-            let max = match x {
+            let local = match x {
                 DataRef::Dense(v) => max_abs_centred(v, &mean),
                 DataRef::DenseF32(v) => max_abs_centred(v, &mean),
                 DataRef::Sparse(_) => unreachable!("dense rows"),
             };
+            let max =
+                if comm.size() > 1 { comm.all_gather(&[local]).iter().fold(0.0, |m, v| v[0].max(m)) } else { local };
             if max > 0.0 {
                 inv = 1.0 / max;
                 scale = vec![max; d];
@@ -258,7 +297,7 @@ impl Pca {
         }
         let scaled = self.scale && inv != 1.0;
         // Each block is written straight from the source into the lane's buffer.
-        let g = stolr_lowrank::gram_of_row_blocks(n, d, block_rows, |start, out| {
+        let mut g = stolr_lowrank::gram_of_row_blocks(n_local, d, block_rows, |start, out| {
             let len = out.nrows();
             match x {
                 DataRef::Dense(v) => fill_centred(v.subrows(start, len), out, &mean, scaled.then_some(inv)),
@@ -266,6 +305,7 @@ impl Pca {
                 DataRef::Sparse(_) => unreachable!("dense rows"),
             }
         });
+        stolr_comm::all_reduce_lower(comm, &mut g);
         let trace: f64 = (0..d).map(|j| g[(j, j)]).sum();
         let pairs = crate::pca::rayleigh_ritz::gram_top_pairs(g, self.rank)?;
         let total = trace / n.saturating_sub(1).max(1) as f64;
@@ -302,7 +342,7 @@ impl Pca {
             PcaSolver::VrPca(config) => {
                 let rows = stolr_estimators::to_owned(prepared.transpose());
                 let config = VrPcaConfig { rank: self.rank, ..config.clone() };
-                let mut solver = VrPca::new(rows.transpose(), config, rng)?;
+                let mut solver = VrPca::new_sharded(rows.transpose(), config, rng, comm)?;
                 let stop = run(&mut solver, rng, observer)?;
                 let out = solver.finish(stop)?;
                 (out.pairs, Some(stop), out.epochs)
@@ -367,12 +407,14 @@ impl PcaJob {
     ///
     /// # Errors
     /// [`SolverError::Memory`] when the prepared copies (`8·n_p·d` bytes, twice for the
-    /// iterative solvers' row-major copy) exceed the budget; as [`Pca::fit_shard`].
+    /// iterative solvers' row-major copy), or for the exact solver on the rows as they are
+    /// (one process, `n ≥ d`; several ranks, any shape) its Gram matrices
+    /// ([`Pca::exact_rows_bytes`]), exceed the budget; as [`Pca::fit_shard`].
     pub fn run(&self, shard: Shard<'_>, observer: &mut dyn Observer) -> Result<PcaJobOutcome, SolverError> {
         let started = std::time::Instant::now();
         let (n, d) = shard.data().shape();
-        if matches!(self.pca.solver, PcaSolver::Exact) && shard.is_whole() && n >= d {
-            // No copy of the rows: blocks of them and the d × d Gram matrix.
+        if self.pca.exact_on_rows(&shard) {
+            // No copy of the rows: blocks of them and the d × d Gram matrix (on every rank).
             self.memory.check(format!("the exact PCA's {d} x {d} Gram matrices"), Pca::exact_rows_bytes(d))?;
         } else {
             let copies = if matches!(self.pca.solver, PcaSolver::Exact) { 1 } else { 2 };
@@ -458,7 +500,7 @@ impl Fit for Pca {
     /// empty or non-finite data; [`SolverError::Diverged`] and factorization errors.
     fn fit(&self, x: MatRef<'_, f64>, rng: &mut dyn Rng, observer: &mut dyn Observer) -> Result<PcaModel, SolverError> {
         if matches!(self.solver, PcaSolver::Exact) && x.nrows() >= x.ncols() {
-            return self.fit_exact_rows(DataRef::Dense(x));
+            return self.fit_exact_rows(DataRef::Dense(x), &SingleProcess);
         }
         let p = self.prepare(x)?;
         Ok(self.fit_prepared(p.x(), p.mean.clone(), p.scale.clone(), rng, observer)?.0)

@@ -3,6 +3,7 @@
 use faer::Mat;
 use faer::MatRef;
 use rand::{Rng, RngExt};
+use stolr_comm::{Communicator, RowShard, SingleProcess, all_reduce_mat};
 use stolr_lowrank::{gram_apply, mul, sym_eigen_desc, tall_inner, thin_svd};
 
 use crate::error::{check_data, check_pca_rank};
@@ -55,22 +56,33 @@ fn inverse_sqrt(g: &Mat<f64>) -> Result<Mat<f64>, SolverError> {
 /// from [`VrPca::captured`]. Stops after `epochs` epochs ([`Stop::MaxIterations`]) or when
 /// `‖X W̃‖_F` reaches `target` ([`Stop::TargetReached`]). [`VrPca::finish`] ends with
 /// Rayleigh–Ritz. Start: a random orthonormal `W̃_0` from `rng`.
-/// Cost `O(n·d·k)` per epoch plus `O(d·k² + k³)` per step; memory `O(n·k + d·k)`.
+/// Cost `O(n·d·k)` per epoch plus `O(d·k² + k³)` per step; memory `O(n·k + d·k)`. The rows
+/// may be sharded across the ranks of a communicator ([`VrPca::new_sharded`]).
 ///
 /// # References
 /// Shamir, *A Stochastic PCA and SVD Algorithm with an Exponential Convergence Rate*, ICML 2015;
 /// docs/derivations.md §4.2–§4.3; the baseline of \[SVRG-PCA\].
 pub struct VrPca<'a> {
+    /// This rank's rows `(n_p, d)`.
     x: MatRef<'a, f64>,
+    comm: &'a dyn Communicator,
+    /// Which rows of the whole `x` is (all of them on one process).
+    shard: RowShard,
     config: VrPcaConfig,
     eta: f64,
     m: usize,
     w_snap: Mat<f64>,
-    /// `X W̃` `(n, k)` and `Xᵀ X W̃` `(d, k)` of the snapshot.
+    /// `X W̃` `(n_p, k)` (this rank's rows) and `Xᵀ X W̃` `(d, k)` (every rank's) of the
+    /// snapshot.
     xw_snap: Mat<f64>,
     xtxw: Mat<f64>,
+    /// `‖X W̃‖_F` over every rank.
+    captured: f64,
     epochs: usize,
 }
+
+/// Inner steps whose sampled rows are fetched together ([`VrPca::new_sharded`]).
+const FETCH_STEPS: usize = 256;
 
 impl<'a> VrPca<'a> {
     /// The solver at a random orthonormal start drawn from `rng`.
@@ -80,8 +92,48 @@ impl<'a> VrPca<'a> {
     /// for a non-positive `eta` or zero epochs; [`SolverError::Estimator`] for empty or
     /// non-finite data.
     pub fn new<R: Rng + ?Sized>(x: MatRef<'a, f64>, config: VrPcaConfig, rng: &mut R) -> Result<Self, SolverError> {
-        check_data(x)?;
-        let (n, d) = (x.nrows(), x.ncols());
+        Self::new_sharded(x, config, rng, &SingleProcess)
+    }
+
+    /// [`VrPca::new`] on rows sharded across the ranks of `comm`: `x` `(n_p, d)` is this rank's
+    /// block, the blocks in rank order are the data (a rank may hold none). Every rank must
+    /// pass the same `config` and the same `rng` state.
+    ///
+    /// **Scheme: replicated iterate, shared samples** (as [`SvrgPca::new_sharded`](crate::pca::SvrgPca::new_sharded)).
+    /// `‖X‖_F²` (once) and each snapshot's `XᵀX W̃` (`d·k` doubles) are formed per rank and
+    /// added in rank order; `X W̃` stays with the rank that holds the rows. The inner steps'
+    /// sample indices are drawn over the global `n` from the shared `rng` — the indices one
+    /// process draws — 256 steps at a time, and the rank that holds each sampled row
+    /// contributes it and its row of `X W̃` to one sum (the others add zeros, so the sum is
+    /// exact): `d + k` doubles per inner step, plus one (a stop request) per 256 steps. Every
+    /// rank then runs the same inner steps. So the iterates are the single-process ones up to
+    /// the rounding of the rank-ordered snapshot sums (with one rank, the same bits). Memory
+    /// per rank: `256·(d + k)` doubles beyond the one-process solver's, nothing of size `n`.
+    /// [`VrPca::finish`]'s Rayleigh–Ritz adds `(XQ)ᵀ(XQ)` across ranks (`k²` doubles).
+    ///
+    /// # Errors
+    /// As [`VrPca::new`] with the global `n`; when one rank's rows are not finite, that rank
+    /// names the entry and the others return [`SolverError::InvalidConfig`] (`data`).
+    pub fn new_sharded<R: Rng + ?Sized>(
+        x: MatRef<'a, f64>,
+        config: VrPcaConfig,
+        rng: &mut R,
+        comm: &'a dyn Communicator,
+    ) -> Result<Self, SolverError> {
+        let shard = RowShard::from_local_rows(comm, x.nrows());
+        let (n, d) = (shard.total, x.ncols());
+        let mut sum_sq = [x.squared_norm_l2()];
+        comm.all_reduce_sum(&mut sum_sq);
+        if n == 0 || d == 0 || !sum_sq[0].is_finite() {
+            // Locate the offending entry (or report empty data), on the rank that holds it.
+            if x.nrows() > 0 || n == 0 {
+                check_data(x)?;
+            }
+            return Err(SolverError::InvalidConfig {
+                name: "data",
+                reason: format!("the rows of another of the {} ranks are not finite (it names the entry)", comm.size()),
+            });
+        }
         let k = config.rank;
         check_pca_rank(k, n, d)?;
         if config.epochs == 0 || config.epoch_length == Some(0) {
@@ -90,7 +142,7 @@ impl<'a> VrPca<'a> {
                 reason: "epoch length and epoch count must be >= 1".into(),
             });
         }
-        let r_bar = x.squared_norm_l2() / n as f64;
+        let r_bar = sum_sq[0] / n as f64;
         let eta = match config.eta {
             Some(e) if e.is_finite() && e > 0.0 => e,
             Some(e) => {
@@ -100,13 +152,73 @@ impl<'a> VrPca<'a> {
         };
         let m = config.epoch_length.unwrap_or(n);
         let w_snap = random_orthonormal(d, k, rng);
-        let (xw_snap, xtxw) = gram_apply(x, w_snap.as_ref());
-        Ok(Self { x, config, eta, m, w_snap, xw_snap, xtxw, epochs: 0 })
+        let mut solver = Self {
+            x,
+            comm,
+            shard,
+            config,
+            eta,
+            m,
+            xw_snap: Mat::new(),
+            xtxw: Mat::new(),
+            w_snap,
+            captured: 0.0,
+            epochs: 0,
+        };
+        solver.take_snapshot(solver.w_snap.clone());
+        Ok(solver)
     }
 
-    /// `‖X W̃‖_F` of the current (orthonormal) snapshot, `O(n·k)`.
+    /// Makes `w` the snapshot: `X W̃` (this rank's rows), `XᵀX W̃` and `‖X W̃‖_F` added over
+    /// the ranks. Collective.
+    fn take_snapshot(&mut self, w: Mat<f64>) {
+        let (xw_snap, mut xtxw) = gram_apply(self.x, w.as_ref());
+        all_reduce_mat(self.comm, &mut xtxw);
+        self.w_snap = w;
+        self.xw_snap = xw_snap;
+        self.xtxw = xtxw;
+        self.captured = self.snapshot_norm();
+    }
+
+    /// `‖X W̃‖_F` over every rank (one process: `norm_l2`, as before). Collective.
+    fn snapshot_norm(&self) -> f64 {
+        if self.comm.size() == 1 {
+            return self.xw_snap.norm_l2();
+        }
+        let mut sq = [self.xw_snap.squared_norm_l2()];
+        self.comm.all_reduce_sum(&mut sq);
+        sq[0].sqrt()
+    }
+
+    /// The rows `picks` (global indices) of `X` and of `X W̃`, on every rank: row `t` of the
+    /// returned `(picks.len(), d + k)` matrix is `[x_i, (X W̃)_i]` for `i = picks[t]`, with
+    /// whether any rank has been asked to stop. Collective (one sum of
+    /// `picks.len()·(d + k) + 1` doubles; nothing on one process).
+    fn fetch(&self, picks: &[usize]) -> (Mat<f64>, bool) {
+        let (d, k) = (self.x.ncols(), self.config.rank);
+        let width = d + k;
+        let mut buf = vec![0.0; picks.len() * width + 1];
+        for (t, &i) in picks.iter().enumerate() {
+            if self.shard.contains(i) {
+                let local = i - self.shard.first;
+                let row = &mut buf[t * width..(t + 1) * width];
+                row_into(self.x, local, &mut row[..d]);
+                for (c, v) in row[d..].iter_mut().enumerate() {
+                    *v = self.xw_snap[(local, c)];
+                }
+            }
+        }
+        buf[picks.len() * width] = if crate::interrupt::poll() { 1.0 } else { 0.0 };
+        if self.comm.size() > 1 {
+            self.comm.all_reduce_sum(&mut buf);
+        }
+        let rows = Mat::from_fn(picks.len(), width, |t, j| buf[t * width + j]);
+        (rows, buf[picks.len() * width] > 0.0)
+    }
+
+    /// `‖X W̃‖_F` of the current (orthonormal) snapshot (over every rank), computed with it.
     pub fn captured(&self) -> f64 {
-        self.xw_snap.norm_l2()
+        self.captured
     }
 
     /// Epochs done.
@@ -134,7 +246,8 @@ impl<'a> VrPca<'a> {
     /// # Errors
     /// [`SolverError::LowRank`] if the small eigendecomposition fails.
     pub fn finish(self, stop: Stop) -> Result<PcaOutcome, SolverError> {
-        PcaOutcome::from_iterate(self.x, self.w_snap.as_ref(), self.epochs, stop)
+        let pairs = crate::pca::rayleigh_ritz_sharded(self.x, self.w_snap.as_ref(), self.comm)?;
+        Ok(PcaOutcome { pairs, epochs: self.epochs, stop, final_iterate_norm: self.w_snap.norm_l2() })
     }
 }
 
@@ -145,25 +258,34 @@ impl IterativeSolver for VrPca<'_> {
     /// [`SolverError::Diverged`] if the iterate loses rank or finiteness.
     fn step(&mut self, rng: &mut dyn Rng) -> Result<StepReport, SolverError> {
         let x = self.x;
-        let (n, d) = (x.nrows(), x.ncols());
+        let (n, d) = (self.shard.total, x.ncols());
         let k = self.config.rank;
         let eta = self.eta;
         let u_tilde = &self.xtxw * (1.0 / n as f64);
-        let mut xi = vec![0.0; d];
         let mut w = self.w_snap.clone();
+        let (mut picked, mut picks) = (Mat::<f64>::new(), Vec::with_capacity(FETCH_STEPS));
         for step in 0..self.m {
-            // An epoch reads n rows: a stop request ends it early (the run is then discarded).
-            if step % 256 == 255 && crate::interrupt::poll() {
-                break;
+            if step % FETCH_STEPS == 0 {
+                // The draws of the next steps (the rng serves nothing else in the loop, so the
+                // indices are those drawn one step at a time) and their rows from their ranks.
+                let len = FETCH_STEPS.min(self.m - step);
+                picks.clear();
+                picks.extend((0..len).map(|_| rng.random_range(0..n)));
+                let (rows, stop) = self.fetch(&picks);
+                // An epoch reads n rows: a stop request ends it early (the run is then discarded).
+                if stop && step > 0 {
+                    break;
+                }
+                picked = rows;
             }
+            let t = step % FETCH_STEPS;
             let (su, _, sv) = thin_svd(mul(w.transpose(), self.w_snap.as_ref()).as_ref())?;
             let b = mul(sv.as_ref(), su.transpose());
-            let i = rng.random_range(0..n);
-            row_into(x, i, &mut xi);
+            let xi = picked.as_ref().subcols(0, d).row(t);
+            let xw_i = picked.as_ref().subcols(d, k).row(t);
             // coef = xᵀW − (xᵀW̃) B, a 1 × k row.
             let xtw: Vec<f64> = (0..k).map(|j| (0..d).map(|l| xi[l] * w[(l, j)]).sum()).collect();
-            let coef: Vec<f64> =
-                (0..k).map(|j| xtw[j] - (0..k).map(|c| self.xw_snap[(i, c)] * b[(c, j)]).sum::<f64>()).collect();
+            let coef: Vec<f64> = (0..k).map(|j| xtw[j] - (0..k).map(|c| xw_i[c] * b[(c, j)]).sum::<f64>()).collect();
             let ub = mul(u_tilde.as_ref(), b.as_ref());
             for j in 0..k {
                 for l in 0..d {
@@ -177,10 +299,7 @@ impl IterativeSolver for VrPca<'_> {
         if !w.norm_l2().is_finite() {
             return Err(SolverError::Diverged { epoch: self.epochs });
         }
-        let (xw_snap, xtxw) = gram_apply(x, w.as_ref());
-        self.w_snap = w;
-        self.xw_snap = xw_snap;
-        self.xtxw = xtxw;
+        self.take_snapshot(w);
         self.epochs += 1;
         Ok(StepReport {
             t: self.epochs,
@@ -211,6 +330,7 @@ impl IterativeSolver for VrPca<'_> {
         self.w_snap = state.matrix("vr-w_snap", Some((d, k)))?;
         self.xw_snap = state.matrix("vr-xw_snap", Some((n, k)))?;
         self.xtxw = state.matrix("vr-xtxw", Some((d, k)))?;
+        self.captured = self.snapshot_norm();
         Ok(())
     }
 }
