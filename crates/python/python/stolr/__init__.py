@@ -872,8 +872,9 @@ class IncrementalKernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _M
 
     def _set_model(self, partial=False):
         """The model of every row seen, or none yet (Nyström before its landmarks are in; after
-        ``partial_fit``, rows so far that are one point in feature space, e.g. a single row)."""
-        _drop(self, "model_", "eigenvalues_")
+        ``partial_fit``, rows so far that are one point in feature space, e.g. a single row),
+        kept in ``_fitted`` as ``(model, eigenvalues)`` or ``None``."""
+        self._fitted = None
         self._no_model = (f"no model yet: the first n_landmarks = {self._landmarks} rows are the landmarks and "
                           f"{self.n_samples_seen_} rows have been seen; partial_fit more rows")
         if self.solver == "nystrom" and self.n_samples_seen_ < self._landmarks:
@@ -888,9 +889,28 @@ class IncrementalKernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _M
             return
         for message in warns:
             if self.n_components is not None or "requested" not in message:
-                warnings.warn(message, _warning_category(message), stacklevel=3)
-        self.model_ = model
-        self.eigenvalues_ = values
+                warnings.warn(message, _warning_category(message), stacklevel=4)
+        self._fitted = (model, values)
+
+    def _current(self, name):
+        """The model of the rows seen so far: computed when first asked after ``partial_fit``
+        (an eigendecomposition of the ``m x m`` or ``2D x 2D`` sums, so that a loop of
+        ``partial_fit`` calls costs only the accumulation), then kept until the next batch."""
+        if "state_" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__} is not fitted: no {name}")
+        if "_fitted" not in self.__dict__:
+            self._set_model(partial=True)
+        if self._fitted is None:
+            raise AttributeError(self._no_model)
+        return self._fitted
+
+    @property
+    def model_(self):
+        return self._current("model_")[0]
+
+    @property
+    def eigenvalues_(self):
+        return self._current("eigenvalues_")[1]
 
     def partial_fit(self, X, y=None):
         """Takes the rows of the batch ``X`` (b, n_features), in order, and updates the model.
@@ -904,7 +924,8 @@ class IncrementalKernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _M
             self.state_ = self._new_state(X.shape[1], self._landmarks)
             self.n_samples_seen_ = 0
         self._take(X)
-        self._set_model(partial=True)
+        # The model is computed when first asked for (model_, eigenvalues_, transform).
+        _drop(self, "_fitted")
         return self
 
     def fit(self, X, y=None):
@@ -912,7 +933,7 @@ class IncrementalKernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _M
         NumPy memmap (``np.load(path, mmap_mode="r")``), of which only one batch is converted
         or copied at a time. The same as ``partial_fit`` on any split of ``X`` into batches,
         with ``n_landmarks`` capped at the number of rows."""
-        _drop(self, "state_", "model_", "eigenvalues_", "n_samples_seen_", "_landmarks", "_no_model")
+        _drop(self, "state_", "_fitted", "n_samples_seen_", "_landmarks", "_no_model")
         if self.batch_size is not None and not (_is_int(self.batch_size) and self.batch_size >= 1):
             raise ValueError(f"batch_size must be a positive integer or None, got {self.batch_size!r}")
         batch = 4096 if self.batch_size is None else int(self.batch_size)
@@ -932,7 +953,7 @@ class IncrementalKernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _M
         if hasattr(self, "state_") and not hasattr(self, "model_"):
             from sklearn.exceptions import NotFittedError
             raise NotFittedError(self._no_model)
-        check_is_fitted(self, "model_")
+        check_is_fitted(self, "state_")
         X = validate_data(self, X, dtype=_DTYPES, reset=False)
         if _core.model_kind(self.model_) == "rff-kernel-pca":
             return _core.rff_kernel_pca_transform(self.model_, _rows(X))
