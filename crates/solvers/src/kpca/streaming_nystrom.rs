@@ -474,6 +474,15 @@ pub fn streaming_nystrom_fit_with<R: Rng + ?Sized>(
         ),
         total,
     )?;
+    if comm.size() > 1 {
+        config.memory.check(
+            format!(
+                "the landmark candidates of the {} processes, gathered on every rank (m = {m} landmarks, d = {d})",
+                comm.size()
+            ),
+            f64_bytes(&[comm.size(), m, d + 3]),
+        )?;
+    }
     let seed = rng.next_u64();
     let saved = match checkpoints.as_deref_mut() {
         Some(store) => store.load()?,

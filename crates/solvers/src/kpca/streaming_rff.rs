@@ -310,9 +310,16 @@ impl RowSource for SharedRows<'_> {
         self.source.dim()
     }
 
+    /// This rank's rows, each checked, with a reader's error or a rejected row reported at its
+    /// index in the whole stream (not in this rank's share).
     fn rows(&self, pass: PassKind) -> Result<RowPass<'_>, SolverError> {
         let share = self.share;
-        Ok(Box::new(self.source.rows(pass)?.enumerate().filter(move |(i, _)| share.owns(*i)).map(|(_, row)| row)))
+        let d = self.source.dim()?;
+        Ok(Box::new(self.source.rows(pass)?.enumerate().filter(move |(i, _)| share.owns(*i)).map(move |(index, row)| {
+            let x = row.map_err(|e| RowReadError(Box::new(SolverError::Stream { index, source: Box::new(e) })))?;
+            crate::kpca::streaming_nystrom::check_row(index, &x, d).map_err(|e| RowReadError(Box::new(e)))?;
+            Ok(x)
+        })))
     }
 }
 
