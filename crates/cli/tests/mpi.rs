@@ -499,7 +499,10 @@ fn streaming_kpca_gives_the_same_answers_on_one_two_and_three_processes() {
     let npy = npy.to_str().unwrap();
     let cases: [(&str, &[&str]); 4] = [
         ("nystrom-file", &["--input", npy, "--format", "npy", "--solver", "streaming-nystrom", "--landmarks", "60"]),
-        ("nystrom-rings", &["--generate", "rings", "--n", "9000", "--solver", "streaming-nystrom", "--landmarks", "60"]),
+        (
+            "nystrom-rings",
+            &["--generate", "rings", "--n", "9000", "--solver", "streaming-nystrom", "--landmarks", "60"],
+        ),
         ("rff-file", &["--input", npy, "--format", "npy", "--solver", "streaming-rff", "--features", "40"]),
         ("rff-rings", &["--generate", "rings", "--n", "9000", "--solver", "streaming-rff", "--features", "40"]),
     ];

@@ -47,6 +47,7 @@ pub use error::{GRAM_SYMMETRY_TOLERANCE, SolverError};
 pub use interface::{Fit, FitRegression, Persist, Predictor, Transformer};
 pub use job::{KpcaStream, KrrStream, PcaStream, Shard};
 pub use kernel_spec::KernelSpec;
+pub use kpca::streaming_rff_fit_with;
 pub use kpca::{
     Certificate, CertifyConfig, CertifyMethod, CertifyRule, ConfidenceIntervals, DEFAULT_TAU_SUBSAMPLE,
     ExactKpcaConfig, ExactOperator, Iterate, KernelCentering, KernelPca, KernelPcaFit, KernelPcaJob, KernelPcaModel,
@@ -56,14 +57,13 @@ pub use kpca::{
     matrix_free_kpca, matrix_free_kpca_sharded, nystrom_fit, nystrom_fit_landmarks, nystrom_fit_sharded, nystrom_kpca,
     shrunk_target, skpca_memory_estimate, tau_for_rank, truncate_to_numerical_rank,
 };
-pub use kpca::{KeyedSample, STREAM_SHARE_BLOCK, StreamShare, keyed_sample, landmark_key, streaming_nystrom_fit_with};
 pub use kpca::{
     DEFAULT_STREAM_BLOCK_ROWS, ReservoirSample, STREAMING_NYSTROM, StreamingNystromConfig, StreamingNystromFit,
     reservoir_sample, streaming_nystrom_bytes, streaming_nystrom_fit,
 };
+pub use kpca::{KeyedSample, STREAM_SHARE_BLOCK, StreamShare, keyed_sample, landmark_key, streaming_nystrom_fit_with};
 pub use kpca::{PREIMAGE_SOLVERS, PreImageMap, check_preimage, preimage_bytes};
 pub use kpca::{PrecomputedKpcaModel, exact_kpca_precomputed};
-pub use kpca::streaming_rff_fit_with;
 pub use kpca::{RffKernelPcaModel, STREAMING_RFF, StreamingRffConfig, StreamingRffFit, streaming_rff_fit};
 pub use krr::{
     ColumnMode, CoordinatePartials, CoordinateRule, KernelExpansion, KernelRidge, KernelRidgeJob, KernelRidgeOutcome,

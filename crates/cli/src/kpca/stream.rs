@@ -26,10 +26,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use faer::{Mat, MatRef};
+use stolr_comm::Communicator;
 use stolr_datasets::{RowFormat, generate, stream_rows, write_npy_rows, write_npy_vector};
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, bandwidth_estimate};
 use stolr_memory::MemoryBudget;
-use stolr_comm::Communicator;
 use stolr_solvers::{
     CheckpointStore, IterationReport, KpcaMethod, KpcaStream, Observer, PassKind, Persist, RowPass, RowReadError,
     RowSource, STREAM_SHARE_BLOCK, SolverError, StreamShare, StreamingNystromConfig, StreamingRffConfig, Transformer,
@@ -173,7 +173,6 @@ pub(super) fn run(args: &KpcaArgs, ctx: &RunContext) -> Result<()> {
         (args.plot.is_some(), "--plot"),
         (args.table.given(), "--categorical/--label-column"),
     ] {
-
         if given {
             bail!("{flag} is not available with --solver {name} yet (the rows are streamed, never held)");
         }

@@ -44,10 +44,12 @@ pub use precomputed::{PrecomputedKpcaModel, exact_kpca_precomputed};
 pub use preimage::{PREIMAGE_SOLVERS, PreImageMap, check_preimage, preimage_bytes};
 pub use rank::{RANK_TOLERANCE, truncate_to_numerical_rank};
 pub use skpca::{Iterate, Skpca, SkpcaConfig, check_skpca_memory, shrunk_target, skpca_memory_estimate};
-pub use streaming_nystrom::{KeyedSample, STREAM_SHARE_BLOCK, StreamShare, keyed_sample, landmark_key, streaming_nystrom_fit_with};
 pub use streaming_nystrom::{
     DEFAULT_STREAM_BLOCK_ROWS, ReservoirSample, STREAMING_NYSTROM, StreamingNystromConfig, StreamingNystromFit,
     reservoir_sample, streaming_nystrom_bytes, streaming_nystrom_fit,
+};
+pub use streaming_nystrom::{
+    KeyedSample, STREAM_SHARE_BLOCK, StreamShare, keyed_sample, landmark_key, streaming_nystrom_fit_with,
 };
 pub use streaming_rff::streaming_rff_fit_with;
 pub use streaming_rff::{RffKernelPcaModel, STREAMING_RFF, StreamingRffConfig, StreamingRffFit, streaming_rff_fit};

@@ -310,7 +310,8 @@ pub struct KeyedSample {
     pub seen: usize,
     /// The rows of this rank ([`StreamShare`]).
     pub local: usize,
-    /// The running hash of this rank's rows ([`hash_row`]).
+    /// The running hash of the bits of this rank's rows, value after value (the same rows give
+    /// the same hash).
     pub hash: u64,
 }
 
@@ -455,10 +456,7 @@ pub fn streaming_nystrom_fit_with<R: Rng + ?Sized>(
     if checkpoints.is_some() && comm.size() > 1 {
         return Err(SolverError::InvalidConfig {
             name: "checkpoint",
-            reason: format!(
-                "the streamed Nyström fit keeps its checkpoints on one process, not on {}",
-                comm.size()
-            ),
+            reason: format!("the streamed Nyström fit keeps its checkpoints on one process, not on {}", comm.size()),
         });
     }
     let share = StreamShare::of(comm, STREAM_SHARE_BLOCK)?;
@@ -1126,8 +1124,8 @@ mod tests {
         // 9000 rows (more than two blocks of the shares): the same landmarks, in the same order,
         // on 1, 2 and 3 processes, and on every rank.
         let x = hostile_data(9000);
-        let one = keyed_sample(&MatrixSource(x.as_ref()), 50, 17, StreamShare::whole(), &stolr_comm::SingleProcess)
-            .unwrap();
+        let one =
+            keyed_sample(&MatrixSource(x.as_ref()), 50, 17, StreamShare::whole(), &stolr_comm::SingleProcess).unwrap();
         assert_eq!(one.seen, 9000);
         // The m smallest keys of all rows, in increasing key order.
         let mut keys: Vec<(u64, usize)> = (0..9000).map(|i| (landmark_key(17, i), i)).collect();
@@ -1212,12 +1210,16 @@ mod tests {
         let mut stopped = MemoryStore::new(256, None, Some(4));
         assert!(fit_with_store(x.as_ref(), &cfg, 5, &mut stopped).is_err());
         let last = stopped.saved.last().unwrap().clone();
-        let refused = |x: MatRef<'_, f64>, cfg: &StreamingNystromConfig, seed: u64, state: SolverState| {
-            match fit_with_store(x, cfg, seed, &mut MemoryStore::new(256, Some(state), None)) {
+        let refused =
+            |x: MatRef<'_, f64>, cfg: &StreamingNystromConfig, seed: u64, state: SolverState| match fit_with_store(
+                x,
+                cfg,
+                seed,
+                &mut MemoryStore::new(256, Some(state), None),
+            ) {
                 Err(SolverError::Checkpoint { reason }) => reason,
                 other => panic!("expected the checkpoint to be refused, got {:?}", other.map(|f| f.n)),
-            }
-        };
+            };
         // A row before the checkpoint's position (1024) changed.
         let mut early = x.clone();
         early[(100, 2)] += 1e-9;

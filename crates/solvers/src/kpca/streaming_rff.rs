@@ -11,9 +11,9 @@ use stolr_estimators::Kernel;
 use stolr_memory::{MemoryBudget, f64_bytes};
 use stolr_model::ModelFile;
 
+use crate::kpca::streaming_nystrom::StreamShare;
 use crate::model_io::{bad, get_f64, get_str, kernel_from_json, kernel_to_json};
 use crate::streaming::{MsgConfig, PassKind, RowPass, RowReadError, RowSource, StreamingPcaJob, StreamingSolver};
-use crate::kpca::streaming_nystrom::StreamShare;
 use crate::{Observer, PcaModel, Persist, SolverError, Transformer};
 
 /// The name a streamed random-feature model records as its solver.
@@ -315,11 +315,13 @@ impl RowSource for SharedRows<'_> {
     fn rows(&self, pass: PassKind) -> Result<RowPass<'_>, SolverError> {
         let share = self.share;
         let d = self.source.dim()?;
-        Ok(Box::new(self.source.rows(pass)?.enumerate().filter(move |(i, _)| share.owns(*i)).map(move |(index, row)| {
-            let x = row.map_err(|e| RowReadError(Box::new(SolverError::Stream { index, source: Box::new(e) })))?;
-            crate::kpca::streaming_nystrom::check_row(index, &x, d).map_err(|e| RowReadError(Box::new(e)))?;
-            Ok(x)
-        })))
+        Ok(Box::new(self.source.rows(pass)?.enumerate().filter(move |(i, _)| share.owns(*i)).map(
+            move |(index, row)| {
+                let x = row.map_err(|e| RowReadError(Box::new(SolverError::Stream { index, source: Box::new(e) })))?;
+                crate::kpca::streaming_nystrom::check_row(index, &x, d).map_err(|e| RowReadError(Box::new(e)))?;
+                Ok(x)
+            },
+        )))
     }
 }
 
