@@ -574,3 +574,76 @@ fn pca_refuses_an_empty_rank_and_the_sequential_solvers() {
         );
     }
 }
+
+/// `(eigenvalues, projections)` of a streaming kernel PCA's output folder.
+fn streamed(dir: &Path) -> (Vec<f64>, faer::Mat<f64>) {
+    (
+        npy_vector(&dir.join("eigenvalues.npy")),
+        stolr_datasets::read_npy_matrix(&dir.join("projections.npy"), stolr_memory::MemoryBudget::default()).unwrap(),
+    )
+}
+
+#[test]
+fn streaming_kpca_gives_the_same_answers_on_one_two_and_three_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    // 9000 rows: more than two blocks of the ranks' shares (4096 rows).
+    let x = faer::Mat::from_fn(9000, 3, |i, j| {
+        let t = i as f64 * 0.731;
+        let radius = 1.0 + (i % 3) as f64 + ((i * 7919) % 97) as f64 / 970.0;
+        [radius * t.cos(), radius * t.sin(), (t * 3.1).sin() * 0.3][j]
+    });
+    let npy = dir.path().join("rings.npy");
+    stolr_datasets::write_npy_matrix(&npy, x.as_ref()).unwrap();
+    let npy = npy.to_str().unwrap();
+    let cases: [(&str, &[&str]); 4] = [
+        ("nystrom-file", &["--input", npy, "--format", "npy", "--solver", "streaming-nystrom", "--landmarks", "60"]),
+        (
+            "nystrom-rings",
+            &["--generate", "rings", "--n", "9000", "--solver", "streaming-nystrom", "--landmarks", "60"],
+        ),
+        ("rff-file", &["--input", npy, "--format", "npy", "--solver", "streaming-rff", "--features", "40"]),
+        ("rff-rings", &["--generate", "rings", "--n", "9000", "--solver", "streaming-rff", "--features", "40"]),
+    ];
+    for (name, options) in cases {
+        let mut results = Vec::new();
+        for np in [1, 2, 3] {
+            let out = dir.path().join(format!("{name}-{np}"));
+            let mut args = vec!["kpca", "--rank", "5", "--center", "--sigma", "1", "--seed", "3"];
+            args.extend_from_slice(options);
+            args.extend_from_slice(&["--out", out.to_str().unwrap()]);
+            let (status, stderr, _) = wait(mpirun(np, &args), DEADLINE);
+            assert!(status.success(), "{name} on {np} processes: {stderr}");
+            results.push(streamed(&out));
+        }
+        let (values, z) = &results[0];
+        assert_eq!((values.len(), z.nrows(), z.ncols()), (5, 9000, 5), "{name}");
+        let scale = z.norm_max();
+        for (np, (v, p)) in [(2, &results[1]), (3, &results[2])] {
+            let ev = values.iter().zip(v).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max) / values[0];
+            let dz = (z - p).norm_max() / scale;
+            assert!(ev <= 1e-10 && dz <= 1e-10, "{name}, {np} vs 1 process: eigenvalues {ev:e}, projections {dz:e}");
+        }
+    }
+    // --checkpoint is kept on one process: refused with the reason under -np 2.
+    let out = dir.path().join("ck-out");
+    let ck = dir.path().join("stream.ck");
+    let args = [
+        "kpca",
+        "--input",
+        npy,
+        "--format",
+        "npy",
+        "--solver",
+        "streaming-nystrom",
+        "--landmarks",
+        "60",
+        "--rank",
+        "5",
+        "--checkpoint",
+        ck.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let (status, stderr, _) = wait(mpirun(2, &args), DEADLINE);
+    assert!(!status.success() && stderr.contains("--checkpoint is not distributed yet"), "{stderr}");
+}

@@ -229,3 +229,90 @@ fn hostile_streams_fail_cleanly() {
         "landmarks",
     );
 }
+
+/// Runs `args` (each as given) and returns the standard error of a successful run.
+fn ok_err(args: &[String]) -> String {
+    let out = ok(stolr(&args.iter().map(String::as_str).collect::<Vec<_>>()));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn streaming_kpca_resumes_from_its_checkpoint_to_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("x.npy");
+    write_npy_matrix(&input, circles(3000).as_ref()).unwrap();
+    let x = input.to_str().unwrap().to_owned();
+    // Streamed Nyström saves after the landmarks and every 512 rows (blocks of 256): the last
+    // save of a whole run is at row 2560, so the second run recomputes the last 440 rows. RFF
+    // saves every 50 mini-batches of 16: the last at 150 of 188.
+    for (name, options, every, resumed_at) in [
+        ("nys", &["--solver", "streaming-nystrom", "--landmarks", "40", "--rank", "4"][..], "512", 2560),
+        ("rff", &["--solver", "streaming-rff", "--features", "32", "--rank", "3"][..], "50", 150),
+    ] {
+        let ck = dir.path().join(format!("{name}.ck")).to_str().unwrap().to_owned();
+        let run = |out: &str, checkpoint: bool| {
+            let mut args: Vec<String> =
+                ["kpca", "--input", &x, "--format", "npy", "--center", "--sigma", "1", "--seed", "4", "--out", out]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect();
+            args.extend(options.iter().map(|s| s.to_string()));
+            if checkpoint {
+                args.extend(["--checkpoint", &ck, "--checkpoint-every", every].map(String::from));
+            }
+            ok_err(&args)
+        };
+        let [a, b, c] = ["a", "b", "c"].map(|s| dir.path().join(format!("{name}-{s}")).to_str().unwrap().to_owned());
+        let first = run(&a, true);
+        assert!(!first.contains("resuming"), "{name}: {first}");
+        assert!(Path::new(&ck).exists(), "{name}: no checkpoint written");
+        let second = run(&b, true);
+        assert!(second.contains(&format!("after iteration {resumed_at}")), "{name}: {second}");
+        run(&c, false);
+        for file in ["eigenvalues.npy", "projections.npy", "model.npz"] {
+            let bytes = |d: &str| std::fs::read(Path::new(d).join(file)).unwrap();
+            assert!(bytes(&a) == bytes(&b), "{name}: the resumed run's {file} differs");
+            assert!(bytes(&a) == bytes(&c), "{name}: {file} differs from a run without --checkpoint");
+        }
+    }
+}
+
+#[test]
+fn a_streaming_kpca_checkpoint_of_other_data_or_options_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("x.npy");
+    let mut x = circles(3000);
+    write_npy_matrix(&input, x.as_ref()).unwrap();
+    let path = input.to_str().unwrap().to_owned();
+    let out = dir.path().join("out").to_str().unwrap().to_owned();
+    for (name, options, every) in [
+        ("nys", &["--solver", "streaming-nystrom", "--landmarks", "40", "--rank", "4"][..], "512"),
+        ("rff", &["--solver", "streaming-rff", "--features", "32", "--rank", "3"][..], "50"),
+    ] {
+        let ck = dir.path().join(format!("{name}.ck")).to_str().unwrap().to_owned();
+        let args = |extra: &[&str]| {
+            let mut v = vec!["kpca", "--input", &path, "--format", "npy", "--center", "--sigma", "1", "--out", &out];
+            v.extend_from_slice(options);
+            v.extend_from_slice(&["--checkpoint", &ck, "--checkpoint-every", every]);
+            v.extend_from_slice(extra);
+            v.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+        };
+        write_npy_matrix(&input, x.as_ref()).unwrap();
+        ok_err(&args(&[]));
+        // Another option: named.
+        let other = args(&["--seed", "9"]);
+        fails_with(stolr(&other.iter().map(String::as_str).collect::<Vec<_>>()), "--seed: the checkpoint has");
+        // A row the checkpoint covers changed.
+        let saved = x[(100, 0)];
+        x[(100, 0)] += 1e-6;
+        write_npy_matrix(&input, x.as_ref()).unwrap();
+        let same = args(&[]);
+        fails_with(stolr(&same.iter().map(String::as_str).collect::<Vec<_>>()), "the input differs");
+        x[(100, 0)] = saved;
+        // A damaged checkpoint.
+        write_npy_matrix(&input, x.as_ref()).unwrap();
+        std::fs::write(&ck, b"not a checkpoint").unwrap();
+        let out = stolr(&same.iter().map(String::as_str).collect::<Vec<_>>());
+        fails_with(out, &format!("{name}.ck"));
+    }
+}

@@ -47,6 +47,7 @@ pub use error::{GRAM_SYMMETRY_TOLERANCE, SolverError};
 pub use interface::{Fit, FitRegression, Persist, Predictor, Transformer};
 pub use job::{KpcaStream, KrrStream, PcaStream, Shard};
 pub use kernel_spec::KernelSpec;
+pub use kpca::streaming_rff_fit_with;
 pub use kpca::{
     Certificate, CertifyConfig, CertifyMethod, CertifyRule, ConfidenceIntervals, DEFAULT_TAU_SUBSAMPLE,
     ExactKpcaConfig, ExactOperator, Iterate, KernelCentering, KernelPca, KernelPcaFit, KernelPcaJob, KernelPcaModel,
@@ -64,6 +65,7 @@ pub use kpca::{
     INCREMENTAL_NYSTROM, INCREMENTAL_RFF, IncrementalKpcaFit, IncrementalNystrom, IncrementalNystromConfig,
     IncrementalRff, IncrementalRffConfig, incremental_nystrom_bytes, incremental_rff_bytes,
 };
+pub use kpca::{KeyedSample, STREAM_SHARE_BLOCK, StreamShare, keyed_sample, landmark_key, streaming_nystrom_fit_with};
 pub use kpca::{PREIMAGE_SOLVERS, PreImageMap, check_preimage, preimage_bytes};
 pub use kpca::{PrecomputedKpcaModel, exact_kpca_precomputed};
 pub use kpca::{RffKernelPcaModel, STREAMING_RFF, StreamingRffConfig, StreamingRffFit, streaming_rff_fit};

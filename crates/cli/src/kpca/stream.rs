@@ -5,6 +5,20 @@
 //! Rayleigh–Ritz values; a last pass writes projections.npy as it goes (--no-projections skips
 //! it). `--sigma auto` is estimated from a reservoir sample of [`SIGMA_SAMPLE`] rows (one more
 //! pass).
+//!
+//! Under `mpirun -np P`: every rank reads the whole stream (parses the file, or generates the
+//! rows) and works on its share of the rows only ([`StreamShare`]): streamed Nyström draws the
+//! same landmarks for every `P` and adds the `m × m` sums over the ranks; random features run
+//! the job's data-parallel mini-batches, each the one-process batch row for row. The answers
+//! are those of one process up to rounding. The projections pass transforms each rank's rows
+//! and rank 0 writes them block after block ([`STREAM_SHARE_BLOCK`] rows at a time, gathered
+//! in rank order): nothing of size `n` is held or gathered. Rank 0 writes and prints.
+//!
+//! `--checkpoint FILE` (one process): streamed Nyström saves its landmarks after the first pass
+//! and its sums every `--checkpoint-every` rows of the second (at block boundaries), with a
+//! running hash of the rows read that a resume checks; random features save the job's state
+//! (the solver and the position in the stream, with the fingerprint of the rows read). A
+//! resumed run gives the same bits as one never stopped.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -12,15 +26,18 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use faer::{Mat, MatRef};
+use stolr_comm::Communicator;
 use stolr_datasets::{RowFormat, generate, stream_rows, write_npy_rows, write_npy_vector};
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, bandwidth_estimate};
 use stolr_memory::MemoryBudget;
 use stolr_solvers::{
-    KpcaMethod, KpcaStream, PassKind, Persist, RowPass, RowReadError, RowSource, SolverError, StreamingNystromConfig,
-    StreamingRffConfig, Transformer, reservoir_sample, streaming_nystrom_fit, streaming_rff_fit,
+    CheckpointStore, IterationReport, KpcaMethod, KpcaStream, Observer, PassKind, Persist, RowPass, RowReadError,
+    RowSource, STREAM_SHARE_BLOCK, SolverError, StreamShare, StreamingNystromConfig, StreamingRffConfig, Transformer,
+    reservoir_sample, streaming_nystrom_fit_with, streaming_rff_fit_with,
 };
 
 use super::args::{KpcaArgs, job};
+use crate::common::checkpoint::{FileStore, RowPrefix, changed_input};
 use crate::common::input::Format;
 use crate::distributed::RunContext;
 use crate::memory::peak_rss_bytes;
@@ -29,8 +46,6 @@ use crate::memory::peak_rss_bytes;
 pub(super) const SIGMA_SAMPLE: usize = 2000;
 /// Radial noise of `--generate rings`.
 const RINGS_NOISE: f64 = 0.1;
-/// Rows transformed at once in the projections pass.
-const PROJECTION_BLOCK: usize = 4096;
 
 /// A fitted model's transform of a block of rows `(b, d)` to its projections `(b, r)`.
 type TransformFn = dyn Fn(MatRef<'_, f64>) -> Result<Mat<f64>, SolverError>;
@@ -71,21 +86,91 @@ fn open_error(e: stolr_datasets::DataError) -> SolverError {
     SolverError::Stream { index: 0, source: Box::new(e) }
 }
 
+/// The rows of a [`Source`] with what a random-feature checkpoint keeps of them: the solver's
+/// pass goes through `prefix` (the fingerprint of the rows read, checked on a resume), and the
+/// statistics pass (the feature mean of `--center`) is hashed into `statistics`.
+struct Fingerprinted<'a> {
+    inner: &'a Source<'a>,
+    prefix: RowPrefix,
+    statistics: std::rc::Rc<std::cell::RefCell<crc32fast::Hasher>>,
+}
+
+impl RowSource for Fingerprinted<'_> {
+    fn dim(&self) -> Result<usize, SolverError> {
+        self.inner.dim()
+    }
+
+    fn rows(&self, pass: PassKind) -> Result<RowPass<'_>, SolverError> {
+        let rows = self.inner.rows(pass)?;
+        Ok(match pass {
+            PassKind::Solver => Box::new(self.prefix.wrap(rows).map(|r| r.map_err(|e| RowReadError(Box::new(e))))),
+            PassKind::Statistics => {
+                let statistics = self.statistics.clone();
+                *statistics.borrow_mut() = crc32fast::Hasher::new();
+                Box::new(rows.inspect(move |row| {
+                    if let Ok(row) = row {
+                        let mut crc = statistics.borrow_mut();
+                        row.iter().for_each(|v| crc.update(&v.to_bits().to_le_bytes()));
+                    }
+                }))
+            }
+            PassKind::RayleighRitz => rows,
+        })
+    }
+}
+
+/// The checkpoints of a random-feature run: the file store, given the fingerprint of the rows
+/// read (and of the statistics pass, read before the solver's) when the solver's pass asks
+/// for it first.
+struct RffCheckpoints {
+    store: Option<FileStore>,
+    prefix: RowPrefix,
+    statistics: std::rc::Rc<std::cell::RefCell<crc32fast::Hasher>>,
+    center: bool,
+    ready: bool,
+}
+
+impl Observer for RffCheckpoints {
+    fn on_iteration(&mut self, _report: &IterationReport) -> std::ops::ControlFlow<()> {
+        std::ops::ControlFlow::Continue(())
+    }
+
+    fn checkpoints(&mut self) -> Option<&mut dyn CheckpointStore> {
+        if !self.ready {
+            self.ready = true;
+            let transform = if self.center {
+                let crc = self.statistics.borrow().clone().finalize();
+                format!("the feature mean over every row of the input (rows crc32 {crc:08x})")
+            } else {
+                "no feature mean (uncentred)".to_owned()
+            };
+            self.store = self.store.take().map(|s| s.with_prefix(self.prefix.clone(), transform));
+        }
+        self.store.as_mut().map(|s| s as &mut dyn CheckpointStore)
+    }
+}
+
+/// A failed resume's error with its reason, else the error.
+fn resume_error(e: SolverError) -> anyhow::Error {
+    match changed_input(&e) {
+        Some(reason) => anyhow::anyhow!("cannot resume from --checkpoint: {reason}"),
+        None => e.into(),
+    }
+}
+
 /// Runs a streaming kernel PCA and writes eigenvalues.npy, model.npz and projections.npy to
-/// `--out`.
+/// `--out`; under `mpirun`, every rank streams its share and rank 0 writes and prints.
 pub(super) fn run(args: &KpcaArgs, ctx: &RunContext) -> Result<()> {
     let started = Instant::now();
     let name = if args.solver == KpcaMethod::StreamingNystrom { "streaming-nystrom" } else { "streaming-rff" };
-    if ctx.world.is_some() {
-        ctx.refuse(&format!("--solver {name}"))?;
-    }
+    let comm: &dyn Communicator = ctx.comm();
+    let writer = ctx.is_writer();
     let Some(rank) = args.rank else { bail!("--solver {name} needs --rank (the number of eigenpairs)") };
     for (given, flag) in [
         (args.sparse, "--sparse"),
         (args.standardize, "--standardize"),
         (args.fit_inverse_transform, "--fit-inverse-transform"),
         (args.plot.is_some(), "--plot"),
-        (args.checkpoint.checkpoint.is_some(), "--checkpoint"),
         (args.table.given(), "--categorical/--label-column"),
     ] {
         if given {
@@ -122,15 +207,29 @@ pub(super) fn run(args: &KpcaArgs, ctx: &RunContext) -> Result<()> {
         println!("sigma = {sigma:.6} (auto: reservoir sample of {SIGMA_SAMPLE} rows)");
     }
     let mut rng = KpcaStream::Solver.rng(args.seed);
+    // --checkpoint: one process (FileStore::new refuses it under mpirun -np P > 1).
+    let data_fingerprint = || -> Result<String> {
+        Ok(match &source {
+            Source::File(..) => "rows streamed from a file, hashed as they are read; a resume checks them against the \
+                                 checkpoint"
+                .to_owned(),
+            Source::Rings { n, .. } => format!("generated rings, n = {n}"),
+        })
+    };
     let (eigenvalues, n, model_save, transform): (Vec<f64>, usize, Box<SaveFn>, Box<TransformFn>) =
         if args.solver == KpcaMethod::StreamingNystrom {
             let config = StreamingNystromConfig {
                 memory: ctx.memory,
                 ..StreamingNystromConfig::new(args.landmarks, rank).center(args.center)
             };
-            let fit = streaming_nystrom_fit(&source, &kernel, &config, &mut rng)?;
-            for w in &fit.warnings {
-                eprintln!("warning: {w}");
+            let mut store = FileStore::new(&args.checkpoint, ctx, data_fingerprint)?;
+            let checkpoints = store.as_mut().map(|s| s as &mut dyn CheckpointStore);
+            let fit = streaming_nystrom_fit_with(&source, &kernel, &config, &mut rng, comm, checkpoints)
+                .map_err(resume_error)?;
+            if writer {
+                for w in &fit.warnings {
+                    eprintln!("warning: {w}");
+                }
             }
             let model = std::rc::Rc::new(fit.model);
             let saved = model.clone();
@@ -140,73 +239,117 @@ pub(super) fn run(args: &KpcaArgs, ctx: &RunContext) -> Result<()> {
                 memory: ctx.memory,
                 ..StreamingRffConfig::new(args.features, rank).center(args.center)
             };
-            let fit = streaming_rff_fit(&source, &kernel, &config, &mut rng, &mut ())?;
+            let store = FileStore::new(&args.checkpoint, ctx, data_fingerprint)?;
+            let fit = if store.is_some() {
+                let statistics = std::rc::Rc::new(std::cell::RefCell::new(crc32fast::Hasher::new()));
+                let prefix = RowPrefix::new();
+                let wrapped = Fingerprinted { inner: &source, prefix: prefix.clone(), statistics: statistics.clone() };
+                let mut observer = RffCheckpoints { store, prefix, statistics, center: args.center, ready: false };
+                streaming_rff_fit_with(&wrapped, &kernel, &config, &mut rng, comm, &mut observer)
+            } else {
+                streaming_rff_fit_with(&source, &kernel, &config, &mut rng, comm, &mut ())
+            }
+            .map_err(resume_error)?;
             let model = std::rc::Rc::new(fit.model);
             let saved = model.clone();
             (fit.eigenvalues, fit.n, Box::new(move |p| saved.save(p)), Box::new(move |x| model.transform(x)))
         };
-    println!("{name}: n = {n} rows, d = {d}, eigenvalues {eigenvalues:?}");
-    if let Some(given) = &args.out {
-        // The files go into the staging folder of the claimed --out, swapped in as a set by main.
-        let out = &crate::common::output::staged(given);
-        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-        write_npy_vector(&out.join("eigenvalues.npy"), &eigenvalues)?;
-        model_save(&out.join("model.npz"))?;
-        if !args.no_projections {
-            write_projections(&out.join("projections.npy"), &source, n, d, eigenvalues.len(), &*transform)?;
-        }
-        println!("wrote {}", given.display());
+    if writer {
+        println!("{name}: n = {n} rows, d = {d}, eigenvalues {eigenvalues:?}");
     }
-    let rss = peak_rss_bytes().map(|b| format!(", peak RSS {} MB", b >> 20)).unwrap_or_default();
-    println!("time {:.2} s{rss}", started.elapsed().as_secs_f64());
+    if let Some(given) = &args.out {
+        // The files go into the staging folder of the claimed --out (rank 0's), swapped in as a
+        // set by main.
+        let out = writer.then(|| crate::common::output::staged(given));
+        if let Some(out) = &out {
+            std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+            write_npy_vector(&out.join("eigenvalues.npy"), &eigenvalues)?;
+            model_save(&out.join("model.npz"))?;
+        }
+        if !args.no_projections {
+            let path = out.as_ref().map(|o| o.join("projections.npy"));
+            write_projections(path.as_deref(), &source, (n, d, eigenvalues.len()), &*transform, comm)?;
+        }
+        if writer {
+            println!("wrote {}", given.display());
+        }
+    }
+    if writer {
+        let rss = peak_rss_bytes().map(|b| format!(", peak RSS {} MB", b >> 20)).unwrap_or_default();
+        let processes = if comm.size() > 1 { format!(" on {} processes", comm.size()) } else { String::new() };
+        println!("time {:.2} s{rss}{processes}", started.elapsed().as_secs_f64());
+    }
     Ok(())
 }
 
-/// The last pass: the projections of the `n` rows `(n, r)` written to `path` block after block.
+/// The last pass: the projections of the `n` rows `(n, r)` written to `path` (on the writing
+/// rank; `None` elsewhere) block after block of [`STREAM_SHARE_BLOCK`] rows. Every rank
+/// transforms its rows of each block ([`StreamShare`]); with several processes rank 0 gathers
+/// the block's projections in rank order (the rows in stream order) and writes them, so at most
+/// one block of projections is held. Collective.
 fn write_projections(
-    path: &Path,
+    path: Option<&Path>,
     source: &dyn RowSource,
-    n: usize,
-    d: usize,
-    r: usize,
+    (n, d, r): (usize, usize, usize),
     transform: &TransformFn,
+    comm: &dyn Communicator,
 ) -> Result<()> {
-    let mut rows = source.rows(PassKind::RayleighRitz)?;
-    let mut pending: VecDeque<Vec<f64>> = VecDeque::new();
-    let mut done = false;
-    let mut index = 0usize;
-    let projections = std::iter::from_fn(move || -> Option<Result<Vec<f64>, String>> {
-        if pending.is_empty() && !done {
-            let mut block = Vec::with_capacity(PROJECTION_BLOCK);
-            for row in rows.by_ref().take(PROJECTION_BLOCK) {
-                match row {
-                    Ok(row) if row.len() == d => block.push(row),
-                    Ok(row) => {
-                        done = true;
-                        return Some(Err(format!("row {index} has {} values, not {d}", row.len())));
-                    }
-                    Err(e) => {
-                        done = true;
-                        return Some(Err(format!("row {index}: {e}")));
-                    }
-                }
-                index += 1;
+    let share = StreamShare::of(comm, STREAM_SHARE_BLOCK)?;
+    let blocks = n.div_ceil(STREAM_SHARE_BLOCK);
+    let mut rows = source.rows(PassKind::RayleighRitz)?.enumerate();
+    // The next block's projections, row-major: this rank's, gathered on rank 0 (`None`
+    // elsewhere) with several processes.
+    let mut next_block = move || -> Result<Option<Vec<f64>>, String> {
+        let mut local = Vec::new();
+        let mut count = 0usize;
+        for (index, row) in rows.by_ref().take(STREAM_SHARE_BLOCK) {
+            let row = row.map_err(|e| format!("row {index}: {e}"))?;
+            if row.len() != d {
+                return Err(format!("row {index} has {} values, not {d}", row.len()));
             }
-            if block.is_empty() {
-                done = true;
-                return None;
-            }
-            let x = Mat::from_fn(block.len(), d, |i, j| block[i][j]);
-            match transform(x.as_ref()) {
-                Ok(z) => pending.extend((0..z.nrows()).map(|i| z.row(i).iter().copied().collect::<Vec<f64>>())),
-                Err(e) => {
-                    done = true;
-                    return Some(Err(e.to_string()));
-                }
+            if share.owns(index) {
+                local.extend_from_slice(&row);
+                count += 1;
             }
         }
-        pending.pop_front().map(Ok)
-    });
-    write_npy_rows(path, n, r, projections)?;
+        let mut z = Vec::with_capacity(count * r);
+        if count > 0 {
+            let x = Mat::from_fn(count, d, |i, j| local[i * d + j]);
+            let projected = transform(x.as_ref()).map_err(|e| e.to_string())?;
+            for i in 0..projected.nrows() {
+                z.extend(projected.row(i).iter().copied());
+            }
+        }
+        if comm.size() == 1 {
+            return Ok(Some(z));
+        }
+        Ok(comm.gather(&z, 0).map(|parts| parts.concat()))
+    };
+    match path {
+        Some(path) => {
+            let mut pending: VecDeque<Vec<f64>> = VecDeque::new();
+            let mut left = blocks;
+            let mut failed = false;
+            let projections = std::iter::from_fn(move || -> Option<Result<Vec<f64>, String>> {
+                while pending.is_empty() && left > 0 && !failed {
+                    left -= 1;
+                    match next_block() {
+                        Ok(flat) => pending.extend(flat.unwrap_or_default().chunks_exact(r).map(<[f64]>::to_vec)),
+                        Err(e) => {
+                            failed = true;
+                            return Some(Err(e));
+                        }
+                    }
+                }
+                pending.pop_front().map(Ok)
+            });
+            write_npy_rows(path, n, r, projections)?;
+        }
+        None => {
+            for _ in 0..blocks {
+                next_block().map_err(anyhow::Error::msg)?;
+            }
+        }
+    }
     Ok(())
 }

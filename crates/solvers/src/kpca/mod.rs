@@ -53,5 +53,9 @@ pub use streaming_nystrom::{
     DEFAULT_STREAM_BLOCK_ROWS, ReservoirSample, STREAMING_NYSTROM, StreamingNystromConfig, StreamingNystromFit,
     reservoir_sample, streaming_nystrom_bytes, streaming_nystrom_fit,
 };
+pub use streaming_nystrom::{
+    KeyedSample, STREAM_SHARE_BLOCK, StreamShare, keyed_sample, landmark_key, streaming_nystrom_fit_with,
+};
+pub use streaming_rff::streaming_rff_fit_with;
 pub use streaming_rff::{RffKernelPcaModel, STREAMING_RFF, StreamingRffConfig, StreamingRffFit, streaming_rff_fit};
 pub use tau::{TauChoice, tau_for_rank};

@@ -11,6 +11,7 @@ use stolr_estimators::Kernel;
 use stolr_memory::{MemoryBudget, f64_bytes};
 use stolr_model::ModelFile;
 
+use crate::kpca::streaming_nystrom::StreamShare;
 use crate::model_io::{bad, get_f64, get_str, kernel_from_json, kernel_to_json};
 use crate::streaming::{MsgConfig, PassKind, RowPass, RowReadError, RowSource, StreamingPcaJob, StreamingSolver};
 use crate::{Observer, PcaModel, Persist, SolverError, Transformer};
@@ -295,6 +296,73 @@ pub fn streaming_rff_fit<R: Rng + ?Sized>(
     rng: &mut R,
     observer: &mut dyn Observer,
 ) -> Result<StreamingRffFit, SolverError> {
+    streaming_rff_fit_with(source, kernel, config, rng, &stolr_comm::SingleProcess, observer)
+}
+
+/// The rows of one rank of a run ([`StreamShare`]) of a stream that every rank reads whole.
+struct SharedRows<'a> {
+    source: &'a dyn RowSource,
+    share: StreamShare,
+}
+
+impl RowSource for SharedRows<'_> {
+    fn dim(&self) -> Result<usize, SolverError> {
+        self.source.dim()
+    }
+
+    /// This rank's rows, each checked, with a reader's error or a rejected row reported at its
+    /// index in the whole stream (not in this rank's share).
+    fn rows(&self, pass: PassKind) -> Result<RowPass<'_>, SolverError> {
+        let share = self.share;
+        let d = self.source.dim()?;
+        Ok(Box::new(self.source.rows(pass)?.enumerate().filter(move |(i, _)| share.owns(*i)).map(
+            move |(index, row)| {
+                let x = row.map_err(|e| RowReadError(Box::new(SolverError::Stream { index, source: Box::new(e) })))?;
+                crate::kpca::streaming_nystrom::check_row(index, &x, d).map_err(|e| RowReadError(Box::new(e)))?;
+                Ok(x)
+            },
+        )))
+    }
+}
+
+/// [`streaming_rff_fit`] on the ranks of `comm`, each reading the whole stream (`source` gives
+/// every row, in the same order on every rank) and feeding its share of every mini-batch:
+/// the rows are shared in blocks of `config.batch` rows ([`StreamShare::of`]), so that each
+/// data-parallel mini-batch of the job ([`StreamingPcaJob`], `RowShard::balanced(batch, ·, P)`
+/// rows per rank, gathered in rank order) is the mini-batch of one process, row for row: the
+/// solver's updates are the same bits for every number of processes, and the feature mean and
+/// the Rayleigh–Ritz sums, added over the ranks, differ from one process's by rounding only.
+/// `observer` sees the solver's pass on rank 0 and may offer checkpoints (the job's: the
+/// solver's state and the position in the stream; one process only, as the job's).
+///
+/// # Errors
+/// As [`streaming_rff_fit`]; [`SolverError::InvalidConfig`] for a batch smaller than the
+/// number of processes.
+pub fn streaming_rff_fit_with<R: Rng + ?Sized>(
+    source: &dyn RowSource,
+    kernel: &Kernel,
+    config: &StreamingRffConfig,
+    rng: &mut R,
+    comm: &dyn stolr_comm::Communicator,
+    observer: &mut dyn Observer,
+) -> Result<StreamingRffFit, SolverError> {
+    let share = if comm.size() > 1 {
+        if config.batch < comm.size() {
+            return Err(SolverError::InvalidConfig {
+                name: "batch",
+                reason: format!(
+                    "{} is smaller than the {} processes: every rank adds at least one of its rows to each mini-batch",
+                    config.batch,
+                    comm.size()
+                ),
+            });
+        }
+        StreamShare::of(comm, config.batch)?
+    } else {
+        StreamShare::whole()
+    };
+    let shared = SharedRows { source, share };
+    let source: &dyn RowSource = &shared;
     kernel.validate()?;
     let d = source.dim()?;
     let big_d = config.frequencies;
@@ -322,7 +390,7 @@ pub fn streaming_rff_fit<R: Rng + ?Sized>(
         memory: config.memory,
     };
     let features = FeatureSource { source, omega: omega.as_ref() };
-    let outcome = job.run(&features, &stolr_comm::SingleProcess, observer).map_err(unwrap_row_error)?;
+    let outcome = job.run(&features, comm, observer).map_err(unwrap_row_error)?;
     let eigenvalues = outcome.pairs.values.clone();
     let pca = outcome.model;
     let pca = PcaModel::new(
@@ -500,5 +568,45 @@ mod tests {
         ));
         let tight = StreamingRffConfig { memory: MemoryBudget::bytes(1000), ..config.clone() };
         assert!(matches!(fit(x.as_ref(), &tight, 1), Err(SolverError::Memory(_))));
+    }
+
+    #[test]
+    fn every_number_of_processes_gives_the_one_process_answer() {
+        // 1000 rows: the last mini-batch of 16 is partial; 16 rows over 3 ranks are 6, 5, 5.
+        let x = rings(1000);
+        let probe = Mat::from_fn(25, 3, |i, j| ((i * 3 + j) as f64 * 0.37).sin() * 2.0);
+        for center in [false, true] {
+            let config =
+                StreamingRffConfig { memory: MemoryBudget::UNLIMITED, ..StreamingRffConfig::new(60, 4).center(center) };
+            let one = fit(x.as_ref(), &config, 3).unwrap();
+            let z1 = one.model.transform(probe.as_ref()).unwrap();
+            let scale = z1.norm_max();
+            for size in [2, 3] {
+                let fits = stolr_comm::ThreadGroup::run(size, |comm| {
+                    let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+                    let source = MatrixSource(x.as_ref());
+                    streaming_rff_fit_with(&source, &Kernel::gaussian(1.0), &config, &mut rng, comm, &mut ()).unwrap()
+                });
+                for (rank, f) in fits.iter().enumerate() {
+                    let tag = format!("center = {center}, P = {size}, rank {rank}");
+                    assert_eq!(f.n, 1000, "{tag}");
+                    assert_eq!(f.model.frequencies(), one.model.frequencies(), "{tag}");
+                    for (a, b) in f.eigenvalues.iter().zip(&one.eigenvalues) {
+                        assert!((a - b).abs() <= 1e-10 * one.eigenvalues[0], "{tag}: eigenvalue {a} vs {b}");
+                    }
+                    let z = f.model.transform(probe.as_ref()).unwrap();
+                    let dz = (&z - &z1).norm_max();
+                    assert!(dz <= 1e-10 * scale, "{tag}: projections differ by {dz}");
+                }
+            }
+        }
+        // A batch smaller than the processes is refused on every rank.
+        let small = StreamingRffConfig { batch: 2, memory: MemoryBudget::UNLIMITED, ..StreamingRffConfig::new(10, 2) };
+        let errors = stolr_comm::ThreadGroup::run(3, |comm| {
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+            streaming_rff_fit_with(&MatrixSource(x.as_ref()), &Kernel::gaussian(1.0), &small, &mut rng, comm, &mut ())
+                .err()
+        });
+        assert!(errors.iter().all(|e| matches!(e, Some(SolverError::InvalidConfig { name: "batch", .. }))));
     }
 }
