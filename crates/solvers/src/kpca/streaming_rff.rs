@@ -9,9 +9,12 @@ use rand::Rng;
 use serde_json::json;
 use stolr_estimators::Kernel;
 use stolr_memory::{MemoryBudget, f64_bytes};
-use stolr_model::ModelFile;
+use stolr_model::{ModelFile, OneHotEncoding, Standardization};
 
-use crate::model_io::{bad, get_f64, get_str, kernel_from_json, kernel_to_json};
+use crate::model_io::{
+    bad, check_encoding, get_encoding, get_f64, get_standardization, get_str, kernel_from_json, kernel_to_json,
+    put_encoding, put_standardization,
+};
 use crate::streaming::{MsgConfig, PassKind, RowPass, RowReadError, RowSource, StreamingPcaJob, StreamingSolver};
 use crate::{Observer, PcaModel, Persist, SolverError, Transformer};
 
@@ -118,12 +121,16 @@ fn unwrap_row_error(e: SolverError) -> SolverError {
 /// frequencies $\Omega$ `(d, D)`, the mean feature vector $\mu$ (length `2D`, zero without
 /// centring) and the basis `V` `(2D, r)`; on the training rows it gives the projections
 /// (eigenvalues $\sum_i (v_j^\top(\zeta(x_i) - \mu))^2$, on the scale of the kernel matrix).
-/// Saved as kind `rff-kernel-pca` (frequencies, mean, components, eigenvalues, kernel).
+/// Saved as kind `rff-kernel-pca` (frequencies, mean, components, eigenvalues, kernel; the
+/// standardization of the raw rows and the categorical encoding when it has them, absent
+/// otherwise, so files without them load as before).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RffKernelPcaModel {
     kernel: Kernel,
     frequencies: Mat<f64>,
     pca: PcaModel,
+    standardization: Option<Standardization>,
+    encoding: Option<OneHotEncoding>,
 }
 
 impl RffKernelPcaModel {
@@ -146,7 +153,47 @@ impl RffKernelPcaModel {
         if !finite {
             return Err(SolverError::ModelMismatch { reason: "the frequencies have non-finite entries".into() });
         }
-        Ok(Self { kernel, frequencies, pca })
+        Ok(Self { kernel, frequencies, pca, standardization: None, encoding: None })
+    }
+
+    /// The model with `standardization` applied to every raw row before its features
+    /// (`x ← (x − mean) / scale`, [`Standardization::apply`]): the frequencies were drawn for,
+    /// and the solver fed, the standardized rows.
+    ///
+    /// # Errors
+    /// [`SolverError::ModelMismatch`] if its width is not `d`.
+    pub fn with_standardization(mut self, standardization: Option<Standardization>) -> Result<Self, SolverError> {
+        if let Some(s) = &standardization
+            && (s.mean.len() != self.n_features() || s.scale.len() != self.n_features())
+        {
+            return Err(SolverError::ModelMismatch {
+                reason: format!("the standardization has width {}, the model {}", s.mean.len(), self.n_features()),
+            });
+        }
+        self.standardization = standardization;
+        Ok(self)
+    }
+
+    /// The model with `encoding`, the one-hot encoding of the table its rows were read from
+    /// (saved with the model so that new rows are read the same way; it does not change
+    /// [`Transformer::transform`], which takes encoded rows).
+    ///
+    /// # Errors
+    /// [`SolverError::ModelMismatch`] if the encoding does not produce `d` features.
+    pub fn with_encoding(mut self, encoding: Option<OneHotEncoding>) -> Result<Self, SolverError> {
+        check_encoding(encoding.as_ref(), self.n_features())?;
+        self.encoding = encoding;
+        Ok(self)
+    }
+
+    /// The standardization of the raw rows, if any.
+    pub fn standardization(&self) -> Option<&Standardization> {
+        self.standardization.as_ref()
+    }
+
+    /// The categorical encoding of the raw rows, if the model was fitted on a table with one.
+    pub fn encoding(&self) -> Option<&OneHotEncoding> {
+        self.encoding.as_ref()
     }
 
     /// The kernel the features approximate.
@@ -176,8 +223,9 @@ impl RffKernelPcaModel {
 }
 
 impl Transformer for RffKernelPcaModel {
-    /// $V^\top(\zeta(x) - \mu)$ for every row of `x` `(m, d)`; result `(m, r)`. Blocks of 1024
-    /// rows, memory `8·1024·2D` bytes.
+    /// $V^\top(\zeta(x) - \mu)$ for every row of `x` `(m, d)` (raw rows: a model with a
+    /// standardization applies it first); result `(m, r)`. Blocks of 1024 rows, memory
+    /// `8·1024·2D` bytes.
     fn transform(&self, x: MatRef<'_, f64>) -> Result<Mat<f64>, SolverError> {
         let d = self.n_features();
         if x.ncols() != d {
@@ -188,6 +236,11 @@ impl Transformer for RffKernelPcaModel {
             });
         }
         crate::error::check_data_allow_empty(x)?;
+        let standardized = match &self.standardization {
+            Some(s) => Some(crate::model_io::prepare_rows(x, d, Some(s))?),
+            None => None,
+        };
+        let x = standardized.as_ref().map_or(x, |s| s.as_ref());
         let (m, r, width) = (x.nrows(), self.pca.rank(), 2 * self.frequencies.ncols());
         let mut z = Mat::<f64>::zeros(m, r);
         let mut row = vec![0.0; d];
@@ -222,7 +275,11 @@ impl Persist for RffKernelPcaModel {
             "transform": "f = [cos(x @ w_j), sin(x @ w_j)]_j / sqrt(D) (w_j = frequencies[:, j], cos/sin interleaved); \
                           z = (f - mean) @ components",
         });
+        let mut parameters = parameters;
+        let version = put_encoding(&mut parameters, self.encoding.as_ref());
         let mut file = ModelFile::new(Self::KIND, parameters);
+        file.require_format_version(version);
+        put_standardization(&mut file, self.standardization.as_ref());
         file.put_matrix("frequencies", self.frequencies.as_ref());
         file.put_vector("mean", self.pca.mean());
         file.put_matrix("components", self.pca.components());
@@ -247,7 +304,14 @@ impl Persist for RffKernelPcaModel {
             n as usize,
         )
         .map_err(|e| bad(path, e.to_string()))?;
-        Self::new(kernel, file.matrix("frequencies")?, pca).map_err(|e| bad(path, e.to_string()))
+        let frequencies = file.matrix("frequencies")?;
+        let d = frequencies.nrows();
+        let standardization = get_standardization(file, d, path)?;
+        let encoding = get_encoding(file, d, path)?;
+        Self::new(kernel, frequencies, pca)
+            .and_then(|m| m.with_standardization(standardization))
+            .and_then(|m| m.with_encoding(encoding))
+            .map_err(|e| bad(path, e.to_string()))
     }
 }
 
