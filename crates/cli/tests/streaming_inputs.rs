@@ -335,3 +335,33 @@ fn hostile_tables_fail_by_line_and_column() {
     fails_with(out, "--format csv");
     fails_with(run(&path, &["--label-column", "5"]), "several --label-column");
 }
+
+#[test]
+fn streaming_rff_takes_the_polynomial_kernel_by_maclaurin_features() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 300;
+    let x = Mat::from_fn(n, 3, |i, j| ((i * 3 + j) as f64 * 0.37).sin() + if j == 0 { (i % 3) as f64 } else { 0.0 });
+    let input = dir.path().join("x.npy");
+    write_npy_matrix(&input, x.as_ref()).unwrap();
+    let p = input.to_str().unwrap();
+    let common = ["kpca", "--input", p, "--format", "npy", "--rank", "3", "--center", "--kernel", "polynomial"];
+    let exact = dir.path().join("exact");
+    let mut args = common.to_vec();
+    args.extend(["--solver", "exact", "--certify", "off", "--out", exact.to_str().unwrap()]);
+    ok(stolr(&args));
+    let top = vector(&exact.join("eigenvalues.npy"));
+    let fitted = dir.path().join("maclaurin");
+    let mut args = common.to_vec();
+    args.extend(["--solver", "streaming-rff", "--features", "4000", "--pca-solver", "incremental"]);
+    args.extend(["--out", fitted.to_str().unwrap()]);
+    ok(stolr(&args));
+    let values = vector(&fitted.join("eigenvalues.npy"));
+    let captured: f64 = values.iter().sum::<f64>() / top.iter().sum::<f64>();
+    eprintln!("Maclaurin: eigenvalues {values:?} vs exact {top:?}");
+    assert!((0.85..=1.15).contains(&captured), "captured {captured}: {values:?} vs {top:?}");
+    // stolr transform applies the saved Maclaurin map to the same numbers.
+    let applied = dir.path().join("applied");
+    let model = fitted.join("model.npz");
+    ok(stolr(&["transform", "--model", model.to_str().unwrap(), "--input", p, "--format", "npy", "--out", applied.to_str().unwrap()]));
+    assert_eq!(load(&applied.join("projections.npy")), load(&fitted.join("projections.npy")));
+}

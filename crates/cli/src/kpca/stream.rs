@@ -4,7 +4,10 @@
 //! or twice (the feature mean with --center, then the solver) and once more for the
 //! Rayleigh–Ritz values; a last pass writes projections.npy as it goes (--no-projections skips
 //! it). `--sigma auto` is estimated from a reservoir sample of [`SIGMA_SAMPLE`] rows (one more
-//! pass).
+//! pass). A CSV table with `--categorical`/`--label-column` takes a first pass that learns its
+//! categories (bounded by `--max-categories` and the budget), and `--standardize` one pass for
+//! the column statistics. streaming-rff feeds its features (Fourier, or Maclaurin for the
+//! polynomial kernel) to `--pca-solver` capped-msg, msg, incremental or oja.
 
 use std::collections::VecDeque;
 use std::path::Path;
