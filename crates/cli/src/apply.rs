@@ -65,7 +65,9 @@ pub fn transform(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
         (Box::new(model), encoding)
     } else if file.kind() == stolr_solvers::RffKernelPcaModel::KIND {
         // A random-feature kernel PCA model (stolr kpca --solver streaming-rff).
-        (Box::new(stolr_solvers::RffKernelPcaModel::from_model_file(&file, &path)?), None)
+        let model = stolr_solvers::RffKernelPcaModel::from_model_file(&file, &path)?;
+        let encoding = model.encoding().cloned();
+        (Box::new(model), encoding)
     } else {
         let model = PcaModel::from_model_file(&file, &path)?;
         let encoding = model.encoding().cloned();

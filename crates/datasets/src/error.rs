@@ -427,6 +427,24 @@ pub enum DataError {
         known: String,
     },
 
+    /// A categorical column of a table whose categories are learned by streaming
+    /// ([`crate::learn_table_encoding`]) has more distinct values than the limit: its one-hot
+    /// block would be that wide, and the categories are held while the file is read.
+    #[error(
+        "{path}:{line}: categorical column {column} has more than {limit} distinct values; a column \
+         this varied is not a category (drop it from --categorical, or encode it beforehand)"
+    )]
+    TooManyCategories {
+        /// File path.
+        path: String,
+        /// 1-based line number of the row holding the first value over the limit.
+        line: usize,
+        /// The 1-based column number.
+        column: usize,
+        /// The limit on distinct values per column.
+        limit: usize,
+    },
+
     /// A line of text (or a quoted CSV record spanning lines) is longer than the longest the
     /// readers accept: an eighth of the memory budget given to the reader (its parameter
     /// `memory`), at most 256 MiB. Raised before more than that

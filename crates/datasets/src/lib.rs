@@ -31,7 +31,9 @@
 //!   [`read_npy_part`]: one part of a file for a run whose rows are split across processes,
 //!   each process reading only its bytes (text by line-aligned byte ranges, IDX and `.npy` by
 //!   offsets); gzip-compressed files are [`DataError::NotShardable`].
-//! - [`stream_rows`]: the same formats one sample at a time, for the streaming solvers.
+//! - [`stream_rows`]: the same formats one sample at a time, for the streaming solvers;
+//!   [`learn_table_encoding`] and [`stream_table_rows`]: a categorical CSV table the same way
+//!   (a first pass learns the categories, then each pass encodes row by row).
 //! - [`random_split`], [`Split`], [`TrainTest`]: seeded train/test partitions (standardized
 //!   with the training statistics, [`TrainTest::standardize`]).
 //! - [`generate`]: synthetic data ([`generate::rings`], [`generate::gaussian`],
@@ -79,6 +81,6 @@ pub use shard::{line_aligned_range, read_libsvm_part};
 pub use split::{Split, TrainTest, random_split};
 pub use stream::{RowFormat, RowStream, stream_rows};
 pub use table::{
-    Table, TableLabel, TableOptions, read_table, read_table_extra, read_table_from, read_table_part, read_table_with,
-    read_table_with_extra, read_table_with_from,
+    MAX_STREAMED_CATEGORIES, Table, TableLabel, TableOptions, learn_table_encoding, read_table, read_table_extra, read_table_from, read_table_part, read_table_with,
+    read_table_with_extra, read_table_with_from, stream_table_rows,
 };

@@ -17,7 +17,8 @@ pub enum RowFormat {
     /// Comma-separated numbers, one sample per line, no label column, gzip-compressed or not;
     /// fields may be quoted; a first line that is not numeric is taken for a header and skipped.
     Csv,
-    /// A 2-D float64 `.npy` matrix in C (row-major) order, one sample per row.
+    /// A 2-D float64 or float32 `.npy` matrix in C (row-major) order, one sample per row
+    /// (float32 values widened to f64 exactly).
     Npy,
     /// LIBSVM text. The dimension is only known after the whole file is seen, so this format is
     /// read whole and then handed out row by row (memory `O(n d)`, unlike the others).
@@ -50,6 +51,16 @@ impl RowStream {
     /// The memory budget the stream was opened with ([`stream_rows`]'s `memory`).
     pub fn memory(&self) -> MemoryBudget {
         self.memory
+    }
+
+    /// A stream of `dim`-wide rows from `rows`, described as `source`.
+    pub(crate) fn from_rows(
+        dim: usize,
+        source: String,
+        memory: MemoryBudget,
+        rows: Box<dyn Iterator<Item = Result<Vec<f64>, DataError>>>,
+    ) -> Self {
+        RowStream { dim, source, memory, rows, failed: false }
     }
 }
 
@@ -86,7 +97,7 @@ impl std::fmt::Debug for RowStream {
 /// # Errors
 /// [`DataError::Io`] when a file cannot be opened; [`DataError::BadMagic`] /
 /// [`DataError::MissingFile`] for MNIST; [`DataError::Npy`] for a `.npy` that is not a 2-D
-/// float64 C-order array; [`DataError::Empty`] when there is no sample; the errors of
+/// float64 or float32 C-order array; [`DataError::Empty`] when there is no sample; the errors of
 /// [`crate::read_libsvm`] for LIBSVM; [`DataError::OverBudget`] and
 /// [`DataError::LineTooLong`] over `memory`.
 pub fn stream_rows(path: &Path, format: RowFormat, memory: MemoryBudget) -> Result<RowStream, DataError> {
@@ -232,7 +243,7 @@ fn parse_csv_fields(fields: &[&str], name: &str, line: usize, row: usize, dim: u
         .collect()
 }
 
-/// The rows of a 2-D float64 C-order `.npy` file; its header is checked against the file's
+/// The rows of a 2-D float64 or float32 C-order `.npy` file; its header is checked against the file's
 /// length and one row against the memory budget `memory` before anything of that size is
 /// allocated.
 fn npy_rows(path: &Path, memory: MemoryBudget) -> Result<RowStream, DataError> {
@@ -242,8 +253,9 @@ fn npy_rows(path: &Path, memory: MemoryBudget) -> Result<RowStream, DataError> {
     let file_len = file.metadata().map_err(|e| DataError::io(&name, e))?.len();
     let npy = crate::npy::open_npy(BufReader::new(file), &name, file_len)?;
     let descr = npy.dtype().descr();
-    if descr != "'<f8'" && descr != "'>f8'" {
-        return Err(npy_error(format!("dtype is {descr}, expected float64 ('<f8')")));
+    let single = descr == "'<f4'" || descr == "'>f4'";
+    if descr != "'<f8'" && descr != "'>f8'" && !single {
+        return Err(npy_error(format!("dtype is {descr}, expected float64 ('<f8') or float32 ('<f4')")));
     }
     let &[n, d] = npy.shape() else {
         return Err(npy_error(format!("shape is {:?}, expected a 2-D array", npy.shape())));
@@ -254,11 +266,23 @@ fn npy_rows(path: &Path, memory: MemoryBudget) -> Result<RowStream, DataError> {
     if n == 0 || d == 0 {
         return Err(DataError::Empty { path: name });
     }
-    crate::npy::check_data_fits(n, d, file_len, &name)?;
+    if single {
+        // 4 bytes a value: the data must fit in the file.
+        if n.checked_mul(d).and_then(|len| len.checked_mul(4)).is_none_or(|bytes| bytes > file_len) {
+            return Err(npy_error(format!("shape ({n}, {d}) needs more data than the file's {file_len} bytes")));
+        }
+    } else {
+        crate::npy::check_data_fits(n, d, file_len, &name)?;
+    }
     DataError::check_budget(&name, format!("one row of {d} values"), d.saturating_mul(8), memory)?;
     let dim = usize::try_from(d).map_err(|_| npy_error(format!("{d} columns do not fit in memory")))?;
-    let mut values = npy.data::<f64>().map_err(|e| npy_error(e.to_string()))?;
     let source = name.clone();
+    // Float32 values widen to f64 exactly.
+    let mut values: Box<dyn Iterator<Item = std::io::Result<f64>>> = if single {
+        Box::new(npy.data::<f32>().map_err(|e| npy_error(e.to_string()))?.map(|v| v.map(f64::from)))
+    } else {
+        Box::new(npy.data::<f64>().map_err(|e| npy_error(e.to_string()))?)
+    };
     let rows = (0..n).map(move |i| {
         let mut row = Vec::with_capacity(dim);
         for j in 0..dim {
@@ -381,6 +405,73 @@ mod tests {
         for (i, row) in rows.iter().enumerate() {
             assert_eq!(row, &(0..3).map(|j| whole[(i, j)]).collect::<Vec<_>>());
         }
+    }
+
+    /// A float32 `.npy` file of shape `(n, d)` in C order with `values`, big-endian if asked.
+    fn write_f32(path: &Path, n: u64, d: u64, values: &[f32], big_endian: bool) {
+        use npyz::WriterBuilder;
+        let mut bytes = Vec::new();
+        let dtype = npyz::DType::Plain(if big_endian { ">f4" } else { "<f4" }.parse().unwrap());
+        let mut writer = npyz::WriteOptions::<f32>::new()
+            .dtype(dtype)
+            .shape(&[n, d])
+            .writer(&mut bytes)
+            .begin_nd()
+            .expect("header");
+        writer.extend(values.iter().copied()).expect("data");
+        writer.finish().expect("finish");
+        std::fs::write(path, bytes).expect("write");
+    }
+
+    #[test]
+    fn float32_npy_streams_as_the_whole_reader_widened_exactly() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("x32.npy");
+        // Values that are not short decimals in f64: 0.1f32 widens to 0.100000001490116...
+        let values: Vec<f32> = (0..12).map(|k| k as f32 * 0.1 - 0.35).collect();
+        for big_endian in [false, true] {
+            write_f32(&path, 4, 3, &values, big_endian);
+            let stream = stream_rows(&path, RowFormat::Npy, MemoryBudget::default()).unwrap();
+            assert_eq!(stream.dim(), 3);
+            let rows = collect(stream).unwrap();
+            let crate::NpyRows::F32(whole) = crate::read_npy_rows(&path, MemoryBudget::default()).unwrap() else {
+                panic!("float32 read as float64");
+            };
+            assert_eq!(rows.len(), 4);
+            for (i, row) in rows.iter().enumerate() {
+                assert_eq!(row, &(0..3).map(|j| f64::from(whole[(i, j)])).collect::<Vec<_>>(), "row {i}");
+                assert_eq!(row, &(0..3).map(|j| f64::from(values[i * 3 + j])).collect::<Vec<_>>(), "row {i}");
+            }
+        }
+        // Hostile: a NaN names its row and column; a header claiming more rows than the data
+        // (4 bytes a value) is refused before streaming.
+        let mut bad = values.clone();
+        bad[7] = f32::NAN;
+        write_f32(&path, 4, 3, &bad, false);
+        let err = collect(stream_rows(&path, RowFormat::Npy, MemoryBudget::default()).unwrap()).unwrap_err();
+        assert!(matches!(err, DataError::NonFinite { row: 2, col: 1, .. }), "{err}");
+        write_f32(&path, 4, 3, &values, false);
+        let bytes = std::fs::read(&path).unwrap();
+        let end = bytes.iter().position(|&b| b == b'\n').unwrap() + 1;
+        let header = String::from_utf8(bytes[10..end].to_vec()).unwrap().replace("(4, 3, ), }   ", "(4000, 3, ), }");
+        assert_eq!(header.len(), end - 10);
+        std::fs::write(&path, [&bytes[..10], header.as_bytes(), &bytes[end..]].concat()).unwrap();
+        let err = stream_rows(&path, RowFormat::Npy, MemoryBudget::default()).unwrap_err();
+        assert!(err.to_string().contains("needs more data"), "{err}");
+        // A file cut inside the data: the row is named.
+        std::fs::write(&path, &bytes[..bytes.len() - 20]).unwrap();
+        let err = collect(stream_rows(&path, RowFormat::Npy, MemoryBudget::default()).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("row 2"), "{err}");
+        // Other dtypes are still refused by name.
+        use npyz::WriterBuilder;
+        let mut bytes = Vec::new();
+        let mut writer =
+            npyz::WriteOptions::<i32>::new().default_dtype().shape(&[1, 2]).writer(&mut bytes).begin_nd().unwrap();
+        writer.extend([1, 2]).unwrap();
+        writer.finish().unwrap();
+        std::fs::write(&path, bytes).unwrap();
+        let err = stream_rows(&path, RowFormat::Npy, MemoryBudget::default()).unwrap_err();
+        assert!(err.to_string().contains("expected float64 ('<f8') or float32"), "{err}");
     }
 
     #[test]

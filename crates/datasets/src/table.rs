@@ -641,6 +641,212 @@ fn csv_error(name: &str, e: ::csv::Error) -> DataError {
     }
 }
 
+/// The limit on the distinct values of one categorical column that [`learn_table_encoding`]
+/// is usually given: a one-hot block wider than this is not a category.
+pub const MAX_STREAMED_CATEGORIES: usize = 65_536;
+
+/// The first pass of a streamed table: reads the CSV file `path` (gzip-compressed or not)
+/// record by record, as [`read_table`] reads it, and returns the encoding [`read_table`] would
+/// learn (the same columns, the same sorted categories, so the same features in the same
+/// order) and the number of data records, holding only the categories seen, never the rows.
+/// Numeric fields are not parsed here; [`stream_table_rows`] checks them on every pass.
+///
+/// # Errors
+/// As [`read_table`] for the layout (a header, ragged records as
+/// [`DataError::WrongFieldCount`] with the line, [`DataError::ColumnOutOfRange`],
+/// [`DataError::LabelIsCategorical`], [`DataError::Empty`], a corrupt gzip stream as
+/// [`DataError::Io`]); [`DataError::TooManyCategories`] (the column and the line) when a
+/// categorical column has more than `max_categories` distinct values;
+/// [`DataError::OverBudget`] when the categories held (their bytes plus 64 per value) exceed
+/// `memory`, checked before each is stored.
+pub fn learn_table_encoding(
+    path: &Path,
+    options: &TableOptions,
+    max_categories: usize,
+    memory: MemoryBudget,
+) -> Result<(OneHotEncoding, usize), DataError> {
+    let name = path.display().to_string();
+    let mut categorical = options.categorical.clone();
+    categorical.sort_unstable();
+    categorical.dedup();
+    if let TableLabel::Column(l) = options.label
+        && categorical.contains(&l)
+    {
+        return Err(DataError::LabelIsCategorical { column: l });
+    }
+    let plan = Plan::Learn { categorical, label: options.label, extra: Vec::new() };
+    let mut csv = csv_reader(crate::lines::open_text(path)?, memory);
+    let mut record = ::csv::StringRecord::new();
+    let mut roles: Vec<Role> = Vec::new();
+    let mut seen: Vec<std::collections::BTreeSet<String>> = Vec::new();
+    let (mut fields, mut n, mut held, mut first) = (0, 0usize, 0u64, true);
+    while next_record(&mut csv, &mut record, &name)? {
+        let line = record.position().map_or(0, |p| p.line() as usize);
+        if is_blank(&record) {
+            continue;
+        }
+        if first {
+            first = false;
+            fields = record.len();
+            let (r, maps) = setup(&plan, fields, &name)?;
+            roles = r;
+            seen = maps.iter().map(|_| std::collections::BTreeSet::new()).collect();
+            if is_header(&roles, &record) {
+                continue;
+            }
+        }
+        if record.len() != fields {
+            return Err(DataError::WrongFieldCount { path: name, line, expected: fields, found: record.len() });
+        }
+        for (k, (role, text)) in roles.iter().zip(record.iter()).enumerate() {
+            if let Role::Categorical(c) = *role
+                && !seen[c].contains(text)
+            {
+                if seen[c].len() >= max_categories {
+                    return Err(DataError::TooManyCategories { path: name, line, column: k + 1, limit: max_categories });
+                }
+                held = held.saturating_add(text.len() as u64 + 64);
+                DataError::check_budget(&name, "the categories of the categorical columns", held, memory)?;
+                seen[c].insert(text.to_owned());
+            }
+        }
+        n += 1;
+    }
+    if n == 0 {
+        return Err(DataError::Empty { path: name });
+    }
+    // BTreeSet<String> iterates in byte order, the order `read_impl` sorts the categories in.
+    let mut columns = Vec::with_capacity(seen.len());
+    for (k, role) in roles.iter().enumerate() {
+        if let Role::Categorical(c) = *role {
+            columns.push(CategoricalColumn { column: k + 1, categories: std::mem::take(&mut seen[c]).into_iter().collect() });
+        }
+    }
+    let label = roles.iter().position(|r| *r == Role::Label).map(|k| k + 1);
+    Ok((OneHotEncoding::new(fields, label, columns)?, n))
+}
+
+/// The rows of the CSV file `path` (gzip-compressed or not) encoded with `encoding` (as
+/// [`learn_table_encoding`] or [`read_table`] returned it), one at a time: row `i` of the
+/// stream is row `i` of [`read_table_with`]`(path, encoding, ..)`'s matrix, bit for bit
+/// (numeric columns and one-hot blocks in file order, the label left out). Memory: one record
+/// and one row of `encoding.n_features()` values; each line bounded by `memory` as in
+/// [`read_table_from`]. The first data record is read when the stream opens.
+///
+/// # Errors
+/// On opening: [`DataError::Io`], [`DataError::Empty`] for no data record, and the errors of
+/// the first record. As items (the stream ends after the first):
+/// [`DataError::WrongFieldCount`] (the line) for a record with another number of fields,
+/// [`DataError::BadField`] / [`DataError::NonFiniteField`] (line, 1-based field) for a numeric
+/// field that is not a finite number, [`DataError::UnseenCategory`] for a category the
+/// encoding does not know (the file changed since the encoding was learned),
+/// [`DataError::Io`] for a corrupt gzip stream, [`DataError::LineTooLong`],
+/// [`DataError::NotUtf8`].
+pub fn stream_table_rows(
+    path: &Path,
+    encoding: &OneHotEncoding,
+    memory: MemoryBudget,
+) -> Result<crate::RowStream, DataError> {
+    let name = path.display().to_string();
+    let fields = encoding.fields();
+    let (roles, maps) = setup(&Plan::Fixed(encoding), fields, &name)?;
+    // Where each column's features start in a row.
+    let mut starts = Vec::with_capacity(fields);
+    let mut out = 0;
+    for role in &roles {
+        starts.push(out);
+        match *role {
+            Role::Numeric => out += 1,
+            Role::Categorical(c) => out += encoding.columns()[c].categories.len(),
+            Role::Label | Role::Extra(_) => {}
+        }
+    }
+    let dim = encoding.n_features();
+    let known: Vec<String> = encoding.columns().iter().map(|c| c.categories.join(", ")).collect();
+    let mut csv = csv_reader(crate::lines::open_text(path)?, memory);
+    let mut record = ::csv::StringRecord::new();
+    let mut first = true;
+    let source = name.clone();
+    let mut next = move || -> Option<Result<Vec<f64>, DataError>> {
+        loop {
+            match next_record(&mut csv, &mut record, &name) {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(e) => return Some(Err(e)),
+            }
+            if is_blank(&record) {
+                continue;
+            }
+            if std::mem::take(&mut first) && is_header(&roles, &record) {
+                continue;
+            }
+            let line = record.position().map_or(0, |p| p.line() as usize);
+            return Some(encode_record(&record, &roles, &maps, &starts, dim, &known, &name, line));
+        }
+    };
+    let head = match next() {
+        None => return Err(DataError::Empty { path: source }),
+        Some(Err(e)) => return Err(e),
+        Some(Ok(row)) => row,
+    };
+    let rows = std::iter::once(Ok(head)).chain(std::iter::from_fn(next));
+    Ok(crate::RowStream::from_rows(dim, source, memory, Box::new(rows)))
+}
+
+/// One record as a row of `dim` features: numeric fields parsed and checked, categorical
+/// fields one-hot at `starts[k] + code`, the label and skipped columns left out.
+#[allow(clippy::too_many_arguments)]
+fn encode_record(
+    record: &::csv::StringRecord,
+    roles: &[Role],
+    maps: &CategoryMaps,
+    starts: &[usize],
+    dim: usize,
+    known: &[String],
+    name: &str,
+    line: usize,
+) -> Result<Vec<f64>, DataError> {
+    if record.len() != roles.len() {
+        return Err(DataError::WrongFieldCount {
+            path: name.to_owned(),
+            line,
+            expected: roles.len(),
+            found: record.len(),
+        });
+    }
+    let mut row = vec![0.0; dim];
+    for (k, (role, text)) in roles.iter().zip(record.iter()).enumerate() {
+        match *role {
+            Role::Numeric => {
+                let value = text.parse::<f64>().map_err(|_| DataError::BadField {
+                    path: name.to_owned(),
+                    line,
+                    field: k + 1,
+                    text: text.to_owned(),
+                })?;
+                if !value.is_finite() {
+                    return Err(DataError::NonFiniteField { path: name.to_owned(), line, field: k + 1, text: text.to_owned() });
+                }
+                row[starts[k]] = value;
+            }
+            Role::Categorical(c) => match maps[c].get(text) {
+                Some(&code) => row[starts[k] + code as usize] = 1.0,
+                None => {
+                    return Err(DataError::UnseenCategory {
+                        path: name.to_owned(),
+                        line,
+                        column: k + 1,
+                        value: text.to_owned(),
+                        known: known[c].clone(),
+                    });
+                }
+            },
+            Role::Label | Role::Extra(_) => {}
+        }
+    }
+    Ok(row)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -688,6 +894,124 @@ mod tests {
         let err =
             read_impl_extra("1,a,1,2,nan\n".as_bytes(), "t", plan, true, None, MemoryBudget::default()).unwrap_err();
         assert!(matches!(err, DataError::NonFiniteField { field: 5, .. }), "{err}");
+    }
+
+    /// Every row of a streamed table, or the stream's first error.
+    fn streamed(path: &Path, encoding: &OneHotEncoding) -> Result<Vec<Vec<f64>>, DataError> {
+        stream_table_rows(path, encoding, MemoryBudget::default())?.collect()
+    }
+
+    #[test]
+    fn streamed_table_learns_the_same_encoding_and_rows_as_the_whole_reader() {
+        // A generated table of KDD Cup's kind: a header, numbers, three categorical columns
+        // (one with a category first seen late and categories whose byte order differs from
+        // first-seen order), quoted fields, a blank line, the label in the middle.
+        let mut text = String::from("dur,proto,service,label,bytes,flag\n");
+        let protos = ["tcp", "udp", "icmp"];
+        let services = ["http", "Smtp", "ftp_data", "\"a,b\"", "ecr_i", "éclair"];
+        for i in 0..300 {
+            let service = if i == 271 { "zz_late" } else { services[(i * 7) % services.len()] };
+            text.push_str(&format!(
+                "{},{},{},{}.,{},{}\n",
+                i as f64 * 0.37 - 5.0,
+                protos[(i * 5) % 3],
+                service,
+                ["normal", "smurf"][i % 2],
+                (i * 1031) % 977,
+                ["SF", "S0", "REJ", "RSTO"][(i / 3) % 4]
+            ));
+            if i == 150 {
+                text.push_str("\n");
+            }
+        }
+        let options = opts(&[6, 2, 3], TableLabel::Column(4));
+        let dir = tempfile::tempdir().unwrap();
+        for gzipped in [false, true] {
+            let path = dir.path().join(if gzipped { "t.csv.gz" } else { "t.csv" });
+            if gzipped {
+                let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                gz.write_all(text.as_bytes()).unwrap();
+                std::fs::write(&path, gz.finish().unwrap()).unwrap();
+            } else {
+                std::fs::write(&path, &text).unwrap();
+            }
+            let whole = read_table(&path, &options, MemoryBudget::default()).unwrap();
+            let (encoding, n) = learn_table_encoding(&path, &options, 100, MemoryBudget::default()).unwrap();
+            assert_eq!(encoding, whole.encoding);
+            assert_eq!(n, 300);
+            assert_eq!(encoding.n_features(), 2 + 3 + 7 + 4);
+            let rows = streamed(&path, &encoding).unwrap();
+            assert_eq!(rows.len(), whole.data.x.nrows());
+            for (i, row) in rows.iter().enumerate() {
+                let expected: Vec<f64> = (0..whole.data.x.ncols()).map(|j| whole.data.x[(i, j)]).collect();
+                assert_eq!(row, &expected, "row {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn streamed_table_refuses_hostile_input_by_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.csv");
+        let options = opts(&[2], TableLabel::Column(3));
+        let memory = MemoryBudget::default();
+        // A ragged row: refused by the first pass with its line (a header and a blank line
+        // before it count).
+        std::fs::write(&path, "a,b,c\n1,x,l\n3,x,l\n2,y\n3,x,l\n").unwrap();
+        let err = learn_table_encoding(&path, &options, 100, memory).unwrap_err();
+        assert!(matches!(err, DataError::WrongFieldCount { line: 4, expected: 3, found: 2, .. }), "{err}");
+        // After a blank line, the same line number as the whole reader's.
+        std::fs::write(&path, "a,b,c\n1,x,l\n\n2,y\n3,x,l\n").unwrap();
+        let err = learn_table_encoding(&path, &options, 100, memory).unwrap_err();
+        let whole = read_table(&path, &options, memory).unwrap_err();
+        assert_eq!(err.to_string(), whole.to_string());
+        // ... and by the stream when the file changed after the encoding was learned.
+        std::fs::write(&path, "1,x,l\n2,y,l\n").unwrap();
+        let (encoding, _) = learn_table_encoding(&path, &options, 100, memory).unwrap();
+        std::fs::write(&path, "1,x,l\n2,y,l,9\n").unwrap();
+        let err = streamed(&path, &encoding).unwrap_err();
+        assert!(matches!(err, DataError::WrongFieldCount { line: 2, expected: 3, found: 4, .. }), "{err}");
+        std::fs::write(&path, "1,x,l\n2,w,l\n").unwrap();
+        let err = streamed(&path, &encoding).unwrap_err();
+        assert!(matches!(err, DataError::UnseenCategory { line: 2, column: 2, .. }), "{err}");
+        // NaN and a word in a numeric column.
+        std::fs::write(&path, "1,x,l\nNaN,y,l\n").unwrap();
+        let err = streamed(&path, &encoding).unwrap_err();
+        assert!(matches!(err, DataError::NonFiniteField { line: 2, field: 1, .. }), "{err}");
+        std::fs::write(&path, "1,x,l\n2,y,l\nabc,x,l\n").unwrap();
+        let err = streamed(&path, &encoding).unwrap_err();
+        assert!(matches!(err, DataError::BadField { line: 3, field: 1, .. }), "{err}");
+        // A column with more distinct values than the limit, named with its column and line.
+        let many: String = (0..50).map(|i| format!("{i},v{i},l\n")).collect();
+        std::fs::write(&path, many).unwrap();
+        let err = learn_table_encoding(&path, &options, 20, memory).unwrap_err();
+        assert!(matches!(err, DataError::TooManyCategories { line: 21, column: 2, limit: 20, .. }), "{err}");
+        // ... or than the memory budget (64 bytes and more per value held).
+        let err = learn_table_encoding(&path, &options, 100, MemoryBudget::bytes(1000)).unwrap_err();
+        assert!(matches!(err, DataError::OverBudget { .. }), "{err}");
+        // Damaged gzip: the first pass and the stream report an I/O error, not rows.
+        let text: String = (0..2000).map(|i| format!("{i},{},l\n", ["x", "y"][i % 2])).collect();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(text.as_bytes()).unwrap();
+        let mut bytes = gz.finish().unwrap();
+        let gz_path = dir.path().join("t.csv.gz");
+        std::fs::write(&gz_path, &bytes).unwrap();
+        let (encoding, _) = learn_table_encoding(&gz_path, &options, 100, memory).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle..middle + 8].copy_from_slice(&[0xff; 8]);
+        std::fs::write(&gz_path, &bytes).unwrap();
+        let err = learn_table_encoding(&gz_path, &options, 100, memory).unwrap_err();
+        assert!(matches!(err, DataError::Io { .. }), "{err}");
+        let err = streamed(&gz_path, &encoding).unwrap_err();
+        assert!(matches!(err, DataError::Io { .. }), "{err}");
+        // A truncated gzip stream too.
+        bytes.truncate(bytes.len() / 3);
+        std::fs::write(&gz_path, &bytes).unwrap();
+        assert!(learn_table_encoding(&gz_path, &options, 100, memory).is_err());
+        // No data row: Empty.
+        std::fs::write(&path, "a,b,c\n\n").unwrap();
+        assert!(matches!(learn_table_encoding(&path, &options, 100, memory), Err(DataError::Empty { .. })));
+        assert!(matches!(stream_table_rows(&path, &encoding, memory), Err(DataError::Empty { .. })));
     }
 
     fn read(text: &str, options: &TableOptions) -> Result<Table, DataError> {

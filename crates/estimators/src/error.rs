@@ -12,6 +12,12 @@ pub enum EstimatorError {
         /// What was zero: `"random Fourier features"`, `"sampled columns"`, `"Maclaurin features"`.
         what: &'static str,
     },
+    /// A saved random feature map ([`crate::MaclaurinMap::from_parts`]) is inconsistent.
+    #[error("invalid random feature map: {reason}")]
+    InvalidFeatureMap {
+        /// What is wrong, with the values found.
+        reason: String,
+    },
     /// The data matrix has no rows or no columns.
     #[error("the data matrix is empty ({nrows} samples, {ncols} features): need at least one of each")]
     EmptyData {

@@ -54,7 +54,7 @@ pub use kernels::{
     Cosine, Evaluator, Gaussian, Kernel, KernelEvaluation, KernelFamily, KernelForm, KernelFunction, Laplacian, Linear,
     Parameter, ParameterDefault, Polynomial, kernel_row_means,
 };
-pub use maclaurin::RandomMaclaurin;
+pub use maclaurin::{MaclaurinMap, RandomMaclaurin};
 pub use operator::{DEFAULT_TILE, KernelOperator, OperatorCentering};
 pub use rff::{RandomFourierFeatures, coordinate_rng};
 pub use sparse::{DataRef, DenseBlock, f32_to_f64};

@@ -99,6 +99,148 @@ impl<'a> RandomMaclaurin<'a> {
     }
 }
 
+/// One draw of the random Maclaurin feature map of [`RandomMaclaurin`], kept so that rows are
+/// mapped one at a time (a stream) and new rows later: $D$ features, feature $j$ of order
+/// $N_j$ with scale $\sqrt{a_{N_j} 2^{N_j+1} / D}$ and the Rademacher vectors `signs` columns
+/// $\sum_{l<j} N_l$ to $\sum_{l\le j} N_l$, so that
+/// $z_j(x) = \text{scale}_j \prod_{c} (\text{signs}_{:,c}^\top x)$ and $z(x)^\top z(y)$ is an
+/// unbiased estimate of $\kappa(x, y)$ (the convention of [`RandomMaclaurin`]: a feature whose
+/// coefficient $a_N$ is 0 has order 0 and scale 0 here).
+///
+/// Memory `8·d·M` bytes for the signs, $M = \sum_j N_j$ ($\mathbb E M \le D$).
+///
+/// # References
+/// Kar & Karnick, *Random Feature Maps for Dot Product Kernels*, AISTATS 2012.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MaclaurinMap {
+    signs: Mat<f64>,
+    orders: Vec<u32>,
+    scales: Vec<f64>,
+}
+
+impl MaclaurinMap {
+    /// Draws the map of `features = D` features for rows of `d` features and the dot-product
+    /// `kernel` from `rng`, as one draw of [`RandomMaclaurin`] does (the orders, then one `u64`
+    /// seeding the signs of each data column).
+    ///
+    /// # Errors
+    /// [`EstimatorError::InvalidKernel`]; [`EstimatorError::UnsupportedKernel`] for a kernel
+    /// that is not a dot-product kernel; [`EstimatorError::ZeroFeatures`] if `features == 0`;
+    /// [`EstimatorError::EmptyData`] if `d == 0`.
+    pub fn draw(kernel: &Kernel, d: usize, features: usize, rng: &mut dyn rand::Rng) -> Result<Self, EstimatorError> {
+        kernel.validate()?;
+        if kernel.maclaurin_coefficient(0).is_none() {
+            return Err(EstimatorError::UnsupportedKernel {
+                estimator: "maclaurin",
+                kernel: kernel.name(),
+                hint: "random Maclaurin features need a dot-product kernel (polynomial); \
+                       use random Fourier features for shift-invariant kernels",
+            });
+        }
+        if features == 0 {
+            return Err(EstimatorError::ZeroFeatures { what: "Maclaurin features" });
+        }
+        if d == 0 {
+            return Err(EstimatorError::EmptyData { nrows: 1, ncols: 0 });
+        }
+        let mut orders = Vec::with_capacity(features);
+        let mut scales = Vec::with_capacity(features);
+        for _ in 0..features {
+            let order = draw_order(rng);
+            let a = kernel.maclaurin_coefficient(order).unwrap_or(0.0);
+            if a > 0.0 {
+                scales.push((a * 2f64.powf(f64::from(order) + 1.0) / features as f64).sqrt());
+                orders.push(order);
+            } else {
+                scales.push(0.0);
+                orders.push(0);
+            }
+        }
+        let total: usize = orders.iter().map(|&o| o as usize).sum();
+        let draw = rng.next_u64();
+        let mut signs = Mat::zeros(d, total);
+        for l in 0..d {
+            let mut r = coordinate_rng(draw, l);
+            let mut bits = 0u64;
+            for c in 0..total {
+                if c % 64 == 0 {
+                    bits = r.next_u64();
+                }
+                signs[(l, c)] = if bits & 1 == 1 { 1.0 } else { -1.0 };
+                bits >>= 1;
+            }
+        }
+        Ok(Self { signs, orders, scales })
+    }
+
+    /// A map from its parts (as saved with a model): `signs` `(d, M)` with entries ±1, the
+    /// `orders` `N_j` (summing to `M`) and the `scales` (finite, ≥ 0), both of length `D`.
+    ///
+    /// # Errors
+    /// [`EstimatorError::InvalidFeatureMap`] if the sizes disagree or an entry is not as stated.
+    pub fn from_parts(signs: Mat<f64>, orders: Vec<u32>, scales: Vec<f64>) -> Result<Self, EstimatorError> {
+        let invalid = |reason: String| EstimatorError::InvalidFeatureMap { reason };
+        if orders.len() != scales.len() || orders.is_empty() {
+            return Err(invalid(format!("{} orders and {} scales (one each per feature, D ≥ 1)", orders.len(), scales.len())));
+        }
+        let total: u64 = orders.iter().map(|&o| u64::from(o)).sum();
+        if total != signs.ncols() as u64 || signs.nrows() == 0 {
+            return Err(invalid(format!("the orders sum to {total}, the signs are {} × {}", signs.nrows(), signs.ncols())));
+        }
+        if scales.iter().any(|s| !(s.is_finite() && *s >= 0.0)) {
+            return Err(invalid("a scale is negative or not finite".into()));
+        }
+        if (0..signs.ncols()).any(|c| signs.col(c).iter().any(|&v| v != 1.0 && v != -1.0)) {
+            return Err(invalid("a sign is not ±1".into()));
+        }
+        Ok(Self { signs, orders, scales })
+    }
+
+    /// The Rademacher vectors `(d, M)`, one per column.
+    pub fn signs(&self) -> faer::MatRef<'_, f64> {
+        self.signs.as_ref()
+    }
+
+    /// The order `N_j` of every feature, length `D`.
+    pub fn orders(&self) -> &[u32] {
+        &self.orders
+    }
+
+    /// The scale of every feature, length `D`.
+    pub fn scales(&self) -> &[f64] {
+        &self.scales
+    }
+
+    /// Number of features `D`.
+    pub fn features(&self) -> usize {
+        self.orders.len()
+    }
+
+    /// Number of features `d` of the rows.
+    pub fn dim(&self) -> usize {
+        self.signs.nrows()
+    }
+
+    /// The features of one row `x` (length `d`) into `out` (length `D`), with `projections`
+    /// (length `M`) as scratch.
+    ///
+    /// # Panics
+    /// If the lengths are not as stated.
+    pub fn features_into(&self, x: &[f64], projections: &mut [f64], out: &mut [f64]) {
+        assert_eq!(x.len(), self.dim(), "row length");
+        assert_eq!(out.len(), self.features(), "feature length");
+        for (c, p) in projections.iter_mut().enumerate() {
+            *p = x.iter().zip(self.signs.col(c).iter()).map(|(a, b)| a * b).sum();
+        }
+        let mut start = 0;
+        for (j, z) in out.iter_mut().enumerate() {
+            let order = self.orders[j] as usize;
+            *z = projections[start..start + order].iter().fold(self.scales[j], |acc, p| acc * p);
+            start += order;
+        }
+    }
+}
+
 /// Draws $N \ge 0$ with $P(N) = 2^{-(N+1)}$: the number of leading failures of fair coin
 /// flips, read off as trailing zero bits.
 fn draw_order(rng: &mut dyn rand::Rng) -> u32 {
@@ -208,5 +350,46 @@ impl KernelSampler for RandomMaclaurin<'_> {
 
     fn name(&self) -> &'static str {
         "maclaurin"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    #[test]
+    fn the_map_gives_the_features_of_the_estimators_draw() {
+        // The same generator state: the map's features of each row are the estimator's factors.
+        let x = Mat::from_fn(7, 4, |i, j| ((i * 4 + j) as f64 * 0.37).sin());
+        let kernel = Kernel::polynomial(2.0, 0.5, 3);
+        let mut sampler = RandomMaclaurin::new(x.as_ref(), kernel, 200).unwrap();
+        let zeta = sampler.sample(&mut Xoshiro256PlusPlus::seed_from_u64(5)).unwrap().zeta;
+        let map = MaclaurinMap::draw(&kernel, 4, 200, &mut Xoshiro256PlusPlus::seed_from_u64(5)).unwrap();
+        assert!(map.orders().iter().any(|&o| o >= 2), "some products of several vectors");
+        let mut scratch = vec![0.0; map.signs().ncols()];
+        let mut out = vec![0.0; 200];
+        for i in 0..7 {
+            let row: Vec<f64> = (0..4).map(|j| x[(i, j)]).collect();
+            map.features_into(&row, &mut scratch, &mut out);
+            for j in 0..200 {
+                assert!((out[j] - zeta[(i, j)]).abs() <= 1e-12 * (1.0 + zeta[(i, j)].abs()), "row {i}, feature {j}");
+            }
+        }
+        // Rebuilt from its parts: the same map; inconsistent parts are refused.
+        let again = MaclaurinMap::from_parts(map.signs().to_owned(), map.orders().to_vec(), map.scales().to_vec());
+        assert_eq!(again.unwrap(), map);
+        let mut orders = map.orders().to_vec();
+        orders[0] += 1;
+        assert!(MaclaurinMap::from_parts(map.signs().to_owned(), orders, map.scales().to_vec()).is_err());
+        let mut scales = map.scales().to_vec();
+        scales[1] = f64::NAN;
+        assert!(MaclaurinMap::from_parts(map.signs().to_owned(), map.orders().to_vec(), scales).is_err());
+        let mut signs = map.signs().to_owned();
+        signs[(0, 0)] = 0.5;
+        assert!(MaclaurinMap::from_parts(signs, map.orders().to_vec(), map.scales().to_vec()).is_err());
+        assert!(MaclaurinMap::draw(&Kernel::gaussian(1.0), 4, 10, &mut Xoshiro256PlusPlus::seed_from_u64(1)).is_err());
+        assert!(MaclaurinMap::draw(&kernel, 4, 0, &mut Xoshiro256PlusPlus::seed_from_u64(1)).is_err());
     }
 }

@@ -151,6 +151,26 @@ pub struct KpcaArgs {
     /// With the streaming solvers, skip the last pass that writes projections.npy.
     #[arg(long)]
     pub(super) no_projections: bool,
+    /// --solver streaming-rff: the streaming PCA solver the random features are fed to, as
+    /// `stolr pca --solver` names them: capped-msg (default, rank cap --cap), msg, incremental
+    /// or oja.
+    #[arg(long, value_name = "SOLVER", default_value = "capped-msg", value_parser = ["capped-msg", "msg", "incremental", "oja"])]
+    pub(super) pca_solver: String,
+    /// --solver streaming-rff with --pca-solver capped-msg: the rank cap K ≥ rank [default: 2·rank].
+    #[arg(long)]
+    pub(super) cap: Option<usize>,
+    /// --solver streaming-rff: rows per update of MSG and capped MSG [default: 16]; incremental
+    /// and oja take one row at a time.
+    #[arg(long)]
+    pub(super) batch: Option<usize>,
+    /// --solver streaming-rff: the scale c of the step size eta_t = c / (sqrt(t) · running mean
+    /// of ||z||²), as `stolr pca --eta-scale`.
+    #[arg(long, default_value_t = stolr_solvers::MsgConfig::DEFAULT_C)]
+    pub(super) eta_scale: f64,
+    /// Streaming solvers with --categorical: the most distinct values a categorical column may
+    /// have (the first pass holds them; a column over it is refused by name).
+    #[arg(long, default_value_t = stolr_datasets::MAX_STREAMED_CATEGORIES)]
+    pub(super) max_categories: usize,
 }
 
 /// What [`load`] reads: the dataset (its rows empty when they are kept in float32), the rows

@@ -4,7 +4,10 @@
 //! or twice (the feature mean with --center, then the solver) and once more for the
 //! Rayleigh–Ritz values; a last pass writes projections.npy as it goes (--no-projections skips
 //! it). `--sigma auto` is estimated from a reservoir sample of [`SIGMA_SAMPLE`] rows (one more
-//! pass).
+//! pass). A CSV table with `--categorical`/`--label-column` takes a first pass that learns its
+//! categories (bounded by `--max-categories` and the budget), and `--standardize` one pass for
+//! the column statistics. streaming-rff feeds its features (Fourier, or Maclaurin for the
+//! polynomial kernel) to `--pca-solver` capped-msg, msg, incremental or oja.
 //!
 //! Under `mpirun -np P`: every rank reads the whole stream (parses the file, or generates the
 //! rows) and works on its share of the rows only ([`StreamShare`]): streamed Nyström draws the
@@ -27,13 +30,17 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use faer::{Mat, MatRef};
 use stolr_comm::Communicator;
-use stolr_datasets::{RowFormat, generate, stream_rows, write_npy_rows, write_npy_vector};
+use stolr_datasets::{
+    RowFormat, TableLabel, TableOptions, generate, learn_table_encoding, stream_rows, stream_table_rows, write_npy_rows,
+    write_npy_vector,
+};
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, bandwidth_estimate};
 use stolr_memory::MemoryBudget;
+use stolr_model::{OneHotEncoding, Standardization};
 use stolr_solvers::{
     CheckpointStore, IterationReport, KpcaMethod, KpcaStream, Observer, PassKind, Persist, RowPass, RowReadError,
-    RowSource, STREAM_SHARE_BLOCK, SolverError, StreamShare, StreamingNystromConfig, StreamingRffConfig, Transformer,
-    reservoir_sample, streaming_nystrom_fit_with, streaming_rff_fit_with,
+    RowSource, STREAM_SHARE_BLOCK, SolverError, StreamShare, StreamingNystromConfig, StreamingRffConfig, StreamingSolver,
+    Transformer, reservoir_sample, streaming_nystrom_fit_with, streaming_rff_fit_with,
 };
 
 use super::args::{KpcaArgs, job};
@@ -57,6 +64,9 @@ type SaveFn = dyn Fn(&Path) -> Result<(), SolverError>;
 enum Source<'a> {
     File(&'a Path, RowFormat, MemoryBudget),
     Rings { n: usize, seed: u64 },
+    /// A CSV table with categorical columns (or a label column), encoded row by row with the
+    /// encoding its first pass learned ([`learn_table_encoding`]).
+    Table(&'a Path, OneHotEncoding, MemoryBudget),
 }
 
 impl RowSource for Source<'_> {
@@ -64,6 +74,7 @@ impl RowSource for Source<'_> {
         Ok(match self {
             Source::File(path, format, memory) => stream_rows(path, *format, *memory).map_err(open_error)?.dim(),
             Source::Rings { .. } => 3,
+            Source::Table(_, encoding, _) => encoding.n_features(),
         })
     }
 
@@ -77,8 +88,96 @@ impl RowSource for Source<'_> {
             Source::Rings { n, seed } => {
                 Box::new(generate::rings_rows(*n, RINGS_NOISE, KpcaStream::Data.rng(*seed)).map(Ok))
             }
+            Source::Table(path, encoding, memory) => Box::new(
+                stream_table_rows(path, encoding, *memory)
+                    .map_err(open_error)?
+                    .map(|r| r.map_err(|e| RowReadError(Box::new(e)))),
+            ),
         })
     }
+}
+
+/// The rows of a source standardized as they are read, with the statistics of
+/// [`column_statistics`]: `x_j ← (x_j − mean_j) / scale_j`, and 0 in a constant column (as the
+/// in-memory `--standardize`, `stolr_model::standardize`, leaves its training rows).
+struct Standardized<'a> {
+    inner: &'a dyn RowSource,
+    stats: Standardization,
+    constant: Vec<bool>,
+}
+
+impl RowSource for Standardized<'_> {
+    fn dim(&self) -> Result<usize, SolverError> {
+        self.inner.dim()
+    }
+
+    fn rows(&self, pass: PassKind) -> Result<RowPass<'_>, SolverError> {
+        let d = self.stats.mean.len();
+        Ok(Box::new(self.inner.rows(pass)?.map(move |row| {
+            row.map(|mut x| {
+                // A row of another width is left as read, for the solver to refuse by index.
+                if x.len() == d {
+                    for (j, v) in x.iter_mut().enumerate() {
+                        *v = if self.constant[j] { 0.0 } else { (*v - self.stats.mean[j]) / self.stats.scale[j] };
+                    }
+                }
+                x
+            })
+        })))
+    }
+}
+
+/// One pass over `source` for the column means and population standard deviations (`ddof =
+/// 0`) of its `d` columns, by Welford's update (stable whatever the offset of a column; within
+/// rounding of `stolr_model::standardize`'s three-pass sums). A column is constant, as there,
+/// when its standard deviation is 0 or at most `10·ε·|mean|`: its scale is 1 and its
+/// standardized values are 0. Returns the statistics, the constant columns and `n`.
+fn column_statistics(source: &dyn RowSource, d: usize) -> Result<(Standardization, Vec<bool>, usize)> {
+    let mut mean = vec![0.0; d];
+    let mut m2 = vec![0.0; d];
+    let mut n = 0usize;
+    for (index, row) in source.rows(PassKind::Statistics)?.enumerate() {
+        let x = row.map_err(|e| SolverError::Stream { index, source: Box::new(e) })?;
+        if x.len() != d {
+            bail!("row {index} has {} values, not {d}", x.len());
+        }
+        n += 1;
+        let inv = 1.0 / n as f64;
+        for j in 0..d {
+            let delta = x[j] - mean[j];
+            mean[j] += delta * inv;
+            m2[j] += delta * (x[j] - mean[j]);
+        }
+    }
+    if n == 0 {
+        bail!("--standardize: the stream has no rows");
+    }
+    let mut scale = vec![1.0; d];
+    let mut constant = vec![false; d];
+    for j in 0..d {
+        let std = (m2[j] / n as f64).sqrt();
+        if std <= 10.0 * f64::EPSILON * mean[j].abs() || std == 0.0 {
+            constant[j] = true;
+        } else {
+            scale[j] = std;
+        }
+    }
+    Ok((Standardization { mean, scale }, constant, n))
+}
+
+/// The streaming PCA solver of `--pca-solver` and `--cap` (capped MSG's cap defaults to
+/// `2·rank`, [`StreamingRffConfig::new`]'s).
+fn pca_solver(args: &KpcaArgs, rank: usize) -> Result<StreamingSolver> {
+    if args.cap.is_some() && args.pca_solver != "capped-msg" {
+        bail!("--cap is capped MSG's rank cap; it does not apply to --pca-solver {}", args.pca_solver);
+    }
+    Ok(match args.pca_solver.as_str() {
+        "capped-msg" => StreamingSolver::CappedMsg { cap: Some(args.cap.unwrap_or(2 * rank)) },
+        "msg" => StreamingSolver::Msg,
+        "incremental" => StreamingSolver::Incremental,
+        "oja" => StreamingSolver::Oja,
+        other => bail!("unknown --pca-solver {other}"),
+    })
 }
 
 /// A reader's error opening a pass.
@@ -90,7 +189,7 @@ fn open_error(e: stolr_datasets::DataError) -> SolverError {
 /// pass goes through `prefix` (the fingerprint of the rows read, checked on a resume), and the
 /// statistics pass (the feature mean of `--center`) is hashed into `statistics`.
 struct Fingerprinted<'a> {
-    inner: &'a Source<'a>,
+    inner: &'a dyn RowSource,
     prefix: RowPrefix,
     statistics: std::rc::Rc<std::cell::RefCell<crc32fast::Hasher>>,
 }
@@ -168,19 +267,52 @@ pub(super) fn run(args: &KpcaArgs, ctx: &RunContext) -> Result<()> {
     let Some(rank) = args.rank else { bail!("--solver {name} needs --rank (the number of eigenpairs)") };
     for (given, flag) in [
         (args.sparse, "--sparse"),
-        (args.standardize, "--standardize"),
         (args.fit_inverse_transform, "--fit-inverse-transform"),
         (args.plot.is_some(), "--plot"),
-        (args.table.given(), "--categorical/--label-column"),
     ] {
         if given {
             bail!("{flag} is not available with --solver {name} yet (the rows are streamed, never held)");
         }
     }
+    if args.solver == KpcaMethod::StreamingNystrom
+        && (args.pca_solver != "capped-msg" || args.cap.is_some() || args.batch.is_some())
+    {
+        bail!("--pca-solver, --cap and --batch choose how --solver streaming-rff feeds its features; not {name}");
+    }
+    let mut encoding = None;
     let source = match (&args.input, &args.generate) {
         (Some(_), Some(_)) => bail!("give --input or --generate, not both"),
         (None, None) => bail!("--solver {name} needs --input FILE or --generate rings"),
-        (None, Some(_)) => Source::Rings { n: args.n, seed: args.seed },
+        (None, Some(_)) => {
+            if args.table.given() {
+                bail!("--categorical and --label-column need an --input CSV file");
+            }
+            Source::Rings { n: args.n, seed: args.seed }
+        }
+        (Some(path), None) if args.table.given() => {
+            args.table.one_label()?;
+            if args.format != Format::Csv {
+                bail!("--categorical and --label-column apply to --format csv, not --format {}", args.format.name());
+            }
+            let options = TableOptions {
+                categorical: args.table.categorical.clone(),
+                label: args.table.label_column.first().map_or(TableLabel::None, |&l| TableLabel::Column(l)),
+                numeric_label: false,
+            };
+            // The first pass: the categories, in memory bounded by --max-categories and the budget.
+            let (learned, rows) = learn_table_encoding(path, &options, args.max_categories, ctx.memory)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            if writer {
+                println!(
+                    "encoding: {rows} rows, {} fields -> {} features ({} categorical columns, first pass)",
+                    learned.fields(),
+                    learned.n_features(),
+                    learned.columns().len()
+                );
+            }
+            encoding = Some(learned.clone());
+            Source::Table(path, learned, ctx.memory)
+        }
         (Some(path), None) => {
             let format = match args.format {
                 Format::Mnist => RowFormat::Mnist,
@@ -193,29 +325,48 @@ pub(super) fn run(args: &KpcaArgs, ctx: &RunContext) -> Result<()> {
         }
     };
     let d = source.dim()?;
+    // --standardize: one more pass for the column statistics; the solvers then read the rows
+    // standardized, the model keeps the statistics and takes raw rows.
+    let standardized = if args.standardize {
+        let (stats, constant, rows) = column_statistics(&source, d)?;
+        let constants = constant.iter().filter(|&&c| c).count();
+        if writer {
+            println!("standardized: {rows} rows, {d} columns ({constants} constant, set to 0)");
+        }
+        Some(Standardized { inner: &source, stats, constant })
+    } else {
+        None
+    };
+    // What a checkpoint records of the rows (a resume also checks the hash of the rows read).
+    let described = match &source {
+        Source::File(..) | Source::Table(..) => {
+            "rows streamed from a file, hashed as they are read; a resume checks them against the checkpoint"
+                .to_owned()
+        }
+        Source::Rings { n, .. } => format!("generated rings, n = {n}"),
+    } + if args.standardize { ", standardized" } else { "" };
+    let raw_source: &dyn RowSource = &source;
+    let source: &dyn RowSource = match &standardized {
+        Some(s) => s,
+        None => &source,
+    };
+    let standardization = standardized.as_ref().map(|s| s.stats.clone());
     let spec = job(args, ctx).kernel;
     let mut estimated = None;
     let kernel = spec.resolve(d, || -> Result<f64, SolverError> {
         let mut rng = KpcaStream::Bandwidth.rng(args.seed);
-        let sample = reservoir_sample(&source, SIGMA_SAMPLE, &mut rng)?;
+        let sample = reservoir_sample(source, SIGMA_SAMPLE, &mut rng)?;
         let b =
             bandwidth_estimate(sample.rows.as_ref(), DEFAULT_BANDWIDTH_PERCENTILE, DEFAULT_BANDWIDTH_PAIRS, &mut rng)?;
         estimated = Some(b.sigma);
         Ok(b.sigma)
     })?;
-    if let Some(sigma) = estimated {
+    if let (Some(sigma), true) = (estimated, writer) {
         println!("sigma = {sigma:.6} (auto: reservoir sample of {SIGMA_SAMPLE} rows)");
     }
     let mut rng = KpcaStream::Solver.rng(args.seed);
     // --checkpoint: one process (FileStore::new refuses it under mpirun -np P > 1).
-    let data_fingerprint = || -> Result<String> {
-        Ok(match &source {
-            Source::File(..) => "rows streamed from a file, hashed as they are read; a resume checks them against the \
-                                 checkpoint"
-                .to_owned(),
-            Source::Rings { n, .. } => format!("generated rings, n = {n}"),
-        })
-    };
+    let data_fingerprint = || -> Result<String> { Ok(described.clone()) };
     let (eigenvalues, n, model_save, transform): (Vec<f64>, usize, Box<SaveFn>, Box<TransformFn>) =
         if args.solver == KpcaMethod::StreamingNystrom {
             let config = StreamingNystromConfig {
@@ -224,33 +375,41 @@ pub(super) fn run(args: &KpcaArgs, ctx: &RunContext) -> Result<()> {
             };
             let mut store = FileStore::new(&args.checkpoint, ctx, data_fingerprint)?;
             let checkpoints = store.as_mut().map(|s| s as &mut dyn CheckpointStore);
-            let fit = streaming_nystrom_fit_with(&source, &kernel, &config, &mut rng, comm, checkpoints)
+            let fit = streaming_nystrom_fit_with(source, &kernel, &config, &mut rng, comm, checkpoints)
                 .map_err(resume_error)?;
             if writer {
                 for w in &fit.warnings {
                     eprintln!("warning: {w}");
                 }
             }
-            let model = std::rc::Rc::new(fit.model);
+            let model = std::rc::Rc::new(fit.model.with_standardization(standardization)?.with_encoding(encoding)?);
             let saved = model.clone();
             (fit.eigenvalues, fit.n, Box::new(move |p| saved.save(p)), Box::new(move |x| model.transform(x)))
         } else {
+            let solver = pca_solver(args, rank)?;
+            let one_row = matches!(solver, StreamingSolver::Incremental | StreamingSolver::Oja);
+            if one_row && args.batch.is_some_and(|b| b != 1) {
+                bail!("--pca-solver {} takes one row at a time; --batch applies to msg and capped-msg", args.pca_solver);
+            }
             let config = StreamingRffConfig {
                 memory: ctx.memory,
+                solver,
+                batch: if one_row { 1 } else { args.batch.unwrap_or(StreamingRffConfig::new(args.features, rank).batch) },
+                eta_scale: args.eta_scale,
                 ..StreamingRffConfig::new(args.features, rank).center(args.center)
             };
             let store = FileStore::new(&args.checkpoint, ctx, data_fingerprint)?;
             let fit = if store.is_some() {
                 let statistics = std::rc::Rc::new(std::cell::RefCell::new(crc32fast::Hasher::new()));
                 let prefix = RowPrefix::new();
-                let wrapped = Fingerprinted { inner: &source, prefix: prefix.clone(), statistics: statistics.clone() };
+                let wrapped = Fingerprinted { inner: source, prefix: prefix.clone(), statistics: statistics.clone() };
                 let mut observer = RffCheckpoints { store, prefix, statistics, center: args.center, ready: false };
                 streaming_rff_fit_with(&wrapped, &kernel, &config, &mut rng, comm, &mut observer)
             } else {
-                streaming_rff_fit_with(&source, &kernel, &config, &mut rng, comm, &mut ())
+                streaming_rff_fit_with(source, &kernel, &config, &mut rng, comm, &mut ())
             }
             .map_err(resume_error)?;
-            let model = std::rc::Rc::new(fit.model);
+            let model = std::rc::Rc::new(fit.model.with_standardization(standardization)?.with_encoding(encoding)?);
             let saved = model.clone();
             (fit.eigenvalues, fit.n, Box::new(move |p| saved.save(p)), Box::new(move |x| model.transform(x)))
         };
@@ -267,8 +426,9 @@ pub(super) fn run(args: &KpcaArgs, ctx: &RunContext) -> Result<()> {
             model_save(&out.join("model.npz"))?;
         }
         if !args.no_projections {
+            // The model standardizes raw rows itself.
             let path = out.as_ref().map(|o| o.join("projections.npy"));
-            write_projections(path.as_deref(), &source, (n, d, eigenvalues.len()), &*transform, comm)?;
+            write_projections(path.as_deref(), raw_source, (n, d, eigenvalues.len()), &*transform, comm)?;
         }
         if writer {
             println!("wrote {}", given.display());

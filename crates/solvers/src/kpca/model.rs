@@ -224,6 +224,30 @@ impl KernelPcaModel {
         Ok(self)
     }
 
+    /// The model with `standardization` (or none): new rows are standardized with it before
+    /// the kernel. The model rows must already be standardized with it, as a streamed fit's
+    /// landmarks are (the rows are standardized as they are read).
+    ///
+    /// # Errors
+    /// [`SolverError::ModelMismatch`] for a standardization of another width than the rows, or
+    /// with sparse rows.
+    pub fn with_standardization(mut self, standardization: Option<Standardization>) -> Result<Self, SolverError> {
+        if let Some(s) = &standardization {
+            if s.mean.len() != self.n_features() || s.scale.len() != self.n_features() {
+                return Err(SolverError::ModelMismatch {
+                    reason: format!("the standardization has width {}, the rows {}", s.mean.len(), self.n_features()),
+                });
+            }
+            if matches!(self.rows, ModelRows::Sparse(_)) {
+                return Err(SolverError::ModelMismatch {
+                    reason: "sparse rows with a standardization (it would densify them)".into(),
+                });
+            }
+        }
+        self.standardization = standardization;
+        Ok(self)
+    }
+
     /// Sets (or removes, with `None`) the pre-image map of [`KernelPcaModel::inverse_transform`]
     /// (fitted by [`crate::KernelPcaFit::fit_inverse_transform`]); it is saved with the model.
     ///

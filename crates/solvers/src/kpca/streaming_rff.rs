@@ -7,12 +7,15 @@ use std::path::Path;
 use faer::{Mat, MatRef};
 use rand::Rng;
 use serde_json::json;
-use stolr_estimators::Kernel;
+use stolr_estimators::{Kernel, MaclaurinMap};
 use stolr_memory::{MemoryBudget, f64_bytes};
-use stolr_model::ModelFile;
+use stolr_model::{ModelFile, OneHotEncoding, Standardization};
 
 use crate::kpca::streaming_nystrom::StreamShare;
-use crate::model_io::{bad, get_f64, get_str, kernel_from_json, kernel_to_json};
+use crate::model_io::{
+    bad, check_encoding, get_encoding, get_f64, get_standardization, get_str, kernel_from_json, kernel_to_json,
+    put_encoding, put_standardization,
+};
 use crate::streaming::{MsgConfig, PassKind, RowPass, RowReadError, RowSource, StreamingPcaJob, StreamingSolver};
 use crate::{Observer, PcaModel, Persist, SolverError, Transformer};
 
@@ -82,15 +85,27 @@ pub(super) fn features_into(x: &[f64], omega: MatRef<'_, f64>, out: &mut [f64]) 
 struct FeatureSource<'a> {
     source: &'a dyn RowSource,
     omega: MatRef<'a, f64>,
+    /// Random Maclaurin features instead of Fourier ones (`omega` is then `(d, 0)`).
+    maclaurin: Option<&'a MaclaurinMap>,
 }
 
 impl RowSource for FeatureSource<'_> {
     fn dim(&self) -> Result<usize, SolverError> {
-        Ok(2 * self.omega.ncols())
+        Ok(self.maclaurin.map_or(2 * self.omega.ncols(), MaclaurinMap::features))
     }
 
     fn rows(&self, pass: PassKind) -> Result<RowPass<'_>, SolverError> {
         let (d, omega) = (self.omega.nrows(), self.omega);
+        if let Some(map) = self.maclaurin {
+            let mut scratch = vec![0.0; map.signs().ncols()];
+            return Ok(Box::new(self.source.rows(pass)?.enumerate().map(move |(index, row)| {
+                let x = row?;
+                crate::kpca::streaming_nystrom::check_row(index, &x, d).map_err(|e| RowReadError(Box::new(e)))?;
+                let mut out = vec![0.0; map.features()];
+                map.features_into(&x, &mut scratch, &mut out);
+                Ok(out)
+            })));
+        }
         Ok(Box::new(self.source.rows(pass)?.enumerate().map(move |(index, row)| {
             let x = row?;
             crate::kpca::streaming_nystrom::check_row(index, &x, d).map_err(|e| RowReadError(Box::new(e)))?;
@@ -119,12 +134,18 @@ fn unwrap_row_error(e: SolverError) -> SolverError {
 /// frequencies $\Omega$ `(d, D)`, the mean feature vector $\mu$ (length `2D`, zero without
 /// centring) and the basis `V` `(2D, r)`; on the training rows it gives the projections
 /// (eigenvalues $\sum_i (v_j^\top(\zeta(x_i) - \mu))^2$, on the scale of the kernel matrix).
-/// Saved as kind `rff-kernel-pca` (frequencies, mean, components, eigenvalues, kernel).
+/// Saved as kind `rff-kernel-pca` (frequencies, mean, components, eigenvalues, kernel; the
+/// standardization of the raw rows and the categorical encoding when it has them, absent
+/// otherwise, so files without them load as before).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RffKernelPcaModel {
     kernel: Kernel,
     frequencies: Mat<f64>,
     pca: PcaModel,
+    standardization: Option<Standardization>,
+    encoding: Option<OneHotEncoding>,
+    /// Random Maclaurin features (a dot-product kernel): `frequencies` is then `(d, 0)`.
+    maclaurin: Option<MaclaurinMap>,
 }
 
 impl RffKernelPcaModel {
@@ -147,7 +168,73 @@ impl RffKernelPcaModel {
         if !finite {
             return Err(SolverError::ModelMismatch { reason: "the frequencies have non-finite entries".into() });
         }
-        Ok(Self { kernel, frequencies, pca })
+        Ok(Self { kernel, frequencies, pca, standardization: None, encoding: None, maclaurin: None })
+    }
+
+    /// The model of a dot-product `kernel` (polynomial) by random Maclaurin features `map`
+    /// (Kar & Karnick 2012) and the PCA model of the features `pca` (`D` features):
+    /// $z(x) = V^\top(m(x) - \mu)$ with $m$ the map's features.
+    ///
+    /// # Errors
+    /// [`SolverError::ShapeMismatch`] if `pca` does not take the map's `D` features; the
+    /// kernel's errors.
+    pub fn maclaurin(kernel: Kernel, map: MaclaurinMap, pca: PcaModel) -> Result<Self, SolverError> {
+        kernel.validate()?;
+        if pca.n_features() != map.features() {
+            return Err(SolverError::ShapeMismatch {
+                what: "features of the PCA model (one per Maclaurin feature)",
+                expected: map.features(),
+                found: pca.n_features(),
+            });
+        }
+        let frequencies = Mat::zeros(map.dim(), 0);
+        Ok(Self { kernel, frequencies, pca, standardization: None, encoding: None, maclaurin: Some(map) })
+    }
+
+    /// The random Maclaurin feature map, for a model of a dot-product kernel (`None`: random
+    /// Fourier features, [`RffKernelPcaModel::frequencies`]).
+    pub fn maclaurin_map(&self) -> Option<&MaclaurinMap> {
+        self.maclaurin.as_ref()
+    }
+
+    /// The model with `standardization` applied to every raw row before its features
+    /// (`x ← (x − mean) / scale`, [`Standardization::apply`]): the frequencies were drawn for,
+    /// and the solver fed, the standardized rows.
+    ///
+    /// # Errors
+    /// [`SolverError::ModelMismatch`] if its width is not `d`.
+    pub fn with_standardization(mut self, standardization: Option<Standardization>) -> Result<Self, SolverError> {
+        if let Some(s) = &standardization
+            && (s.mean.len() != self.n_features() || s.scale.len() != self.n_features())
+        {
+            return Err(SolverError::ModelMismatch {
+                reason: format!("the standardization has width {}, the model {}", s.mean.len(), self.n_features()),
+            });
+        }
+        self.standardization = standardization;
+        Ok(self)
+    }
+
+    /// The model with `encoding`, the one-hot encoding of the table its rows were read from
+    /// (saved with the model so that new rows are read the same way; it does not change
+    /// [`Transformer::transform`], which takes encoded rows).
+    ///
+    /// # Errors
+    /// [`SolverError::ModelMismatch`] if the encoding does not produce `d` features.
+    pub fn with_encoding(mut self, encoding: Option<OneHotEncoding>) -> Result<Self, SolverError> {
+        check_encoding(encoding.as_ref(), self.n_features())?;
+        self.encoding = encoding;
+        Ok(self)
+    }
+
+    /// The standardization of the raw rows, if any.
+    pub fn standardization(&self) -> Option<&Standardization> {
+        self.standardization.as_ref()
+    }
+
+    /// The categorical encoding of the raw rows, if the model was fitted on a table with one.
+    pub fn encoding(&self) -> Option<&OneHotEncoding> {
+        self.encoding.as_ref()
     }
 
     /// The kernel the features approximate.
@@ -177,8 +264,9 @@ impl RffKernelPcaModel {
 }
 
 impl Transformer for RffKernelPcaModel {
-    /// $V^\top(\zeta(x) - \mu)$ for every row of `x` `(m, d)`; result `(m, r)`. Blocks of 1024
-    /// rows, memory `8·1024·2D` bytes.
+    /// $V^\top(\zeta(x) - \mu)$ for every row of `x` `(m, d)` (raw rows: a model with a
+    /// standardization applies it first); result `(m, r)`. Blocks of 1024 rows, memory
+    /// `8·1024·2D` bytes.
     fn transform(&self, x: MatRef<'_, f64>) -> Result<Mat<f64>, SolverError> {
         let d = self.n_features();
         if x.ncols() != d {
@@ -189,16 +277,26 @@ impl Transformer for RffKernelPcaModel {
             });
         }
         crate::error::check_data_allow_empty(x)?;
-        let (m, r, width) = (x.nrows(), self.pca.rank(), 2 * self.frequencies.ncols());
+        let standardized = match &self.standardization {
+            Some(s) => Some(crate::model_io::prepare_rows(x, d, Some(s))?),
+            None => None,
+        };
+        let x = standardized.as_ref().map_or(x, |s| s.as_ref());
+        let width = self.maclaurin.as_ref().map_or(2 * self.frequencies.ncols(), MaclaurinMap::features);
+        let (m, r) = (x.nrows(), self.pca.rank());
         let mut z = Mat::<f64>::zeros(m, r);
         let mut row = vec![0.0; d];
         let mut feats = vec![0.0; width];
+        let mut scratch = vec![0.0; self.maclaurin.as_ref().map_or(0, |map| map.signs().ncols())];
         for start in (0..m).step_by(1024) {
             let len = 1024.min(m - start);
             let mut block = Mat::<f64>::zeros(len, width);
             for i in 0..len {
                 row.iter_mut().enumerate().for_each(|(j, v)| *v = x[(start + i, j)]);
-                features_into(&row, self.frequencies.as_ref(), &mut feats);
+                match &self.maclaurin {
+                    Some(map) => map.features_into(&row, &mut scratch, &mut feats),
+                    None => features_into(&row, self.frequencies.as_ref(), &mut feats),
+                }
                 feats.iter().enumerate().for_each(|(j, v)| block[(i, j)] = *v);
             }
             let projected = self.pca.transform(block.as_ref())?;
@@ -223,8 +321,29 @@ impl Persist for RffKernelPcaModel {
             "transform": "f = [cos(x @ w_j), sin(x @ w_j)]_j / sqrt(D) (w_j = frequencies[:, j], cos/sin interleaved); \
                           z = (f - mean) @ components",
         });
+        let mut parameters = parameters;
+        let version = put_encoding(&mut parameters, self.encoding.as_ref());
+        if let Some(map) = &self.maclaurin {
+            // No "frequencies": a build without Maclaurin models refuses the file, not misreads it.
+            parameters["feature_map"] = json!("maclaurin");
+            parameters["frequencies"] = json!(0);
+            parameters["features"] = json!(map.features());
+            parameters["transform"] = json!(
+                "f_j = maclaurin_scales[j] * prod(x @ maclaurin_signs[:, c] for the maclaurin_orders[j] columns c \
+                 after those of the features before j); z = (f - mean) @ components"
+            );
+        }
         let mut file = ModelFile::new(Self::KIND, parameters);
-        file.put_matrix("frequencies", self.frequencies.as_ref());
+        file.require_format_version(version);
+        put_standardization(&mut file, self.standardization.as_ref());
+        match &self.maclaurin {
+            Some(map) => {
+                file.put_matrix("maclaurin_signs", map.signs());
+                file.put_vector("maclaurin_orders", &map.orders().iter().map(|&o| f64::from(o)).collect::<Vec<_>>());
+                file.put_vector("maclaurin_scales", map.scales());
+            }
+            None => file.put_matrix("frequencies", self.frequencies.as_ref()),
+        }
         file.put_vector("mean", self.pca.mean());
         file.put_matrix("components", self.pca.components());
         file.put_vector("eigenvalues", self.pca.eigenvalues());
@@ -248,7 +367,37 @@ impl Persist for RffKernelPcaModel {
             n as usize,
         )
         .map_err(|e| bad(path, e.to_string()))?;
-        Self::new(kernel, file.matrix("frequencies")?, pca).map_err(|e| bad(path, e.to_string()))
+        let maclaurin = match file.parameters().get("feature_map").and_then(serde_json::Value::as_str) {
+            None | Some("fourier") => None,
+            Some("maclaurin") => {
+                let orders = file.vector("maclaurin_orders")?;
+                if orders.iter().any(|o| !(*o >= 0.0 && o.fract() == 0.0 && *o <= f64::from(u32::MAX))) {
+                    return Err(bad(path, "maclaurin_orders must be nonnegative integers"));
+                }
+                let orders = orders.iter().map(|&o| o as u32).collect();
+                let map = MaclaurinMap::from_parts(file.matrix("maclaurin_signs")?, orders, file.vector("maclaurin_scales")?)
+                    .map_err(|e| bad(path, e.to_string()))?;
+                Some(map)
+            }
+            Some(other) => return Err(bad(path, format!("unknown feature_map '{other}'"))),
+        };
+        let (model, d) = match maclaurin {
+            Some(map) => {
+                let d = map.dim();
+                (Self::maclaurin(kernel, map, pca), d)
+            }
+            None => {
+                let frequencies = file.matrix("frequencies")?;
+                let d = frequencies.nrows();
+                (Self::new(kernel, frequencies, pca), d)
+            }
+        };
+        let standardization = get_standardization(file, d, path)?;
+        let encoding = get_encoding(file, d, path)?;
+        model
+            .and_then(|m| m.with_standardization(standardization))
+            .and_then(|m| m.with_encoding(encoding))
+            .map_err(|e| bad(path, e.to_string()))
     }
 }
 
@@ -366,16 +515,24 @@ pub fn streaming_rff_fit_with<R: Rng + ?Sized>(
     kernel.validate()?;
     let d = source.dim()?;
     let big_d = config.frequencies;
-    config
-        .memory
-        .check(format!("the d × D random Fourier frequencies (d = {d}, D = {big_d})"), f64_bytes(&[d, big_d]))?;
+    // A dot-product kernel (polynomial) takes random Maclaurin features: D of them, their
+    // Rademacher vectors about d × D (the orders average at most 1), checked as drawn.
+    let dot_product = kernel.maclaurin_coefficient(0).is_some();
+    config.memory.check(
+        format!("the d × D random {} vectors (d = {d}, D = {big_d})", if dot_product { "Maclaurin" } else { "Fourier" }),
+        f64_bytes(&[d, big_d]),
+    )?;
     let mut by_ref = &mut *rng;
-    let omega = kernel.draw_frequencies(d, big_d, &mut by_ref)?;
-    let width = big_d.saturating_mul(2);
+    let maclaurin = if dot_product { Some(MaclaurinMap::draw(kernel, d, big_d, &mut by_ref)?) } else { None };
+    let omega = match &maclaurin {
+        Some(_) => Mat::zeros(d, 0),
+        None => kernel.draw_frequencies(d, big_d, &mut by_ref)?,
+    };
+    let width = if dot_product { big_d } else { big_d.saturating_mul(2) };
     if config.rank == 0 || config.rank >= width {
         return Err(SolverError::InvalidRank {
             rank: config.rank,
-            reason: format!("random-feature kernel PCA needs 1 <= r < 2D = {width}"),
+            reason: format!("random-feature kernel PCA needs 1 <= r < {width} features"),
         });
     }
     let seed = rng.next_u64();
@@ -389,7 +546,7 @@ pub fn streaming_rff_fit_with<R: Rng + ?Sized>(
         seed,
         memory: config.memory,
     };
-    let features = FeatureSource { source, omega: omega.as_ref() };
+    let features = FeatureSource { source, omega: omega.as_ref(), maclaurin: maclaurin.as_ref() };
     let outcome = job.run(&features, comm, observer).map_err(unwrap_row_error)?;
     let eigenvalues = outcome.pairs.values.clone();
     let pca = outcome.model;
@@ -401,7 +558,10 @@ pub fn streaming_rff_fit_with<R: Rng + ?Sized>(
         pca.eigenvalues().to_vec(),
         outcome.samples,
     )?;
-    let model = RffKernelPcaModel::new(*kernel, omega, pca)?;
+    let model = match maclaurin {
+        Some(map) => RffKernelPcaModel::maclaurin(*kernel, map, pca)?,
+        None => RffKernelPcaModel::new(*kernel, omega, pca)?,
+    };
     Ok(StreamingRffFit { model, eigenvalues, n: outcome.samples, passes: outcome.passes })
 }
 
@@ -413,6 +573,7 @@ mod tests {
     use rand::SeedableRng;
     use rand_xoshiro::Xoshiro256PlusPlus;
     use stolr_lowrank::sym_eigen_desc;
+    use stolr_model::Standardization;
 
     /// Two noisy rings and a blob in 3 dimensions, with a constant third column.
     fn rings(n: usize) -> Mat<f64> {
@@ -535,6 +696,60 @@ mod tests {
     }
 
     #[test]
+    fn maclaurin_features_capture_the_polynomial_kernel_pca_and_the_model_round_trips() {
+        let n = 300;
+        let x = rings(n);
+        let kernel = Kernel::polynomial(3.0, 1.0, 2);
+        let k = 3;
+        let exact = exact_kpca(
+            x.as_ref(),
+            &kernel,
+            &ExactKpcaConfig { center: true, memory: MemoryBudget::UNLIMITED, ..ExactKpcaConfig::new(k) },
+        )
+        .unwrap();
+        let kc = kernel_matrix(x.as_ref(), &kernel, true, MemoryBudget::UNLIMITED).unwrap();
+        let config = StreamingRffConfig {
+            solver: StreamingSolver::Incremental,
+            batch: 1,
+            memory: MemoryBudget::UNLIMITED,
+            ..StreamingRffConfig::new(4000, k).center(true)
+        };
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+        let fit = streaming_rff_fit(&MatrixSource(x.as_ref()), &kernel, &config, &mut rng, &mut ()).unwrap();
+        let map = fit.model.maclaurin_map().expect("a polynomial kernel takes Maclaurin features");
+        assert_eq!((map.features(), fit.model.pca().n_features()), (4000, 4000));
+        let z = fit.model.transform(x.as_ref()).unwrap();
+        let share = captured_share(z.as_ref(), kc.as_ref(), &exact.values);
+        eprintln!("Maclaurin: captured share {share:.5}, eigenvalues {:?} vs exact {:?}", fit.eigenvalues, exact.values);
+        assert!(share >= 0.95, "captured share {share}");
+        for (a, b) in fit.eigenvalues.iter().zip(&exact.values) {
+            assert!((a - b).abs() <= 0.2 * b, "eigenvalue {a} vs exact {b}");
+        }
+        // Saved and loaded: the same map and the same projections.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model.npz");
+        fit.model.save(&path).unwrap();
+        let back = RffKernelPcaModel::load(&path, MemoryBudget::UNLIMITED).unwrap();
+        assert_eq!(back, fit.model);
+        assert_eq!(back.transform(x.as_ref()).unwrap(), z);
+        // Standardization and encoding are kept and applied: the model standardizes raw rows.
+        let stats = Standardization { mean: vec![0.5, -0.25, 2.0], scale: vec![2.0, 4.0, 1.0] };
+        let with = fit.model.clone().with_standardization(Some(stats.clone())).unwrap();
+        let raw = Mat::from_fn(n, 3, |i, j| x[(i, j)] * stats.scale[j] + stats.mean[j]);
+        let again = with.transform(raw.as_ref()).unwrap();
+        let diff = (0..k).flat_map(|j| (0..n).map(move |i| (i, j))).map(|(i, j)| (again[(i, j)] - z[(i, j)]).abs());
+        assert!(diff.fold(0.0, f64::max) <= 1e-9 * z[(0, 0)].abs().max(1.0));
+        with.save(&path).unwrap();
+        assert_eq!(RffKernelPcaModel::load(&path, MemoryBudget::UNLIMITED).unwrap(), with);
+        // A damaged map is refused on load, not misread.
+        let mut file = with.to_model_file();
+        file.put_vector("maclaurin_orders", &vec![1.5; 4000]);
+        let damaged = dir.path().join("damaged.npz");
+        file.save(&damaged).unwrap();
+        assert!(RffKernelPcaModel::load(&damaged, MemoryBudget::UNLIMITED).is_err());
+    }
+
+    #[test]
     fn hostile_inputs_give_typed_errors() {
         let x = rings(40);
         let config =
@@ -561,10 +776,12 @@ mod tests {
         ));
         let empty = Mat::<f64>::zeros(0, 3);
         assert!(matches!(fit(empty.as_ref(), &config, 1), Err(SolverError::InvalidConfig { .. })));
+        // The polynomial kernel takes Maclaurin features: D = 10 of them, so rank 10 is refused.
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        let poly = StreamingRffConfig { rank: 10, ..config.clone() };
         assert!(matches!(
-            streaming_rff_fit(&MatrixSource(x.as_ref()), &Kernel::polynomial(1.0, 1.0, 2), &config, &mut rng, &mut ()),
-            Err(SolverError::Estimator(_))
+            streaming_rff_fit(&MatrixSource(x.as_ref()), &Kernel::polynomial(1.0, 1.0, 2), &poly, &mut rng, &mut ()),
+            Err(SolverError::InvalidRank { rank: 10, .. })
         ));
         let tight = StreamingRffConfig { memory: MemoryBudget::bytes(1000), ..config.clone() };
         assert!(matches!(fit(x.as_ref(), &tight, 1), Err(SolverError::Memory(_))));
