@@ -362,6 +362,16 @@ fn streaming_rff_takes_the_polynomial_kernel_by_maclaurin_features() {
     // stolr transform applies the saved Maclaurin map to the same numbers.
     let applied = dir.path().join("applied");
     let model = fitted.join("model.npz");
-    ok(stolr(&["transform", "--model", model.to_str().unwrap(), "--input", p, "--format", "npy", "--out", applied.to_str().unwrap()]));
+    ok(stolr(&[
+        "transform",
+        "--model",
+        model.to_str().unwrap(),
+        "--input",
+        p,
+        "--format",
+        "npy",
+        "--out",
+        applied.to_str().unwrap(),
+    ]));
     assert_eq!(load(&applied.join("projections.npy")), load(&fitted.join("projections.npy")));
 }

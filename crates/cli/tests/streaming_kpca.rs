@@ -239,16 +239,17 @@ fn ok_err(args: &[String]) -> String {
 #[test]
 fn streaming_kpca_resumes_from_its_checkpoint_to_the_same_bytes() {
     let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("x.npy");
-    write_npy_matrix(&input, circles(3000).as_ref()).unwrap();
-    let x = input.to_str().unwrap().to_owned();
-    // Streamed Nyström saves after the landmarks and every 512 rows (blocks of 256): the last
-    // save of a whole run is at row 2560, so the second run recomputes the last 440 rows. RFF
-    // saves every 50 mini-batches of 16: the last at 150 of 188.
-    for (name, options, every, resumed_at) in [
-        ("nys", &["--solver", "streaming-nystrom", "--landmarks", "40", "--rank", "4"][..], "512", 2560),
-        ("rff", &["--solver", "streaming-rff", "--features", "32", "--rank", "3"][..], "50", 150),
+    // Streamed Nyström saves after the landmarks and at the first block boundary (blocks of
+    // 4096 rows) after every 512 rows: on 10 000 rows the last save of a whole run is at row
+    // 8192, so the second run recomputes the last 1808 rows. RFF saves every 50 mini-batches
+    // of 16: on 3000 rows the last at 150 of 188.
+    for (name, n, options, every, resumed_at) in [
+        ("nys", 10_000, &["--solver", "streaming-nystrom", "--landmarks", "40", "--rank", "4"][..], "512", 8192),
+        ("rff", 3000, &["--solver", "streaming-rff", "--features", "32", "--rank", "3"][..], "50", 150),
     ] {
+        let input = dir.path().join(format!("x-{name}.npy"));
+        write_npy_matrix(&input, circles(n).as_ref()).unwrap();
+        let x = input.to_str().unwrap().to_owned();
         let ck = dir.path().join(format!("{name}.ck")).to_str().unwrap().to_owned();
         let run = |out: &str, checkpoint: bool| {
             let mut args: Vec<String> =

@@ -412,12 +412,8 @@ mod tests {
         use npyz::WriterBuilder;
         let mut bytes = Vec::new();
         let dtype = npyz::DType::Plain(if big_endian { ">f4" } else { "<f4" }.parse().unwrap());
-        let mut writer = npyz::WriteOptions::<f32>::new()
-            .dtype(dtype)
-            .shape(&[n, d])
-            .writer(&mut bytes)
-            .begin_nd()
-            .expect("header");
+        let mut writer =
+            npyz::WriteOptions::<f32>::new().dtype(dtype).shape(&[n, d]).writer(&mut bytes).begin_nd().expect("header");
         writer.extend(values.iter().copied()).expect("data");
         writer.finish().expect("finish");
         std::fs::write(path, bytes).expect("write");

@@ -703,7 +703,12 @@ pub fn learn_table_encoding(
                 && !seen[c].contains(text)
             {
                 if seen[c].len() >= max_categories {
-                    return Err(DataError::TooManyCategories { path: name, line, column: k + 1, limit: max_categories });
+                    return Err(DataError::TooManyCategories {
+                        path: name,
+                        line,
+                        column: k + 1,
+                        limit: max_categories,
+                    });
                 }
                 held = held.saturating_add(text.len() as u64 + 64);
                 DataError::check_budget(&name, "the categories of the categorical columns", held, memory)?;
@@ -719,7 +724,10 @@ pub fn learn_table_encoding(
     let mut columns = Vec::with_capacity(seen.len());
     for (k, role) in roles.iter().enumerate() {
         if let Role::Categorical(c) = *role {
-            columns.push(CategoricalColumn { column: k + 1, categories: std::mem::take(&mut seen[c]).into_iter().collect() });
+            columns.push(CategoricalColumn {
+                column: k + 1,
+                categories: std::mem::take(&mut seen[c]).into_iter().collect(),
+            });
         }
     }
     let label = roles.iter().position(|r| *r == Role::Label).map(|k| k + 1);
@@ -825,7 +833,12 @@ fn encode_record(
                     text: text.to_owned(),
                 })?;
                 if !value.is_finite() {
-                    return Err(DataError::NonFiniteField { path: name.to_owned(), line, field: k + 1, text: text.to_owned() });
+                    return Err(DataError::NonFiniteField {
+                        path: name.to_owned(),
+                        line,
+                        field: k + 1,
+                        text: text.to_owned(),
+                    });
                 }
                 row[starts[k]] = value;
             }

@@ -181,11 +181,19 @@ impl MaclaurinMap {
     pub fn from_parts(signs: Mat<f64>, orders: Vec<u32>, scales: Vec<f64>) -> Result<Self, EstimatorError> {
         let invalid = |reason: String| EstimatorError::InvalidFeatureMap { reason };
         if orders.len() != scales.len() || orders.is_empty() {
-            return Err(invalid(format!("{} orders and {} scales (one each per feature, D ≥ 1)", orders.len(), scales.len())));
+            return Err(invalid(format!(
+                "{} orders and {} scales (one each per feature, D ≥ 1)",
+                orders.len(),
+                scales.len()
+            )));
         }
         let total: u64 = orders.iter().map(|&o| u64::from(o)).sum();
         if total != signs.ncols() as u64 || signs.nrows() == 0 {
-            return Err(invalid(format!("the orders sum to {total}, the signs are {} × {}", signs.nrows(), signs.ncols())));
+            return Err(invalid(format!(
+                "the orders sum to {total}, the signs are {} × {}",
+                signs.nrows(),
+                signs.ncols()
+            )));
         }
         if scales.iter().any(|s| !(s.is_finite() && *s >= 0.0)) {
             return Err(invalid("a scale is negative or not finite".into()));

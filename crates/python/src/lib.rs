@@ -1379,8 +1379,10 @@ impl IncrementalKpcaState {
             IncrementalKpca::Rff(s) => s.save_state(&mut state).map(|()| "rff"),
         }
         .map_err(solver_error)?;
-        let mut file =
-            ModelFile::new(INCREMENTAL_KPCA_STATE_KIND, serde_json::json!({ "solver": solver, "samples_seen": self.samples_seen() }));
+        let mut file = ModelFile::new(
+            INCREMENTAL_KPCA_STATE_KIND,
+            serde_json::json!({ "solver": solver, "samples_seen": self.samples_seen() }),
+        );
         for (name, array) in state.arrays() {
             file.put_array(name, array.clone());
         }

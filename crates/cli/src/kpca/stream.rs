@@ -31,16 +31,16 @@ use anyhow::{Context, Result, bail};
 use faer::{Mat, MatRef};
 use stolr_comm::Communicator;
 use stolr_datasets::{
-    RowFormat, TableLabel, TableOptions, generate, learn_table_encoding, stream_rows, stream_table_rows, write_npy_rows,
-    write_npy_vector,
+    RowFormat, TableLabel, TableOptions, generate, learn_table_encoding, stream_rows, stream_table_rows,
+    write_npy_rows, write_npy_vector,
 };
 use stolr_estimators::{DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, bandwidth_estimate};
 use stolr_memory::MemoryBudget;
 use stolr_model::{OneHotEncoding, Standardization};
 use stolr_solvers::{
     CheckpointStore, IterationReport, KpcaMethod, KpcaStream, Observer, PassKind, Persist, RowPass, RowReadError,
-    RowSource, STREAM_SHARE_BLOCK, SolverError, StreamShare, StreamingNystromConfig, StreamingRffConfig, StreamingSolver,
-    Transformer, reservoir_sample, streaming_nystrom_fit_with, streaming_rff_fit_with,
+    RowSource, STREAM_SHARE_BLOCK, SolverError, StreamShare, StreamingNystromConfig, StreamingRffConfig,
+    StreamingSolver, Transformer, reservoir_sample, streaming_nystrom_fit_with, streaming_rff_fit_with,
 };
 
 use super::args::{KpcaArgs, job};
@@ -63,7 +63,10 @@ type SaveFn = dyn Fn(&Path) -> Result<(), SolverError>;
 /// rows every pass, from the seed's data stream).
 enum Source<'a> {
     File(&'a Path, RowFormat, MemoryBudget),
-    Rings { n: usize, seed: u64 },
+    Rings {
+        n: usize,
+        seed: u64,
+    },
     /// A CSV table with categorical columns (or a label column), encoded row by row with the
     /// encoding its first pass learned ([`learn_table_encoding`]).
     Table(&'a Path, OneHotEncoding, MemoryBudget),
@@ -340,8 +343,7 @@ pub(super) fn run(args: &KpcaArgs, ctx: &RunContext) -> Result<()> {
     // What a checkpoint records of the rows (a resume also checks the hash of the rows read).
     let described = match &source {
         Source::File(..) | Source::Table(..) => {
-            "rows streamed from a file, hashed as they are read; a resume checks them against the checkpoint"
-                .to_owned()
+            "rows streamed from a file, hashed as they are read; a resume checks them against the checkpoint".to_owned()
         }
         Source::Rings { n, .. } => format!("generated rings, n = {n}"),
     } + if args.standardize { ", standardized" } else { "" };
@@ -367,52 +369,53 @@ pub(super) fn run(args: &KpcaArgs, ctx: &RunContext) -> Result<()> {
     let mut rng = KpcaStream::Solver.rng(args.seed);
     // --checkpoint: one process (FileStore::new refuses it under mpirun -np P > 1).
     let data_fingerprint = || -> Result<String> { Ok(described.clone()) };
-    let (eigenvalues, n, model_save, transform): (Vec<f64>, usize, Box<SaveFn>, Box<TransformFn>) =
-        if args.solver == KpcaMethod::StreamingNystrom {
-            let config = StreamingNystromConfig {
-                memory: ctx.memory,
-                ..StreamingNystromConfig::new(args.landmarks, rank).center(args.center)
-            };
-            let mut store = FileStore::new(&args.checkpoint, ctx, data_fingerprint)?;
-            let checkpoints = store.as_mut().map(|s| s as &mut dyn CheckpointStore);
-            let fit = streaming_nystrom_fit_with(source, &kernel, &config, &mut rng, comm, checkpoints)
-                .map_err(resume_error)?;
-            if writer {
-                for w in &fit.warnings {
-                    eprintln!("warning: {w}");
-                }
-            }
-            let model = std::rc::Rc::new(fit.model.with_standardization(standardization)?.with_encoding(encoding)?);
-            let saved = model.clone();
-            (fit.eigenvalues, fit.n, Box::new(move |p| saved.save(p)), Box::new(move |x| model.transform(x)))
-        } else {
-            let solver = pca_solver(args, rank)?;
-            let one_row = matches!(solver, StreamingSolver::Incremental | StreamingSolver::Oja);
-            if one_row && args.batch.is_some_and(|b| b != 1) {
-                bail!("--pca-solver {} takes one row at a time; --batch applies to msg and capped-msg", args.pca_solver);
-            }
-            let config = StreamingRffConfig {
-                memory: ctx.memory,
-                solver,
-                batch: if one_row { 1 } else { args.batch.unwrap_or(StreamingRffConfig::new(args.features, rank).batch) },
-                eta_scale: args.eta_scale,
-                ..StreamingRffConfig::new(args.features, rank).center(args.center)
-            };
-            let store = FileStore::new(&args.checkpoint, ctx, data_fingerprint)?;
-            let fit = if store.is_some() {
-                let statistics = std::rc::Rc::new(std::cell::RefCell::new(crc32fast::Hasher::new()));
-                let prefix = RowPrefix::new();
-                let wrapped = Fingerprinted { inner: source, prefix: prefix.clone(), statistics: statistics.clone() };
-                let mut observer = RffCheckpoints { store, prefix, statistics, center: args.center, ready: false };
-                streaming_rff_fit_with(&wrapped, &kernel, &config, &mut rng, comm, &mut observer)
-            } else {
-                streaming_rff_fit_with(source, &kernel, &config, &mut rng, comm, &mut ())
-            }
-            .map_err(resume_error)?;
-            let model = std::rc::Rc::new(fit.model.with_standardization(standardization)?.with_encoding(encoding)?);
-            let saved = model.clone();
-            (fit.eigenvalues, fit.n, Box::new(move |p| saved.save(p)), Box::new(move |x| model.transform(x)))
+    let (eigenvalues, n, model_save, transform): (Vec<f64>, usize, Box<SaveFn>, Box<TransformFn>) = if args.solver
+        == KpcaMethod::StreamingNystrom
+    {
+        let config = StreamingNystromConfig {
+            memory: ctx.memory,
+            ..StreamingNystromConfig::new(args.landmarks, rank).center(args.center)
         };
+        let mut store = FileStore::new(&args.checkpoint, ctx, data_fingerprint)?;
+        let checkpoints = store.as_mut().map(|s| s as &mut dyn CheckpointStore);
+        let fit =
+            streaming_nystrom_fit_with(source, &kernel, &config, &mut rng, comm, checkpoints).map_err(resume_error)?;
+        if writer {
+            for w in &fit.warnings {
+                eprintln!("warning: {w}");
+            }
+        }
+        let model = std::rc::Rc::new(fit.model.with_standardization(standardization)?.with_encoding(encoding)?);
+        let saved = model.clone();
+        (fit.eigenvalues, fit.n, Box::new(move |p| saved.save(p)), Box::new(move |x| model.transform(x)))
+    } else {
+        let solver = pca_solver(args, rank)?;
+        let one_row = matches!(solver, StreamingSolver::Incremental | StreamingSolver::Oja);
+        if one_row && args.batch.is_some_and(|b| b != 1) {
+            bail!("--pca-solver {} takes one row at a time; --batch applies to msg and capped-msg", args.pca_solver);
+        }
+        let config = StreamingRffConfig {
+            memory: ctx.memory,
+            solver,
+            batch: if one_row { 1 } else { args.batch.unwrap_or(StreamingRffConfig::new(args.features, rank).batch) },
+            eta_scale: args.eta_scale,
+            ..StreamingRffConfig::new(args.features, rank).center(args.center)
+        };
+        let store = FileStore::new(&args.checkpoint, ctx, data_fingerprint)?;
+        let fit = if store.is_some() {
+            let statistics = std::rc::Rc::new(std::cell::RefCell::new(crc32fast::Hasher::new()));
+            let prefix = RowPrefix::new();
+            let wrapped = Fingerprinted { inner: source, prefix: prefix.clone(), statistics: statistics.clone() };
+            let mut observer = RffCheckpoints { store, prefix, statistics, center: args.center, ready: false };
+            streaming_rff_fit_with(&wrapped, &kernel, &config, &mut rng, comm, &mut observer)
+        } else {
+            streaming_rff_fit_with(source, &kernel, &config, &mut rng, comm, &mut ())
+        }
+        .map_err(resume_error)?;
+        let model = std::rc::Rc::new(fit.model.with_standardization(standardization)?.with_encoding(encoding)?);
+        let saved = model.clone();
+        (fit.eigenvalues, fit.n, Box::new(move |p| saved.save(p)), Box::new(move |x| model.transform(x)))
+    };
     if writer {
         println!("{name}: n = {n} rows, d = {d}, eigenvalues {eigenvalues:?}");
     }

@@ -319,8 +319,8 @@ pub struct KeyedSample {
 /// key [`landmark_key`]`(seed, i)`: a uniform sample of `m` rows without replacement. Every
 /// rank of `comm` reads the whole stream and keys its rows of `share` ([`StreamShare`]),
 /// keeping its `m` smallest (a max-heap, `8·m·d` bytes); the ranks' candidates are gathered
-/// and the `m` smallest keys win, so the sample and its order (increasing key) are the same
-/// for every number of processes. Each of this rank's rows is checked as it comes.
+/// and the `m` smallest keys win, so the sample and its order (stream order) are the same for
+/// every number of processes. Each of this rank's rows is checked as it comes.
 /// Collective.
 ///
 /// # Errors
@@ -389,6 +389,8 @@ pub fn keyed_sample(
     };
     candidates.sort_unstable_by_key(|c| c.0);
     candidates.truncate(m);
+    // The landmarks in stream order (as the in-memory and incremental solvers order theirs).
+    candidates.sort_unstable_by_key(|c| c.1);
     let rows = Mat::from_fn(candidates.len(), d, |i, j| candidates[i].2[j]);
     let positions = candidates.iter().map(|c| c.1).collect();
     Ok(KeyedSample { rows, positions, seen, local, hash })
@@ -1129,10 +1131,12 @@ mod tests {
         let one =
             keyed_sample(&MatrixSource(x.as_ref()), 50, 17, StreamShare::whole(), &stolr_comm::SingleProcess).unwrap();
         assert_eq!(one.seen, 9000);
-        // The m smallest keys of all rows, in increasing key order.
+        // The rows of the m smallest keys of all rows, in stream order.
         let mut keys: Vec<(u64, usize)> = (0..9000).map(|i| (landmark_key(17, i), i)).collect();
         keys.sort_unstable();
-        assert_eq!(one.positions, keys[..50].iter().map(|k| k.1).collect::<Vec<_>>());
+        let mut smallest: Vec<usize> = keys[..50].iter().map(|k| k.1).collect();
+        smallest.sort_unstable();
+        assert_eq!(one.positions, smallest);
         for size in [2, 3] {
             let samples = stolr_comm::ThreadGroup::run(size, |comm| {
                 let share = StreamShare::of(comm, STREAM_SHARE_BLOCK).unwrap();

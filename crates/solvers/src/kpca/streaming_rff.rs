@@ -375,8 +375,9 @@ impl Persist for RffKernelPcaModel {
                     return Err(bad(path, "maclaurin_orders must be nonnegative integers"));
                 }
                 let orders = orders.iter().map(|&o| o as u32).collect();
-                let map = MaclaurinMap::from_parts(file.matrix("maclaurin_signs")?, orders, file.vector("maclaurin_scales")?)
-                    .map_err(|e| bad(path, e.to_string()))?;
+                let map =
+                    MaclaurinMap::from_parts(file.matrix("maclaurin_signs")?, orders, file.vector("maclaurin_scales")?)
+                        .map_err(|e| bad(path, e.to_string()))?;
                 Some(map)
             }
             Some(other) => return Err(bad(path, format!("unknown feature_map '{other}'"))),
@@ -519,7 +520,10 @@ pub fn streaming_rff_fit_with<R: Rng + ?Sized>(
     // Rademacher vectors about d × D (the orders average at most 1), checked as drawn.
     let dot_product = kernel.maclaurin_coefficient(0).is_some();
     config.memory.check(
-        format!("the d × D random {} vectors (d = {d}, D = {big_d})", if dot_product { "Maclaurin" } else { "Fourier" }),
+        format!(
+            "the d × D random {} vectors (d = {d}, D = {big_d})",
+            if dot_product { "Maclaurin" } else { "Fourier" }
+        ),
         f64_bytes(&[d, big_d]),
     )?;
     let mut by_ref = &mut *rng;
@@ -720,7 +724,10 @@ mod tests {
         assert_eq!((map.features(), fit.model.pca().n_features()), (4000, 4000));
         let z = fit.model.transform(x.as_ref()).unwrap();
         let share = captured_share(z.as_ref(), kc.as_ref(), &exact.values);
-        eprintln!("Maclaurin: captured share {share:.5}, eigenvalues {:?} vs exact {:?}", fit.eigenvalues, exact.values);
+        eprintln!(
+            "Maclaurin: captured share {share:.5}, eigenvalues {:?} vs exact {:?}",
+            fit.eigenvalues, exact.values
+        );
         assert!(share >= 0.95, "captured share {share}");
         for (a, b) in fit.eigenvalues.iter().zip(&exact.values) {
             assert!((a - b).abs() <= 0.2 * b, "eigenvalue {a} vs exact {b}");
