@@ -417,21 +417,7 @@ fn read_impl_extra<R: Read>(
         for (k, (role, text)) in roles.iter().zip(record.iter()).enumerate() {
             match *role {
                 Role::Numeric => {
-                    let value = text.parse::<f64>().map_err(|_| DataError::BadField {
-                        path: name.to_owned(),
-                        line,
-                        field: k + 1,
-                        text: text.to_owned(),
-                    })?;
-                    if !value.is_finite() {
-                        return Err(DataError::NonFiniteField {
-                            path: name.to_owned(),
-                            line,
-                            field: k + 1,
-                            text: text.to_owned(),
-                        });
-                    }
-                    numeric.push(value);
+                    numeric.push(numeric_field(name, line, k, text)?);
                 }
                 Role::Categorical(c) => {
                     let code = match maps[c].get(text) {
@@ -801,6 +787,21 @@ pub fn stream_table_rows(
     Ok(crate::RowStream::from_rows(dim, source, memory, Box::new(rows)))
 }
 
+/// The value of numeric field `k` (0-based) of line `line`: [`DataError::BadField`] if it does
+/// not parse, [`DataError::NonFiniteField`] for NaN or an infinity.
+fn numeric_field(name: &str, line: usize, k: usize, text: &str) -> Result<f64, DataError> {
+    let value = text.parse::<f64>().map_err(|_| DataError::BadField {
+        path: name.to_owned(),
+        line,
+        field: k + 1,
+        text: text.to_owned(),
+    })?;
+    if !value.is_finite() {
+        return Err(DataError::NonFiniteField { path: name.to_owned(), line, field: k + 1, text: text.to_owned() });
+    }
+    Ok(value)
+}
+
 /// One record as a row of `dim` features: numeric fields parsed and checked, categorical
 /// fields one-hot at `starts[k] + code`, the label and skipped columns left out.
 #[allow(clippy::too_many_arguments)]
@@ -826,21 +827,7 @@ fn encode_record(
     for (k, (role, text)) in roles.iter().zip(record.iter()).enumerate() {
         match *role {
             Role::Numeric => {
-                let value = text.parse::<f64>().map_err(|_| DataError::BadField {
-                    path: name.to_owned(),
-                    line,
-                    field: k + 1,
-                    text: text.to_owned(),
-                })?;
-                if !value.is_finite() {
-                    return Err(DataError::NonFiniteField {
-                        path: name.to_owned(),
-                        line,
-                        field: k + 1,
-                        text: text.to_owned(),
-                    });
-                }
-                row[starts[k]] = value;
+                row[starts[k]] = numeric_field(name, line, k, text)?;
             }
             Role::Categorical(c) => match maps[c].get(text) {
                 Some(&code) => row[starts[k] + code as usize] = 1.0,

@@ -102,6 +102,31 @@ def test_saved_model_transforms_the_same_in_the_cli(tmp_path, solver):
     assert np.allclose(cli, est.transform(Y), rtol=0, atol=1e-12 * np.max(np.abs(cli)))
 
 
+@pytest.mark.skipif(not os.path.exists(STOLR_BIN), reason="the stolr binary is not built")
+@pytest.mark.parametrize("solver", ["streaming-rff", "streaming-nystrom"])
+def test_a_streamed_cli_model_transforms_the_same_in_python(tmp_path, solver):
+    X = _hostile(600)
+    Y = np.random.default_rng(10).normal(size=(30, 5))
+    np.save(tmp_path / "x.npy", X)
+    np.save(tmp_path / "y.npy", Y)
+    size = ["--features", "40"] if solver == "streaming-rff" else ["--landmarks", "60"]
+    subprocess.run([STOLR_BIN, "kpca", "--input", str(tmp_path / "x.npy"), "--format", "npy", "--solver", solver,
+                    *size, "--rank", "3", "--center", "--sigma", "1.5", "--out", str(tmp_path / "fit")],
+                   check=True, capture_output=True)
+    subprocess.run([STOLR_BIN, "transform", "--model", str(tmp_path / "fit"), "--input", str(tmp_path / "y.npy"),
+                    "--format", "npy", "--out", str(tmp_path / "t")], check=True, capture_output=True)
+    cli = np.load(tmp_path / "t" / "projections.npy")
+    est = stolr.load(tmp_path / "fit")
+    expected = stolr.IncrementalKernelPCA if solver == "streaming-rff" else stolr.KernelPCA
+    assert isinstance(est, expected) and est.n_features_in_ == 5
+    assert np.allclose(est.transform(Y), cli, rtol=0, atol=1e-12 * np.max(np.abs(cli)))
+    assert np.array_equal(est.eigenvalues_, np.load(tmp_path / "fit" / "eigenvalues.npy"))
+    if solver == "streaming-rff":
+        assert est.get_params()["solver"] == "rff" and est.get_params()["n_components"] == 3
+        with pytest.raises(ValueError):
+            est.transform(Y[:, :4])
+
+
 def _captured_share(Z, Kc, top):
     """The share of the exact top-k variance captured by span(Z): tr(QᵀKcQ) / Σ top."""
     Q, _ = np.linalg.qr(Z)

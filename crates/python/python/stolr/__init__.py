@@ -896,9 +896,9 @@ class IncrementalKernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _M
         """The model of the rows seen so far: computed when first asked after ``partial_fit``
         (an eigendecomposition of the ``m x m`` or ``2D x 2D`` sums, so that a loop of
         ``partial_fit`` calls costs only the accumulation), then kept until the next batch."""
-        if "state_" not in self.__dict__:
-            raise AttributeError(f"{type(self).__name__} is not fitted: no {name}")
         if "_fitted" not in self.__dict__:
+            if "state_" not in self.__dict__:
+                raise AttributeError(f"{type(self).__name__} is not fitted: no {name}")
             self._set_model(partial=True)
         if self._fitted is None:
             raise AttributeError(self._no_model)
@@ -953,7 +953,7 @@ class IncrementalKernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _M
         if hasattr(self, "state_") and not hasattr(self, "model_"):
             from sklearn.exceptions import NotFittedError
             raise NotFittedError(self._no_model)
-        check_is_fitted(self, "state_")
+        check_is_fitted(self, "model_")
         X = validate_data(self, X, dtype=_DTYPES, reset=False)
         if _core.model_kind(self.model_) == "rff-kernel-pca":
             return _core.rff_kernel_pca_transform(self.model_, _rows(X))
@@ -1367,6 +1367,15 @@ def _restore(est, kind, data):
         est.n_features_in_ = int(params["n_features"])
         hyper.update(n_components=int(params["rank"]), center=params.get("centering", "none") != "none")
         _set_preimage_attributes(est, loaded=True)
+    elif kind == "rff-kernel-pca":
+        # A random-feature kernel PCA (stolr kpca --solver streaming-rff, or this package's
+        # IncrementalKernelPCA): the model only; partial_fit starts a new stream.
+        est._fitted = (data, _core.model_vector(data, "eigenvalues"))
+        est.n_features_in_ = int(params["n_features"])
+        hyper.update(solver="rff", n_components=int(params["rank"]),
+                     center=bool(np.any(_core.model_vector(data, "mean") != 0)))
+        if "frequencies" in params:
+            hyper["n_features"] = int(params["frequencies"])
     elif kind == "kernel-ridge":
         est.model_ = data
         est.n_features_in_ = int(params["n_features"])
@@ -1380,7 +1389,8 @@ def load(path):
     """A model file (or a ``stolr`` fit's ``--out`` folder) as a fitted estimator.
 
     ``path``: the ``model.npz`` that ``save`` or a ``stolr`` fit wrote, or the fit's folder.
-    Returns a ``PCA``, ``KernelPCA`` or ``KernelRidge`` whose hyperparameters are those the
+    Returns a ``PCA``, ``KernelPCA``, ``KernelRidge`` or (for a random-feature kernel PCA,
+    ``stolr kpca --solver streaming-rff``) an ``IncrementalKernelPCA`` whose hyperparameters are those the
     file records (solver, ``n_components``, ``center``, the kernel as ``kernel``/``gamma``/
     ``degree``/``coef0``, ``fit_intercept``) and whose fitted attributes are set
     (``components_``, ``explained_variance_``, ``explained_variance_ratio_``,
@@ -1393,9 +1403,10 @@ def load(path):
     with open(path, "rb") as f:
         data = f.read()
     kind = _core.model_kind(data)
-    estimators = {"kernel-pca": KernelPCA, "pca": PCA, "kernel-ridge": KernelRidge}
+    estimators = {"kernel-pca": KernelPCA, "pca": PCA, "kernel-ridge": KernelRidge,
+                  "rff-kernel-pca": IncrementalKernelPCA}
     if kind not in estimators:
         what = "a solver checkpoint" if ("checkpoint" in kind or "state" in kind) else f"a '{kind}' file"
-        raise ValueError(f"{path} is {what}, not a fitted model (kernel-pca, pca or kernel-ridge); "
+        raise ValueError(f"{path} is {what}, not a fitted model (kernel-pca, rff-kernel-pca, pca or kernel-ridge); "
                          "resume a checkpoint with the stolr command's --checkpoint")
     return _restore(estimators[kind](), kind, data)

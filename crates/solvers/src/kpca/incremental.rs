@@ -87,10 +87,45 @@ pub fn incremental_nystrom_bytes(m: usize, d: usize) -> [(String, u64); 2] {
 
 /// The landmark factor `S = U_W Λ_W^{-1/2}` `(m, m′)` and the shift of the kernel values.
 #[derive(Debug, Clone)]
-struct NystromFactor {
-    s: Mat<f64>,
-    shift: Vec<f64>,
-    max_diagonal: f64,
+pub(super) struct NystromFactor {
+    pub(super) s: Mat<f64>,
+    pub(super) shift: Vec<f64>,
+    pub(super) max_diagonal: f64,
+}
+
+/// The factor of the landmark kernel `W = K(L, L) = U_W Λ_W U_Wᵀ` `(m, m)` of the landmarks `L`
+/// `(m, d)`: `S = U_W Λ_W^{-1/2}` `(m, m′)` on the eigenvalues above `1e-10·max`, the shift `s`
+/// (the mean row of `W` with centring, zeros without) and the largest diagonal entry. Shared by
+/// [`crate::streaming_nystrom_fit`] and [`IncrementalNystrom`].
+///
+/// # Errors
+/// [`SolverError::InvalidRank`] if `W` is numerically zero (its floor for `floor_rows` rows);
+/// [`SolverError::LowRank`] if the eigendecomposition fails.
+pub(super) fn nystrom_factor(
+    kernel: &Kernel,
+    landmarks: MatRef<'_, f64>,
+    center: bool,
+    rank: usize,
+    floor_rows: usize,
+) -> Result<NystromFactor, SolverError> {
+    let m = landmarks.nrows();
+    let w = kernel.matrix(landmarks);
+    let max_diagonal = (0..m).map(|i| w[(i, i)]).fold(0.0, f64::max);
+    let shift: Vec<f64> = if center { (0..m).map(|j| w.col(j).sum() / m as f64).collect() } else { vec![0.0; m] };
+    let (ew, mut s) = sym_eigen_desc(w.as_ref())?;
+    drop(w);
+    let cutoff = 1e-10 * ew.first().copied().unwrap_or(0.0).max(0.0);
+    let kept = ew.iter().take_while(|&&v| v > cutoff).count();
+    if kept == 0 {
+        let floor = zero_kernel_floor(floor_rows, max_diagonal);
+        return Err(zero_kernel(rank, false, ew.first().copied().unwrap_or(0.0), floor));
+    }
+    for (j, &value) in ew.iter().enumerate().take(kept) {
+        let inv = 1.0 / value.sqrt();
+        s.col_mut(j).iter_mut().for_each(|v| *v *= inv);
+    }
+    s.truncate(m, kept);
+    Ok(NystromFactor { s, shift, max_diagonal })
 }
 
 /// Nyström kernel PCA fed batch by batch ([`IncrementalNystrom::partial_fit`]), in memory
@@ -194,7 +229,7 @@ fn check_batch(rows: MatRef<'_, f64>, d: Option<usize>, seen: usize) -> Result<(
 /// ([`stolr_lowrank::top_eigenpairs`], Krylov–Schur to `1e-12·λ₁`, the dense decomposition if
 /// it stalls); otherwise all of them, densely.
 #[allow(clippy::type_complexity, clippy::too_many_arguments)]
-fn gram_pairs(
+pub(super) fn gram_pairs(
     mut gram: Mat<f64>,
     sums: &[f64],
     n: usize,
@@ -406,25 +441,13 @@ impl IncrementalNystrom {
 
     /// `W = K(L, L)`, `S = U_W Λ_W^{-1/2}` on the kept eigenvalues, the shift.
     fn factorize(&self) -> Result<NystromFactor, SolverError> {
-        let m = self.config.landmarks;
-        let w = self.kernel.matrix(self.landmarks.as_ref());
-        let max_diagonal = (0..m).map(|i| w[(i, i)]).fold(0.0, f64::max);
-        let shift: Vec<f64> =
-            if self.config.center { (0..m).map(|j| w.col(j).sum() / m as f64).collect() } else { vec![0.0; m] };
-        let (ew, mut s) = sym_eigen_desc(w.as_ref())?;
-        drop(w);
-        let cutoff = 1e-10 * ew.first().copied().unwrap_or(0.0).max(0.0);
-        let kept = ew.iter().take_while(|&&v| v > cutoff).count();
-        if kept == 0 {
-            let floor = zero_kernel_floor(m, max_diagonal);
-            return Err(zero_kernel(self.config.rank, false, ew.first().copied().unwrap_or(0.0), floor));
-        }
-        for (j, &value) in ew.iter().enumerate().take(kept) {
-            let inv = 1.0 / value.sqrt();
-            s.col_mut(j).iter_mut().for_each(|v| *v *= inv);
-        }
-        s.truncate(m, kept);
-        Ok(NystromFactor { s, shift, max_diagonal })
+        nystrom_factor(
+            &self.kernel,
+            self.landmarks.as_ref(),
+            self.config.center,
+            self.config.rank,
+            self.config.landmarks,
+        )
     }
 
     /// Appends one row to the pending block, accumulating the block when it is full.
@@ -898,28 +921,11 @@ impl IncrementalRff {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kpca::streaming_nystrom::tests::hostile_data;
     use crate::kpca::{NystromConfig, StreamingNystromConfig, nystrom_fit_landmarks, streaming_nystrom_fit};
     use crate::streaming::MatrixSource;
     use crate::{Landmarks, Persist, Transformer};
     use stolr_comm::{RowShard, SingleProcess};
-
-    /// Three clusters in 3 dimensions, a constant fourth column, an outlier (row 7) and rows 11
-    /// and 12 duplicating row 3.
-    fn hostile_data(n: usize) -> Mat<f64> {
-        let mut x = Mat::from_fn(n, 4, |i, j| {
-            if j == 3 {
-                return 5.0;
-            }
-            let centre = [0.0, 3.0, -2.5][i % 3] * if j % 2 == 0 { 1.0 } else { -0.5 };
-            centre + ((i * 7 + j * 13) as f64 * 0.377).sin() * 0.8
-        });
-        for j in 0..3 {
-            x[(7, j)] = 40.0 + j as f64;
-            x[(11, j)] = x[(3, j)];
-            x[(12, j)] = x[(3, j)];
-        }
-        x
-    }
 
     fn nystrom_config(m: usize, rank: usize, center: bool) -> IncrementalNystromConfig {
         IncrementalNystromConfig {

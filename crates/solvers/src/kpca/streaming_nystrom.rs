@@ -8,16 +8,14 @@ use faer::{Mat, MatRef};
 use rand::{Rng, RngExt};
 use stolr_comm::{Communicator, RowShard};
 use stolr_estimators::{CrossKernelPanels, Kernel, PANEL_ROWS, Panel};
-use stolr_lowrank::sym_eigen_desc;
 use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::SolverError;
 use crate::checkpoint::{CheckpointStore, SolverState};
 use crate::error::check_rank;
 use crate::kpca::fit::KpcaWarning;
-use crate::kpca::kha::{zero_kernel, zero_kernel_floor};
+use crate::kpca::incremental::{NystromFactor, gram_pairs, nystrom_factor};
 use crate::kpca::nystrom::{add_feature_panel, dot, product_into, subtract_shift};
-use crate::kpca::rank::RANK_TOLERANCE;
 use crate::kpca::{KernelCentering, KernelPcaModel};
 use crate::streaming::{PassKind, RowSource};
 
@@ -195,7 +193,7 @@ pub fn streaming_nystrom_bytes(m: usize, d: usize, block_rows: usize) -> [(Strin
 /// the training rows `z` gives the projections $U\Lambda^{1/2}$. Signs: the entry of largest
 /// magnitude of each column of `V` is positive (the first such entry).
 ///
-/// Pairs with $\lambda_j \le$ [`RANK_TOLERANCE`]$\,\lambda_1$ are dropped (a
+/// Pairs with $\lambda_j \le$ [`RANK_TOLERANCE`](crate::RANK_TOLERANCE)$\,\lambda_1$ are dropped (a
 /// [`KpcaWarning::RankDeficient`] says so). Both passes read the rows in the order the source
 /// gives them, and the second must give the same rows as the first (a running hash of the
 /// rows' bits is compared); the result is the same, bit for bit, for every `block_rows` and
@@ -545,23 +543,9 @@ pub fn streaming_nystrom_fit_with<R: Rng + ?Sized>(
     };
 
     // W = U_W Λ_W U_Wᵀ; S = U_W Λ_W^{-1/2} on the kept eigenvalues.
-    let w = kernel.matrix(landmarks.as_ref());
-    let max_diagonal = (0..m).map(|i| w[(i, i)]).fold(0.0, f64::max);
-    let shift: Vec<f64> =
-        if config.center { (0..m).map(|j| w.col(j).sum() / m as f64).collect() } else { vec![0.0; m] };
-    let (ew, mut s_full) = sym_eigen_desc(w.as_ref())?;
-    drop(w);
-    let cutoff = 1e-10 * ew.first().copied().unwrap_or(0.0).max(0.0);
-    let kept = ew.iter().take_while(|&&v| v > cutoff).count();
-    if kept == 0 {
-        let floor = zero_kernel_floor(n, max_diagonal);
-        return Err(zero_kernel(config.rank, false, ew.first().copied().unwrap_or(0.0), floor));
-    }
-    for (j, &value) in ew.iter().enumerate().take(kept) {
-        let inv = 1.0 / value.sqrt();
-        s_full.col_mut(j).iter_mut().for_each(|v| *v *= inv);
-    }
-    s_full.truncate(m, kept);
+    let NystromFactor { s: s_full, shift, max_diagonal } =
+        nystrom_factor(kernel, landmarks.as_ref(), config.center, config.rank, n)?;
+    let kept = s_full.ncols();
     let s = s_full.as_ref();
 
     // Pass 2: G = Σ f̃ f̃ᵀ and Σ f̃, panel after panel, blocks of this rank's rows read from the
@@ -675,38 +659,10 @@ pub fn streaming_nystrom_fit_with<R: Rng + ?Sized>(
         comm.all_reduce_sum(&mut f_sums);
     }
 
-    // g = mean of f̃; centred FᵀHF = G − n g gᵀ (lower triangle).
-    let g: Vec<f64> = f_sums.iter().map(|v| v / n as f64).collect();
-    if config.center {
-        for j in 0..kept {
-            for i in j..kept {
-                gram[(i, j)] -= n as f64 * g[i] * g[j];
-            }
-        }
-    }
-    let (lam, mut v) = sym_eigen_desc(gram.as_ref())?;
-    drop(gram);
-    let lambda1 = lam.first().copied().unwrap_or(0.0);
-    let floor = zero_kernel_floor(n, max_diagonal);
-    if lambda1.is_nan() || lambda1 <= floor {
-        return Err(zero_kernel(config.rank, config.center, lambda1, floor));
-    }
-    let cutoff = RANK_TOLERANCE * lambda1;
-    let r = lam.iter().take(config.rank).take_while(|&&l| l > cutoff).count();
-    v.truncate(kept, r);
-    // Signs: the first entry of largest magnitude of each column of V is positive.
-    for j in 0..r {
-        let col = v.col(j);
-        let mut best = 0;
-        for i in 1..kept {
-            if col[i].abs() > col[best].abs() {
-                best = i;
-            }
-        }
-        if col[best] < 0.0 {
-            v.col_mut(j).iter_mut().for_each(|x| *x = -*x);
-        }
-    }
+    // Centred FᵀHF = G − n g gᵀ (g the mean of f̃), its top pairs, signs fixed.
+    let (eigenvalues, v, g, warnings) =
+        gram_pairs(gram, &f_sums, n, config.center, config.rank, max_diagonal, STREAMING_NYSTROM, false)?;
+    let r = eigenvalues.len();
     let coefficients = stolr_lowrank::mul(s, v.as_ref());
     let centering = if config.center {
         // Bᵀ c̄ = Bᵀ s + Vᵀ g.
@@ -715,28 +671,24 @@ pub fn streaming_nystrom_fit_with<R: Rng + ?Sized>(
     } else {
         KernelCentering::None
     };
-    let eigenvalues = lam[..r].to_vec();
-    let mut warnings = Vec::new();
-    if r < config.rank {
-        warnings.push(KpcaWarning::RankDeficient { requested: config.rank, returned: r, solver: STREAMING_NYSTROM });
-    }
     let model =
         KernelPcaModel::new(STREAMING_NYSTROM, *kernel, None, landmarks, coefficients, eigenvalues.clone(), centering)?;
     Ok(StreamingNystromFit { model, eigenvalues, n, landmarks: positions, kept, warnings })
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::kpca::{ExactKpcaConfig, exact_kpca};
     use crate::streaming::{MatrixSource, RowPass, RowReadError};
     use crate::{Persist, Transformer};
     use rand::SeedableRng;
     use rand_xoshiro::Xoshiro256PlusPlus;
+    use stolr_lowrank::sym_eigen_desc;
 
     /// Three clusters in 3 dimensions, a constant fourth column, an outlier (row 7) and rows 11
     /// and 12 duplicating row 3.
-    fn hostile_data(n: usize) -> Mat<f64> {
+    pub(crate) fn hostile_data(n: usize) -> Mat<f64> {
         let mut x = Mat::from_fn(n, 4, |i, j| {
             if j == 3 {
                 return 5.0;
