@@ -252,7 +252,7 @@ fn every_streaming_pca_solver_captures_the_variance() {
         let values = vector(&out.join("eigenvalues.npy"));
         let captured: f64 = values.iter().sum::<f64>() / top.iter().sum::<f64>();
         eprintln!("{solver}: eigenvalues {values:?} vs exact {top:?}, captured {captured:.4}");
-        assert!(captured >= 0.9 && captured <= 1.1, "{solver}: captured {captured} of the exact top-3 variance");
+        assert!((0.9..=1.1).contains(&captured), "{solver}: captured {captured} of the exact top-3 variance");
         assert!((values[0] - top[0]).abs() <= 0.1 * top[0], "{solver}: {values:?} vs {top:?}");
     }
     // Hostile: options that do not apply are refused by name.

@@ -921,7 +921,7 @@ mod tests {
                 ["SF", "S0", "REJ", "RSTO"][(i / 3) % 4]
             ));
             if i == 150 {
-                text.push_str("\n");
+                text.push('\n');
             }
         }
         let options = opts(&[6, 2, 3], TableLabel::Column(4));

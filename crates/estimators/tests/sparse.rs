@@ -260,6 +260,7 @@ fn random_features_on_sparse_rows_equal_the_dense_draws() {
         let x = hostile(45, 31, density, big);
         let s = csr(&x);
         let sx = DataRef::Sparse(s.as_ref());
+        #[allow(clippy::type_complexity)]
         let mut pairs: Vec<(String, Box<dyn KernelSampler>, Box<dyn KernelSampler>)> = Vec::new();
         for kernel in [Kernel::gaussian(1.3), Kernel::laplacian(2.0)] {
             let dense = RandomFourierFeatures::new(x.as_ref(), kernel, 7).unwrap().centred();
