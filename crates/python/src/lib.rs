@@ -1275,7 +1275,6 @@ fn add_precomputed(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// The extension module `stolr._core`.
 /// An incremental kernel PCA between `partial_fit` calls (Python's `IncrementalKernelPCA`):
 /// Nyström with the first `n_landmarks` rows as landmarks ([`stolr_solvers::IncrementalNystrom`])
 /// or random Fourier features ([`stolr_solvers::IncrementalRff`]), fed one batch of rows at a
@@ -1457,6 +1456,7 @@ fn add_incremental_kpca(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
+/// The extension module `stolr._core`.
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit_kernel_pca, m)?)?;
