@@ -57,4 +57,5 @@ pub use kernels::{
 pub use maclaurin::{MaclaurinMap, RandomMaclaurin};
 pub use operator::{DEFAULT_TILE, KernelOperator, OperatorCentering};
 pub use rff::{RandomFourierFeatures, coordinate_rng};
+pub use sincos::{FAST_LIMIT, scaled_cos_sin};
 pub use sparse::{DataRef, DenseBlock, f32_to_f64};

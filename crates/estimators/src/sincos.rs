@@ -12,13 +12,18 @@ use wide::f64x4;
 
 /// Largest `|x|` handled by the SIMD path; beyond it `f64::sin`/`f64::cos` are called (a
 /// vectorized range reduction loses accuracy for very large arguments).
-pub(crate) const FAST_LIMIT: f64 = 1.0e6;
+pub const FAST_LIMIT: f64 = 1.0e6;
 
-/// `cos[i] = scale·cos(x[i])` and `sin[i] = scale·sin(x[i])` for every `i`.
+/// `cos[i] = scale·cos(x[i])` and `sin[i] = scale·sin(x[i])` for every `i` (three slices of
+/// one length): four arguments at a time through `wide`'s `f64x4::sin_cos` when all four are
+/// finite and at most [`FAST_LIMIT`] in magnitude, else (and for the tail of fewer than four)
+/// through the standard library, to a few ulps. A slice gives the same bits whatever the
+/// thread count; an argument's bits depend on its position modulo 4 and its neighbours only
+/// through that choice of path, so callers evaluate one row's arguments as one slice.
 ///
 /// # Panics
 /// If the three slices have different lengths (an internal invariant of the callers).
-pub(crate) fn scaled_cos_sin(x: &[f64], scale: f64, cos: &mut [f64], sin: &mut [f64]) {
+pub fn scaled_cos_sin(x: &[f64], scale: f64, cos: &mut [f64], sin: &mut [f64]) {
     assert!(x.len() == cos.len() && x.len() == sin.len(), "scaled_cos_sin: slice lengths differ");
     let mut xs = x.chunks_exact(4);
     let mut cs = cos.chunks_exact_mut(4);

@@ -69,14 +69,46 @@ impl StreamingRffConfig {
 /// `out[2j] = D^{-1/2} cos(w_jᵀx)`, `out[2j+1] = D^{-1/2} sin(w_jᵀx)` (length `2D`), so that
 /// $\zeta(x)^\top\zeta(y) = \frac1D\sum_j \cos(w_j^\top(x - y))$, an unbiased estimate of
 /// $\kappa(x, y)$ (the convention of [`stolr_estimators::RandomFourierFeatures`]).
+///
+/// Each argument $w_j^\top x$ is summed over the nonzero coordinates of `x` in index order
+/// (four frequencies at a time, as independent sums), and the cosines and sines of the row's
+/// `D` arguments go through [`stolr_estimators::scaled_cos_sin`] as one slice: a row's
+/// features are the same bits wherever and with whatever other rows it is evaluated (training
+/// passes, [`RffKernelPcaModel::transform`], the incremental solver). Time `O(nnz(x)·D)`.
 pub(super) fn features_into(x: &[f64], omega: MatRef<'_, f64>, out: &mut [f64]) {
-    let scale = 1.0 / (omega.ncols() as f64).sqrt();
-    for j in 0..omega.ncols() {
-        let w = omega.col(j);
-        let t: f64 = x.iter().zip(w.iter()).map(|(a, b)| a * b).sum();
-        let (sin, cos) = t.sin_cos();
-        out[2 * j] = scale * cos;
-        out[2 * j + 1] = scale * sin;
+    let big_d = omega.ncols();
+    let scale = 1.0 / (big_d as f64).sqrt();
+    let nonzero: Vec<(usize, f64)> = x.iter().copied().enumerate().filter(|&(_, v)| v != 0.0).collect();
+    let mut args = vec![0.0; big_d];
+    for (c, chunk) in args.chunks_mut(4).enumerate() {
+        let first = 4 * c;
+        let mut acc = [0.0f64; 4];
+        match omega.try_as_col_major() {
+            Some(cols) => {
+                let w: Vec<&[f64]> = (0..chunk.len())
+                    .map(|l| cols.col(first + l).try_as_col_major().expect("column-major").as_slice())
+                    .collect();
+                for &(k, v) in &nonzero {
+                    for (a, wl) in acc.iter_mut().zip(&w) {
+                        *a += v * wl[k];
+                    }
+                }
+            }
+            None => {
+                for &(k, v) in &nonzero {
+                    for (l, a) in acc.iter_mut().enumerate().take(chunk.len()) {
+                        *a += v * omega[(k, first + l)];
+                    }
+                }
+            }
+        }
+        chunk.copy_from_slice(&acc[..chunk.len()]);
+    }
+    let (mut cos, mut sin) = (vec![0.0; big_d], vec![0.0; big_d]);
+    stolr_estimators::scaled_cos_sin(&args, scale, &mut cos, &mut sin);
+    for (j, (c, s)) in cos.iter().zip(&sin).enumerate() {
+        out[2 * j] = *c;
+        out[2 * j + 1] = *s;
     }
 }
 
@@ -609,6 +641,49 @@ mod tests {
         });
         let captured = (q.transpose() * kc * &q).diagonal().column_vector().sum();
         captured / top.iter().sum::<f64>()
+    }
+
+    #[test]
+    fn fourier_features_match_the_direct_formula_on_sparse_and_extreme_rows() {
+        let kernel = Kernel::gaussian(2.0);
+        let (d, big_d) = (9, 37);
+        let omega = kernel.draw_frequencies(d, big_d, &mut Xoshiro256PlusPlus::seed_from_u64(5)).unwrap();
+        let rows: [Vec<f64>; 4] = [
+            vec![0.0; 9],
+            vec![0.0, 1.5, 0.0, 0.0, -2.0, 0.0, 0.0, 0.0, 3.25],
+            vec![1e3, -1e3, 0.5, 0.0, 7.0, -7.0, 1e-8, 0.0, 2.0],
+            (0..9).map(|k| (k as f64 * 0.7).sin()).collect(),
+        ];
+        let scale = 1.0 / (big_d as f64).sqrt();
+        for x in &rows {
+            let mut out = vec![0.0; 2 * big_d];
+            features_into(x, omega.as_ref(), &mut out);
+            for j in 0..big_d {
+                let t: f64 = (0..d).map(|k| x[k] * omega[(k, j)]).sum();
+                // A few ulps of the argument's magnitude (the sum's rounding and the vectorized
+                // sin/cos), never more.
+                let tol = 1e-14 * (1.0 + t.abs());
+                assert!((out[2 * j] - scale * t.cos()).abs() <= tol, "cos, x = {x:?}, j = {j}");
+                assert!((out[2 * j + 1] - scale * t.sin()).abs() <= tol, "sin, x = {x:?}, j = {j}");
+            }
+        }
+        // A row's features do not depend on the rows transformed with it.
+        let model_rows = Mat::from_fn(4, d, |i, k| rows[i][k]);
+        let pca = PcaModel::new(
+            "t",
+            vec![0.0; 2 * big_d],
+            vec![1.0; 2 * big_d],
+            Mat::identity(2 * big_d, 3),
+            vec![3.0, 2.0, 1.0],
+            4,
+        )
+        .unwrap();
+        let model = RffKernelPcaModel::new(kernel, omega.clone(), pca).unwrap();
+        let together = model.transform(model_rows.as_ref()).unwrap();
+        for i in 0..4 {
+            let alone = model.transform(model_rows.as_ref().subrows(i, 1)).unwrap();
+            assert_eq!(alone.row(0), together.row(i));
+        }
     }
 
     #[test]
