@@ -281,6 +281,38 @@ fn sharded_exact_pca_reports_a_bad_rank_on_every_rank() {
     }
 }
 
+/// SVRG-PCA with a non-finite entry on one rank: every rank returns an error (the rank that
+/// holds it names it), none waits in the snapshot's sums; entries whose squares overflow are
+/// refused, not run.
+#[test]
+fn sharded_svrg_pca_reports_a_bad_rank_on_every_rank() {
+    use stolr_solvers::{SvrgPca, SvrgPcaConfig};
+    let mut x = offset_rows(60, 5, 3);
+    x[(35, 2)] = f64::INFINITY;
+    let errors = ThreadGroup::run(3, |comm| {
+        let shard = RowShard::balanced(60, comm.rank(), comm.size());
+        let local = x.as_ref().subrows(shard.first, shard.rows).to_owned();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
+        SvrgPca::new_sharded(local.as_ref(), SvrgPcaConfig::consistent(2), &mut rng, comm).err().map(|e| e.to_string())
+    });
+    let errors: Vec<String> = errors.into_iter().map(|e| e.expect("every rank refuses")).collect();
+    assert!(errors[1].contains("inf") || errors[1].contains("finite"), "{}", errors[1]);
+    for r in [0, 2] {
+        assert!(errors[r].contains("another rank"), "rank {r}: {}", errors[r]);
+    }
+    let huge = Mat::from_fn(40, 3, |i, j| 1e200 * (1.0 + (i * 3 + j) as f64));
+    let e = SvrgPca::new_sharded(
+        huge.as_ref(),
+        SvrgPcaConfig::consistent(1),
+        &mut Xoshiro256PlusPlus::seed_from_u64(4),
+        &stolr_comm::SingleProcess,
+    )
+    .err()
+    .expect("overflowing squares refused")
+    .to_string();
+    assert!(e.contains("float64 range"), "{e}");
+}
+
 /// VR-PCA with the rows sharded across 1, 2 and 3 ranks (the sampled rows sent by their
 /// ranks, the snapshots' products added in rank order) runs the iterates of one process:
 /// on one rank the same bits, on more the same Ritz pairs to rounding, and so does the

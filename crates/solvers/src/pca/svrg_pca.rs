@@ -409,8 +409,18 @@ impl<'a> SvrgPca<'a> {
         comm.all_reduce_sum(&mut sum_sq);
         let sum_sq = sum_sq[0];
         if !sum_sq.is_finite() || n == 0 || d == 0 {
-            // Locate the offending entry (or report empty data).
+            // Locate the offending entry (or report empty data). The sum is all-reduced, so every
+            // rank gets here and returns an error: none is left waiting in the snapshot's sums.
             check_data(x)?;
+            if !sum_sq.is_finite() {
+                let reason = if comm.size() > 1 {
+                    "another rank's rows are not finite (that rank names the entry), or the sum of the squared \
+                     entries exceeds the float64 range (scale the data)"
+                } else {
+                    "the sum of the squared entries exceeds the float64 range: scale the data"
+                };
+                return Err(SolverError::InvalidConfig { name: "data", reason: reason.into() });
+            }
         }
         config.validate(n, d)?;
         let r = config.rank;
