@@ -111,15 +111,7 @@ pub fn read_table_from<R: Read>(
     options: &TableOptions,
     memory: MemoryBudget,
 ) -> Result<Table, DataError> {
-    let mut categorical = options.categorical.clone();
-    categorical.sort_unstable();
-    categorical.dedup();
-    if let TableLabel::Column(l) = options.label
-        && categorical.contains(&l)
-    {
-        return Err(DataError::LabelIsCategorical { column: l });
-    }
-    let plan = Plan::Learn { categorical, label: options.label, extra: Vec::new() };
+    let plan = learn_plan(options)?;
     let (data, encoding) = read_impl(reader, name, plan, options.numeric_label, None, memory)?;
     Ok(Table { data, encoding })
 }
@@ -652,15 +644,7 @@ pub fn learn_table_encoding(
     memory: MemoryBudget,
 ) -> Result<(OneHotEncoding, usize), DataError> {
     let name = path.display().to_string();
-    let mut categorical = options.categorical.clone();
-    categorical.sort_unstable();
-    categorical.dedup();
-    if let TableLabel::Column(l) = options.label
-        && categorical.contains(&l)
-    {
-        return Err(DataError::LabelIsCategorical { column: l });
-    }
-    let plan = Plan::Learn { categorical, label: options.label, extra: Vec::new() };
+    let plan = learn_plan(options)?;
     let mut csv = csv_reader(crate::lines::open_text(path)?, memory);
     let mut record = ::csv::StringRecord::new();
     let mut roles: Vec<Role> = Vec::new();
@@ -785,6 +769,20 @@ pub fn stream_table_rows(
     };
     let rows = std::iter::once(Ok(head)).chain(std::iter::from_fn(next));
     Ok(crate::RowStream::from_rows(dim, source, memory, Box::new(rows)))
+}
+
+/// The plan of a table whose categories are learnt: the categorical columns sorted and
+/// deduplicated, the label; [`DataError::LabelIsCategorical`] if the label is among them.
+fn learn_plan(options: &TableOptions) -> Result<Plan<'_>, DataError> {
+    let mut categorical = options.categorical.clone();
+    categorical.sort_unstable();
+    categorical.dedup();
+    if let TableLabel::Column(l) = options.label
+        && categorical.contains(&l)
+    {
+        return Err(DataError::LabelIsCategorical { column: l });
+    }
+    Ok(Plan::Learn { categorical, label: options.label, extra: Vec::new() })
 }
 
 /// The value of numeric field `k` (0-based) of line `line`: [`DataError::BadField`] if it does

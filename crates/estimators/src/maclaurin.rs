@@ -59,18 +59,7 @@ impl<'a> RandomMaclaurin<'a> {
     /// - [`EstimatorError::NonFinite`] for a NaN or infinite entry of `x`.
     pub fn new(x: impl Into<DataRef<'a>>, kernel: Kernel, features: usize) -> Result<Self, EstimatorError> {
         let x = x.into();
-        kernel.validate()?;
-        if kernel.maclaurin_coefficient(0).is_none() {
-            return Err(EstimatorError::UnsupportedKernel {
-                estimator: "maclaurin",
-                kernel: kernel.name(),
-                hint: "random Maclaurin features need a dot-product kernel (polynomial); \
-                       use random Fourier features or column sampling",
-            });
-        }
-        if features == 0 {
-            return Err(EstimatorError::ZeroFeatures { what: "Maclaurin features" });
-        }
+        check_maclaurin(&kernel, features)?;
         x.check()?;
         let active = match x {
             DataRef::DenseF32(_) => {
@@ -118,6 +107,28 @@ pub struct MaclaurinMap {
     scales: Vec<f64>,
 }
 
+/// The checks [`RandomMaclaurin::new`] and [`MaclaurinMap::draw`] share: a valid dot-product
+/// kernel and at least one feature.
+///
+/// # Errors
+/// [`EstimatorError::InvalidKernel`]; [`EstimatorError::UnsupportedKernel`] for a kernel that
+/// is not a dot-product kernel; [`EstimatorError::ZeroFeatures`] if `features == 0`.
+fn check_maclaurin(kernel: &Kernel, features: usize) -> Result<(), EstimatorError> {
+    kernel.validate()?;
+    if kernel.maclaurin_coefficient(0).is_none() {
+        return Err(EstimatorError::UnsupportedKernel {
+            estimator: "maclaurin",
+            kernel: kernel.name(),
+            hint: "random Maclaurin features need a dot-product kernel (polynomial); \
+                   use random Fourier features or column sampling",
+        });
+    }
+    if features == 0 {
+        return Err(EstimatorError::ZeroFeatures { what: "Maclaurin features" });
+    }
+    Ok(())
+}
+
 impl MaclaurinMap {
     /// Draws the map of `features = D` features for rows of `d` features and the dot-product
     /// `kernel` from `rng`, as one draw of [`RandomMaclaurin`] does (the orders, then one `u64`
@@ -128,18 +139,7 @@ impl MaclaurinMap {
     /// that is not a dot-product kernel; [`EstimatorError::ZeroFeatures`] if `features == 0`;
     /// [`EstimatorError::EmptyData`] if `d == 0`.
     pub fn draw(kernel: &Kernel, d: usize, features: usize, rng: &mut dyn rand::Rng) -> Result<Self, EstimatorError> {
-        kernel.validate()?;
-        if kernel.maclaurin_coefficient(0).is_none() {
-            return Err(EstimatorError::UnsupportedKernel {
-                estimator: "maclaurin",
-                kernel: kernel.name(),
-                hint: "random Maclaurin features need a dot-product kernel (polynomial); \
-                       use random Fourier features for shift-invariant kernels",
-            });
-        }
-        if features == 0 {
-            return Err(EstimatorError::ZeroFeatures { what: "Maclaurin features" });
-        }
+        check_maclaurin(kernel, features)?;
         if d == 0 {
             return Err(EstimatorError::EmptyData { nrows: 1, ncols: 0 });
         }
