@@ -2,26 +2,13 @@
 //! exact solver run by the same binary.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use faer::Mat;
 use stolr_datasets::{read_npy_matrix, write_npy_matrix};
 use stolr_memory::MemoryBudget;
 
-fn stolr(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stolr")).args(args).output().expect("the stolr binary runs")
-}
-
-fn ok(out: Output) -> Output {
-    assert!(out.status.success(), "stolr failed: {}", String::from_utf8_lossy(&out.stderr));
-    out
-}
-
-fn fails_with(out: Output, needle: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "expected a failure, stderr: {err}");
-    assert!(err.contains(needle) && !err.contains("panicked"), "expected '{needle}' in: {err}");
-}
+mod common;
+use common::{fails_with, ok, stolr};
 
 /// Two noisy circles with a constant column, `(n, 3)`.
 fn circles(n: usize) -> Mat<f64> {
