@@ -12,8 +12,10 @@ use stolr_model::ModelFile;
 use stolr_report::{ApplyDataset, ApplyReport, ApplyResult};
 use stolr_solvers::{KernelPcaModel, KrrModel, PcaModel, Persist, Predictor, Transformer, mean_squared_error};
 
-use crate::common::input::{Format, read_for_model};
+use crate::common::input::{Format, read_for_model, read_part_for_model};
 use crate::common::output::write_report;
+use crate::common::sharded_npy::write_rows_in_rank_order;
+use stolr_model::OneHotEncoding;
 
 /// Arguments of `stolr transform`, `stolr inverse-transform` and `stolr predict`.
 #[derive(Debug, Args)]
@@ -45,34 +47,104 @@ pub struct ApplyArgs {
 /// refused when it is the model's own folder (its `projections.npy` and `report.json` would
 /// replace the fit's); see [`crate::common::output`]. The file is read within `memory`.
 fn load(args: &ApplyArgs, kinds: &[&str], memory: MemoryBudget) -> Result<(ModelFile, PathBuf)> {
+    let (file, path) = open_model(args, kinds, memory)?;
+    crate::common::output::claim(Some(&args.out), None, Some(&path))?;
+    Ok((file, path))
+}
+
+/// The model file of `--model` (a folder or the file), of one of `kinds`, read within `memory`.
+fn open_model(args: &ApplyArgs, kinds: &[&str], memory: MemoryBudget) -> Result<(ModelFile, PathBuf)> {
     let path = stolr_model::resolve_model_path(&args.model)
         .with_context(|| format!("cannot use the model {}", args.model.display()))?;
     let file = ModelFile::load_kind(&path, kinds, memory)
         .with_context(|| format!("cannot load the model {}", path.display()))?;
-    crate::common::output::claim(Some(&args.out), None, Some(&path))?;
     Ok((file, path))
+}
+
+/// The models `stolr transform` applies.
+const TRANSFORM_KINDS: [&str; 3] = [KernelPcaModel::KIND, PcaModel::KIND, stolr_solvers::RffKernelPcaModel::KIND];
+
+/// The transformer in the model file `file` (read from `path`) and the CSV encoding it was
+/// fitted with.
+fn transformer(file: &ModelFile, path: &std::path::Path) -> Result<(Box<dyn Transformer>, Option<OneHotEncoding>)> {
+    Ok(if file.kind() == KernelPcaModel::KIND {
+        let model = KernelPcaModel::from_model_file(file, path)?;
+        let encoding = model.encoding().cloned();
+        (Box::new(model), encoding)
+    } else if file.kind() == stolr_solvers::RffKernelPcaModel::KIND {
+        // A random-feature kernel PCA model (stolr kpca --solver streaming-rff).
+        let model = stolr_solvers::RffKernelPcaModel::from_model_file(file, path)?;
+        let encoding = model.encoding().cloned();
+        (Box::new(model), encoding)
+    } else {
+        let model = PcaModel::from_model_file(file, path)?;
+        let encoding = model.encoding().cloned();
+        (Box::new(model), encoding)
+    })
+}
+
+/// `stolr transform` under `mpirun -np P` (`P > 1`): every rank loads the model and reads only
+/// its rows of `--input` ([`read_part_for_model`]: by byte ranges or offsets, a categorical or
+/// gzip CSV table streamed keeping its share), transforms them, and rank 0 writes
+/// `projections.npy` receiving the others' rows a block at a time
+/// ([`write_rows_in_rank_order`]) and `report.json`: no process holds more than its rows.
+/// Collective.
+///
+/// # Errors
+/// As [`transform`]; `--sparse` is refused (one process).
+pub fn transform_sharded(args: ApplyArgs, ctx: &crate::distributed::RunContext) -> Result<()> {
+    let (comm, memory) = (ctx.comm(), ctx.memory);
+    let start = Instant::now();
+    if args.sparse {
+        bail!("--sparse runs on one process (mpirun -np 1, or without mpirun)");
+    }
+    let (file, path) = open_model(&args, &TRANSFORM_KINDS, memory)?;
+    if comm.is_root() {
+        crate::common::output::claim(Some(&args.out), None, Some(&path))?;
+    }
+    let (model, encoding) = transformer(&file, &path)?;
+    let d = n_features(&file)?;
+    let format = args.format.unwrap_or(if encoding.is_some() { Format::Csv } else { Format::Libsvm });
+    let (data, place) = read_part_for_model(&args.input, format, d, encoding.as_ref(), comm, memory)?;
+    let z = model.transform(data.x.as_ref()).with_context(|| format!("cannot transform {}", args.input.display()))?;
+    let out = crate::common::output::staged(&args.out);
+    if comm.is_root() {
+        std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    }
+    let file_path = out.join("projections.npy");
+    write_rows_in_rank_order(Some(&file_path), true, z.as_ref(), None, comm)?;
+    if !comm.is_root() {
+        return Ok(());
+    }
+    let (n, r) = (place.total, z.ncols());
+    let report = ApplyReport {
+        stolr_version: env!("CARGO_PKG_VERSION").into(),
+        command: "transform".into(),
+        model: path.display().to_string(),
+        model_kind: file.kind().into(),
+        dataset: ApplyDataset { source: data.source, format: format.name(), n, d },
+        result: ApplyResult { rows: n, components: Some(r), mse: None },
+        total_seconds: start.elapsed().as_secs_f64(),
+        outputs: vec!["projections.npy".into(), "report.json".into()],
+    };
+    write_report(&out, &report)?;
+    println!(
+        "stolr transform: {n} rows of {} on the {} model {} on {} processes -> {} ({n} x {r})",
+        args.input.display(),
+        file.kind(),
+        path.display(),
+        comm.size(),
+        args.out.join("projections.npy").display(),
+    );
+    Ok(())
 }
 
 /// Runs `stolr transform`: projections of new rows on a kernel PCA or PCA model; the model file
 /// and the rows are read within `memory` (`--memory-limit`).
 pub fn transform(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
     let start = Instant::now();
-    let kinds = [KernelPcaModel::KIND, PcaModel::KIND, stolr_solvers::RffKernelPcaModel::KIND];
-    let (file, path) = load(&args, &kinds, memory)?;
-    let (model, encoding): (Box<dyn Transformer>, _) = if file.kind() == KernelPcaModel::KIND {
-        let model = KernelPcaModel::from_model_file(&file, &path)?;
-        let encoding = model.encoding().cloned();
-        (Box::new(model), encoding)
-    } else if file.kind() == stolr_solvers::RffKernelPcaModel::KIND {
-        // A random-feature kernel PCA model (stolr kpca --solver streaming-rff).
-        let model = stolr_solvers::RffKernelPcaModel::from_model_file(&file, &path)?;
-        let encoding = model.encoding().cloned();
-        (Box::new(model), encoding)
-    } else {
-        let model = PcaModel::from_model_file(&file, &path)?;
-        let encoding = model.encoding().cloned();
-        (Box::new(model), encoding)
-    };
+    let (file, path) = load(&args, &TRANSFORM_KINDS, memory)?;
+    let (model, encoding) = transformer(&file, &path)?;
     let d = n_features(&file)?;
     let format = args.format.unwrap_or(if encoding.is_some() { Format::Csv } else { Format::Libsvm });
     let (z, data) = if args.sparse {

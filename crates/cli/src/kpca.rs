@@ -14,6 +14,7 @@ use crate::common::checkpoint::{FileStore, matrix_fingerprint, require_support};
 use crate::common::input::{label_values, report_categorical};
 use crate::common::output::{write_model, write_report};
 use crate::common::progress::Progress;
+use crate::common::sharded_npy::write_rows_in_rank_order;
 use crate::distributed::RunContext;
 use crate::memory::peak_rss_bytes;
 
@@ -132,7 +133,7 @@ pub fn run(mut args: KpcaArgs, ctx: &RunContext) -> Result<()> {
     let outcome = job.run(shard, &mut progress)?;
     progress.finish();
     match outcome {
-        Some(outcome) => finish(&args, read, outcome, progress),
+        Some(outcome) => finish(&args, read, outcome, progress, ctx),
         None => Ok(()),
     }
 }
@@ -182,6 +183,47 @@ fn write_arrays(
     Ok((projections, outputs))
 }
 
+/// [`write_arrays`] for eigenvectors left on their ranks (`pairs.vectors` is this rank's rows
+/// `(n_p, r)`): rank 0 writes the eigenvalues and the model, and every rank's rows of the
+/// eigenvectors and projections reach the files through rank 0 a block at a time
+/// ([`write_rows_in_rank_order`]). With `--plot`, rank 0 gathers the first two columns of the
+/// projections `(n, 2)` (16 bytes per row). Returns what [`write_arrays`] returns on rank 0,
+/// `None` on the other ranks. Collective.
+fn write_sharded_arrays(
+    args: &KpcaArgs,
+    out: Option<&std::path::Path>,
+    model: &KernelPcaModel,
+    pairs: &Eigenpairs,
+    ctx: &RunContext,
+) -> Result<Option<(Mat<f64>, Vec<&'static str>)>> {
+    let comm = ctx.comm();
+    let root = comm.is_root();
+    let write = args.out.is_some();
+    if let (Some(dir), true) = (out, root) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        write_npy_vector(&dir.join("eigenvalues.npy"), &pairs.values)?;
+    }
+    let path = |name: &str| out.map(|dir| dir.join(name));
+    let vectors = pairs.vectors.as_ref();
+    write_rows_in_rank_order(path("eigenvectors.npy").as_deref(), write, vectors, None, comm)?;
+    let scale: Vec<f64> = pairs.values.iter().map(|v| v.max(0.0).sqrt()).collect();
+    write_rows_in_rank_order(path("projections.npy").as_deref(), write, vectors, Some(&scale), comm)?;
+    let projections = if args.plot.is_some() {
+        let two = vectors.ncols().min(2);
+        let local = Mat::from_fn(vectors.nrows(), two, |i, j| vectors[(i, j)] * scale[j]);
+        stolr_comm::gather_rows(comm, local.as_ref(), 0)
+    } else {
+        root.then(Mat::new)
+    };
+    let Some(projections) = projections else { return Ok(None) };
+    let mut outputs = Vec::new();
+    if let Some(dir) = out {
+        let written = write_model(dir, model)?;
+        outputs = vec![written, "eigenvalues.npy", "eigenvectors.npy", "projections.npy", "report.json"];
+    }
+    Ok(Some((projections, outputs)))
+}
+
 /// `parameters` of `report.json`: the options of the run.
 fn parameters(args: &KpcaArgs) -> KpcaParameters {
     KpcaParameters {
@@ -219,9 +261,16 @@ fn dataset(
 }
 
 /// The output files, the report and the summary line of a job's outcome (on rank 0).
-fn finish(args: &KpcaArgs, read: Read, outcome: KernelPcaOutcome, progress: Progress) -> Result<()> {
+fn finish(args: &KpcaArgs, read: Read, outcome: KernelPcaOutcome, progress: Progress, ctx: &RunContext) -> Result<()> {
     let Read { data, encoding, origin, total, read_time } = read;
-    let KernelPcaOutcome { n, d, kernel, bandwidth, tau, fit, certificate, timings, .. } = outcome;
+    let KernelPcaOutcome { n, d, kernel, bandwidth, tau, fit, certificate, timings, rows, .. } = outcome;
+    // The eigenvectors stayed on their ranks (every rank has an outcome): each takes part in
+    // writing them, and only rank 0 goes on to the report.
+    let sharded = rows.rows != n;
+    if sharded && !ctx.comm().is_root() {
+        write_sharded_arrays(args, None, &fit.model, &fit.pairs, ctx)?;
+        return Ok(());
+    }
     let KernelPcaFit { mut model, mut pairs, stop, iterations, exact_operator, converged, max_residual, warnings } =
         fit;
     if let Some(stop @ Stop::RankCapReached { .. }) = stop {
@@ -246,7 +295,15 @@ fn finish(args: &KpcaArgs, read: Read, outcome: KernelPcaOutcome, progress: Prog
     let t_write = Instant::now();
     // The files go into the staging folder of the claimed --out, swapped in as a set by main.
     let out = args.out.as_deref().map(crate::common::output::staged);
-    let (projections, outputs) = write_arrays(out.as_deref(), &model, &mut pairs)?;
+    let (projections, outputs) = if sharded {
+        let written = write_sharded_arrays(args, out.as_deref(), &model, &pairs, ctx)?;
+        match written {
+            Some(written) => written,
+            None => return Ok(()),
+        }
+    } else {
+        write_arrays(out.as_deref(), &model, &mut pairs)?
+    };
     if let Some(path) = &args.plot {
         let t: Vec<f64> = progress.trace.iter().map(|r| r.0 as f64).collect();
         let ranks: Vec<f64> = progress.trace.iter().map(|r| r.1 as f64).collect();

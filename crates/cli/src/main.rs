@@ -126,7 +126,8 @@ fn run(world: Option<std::rc::Rc<dyn stolr_comm::Communicator>>) -> std::process
         Command::Kpca(args) => kpca::run(*args, &ctx),
         Command::Pca(args) => pca::run(*args, &ctx),
         Command::Krr(args) => krr::run(*args, &ctx),
-        Command::Transform(args) => ctx.refuse("stolr transform").and_then(|()| apply::transform(args, ctx.memory)),
+        Command::Transform(args) if ctx.world.is_some() => apply::transform_sharded(args, &ctx),
+        Command::Transform(args) => apply::transform(args, ctx.memory),
         Command::Predict(args) => ctx.refuse("stolr predict").and_then(|()| apply::predict(args, ctx.memory)),
         Command::InverseTransform(args) => {
             ctx.refuse("stolr inverse-transform").and_then(|()| apply::inverse_transform(args, ctx.memory))

@@ -82,5 +82,6 @@ pub use split::{Split, TrainTest, random_split};
 pub use stream::{RowFormat, RowStream, stream_rows};
 pub use table::{
     MAX_STREAMED_CATEGORIES, Table, TableLabel, TableOptions, learn_table_encoding, read_table, read_table_extra,
-    read_table_from, read_table_part, read_table_with, read_table_with_extra, read_table_with_from, stream_table_rows,
+    read_table_from, read_table_part, read_table_rows, read_table_with, read_table_with_extra, read_table_with_from,
+    stream_table_rows,
 };

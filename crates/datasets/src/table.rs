@@ -163,6 +163,53 @@ pub fn read_table_with_extra(
         .map(|(data, _, values)| (data, values))
 }
 
+/// The data records `rows` (0-based, blank lines and the header not counted) of the CSV file
+/// `path` (gzip-compressed or not) encoded with `encoding`, as [`learn_table_encoding`] learnt
+/// it: the rows `rows` of [`read_table_with`]`(path, encoding, numeric_label, memory)`, bit for
+/// bit, and their labels, `(rows.len(), encoding.n_features())`. The records before `rows` are
+/// read but not parsed, the reading stops after the last one, and only the rows kept are held
+/// (`memory` applies to them): one process's share of a file that cannot be entered at an
+/// offset (gzip) or whose categories were learnt from every row. Empty `rows` give `(0, d)`.
+///
+/// # Errors
+/// As [`read_table_with`]; [`DataError::InvalidParameter`] (`rows`) when the file has fewer
+/// data records than `rows.end` (it changed since the encoding was learnt).
+pub fn read_table_rows(
+    path: &Path,
+    encoding: &OneHotEncoding,
+    numeric_label: bool,
+    rows: std::ops::Range<usize>,
+    memory: MemoryBudget,
+) -> Result<Dataset, DataError> {
+    let name = path.display().to_string();
+    let wanted = rows.end.saturating_sub(rows.start);
+    if wanted == 0 {
+        let labels = match encoding.label() {
+            None => Labels::None,
+            Some(_) if numeric_label => Labels::Numeric(Vec::new()),
+            Some(_) => Labels::Classes(Vec::new()),
+        };
+        return Ok(Dataset { x: faer::Mat::zeros(0, encoding.n_features()), labels, source: name });
+    }
+    let reader = crate::lines::open_text(path)?;
+    let read = read_impl_rows(reader, &name, Plan::Fixed(encoding), numeric_label, None, Some(rows.clone()), memory);
+    let found = match &read {
+        Ok((data, _, _)) => data.n(),
+        Err(DataError::Empty { .. }) => 0,
+        Err(_) => wanted,
+    };
+    if found != wanted {
+        return Err(DataError::InvalidParameter {
+            name: "rows",
+            reason: format!(
+                "{name} has {} data records from record {}, not the {wanted} of rows {}..{} (did the file change?)",
+                found, rows.start, rows.start, rows.end
+            ),
+        });
+    }
+    read.map(|(data, _, _)| data)
+}
+
 /// Part `part` of `parts` of a CSV table without categorical columns, read by its line-aligned
 /// byte range ([`crate::line_aligned_range`]) and parsed as [`read_table`] parses the whole
 /// file: reading the parts in order gives the rows `(n_part, d)` and labels of
@@ -356,6 +403,22 @@ fn read_impl_extra<R: Read>(
     known: Option<usize>,
     memory: MemoryBudget,
 ) -> Result<(Dataset, OneHotEncoding, faer::Mat<f64>), DataError> {
+    read_impl_rows(reader, name, plan, numeric_label, known, None, memory)
+}
+
+/// [`read_impl_extra`] keeping only the data records whose 0-based index (blank lines and the
+/// header not counted) is in `keep`: the others are skipped unparsed, and the reading stops
+/// after the last one kept.
+fn read_impl_rows<R: Read>(
+    reader: R,
+    name: &str,
+    plan: Plan<'_>,
+    numeric_label: bool,
+    known: Option<usize>,
+    keep: Option<std::ops::Range<usize>>,
+    memory: MemoryBudget,
+) -> Result<(Dataset, OneHotEncoding, faer::Mat<f64>), DataError> {
+    let mut record_index = 0usize;
     let mut csv = csv_reader(reader, memory);
     let mut extras: Vec<f64> = Vec::new();
     let mut record = ::csv::StringRecord::new();
@@ -393,6 +456,15 @@ fn read_impl_extra<R: Read>(
             roles = r;
             maps = m;
             if known.is_none() && is_header(&roles, &record) {
+                continue;
+            }
+        }
+        if let Some(keep) = &keep {
+            record_index += 1;
+            if record_index > keep.end {
+                break;
+            }
+            if record_index <= keep.start {
                 continue;
             }
         }
@@ -944,6 +1016,30 @@ mod tests {
                 let expected: Vec<f64> = (0..whole.data.x.ncols()).map(|j| whole.data.x[(i, j)]).collect();
                 assert_eq!(row, &expected, "row {i}");
             }
+            // Rows by ranges, as the processes of an MPI run read their shares: the parts in
+            // order are the whole reader's rows and labels, bit for bit (the blank line, the
+            // header and the quoted fields inside the ranges).
+            for parts in [1, 2, 3, 7, 301] {
+                let (mut x, mut labels) = (Vec::new(), Vec::new());
+                for p in 0..parts {
+                    let rows = (300 * p / parts)..(300 * (p + 1) / parts);
+                    let part = read_table_rows(&path, &encoding, false, rows.clone(), MemoryBudget::default()).unwrap();
+                    assert_eq!(part.x.shape(), (rows.len(), encoding.n_features()), "{parts} parts");
+                    x.extend((0..part.x.nrows()).map(|i| part.x.row(i).iter().copied().collect::<Vec<f64>>()));
+                    let Labels::Classes(l) = part.labels else { panic!("class labels expected") };
+                    labels.extend(l);
+                }
+                assert_eq!(x.len(), 300);
+                for (i, row) in x.iter().enumerate() {
+                    assert!(row.iter().enumerate().all(|(j, v)| v.to_bits() == whole.data.x[(i, j)].to_bits()));
+                }
+                assert_eq!(Labels::Classes(labels), whole.data.labels, "{parts} parts");
+            }
+            // Past the end of the file (it changed since the encoding was learnt): refused.
+            let err = read_table_rows(&path, &encoding, false, 290..301, MemoryBudget::default()).unwrap_err();
+            assert!(matches!(err, DataError::InvalidParameter { name: "rows", .. }), "{err}");
+            let err = read_table_rows(&path, &encoding, false, 400..401, MemoryBudget::default()).unwrap_err();
+            assert!(matches!(err, DataError::InvalidParameter { name: "rows", .. }), "{err}");
         }
     }
 

@@ -8,9 +8,9 @@ use clap::{Args, ValueEnum};
 use faer::Mat;
 use stolr_comm::{Communicator, RowShard};
 use stolr_datasets::{
-    DataError, Dataset, Labels, MnistSplit, TableLabel, TableOptions, read_abalone, read_housing, read_libsvm,
-    read_libsvm_part, read_magic, read_magic_part, read_mnist, read_mnist_part, read_npy_part, read_table,
-    read_table_part, read_table_with,
+    DataError, Dataset, Labels, MAX_STREAMED_CATEGORIES, MnistSplit, TableLabel, TableOptions, learn_table_encoding,
+    read_abalone, read_housing, read_libsvm, read_libsvm_part, read_magic, read_magic_part, read_mnist,
+    read_mnist_part, read_npy_part, read_table, read_table_part, read_table_rows, read_table_with,
 };
 use stolr_datasets::{Dataset32, NpyRows, read_mnist_f32, read_npy_rows};
 use stolr_memory::MemoryBudget;
@@ -221,11 +221,14 @@ pub struct Part {
 /// CSV (a table without `--categorical`) and MAGIC by line-aligned byte ranges (the shards
 /// follow the lines, so they are nearly balanced), a LIBSVM part widened to the largest index
 /// over all parts; MNIST IDX and `.npy` by offsets, the balanced shards of
-/// [`RowShard::balanced`]. The parts in rank order are the rows of the whole file. A file that
-/// cannot be read in parts (gzip-compressed, a table with categorical columns, see
-/// [`DataError::NotShardable`]), and the Abalone and housing files, are read whole by every
-/// process, which keeps its balanced share; rank 0 then warns why. `memory` bounds what this
-/// process reads (its part, or the whole file). Collective.
+/// [`RowShard::balanced`]. The parts in rank order are the rows of the whole file. A CSV
+/// table that cannot be read by byte ranges (gzip-compressed, with categorical columns or a
+/// quoted line break, see [`DataError::NotShardable`]) is streamed by every process, once to
+/// learn its encoding and count its rows ([`learn_table_encoding`]) and once to keep its
+/// balanced share ([`read_table_rows`]): each holds only its rows. The other files that cannot
+/// be read in parts (LIBSVM and MNIST gzip-compressed, Abalone, housing) are read whole by
+/// every process, which keeps its balanced share; rank 0 then warns why. `memory` bounds what
+/// this process reads (its part, or the whole file). Collective.
 pub fn load_part(
     path: &Path,
     format: Format,
@@ -253,6 +256,21 @@ pub fn load_part(
     };
     let (mut data, encoding) = match part {
         Ok(part) => part,
+        Err(DataError::NotShardable { .. }) if format == Format::Csv => {
+            // Gzip, or categories learnt from every row: every rank streams the file once to
+            // learn the encoding and count the rows (holding the categories only), then once
+            // more keeping only its balanced share of the rows.
+            let options = table.options();
+            let (encoding, n) = learn_table_encoding(path, &options, MAX_STREAMED_CATEGORIES, memory)
+                .map_err(hint)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            let shard = RowShard::balanced(n, rank, size);
+            let rows = shard.first..shard.first + shard.rows;
+            let data = read_table_rows(path, &encoding, options.numeric_label, rows, memory)
+                .map_err(hint)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            (data, table.given().then_some(encoding))
+        }
         Err(e @ DataError::NotShardable { .. }) => {
             if comm.is_root() {
                 eprintln!("warning: {e}; every process reads the whole file and keeps its share of the rows");
@@ -377,6 +395,64 @@ pub fn read_for_model(
     stolr_datasets::check_finite(data.x.as_ref())
         .with_context(|| format!("{}: the rows must be finite", path.display()))?;
     Ok(data)
+}
+
+/// This rank's rows of `path` for a model with `d` features (and the CSV `encoding` it was
+/// fitted with), as [`read_for_model`] reads all of them, and their place among every rank's:
+/// a table with an encoding streamed twice (rows counted, then this rank's balanced share kept:
+/// [`read_table_rows`]); the other formats through [`load_part`], a LIBSVM part widened to `d`.
+/// Collective.
+///
+/// # Errors
+/// As [`read_for_model`]; a rank without rows (more processes than rows).
+pub fn read_part_for_model(
+    path: &Path,
+    format: Format,
+    d: usize,
+    encoding: Option<&OneHotEncoding>,
+    comm: &dyn Communicator,
+    memory: MemoryBudget,
+) -> Result<(Dataset, RowShard)> {
+    let mut data = if let Some(encoding) = encoding {
+        if format != Format::Csv {
+            bail!(
+                "the model was fitted on a CSV table with categorical or label columns: give the new rows as --format csv"
+            );
+        }
+        let options = TableOptions {
+            categorical: encoding.columns().iter().map(|c| c.column).collect(),
+            label: encoding.label().map_or(TableLabel::None, TableLabel::Column),
+            numeric_label: false,
+        };
+        let (_, n) = learn_table_encoding(path, &options, MAX_STREAMED_CATEGORIES, memory)
+            .map_err(hint)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let shard = RowShard::balanced(n, comm.rank(), comm.size());
+        read_table_rows(path, encoding, false, shard.first..shard.first + shard.rows, memory)
+            .with_context(|| format!("cannot read {}", path.display()))?
+    } else {
+        load_part(path, format, &TableArgs::default(), comm, memory)?.data
+    };
+    if format == Format::Libsvm && data.d() < d {
+        let part = &data.x;
+        data.x = Mat::from_fn(part.nrows(), d, |i, j| if j < part.ncols() { part[(i, j)] } else { 0.0 });
+    }
+    if data.d() != d {
+        bail!("{} has {} features per row, the model takes {d}", path.display(), data.d());
+    }
+    stolr_datasets::check_finite(data.x.as_ref())
+        .with_context(|| format!("{}: the rows must be finite", path.display()))?;
+    let shard = RowShard::from_local_rows(comm, data.n());
+    let empty = comm.all_gather(&[data.n() as f64]).iter().position(|c| c[0] == 0.0);
+    if let Some(rank) = empty {
+        bail!(
+            "rank {rank} of {} holds no rows of {} (n = {}): use fewer processes",
+            comm.size(),
+            path.display(),
+            shard.total
+        );
+    }
+    Ok((data, shard))
 }
 
 /// A CSV file of new rows for a model with `d` features: rows of `d + 1` columns hold the

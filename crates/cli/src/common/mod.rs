@@ -8,4 +8,5 @@ pub mod landmarks;
 pub mod names;
 pub mod output;
 pub mod progress;
+pub mod sharded_npy;
 pub mod sigma;

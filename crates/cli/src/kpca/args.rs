@@ -251,6 +251,8 @@ pub(super) fn job(args: &KpcaArgs, ctx: &RunContext) -> KernelPcaJob {
         certify,
         memory: ctx.memory,
         inverse_transform: args.fit_inverse_transform.then(|| args.alpha.unwrap_or(1.0)),
+        // Under mpirun, Nyström's eigenvectors stay on their ranks and are written from there.
+        local_vectors: ctx.world.is_some(),
         ..KernelPcaJob::new(kernel, args.rank, solver, args.seed)
     }
 }

@@ -376,6 +376,77 @@ impl KernelPca {
         fit.ok_or_else(|| unreachable_on_one_process("the fit"))
     }
 
+    /// [`KernelPca::fit_shard`] for a Nyström fit whose eigenvectors stay on their ranks: on
+    /// every rank, the model (replicated: landmark rows and coefficients, no training rows) and
+    /// the eigenpairs with **this rank's rows** of the eigenvectors `(shard.place.rows, r)`;
+    /// nothing of size `n` is gathered. Collective; only rank 0 reports to `observer`.
+    ///
+    /// # Errors
+    /// As [`KernelPca::fit_shard`]; [`SolverError::InvalidConfig`] (`solver`) for a solver other
+    /// than Nyström (the others' models keep the training rows).
+    pub fn fit_shard_local(
+        &self,
+        shard: &Shard<'_>,
+        standardization: Option<Standardization>,
+        rng: &mut dyn Rng,
+        _observer: &mut dyn Observer,
+    ) -> Result<Option<KernelPcaFit>, SolverError> {
+        let KpcaSolver::Nystrom { landmarks } = self.solver else {
+            return Err(SolverError::InvalidConfig {
+                name: "solver",
+                reason: format!(
+                    "only nystrom leaves the eigenvectors on their ranks; {} gathers them",
+                    self.solver.name()
+                ),
+            });
+        };
+        self.nystrom_shard(shard, landmarks, standardization, rng, false)
+    }
+
+    /// The Nyström fit on the rows of `shard` with `landmarks` drawn (or
+    /// [`KernelPca::landmarks`]): the eigenvectors gathered on rank 0 (`None` on the other
+    /// ranks) when `gather`, else every rank's own rows on every rank. Collective.
+    fn nystrom_shard(
+        &self,
+        shard: &Shard<'_>,
+        landmarks: usize,
+        standardization: Option<Standardization>,
+        rng: &mut dyn Rng,
+        gather: bool,
+    ) -> Result<Option<KernelPcaFit>, SolverError> {
+        let (comm, place, local) = (shard.comm, shard.place, shard.data());
+        let name = self.solver.name();
+        let rank = self.rank_for(name)?;
+        let config = NystromConfig { memory: self.memory, ..NystromConfig::new(landmarks, rank).center(self.center) };
+        let given = match &self.landmarks {
+            Some(given) => given.standardized(standardization.as_ref())?,
+            None => Landmarks::Draw(landmarks),
+        };
+        let fit = nystrom_fit_landmarks(local, &self.kernel, &config, &given, rng, comm, place)?;
+        let mut warnings = Vec::new();
+        if fit.pairs.rank() < rank {
+            warnings.push(KpcaWarning::RankDeficient { requested: rank, returned: fit.pairs.rank(), solver: name });
+        }
+        let rows = fit.landmark_rows;
+        let pairs = if gather { gather_pairs(comm, fit.pairs) } else { Some(fit.pairs) };
+        let Some(pairs) = pairs else {
+            return Ok(None);
+        };
+        let centering = if self.center { KernelCentering::Offset(fit.offset) } else { KernelCentering::None };
+        let values = pairs.values.clone();
+        let model = KernelPcaModel::new(name, self.kernel, standardization, rows, fit.coefficients, values, centering)?;
+        Ok(Some(KernelPcaFit {
+            model,
+            pairs,
+            stop: None,
+            iterations: 0,
+            exact_operator: None,
+            converged: None,
+            max_residual: None,
+            warnings,
+        }))
+    }
+
     /// The one fit of every front end: on the rows of `shard` (already standardized, or not
     /// meant to be) held by the ranks of its communicator, recording `standardization` in the
     /// model. `all` is every row `(n, d)` on rank 0 (`shard.rows()` itself on one process) and
@@ -467,39 +538,7 @@ impl KernelPca {
                 (pairs, means, None, 0)
             }
             KpcaSolver::Nystrom { landmarks } => {
-                let rank = self.rank_for(name)?;
-                let config =
-                    NystromConfig { memory: self.memory, ..NystromConfig::new(*landmarks, rank).center(self.center) };
-                let given = match &self.landmarks {
-                    Some(given) => given.standardized(standardization.as_ref())?,
-                    None => Landmarks::Draw(*landmarks),
-                };
-                let fit = nystrom_fit_landmarks(local, &self.kernel, &config, &given, rng, comm, place)?;
-                if fit.pairs.rank() < rank {
-                    warnings.push(KpcaWarning::RankDeficient {
-                        requested: rank,
-                        returned: fit.pairs.rank(),
-                        solver: name,
-                    });
-                }
-                let rows = fit.landmark_rows;
-                let Some(pairs) = gather_pairs(comm, fit.pairs) else {
-                    return Ok(None);
-                };
-                let centering = if self.center { KernelCentering::Offset(fit.offset) } else { KernelCentering::None };
-                let values = pairs.values.clone();
-                let model =
-                    KernelPcaModel::new(name, self.kernel, standardization, rows, fit.coefficients, values, centering)?;
-                return Ok(Some(KernelPcaFit {
-                    model,
-                    pairs,
-                    stop: None,
-                    iterations: 0,
-                    exact_operator: None,
-                    converged: None,
-                    max_residual: None,
-                    warnings,
-                }));
+                return self.nystrom_shard(shard, *landmarks, standardization, rng, true);
             }
             KpcaSolver::StreamingRff { .. } => {
                 return Err(SolverError::InvalidConfig {

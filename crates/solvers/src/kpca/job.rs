@@ -100,6 +100,15 @@ pub struct KernelPcaJob {
     /// [`KernelPcaJob::standardize`]); `None` (default): drawn from the solver stream. Only
     /// [`KpcaSolver::Nystrom`] takes them.
     pub landmarks: Option<crate::Landmarks>,
+    /// On several ranks, leave the eigenvectors where they are: every rank gets the outcome,
+    /// with its own rows of the eigenvectors ([`KernelPcaOutcome::rows`]), instead of rank 0
+    /// gathering all `(n, r)` of them; and the rows are not gathered on rank 0 when nothing
+    /// needs them. Taken by the solvers whose model does not keep the training rows (Nyström)
+    /// when neither a certificate ([`CertifyRule::Exact`] or [`CertifyRule::Estimate`]; with
+    /// [`CertifyRule::Auto`] there is then no certificate) nor the pre-image map is asked for;
+    /// the others gather as before. `false` (default): gathered on rank 0. One process: no
+    /// effect.
+    pub local_vectors: bool,
 }
 
 impl KernelPcaJob {
@@ -118,13 +127,15 @@ impl KernelPcaJob {
             memory: MemoryBudget::default(),
             inverse_transform: None,
             landmarks: None,
+            local_vectors: false,
         }
     }
 
     /// Runs the job on the rows of `shard` (collective over its communicator): checks the
     /// rows, standardizes them when asked, sets `σ` by its rule, chooses τ, fits
     /// ([`KernelPca::fit_shard`]) and certifies. Returns the outcome on rank 0, `None` on the
-    /// other ranks; only rank 0 reports to `observer`.
+    /// other ranks (every rank gets it, with its rows of the eigenvectors, when they stay local:
+    /// [`KernelPcaJob::local_vectors`]); only rank 0 reports to `observer`.
     ///
     /// # Errors
     /// [`SolverError::InvalidRank`] for a rank of 0 or above `n`; [`SolverError::Estimator`]
@@ -183,9 +194,14 @@ impl KernelPcaJob {
             (shard, None)
         };
         let local = shard.data();
-        // Rank 0 keeps every row, for the model, τ's subsample and the certificate.
-        let gathered: Option<Mat<f64>> =
-            if comm.size() > 1 { gather_rows(comm, shard.dense("rows split across processes")?, 0) } else { None };
+        // Rank 0 keeps every row, for the model, τ's subsample and the certificate, unless
+        // the eigenvectors stay on their ranks.
+        let local_vectors = self.keeps_vectors_local(comm.size());
+        let gathered: Option<Mat<f64>> = if comm.size() > 1 && !local_vectors {
+            gather_rows(comm, shard.dense("rows split across processes")?, 0)
+        } else {
+            None
+        };
         let all = if comm.size() > 1 { gathered.as_ref().map(|x| DataRef::Dense(x.as_ref())) } else { Some(local) };
 
         let started = Instant::now();
@@ -220,8 +236,32 @@ impl KernelPcaJob {
             memory: self.memory,
             landmarks: self.landmarks.clone(),
         };
-        let fit = params.fit_shard(&shard, all, standardization, &mut stream.rng(self.seed), observer)?;
+        let rng = &mut stream.rng(self.seed);
+        let fit = if local_vectors {
+            params.fit_shard_local(&shard, standardization, rng, observer)?
+        } else {
+            params.fit_shard(&shard, all, standardization, rng, observer)?
+        };
         let solve_time = solving.elapsed();
+        if local_vectors {
+            let fit = fit.ok_or_else(|| SolverError::InvalidConfig {
+                name: "local_vectors",
+                reason: "the fit returned no eigenpairs on this rank (a caller's bug)".into(),
+            })?;
+            let timings = KpcaJobTimings { bandwidth: bandwidth_time, solve: solve_time, certificate: None };
+            return Ok(Some(KernelPcaOutcome {
+                n: place.total,
+                d: local.ncols(),
+                kernel,
+                bandwidth,
+                standardized: self.standardize,
+                tau,
+                fit,
+                certificate: None,
+                timings,
+                rows: place,
+            }));
+        }
         let (Some(mut fit), Some(x)) = (fit, all) else {
             return Ok(None);
         };
@@ -266,7 +306,20 @@ impl KernelPcaJob {
             fit,
             certificate,
             timings,
+            rows: stolr_comm::RowShard::whole(place.total),
         }))
+    }
+
+    /// Whether, on `processes` ranks, the eigenvectors stay on their ranks
+    /// ([`KernelPcaJob::local_vectors`]): asked for, several ranks, a Nyström fit, and nothing
+    /// that needs every row on rank 0 (a certificate asked for by name, the pre-image map;
+    /// [`CertifyRule::Auto`] then certifies nothing).
+    fn keeps_vectors_local(&self, processes: usize) -> bool {
+        self.local_vectors
+            && processes > 1
+            && matches!(self.solver, KpcaSolver::Nystrom { .. })
+            && matches!(self.certify, CertifyRule::Off | CertifyRule::Auto)
+            && self.inverse_transform.is_none()
     }
 
     /// The kernel with each parameter not given set by its default; a bandwidth not given is
@@ -339,7 +392,8 @@ pub struct KpcaJobTimings {
     pub certificate: Option<Duration>,
 }
 
-/// What a kernel PCA job produced, on rank 0.
+/// What a kernel PCA job produced, on rank 0 (on every rank with
+/// [`KernelPcaJob::local_vectors`]).
 #[derive(Debug, Clone)]
 pub struct KernelPcaOutcome {
     /// Rows `n` (of every rank) and features `d`.
@@ -361,6 +415,9 @@ pub struct KernelPcaOutcome {
     pub certificate: Option<Certificate>,
     /// Stage times.
     pub timings: KpcaJobTimings,
+    /// Which rows of the eigenvectors `fit.pairs.vectors` holds: every row (one process, or
+    /// gathered on rank 0), or this rank's shard ([`KernelPcaJob::local_vectors`]).
+    pub rows: stolr_comm::RowShard,
 }
 
 impl KernelPcaOutcome {
