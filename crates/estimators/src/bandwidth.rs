@@ -160,9 +160,7 @@ pub fn bandwidth_estimate<'x, R: Rng + ?Sized>(
     }
     drop(distinct);
     let row = |a: usize| &rows[a * d..(a + 1) * d];
-    let dist =
-        |a: usize, b: usize| -> f64 { row(a).iter().zip(row(b)).map(|(u, v)| (u - v) * (u - v)).sum::<f64>().sqrt() };
-    from_distances(n, m, percentile, pairs, rng, dist)
+    from_distances(n, m, percentile, pairs, rng, |a, b| row_distance(row(a).iter().copied(), row(b)))
 }
 
 /// The rule on `m` distinct rows (of `n`) with distances `dist(a, b)`: every pair when there
@@ -182,7 +180,7 @@ fn from_distances<R: Rng + ?Sized>(
     // m(m-1)/2 without overflow.
     let all_pairs = (m as u128) * (m as u128 - 1) / 2;
     let exact = all_pairs <= pairs as u128;
-    let mut distances: Vec<f64> = if exact {
+    let distances: Vec<f64> = if exact {
         let mut v = Vec::with_capacity(all_pairs as usize);
         for a in 0..m {
             for b in a + 1..m {
@@ -193,15 +191,22 @@ fn from_distances<R: Rng + ?Sized>(
     } else {
         (0..pairs)
             .map(|_| {
-                let a = rng.random_range(0..m);
-                let mut b = rng.random_range(0..m - 1);
-                if b >= a {
-                    b += 1;
-                }
+                let (a, b) = draw_pair(rng, m);
                 dist(a, b)
             })
             .collect()
     };
+    percentile_of(n, m, distances, percentile, exact)
+}
+
+/// The rule's result from the measured `distances` of `m` distinct rows of `n`.
+fn percentile_of(
+    n: usize,
+    m: usize,
+    mut distances: Vec<f64>,
+    percentile: f64,
+    exact: bool,
+) -> Result<Bandwidth, EstimatorError> {
     let count = distances.len();
     let sigma = linear_percentile(&mut distances, percentile);
     if sigma > 0.0 {
@@ -217,18 +222,30 @@ fn from_distances<R: Rng + ?Sized>(
 /// are resolved by comparing the rows.
 /// [`bandwidth_estimate`] over rows sharded across the ranks of `comm`: `x` is this rank's
 /// block of rows, in rank order the blocks are the whole data. Gives the same [`Bandwidth`], bit
-/// for bit, as [`bandwidth_estimate`] on the whole data (same `rng` state on every rank).
+/// for bit, as [`bandwidth_estimate`] on the whole data (same `rng` state on every rank), and
+/// no rank holds the distinct rows of the others.
 ///
-/// **Scheme.** Each rank finds its own distinct rows (first occurrences, in row order) and the
-/// ranks exchange them ([`Communicator::all_gather`], `8·m_p·d` bytes from rank `p`); on the
-/// concatenation in rank order, the first occurrences are the distinct rows of the whole data in
-/// row order (a row repeated on two ranks is dropped on the second), so every rank then runs
-/// [`bandwidth_estimate`] on the same distinct rows and draws the same pairs. Memory: every
-/// rank holds all `m` distinct rows, `8·m·d` bytes (the whole data when it has no duplicates):
-/// give σ explicitly when that does not fit one process.
+/// **Scheme.**
+/// 1. Each rank finds its own distinct rows (first occurrences, exact comparison) and the ranks
+///    exchange a 128-bit fingerprint of each ([`Communicator::all_gather`], 32 bytes per
+///    distinct row). In rank order, the first occurrence of each fingerprint is a distinct row
+///    of the whole data in row order (a row repeated on a later rank is dropped there), so
+///    every rank knows the `m` distinct rows, who owns each, and draws the same pairs
+///    `(a, b)` as one process. Two different rows on different ranks are taken as equal only
+///    if their 128-bit fingerprints collide (probability about `m²/2¹²⁹`).
+/// 2. With at most `pairs` pairs in all (`m ≲ 1400` for the default), the `m` rows are
+///    exchanged and every pair measured, as one process does.
+/// 3. Otherwise the owner of `a` measures pair `(a, b)`: every rank's distinct rows are
+///    broadcast by their owner in blocks of [`BANDWIDTH_BLOCK_ROWS`] rows, each rank measuring
+///    its pairs whose `b` is in the block, with the same arithmetic as one process; the
+///    `pairs` distances (one rank's value, zeros elsewhere) are added over the ranks, exactly.
+///
+/// Memory per rank: its rows, one block, the drawn pairs and their distances (`40·pairs`
+/// bytes) and the fingerprints (`48·m` bytes), never `m·d`. Each rank sends its distinct rows
+/// once (`8·m_p·d` bytes, as a broadcast) and `16·pairs·(P−1)/P` bytes for the distances.
 ///
 /// # Errors
-/// As [`bandwidth_estimate`] (on the gathered rows, so every rank returns the same error).
+/// As [`bandwidth_estimate`] (every rank returns the same error).
 pub fn bandwidth_estimate_sharded<R: Rng + ?Sized>(
     x: MatRef<'_, f64>,
     percentile: f64,
@@ -239,21 +256,138 @@ pub fn bandwidth_estimate_sharded<R: Rng + ?Sized>(
     if comm.size() == 1 {
         return bandwidth_estimate(x, percentile, pairs, rng);
     }
-    let d = x.ncols();
-    let local: Vec<f64> = distinct_rows(x).into_iter().flat_map(|i| (0..d).map(move |k| x[(i, k)])).collect();
-    let blocks = comm.all_gather(&local);
-    let total_rows: f64 = {
-        let mut n = [x.nrows() as f64];
-        comm.all_reduce_sum(&mut n);
-        n[0]
+    if !(percentile > 0.0 && percentile <= 100.0) {
+        return Err(EstimatorError::InvalidPercentile { percentile });
+    }
+    if pairs == 0 {
+        return Err(EstimatorError::ZeroPairs);
+    }
+    let (d, me, size) = (x.ncols(), comm.rank(), comm.size());
+    // Every rank's shape and first non-finite entry, so that every rank returns the same
+    // error as the rule on the whole data.
+    let first_bad = (0..x.nrows()).find_map(|i| (0..d).find(|&k| !x[(i, k)].is_finite()).map(|k| (i, k)));
+    let report = match first_bad {
+        Some((i, k)) => [x.nrows() as f64, d as f64, 1.0, i as f64, k as f64, x[(i, k)]],
+        None => [x.nrows() as f64, d as f64, 0.0, 0.0, 0.0, 0.0],
     };
-    let flat: Vec<f64> = blocks.concat();
-    let rows = flat.len().checked_div(d).unwrap_or(0);
-    let gathered = faer::Mat::from_fn(rows, d, |i, k| flat[i * d + k]);
-    drop(flat);
-    let mut b = bandwidth_estimate(gathered.as_ref(), percentile, pairs, rng)?;
-    b.rows = total_rows as usize;
-    Ok(b)
+    let shapes = comm.all_gather(&report);
+    let n: usize = shapes.iter().map(|s| s[0] as usize).sum();
+    if n < 2 {
+        return Err(EstimatorError::TooFewSamples { n });
+    }
+    let expected = shapes[0][1] as usize;
+    if let Some(found) = shapes.iter().map(|s| s[1] as usize).find(|&c| c != expected) {
+        return Err(EstimatorError::DimensionMismatch { what: "features on each rank", expected, found });
+    }
+    if d == 0 {
+        return Err(EstimatorError::EmptyData { nrows: n, ncols: 0 });
+    }
+    let mut offset = 0;
+    for s in &shapes {
+        if s[2] == 1.0 {
+            let (row, col, value) = (offset + s[3] as usize, s[4] as usize, s[5]);
+            return Err(EstimatorError::NonFinite { row, col, value });
+        }
+        offset += s[0] as usize;
+    }
+    // This rank's distinct rows, and the fingerprints of every rank's, in rank order.
+    let local = distinct_rows(x);
+    let prints: Vec<f64> = local.iter().flat_map(|&i| fingerprint(x, i)).collect();
+    let gathered = comm.all_gather(&prints);
+    drop(prints);
+    // The distinct rows of the whole data, in row order: (owner, place in the owner's `local`);
+    // `starts[q]..starts[q + 1]` are those of rank q.
+    let mut seen = std::collections::HashSet::new();
+    let mut owners: Vec<(usize, usize)> = Vec::new();
+    let mut starts = Vec::with_capacity(size + 1);
+    for (q, block) in gathered.iter().enumerate() {
+        starts.push(owners.len());
+        for (k, print) in block.chunks_exact(4).enumerate() {
+            let key: [u64; 4] = [print[0].to_bits(), print[1].to_bits(), print[2].to_bits(), print[3].to_bits()];
+            if seen.insert(key) {
+                owners.push((q, k));
+            }
+        }
+    }
+    starts.push(owners.len());
+    drop((gathered, seen));
+    let m = owners.len();
+    if m < 2 {
+        return Err(EstimatorError::SingleDistinctRow { n });
+    }
+    let mine = starts[me]..starts[me + 1];
+    let row_of = |g: usize| x.row(local[owners[g].1]);
+    if (m as u128) * (m as u128 - 1) / 2 <= pairs as u128 {
+        // Few distinct rows: every rank gets them all and measures every pair.
+        let send: Vec<f64> = mine.clone().flat_map(|g| row_of(g).iter().copied().collect::<Vec<_>>()).collect();
+        let rows = comm.all_gather(&send).concat();
+        let row = |a: usize| &rows[a * d..(a + 1) * d];
+        return from_distances(n, m, percentile, pairs, rng, |a, b| row_distance(row(a).iter().copied(), row(b)));
+    }
+    // The pairs one process draws; this rank measures those whose first row it owns, in the
+    // order of their second row.
+    let drawn: Vec<(usize, usize)> = (0..pairs).map(|_| draw_pair(rng, m)).collect();
+    let mut measured: Vec<(usize, usize)> =
+        drawn.iter().enumerate().filter(|(_, (a, _))| mine.contains(a)).map(|(t, &(_, b))| (b, t)).collect();
+    measured.sort_unstable();
+    let mut distances = vec![0.0; pairs];
+    let mut block = Vec::new();
+    let mut next = 0;
+    for q in 0..size {
+        for first in (starts[q]..starts[q + 1]).step_by(BANDWIDTH_BLOCK_ROWS) {
+            let end = (first + BANDWIDTH_BLOCK_ROWS).min(starts[q + 1]);
+            block.clear();
+            block.resize((end - first) * d, 0.0);
+            if q == me {
+                for (g, out) in (first..end).zip(block.chunks_exact_mut(d.max(1))) {
+                    out.iter_mut().zip(row_of(g).iter()).for_each(|(o, v)| *o = *v);
+                }
+            }
+            comm.broadcast(&mut block, q);
+            while let Some(&(b, t)) = measured.get(next).filter(|(b, _)| *b < end) {
+                let a = drawn[t].0;
+                distances[t] = row_distance(row_of(a).iter().copied(), &block[(b - first) * d..(b - first + 1) * d]);
+                next += 1;
+            }
+        }
+    }
+    drop((measured, drawn, block));
+    comm.all_reduce_sum(&mut distances);
+    percentile_of(n, m, distances, percentile, false)
+}
+
+/// Distinct rows each rank broadcasts at a time in [`bandwidth_estimate_sharded`].
+pub const BANDWIDTH_BLOCK_ROWS: usize = 2048;
+
+/// A 128-bit fingerprint of row `i` of `x` (entries as `f64`, `-0` as `+0`), as four 32-bit
+/// integers held exactly in `f64`s (so that any transport keeps them).
+fn fingerprint(x: MatRef<'_, f64>, i: usize) -> [f64; 4] {
+    let hash = |salt: u64| {
+        let mut hasher = DefaultHasher::new();
+        hasher.write_u64(salt);
+        for k in 0..x.ncols() {
+            hasher.write_u64((x[(i, k)] + 0.0).to_bits());
+        }
+        hasher.finish()
+    };
+    let (h, g) = (hash(0x5354_4f4c_5231), hash(0x5354_4f4c_5232));
+    [(h >> 32) as f64, (h & 0xffff_ffff) as f64, (g >> 32) as f64, (g & 0xffff_ffff) as f64]
+}
+
+/// The Euclidean distance between rows `u` and `v`, summed in coordinate order: the one
+/// arithmetic of the rule, wherever the two rows are held.
+fn row_distance(u: impl Iterator<Item = f64>, v: &[f64]) -> f64 {
+    u.zip(v).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt()
+}
+
+/// One pair `(a, b)`, `a ≠ b`, of `m ≥ 2` distinct rows, uniformly: the draws of the rule.
+fn draw_pair<R: Rng + ?Sized>(rng: &mut R, m: usize) -> (usize, usize) {
+    let a = rng.random_range(0..m);
+    let mut b = rng.random_range(0..m - 1);
+    if b >= a {
+        b += 1;
+    }
+    (a, b)
 }
 
 fn distinct_rows(x: MatRef<'_, f64>) -> Vec<usize> {
