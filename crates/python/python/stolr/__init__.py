@@ -367,6 +367,10 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         return tags
 
     def fit(self, X, y=None, comm=None, broadcast=True):
+        """``comm`` (an mpi4py communicator, e.g. ``MPI.COMM_WORLD``): ``X`` is this rank's block of
+        rows, the ranks' blocks consecutive in rank order; the library's sharded fit runs
+        (collective; ``stolr/_mpi.py``, docs/distributed.md). ``broadcast=True``: every rank gets
+        the model; False: rank 0 only. Errors are raised on every rank (or the job aborted)."""
         if comm is not None:  # each rank's rows under mpirun (mpi4py): stolr/_mpi.py
             from ._mpi import fit_kernel_pca
             return fit_kernel_pca(self, X, comm, broadcast)
@@ -543,6 +547,10 @@ class PCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         self.random_state = random_state
 
     def fit(self, X, y=None, comm=None, broadcast=True):
+        """``comm`` (an mpi4py communicator, e.g. ``MPI.COMM_WORLD``): ``X`` is this rank's block of
+        rows, the ranks' blocks consecutive in rank order; the library's sharded fit runs
+        (collective; ``stolr/_mpi.py``, docs/distributed.md). ``broadcast=True``: every rank gets
+        the model; False: rank 0 only. Errors are raised on every rank (or the job aborted)."""
         if comm is not None:  # each rank's rows under mpirun (mpi4py): stolr/_mpi.py
             from ._mpi import fit_pca
             return fit_pca(self, X, comm, broadcast)
@@ -1047,6 +1055,10 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
         return tags
 
     def fit(self, X, y, sample_weight=None, comm=None, broadcast=True):
+        """``comm`` (an mpi4py communicator, e.g. ``MPI.COMM_WORLD``): ``X`` is this rank's block of
+        rows (``y``: their targets), the ranks' blocks consecutive in rank order; the library's sharded fit runs
+        (collective; ``stolr/_mpi.py``, docs/distributed.md). ``broadcast=True``: every rank gets
+        the model; False: rank 0 only. Errors are raised on every rank (or the job aborted)."""
         if comm is not None:  # each rank's rows under mpirun (mpi4py): stolr/_mpi.py
             from ._mpi import fit_kernel_ridge
             return fit_kernel_ridge(self, X, y, sample_weight, comm, broadcast)
