@@ -112,6 +112,16 @@ def agree():
         same_on_every_rank(est.model_, f"kpca {name}")
         ok(f"kpca {name}")
 
+    # Float32 rows (converted exactly) and the pre-image map, fitted on rank 0 after the
+    # matrix-free solver and broadcast.
+    params = dict(solver="exact-matrix-free", n_components=3, gamma=0.05, fit_inverse_transform=True, alpha=0.1)
+    one = stolr.KernelPCA(**params).fit(X.astype(np.float32))
+    est = stolr.KernelPCA(**params).fit(X_local.astype(np.float32), comm=comm)
+    close(est.eigenvalues_, one.eigenvalues_, 1e-12, "kpca float32 eigenvalues")
+    Z = one.transform(Xtest)
+    close(est.inverse_transform(Z), one.inverse_transform(Z), 1e-10, "kpca float32 inverse_transform")
+    ok("kpca float32 pre-image")
+
     # rank 0 only: the others stay unfitted.
     est = stolr.KernelPCA(solver="nystrom", n_landmarks=30, n_components=4).fit(X_local, comm=comm, broadcast=False)
     assert hasattr(est, "model_") == (rank == 0)
@@ -143,6 +153,11 @@ def agree():
         if size == 1:
             assert est.model_ == one.model_, f"krr {solver}: the model bytes differ under -np 1"
         ok(f"krr {solver}")
+    # y as one column: 2-D predictions, as one process gives them.
+    one = stolr.KernelRidge(solver="nystrom", n_landmarks=25, gamma=0.1).fit(X, y[:, None])
+    est = stolr.KernelRidge(solver="nystrom", n_landmarks=25, gamma=0.1).fit(X_local, y_local[:, None], comm=comm)
+    close(est.predict(Xtest), one.predict(Xtest), 1e-10, "krr 2-D y")
+    ok("krr 2-D y")
 
 
 def expect_error(name, fit, *words, kind=ValueError):

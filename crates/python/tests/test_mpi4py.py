@@ -32,7 +32,8 @@ def mpirun(np_, case, out=None, **env):
 
 
 AGREE = ["communicator", "kpca nystrom", "kpca exact-matrix-free", "kpca skpca-rff", "kpca skpca-maclaurin",
-         "kpca broadcast=False", "pca exact", "pca vr-pca", "pca svrg-bb", "pca share", "krr nystrom", "krr slkl"]
+         "kpca float32 pre-image", "kpca broadcast=False", "pca exact", "pca vr-pca", "pca svrg-bb", "pca share",
+         "krr nystrom", "krr slkl", "krr 2-D y"]
 
 
 @pytest.mark.parametrize("np_", [1, 2, 3])
