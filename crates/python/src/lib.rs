@@ -26,6 +26,8 @@ use stolr_solvers::{
 };
 use stolr_solvers::{NystromSolve, Stop};
 
+mod mpi;
+
 /// A kernel PCA fit for Python: the model bytes, the eigenvalues, the training eigenvectors,
 /// the fit's warnings (fewer pairs than requested, KHA not converged, SKPCA stopped by its rank
 /// cap) as messages, and the iterations run (SKPCA, KHA; 0 for exact and Nyström).
@@ -1482,5 +1484,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<StreamingState>()?;
     add_precomputed(m)?;
     add_incremental_kpca(m)?;
+    mpi::add_mpi(m)?;
     Ok(())
 }

@@ -366,7 +366,14 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
             tags.input_tags.sparse = False
         return tags
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, comm=None, broadcast=True):
+        """``comm`` (an mpi4py communicator, e.g. ``MPI.COMM_WORLD``): ``X`` is this rank's block of
+        rows, the ranks' blocks consecutive in rank order; the library's sharded fit runs
+        (collective; ``stolr/_mpi.py``, docs/distributed.md). ``broadcast=True``: every rank gets
+        the model; False: rank 0 only. Errors are raised on every rank (or the job aborted)."""
+        if comm is not None:  # each rank's rows under mpirun (mpi4py): stolr/_mpi.py
+            from ._mpi import fit_kernel_pca
+            return fit_kernel_pca(self, X, comm, broadcast)
         if _gram_kernel(self):
             return self._fit_gram(X)
         # Sparse rows (scipy.sparse) stay sparse for the exact and Nyström solvers.
@@ -539,7 +546,14 @@ class PCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         self.tol = tol
         self.random_state = random_state
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, comm=None, broadcast=True):
+        """``comm`` (an mpi4py communicator, e.g. ``MPI.COMM_WORLD``): ``X`` is this rank's block of
+        rows, the ranks' blocks consecutive in rank order; the library's sharded fit runs
+        (collective; ``stolr/_mpi.py``, docs/distributed.md). ``broadcast=True``: every rank gets
+        the model; False: rank 0 only. Errors are raised on every rank (or the job aborted)."""
+        if comm is not None:  # each rank's rows under mpirun (mpi4py): stolr/_mpi.py
+            from ._mpi import fit_pca
+            return fit_pca(self, X, comm, broadcast)
         X = validate_data(self, X, dtype=_DTYPES, ensure_min_samples=2)
         X = np.ascontiguousarray(X)
         max_iter = None if self.max_iter is None else _count("max_iter", self.max_iter)
@@ -1040,7 +1054,14 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
             tags.input_tags.sparse = False
         return tags
 
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X, y, sample_weight=None, comm=None, broadcast=True):
+        """``comm`` (an mpi4py communicator, e.g. ``MPI.COMM_WORLD``): ``X`` is this rank's block of
+        rows (``y``: their targets), the ranks' blocks consecutive in rank order; the library's sharded fit runs
+        (collective; ``stolr/_mpi.py``, docs/distributed.md). ``broadcast=True``: every rank gets
+        the model; False: rank 0 only. Errors are raised on every rank (or the job aborted)."""
+        if comm is not None:  # each rank's rows under mpirun (mpi4py): stolr/_mpi.py
+            from ._mpi import fit_kernel_ridge
+            return fit_kernel_ridge(self, X, y, sample_weight, comm, broadcast)
         if _gram_kernel(self):
             return self._fit_gram(X, y, sample_weight)
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, y_numeric=True, multi_output=True)

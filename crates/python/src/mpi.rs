@@ -1,0 +1,529 @@
+//! Fits under `mpirun` from Python: Stolr's [`Communicator`] over an mpi4py communicator
+//! ([`PyComm`]), and the sharded fits that `stolr.KernelPCA`, `stolr.PCA` and
+//! `stolr.KernelRidge` run when `fit` is given `comm=` (`python/stolr/_mpi.py` validates the
+//! rows collectively, agrees on errors and hands the model out).
+//!
+//! No MPI is compiled into the extension: every collective calls a method of the mpi4py
+//! communicator object (its buffer methods on NumPy arrays: `Alltoallv`, `Allgatherv`, `Bcast`,
+//! `Gatherv`; the pickle-based `allgather`/`gather` for the lengths), so the package works with
+//! whatever MPI mpi4py was built or loaded against.
+//!
+//! # Collectives and their cost
+//! With `L` the buffer length in doubles and `P` the ranks (the scheme of the `stolr-mpi`
+//! crate, so a fit gives the same bits as `mpirun stolr` with the same `P`):
+//! - [`Communicator::all_reduce_sum`]: slice `q` of every rank's buffer goes to rank `q`
+//!   (`Alltoallv`), which adds the `P` copies **in rank order**; the sums are shared
+//!   (`Allgatherv`). About `16·L` bytes sent and received per rank, and every rank gets the
+//!   same bits whatever MPI's own reduction order.
+//! - [`Communicator::broadcast`]: `Bcast`, `8·L` bytes.
+//! - [`Communicator::all_gather`] / [`Communicator::gather`]: the lengths (`allgather` /
+//!   `gather` of one integer each), then `Allgatherv` / `Gatherv`.
+//!
+//! Each collective copies its buffer into a NumPy array and back (`O(L)`, small next to the
+//! message) and takes the GIL for the call; the fit itself runs with the GIL released.
+//!
+//! # Failures
+//! The trait's collectives cannot return an error: an exception raised by mpi4py (or a
+//! message of 2³¹ doubles or more) panics, which pyo3 raises as `PanicException` on that
+//! rank; `_mpi.py` then makes every rank raise, or aborts the job ([`Communicator`]'s contract:
+//! a rank that fails between collectives must not leave the others waiting).
+
+use faer::Mat;
+use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use stolr_comm::{Communicator, RowShard};
+use stolr_solvers::{
+    DEFAULT_TAU_SUBSAMPLE, IterationReport, KernelPcaJob, KernelRidgeJob, KpcaMethod, KpcaSettings, Named, Observer,
+    Pca, PcaJob, PcaMethod, SamplerKind, Shard, Stop, SvrgPcaConfig, TauRule,
+};
+
+use crate::{HeldRows, PyRows, held, kernel, python_stderr, shard_of, solver_error, to_numpy, value_error};
+use crate::{KpcaFitArrays, KrrFitReport, KrrOptions, budget, given_landmarks, krr_job, krr_report, model_bytes};
+
+/// An mpi4py communicator (`mpi4py.MPI.Comm`, e.g. `MPI.COMM_WORLD` or a `Dup` of it) as
+/// Stolr's [`Communicator`]. Every method is collective over the mpi4py communicator and
+/// takes the GIL for its MPI calls.
+pub(crate) struct PyComm {
+    comm: Py<PyAny>,
+    rank: usize,
+    size: usize,
+}
+
+impl PyComm {
+    /// The communicator `comm` (its `Get_rank()` and `Get_size()` are read once).
+    ///
+    /// # Errors
+    /// `TypeError`/`AttributeError` for an object without those methods.
+    pub(crate) fn new(comm: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let rank: usize = comm.call_method0("Get_rank")?.extract()?;
+        let size: usize = comm.call_method0("Get_size")?.extract()?;
+        if size == 0 || rank >= size {
+            return Err(value_error(format!("an MPI communicator with rank {rank} of {size}")));
+        }
+        Ok(Self { comm: comm.clone().unbind(), rank, size })
+    }
+
+    /// Runs `f` with the GIL and the communicator; a Python exception becomes a panic naming
+    /// `what` (the trait's collectives return no error; see the module docs).
+    fn call<T>(&self, what: &str, f: impl FnOnce(Python<'_>, &Bound<'_, PyAny>) -> PyResult<T>) -> T {
+        let result = Python::attach(|py| f(py, self.comm.bind(py)).map_err(|e| e.to_string()));
+        result.unwrap_or_else(|e| panic!("rank {} of {}: MPI {what} failed: {e}", self.rank, self.size))
+    }
+}
+
+/// `(counts, displacements)` of `len` entries cut into `parts` balanced slices (the slices of
+/// the `stolr-mpi` crate's all-reduce).
+fn slices(len: usize, parts: usize) -> (Vec<i64>, Vec<i64>) {
+    let (base, extra) = (len / parts, len % parts);
+    let counts: Vec<i64> = (0..parts).map(|q| count(base + usize::from(q < extra))).collect();
+    let displs = displacements(&counts);
+    (counts, displs)
+}
+
+fn displacements(counts: &[i64]) -> Vec<i64> {
+    counts
+        .iter()
+        .scan(0, |acc, &c| {
+            let d = *acc;
+            *acc += c;
+            Some(d)
+        })
+        .collect()
+}
+
+/// A count as an MPI message takes it.
+///
+/// # Panics
+/// For `2³¹` doubles or more (Open MPI 4's counts are C `int`s).
+fn count(n: usize) -> i64 {
+    assert!(n < (1 << 31), "an MPI message holds fewer than 2^31 doubles, got {n}");
+    n as i64
+}
+
+/// mpi4py's message `[buffer, (counts, displacements)]`.
+fn message<'py>(
+    py: Python<'py>,
+    buffer: &Bound<'py, PyArray1<f64>>,
+    counts: &[i64],
+    displs: &[i64],
+) -> PyResult<Bound<'py, PyList>> {
+    let layout = (counts.to_vec(), displs.to_vec()).into_pyobject(py)?;
+    PyList::new(py, [buffer.clone().into_any(), layout.into_any()])
+}
+
+/// The blocks of `flat` given by `counts`.
+fn split(flat: &[f64], counts: &[i64]) -> Vec<Vec<f64>> {
+    let displs = displacements(counts);
+    counts.iter().zip(&displs).map(|(&c, &d)| flat[d as usize..(d + c) as usize].to_vec()).collect()
+}
+
+impl Communicator for PyComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn all_reduce_sum(&self, buf: &mut [f64]) {
+        let p = self.size;
+        if p == 1 {
+            return;
+        }
+        let me = self.rank;
+        let (counts, displs) = slices(buf.len(), p);
+        let mine = counts[me] as usize;
+        let summed = self.call("all-reduce", |py, comm| {
+            // Slice `me` of every rank, rank after rank.
+            let send = PyArray1::from_slice(py, buf);
+            let received = PyArray1::<f64>::zeros(py, mine * p, false);
+            let recv_counts = vec![count(mine); p];
+            let recv_displs = displacements(&recv_counts);
+            comm.call_method1(
+                "Alltoallv",
+                (message(py, &send, &counts, &displs)?, message(py, &received, &recv_counts, &recv_displs)?),
+            )?;
+            let received = received.readonly();
+            let received = received.as_slice()?;
+            let sum: Vec<f64> = (0..mine)
+                .map(|k| {
+                    let mut s = received[k];
+                    for r in 1..p {
+                        s += received[r * mine + k];
+                    }
+                    s
+                })
+                .collect();
+            let sum = PyArray1::from_vec(py, sum);
+            let out = PyArray1::<f64>::zeros(py, buf.len(), false);
+            comm.call_method1("Allgatherv", (sum, message(py, &out, &counts, &displs)?))?;
+            Ok(out.readonly().as_slice()?.to_vec())
+        });
+        buf.copy_from_slice(&summed);
+    }
+
+    fn broadcast(&self, buf: &mut [f64], root: usize) {
+        assert!(root < self.size, "broadcast: root {root} of {}", self.size);
+        if self.size == 1 {
+            return;
+        }
+        let got = self.call("broadcast", |py, comm| {
+            let array = PyArray1::from_slice(py, buf);
+            let kwargs = PyDict::new(py);
+            kwargs.set_item("root", root)?;
+            comm.call_method("Bcast", (array.clone(),), Some(&kwargs))?;
+            Ok(array.readonly().as_slice()?.to_vec())
+        });
+        buf.copy_from_slice(&got);
+    }
+
+    fn all_gather(&self, send: &[f64]) -> Vec<Vec<f64>> {
+        if self.size == 1 {
+            return vec![send.to_vec()];
+        }
+        let (flat, counts) = self.call("all-gather", |py, comm| {
+            let counts: Vec<i64> = comm.call_method1("allgather", (count(send.len()),))?.extract()?;
+            let displs = displacements(&counts);
+            let out = PyArray1::<f64>::zeros(py, counts.iter().sum::<i64>() as usize, false);
+            comm.call_method1("Allgatherv", (PyArray1::from_slice(py, send), message(py, &out, &counts, &displs)?))?;
+            Ok((out.readonly().as_slice()?.to_vec(), counts))
+        });
+        split(&flat, &counts)
+    }
+
+    fn gather(&self, send: &[f64], root: usize) -> Option<Vec<Vec<f64>>> {
+        assert!(root < self.size, "gather: root {root} of {}", self.size);
+        if self.size == 1 {
+            return Some(vec![send.to_vec()]);
+        }
+        let is_root = self.rank == root;
+        let gathered = self.call("gather", |py, comm| {
+            let kwargs = PyDict::new(py);
+            kwargs.set_item("root", root)?;
+            let counts = comm.call_method("gather", (count(send.len()),), Some(&kwargs))?;
+            let sent = PyArray1::from_slice(py, send);
+            if !is_root {
+                comm.call_method("Gatherv", (sent, py.None()), Some(&kwargs))?;
+                return Ok(None);
+            }
+            let counts: Vec<i64> = counts.extract()?;
+            let displs = displacements(&counts);
+            let out = PyArray1::<f64>::zeros(py, counts.iter().sum::<i64>() as usize, false);
+            comm.call_method("Gatherv", (sent, message(py, &out, &counts, &displs)?), Some(&kwargs))?;
+            Ok(Some((out.readonly().as_slice()?.to_vec(), counts)))
+        });
+        gathered.map(|(flat, counts)| split(&flat, &counts))
+    }
+}
+
+/// The observer of a sharded fit: with `verbose`, rank 0 prints the iteration every 0.2 s to
+/// Python's `sys.stderr`. It does not poll Ctrl-C (one rank stopping alone would leave the
+/// others waiting; under `mpirun`, Ctrl-C ends the job).
+struct RankObserver {
+    verbose: bool,
+    last: std::time::Instant,
+}
+
+impl Observer for RankObserver {
+    fn on_iteration(&mut self, report: &IterationReport) -> std::ops::ControlFlow<()> {
+        if self.verbose && self.last.elapsed() >= std::time::Duration::from_millis(200) {
+            self.last = std::time::Instant::now();
+            let line = format!(
+                "stolr (rank 0): iteration {}, rank {}, {:.1} s\n",
+                report.t,
+                report.rank,
+                report.elapsed.as_secs_f64()
+            );
+            Python::attach(|py| python_stderr(py, &line));
+        }
+        std::ops::ControlFlow::Continue(())
+    }
+}
+
+/// This rank's rows as the job takes them. On one rank, the rows as the one-process fit takes
+/// them ([`shard_of`]: a view of the array, float32 kept), so that `mpirun -np 1` gives the
+/// one-process fit bit for bit; on several, an owned float64 copy `(n_p, d)` (float32
+/// converted exactly; `8·n_p·d` bytes), the form [`Shard::part`] holds.
+enum Local<'a> {
+    Whole(stolr_estimators::DataRef<'a>),
+    Part(Mat<f64>),
+}
+
+impl<'a> Local<'a> {
+    /// The rows of `x` on this rank of `comm`.
+    ///
+    /// # Errors
+    /// `ValueError` for sparse rows on several ranks (the sharded fits hold dense rows).
+    fn of(comm: &PyComm, x: &'a HeldRows<'_>) -> PyResult<Self> {
+        let data = x.data();
+        if comm.size == 1 {
+            return Ok(Local::Whole(data));
+        }
+        match data {
+            stolr_estimators::DataRef::Dense(m) => Ok(Local::Part(stolr_estimators::to_owned(m))),
+            stolr_estimators::DataRef::DenseF32(m) => Ok(Local::Part(stolr_estimators::f32_to_f64(m))),
+            stolr_estimators::DataRef::Sparse(_) => {
+                Err(value_error("under comm=, each rank's rows are a dense 2-D float64 or float32 array"))
+            }
+        }
+    }
+
+    /// This rank's number of rows.
+    fn nrows(&self) -> usize {
+        match self {
+            Local::Whole(x) => x.nrows(),
+            Local::Part(x) => x.nrows(),
+        }
+    }
+
+    /// The shard: on several ranks, at its place among the rows of every rank (the row counts
+    /// all-gathered, blocks consecutive in rank order). Collective.
+    fn shard<'s>(self, comm: &'s PyComm) -> Shard<'s>
+    where
+        'a: 's,
+    {
+        match self {
+            Local::Whole(x) => shard_of(x),
+            Local::Part(x) => {
+                let place = RowShard::from_local_rows(comm, x.nrows());
+                Shard::part(x, place, comm)
+            }
+        }
+    }
+}
+
+/// Kernel PCA on rows split across the ranks of `comm` (an mpi4py communicator): this rank
+/// passes its rows `x` `(n_p, d)`, the ranks hold consecutive blocks in rank order, and the
+/// library's job runs on the shard ([`KernelPcaJob::run`], the call `mpirun stolr kpca`
+/// makes). Returns on rank 0 what `fit_kernel_pca` returns for the concatenated rows (model
+/// bytes, eigenvalues, eigenvectors `(n, r)`, warnings, iterations); `None` on the other ranks.
+/// Collective.
+///
+/// # Errors
+/// As `fit_kernel_pca`, and the library's `SolverError::NotDistributed` (a `ValueError`) for
+/// what it does not run on several ranks (the dense exact solver, KHA, the column samplers,
+/// centred SKPCA), raised on every rank.
+#[pyfunction]
+#[pyo3(signature = (comm, x, n_components, kernel_name, gamma, degree, coef0, solver, center, tau, n_iter, n_features, sampler, n_landmarks, seed, verbose, memory_limit=None, inverse_alpha=None, max_rank=None, landmark_indices=None, landmark_rows=None))]
+#[allow(clippy::too_many_arguments)]
+fn mpi_fit_kernel_pca<'py>(
+    py: Python<'py>,
+    comm: &Bound<'py, PyAny>,
+    x: PyRows<'py>,
+    n_components: Option<usize>,
+    kernel_name: &str,
+    gamma: f64,
+    degree: u32,
+    coef0: f64,
+    solver: &str,
+    center: bool,
+    tau: Option<f64>,
+    n_iter: usize,
+    n_features: usize,
+    sampler: &str,
+    n_landmarks: usize,
+    seed: u64,
+    verbose: bool,
+    memory_limit: Option<String>,
+    inverse_alpha: Option<f64>,
+    max_rank: Option<usize>,
+    landmark_indices: Option<numpy::PyReadonlyArray1<'py, i64>>,
+    landmark_rows: Option<PyReadonlyArray2<'py, f64>>,
+) -> PyResult<Option<KpcaFitArrays<'py>>> {
+    let comm = PyComm::new(comm)?;
+    let x = held(&x)?;
+    let local = Local::of(&comm, &x)?;
+    // The job as `fit_kernel_pca` builds it from the same arguments.
+    let memory = budget(memory_limit)?;
+    let kernel = kernel(kernel_name, gamma, degree, coef0)?;
+    let sampler: SamplerKind = sampler.parse().map_err(value_error)?;
+    let settings = KpcaSettings {
+        landmarks: n_landmarks,
+        iterations: n_iter,
+        sampler,
+        features: n_features,
+        max_rank: max_rank.unwrap_or(KpcaSettings::default().max_rank),
+        ..Default::default()
+    };
+    let method = KpcaMethod::parse(solver).map_err(value_error)?;
+    let tau = match (tau, n_components) {
+        (Some(tau), _) => TauRule::Given(tau),
+        (None, Some(rank)) => TauRule::ForRank { rank, subsample: DEFAULT_TAU_SUBSAMPLE },
+        (None, None) if method == KpcaMethod::Skpca => {
+            return Err(value_error("solver='skpca' needs tau or n_components"));
+        }
+        (None, None) => TauRule::ForRank { rank: 10, subsample: DEFAULT_TAU_SUBSAMPLE },
+    };
+    let job = KernelPcaJob {
+        center,
+        tau,
+        memory,
+        inverse_transform: inverse_alpha,
+        landmarks: given_landmarks(landmark_indices, landmark_rows)?,
+        ..KernelPcaJob::new(kernel.into(), n_components, method.solver(&settings), seed)
+    };
+    let mut observer = RankObserver { verbose, last: std::time::Instant::now() };
+    let result = py.detach(|| job.run(local.shard(&comm), &mut observer));
+    let Some(outcome) = result.map_err(solver_error)? else {
+        return Ok(None);
+    };
+    let fit = outcome.fit;
+    let values = PyArray1::from_vec(py, fit.pairs.values.clone());
+    let vectors = to_numpy(py, fit.pairs.vectors.as_ref());
+    let mut warnings: Vec<String> = fit.warnings.iter().map(ToString::to_string).collect();
+    if let Some(stop @ Stop::RankCapReached { .. }) = fit.stop {
+        warnings.push(format!(
+            "skpca has not converged after {} iterations: {stop}; the eigenpairs are those of the capped iterate",
+            fit.iterations
+        ));
+    }
+    Ok(Some((model_bytes(py, &fit.model)?, values, vectors, warnings, fit.iterations)))
+}
+
+/// A sharded PCA fit's model bytes, stop reason and epochs (the same on every rank).
+type MpiPcaFit<'py> = (Bound<'py, PyBytes>, Option<String>, usize);
+
+/// PCA on rows split across the ranks of `comm`: the library's job on the shard
+/// ([`PcaJob::run`], the call `mpirun stolr pca` makes: exact PCA from the rank-ordered sum of
+/// every rank's `d × d` Gram matrix, SVRG-PCA and VR-PCA with their snapshot products split
+/// across the ranks). Returns the model bytes, the stop reason of an iterative solver and its
+/// epochs, on every rank (the same bits). Collective.
+///
+/// # Errors
+/// As `fit_pca_report` (bad rank or solver, `MemoryError` over the budget), raised on every rank.
+#[pyfunction]
+#[pyo3(signature = (comm, x, n_components, solver, center, seed, verbose, max_iter=None))]
+#[allow(clippy::too_many_arguments)]
+fn mpi_fit_pca<'py>(
+    py: Python<'py>,
+    comm: &Bound<'py, PyAny>,
+    x: PyRows<'py>,
+    n_components: usize,
+    solver: &str,
+    center: bool,
+    seed: u64,
+    verbose: bool,
+    max_iter: Option<usize>,
+) -> PyResult<MpiPcaFit<'py>> {
+    let comm = PyComm::new(comm)?;
+    let x = held(&x)?;
+    let local = Local::of(&comm, &x)?;
+    let method = PcaMethod::parse(solver).map_err(value_error)?;
+    let mut svrg = SvrgPcaConfig::consistent(n_components);
+    if let Some(epochs) = max_iter {
+        svrg.max_epochs = epochs;
+    }
+    let Some(solver) = method.batch(svrg, max_iter) else {
+        return Err(value_error(format!("'{solver}' is a streaming solver: use StreamingPCA")));
+    };
+    let job = PcaJob::new(Pca { rank: n_components, center, scale: false, solver }, seed);
+    let mut observer = RankObserver { verbose: verbose && comm.rank == 0, last: std::time::Instant::now() };
+    let result = py.detach(|| job.run(local.shard(&comm), &mut observer));
+    let outcome = result.map_err(solver_error)?;
+    let stop = outcome.stop.map(|s| format!("{s:?}"));
+    Ok((model_bytes(py, &outcome.model)?, stop, outcome.epochs))
+}
+
+/// Kernel ridge regression on rows split across the ranks of `comm`: this rank's rows `x`
+/// `(n_p, d)` and their targets `y` `(n_p,)`; the library's job on the shard
+/// ([`KernelRidgeJob::run`], the call `mpirun stolr krr` makes: Nyström KRR and SLKL are
+/// sharded). Returns what `fit_kernel_ridge` returns, on every rank (the same bits).
+/// Collective.
+///
+/// # Errors
+/// As `fit_kernel_ridge`, and `SolverError::NotDistributed` (a `ValueError`) for the solvers
+/// and options the library runs on one process only (`krr`, `krr-subset`, `uniform`,
+/// `nu='auto'`, Nyström on given landmark rows), raised on every rank.
+#[pyfunction]
+#[pyo3(signature = (comm, x, y, solver, kernel_name, alpha, gamma, n_landmarks, nu, fit_intercept, seed, verbose, max_iter=None, tol=None, nystrom_solve="auto", landmark_indices=None, landmark_rows=None))]
+#[allow(clippy::too_many_arguments)]
+fn mpi_fit_kernel_ridge<'py>(
+    py: Python<'py>,
+    comm: &Bound<'py, PyAny>,
+    x: PyRows<'py>,
+    y: numpy::PyReadonlyArray1<'py, f64>,
+    solver: &str,
+    kernel_name: &str,
+    alpha: f64,
+    gamma: f64,
+    n_landmarks: usize,
+    nu: Option<f64>,
+    fit_intercept: bool,
+    seed: u64,
+    verbose: bool,
+    max_iter: Option<usize>,
+    tol: Option<f64>,
+    nystrom_solve: &str,
+    landmark_indices: Option<numpy::PyReadonlyArray1<'py, i64>>,
+    landmark_rows: Option<PyReadonlyArray2<'py, f64>>,
+) -> PyResult<KrrFitReport<'py>> {
+    let comm = PyComm::new(comm)?;
+    let x = held(&x)?;
+    let local = Local::of(&comm, &x)?;
+    let y: Vec<f64> = y.as_array().iter().copied().collect();
+    if y.len() != local.nrows() {
+        return Err(value_error(format!("{} targets for {} rows on rank {}", y.len(), local.nrows(), comm.rank)));
+    }
+    let job = krr_job(KrrOptions {
+        kernel_name,
+        gamma,
+        solver,
+        alpha,
+        n_landmarks,
+        nu,
+        fit_intercept,
+        seed,
+        max_iter,
+        tol,
+        nystrom_solve,
+    })?;
+    let job = KernelRidgeJob { landmarks: given_landmarks(landmark_indices, landmark_rows)?, ..job };
+    let mut observer = RankObserver { verbose: verbose && comm.rank == 0, last: std::time::Instant::now() };
+    let result = py.detach(|| job.run(local.shard(&comm), &y, None, &mut observer));
+    let outcome = result.map_err(solver_error)?;
+    let (n_iter, warnings) = krr_report(&outcome);
+    Ok((model_bytes(py, &outcome.model)?, n_iter, warnings))
+}
+
+/// The `all_reduce_sum` of `buf` over `comm` through [`PyComm`] (rank-ordered sums, the same
+/// bits on every rank): for the tests of the communicator itself. Collective.
+#[pyfunction]
+fn mpi_all_reduce_sum(comm: &Bound<'_, PyAny>, buf: Vec<f64>) -> PyResult<Vec<f64>> {
+    let comm = PyComm::new(comm)?;
+    let mut buf = buf;
+    comm.all_reduce_sum(&mut buf);
+    Ok(buf)
+}
+
+/// The [`Communicator`] collectives of [`PyComm`] on `send` for the tests: `(all_gather,
+/// gather to root, broadcast of `[rank, rank]` from root)`; `gather` is `None` off the root. Collective.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn mpi_collectives(
+    comm: &Bound<'_, PyAny>,
+    send: Vec<f64>,
+    root: usize,
+) -> PyResult<(Vec<Vec<f64>>, Option<Vec<Vec<f64>>>, Vec<f64>)> {
+    let comm = PyComm::new(comm)?;
+    if root >= comm.size {
+        return Err(value_error(format!("root {root} of {}", comm.size)));
+    }
+    let all = comm.all_gather(&send);
+    let gathered = comm.gather(&send, root);
+    let mut b = vec![comm.rank as f64; 2];
+    comm.broadcast(&mut b, root);
+    Ok((all, gathered, b))
+}
+
+/// Registers the sharded fits (`mpi_fit_kernel_pca`, `mpi_fit_pca`, `mpi_fit_kernel_ridge`)
+/// and the communicator's test hooks in the `_core` module.
+pub(crate) fn add_mpi(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(mpi_fit_kernel_pca, m)?)?;
+    m.add_function(wrap_pyfunction!(mpi_fit_pca, m)?)?;
+    m.add_function(wrap_pyfunction!(mpi_fit_kernel_ridge, m)?)?;
+    m.add_function(wrap_pyfunction!(mpi_all_reduce_sum, m)?)?;
+    m.add_function(wrap_pyfunction!(mpi_collectives, m)?)?;
+    Ok(())
+}
