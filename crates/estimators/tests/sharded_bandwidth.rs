@@ -38,7 +38,13 @@ fn sharded_rule_streams_many_blocks_with_the_bits_of_the_whole_rule() {
         match j {
             2 => 1.5,
             _ if i == 4321 => 1e6,
-            _ if src == 10 && j == 0 => if i == 10 { 0.0 } else { -0.0 },
+            _ if src == 10 && j == 0 => {
+                if i == 10 {
+                    0.0
+                } else {
+                    -0.0
+                }
+            }
             _ => ((src * (j + 2)) as f64 * 0.37).sin() * (1.0 + (src % 7) as f64),
         }
     });

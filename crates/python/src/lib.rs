@@ -312,22 +312,76 @@ fn fit_kernel_pca<'py>(
     landmark_indices: Option<PyReadonlyArray1<'py, i64>>,
     landmark_rows: Option<PyReadonlyArray2<'py, f64>>,
 ) -> PyResult<KpcaFitArrays<'py>> {
-    let memory = budget(memory_limit)?;
     let x = held(&x)?;
-    let kernel = kernel(kernel_name, gamma, degree, coef0)?;
-    let sampler: SamplerKind = sampler.parse().map_err(value_error)?;
-    let settings = KpcaSettings {
-        landmarks: n_landmarks,
-        iterations: n_iter,
+    let job = kpca_job(KpcaOptions {
+        n_components,
+        kernel_name,
+        gamma,
+        degree,
+        coef0,
+        solver,
+        center,
+        tau,
+        n_iter,
+        n_features,
         sampler,
-        features: n_features,
-        max_rank: max_rank.unwrap_or(KpcaSettings::default().max_rank),
+        n_landmarks,
+        seed,
+        memory_limit,
+        inverse_alpha,
+        max_rank,
+        landmark_indices,
+        landmark_rows,
+    })?;
+    let mut observer = PythonObserver::new(verbose);
+    let data = x.data();
+    let result = py.detach(|| job.run(shard_of(data), &mut observer));
+    let outcome = observer.finish(result)?.ok_or_else(|| value_error("no result on one process"))?;
+    kpca_arrays(py, outcome.fit)
+}
+
+/// The keyword arguments of a Python kernel PCA fit (`fit_kernel_pca`, `mpi_fit_kernel_pca`).
+pub(crate) struct KpcaOptions<'a, 'py> {
+    pub n_components: Option<usize>,
+    pub kernel_name: &'a str,
+    pub gamma: f64,
+    pub degree: u32,
+    pub coef0: f64,
+    pub solver: &'a str,
+    pub center: bool,
+    pub tau: Option<f64>,
+    pub n_iter: usize,
+    pub n_features: usize,
+    pub sampler: &'a str,
+    pub n_landmarks: usize,
+    pub seed: u64,
+    pub memory_limit: Option<String>,
+    pub inverse_alpha: Option<f64>,
+    pub max_rank: Option<usize>,
+    pub landmark_indices: Option<PyReadonlyArray1<'py, i64>>,
+    pub landmark_rows: Option<PyReadonlyArray2<'py, f64>>,
+}
+
+/// The kernel PCA job of the keyword arguments `o`, as the CLI builds it from its options: τ
+/// given, or between the estimated `n_components`-th and next eigenvalue.
+///
+/// # Errors
+/// `ValueError` for an unknown kernel, solver or sampler, a `gamma` that is not positive, SKPCA
+/// without `tau` or `n_components`, a bad memory limit or bad landmarks.
+pub(crate) fn kpca_job(o: KpcaOptions<'_, '_>) -> PyResult<KernelPcaJob> {
+    let memory = budget(o.memory_limit)?;
+    let kernel = kernel(o.kernel_name, o.gamma, o.degree, o.coef0)?;
+    let sampler: SamplerKind = o.sampler.parse().map_err(value_error)?;
+    let settings = KpcaSettings {
+        landmarks: o.n_landmarks,
+        iterations: o.n_iter,
+        sampler,
+        features: o.n_features,
+        max_rank: o.max_rank.unwrap_or(KpcaSettings::default().max_rank),
         ..Default::default()
     };
-    let method = KpcaMethod::parse(solver).map_err(value_error)?;
-    let solver = method.solver(&settings);
-    // As the CLI: τ given, or between the estimated n_components-th and next eigenvalue.
-    let tau = match (tau, n_components) {
+    let method = KpcaMethod::parse(o.solver).map_err(value_error)?;
+    let tau = match (o.tau, o.n_components) {
         (Some(tau), _) => TauRule::Given(tau),
         (None, Some(rank)) => TauRule::ForRank { rank, subsample: DEFAULT_TAU_SUBSAMPLE },
         (None, None) if method == KpcaMethod::Skpca => {
@@ -335,19 +389,20 @@ fn fit_kernel_pca<'py>(
         }
         (None, None) => TauRule::ForRank { rank: 10, subsample: DEFAULT_TAU_SUBSAMPLE },
     };
-    let job = KernelPcaJob {
-        center,
+    Ok(KernelPcaJob {
+        center: o.center,
         tau,
         memory,
-        inverse_transform: inverse_alpha,
-        landmarks: given_landmarks(landmark_indices, landmark_rows)?,
-        ..KernelPcaJob::new(kernel.into(), n_components, solver, seed)
-    };
-    let mut observer = PythonObserver::new(verbose);
-    let data = x.data();
-    let result = py.detach(|| job.run(shard_of(data), &mut observer));
-    let outcome = observer.finish(result)?.ok_or_else(|| value_error("no result on one process"))?;
-    let fit = outcome.fit;
+        inverse_transform: o.inverse_alpha,
+        landmarks: given_landmarks(o.landmark_indices, o.landmark_rows)?,
+        ..KernelPcaJob::new(kernel.into(), o.n_components, method.solver(&settings), o.seed)
+    })
+}
+
+/// What a Python kernel PCA fit returns from the library's fit: the model bytes, the
+/// eigenvalues (nonincreasing), the training eigenvectors `(n, r)`, the warnings (SKPCA
+/// stopped by its rank cap among them) and the iterations.
+pub(crate) fn kpca_arrays<'py>(py: Python<'py>, fit: stolr_solvers::KernelPcaFit) -> PyResult<KpcaFitArrays<'py>> {
     let values = Array1::from(fit.pairs.values.clone()).into_pyarray(py);
     let vectors = to_numpy(py, fit.pairs.vectors.as_ref());
     let mut warnings: Vec<String> = fit.warnings.iter().map(ToString::to_string).collect();

@@ -33,13 +33,10 @@ use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use stolr_comm::{Communicator, RowShard};
-use stolr_solvers::{
-    DEFAULT_TAU_SUBSAMPLE, IterationReport, KernelPcaJob, KernelRidgeJob, KpcaMethod, KpcaSettings, Named, Observer,
-    Pca, PcaJob, PcaMethod, SamplerKind, Shard, Stop, SvrgPcaConfig, TauRule,
-};
+use stolr_solvers::{IterationReport, KernelRidgeJob, Named, Observer, Pca, PcaJob, PcaMethod, Shard, SvrgPcaConfig};
 
-use crate::{HeldRows, PyRows, held, kernel, python_stderr, shard_of, solver_error, to_numpy, value_error};
-use crate::{KpcaFitArrays, KrrFitReport, KrrOptions, budget, given_landmarks, krr_job, krr_report, model_bytes};
+use crate::{HeldRows, PyRows, held, python_stderr, shard_of, solver_error, value_error};
+use crate::{KpcaFitArrays, KrrFitReport, KrrOptions, given_landmarks, krr_job, krr_report, model_bytes};
 
 /// An mpi4py communicator (`mpi4py.MPI.Comm`, e.g. `MPI.COMM_WORLD` or a `Dup` of it) as
 /// Stolr's [`Communicator`]. Every method is collective over the mpi4py communicator and
@@ -335,51 +332,32 @@ fn mpi_fit_kernel_pca<'py>(
     let comm = PyComm::new(comm)?;
     let x = held(&x)?;
     let local = Local::of(&comm, &x)?;
-    // The job as `fit_kernel_pca` builds it from the same arguments.
-    let memory = budget(memory_limit)?;
-    let kernel = kernel(kernel_name, gamma, degree, coef0)?;
-    let sampler: SamplerKind = sampler.parse().map_err(value_error)?;
-    let settings = KpcaSettings {
-        landmarks: n_landmarks,
-        iterations: n_iter,
-        sampler,
-        features: n_features,
-        max_rank: max_rank.unwrap_or(KpcaSettings::default().max_rank),
-        ..Default::default()
-    };
-    let method = KpcaMethod::parse(solver).map_err(value_error)?;
-    let tau = match (tau, n_components) {
-        (Some(tau), _) => TauRule::Given(tau),
-        (None, Some(rank)) => TauRule::ForRank { rank, subsample: DEFAULT_TAU_SUBSAMPLE },
-        (None, None) if method == KpcaMethod::Skpca => {
-            return Err(value_error("solver='skpca' needs tau or n_components"));
-        }
-        (None, None) => TauRule::ForRank { rank: 10, subsample: DEFAULT_TAU_SUBSAMPLE },
-    };
-    let job = KernelPcaJob {
+    let job = crate::kpca_job(crate::KpcaOptions {
+        n_components,
+        kernel_name,
+        gamma,
+        degree,
+        coef0,
+        solver,
         center,
         tau,
-        memory,
-        inverse_transform: inverse_alpha,
-        landmarks: given_landmarks(landmark_indices, landmark_rows)?,
-        ..KernelPcaJob::new(kernel.into(), n_components, method.solver(&settings), seed)
-    };
+        n_iter,
+        n_features,
+        sampler,
+        n_landmarks,
+        seed,
+        memory_limit,
+        inverse_alpha,
+        max_rank,
+        landmark_indices,
+        landmark_rows,
+    })?;
     let mut observer = RankObserver { verbose, last: std::time::Instant::now() };
     let result = py.detach(|| job.run(local.shard(&comm), &mut observer));
     let Some(outcome) = result.map_err(solver_error)? else {
         return Ok(None);
     };
-    let fit = outcome.fit;
-    let values = PyArray1::from_vec(py, fit.pairs.values.clone());
-    let vectors = to_numpy(py, fit.pairs.vectors.as_ref());
-    let mut warnings: Vec<String> = fit.warnings.iter().map(ToString::to_string).collect();
-    if let Some(stop @ Stop::RankCapReached { .. }) = fit.stop {
-        warnings.push(format!(
-            "skpca has not converged after {} iterations: {stop}; the eigenpairs are those of the capped iterate",
-            fit.iterations
-        ));
-    }
-    Ok(Some((model_bytes(py, &fit.model)?, values, vectors, warnings, fit.iterations)))
+    crate::kpca_arrays(py, outcome.fit).map(Some)
 }
 
 /// A sharded PCA fit's model bytes, stop reason and epochs (the same on every rank).
