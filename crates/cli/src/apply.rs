@@ -14,7 +14,7 @@ use stolr_solvers::{KernelPcaModel, KrrModel, PcaModel, Persist, Predictor, Tran
 
 use crate::common::input::{Format, read_for_model, read_part_for_model};
 use crate::common::output::write_report;
-use crate::common::sharded_npy::write_rows_in_rank_order;
+use crate::common::sharded_npy::{write_rows_in_rank_order, write_values_in_rank_order};
 use stolr_model::OneHotEncoding;
 
 /// Arguments of `stolr transform`, `stolr inverse-transform` and `stolr predict`.
@@ -105,7 +105,7 @@ pub fn transform_sharded(args: ApplyArgs, ctx: &crate::distributed::RunContext) 
     let (model, encoding) = transformer(&file, &path)?;
     let d = n_features(&file)?;
     let format = args.format.unwrap_or(if encoding.is_some() { Format::Csv } else { Format::Libsvm });
-    let (data, place) = read_part_for_model(&args.input, format, d, encoding.as_ref(), comm, memory)?;
+    let (data, place) = read_part_for_model(&args.input, format, d, false, encoding.as_ref(), comm, memory)?;
     let z = model.transform(data.x.as_ref()).with_context(|| format!("cannot transform {}", args.input.display()))?;
     let out = crate::common::output::staged(&args.out);
     if comm.is_root() {
@@ -289,6 +289,63 @@ pub fn predict(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
     let dataset = ApplyDataset { source: data.source.clone(), format: format.name(), n: data.n(), d: data.d() };
     let told = Told { args: &args, path: &path, kind: file.kind(), solver: model.solver(), start };
     finish_predict(&told, &out, dataset, predictions.len(), mse, "rows")
+}
+
+/// `stolr predict` under `mpirun -np P` (`P > 1`): every rank loads the model and reads only
+/// its rows of `--input` ([`read_part_for_model`]), predicts them, and rank 0 writes
+/// `predictions.npy` (`(n,)`, or `(n, t)` for `t` outputs) receiving the others' predictions a
+/// block at a time, and `report.json`; the MSE of the first output from the squared errors
+/// added over the ranks, when every rank's rows carry targets. Collective.
+///
+/// # Errors
+/// As [`predict`]; `--sparse` is refused (one process).
+pub fn predict_sharded(args: ApplyArgs, ctx: &crate::distributed::RunContext) -> Result<()> {
+    let (comm, memory) = (ctx.comm(), ctx.memory);
+    let start = Instant::now();
+    if args.sparse {
+        bail!("--sparse runs on one process (mpirun -np 1, or without mpirun)");
+    }
+    let (file, path) = open_model(&args, &[KrrModel::KIND], memory)?;
+    if comm.is_root() {
+        crate::common::output::claim(Some(&args.out), None, Some(&path))?;
+    }
+    let model = KrrModel::from_model_file(&file, &path)?;
+    let encoding = model.encoding();
+    let format = args.format.unwrap_or(if encoding.is_some() { Format::Csv } else { Format::Libsvm });
+    let d = model.n_features();
+    let (data, place) = read_part_for_model(&args.input, format, d, true, encoding, comm, memory)?;
+    let predict = |x| -> Result<faer::Mat<f64>> {
+        if model.n_outputs() > 1 {
+            Ok(model.predict_outputs(x)?)
+        } else {
+            let f = model.predict(x)?;
+            Ok(faer::Mat::from_fn(f.nrows(), 1, |i, _| f[i]))
+        }
+    };
+    let f = predict(data.x.as_ref()).with_context(|| format!("cannot predict {}", args.input.display()))?;
+    // The first output's squared errors and this rank's targets, added over the ranks.
+    let mut sums = match data.targets() {
+        Some(y) => [y.iter().enumerate().map(|(i, t)| (f[(i, 0)] - t) * (f[(i, 0)] - t)).sum::<f64>(), 1.0],
+        None => [0.0, 0.0],
+    };
+    comm.all_reduce_sum(&mut sums);
+    let mse = (sums[1] as usize == comm.size()).then(|| sums[0] / place.total as f64);
+    let out = crate::common::output::staged(&args.out);
+    if comm.is_root() {
+        std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    }
+    let file_path = out.join("predictions.npy");
+    if f.ncols() > 1 {
+        write_rows_in_rank_order(Some(&file_path), true, f.as_ref(), None, comm)?;
+    } else {
+        write_values_in_rank_order(Some(&file_path), f.col_as_slice(0), comm)?;
+    }
+    if !comm.is_root() {
+        return Ok(());
+    }
+    let dataset = ApplyDataset { source: data.source.clone(), format: format.name(), n: place.total, d };
+    let told = Told { args: &args, path: &path, kind: file.kind(), solver: model.solver(), start };
+    finish_predict(&told, &out, dataset, place.total, mse, "rows")
 }
 
 /// What `stolr predict` tells of a run besides its rows: the arguments, the model's path,

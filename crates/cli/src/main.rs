@@ -128,7 +128,8 @@ fn run(world: Option<std::rc::Rc<dyn stolr_comm::Communicator>>) -> std::process
         Command::Krr(args) => krr::run(*args, &ctx),
         Command::Transform(args) if ctx.world.is_some() => apply::transform_sharded(args, &ctx),
         Command::Transform(args) => apply::transform(args, ctx.memory),
-        Command::Predict(args) => ctx.refuse("stolr predict").and_then(|()| apply::predict(args, ctx.memory)),
+        Command::Predict(args) if ctx.world.is_some() => apply::predict_sharded(args, &ctx),
+        Command::Predict(args) => apply::predict(args, ctx.memory),
         Command::InverseTransform(args) => {
             ctx.refuse("stolr inverse-transform").and_then(|()| apply::inverse_transform(args, ctx.memory))
         }

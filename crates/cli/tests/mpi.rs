@@ -341,6 +341,38 @@ fn nystrom_krr_predicts_the_same_on_one_two_and_three_processes() {
         assert!((result(run, "intercept") - intercept).abs() <= 1e-10 * scale, "{np} processes: intercept");
         eprintln!("krr nystrom, {np} vs 1 process: predictions {err:e} relative to the largest");
     }
+    // stolr predict under mpirun: new rows (a CSV of d + 1 columns, the targets last; an outlier
+    // row and duplicates), each rank its rows, predictions and MSE as one process's.
+    let d = base.report["dataset"]["d"].as_u64().unwrap() as usize;
+    let mut text = String::new();
+    for i in 0..2000 {
+        let src = if i % 9 == 8 { i - 1 } else { i };
+        let row: Vec<String> = (0..=d)
+            .map(|j| if src == 1234 { 50.0 } else { ((src * (j + 5)) as f64 * 0.113).sin().abs() })
+            .map(|v| v.to_string())
+            .collect();
+        text.push_str(&row.join(","));
+        text.push('\n');
+    }
+    let csv = dir.path().join("new.csv");
+    std::fs::write(&csv, text).unwrap();
+    let predict = |np: usize| {
+        let out = dir.path().join(format!("predict-{np}"));
+        let args = ["predict", "--model", base.out.to_str().unwrap(), "--input", csv.to_str().unwrap()];
+        let args = [&args[..], &["--format", "csv", "--out", out.to_str().unwrap()]].concat();
+        let (status, stderr, _) = wait(mpirun(np, &args), DEADLINE);
+        assert!(status.success(), "predict on {np}: {stderr}");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+        (npy_vector(&out.join("predictions.npy")), report["result"]["mse"].as_f64().unwrap())
+    };
+    let (one, mse_one) = predict(1);
+    assert_eq!(one.len(), 2000);
+    for np in [2, 3] {
+        let (p, mse) = predict(np);
+        assert!(relative_difference(&p, &one) <= 1e-12, "predict on {np}: {:e}", relative_difference(&p, &one));
+        assert!((mse - mse_one).abs() <= 1e-12 * mse_one, "predict on {np}: MSE {mse} against {mse_one}");
+    }
 }
 
 /// SLKL on 1, 2 and 3 processes: the same landmarks, active set and output files, predictions

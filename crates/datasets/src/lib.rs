@@ -75,7 +75,7 @@ pub use libsvm::{
 pub use mnist::{MnistSplit, read_mnist, read_mnist_f32, read_mnist_part};
 pub use npy::{
     NpyRows, npy_ndim, read_npy_indices, read_npy_matrix, read_npy_part, read_npy_rows, write_npy_indices,
-    write_npy_matrix, write_npy_rows, write_npy_vector,
+    write_npy_matrix, write_npy_rows, write_npy_values, write_npy_vector,
 };
 pub use shard::{line_aligned_range, read_libsvm_part};
 pub use split::{Split, TrainTest, random_split};

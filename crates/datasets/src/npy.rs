@@ -349,25 +349,52 @@ pub fn write_npy_rows<E: std::fmt::Display>(
     ncols: usize,
     rows: impl IntoIterator<Item = Result<Vec<f64>, E>>,
 ) -> Result<(), DataError> {
-    let header = header("<f8", &format!("({nrows}, {ncols})"));
+    write_rows_shaped(path, &format!("({nrows}, {ncols})"), nrows, Some(ncols), rows)
+}
+
+/// [`write_npy_rows`] for a vector: the `n` values, in chunks of any length as they come,
+/// written as a 1-D float64 `.npy` file of shape `(n,)`.
+///
+/// # Errors
+/// As [`write_npy_rows`]; the chunks must hold `n` values in all.
+pub fn write_npy_values<E: std::fmt::Display>(
+    path: &Path,
+    n: usize,
+    chunks: impl IntoIterator<Item = Result<Vec<f64>, E>>,
+) -> Result<(), DataError> {
+    write_rows_shaped(path, &format!("({n},)"), n, None, chunks)
+}
+
+/// Writes the header of `shape`, then the values of `chunks` as they come: `count` chunks of
+/// `width` values each (rows), or `count` values in all in chunks of any length (`width`
+/// `None`).
+fn write_rows_shaped<E: std::fmt::Display>(
+    path: &Path,
+    shape: &str,
+    count: usize,
+    width: Option<usize>,
+    chunks: impl IntoIterator<Item = Result<Vec<f64>, E>>,
+) -> Result<(), DataError> {
+    let header = header("<f8", shape);
     Ok(stolr_model::write_atomic(path, |out| {
         out.write_all(&header)?;
-        let mut count = 0usize;
-        for row in rows {
-            let row = row.map_err(|e| std::io::Error::other(e.to_string()))?;
-            if row.len() != ncols || count == nrows {
+        let mut written = 0usize;
+        for chunk in chunks {
+            let chunk = chunk.map_err(|e| std::io::Error::other(e.to_string()))?;
+            let adds = if width.is_some() { 1 } else { chunk.len() };
+            if width.is_some_and(|w| chunk.len() != w) || written + adds > count {
                 return Err(std::io::Error::other(format!(
-                    "row {count} has {} values: expected {nrows} rows of {ncols}",
-                    row.len()
+                    "{} values after {written} of {count}: expected {shape}",
+                    chunk.len()
                 )));
             }
-            for v in row {
+            for v in chunk {
                 out.write_all(&v.to_le_bytes())?;
             }
-            count += 1;
+            written += adds;
         }
-        if count != nrows {
-            return Err(std::io::Error::other(format!("{count} rows written, {nrows} announced")));
+        if written != count {
+            return Err(std::io::Error::other(format!("{written} of {count} written, for {shape}")));
         }
         Ok(())
     })?)
@@ -402,6 +429,32 @@ mod tests {
     use rand::SeedableRng;
     use rand_xoshiro::Xoshiro256PlusPlus;
     use std::path::PathBuf;
+
+    #[test]
+    fn streamed_rows_and_values_round_trip_and_wrong_counts_leave_nothing() {
+        let file = TempFile::new("streamed");
+        let rows = [vec![1.0, -2.5], vec![3.0, 1e300], vec![-0.0, 7.0]];
+        write_npy_rows(&file.0, 3, 2, rows.iter().cloned().map(Ok::<_, String>)).unwrap();
+        let m = read_npy_matrix(&file.0, MemoryBudget::default()).unwrap();
+        assert_eq!(m.shape(), (3, 2));
+        assert_eq!((m[(1, 1)], m[(2, 1)]), (1e300, 7.0));
+        // A vector from chunks of any length: shape (n,), the values in order.
+        let chunks = [vec![1.0, 2.0, 3.0], vec![], vec![4.0], vec![5.0, 6.0]];
+        write_npy_values(&file.0, 6, chunks.iter().cloned().map(Ok::<_, String>)).unwrap();
+        let bytes = std::fs::read(&file.0).unwrap();
+        let npy = npyz::NpyFile::new(&bytes[..]).unwrap();
+        assert_eq!(npy.shape(), &[6]);
+        assert_eq!(npy.into_vec::<f64>().unwrap(), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        // Too few, too many, a wrong width, an error from the source: refused, nothing left.
+        std::fs::remove_file(&file.0).unwrap();
+        assert!(write_npy_values(&file.0, 7, chunks.iter().cloned().map(Ok::<_, String>)).is_err());
+        assert!(write_npy_values(&file.0, 5, chunks.iter().cloned().map(Ok::<_, String>)).is_err());
+        assert!(write_npy_rows(&file.0, 3, 3, rows.iter().cloned().map(Ok::<_, String>)).is_err());
+        let failing = [Ok(vec![1.0]), Err("the source failed".to_string())];
+        let err = write_npy_values(&file.0, 2, failing).unwrap_err();
+        assert!(err.to_string().contains("the source failed"), "{err}");
+        assert!(!file.0.exists());
+    }
 
     /// A file in the temporary directory, removed on drop.
     struct TempFile(PathBuf);

@@ -398,7 +398,8 @@ pub fn read_for_model(
 }
 
 /// This rank's rows of `path` for a model with `d` features (and the CSV `encoding` it was
-/// fitted with), as [`read_for_model`] reads all of them, and their place among every rank's:
+/// fitted with; `targets`: numeric labels, a CSV's last column when it has `d + 1`), as
+/// [`read_for_model`] reads all of them, and their place among every rank's:
 /// a table with an encoding streamed twice (rows counted, then this rank's balanced share kept:
 /// [`read_table_rows`]); the other formats through [`load_part`], a LIBSVM part widened to `d`.
 /// Collective.
@@ -409,6 +410,7 @@ pub fn read_part_for_model(
     path: &Path,
     format: Format,
     d: usize,
+    targets: bool,
     encoding: Option<&OneHotEncoding>,
     comm: &dyn Communicator,
     memory: MemoryBudget,
@@ -428,11 +430,16 @@ pub fn read_part_for_model(
             .map_err(hint)
             .with_context(|| format!("cannot read {}", path.display()))?;
         let shard = RowShard::balanced(n, comm.rank(), comm.size());
-        read_table_rows(path, encoding, false, shard.first..shard.first + shard.rows, memory)
+        read_table_rows(path, encoding, targets, shard.first..shard.first + shard.rows, memory)
             .with_context(|| format!("cannot read {}", path.display()))?
     } else {
         load_part(path, format, &TableArgs::default(), comm, memory)?.data
     };
+    if targets && format == Format::Csv && encoding.is_none() && data.d() == d + 1 {
+        // As one process reads them: the targets in the last column.
+        data.labels = Labels::Numeric(data.x.col(d).iter().copied().collect());
+        data.x = data.x.as_ref().subcols(0, d).to_owned();
+    }
     if format == Format::Libsvm && data.d() < d {
         let part = &data.x;
         data.x = Mat::from_fn(part.nrows(), d, |i, j| if j < part.ncols() { part[(i, j)] } else { 0.0 });

@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{Result, bail};
 use faer::MatRef;
 use stolr_comm::Communicator;
-use stolr_datasets::write_npy_rows;
+use stolr_datasets::{write_npy_rows, write_npy_values};
 
 /// Rows sent per message when rank 0 collects another rank's rows (4096 rows of `r` values).
 pub const BLOCK_ROWS: usize = 4096;
@@ -28,6 +28,28 @@ pub fn write_rows_in_rank_order(
     write: bool,
     local: MatRef<'_, f64>,
     scale: Option<&[f64]>,
+    comm: &dyn Communicator,
+) -> Result<()> {
+    write_in_rank_order(path, write, local, scale, false, comm)
+}
+
+/// [`write_rows_in_rank_order`] for a vector: each rank's `local` values `(n_p,)`, written in
+/// rank order as one `(n,)` array. Collective.
+///
+/// # Errors
+/// As [`write_rows_in_rank_order`].
+pub fn write_values_in_rank_order(path: Option<&Path>, local: &[f64], comm: &dyn Communicator) -> Result<()> {
+    let column = MatRef::from_column_major_slice(local, local.len(), 1);
+    write_in_rank_order(path, true, column, None, true, comm)
+}
+
+/// [`write_rows_in_rank_order`], the file a vector `(n,)` when `vector` (`local` one column).
+fn write_in_rank_order(
+    path: Option<&Path>,
+    write: bool,
+    local: MatRef<'_, f64>,
+    scale: Option<&[f64]>,
+    vector: bool,
     comm: &dyn Communicator,
 ) -> Result<()> {
     if !write {
@@ -71,7 +93,11 @@ pub fn write_rows_in_rank_order(
                 let block = block_of(p, k).unwrap_or_default();
                 block.chunks_exact(r.max(1)).map(|row| Ok(row.to_vec())).collect::<Vec<_>>()
             });
-            write_npy_rows(path, n, r, own.chain(others))?;
+            if vector {
+                write_npy_values(path, n, own.chain(others))?;
+            } else {
+                write_npy_rows(path, n, r, own.chain(others))?;
+            }
         }
         None => {
             for (p, k) in schedule {
