@@ -65,6 +65,11 @@ pub use kpca::{
     INCREMENTAL_NYSTROM, INCREMENTAL_RFF, IncrementalKpcaFit, IncrementalNystrom, IncrementalNystromConfig,
     IncrementalRff, IncrementalRffConfig, incremental_nystrom_bytes, incremental_rff_bytes,
 };
+pub use kpca::{NystromBasis, NystromGramPart, NystromSolution};
+pub use krr::{NystromKrrBasis, NystromKrrPart};
+/// Eigenpairs, and the signs of eigenvectors held in blocks from each block's candidates (re-exported for the
+/// front ends that combine blocks themselves: the Python package's Dask fits).
+pub use stolr_lowrank::{Eigenpairs, signs_from_candidates};
 pub use kpca::{KeyedSample, STREAM_SHARE_BLOCK, StreamShare, keyed_sample, landmark_key, streaming_nystrom_fit_with};
 pub use kpca::{PREIMAGE_SOLVERS, PreImageMap, check_preimage, preimage_bytes};
 pub use kpca::{PrecomputedKpcaModel, exact_kpca_precomputed};

@@ -42,7 +42,7 @@ pub use matrix_free::{
 };
 pub use model::{KernelCentering, KernelPcaModel};
 pub use nystrom::{
-    DEFAULT_BLOCK_ROWS, NystromConfig, NystromFit, nystrom_fit, nystrom_fit_landmarks, nystrom_fit_sharded,
+    DEFAULT_BLOCK_ROWS, NystromBasis, NystromConfig, NystromFit, NystromGramPart, NystromSolution, nystrom_fit, nystrom_fit_landmarks, nystrom_fit_sharded,
     nystrom_kpca,
 };
 pub use precomputed::{PrecomputedKpcaModel, exact_kpca_precomputed};
