@@ -4,6 +4,8 @@
 //! pickles through the same format the CLI writes.
 #![deny(missing_docs)]
 
+mod dask;
+
 use std::path::Path;
 
 use faer::Mat;
@@ -1482,5 +1484,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<StreamingState>()?;
     add_precomputed(m)?;
     add_incremental_kpca(m)?;
+    dask::add_dask(m)?;
     Ok(())
 }
