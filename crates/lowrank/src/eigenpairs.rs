@@ -141,4 +141,3 @@ pub fn signs_from_candidates(parts: &[Vec<f64>], r: usize) -> Vec<f64> {
     }
     signs
 }
-

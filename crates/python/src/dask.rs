@@ -121,9 +121,8 @@ fn dask_nystrom_part<'py>(
     let basis = basis_of(&basis);
     let x = held(&x)?;
     let data = x.data();
-    let part = py
-        .detach(|| basis.gram_part(&kernel, data, stolr_solvers::kpca::DEFAULT_BLOCK_ROWS))
-        .map_err(solver_error)?;
+    let part =
+        py.detach(|| basis.gram_part(&kernel, data, stolr_solvers::kpca::DEFAULT_BLOCK_ROWS)).map_err(solver_error)?;
     Ok((to_numpy(py, part.gram.as_ref()), part.sums.into_pyarray(py)))
 }
 
@@ -149,11 +148,7 @@ fn dask_nystrom_solve<'py>(
         total.add(&part).map_err(solver_error)?;
     }
     let solution = py.detach(|| basis.solve(total, n, rank)).map_err(solver_error)?;
-    Ok((
-        solution.values.into_pyarray(py),
-        to_numpy(py, solution.coefficients.as_ref()),
-        solution.t.into_pyarray(py),
-    ))
+    Ok((solution.values.into_pyarray(py), to_numpy(py, solution.coefficients.as_ref()), solution.t.into_pyarray(py)))
 }
 
 /// Chunk task of the Nyström fit, pass 2: the sign candidates (`3r` numbers:
@@ -244,11 +239,7 @@ fn dask_pca_means_round<'py>(
 /// # Errors
 /// `ValueError` for sparse or non-finite rows, or a mean of another length than `d`.
 #[pyfunction]
-fn dask_pca_gram_part<'py>(
-    py: Python<'py>,
-    x: PyRows<'py>,
-    mean: Vec<f64>,
-) -> PyResult<Bound<'py, PyArray2<f64>>> {
+fn dask_pca_gram_part<'py>(py: Python<'py>, x: PyRows<'py>, mean: Vec<f64>) -> PyResult<Bound<'py, PyArray2<f64>>> {
     let x = held(&x)?;
     let data = x.data();
     if data.is_sparse() || mean.len() != data.ncols() {
@@ -395,8 +386,7 @@ fn dask_krr_model<'py>(
              picks conjugate gradients for n = {n}, M = {m}: use nystrom_solve='direct'"
         )));
     }
-    let mut parts =
-        parts.iter().map(|(g, s, ysum)| NystromKrrPart { gram: to_mat(g), sums: to_mat(s), ysum: *ysum });
+    let mut parts = parts.iter().map(|(g, s, ysum)| NystromKrrPart { gram: to_mat(g), sums: to_mat(s), ysum: *ysum });
     let mut total = parts.next().ok_or_else(|| value_error("no chunk of rows"))?;
     for part in parts {
         total.add(&part).map_err(solver_error)?;

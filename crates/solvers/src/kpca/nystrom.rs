@@ -361,13 +361,11 @@ impl NystromBasis {
         // The scale of the kernel's entries, for the test of a numerically zero kernel matrix.
         let max_diagonal = (0..m).map(|i| w[(i, i)]).fold(0.0, f64::max);
         // The shift s: the mean row of W (rows of C at the landmarks), or 0 without centring.
-        let shift: Vec<f64> =
-            if center { (0..m).map(|j| w.col(j).sum() / m as f64).collect() } else { vec![0.0; m] };
+        let shift: Vec<f64> = if center { (0..m).map(|j| w.col(j).sum() / m as f64).collect() } else { vec![0.0; m] };
         // Seconds at m = 3000: a stop request leaves it (it ends in the background).
-        let (ew, mut s_full) =
-            crate::stoppable::stoppable("the eigendecomposition of the landmark kernel", w, |w| {
-                sym_eigen_desc(w.as_ref())
-            })??;
+        let (ew, mut s_full) = crate::stoppable::stoppable("the eigendecomposition of the landmark kernel", w, |w| {
+            sym_eigen_desc(w.as_ref())
+        })??;
         let cutoff = 1e-10 * ew.first().copied().unwrap_or(0.0).max(0.0);
         let kept = ew.iter().take_while(|&&v| v > cutoff).count();
         for (j, &value) in ew.iter().enumerate().take(kept) {
@@ -496,8 +494,8 @@ impl NystromSolution {
                 subtract_shift(&mut panel.kernel, &basis.shift);
             }
             product_into(&mut panel.scratch, panel.kernel.as_ref(), coefficients_ref);
-            for j in 0..r {
-                panel.scratch.col_mut(j).iter_mut().for_each(|u| *u = (*u - self.t[j]) * inv_sqrt[j]);
+            for (j, (&t, &inv)) in self.t.iter().zip(&inv_sqrt).enumerate() {
+                panel.scratch.col_mut(j).iter_mut().for_each(|u| *u = (*u - t) * inv);
             }
         };
         panels.for_each_block(block_rows, eigenvectors, |block| {
@@ -691,7 +689,10 @@ mod tests {
                 let w = whole.pairs.vectors.as_ref().subrows(cuts[b], cuts[b + 1] - cuts[b]);
                 assert!(max_abs_diff(v.as_ref(), w) <= 1e-10, "block {b}: {}", max_abs_diff(v.as_ref(), w));
             }
-            assert!(max_abs_diff(coefficients.as_ref(), whole.coefficients.as_ref()) <= 1e-10 * max_abs(whole.coefficients.as_ref()));
+            assert!(
+                max_abs_diff(coefficients.as_ref(), whole.coefficients.as_ref())
+                    <= 1e-10 * max_abs(whole.coefficients.as_ref())
+            );
             for (a, b) in offset.iter().zip(&whole.offset) {
                 assert!((a - b).abs() <= 1e-10 * (1.0 + b.abs()), "{a} vs {b}");
             }

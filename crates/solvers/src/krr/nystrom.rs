@@ -768,7 +768,13 @@ impl NystromKrrBasis {
     /// # Errors
     /// [`SolverError::InvalidConfig`] for a non-positive or non-finite `lambda`, no rows, or a
     /// part of the wrong shape; [`SolverError::LowRank`] if the solve fails.
-    pub fn solve(&self, kernel: &Kernel, part: NystromKrrPart, n: usize, lambda: f64) -> Result<NystromKrrFit, SolverError> {
+    pub fn solve(
+        &self,
+        kernel: &Kernel,
+        part: NystromKrrPart,
+        n: usize,
+        lambda: f64,
+    ) -> Result<NystromKrrFit, SolverError> {
         check_config(&NystromKrrConfig { lambda, ..NystromKrrConfig::default() })?;
         if n == 0 {
             return Err(SolverError::InvalidConfig { name: "n", reason: "no training rows".into() });
@@ -1079,7 +1085,8 @@ pub(crate) mod tests {
             assert!((fit.intercept - whole.intercept).abs() <= 1e-10 * (1.0 + whole.intercept.abs()));
         }
         // A non-finite target in a block is refused by that block's part.
-        let basis = NystromKrrBasis::new(&kernel, ModelRows::gather(DataRef::Dense(x.as_ref()), &landmarks), None).unwrap();
+        let basis =
+            NystromKrrBasis::new(&kernel, ModelRows::gather(DataRef::Dense(x.as_ref()), &landmarks), None).unwrap();
         let mut bad = y[..10].to_vec();
         bad[3] = f64::NAN;
         assert!(basis.part(&kernel, DataRef::Dense(x.as_ref().subrows(0, 10)), &bad).is_err());
