@@ -136,8 +136,12 @@ def test_kernel_ridge_nystrom_equals_in_memory(scheduler, fit_intercept):
 def test_same_chunking_same_bits(client):
     X, y, _ = data()
     Xd = da.from_array(X, chunks=(37, -1))
-    with dask.config.set(scheduler=client):
+    with dask.config.set(scheduler=client), distributed.get_task_stream(client=client) as stream:
         a, b = kpca().fit(Xd), kpca().fit(Xd)
+    # The chunk tasks ran on the workers (processes), on both of them.
+    parts = [t for t in stream.data if "_nystrom_part" in str(t["key"])]
+    assert len(parts) >= len(Xd.chunks[0]) and len({t["worker"] for t in stream.data}) == 2
+    with dask.config.set(scheduler=client):
         assert a.model_ == b.model_ and np.array_equal(a.eigenvalues_, b.eigenvalues_)
         p, q = stolr.PCA(n_components=3).fit(Xd), stolr.PCA(n_components=3).fit(Xd)
         assert p.model_ == q.model_
@@ -153,6 +157,10 @@ def test_columns_split_and_float32_and_landmarks():
         # Chunks along the columns are rechunked (a chunk task needs whole rows).
         est = kpca().fit(da.from_array(X, chunks=(37, 2)))
         assert rel(est.eigenvalues_, kpca().fit(X).eigenvalues_) < TOL
+        # Empty chunks (as after a filter) hold no rows and change nothing.
+        Xe = da.from_array(X, chunks=((0, 150, 0, 151), (6,)))
+        assert rel(kpca().fit(Xe).transform(T), kpca().fit(X).transform(T)) < TOL
+        assert rel(stolr.PCA(n_components=3).fit(Xe).components_, stolr.PCA(n_components=3).fit(X).components_) < TOL
         # float32 chunks: the in-memory float32 fit (exact widening).
         X32 = X.astype(np.float32)
         assert rel(kpca().fit(da.from_array(X32, chunks=(37, -1))).transform(T), kpca().fit(X32).transform(T)) < TOL
@@ -214,3 +222,15 @@ def test_hostile_inputs():
         Xs = da.from_array(sparse.csr_matrix(X), chunks=(37, 6), asarray=False)
         with pytest.raises(TypeError, match="sparse"):
             kpca().fit(Xs)
+
+
+def test_pickled_estimator_transforms_dask_arrays():
+    import pickle
+    X, _, T = data()
+    with dask.config.set(scheduler="threads"):
+        est = kpca().fit(da.from_array(X, chunks=(37, -1)))
+        back = pickle.loads(pickle.dumps(est))
+        assert back.model_ == est.model_
+        Td = da.from_array(T, chunks=(13, -1))
+        assert np.array_equal(back.transform(Td).compute(), est.transform(Td).compute())
+        assert rel(back.transform(Td).compute(), est.transform(T)) < 1e-13
