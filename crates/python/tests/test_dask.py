@@ -157,6 +157,11 @@ def test_columns_split_and_float32_and_landmarks():
         # Chunks along the columns are rechunked (a chunk task needs whole rows).
         est = kpca().fit(da.from_array(X, chunks=(37, 2)))
         assert rel(est.eigenvalues_, kpca().fit(X).eigenvalues_) < TOL
+        # Many small chunks (101 of 3 rows): the chain of additions in the graph.
+        Xm = da.from_array(X, chunks=(3, -1))
+        assert rel(kpca().fit(Xm).eigenvalues_, kpca().fit(X).eigenvalues_) < TOL
+        kw = dict(solver="nystrom", n_landmarks=30, random_state=1)
+        assert rel(stolr.KernelRidge(**kw).fit(Xm, y).predict(T), stolr.KernelRidge(**kw).fit(X, y).predict(T)) < TOL
         # Empty chunks (as after a filter) hold no rows and change nothing.
         Xe = da.from_array(X, chunks=((0, 150, 0, 151), (6,)))
         assert rel(kpca().fit(Xe).transform(T), kpca().fit(X).transform(T)) < TOL

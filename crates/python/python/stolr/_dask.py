@@ -9,8 +9,9 @@ MPI run all-reduces (``_core.dask_*``, crates/python/src/dask.rs):
 2. every chunk's part (a Gram matrix of ``m`` or ``d`` columns, column sums, sign candidates)
    is computed in Rust by a task on the worker that holds the chunk; only that part (never a
    row) goes back to the client;
-3. the client adds the parts in chunk order (left to right, so a given chunking gives the same
-   bits every time) and solves the small eigenproblem or linear system.
+3. the parts are added in chunk order, left to right, by a chain of tasks in the graph (so a
+   given chunking gives the same bits every time, and only the sum reaches the client), and the
+   client solves the small eigenproblem or linear system.
 
 The fitted estimator equals the in-memory fit on ``X.compute()`` with the same parameters to
 rounding (about 1e-14 relative; the parts are added chunk by chunk instead of row block by
@@ -76,28 +77,49 @@ def _block(b):
     return np.ascontiguousarray(b)
 
 
-def _per_chunk(X, task, shared, y=None):
-    """``task(chunk, first_row, shared[, y_chunk])`` for every chunk of rows of ``X``, run by the
-    current Dask scheduler (a ``distributed`` client when one is active); the results in chunk
-    order. ``shared`` travels once (one key of the graph), not once per chunk."""
+def _chunk_tasks(X, task, shared, y=None):
+    """``task(chunk, first_row, shared[, y_chunk])`` for every chunk of rows of ``X``, as delayed
+    tasks in chunk order. ``shared`` travels once (one key of the graph), not once per chunk."""
     import dask
     blocks = X.to_delayed().ravel()
     firsts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(int)
     shared = dask.delayed(shared, pure=True)
     if y is None:
-        tasks = [dask.delayed(task, pure=True)(b, int(f), shared) for b, f in zip(blocks, firsts)]
-    else:
-        ys = y.to_delayed().ravel()
-        tasks = [dask.delayed(task, pure=True)(b, int(f), shared, yb) for b, f, yb in zip(blocks, firsts, ys)]
-    return list(dask.compute(*tasks))
+        return [dask.delayed(task, pure=True)(b, int(f), shared) for b, f in zip(blocks, firsts)]
+    ys = y.to_delayed().ravel()
+    return [dask.delayed(task, pure=True)(b, int(f), shared, yb) for b, f, yb in zip(blocks, firsts, ys)]
 
 
-def _sum_in_order(parts):
-    """The parts added left to right (chunk order): the same parts give the same bits."""
-    total = np.array(parts[0], dtype=np.float64, copy=True)
-    for p in parts[1:]:
-        total += p
-    return total
+def _per_chunk(X, task, shared, y=None):
+    """The results of :func:`_chunk_tasks` in chunk order, computed by the current Dask scheduler
+    (a ``distributed`` client when one is active). For small results only (``3r`` numbers):
+    the client holds one per chunk."""
+    import dask
+    return list(dask.compute(*_chunk_tasks(X, task, shared, y)))
+
+
+def _add_parts(a, b):
+    """``a + b`` for parts: arrays (entry by entry, a new array), floats, or tuples of them."""
+    if isinstance(a, tuple):
+        return tuple(_add_parts(u, v) for u, v in zip(a, b))
+    if isinstance(a, float):
+        return a + b
+    out = np.array(a, dtype=np.float64, copy=True)
+    out += b
+    return out
+
+
+def _sum_per_chunk(X, task, shared, y=None):
+    """The chunks' parts added **left to right in chunk order** — part 0 + part 1, then + part 2,
+    … — as a chain of tasks in the graph, so that only the sum comes back to the client (one
+    part's size, whatever the number of chunks) and a given chunking gives the same bits on any
+    scheduler: each addition is rounded once, in the same order."""
+    import dask
+    tasks = _chunk_tasks(X, task, shared, y)
+    total = tasks[0]
+    for t in tasks[1:]:
+        total = dask.delayed(_add_parts, pure=True)(total, t)
+    return dask.compute(total)[0]
 
 
 def _fetch_rows(X, idx):
@@ -172,8 +194,8 @@ def fit_kernel_pca(est, X):
     center = bool(est.center)
     scaled, shift, max_diagonal = _core.dask_nystrom_basis(L, kernel, center)
     basis = (L, scaled, shift, float(max_diagonal), center)
-    parts = _per_chunk(X, _nystrom_part, (basis, kernel))
-    values, coefficients, t = _core.dask_nystrom_solve(parts, basis, n, n_components)
+    total = _sum_per_chunk(X, _nystrom_part, (basis, kernel))
+    values, coefficients, t = _core.dask_nystrom_solve([total], basis, n, n_components)
     solution = (values, coefficients, t)
     candidates = _per_chunk(X, _nystrom_signs, (basis, solution, kernel))
     model, signs = _core.dask_nystrom_model(basis, solution, kernel, [list(c) for c in candidates])
@@ -242,15 +264,15 @@ def fit_pca(est, X):
         _refuse(f"PCA(n_components={est.n_components!r}) (a share of the variance)")
     center = bool(est.center)
     if center:
-        sums = _sum_in_order(_per_chunk(X, _means_round, [[float(n)]]))
-        corrections = _sum_in_order(_per_chunk(X, _means_round, [[float(n)], list(sums)]))
+        sums = _sum_per_chunk(X, _means_round, [[float(n)]])
+        corrections = _sum_per_chunk(X, _means_round, [[float(n)], list(sums)])
         mean = _core.dask_pca_means_round(np.zeros((0, d)), [[float(n)], list(sums), list(corrections)])
     else:
         mean = np.zeros(d)
     mean = [float(v) for v in mean]
-    parts = _per_chunk(X, _gram_part, mean)
+    gram = _sum_per_chunk(X, _gram_part, mean)
     s._drop(est, "feature_names_in_")
-    est.model_ = _core.dask_pca_model(parts, mean, n, k, center)
+    est.model_ = _core.dask_pca_model([gram], mean, n, k, center)
     est._set_attributes()
     est.n_features_in_ = d
     est.n_iter_ = 1
@@ -362,14 +384,11 @@ def fit_kernel_ridge(est, X, y, sample_weight=None):
         L = _fetch_rows(X, idx)
     mean = None
     if est.fit_intercept:
-        total = 0.0
-        for v in _per_chunk(X, _y_sum, None, y=y):
-            total += v
-        mean = total / n
+        mean = _sum_per_chunk(X, _y_sum, None, y=y) / n
     kmm, factor, jitter = _core.dask_krr_basis(L, kernel, mean)
     basis = (L, kmm, factor, float(jitter), mean)
-    parts = _per_chunk(X, _krr_part, (basis, kernel), y=y)
-    est.model_ = _core.dask_krr_model(parts, basis, kernel, n, float(est.alpha), str(est.nystrom_solve))
+    total = _sum_per_chunk(X, _krr_part, (basis, kernel), y=y)
+    est.model_ = _core.dask_krr_model([total], basis, kernel, n, float(est.alpha), str(est.nystrom_solve))
     s._drop(est, "feature_names_in_")
     est.n_features_in_ = d
     est._y_ndim = 1
