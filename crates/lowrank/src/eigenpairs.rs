@@ -68,8 +68,18 @@ impl Eigenpairs {
     /// of ranks. Returns the signs applied (±1, the same on every rank). Collective: `2r`
     /// numbers per rank are gathered.
     pub fn fix_signs_sharded(&mut self, comm: &dyn stolr_comm::Communicator, first: usize) -> Vec<f64> {
+        let all = comm.all_gather(&self.sign_candidates(first));
+        let signs = signs_from_candidates(&all, self.vectors.ncols());
+        self.apply_signs(&signs);
+        signs
+    }
+
+    /// The sign candidates of [`Eigenpairs::fix_signs_sharded`] for a block of rows of the
+    /// eigenvectors (rows `first..first + n_b` of the whole columns): per column, the largest
+    /// absolute value in the block (the first on ties), its sign and its global row, `3r`
+    /// numbers (`[0, 1, ∞]` for a column of zeros or an empty block).
+    pub fn sign_candidates(&self, first: usize) -> Vec<f64> {
         let r = self.vectors.ncols();
-        // Per column: |v| of the local best, its sign and its global row.
         let mut local = Vec::with_capacity(3 * r);
         for j in 0..r {
             let col = self.vectors.col(j);
@@ -81,22 +91,16 @@ impl Eigenpairs {
             }
             local.extend([best, sign, row]);
         }
-        let all = comm.all_gather(&local);
-        let mut signs = vec![1.0; r];
-        for (j, applied) in signs.iter_mut().enumerate() {
-            let (mut best, mut sign, mut row) = (0.0_f64, 1.0, f64::INFINITY);
-            for part in &all {
-                let (b, s, i) = (part[3 * j], part[3 * j + 1], part[3 * j + 2]);
-                if b > best || (b == best && b > 0.0 && i < row) {
-                    (best, sign, row) = (b, s, i);
-                }
-            }
+        local
+    }
+
+    /// Multiplies column `j` of the eigenvectors by `signs[j]` (`±1`) where it is negative.
+    pub fn apply_signs(&mut self, signs: &[f64]) {
+        for (j, &sign) in signs.iter().enumerate() {
             if sign < 0.0 {
-                *applied = -1.0;
                 self.vectors.col_mut(j).iter_mut().for_each(|v| *v = -*v);
             }
         }
-        signs
     }
 
     /// Kernel PCA projections of the training points, shape `(n, r)`: column `i` is
@@ -114,4 +118,26 @@ impl Eigenpairs {
         let scaled = Mat::from_fn(u.nrows(), u.ncols(), |i, j| u[(i, j)] * self.values[j]);
         &scaled * u.transpose()
     }
+}
+
+/// The signs (`±1`, length `r`) that [`Eigenpairs::fix_signs_sharded`] applies, from every
+/// block's [`Eigenpairs::sign_candidates`] (`3r` numbers each, blocks in any order): per
+/// column the largest candidate wins, the one of lowest global row on ties, so the signs are
+/// those of [`Eigenpairs::fix_signs`] on the whole columns. A part shorter than `3r` numbers
+/// counts as empty.
+pub fn signs_from_candidates(parts: &[Vec<f64>], r: usize) -> Vec<f64> {
+    let mut signs = vec![1.0; r];
+    for (j, applied) in signs.iter_mut().enumerate() {
+        let (mut best, mut sign, mut row) = (0.0_f64, 1.0, f64::INFINITY);
+        for part in parts.iter().filter(|p| p.len() >= 3 * r) {
+            let (b, s, i) = (part[3 * j], part[3 * j + 1], part[3 * j + 2]);
+            if b > best || (b == best && b > 0.0 && i < row) {
+                (best, sign, row) = (b, s, i);
+            }
+        }
+        if sign < 0.0 {
+            *applied = -1.0;
+        }
+    }
+    signs
 }

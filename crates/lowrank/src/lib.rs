@@ -65,7 +65,7 @@ pub use block_eigen::{BlockEigenUpdate, block_eigen_update};
 pub use capped_simplex::{
     Corner, SimplexProjection, mixture_decomposition, project_capped_rank, project_capped_simplex,
 };
-pub use eigenpairs::Eigenpairs;
+pub use eigenpairs::{Eigenpairs, signs_from_candidates};
 pub use error::LowRankError;
 pub use gram_schmidt::{Orthogonalization, OrthogonalizedBlock, orthogonalize_against};
 pub use low_rank::LowRank;

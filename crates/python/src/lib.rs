@@ -4,6 +4,8 @@
 //! pickles through the same format the CLI writes.
 #![deny(missing_docs)]
 
+mod dask;
+
 use std::path::Path;
 
 use faer::Mat;
@@ -1540,5 +1542,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     add_precomputed(m)?;
     add_incremental_kpca(m)?;
     mpi::add_mpi(m)?;
+    dask::add_dask(m)?;
     Ok(())
 }

@@ -66,6 +66,7 @@ pub use kpca::{
     IncrementalRff, IncrementalRffConfig, incremental_nystrom_bytes, incremental_rff_bytes,
 };
 pub use kpca::{KeyedSample, STREAM_SHARE_BLOCK, StreamShare, keyed_sample, landmark_key, streaming_nystrom_fit_with};
+pub use kpca::{NystromBasis, NystromGramPart, NystromSolution};
 pub use kpca::{PREIMAGE_SOLVERS, PreImageMap, check_preimage, preimage_bytes};
 pub use kpca::{PrecomputedKpcaModel, exact_kpca_precomputed};
 pub use kpca::{RffKernelPcaModel, STREAMING_RFF, StreamingRffConfig, StreamingRffFit, streaming_rff_fit};
@@ -77,6 +78,7 @@ pub use krr::{
     nystrom_krr_landmarks, nystrom_krr_sharded, random_folds, select_lambda_nystrom, select_landmarks, select_nu,
     select_nu_path, slkl, unif,
 };
+pub use krr::{NystromKrrBasis, NystromKrrPart};
 pub use krr::{PrecomputedKrrModel, krr_precomputed};
 pub use landmarks::{ChosenLandmarks, Landmarks};
 pub use methods::{KpcaMethod, KrrMethod, Named, PcaMethod};
@@ -89,6 +91,9 @@ pub use pca::{
 };
 pub use run::{IterationReport, IterativeSolver, Observer, StepReport, Stop, StopAt, TimeBudget, run, run_with_target};
 pub use stolr_estimators::KernelFamily;
+/// Eigenpairs, and the signs of eigenvectors held in blocks from each block's candidates (re-exported for the
+/// front ends that combine blocks themselves: the Python package's Dask fits).
+pub use stolr_lowrank::{Eigenpairs, signs_from_candidates};
 pub use streaming::{
     IncrementalPca, MatrixSource, Msg, MsgConfig, Oja, PassKind, RowPass, RowReadError, RowSource, StepSize,
     StreamPass, StreamTransform, StreamingOutcome, StreamingPca, StreamingPcaJob, StreamingSolver, matrix_rows,

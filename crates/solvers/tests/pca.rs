@@ -192,3 +192,58 @@ fn the_explained_variance_ratio_is_each_eigenvalues_share_of_the_trace() {
         assert!(model.clone().with_total_variance(bad).is_err(), "{bad}");
     }
 }
+
+/// Exact PCA from uneven blocks of rows (a Dask array's chunks): the two rounds of column sums
+/// and the Gram parts added in block order ([`Pca::exact_means_round`],
+/// [`Pca::exact_gram_part`], [`Pca::exact_from_gram`]) give the one-process job's model, with a
+/// column at an offset of 1e9 (the means' second pass must remove the rounding of the first).
+#[test]
+fn exact_pca_from_blocks_of_rows_equals_the_job() {
+    use stolr_estimators::DataRef;
+    use stolr_solvers::{Pca, PcaJob, PcaSolver, Shard};
+    let mut x = gaussian(203, 5, 7);
+    for i in 0..203 {
+        x[(i, 1)] += 1e9;
+        x[(i, 3)] *= 1e-3;
+    }
+    let pca = Pca { rank: 3, center: true, scale: false, solver: PcaSolver::Exact };
+    let whole = PcaJob::new(pca.clone(), 0).run(Shard::whole(x.as_ref()), &mut ()).unwrap().model;
+    let cuts = [0, 37, 74, 111, 148, 185, 203];
+    let block = |b: usize| DataRef::Dense(x.as_ref().subrows(cuts[b], cuts[b + 1] - cuts[b]));
+    let sum = |round: &[Vec<f64>]| {
+        let mut total = vec![0.0; 5];
+        for b in 0..cuts.len() - 1 {
+            let part = Pca::exact_means_round(block(b), round).unwrap();
+            total.iter_mut().zip(&part).for_each(|(t, p)| *t += p);
+        }
+        total
+    };
+    let n = vec![203.0];
+    let sums = sum(&[n.clone()]);
+    let corrections = sum(&[n.clone(), sums.clone()]);
+    let empty = Mat::<f64>::zeros(0, 5);
+    let mean = Pca::exact_means_round(DataRef::Dense(empty.as_ref()), &[n, sums, corrections]).unwrap();
+    let mut g = Mat::<f64>::zeros(5, 5);
+    for b in 0..cuts.len() - 1 {
+        g += &Pca::exact_gram_part(block(b), &mean, None);
+    }
+    let model = pca.exact_from_gram(g, mean.clone(), vec![1.0; 5], 203).unwrap();
+    for (a, b) in mean.iter().zip(whole.mean()) {
+        assert!((a - b).abs() <= 2.0 * f64::EPSILON * b.abs().max(1.0), "mean {a} vs {b}");
+    }
+    let (va, vb) = (model.explained_variance(), whole.explained_variance());
+    for (a, b) in va.iter().zip(&vb) {
+        assert!((a - b).abs() <= 1e-12 * vb[0], "variance {a} vs {b}");
+    }
+    // The offset did not leak into the variance: the column's spread is about 1.
+    assert!(vb[0] < 10.0, "{vb:?}");
+    let (ca, cb) = (model.components(), whole.components());
+    for j in 0..3 {
+        let dot: f64 = (0..5).map(|i| ca[(i, j)] * cb[(i, j)]).sum();
+        assert!((dot - 1.0).abs() < 1e-12, "component {j}: cos = {dot}");
+    }
+    // A non-finite entry in a block is refused by the block's round.
+    let mut bad = x.clone();
+    bad[(50, 2)] = f64::NAN;
+    assert!(Pca::exact_means_round(DataRef::Dense(bad.as_ref().subrows(37, 37)), &[vec![203.0]]).is_err());
+}

@@ -17,6 +17,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from . import _core
+from . import _dask
 
 __all__ = ["KernelPCA", "PCA", "StreamingPCA", "KernelRidge", "load", "IncrementalKernelPCA"]
 
@@ -374,6 +375,8 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         if comm is not None:  # each rank's rows under mpirun (mpi4py): stolr/_mpi.py
             from ._mpi import fit_kernel_pca
             return fit_kernel_pca(self, X, comm, broadcast)
+        if _dask.is_dask(X):  # a row-chunked dask.array.Array: Nyström, chunk by chunk (_dask.py)
+            return _dask.fit_kernel_pca(self, X)
         if _gram_kernel(self):
             return self._fit_gram(X)
         # Sparse rows (scipy.sparse) stay sparse for the exact and Nyström solvers.
@@ -408,6 +411,8 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         return self
 
     def transform(self, X):
+        if _dask.is_dask(X):  # a Dask array back, computed chunk by chunk
+            return _dask.transform_kernel_pca(self, X)
         if _gram_kernel(self):
             return self._transform_gram(X)
         check_is_fitted(self, "model_")
@@ -554,6 +559,8 @@ class PCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         if comm is not None:  # each rank's rows under mpirun (mpi4py): stolr/_mpi.py
             from ._mpi import fit_pca
             return fit_pca(self, X, comm, broadcast)
+        if _dask.is_dask(X):  # a row-chunked dask.array.Array: the exact solver, chunk by chunk
+            return _dask.fit_pca(self, X)
         X = validate_data(self, X, dtype=_DTYPES, ensure_min_samples=2)
         X = np.ascontiguousarray(X)
         max_iter = None if self.max_iter is None else _count("max_iter", self.max_iter)
@@ -584,6 +591,8 @@ class PCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         self.singular_values_ = np.sqrt(np.maximum(self.explained_variance_, 0.0) * max(self.n_samples_ - 1, 1))
 
     def transform(self, X):
+        if _dask.is_dask(X):  # a Dask array back, computed chunk by chunk
+            return _dask.transform_pca(self, X)
         check_is_fitted(self, "model_")
         X = validate_data(self, X, dtype=_DTYPES, reset=False)
         Z = _core.transform(self.model_, np.ascontiguousarray(X))
@@ -592,6 +601,8 @@ class PCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         return Z
 
     def inverse_transform(self, X):
+        if _dask.is_dask(X):  # a Dask array back, computed chunk by chunk
+            return _dask.inverse_transform_pca(self, X)
         check_is_fitted(self, "model_")
         Z = np.array(X, dtype=np.float64, copy=True)
         if getattr(self, "whiten", False):
@@ -1062,6 +1073,8 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
         if comm is not None:  # each rank's rows under mpirun (mpi4py): stolr/_mpi.py
             from ._mpi import fit_kernel_ridge
             return fit_kernel_ridge(self, X, y, sample_weight, comm, broadcast)
+        if _dask.is_dask(X):  # a row-chunked dask.array.Array: Nyström, chunk by chunk (_dask.py)
+            return _dask.fit_kernel_ridge(self, X, y, sample_weight)
         if _gram_kernel(self):
             return self._fit_gram(X, y, sample_weight)
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=_DTYPES, y_numeric=True, multi_output=True)
@@ -1104,6 +1117,8 @@ class KernelRidge(RegressorMixin, BaseEstimator, _Model):
         return self
 
     def predict(self, X):
+        if _dask.is_dask(X):  # a Dask array back, computed chunk by chunk
+            return _dask.predict_kernel_ridge(self, X)
         if _gram_kernel(self):
             return self._predict_gram(X)
         check_is_fitted(self, "model_")

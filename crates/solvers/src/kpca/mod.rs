@@ -42,8 +42,8 @@ pub use matrix_free::{
 };
 pub use model::{KernelCentering, KernelPcaModel};
 pub use nystrom::{
-    DEFAULT_BLOCK_ROWS, NystromConfig, NystromFit, nystrom_fit, nystrom_fit_landmarks, nystrom_fit_sharded,
-    nystrom_kpca,
+    DEFAULT_BLOCK_ROWS, NystromBasis, NystromConfig, NystromFit, NystromGramPart, NystromSolution, nystrom_fit,
+    nystrom_fit_landmarks, nystrom_fit_sharded, nystrom_kpca,
 };
 pub use precomputed::{PrecomputedKpcaModel, exact_kpca_precomputed};
 pub use preimage::{PREIMAGE_SOLVERS, PreImageMap, check_preimage, preimage_bytes};

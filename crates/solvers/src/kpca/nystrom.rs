@@ -244,7 +244,6 @@ pub fn nystrom_fit_landmarks<'x, R: Rng + ?Sized>(
         ),
         total,
     )?;
-    let par = faer::get_global_parallelism();
 
     let idx = given.indices(n, d, rng)?;
     let landmarks = match (&idx, given) {
@@ -259,108 +258,272 @@ pub fn nystrom_fit_landmarks<'x, R: Rng + ?Sized>(
     };
     let idx = idx.unwrap_or_default();
 
-    // W = U_W Λ_W U_Wᵀ; S = U_W Λ_W^{-1/2} on the kept eigenvalues, scaled in place.
-    let w = kernel.matrix(landmarks.data());
-    // The scale of the kernel's entries, for the test of a numerically zero kernel matrix.
-    let max_diagonal = (0..m).map(|i| w[(i, i)]).fold(0.0, f64::max);
-    // The shift s: the mean row of W (rows of C at the landmarks), or 0 without centring.
-    let shift: Vec<f64> =
-        if config.center { (0..m).map(|j| w.col(j).sum() / m as f64).collect() } else { vec![0.0; m] };
-    // Seconds at m = 3000: a stop request leaves it (it ends in the background).
-    let (ew, mut s_full) = crate::stoppable::stoppable("the eigendecomposition of the landmark kernel", w, |w| {
-        sym_eigen_desc(w.as_ref())
-    })??;
-    let cutoff = 1e-10 * ew.first().copied().unwrap_or(0.0).max(0.0);
-    let kept = ew.iter().take_while(|&&v| v > cutoff).count();
-    for (j, &value) in ew.iter().enumerate().take(kept) {
-        let inv = 1.0 / value.sqrt();
-        s_full.col_mut(j).iter_mut().for_each(|v| *v *= inv);
-    }
-    let s = s_full.as_ref().subcols(0, kept);
-
-    // Pass 1: F̃ = (C − 1sᵀ) S a panel at a time (in parallel); G = Σ f̃_i f̃_iᵀ (lower
-    // triangle) and Σ f̃_i, panel after panel.
-    let panels = CrossKernelPanels::new(kernel, x, landmarks.data())?;
-    let mut gram = Mat::<f64>::zeros(kept, kept);
-    let mut f_sums = vec![0.0; kept];
-    let features = |panel: &mut Panel| {
-        if config.center {
-            subtract_shift(&mut panel.kernel, &shift);
-        }
-        product_into(&mut panel.scratch, panel.kernel.as_ref(), s);
-    };
-    panels.for_each_block(config.block_rows, features, |block| {
-        for panel in block.iter() {
-            add_feature_panel(&mut gram, config.center.then_some(&mut f_sums[..]), panel.scratch.as_ref(), par);
-        }
-        Ok::<(), SolverError>(())
-    })?;
+    let basis = NystromBasis::new(kernel, landmarks, config.center)?;
+    let mut part = basis.gram_part(kernel, x, config.block_rows)?;
     // The ranks' parts, added in rank order.
-    all_reduce_lower(comm, &mut gram);
+    all_reduce_lower(comm, &mut part.gram);
     if config.center {
-        comm.all_reduce_sum(&mut f_sums);
+        comm.all_reduce_sum(&mut part.sums);
     }
-    // g = f̄ − Sᵀs, the mean of the f̃_i, and F̃ᵀF̃ centred = G − n g gᵀ.
-    let g: Vec<f64> = f_sums.iter().map(|v| v / n as f64).collect();
-    if config.center {
-        for j in 0..kept {
-            for i in j..kept {
-                gram[(i, j)] -= n as f64 * g[i] * g[j];
+    let solution = basis.solve(part, n, config.rank)?;
+    let mut pairs = Eigenpairs {
+        values: solution.values.clone(),
+        vectors: solution.eigenvectors(&basis, kernel, x, config.block_rows)?,
+    };
+    let signs = if comm.size() == 1 { pairs.fix_signs() } else { pairs.fix_signs_sharded(comm, shard.first) };
+    let (coefficients, offset) = solution.finish(&basis, &signs);
+    Ok(NystromFit { pairs, landmarks: idx, landmark_rows: basis.landmarks, coefficients, offset })
+}
+
+/// The landmark side of a Nyström fit, computed from the landmark rows alone (no training
+/// row): the first step of [`nystrom_fit_landmarks`], split out so that a front end holding the
+/// rows in blocks it cannot gather (a Dask array's chunks) runs the same fit:
+/// [`NystromBasis::new`] once, [`NystromBasis::gram_part`] on every block of rows,
+/// [`NystromGramPart::add`] of the parts in a fixed order, [`NystromBasis::solve`] once,
+/// [`NystromSolution::eigenvectors`] on every block (their sign candidates,
+/// [`Eigenpairs::sign_candidates`]), [`NystromSolution::finish`] once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NystromBasis {
+    /// The landmark rows `L` `(m, d)`.
+    pub landmarks: crate::ModelRows,
+    /// `S = U_W Λ_W^{-1/2}` `(m, m′)` on the `m′` eigenvalues of `W = K(L, L)` above
+    /// `1e-10·max`.
+    pub scaled: Mat<f64>,
+    /// The shift `s` (length `m`): the mean row of `W` with centring, zeros without.
+    pub shift: Vec<f64>,
+    /// The largest diagonal entry of `W` (the scale of the kernel's entries).
+    pub max_diagonal: f64,
+    /// Whether the fit centres in feature space.
+    pub center: bool,
+}
+
+/// One block's part of the Nyström features' second moment: the lower triangle of
+/// $\tilde F_b^\top \tilde F_b$ `(m′, m′)` and the column sums of $\tilde F_b$ (length `m′`;
+/// zeros without centring), for the block's rows $\tilde F_b = (C_b - 1 s^\top) S$.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NystromGramPart {
+    /// The lower triangle of $\tilde F_b^\top \tilde F_b$ `(m′, m′)` (the upper one is zero).
+    pub gram: Mat<f64>,
+    /// The column sums of $\tilde F_b$ (length `m′`).
+    pub sums: Vec<f64>,
+}
+
+impl NystromGramPart {
+    /// Adds `other`'s sums to these (entry by entry: the same bits for the same parts added in
+    /// the same order).
+    ///
+    /// # Errors
+    /// [`SolverError::InvalidConfig`] (`parts`) if the shapes differ.
+    pub fn add(&mut self, other: &NystromGramPart) -> Result<(), SolverError> {
+        if self.gram.shape() != other.gram.shape() || self.sums.len() != other.sums.len() {
+            return Err(SolverError::InvalidConfig {
+                name: "parts",
+                reason: format!(
+                    "a part of shape {:?} added to one of shape {:?}",
+                    other.gram.shape(),
+                    self.gram.shape()
+                ),
+            });
+        }
+        self.gram += &other.gram;
+        self.sums.iter_mut().zip(&other.sums).for_each(|(a, b)| *a += b);
+        Ok(())
+    }
+}
+
+/// The small eigenproblem's answer ([`NystromBasis::solve`]): the eigenvalues, the coefficients
+/// `B = S V` `(m, r)` before the signs are fixed, and `t = V^T g` (length `r`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NystromSolution {
+    /// The eigenvalues `λ_1 ≥ … ≥ λ_r > 0` of `K̃` (or `H K̃ H`).
+    pub values: Vec<f64>,
+    /// `B = S V_r` `(m, r)`, signs not yet fixed.
+    pub coefficients: Mat<f64>,
+    /// `t = V_rᵀ g` (length `r`), `g` the mean of the shifted features; zeros without
+    /// centring.
+    pub t: Vec<f64>,
+}
+
+impl NystromBasis {
+    /// `W = K(L, L)`, its eigendecomposition and `S`, the shift `s`, for the landmark rows
+    /// `landmarks` `(m, d)`. Time $O(m^2 d + m^3)$, memory $O(m^2)$.
+    ///
+    /// # Errors
+    /// [`SolverError::LowRank`] if the eigendecomposition fails; [`SolverError::Estimator`]
+    /// for non-finite landmark rows.
+    pub fn new(kernel: &Kernel, landmarks: crate::ModelRows, center: bool) -> Result<Self, SolverError> {
+        let m = landmarks.data().nrows();
+        if m > 0 {
+            landmarks.data().check()?;
+        }
+        // W = U_W Λ_W U_Wᵀ; S = U_W Λ_W^{-1/2} on the kept eigenvalues, scaled in place.
+        let w = kernel.matrix(landmarks.data());
+        // The scale of the kernel's entries, for the test of a numerically zero kernel matrix.
+        let max_diagonal = (0..m).map(|i| w[(i, i)]).fold(0.0, f64::max);
+        // The shift s: the mean row of W (rows of C at the landmarks), or 0 without centring.
+        let shift: Vec<f64> = if center { (0..m).map(|j| w.col(j).sum() / m as f64).collect() } else { vec![0.0; m] };
+        // Seconds at m = 3000: a stop request leaves it (it ends in the background).
+        let (ew, mut s_full) = crate::stoppable::stoppable("the eigendecomposition of the landmark kernel", w, |w| {
+            sym_eigen_desc(w.as_ref())
+        })??;
+        let cutoff = 1e-10 * ew.first().copied().unwrap_or(0.0).max(0.0);
+        let kept = ew.iter().take_while(|&&v| v > cutoff).count();
+        for (j, &value) in ew.iter().enumerate().take(kept) {
+            let inv = 1.0 / value.sqrt();
+            s_full.col_mut(j).iter_mut().for_each(|v| *v *= inv);
+        }
+        s_full.truncate(m, kept);
+        Ok(Self { landmarks, scaled: s_full, shift, max_diagonal, center })
+    }
+
+    /// `m′`, the numerical rank of `W` (the columns of `S`).
+    pub fn kept(&self) -> usize {
+        self.scaled.ncols()
+    }
+
+    /// Pass 1 on the rows `x` `(n_b, d)` (a block of the training rows): $\tilde F_b =
+    /// (C_b - 1 s^\top) S$ a panel at a time, in parallel, and its part of the second moment,
+    /// panels added in row order. Memory `8·block_rows·(2m + d)` bytes plus the `m′ × m′` part.
+    ///
+    /// # Errors
+    /// [`SolverError::Estimator`] for non-finite rows or rows of another width than the
+    /// landmarks.
+    pub fn gram_part(
+        &self,
+        kernel: &Kernel,
+        x: DataRef<'_>,
+        block_rows: usize,
+    ) -> Result<NystromGramPart, SolverError> {
+        let kept = self.kept();
+        let mut part = NystromGramPart { gram: Mat::zeros(kept, kept), sums: vec![0.0; kept] };
+        if x.nrows() == 0 {
+            return Ok(part);
+        }
+        x.check()?;
+        let par = faer::get_global_parallelism();
+        let panels = CrossKernelPanels::new(kernel, x, self.landmarks.data())?;
+        let s = self.scaled.as_ref();
+        let features = |panel: &mut Panel| {
+            if self.center {
+                subtract_shift(&mut panel.kernel, &self.shift);
+            }
+            product_into(&mut panel.scratch, panel.kernel.as_ref(), s);
+        };
+        let NystromGramPart { gram, sums } = &mut part;
+        panels.for_each_block(block_rows, features, |block| {
+            for panel in block.iter() {
+                add_feature_panel(gram, self.center.then_some(&mut sums[..]), panel.scratch.as_ref(), par);
+            }
+            Ok::<(), SolverError>(())
+        })?;
+        Ok(part)
+    }
+
+    /// The small eigenproblem from the parts of every row added ([`NystromGramPart::add`]),
+    /// `n` rows in all: centring subtracts `n g gᵀ`, the eigenpairs of the `m′ × m′` matrix,
+    /// at most `rank` of them above [`crate::kpca::RANK_TOLERANCE`]`·λ₁`.
+    ///
+    /// # Errors
+    /// [`SolverError::InvalidRank`] if the (centred) Nyström kernel matrix is numerically zero;
+    /// [`SolverError::InvalidConfig`] (`parts`) for a part of another shape than `m′ × m′`;
+    /// [`SolverError::LowRank`] if the eigendecomposition fails.
+    pub fn solve(&self, part: NystromGramPart, n: usize, rank: usize) -> Result<NystromSolution, SolverError> {
+        let kept = self.kept();
+        let NystromGramPart { mut gram, sums } = part;
+        if gram.shape() != (kept, kept) || sums.len() != kept {
+            return Err(SolverError::InvalidConfig {
+                name: "parts",
+                reason: format!("a part of shape {:?}, the basis has {kept} columns", gram.shape()),
+            });
+        }
+        // g = f̄ − Sᵀs, the mean of the f̃_i, and F̃ᵀF̃ centred = G − n g gᵀ.
+        let g: Vec<f64> = sums.iter().map(|v| v / n as f64).collect();
+        if self.center {
+            for j in 0..kept {
+                for i in j..kept {
+                    gram[(i, j)] -= n as f64 * g[i] * g[j];
+                }
             }
         }
+        let (lam, v) =
+            crate::stoppable::stoppable("the eigendecomposition of the Nyström features' Gram matrix", gram, |g| {
+                sym_eigen_desc(g.as_ref())
+            })??;
+        // A (centred) Nyström kernel matrix at the rounding level has no eigenpairs (constant
+        // data with centring): an error, never 0 pairs or NaN.
+        let lambda1 = lam.first().copied().unwrap_or(0.0);
+        let floor = zero_kernel_floor(n, self.max_diagonal);
+        if lambda1.is_nan() || lambda1 <= floor {
+            return Err(zero_kernel(rank, self.center, lambda1, floor));
+        }
+        let cutoff = crate::kpca::rank::RANK_TOLERANCE * lambda1;
+        let r = lam.iter().take(rank).take_while(|&&l| l > cutoff).count();
+        let v_r = v.as_ref().subcols(0, r);
+        let coefficients = stolr_lowrank::mul(self.scaled.as_ref(), v_r);
+        // t = gᵀV, the mean of F̃V: the centred projections are (C − 1sᵀ) B − 1 tᵀ.
+        let t: Vec<f64> = (0..r).map(|j| dot(v_r.col(j), &g)).collect();
+        Ok(NystromSolution { values: lam[..r].to_vec(), coefficients, t })
     }
-    let (lam, v) =
-        crate::stoppable::stoppable("the eigendecomposition of the Nyström features' Gram matrix", gram, |g| {
-            sym_eigen_desc(g.as_ref())
-        })??;
-    // A (centred) Nyström kernel matrix at the rounding level has no eigenpairs (constant data
-    // with centring): an error, never 0 pairs or NaN.
-    let lambda1 = lam.first().copied().unwrap_or(0.0);
-    let floor = zero_kernel_floor(n, max_diagonal);
-    if lambda1.is_nan() || lambda1 <= floor {
-        return Err(zero_kernel(config.rank, config.center, lambda1, floor));
-    }
-    let cutoff = crate::kpca::rank::RANK_TOLERANCE * lambda1;
-    let r = lam.iter().take(config.rank).take_while(|&&l| l > cutoff).count();
-    let v_r = v.as_ref().subcols(0, r);
-    let mut coefficients = stolr_lowrank::mul(s, v_r);
-    // t = gᵀV, the mean of F̃V: the centred projections are (C − 1sᵀ) B − 1 tᵀ.
-    let t: Vec<f64> = (0..r).map(|j| dot(v_r.col(j), &g)).collect();
-    drop((v, s_full));
+}
 
-    // Pass 2: u_i = ((C − 1sᵀ) B − 1 tᵀ)_i / √λ_i.
-    let inv_sqrt: Vec<f64> = lam[..r].iter().map(|l| 1.0 / l.sqrt()).collect();
-    let mut vectors = Mat::<f64>::zeros(local_n, r);
-    let coefficients_ref = coefficients.as_ref();
-    let eigenvectors = |panel: &mut Panel| {
-        if config.center {
-            subtract_shift(&mut panel.kernel, &shift);
+impl NystromSolution {
+    /// Pass 2 on the rows `x` `(n_b, d)`: their rows of the eigenvectors
+    /// $u_i = ((C_b - 1 s^\top) B - 1 t^\top)_{:, i} / \sqrt{\lambda_i}$ `(n_b, r)`, signs not
+    /// yet fixed.
+    ///
+    /// # Errors
+    /// As [`NystromBasis::gram_part`].
+    pub fn eigenvectors(
+        &self,
+        basis: &NystromBasis,
+        kernel: &Kernel,
+        x: DataRef<'_>,
+        block_rows: usize,
+    ) -> Result<Mat<f64>, SolverError> {
+        let r = self.values.len();
+        let mut vectors = Mat::<f64>::zeros(x.nrows(), r);
+        if x.nrows() == 0 {
+            return Ok(vectors);
         }
-        product_into(&mut panel.scratch, panel.kernel.as_ref(), coefficients_ref);
-        for j in 0..r {
-            panel.scratch.col_mut(j).iter_mut().for_each(|u| *u = (*u - t[j]) * inv_sqrt[j]);
-        }
-    };
-    panels.for_each_block(config.block_rows, eigenvectors, |block| {
-        for panel in block.iter() {
-            let len = panel.scratch.nrows();
-            vectors.as_mut().subrows_mut(panel.first_row, len).copy_from(panel.scratch.as_ref());
-        }
-        Ok::<(), SolverError>(())
-    })?;
-
-    let mut pairs = Eigenpairs { values: lam[..r].to_vec(), vectors };
-    let signs = if comm.size() == 1 { pairs.fix_signs() } else { pairs.fix_signs_sharded(comm, shard.first) };
-    for (j, &sign) in signs.iter().enumerate() {
-        coefficients.col_mut(j).iter_mut().for_each(|b| *b *= sign);
+        x.check()?;
+        let panels = CrossKernelPanels::new(kernel, x, basis.landmarks.data())?;
+        let inv_sqrt: Vec<f64> = self.values.iter().map(|l| 1.0 / l.sqrt()).collect();
+        let coefficients_ref = self.coefficients.as_ref();
+        let eigenvectors = |panel: &mut Panel| {
+            if basis.center {
+                subtract_shift(&mut panel.kernel, &basis.shift);
+            }
+            product_into(&mut panel.scratch, panel.kernel.as_ref(), coefficients_ref);
+            for (j, (&t, &inv)) in self.t.iter().zip(&inv_sqrt).enumerate() {
+                panel.scratch.col_mut(j).iter_mut().for_each(|u| *u = (*u - t) * inv);
+            }
+        };
+        panels.for_each_block(block_rows, eigenvectors, |block| {
+            for panel in block.iter() {
+                let len = panel.scratch.nrows();
+                vectors.as_mut().subrows_mut(panel.first_row, len).copy_from(panel.scratch.as_ref());
+            }
+            Ok::<(), SolverError>(())
+        })?;
+        Ok(vectors)
     }
-    // c = f̄ᵀV = sᵀB + t.
-    let offset = if config.center {
-        (0..r).map(|j| dot(coefficients.col(j), &shift) + signs[j] * t[j]).collect()
-    } else {
-        vec![0.0; r]
-    };
-    Ok(NystromFit { pairs, landmarks: idx, landmark_rows: landmarks, coefficients, offset })
+
+    /// The coefficients `B` `(m, r)` with the eigenvectors' signs `signs` (`±1`, length `r`)
+    /// applied and the offset `c = sᵀB + t` (zeros without centring): the model's out-of-sample
+    /// map $z(x) = k(x, L) B - c$.
+    pub fn finish(self, basis: &NystromBasis, signs: &[f64]) -> (Mat<f64>, Vec<f64>) {
+        let NystromSolution { mut coefficients, t, .. } = self;
+        for (j, &sign) in signs.iter().enumerate() {
+            coefficients.col_mut(j).iter_mut().for_each(|b| *b *= sign);
+        }
+        // c = f̄ᵀV = sᵀB + t.
+        let offset = if basis.center {
+            (0..coefficients.ncols()).map(|j| dot(coefficients.col(j), &basis.shift) + signs[j] * t[j]).collect()
+        } else {
+            vec![0.0; coefficients.ncols()]
+        };
+        (coefficients, offset)
+    }
 }
 
 /// Subtracts `shift` (length `m`) from every column of `panel` `(m, len)`, a transposed panel
@@ -477,6 +640,63 @@ mod tests {
 
     fn config(m: usize, rank: usize, center: bool, block_rows: usize) -> NystromConfig {
         NystromConfig { block_rows, memory: MemoryBudget::UNLIMITED, ..NystromConfig::new(m, rank).center(center) }
+    }
+
+    /// The fit run piece by piece on uneven blocks of rows (a Dask array's chunks: the basis
+    /// once, the parts added in block order, the sign candidates of every block) equals the
+    /// one-process fit on the same landmarks, centred or not: the eigenvalues, eigenvectors,
+    /// coefficients and offset, to rounding. With the outlier row far out, the signs decided by
+    /// a block other than the first.
+    #[test]
+    fn blocks_of_rows_give_the_one_process_fit() {
+        let mut x = clusters(211);
+        for j in 0..4 {
+            x[(150, j)] = 9.0; // an outlier row, in the fifth block
+        }
+        let kernel = Kernel::gaussian(1.3);
+        for center in [true, false] {
+            let cfg = config(30, 4, center, 64);
+            let whole = nystrom_fit(x.as_ref(), &kernel, &cfg, &mut Xoshiro256PlusPlus::seed_from_u64(4)).unwrap();
+            let rows = crate::ModelRows::gather(DataRef::Dense(x.as_ref()), &whole.landmarks);
+            let basis = NystromBasis::new(&kernel, rows, center).unwrap();
+            let cuts = [0, 37, 74, 111, 148, 185, 211];
+            let block = |b: usize| DataRef::Dense(x.as_ref().subrows(cuts[b], cuts[b + 1] - cuts[b]));
+            let mut total = basis.gram_part(&kernel, block(0), 64).unwrap();
+            for b in 1..cuts.len() - 1 {
+                total.add(&basis.gram_part(&kernel, block(b), 64).unwrap()).unwrap();
+            }
+            let solution = basis.solve(total, 211, 4).unwrap();
+            let mut vectors = Vec::new();
+            let mut candidates = Vec::new();
+            for b in 0..cuts.len() - 1 {
+                let v = solution.eigenvectors(&basis, &kernel, block(b), 64).unwrap();
+                let pairs = Eigenpairs { values: solution.values.clone(), vectors: v };
+                candidates.push(pairs.sign_candidates(cuts[b]));
+                vectors.push(pairs.vectors);
+            }
+            let signs = stolr_lowrank::signs_from_candidates(&candidates, solution.values.len());
+            let values = solution.values.clone();
+            let (coefficients, offset) = solution.finish(&basis, &signs);
+            let scale = whole.pairs.values[0];
+            for (a, b) in values.iter().zip(&whole.pairs.values) {
+                assert!((a - b).abs() <= 1e-12 * scale, "{a} vs {b}");
+            }
+            for b in 0..cuts.len() - 1 {
+                let mut v = vectors[b].clone();
+                for (j, &sign) in signs.iter().enumerate() {
+                    v.col_mut(j).iter_mut().for_each(|e| *e *= sign);
+                }
+                let w = whole.pairs.vectors.as_ref().subrows(cuts[b], cuts[b + 1] - cuts[b]);
+                assert!(max_abs_diff(v.as_ref(), w) <= 1e-10, "block {b}: {}", max_abs_diff(v.as_ref(), w));
+            }
+            assert!(
+                max_abs_diff(coefficients.as_ref(), whole.coefficients.as_ref())
+                    <= 1e-10 * max_abs(whole.coefficients.as_ref())
+            );
+            for (a, b) in offset.iter().zip(&whole.offset) {
+                assert!((a - b).abs() <= 1e-10 * (1.0 + b.abs()), "{a} vs {b}");
+            }
+        }
     }
 
     #[test]

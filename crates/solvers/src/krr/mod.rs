@@ -28,7 +28,8 @@ pub use nu_selection::{
     NuCandidate, NuModel, NuPath, NuSelection, log_grid, mean_squared_error, select_nu, select_nu_path,
 };
 pub use nystrom::{
-    NystromKrrConfig, NystromKrrFit, NystromSolve, nystrom_krr, nystrom_krr_landmarks, nystrom_krr_sharded,
+    NystromKrrBasis, NystromKrrConfig, NystromKrrFit, NystromKrrPart, NystromSolve, nystrom_krr, nystrom_krr_landmarks,
+    nystrom_krr_sharded,
 };
 pub use nystrom_cv::{LambdaSelection, select_lambda_nystrom};
 pub use precomputed::{PrecomputedKrrModel, krr_precomputed};

@@ -589,30 +589,31 @@ pub fn nystrom_krr_sharded(
     )?;
     let xm = rows_by_index(comm, x, shard, landmarks);
     let panels = CrossKernelPanels::new(kernel, x, xm.as_ref())?;
-    let kmm = kernel.cross(xm.as_ref(), xm.as_ref());
-    let (l, jitter) = jittered_cholesky(kmm.as_ref())?;
-    let centring = intercept.then(|| {
+    let mean = intercept.then(|| {
         let mut sum = [y.iter().sum::<f64>()];
         comm.all_reduce_sum(&mut sum);
-        Centring::new(y, sum[0] / shard.total as f64, kmm.as_ref())
+        sum[0] / shard.total as f64
     });
+    let basis = NystromKrrBasis::new(kernel, ModelRows::Dense(xm.clone()), mean)?;
+    let NystromKrrBasis { kmm, .. } = &basis;
+    let centring = basis.centring(y);
     let y = centring.as_ref().map_or(y, |c| &c.y);
-    let (mut gram, sums, ysum) = normal_equations(&panels, y, m, centring.as_ref())?;
-    all_reduce_lower(comm, &mut gram);
+    let mut part = basis.part_of_panels(&panels, y)?;
+    all_reduce_lower(comm, &mut part.gram);
     // The sums and Σỹ travel together: (M + 1, 2), Σỹ in the last row.
-    let mut packed = Mat::from_fn(m + 1, sums.ncols(), |i, j| {
+    let mut packed = Mat::from_fn(m + 1, part.sums.ncols(), |i, j| {
         if i < m {
-            sums[(i, j)]
+            part.sums[(i, j)]
         } else if j == 0 {
-            ysum
+            part.ysum
         } else {
             0.0
         }
     });
     all_reduce_mat(comm, &mut packed);
-    let mut sums = Mat::from_fn(m, packed.ncols(), |i, j| packed[(i, j)]);
-    let kbar = centring.as_ref().map(|c| c.finish(&mut sums, Some(&mut gram), packed[(m, 0)], shard.total));
-    let alpha = finish_direct(l.as_ref(), gram, sums, config.lambda)?;
+    part.sums = Mat::from_fn(m, packed.ncols(), |i, j| packed[(i, j)]);
+    part.ysum = packed[(m, 0)];
+    let (alpha, kbar) = basis.solve_alpha(part, shard.total, config.lambda)?;
     let mut loss = [training_loss(&panels, y, &alpha, kbar.as_deref())?];
     comm.all_reduce_sum(&mut loss);
     let objective = loss[0] + penalty(kmm.as_ref(), &alpha, config.lambda);
@@ -622,9 +623,177 @@ pub fn nystrom_krr_sharded(
         solve,
         iterations: 0,
         residual: None,
-        jitter,
+        jitter: basis.jitter,
         objective,
     })
+}
+
+/// The landmark side of Nyström KRR's direct solve, from the landmark rows (and `ȳ` with the
+/// intercept) alone: the step [`nystrom_krr_sharded`] replicates on every rank, split out so
+/// that a front end holding the rows in blocks it cannot gather (a Dask array's chunks) runs
+/// the same fit: [`NystromKrrBasis::new`] once, [`NystromKrrBasis::part`] on every block of
+/// rows and targets, [`NystromKrrPart::add`] in a fixed order, [`NystromKrrBasis::solve`] once.
+#[derive(Debug, Clone)]
+pub struct NystromKrrBasis {
+    /// The landmark rows `L` `(M, d)`.
+    pub landmarks: ModelRows,
+    /// `K_MM = K(L, L)` `(M, M)`.
+    pub kmm: Mat<f64>,
+    /// The lower Cholesky factor of `K_MM + δI`.
+    pub factor: Mat<f64>,
+    /// The jitter δ.
+    pub jitter: f64,
+    /// With the intercept, the targets' mean ȳ over every training row; `None` without.
+    pub mean: Option<f64>,
+}
+
+/// One block's part of Nyström KRR's normal equations ([`NystromKrrBasis::part`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NystromKrrPart {
+    /// The lower triangle of $\sum_i (k_i - s)(k_i - s)^\top$ `(M, M)` over the block's rows
+    /// (`s = 0` without the intercept).
+    pub gram: Mat<f64>,
+    /// $[\sum_i (k_i - s)\tilde y_i,\ \sum_i (k_i - s)]$ `(M, 2)` with the intercept,
+    /// $\sum_i k_i y_i$ `(M, 1)` without.
+    pub sums: Mat<f64>,
+    /// $\sum_i \tilde y_i$ (0 without the intercept).
+    pub ysum: f64,
+}
+
+impl NystromKrrPart {
+    /// Adds `other` to this part entry by entry (the same bits for the same parts added in the
+    /// same order).
+    ///
+    /// # Errors
+    /// [`SolverError::InvalidConfig`] (`parts`) if the shapes differ.
+    pub fn add(&mut self, other: &NystromKrrPart) -> Result<(), SolverError> {
+        if self.gram.shape() != other.gram.shape() || self.sums.shape() != other.sums.shape() {
+            return Err(SolverError::InvalidConfig {
+                name: "parts",
+                reason: format!("a part of shape {:?} added to one of {:?}", other.sums.shape(), self.sums.shape()),
+            });
+        }
+        self.gram += &other.gram;
+        self.sums += &other.sums;
+        self.ysum += other.ysum;
+        Ok(())
+    }
+}
+
+impl NystromKrrBasis {
+    /// `K_MM` and its jittered Cholesky factor for the landmark rows `landmarks` `(M, d)`;
+    /// `mean` is ȳ over every training row with the intercept, `None` without.
+    ///
+    /// # Errors
+    /// [`SolverError::InvalidConfig`] (`landmarks`) for no or non-finite landmark rows, or a
+    /// non-finite `mean`; [`SolverError::LowRank`] if `K_MM` is not positive definite with a
+    /// jitter of `1e-4` of its diagonal.
+    pub fn new(kernel: &Kernel, landmarks: ModelRows, mean: Option<f64>) -> Result<Self, SolverError> {
+        kernel.validate()?;
+        if landmarks.nrows() == 0 || !landmarks.is_finite() {
+            return Err(SolverError::InvalidConfig {
+                name: "landmarks",
+                reason: "no landmark rows, or a landmark row with a non-finite entry".into(),
+            });
+        }
+        if mean.is_some_and(|v| !v.is_finite()) {
+            return Err(SolverError::InvalidConfig { name: "y", reason: "the targets' mean is not finite".into() });
+        }
+        let kmm = kernel.cross(landmarks.data(), landmarks.data());
+        let (factor, jitter) = jittered_cholesky(kmm.as_ref())?;
+        Ok(Self { landmarks, kmm, factor, jitter, mean })
+    }
+
+    /// The centring of the targets `y` of a block (with the intercept).
+    fn centring(&self, y: &[f64]) -> Option<Centring> {
+        self.mean.map(|mean| Centring::new(y, mean, self.kmm.as_ref()))
+    }
+
+    /// The block's part from its kernel panels and its (centred) targets.
+    fn part_of_panels(&self, panels: &CrossKernelPanels<'_>, y: &[f64]) -> Result<NystromKrrPart, SolverError> {
+        let centring = self.mean.map(|_| Centring { mean: 0.0, y: Vec::new(), shift: self.shift() });
+        let (gram, sums, ysum) = normal_equations(panels, y, self.kmm.nrows(), centring.as_ref())?;
+        Ok(NystromKrrPart { gram, sums, ysum })
+    }
+
+    /// The shift `s`: the column means of `K_MM`.
+    fn shift(&self) -> Vec<f64> {
+        Centring::new(&[], 0.0, self.kmm.as_ref()).shift
+    }
+
+    /// One pass over the block of rows `x` `(n_b, d)` with targets `y` (length `n_b`): its part
+    /// of the normal equations. Memory `8·M·(M + 512 + 2d)` bytes.
+    ///
+    /// # Errors
+    /// [`SolverError::Estimator`] for non-finite rows or targets, or `y` of another length.
+    pub fn part(&self, kernel: &Kernel, x: DataRef<'_>, y: &[f64]) -> Result<NystromKrrPart, SolverError> {
+        let m = self.kmm.nrows();
+        if x.nrows() == 0 && y.is_empty() {
+            let cols = if self.mean.is_some() { 2 } else { 1 };
+            return Ok(NystromKrrPart { gram: Mat::zeros(m, m), sums: Mat::zeros(m, cols), ysum: 0.0 });
+        }
+        check_regression(x, y)?;
+        let panels = CrossKernelPanels::new(kernel, x, self.landmarks.data())?;
+        let centring = self.centring(y);
+        let y = centring.as_ref().map_or(y, |c| &c.y);
+        self.part_of_panels(&panels, y)
+    }
+
+    /// The coefficients α (length `M`) and, with the intercept, $\bar k$ from the parts of every
+    /// training row added, `n` rows in all.
+    fn solve_alpha(
+        &self,
+        part: NystromKrrPart,
+        n: usize,
+        lambda: f64,
+    ) -> Result<(Vec<f64>, Option<Vec<f64>>), SolverError> {
+        let m = self.kmm.nrows();
+        let NystromKrrPart { mut gram, mut sums, ysum } = part;
+        let cols = if self.mean.is_some() { 2 } else { 1 };
+        if gram.shape() != (m, m) || sums.shape() != (m, cols) {
+            return Err(SolverError::InvalidConfig {
+                name: "parts",
+                reason: format!("a part of shape {:?} for {m} landmarks", gram.shape()),
+            });
+        }
+        let centring = self.mean.map(|mean| Centring { mean, y: Vec::new(), shift: self.shift() });
+        let kbar = centring.as_ref().map(|c| c.finish(&mut sums, Some(&mut gram), ysum, n));
+        Ok((finish_direct(self.factor.as_ref(), gram, sums, lambda)?, kbar))
+    }
+
+    /// The fit from the parts of every training row added ([`NystromKrrPart::add`]), `n` rows
+    /// in all, ridge `lambda`: the direct solve of [`nystrom_krr`] (the objective is not
+    /// computed: it needs another pass; it is NaN).
+    ///
+    /// # Errors
+    /// [`SolverError::InvalidConfig`] for a non-positive or non-finite `lambda`, no rows, or a
+    /// part of the wrong shape; [`SolverError::LowRank`] if the solve fails.
+    pub fn solve(
+        &self,
+        kernel: &Kernel,
+        part: NystromKrrPart,
+        n: usize,
+        lambda: f64,
+    ) -> Result<NystromKrrFit, SolverError> {
+        check_config(&NystromKrrConfig { lambda, ..NystromKrrConfig::default() })?;
+        if n == 0 {
+            return Err(SolverError::InvalidConfig { name: "n", reason: "no training rows".into() });
+        }
+        let (alpha, kbar) = self.solve_alpha(part, n, lambda)?;
+        let intercept = match (self.mean, &kbar) {
+            (Some(mean), Some(kbar)) => mean - dot(kbar, &alpha),
+            _ => 0.0,
+        };
+        Ok(NystromKrrFit {
+            intercept,
+            expansion: KernelExpansion::new(*kernel, self.landmarks.clone(), alpha)?,
+            solve: NystromSolve::Direct,
+            iterations: 0,
+            residual: None,
+            jitter: self.jitter,
+            objective: f64::NAN,
+        })
+    }
 }
 
 /// `gram += c cᵀ` on the lower triangle, for a transposed kernel panel `c` `(M, len)`: the
@@ -666,6 +835,17 @@ fn check_config(config: &NystromKrrConfig) -> Result<(), SolverError> {
         return Err(SolverError::InvalidConfig { name: "max_iterations", reason: "need at least 1 iteration".into() });
     }
     Ok(())
+}
+
+impl NystromSolve {
+    /// The solve [`nystrom_krr`] runs for `n` training rows and `m` landmarks: `Auto` resolved
+    /// by its cost model (direct below `M ≈ 7000`), the others as they are.
+    pub fn resolved(self, n: usize, m: usize) -> NystromSolve {
+        match self {
+            NystromSolve::Auto => auto_solve(n, m),
+            chosen => chosen,
+        }
+    }
 }
 
 /// The cheaper solve by a cost model measured on this kind of machine (Friedman #1, d = 10,
@@ -871,6 +1051,45 @@ pub(crate) mod tests {
         let x = Mat::from_fn(n, d, |_, _| rng.random_range(-1.0_f64..1.0));
         let y = (0..n).map(|i| (3.0 * x[(i, 0)]).sin() + x[(i, 1)] * x[(i, 1)] + 0.1 * rng.random::<f64>()).collect();
         (x, y)
+    }
+
+    /// Nyström KRR's direct solve from the parts of uneven blocks of rows (added in block
+    /// order) equals [`nystrom_krr`] on every row, with and without the intercept.
+    #[test]
+    fn blocks_of_rows_give_the_one_process_fit() {
+        let (x, mut y) = data(157, 3, 11);
+        y.iter_mut().for_each(|v| *v += 100.0); // a large mean, which the intercept removes
+        let kernel = Kernel::gaussian(0.7);
+        let landmarks: Vec<usize> = (0..25).map(|i| (i * 37) % 157).collect();
+        let config = NystromKrrConfig { lambda: 1e-2, solve: NystromSolve::Direct, ..NystromKrrConfig::default() };
+        for intercept in [true, false] {
+            let whole = nystrom_krr(x.as_ref(), &y, &kernel, &config, &landmarks, intercept).unwrap();
+            let mean = intercept.then(|| y.iter().sum::<f64>() / 157.0);
+            let rows = ModelRows::gather(DataRef::Dense(x.as_ref()), &landmarks);
+            let basis = NystromKrrBasis::new(&kernel, rows, mean).unwrap();
+            let cuts = [0, 37, 74, 111, 148, 157];
+            let part = |b: usize| {
+                let (a, len) = (cuts[b], cuts[b + 1] - cuts[b]);
+                basis.part(&kernel, DataRef::Dense(x.as_ref().subrows(a, len)), &y[a..a + len]).unwrap()
+            };
+            let mut total = part(0);
+            for b in 1..cuts.len() - 1 {
+                total.add(&part(b)).unwrap();
+            }
+            let fit = basis.solve(&kernel, total, 157, config.lambda).unwrap();
+            let (a, b) = (fit.expansion.coefficients(), whole.expansion.coefficients());
+            let top = b.iter().fold(0.0_f64, |m, v| m.max(v.abs()));
+            for (u, v) in a.iter().zip(b) {
+                assert!((u - v).abs() <= 1e-10 * top, "{u} vs {v}");
+            }
+            assert!((fit.intercept - whole.intercept).abs() <= 1e-10 * (1.0 + whole.intercept.abs()));
+        }
+        // A non-finite target in a block is refused by that block's part.
+        let basis =
+            NystromKrrBasis::new(&kernel, ModelRows::gather(DataRef::Dense(x.as_ref()), &landmarks), None).unwrap();
+        let mut bad = y[..10].to_vec();
+        bad[3] = f64::NAN;
+        assert!(basis.part(&kernel, DataRef::Dense(x.as_ref().subrows(0, 10)), &bad).is_err());
     }
 
     /// The closed form `(K_MnK_nM + λK_MM)⁻¹K_Mn y` by a dense solve (LU) of the normal equations.

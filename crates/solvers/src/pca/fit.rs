@@ -280,7 +280,6 @@ impl Pca {
         crate::error::check_pca_rank(self.rank, n, d)?;
         let mean =
             if self.center { stolr_estimators::column_means_of(x, |b| comm.all_reduce_sum(b)) } else { vec![0.0; d] };
-        let block_rows = Self::exact_block_rows(d);
         let (mut inv, mut scale) = (1.0, vec![1.0; d]);
         if self.scale {
             let local = match x {
@@ -295,21 +294,96 @@ impl Pca {
                 scale = vec![max; d];
             }
         }
-        let scaled = self.scale && inv != 1.0;
+        let mut g = Self::exact_gram_part(x, &mean, (self.scale && inv != 1.0).then_some(inv));
+        stolr_comm::all_reduce_lower(comm, &mut g);
+        self.exact_from_gram(g, mean, scale, n)
+    }
+
+    /// This block's part of [`Pca::fit_exact_rows`]'s Gram matrix: $\tilde X_b^\top \tilde X_b$
+    /// `(d, d)` (lower triangle; the upper one is not read) of the rows `x` `(n_b, d)` (dense,
+    /// float64 or float32) centred by `mean` (length `d`, the mean of every row) and multiplied
+    /// by `inv` when given, one pass over blocks of rows converted and centred on the fly.
+    /// Memory [`Pca::exact_rows_bytes`]. The parts of the blocks of the rows, added in a fixed
+    /// order, give the Gram matrix [`Pca::exact_from_gram`] takes (the rank-ordered all-reduce
+    /// of several processes; a Dask array's chunks).
+    ///
+    /// # Panics
+    /// If `x` is sparse (the caller refuses sparse rows) or `mean` is not of length `d`.
+    pub fn exact_gram_part(x: DataRef<'_>, mean: &[f64], inv: Option<f64>) -> faer::Mat<f64> {
+        let (n_local, d) = x.shape();
+        assert_eq!(mean.len(), d, "exact_gram_part: a mean of length {} for {d} features", mean.len());
+        let block_rows = Self::exact_block_rows(d);
         // Each block is written straight from the source into the lane's buffer.
-        let mut g = stolr_lowrank::gram_of_row_blocks(n_local, d, block_rows, |start, out| {
+        stolr_lowrank::gram_of_row_blocks(n_local, d, block_rows, |start, out| {
             let len = out.nrows();
             match x {
-                DataRef::Dense(v) => fill_centred(v.subrows(start, len), out, &mean, scaled.then_some(inv)),
-                DataRef::DenseF32(v) => fill_centred(v.subrows(start, len), out, &mean, scaled.then_some(inv)),
+                DataRef::Dense(v) => fill_centred(v.subrows(start, len), out, mean, inv),
+                DataRef::DenseF32(v) => fill_centred(v.subrows(start, len), out, mean, inv),
                 DataRef::Sparse(_) => unreachable!("dense rows"),
             }
-        });
-        stolr_comm::all_reduce_lower(comm, &mut g);
-        let trace: f64 = (0..d).map(|j| g[(j, j)]).sum();
+        })
+    }
+
+    /// The exact model from the Gram matrix `g` `(d, d)` (lower triangle) of the `n` centred,
+    /// scaled rows ([`Pca::exact_gram_part`], added over the blocks): the top `rank`
+    /// eigenpairs (the components, eigenvalues nonincreasing, divided by `n − 1`) and the
+    /// total variance (the trace over `n − 1`).
+    ///
+    /// # Errors
+    /// [`SolverError::InvalidRank`] for a rank outside `1..=min(n, d)`; [`SolverError::LowRank`]
+    /// if the eigendecomposition fails.
+    pub fn exact_from_gram(
+        &self,
+        g: faer::Mat<f64>,
+        mean: Vec<f64>,
+        scale: Vec<f64>,
+        n: usize,
+    ) -> Result<PcaModel, SolverError> {
+        crate::error::check_pca_rank(self.rank, n, g.ncols())?;
+        let trace: f64 = (0..g.ncols()).map(|j| g[(j, j)]).sum();
         let pairs = crate::pca::rayleigh_ritz::gram_top_pairs(g, self.rank)?;
         let total = trace / n.saturating_sub(1).max(1) as f64;
         PcaModel::from_basis(self.solver.name(), mean, scale, &pairs, n)?.with_total_variance(total)
+    }
+
+    /// One round of the two-pass column means of dense rows held in blocks
+    /// ([`column_means_of`](stolr_estimators::column_means_of), whose sums a process adds over
+    /// the ranks): `combined` holds the sums of every block already added in a fixed order, in
+    /// the order the means ask for them: `[[n]]` (the row count) returns this block's column
+    /// sums (length `d`); `[[n], sums]` this block's sums of $x_{ij} - \text{sums}_j/n$;
+    /// `[[n], sums, corrections]` (on any rows, e.g. none) the means, the same formula as one
+    /// process. So the means of the blocks are those of the rows up to the order of the sums.
+    ///
+    /// # Errors
+    /// [`SolverError::Estimator`] for non-finite rows; [`SolverError::InvalidConfig`]
+    /// (`combined`) for an empty `combined`, more than three sums, or sums of the wrong length.
+    pub fn exact_means_round(x: DataRef<'_>, combined: &[Vec<f64>]) -> Result<Vec<f64>, SolverError> {
+        let d = x.ncols();
+        let lengths_ok = combined.first().is_some_and(|c| c.len() == 1)
+            && combined.len() <= 3
+            && combined.iter().skip(1).all(|c| c.len() == d);
+        if !lengths_ok {
+            return Err(SolverError::InvalidConfig {
+                name: "combined",
+                reason: format!(
+                    "the rounds of the means are [[n]], [[n], sums] or [[n], sums, corrections] for {d} features"
+                ),
+            });
+        }
+        if x.nrows() > 0 {
+            x.check()?;
+        }
+        let mut call = 0;
+        let mut recorded = None;
+        let means = stolr_estimators::column_means_of(x, |buffer| {
+            match combined.get(call) {
+                Some(known) => buffer.copy_from_slice(known),
+                None if recorded.is_none() => recorded = Some(buffer.to_vec()),
+                None => {}
+            }
+            call += 1;
+        });
+        Ok(recorded.unwrap_or(means))
     }
 
     /// [`Pca::fit_prepared`] on this rank's prepared rows at `place` among those of `comm`.

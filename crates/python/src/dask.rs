@@ -1,0 +1,414 @@
+//! The chunk tasks and the client steps of the Dask fits (`stolr/_dask.py`): kernel PCA by
+//! Nyström, exact PCA and Nyström kernel ridge regression on a row-chunked `dask.array.Array`.
+//!
+//! Every function here is one step of the library's own fit, split where the processes of an
+//! MPI run all-reduce: a **chunk task** (`dask_*_part`, `dask_*_round`, `dask_nystrom_signs`)
+//! runs on the worker that holds a chunk of rows and returns arrays whose size does not grow
+//! with the rows (`m × m`, `d × d`, `3r` numbers); a **client step** (`dask_*_basis`,
+//! `dask_*_solve`, `dask_*_model`) adds the chunks' parts in the order of the list it is given
+//! (the chunks' order: the same chunking gives the same bits) and solves the small problem.
+//! Nothing of size `n` crosses to the client.
+
+use faer::Mat;
+use numpy::ndarray::Array1;
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use stolr_solvers::{
+    KernelCentering, KernelPcaModel, KpcaMethod, KpcaStream, KrrMethod, KrrModel, KrrStream, Landmarks, ModelRows,
+    Named, NystromBasis, NystromGramPart, NystromKrrBasis, NystromKrrPart, NystromSolution, NystromSolve, Pca,
+    PcaMethod, SvrgPcaConfig,
+};
+
+use super::{PyRows, held, kernel, model_bytes, solver_error, to_mat, to_numpy, value_error};
+
+/// The kernel as Python names it: `(name, gamma, degree, coef0)`.
+type KernelArgs = (String, f64, u32, f64);
+
+/// A Nyström basis as it travels between the client and the workers: the landmark rows
+/// `(m, d)`, `S` `(m, m′)`, the shift (length `m`), the largest diagonal entry of `W` and the
+/// centring flag.
+type BasisArgs<'py> = (PyReadonlyArray2<'py, f64>, PyReadonlyArray2<'py, f64>, PyReadonlyArray1<'py, f64>, f64, bool);
+
+/// A Nyström solution as it travels: the eigenvalues (length `r`), `B` `(m, r)` and `t`.
+type SolutionArgs<'py> = (PyReadonlyArray1<'py, f64>, PyReadonlyArray2<'py, f64>, PyReadonlyArray1<'py, f64>);
+
+fn kernel_of(k: &KernelArgs) -> PyResult<stolr_estimators::Kernel> {
+    kernel(&k.0, k.1, k.2, k.3)
+}
+
+fn vec1(a: &PyReadonlyArray1<'_, f64>) -> Vec<f64> {
+    a.as_array().iter().copied().collect()
+}
+
+fn basis_of(b: &BasisArgs<'_>) -> NystromBasis {
+    NystromBasis {
+        landmarks: ModelRows::Dense(to_mat(&b.0)),
+        scaled: to_mat(&b.1),
+        shift: vec1(&b.2),
+        max_diagonal: b.3,
+        center: b.4,
+    }
+}
+
+fn solution_of(s: &SolutionArgs<'_>) -> NystromSolution {
+    NystromSolution { values: vec1(&s.0), coefficients: to_mat(&s.1), t: vec1(&s.2) }
+}
+
+/// The landmark indices the in-memory fit draws for `n` training rows of `d` features: `m`
+/// drawn from the seed's landmark stream (`kind` `"kpca"`: [`KpcaStream::Solver`], the draw of
+/// `KernelPCA(solver="nystrom")`; `"krr"`: [`KrrStream::Landmarks`], that of
+/// `KernelRidge(solver="nystrom")`), or the given indices `given` checked (in range, distinct).
+///
+/// # Errors
+/// `ValueError` for `m` outside `1..=n`, a bad index or an unknown `kind`.
+#[pyfunction]
+#[pyo3(signature = (kind, n, d, m, seed, given=None))]
+fn dask_landmarks<'py>(
+    py: Python<'py>,
+    kind: &str,
+    n: usize,
+    d: usize,
+    m: usize,
+    seed: u64,
+    given: Option<Vec<usize>>,
+) -> PyResult<Bound<'py, PyArray1<i64>>> {
+    let mut rng = match kind {
+        "kpca" => KpcaStream::Solver.rng(seed),
+        "krr" => KrrStream::Landmarks.rng(seed),
+        other => return Err(value_error(format!("unknown landmark stream '{other}' (kpca, krr)"))),
+    };
+    let landmarks = given.map_or(Landmarks::Draw(m), Landmarks::Indices);
+    let idx = landmarks.indices(n, d, &mut rng).map_err(solver_error)?.unwrap_or_default();
+    Ok(Array1::from_iter(idx.into_iter().map(|i| i as i64)).into_pyarray(py))
+}
+
+/// Client step of the Nyström fit: `W = K(L, L)` for the landmark rows `landmarks` `(m, d)`,
+/// `S` `(m, m′)`, the shift (length `m`) and the largest diagonal entry of `W`
+/// ([`NystromBasis::new`]).
+///
+/// # Errors
+/// `ValueError` for non-finite landmark rows or a failed eigendecomposition.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn dask_nystrom_basis<'py>(
+    py: Python<'py>,
+    landmarks: PyReadonlyArray2<'py, f64>,
+    kernel: KernelArgs,
+    center: bool,
+) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>, f64)> {
+    let kernel = kernel_of(&kernel)?;
+    let rows = ModelRows::Dense(to_mat(&landmarks));
+    let basis = py.detach(|| NystromBasis::new(&kernel, rows, center)).map_err(solver_error)?;
+    Ok((to_numpy(py, basis.scaled.as_ref()), basis.shift.into_pyarray(py), basis.max_diagonal))
+}
+
+/// Chunk task of the Nyström fit: this chunk's part of the features' second moment, the lower
+/// triangle `(m′, m′)` and the column sums (length `m′`) ([`NystromBasis::gram_part`]);
+/// `8·m′·(m′ + 1)` bytes back to the client.
+///
+/// # Errors
+/// `ValueError` for non-finite rows or rows of another width than the landmarks.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn dask_nystrom_part<'py>(
+    py: Python<'py>,
+    x: PyRows<'py>,
+    basis: BasisArgs<'py>,
+    kernel: KernelArgs,
+) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>)> {
+    let kernel = kernel_of(&kernel)?;
+    let basis = basis_of(&basis);
+    let x = held(&x)?;
+    let data = x.data();
+    let part =
+        py.detach(|| basis.gram_part(&kernel, data, stolr_solvers::kpca::DEFAULT_BLOCK_ROWS)).map_err(solver_error)?;
+    Ok((to_numpy(py, part.gram.as_ref()), part.sums.into_pyarray(py)))
+}
+
+/// Client step of the Nyström fit: the chunks' parts `parts` added in list order, `n` rows in
+/// all, and the small eigenproblem: at most `rank` eigenvalues, `B` `(m, r)` and `t`
+/// (length `r`), signs not fixed yet ([`NystromBasis::solve`]).
+///
+/// # Errors
+/// `ValueError` for no parts, parts of the wrong shape, or a numerically zero kernel matrix.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn dask_nystrom_solve<'py>(
+    py: Python<'py>,
+    parts: Vec<(PyReadonlyArray2<'py, f64>, PyReadonlyArray1<'py, f64>)>,
+    basis: BasisArgs<'py>,
+    n: usize,
+    rank: usize,
+) -> PyResult<(Bound<'py, PyArray1<f64>>, Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>)> {
+    let basis = basis_of(&basis);
+    let mut parts = parts.iter().map(|(g, s)| NystromGramPart { gram: to_mat(g), sums: vec1(s) });
+    let mut total = parts.next().ok_or_else(|| value_error("no chunk of rows"))?;
+    for part in parts {
+        total.add(&part).map_err(solver_error)?;
+    }
+    let solution = py.detach(|| basis.solve(total, n, rank)).map_err(solver_error)?;
+    Ok((solution.values.into_pyarray(py), to_numpy(py, solution.coefficients.as_ref()), solution.t.into_pyarray(py)))
+}
+
+/// Chunk task of the Nyström fit, pass 2: the sign candidates (`3r` numbers:
+/// [`stolr_lowrank`'s rule](stolr_solvers::signs_from_candidates)) of this chunk's rows
+/// `first..first + n_b` of the eigenvectors; or, with `signs` given, the rows of the
+/// eigenvectors themselves `(n_b, r)`, signs applied (the lazy `eigenvectors_`).
+///
+/// # Errors
+/// As [`dask_nystrom_part`].
+#[pyfunction]
+#[pyo3(signature = (x, first, basis, solution, kernel, signs=None))]
+fn dask_nystrom_signs<'py>(
+    py: Python<'py>,
+    x: PyRows<'py>,
+    first: usize,
+    basis: BasisArgs<'py>,
+    solution: SolutionArgs<'py>,
+    kernel: KernelArgs,
+    signs: Option<Vec<f64>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let kernel = kernel_of(&kernel)?;
+    let (basis, solution) = (basis_of(&basis), solution_of(&solution));
+    let x = held(&x)?;
+    let data = x.data();
+    let vectors = py
+        .detach(|| solution.eigenvectors(&basis, &kernel, data, stolr_solvers::kpca::DEFAULT_BLOCK_ROWS))
+        .map_err(solver_error)?;
+    let mut pairs = stolr_solvers::Eigenpairs { values: solution.values, vectors };
+    match signs {
+        Some(signs) => {
+            pairs.apply_signs(&signs);
+            Ok(to_numpy(py, pairs.vectors.as_ref()).into_any())
+        }
+        None => Ok(pairs.sign_candidates(first).into_pyarray(py).into_any()),
+    }
+}
+
+/// Client step ending the Nyström fit: the signs from every chunk's candidates
+/// (`candidates`, any order), `B` and the offset with them, and the kernel PCA model (the
+/// in-memory fit's kind and contents); returns the model bytes and the signs.
+///
+/// # Errors
+/// `ValueError` if the model cannot be built (shapes, non-finite entries).
+#[pyfunction]
+fn dask_nystrom_model<'py>(
+    py: Python<'py>,
+    basis: BasisArgs<'py>,
+    solution: SolutionArgs<'py>,
+    kernel: KernelArgs,
+    candidates: Vec<Vec<f64>>,
+) -> PyResult<(Bound<'py, PyBytes>, Vec<f64>)> {
+    let kernel = kernel_of(&kernel)?;
+    let (basis, solution) = (basis_of(&basis), solution_of(&solution));
+    let values = solution.values.clone();
+    let signs = stolr_solvers::signs_from_candidates(&candidates, values.len());
+    let (coefficients, offset) = solution.finish(&basis, &signs);
+    let centering = if basis.center { KernelCentering::Offset(offset) } else { KernelCentering::None };
+    let name = KpcaMethod::Nystrom.name();
+    let model = KernelPcaModel::new(name, kernel, None, basis.landmarks, coefficients, values, centering)
+        .map_err(solver_error)?;
+    Ok((model_bytes(py, &model)?, signs))
+}
+
+/// Chunk task (and last client step) of exact PCA's column means ([`Pca::exact_means_round`]):
+/// `combined` `[[n]]` returns this chunk's column sums, `[[n], sums]` its sums around
+/// `sums/n`, `[[n], sums, corrections]` (any rows) the means. `8·d` bytes back.
+///
+/// # Errors
+/// `ValueError` for non-finite or sparse rows, or rounds of the wrong length.
+#[pyfunction]
+fn dask_pca_means_round<'py>(
+    py: Python<'py>,
+    x: PyRows<'py>,
+    combined: Vec<Vec<f64>>,
+) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let x = held(&x)?;
+    let data = x.data();
+    if data.is_sparse() {
+        return Err(value_error("PCA on a Dask array takes dense chunks"));
+    }
+    let out = py.detach(|| Pca::exact_means_round(data, &combined)).map_err(solver_error)?;
+    Ok(out.into_pyarray(py))
+}
+
+/// Chunk task of exact PCA: this chunk's Gram matrix of the rows centred by `mean`, `(d, d)`
+/// (lower triangle; [`Pca::exact_gram_part`]). `8·d²` bytes back.
+///
+/// # Errors
+/// `ValueError` for sparse or non-finite rows, or a mean of another length than `d`.
+#[pyfunction]
+fn dask_pca_gram_part<'py>(py: Python<'py>, x: PyRows<'py>, mean: Vec<f64>) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    let x = held(&x)?;
+    let data = x.data();
+    if data.is_sparse() || mean.len() != data.ncols() {
+        return Err(value_error(format!(
+            "PCA's Gram part takes dense chunks and a mean of their {} features, got {}",
+            data.ncols(),
+            mean.len()
+        )));
+    }
+    if data.nrows() > 0 {
+        data.check().map_err(value_error)?;
+    }
+    let g = py.detach(|| Pca::exact_gram_part(data, &mean, None));
+    Ok(to_numpy(py, g.as_ref()))
+}
+
+/// Client step ending exact PCA: the chunks' Gram parts added in list order, `n` rows, and
+/// the model of `rank` components ([`Pca::exact_from_gram`]); the model bytes.
+///
+/// # Errors
+/// `ValueError` for no parts, parts of another shape than `d × d`, or a rank outside
+/// `1..=min(n, d)`.
+#[pyfunction]
+fn dask_pca_model<'py>(
+    py: Python<'py>,
+    parts: Vec<PyReadonlyArray2<'py, f64>>,
+    mean: Vec<f64>,
+    n: usize,
+    rank: usize,
+    center: bool,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let d = mean.len();
+    let mut g = Mat::<f64>::zeros(d, d);
+    if parts.is_empty() {
+        return Err(value_error("no chunk of rows"));
+    }
+    for part in &parts {
+        let part = to_mat(part);
+        if part.shape() != (d, d) {
+            return Err(value_error(format!("a Gram part of shape {:?} for {d} features", part.shape())));
+        }
+        g += &part;
+    }
+    let method = PcaMethod::parse("exact").map_err(value_error)?;
+    let solver = method.batch(SvrgPcaConfig::consistent(rank), None).ok_or_else(|| value_error("no exact solver"))?;
+    let pca = Pca { rank, center, scale: false, solver };
+    let model = py.detach(|| pca.exact_from_gram(g, mean, vec![1.0; d], n)).map_err(solver_error)?;
+    model_bytes(py, &model)
+}
+
+/// Nyström KRR's basis as it travels: the landmark rows `(M, d)`, `K_MM`, its jittered
+/// Cholesky factor, the jitter and ȳ (with the intercept).
+type KrrBasisArgs<'py> =
+    (PyReadonlyArray2<'py, f64>, PyReadonlyArray2<'py, f64>, PyReadonlyArray2<'py, f64>, f64, Option<f64>);
+
+fn krr_basis_of(b: &KrrBasisArgs<'_>) -> NystromKrrBasis {
+    NystromKrrBasis {
+        landmarks: ModelRows::Dense(to_mat(&b.0)),
+        kmm: to_mat(&b.1),
+        factor: to_mat(&b.2),
+        jitter: b.3,
+        mean: b.4,
+    }
+}
+
+/// Client step of Nyström KRR: `K_MM`, its jittered Cholesky factor and the jitter for the
+/// landmark rows `(M, d)` and ȳ (`mean`, with the intercept) ([`NystromKrrBasis::new`]).
+///
+/// # Errors
+/// `ValueError` for a kernel that is not shift-invariant, bad landmark rows or `K_MM` not
+/// positive definite.
+#[pyfunction]
+#[pyo3(signature = (landmarks, kernel, mean=None))]
+#[allow(clippy::type_complexity)]
+fn dask_krr_basis<'py>(
+    py: Python<'py>,
+    landmarks: PyReadonlyArray2<'py, f64>,
+    kernel: KernelArgs,
+    mean: Option<f64>,
+) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>, f64)> {
+    let k = kernel_of(&kernel)?;
+    if !k.is_shift_invariant() {
+        return Err(value_error(format!("kernel '{}' is not available for regression (rbf, laplacian)", kernel.0)));
+    }
+    let rows = ModelRows::Dense(to_mat(&landmarks));
+    let basis = py.detach(|| NystromKrrBasis::new(&k, rows, mean)).map_err(solver_error)?;
+    Ok((to_numpy(py, basis.kmm.as_ref()), to_numpy(py, basis.factor.as_ref()), basis.jitter))
+}
+
+/// Chunk task of Nyström KRR: this chunk's part of the normal equations for its rows and
+/// targets `y` ([`NystromKrrBasis::part`]): the lower triangle `(M, M)`, the sums `(M, 1)`
+/// (`(M, 2)` with the intercept) and Σỹ. `8·M·(M + 2) + 8` bytes back.
+///
+/// # Errors
+/// `ValueError` for non-finite rows or targets, or `y` of another length than the rows.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn dask_krr_part<'py>(
+    py: Python<'py>,
+    x: PyRows<'py>,
+    y: Vec<f64>,
+    basis: KrrBasisArgs<'py>,
+    kernel: KernelArgs,
+) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>, f64)> {
+    let kernel = kernel_of(&kernel)?;
+    let basis = krr_basis_of(&basis);
+    let x = held(&x)?;
+    let data = x.data();
+    let part = py.detach(|| basis.part(&kernel, data, &y)).map_err(solver_error)?;
+    Ok((to_numpy(py, part.gram.as_ref()), to_numpy(py, part.sums.as_ref()), part.ysum))
+}
+
+/// Client step ending Nyström KRR: the parts added in list order, `n` rows, the direct solve
+/// with ridge `alpha` and the model (the in-memory fit's kind: `KernelRidge(solver="nystrom")`);
+/// the model bytes. `nystrom_solve` is checked: the Dask fit runs the direct solve only
+/// (`"direct"`, or `"auto"` when it picks the direct solve for `n` and `M`).
+///
+/// # Errors
+/// `ValueError` for a conjugate-gradient solve, no parts, parts of the wrong shape, a bad
+/// `alpha`, or a failed solve.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn dask_krr_model<'py>(
+    py: Python<'py>,
+    parts: Vec<(PyReadonlyArray2<'py, f64>, PyReadonlyArray2<'py, f64>, f64)>,
+    basis: KrrBasisArgs<'py>,
+    kernel: KernelArgs,
+    n: usize,
+    alpha: f64,
+    nystrom_solve: &str,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let k = kernel_of(&kernel)?;
+    let basis = krr_basis_of(&basis);
+    let m = basis.kmm.nrows();
+    let solve = match nystrom_solve {
+        "auto" => NystromSolve::Auto,
+        "direct" => NystromSolve::Direct,
+        "cg" => NystromSolve::ConjugateGradient,
+        other => return Err(value_error(format!("unknown nystrom_solve '{other}' (auto, direct, cg)"))),
+    };
+    if solve.resolved(n, m) != NystromSolve::Direct {
+        return Err(value_error(format!(
+            "KernelRidge(solver='nystrom') on a Dask array runs the direct solve only; nystrom_solve='{nystrom_solve}' \
+             picks conjugate gradients for n = {n}, M = {m}: use nystrom_solve='direct'"
+        )));
+    }
+    let mut parts = parts.iter().map(|(g, s, ysum)| NystromKrrPart { gram: to_mat(g), sums: to_mat(s), ysum: *ysum });
+    let mut total = parts.next().ok_or_else(|| value_error("no chunk of rows"))?;
+    for part in parts {
+        total.add(&part).map_err(solver_error)?;
+    }
+    let fit = py.detach(|| basis.solve(&k, total, n, alpha)).map_err(solver_error)?;
+    let model = KrrModel::new(KrrMethod::Nystrom.name(), fit.expansion, None, fit.intercept).map_err(solver_error)?;
+    model_bytes(py, &model)
+}
+
+/// Registers the Dask steps on the extension module.
+pub(crate) fn add_dask(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(dask_landmarks, m)?)?;
+    m.add_function(wrap_pyfunction!(dask_nystrom_basis, m)?)?;
+    m.add_function(wrap_pyfunction!(dask_nystrom_part, m)?)?;
+    m.add_function(wrap_pyfunction!(dask_nystrom_solve, m)?)?;
+    m.add_function(wrap_pyfunction!(dask_nystrom_signs, m)?)?;
+    m.add_function(wrap_pyfunction!(dask_nystrom_model, m)?)?;
+    m.add_function(wrap_pyfunction!(dask_pca_means_round, m)?)?;
+    m.add_function(wrap_pyfunction!(dask_pca_gram_part, m)?)?;
+    m.add_function(wrap_pyfunction!(dask_pca_model, m)?)?;
+    m.add_function(wrap_pyfunction!(dask_krr_basis, m)?)?;
+    m.add_function(wrap_pyfunction!(dask_krr_part, m)?)?;
+    m.add_function(wrap_pyfunction!(dask_krr_model, m)?)?;
+    Ok(())
+}
