@@ -795,3 +795,39 @@ fn a_gzip_table_with_categories_is_streamed_by_every_rank_and_transformed_in_par
         assert!(up_to_sign(t1, t) <= 1e-8, "{np}: transform {:e}", up_to_sign(t1, t));
     }
 }
+
+#[test]
+fn transform_and_predict_under_mpirun_refuse_bad_input_on_every_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write_data(dir.path());
+    let model = dir.path().join("model");
+    let fit = ["kpca", "--input", data.to_str().unwrap(), "--solver", "nystrom", "--landmarks", "50", "--rank", "3"];
+    let (status, stderr, _) = wait(mpirun(1, &[&fit[..], &["--out", model.to_str().unwrap()]].concat()), DEADLINE);
+    assert!(status.success(), "{stderr}");
+    let apply = |np: usize, input: &Path, extra: &[&str]| {
+        let out = dir.path().join(format!("t-{np}-{}", extra.len()));
+        let args = ["transform", "--model", model.to_str().unwrap(), "--input", input.to_str().unwrap()];
+        let args = [&args[..], extra, &["--out", out.to_str().unwrap()]].concat();
+        wait(mpirun(np, &args), DEADLINE)
+    };
+    // Rows of another width (the model takes 3 features): refused, the job ended.
+    let wide = dir.path().join("wide.npy");
+    stolr_datasets::write_npy_matrix(&wide, faer::Mat::<f64>::zeros(40, 5).as_ref()).unwrap();
+    let (status, stderr, _) = apply(2, &wide, &["--format", "npy"]);
+    assert!(!status.success() && stderr.contains("the model takes 3"), "{stderr}");
+    // More processes than rows: the empty rank is named.
+    let two = dir.path().join("two.npy");
+    stolr_datasets::write_npy_matrix(&two, faer::Mat::<f64>::zeros(2, 3).as_ref()).unwrap();
+    let (status, stderr, _) = apply(3, &two, &["--format", "npy"]);
+    assert!(!status.success() && stderr.contains("holds no rows"), "{stderr}");
+    // A non-finite entry on one rank's rows.
+    let mut x = faer::Mat::from_fn(30, 3, |i, j| (i + j) as f64);
+    x[(25, 1)] = f64::NAN;
+    let nan = dir.path().join("nan.npy");
+    stolr_datasets::write_npy_matrix(&nan, x.as_ref()).unwrap();
+    let (status, stderr, _) = apply(2, &nan, &["--format", "npy"]);
+    assert!(!status.success() && stderr.contains("finite"), "{stderr}");
+    // --sparse stays on one process.
+    let (status, stderr, _) = apply(2, &data, &["--sparse"]);
+    assert!(!status.success() && stderr.contains("runs on one process"), "{stderr}");
+}
