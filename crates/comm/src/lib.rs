@@ -77,6 +77,54 @@ impl std::fmt::Debug for dyn Communicator + '_ {
     }
 }
 
+/// The message layout of a rank-ordered all-reduce over message passing (the scheme of the
+/// module docs, shared by the MPI and the mpi4py communicators): a buffer of `len` entries cut
+/// into `parts` balanced slices, slice `q` owned by rank `q`; `counts[q]` entries from
+/// `displacements[q]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReduceSlices {
+    /// Entries of each slice (`⌈len/parts⌉` for the first `len mod parts`, `⌊len/parts⌋` after).
+    pub counts: Vec<usize>,
+    /// Where each slice starts.
+    pub displacements: Vec<usize>,
+}
+
+impl ReduceSlices {
+    /// `len` entries in `parts ≥ 1` balanced slices.
+    pub fn balanced(len: usize, parts: usize) -> Self {
+        let (base, extra) = (len / parts, len % parts);
+        let counts: Vec<usize> = (0..parts).map(|q| base + usize::from(q < extra)).collect();
+        Self { displacements: displacements(&counts), counts }
+    }
+}
+
+/// The start of each block of `counts` laid end to end.
+pub fn displacements(counts: &[usize]) -> Vec<usize> {
+    counts
+        .iter()
+        .scan(0, |start, &c| {
+            let here = *start;
+            *start += c;
+            Some(here)
+        })
+        .collect()
+}
+
+/// The sum of `parts` copies of one slice of `mine` entries, received rank after rank in
+/// `received` (`parts·mine` entries), added **in rank order** `((p₀ + p₁) + p₂) + …`: the
+/// owner's step of the rank-ordered all-reduce.
+pub fn sum_in_rank_order(received: &[f64], mine: usize, parts: usize) -> Vec<f64> {
+    (0..mine)
+        .map(|k| {
+            let mut s = received[k];
+            for r in 1..parts {
+                s += received[r * mine + k];
+            }
+            s
+        })
+        .collect()
+}
+
 /// The communicator of a single process: rank 0 of 1. Reductions and broadcasts leave the
 /// buffer as it is; gathers return the buffer itself.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -357,6 +405,23 @@ impl Communicator for ThreadGroup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reduce_slices_cover_the_buffer_and_sum_in_rank_order() {
+        for (len, parts) in [(0, 3), (1, 3), (7, 3), (9, 3), (5, 1)] {
+            let l = ReduceSlices::balanced(len, parts);
+            assert_eq!(l.counts.iter().sum::<usize>(), len);
+            assert!(l.counts.iter().max().unwrap() - l.counts.iter().min().unwrap() <= 1);
+            assert_eq!(l.displacements[0], 0);
+            for q in 1..parts {
+                assert_eq!(l.displacements[q], l.displacements[q - 1] + l.counts[q - 1]);
+            }
+        }
+        // Two entries of one slice from three ranks: ((1 + 1e16) − 1e16) = 0 in rank order (the
+        // reverse order would give 1), and 2 + 3 + 4.
+        let received = [1.0, 2.0, 1e16, 3.0, -1e16, 4.0];
+        assert_eq!(sum_in_rank_order(&received, 2, 3), vec![0.0, 9.0]);
+    }
 
     #[test]
     fn balanced_shards_cover_the_rows_in_order() {

@@ -33,6 +33,7 @@ use mpi::traits::*;
 // is Stolr's.
 use mpi::topology::Communicator as _;
 pub use stolr_comm::Communicator;
+use stolr_comm::{ReduceSlices, sum_in_rank_order};
 
 /// The MPI world: the universe (finalized when dropped) and `MPI_COMM_WORLD`.
 pub struct Mpi {
@@ -81,22 +82,17 @@ pub fn abort_on_panic(rank: usize) {
     }));
 }
 
-/// `(counts, displacements)` of `len` entries cut into `parts` balanced slices.
+/// `(counts, displacements)` of `len` entries cut into `parts` balanced slices
+/// ([`ReduceSlices`]), as MPI counts.
 fn slices(len: usize, parts: usize) -> (Vec<Count>, Vec<Count>) {
-    let (base, extra) = (len / parts, len % parts);
-    let counts: Vec<Count> = (0..parts).map(|q| count(base + usize::from(q < extra))).collect();
-    (counts.clone(), displacements(&counts))
+    let layout = ReduceSlices::balanced(len, parts);
+    (layout.counts.iter().map(|&c| count(c)).collect(), layout.displacements.iter().map(|&d| count(d)).collect())
 }
 
+/// The starts of the blocks of `counts`, as MPI counts.
 fn displacements(counts: &[Count]) -> Vec<Count> {
-    counts
-        .iter()
-        .scan(0, |acc, &c| {
-            let d = *acc;
-            *acc += c;
-            Some(d)
-        })
-        .collect()
+    let counts: Vec<usize> = counts.iter().map(|&c| c as usize).collect();
+    stolr_comm::displacements(&counts).into_iter().map(count).collect()
 }
 
 fn count(n: usize) -> Count {
@@ -129,15 +125,7 @@ impl Communicator for Mpi {
             let mut recv = PartitionMut::new(&mut received[..], recv_counts, recv_displs);
             self.world.all_to_all_varcount_into(&send, &mut recv);
         }
-        let sum: Vec<f64> = (0..mine)
-            .map(|k| {
-                let mut s = received[k];
-                for r in 1..p {
-                    s += received[r * mine + k];
-                }
-                s
-            })
-            .collect();
+        let sum = sum_in_rank_order(&received, mine, p);
         let mut out = PartitionMut::new(buf, counts, displs);
         self.world.all_gather_varcount_into(&sum[..], &mut out);
     }

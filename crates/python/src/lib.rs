@@ -289,9 +289,10 @@ fn load<M: Persist>(bytes: &[u8]) -> PyResult<M> {
 /// Kernel PCA through the library's job ([`KernelPcaJob`], the call the CLI makes): returns
 /// the model bytes, the eigenvalues (nonincreasing), the training eigenvectors `(n, r)` and the
 /// fit's warnings. `inverse_alpha`: also fit the inverse transform with this ridge (the CLI's
-/// `--fit-inverse-transform --alpha`).
+/// `--fit-inverse-transform --alpha`). `comm` (an mpi4py communicator): `x` is this rank's
+/// rows and the fit is sharded ([`mpi::fit_kernel_pca_sharded`]); `None` on ranks other than 0.
 #[pyfunction]
-#[pyo3(signature = (x, n_components, kernel_name, gamma, degree, coef0, solver, center, tau, n_iter, n_features, sampler, n_landmarks, seed, verbose, memory_limit=None, inverse_alpha=None, max_rank=None, landmark_indices=None, landmark_rows=None))]
+#[pyo3(signature = (x, n_components, kernel_name, gamma, degree, coef0, solver, center, tau, n_iter, n_features, sampler, n_landmarks, seed, verbose, memory_limit=None, inverse_alpha=None, max_rank=None, landmark_indices=None, landmark_rows=None, comm=None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_kernel_pca<'py>(
     py: Python<'py>,
@@ -315,7 +316,8 @@ fn fit_kernel_pca<'py>(
     max_rank: Option<usize>,
     landmark_indices: Option<PyReadonlyArray1<'py, i64>>,
     landmark_rows: Option<PyReadonlyArray2<'py, f64>>,
-) -> PyResult<KpcaFitArrays<'py>> {
+    comm: Option<Bound<'py, PyAny>>,
+) -> PyResult<Option<KpcaFitArrays<'py>>> {
     let x = held(&x)?;
     let job = kpca_job(KpcaOptions {
         n_components,
@@ -337,11 +339,14 @@ fn fit_kernel_pca<'py>(
         landmark_indices,
         landmark_rows,
     })?;
+    if let Some(comm) = comm {
+        return mpi::fit_kernel_pca_sharded(py, &comm, &x, &job, verbose);
+    }
     let mut observer = PythonObserver::new(verbose);
     let data = x.data();
     let result = py.detach(|| job.run(shard_of(data), &mut observer));
     let outcome = observer.finish(result)?.ok_or_else(|| value_error("no result on one process"))?;
-    kpca_arrays(py, outcome.fit)
+    kpca_arrays(py, outcome.fit).map(Some)
 }
 
 /// The keyword arguments of a Python kernel PCA fit (`fit_kernel_pca`, `mpi_fit_kernel_pca`).
@@ -480,9 +485,11 @@ fn fit_pca<'py>(
 }
 
 /// Kernel ridge regression: returns the model bytes. `nu` `None`: ν of SLKL or Unif chosen by
-/// `NU_FOLDS`-fold cross-validation on the training rows (the CLI's `--nu auto`).
+/// `NU_FOLDS`-fold cross-validation on the training rows (the CLI's `--nu auto`). `comm` (an
+/// mpi4py communicator): `x`, `y` are this rank's rows and the fit is sharded
+/// ([`mpi::fit_kernel_ridge_sharded`]).
 #[pyfunction]
-#[pyo3(signature = (x, y, solver, kernel_name, alpha, gamma, n_landmarks, nu, fit_intercept, seed, verbose, max_iter=None, tol=None, nystrom_solve="auto", landmark_indices=None, landmark_rows=None))]
+#[pyo3(signature = (x, y, solver, kernel_name, alpha, gamma, n_landmarks, nu, fit_intercept, seed, verbose, max_iter=None, tol=None, nystrom_solve="auto", landmark_indices=None, landmark_rows=None, comm=None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_kernel_ridge<'py>(
     py: Python<'py>,
@@ -502,6 +509,7 @@ fn fit_kernel_ridge<'py>(
     nystrom_solve: &str,
     landmark_indices: Option<PyReadonlyArray1<'py, i64>>,
     landmark_rows: Option<PyReadonlyArray2<'py, f64>>,
+    comm: Option<Bound<'py, PyAny>>,
 ) -> PyResult<KrrFitReport<'py>> {
     let x = held(&x)?;
     let y: Vec<f64> = y.as_array().iter().copied().collect();
@@ -519,6 +527,9 @@ fn fit_kernel_ridge<'py>(
         nystrom_solve,
     })?;
     let job = KernelRidgeJob { landmarks: given_landmarks(landmark_indices, landmark_rows)?, ..job };
+    if let Some(comm) = comm {
+        return mpi::fit_kernel_ridge_sharded(py, &comm, &x, &y, &job, verbose);
+    }
     let mut observer = PythonObserver::new(verbose);
     let result = {
         let data = x.data();

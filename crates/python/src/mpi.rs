@@ -29,14 +29,14 @@
 //! a rank that fails between collectives must not leave the others waiting).
 
 use faer::Mat;
-use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2};
+use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use stolr_comm::{Communicator, RowShard};
+use stolr_comm::{Communicator, ReduceSlices, RowShard, sum_in_rank_order};
 use stolr_solvers::{IterationReport, KernelRidgeJob, Named, Observer, Pca, PcaJob, PcaMethod, Shard, SvrgPcaConfig};
 
 use crate::{HeldRows, PyRows, held, python_stderr, shard_of, solver_error, value_error};
-use crate::{KpcaFitArrays, KrrFitReport, KrrOptions, given_landmarks, krr_job, krr_report, model_bytes};
+use crate::{KpcaFitArrays, KrrFitReport, krr_report, model_bytes};
 
 /// An mpi4py communicator (`mpi4py.MPI.Comm`, e.g. `MPI.COMM_WORLD` or a `Dup` of it) as
 /// Stolr's [`Communicator`]. Every method is collective over the mpi4py communicator and
@@ -69,24 +69,17 @@ impl PyComm {
     }
 }
 
-/// `(counts, displacements)` of `len` entries cut into `parts` balanced slices (the slices of
-/// the `stolr-mpi` crate's all-reduce).
+/// `(counts, displacements)` of `len` entries cut into `parts` balanced slices
+/// ([`ReduceSlices`]: the slices of the `stolr-mpi` crate's all-reduce), as mpi4py counts.
 fn slices(len: usize, parts: usize) -> (Vec<i64>, Vec<i64>) {
-    let (base, extra) = (len / parts, len % parts);
-    let counts: Vec<i64> = (0..parts).map(|q| count(base + usize::from(q < extra))).collect();
-    let displs = displacements(&counts);
-    (counts, displs)
+    let layout = ReduceSlices::balanced(len, parts);
+    (layout.counts.iter().map(|&c| count(c)).collect(), layout.displacements.iter().map(|&d| count(d)).collect())
 }
 
+/// The starts of the blocks of `counts`, as mpi4py counts.
 fn displacements(counts: &[i64]) -> Vec<i64> {
-    counts
-        .iter()
-        .scan(0, |acc, &c| {
-            let d = *acc;
-            *acc += c;
-            Some(d)
-        })
-        .collect()
+    let counts: Vec<usize> = counts.iter().map(|&c| c as usize).collect();
+    stolr_comm::displacements(&counts).into_iter().map(count).collect()
 }
 
 /// A count as an MPI message takes it.
@@ -144,15 +137,7 @@ impl Communicator for PyComm {
             )?;
             let received = received.readonly();
             let received = received.as_slice()?;
-            let sum: Vec<f64> = (0..mine)
-                .map(|k| {
-                    let mut s = received[k];
-                    for r in 1..p {
-                        s += received[r * mine + k];
-                    }
-                    s
-                })
-                .collect();
+            let sum = sum_in_rank_order(received, mine, p);
             let sum = PyArray1::from_vec(py, sum);
             let out = PyArray1::<f64>::zeros(py, buf.len(), false);
             comm.call_method1("Allgatherv", (sum, message(py, &out, &counts, &displs)?))?;
@@ -293,65 +278,24 @@ impl<'a> Local<'a> {
 
 /// Kernel PCA on rows split across the ranks of `comm` (an mpi4py communicator): this rank
 /// passes its rows `x` `(n_p, d)`, the ranks hold consecutive blocks in rank order, and the
-/// library's job runs on the shard ([`KernelPcaJob::run`], the call `mpirun stolr kpca`
-/// makes). Returns on rank 0 what `fit_kernel_pca` returns for the concatenated rows (model
-/// bytes, eigenvalues, eigenvectors `(n, r)`, warnings, iterations); `None` on the other ranks.
-/// Collective.
+/// library's `job` runs on the shard ([`stolr_solvers::KernelPcaJob::run`], the call `mpirun
+/// stolr kpca` makes). Returns on rank 0 what `fit_kernel_pca` returns for the concatenated
+/// rows (model bytes, eigenvalues, eigenvectors `(n, r)`, warnings, iterations); `None` on the
+/// other ranks. Collective; `fit_kernel_pca(..., comm=comm)` calls it.
 ///
 /// # Errors
 /// As `fit_kernel_pca`, and the library's `SolverError::NotDistributed` (a `ValueError`) for
 /// what it does not run on several ranks (the dense exact solver, KHA, the column samplers,
 /// centred SKPCA), raised on every rank.
-#[pyfunction]
-#[pyo3(signature = (comm, x, n_components, kernel_name, gamma, degree, coef0, solver, center, tau, n_iter, n_features, sampler, n_landmarks, seed, verbose, memory_limit=None, inverse_alpha=None, max_rank=None, landmark_indices=None, landmark_rows=None))]
-#[allow(clippy::too_many_arguments)]
-fn mpi_fit_kernel_pca<'py>(
+pub(crate) fn fit_kernel_pca_sharded<'py>(
     py: Python<'py>,
     comm: &Bound<'py, PyAny>,
-    x: PyRows<'py>,
-    n_components: Option<usize>,
-    kernel_name: &str,
-    gamma: f64,
-    degree: u32,
-    coef0: f64,
-    solver: &str,
-    center: bool,
-    tau: Option<f64>,
-    n_iter: usize,
-    n_features: usize,
-    sampler: &str,
-    n_landmarks: usize,
-    seed: u64,
+    x: &HeldRows<'_>,
+    job: &stolr_solvers::KernelPcaJob,
     verbose: bool,
-    memory_limit: Option<String>,
-    inverse_alpha: Option<f64>,
-    max_rank: Option<usize>,
-    landmark_indices: Option<numpy::PyReadonlyArray1<'py, i64>>,
-    landmark_rows: Option<PyReadonlyArray2<'py, f64>>,
 ) -> PyResult<Option<KpcaFitArrays<'py>>> {
     let comm = PyComm::new(comm)?;
-    let x = held(&x)?;
-    let local = Local::of(&comm, &x)?;
-    let job = crate::kpca_job(crate::KpcaOptions {
-        n_components,
-        kernel_name,
-        gamma,
-        degree,
-        coef0,
-        solver,
-        center,
-        tau,
-        n_iter,
-        n_features,
-        sampler,
-        n_landmarks,
-        seed,
-        memory_limit,
-        inverse_alpha,
-        max_rank,
-        landmark_indices,
-        landmark_rows,
-    })?;
+    let local = Local::of(&comm, x)?;
     let mut observer = RankObserver { verbose, last: std::time::Instant::now() };
     let result = py.detach(|| job.run(local.shard(&comm), &mut observer));
     let Some(outcome) = result.map_err(solver_error)? else {
@@ -405,61 +349,30 @@ fn mpi_fit_pca<'py>(
 }
 
 /// Kernel ridge regression on rows split across the ranks of `comm`: this rank's rows `x`
-/// `(n_p, d)` and their targets `y` `(n_p,)`; the library's job on the shard
+/// `(n_p, d)` and their targets `y` `(n_p,)`; the library's `job` on the shard
 /// ([`KernelRidgeJob::run`], the call `mpirun stolr krr` makes: Nyström KRR and SLKL are
 /// sharded). Returns what `fit_kernel_ridge` returns, on every rank (the same bits).
-/// Collective.
+/// Collective; `fit_kernel_ridge(..., comm=comm)` calls it.
 ///
 /// # Errors
 /// As `fit_kernel_ridge`, and `SolverError::NotDistributed` (a `ValueError`) for the solvers
 /// and options the library runs on one process only (`krr`, `krr-subset`, `uniform`,
 /// `nu='auto'`, Nyström on given landmark rows), raised on every rank.
-#[pyfunction]
-#[pyo3(signature = (comm, x, y, solver, kernel_name, alpha, gamma, n_landmarks, nu, fit_intercept, seed, verbose, max_iter=None, tol=None, nystrom_solve="auto", landmark_indices=None, landmark_rows=None))]
-#[allow(clippy::too_many_arguments)]
-fn mpi_fit_kernel_ridge<'py>(
+pub(crate) fn fit_kernel_ridge_sharded<'py>(
     py: Python<'py>,
     comm: &Bound<'py, PyAny>,
-    x: PyRows<'py>,
-    y: numpy::PyReadonlyArray1<'py, f64>,
-    solver: &str,
-    kernel_name: &str,
-    alpha: f64,
-    gamma: f64,
-    n_landmarks: usize,
-    nu: Option<f64>,
-    fit_intercept: bool,
-    seed: u64,
+    x: &HeldRows<'_>,
+    y: &[f64],
+    job: &KernelRidgeJob,
     verbose: bool,
-    max_iter: Option<usize>,
-    tol: Option<f64>,
-    nystrom_solve: &str,
-    landmark_indices: Option<numpy::PyReadonlyArray1<'py, i64>>,
-    landmark_rows: Option<PyReadonlyArray2<'py, f64>>,
 ) -> PyResult<KrrFitReport<'py>> {
     let comm = PyComm::new(comm)?;
-    let x = held(&x)?;
-    let local = Local::of(&comm, &x)?;
-    let y: Vec<f64> = y.as_array().iter().copied().collect();
+    let local = Local::of(&comm, x)?;
     if y.len() != local.nrows() {
         return Err(value_error(format!("{} targets for {} rows on rank {}", y.len(), local.nrows(), comm.rank)));
     }
-    let job = krr_job(KrrOptions {
-        kernel_name,
-        gamma,
-        solver,
-        alpha,
-        n_landmarks,
-        nu,
-        fit_intercept,
-        seed,
-        max_iter,
-        tol,
-        nystrom_solve,
-    })?;
-    let job = KernelRidgeJob { landmarks: given_landmarks(landmark_indices, landmark_rows)?, ..job };
     let mut observer = RankObserver { verbose: verbose && comm.rank == 0, last: std::time::Instant::now() };
-    let result = py.detach(|| job.run(local.shard(&comm), &y, None, &mut observer));
+    let result = py.detach(|| job.run(local.shard(&comm), y, None, &mut observer));
     let outcome = result.map_err(solver_error)?;
     let (n_iter, warnings) = krr_report(&outcome);
     Ok((model_bytes(py, &outcome.model)?, n_iter, warnings))
@@ -495,12 +408,10 @@ fn mpi_collectives(
     Ok((all, gathered, b))
 }
 
-/// Registers the sharded fits (`mpi_fit_kernel_pca`, `mpi_fit_pca`, `mpi_fit_kernel_ridge`)
+/// Registers the sharded PCA fit (`mpi_fit_pca`)
 /// and the communicator's test hooks in the `_core` module.
 pub(crate) fn add_mpi(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(mpi_fit_kernel_pca, m)?)?;
     m.add_function(wrap_pyfunction!(mpi_fit_pca, m)?)?;
-    m.add_function(wrap_pyfunction!(mpi_fit_kernel_ridge, m)?)?;
     m.add_function(wrap_pyfunction!(mpi_all_reduce_sum, m)?)?;
     m.add_function(wrap_pyfunction!(mpi_collectives, m)?)?;
     Ok(())

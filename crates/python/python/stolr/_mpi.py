@@ -3,7 +3,8 @@
 Every rank of ``comm`` calls ``fit`` on the same estimator parameters with its own rows; the
 ranks hold consecutive blocks of the rows in rank order (rank 0 the first block), so the fit
 is the fit of their concatenation. The fit is the library's sharded job, the one
-``mpirun stolr kpca|pca|krr`` runs (``_core.mpi_fit_*``), with Stolr's communicator calling
+``mpirun stolr kpca|pca|krr`` runs (``_core.fit_kernel_pca(..., comm=)``,
+``_core.mpi_fit_pca``, ``_core.fit_kernel_ridge(..., comm=)``), with Stolr's communicator calling
 the methods of the mpi4py communicator (crates/python/src/mpi.rs): no MPI is compiled into the
 package, and the results equal the one-process fit on the concatenated rows up to the rounding
 of the rank-ordered sums (bit for bit under ``mpirun -np 1``).
@@ -194,7 +195,7 @@ def fit_kernel_pca(est, X, comm, broadcast):
             est.sampler, n_landmarks, seed, bool(est.verbose),
             None if est.memory_limit is None else str(est.memory_limit))
     kwargs = dict(inverse_alpha=float(est.alpha) if est.fit_inverse_transform else None, **given)
-    out = _run(comm, lambda c: _core.mpi_fit_kernel_pca(c, X, *args, **kwargs))
+    out = _run(comm, lambda c: _core.fit_kernel_pca(X, *args, **kwargs, comm=c))
     rank = comm.Get_rank()
     vectors = None
     if out is not None:
@@ -292,7 +293,7 @@ def fit_kernel_ridge(est, X, y, sample_weight, comm, broadcast):
     solves = dict(max_iter=None if est.max_iter is None else _count("max_iter", est.max_iter),
                   tol=None if est.tol is None else float(est.tol), nystrom_solve=str(est.nystrom_solve))
     solves.update(_landmark_kwargs(est.landmarks))
-    model, n_iter, warns = _run(comm, lambda c: _core.mpi_fit_kernel_ridge(c, X, held["y"], *args, **solves))
+    model, n_iter, warns = _run(comm, lambda c: _core.fit_kernel_ridge(X, held["y"], *args, **solves, comm=c))
     if not broadcast and comm.Get_rank() != 0:
         return est
     for message in warns:
