@@ -473,11 +473,7 @@ fn fit_pca<'py>(
     verbose: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let x = held(&x)?;
-    let method = PcaMethod::parse(solver).map_err(value_error)?;
-    let Some(solver) = method.batch(SvrgPcaConfig::consistent(n_components), None) else {
-        return Err(value_error(format!("'{solver}' is a streaming solver: use StreamingPCA")));
-    };
-    let job = PcaJob::new(Pca { rank: n_components, center, scale: false, solver }, seed);
+    let job = pca_job(n_components, solver, center, seed, None)?;
     let mut observer = PythonObserver::new(verbose);
     let result = py.detach(|| job.run(shard_of(x.data()), &mut observer));
     let model = observer.finish(result)?.model;
@@ -1054,6 +1050,22 @@ fn fit_pca_report<'py>(
     max_iter: Option<usize>,
 ) -> PyResult<PcaFitReport<'py>> {
     let x = held(&x)?;
+    let job = pca_job(n_components, solver, center, seed, max_iter)?;
+    let iterative = !matches!(job.pca.solver, stolr_solvers::PcaSolver::Exact);
+    let mut observer = PythonObserver::new(verbose);
+    let result = py.detach(|| job.run(shard_of(x.data()), &mut observer));
+    let outcome = observer.finish(result)?;
+    let residuals = iterative.then(|| py.detach(|| ritz_residuals(x.data(), &outcome.model)));
+    let stop = outcome.stop.map(|s| format!("{s:?}"));
+    Ok((model_bytes(py, &outcome.model)?, stop, outcome.epochs, residuals))
+}
+
+/// The batch PCA job of `fit_pca_report`'s arguments: `max_iter` the epochs of SVRG-PCA
+/// (default 1000) or VR-PCA (default 10).
+///
+/// # Errors
+/// `ValueError` for an unknown or a streaming solver.
+fn pca_job(n_components: usize, solver: &str, center: bool, seed: u64, max_iter: Option<usize>) -> PyResult<PcaJob> {
     let method = PcaMethod::parse(solver).map_err(value_error)?;
     let mut svrg = SvrgPcaConfig::consistent(n_components);
     if let Some(epochs) = max_iter {
@@ -1062,14 +1074,7 @@ fn fit_pca_report<'py>(
     let Some(solver) = method.batch(svrg, max_iter) else {
         return Err(value_error(format!("'{solver}' is a streaming solver: use StreamingPCA")));
     };
-    let iterative = !matches!(solver, stolr_solvers::PcaSolver::Exact);
-    let job = PcaJob::new(Pca { rank: n_components, center, scale: false, solver }, seed);
-    let mut observer = PythonObserver::new(verbose);
-    let result = py.detach(|| job.run(shard_of(x.data()), &mut observer));
-    let outcome = observer.finish(result)?;
-    let residuals = iterative.then(|| py.detach(|| ritz_residuals(x.data(), &outcome.model)));
-    let stop = outcome.stop.map(|s| format!("{s:?}"));
-    Ok((model_bytes(py, &outcome.model)?, stop, outcome.epochs, residuals))
+    Ok(PcaJob::new(Pca { rank: n_components, center, scale: false, solver }, seed))
 }
 
 /// The relative residual $\|C v_j - \theta_j v_j\|_2 / \max(\theta_j, 10^{-10}\theta_{\max})$ of every

@@ -33,7 +33,7 @@ use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use stolr_comm::{Communicator, ReduceSlices, RowShard, sum_in_rank_order};
-use stolr_solvers::{IterationReport, KernelRidgeJob, Named, Observer, Pca, PcaJob, PcaMethod, Shard, SvrgPcaConfig};
+use stolr_solvers::{IterationReport, KernelRidgeJob, Observer, Shard};
 
 use crate::{HeldRows, PyRows, held, python_stderr, shard_of, solver_error, value_error};
 use crate::{KpcaFitArrays, KrrFitReport, krr_report, model_bytes};
@@ -332,15 +332,7 @@ fn mpi_fit_pca<'py>(
     let comm = PyComm::new(comm)?;
     let x = held(&x)?;
     let local = Local::of(&comm, &x)?;
-    let method = PcaMethod::parse(solver).map_err(value_error)?;
-    let mut svrg = SvrgPcaConfig::consistent(n_components);
-    if let Some(epochs) = max_iter {
-        svrg.max_epochs = epochs;
-    }
-    let Some(solver) = method.batch(svrg, max_iter) else {
-        return Err(value_error(format!("'{solver}' is a streaming solver: use StreamingPCA")));
-    };
-    let job = PcaJob::new(Pca { rank: n_components, center, scale: false, solver }, seed);
+    let job = crate::pca_job(n_components, solver, center, seed, max_iter)?;
     let mut observer = RankObserver { verbose: verbose && comm.rank == 0, last: std::time::Instant::now() };
     let result = py.detach(|| job.run(local.shard(&comm), &mut observer));
     let outcome = result.map_err(solver_error)?;

@@ -213,6 +213,23 @@ pub struct KernelPcaFit {
     pub warnings: Vec<KpcaWarning>,
 }
 
+impl KernelPcaFit {
+    /// The fit of a direct (non-iterative) solver, Nyström or streamed Nyström: no stop, no
+    /// iterations, no convergence test.
+    fn direct(model: KernelPcaModel, pairs: Eigenpairs, warnings: Vec<KpcaWarning>) -> Self {
+        Self {
+            model,
+            pairs,
+            stop: None,
+            iterations: 0,
+            exact_operator: None,
+            converged: None,
+            max_residual: None,
+            warnings,
+        }
+    }
+}
+
 /// Something a kernel PCA fit reports besides its result: the result is valid, but not all
 /// that was asked for. The CLI prints each as `warning: …` and lists them in `report.json`.
 #[derive(Debug, Clone, PartialEq)]
@@ -435,16 +452,7 @@ impl KernelPca {
         let centering = if self.center { KernelCentering::Offset(fit.offset) } else { KernelCentering::None };
         let values = pairs.values.clone();
         let model = KernelPcaModel::new(name, self.kernel, standardization, rows, fit.coefficients, values, centering)?;
-        Ok(Some(KernelPcaFit {
-            model,
-            pairs,
-            stop: None,
-            iterations: 0,
-            exact_operator: None,
-            converged: None,
-            max_residual: None,
-            warnings,
-        }))
+        Ok(Some(KernelPcaFit::direct(model, pairs, warnings)))
     }
 
     /// The one fit of every front end: on the rows of `shard` (already standardized, or not
@@ -572,16 +580,7 @@ impl KernelPca {
                     fit.eigenvalues,
                     fit.model.centering().clone(),
                 )?;
-                return Ok(Some(KernelPcaFit {
-                    model,
-                    pairs,
-                    stop: None,
-                    iterations: 0,
-                    exact_operator: None,
-                    converged: None,
-                    max_residual: None,
-                    warnings: fit.warnings,
-                }));
+                return Ok(Some(KernelPcaFit::direct(model, pairs, fit.warnings)));
             }
             KpcaSolver::Skpca { config, sampler, features } => {
                 if !matches!(sampler, SamplerKind::Rff | SamplerKind::Maclaurin) {
