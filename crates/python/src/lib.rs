@@ -349,7 +349,7 @@ fn fit_kernel_pca<'py>(
     kpca_arrays(py, outcome.fit).map(Some)
 }
 
-/// The keyword arguments of a Python kernel PCA fit (`fit_kernel_pca`, `mpi_fit_kernel_pca`).
+/// The keyword arguments of a Python kernel PCA fit (`fit_kernel_pca`, on one process or several).
 pub(crate) struct KpcaOptions<'a, 'py> {
     pub n_components: Option<usize>,
     pub kernel_name: &'a str,
@@ -1035,9 +1035,10 @@ impl StreamingState {
 /// fit: the model bytes, the stop reason of an iterative solver (`None` for the exact solver),
 /// its epochs, and the relative residual of every returned pair ([`pca_ritz_residuals`] on
 /// `x`; `None` for the exact solver). `max_iter`: the epochs of SVRG-PCA (default 1000) or
-/// VR-PCA (default 10).
+/// VR-PCA (default 10). `comm` (an mpi4py communicator): `x` is this rank's rows and the fit
+/// is sharded ([`mpi::fit_pca_sharded`], no residuals).
 #[pyfunction]
-#[pyo3(signature = (x, n_components, solver, center, seed, verbose, max_iter=None))]
+#[pyo3(signature = (x, n_components, solver, center, seed, verbose, max_iter=None, comm=None))]
 #[allow(clippy::too_many_arguments)]
 fn fit_pca_report<'py>(
     py: Python<'py>,
@@ -1048,9 +1049,13 @@ fn fit_pca_report<'py>(
     seed: u64,
     verbose: bool,
     max_iter: Option<usize>,
+    comm: Option<Bound<'py, PyAny>>,
 ) -> PyResult<PcaFitReport<'py>> {
     let x = held(&x)?;
     let job = pca_job(n_components, solver, center, seed, max_iter)?;
+    if let Some(comm) = comm {
+        return mpi::fit_pca_sharded(py, &comm, &x, &job, verbose);
+    }
     let iterative = !matches!(job.pca.solver, stolr_solvers::PcaSolver::Exact);
     let mut observer = PythonObserver::new(verbose);
     let result = py.detach(|| job.run(shard_of(x.data()), &mut observer));

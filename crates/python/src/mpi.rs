@@ -31,12 +31,12 @@
 use faer::Mat;
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyDict, PyList};
 use stolr_comm::{Communicator, ReduceSlices, RowShard, sum_in_rank_order};
 use stolr_solvers::{IterationReport, KernelRidgeJob, Observer, Shard};
 
-use crate::{HeldRows, PyRows, held, python_stderr, shard_of, solver_error, value_error};
-use crate::{KpcaFitArrays, KrrFitReport, krr_report, model_bytes};
+use crate::{HeldRows, python_stderr, shard_of, solver_error, value_error};
+use crate::{KpcaFitArrays, KrrFitReport, PcaFitReport, krr_report, model_bytes};
 
 /// An mpi4py communicator (`mpi4py.MPI.Comm`, e.g. `MPI.COMM_WORLD` or a `Dup` of it) as
 /// Stolr's [`Communicator`]. Every method is collective over the mpi4py communicator and
@@ -304,40 +304,29 @@ pub(crate) fn fit_kernel_pca_sharded<'py>(
     crate::kpca_arrays(py, outcome.fit).map(Some)
 }
 
-/// A sharded PCA fit's model bytes, stop reason and epochs (the same on every rank).
-type MpiPcaFit<'py> = (Bound<'py, PyBytes>, Option<String>, usize);
-
-/// PCA on rows split across the ranks of `comm`: the library's job on the shard
-/// ([`PcaJob::run`], the call `mpirun stolr pca` makes: exact PCA from the rank-ordered sum of
-/// every rank's `d × d` Gram matrix, SVRG-PCA and VR-PCA with their snapshot products split
-/// across the ranks). Returns the model bytes, the stop reason of an iterative solver and its
-/// epochs, on every rank (the same bits). Collective.
+/// PCA on rows split across the ranks of `comm`: the library's `job` on the shard
+/// ([`stolr_solvers::PcaJob::run`], the call `mpirun stolr pca` makes: exact PCA from the
+/// rank-ordered sum of every rank's `d × d` Gram matrix, SVRG-PCA and VR-PCA with their
+/// snapshot products split across the ranks). Returns the model bytes, the stop reason of an
+/// iterative solver and its epochs, on every rank (the same bits), and no residuals (`_mpi.py`
+/// adds them over the ranks). Collective; `fit_pca_report(..., comm=comm)` calls it.
 ///
 /// # Errors
 /// As `fit_pca_report` (bad rank or solver, `MemoryError` over the budget), raised on every rank.
-#[pyfunction]
-#[pyo3(signature = (comm, x, n_components, solver, center, seed, verbose, max_iter=None))]
-#[allow(clippy::too_many_arguments)]
-fn mpi_fit_pca<'py>(
+pub(crate) fn fit_pca_sharded<'py>(
     py: Python<'py>,
     comm: &Bound<'py, PyAny>,
-    x: PyRows<'py>,
-    n_components: usize,
-    solver: &str,
-    center: bool,
-    seed: u64,
+    x: &HeldRows<'_>,
+    job: &stolr_solvers::PcaJob,
     verbose: bool,
-    max_iter: Option<usize>,
-) -> PyResult<MpiPcaFit<'py>> {
+) -> PyResult<PcaFitReport<'py>> {
     let comm = PyComm::new(comm)?;
-    let x = held(&x)?;
-    let local = Local::of(&comm, &x)?;
-    let job = crate::pca_job(n_components, solver, center, seed, max_iter)?;
+    let local = Local::of(&comm, x)?;
     let mut observer = RankObserver { verbose: verbose && comm.rank == 0, last: std::time::Instant::now() };
     let result = py.detach(|| job.run(local.shard(&comm), &mut observer));
     let outcome = result.map_err(solver_error)?;
     let stop = outcome.stop.map(|s| format!("{s:?}"));
-    Ok((model_bytes(py, &outcome.model)?, stop, outcome.epochs))
+    Ok((model_bytes(py, &outcome.model)?, stop, outcome.epochs, None))
 }
 
 /// Kernel ridge regression on rows split across the ranks of `comm`: this rank's rows `x`
@@ -400,10 +389,9 @@ fn mpi_collectives(
     Ok((all, gathered, b))
 }
 
-/// Registers the sharded PCA fit (`mpi_fit_pca`)
-/// and the communicator's test hooks in the `_core` module.
+/// Registers the communicator's test hooks in the `_core` module (the sharded fits are the
+/// one-process fits' `comm=` argument).
 pub(crate) fn add_mpi(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(mpi_fit_pca, m)?)?;
     m.add_function(wrap_pyfunction!(mpi_all_reduce_sum, m)?)?;
     m.add_function(wrap_pyfunction!(mpi_collectives, m)?)?;
     Ok(())

@@ -3,8 +3,8 @@
 Every rank of ``comm`` calls ``fit`` on the same estimator parameters with its own rows; the
 ranks hold consecutive blocks of the rows in rank order (rank 0 the first block), so the fit
 is the fit of their concatenation. The fit is the library's sharded job, the one
-``mpirun stolr kpca|pca|krr`` runs (``_core.fit_kernel_pca(..., comm=)``,
-``_core.mpi_fit_pca``, ``_core.fit_kernel_ridge(..., comm=)``), with Stolr's communicator calling
+``mpirun stolr kpca|pca|krr`` runs (``_core.fit_kernel_pca``, ``fit_pca_report`` and
+``fit_kernel_ridge`` with ``comm=``), with Stolr's communicator calling
 the methods of the mpi4py communicator (crates/python/src/mpi.rs): no MPI is compiled into the
 package, and the results equal the one-process fit on the concatenated rows up to the rounding
 of the rank-ordered sums (bit for bit under ``mpirun -np 1``).
@@ -230,10 +230,11 @@ def fit_pca(est, X, comm, broadcast):
     max_iter = None if est.max_iter is None else _count("max_iter", est.max_iter)
     k = _pca_components(est.n_components, n, d)
     if isinstance(k, float):
-        full, _, _ = _run(comm, lambda c: _core.mpi_fit_pca(c, X, min(n, d), "exact", bool(est.center), seed, False))
+        full = _run(comm, lambda c: _core.fit_pca_report(X, min(n, d), "exact", bool(est.center), seed, False,
+                                                         comm=c))[0]
         k = _rank_for_share(_core.pca_explained_variance_ratio(full), k)
-    model, stop, epochs = _run(comm, lambda c: _core.mpi_fit_pca(c, X, k, est.solver, bool(est.center), seed,
-                                                                 bool(est.verbose), max_iter))
+    model, stop, epochs, _ = _run(comm, lambda c: _core.fit_pca_report(X, k, est.solver, bool(est.center), seed,
+                                                                       bool(est.verbose), max_iter, comm=c))
     exact = est.solver == "exact"
     residuals = None if exact else _ritz_residuals(comm, X, model)
     if not broadcast and comm.Get_rank() != 0:
