@@ -143,7 +143,7 @@ pub fn read_table_extra(
     }
     let plan = Plan::Learn { categorical, label: options.label, extra: extra.to_vec() };
     let (data, encoding, values) =
-        read_impl_extra(crate::lines::open_text(path)?, &name, plan, options.numeric_label, None, memory)?;
+        read_impl_extra(crate::lines::open_text(path)?, &name, plan, options.numeric_label, None, None, memory)?;
     Ok((Table { data, encoding }, values))
 }
 
@@ -159,7 +159,7 @@ pub fn read_table_with_extra(
     memory: MemoryBudget,
 ) -> Result<(Dataset, faer::Mat<f64>), DataError> {
     let name = path.display().to_string();
-    read_impl_extra(crate::lines::open_text(path)?, &name, Plan::Fixed(encoding), numeric_label, None, memory)
+    read_impl_extra(crate::lines::open_text(path)?, &name, Plan::Fixed(encoding), numeric_label, None, None, memory)
         .map(|(data, _, values)| (data, values))
 }
 
@@ -192,7 +192,7 @@ pub fn read_table_rows(
         return Ok(Dataset { x: faer::Mat::zeros(0, encoding.n_features()), labels, source: name });
     }
     let reader = crate::lines::open_text(path)?;
-    let read = read_impl_rows(reader, &name, Plan::Fixed(encoding), numeric_label, None, Some(rows.clone()), memory);
+    let read = read_impl_extra(reader, &name, Plan::Fixed(encoding), numeric_label, None, Some(rows.clone()), memory);
     let found = match &read {
         Ok((data, _, _)) => data.n(),
         Err(DataError::Empty { .. }) => 0,
@@ -390,26 +390,14 @@ fn read_impl<R: Read>(
     known: Option<usize>,
     memory: MemoryBudget,
 ) -> Result<(Dataset, OneHotEncoding), DataError> {
-    read_impl_extra(reader, name, plan, numeric_label, known, memory).map(|(data, encoding, _)| (data, encoding))
+    read_impl_extra(reader, name, plan, numeric_label, known, None, memory).map(|(data, encoding, _)| (data, encoding))
 }
 
 /// [`read_impl`] that also returns the skipped columns' values, `(n, k)` in increasing column
-/// order.
+/// order; with `keep`, only the data records whose 0-based index (blank lines and the header
+/// not counted) is in `keep`: the others are skipped unparsed, and the reading stops after the
+/// last one kept.
 fn read_impl_extra<R: Read>(
-    reader: R,
-    name: &str,
-    plan: Plan<'_>,
-    numeric_label: bool,
-    known: Option<usize>,
-    memory: MemoryBudget,
-) -> Result<(Dataset, OneHotEncoding, faer::Mat<f64>), DataError> {
-    read_impl_rows(reader, name, plan, numeric_label, known, None, memory)
-}
-
-/// [`read_impl_extra`] keeping only the data records whose 0-based index (blank lines and the
-/// header not counted) is in `keep`: the others are skipped unparsed, and the reading stops
-/// after the last one kept.
-fn read_impl_rows<R: Read>(
     reader: R,
     name: &str,
     plan: Plan<'_>,
@@ -935,7 +923,7 @@ mod tests {
         let text = "x,cat,y1,y2,w\n1,a,10,20,0.5\n2,b,11,21,1\n3,a,12,22,2\n";
         let plan = Plan::Learn { categorical: vec![2], label: TableLabel::Column(3), extra: vec![5, 4] };
         let (data, encoding, values) =
-            read_impl_extra(text.as_bytes(), "t", plan, true, None, MemoryBudget::default()).unwrap();
+            read_impl_extra(text.as_bytes(), "t", plan, true, None, None, MemoryBudget::default()).unwrap();
         assert_eq!(encoding.skipped(), &[4, 5]);
         assert_eq!(data.x, Mat::from_fn(3, 3, |i, j| [[1.0, 1.0, 0.0], [2.0, 0.0, 1.0], [3.0, 1.0, 0.0]][i][j]));
         assert_eq!(data.targets().unwrap(), &[10.0, 11.0, 12.0]);
@@ -947,6 +935,7 @@ mod tests {
             Plan::Fixed(&encoding),
             true,
             None,
+            None,
             MemoryBudget::default(),
         )
         .map(|(d, _, v)| (d, v))
@@ -957,12 +946,13 @@ mod tests {
         // and a skipped field that is not a finite number.
         for extra in [vec![3], vec![2], vec![4, 4], vec![9]] {
             let plan = Plan::Learn { categorical: vec![2], label: TableLabel::Column(3), extra };
-            let err = read_impl_extra(text.as_bytes(), "t", plan, true, None, MemoryBudget::default()).unwrap_err();
+            let err =
+                read_impl_extra(text.as_bytes(), "t", plan, true, None, None, MemoryBudget::default()).unwrap_err();
             assert!(matches!(err, DataError::InvalidParameter { .. } | DataError::ColumnOutOfRange { .. }), "{err}");
         }
         let plan = Plan::Learn { categorical: vec![2], label: TableLabel::Column(3), extra: vec![5] };
-        let err =
-            read_impl_extra("1,a,1,2,nan\n".as_bytes(), "t", plan, true, None, MemoryBudget::default()).unwrap_err();
+        let err = read_impl_extra("1,a,1,2,nan\n".as_bytes(), "t", plan, true, None, None, MemoryBudget::default())
+            .unwrap_err();
         assert!(matches!(err, DataError::NonFiniteField { field: 5, .. }), "{err}");
     }
 

@@ -122,6 +122,22 @@ def _sum_per_chunk(X, task, shared, y=None):
     return dask.compute(total)[0]
 
 
+def _landmarks(X, kind, m, seed, given):
+    """The landmark rows ``(m, d)`` of a Dask fit: the rows given, else those at the indices the
+    in-memory fit draws for ``kind`` ("kpca" or "krr") with ``m`` and ``seed`` (or the indices
+    given), fetched from ``X``."""
+    n, d = X.shape
+    if "landmark_rows" in given:
+        L = given["landmark_rows"]
+        if L.shape[1] != d:
+            raise ValueError(f"invalid landmarks: the landmark rows have {L.shape[1]} columns, the training "
+                             f"rows {d} features")
+        return L
+    indices = given.get("landmark_indices")
+    idx = _core.dask_landmarks(kind, n, d, m, seed, None if indices is None else [int(i) for i in indices])
+    return _fetch_rows(X, idx)
+
+
 def _fetch_rows(X, idx):
     """The rows ``idx`` of ``X`` as a float64 ``(m, d)`` array (float32 widened exactly)."""
     import dask
@@ -179,16 +195,7 @@ def fit_kernel_pca(est, X):
         n_components = min(n_components, len(next(iter(given.values()))))
     seed = s._seed(est.random_state)
     kernel = (str(est.kernel), s._gamma(est.gamma, d), int(est.degree), float(est.coef0))
-    if "landmark_rows" in given:
-        L = given["landmark_rows"]
-        if L.shape[1] != d:
-            raise ValueError(f"invalid landmarks: the landmark rows have {L.shape[1]} columns, the training "
-                             f"rows {d} features")
-    else:
-        indices = given.get("landmark_indices")
-        idx = _core.dask_landmarks("kpca", n, d, m, seed,
-                                   None if indices is None else [int(i) for i in indices])
-        L = _fetch_rows(X, idx)
+    L = _landmarks(X, "kpca", m, seed, given)
     if n_components > L.shape[0]:
         raise ValueError(f"invalid rank: n_components = {n_components} exceeds the {L.shape[0]} landmarks")
     center = bool(est.center)
@@ -373,15 +380,7 @@ def fit_kernel_ridge(est, X, y, sample_weight=None):
     given = s._landmark_kwargs(est.landmarks)
     seed = s._seed(est.random_state)
     kernel = (str(est.kernel), s._gamma(est.gamma, d), 0, 0.0)
-    if "landmark_rows" in given:
-        L = given["landmark_rows"]
-        if L.shape[1] != d:
-            raise ValueError(f"invalid landmarks: the landmark rows have {L.shape[1]} columns, the training "
-                             f"rows {d} features")
-    else:
-        indices = given.get("landmark_indices")
-        idx = _core.dask_landmarks("krr", n, d, m, seed, None if indices is None else [int(i) for i in indices])
-        L = _fetch_rows(X, idx)
+    L = _landmarks(X, "krr", m, seed, given)
     mean = None
     if est.fit_intercept:
         mean = _sum_per_chunk(X, _y_sum, None, y=y) / n
