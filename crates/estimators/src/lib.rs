@@ -41,8 +41,8 @@ mod sparse;
 mod vexp;
 
 pub use bandwidth::{
-    Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, DUPLICATE_WARNING_SHARE, bandwidth_estimate,
-    bandwidth_estimate_sharded, bandwidth_rule,
+    BANDWIDTH_BLOCK_ROWS, Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, DUPLICATE_WARNING_SHARE,
+    bandwidth_estimate, bandwidth_estimate_sharded, bandwidth_rule,
 };
 pub use centered::{Centered, centered_kernel_matrix};
 pub use columns::ColumnSampling;

@@ -219,7 +219,7 @@ fn exact_pca_from_blocks_of_rows_equals_the_job() {
         total
     };
     let n = vec![203.0];
-    let sums = sum(&[n.clone()]);
+    let sums = sum(std::slice::from_ref(&n));
     let corrections = sum(&[n.clone(), sums.clone()]);
     let empty = Mat::<f64>::zeros(0, 5);
     let mean = Pca::exact_means_round(DataRef::Dense(empty.as_ref()), &[n, sums, corrections]).unwrap();

@@ -668,10 +668,10 @@ mod tests {
             let solution = basis.solve(total, 211, 4).unwrap();
             let mut vectors = Vec::new();
             let mut candidates = Vec::new();
-            for b in 0..cuts.len() - 1 {
+            for (b, &first) in cuts[..cuts.len() - 1].iter().enumerate() {
                 let v = solution.eigenvectors(&basis, &kernel, block(b), 64).unwrap();
                 let pairs = Eigenpairs { values: solution.values.clone(), vectors: v };
-                candidates.push(pairs.sign_candidates(cuts[b]));
+                candidates.push(pairs.sign_candidates(first));
                 vectors.push(pairs.vectors);
             }
             let signs = stolr_lowrank::signs_from_candidates(&candidates, solution.values.len());
@@ -681,8 +681,8 @@ mod tests {
             for (a, b) in values.iter().zip(&whole.pairs.values) {
                 assert!((a - b).abs() <= 1e-12 * scale, "{a} vs {b}");
             }
-            for b in 0..cuts.len() - 1 {
-                let mut v = vectors[b].clone();
+            for (b, v) in vectors.iter().enumerate() {
+                let mut v = v.clone();
                 for (j, &sign) in signs.iter().enumerate() {
                     v.col_mut(j).iter_mut().for_each(|e| *e *= sign);
                 }

@@ -299,7 +299,7 @@ impl Pca {
         self.exact_from_gram(g, mean, scale, n)
     }
 
-    /// This block's part of [`Pca::fit_exact_rows`]'s Gram matrix: $\tilde X_b^\top \tilde X_b$
+    /// This block's part of the exact fit's Gram matrix (`Pca::fit_exact_rows`): $\tilde X_b^\top \tilde X_b$
     /// `(d, d)` (lower triangle; the upper one is not read) of the rows `x` `(n_b, d)` (dense,
     /// float64 or float32) centred by `mean` (length `d`, the mean of every row) and multiplied
     /// by `inv` when given, one pass over blocks of rows converted and centred on the fly.
