@@ -260,7 +260,8 @@ fn dataset(
     }
 }
 
-/// The output files, the report and the summary line of a job's outcome (on rank 0).
+/// The output files, the report and the summary line of a job's outcome (on rank 0; on every
+/// rank when the eigenvectors stayed on their ranks, each writing its rows through rank 0).
 fn finish(args: &KpcaArgs, read: Read, outcome: KernelPcaOutcome, progress: Progress, ctx: &RunContext) -> Result<()> {
     let Read { data, encoding, origin, total, read_time } = read;
     let KernelPcaOutcome { n, d, kernel, bandwidth, tau, fit, certificate, timings, rows, .. } = outcome;
