@@ -111,7 +111,7 @@ pub fn read_table_from<R: Read>(
     options: &TableOptions,
     memory: MemoryBudget,
 ) -> Result<Table, DataError> {
-    let plan = learn_plan(options)?;
+    let plan = learn_plan(options, &[])?;
     let (data, encoding) = read_impl(reader, name, plan, options.numeric_label, None, memory)?;
     Ok(Table { data, encoding })
 }
@@ -133,15 +133,7 @@ pub fn read_table_extra(
     memory: MemoryBudget,
 ) -> Result<(Table, faer::Mat<f64>), DataError> {
     let name = path.display().to_string();
-    let mut categorical = options.categorical.clone();
-    categorical.sort_unstable();
-    categorical.dedup();
-    if let TableLabel::Column(l) = options.label
-        && categorical.contains(&l)
-    {
-        return Err(DataError::LabelIsCategorical { column: l });
-    }
-    let plan = Plan::Learn { categorical, label: options.label, extra: extra.to_vec() };
+    let plan = learn_plan(options, extra)?;
     let (data, encoding, values) =
         read_impl_extra(crate::lines::open_text(path)?, &name, plan, options.numeric_label, None, None, memory)?;
     Ok((Table { data, encoding }, values))
@@ -704,7 +696,7 @@ pub fn learn_table_encoding(
     memory: MemoryBudget,
 ) -> Result<(OneHotEncoding, usize), DataError> {
     let name = path.display().to_string();
-    let plan = learn_plan(options)?;
+    let plan = learn_plan(options, &[])?;
     let mut csv = csv_reader(crate::lines::open_text(path)?, memory);
     let mut record = ::csv::StringRecord::new();
     let mut roles: Vec<Role> = Vec::new();
@@ -832,8 +824,9 @@ pub fn stream_table_rows(
 }
 
 /// The plan of a table whose categories are learnt: the categorical columns sorted and
-/// deduplicated, the label; [`DataError::LabelIsCategorical`] if the label is among them.
-fn learn_plan(options: &TableOptions) -> Result<Plan<'_>, DataError> {
+/// deduplicated, the label, the `extra` columns read apart; [`DataError::LabelIsCategorical`]
+/// if the label is among the categorical columns.
+fn learn_plan<'a>(options: &TableOptions, extra: &[usize]) -> Result<Plan<'a>, DataError> {
     let mut categorical = options.categorical.clone();
     categorical.sort_unstable();
     categorical.dedup();
@@ -842,7 +835,7 @@ fn learn_plan(options: &TableOptions) -> Result<Plan<'_>, DataError> {
     {
         return Err(DataError::LabelIsCategorical { column: l });
     }
-    Ok(Plan::Learn { categorical, label: options.label, extra: Vec::new() })
+    Ok(Plan::Learn { categorical, label: options.label, extra: extra.to_vec() })
 }
 
 /// The value of numeric field `k` (0-based) of line `line`: [`DataError::BadField`] if it does
