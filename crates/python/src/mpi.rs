@@ -276,6 +276,27 @@ impl<'a> Local<'a> {
     }
 }
 
+/// Runs `fit` on this rank's rows `x` as a shard of `comm` (an mpi4py communicator) with the
+/// GIL released, progress printed by rank 0 when `verbose`; `targets`: the number of targets
+/// this rank passed, which must be its number of rows. The library's error as a Python one.
+/// Collective.
+fn run_sharded<T: Send>(
+    py: Python<'_>,
+    comm: &Bound<'_, PyAny>,
+    x: &HeldRows<'_>,
+    targets: Option<usize>,
+    verbose: bool,
+    fit: impl for<'s> FnOnce(Shard<'s>, &mut RankObserver) -> Result<T, stolr_solvers::SolverError> + Send,
+) -> PyResult<T> {
+    let comm = PyComm::new(comm)?;
+    let local = Local::of(&comm, x)?;
+    if let Some(y) = targets.filter(|&y| y != local.nrows()) {
+        return Err(value_error(format!("{y} targets for {} rows on rank {}", local.nrows(), comm.rank)));
+    }
+    let mut observer = RankObserver { verbose: verbose && comm.rank == 0, last: std::time::Instant::now() };
+    py.detach(|| fit(local.shard(&comm), &mut observer)).map_err(solver_error)
+}
+
 /// Kernel PCA on rows split across the ranks of `comm` (an mpi4py communicator): this rank
 /// passes its rows `x` `(n_p, d)`, the ranks hold consecutive blocks in rank order, and the
 /// library's `job` runs on the shard ([`stolr_solvers::KernelPcaJob::run`], the call `mpirun
@@ -294,11 +315,7 @@ pub(crate) fn fit_kernel_pca_sharded<'py>(
     job: &stolr_solvers::KernelPcaJob,
     verbose: bool,
 ) -> PyResult<Option<KpcaFitArrays<'py>>> {
-    let comm = PyComm::new(comm)?;
-    let local = Local::of(&comm, x)?;
-    let mut observer = RankObserver { verbose, last: std::time::Instant::now() };
-    let result = py.detach(|| job.run(local.shard(&comm), &mut observer));
-    let Some(outcome) = result.map_err(solver_error)? else {
+    let Some(outcome) = run_sharded(py, comm, x, None, verbose, |shard, observer| job.run(shard, observer))? else {
         return Ok(None);
     };
     crate::kpca_arrays(py, outcome.fit).map(Some)
@@ -320,11 +337,7 @@ pub(crate) fn fit_pca_sharded<'py>(
     job: &stolr_solvers::PcaJob,
     verbose: bool,
 ) -> PyResult<PcaFitReport<'py>> {
-    let comm = PyComm::new(comm)?;
-    let local = Local::of(&comm, x)?;
-    let mut observer = RankObserver { verbose: verbose && comm.rank == 0, last: std::time::Instant::now() };
-    let result = py.detach(|| job.run(local.shard(&comm), &mut observer));
-    let outcome = result.map_err(solver_error)?;
+    let outcome = run_sharded(py, comm, x, None, verbose, |shard, observer| job.run(shard, observer))?;
     let stop = outcome.stop.map(|s| format!("{s:?}"));
     Ok((model_bytes(py, &outcome.model)?, stop, outcome.epochs, None))
 }
@@ -347,14 +360,8 @@ pub(crate) fn fit_kernel_ridge_sharded<'py>(
     job: &KernelRidgeJob,
     verbose: bool,
 ) -> PyResult<KrrFitReport<'py>> {
-    let comm = PyComm::new(comm)?;
-    let local = Local::of(&comm, x)?;
-    if y.len() != local.nrows() {
-        return Err(value_error(format!("{} targets for {} rows on rank {}", y.len(), local.nrows(), comm.rank)));
-    }
-    let mut observer = RankObserver { verbose: verbose && comm.rank == 0, last: std::time::Instant::now() };
-    let result = py.detach(|| job.run(local.shard(&comm), y, None, &mut observer));
-    let outcome = result.map_err(solver_error)?;
+    let outcome =
+        run_sharded(py, comm, x, Some(y.len()), verbose, |shard, observer| job.run(shard, y, None, observer))?;
     let (n_iter, warnings) = krr_report(&outcome);
     Ok((model_bytes(py, &outcome.model)?, n_iter, warnings))
 }
