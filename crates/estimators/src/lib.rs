@@ -52,7 +52,7 @@ pub use factors::{Factors, KernelSampler};
 pub use kernel_blocks::{CrossKernelPanels, PANEL_ROWS, Panel};
 pub use kernels::{
     Cosine, Evaluator, Gaussian, Kernel, KernelEvaluation, KernelFamily, KernelForm, KernelFunction, Laplacian, Linear,
-    Parameter, ParameterDefault, Polynomial, kernel_row_means,
+    Parameter, ParameterDefault, Polynomial, kernel_row_means, kernel_row_means_range,
 };
 pub use maclaurin::{MaclaurinMap, RandomMaclaurin};
 pub use operator::{DEFAULT_TILE, KernelOperator, OperatorCentering};

@@ -306,7 +306,7 @@ fn run_sharded<T: Send>(
 ///
 /// # Errors
 /// As `fit_kernel_pca`, and the library's `SolverError::NotDistributed` (a `ValueError`) for
-/// what it does not run on several ranks (the dense exact solver, KHA, the column samplers,
+/// what it does not run on several ranks (the dense exact solver, the column samplers,
 /// centred SKPCA), raised on every rank.
 pub(crate) fn fit_kernel_pca_sharded<'py>(
     py: Python<'py>,

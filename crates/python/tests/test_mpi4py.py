@@ -31,7 +31,7 @@ def mpirun(np_, case, out=None, **env):
     return subprocess.run(command, capture_output=True, text=True, env=environment, timeout=DEADLINE + 30)
 
 
-AGREE = ["communicator", "kpca nystrom", "kpca exact-matrix-free", "kpca skpca-rff", "kpca skpca-maclaurin",
+AGREE = ["communicator", "kpca nystrom", "kpca exact-matrix-free", "kpca skpca-rff", "kpca skpca-maclaurin", "kpca kha",
          "kpca float32 pre-image", "kpca broadcast=False", "pca exact", "pca vr-pca", "pca svrg-bb", "pca share",
          "krr nystrom", "krr slkl", "krr 2-D y"]
 
@@ -48,7 +48,7 @@ def test_every_distributed_solver_equals_the_one_process_fit(np_, tmp_path):
 
 
 HOSTILE = ["nan", "empty rank", "y length", "sparse", "after errors"]
-REFUSED = ["different d", "params", "kpca skpca centred", "kpca columns", "kpca kha", "krr exact", "krr nu auto"]
+REFUSED = ["different d", "params", "kpca skpca centred", "kpca columns", "krr exact", "krr nu auto"]
 
 
 @pytest.mark.parametrize("np_", [1, 2, 3])

@@ -47,8 +47,8 @@ fn a_killed_rank_ends_the_job_within_seconds() {
 fn an_error_on_the_ranks_ends_the_job_with_a_message() {
     let dir = tempfile::tempdir().unwrap();
     let data = write_data(dir.path());
-    // Not distributed (KHA): every rank fails after reading, before any solver collective.
-    let args = ["kpca", "--input", data.to_str().unwrap(), "--format", "libsvm", "--solver", "kha", "--rank", "3"];
+    // Not distributed (exact KRR): every rank fails after reading, before any solver collective.
+    let args = ["krr", "--input", data.to_str().unwrap(), "--format", "libsvm", "--solver", "krr"];
     let (status, stderr, _) = wait(mpirun(2, &args), DEADLINE);
     assert!(!status.success());
     assert!(stderr.contains("not distributed yet"), "{stderr}");

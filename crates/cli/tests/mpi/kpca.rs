@@ -1,4 +1,4 @@
-//! `stolr kpca` under `mpirun`: Nyström, SKPCA and the streamed solvers give one process's answers on
+//! `stolr kpca` under `mpirun`: Nyström, SKPCA, KHA, the matrix-free exact and the streamed solvers give one process's answers on
 //! 1, 2 and 3 processes, files read in parts, and a run over one process's memory budget.
 
 use super::*;
@@ -8,7 +8,7 @@ fn same_answers_on_one_two_and_three_processes() {
     let dir = tempfile::tempdir().unwrap();
     let data = write_data(dir.path());
     let data = data.to_str().unwrap();
-    let solvers: [(&str, &[&str]); 6] = [
+    let solvers: [(&str, &[&str]); 8] = [
         ("nystrom", &["--solver", "nystrom", "--landmarks", "200", "--rank", "8"]),
         ("nystrom-centred", &["--solver", "nystrom", "--landmarks", "200", "--rank", "8", "--center"]),
         ("skpca", &["--solver", "skpca", "--tau", "5", "--iterations", "40", "--features", "20"]),
@@ -16,6 +16,9 @@ fn same_answers_on_one_two_and_three_processes() {
         ("skpca-tau-from-rank", &["--solver", "skpca", "--rank", "4", "--iterations", "40", "--features", "20"]),
         ("matrix-free", &["--solver", "exact-matrix-free", "--rank", "6"]),
         ("matrix-free-centred", &["--solver", "exact-matrix-free", "--rank", "6", "--center"]),
+        // KHA's outputs added over the ranks at every step, its Ritz step over the ranks' rows.
+        ("kha", &["--solver", "kha", "--rank", "3", "--iterations", "300"]),
+        ("kha-centred", &["--solver", "kha", "--rank", "3", "--iterations", "300", "--center"]),
     ];
     for (name, options) in solvers {
         let mut results = Vec::new();

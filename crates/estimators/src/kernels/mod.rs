@@ -24,7 +24,7 @@ pub use laplacian::Laplacian;
 pub use linear::Linear;
 pub use polynomial::Polynomial;
 pub(crate) use prepared::PreparedKernel;
-pub use prepared::{KernelEvaluation, kernel_row_means};
+pub use prepared::{KernelEvaluation, kernel_row_means, kernel_row_means_range};
 
 use crate::EstimatorError;
 use crate::sparse::DataRef;

@@ -726,12 +726,30 @@ const MEANS_BLOCK: usize = 256;
 pub fn kernel_row_means<'x>(x: impl Into<DataRef<'x>>, kernel: &Kernel) -> (Vec<f64>, f64) {
     let x = x.into();
     let n = x.nrows();
-    let mut means = Vec::with_capacity(n);
+    let means = kernel_row_means_range(x, kernel, 0..n);
+    let all = if n == 0 { 0.0 } else { means.iter().sum::<f64>() / n as f64 };
+    (means, all)
+}
+
+/// The entries `rows` of [`kernel_row_means`]'s $m = K1/n$ (length `rows.len()`), the part a
+/// rank owning those rows forms in a distributed run. Each entry is the sum of one whole
+/// column of `K` (all `n` rows), so ranks that each form their range and gather them hold
+/// [`kernel_row_means`]'s vector (to the rounding of one column sum). Time $O(|rows|\, n d)$, memory $O(256\,n)$. An empty range (or one past `n`, clipped)
+/// gives what lies in `0..n`.
+pub fn kernel_row_means_range<'x>(
+    x: impl Into<DataRef<'x>>,
+    kernel: &Kernel,
+    rows: std::ops::Range<usize>,
+) -> Vec<f64> {
+    let x = x.into();
+    let n = x.nrows();
+    let rows = rows.start.min(n)..rows.end.min(n);
+    let mut means = Vec::with_capacity(rows.len());
     // The rows prepared once (not once per block): column j of the block `K[:, rows]` holds
     // the kernel of row j with every row.
     let prepared = PreparedKernel::new(*kernel, x);
-    for start in (0..n).step_by(MEANS_BLOCK) {
-        let len = MEANS_BLOCK.min(n - start);
+    for start in rows.clone().step_by(MEANS_BLOCK) {
+        let len = MEANS_BLOCK.min(rows.end - start);
         let par = faer::get_global_parallelism();
         let block = match x {
             DataRef::Dense(_) | DataRef::DenseF32(_) => prepared.cross(x.subrows(start, len), par),
@@ -739,6 +757,5 @@ pub fn kernel_row_means<'x>(x: impl Into<DataRef<'x>>, kernel: &Kernel) -> (Vec<
         };
         means.extend((0..len).map(|j| block.col(j).sum() / n as f64));
     }
-    let all = if n == 0 { 0.0 } else { means.iter().sum::<f64>() / n as f64 };
-    (means, all)
+    means
 }

@@ -478,7 +478,7 @@ impl KernelPca {
     ///
     /// # Errors
     /// As [`Fit::fit`], and [`SolverError::NotDistributed`] on several ranks for the dense
-    /// exact solver, KHA, the column samplers and centred SKPCA.
+    /// exact solver, the column samplers and centred SKPCA.
     pub fn fit_shard(
         &self,
         shard: &Shard<'_>,
@@ -658,10 +658,7 @@ impl KernelPca {
                 (pairs, means, Some(stop), iterations)
             }
             KpcaSolver::Kha { eta, iterations, init_scale } => {
-                not_distributed("KHA")?;
-                return self
-                    .fit_kha(shard.data(), standardization, (*eta, *iterations, *init_scale), rng, observer)
-                    .map(Some);
+                return self.fit_kha(shard, all, standardization, (*eta, *iterations, *init_scale), rng, observer);
             }
         };
         let Some(pairs) = gather_pairs(comm, pairs) else {
@@ -688,16 +685,20 @@ impl KernelPca {
         }))
     }
 
-    /// KHA on all the rows `x` (one process; dense or sparse, kept sparse), ended by its
-    /// Rayleigh–Ritz step.
+    /// KHA on the rows of `shard` (one process: dense or sparse, kept sparse; several: dense,
+    /// [`Kha::new_sharded`]), ended by its Rayleigh–Ritz step; the eigenvectors and the model's
+    /// coefficients gathered to rank 0, which builds the model on `all` (its copy of every
+    /// row). `None` on the other ranks.
     fn fit_kha(
         &self,
-        x: DataRef<'_>,
+        shard: &Shard<'_>,
+        all: Option<DataRef<'_>>,
         standardization: Option<Standardization>,
         (eta, iterations, init_scale): (f64, usize, f64),
         rng: &mut dyn Rng,
         observer: &mut dyn Observer,
-    ) -> Result<KernelPcaFit, SolverError> {
+    ) -> Result<Option<KernelPcaFit>, SolverError> {
+        let (comm, place, x) = (shard.comm, shard.place, shard.data());
         let name = self.solver.name();
         let mut warnings = Vec::new();
         let config = KhaConfig {
@@ -712,14 +713,17 @@ impl KernelPca {
         // blocks (H A, K̃ H A and its scaled copy, the SVD's basis, Q, K̃ Q, the
         // eigenvectors, K̃ U and the model coefficients), plus the row-major copy of the
         // data (n, d), the kernel operator of the Rayleigh–Ritz products and the row
-        // means (its prepared rows, two more n × d copies) and a 256-row block of K.
-        let (n, d) = x.shape();
+        // means (its prepared rows, two more n × d copies) and a 256-row block of K. On
+        // several ranks, also the gathered copy of every row (n × d).
+        let (n, d) = (place.total, x.ncols());
         stolr_memory::check_iterations(self.memory, "iterations", config.iterations)?;
         let workers = stolr_estimators::KernelOperator::workers(faer::get_global_parallelism());
         // The copy of the rows in their form (sparse: the stored entries) and the operator's
         // prepared rows (counted as the dense operator's: an upper bound for sparse rows).
         let operator_bytes = if x.is_sparse() {
             x.bytes().saturating_mul(2).saturating_add(stolr_memory::f64_bytes(&[4, n]))
+        } else if comm.size() > 1 {
+            stolr_estimators::KernelOperator::bytes(n, d).saturating_add(stolr_memory::f64_bytes(&[2, n, d]))
         } else {
             stolr_estimators::KernelOperator::bytes(n, d)
         };
@@ -738,7 +742,7 @@ impl KernelPca {
         )?;
         let rank = config.rank;
         let tolerance = config.tolerance;
-        let mut solver = Kha::new(x, self.kernel, config, rng)?;
+        let mut solver = Kha::new_sharded(x, self.kernel, config, rng, comm, place)?;
         let stop = run(&mut solver, rng, observer)?;
         let ritz = solver.ritz()?;
         let iterations = solver.iterations_done();
@@ -753,26 +757,32 @@ impl KernelPca {
             let (m, all) = solver.kernel_means();
             (m.to_vec(), all)
         }));
-        let values = ritz.pairs.values.clone();
+        drop(solver);
+        let coefficients = gather_rows(comm, ritz.coefficients.as_ref(), 0);
+        let (Some(pairs), Some(coefficients)) = (gather_pairs(comm, ritz.pairs), coefficients) else {
+            return Ok(None);
+        };
+        let x = if comm.size() == 1 { x } else { all.ok_or_else(|| unreachable_on_one_process("rank 0's rows"))? };
+        let values = pairs.values.clone();
         let model = KernelPcaModel::new(
             name,
             self.kernel,
             standardization,
             ModelRows::copy_of(x),
-            ritz.coefficients,
+            coefficients,
             values,
             centering,
         )?;
-        Ok(KernelPcaFit {
+        Ok(Some(KernelPcaFit {
             model,
-            pairs: ritz.pairs,
+            pairs,
             stop: Some(stop),
             iterations,
             exact_operator: None,
             converged: Some(ritz.converged),
             max_residual: Some(max_residual),
             warnings,
-        })
+        }))
     }
 }
 

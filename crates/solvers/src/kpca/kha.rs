@@ -3,7 +3,8 @@
 use faer::Par;
 use faer::{Mat, MatRef};
 use rand::{Rng, RngExt};
-use stolr_estimators::{DEFAULT_TILE, DataRef, Kernel, KernelOperator, OperatorCentering, kernel_row_means};
+use stolr_comm::{Communicator, RowShard, SingleProcess, all_gather_rows, all_reduce_mat};
+use stolr_estimators::{DEFAULT_TILE, DataRef, Kernel, KernelOperator, OperatorCentering, kernel_row_means_range};
 use stolr_lowrank::Eigenpairs;
 
 use crate::ModelRows;
@@ -74,39 +75,65 @@ impl KhaConfig {
 /// and scratch; the `n × n` kernel matrix is never held. Time: `O(n²d)` once for the row means,
 /// then `O(n·d + n·r)` per step, and two passes `O(n²(d + r))` for the Rayleigh–Ritz step.
 ///
+/// **On several ranks** ([`Kha::new_sharded`]) the rows of `A` are split as the data's: every
+/// rank holds all `n` rows (gathered once, as the matrix-free exact solver does), forms its rows
+/// of `k̃_i` and of `Aᵀk̃_i`, and the `r` outputs `y` are added over the ranks in rank order (one
+/// all-reduce of `r` doubles per step), so every rank makes the same update of its rows. The
+/// sampled `i` and the initial `A` come from the seed shared by every rank (the draws of one
+/// process). Time per step and rank `O(n_p·(d + r))`.
+///
 /// # References
 /// \[SKPCA\], "Experimental Setting" (KHA, step 0.05); Kim, Franz &
 /// Schölkopf, *Iterative kernel principal component analysis for image modeling*, IEEE TPAMI
 /// 2005; Sanger 1989; docs/derivations.md §2.9 (3) and its eigen-recovery.
-#[derive(Debug, Clone)]
-pub struct Kha {
+#[derive(Clone)]
+pub struct Kha<'a> {
     config: KhaConfig,
+    /// The ranks the rows of `A` are split across ([`SingleProcess`] unless
+    /// [`Kha::new_sharded`]).
+    comm: &'a dyn Communicator,
+    /// This rank's rows: global rows `shard.first..shard.first + shard.rows` of `A`.
+    shard: RowShard,
     kernel: Kernel,
-    /// The data, row-major: sample `i` is `rows[i·d..(i + 1)·d]` (empty for sparse rows).
+    /// The data (all `n` rows on every rank), row-major: sample `i` is `rows[i·d..(i + 1)·d]`
+    /// (empty for sparse rows).
     rows: Vec<f64>,
     /// Sparse rows, kept sparse (a CSR copy); their kernel columns are summed over the stored
     /// entries.
     sparse: Option<ModelRows>,
     n: usize,
     d: usize,
-    /// Row means of `K`, `m = K1/n` (zeros without centring).
+    /// Row means of `K`, `m = K1/n`, all `n` of them (zeros without centring).
     means: Vec<f64>,
     /// `m̄ = 1ᵀK1/n²` (zero without centring).
     mean_all: f64,
     /// `max_i κ(x_i, x_i)`, the scale of the rounding in `K̃` ([`zero_kernel_floor`]).
     max_diagonal: f64,
-    /// Dual coefficients `A`, shape `(n, r)`.
+    /// This rank's rows of the dual coefficients `A`, shape `(n_p, r)` (`(n, r)` on one
+    /// process).
     a: Mat<f64>,
     t: usize,
-    /// Scratch: the centred kernel column `k̃_i` (length `n`).
+    /// Scratch: this rank's rows of the centred kernel column `k̃_i` (length `n_p`).
     column: Vec<f64>,
-    /// Scratch: running sums `Σ_{l ≤ j} y_l a_l` (length `n`).
+    /// Scratch: running sums `Σ_{l ≤ j} y_l a_l` (length `n_p`).
     acc: Vec<f64>,
     /// Scratch: the outputs `y` (length `r`).
     y: Vec<f64>,
 }
 
-impl Kha {
+impl std::fmt::Debug for Kha<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kha")
+            .field("config", &self.config)
+            .field("kernel", &self.kernel)
+            .field("shard", &self.shard)
+            .field("ranks", &self.comm.size())
+            .field("t", &self.t)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Kha<'a> {
     /// A solver for the data `x`, shape `(n, d)`, one sample per row, with `kernel`. Copies the
     /// data (row-major; sparse rows ([`DataRef::Sparse`]) as a CSR copy, never dense, each step's
     /// kernel column then costing the stored entries), computes the row means of `K` when centring (time `O(n²d)`, memory
@@ -123,6 +150,47 @@ impl Kha {
         rng: &mut R,
     ) -> Result<Self, SolverError> {
         let x = x.into();
+        Kha::new_sharded(x, kernel, config, rng, &SingleProcess, RowShard::whole(x.nrows()))
+    }
+
+    /// [`Kha::new`] on rows split across the ranks of `comm`: `x` `(n_p, d)` holds this rank's
+    /// rows, global rows `shard.first..shard.first + shard.rows` of the `shard.total = n`.
+    /// Collective: every rank calls it with the same `config`, `kernel` and seed. The rows are
+    /// gathered to every rank (`8·n·d` bytes each: the kernel columns need every row); each
+    /// rank forms its rows of the row means `m` (the pieces gathered), keeps its rows of the
+    /// initial `A` (drawn over all `n` rows from the shared seed, the draws of one process) and
+    /// later its rows of every `n × r` block. On one rank this is [`Kha::new`] (the same bits).
+    ///
+    /// # Errors
+    /// As [`Kha::new`], the same on every rank (every rank checks the gathered rows), and
+    /// [`SolverError::SparseUnsupported`] for sparse rows on several ranks;
+    /// [`SolverError::InvalidConfig`] if `x` does not have `shard.rows` rows.
+    pub fn new_sharded<'x, R: Rng + ?Sized>(
+        x: impl Into<DataRef<'x>>,
+        kernel: Kernel,
+        config: KhaConfig,
+        rng: &mut R,
+        comm: &'a dyn Communicator,
+        shard: RowShard,
+    ) -> Result<Self, SolverError> {
+        let x = x.into();
+        if x.nrows() != shard.rows {
+            return Err(SolverError::InvalidConfig {
+                name: "shard",
+                reason: format!("the local block has {} rows, the shard {}", x.nrows(), shard.rows),
+            });
+        }
+        if comm.size() > 1 && x.is_sparse() {
+            return Err(SolverError::SparseUnsupported { what: "KHA on several processes".into() });
+        }
+        // Every rank holds every row (the kernel column of a sample needs them all) and checks
+        // the same rows, so every rank returns the same error.
+        let gathered = match x {
+            DataRef::Dense(local) if comm.size() > 1 => Some(all_gather_rows(comm, local)),
+            DataRef::DenseF32(_) if comm.size() > 1 => Some(all_gather_rows(comm, x.to_dense().as_ref())),
+            _ => None,
+        };
+        let x = gathered.as_ref().map_or(x, |all| DataRef::Dense(all.as_ref()));
         x.check()?;
         kernel.validate()?;
         let (n, d) = x.shape();
@@ -179,12 +247,33 @@ impl Kha {
                 (Vec::new(), Some(ModelRows::copy_of(x)), max_diagonal)
             }
         };
-        let (means, mean_all) = if config.center { kernel_row_means(x, &kernel) } else { (vec![0.0; n], 0.0) };
+        let local = shard.first..shard.first + shard.rows;
+        let (means, mean_all) = if config.center {
+            // This rank's entries of m = K1/n, gathered in rank order.
+            let mine = kernel_row_means_range(x, &kernel, local.clone());
+            let means: Vec<f64> = comm.all_gather(&mine).concat();
+            let all = if n == 0 { 0.0 } else { means.iter().sum::<f64>() / n as f64 };
+            (means, all)
+        } else {
+            (vec![0.0; n], 0.0)
+        };
         let s = config.init_scale;
         let r = config.rank;
-        let a = Mat::from_fn(n, r, |_, _| s * rng.random_range(-1.0..1.0));
+        // A ~ s·U(−1, 1), drawn column by column over all n rows (the draws of one process);
+        // this rank keeps its rows.
+        let mut a = Mat::zeros(shard.rows, r);
+        for j in 0..r {
+            for i in 0..n {
+                let v = s * rng.random_range(-1.0..1.0);
+                if local.contains(&i) {
+                    a[(i - shard.first, j)] = v;
+                }
+            }
+        }
         Ok(Self {
             config,
+            comm,
+            shard,
             kernel,
             rows,
             sparse,
@@ -195,8 +284,8 @@ impl Kha {
             max_diagonal,
             a,
             t: 0,
-            column: vec![0.0; n],
-            acc: vec![0.0; n],
+            column: vec![0.0; shard.rows],
+            acc: vec![0.0; shard.rows],
             y: vec![0.0; r],
         })
     }
@@ -207,7 +296,8 @@ impl Kha {
         (&self.means, self.mean_all)
     }
 
-    /// The data `(n, d)` the solver was built with, in its form (dense, or sparse).
+    /// The data `(n, d)` the solver was built with (all `n` rows on every rank), in its form
+    /// (dense, or sparse).
     pub fn rows(&self) -> ModelRows {
         ModelRows::copy_of(self.data())
     }
@@ -222,7 +312,8 @@ impl Kha {
         self.t
     }
 
-    /// The dual coefficients `A`, shape `(n, r)`: column `j` is `a_j`.
+    /// This rank's rows of the dual coefficients `A`, shape `(n_p, r)` (`(n, r)` on one
+    /// process): column `j` holds `a_j`.
     pub fn coefficients(&self) -> MatRef<'_, f64> {
         self.a.as_ref()
     }
@@ -248,55 +339,63 @@ impl Kha {
         for (j, yj) in self.y.iter_mut().enumerate() {
             *yj = dot(self.a.col_as_slice(j), &self.column);
         }
+        // y = Aᵀk̃_i over every rank's rows, the same bits on every rank.
+        self.comm.all_reduce_sum(&mut self.y);
         if self.y.iter().any(|v| !v.is_finite()) {
             return Err(SolverError::Diverged { epoch: self.t + 1 });
         }
         hebbian_update(&mut self.a, &self.y, self.config.eta, &mut self.acc);
-        for (j, &yj) in self.y.iter().enumerate() {
-            self.a[(i, j)] += self.config.eta * yj;
+        if let Some(local) = i.checked_sub(self.shard.first).filter(|&l| l < self.shard.rows) {
+            for (j, &yj) in self.y.iter().enumerate() {
+                self.a[(local, j)] += self.config.eta * yj;
+            }
         }
         self.t += 1;
         Ok(())
     }
 
-    /// `k̃_i = k_i − m − m_i 1 + m̄ 1` into `self.column` (docs/derivations.md §1.2), with `k_i`
-    /// evaluated from the data.
+    /// This rank's rows of `k̃_i = k_i − m − m_i 1 + m̄ 1` into `self.column`
+    /// (docs/derivations.md §1.2), with `k_i` evaluated from the data.
     fn centered_column(&mut self, i: usize) {
+        let (first, d) = (self.shard.first, self.d);
+        let means = &self.means[first..first + self.shard.rows];
+        let shift = self.mean_all - self.means[i];
         if let Some(rows) = &self.sparse {
+            // Sparse rows: one process, so this rank's rows are all of them.
             let x = rows.data();
             let k = self.kernel.cross(x, x.subrows(i, 1));
-            let shift = self.mean_all - self.means[i];
-            for ((c, m), k) in self.column.iter_mut().zip(&self.means).zip(k.col(0).iter()) {
+            for ((c, m), k) in self.column.iter_mut().zip(means).zip(k.col(0).iter()) {
                 *c = k - m + shift;
             }
             return;
         }
-        let d = self.d;
         let xi = &self.rows[i * d..(i + 1) * d];
-        let shift = self.mean_all - self.means[i];
-        for (j, (c, m)) in self.column.iter_mut().zip(&self.means).enumerate() {
+        for (l, (c, m)) in self.column.iter_mut().zip(means).enumerate() {
+            let j = first + l;
             *c = self.kernel.eval(xi, &self.rows[j * d..(j + 1) * d]) - m + shift;
         }
     }
 
-    /// `K̃ B = H K (H B)` (or `K B` without centring) for `b` `(n, k)`, in one pass of the tiled
-    /// kernel operator over `K` (never held).
-    /// Time `O(n²(d + k))`, memory `O(n·(2d + k))` (the tiled kernel operator).
+    /// This rank's rows of `K̃ B = H K (H B)` (or `K B` without centring) for this rank's rows
+    /// of `b` `(n_p, k)`: `H B` gathered to every rank `(n, k)`, then one pass of the tiled
+    /// kernel operator over this rank's rows of `K` (never held); on one process the whole
+    /// product. Time `O(n_p·n·(d + k))`, memory `O(n·(2d + k))` (the tiled kernel operator).
     fn kernel_product(&self, b: MatRef<'_, f64>) -> Mat<f64> {
-        let n = self.n;
         let mut hb = b.to_owned();
         if self.config.center {
-            center_columns(&mut hb);
+            center_columns(self.comm, self.n, &mut hb);
         }
+        let hb = all_gather_rows(self.comm, hb.as_ref());
         // The data prepared once for the whole product (the tiled operator: symmetric tiles,
         // the same bits on any thread count), not once per block of rows.
         let operator = KernelOperator::new(self.data(), self.kernel, OperatorCentering::None, DEFAULT_TILE, Par::Seq)
             .expect("the data and kernel were checked when KHA was built");
-        let mut p =
-            operator.apply(hb.as_ref(), faer::get_global_parallelism()).expect("the block has one row per sample");
-        debug_assert_eq!(p.nrows(), n);
+        let rows = self.shard.first..self.shard.first + self.shard.rows;
+        let mut p = operator
+            .apply_row_block(rows, hb.as_ref(), faer::get_global_parallelism())
+            .expect("the block has one row per sample");
         if self.config.center {
-            center_columns(&mut p);
+            center_columns(self.comm, self.n, &mut p);
         }
         p
     }
@@ -323,6 +422,13 @@ impl Kha {
     ///
     /// Time `O(n²(d + r) + n r²)`, memory `O(n·(2d + r))`.
     ///
+    /// On several ranks ([`Kha::new_sharded`]) every `n × r` block is held by rows (the
+    /// eigenvectors, residual terms and coefficients returned are this rank's rows); each rank
+    /// forms its rows of the two products, the column sums, norms, `QᵀK̃Q` and the residuals are
+    /// added over the ranks in rank order, and `P`'s scaled columns are gathered to every rank
+    /// for the thin SVD (`8·n·r` bytes per rank), so every rank keeps the same directions and
+    /// eigenvalues; the signs are fixed over the whole columns.
+    ///
     /// # Errors
     /// [`SolverError::Diverged`] if the coefficients are not finite; [`SolverError::InvalidRank`]
     /// if the (centred) kernel matrix is numerically zero on the span (largest Ritz value at
@@ -334,25 +440,35 @@ impl Kha {
     /// *Numerical Methods for Large Eigenvalue Problems* (2011), §4.3.
     pub fn ritz(&self) -> Result<KhaRitz, SolverError> {
         let (n, r) = (self.n, self.config.rank);
-        if (0..r).any(|j| self.a.col_as_slice(j).iter().any(|v| !v.is_finite())) {
+        let (first, rows) = (self.shard.first, self.shard.rows);
+        // Whether any rank's coefficients are not finite, so that every rank returns alike.
+        let mut diverged = [f64::from(u8::from((0..r).any(|j| self.a.col_as_slice(j).iter().any(|v| !v.is_finite()))))];
+        self.comm.all_reduce_sum(&mut diverged);
+        if diverged[0] > 0.0 {
             return Err(SolverError::Diverged { epoch: self.t });
         }
         let mut ha = self.a.clone();
         if self.config.center {
-            center_columns(&mut ha);
+            center_columns(self.comm, n, &mut ha);
         }
         let p = self.kernel_product(ha.as_ref());
         let floor = zero_kernel_floor(n, self.max_diagonal);
         // Unit-norm columns; a column with no variance carries no direction.
-        let norms: Vec<f64> = (0..r).map(|j| dot(p.col_as_slice(j), p.col_as_slice(j)).sqrt()).collect();
+        let mut squares: Vec<f64> = (0..r).map(|j| dot(p.col_as_slice(j), p.col_as_slice(j))).collect();
+        self.comm.all_reduce_sum(&mut squares);
+        let norms: Vec<f64> = squares.iter().map(|s| s.sqrt()).collect();
         let live: Vec<usize> = (0..r).filter(|&j| norms[j] > 0.0 && norms[j].is_finite()).collect();
         if live.is_empty() {
             return Err(zero_kernel(r, self.config.center, 0.0, floor));
         }
-        let scaled = Mat::from_fn(n, live.len(), |i, c| p[(i, live[c])] / norms[live[c]]);
+        let scaled = Mat::from_fn(rows, live.len(), |i, c| p[(i, live[c])] / norms[live[c]]);
+        // The small SVD on every rank, of the same gathered columns.
+        let scaled = all_gather_rows(self.comm, scaled.as_ref());
         let (w, sigma, z) = stolr_lowrank::thin_svd(scaled.as_ref())?;
+        drop(scaled);
         let k = sigma.iter().take_while(|&&s| s > SPAN_TOLERANCE * sigma[0]).count();
-        let q = w.subcols(0, k).to_owned();
+        let q = w.subrows(first, rows).subcols(0, k).to_owned();
+        drop(w);
         // G₀ (r, k): P G₀ = Q, zero rows for the dead columns.
         let mut g0 = Mat::<f64>::zeros(r, k);
         for (c, &j) in live.iter().enumerate() {
@@ -362,6 +478,7 @@ impl Kha {
         }
         let kq = self.kernel_product(q.as_ref());
         let mut m = stolr_lowrank::mul(q.transpose(), kq.as_ref());
+        all_reduce_mat(self.comm, &mut m);
         for i in 0..k {
             for j in 0..i {
                 let v = 0.5 * (m[(i, j)] + m[(j, i)]);
@@ -378,16 +495,15 @@ impl Kha {
         let y = y.subcols(0, kept);
         let mut vectors = stolr_lowrank::mul(q.as_ref(), y);
         let kernel_vectors = stolr_lowrank::mul(kq.as_ref(), y);
-        let residuals: Vec<f64> = (0..kept)
-            .map(|j| {
-                let s: f64 = (0..n).map(|i| (kernel_vectors[(i, j)] - values[j] * vectors[(i, j)]).powi(2)).sum();
-                s.sqrt() / lambda1
-            })
+        let mut residuals: Vec<f64> = (0..kept)
+            .map(|j| (0..rows).map(|i| (kernel_vectors[(i, j)] - values[j] * vectors[(i, j)]).powi(2)).sum())
             .collect();
+        self.comm.all_reduce_sum(&mut residuals);
+        residuals.iter_mut().for_each(|s| *s = s.sqrt() / lambda1);
         let mut coefficients = stolr_lowrank::mul(ha.as_ref(), stolr_lowrank::mul(g0.as_ref(), y).as_ref());
         let mut pairs = Eigenpairs { values: values[..kept].to_vec(), vectors: Mat::new() };
         std::mem::swap(&mut pairs.vectors, &mut vectors);
-        let signs = pairs.fix_signs();
+        let signs = if self.comm.size() == 1 { pairs.fix_signs() } else { pairs.fix_signs_sharded(self.comm, first) };
         for (j, sign) in signs.iter().enumerate() {
             let scale = sign * pairs.values[j].sqrt();
             coefficients.col_mut(j).iter_mut().for_each(|c| *c *= scale);
@@ -414,9 +530,11 @@ pub const SPAN_TOLERANCE: f64 = 1e-8;
 /// What [`Kha::ritz`] returns: Ritz pairs of the (centred) kernel matrix on KHA's span.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KhaRitz {
-    /// Eigenvalues (nonincreasing) and orthonormal eigenvectors `(n, k)`, `k ≤ rank`.
+    /// Eigenvalues (nonincreasing) and orthonormal eigenvectors `(n, k)`, `k ≤ rank` (this
+    /// rank's rows `(n_p, k)` on several ranks).
     pub pairs: Eigenpairs,
-    /// Model coefficients `C` `(n, k)` over the training rows, with `K̃ C = U Λ^{1/2}`.
+    /// Model coefficients `C` `(n, k)` over the training rows, with `K̃ C = U Λ^{1/2}` (this
+    /// rank's rows on several ranks).
     pub coefficients: Mat<f64>,
     /// `‖K̃ u_j − λ_j u_j‖₂ / λ₁` for every returned pair.
     pub residuals: Vec<f64>,
@@ -450,7 +568,7 @@ pub(crate) fn zero_kernel(rank: usize, center: bool, lambda: f64, floor: f64) ->
     }
 }
 
-impl IterativeSolver for Kha {
+impl IterativeSolver for Kha<'_> {
     /// One KHA step on a sample drawn uniformly from `rng` (docs/derivations.md §2.9 (3)); stops at
     /// `iterations`. Its centred kernel column reads all `n` rows (`samples_seen` grows by `n`).
     /// On [`SolverError::Diverged`] the coefficients are unchanged.
@@ -479,13 +597,14 @@ fn hebbian_update(a: &mut Mat<f64>, y: &[f64], eta: f64, acc: &mut [f64]) {
     }
 }
 
-/// Subtracts from every column of `m` its mean: `m ← H m`.
-fn center_columns(m: &mut Mat<f64>) {
-    let n = m.nrows() as f64;
-    for j in 0..m.ncols() {
-        let col = m.col_as_slice_mut(j);
-        let mean = col.iter().sum::<f64>() / n;
-        col.iter_mut().for_each(|v| *v -= mean);
+/// Subtracts from every column of `m` (this rank's rows of an `(n, k)` block) its mean over
+/// all `n` rows, the column sums added over the ranks: `m ← H m`.
+fn center_columns(comm: &dyn Communicator, n: usize, m: &mut Mat<f64>) {
+    let mut sums: Vec<f64> = (0..m.ncols()).map(|j| m.col_as_slice(j).iter().sum::<f64>()).collect();
+    comm.all_reduce_sum(&mut sums);
+    for (j, sum) in sums.iter().enumerate() {
+        let mean = sum / n as f64;
+        m.col_as_slice_mut(j).iter_mut().for_each(|v| *v -= mean);
     }
 }
 
@@ -513,6 +632,109 @@ mod tests {
         let mut fast = a.clone();
         hebbian_update(&mut fast, &y, eta, &mut vec![0.0; n]);
         assert!((&fast - &dense).norm_max() < 1e-14);
+    }
+
+    /// Rows with an outlier, duplicate rows and a constant column.
+    fn hostile_rows(n: usize, seed: u64) -> Mat<f64> {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let mut x = Mat::from_fn(n, 4, |_, j| if j == 3 { 2.5 } else { rng.random_range(-2.0..2.0) });
+        for j in 0..3 {
+            x[(7, j)] *= 40.0;
+            x[(21, j)] = x[(20, j)];
+            x[(22, j)] = x[(20, j)];
+        }
+        x
+    }
+
+    /// KHA run to the end then its Ritz step, on `p` thread ranks (`p = 0`: one process,
+    /// [`Kha::new`]); the eigenpairs and coefficients with their rows gathered.
+    fn kha_on(
+        p: usize,
+        x: &Mat<f64>,
+        kernel: Kernel,
+        config: &KhaConfig,
+    ) -> Result<(Eigenpairs, Mat<f64>, Vec<f64>), SolverError> {
+        let solve = |kha: &mut Kha<'_>| -> Result<KhaRitz, SolverError> {
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(99);
+            while kha.finished().is_none() {
+                kha.step(&mut rng)?;
+            }
+            kha.ritz()
+        };
+        if p == 0 {
+            let mut kha = Kha::new(x.as_ref(), kernel, config.clone(), &mut Xoshiro256PlusPlus::seed_from_u64(5))?;
+            let ritz = solve(&mut kha)?;
+            return Ok((ritz.pairs, ritz.coefficients, ritz.residuals));
+        }
+        let n = x.nrows();
+        let out = stolr_comm::ThreadGroup::run(p, |comm| {
+            let shard = RowShard::balanced(n, comm.rank(), comm.size());
+            let local = x.as_ref().subrows(shard.first, shard.rows);
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+            let ritz = Kha::new_sharded(local, kernel, config.clone(), &mut rng, comm, shard)
+                .and_then(|mut kha| solve(&mut kha));
+            ritz.map(|r| {
+                let vectors = all_gather_rows(comm, r.pairs.vectors.as_ref());
+                let coefficients = all_gather_rows(comm, r.coefficients.as_ref());
+                (Eigenpairs { values: r.pairs.values, vectors }, coefficients, r.residuals)
+            })
+        });
+        // Every rank returns the same result, or the same error.
+        for o in &out[1..] {
+            match (o, &out[0]) {
+                (Ok(a), Ok(b)) => assert!(a.0.values == b.0.values && a.2 == b.2, "the ranks disagree"),
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+                _ => panic!("some ranks failed, others did not"),
+            }
+        }
+        out.into_iter().next().unwrap()
+    }
+
+    /// KHA on 1, 2 and 3 ranks is one process's KHA: the same bits on one rank, to the
+    /// rounding of the rank-ordered sums of `y` on more, centred or not.
+    #[test]
+    fn sharded_kha_is_one_process_kha() {
+        let x = hostile_rows(61, 3);
+        let kernel = Kernel::gaussian(2.0);
+        for center in [true, false] {
+            let config = KhaConfig { center, ..KhaConfig::new(3, 400) };
+            let one = kha_on(0, &x, kernel, &config).unwrap();
+            assert!(one.0.rank() >= 2);
+            let single = kha_on(1, &x, kernel, &config).unwrap();
+            assert_eq!(single, one, "one rank must give one process's bits");
+            for p in [2, 3] {
+                let (pairs, coefficients, residuals) = kha_on(p, &x, kernel, &config).unwrap();
+                assert_eq!(pairs.rank(), one.0.rank());
+                for j in 0..pairs.rank() {
+                    assert!((pairs.values[j] - one.0.values[j]).abs() <= 1e-10 * one.0.values[0], "P = {p}, λ_{j}");
+                    assert!((residuals[j] - one.2[j]).abs() <= 1e-8, "P = {p}, residual {j}");
+                }
+                // Signs are fixed over whole columns, so the vectors agree entry by entry.
+                assert!((&pairs.vectors - &one.0.vectors).norm_max() <= 1e-9, "P = {p}, vectors");
+                assert!((&coefficients - &one.1).norm_max() <= 1e-9 * one.1.norm_max(), "P = {p}, coefficients");
+            }
+        }
+    }
+
+    /// A non-finite entry on one rank's rows is the same error on every rank (the gathered rows
+    /// are checked by all), and the shard must match the local rows.
+    #[test]
+    fn sharded_kha_refuses_alike_on_every_rank() {
+        let mut x = hostile_rows(30, 4);
+        x[(25, 1)] = f64::NAN;
+        let err = kha_on(3, &x, Kernel::gaussian(1.0), &KhaConfig::new(2, 10)).unwrap_err();
+        assert!(err.to_string().contains("NaN") || err.to_string().contains("finite"), "{err}");
+        let x = hostile_rows(30, 4);
+        let err = Kha::new_sharded(
+            x.as_ref(),
+            Kernel::gaussian(1.0),
+            KhaConfig::new(2, 10),
+            &mut Xoshiro256PlusPlus::seed_from_u64(1),
+            &SingleProcess,
+            RowShard { first: 0, rows: 29, total: 30 },
+        )
+        .unwrap_err();
+        assert!(matches!(err, SolverError::InvalidConfig { name: "shard", .. }), "{err}");
     }
 
     /// The centred column equals the column of the dense `HKH`.
