@@ -90,14 +90,14 @@ fn transformer(file: &ModelFile, path: &std::path::Path) -> Result<(Box<dyn Tran
 /// ([`write_rows_in_rank_order`]) and `report.json`: no process holds more than its rows.
 /// Collective.
 ///
+/// With `--sparse`, each rank reads its byte range of the LIBSVM file as sparse rows
+/// ([`stolr_datasets::read_libsvm_sparse_part`]), never densified.
+///
 /// # Errors
-/// As [`transform`]; `--sparse` is refused (one process).
+/// As [`transform`].
 pub fn transform_sharded(args: ApplyArgs, ctx: &crate::distributed::RunContext) -> Result<()> {
     let (comm, memory) = (ctx.comm(), ctx.memory);
     let start = Instant::now();
-    if args.sparse {
-        bail!("--sparse runs on one process (mpirun -np 1, or without mpirun)");
-    }
     let (file, path) = open_model(&args, &TRANSFORM_KINDS, memory)?;
     if comm.is_root() {
         crate::common::output::claim(Some(&args.out), None, Some(&path))?;
@@ -105,8 +105,18 @@ pub fn transform_sharded(args: ApplyArgs, ctx: &crate::distributed::RunContext) 
     let (model, encoding) = transformer(&file, &path)?;
     let d = n_features(&file)?;
     let format = args.format.unwrap_or(if encoding.is_some() { Format::Csv } else { Format::Libsvm });
-    let (data, place) = read_part_for_model(&args.input, format, d, false, encoding.as_ref(), comm, memory)?;
-    let z = model.transform(data.x.as_ref()).with_context(|| format!("cannot transform {}", args.input.display()))?;
+    let cannot = || format!("cannot transform {}", args.input.display());
+    let (z, source, n) = if args.sparse {
+        let model = sparse_kernel_pca(&file, &path, format)?;
+        let rows = stolr_datasets::read_libsvm_sparse_part(&args.input, d, comm.rank(), comm.size(), memory)
+            .with_context(|| format!("cannot read {}", args.input.display()))?;
+        let z = model.transform_data(stolr_estimators::DataRef::Sparse(rows.x.as_ref())).with_context(cannot)?;
+        let n = rows_over_ranks(comm, rows.n());
+        (z, rows.source, n)
+    } else {
+        let (data, place) = read_part_for_model(&args.input, format, d, false, encoding.as_ref(), comm, memory)?;
+        (model.transform(data.x.as_ref()).with_context(cannot)?, data.source, place.total)
+    };
     let out = crate::common::output::staged(&args.out);
     if comm.is_root() {
         std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", args.out.display()))?;
@@ -116,13 +126,13 @@ pub fn transform_sharded(args: ApplyArgs, ctx: &crate::distributed::RunContext) 
     if !comm.is_root() {
         return Ok(());
     }
-    let (n, r) = (place.total, z.ncols());
+    let r = z.ncols();
     let report = ApplyReport {
         stolr_version: env!("CARGO_PKG_VERSION").into(),
         command: "transform".into(),
         model: path.display().to_string(),
         model_kind: file.kind().into(),
-        dataset: ApplyDataset { source: data.source, format: format.name(), n, d },
+        dataset: ApplyDataset { source, format: format.name(), n, d },
         result: ApplyResult { rows: n, components: Some(r), mse: None },
         total_seconds: start.elapsed().as_secs_f64(),
         outputs: vec!["projections.npy".into(), "report.json".into()],
@@ -139,6 +149,25 @@ pub fn transform_sharded(args: ApplyArgs, ctx: &crate::distributed::RunContext) 
     Ok(())
 }
 
+/// The kernel PCA model that `--sparse` rows are transformed with.
+///
+/// # Errors
+/// Another kind of model (PCA models and random-feature models take dense rows), or a format
+/// other than LIBSVM.
+fn sparse_kernel_pca(file: &ModelFile, path: &std::path::Path, format: Format) -> Result<KernelPcaModel> {
+    if file.kind() != KernelPcaModel::KIND || format != Format::Libsvm {
+        bail!("--sparse transforms --format libsvm rows with a kernel PCA model");
+    }
+    Ok(KernelPcaModel::from_model_file(file, path)?)
+}
+
+/// The number of rows over every rank, each holding `local`. Collective.
+fn rows_over_ranks(comm: &dyn stolr_comm::Communicator, local: usize) -> usize {
+    let mut count = [local as f64];
+    comm.all_reduce_sum(&mut count);
+    count[0] as usize
+}
+
 /// Runs `stolr transform`: projections of new rows on a kernel PCA or PCA model; the model file
 /// and the rows are read within `memory` (`--memory-limit`).
 pub fn transform(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
@@ -148,10 +177,7 @@ pub fn transform(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
     let d = n_features(&file)?;
     let format = args.format.unwrap_or(if encoding.is_some() { Format::Csv } else { Format::Libsvm });
     let (z, data) = if args.sparse {
-        if file.kind() != KernelPcaModel::KIND || format != Format::Libsvm {
-            bail!("--sparse transforms --format libsvm rows with a kernel PCA model");
-        }
-        let model = KernelPcaModel::from_model_file(&file, &path)?;
+        let model = sparse_kernel_pca(&file, &path, format)?;
         let rows = stolr_datasets::read_libsvm_sparse(&args.input, Some(d), memory)?;
         let z = model
             .transform_data(stolr_estimators::DataRef::Sparse(rows.x.as_ref()))
@@ -196,11 +222,25 @@ pub fn transform(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
 /// Runs `stolr inverse-transform`: the pre-images of points `z` `(m, r)` of a kernel PCA
 /// embedding by the model's inverse transform (`stolr kpca --fit-inverse-transform`), `(m, d)`
 /// in the features the model was fitted on, written to `preimages.npy`. The model file and the
-/// points are read within `memory` (`--memory-limit`), and the pre-images with one kernel block
-/// are checked against it before they are computed.
-pub fn inverse_transform(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
+/// points are read within `--memory-limit`, and the pre-images with one kernel block are
+/// checked against it before they are computed.
+///
+/// Under `mpirun -np P > 1`, every rank loads the model and reads only its points of `--input`
+/// ([`read_part_for_model`]), computes their pre-images, and rank 0 writes `preimages.npy`
+/// receiving the others' rows a block at a time ([`write_rows_in_rank_order`]). Collective.
+///
+/// # Errors
+/// A model without the inverse map (fitted without `--fit-inverse-transform`), points with
+/// another number of columns than the model's rank, non-finite points, a damaged file, or
+/// pre-images over the memory budget.
+pub fn inverse_transform(args: ApplyArgs, ctx: &crate::distributed::RunContext) -> Result<()> {
+    let (comm, memory) = (ctx.comm(), ctx.memory);
+    let sharded = ctx.world.is_some();
     let start = Instant::now();
-    let (file, path) = load(&args, &[KernelPcaModel::KIND], memory)?;
+    let (file, path) = open_model(&args, &[KernelPcaModel::KIND], memory)?;
+    if comm.is_root() {
+        crate::common::output::claim(Some(&args.out), None, Some(&path))?;
+    }
     let model = KernelPcaModel::from_model_file(&file, &path)?;
     let Some(map) = model.preimage() else {
         // The library's typed refusal, with the model's path.
@@ -218,7 +258,14 @@ pub fn inverse_transform(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
             Format::Libsvm
         }
     });
-    let data = read_for_model(&args.input, format, r, false, None, memory)?;
+    let (data, total) = if sharded {
+        let (data, place) = read_part_for_model(&args.input, format, r, false, None, comm, memory)?;
+        (data, place.total)
+    } else {
+        let data = read_for_model(&args.input, format, r, false, None, memory)?;
+        let m = data.n();
+        (data, m)
+    };
     let m = data.n();
     memory.check(
         format!("the pre-images ({m} × {d}) and a kernel block of the embedding ({} × {n})", m.min(2048)),
@@ -228,15 +275,25 @@ pub fn inverse_transform(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
         .inverse_transform(data.x.as_ref())
         .with_context(|| format!("cannot inverse-transform {}", args.input.display()))?;
     let out = crate::common::output::staged(&args.out);
-    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", args.out.display()))?;
-    write_npy_matrix(&out.join("preimages.npy"), x.as_ref())?;
+    if comm.is_root() {
+        std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    }
+    if sharded {
+        write_rows_in_rank_order(Some(&out.join("preimages.npy")), true, x.as_ref(), None, comm)?;
+        if !comm.is_root() {
+            return Ok(());
+        }
+    } else {
+        write_npy_matrix(&out.join("preimages.npy"), x.as_ref())?;
+    }
+    let m = total;
     let report = ApplyReport {
         stolr_version: env!("CARGO_PKG_VERSION").into(),
         command: "inverse-transform".into(),
         model: path.display().to_string(),
         model_kind: file.kind().into(),
         dataset: ApplyDataset { source: data.source.clone(), format: format.name(), n: m, d: data.d() },
-        result: ApplyResult { rows: x.nrows(), components: Some(r), mse: None },
+        result: ApplyResult { rows: m, components: Some(r), mse: None },
         total_seconds: start.elapsed().as_secs_f64(),
         outputs: vec!["preimages.npy".into(), "report.json".into()],
     };
@@ -248,7 +305,7 @@ pub fn inverse_transform(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
         path.display(),
         map.alpha(),
         args.out.join("preimages.npy").display(),
-        x.nrows(),
+        m,
         x.ncols()
     );
     Ok(())
@@ -297,14 +354,14 @@ pub fn predict(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
 /// block at a time, and `report.json`; the MSE of the first output from the squared errors
 /// added over the ranks, when every rank's rows carry targets. Collective.
 ///
+/// With `--sparse`, each rank reads its byte range of the LIBSVM file as sparse rows, never
+/// densified.
+///
 /// # Errors
-/// As [`predict`]; `--sparse` is refused (one process).
+/// As [`predict`].
 pub fn predict_sharded(args: ApplyArgs, ctx: &crate::distributed::RunContext) -> Result<()> {
     let (comm, memory) = (ctx.comm(), ctx.memory);
     let start = Instant::now();
-    if args.sparse {
-        bail!("--sparse runs on one process (mpirun -np 1, or without mpirun)");
-    }
     let (file, path) = open_model(&args, &[KrrModel::KIND], memory)?;
     if comm.is_root() {
         crate::common::output::claim(Some(&args.out), None, Some(&path))?;
@@ -313,23 +370,38 @@ pub fn predict_sharded(args: ApplyArgs, ctx: &crate::distributed::RunContext) ->
     let encoding = model.encoding();
     let format = args.format.unwrap_or(if encoding.is_some() { Format::Csv } else { Format::Libsvm });
     let d = model.n_features();
-    let (data, place) = read_part_for_model(&args.input, format, d, true, encoding, comm, memory)?;
-    let predict = |x| -> Result<faer::Mat<f64>> {
-        if model.n_outputs() > 1 {
-            Ok(model.predict_outputs(x)?)
-        } else {
-            let f = model.predict(x)?;
-            Ok(faer::Mat::from_fn(f.nrows(), 1, |i, _| f[i]))
+    let cannot = || format!("cannot predict {}", args.input.display());
+    let (f, data, n) = if args.sparse {
+        if format != Format::Libsvm || encoding.is_some() {
+            bail!("--sparse predicts --format libsvm rows (a model with a categorical encoding reads CSV rows)");
         }
+        let rows = stolr_datasets::read_libsvm_sparse_part(&args.input, d, comm.rank(), comm.size(), memory)
+            .with_context(|| format!("cannot read {}", args.input.display()))?;
+        let f = model.predict_outputs_data(stolr_estimators::DataRef::Sparse(rows.x.as_ref())).with_context(cannot)?;
+        let n = rows_over_ranks(comm, rows.n());
+        (f, (rows.source, rows.labels), n)
+    } else {
+        let (data, place) = read_part_for_model(&args.input, format, d, true, encoding, comm, memory)?;
+        let f = if model.n_outputs() > 1 {
+            model.predict_outputs(data.x.as_ref()).with_context(cannot)?
+        } else {
+            let f = model.predict(data.x.as_ref()).with_context(cannot)?;
+            faer::Mat::from_fn(f.nrows(), 1, |i, _| f[i])
+        };
+        (f, (data.source, data.labels), place.total)
     };
-    let f = predict(data.x.as_ref()).with_context(|| format!("cannot predict {}", args.input.display()))?;
+    let (source, labels) = data;
+    let targets = match &labels {
+        stolr_datasets::Labels::Numeric(y) => Some(y.as_slice()),
+        _ => None,
+    };
     // The first output's squared errors and this rank's targets, added over the ranks.
-    let mut sums = match data.targets() {
+    let mut sums = match targets {
         Some(y) => [y.iter().enumerate().map(|(i, t)| (f[(i, 0)] - t) * (f[(i, 0)] - t)).sum::<f64>(), 1.0],
         None => [0.0, 0.0],
     };
     comm.all_reduce_sum(&mut sums);
-    let mse = (sums[1] as usize == comm.size()).then(|| sums[0] / place.total as f64);
+    let mse = (sums[1] as usize == comm.size()).then(|| sums[0] / n as f64);
     let out = crate::common::output::staged(&args.out);
     if comm.is_root() {
         std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", args.out.display()))?;
@@ -343,9 +415,9 @@ pub fn predict_sharded(args: ApplyArgs, ctx: &crate::distributed::RunContext) ->
     if !comm.is_root() {
         return Ok(());
     }
-    let dataset = ApplyDataset { source: data.source.clone(), format: format.name(), n: place.total, d };
+    let dataset = ApplyDataset { source, format: format.name(), n, d };
     let told = Told { args: &args, path: &path, kind: file.kind(), solver: model.solver(), start };
-    finish_predict(&told, &out, dataset, place.total, mse, "rows")
+    finish_predict(&told, &out, dataset, n, mse, if args.sparse { "sparse rows" } else { "rows" })
 }
 
 /// What `stolr predict` tells of a run besides its rows: the arguments, the model's path,

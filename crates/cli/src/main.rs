@@ -130,9 +130,7 @@ fn run(world: Option<std::rc::Rc<dyn stolr_comm::Communicator>>) -> std::process
         Command::Transform(args) => apply::transform(args, ctx.memory),
         Command::Predict(args) if ctx.world.is_some() => apply::predict_sharded(args, &ctx),
         Command::Predict(args) => apply::predict(args, ctx.memory),
-        Command::InverseTransform(args) => {
-            ctx.refuse("stolr inverse-transform").and_then(|()| apply::inverse_transform(args, ctx.memory))
-        }
+        Command::InverseTransform(args) => apply::inverse_transform(args, &ctx),
     });
     // The new output set replaces the old one only after the whole command succeeded.
     let result = result.and_then(|()| common::output::commit());

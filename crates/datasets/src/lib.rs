@@ -27,7 +27,7 @@
 //! [`DataError::LineTooLong`], raised before more is held; an error quotes at most 80
 //! characters of a field.
 //! - [`write_npy_matrix`], [`write_npy_vector`], [`read_npy_matrix`]: NumPy `.npy` files.
-//! - [`read_libsvm_part`], [`read_csv_part`], [`read_table_part`], [`read_mnist_part`],
+//! - [`read_libsvm_part`], [`read_libsvm_sparse_part`], [`read_csv_part`], [`read_table_part`], [`read_mnist_part`],
 //!   [`read_npy_part`]: one part of a file for a run whose rows are split across processes,
 //!   each process reading only its bytes (text by line-aligned byte ranges, IDX and `.npy` by
 //!   offsets); gzip-compressed files are [`DataError::NotShardable`].
@@ -77,7 +77,7 @@ pub use npy::{
     NpyRows, npy_ndim, read_npy_indices, read_npy_matrix, read_npy_part, read_npy_rows, write_npy_indices,
     write_npy_matrix, write_npy_rows, write_npy_values, write_npy_vector,
 };
-pub use shard::{line_aligned_range, read_libsvm_part};
+pub use shard::{line_aligned_range, read_libsvm_part, read_libsvm_sparse_part};
 pub use split::{Split, TrainTest, random_split};
 pub use stream::{RowFormat, RowStream, stream_rows};
 pub use table::{

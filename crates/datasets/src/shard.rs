@@ -89,6 +89,40 @@ pub fn read_libsvm_part(path: &Path, part: usize, parts: usize, memory: MemoryBu
     Ok(data)
 }
 
+/// Part `part` of `parts` of a LIBSVM file ([`line_aligned_range`]) as sparse rows, parsed as
+/// [`crate::read_libsvm_sparse`] parses a whole file with `dim` features: shape `(n_part, dim)`,
+/// never densified, numeric labels; the parts in order are the whole file's rows. A part without
+/// data lines gives `(0, dim)`. Line numbers in errors count from the start of the part; the
+/// memory budget `memory` applies to the part.
+///
+/// # Errors
+/// As [`line_aligned_range`] (a gzip-compressed file cannot be split) and
+/// [`crate::read_libsvm_sparse`] (an index above `dim`, a damaged line), except
+/// [`DataError::Empty`].
+pub fn read_libsvm_sparse_part(
+    path: &Path,
+    dim: usize,
+    part: usize,
+    parts: usize,
+    memory: MemoryBudget,
+) -> Result<crate::SparseDataset, DataError> {
+    let name = path.display().to_string();
+    let range = line_aligned_range(path, part, parts)?;
+    let empty = || crate::SparseDataset {
+        x: faer::sparse::SparseRowMat::new(
+            faer::sparse::SymbolicSparseRowMat::new_checked(0, dim, vec![0], None, Vec::new()),
+            Vec::new(),
+        ),
+        labels: Labels::Numeric(Vec::new()),
+        source: name.clone(),
+    };
+    let mut data = parse_range(path, range, empty, |reader, part_name| {
+        crate::read_libsvm_sparse_from(reader, part_name, Some(dim), memory)
+    })?;
+    data.source = name;
+    Ok(data)
+}
+
 /// Parses bytes `start..end` of the text file `path` with `parse`, which gets a reader of those
 /// bytes and a name for errors (`"path (bytes start..end)"`). An empty range, or one that
 /// `parse` finds without data ([`DataError::Empty`]), gives `empty()`.

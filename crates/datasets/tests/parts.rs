@@ -353,3 +353,48 @@ fn npy_parts_of_damaged_files_are_errors() {
     assert!(matches!(&err, DataError::Npy { message, .. } if message.contains("'<f4'")), "{err:?}");
     assert!(matches!(read_npy_part(&path, 3, 3, MemoryBudget::default()), Err(DataError::InvalidParameter { .. })));
 }
+
+#[test]
+fn sparse_libsvm_parts_make_the_whole_file_and_stay_sparse() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("rows.libsvm");
+    // Lines of different lengths, an empty row, a row with only the last feature, a comment
+    // line and blank lines, extreme values.
+    let text = "1 1:0.5 3:-2\n\n0 2:1e300\n# a comment\n2\n-1 1:1e-300 6:7\n3 4:1.5\n1 1:1 2:2 3:3 4:4 5:5 6:6\n";
+    std::fs::write(&path, text).expect("write");
+    let memory = MemoryBudget::default();
+    let whole = stolr_datasets::read_libsvm_sparse(&path, Some(8), memory).expect("valid file");
+    assert_eq!((whole.n(), whole.d()), (6, 8));
+    for parts in PARTS {
+        let read: Vec<_> = (0..parts)
+            .map(|p| stolr_datasets::read_libsvm_sparse_part(&path, 8, p, parts, memory).expect("valid part"))
+            .collect();
+        assert!(read.iter().all(|r| r.d() == 8), "{parts} parts: every part has the given width");
+        assert_eq!(read.iter().map(|r| r.n()).sum::<usize>(), 6, "{parts} parts");
+        let stored: usize = read.iter().map(|r| r.x.compute_nnz()).sum();
+        assert_eq!(stored, whole.x.compute_nnz(), "{parts} parts: the stored entries only");
+        let dense = whole.x.to_dense();
+        let mut row = 0;
+        let mut labels = Vec::new();
+        for r in &read {
+            let part = r.x.to_dense();
+            for i in 0..r.n() {
+                for j in 0..8 {
+                    assert_eq!(part[(i, j)].to_bits(), dense[(row + i, j)].to_bits(), "{parts} parts, row {}", row + i);
+                }
+            }
+            row += r.n();
+            labels.extend_from_slice(r.targets().expect("numeric labels"));
+        }
+        assert_eq!(labels, whole.targets().unwrap());
+    }
+    // An index above the width is an error in the part that holds it; gzip cannot be split.
+    let err = stolr_datasets::read_libsvm_sparse_part(&path, 5, 0, 1, memory).unwrap_err();
+    assert!(err.to_string().contains('6'), "{err}");
+    let gz = dir.path().join("rows.libsvm.gz");
+    std::fs::write(&gz, gzip(text.as_bytes())).expect("write");
+    assert!(matches!(
+        stolr_datasets::read_libsvm_sparse_part(&gz, 8, 0, 2, memory),
+        Err(DataError::NotShardable { .. })
+    ));
+}

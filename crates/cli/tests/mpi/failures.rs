@@ -99,7 +99,13 @@ fn transform_and_predict_under_mpirun_refuse_bad_input_on_every_rank() {
     stolr_datasets::write_npy_matrix(&nan, x.as_ref()).unwrap();
     let (status, stderr, _) = apply(2, &nan, &["--format", "npy"]);
     assert!(!status.success() && stderr.contains("finite"), "{stderr}");
-    // --sparse stays on one process.
-    let (status, stderr, _) = apply(2, &data, &["--sparse"]);
-    assert!(!status.success() && stderr.contains("runs on one process"), "{stderr}");
+    // Sparse rows read by parts: an index above the model's width in rank 1's part only is
+    // that rank's error, and the job ends.
+    let wide = dir.path().join("wide.libsvm");
+    let mut text = "1 1:0.5 2:1\n".repeat(400);
+    text.push_str(&"1 1:0.5 5:1\n".repeat(200));
+    std::fs::write(&wide, text).unwrap();
+    let (status, stderr, _) = apply(2, &wide, &["--sparse"]);
+    assert!(!status.success() && stderr.contains("rank 1 of 2"), "{stderr}");
+    assert!(!stderr.contains("rank 0 of 2): cannot read"), "rank 0 holds only good lines: {stderr}");
 }

@@ -6,6 +6,7 @@
 //! test instead of blocking CI.
 #![cfg(feature = "mpi")]
 
+mod apply;
 mod failures;
 mod kpca;
 mod krr;
