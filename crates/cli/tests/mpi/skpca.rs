@@ -33,7 +33,9 @@ fn skpca_column_samplers_and_centring_give_one_process_answers() {
         for (np, r) in [(2, &results[1]), (3, &results[2])] {
             let (ev, vec) = differences(&results[0].0, &r.0);
             let projections = up_to_sign(&results[0].1, &r.1);
-            eprintln!("{name}, {np} vs 1 process: eigenvalues {ev:e}, eigenvectors {vec:e}, projections {projections:e}");
+            eprintln!(
+                "{name}, {np} vs 1 process: eigenvalues {ev:e}, eigenvectors {vec:e}, projections {projections:e}"
+            );
             assert!(
                 ev <= 1e-12 && vec <= 1e-10 && projections <= 1e-10,
                 "{name}, {np} vs 1 process: eigenvalues {ev:e}, eigenvectors {vec:e}, projections {projections:e}"
