@@ -142,7 +142,7 @@ pub(crate) fn thin_qr_sharded(a: MatRef<'_, f64>, comm: &dyn stolr_comm::Communi
     let (ql, rl) = thin_qr(a);
     let send: Vec<f64> = (0..rl.nrows()).flat_map(|i| (0..k).map(move |j| (i, j))).map(|(i, j)| rl[(i, j)]).collect();
     let blocks = comm.all_gather(&send);
-    let heights: Vec<usize> = blocks.iter().map(|b| if k == 0 { 0 } else { b.len() / k }).collect();
+    let heights: Vec<usize> = blocks.iter().map(|b| b.len().checked_div(k).unwrap_or(0)).collect();
     let flat = blocks.concat();
     let stacked = Mat::from_fn(heights.iter().sum(), k, |i, j| flat[i * k + j]);
     let (qs, r) = thin_qr(stacked.as_ref());

@@ -277,6 +277,7 @@ pub fn shrink_general(
 /// As [`shrink_general`]; the finiteness of `zeta` and `chi` is agreed on by every rank (one
 /// more sum), so every rank returns the same error, except a shape mismatch of the local
 /// blocks, which the caller must make consistent.
+#[allow(clippy::too_many_arguments)]
 pub fn shrink_general_sharded(
     z: &LowRank,
     zeta: Mat<f64>,
