@@ -53,6 +53,81 @@ fn center_columns(m: &mut Mat<f64>) {
     }
 }
 
+/// [`Centered`] for a sampler whose factors are this rank's rows of a draw split over the
+/// ranks of `comm` (a sharded sampler, e.g. [`crate::ColumnSampling::sharded`]): every column
+/// of $\zeta$ (and $\chi$) loses its mean over all `n` rows, the column sums formed per rank
+/// (as [`Centered`] sums) and added in rank order through
+/// [`Communicator::all_reduce_sum`](stolr_comm::Communicator::all_reduce_sum): `a` doubles per
+/// factor and draw. With one rank, [`Centered`]'s bits. Sampling is collective.
+///
+/// # References
+/// As [`Centered`]; docs/distributed.md (SKPCA with `--center`).
+pub struct CenteredShard<'c, S: KernelSampler> {
+    inner: S,
+    comm: &'c dyn stolr_comm::Communicator,
+    total: usize,
+}
+
+impl<S: KernelSampler + std::fmt::Debug> std::fmt::Debug for CenteredShard<'_, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CenteredShard").field("inner", &self.inner).field("total", &self.total).finish()
+    }
+}
+
+impl<'c, S: KernelSampler> CenteredShard<'c, S> {
+    /// Centres every draw of `inner` (this rank's rows) over the `total = n` rows of every
+    /// rank of `comm`.
+    pub fn new(inner: S, comm: &'c dyn stolr_comm::Communicator, total: usize) -> Self {
+        CenteredShard { inner, comm, total }
+    }
+
+    /// `m ← H m` for this rank's rows `m` of a matrix whose column means are over all ranks.
+    fn center(&self, m: &mut Mat<f64>) {
+        if self.total == 0 {
+            return;
+        }
+        let mut sums: Vec<f64> = (0..m.ncols()).map(|j| m.col_as_slice(j).iter().sum::<f64>()).collect();
+        self.comm.all_reduce_sum(&mut sums);
+        for (j, sum) in sums.iter().enumerate() {
+            let mean = sum / self.total as f64;
+            m.col_as_slice_mut(j).iter_mut().for_each(|v| *v -= mean);
+        }
+    }
+}
+
+impl<S: KernelSampler> KernelSampler for CenteredShard<'_, S> {
+    fn n(&self) -> usize {
+        self.inner.n()
+    }
+
+    fn draw_rank(&self) -> usize {
+        self.inner.draw_rank()
+    }
+
+    fn is_symmetric_psd(&self) -> bool {
+        self.inner.is_symmetric_psd()
+    }
+
+    fn sample(&mut self, rng: &mut dyn rand::Rng) -> Result<Factors, EstimatorError> {
+        let mut factors = Factors { zeta: Mat::new(), chi: None };
+        self.sample_into(rng, &mut factors)?;
+        Ok(factors)
+    }
+
+    fn sample_into(&mut self, rng: &mut dyn rand::Rng, out: &mut Factors) -> Result<(), EstimatorError> {
+        self.inner.sample_into(rng, out)?;
+        self.center(&mut out.zeta);
+        if let Some(chi) = out.chi.as_mut() {
+            self.center(chi);
+        }
+        Ok(())
+    }
+
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+}
+
 impl<S: KernelSampler> KernelSampler for Centered<S> {
     fn n(&self) -> usize {
         self.inner.n()

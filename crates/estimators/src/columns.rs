@@ -3,6 +3,8 @@
 use faer::Mat;
 use rand::RngExt;
 
+use stolr_comm::{Communicator, RowShard};
+
 use crate::kernels::PreparedKernel;
 use crate::{DataRef, EstimatorError, Factors, Kernel, KernelSampler};
 
@@ -33,6 +35,9 @@ pub struct ColumnSampling<'a> {
     columns: usize,
     symmetric: bool,
     prepared: PreparedKernel,
+    /// The ranks the rows are split over and this rank's place ([`ColumnSampling::sharded`]);
+    /// `None`: every row here.
+    shard: Option<(&'a dyn Communicator, RowShard)>,
 }
 
 impl std::fmt::Debug for ColumnSampling<'_> {
@@ -70,7 +75,61 @@ impl<'a> ColumnSampling<'a> {
             return Err(EstimatorError::ZeroFeatures { what: "sampled columns" });
         }
         x.check()?;
-        Ok(ColumnSampling { x, kernel, columns, symmetric, prepared: PreparedKernel::new(kernel, x) })
+        Ok(ColumnSampling { x, kernel, columns, symmetric, prepared: PreparedKernel::new(kernel, x), shard: None })
+    }
+
+    /// Column sampling of the `n × n` kernel matrix of rows split over the ranks of `comm`: the
+    /// sampler holds this rank's rows, global rows `shard.first .. shard.first + shard.rows`
+    /// of `shard.total = n`, and its factors are this rank's rows `(n_local, a)` of the draw
+    /// one process makes of all `n` rows.
+    ///
+    /// **Scheme.** Every rank draws the same `k` indices over the global `n` from its `rng`
+    /// (the seed shared by every rank: the indices one process draws); the rows `x_I` `(k, d)`
+    /// are assembled from their owners as Nyström's landmarks are
+    /// ([`stolr_comm::rows_by_index`]: `k·d` doubles summed over the ranks, the non-owners
+    /// contributing zeros, so the sum is exact), and each rank forms its rows of
+    /// `C_I = K(X, x_I)` and of `E_I`. Dense or sparse rows (the sampled rows cross densified,
+    /// `8·k·d` bytes). One rank draws the bits of [`ColumnSampling::new`]'s sampler; several,
+    /// the same draws up to the rounding of the kernel values (each rank shifts its rows to its
+    /// own median). Sampling is collective: every rank must draw together.
+    ///
+    /// # Errors
+    /// [`EstimatorError::ShapeMismatch`] if the sampler's rows are not `shard.rows` or
+    /// `shard.first + shard.rows > shard.total`.
+    pub fn sharded(mut self, comm: &'a dyn Communicator, shard: RowShard) -> Result<Self, EstimatorError> {
+        if self.x.nrows() != shard.rows || shard.first.saturating_add(shard.rows) > shard.total {
+            return Err(EstimatorError::ShapeMismatch {
+                what: "the sampler's rows (the shard's rows within its total)",
+                expected: shard.rows.min(shard.total.saturating_sub(shard.first)),
+                found: self.x.nrows(),
+            });
+        }
+        self.shard = (comm.size() > 1).then_some((comm, shard));
+        Ok(self)
+    }
+
+    /// `(n, C_I, this rank's rows of E_I as (local row, column) pairs)` for the sampled global
+    /// indices `idx`: one process its columns of `K`; sharded, the assembled rows' kernel with
+    /// this rank's rows.
+    fn kernel_columns(&self, idx: &[usize]) -> (Mat<f64>, Vec<(usize, usize)>) {
+        let par = faer::get_global_parallelism();
+        match self.shard {
+            None => (self.prepared.columns(idx, par), idx.iter().copied().enumerate().map(|(j, i)| (i, j)).collect()),
+            Some((comm, shard)) => {
+                let d = self.x.ncols();
+                let mut rows = Mat::<f64>::zeros(idx.len(), d);
+                let mut own = Vec::new();
+                for (j, &i) in idx.iter().enumerate() {
+                    if shard.contains(i) {
+                        let local = i - shard.first;
+                        rows.as_mut().row_mut(j).copy_from(self.x.subrows(local, 1).to_dense().row(0));
+                        own.push((local, j));
+                    }
+                }
+                stolr_comm::all_reduce_mat(comm, &mut rows);
+                (self.prepared.cross_with_own(rows.as_ref(), &own, par), own)
+            }
+        }
     }
 
     /// The kernel whose matrix is estimated.
@@ -103,25 +162,30 @@ impl KernelSampler for ColumnSampling<'_> {
     }
 
     fn sample(&mut self, rng: &mut dyn rand::Rng) -> Result<Factors, EstimatorError> {
-        let n = self.x.nrows();
+        // `n` the global count (the indices range over it and scale the draw), `rows` this
+        // rank's (all of them on one process).
+        let rows = self.x.nrows();
+        let n = self.shard.map_or(rows, |(_, shard)| shard.total);
         let k = self.columns;
         let idx: Vec<usize> = (0..k).map(|_| rng.random_range(0..n)).collect();
-        let c = self.prepared.columns(&idx, faer::get_global_parallelism());
+        let (c, own) = self.kernel_columns(&idx);
         let factors = if self.symmetric {
             let scale = n as f64 / (2 * k) as f64;
-            let mut zeta = Mat::zeros(n, 2 * k);
-            let mut chi = Mat::zeros(n, 2 * k);
-            for (j, &i) in idx.iter().enumerate() {
+            let mut zeta = Mat::zeros(rows, 2 * k);
+            let mut chi = Mat::zeros(rows, 2 * k);
+            for j in 0..k {
                 zeta.col_as_slice_mut(j).iter_mut().zip(c.col_as_slice(j)).for_each(|(z, &v)| *z = scale * v);
                 chi.col_as_slice_mut(k + j).copy_from_slice(c.col_as_slice(j));
+            }
+            for &(i, j) in &own {
                 zeta[(i, k + j)] = scale;
                 chi[(i, j)] = 1.0;
             }
             Factors { zeta, chi: Some(chi) }
         } else {
             let scale = n as f64 / k as f64;
-            let mut chi = Mat::zeros(n, k);
-            for (j, &i) in idx.iter().enumerate() {
+            let mut chi = Mat::zeros(rows, k);
+            for &(i, j) in &own {
                 chi[(i, j)] = 1.0;
             }
             let mut zeta = c;

@@ -59,7 +59,7 @@ pub struct OrthogonalizedBlock {
 /// docs/derivations.md §2.3 (factored SPGD step); the paper's step re-factors the whole block.
 pub fn orthogonalize_against(u: MatRef<'_, f64>, w: MatRef<'_, f64>) -> Result<OrthogonalizedBlock, LowRankError> {
     check_shape("new block", (u.nrows(), w.ncols()), (w.nrows(), w.ncols()))?;
-    let Deferred { c, mut q, pending, r } = orthogonalize_deferred(u, w.to_owned());
+    let Deferred { c, mut q, pending, r } = orthogonalize_deferred(u, w.to_owned(), Rows::whole(u.nrows()));
     if let Some(r2) = pending {
         // q·R₂⁻¹ made explicit: qᵀ ← R₂⁻ᵀ qᵀ.
         faer::linalg::triangular_solve::solve_lower_triangular_in_place(
@@ -81,20 +81,42 @@ struct Deferred {
     r: Mat<f64>,
 }
 
+/// The rows a tall block is split over: this rank's rows of an `n`-row matrix whose other
+/// rows the other ranks of `comm` hold (`n` the global count). Products over the rows are
+/// formed per rank and added in rank order; with one rank every function taking this is its
+/// single-process version, bit for bit.
+#[derive(Clone, Copy)]
+pub(crate) struct Rows<'c> {
+    pub comm: &'c dyn stolr_comm::Communicator,
+    /// The global number of rows `n`.
+    pub total: usize,
+}
+
+impl<'c> Rows<'c> {
+    /// All `n` rows on one process.
+    pub(crate) fn whole(n: usize) -> Rows<'static> {
+        Rows { comm: &stolr_comm::SingleProcess, total: n }
+    }
+}
+
 /// `w` `(n, a)` is consumed and reused as the storage of the result (no copy of the block).
-fn orthogonalize_deferred(u: MatRef<'_, f64>, w: Mat<f64>) -> Deferred {
+/// On several ranks (`rows`) `u` and `w` are this rank's rows, the inner products are added
+/// in rank order, every decision (CholeskyQR2 or Householder) is taken on replicated values,
+/// and the Householder fallback is a TSQR ([`thin_qr_sharded`]).
+fn orthogonalize_deferred(u: MatRef<'_, f64>, w: Mat<f64>, rows: Rows<'_>) -> Deferred {
     debug_assert_eq!(u.nrows(), w.nrows());
     let mut rem = w;
     let mut c = Mat::zeros(u.ncols(), rem.ncols());
     if u.ncols() > 0 {
         for _pass in 0..2 {
-            let ci = tall_inner(u, rem.as_ref(), false);
+            let mut ci = tall_inner(u, rem.as_ref(), false);
+            stolr_comm::all_reduce_mat(rows.comm, &mut ci);
             gemm(rem.as_mut(), Accum::Add, u, ci.as_ref(), -1.0);
             c += &ci;
         }
     }
-    if rem.nrows() >= rem.ncols() && rem.ncols() > 0 {
-        match cholesky_qr2_deferred(rem) {
+    if rows.total >= rem.ncols() && rem.ncols() > 0 {
+        match cholesky_qr2_deferred(rem, rows.comm) {
             Ok([q, r2, r1]) => {
                 let r = mul(r2.as_ref(), r1.as_ref());
                 return Deferred { c, q, pending: Some(r2), r };
@@ -102,8 +124,31 @@ fn orthogonalize_deferred(u: MatRef<'_, f64>, w: Mat<f64>) -> Deferred {
             Err(original) => rem = original,
         }
     }
-    let (q, r) = thin_qr(rem.as_ref());
+    let (q, r) = thin_qr_sharded(rem.as_ref(), rows.comm);
     Deferred { c, q, pending: None, r }
+}
+
+/// The thin QR `a = q r` of the tall `a` `(n, k)` whose rows are split over the ranks of
+/// `comm` (this rank's rows given): `q` this rank's rows `(n_local, p)` of an orthonormal
+/// `(n, p)` factor, `r` `(p, k)` upper trapezoidal and the same on every rank, `p = min(n, k)`.
+/// One rank: [`thin_qr`] itself. Several: TSQR — each rank's local QR `a_l = q_l r_l`, the
+/// `r_l` gathered in rank order (`Σ min(n_l, k) · k` numbers) and stacked, the QR of the stack
+/// `[r_1; …; r_P] = q_s r` on every rank, and `q = q_l q_s[block l]`. Collective.
+pub(crate) fn thin_qr_sharded(a: MatRef<'_, f64>, comm: &dyn stolr_comm::Communicator) -> (Mat<f64>, Mat<f64>) {
+    if comm.size() == 1 {
+        return thin_qr(a);
+    }
+    let k = a.ncols();
+    let (ql, rl) = thin_qr(a);
+    let send: Vec<f64> = (0..rl.nrows()).flat_map(|i| (0..k).map(move |j| (i, j))).map(|(i, j)| rl[(i, j)]).collect();
+    let blocks = comm.all_gather(&send);
+    let heights: Vec<usize> = blocks.iter().map(|b| b.len().checked_div(k).unwrap_or(0)).collect();
+    let flat = blocks.concat();
+    let stacked = Mat::from_fn(heights.iter().sum(), k, |i, j| flat[i * k + j]);
+    let (qs, r) = thin_qr(stacked.as_ref());
+    let offset: usize = heights[..comm.rank()].iter().sum();
+    let mine = qs.as_ref().subrows(offset, heights[comm.rank()]);
+    (mul(ql.as_ref(), mine), r)
 }
 
 /// CholeskyQR2 (Fukaya et al. 2014; orthogonality `O(ε)` when `κ(w) ≲ ε^{-1/2}`, Yamamoto et
@@ -112,8 +157,8 @@ fn orthogonalize_deferred(u: MatRef<'_, f64>, w: Mat<f64>) -> Deferred {
 /// of `w`. Gives `w` back (`Err`) when either Cholesky factorization fails, the first pass finds
 /// `w` too ill-conditioned, or the second pass finds `q₁` far from orthonormal; the caller then
 /// falls back to Householder QR.
-fn cholesky_qr2_deferred(w: Mat<f64>) -> Result<[Mat<f64>; 3], Mat<f64>> {
-    let Some((l1, _)) = cholesky_of_gram(&w) else { return Err(w) };
+fn cholesky_qr2_deferred(w: Mat<f64>, comm: &dyn stolr_comm::Communicator) -> Result<[Mat<f64>; 3], Mat<f64>> {
+    let Some((l1, _)) = cholesky_of_gram(&w, comm) else { return Err(w) };
     let mut q = w;
     faer::linalg::triangular_solve::solve_lower_triangular_in_place(
         l1.as_ref(),
@@ -121,7 +166,7 @@ fn cholesky_qr2_deferred(w: Mat<f64>) -> Result<[Mat<f64>; 3], Mat<f64>> {
         faer::get_global_parallelism(),
     );
     let r1 = l1.transpose().to_owned();
-    match cholesky_of_gram(&q) {
+    match cholesky_of_gram(&q, comm) {
         Some((l2, defect)) if defect < 1e-2 => Ok([q, l2.transpose().to_owned(), r1]),
         // Rare: undo the first pass (w = q₁ R₁) for the Householder fallback.
         _ => Err(mul(q.as_ref(), r1.as_ref())),
@@ -130,10 +175,12 @@ fn cholesky_qr2_deferred(w: Mat<f64>) -> Result<[Mat<f64>; 3], Mat<f64>> {
 
 /// The Cholesky factor `L` of `G = wᵀw` and `max|G − I|`; `None` when the factorization fails
 /// or `L`'s diagonal spans more than six orders of magnitude (`κ(w)` too large for
-/// CholeskyQR). Only the lower triangle of `G` is formed.
-fn cholesky_of_gram(w: &Mat<f64>) -> Option<(Mat<f64>, f64)> {
+/// CholeskyQR). Only the lower triangle of `G` is formed; on several ranks (`w` this rank's
+/// rows) the ranks' parts are added in rank order, so every rank takes the same decision.
+fn cholesky_of_gram(w: &Mat<f64>, comm: &dyn stolr_comm::Communicator) -> Option<(Mat<f64>, f64)> {
     let a = w.ncols();
-    let g = tall_inner(w.as_ref(), w.as_ref(), true);
+    let mut g = tall_inner(w.as_ref(), w.as_ref(), true);
+    stolr_comm::all_reduce_lower(comm, &mut g);
     let defect = (0..a)
         .flat_map(|j| (j..a).map(move |i| (i, j)))
         .map(|(i, j)| (g[(i, j)] - if i == j { 1.0 } else { 0.0 }).abs())
@@ -168,11 +215,23 @@ pub(crate) struct Basis {
 /// which has no explicit basis) or a fresh QR.
 /// `w` `(n, a)` is consumed (its storage becomes the new columns).
 pub(crate) fn extend_basis(u: MatRef<'_, f64>, w: Mat<f64>, how: Orthogonalization) -> Result<Basis, LowRankError> {
+    extend_basis_sharded(u, w, how, Rows::whole(u.nrows()))
+}
+
+/// [`extend_basis`] of this rank's rows of `u` and `w` (`rows`: the ranks and the global row
+/// count): the coefficients are the same on every rank, the new columns are this rank's rows.
+/// Collective; one rank gives [`extend_basis`]'s bits.
+pub(crate) fn extend_basis_sharded(
+    u: MatRef<'_, f64>,
+    w: Mat<f64>,
+    how: Orthogonalization,
+    rows: Rows<'_>,
+) -> Result<Basis, LowRankError> {
     check_shape("new block", (u.nrows(), w.ncols()), (w.nrows(), w.ncols()))?;
     let (b, a) = (u.ncols(), w.ncols());
     match how {
         Orthogonalization::BlockGramSchmidt | Orthogonalization::RayleighRitz => {
-            let Deferred { c, q, pending, r } = orthogonalize_deferred(u, w);
+            let Deferred { c, q, pending, r } = orthogonalize_deferred(u, w, rows);
             let p = q.ncols();
             let mut coeffs = Mat::zeros(b + p, b + a);
             for i in 0..b {
@@ -183,7 +242,7 @@ pub(crate) fn extend_basis(u: MatRef<'_, f64>, w: Mat<f64>, how: Orthogonalizati
             Ok(Basis { extra: q, coeffs, keeps_u: true, pending })
         }
         Orthogonalization::FreshQr => {
-            let (q, r) = thin_qr(hstack(u, w.as_ref()).as_ref());
+            let (q, r) = thin_qr_sharded(hstack(u, w.as_ref()).as_ref(), rows.comm);
             Ok(Basis { extra: q, coeffs: r, keeps_u: false, pending: None })
         }
     }

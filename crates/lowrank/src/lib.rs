@@ -74,7 +74,9 @@ pub use qr_svd::{ThinSvd, thin_qr, thin_svd};
 pub use rank_one_eigen::{RankOneEigenUpdate, rank_one_eigen_update};
 pub use secular::eigen_diagonal_plus_rank_one;
 pub use spd::{spd_inverse, spd_solve};
-pub use svs::{shrink_dense, shrink_general, shrink_psd, shrink_psd_in_place, shrink_psd_in_place_sharded};
+pub use svs::{
+    shrink_dense, shrink_general, shrink_general_sharded, shrink_psd, shrink_psd_in_place, shrink_psd_in_place_sharded,
+};
 pub use sym_eigen::{sym_eigen_desc, sym_eigenvalues_desc, top_eigenpairs};
 pub use sym_low_rank::SymLowRank;
 pub use tall_products::{gram_apply, gram_blocks_bytes, gram_lanes, gram_of_row_blocks, tall_inner};

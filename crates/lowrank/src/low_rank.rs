@@ -3,7 +3,7 @@
 use faer::{Mat, MatRef};
 
 use crate::error::{check_finite, check_shape};
-use crate::gram_schmidt::{Orthogonalization, extend_basis};
+use crate::gram_schmidt::{Orthogonalization, Rows, extend_basis_sharded};
 use crate::sym_eigen::sym_eigen_desc;
 use crate::{Eigenpairs, LowRankError, SymLowRank};
 
@@ -109,8 +109,34 @@ impl LowRank {
     /// (positive eigenvalues only).
     pub fn symmetric_eigenpairs(&self) -> Result<Eigenpairs, LowRankError> {
         check_shape("Z (must be square)", (self.nrows(), self.nrows()), (self.nrows(), self.ncols()))?;
+        let mut pairs = self.symmetric_eigenpairs_of(Rows::whole(self.nrows()))?;
+        pairs.fix_signs();
+        Ok(pairs)
+    }
+
+    /// [`LowRank::symmetric_eigenpairs`] of an `n × n` iterate whose rows of `U` and `V` are
+    /// split over the ranks of `comm` (this rank's rows `(n_local, b)` held; `total` is `n`):
+    /// the eigenvalues are the same on every rank, the eigenvectors are this rank's rows
+    /// `(n_local, r)`, and their **signs are not fixed** (fix them over whole columns with
+    /// [`Eigenpairs::fix_signs_sharded`]). The block Gram–Schmidt's products over the rows are
+    /// added in rank order. Collective.
+    ///
+    /// # Errors
+    /// [`LowRankError::ShapeMismatch`] if the local blocks of `U` and `V` differ in rows;
+    /// [`LowRankError::NoConvergence`] if the small eigendecomposition fails (on every rank).
+    pub fn symmetric_eigenpairs_sharded(
+        &self,
+        comm: &dyn stolr_comm::Communicator,
+        total: usize,
+    ) -> Result<Eigenpairs, LowRankError> {
+        check_shape("Z (must be square)", (self.nrows(), self.nrows()), (self.nrows(), self.ncols()))?;
+        self.symmetric_eigenpairs_of(Rows { comm, total })
+    }
+
+    /// The eigenpairs of [`LowRank::symmetric_eigenpairs`] before their signs are fixed.
+    fn symmetric_eigenpairs_of(&self, rows: Rows<'_>) -> Result<Eigenpairs, LowRankError> {
         let b = self.rank();
-        let basis = extend_basis(self.u(), self.v().to_owned(), Orthogonalization::BlockGramSchmidt)?;
+        let basis = extend_basis_sharded(self.u(), self.v().to_owned(), Orthogonalization::BlockGramSchmidt, rows)?;
         let r = basis.coeffs.as_ref();
         // M = ½ (R_U S R_Vᵀ + R_V S R_Uᵀ) where R_U, R_V are the coefficient columns of U and V.
         let ru = r.subcols(0, b);
@@ -122,9 +148,7 @@ impl LowRank {
         let tol = lam.iter().fold(0.0_f64, |acc, x| acc.max(x.abs())) * (2 * b.max(1)) as f64 * f64::EPSILON;
         let keep = lam.iter().take_while(|&&x| x > tol).count();
         let vectors = basis.times(self.u(), w.as_ref().subcols(0, keep));
-        let mut pairs = Eigenpairs { values: lam[..keep].to_vec(), vectors };
-        pairs.fix_signs();
-        Ok(pairs)
+        Ok(Eigenpairs { values: lam[..keep].to_vec(), vectors })
     }
 }
 

@@ -4,7 +4,7 @@
 use faer::{Mat, MatRef};
 
 use crate::error::{check_finite_mat, check_shape};
-use crate::gram_schmidt::{Orthogonalization, extend_basis};
+use crate::gram_schmidt::{Orthogonalization, Rows, extend_basis, extend_basis_sharded};
 use crate::qr_svd::thin_svd;
 use crate::sym_eigen::sym_eigen_desc;
 use crate::tall_products::gram_of_pair;
@@ -254,8 +254,75 @@ pub fn shrink_general(
     check_block("zeta", z.nrows(), zeta.as_ref())?;
     check_block("chi", z.ncols(), chi.as_ref())?;
     check_shape("chi", (z.ncols(), zeta.ncols()), (chi.nrows(), chi.ncols()))?;
-    let bx = extend_basis(z.u(), zeta, how)?;
-    let by = extend_basis(z.v(), chi, how)?;
+    let (rows_u, rows_v) = (Rows::whole(z.nrows()), Rows::whole(z.ncols()));
+    general_step(z, zeta, chi, eta, threshold, how, rows_u, rows_v)
+}
+
+/// [`shrink_general`] on rows sharded across the ranks of `comm`: `Z = U diag(s) Vᵀ` is
+/// `n × n` with this rank's rows of `U` and `V` `(n_local, b)`, and `zeta`, `chi` this rank's
+/// rows `(n_local, a)`; `n` (`total`) is the global row count. `s` and every small matrix are
+/// the same on every rank.
+///
+/// **Scheme.** The block Gram–Schmidt of `ζ` against `U` (and of `χ` against `V`) needs the
+/// products `Uᵀζ` twice and the Gram matrices of CholeskyQR2 twice (`2ab + a(a+1)` doubles per
+/// factor), each formed per rank and added in rank order; when CholeskyQR2 refuses the
+/// remainder (rank-deficient, as repeated sampled columns make it), a TSQR (the ranks'
+/// triangular factors gathered, `≤ a²` doubles per rank). The small SVD runs on every rank on
+/// the same bits, so every rank keeps the same singular values; the new factors are formed
+/// locally. One rank gives [`shrink_general`]'s bits; several, the same iterate up to the
+/// rounding of the rank-ordered sums (and, where the remainder is rank-deficient, of the
+/// arbitrary directions it does not use).
+///
+/// # Errors
+/// As [`shrink_general`]; the finiteness of `zeta` and `chi` is agreed on by every rank (one
+/// more sum), so every rank returns the same error, except a shape mismatch of the local
+/// blocks, which the caller must make consistent.
+#[allow(clippy::too_many_arguments)]
+pub fn shrink_general_sharded(
+    z: &LowRank,
+    zeta: Mat<f64>,
+    chi: Mat<f64>,
+    eta: f64,
+    threshold: f64,
+    how: Orthogonalization,
+    comm: &dyn stolr_comm::Communicator,
+    total: usize,
+) -> Result<LowRank, LowRankError> {
+    if comm.size() == 1 {
+        return shrink_general(z, zeta, chi, eta, threshold, how);
+    }
+    check_step(eta, threshold)?;
+    check_shape("zeta", (z.nrows(), zeta.ncols()), (zeta.nrows(), zeta.ncols()))?;
+    check_shape("chi", (z.ncols(), zeta.ncols()), (chi.nrows(), chi.ncols()))?;
+    let first_bad = |m: &Mat<f64>| m.col_iter().flat_map(|c| c.iter().copied()).find(|v| !v.is_finite());
+    let (bad_zeta, bad_chi) = (first_bad(&zeta), first_bad(&chi));
+    let mut flags = [f64::from(u8::from(bad_zeta.is_some())), f64::from(u8::from(bad_chi.is_some()))];
+    comm.all_reduce_sum(&mut flags);
+    if flags[0] > 0.0 {
+        return Err(LowRankError::NonFinite { what: "zeta", value: bad_zeta.unwrap_or(f64::NAN) });
+    }
+    if flags[1] > 0.0 {
+        return Err(LowRankError::NonFinite { what: "chi", value: bad_chi.unwrap_or(f64::NAN) });
+    }
+    let rows = Rows { comm, total };
+    general_step(z, zeta, chi, eta, threshold, how, rows, rows)
+}
+
+/// The step of [`shrink_general`] after the checks, on the rows `rows_u` of `U`, `ζ` and
+/// `rows_v` of `V`, `χ`.
+#[allow(clippy::too_many_arguments)]
+fn general_step(
+    z: &LowRank,
+    zeta: Mat<f64>,
+    chi: Mat<f64>,
+    eta: f64,
+    threshold: f64,
+    how: Orthogonalization,
+    rows_u: Rows<'_>,
+    rows_v: Rows<'_>,
+) -> Result<LowRank, LowRankError> {
+    let bx = extend_basis_sharded(z.u(), zeta, how, rows_u)?;
+    let by = extend_basis_sharded(z.v(), chi, how, rows_v)?;
     let rx = bx.coeffs.as_ref();
     let ry = by.coeffs.as_ref();
     let rxd = scale_by_step_weights(rx, z.s(), eta);

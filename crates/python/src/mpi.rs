@@ -306,8 +306,7 @@ fn run_sharded<T: Send>(
 ///
 /// # Errors
 /// As `fit_kernel_pca`, and the library's `SolverError::NotDistributed` (a `ValueError`) for
-/// what it does not run on several ranks (the dense exact solver, the column samplers,
-/// centred SKPCA), raised on every rank.
+/// what it does not run on several ranks (the dense exact solver), raised on every rank.
 pub(crate) fn fit_kernel_pca_sharded<'py>(
     py: Python<'py>,
     comm: &Bound<'py, PyAny>,

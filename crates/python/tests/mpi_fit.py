@@ -97,6 +97,14 @@ def agree():
         # KHA's outputs y are added over the ranks every step: its iterate, hence its Ritz
         # pairs, agree to the rounding of 300 such sums.
         ("kha", dict(solver="kha", n_components=3, n_iter=300, gamma=0.05), 1e-9),
+        # Column sampling (indices over all rows from the shared seed) and centring (column
+        # means over every rank).
+        ("skpca-columns", dict(solver="skpca", sampler="columns", n_features=8, n_iter=30, tau=0.5, center=False,
+                               n_components=3, gamma=0.05), 1e-12),
+        ("skpca-columns-sym-centred", dict(solver="skpca", sampler="columns-sym", n_features=6, n_iter=30, tau=0.5,
+                                           center=True, n_components=3, gamma=0.05), 1e-12),
+        ("skpca-rff-centred", dict(solver="skpca", sampler="rff", n_features=20, n_iter=30, tau=0.5, center=True,
+                                   n_components=3, gamma=0.05), 1e-12),
     ]
     for name, params, rel in kpca:
         one = stolr.KernelPCA(random_state=5, **params).fit(X)
@@ -197,10 +205,6 @@ def hostile():
         expect_error("params", lambda: stolr.PCA(n_components=2 + (rank == size - 1)).fit(X_local, comm=comm),
                      "parameters differ")
         # Solvers and options the library refuses on several ranks: its error on every rank.
-        expect_error("kpca skpca centred", lambda: stolr.KernelPCA(solver="skpca", tau=0.5, n_iter=5, center=True)
-                     .fit(X_local, comm=comm), "not distributed")
-        expect_error("kpca columns", lambda: stolr.KernelPCA(solver="skpca", sampler="columns", tau=0.5, n_iter=5,
-                                                             center=False).fit(X_local, comm=comm), "not distributed")
         expect_error("krr exact", lambda: stolr.KernelRidge(solver="krr").fit(X_local, y_local, comm=comm),
                      "not distributed")
         expect_error("krr nu auto", lambda: stolr.KernelRidge(solver="slkl", nu="auto").fit(X_local, y_local, comm=comm),

@@ -11,6 +11,7 @@ mod failures;
 mod kpca;
 mod krr;
 mod pca;
+mod skpca;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};

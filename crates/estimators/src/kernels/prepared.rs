@@ -3,7 +3,7 @@
 //! its [`KernelForm`] allows and by direct loops otherwise.
 
 use faer::prelude::ReborrowMut;
-use faer::{Accum, Mat, Par};
+use faer::{Accum, Mat, MatRef, Par};
 use stolr_lowrank::matmul;
 
 use super::{Evaluator, Kernel, KernelForm, KernelFunction, diagonal_of, dispatch};
@@ -430,6 +430,24 @@ impl PreparedKernel {
                 };
             }
         });
+    }
+
+    /// [`PreparedKernel::cross`] of rows `y` `(m, d)` among which `own` lists pairs
+    /// `(i, j)` where `y_j` is the prepared row `i`: those entries get the kernel's value at
+    /// zero distance exactly, as [`PreparedKernel::columns`] gives its own rows (for the
+    /// expanded squared-distance form; the other forms compute them as every entry).
+    ///
+    /// # Panics
+    /// If a pair is out of range.
+    pub(crate) fn cross_with_own(&self, y: MatRef<'_, f64>, own: &[(usize, usize)], par: Par) -> Mat<f64> {
+        let mut g = self.cross(y, par);
+        if let Repr::Expanded { .. } = &self.repr {
+            let same = self.at_zero_distance();
+            for &(i, j) in own {
+                g[(i, j)] = same;
+            }
+        }
+        g
     }
 
     /// The columns $K_{:, \mathrm{idx}}$, shape `(n, idx.len())`.

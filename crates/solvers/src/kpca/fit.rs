@@ -6,7 +6,8 @@ use rand::Rng;
 use stolr_comm::{Communicator, gather_rows};
 use stolr_estimators::DataRef;
 use stolr_estimators::{
-    Centered, ColumnSampling, Kernel, KernelSampler, RandomFourierFeatures, RandomMaclaurin, kernel_row_means,
+    Centered, CenteredShard, ColumnSampling, Kernel, KernelSampler, RandomFourierFeatures, RandomMaclaurin,
+    kernel_row_means,
 };
 use stolr_lowrank::Eigenpairs;
 use stolr_memory::{MemoryBudget, f64_bytes};
@@ -465,8 +466,11 @@ impl KernelPca {
     ///
     /// Sharded rows (several ranks) run Nyström ([`crate::nystrom_fit_sharded`]), the
     /// matrix-free exact solver ([`crate::matrix_free_kpca_sharded`]; `Auto` picks it) and SKPCA
-    /// with random Fourier or Maclaurin features ([`Skpca::sharded`]; every rank projects its
-    /// rows shifted by rank 0's coordinate-wise median); one process runs the same functions
+    /// with every sampler ([`Skpca::sharded`]; random Fourier features: every rank projects its
+    /// rows shifted by rank 0's coordinate-wise median; column sampling: the sampled rows
+    /// assembled from their owners, [`ColumnSampling::sharded`]), centred or not (the draws'
+    /// column means over every rank, [`CenteredShard`]; the model's kernel means computed on
+    /// rank 0 from every row, `O(n²d)` as on one process); one process runs the same functions
     /// with the single-process communicator, and every solver.
     ///
     /// Every solver returns at most `rank` pairs and drops the numerically zero ones
@@ -478,7 +482,7 @@ impl KernelPca {
     ///
     /// # Errors
     /// As [`Fit::fit`], and [`SolverError::NotDistributed`] on several ranks for the dense
-    /// exact solver, the column samplers and centred SKPCA.
+    /// exact solver.
     pub fn fit_shard(
         &self,
         shard: &Shard<'_>,
@@ -583,12 +587,6 @@ impl KernelPca {
                 return Ok(Some(KernelPcaFit::direct(model, pairs, fit.warnings)));
             }
             KpcaSolver::Skpca { config, sampler, features } => {
-                if !matches!(sampler, SamplerKind::Rff | SamplerKind::Maclaurin) {
-                    not_distributed(&format!("SKPCA with the {} sampler", sampler.name()))?;
-                }
-                if self.center {
-                    not_distributed("SKPCA with centring")?;
-                }
                 // Dense or sparse rows (one process); sparse ones stay sparse: the samplers' products
                 // and kernel columns sum over the stored entries.
                 let local = shard.data();
@@ -607,6 +605,11 @@ impl KernelPca {
                 } else {
                     sampler.buffer_bytes(n, d, *features)
                 };
+                // Sharded column sampling assembles the sampled rows `(k, d)` on every rank and
+                // its kernel shifts a copy of them: `16·k·d` bytes per draw.
+                let sampled_rows =
+                    if processes > 1 && !sampler.is_symmetric_psd() { f64_bytes(&[2, *features, d]) } else { 0 };
+                let sampler_bytes = sampler_bytes.saturating_add(sampled_rows);
                 check_skpca_memory(n, a, sampler.is_symmetric_psd(), config, sampler_bytes, self.memory)?;
                 let inner: Box<dyn KernelSampler + '_> = match sampler {
                     // Rows shifted to their coordinate-wise median: accurate features far from the
@@ -622,11 +625,20 @@ impl KernelPca {
                         comm.broadcast(&mut centre, 0);
                         Box::new(rff.centred_at(centre)?)
                     }
-                    SamplerKind::Columns => Box::new(ColumnSampling::new(local, self.kernel, *features, false)?),
-                    SamplerKind::ColumnsSym => Box::new(ColumnSampling::new(local, self.kernel, *features, true)?),
+                    // Sampled column indices over the global n, their rows assembled from their
+                    // owners (one process: the rows themselves).
+                    SamplerKind::Columns | SamplerKind::ColumnsSym => Box::new(
+                        ColumnSampling::new(local, self.kernel, *features, *sampler == SamplerKind::ColumnsSym)?
+                            .sharded(comm, place)?,
+                    ),
                     SamplerKind::Maclaurin => Box::new(RandomMaclaurin::new(local, self.kernel, *features)?),
                 };
-                let sampler = if self.center { Box::new(Centered::new(inner)) } else { inner };
+                // Centring by the column means over every rank's rows (sums in rank order).
+                let sampler: Box<dyn KernelSampler + '_> = match (self.center, processes) {
+                    (false, _) => inner,
+                    (true, 1) => Box::new(Centered::new(inner)),
+                    (true, _) => Box::new(CenteredShard::new(inner, comm, place.total)),
+                };
                 let mut solver = Skpca::new(config.clone(), sampler)?.sharded(comm, place.first)?;
                 let stop = run(&mut solver, rng, observer)?;
                 let mut pairs = solver.eigenpairs()?;
@@ -652,9 +664,14 @@ impl KernelPca {
                         solver: name,
                     });
                 }
-                // The centring statistics are exact: one streamed pass over K, O(n²d) (one
-                // process: refused above on several).
-                let means = self.center.then(|| kernel_row_means(local, &self.kernel));
+                // The centring statistics are exact: one streamed pass over K, O(n²d), on the
+                // rank that builds the model from every row (rank 0; the rows themselves on one
+                // process), as one process computes them.
+                let means = match (self.center, all) {
+                    (true, Some(x)) if processes > 1 => Some(kernel_row_means(x, &self.kernel)),
+                    (true, _) if processes == 1 => Some(kernel_row_means(local, &self.kernel)),
+                    _ => None,
+                };
                 (pairs, means, Some(stop), iterations)
             }
             KpcaSolver::Kha { eta, iterations, init_scale } => {

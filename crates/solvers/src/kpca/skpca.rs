@@ -5,7 +5,7 @@ use rand::Rng;
 use stolr_comm::{Communicator, SingleProcess};
 use stolr_estimators::{Factors, KernelSampler};
 use stolr_lowrank::{
-    Eigenpairs, LowRank, Orthogonalization, SymLowRank, frobenius, shrink_general, shrink_psd,
+    Eigenpairs, LowRank, Orthogonalization, SymLowRank, frobenius, shrink_general_sharded, shrink_psd,
     shrink_psd_in_place_sharded,
 };
 use stolr_memory::{MemoryBudget, f64_bytes};
@@ -102,6 +102,8 @@ pub struct Skpca<'a> {
     /// and the global index of this rank's first row.
     comm: &'a dyn Communicator,
     first_row: usize,
+    /// The global number of rows `n` (this rank's `sampler.n()` unless sharded).
+    total_rows: usize,
 }
 
 impl std::fmt::Debug for Skpca<'_> {
@@ -154,45 +156,52 @@ impl<'a> Skpca<'a> {
             t: 0,
             comm: &SingleProcess,
             first_row: 0,
+            total_rows: n,
         })
     }
 
     /// Runs the solver on rows sharded across the ranks of `comm`: the sampler holds this
     /// rank's rows, global rows `first_row..first_row + n_local`, and draws its random choices
-    /// (the frequencies of random Fourier features, the vectors of random Maclaurin features)
-    /// from the seed shared by every rank, so every rank draws the same ones.
+    /// (the frequencies of random Fourier features, the vectors of random Maclaurin features,
+    /// the sampled column indices) from the seed shared by every rank, so every rank draws the
+    /// same ones. The sampler must be a sharded one: its factors this rank's rows of the draw
+    /// one process makes (random features need nothing more; column sampling is
+    /// [`stolr_estimators::ColumnSampling::sharded`], centring
+    /// [`stolr_estimators::CenteredShard`]).
     ///
-    /// **Scheme.** Each step draws `ζ_t`'s local rows `(n_local, a)`; the Gram matrix of
-    /// `[U, ζ_t]` is the one product over the rows, formed per rank and added in rank order
-    /// ([`stolr_lowrank::shrink_psd_in_place_sharded`]: `a·b + a(a+1)/2` doubles per step, all
-    /// `m(m+1)/2` on one step in eight); the small eigendecomposition is replicated and
-    /// `U⁺ = [U, ζ] Y` is formed locally. The eigenvector signs are fixed over whole columns.
-    /// With the same seed, every number of ranks gives the same iterate up to the order in
-    /// which the per-rank Gram matrices are added (see `docs/distributed.md` for the measured
-    /// agreement).
+    /// **Scheme, symmetric PSD draws** (random features). Each step draws `ζ_t`'s local rows
+    /// `(n_local, a)`; the Gram matrix of `[U, ζ_t]` is the one product over the rows, formed
+    /// per rank and added in rank order ([`stolr_lowrank::shrink_psd_in_place_sharded`]:
+    /// `a·b + a(a+1)/2` doubles per step, all `m(m+1)/2` on one step in eight); the small
+    /// eigendecomposition is replicated and `U⁺ = [U, ζ] Y` is formed locally.
+    ///
+    /// **Scheme, general draws** (column sampling, `U diag(s) Vᵀ`). The block Gram–Schmidt of
+    /// `ζ_t` against `U` and of `χ_t` against `V` adds its products over the rows in rank order
+    /// ([`stolr_lowrank::shrink_general_sharded`]: about `2·(2ab + a(a+1))` doubles per step,
+    /// a TSQR's `≤ a²` per rank when the remainder is rank-deficient), the small SVD is
+    /// replicated and the new factors are formed locally; the final eigenpairs of `(Z + Zᵀ)/2`
+    /// likewise ([`stolr_lowrank::LowRank::symmetric_eigenpairs_sharded`]).
+    ///
+    /// The eigenvector signs are fixed over whole columns. With the same seed, every number of
+    /// ranks gives the same iterate up to the order in which the per-rank products are added
+    /// (see `docs/distributed.md` for the measured agreement); one rank gives the bits of the
+    /// single-process solver. Collective (one sum of the row counts).
     ///
     /// # Errors
-    /// [`SolverError::InvalidConfig`] if the iterate is general (column sampling draws
-    /// columns of `K`, which need every rank's rows: not distributed) or the orthogonalization
-    /// is not [`Orthogonalization::RayleighRitz`] (the QR paths orthogonalize `n`-sized blocks
-    /// locally).
+    /// [`SolverError::InvalidConfig`] if the orthogonalization is not
+    /// [`Orthogonalization::RayleighRitz`] on several ranks (the PSD QR paths orthogonalize
+    /// `n`-sized blocks locally).
     pub fn sharded(mut self, comm: &'a dyn Communicator, first_row: usize) -> Result<Self, SolverError> {
         if comm.size() > 1 {
-            if matches!(self.iterate, Iterate::General(_)) {
-                return Err(SolverError::InvalidConfig {
-                    name: "sampler",
-                    reason: format!(
-                        "the {} sampler is not distributed yet (its draws are not symmetric PSD);                          use rff or maclaurin under mpirun",
-                        self.sampler.name()
-                    ),
-                });
-            }
             if self.config.orthogonalization != Orthogonalization::RayleighRitz {
                 return Err(SolverError::InvalidConfig {
                     name: "orthogonalization",
                     reason: "only the Rayleigh–Ritz step is distributed".into(),
                 });
             }
+            let mut total = [self.sampler.n() as f64];
+            comm.all_reduce_sum(&mut total);
+            self.total_rows = total[0] as usize;
         }
         self.comm = comm;
         self.first_row = first_row;
@@ -262,7 +271,7 @@ impl<'a> Skpca<'a> {
             (Iterate::General(z), _) => {
                 let zeta = std::mem::replace(&mut draw.zeta, Mat::new());
                 let chi = draw.chi.take().unwrap_or_else(|| zeta.clone());
-                *z = shrink_general(z, zeta, chi, eta, threshold, how)?;
+                *z = shrink_general_sharded(z, zeta, chi, eta, threshold, how, self.comm, self.total_rows)?;
             }
         }
         self.t = t;
@@ -287,7 +296,8 @@ impl<'a> Skpca<'a> {
     pub fn eigenpairs(&self) -> Result<Eigenpairs, SolverError> {
         let mut pairs = match &self.iterate {
             Iterate::Psd(z) => z.eigenpairs(),
-            Iterate::General(z) => z.symmetric_eigenpairs()?,
+            Iterate::General(z) if self.comm.size() == 1 => z.symmetric_eigenpairs()?,
+            Iterate::General(z) => z.symmetric_eigenpairs_sharded(self.comm, self.total_rows)?,
         };
         if pairs.rank() == 0 {
             return Err(SolverError::RankCollapsed { tau: self.config.tau, iterations: self.t });
