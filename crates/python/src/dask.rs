@@ -8,6 +8,10 @@
 //! `dask_*_solve`, `dask_*_model`) adds the chunks' parts in the order of the list it is given
 //! (the chunks' order: the same chunking gives the same bits) and solves the small problem.
 //! Nothing of size `n` crosses to the client.
+//!
+//! Streaming PCA (`dask_fit_streaming`) is one sequential pass: the client computes the chunks
+//! one at a time, in order, and feeds their rows to the library's streaming job, holding one
+//! chunk.
 
 use faer::Mat;
 use numpy::ndarray::Array1;
@@ -17,10 +21,89 @@ use pyo3::types::PyBytes;
 use stolr_solvers::{
     KernelCentering, KernelPcaModel, KpcaMethod, KpcaStream, KrrMethod, KrrModel, KrrStream, Landmarks, ModelRows,
     Named, NystromBasis, NystromGramPart, NystromKrrBasis, NystromKrrPart, NystromSolution, NystromSolve, Pca,
-    PcaMethod, SvrgPcaConfig,
+    PassKind, PcaMethod, RowPass, RowReadError, RowSource, SolverError, SvrgPcaConfig,
 };
 
 use super::{PyRows, held, kernel, model_bytes, solver_error, to_mat, to_numpy, value_error};
+
+/// The chunks of a row-chunked Dask array as a [`RowSource`] read pass after pass: the Python
+/// callable `chunk(i)` computes chunk `i` (a float64 or float32 array `(n_i, d)`), called for
+/// `i = 0, 1, …` in order on every pass, so the client holds one chunk at a time. Float32
+/// chunks are converted exactly, as the in-memory fit converts them.
+struct ChunkSource {
+    chunk: Py<PyAny>,
+    chunks: usize,
+    d: usize,
+}
+
+impl ChunkSource {
+    /// The rows of chunk `i`, checked: `d` columns, finite entries.
+    fn fetch(&self, i: usize) -> Result<Vec<Vec<f64>>, RowReadError> {
+        let read = |e: String| RowReadError(Box::new(std::io::Error::other(e)));
+        Python::attach(|py| -> PyResult<Result<Vec<Vec<f64>>, String>> {
+            let block = self.chunk.call1(py, (i,))?;
+            let block = block.bind(py);
+            let rows: Vec<Vec<f64>> = if let Ok(a) = block.extract::<PyReadonlyArray2<'_, f64>>() {
+                a.as_array().rows().into_iter().map(|r| r.to_vec()).collect()
+            } else {
+                let a = block.extract::<PyReadonlyArray2<'_, f32>>()?;
+                a.as_array().rows().into_iter().map(|r| r.iter().map(|&v| f64::from(v)).collect()).collect()
+            };
+            if let Some(row) = rows.iter().find(|r| r.len() != self.d) {
+                return Ok(Err(format!("chunk {i} has rows of {} columns, the array {}", row.len(), self.d)));
+            }
+            if let Some(k) = rows.iter().position(|r| r.iter().any(|v| !v.is_finite())) {
+                return Ok(Err(format!("Input X contains NaN or infinity (chunk {i}, its row {k})")));
+            }
+            Ok(Ok(rows))
+        })
+        .map_err(|e| read(e.to_string()))?
+        .map_err(read)
+    }
+}
+
+impl RowSource for ChunkSource {
+    fn dim(&self) -> Result<usize, SolverError> {
+        Ok(self.d)
+    }
+
+    fn rows(&self, _pass: PassKind) -> Result<RowPass<'_>, SolverError> {
+        Ok(Box::new((0..self.chunks).flat_map(move |i| match self.fetch(i) {
+            Ok(rows) => rows.into_iter().map(Ok).collect::<Vec<_>>(),
+            Err(e) => vec![Err(e)],
+        })))
+    }
+}
+
+/// Streaming PCA of a row-chunked Dask array: `fit_streaming` (the library's
+/// [`stolr_solvers::StreamingPcaJob`]) on the rows of `chunk(0)`, `chunk(1)`, …,
+/// `chunk(chunks − 1)` in order, each pass computing the chunks again (the mean pass with
+/// `center`, the solver's pass, the Rayleigh–Ritz pass). The same rows in the same order give
+/// the in-memory fit's bits. Returns the solver's state and the model bytes.
+///
+/// # Errors
+/// `ValueError` for a chunk with another number of columns or a non-finite entry (naming the
+/// chunk), and the job's errors; the callable's exception as a `ValueError` with its message.
+#[pyfunction]
+#[pyo3(signature = (chunk, chunks, n_features, solver, n_components, eta_scale, cap, seed, center=false, verbose=false))]
+#[allow(clippy::too_many_arguments)]
+fn dask_fit_streaming<'py>(
+    py: Python<'py>,
+    chunk: Py<PyAny>,
+    chunks: usize,
+    n_features: usize,
+    solver: &str,
+    n_components: usize,
+    eta_scale: f64,
+    cap: Option<usize>,
+    seed: u64,
+    center: bool,
+    verbose: bool,
+) -> PyResult<(super::StreamingState, Bound<'py, PyBytes>)> {
+    let source = ChunkSource { chunk, chunks, d: n_features };
+    let options = super::StreamingOptions { solver, n_components, eta_scale, cap, seed, center, verbose };
+    super::streaming_on(py, &source, n_features, &options)
+}
 
 /// The kernel as Python names it: `(name, gamma, degree, coef0)`.
 type KernelArgs = (String, f64, u32, f64);
@@ -399,6 +482,7 @@ fn dask_krr_model<'py>(
 /// Registers the Dask steps on the extension module.
 pub(crate) fn add_dask(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dask_landmarks, m)?)?;
+    m.add_function(wrap_pyfunction!(dask_fit_streaming, m)?)?;
     m.add_function(wrap_pyfunction!(dask_nystrom_basis, m)?)?;
     m.add_function(wrap_pyfunction!(dask_nystrom_part, m)?)?;
     m.add_function(wrap_pyfunction!(dask_nystrom_solve, m)?)?;

@@ -877,23 +877,46 @@ fn fit_streaming<'py>(
     verbose: bool,
 ) -> PyResult<(StreamingState, Bound<'py, PyBytes>)> {
     let x = held(&x)?;
-    let job = StreamingPcaJob {
-        eta_scale,
-        center,
-        ..StreamingPcaJob::new(streaming_solver(solver, cap)?, n_components, seed)
-    };
-    let mut observer = PythonObserver::new(verbose);
+    let options = StreamingOptions { solver, n_components, eta_scale, cap, seed, center, verbose };
     // Float32 rows are converted a row at a time as the pass reads them.
-    let result = match &x {
-        HeldRows::Dense(x) => py.detach(|| job.run(&MatrixSource(x.get()), &SingleProcess, &mut observer)),
-        HeldRows::DenseF32(x) => py.detach(|| job.run(&MatrixSource(x.get()), &SingleProcess, &mut observer)),
-        HeldRows::Sparse(_) => return Err(value_error("streaming PCA does not take sparse rows")),
+    match &x {
+        HeldRows::Dense(x) => streaming_on(py, &MatrixSource(x.get()), x.get().ncols(), &options),
+        HeldRows::DenseF32(x) => streaming_on(py, &MatrixSource(x.get()), x.get().ncols(), &options),
+        HeldRows::Sparse(_) => Err(value_error("streaming PCA does not take sparse rows")),
+    }
+}
+
+/// The options of a streaming PCA fit ([`fit_streaming`]'s arguments but the rows).
+pub(crate) struct StreamingOptions<'a> {
+    pub(crate) solver: &'a str,
+    pub(crate) n_components: usize,
+    pub(crate) eta_scale: f64,
+    pub(crate) cap: Option<usize>,
+    pub(crate) seed: u64,
+    pub(crate) center: bool,
+    pub(crate) verbose: bool,
+}
+
+/// [`fit_streaming`] on the rows of `source` (`n_features` columns), the GIL released while the
+/// job runs: the solver's state and the model bytes.
+pub(crate) fn streaming_on<'py>(
+    py: Python<'py>,
+    source: &(dyn stolr_solvers::RowSource + Sync),
+    n_features: usize,
+    o: &StreamingOptions<'_>,
+) -> PyResult<(StreamingState, Bound<'py, PyBytes>)> {
+    let job = StreamingPcaJob {
+        eta_scale: o.eta_scale,
+        center: o.center,
+        ..StreamingPcaJob::new(streaming_solver(o.solver, o.cap)?, o.n_components, o.seed)
     };
+    let mut observer = PythonObserver::new(o.verbose);
+    let result = py.detach(|| job.run(source, &SingleProcess, &mut observer));
     let outcome = observer.finish(result)?;
-    let params = StreamingParams { n_features: x.data().ncols(), n_components, eta_scale, cap };
+    let params = StreamingParams { n_features, n_components: o.n_components, eta_scale: o.eta_scale, cap: o.cap };
     let state = StreamingState {
         solver: outcome.solver,
-        name: solver.to_string(),
+        name: o.solver.to_string(),
         params,
         captured: outcome.pairs.values.clone(),
     };

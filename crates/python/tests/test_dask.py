@@ -239,3 +239,46 @@ def test_pickled_estimator_transforms_dask_arrays():
         Td = da.from_array(T, chunks=(13, -1))
         assert np.array_equal(back.transform(Td).compute(), est.transform(Td).compute())
         assert rel(back.transform(Td).compute(), est.transform(T)) < 1e-13
+
+
+@pytest.mark.parametrize("solver", ["capped-msg", "msg", "incremental", "oja"])
+def test_streaming_pca_streams_the_chunks_with_the_in_memory_bits(scheduler, solver):
+    # One sequential pass over the chunks in order: the rows the in-memory fit reads, in the same
+    # order, so the same bits for any chunking (uneven chunks, a one-row chunk, float32 chunks).
+    X, _, T = data(n=301, d=6)
+    X = X + 1e9 * (solver == "oja")  # an offset the mean pass sees through
+    params = dict(n_components=2, solver=solver, center=True, random_state=4)
+    one = stolr.StreamingPCA(**params).fit(X)
+    for chunks in ((37, -1), ((1, 150, 150), (6,)), ((301,), (3, 3))):
+        est = stolr.StreamingPCA(**params).fit(da.from_array(X, chunks=chunks))
+        assert np.array_equal(est.components_, one.components_), (solver, chunks)
+        assert np.array_equal(est.explained_variance_, one.explained_variance_)
+        assert np.array_equal(est.mean_, one.mean_)
+        assert est.n_samples_seen_ == one.n_samples_seen_ == 301
+    Z = est.transform(da.from_array(T, chunks=(13, -1)))
+    assert isinstance(Z, da.Array)
+    assert rel(Z.compute(), one.transform(T)) <= TOL
+    # float32 chunks are widened exactly, as in memory.
+    X32 = X.astype(np.float32)
+    one32 = stolr.StreamingPCA(**params).fit(X32)
+    est32 = stolr.StreamingPCA(**params).fit(da.from_array(X32, chunks=(50, -1)))
+    assert np.array_equal(est32.components_, one32.components_)
+    # partial_fit continues the stream of a Dask fit as it continues an in-memory one.
+    assert np.array_equal(est32.partial_fit(T).components_, one32.partial_fit(T).components_)
+
+
+def test_streaming_pca_refuses_bad_chunks():
+    X, _, _ = data()
+    with dask.config.set(scheduler="threads"):
+        for bad in (np.nan, -np.inf):
+            Xb = X.copy()
+            Xb[290, 4] = bad  # in the last chunk: found when the pass reaches it
+            with pytest.raises(ValueError, match="NaN or infinity.*chunk 7"):
+                stolr.StreamingPCA(n_components=2, solver="capped-msg").fit(da.from_array(Xb, chunks=(37, -1)))
+        with pytest.raises(ValueError, match="n_components"):
+            stolr.StreamingPCA(n_components=6).fit(da.from_array(X, chunks=(37, -1)))
+        with pytest.raises(ValueError, match="sample"):
+            stolr.StreamingPCA(n_components=1).fit(da.zeros((1, 4), chunks=(1, 4)))
+        fitted = stolr.StreamingPCA(n_components=2).fit(da.from_array(X, chunks=(37, -1)))
+        with pytest.raises(ValueError, match="features"):
+            fitted.transform(da.from_array(X[:, :4], chunks=(37, -1)))

@@ -741,7 +741,10 @@ class StreamingPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         """One pass of the solver over the rows of ``X`` in order (after a pass for the mean
         with ``center``), then Rayleigh–Ritz on all of ``X``: the library's streaming job, the
         fit ``stolr pca --solver ...`` runs (the same seed gives the same components).
-        ``partial_fit`` afterwards continues the stream."""
+        ``partial_fit`` afterwards continues the stream. A row-chunked ``dask.array.Array`` is
+        streamed chunk by chunk, each computed when the pass reaches it (the same bits)."""
+        if _dask.is_dask(X):  # one chunk at a time, in order (_dask.py)
+            return _dask.fit_streaming_pca(self, X)
         self._check_params()
         X = validate_data(self, X, dtype=_DTYPES, ensure_min_samples=2)
         for attr in ("state_", "model_"):
@@ -763,6 +766,8 @@ class StreamingPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         return self
 
     def transform(self, X):
+        if _dask.is_dask(X):  # a Dask array back, computed chunk by chunk
+            return _dask.transform_streaming_pca(self, X)
         check_is_fitted(self, "model_")
         X = validate_data(self, X, dtype=_DTYPES, reset=False)
         Z = _core.transform(self.model_, np.ascontiguousarray(X))

@@ -27,8 +27,8 @@ import numpy as np
 from . import _core
 
 #: What runs on a Dask array, for the refusals' messages.
-SUPPORTED = ('KernelPCA(solver="nystrom"), PCA(solver="exact") and KernelRidge(solver="nystrom") '
-             "(fit, transform, predict)")
+SUPPORTED = ('KernelPCA(solver="nystrom"), PCA(solver="exact"), StreamingPCA (every solver, one pass over '
+             'the chunks in order) and KernelRidge(solver="nystrom") (fit, transform, predict)')
 
 
 def is_dask(X):
@@ -309,6 +309,53 @@ def inverse_transform_pca(est, Z):
         raise ValueError(f"Z has {Z.shape[1]} columns, expected n_components_ = {est.n_components_}")
     scale = s._whiten_scale(est.explained_variance_) if getattr(est, "whiten", False) else None
     return Z.map_blocks(_inverse_block, est.model_, scale, chunks=(Z.chunks[0], (est.n_features_in_,)),
+                        dtype=np.float64, meta=np.empty((0, 0), dtype=np.float64))
+
+
+# ---- streaming PCA (one sequential pass) ------------------------------------------------------
+
+def fit_streaming_pca(est, X):
+    """``StreamingPCA.fit`` on a Dask array: the library's streaming job (the in-memory fit's)
+    fed the chunks' rows in order, each chunk computed by the current scheduler when the pass
+    reaches it (the client holds one chunk; each pass — the means with ``center``, the solver's,
+    the Rayleigh–Ritz one — computes the chunks again). The same rows in the same order, so the
+    in-memory fit's bits for every chunking. The residual warning of the in-memory fit (a test
+    on all of ``X`` at once) is not computed."""
+    import stolr as s
+    X = _rows(X, min_rows=2)
+    n, d = X.shape
+    est._check_params()
+    if not 1 <= int(est.n_components) < d:
+        raise ValueError(f"n_components={est.n_components} must be at least 1 and below the "
+                         f"number of features (n_features = {d})")
+    for attr in ("state_", "model_", "feature_names_in_"):
+        s._drop(est, attr)
+    blocks = X.to_delayed().ravel()
+
+    def chunk(i):
+        return _block(blocks[i].compute())
+
+    est.state_, model = _core.dask_fit_streaming(
+        chunk, len(blocks), d, est.solver, est._tracked(d), float(est.eta_scale), est.cap,
+        s._seed(est.random_state), bool(getattr(est, "center", False)), bool(getattr(est, "verbose", False)))
+    est.model_ = est._keep(model)
+    est.components_, est.explained_variance_, est.mean_ = _core.pca_attributes(est.model_)
+    est.n_samples_seen_ = est.state_.samples_seen()
+    est.n_features_in_ = d
+    return est
+
+
+def transform_streaming_pca(est, X):
+    """``StreamingPCA.transform`` on a Dask array: a Dask array ``(n, n_components)`` chunked as
+    ``X``."""
+    import stolr as s
+    from sklearn.utils.validation import check_is_fitted
+    check_is_fitted(est, "model_")
+    X = _rows(X)
+    _check_width(est, X)
+    k = est.components_.shape[0]
+    scale = s._whiten_scale(est.explained_variance_) if getattr(est, "whiten", False) else None
+    return X.map_blocks(_transform_block, est.model_, scale, chunks=(X.chunks[0], (k,)),
                         dtype=np.float64, meta=np.empty((0, 0), dtype=np.float64))
 
 
