@@ -278,11 +278,8 @@ fn finish(args: &KpcaArgs, read: Read, outcome: KernelPcaOutcome, progress: Prog
         eprintln!("warning: SKPCA stopped early: {stop} (--max-rank, --tau)");
     }
     let warnings = print_warnings(&warnings);
-    if sharded && matches!(args.certify, args::CertifyArg::Auto) {
-        eprintln!(
-            "note: no certificate on {} processes (it needs every row on one): --certify estimate or exact gathers them on rank 0",
-            ctx.comm().size()
-        );
+    if sharded && matches!(args.certify, args::CertifyArg::Auto) && certificate.is_none() {
+        eprintln!("note: no certificate: its estimate from sampled rows would exceed --memory-limit on a process");
     }
     let sigma_source = match (&bandwidth, &kernel) {
         (Some(_), _) => "auto: 20th percentile of pairwise Euclidean distances between distinct rows",

@@ -20,8 +20,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use stolr_solvers::{
     KernelCentering, KernelPcaModel, KpcaMethod, KpcaStream, KrrMethod, KrrModel, KrrStream, Landmarks, ModelRows,
-    Named, NystromBasis, NystromGramPart, NystromKrrBasis, NystromKrrPart, NystromSolution, NystromSolve, Pca,
-    PassKind, PcaMethod, RowPass, RowReadError, RowSource, SolverError, SvrgPcaConfig,
+    Named, NystromBasis, NystromGramPart, NystromKrrBasis, NystromKrrPart, NystromSolution, NystromSolve, PassKind,
+    Pca, PcaMethod, RowPass, RowReadError, RowSource, SolverError, SvrgPcaConfig,
 };
 
 use super::{PyRows, held, kernel, model_bytes, solver_error, to_mat, to_numpy, value_error};

@@ -124,7 +124,8 @@ pub struct KpcaArgs {
     /// Accuracy certificate of the eigenpairs against the true kernel matrix (residuals
     /// ||K u - λ u|| / λ₁ and captured variance u'Ku / tr K): exact (one product K·U), estimate
     /// (2000 sampled rows, 95 % intervals), off, or auto (exact when n ≤ 50 000 and it fits
-    /// --memory-limit, else estimate).
+    /// --memory-limit, else estimate; Nyström under mpirun -np P > 1: estimate, from rows
+    /// sampled across the processes, while exact gathers every row on rank 0).
     #[arg(long, value_enum, default_value = "auto")]
     pub(super) certify: CertifyArg,
     /// Also fit the inverse transform: the pre-image map by kernel ridge regression from the

@@ -274,3 +274,54 @@ fn a_gzip_table_with_categories_is_streamed_by_every_rank_and_transformed_in_par
         assert!(up_to_sign(t1, t) <= 1e-8, "{np}: transform {:e}", up_to_sign(t1, t));
     }
 }
+
+#[test]
+fn nystrom_estimates_its_certificate_from_rows_sampled_across_the_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write_data(dir.path());
+    let certificate = |np: usize, rule: &str| -> serde_json::Value {
+        let out = dir.path().join(format!("cert-{np}-{rule}"));
+        let args = [
+            "kpca",
+            "--input",
+            data.to_str().unwrap(),
+            "--format",
+            "libsvm",
+            "--solver",
+            "nystrom",
+            "--landmarks",
+            "150",
+            "--rank",
+            "4",
+            "--seed",
+            "3",
+            "--certify",
+            rule,
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        let (status, stderr, _) = wait(mpirun(np, &args), DEADLINE);
+        assert!(status.success(), "{np} processes, --certify {rule}: {stderr}");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+        report["certificate"].clone()
+    };
+    let numbers = |c: &serde_json::Value, key: &str| -> Vec<f64> {
+        c[key].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect()
+    };
+    // One process gathers nothing to estimate; the ranks sample the same rows from the seed.
+    let one = certificate(1, "estimate");
+    assert_eq!(one["method"], "estimate");
+    for (np, rule) in [(2, "estimate"), (3, "auto")] {
+        let c = certificate(np, rule);
+        assert_eq!(c["method"], "estimate", "{np} processes, --certify {rule}: {c}");
+        assert_eq!(c["sample_rows"], one["sample_rows"]);
+        for key in ["captured", "residuals"] {
+            let (a, b) = (numbers(&c, key), numbers(&one, key));
+            assert_eq!(a.len(), 4);
+            for (x, y) in a.iter().zip(&b) {
+                assert!((x - y).abs() <= 1e-9 * y.abs().max(1e-6), "{np} processes, {key}: {x} vs {y}");
+            }
+        }
+    }
+}

@@ -255,70 +255,173 @@ pub fn certify<'x>(
                     .saturating_add(f64_bytes(&[s, SAMPLED_BLOCK_ROWS])),
             )?;
             let rows: Vec<usize> = (0..s).map(|_| rng.random_range(0..n)).collect();
-            let estimated_centering = center && means.is_none();
             // Rows S of K·[U, 1] from kernel panels between the sampled rows and x: the data is
             // read in place, never copied (466 MB at KDD Cup).
-            let with_ones = center;
-            let v = Mat::from_fn(n, r + usize::from(with_ones), |j, c| if c < r { u[(j, c)] } else { 1.0 });
-            let raw = sampled_rows_product(x, kernel, &rows, v.as_ref())?;
-            let trace_k = kernel_trace(x, kernel);
-            let sums: Vec<f64> = (0..r).map(|c| u.col(c).sum()).collect();
-            // Rows of K̃U; with estimated centring, centred here by plug-in from the sample.
-            let (ku, trace) = match (center, means) {
-                (false, _) => (raw, trace_k),
-                (true, Some((m, grand))) => {
-                    // (HKH U)_S = K_S U − 1 (mᵀU) − m_S (1ᵀU) + m̄ 1 (1ᵀU).
-                    let mtu: Vec<f64> = (0..r).map(|c| (0..n).map(|j| m[j] * u[(j, c)]).sum()).collect();
-                    let centred =
-                        Mat::from_fn(s, r, |a, c| raw[(a, c)] - mtu[c] - m[rows[a]] * sums[c] + grand * sums[c]);
-                    (centred, trace_k - n as f64 * grand)
-                }
-                (true, None) => {
-                    let m_s: Vec<f64> = (0..s).map(|a| raw[(a, r)] / n as f64).collect();
-                    let grand = m_s.iter().sum::<f64>() / s as f64;
-                    let mu: Vec<f64> = (0..r).map(|c| (0..s).map(|a| raw[(a, c)]).sum::<f64>() / s as f64).collect();
-                    let centred = Mat::from_fn(s, r, |a, c| raw[(a, c)] + (grand - m_s[a]) * sums[c] - mu[c]);
-                    (centred, trace_k - n as f64 * grand)
-                }
+            let v = Mat::from_fn(n, r + usize::from(center), |j, c| if c < r { u[(j, c)] } else { 1.0 });
+            let sampled = crate::ModelRows::gather(x, &rows);
+            let raw = sampled_rows_product(x, kernel, sampled.data(), v.as_ref())?;
+            let known = means.map(|(m, grand)| {
+                let mtu: Vec<f64> = (0..r).map(|c| (0..n).map(|j| m[j] * u[(j, c)]).sum()).collect();
+                (rows.iter().map(|&j| m[j]).collect(), mtu, grand)
+            });
+            let sample = Sample {
+                n,
+                raw,
+                u: Mat::from_fn(s, r, |a, c| u[(rows[a], c)]),
+                trace_k: kernel_trace(x, kernel),
+                sums: (0..r).map(|c| u.col(c).sum()).collect(),
+                known,
             };
-            let z = 1.959_963_984_540_054;
-            let mean_sd = |vals: &mut dyn Iterator<Item = f64>| {
-                let v: Vec<f64> = vals.collect();
-                let mean = v.iter().sum::<f64>() / s as f64;
-                let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (s as f64 - 1.0);
-                (mean, (var / s as f64).sqrt())
-            };
-            let (mut residuals, mut captured) = (Vec::with_capacity(r), Vec::with_capacity(r));
-            let (mut ci_res, mut ci_cap) = (Vec::with_capacity(r), Vec::with_capacity(r));
-            for i in 0..r {
-                let (sq, sq_se) = mean_sd(&mut rows.iter().enumerate().map(|(a, &j)| {
-                    let e = ku[(a, i)] - pairs.values[i] * u[(j, i)];
-                    n as f64 * e * e
-                }));
-                residuals.push(sq.max(0.0).sqrt() / lambda1);
-                ci_res.push(((sq - z * sq_se).max(0.0).sqrt() / lambda1, (sq + z * sq_se).max(0.0).sqrt() / lambda1));
-                let (quad, quad_se) =
-                    mean_sd(&mut rows.iter().enumerate().map(|(a, &j)| n as f64 * u[(j, i)] * ku[(a, i)]));
-                captured.push(quad / trace);
-                ci_cap.push(((quad - z * quad_se) / trace, (quad + z * quad_se) / trace));
-            }
-            Ok(Certificate {
-                method,
-                captured_total: captured.iter().sum(),
-                residuals,
-                captured,
-                trace,
-                ci95: Some(ConfidenceIntervals {
-                    residuals: ci_res,
-                    captured: ci_cap,
-                    method: "normal approximation over the sampled rows (uniform with replacement): \
-                             mean ± 1.96 standard errors of n·r_j² (squared residual, clamped at 0, then \
-                             square-rooted) and of n·u_j·(K̃U)_j (Rayleigh quotient)",
-                }),
-                sample_rows: Some(s),
-                centering_estimated: estimated_centering,
-            })
+            Ok(estimate(sample, center, &pairs.values, lambda1))
         }
+    }
+}
+
+/// [`certify`]'s estimate on rows split across the ranks of `comm`: `x` `(n_p, d)` holds this
+/// rank's rows, global rows `place.first..place.first + place.rows`, and `pairs` this rank's
+/// rows of the eigenvectors `(n_p, r)` (as the Nyström fit leaves them on their ranks). The
+/// `s` sampled rows are drawn over the global `n` from `rng` (the draws of one process: every
+/// rank holds the same seed); each rank contributes its sampled rows `(s, d)` and their
+/// eigenvector entries `(s, r)` to one sum (zeros elsewhere, so the sum is exact), and its part
+/// `K[S, rows_p]·[U_p, 1]` `(s, r + 1)`, the trace of its kernel block and the column sums of
+/// its `U_p` are added in rank order; the estimate is then formed on every rank from the same
+/// numbers (with centring, the centring estimated from the sample). No rank holds another's
+/// rows. Bytes sent per rank: `16·s·(d + 2r + 2)·(P−1)/P`. Collective.
+///
+/// # Errors
+/// As [`certify`]'s estimate: [`SolverError::ShapeMismatch`] if the eigenvectors do not have
+/// `place.rows` rows; [`SolverError::InvalidConfig`] for `sample_rows < 2`;
+/// [`SolverError::Memory`] for the buffers over `config.memory` (checked for the largest
+/// share, `⌈n/P⌉` rows: the same error on every rank).
+#[allow(clippy::too_many_arguments)]
+pub fn certify_estimate_sharded(
+    x: DataRef<'_>,
+    kernel: &Kernel,
+    center: bool,
+    pairs: &Eigenpairs,
+    config: &CertifyConfig,
+    rng: &mut dyn Rng,
+    comm: &dyn stolr_comm::Communicator,
+    place: stolr_comm::RowShard,
+) -> Result<Certificate, SolverError> {
+    let (n, d, r, s) = (place.total, x.ncols(), pairs.rank(), config.sample_rows);
+    let u = pairs.vectors.as_ref();
+    if u.nrows() != place.rows || x.nrows() != place.rows {
+        return Err(SolverError::ShapeMismatch {
+            what: "this rank's rows of the eigenvectors and the data",
+            expected: place.rows,
+            found: u.nrows().max(x.nrows()),
+        });
+    }
+    if s < 2 {
+        return Err(SolverError::InvalidConfig {
+            name: "sample_rows",
+            reason: format!("the estimate needs at least 2 rows, got {s}"),
+        });
+    }
+    // Checked for the largest share, so that every rank takes the same decision.
+    let largest = n.div_ceil(comm.size().max(1));
+    config.memory.check(
+        format!("the estimated certificate (n = {n}, d = {d}, rank = {r}, {s} sampled rows, a rank's share)"),
+        f64_bytes(&[largest, r + 1])
+            .saturating_add(f64_bytes(&[s, d + 2 * (r + 1)]))
+            .saturating_add(f64_bytes(&[s, SAMPLED_BLOCK_ROWS])),
+    )?;
+    let rows: Vec<usize> = (0..s).map(|_| rng.random_range(0..n)).collect();
+    // The sampled rows and their eigenvector entries, each from its owner.
+    let (mut sampled, mut u_s) = (Mat::<f64>::zeros(s, d), Mat::<f64>::zeros(s, r));
+    for (a, &j) in rows.iter().enumerate() {
+        if place.contains(j) {
+            let row = x.subrows(j - place.first, 1).to_dense();
+            sampled.as_mut().row_mut(a).copy_from(row.row(0));
+            u_s.as_mut().row_mut(a).copy_from(u.row(j - place.first));
+        }
+    }
+    stolr_comm::all_reduce_mat(comm, &mut sampled);
+    stolr_comm::all_reduce_mat(comm, &mut u_s);
+    let v = Mat::from_fn(place.rows, r + usize::from(center), |j, c| if c < r { u[(j, c)] } else { 1.0 });
+    let mut raw = sampled_rows_product(x, kernel, DataRef::Dense(sampled.as_ref()), v.as_ref())?;
+    stolr_comm::all_reduce_mat(comm, &mut raw);
+    let mut totals: Vec<f64> = std::iter::once(kernel_trace(x, kernel)).chain((0..r).map(|c| u.col(c).sum())).collect();
+    comm.all_reduce_sum(&mut totals);
+    let lambda1 = pairs.values.first().map_or(1.0, |v| v.abs()).max(f64::MIN_POSITIVE);
+    let sample = Sample { n, raw, u: u_s, trace_k: totals[0], sums: totals[1..].to_vec(), known: None };
+    Ok(estimate(sample, center, &pairs.values, lambda1))
+}
+
+/// What the estimated certificate needs of the `s` sampled rows `S`, however the rows are held.
+struct Sample {
+    /// Rows of the data, `n`.
+    n: usize,
+    /// `K[S, :]·[U, 1]` `(s, r + 1)` (the ones column with centring only).
+    raw: Mat<f64>,
+    /// The eigenvectors' rows at `S`, `(s, r)`.
+    u: Mat<f64>,
+    /// `tr K`.
+    trace_k: f64,
+    /// The column sums `1ᵀU` (length `r`).
+    sums: Vec<f64>,
+    /// The known centring: `m` at the sampled rows, `mᵀU` and `m̄` (`None`: estimated from the
+    /// sample when centred).
+    known: Option<(Vec<f64>, Vec<f64>, f64)>,
+}
+
+/// The estimated certificate from a [`Sample`] ([`certify`], "Estimate").
+fn estimate(sample: Sample, center: bool, values: &[f64], lambda1: f64) -> Certificate {
+    let Sample { n, raw, u, trace_k, sums, known } = sample;
+    let (s, r) = (u.nrows(), u.ncols());
+    let estimated_centering = center && known.is_none();
+    // Rows of K̃U; with estimated centring, centred here by plug-in from the sample.
+    let (ku, trace) = match (center, known) {
+        (false, _) => (raw, trace_k),
+        (true, Some((m_s, mtu, grand))) => {
+            // (HKH U)_S = K_S U − 1 (mᵀU) − m_S (1ᵀU) + m̄ 1 (1ᵀU).
+            let centred = Mat::from_fn(s, r, |a, c| raw[(a, c)] - mtu[c] - m_s[a] * sums[c] + grand * sums[c]);
+            (centred, trace_k - n as f64 * grand)
+        }
+        (true, None) => {
+            let m_s: Vec<f64> = (0..s).map(|a| raw[(a, r)] / n as f64).collect();
+            let grand = m_s.iter().sum::<f64>() / s as f64;
+            let mu: Vec<f64> = (0..r).map(|c| (0..s).map(|a| raw[(a, c)]).sum::<f64>() / s as f64).collect();
+            let centred = Mat::from_fn(s, r, |a, c| raw[(a, c)] + (grand - m_s[a]) * sums[c] - mu[c]);
+            (centred, trace_k - n as f64 * grand)
+        }
+    };
+    let z = 1.959_963_984_540_054;
+    let mean_sd = |vals: &mut dyn Iterator<Item = f64>| {
+        let v: Vec<f64> = vals.collect();
+        let mean = v.iter().sum::<f64>() / s as f64;
+        let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (s as f64 - 1.0);
+        (mean, (var / s as f64).sqrt())
+    };
+    let (mut residuals, mut captured) = (Vec::with_capacity(r), Vec::with_capacity(r));
+    let (mut ci_res, mut ci_cap) = (Vec::with_capacity(r), Vec::with_capacity(r));
+    for i in 0..r {
+        let (sq, sq_se) = mean_sd(&mut (0..s).map(|a| {
+            let e = ku[(a, i)] - values[i] * u[(a, i)];
+            n as f64 * e * e
+        }));
+        residuals.push(sq.max(0.0).sqrt() / lambda1);
+        ci_res.push(((sq - z * sq_se).max(0.0).sqrt() / lambda1, (sq + z * sq_se).max(0.0).sqrt() / lambda1));
+        let (quad, quad_se) = mean_sd(&mut (0..s).map(|a| n as f64 * u[(a, i)] * ku[(a, i)]));
+        captured.push(quad / trace);
+        ci_cap.push(((quad - z * quad_se) / trace, (quad + z * quad_se) / trace));
+    }
+    Certificate {
+        method: CertifyMethod::Estimate,
+        captured_total: captured.iter().sum(),
+        residuals,
+        captured,
+        trace,
+        ci95: Some(ConfidenceIntervals {
+            residuals: ci_res,
+            captured: ci_cap,
+            method: "normal approximation over the sampled rows (uniform with replacement): \
+                     mean ± 1.96 standard errors of n·r_j² (squared residual, clamped at 0, then \
+                     square-rooted) and of n·u_j·(K̃U)_j (Rayleigh quotient)",
+        }),
+        sample_rows: Some(s),
+        centering_estimated: estimated_centering,
     }
 }
 
@@ -326,20 +429,19 @@ pub fn certify<'x>(
 /// buffer is `8·s·SAMPLED_BLOCK_ROWS` bytes (16 MB for 2000 sampled rows).
 const SAMPLED_BLOCK_ROWS: usize = 1024;
 
-/// $K[S, :]\,V$, shape `(s, b)`, for the sampled rows `rows` (length `s`) of `x` `(n, d)` and
-/// `v` `(n, b)`: kernel panels between the rows of `x` and the sampled rows, each multiplied
-/// into the result as it is formed, in row order (same bits for any thread count). Kernel values
-/// by direct loops over the coordinates ([`KernelEvaluation::Direct`]). Memory
-/// `8·s·(d + b + SAMPLED_BLOCK_ROWS)` bytes; `x` is not copied.
+/// $K[S, :]\,V$, shape `(s, b)`, for the sampled rows `sampled` `(s, d)` and the rows of `x`
+/// `(n, d)` with `v` `(n, b)`: kernel panels between the rows of `x` and the sampled rows, each
+/// multiplied into the result as it is formed, in row order (same bits for any thread count).
+/// Kernel values by direct loops over the coordinates ([`KernelEvaluation::Direct`]). Memory
+/// `8·s·(b + SAMPLED_BLOCK_ROWS)` bytes; `x` is not copied.
 fn sampled_rows_product(
     x: DataRef<'_>,
     kernel: &Kernel,
-    rows: &[usize],
+    sampled: DataRef<'_>,
     v: MatRef<'_, f64>,
 ) -> Result<Mat<f64>, SolverError> {
-    let sampled = crate::ModelRows::gather(x, rows);
-    let panels = CrossKernelPanels::with_evaluation(kernel, KernelEvaluation::Direct, x, sampled.data())?;
-    let mut out = Mat::<f64>::zeros(rows.len(), v.ncols());
+    let panels = CrossKernelPanels::with_evaluation(kernel, KernelEvaluation::Direct, x, sampled)?;
+    let mut out = Mat::<f64>::zeros(sampled.nrows(), v.ncols());
     let par = faer::get_global_parallelism();
     panels.for_each_block(
         SAMPLED_BLOCK_ROWS,
@@ -512,6 +614,57 @@ mod tests {
         assert!(err.to_string().contains("exact certificate"), "{err}");
     }
 
+    /// The estimate on 1, 2 and 3 thread ranks, each holding its rows of the data and of the
+    /// eigenvectors, is one process's estimate (the same sampled rows from the same seed) to
+    /// rounding, centred or not; with an outlier row, duplicate rows and a constant column.
+    #[test]
+    fn sharded_estimate_is_one_process_estimate() {
+        let mut x = data(241, 5);
+        for j in 0..3 {
+            x[(9, j)] = if j == 2 { x[(9, j)] } else { 30.0 * x[(9, j)] };
+            x[(31, j)] = x[(30, j)];
+            x[(200, j)] = x[(30, j)];
+        }
+        for i in 0..241 {
+            x[(i, 2)] = 1.5;
+        }
+        let kernel = Kernel::gaussian(2.0);
+        for center in [false, true] {
+            let cfg = ExactKpcaConfig { center, memory: MemoryBudget::UNLIMITED, ..ExactKpcaConfig::new(4) };
+            let exact = exact_kpca(x.as_ref(), &kernel, &cfg).unwrap();
+            let config =
+                CertifyConfig { method: Some(CertifyMethod::Estimate), sample_rows: 150, ..Default::default() };
+            let one =
+                certify(x.as_ref(), &kernel, center, None, &exact, &config, &mut Xoshiro256PlusPlus::seed_from_u64(8))
+                    .unwrap();
+            for p in [1, 2, 3] {
+                let got = stolr_comm::ThreadGroup::run(p, |comm| {
+                    let place = {
+                        use stolr_comm::Communicator;
+                        stolr_comm::RowShard::balanced(241, comm.rank(), comm.size())
+                    };
+                    let local = Eigenpairs {
+                        values: exact.values.clone(),
+                        vectors: exact.vectors.subrows(place.first, place.rows).to_owned(),
+                    };
+                    let rng = &mut Xoshiro256PlusPlus::seed_from_u64(8);
+                    let x = x.as_ref().subrows(place.first, place.rows);
+                    certify_estimate_sharded(x.into(), &kernel, center, &local, &config, rng, comm, place).unwrap()
+                });
+                assert!(got.iter().all(|c| *c == got[0]), "P = {p}: the ranks' certificates differ");
+                let c = &got[0];
+                assert_eq!(c.centering_estimated, one.centering_estimated);
+                assert!((c.trace - one.trace).abs() <= 1e-12 * one.trace.abs(), "P = {p}: trace");
+                for i in 0..4 {
+                    assert!((c.captured[i] - one.captured[i]).abs() <= 1e-12, "P = {p}: captured {i}");
+                    assert!((c.residuals[i] - one.residuals[i]).abs() <= 1e-10, "P = {p}: residual {i}");
+                    let (a, b) = (c.ci95.as_ref().unwrap(), one.ci95.as_ref().unwrap());
+                    assert!((a.captured[i].1 - b.captured[i].1).abs() <= 1e-12, "P = {p}: interval {i}");
+                }
+            }
+        }
+    }
+
     /// With every row sampled once, the estimate's rows of K̃U are the dense HKH·U (centred
     /// with the given means), so its point estimates equal the exact certificate.
     #[test]
@@ -523,8 +676,7 @@ mod tests {
         let m: Vec<f64> = (0..n).map(|i| (0..n).map(|j| k[(i, j)]).sum::<f64>() / n as f64).collect();
         let grand = m.iter().sum::<f64>() / n as f64;
         let u = Mat::from_fn(n, 4, |i, c| ((i * (c + 3)) % 17) as f64 / 17.0 - 0.5);
-        let all: Vec<usize> = (0..n).collect();
-        let raw = sampled_rows_product(x.as_ref().into(), &kernel, &all, u.as_ref()).unwrap();
+        let raw = sampled_rows_product(x.as_ref().into(), &kernel, x.as_ref().into(), u.as_ref()).unwrap();
         assert!((&raw - &k * &u).norm_max() <= 1e-10 * k.norm_max() * n as f64);
         let kc = Mat::from_fn(n, n, |i, j| k[(i, j)] - m[i] - m[j] + grand);
         let trace: f64 = (0..n).map(|i| kc[(i, i)]).sum();

@@ -15,7 +15,7 @@ use crate::job::{KpcaStream, Shard};
 use crate::kernel_spec::KernelSpec;
 use crate::kpca::{
     Certificate, CertifyConfig, CertifyMethod, KernelCentering, KernelPca, KernelPcaFit, KpcaSolver, TauChoice,
-    certify, tau_for_rank,
+    certify, certify_estimate_sharded, tau_for_rank,
 };
 use crate::{Observer, SolverError};
 
@@ -104,10 +104,10 @@ pub struct KernelPcaJob {
     /// with its own rows of the eigenvectors ([`KernelPcaOutcome::rows`]), instead of rank 0
     /// gathering all `(n, r)` of them; and the rows are not gathered on rank 0 when nothing
     /// needs them. Taken by the solvers whose model does not keep the training rows (Nyström)
-    /// when neither a certificate ([`CertifyRule::Exact`] or [`CertifyRule::Estimate`]; with
-    /// [`CertifyRule::Auto`] there is then no certificate) nor the pre-image map is asked for;
-    /// the others gather as before. `false` (default): gathered on rank 0. One process: no
-    /// effect.
+    /// when neither the exact certificate ([`CertifyRule::Exact`]) nor the pre-image map is
+    /// asked for; [`CertifyRule::Auto`] and [`CertifyRule::Estimate`] then estimate the
+    /// certificate from rows sampled across the ranks. The others gather as before. `false`
+    /// (default): gathered on rank 0. One process: no effect.
     pub local_vectors: bool,
 }
 
@@ -248,7 +248,27 @@ impl KernelPcaJob {
                 name: "local_vectors",
                 reason: "the fit returned no eigenpairs on this rank (a caller's bug)".into(),
             })?;
-            let timings = KpcaJobTimings { bandwidth: bandwidth_time, solve: solve_time, certificate: None };
+            // The estimate from rows sampled across the ranks (`auto` cannot choose the exact
+            // certificate: it needs every row on one process; and it certifies nothing when
+            // the estimate does not fit the memory budget — the same decision on every rank).
+            let certifying = Instant::now();
+            let certificate = match self.certify {
+                CertifyRule::Off | CertifyRule::Exact => None,
+                CertifyRule::Auto | CertifyRule::Estimate => {
+                    let config = CertifyConfig { memory: self.memory, ..Default::default() };
+                    let rng = &mut KpcaStream::Certificate.rng(self.seed);
+                    let comm = shard.comm;
+                    match certify_estimate_sharded(local, &kernel, self.center, &fit.pairs, &config, rng, comm, place) {
+                        Err(SolverError::Memory(_)) if self.certify == CertifyRule::Auto => None,
+                        other => Some(other?),
+                    }
+                }
+            };
+            let timings = KpcaJobTimings {
+                bandwidth: bandwidth_time,
+                solve: solve_time,
+                certificate: certificate.as_ref().map(|_| certifying.elapsed()),
+            };
             return Ok(Some(KernelPcaOutcome {
                 n: place.total,
                 d: local.ncols(),
@@ -257,7 +277,7 @@ impl KernelPcaJob {
                 standardized: self.standardize,
                 tau,
                 fit,
-                certificate: None,
+                certificate,
                 timings,
                 rows: place,
             }));
@@ -312,13 +332,14 @@ impl KernelPcaJob {
 
     /// Whether, on `processes` ranks, the eigenvectors stay on their ranks
     /// ([`KernelPcaJob::local_vectors`]): asked for, several ranks, a Nyström fit, and nothing
-    /// that needs every row on rank 0 (a certificate asked for by name, the pre-image map;
-    /// [`CertifyRule::Auto`] then certifies nothing).
+    /// that needs every row on rank 0 (the exact certificate asked for by name, the pre-image
+    /// map). [`CertifyRule::Auto`] and [`CertifyRule::Estimate`] then estimate the certificate
+    /// from rows sampled across the ranks ([`certify_estimate_sharded`]).
     fn keeps_vectors_local(&self, processes: usize) -> bool {
         self.local_vectors
             && processes > 1
             && matches!(self.solver, KpcaSolver::Nystrom { .. })
-            && matches!(self.certify, CertifyRule::Off | CertifyRule::Auto)
+            && !matches!(self.certify, CertifyRule::Exact)
             && self.inverse_transform.is_none()
     }
 

@@ -25,7 +25,9 @@ mod streaming_nystrom;
 mod streaming_rff;
 mod tau;
 
-pub use certificate::{Certificate, CertifyConfig, CertifyMethod, ConfidenceIntervals, certify};
+pub use certificate::{
+    Certificate, CertifyConfig, CertifyMethod, ConfidenceIntervals, certify, certify_estimate_sharded,
+};
 pub use exact::{ExactKpcaConfig, ExactOperator, exact_kpca, kernel_matrix};
 pub use fit::{KernelPca, KernelPcaFit, KpcaSettings, KpcaSolver, KpcaWarning, SamplerKind};
 pub use incremental::{
