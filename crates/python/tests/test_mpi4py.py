@@ -33,7 +33,7 @@ def mpirun(np_, case, out=None, **env):
 
 AGREE = ["communicator", "kpca nystrom", "kpca exact-matrix-free", "kpca skpca-rff", "kpca skpca-maclaurin",
          "kpca float32 pre-image", "kpca broadcast=False", "pca exact", "pca vr-pca", "pca svrg-bb", "pca share",
-         "krr nystrom", "krr slkl", "krr 2-D y"]
+         "krr nystrom", "krr slkl", "krr nystrom cg", "krr slkl nu auto", "krr 2-D y"]
 
 
 @pytest.mark.parametrize("np_", [1, 2, 3])
@@ -48,7 +48,7 @@ def test_every_distributed_solver_equals_the_one_process_fit(np_, tmp_path):
 
 
 HOSTILE = ["nan", "empty rank", "y length", "sparse", "after errors"]
-REFUSED = ["different d", "params", "kpca skpca centred", "kpca columns", "kpca kha", "krr exact", "krr nu auto"]
+REFUSED = ["different d", "params", "kpca skpca centred", "kpca columns", "kpca kha", "krr exact"]
 
 
 @pytest.mark.parametrize("np_", [1, 2, 3])
