@@ -607,8 +607,9 @@ fn krr_result(args: &KrrArgs, outcome: &KernelRidgeOutcome) -> KrrResult {
     }
 }
 
-/// Under `mpirun -np P > 1`: an error for everything but Nyström KRR's direct solve with a
-/// given λ and SLKL with a given ν (not distributed yet).
+/// Under `mpirun -np P > 1`: an error for every solver but Nyström KRR (direct or conjugate
+/// gradients, λ given or cross-validated) and SLKL (ν given or cross-validated), and for
+/// `--checkpoint` (not distributed yet).
 fn check_distributed(args: &KrrArgs, size: usize) -> Result<()> {
     let not_yet = |what: &str| -> Result<()> {
         bail!("stolr krr {what} is not distributed yet: run it on one process (not under mpirun -np {size})")
@@ -616,15 +617,6 @@ fn check_distributed(args: &KrrArgs, size: usize) -> Result<()> {
     if !matches!(args.solver, KrrMethod::Nystrom | KrrMethod::Slkl) {
         let name = args.solver.name();
         not_yet(&format!("--solver {name}"))?;
-    }
-    if args.solver == KrrMethod::Slkl && args.nu == "auto" {
-        not_yet("--nu auto (cross-validation; give --nu)")?;
-    }
-    if args.lambda_text == "auto" {
-        not_yet("--lambda auto (cross-validation)")?;
-    }
-    if args.nystrom_solver == NystromSolveArg::Cg {
-        not_yet("--nystrom-solver cg")?;
     }
     if args.checkpoint.checkpoint.is_some() {
         not_yet("--checkpoint")?;
@@ -634,14 +626,18 @@ fn check_distributed(args: &KrrArgs, size: usize) -> Result<()> {
 
 /// Runs `stolr krr`.
 ///
-/// Under `mpirun -np P > 1` (Nyström KRR, direct solve, given λ; SLKL, given ν): every rank
+/// Under `mpirun -np P > 1` (Nyström KRR; SLKL): every rank
 /// reads the whole data file (or generates the data) and prepares it as one process does —
 /// split, standardization statistics and σ are computed from all training rows on every rank,
 /// the same bits everywhere — then keeps its balanced share of the training rows for the fit
 /// (`stolr_solvers::KernelRidge::fit_prepared_sharded`: Nyström adds `ȳ`, `K_Mn K_nM` and `K_Mn (y − ȳ)`
-/// across ranks in rank order and replicates the `M × M` solve; SLKL keeps each rank's rows of
+/// across ranks in rank order and replicates the `M × M` solve, or with conjugate gradients
+/// adds each iteration's `K_Mn K_nM v` across ranks; SLKL keeps each rank's rows of
 /// the kernel columns and adds every inner product over the rows across ranks, with μ and the
-/// Woodbury core replicated). Rank 0, which still holds every row, predicts, writes every
+/// Woodbury core replicated). `--lambda auto` and `--nu auto` cross-validate on the same
+/// shares: the folds are drawn over the global training rows as one process draws them, each
+/// fold's sums are added across ranks (Nyström: the folds' Gram matrices; SLKL: one sharded
+/// SLKL per fold), and every rank chooses the same λ or ν. Rank 0, which still holds every row, predicts, writes every
 /// output and prints; the other ranks stop after the fit.
 pub fn run(mut args: KrrArgs, ctx: &RunContext) -> Result<()> {
     let total = Instant::now();

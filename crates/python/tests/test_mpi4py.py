@@ -34,7 +34,7 @@ def mpirun(np_, case, out=None, **env):
 AGREE = ["communicator", "kpca nystrom", "kpca exact-matrix-free", "kpca skpca-rff", "kpca skpca-maclaurin", "kpca kha",
          "kpca skpca-columns", "kpca skpca-columns-sym-centred", "kpca skpca-rff-centred",
          "kpca float32 pre-image", "kpca broadcast=False", "pca exact", "pca vr-pca", "pca svrg-bb", "pca share",
-         "krr nystrom", "krr slkl", "krr 2-D y"]
+         "krr nystrom", "krr slkl", "krr nystrom cg", "krr slkl nu auto", "krr 2-D y"]
 
 
 @pytest.mark.parametrize("np_", [1, 2, 3])
@@ -49,7 +49,7 @@ def test_every_distributed_solver_equals_the_one_process_fit(np_, tmp_path):
 
 
 HOSTILE = ["nan", "empty rank", "y length", "sparse", "after errors"]
-REFUSED = ["different d", "params", "krr exact", "krr nu auto"]
+REFUSED = ["different d", "params", "krr exact"]
 
 
 @pytest.mark.parametrize("np_", [1, 2, 3])

@@ -80,6 +80,7 @@ pub use krr::{
 };
 pub use krr::{NystromKrrBasis, NystromKrrPart};
 pub use krr::{PrecomputedKrrModel, krr_precomputed};
+pub use krr::{select_lambda_nystrom_sharded, select_nu_path_sharded};
 pub use landmarks::{ChosenLandmarks, Landmarks};
 pub use methods::{KpcaMethod, KrrMethod, Named, PcaMethod};
 pub use model_io::kernel_parameters_json;

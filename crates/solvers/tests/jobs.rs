@@ -169,13 +169,15 @@ fn a_kernel_ridge_job_refuses_choices_it_cannot_make() {
     };
     let err = folds.run(Shard::whole(x.as_ref()), &y, None, &mut ()).unwrap_err();
     assert!(matches!(err, SolverError::InvalidConfig { name: "folds", .. }), "{err}");
-    // Cross-validation is one process only: two ranks are refused, each with the typed error.
+    // Unif's cross-validated ν is one process only: two ranks are refused, each with the typed
+    // error (SLKL's ν and Nyström KRR's λ run across ranks: tests/sharded_krr.rs).
+    let uniform = KrrSolver::Uniform { config: stolr_solvers::UnifConfig::default(), landmarks: 5 };
     let errors = ThreadGroup::run(2, |comm| {
         let place = RowShard::balanced(30, comm.rank(), 2);
         let local = x.subrows(place.first, place.rows).to_owned();
         let job = KernelRidgeJob {
-            lambda: KrrChoice::CrossValidated { folds: 3 },
-            ..KernelRidgeJob::new(Kernel::gaussian(1.0), nystrom.clone(), 1)
+            nu: KrrChoice::CrossValidated { folds: 3 },
+            ..KernelRidgeJob::new(Kernel::gaussian(1.0), uniform.clone(), 1)
         };
         let y = &y[place.first..place.first + place.rows];
         job.run(Shard::part(local, place, comm), y, None, &mut ()).unwrap_err()

@@ -162,32 +162,163 @@ fn sharded_nystrom_krr_matches_one_process() {
 fn sharded_krr_refuses_what_is_not_distributed() {
     let (x, y) = regression(100, 21);
     let kernel = Kernel::gaussian(0.6);
-    let cg = NystromKrrConfig { solve: NystromSolve::ConjugateGradient, ..NystromKrrConfig::default() };
     let errors = ThreadGroup::run(2, |comm| {
         let shard = RowShard::balanced(100, comm.rank(), comm.size());
         let (xl, yl) = (x.as_ref().subrows(shard.first, shard.rows), &y[shard.first..shard.first + shard.rows]);
         let rng = &mut Xoshiro256PlusPlus::seed_from_u64(1);
-        let fit = |solver: KrrSolver, rng: &mut Xoshiro256PlusPlus| {
-            KernelRidge::new(kernel, solver)
-                .fit_prepared_sharded(
-                    xl,
-                    yl,
-                    None,
-                    rng,
-                    &mut Xoshiro256PlusPlus::seed_from_u64(2),
-                    &mut (),
-                    comm,
-                    shard,
-                )
-                .unwrap_err()
-        };
-        let cg = fit(KrrSolver::Nystrom { config: cg.clone(), landmarks: 10 }, rng);
-        let subset = fit(KrrSolver::KrrSubset { lambda: 1.0, landmarks: 10 }, rng);
-        (cg, subset)
+        KernelRidge::new(kernel, KrrSolver::KrrSubset { lambda: 1.0, landmarks: 10 })
+            .fit_prepared_sharded(xl, yl, None, rng, &mut Xoshiro256PlusPlus::seed_from_u64(2), &mut (), comm, shard)
+            .unwrap_err()
     });
-    for (cg, subset) in errors {
-        assert!(matches!(cg, SolverError::InvalidConfig { name: "solve", .. }), "{cg}");
+    for subset in errors {
         assert!(matches!(subset, SolverError::InvalidConfig { name: "solver", .. }), "{subset}");
+    }
+}
+
+/// Regression rows `(n, 4)` that a solver may trip on: random rows, a constant column, every
+/// tenth row a duplicate of the one before, and one outlier row (far from every other row, so
+/// its kernel row is 0 but for itself) with a target off the others' range.
+fn hostile(n: usize, seed: u64) -> (Mat<f64>, Vec<f64>) {
+    use rand::RngExt;
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let mut x = Mat::from_fn(n, 4, |_, j| if j == 3 { 2.5 } else { rng.random::<f64>() });
+    for i in (10..n).step_by(10) {
+        for j in 0..4 {
+            x[(i, j)] = x[(i - 1, j)];
+        }
+    }
+    let outlier = n / 2 + 1;
+    x[(outlier, 0)] = 40.0;
+    let mut y: Vec<f64> = (0..n)
+        .map(|i| (3.0 * x[(i, 0)]).sin() + 2.0 * x[(i, 1)] * x[(i, 2)] + 6.0 * rng.random::<f64>() + 7.0)
+        .collect();
+    y[outlier] = 12.0;
+    (x, y)
+}
+
+/// Nyström KRR's conjugate gradients on 1, 2 and 3 ranks: one rank gives one process's bits;
+/// every P the same iterations (bit-identical M-vectors on every rank) and predictions to
+/// rounding; and every P equals the direct solve to the CG tolerance.
+#[test]
+fn sharded_nystrom_cg_matches_one_process_and_the_direct_solve() {
+    let (x, y) = hostile(600, 31);
+    let test = hostile(150, 32).0;
+    let kernel = Kernel::gaussian(0.5);
+    for intercept in [true, false] {
+        let config = |solve| NystromKrrConfig { lambda: 0.3, solve, tolerance: 1e-12, ..NystromKrrConfig::default() };
+        let with = |solve| KernelRidge {
+            intercept,
+            ..KernelRidge::new(kernel, KrrSolver::Nystrom { config: config(solve), landmarks: 70 })
+        };
+        let (cg, direct) = (with(NystromSolve::ConjugateGradient), with(NystromSolve::Direct));
+        let (_, single_summary, expected) = fit_single(&cg, &x, &y, &test);
+        let (_, _, exact) = fit_single(&direct, &x, &y, &test);
+        let (_, iterations, residual) = single_summary.nystrom.unwrap();
+        assert!(iterations > 3 && residual.unwrap() <= 1e-12, "CG ran {iterations} iterations to {residual:?}");
+        let scale = max_abs(&exact);
+        for p in [1, 2, 3] {
+            let (got, _, summary) = fit_on_ranks(p, &cg, &x, &y, &test);
+            let (solve, it, _) = summary.nystrom.unwrap();
+            assert_eq!(solve, NystromSolve::ConjugateGradient);
+            if p == 1 {
+                assert_eq!(got, expected, "one rank: the same bits");
+                assert_eq!(summary, single_summary);
+            }
+            let err = max_diff(&got, &expected) / max_abs(&expected);
+            assert!(err <= 1e-10, "intercept {intercept}, P = {p}: predictions differ by {err:e} relative");
+            let gap = max_diff(&got, &exact) / scale;
+            assert!(gap <= 1e-8, "intercept {intercept}, P = {p}: {gap:e} from the direct solve");
+            eprintln!(
+                "CG, intercept {intercept}, P = {p}: {it} iterations, {err:.1e} from one process, {gap:.1e} from direct"
+            );
+        }
+    }
+}
+
+/// The kernel ridge regression job with `--lambda auto` (Nyström KRR, direct and CG) and
+/// `--nu auto` (SLKL's path) on 1, 2 and 3 ranks: the same choice as one process, validation
+/// errors and predictions to rounding; one rank gives one process's bits.
+#[test]
+fn sharded_jobs_cross_validate_lambda_and_nu_as_one_process() {
+    use stolr_solvers::{KernelRidgeJob, KrrChoice, Shard};
+    let n = 360;
+    let (x, y) = hostile(n, 41);
+    let test = hostile(100, 42).0;
+    let kernel = Kernel::gaussian(0.6);
+    let nystrom = |solve| KrrSolver::Nystrom {
+        config: NystromKrrConfig { solve, tolerance: 1e-12, ..NystromKrrConfig::default() },
+        landmarks: 50,
+    };
+    let slkl = KrrSolver::Slkl(SlklConfig { landmarks: 40, ..SlklConfig::default() });
+    let jobs = [
+        KernelRidgeJob {
+            lambda: KrrChoice::CrossValidated { folds: 4 },
+            ..KernelRidgeJob::new(kernel, nystrom(NystromSolve::Direct), 5)
+        },
+        KernelRidgeJob {
+            lambda: KrrChoice::CrossValidated { folds: 3 },
+            intercept: false,
+            ..KernelRidgeJob::new(kernel, nystrom(NystromSolve::ConjugateGradient), 6)
+        },
+        KernelRidgeJob { nu: KrrChoice::CrossValidated { folds: 4 }, ..KernelRidgeJob::new(kernel, slkl, 7) },
+    ];
+    for job in &jobs {
+        let one = job.run(Shard::whole(x.as_ref()), &y, None, &mut ()).unwrap();
+        let expected = predictions(&one.model, &test);
+        // (λ or ν, validation error) of every grid point visited.
+        let scores = |o: &stolr_solvers::KernelRidgeOutcome| -> Vec<(f64, f64)> {
+            match (&o.lambda, &o.nu) {
+                (Some(l), None) => l.grid.iter().copied().zip(l.validation_mse.iter().copied()).collect(),
+                (None, Some(nu)) => nu.candidates.iter().map(|c| (c.nu, c.validation_mse)).collect(),
+                other => panic!("one selection expected, got {other:?}"),
+            }
+        };
+        let chosen = |o: &stolr_solvers::KernelRidgeOutcome| {
+            o.lambda.as_ref().map_or(0.0, |l| l.lambda) + o.nu.as_ref().map_or(0.0, |nu| nu.nu)
+        };
+        let (best, base) = (chosen(&one), scores(&one));
+        let name = job.solver.name();
+        // The grid is not flat: the choice means something.
+        let (lo, hi) = base.iter().fold((f64::INFINITY, 0.0_f64), |(lo, hi), &(_, v)| (lo.min(v), hi.max(v)));
+        assert!(hi > 1.02 * lo, "{name}: validation errors {base:?}");
+        for p in [1, 2, 3] {
+            let outcomes = ThreadGroup::run(p, |comm| {
+                let place = RowShard::balanced(n, comm.rank(), comm.size());
+                let local = x.subrows(place.first, place.rows).to_owned();
+                let yl = &y[place.first..place.first + place.rows];
+                let o = job.run(Shard::part(local, place, comm), yl, None, &mut ()).unwrap();
+                (predictions(&o.model, &test), scores(&o), chosen(&o), o.summary.landmarks.clone())
+            });
+            for o in &outcomes[1..] {
+                assert!(o == &outcomes[0], "P = {p}: the ranks disagree");
+            }
+            let (got, s, c, landmarks) = &outcomes[0];
+            assert_eq!(*c, best, "{name}, P = {p}: another choice");
+            assert_eq!(landmarks, &one.summary.landmarks, "P = {p}: other landmarks");
+            if p == 1 {
+                assert_eq!(got, &expected, "one rank: the same bits");
+                assert_eq!(s, &base, "one rank: the same validation errors");
+            }
+            assert_eq!(s.len(), base.len(), "{name}, P = {p}: the path visited another number of points");
+            // Each grid point's error to rounding, amplified by the conditioning of its solve.
+            // Nyström KRR: the fold's whitened Gram matrix plus λI, whose whitening by a K_MM
+            // made singular by duplicate landmark rows amplifies the rounding of the
+            // rank-ordered sums by up to 1/λ² (measured: 1e-2 at λ = 1e-6, 9e-10 at 1e-2,
+            // 2e-13 at 1, P = 3; one process's own errors at small λ are rounding too). SLKL's
+            // path: measured 3e-12 at its smallest ν.
+            let mut worst = 0.0_f64;
+            for (&(param, v), &(param_base, v_base)) in s.iter().zip(&base) {
+                assert_eq!(param, param_base, "{name}, P = {p}: another grid");
+                let rel = (v - v_base).abs() / v_base;
+                let tolerance =
+                    if job.lambda == KrrChoice::Given { 1e-10 } else { 1e-11 * (1.0 / param).max(1.0).powi(2) };
+                assert!(rel <= tolerance, "{name}, P = {p}, at {param:e}: validation error differs by {rel:e}");
+                worst = worst.max(rel);
+            }
+            let dp = max_diff(got, &expected) / max_abs(&expected);
+            assert!(dp <= 1e-10, "{name}, P = {p}: predictions differ by {dp:e}");
+            eprintln!("{name} CV, P = {p}: chose {best:e}; validation errors {worst:.1e}, predictions {dp:.1e}");
+        }
     }
 }
 

@@ -499,7 +499,7 @@ fn ridge_objective_targets(
 
 impl KernelRidge {
     /// [`KernelRidge::fit_prepared`] on training rows sharded across the ranks of `comm`, for
-    /// [`KrrSolver::Nystrom`] with the direct solve ([`nystrom_krr_sharded`]) and
+    /// [`KrrSolver::Nystrom`] with the direct solve or conjugate gradients ([`nystrom_krr_sharded`]) and
     /// [`KrrSolver::Slkl`] ([`Slkl::new_sharded`]): `x` `(shard.rows, d)` and `y` are this
     /// rank's rows of the `n = shard.total` prepared training rows. The landmarks are drawn from
     /// `landmark_rng` over the global `n` and SLKL's coordinate order from `coordinate_rng` (the

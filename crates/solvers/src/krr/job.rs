@@ -15,7 +15,7 @@ use crate::job::{KrrStream, Shard};
 use crate::kernel_spec::KernelSpec;
 use crate::krr::{
     KernelRidge, KrrFitSummary, KrrModel, KrrSolver, LambdaSelection, NuModel, NuPath, NuSelection, SlklConfig,
-    log_grid, select_lambda_nystrom, select_landmarks, select_nu, select_nu_path,
+    log_grid, select_lambda_nystrom_sharded, select_landmarks, select_nu, select_nu_path_sharded,
 };
 use crate::{Observer, SolverError};
 
@@ -35,7 +35,10 @@ pub enum KrrChoice {
     Given,
     /// By `folds`-fold cross-validation on the training rows (folds from stream
     /// [`KrrStream::Validation`], [`random_folds`]): the value of the grid ([`NU_GRID`], SLKL's
-    /// path, [`LAMBDA_GRID`]) with the least mean validation error. One process only.
+    /// path, [`LAMBDA_GRID`]) with the least mean validation error. On several ranks (SLKL's ν,
+    /// Nyström KRR's λ) the folds are over the global training rows, as one process draws
+    /// them, each fold's sums are added across ranks, and every rank makes the same choice;
+    /// Unif's ν is one process only.
     CrossValidated {
         /// The number of folds `k`, `2 ≤ k ≤ n`.
         folds: usize,
@@ -169,7 +172,9 @@ impl KernelRidgeJob {
     /// - [`SolverError::InvalidConfig`] for a cross-validated ν with a solver without ν (only
     ///   SLKL and Unif have one), a cross-validated λ with another solver than Nyström KRR, or
     ///   folds outside `2..=n`;
-    /// - [`SolverError::NotDistributed`] for a cross-validation on more than one rank;
+    /// - [`SolverError::NotDistributed`] for Unif's cross-validated ν on more than one rank
+    ///   (SLKL's ν and Nyström KRR's λ are cross-validated across ranks:
+    ///   [`select_nu_path_sharded`], [`select_lambda_nystrom_sharded`]);
     /// - the bandwidth rule's errors ([`SolverError::Estimator`]);
     /// - as [`KernelRidge::fit_prepared`] (KRR_n's `16·n²` bytes over the budget among them)
     ///   and [`KernelRidge::fit_prepared_sharded`].
@@ -190,8 +195,7 @@ impl KernelRidgeJob {
         let nu = match self.nu {
             KrrChoice::Given => None,
             KrrChoice::CrossValidated { folds } => {
-                self.one_process(&shard, "cross-validation of nu")?;
-                let selection = self.select_nu(shard.dense("cross-validation of nu")?, y, &kernel, folds)?;
+                let selection = self.select_nu(&shard, y, &kernel, folds)?;
                 solver = solver.with_nu(selection.nu)?;
                 Some(selection)
             }
@@ -199,8 +203,7 @@ impl KernelRidgeJob {
         let lambda = match self.lambda {
             KrrChoice::Given => None,
             KrrChoice::CrossValidated { folds } => {
-                self.one_process(&shard, "cross-validation of lambda")?;
-                let selection = self.select_lambda(shard.dense("cross-validation of lambda")?, y, &kernel, folds)?;
+                let selection = self.select_lambda(&shard, y, &kernel, folds)?;
                 solver = solver.with_lambda(selection.lambda)?;
                 Some(selection)
             }
@@ -302,25 +305,28 @@ impl KernelRidgeJob {
         }
     }
 
-    /// ν by cross-validation: SLKL along its regularization path ([`select_nu_path`]), Unif
-    /// over [`NU_GRID`] ([`select_nu`]).
+    /// ν by cross-validation on the training rows of every rank: SLKL along its regularization
+    /// path ([`select_nu_path_sharded`]: folds over the global rows, one sharded SLKL per fold),
+    /// Unif over [`NU_GRID`] ([`select_nu`], one process only).
     fn select_nu(
         &self,
-        x: faer::MatRef<'_, f64>,
+        shard: &Shard<'_>,
         y: &[f64],
         kernel: &Kernel,
         folds: usize,
     ) -> Result<NuSelection, SolverError> {
+        let x = shard.dense("cross-validation of nu")?;
         let mut rng = KrrStream::Validation.rng(self.seed);
-        let folds = random_folds(x.nrows(), folds, &mut rng)?;
+        let folds = random_folds(shard.place.total, folds, &mut rng)?;
         let grid = log_grid(NU_GRID.0, NU_GRID.1, NU_GRID.2);
         match &self.solver {
             KrrSolver::Slkl(config) => {
                 let config = SlklConfig { nu: grid[0], ..config.clone() };
                 let path = NuPath { intercept: self.intercept, ..NuPath::default() };
-                select_nu_path(x, y, &folds, kernel, &config, &path, &rng)
+                select_nu_path_sharded(x, y, &folds, kernel, &config, &path, &rng, shard.comm, shard.place)
             }
             KrrSolver::Uniform { config, landmarks } => {
+                self.one_process(shard, "cross-validation of nu for uniform")?;
                 // Each fold draws its own landmarks (given ones too: M is their number).
                 let landmarks = self.landmarks.as_ref().map_or(*landmarks, crate::Landmarks::count);
                 let slkl = SlklConfig { lambda: config.lambda, nu: grid[0], landmarks, ..SlklConfig::default() };
@@ -334,21 +340,23 @@ impl KernelRidgeJob {
     }
 
     /// λ of Nyström KRR by cross-validation over [`LAMBDA_GRID`] on the landmarks of the final
-    /// fit ([`select_lambda_nystrom`]).
+    /// fit, on the training rows of every rank ([`select_lambda_nystrom_sharded`]: folds and
+    /// landmarks over the global rows).
     fn select_lambda(
         &self,
-        x: faer::MatRef<'_, f64>,
+        shard: &Shard<'_>,
         y: &[f64],
         kernel: &Kernel,
         folds: usize,
     ) -> Result<LambdaSelection, SolverError> {
+        let x = shard.dense("cross-validation of lambda")?;
         let KrrSolver::Nystrom { config, landmarks } = &self.solver else {
             return Err(SolverError::InvalidConfig {
                 name: "lambda",
                 reason: format!("cross-validated lambda is available for nystrom, not {}", self.solver.name()),
             });
         };
-        let n = x.nrows();
+        let n = shard.place.total;
         let folds = random_folds(n, folds, &mut KrrStream::Validation.rng(self.seed))?;
         let landmarks = match &self.landmarks {
             None => select_landmarks(n, *landmarks, &mut KrrStream::Landmarks.rng(self.seed))?,
@@ -363,7 +371,8 @@ impl KernelRidgeJob {
         };
         let config = crate::krr::NystromKrrConfig { memory: self.memory, ..config.clone() };
         let grid = log_grid(LAMBDA_GRID.0, LAMBDA_GRID.1, LAMBDA_GRID.2);
-        select_lambda_nystrom(x, y, &folds, kernel, &config, &landmarks, self.intercept, &grid)
+        let (comm, place) = (shard.comm, shard.place);
+        select_lambda_nystrom_sharded(x, y, &folds, kernel, &config, &landmarks, self.intercept, &grid, comm, place)
     }
 }
 

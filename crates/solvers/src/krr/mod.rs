@@ -26,11 +26,12 @@ pub use landmarks::select_landmarks;
 pub use model::KrrModel;
 pub use nu_selection::{
     NuCandidate, NuModel, NuPath, NuSelection, log_grid, mean_squared_error, select_nu, select_nu_path,
+    select_nu_path_sharded,
 };
 pub use nystrom::{
     NystromKrrBasis, NystromKrrConfig, NystromKrrFit, NystromKrrPart, NystromSolve, nystrom_krr, nystrom_krr_landmarks,
     nystrom_krr_sharded,
 };
-pub use nystrom_cv::{LambdaSelection, select_lambda_nystrom};
+pub use nystrom_cv::{LambdaSelection, select_lambda_nystrom, select_lambda_nystrom_sharded};
 pub use precomputed::{PrecomputedKrrModel, krr_precomputed};
 pub use slkl::{ColumnMode, CoordinatePartials, CoordinateRule, Slkl, SlklConfig, SlklModel, slkl};

@@ -8,6 +8,8 @@ use faer::{Mat, MatRef};
 use rand::Rng;
 use stolr_estimators::Kernel;
 
+use stolr_comm::{Communicator, RowShard, SingleProcess};
+
 use crate::{Slkl, SlklConfig, SolverError, UnifConfig, UniformWeight, run, slkl, unif};
 
 /// The model whose ν is validated.
@@ -228,48 +230,81 @@ pub fn select_nu_path<R: Rng + Clone>(
     path: &NuPath,
     rng: &R,
 ) -> Result<NuSelection, SolverError> {
-    if path.per_decade == 0 || path.decades == 0 || path.max_epochs == 0 || path.epsilon.is_nan() || path.epsilon < 0.0
-    {
-        return Err(SolverError::InvalidConfig {
-            name: "nu grid",
-            reason: "the path needs at least one decade, one point per decade, one epoch per point and epsilon >= 0"
-                .into(),
-        });
-    }
-    let (members, k) = fold_members(x.nrows(), y, folds)?;
+    check_path(path)?;
+    fold_members(x.nrows(), y, folds)?;
+    let whole = RowShard::whole(x.nrows());
+    select_nu_path_sharded(x, y, folds, kernel, config, path, rng, &SingleProcess, whole)
+}
+
+/// [`select_nu_path`] on training rows sharded across the ranks of `comm`: `x`
+/// `(shard.rows, d)` and `y` are this rank's rows `shard.first..shard.first + shard.rows` of
+/// the `n = shard.total` training rows; `folds` (length `n`) is over the global row indices
+/// and the same on every rank (the folds one process draws), and every rank passes the same
+/// `rng` state. Every rank returns the same selection.
+///
+/// **Scheme.** Each fold's fitting rows are, on each rank, its own rows outside the fold, in
+/// order, so that in rank order they are the fold's fitting rows of one process; each fold runs
+/// one sharded SLKL on them ([`Slkl::with_intercept`] with that fold's [`RowShard`], landmarks
+/// drawn over the fold's global fitting rows: the landmarks of one process), whose every sum
+/// over the rows is added across ranks in rank order (see [`Slkl::new_sharded`] for the bytes).
+/// `ν_max` is the first fold's collective derivatives. At each ν every rank scores its own
+/// held-out rows and the sum of squared errors is added across ranks (one double per ν), so
+/// the score, the early stop and the chosen ν are the same bits on every rank. With one rank
+/// this is [`select_nu_path`], bit for bit; with `P` ranks the scores differ by the rounding of
+/// the rank-ordered sums. Memory: `K` sharded solvers (precomputed columns `8·(rows)·M` bytes
+/// each on a rank).
+///
+/// # Errors
+/// As [`select_nu_path`] (`folds` of length `n = shard.total`), and
+/// [`SolverError::InvalidConfig`] (`shard`) if `x` or `y` do not have `shard.rows` rows. Bad
+/// data is only seen by the rank holding it, and the caller must then stop every rank.
+#[allow(clippy::too_many_arguments)]
+pub fn select_nu_path_sharded<R: Rng + Clone>(
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    folds: &[usize],
+    kernel: &Kernel,
+    config: &SlklConfig,
+    path: &NuPath,
+    rng: &R,
+    comm: &dyn Communicator,
+    shard: RowShard,
+) -> Result<NuSelection, SolverError> {
+    check_path(path)?;
+    crate::error::check_shard(x.nrows(), y.len(), shard)?;
+    let n = shard.total;
+    let (members, k) = fold_sets(n, folds)?;
+    let local_folds = &folds[shard.first..shard.first + shard.rows];
     let rows = |idx: &[usize]| Mat::from_fn(idx.len(), x.ncols(), |i, j| x[(idx[i], j)]);
-    struct FoldState {
-        solver: Slkl<'static>,
+    struct FoldState<'c> {
+        solver: Slkl<'c>,
         x_val: Mat<f64>,
         y_val: Vec<f64>,
         order_rng: rand::rngs::StdRng,
     }
     let mut states = Vec::with_capacity(k);
     for held in &members {
-        let fit_idx: Vec<usize> = (0..x.nrows()).filter(|&i| folds[i] != folds[held[0]]).collect();
+        let f = folds[held[0]];
+        // This rank's fitting and held-out rows (local indices), and its place among the fold's
+        // fitting rows of every rank.
+        let fit_idx: Vec<usize> = (0..shard.rows).filter(|&i| local_folds[i] != f).collect();
+        let held_idx: Vec<usize> = (0..shard.rows).filter(|&i| local_folds[i] == f).collect();
+        let before = folds[..shard.first].iter().filter(|&&g| g != f).count();
+        let place = RowShard { first: before, rows: fit_idx.len(), total: n - held.len() };
         let x_fit = rows(&fit_idx);
         let y_fit: Vec<f64> = fit_idx.iter().map(|&i| y[i]).collect();
         let mut r = rng.clone();
         let c = SlklConfig {
-            landmarks: config.landmarks.min(fit_idx.len()),
+            landmarks: config.landmarks.min(place.total),
             epsilon: path.epsilon,
             max_epochs: path.max_epochs,
             active_set: true,
             ..config.clone()
         };
-        let whole = stolr_comm::RowShard::whole(fit_idx.len());
-        let solver = Slkl::with_intercept(
-            x_fit.as_ref(),
-            &y_fit,
-            kernel,
-            c,
-            path.intercept,
-            &mut r,
-            &stolr_comm::SingleProcess,
-            whole,
-        )?;
+        let solver = Slkl::with_intercept(x_fit.as_ref(), &y_fit, kernel, c, path.intercept, &mut r, comm, place)?;
         let order_rng = <rand::rngs::StdRng as rand::SeedableRng>::from_rng(&mut r);
-        states.push(FoldState { solver, x_val: rows(held), y_val: held.iter().map(|&i| y[i]).collect(), order_rng });
+        let y_val = held_idx.iter().map(|&i| y[i]).collect();
+        states.push(FoldState { solver, x_val: rows(&held_idx), y_val, order_rng });
     }
     let first = &states[0].solver;
     let mut nu_max = 0.0_f64;
@@ -293,15 +328,20 @@ pub fn select_nu_path<R: Rng + Clone>(
             st.solver.set_nu(nu)?;
             let stop = run(&mut st.solver, &mut st.order_rng, &mut ())?;
             let model = st.solver.model(stop)?;
-            let pred = model.predict(st.x_val.as_ref())?;
-            squared += pred.iter().zip(&st.y_val).map(|(p, t)| (p - t).powi(2)).sum::<f64>();
+            if !st.y_val.is_empty() || comm.size() == 1 {
+                let pred = model.predict(st.x_val.as_ref())?;
+                squared += pred.iter().zip(&st.y_val).map(|(p, t)| (p - t).powi(2)).sum::<f64>();
+            }
             sparsity += model.sparsity() as f64 / k as f64;
             epochs += (st.solver.epochs() - before) as f64 / k as f64;
         }
-        candidates.push(NuCandidate { nu, validation_mse: squared / x.nrows() as f64, sparsity, epochs });
+        let mut total = [squared];
+        comm.all_reduce_sum(&mut total);
+        let squared = total[0];
+        candidates.push(NuCandidate { nu, validation_mse: squared / n as f64, sparsity, epochs });
         if let Some(turn) = path.turn {
             let best = candidates.iter().map(|c| c.validation_mse).fold(f64::INFINITY, f64::min);
-            let score = squared / x.nrows() as f64;
+            let score = squared / n as f64;
             above = if score > (1.0 + turn) * best { above + 1 } else { 0 };
             // Clearly turned: twice above the best, or once far above it (or not finite).
             if above >= 2 || (above == 1 && (score.is_nan() || score > 2.0 * best)) {
@@ -313,15 +353,40 @@ pub fn select_nu_path<R: Rng + Clone>(
     Ok(NuSelection { nu: best_nu(&candidates), candidates, nu_max: Some(nu_max), stopped_early })
 }
 
+/// Checks the options of [`select_nu_path`].
+fn check_path(path: &NuPath) -> Result<(), SolverError> {
+    if path.per_decade == 0 || path.decades == 0 || path.max_epochs == 0 || path.epsilon.is_nan() || path.epsilon < 0.0
+    {
+        return Err(SolverError::InvalidConfig {
+            name: "nu grid",
+            reason: "the path needs at least one decade, one point per decade, one epoch per point and epsilon >= 0"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
 /// The members of each fold, after checking the shapes and that every fold is non-empty and
 /// leaves two samples to fit.
 fn fold_members(n: usize, y: &[f64], folds: &[usize]) -> Result<(Vec<Vec<usize>>, usize), SolverError> {
-    for (what, len) in
-        [("number of targets (one per sample)", y.len()), ("number of fold indices (one per sample)", folds.len())]
-    {
-        if len != n {
-            return Err(SolverError::ShapeMismatch { what, expected: n, found: len });
-        }
+    if y.len() != n {
+        return Err(SolverError::ShapeMismatch {
+            what: "number of targets (one per sample)",
+            expected: n,
+            found: y.len(),
+        });
+    }
+    fold_sets(n, folds)
+}
+
+/// [`fold_members`] without the targets: the members (global indices) of each fold of `n` rows.
+fn fold_sets(n: usize, folds: &[usize]) -> Result<(Vec<Vec<usize>>, usize), SolverError> {
+    if folds.len() != n {
+        return Err(SolverError::ShapeMismatch {
+            what: "number of fold indices (one per sample)",
+            expected: n,
+            found: folds.len(),
+        });
     }
     let k = folds.iter().max().map_or(0, |&f| f + 1);
     let members: Vec<Vec<usize>> = (0..k).map(|f| (0..n).filter(|&i| folds[i] == f).collect()).collect();

@@ -6,7 +6,7 @@ use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::linalg::triangular_solve::{solve_lower_triangular_in_place, solve_upper_triangular_in_place};
 use faer::{Accum, Mat, MatRef, Par, Side};
-use stolr_comm::{Communicator, RowShard, all_reduce_lower, all_reduce_mat, rows_by_index};
+use stolr_comm::{Communicator, RowShard, SingleProcess, all_reduce_lower, all_reduce_mat, rows_by_index};
 use stolr_estimators::{CrossKernelPanels, DataRef, Kernel, Panel};
 use stolr_memory::{MemoryBudget, f64_bytes};
 
@@ -257,7 +257,8 @@ fn fit_on_rows(
         NystromSolve::ConjugateGradient => {
             let (mut sums, ysum) = shifted_sums(&panels, y, centring.as_ref())?;
             let kbar = centring.as_ref().map(|c| c.finish(&mut sums, None, ysum, n));
-            let (alpha, it, res) = solve_cg(&panels, &sums, kbar.as_deref(), None, l.as_ref(), config)?;
+            let (alpha, it, res) =
+                solve_cg(&panels, &sums, kbar.as_deref(), None, l.as_ref(), config, &SingleProcess, n)?;
             (alpha, kbar, it, Some(res))
         }
         _ => {
@@ -471,7 +472,8 @@ pub(crate) fn nystrom_krr_targets(
         let (mut iterations, mut worst) = (0, 0.0_f64);
         for k in 0..t {
             let rhs = Mat::from_fn(m, 1, |j, _| z[(j, k)]);
-            let (a, it, res) = solve_cg(&panels, &rhs, kbar.as_deref(), Some(&s), l.as_ref(), config)?;
+            let (a, it, res) =
+                solve_cg(&panels, &rhs, kbar.as_deref(), Some(&s), l.as_ref(), config, &SingleProcess, n)?;
             for j in 0..m {
                 alpha[(j, k)] = a[j];
             }
@@ -517,8 +519,8 @@ pub(crate) fn nystrom_krr_targets(
     Ok(NystromTargetsFit { centers: xm, coefficients: alpha, intercepts, solve, iterations, residual, objective })
 }
 
-/// [`nystrom_krr`] on training rows sharded across the ranks of `comm`, direct solve only:
-/// `x` `(shard.rows, d)` and `y` (length `shard.rows`) are this rank's rows
+/// [`nystrom_krr`] on training rows sharded across the ranks of `comm`, direct solve or
+/// conjugate gradients: `x` `(shard.rows, d)` and `y` (length `shard.rows`) are this rank's rows
 /// `shard.first..shard.first + shard.rows` of the `n = shard.total` training rows; `landmarks`
 /// are global row indices (the same on every rank). Every rank returns the same fit.
 ///
@@ -529,16 +531,21 @@ pub(crate) fn nystrom_krr_targets(
 /// order (`M(M+1)/2 + M` doubles); the `M × M` solve is replicated. With `intercept`, ȳ is
 /// the local sums added in rank order (one double) and the column sums of the kernel block
 /// (around the shift) and $\sum_i \tilde y_i$ travel with `K_Mn y` (`M + 1` more doubles), so
-/// every rank centres with the same $\bar k$. The training loss of the
+/// every rank centres with the same $\bar k$. **Conjugate gradients** (`solve` =
+/// [`NystromSolve::ConjugateGradient`], or [`NystromSolve::Auto`] choosing it for the global
+/// `n`): no Gram matrix; the right-hand side (and the column sums) are added across ranks as
+/// above, then each iteration's product $K_{Mn}K_{nM}v$ (centred with $\bar k$) is each rank's
+/// pass over its own kernel panels added across ranks in rank order (`M` doubles per
+/// iteration, plus two one-double broadcasts of rank 0's stopping figures), and the Falkon
+/// preconditioner (from `K_MM` and the global `n`) and the `M`-vectors of the iteration are
+/// replicated, so every rank runs the same iterations and stops on the same one. The training loss of the
 /// objective is a local sum added across ranks (one double). With one rank the result is
 /// bit for bit [`nystrom_krr`]'s; with `P` ranks it differs by the rounding of the rank-ordered
 /// sums.
 ///
 /// # Errors
 /// As [`nystrom_krr`] (the memory estimate counts the local rows), and
-/// [`SolverError::InvalidConfig`] (`shard`) if `x` or `y` do not have `shard.rows` rows, or
-/// (`solve`) for [`NystromSolve::ConjugateGradient`] — or [`NystromSolve::Auto`] choosing it for
-/// the global `n` — on more than one rank (not distributed yet). An invalid parameter gives
+/// [`SolverError::InvalidConfig`] (`shard`) if `x` or `y` do not have `shard.rows` rows. An invalid parameter gives
 /// every rank the same error; bad data (non-finite entries) is only seen by the rank holding it,
 /// and the caller must then stop every rank (as `mpirun` does on an error).
 #[allow(clippy::too_many_arguments)]
@@ -574,18 +581,11 @@ pub fn nystrom_krr_sharded(
         NystromSolve::Auto => auto_solve(shard.total, m),
         chosen => chosen,
     };
-    if solve != NystromSolve::Direct {
-        return Err(SolverError::InvalidConfig {
-            name: "solve",
-            reason: format!(
-                "Nyström KRR's conjugate gradients are not distributed yet (M = {m}, n = {}): use the direct solve",
-                shard.total
-            ),
-        });
-    }
+    let cg = solve == NystromSolve::ConjugateGradient;
+    let matrices = if cg { 5 } else { 4 };
     config.memory.check(
-        format!("Nyström KRR's 4 {m} × {m} matrices and {BLOCK_ROWS}-row kernel panels (M = {m})"),
-        f64_bytes(&[4, m, m]) + f64_bytes(&[m, BLOCK_ROWS + 2 * x.ncols()]),
+        format!("Nyström KRR's {matrices} {m} × {m} matrices and {BLOCK_ROWS}-row kernel panels (M = {m})"),
+        f64_bytes(&[matrices, m, m]) + f64_bytes(&[m, BLOCK_ROWS + 2 * x.ncols()]),
     )?;
     let xm = rows_by_index(comm, x, shard, landmarks);
     let panels = CrossKernelPanels::new(kernel, x, xm.as_ref())?;
@@ -598,8 +598,15 @@ pub fn nystrom_krr_sharded(
     let NystromKrrBasis { kmm, .. } = &basis;
     let centring = basis.centring(y);
     let y = centring.as_ref().map_or(y, |c| &c.y);
-    let mut part = basis.part_of_panels(&panels, y)?;
-    all_reduce_lower(comm, &mut part.gram);
+    let mut part = if cg {
+        // No Gram matrix: the sums alone (the CG passes form K_Mn K_nM v instead).
+        let (sums, ysum) = shifted_sums(&panels, y, centring.as_ref())?;
+        NystromKrrPart { gram: Mat::zeros(0, 0), sums, ysum }
+    } else {
+        let mut part = basis.part_of_panels(&panels, y)?;
+        all_reduce_lower(comm, &mut part.gram);
+        part
+    };
     // The sums and Σỹ travel together: (M + 1, 2), Σỹ in the last row.
     let mut packed = Mat::from_fn(m + 1, part.sums.ncols(), |i, j| {
         if i < m {
@@ -613,7 +620,16 @@ pub fn nystrom_krr_sharded(
     all_reduce_mat(comm, &mut packed);
     part.sums = Mat::from_fn(m, packed.ncols(), |i, j| packed[(i, j)]);
     part.ysum = packed[(m, 0)];
-    let (alpha, kbar) = basis.solve_alpha(part, shard.total, config.lambda)?;
+    let (alpha, kbar, iterations, residual) = if cg {
+        let NystromKrrPart { mut sums, ysum, .. } = part;
+        let kbar = centring.as_ref().map(|c| c.finish(&mut sums, None, ysum, shard.total));
+        let (l, centre) = (basis.factor.as_ref(), kbar.as_deref());
+        let (alpha, it, res) = solve_cg(&panels, &sums, centre, None, l, config, comm, shard.total)?;
+        (alpha, kbar, it, Some(res))
+    } else {
+        let (alpha, kbar) = basis.solve_alpha(part, shard.total, config.lambda)?;
+        (alpha, kbar, 0, None)
+    };
     let mut loss = [training_loss(&panels, y, &alpha, kbar.as_deref())?];
     comm.all_reduce_sum(&mut loss);
     let objective = loss[0] + penalty(kmm.as_ref(), &alpha, config.lambda);
@@ -621,8 +637,8 @@ pub fn nystrom_krr_sharded(
         intercept: intercept_of(centring.as_ref(), kbar.as_deref(), &alpha),
         expansion: KernelExpansion::new(*kernel, xm, alpha)?,
         solve,
-        iterations: 0,
-        residual: None,
+        iterations,
+        residual,
         jitter: basis.jitter,
         objective,
     })

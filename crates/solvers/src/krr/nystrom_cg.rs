@@ -8,6 +8,7 @@ use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::linalg::triangular_solve::{solve_lower_triangular_in_place, solve_upper_triangular_in_place};
 use faer::{Accum, Mat, MatRef, Par, Side};
+use stolr_comm::Communicator;
 use stolr_estimators::CrossKernelPanels;
 
 /// `K_Mn K_nM v` (length `M`) in one pass over the kernel panels, or with `centre` = $\bar k$
@@ -65,6 +66,15 @@ pub(super) fn dot(a: &[f64], b: &[f64]) -> f64 {
 /// ($K_{Mn}y$, or $\tilde K_{Mn}\tilde y$ with `centre` = $\bar k$, which centres every pass);
 /// returns α, the iterations and the final relative residual. With `scale` = $\sqrt w$ every
 /// pass weights the rows (the weighted normal equations, `rhs` then $\tilde K_{Mn} W \tilde y$).
+///
+/// Sharded: `panels` holds this rank's rows of the `n` training rows (`n` is the global count,
+/// which scales the preconditioner), `rhs` and `centre` are already summed over every rank,
+/// and each iteration's product $K_{Mn}K_{nM}v$ is this rank's part added across ranks in rank
+/// order ([`Communicator::all_reduce_sum`], `M` doubles), so every rank runs the same
+/// iterations on the same `M`-vectors. The stop is decided on rank 0's figures (two one-double
+/// broadcasts per iteration), so the ranks stop together even if their replicated `M × M`
+/// arithmetic were to differ. With [`stolr_comm::SingleProcess`] and `n = panels.n()` nothing is sent.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn solve_cg(
     panels: &CrossKernelPanels<'_>,
     rhs: &Mat<f64>,
@@ -72,8 +82,10 @@ pub(super) fn solve_cg(
     scale: Option<&[f64]>,
     l: MatRef<'_, f64>,
     config: &NystromKrrConfig,
+    comm: &dyn Communicator,
+    n: usize,
 ) -> Result<(Vec<f64>, usize, f64), SolverError> {
-    let (n, m) = (panels.n(), l.nrows());
+    let m = l.nrows();
     let lambda = config.lambda;
     // R Rᵀ = (n/M) LᵀL + λI.
     let mut ltl = Mat::<f64>::zeros(m, m);
@@ -110,6 +122,7 @@ pub(super) fn solve_cg(
         let mut v = beta.to_vec();
         apply_p(&mut v);
         let mut out = normal_product(panels, &v, centre, scale)?;
+        comm.all_reduce_sum(&mut out);
         apply_pt(&mut out);
         let mut reg = beta.to_vec();
         upper_solve(r.transpose(), &mut reg);
@@ -128,10 +141,18 @@ pub(super) fn solve_cg(
     let mut rr = dot(&residual, &residual);
     let mut iterations = 0;
     let mut relative = if b_norm > 0.0 { rr.sqrt() / b_norm } else { 0.0 };
+    // Rank 0's residual decides for every rank (a no-op on one process).
+    let agreed = |value: f64| {
+        let mut v = [value];
+        comm.broadcast(&mut v, 0);
+        v[0]
+    };
+    relative = agreed(relative);
     while relative > config.tolerance && iterations < config.max_iterations {
         let ad = operator(&direction)?;
         let step = rr / dot(&direction, &ad);
-        if !step.is_finite() || step <= 0.0 {
+        let proceed = agreed(if step.is_finite() && step > 0.0 { 1.0 } else { 0.0 });
+        if proceed == 0.0 {
             break;
         }
         for i in 0..m {
@@ -145,7 +166,7 @@ pub(super) fn solve_cg(
             direction[i] = residual[i] + ratio * direction[i];
         }
         iterations += 1;
-        relative = rr.sqrt() / b_norm;
+        relative = agreed(rr.sqrt() / b_norm);
     }
     apply_p(&mut beta);
     Ok((beta, iterations, relative))

@@ -5,12 +5,13 @@ use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::linalg::triangular_solve::{solve_lower_triangular_in_place, solve_upper_triangular_in_place};
 use faer::{Accum, Mat, MatRef, Par};
+use stolr_comm::{Communicator, RowShard, SingleProcess, all_reduce_lower, rows_by_index};
 use stolr_estimators::{CrossKernelPanels, Kernel};
 use stolr_memory::f64_bytes;
 
 use super::nystrom::{BLOCK_ROWS, NystromKrrConfig, jittered_cholesky, whiten};
 use crate::SolverError;
-use crate::error::{check_landmarks, check_regression};
+use crate::error::{check_landmarks, check_regression, check_shard};
 
 /// The outcome of [`select_lambda_nystrom`].
 #[derive(Debug, Clone, PartialEq)]
@@ -57,16 +58,55 @@ pub fn select_lambda_nystrom(
     intercept: bool,
     grid: &[f64],
 ) -> Result<LambdaSelection, SolverError> {
-    check_regression(x, y)?;
+    let whole = RowShard::whole(x.nrows());
+    select_lambda_nystrom_sharded(x, y, folds, kernel, config, landmarks, intercept, grid, &SingleProcess, whole)
+}
+
+/// [`select_lambda_nystrom`] on training rows sharded across the ranks of `comm`: `x`
+/// `(shard.rows, d)` and `y` are this rank's rows `shard.first..shard.first + shard.rows` of
+/// the `n = shard.total` training rows; `folds` (length `n`) and `landmarks` are over the
+/// global row indices and the same on every rank (the folds one process draws). Every rank
+/// returns the same selection.
+///
+/// **Scheme.** The landmark rows are assembled on every rank ([`rows_by_index`], `M·d`
+/// doubles). Pass 1 accumulates each fold's $G_f$, $z_f$, $s_f$ and $\sum_{i\in f} y_i$ over
+/// this rank's rows, then adds them across ranks in rank order: `K` lower triangles
+/// (`K·M(M+1)/2` doubles) and `2KM + K` doubles. The per-fold eigendecompositions and the
+/// coefficients of every (fold, λ) are replicated. Pass 2 scores this rank's rows and adds the
+/// `|grid|` sums of squared errors across ranks, so every rank picks the same λ. With one rank
+/// this is [`select_lambda_nystrom`], bit for bit; with `P` ranks the validation errors differ
+/// by the rounding of the rank-ordered sums. Memory as [`select_lambda_nystrom`] with the local
+/// rows, plus one `M × M` matrix for the reductions on more than one rank.
+///
+/// # Errors
+/// As [`select_lambda_nystrom`] (`folds` of length `n = shard.total`), and
+/// [`SolverError::InvalidConfig`] (`shard`) if `x` or `y` do not have `shard.rows` rows.
+#[allow(clippy::too_many_arguments)]
+pub fn select_lambda_nystrom_sharded(
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    folds: &[usize],
+    kernel: &Kernel,
+    config: &NystromKrrConfig,
+    landmarks: &[usize],
+    intercept: bool,
+    grid: &[f64],
+    comm: &dyn Communicator,
+    shard: RowShard,
+) -> Result<LambdaSelection, SolverError> {
+    check_shard(x.nrows(), y.len(), shard)?;
+    if shard.rows > 0 || comm.size() == 1 {
+        check_regression(x, y)?;
+    }
     kernel.validate()?;
-    check_landmarks(landmarks, x.nrows())?;
+    check_landmarks(landmarks, shard.total)?;
     if grid.is_empty() || grid.iter().any(|v| !(v.is_finite() && *v > 0.0)) {
         return Err(SolverError::InvalidConfig {
             name: "lambda grid",
             reason: "need at least one λ, each positive and finite".into(),
         });
     }
-    let n = x.nrows();
+    let n = shard.total;
     let k = folds.iter().max().map_or(0, |&f| f + 1);
     let counts: Vec<usize> = (0..k).map(|f| folds.iter().filter(|&&g| g == f).count()).collect();
     if folds.len() != n || k < 2 || counts.iter().any(|&c| c == 0 || n - c < 2) {
@@ -77,12 +117,15 @@ pub fn select_lambda_nystrom(
             ),
         });
     }
+    // This rank's rows' folds.
+    let folds = &folds[shard.first..shard.first + shard.rows];
     let m = landmarks.len();
+    let matrices = if comm.size() > 1 { k + 4 } else { k + 3 };
     config.memory.check(
-        format!("λ selection's {} {m} × {m} matrices (K = {k} folds, M = {m})", k + 3),
-        f64_bytes(&[k + 3, m, m]) + f64_bytes(&[m, BLOCK_ROWS + 2 * x.ncols()]),
+        format!("λ selection's {matrices} {m} × {m} matrices (K = {k} folds, M = {m})"),
+        f64_bytes(&[matrices, m, m]) + f64_bytes(&[m, BLOCK_ROWS + 2 * x.ncols()]),
     )?;
-    let xm = Mat::from_fn(m, x.ncols(), |r, c| x[(landmarks[r], c)]);
+    let xm = rows_by_index(comm, x, shard, landmarks);
     let panels = CrossKernelPanels::new(kernel, x, xm.as_ref())?;
     let (l, _) = jittered_cholesky(kernel.cross(xm.as_ref(), xm.as_ref()).as_ref())?;
     // Pass 1: per-fold G_f (lower), z_f and s_f.
@@ -128,6 +171,22 @@ pub fn select_lambda_nystrom(
             Ok::<(), SolverError>(())
         },
     )?;
+    if comm.size() > 1 {
+        for gram in &mut grams {
+            all_reduce_lower(comm, gram);
+        }
+        // z_f, s_f and Σ_f y in one buffer: (2M + 1) × K.
+        let mut buf: Vec<f64> = (0..k)
+            .flat_map(|f| (0..m).map(move |j| (j, f)))
+            .map(|(j, f)| zs[(j, f)])
+            .chain((0..k).flat_map(|f| (0..m).map(move |j| (j, f))).map(|(j, f)| ss[(j, f)]))
+            .chain(ysum.iter().copied())
+            .collect();
+        comm.all_reduce_sum(&mut buf);
+        zs = Mat::from_fn(m, k, |j, f| buf[f * m + j]);
+        ss = Mat::from_fn(m, k, |j, f| buf[k * m + f * m + j]);
+        ysum.copy_from_slice(&buf[2 * k * m..]);
+    }
     let par = faer::get_global_parallelism();
     let (ytotal, stotal) =
         (ysum.iter().sum::<f64>(), (0..m).map(|j| (0..k).map(|f| ss[(j, f)]).sum::<f64>()).collect::<Vec<_>>());
@@ -194,6 +253,7 @@ pub fn select_lambda_nystrom(
             Ok::<(), SolverError>(())
         },
     )?;
+    comm.all_reduce_sum(&mut squared);
     let validation_mse: Vec<f64> = squared.iter().map(|s| s / n as f64).collect();
     let best = validation_mse.iter().copied().fold(f64::INFINITY, f64::min);
     let lambda = grid
