@@ -2,6 +2,8 @@
 
 use faer::Mat;
 
+use stolr_comm::{Communicator, SingleProcess};
+
 use crate::{EstimatorError, Factors, KernelSampler};
 
 /// Wraps a sampler of $\xi$ with $\mathbb{E}[\xi] = K$ into a sampler of
@@ -18,15 +20,39 @@ use crate::{EstimatorError, Factors, KernelSampler};
 /// # References
 /// \[SKPCA\], "Unbiased Estimators" (the correction $\theta$ after
 /// Algorithm 1); docs/derivations.md §1.2, §1.3(e).
-#[derive(Debug)]
-pub struct Centered<S: KernelSampler> {
+pub struct Centered<'c, S: KernelSampler> {
     inner: S,
+    /// The ranks the rows are split over ([`SingleProcess`] unless [`Centered::sharded`]).
+    comm: &'c dyn Communicator,
+    /// The rows over every rank, `n` (`None`: the draw's rows, one process).
+    total: Option<usize>,
 }
 
-impl<S: KernelSampler> Centered<S> {
+impl<S: KernelSampler + std::fmt::Debug> std::fmt::Debug for Centered<'_, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Centered").field("inner", &self.inner).field("total", &self.total).finish_non_exhaustive()
+    }
+}
+
+impl<S: KernelSampler> Centered<'static, S> {
     /// Centres every draw of `inner`.
     pub fn new(inner: S) -> Self {
-        Centered { inner }
+        Centered { inner, comm: &SingleProcess, total: None }
+    }
+}
+
+impl<'c, S: KernelSampler> Centered<'c, S> {
+    /// Centres every draw of `inner`, a sampler whose factors are this rank's rows of a draw
+    /// split over the ranks of `comm` (a sharded sampler, e.g.
+    /// [`crate::ColumnSampling::sharded`]), over the `total = n` rows of every rank: the column
+    /// sums of each factor are formed per rank and added in rank order
+    /// ([`Communicator::all_reduce_sum`]: `a` doubles per factor and draw). With one rank,
+    /// [`Centered::new`]'s bits. Sampling is collective.
+    ///
+    /// # References
+    /// As [`Centered`]; docs/distributed.md (SKPCA with `--center`).
+    pub fn sharded(inner: S, comm: &'c dyn Communicator, total: usize) -> Self {
+        Centered { inner, comm, total: Some(total) }
     }
 
     /// The wrapped sampler.
@@ -38,97 +64,23 @@ impl<S: KernelSampler> Centered<S> {
     pub fn into_inner(self) -> S {
         self.inner
     }
-}
 
-/// Subtracts from every column of `m` its mean: `m ← H m`.
-fn center_columns(m: &mut Mat<f64>) {
-    let n = m.nrows();
-    if n == 0 {
-        return;
-    }
-    for j in 0..m.ncols() {
-        let col = m.col_as_slice_mut(j);
-        let mean = col.iter().sum::<f64>() / n as f64;
-        col.iter_mut().for_each(|v| *v -= mean);
-    }
-}
-
-/// [`Centered`] for a sampler whose factors are this rank's rows of a draw split over the
-/// ranks of `comm` (a sharded sampler, e.g. [`crate::ColumnSampling::sharded`]): every column
-/// of $\zeta$ (and $\chi$) loses its mean over all `n` rows, the column sums formed per rank
-/// (as [`Centered`] sums) and added in rank order through
-/// [`Communicator::all_reduce_sum`](stolr_comm::Communicator::all_reduce_sum): `a` doubles per
-/// factor and draw. With one rank, [`Centered`]'s bits. Sampling is collective.
-///
-/// # References
-/// As [`Centered`]; docs/distributed.md (SKPCA with `--center`).
-pub struct CenteredShard<'c, S: KernelSampler> {
-    inner: S,
-    comm: &'c dyn stolr_comm::Communicator,
-    total: usize,
-}
-
-impl<S: KernelSampler + std::fmt::Debug> std::fmt::Debug for CenteredShard<'_, S> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CenteredShard").field("inner", &self.inner).field("total", &self.total).finish()
-    }
-}
-
-impl<'c, S: KernelSampler> CenteredShard<'c, S> {
-    /// Centres every draw of `inner` (this rank's rows) over the `total = n` rows of every
-    /// rank of `comm`.
-    pub fn new(inner: S, comm: &'c dyn stolr_comm::Communicator, total: usize) -> Self {
-        CenteredShard { inner, comm, total }
-    }
-
-    /// `m ← H m` for this rank's rows `m` of a matrix whose column means are over all ranks.
+    /// `m ← H m`: every column of `m` (this rank's rows) loses its mean over all `n` rows.
     fn center(&self, m: &mut Mat<f64>) {
-        if self.total == 0 {
+        let n = self.total.unwrap_or(m.nrows());
+        if n == 0 {
             return;
         }
         let mut sums: Vec<f64> = (0..m.ncols()).map(|j| m.col_as_slice(j).iter().sum::<f64>()).collect();
         self.comm.all_reduce_sum(&mut sums);
         for (j, sum) in sums.iter().enumerate() {
-            let mean = sum / self.total as f64;
+            let mean = sum / n as f64;
             m.col_as_slice_mut(j).iter_mut().for_each(|v| *v -= mean);
         }
     }
 }
 
-impl<S: KernelSampler> KernelSampler for CenteredShard<'_, S> {
-    fn n(&self) -> usize {
-        self.inner.n()
-    }
-
-    fn draw_rank(&self) -> usize {
-        self.inner.draw_rank()
-    }
-
-    fn is_symmetric_psd(&self) -> bool {
-        self.inner.is_symmetric_psd()
-    }
-
-    fn sample(&mut self, rng: &mut dyn rand::Rng) -> Result<Factors, EstimatorError> {
-        let mut factors = Factors { zeta: Mat::new(), chi: None };
-        self.sample_into(rng, &mut factors)?;
-        Ok(factors)
-    }
-
-    fn sample_into(&mut self, rng: &mut dyn rand::Rng, out: &mut Factors) -> Result<(), EstimatorError> {
-        self.inner.sample_into(rng, out)?;
-        self.center(&mut out.zeta);
-        if let Some(chi) = out.chi.as_mut() {
-            self.center(chi);
-        }
-        Ok(())
-    }
-
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-}
-
-impl<S: KernelSampler> KernelSampler for Centered<S> {
+impl<S: KernelSampler> KernelSampler for Centered<'_, S> {
     fn n(&self) -> usize {
         self.inner.n()
     }
@@ -143,9 +95,9 @@ impl<S: KernelSampler> KernelSampler for Centered<S> {
 
     fn sample(&mut self, rng: &mut dyn rand::Rng) -> Result<Factors, EstimatorError> {
         let mut factors = self.inner.sample(rng)?;
-        center_columns(&mut factors.zeta);
+        self.center(&mut factors.zeta);
         if let Some(chi) = factors.chi.as_mut() {
-            center_columns(chi);
+            self.center(chi);
         }
         Ok(factors)
     }
@@ -154,9 +106,9 @@ impl<S: KernelSampler> KernelSampler for Centered<S> {
     /// then centred in place.
     fn sample_into(&mut self, rng: &mut dyn rand::Rng, out: &mut Factors) -> Result<(), EstimatorError> {
         self.inner.sample_into(rng, out)?;
-        center_columns(&mut out.zeta);
+        self.center(&mut out.zeta);
         if let Some(chi) = out.chi.as_mut() {
-            center_columns(chi);
+            self.center(chi);
         }
         Ok(())
     }

@@ -44,7 +44,7 @@ pub use bandwidth::{
     BANDWIDTH_BLOCK_ROWS, Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, DUPLICATE_WARNING_SHARE,
     bandwidth_estimate, bandwidth_estimate_sharded, bandwidth_rule,
 };
-pub use centered::{Centered, CenteredShard, centered_kernel_matrix};
+pub use centered::{Centered, centered_kernel_matrix};
 pub use columns::ColumnSampling;
 pub use data::{check_data, check_data_f32, column_means, column_means_of, column_means_reduced, to_owned};
 pub use error::EstimatorError;

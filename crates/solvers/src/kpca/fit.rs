@@ -6,8 +6,7 @@ use rand::Rng;
 use stolr_comm::{Communicator, gather_rows};
 use stolr_estimators::DataRef;
 use stolr_estimators::{
-    Centered, CenteredShard, ColumnSampling, Kernel, KernelSampler, RandomFourierFeatures, RandomMaclaurin,
-    kernel_row_means,
+    Centered, ColumnSampling, Kernel, KernelSampler, RandomFourierFeatures, RandomMaclaurin, kernel_row_means,
 };
 use stolr_lowrank::Eigenpairs;
 use stolr_memory::{MemoryBudget, f64_bytes};
@@ -469,7 +468,7 @@ impl KernelPca {
     /// with every sampler ([`Skpca::sharded`]; random Fourier features: every rank projects its
     /// rows shifted by rank 0's coordinate-wise median; column sampling: the sampled rows
     /// assembled from their owners, [`ColumnSampling::sharded`]), centred or not (the draws'
-    /// column means over every rank, [`CenteredShard`]; the model's kernel means computed on
+    /// column means over every rank, [`Centered::sharded`]; the model's kernel means computed on
     /// rank 0 from every row, `O(n²d)` as on one process); one process runs the same functions
     /// with the single-process communicator, and every solver.
     ///
@@ -636,8 +635,7 @@ impl KernelPca {
                 // Centring by the column means over every rank's rows (sums in rank order).
                 let sampler: Box<dyn KernelSampler + '_> = match (self.center, processes) {
                     (false, _) => inner,
-                    (true, 1) => Box::new(Centered::new(inner)),
-                    (true, _) => Box::new(CenteredShard::new(inner, comm, place.total)),
+                    (true, _) => Box::new(Centered::sharded(inner, comm, place.total)),
                 };
                 let mut solver = Skpca::new(config.clone(), sampler)?.sharded(comm, place.first)?;
                 let stop = run(&mut solver, rng, observer)?;

@@ -167,7 +167,7 @@ impl<'a> Skpca<'a> {
     /// same ones. The sampler must be a sharded one: its factors this rank's rows of the draw
     /// one process makes (random features need nothing more; column sampling is
     /// [`stolr_estimators::ColumnSampling::sharded`], centring
-    /// [`stolr_estimators::CenteredShard`]).
+    /// [`stolr_estimators::Centered::sharded`]).
     ///
     /// **Scheme, symmetric PSD draws** (random features). Each step draws `ζ_t`'s local rows
     /// `(n_local, a)`; the Gram matrix of `[U, ζ_t]` is the one product over the rows, formed
