@@ -705,9 +705,9 @@ mod tests {
             for p in [2, 3] {
                 let (pairs, coefficients, residuals) = kha_on(p, &x, kernel, &config).unwrap();
                 assert_eq!(pairs.rank(), one.0.rank());
-                for j in 0..pairs.rank() {
-                    assert!((pairs.values[j] - one.0.values[j]).abs() <= 1e-10 * one.0.values[0], "P = {p}, λ_{j}");
-                    assert!((residuals[j] - one.2[j]).abs() <= 1e-8, "P = {p}, residual {j}");
+                for (j, (value, residual)) in pairs.values.iter().zip(&residuals).enumerate() {
+                    assert!((value - one.0.values[j]).abs() <= 1e-10 * one.0.values[0], "P = {p}, λ_{j}");
+                    assert!((residual - one.2[j]).abs() <= 1e-8, "P = {p}, residual {j}");
                 }
                 // Signs are fixed over whole columns, so the vectors agree entry by entry.
                 assert!((&pairs.vectors - &one.0.vectors).norm_max() <= 1e-9, "P = {p}, vectors");
