@@ -77,7 +77,7 @@ pub use npy::{
     NpyRows, npy_ndim, read_npy_indices, read_npy_matrix, read_npy_part, read_npy_rows, write_npy_indices,
     write_npy_matrix, write_npy_rows, write_npy_values, write_npy_vector,
 };
-pub use shard::{line_aligned_range, read_libsvm_part, read_libsvm_sparse_part};
+pub use shard::{count_libsvm_rows, line_aligned_range, read_libsvm_part, read_libsvm_rows, read_libsvm_sparse_part};
 pub use split::{Split, TrainTest, random_split};
 pub use stream::{RowFormat, RowStream, stream_rows};
 pub use table::{

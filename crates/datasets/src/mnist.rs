@@ -157,14 +157,16 @@ fn read_mnist_as<T: faer::traits::ComplexField + Copy + Default + From<u8>>(
 /// Part `part` of `parts` of MNIST in `dir`: the rows `RowShard::balanced(n, part, parts)` of
 /// [`read_mnist`]`(dir, split, memory)` (global rows `first..first + rows`, the first `n mod parts`
 /// parts holding one row more), read by seeking to them in the uncompressed IDX files, so each
-/// process reads only its bytes. Shape `(rows, h·w)`, numeric labels; reading the parts in
-/// order gives [`read_mnist`]'s rows and labels exactly. The files' headers and lengths are
-/// checked as [`read_mnist`] checks them (every part sees a damaged file), the labels of the
-/// part are checked to be digits, and the memory budget `memory` applies to the part's matrix.
+/// process reads only its bytes; a gzip-compressed file (the form MNIST is published in)
+/// cannot be entered at an offset, so it is decompressed from its start, the bytes before the
+/// part skipped as they stream and the reading stopped after the part's last image (one block
+/// of bytes held). Shape `(rows, h·w)`, numeric labels; reading the parts in order gives
+/// [`read_mnist`]'s rows and labels exactly. The headers are checked as [`read_mnist`] checks
+/// them, and the lengths of uncompressed files (every part sees a damaged file; a truncated
+/// gzip stream fails in the parts that read past its end), the labels of the part are checked
+/// to be digits, and the memory budget `memory` applies to the part's matrix.
 ///
 /// # Errors
-/// - [`DataError::NotShardable`] if a file is gzip-compressed (a compressed stream cannot be
-///   entered at an offset): gunzip the files, or read them whole;
 /// - [`DataError::InvalidParameter`] unless `part < parts`;
 /// - every error of [`read_mnist`] ([`DataError::LabelOutOfRange`] for this part's labels).
 pub fn read_mnist_part(
@@ -246,33 +248,58 @@ pub fn read_mnist_part(
     })
 }
 
-/// An uncompressed IDX file whose header and length were checked: elements can be read at
-/// any offset.
+/// An IDX file whose header was checked, read by items in increasing order: an uncompressed
+/// file (its length checked too) at any offset, a gzip-compressed one forward only.
 struct SeekableIdx {
     /// Its path, for messages.
     name: String,
     /// Its dimensions.
     dims: Vec<usize>,
-    /// The open file.
-    file: fs::File,
+    /// The open file, or the decompressed stream and its position (bytes from its start).
+    source: IdxSource,
+}
+
+/// Where [`SeekableIdx`] reads its items.
+enum IdxSource {
+    /// An uncompressed file: seek, then read.
+    File(fs::File),
+    /// A gzip stream, after its header: skip forward, then read.
+    Gzip(Box<dyn Read>, u64),
 }
 
 impl SeekableIdx {
-    /// Items `from..from + count` of `size` bytes each (an item is an image or a label).
+    /// Items `from..from + count` of `size` bytes each (an item is an image or a label); a
+    /// gzip stream is read forward, so the calls must ask for increasing items.
     fn read_at(&mut self, from: usize, count: usize, size: usize) -> Result<Vec<u8>, DataError> {
         use std::io::{Seek, SeekFrom};
         let at = header_len(self.dims.len()) as u64 + (from * size) as u64;
         let mut bytes = vec![0u8; count * size];
-        self.file
-            .seek(SeekFrom::Start(at))
-            .and_then(|_| self.file.read_exact(&mut bytes))
-            .map_err(|e| DataError::io(&self.name, e))?;
+        match &mut self.source {
+            IdxSource::File(file) => file
+                .seek(SeekFrom::Start(at))
+                .and_then(|_| file.read_exact(&mut bytes))
+                .map_err(|e| DataError::io(&self.name, e))?,
+            IdxSource::Gzip(reader, position) => {
+                if at < *position {
+                    return Err(DataError::InvalidParameter {
+                        name: "from",
+                        reason: format!("item {from} of {} lies behind the stream (a caller's bug)", self.name),
+                    });
+                }
+                let skip = at - *position;
+                let skipped = std::io::copy(&mut reader.take(skip), &mut std::io::sink())
+                    .and_then(|k| if k == skip { Ok(()) } else { Err(std::io::ErrorKind::UnexpectedEof.into()) })
+                    .and_then(|()| reader.read_exact(&mut bytes));
+                skipped.map_err(|e| read_error(&self.name, true, e))?;
+                *position = at + bytes.len() as u64;
+            }
+        }
         Ok(bytes)
     }
 }
 
-/// Opens `{stem}-{kind}` in `dir` (as [`find_file`] finds it), checks its magic number and that
-/// its length is the one its header declares; [`DataError::NotShardable`] if it is gzipped.
+/// Opens `{stem}-{kind}` in `dir` (as [`find_file`] finds it), checks its magic number and, for
+/// an uncompressed file, that its length is the one its header declares.
 fn seekable_idx(
     dir: &Path,
     stem: &str,
@@ -282,21 +309,17 @@ fn seekable_idx(
     let path = find_file(dir, stem, kind)?;
     let name = path.display().to_string();
     let (mut reader, gzipped, file_len) = open_idx(&path)?;
+    let dims = read_idx_header(&mut reader, &name, gzipped, magic, what)?;
     if gzipped {
-        return Err(DataError::NotShardable {
-            path: name,
-            reason: "a gzip-compressed IDX file cannot be entered at an offset, so its images cannot be split \
-                     across processes; decompress the files first (gunzip), or run on one process"
-                .into(),
-        });
+        let position = header_len(dims.len()) as u64;
+        return Ok(SeekableIdx { name, dims, source: IdxSource::Gzip(reader, position) });
     }
-    let dims = read_idx_header(&mut reader, &name, false, magic, what)?;
     drop(reader);
     if file_len != idx_lengths(&dims).2 {
         return Err(wrong_idx_length(&name, &dims, elements, file_len));
     }
     let file = fs::File::open(&path).map_err(|e| DataError::io(&name, e))?;
-    Ok(SeekableIdx { name, dims, file })
+    Ok(SeekableIdx { name, dims, source: IdxSource::File(file) })
 }
 
 /// One image file and its label file, checked against each other.

@@ -123,6 +123,78 @@ pub fn read_libsvm_sparse_part(
     Ok(data)
 }
 
+/// Whether a LIBSVM line holds a row: a token before any `#` comment (the rule of
+/// [`crate::read_libsvm`]).
+fn is_libsvm_row(text: &str) -> bool {
+    text.split_once('#').map_or(text, |(data, _comment)| data).split_ascii_whitespace().next().is_some()
+}
+
+/// The number of rows of a LIBSVM file (plain or gzip-compressed), streamed once holding one
+/// line: the first pass of [`read_libsvm_rows`] for a file that cannot be split by byte ranges.
+///
+/// # Errors
+/// [`DataError::Io`] if the file cannot be read (a damaged gzip stream included), a line over
+/// the memory budget's line limit.
+pub fn count_libsvm_rows(path: &Path, memory: MemoryBudget) -> Result<usize, DataError> {
+    let name = path.display().to_string();
+    let mut lines = crate::lines::Lines::new(crate::lines::open_text(path)?, &name, memory);
+    let mut n = 0;
+    while let Some((_, text)) = lines.next_line()? {
+        n += usize::from(is_libsvm_row(text));
+    }
+    Ok(n)
+}
+
+/// The rows `rows` (by position among the file's rows, blank and comment lines not counted) of
+/// a LIBSVM file, plain or gzip-compressed, parsed as [`crate::read_libsvm`] parses a whole
+/// file: shape `(rows.len(), d_part)` with `d_part` the largest index **in these rows** (the
+/// caller widens every part to the largest over all parts), numeric labels; the rows before
+/// `rows` are skipped unparsed and the reading stops after the last. This is how each process of
+/// a distributed run keeps its share of a gzip-compressed file, which cannot be entered at a
+/// byte offset: [`count_libsvm_rows`] once, then this with its balanced share. Memory: the text
+/// of the rows kept, then their dense form. An empty range gives `(0, 0)`. Line numbers in
+/// errors count from the first row kept.
+///
+/// # Errors
+/// As [`crate::read_libsvm`] for the rows kept (except [`DataError::Empty`]), and
+/// [`DataError::InvalidParameter`] if the file has fewer rows than `rows.end`.
+pub fn read_libsvm_rows(path: &Path, rows: std::ops::Range<usize>, memory: MemoryBudget) -> Result<Dataset, DataError> {
+    let name = path.display().to_string();
+    let empty = || Dataset { x: faer::Mat::zeros(0, 0), labels: Labels::Numeric(Vec::new()), source: name.clone() };
+    if rows.is_empty() {
+        return Ok(empty());
+    }
+    let mut lines = crate::lines::Lines::new(crate::lines::open_text(path)?, &name, memory);
+    let (mut row, mut text) = (0, String::new());
+    while row < rows.end {
+        let Some((_, line)) = lines.next_line()? else {
+            return Err(DataError::InvalidParameter {
+                name: "rows",
+                reason: format!("{name} has {row} rows, not the {} asked for", rows.end),
+            });
+        };
+        if !is_libsvm_row(line) {
+            continue;
+        }
+        if row >= rows.start {
+            let line = line.trim_end_matches(['\n', '\r']);
+            memory
+                .check(format!("the text of rows {}..{}", rows.start, rows.end), (text.len() + line.len() + 1) as u64)
+                .map_err(|source| DataError::OverBudget { path: name.clone(), source })?;
+            text.push_str(line);
+            text.push('\n');
+        }
+        row += 1;
+    }
+    let part_name = format!("{name} (rows {}..{})", rows.start, rows.end);
+    let mut data = match crate::read_libsvm_from(std::io::Cursor::new(text), &part_name, memory) {
+        Err(DataError::Empty { .. }) => empty(),
+        other => other?,
+    };
+    data.source = name;
+    Ok(data)
+}
+
 /// Parses bytes `start..end` of the text file `path` with `parse`, which gets a reader of those
 /// bytes and a name for errors (`"path (bytes start..end)"`). An empty range, or one that
 /// `parse` finds without data ([`DataError::Empty`]), gives `empty()`.

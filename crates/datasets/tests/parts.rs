@@ -272,11 +272,34 @@ fn mnist_parts_of_damaged_or_gzipped_files_are_errors() {
     std::fs::write(dir.path().join("train-labels-idx1-ubyte"), &bytes).expect("write");
     let err = read_mnist_part(dir.path(), MnistSplit::Train, 0, 2, MemoryBudget::default()).unwrap_err();
     assert!(matches!(err, DataError::BadMagic { expected: 0x801, found: 0x803, .. }), "{err:?}");
-    // Gzip: refused with a hint.
-    std::fs::write(&images, gzip(&bytes)).expect("write");
-    assert!(read_mnist(dir.path(), MnistSplit::Test, MemoryBudget::default()).is_ok());
-    let err = read_mnist_part(dir.path(), MnistSplit::Test, 0, 2, MemoryBudget::default()).unwrap_err();
-    assert!(matches!(&err, DataError::NotShardable { reason, .. } if reason.contains("gunzip")), "{err:?}");
+    // A truncated gzip stream: the parts that read past its end fail, naming the stream.
+    std::fs::write(&images, &gzip(&bytes)[..30]).expect("write");
+    let err = read_mnist_part(dir.path(), MnistSplit::Test, 1, 2, MemoryBudget::default()).unwrap_err();
+    assert!(matches!(err, DataError::Io { .. }), "{err:?}");
+}
+
+#[test]
+fn gzipped_mnist_parts_stream_to_their_rows_and_make_the_whole_split() {
+    // MNIST as it is published: gzip-compressed IDX files, each part decompressing up to its rows.
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_mnist(dir.path(), 590, 13);
+    let plain = read_mnist(dir.path(), MnistSplit::All, MemoryBudget::default()).expect("valid files");
+    for name in ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte"] {
+        let path = dir.path().join(name);
+        let bytes = std::fs::read(&path).expect("read");
+        std::fs::remove_file(&path).expect("remove");
+        std::fs::write(dir.path().join(format!("{name}.gz")), gzip(&bytes)).expect("write");
+    }
+    for split in [MnistSplit::All, MnistSplit::Train, MnistSplit::Test] {
+        let whole = read_mnist(dir.path(), split, MemoryBudget::default()).expect("valid files");
+        assert_parts_make_whole(&whole, |part, parts| {
+            let data = read_mnist_part(dir.path(), split, part, parts, MemoryBudget::default())?;
+            assert_eq!(data.n(), RowShard::balanced(whole.n(), part, parts).rows);
+            Ok(data)
+        });
+    }
+    let gz = read_mnist(dir.path(), MnistSplit::All, MemoryBudget::default()).expect("valid files");
+    assert_eq!(gz.x, plain.x);
 }
 
 /// A `.npy` file of `a` in `order` with dtype `descr` (`<f8` or `>f8`), written by `npyz`.
@@ -397,4 +420,56 @@ fn sparse_libsvm_parts_make_the_whole_file_and_stay_sparse() {
         stolr_datasets::read_libsvm_sparse_part(&gz, 8, 0, 2, memory),
         Err(DataError::NotShardable { .. })
     ));
+}
+
+#[test]
+fn gzip_libsvm_rows_kept_by_position_make_the_whole_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Comment and blank lines (not rows), a trailing comment, a label-only row, extreme values,
+    // the widest row last but one.
+    let text = "# made by hand\n1 1:0.5 3:-2\n\n0 2:1e300 # trailing\n2\n-1 1:1e-300 6:7\n3 4:1.5\n1 1:1 2:2 5:5\n";
+    let plain = dir.path().join("rows.libsvm");
+    let gz = dir.path().join("rows.libsvm.gz");
+    std::fs::write(&plain, text).expect("write");
+    std::fs::write(&gz, gzip(text.as_bytes())).expect("write");
+    let memory = MemoryBudget::default();
+    let whole = stolr_datasets::read_libsvm(&plain, memory).expect("valid file");
+    assert_eq!((whole.n(), whole.d()), (6, 6));
+    for path in [&plain, &gz] {
+        assert_eq!(stolr_datasets::count_libsvm_rows(path, memory).expect("valid file"), 6);
+        for parts in PARTS {
+            let (mut labels, mut row) = (Vec::new(), 0);
+            for part in 0..parts {
+                let shard = RowShard::balanced(6, part, parts);
+                let got = stolr_datasets::read_libsvm_rows(path, shard.first..shard.first + shard.rows, memory)
+                    .expect("valid rows");
+                assert_eq!(got.n(), shard.rows, "{parts} parts");
+                assert!(got.d() <= 6);
+                for i in 0..got.n() {
+                    for j in 0..6 {
+                        let v = if j < got.d() { got.x[(i, j)] } else { 0.0 };
+                        assert_eq!(v.to_bits(), whole.x[(row + i, j)].to_bits(), "{parts} parts, row {}", row + i);
+                    }
+                }
+                row += got.n();
+                labels.extend_from_slice(got.targets().expect("numeric labels"));
+                assert_eq!(
+                    got.source,
+                    whole.source.replace("rows.libsvm", path.file_name().unwrap().to_str().unwrap())
+                );
+            }
+            assert_eq!(row, 6);
+            assert_eq!(labels, whole.targets().unwrap(), "{parts} parts");
+        }
+    }
+    // Asking past the end, a damaged line in the rows kept only, a truncated gzip stream.
+    assert!(matches!(stolr_datasets::read_libsvm_rows(&gz, 4..7, memory), Err(DataError::InvalidParameter { .. })));
+    let bad = dir.path().join("bad.libsvm.gz");
+    std::fs::write(&bad, gzip(format!("{text}1 2:oops\n").as_bytes())).expect("write");
+    assert!(stolr_datasets::read_libsvm_rows(&bad, 0..6, memory).is_ok(), "the damaged row is not kept");
+    assert!(stolr_datasets::read_libsvm_rows(&bad, 5..7, memory).is_err());
+    let bytes = gzip(text.as_bytes());
+    let cut = dir.path().join("cut.libsvm.gz");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).expect("write");
+    assert!(stolr_datasets::count_libsvm_rows(&cut, memory).is_err());
 }

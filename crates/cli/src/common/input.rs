@@ -8,9 +8,10 @@ use clap::{Args, ValueEnum};
 use faer::Mat;
 use stolr_comm::{Communicator, RowShard};
 use stolr_datasets::{
-    DataError, Dataset, Labels, MAX_STREAMED_CATEGORIES, MnistSplit, TableLabel, TableOptions, learn_table_encoding,
-    read_abalone, read_housing, read_libsvm, read_libsvm_part, read_magic, read_magic_part, read_mnist,
-    read_mnist_part, read_npy_part, read_table, read_table_part, read_table_rows, read_table_with,
+    DataError, Dataset, Labels, MAX_STREAMED_CATEGORIES, MnistSplit, TableLabel, TableOptions, count_libsvm_rows,
+    learn_table_encoding, read_abalone, read_housing, read_libsvm, read_libsvm_part, read_libsvm_rows, read_magic,
+    read_magic_part, read_mnist, read_mnist_part, read_npy_part, read_table, read_table_part, read_table_rows,
+    read_table_with,
 };
 use stolr_datasets::{Dataset32, NpyRows, read_mnist_f32, read_npy_rows};
 use stolr_memory::MemoryBudget;
@@ -225,9 +226,11 @@ pub struct Part {
 /// table that cannot be read by byte ranges (gzip-compressed, with categorical columns or a
 /// quoted line break, see [`DataError::NotShardable`]) is streamed by every process, once to
 /// learn its encoding and count its rows ([`learn_table_encoding`]) and once to keep its
-/// balanced share ([`read_table_rows`]): each holds only its rows. The other files that cannot
-/// be read in parts (LIBSVM and MNIST gzip-compressed, Abalone, housing) are read whole by
-/// every process, which keeps its balanced share; rank 0 then warns why. `memory` bounds what
+/// balanced share ([`read_table_rows`]): each holds only its rows; a gzip-compressed LIBSVM
+/// file likewise ([`count_libsvm_rows`], then [`read_libsvm_rows`]), and gzip-compressed IDX
+/// files are decompressed up to the end of the share ([`read_mnist_part`]). The files that
+/// cannot be read in parts (Abalone, housing) are read whole by every process, which keeps its
+/// balanced share; rank 0 then warns why. `memory` bounds what
 /// this process reads (its part, or the whole file). Collective.
 pub fn load_part(
     path: &Path,
@@ -270,6 +273,16 @@ pub fn load_part(
                 .map_err(hint)
                 .with_context(|| format!("cannot read {}", path.display()))?;
             (data, table.given().then_some(encoding))
+        }
+        Err(DataError::NotShardable { .. }) if format == Format::Libsvm => {
+            // Gzip: every rank streams the file once to count the rows, then once more keeping
+            // only its balanced share (the rows before it skipped unparsed).
+            let read = || -> Result<Dataset, DataError> {
+                let n = count_libsvm_rows(path, memory)?;
+                let shard = RowShard::balanced(n, rank, size);
+                read_libsvm_rows(path, shard.first..shard.first + shard.rows, memory)
+            };
+            (read().map_err(hint).with_context(|| format!("cannot read {}", path.display()))?, None)
         }
         Err(e @ DataError::NotShardable { .. }) => {
             if comm.is_root() {

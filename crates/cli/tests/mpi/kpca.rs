@@ -63,14 +63,20 @@ fn write_dense(dir: &Path) -> [PathBuf; 3] {
 fn csv_and_npy_files_read_in_parts_give_the_answers_of_one_process() {
     let dir = tempfile::tempdir().unwrap();
     let [csv, gz, npy] = write_dense(dir.path());
+    // The same rows as a gzip-compressed LIBSVM file.
+    let libsvm_gz = dir.path().join("rings.libsvm.gz");
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut encoder, &std::fs::read(write_data(dir.path())).unwrap()).unwrap();
+    std::fs::write(&libsvm_gz, encoder.finish().unwrap()).unwrap();
     let mut results = Vec::new();
-    // The gzip-compressed CSV file is read whole by every rank (with a warning).
     for (name, path, format, np) in [
         ("csv", &csv, "csv", 1),
         ("csv", &csv, "csv", 2),
         ("gz", &gz, "csv", 2),
         ("npy", &npy, "npy", 1),
         ("npy", &npy, "npy", 2),
+        ("libsvm-gz", &libsvm_gz, "libsvm", 2),
+        ("libsvm-gz", &libsvm_gz, "libsvm", 3),
     ] {
         let out = dir.path().join(format!("{name}-{np}"));
         let args = [
