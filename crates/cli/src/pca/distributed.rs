@@ -52,8 +52,8 @@ pub(super) fn check_supported(args: &PcaArgs, size: usize, ctx: &crate::distribu
 }
 
 /// This rank's rows of the data for the streaming solvers, with the name of the source: only
-/// its part of an input file ([`crate::common::input::load_part`]; a gzip file is read whole
-/// and its balanced share kept), or its balanced share of the generated data. Every rank must
+/// its part of an input file ([`crate::common::input::load_part`]; a gzip file streamed, its
+/// balanced share kept), or its balanced share of the generated data. Every rank must
 /// hold a row. Collective.
 pub(crate) fn local_rows(
     args: &PcaArgs,
