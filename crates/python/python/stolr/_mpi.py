@@ -18,9 +18,8 @@ Steps of one fit, each collective over ``comm``:
    than 2 rows in all, or parameters that differ between ranks (``memory_limit`` and
    ``verbose`` may differ: they are each process's own).
 2. **The fit**, on a duplicate of ``comm`` (``comm.Dup()``, so that its messages never meet the
-   user's). What the library refuses on several ranks (e.g. ``KernelPCA(solver="exact")``,
-   ``KernelRidge(solver="krr")``) is its ``NotDistributed`` error, a ``ValueError`` on every
-   rank.
+   user's). What the library refuses on several ranks (e.g. ``KernelRidge(solver="krr")``,
+   the baselines) is its ``NotDistributed`` error, a ``ValueError`` on every rank.
 3. **Errors, agreed.** After the fit every rank posts its status (failed or not) in a
    non-blocking ``Iallgather`` on another duplicate. When every rank gets there, the ranks
    that failed raise their own exception and the others raise the first failing rank's (same
