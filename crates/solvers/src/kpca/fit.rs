@@ -609,7 +609,8 @@ impl KernelPca {
                 let sampled_rows =
                     if processes > 1 && !sampler.is_symmetric_psd() { f64_bytes(&[2, *features, d]) } else { 0 };
                 let sampler_bytes = sampler_bytes.saturating_add(sampled_rows);
-                check_skpca_memory(n, a, sampler.is_symmetric_psd(), config, sampler_bytes, self.memory)?;
+                let psd = sampler.is_symmetric_psd();
+                check_skpca_memory(n, place.total, a, psd, config, sampler_bytes, self.memory)?;
                 let inner: Box<dyn KernelSampler + '_> = match sampler {
                     // Rows shifted to their coordinate-wise median: accurate features far from the
                     // origin, the same kernel estimate (the model uses the kernel, not the features).

@@ -213,7 +213,7 @@ impl<'a> Skpca<'a> {
     /// [`draw_rank`](KernelSampler::draw_rank)), iterate symmetry and configuration.
     pub fn memory_estimate(&self) -> u64 {
         let psd = matches!(self.iterate, Iterate::Psd(_));
-        skpca_memory_estimate(self.sampler.n(), self.sampler.draw_rank(), psd, &self.config)
+        skpca_memory_estimate(self.sampler.n(), self.total_rows, self.sampler.draw_rank(), psd, &self.config)
     }
 
     /// Checks [`Skpca::memory_estimate`] against `memory` before the run starts (the sampler
@@ -224,7 +224,8 @@ impl<'a> Skpca<'a> {
     /// exceeds the budget.
     pub fn check_memory(&self, memory: MemoryBudget) -> Result<(), SolverError> {
         let psd = matches!(self.iterate, Iterate::Psd(_));
-        check_skpca_memory(self.sampler.n(), self.sampler.draw_rank(), psd, &self.config, 0, memory)
+        let (rows, n, a) = (self.sampler.n(), self.total_rows, self.sampler.draw_rank());
+        check_skpca_memory(rows, n, a, psd, &self.config, 0, memory)
     }
 
     /// The configuration.
@@ -413,7 +414,11 @@ const GRAM_MAX_GROUPS: usize = 32;
 /// The sizes saturate at `u64::MAX` instead of wrapping (an absurd `features` must fail the
 /// check, not pass it). At `n = 200`, `features = 10 000` (RFF: `a = 20 000`) the Gram
 /// matrices alone are `8·20 200² ≈ 3.3 GB` each.
-pub fn skpca_memory_estimate(n: usize, a: usize, psd: bool, config: &SkpcaConfig) -> u64 {
+///
+/// On rows split across processes, `rows` is this process's share (the `n`-sized blocks are
+/// its rows) and `n` the rows of every process (the rank, hence every `m × m` matrix, is capped
+/// by it); on one process `rows = n`.
+pub fn skpca_memory_estimate(rows: usize, n: usize, a: usize, psd: bool, config: &SkpcaConfig) -> u64 {
     let r = config.max_rank.unwrap_or(config.iterations.saturating_mul(a)).min(n);
     let m = r.saturating_add(a);
     let rayleigh_ritz = psd && config.orthogonalization == Orthogonalization::RayleighRitz;
@@ -422,19 +427,22 @@ pub fn skpca_memory_estimate(n: usize, a: usize, psd: bool, config: &SkpcaConfig
         (true, false) => m.saturating_mul(3).saturating_add(a.saturating_mul(2)),
         (false, _) => m.saturating_mul(6).saturating_add(a.saturating_mul(2)),
     };
-    let small = if rayleigh_ritz { n.div_ceil(GRAM_GROUP_ROWS).clamp(1, GRAM_MAX_GROUPS) + 7 } else { 10 };
-    f64_bytes(&[n, cols]).saturating_add(f64_bytes(&[small, m, m]))
+    let small = if rayleigh_ritz { rows.div_ceil(GRAM_GROUP_ROWS).clamp(1, GRAM_MAX_GROUPS) + 7 } else { 10 };
+    f64_bytes(&[rows, cols]).saturating_add(f64_bytes(&[small, m, m]))
 }
 
 /// Checks SKPCA's memory before anything of its size is allocated (before the sampler is
 /// built, since a sampler allocates its own buffers at construction): [`skpca_memory_estimate`]
-/// for `n` rows and draws of `a` columns, plus `sampler_bytes` (the sampler's own buffers, e.g.
-/// the `d × features` frequencies of random Fourier features), against `memory`.
+/// for `rows` rows here of the `n` of every process (`rows = n` on one process) and draws of
+/// `a` columns, plus `sampler_bytes` (the sampler's own buffers, e.g. the `d × features`
+/// frequencies of random Fourier features), against `memory`.
 ///
 /// # Errors
 /// [`SolverError::Memory`] naming `n`, the rank cap, the columns per draw and the size of the
 /// `(rank + a)²` Gram matrix when the estimate exceeds the budget.
+#[allow(clippy::too_many_arguments)]
 pub fn check_skpca_memory(
+    rows: usize,
     n: usize,
     a: usize,
     psd: bool,
@@ -450,7 +458,7 @@ pub fn check_skpca_memory(
     };
     let r = config.max_rank.unwrap_or(config.iterations.saturating_mul(a)).min(n);
     let m = r.saturating_add(a);
-    let needed = skpca_memory_estimate(n, a, psd, config).saturating_add(sampler_bytes);
+    let needed = skpca_memory_estimate(rows, n, a, psd, config).saturating_add(sampler_bytes);
     Ok(memory.check(
         format!(
             "SKPCA with a = {a} columns per draw (from the features) and n = {n} rows ({cap}): its n × (rank + a) \
@@ -529,8 +537,14 @@ mod tests {
         let x = rows(200, 5);
         let config = SkpcaConfig { tau: 1.0, iterations: 1, max_rank: Some(2000), ..Default::default() };
         let a = 200_000;
-        let estimate = skpca_memory_estimate(200, a, true, &config);
+        let estimate = skpca_memory_estimate(200, 200, a, true, &config);
         assert!(estimate >= f64_bytes(&[200 + a, 200 + a]), "{estimate}");
+        // A process holding 200 of 10⁶ rows: the rank (and every m × m matrix) is capped by
+        // all the rows, not by this process's 200.
+        let config = SkpcaConfig { tau: 1.0, iterations: 100, max_rank: None, ..Default::default() };
+        let shard = skpca_memory_estimate(200, 1_000_000, 20, true, &config);
+        assert!(shard >= f64_bytes(&[2020, 2020]), "{shard}");
+        assert!(shard > 10 * skpca_memory_estimate(200, 200, 20, true, &config));
         for sampler in SamplerKind::ALL {
             for features in [100_000, 1 << 40, usize::MAX] {
                 match fit(&x, config.clone(), sampler, features, MemoryBudget::bytes(1 << 30)) {
