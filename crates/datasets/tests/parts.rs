@@ -227,18 +227,33 @@ fn write_mnist(dir: &Path, train: usize, test: usize) {
 }
 
 #[test]
-fn mnist_parts_make_the_whole_split_with_balanced_rows() {
+fn mnist_parts_make_the_whole_split_with_balanced_rows_plain_or_gzipped() {
     let dir = tempfile::tempdir().expect("tempdir");
     // 600 rows: blocks of 256 images within a part, and parts that straddle the two files.
     write_mnist(dir.path(), 590, 13);
-    for split in [MnistSplit::All, MnistSplit::Train, MnistSplit::Test] {
-        let whole = read_mnist(dir.path(), split, MemoryBudget::default()).expect("valid files");
-        assert_parts_make_whole(&whole, |part, parts| {
-            let data = read_mnist_part(dir.path(), split, part, parts, MemoryBudget::default())?;
-            assert_eq!(data.n(), RowShard::balanced(whole.n(), part, parts).rows);
-            Ok(data)
-        });
+    let plain = read_mnist(dir.path(), MnistSplit::All, MemoryBudget::default()).expect("valid files");
+    // Then MNIST as it is published, gzip-compressed (three files of four here): each part
+    // decompresses its files up to its rows.
+    for gzipped in [false, true] {
+        if gzipped {
+            for name in ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte"] {
+                let path = dir.path().join(name);
+                let bytes = std::fs::read(&path).expect("read");
+                std::fs::remove_file(&path).expect("remove");
+                std::fs::write(dir.path().join(format!("{name}.gz")), gzip(&bytes)).expect("write");
+            }
+        }
+        for split in [MnistSplit::All, MnistSplit::Train, MnistSplit::Test] {
+            let whole = read_mnist(dir.path(), split, MemoryBudget::default()).expect("valid files");
+            assert_parts_make_whole(&whole, |part, parts| {
+                let data = read_mnist_part(dir.path(), split, part, parts, MemoryBudget::default())?;
+                assert_eq!(data.n(), RowShard::balanced(whole.n(), part, parts).rows);
+                Ok(data)
+            });
+        }
     }
+    let gz = read_mnist(dir.path(), MnistSplit::All, MemoryBudget::default()).expect("valid files");
+    assert_eq!(gz.x, plain.x);
 }
 
 #[test]
@@ -276,30 +291,6 @@ fn mnist_parts_of_damaged_or_gzipped_files_are_errors() {
     std::fs::write(&images, &gzip(&bytes)[..30]).expect("write");
     let err = read_mnist_part(dir.path(), MnistSplit::Test, 1, 2, MemoryBudget::default()).unwrap_err();
     assert!(matches!(err, DataError::Io { .. }), "{err:?}");
-}
-
-#[test]
-fn gzipped_mnist_parts_stream_to_their_rows_and_make_the_whole_split() {
-    // MNIST as it is published: gzip-compressed IDX files, each part decompressing up to its rows.
-    let dir = tempfile::tempdir().expect("tempdir");
-    write_mnist(dir.path(), 590, 13);
-    let plain = read_mnist(dir.path(), MnistSplit::All, MemoryBudget::default()).expect("valid files");
-    for name in ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte"] {
-        let path = dir.path().join(name);
-        let bytes = std::fs::read(&path).expect("read");
-        std::fs::remove_file(&path).expect("remove");
-        std::fs::write(dir.path().join(format!("{name}.gz")), gzip(&bytes)).expect("write");
-    }
-    for split in [MnistSplit::All, MnistSplit::Train, MnistSplit::Test] {
-        let whole = read_mnist(dir.path(), split, MemoryBudget::default()).expect("valid files");
-        assert_parts_make_whole(&whole, |part, parts| {
-            let data = read_mnist_part(dir.path(), split, part, parts, MemoryBudget::default())?;
-            assert_eq!(data.n(), RowShard::balanced(whole.n(), part, parts).rows);
-            Ok(data)
-        });
-    }
-    let gz = read_mnist(dir.path(), MnistSplit::All, MemoryBudget::default()).expect("valid files");
-    assert_eq!(gz.x, plain.x);
 }
 
 /// A `.npy` file of `a` in `order` with dtype `descr` (`<f8` or `>f8`), written by `npyz`.
