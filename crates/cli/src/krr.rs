@@ -832,14 +832,7 @@ fn finish(
             chosen: v.lambda,
         }),
         result,
-        timings_s: KrrTimings {
-            read: read_time.as_secs_f64(),
-            bandwidth: outcome.timings.bandwidth.as_secs_f64(),
-            nu_selection: outcome.timings.selection.as_secs_f64(),
-            fit: outcome.timings.fit.as_secs_f64(),
-            predict: predict_time.as_secs_f64(),
-            total: total.elapsed().as_secs_f64(),
-        },
+        timings_s: timings(&outcome, read_time, predict_time, total),
         peak_memory_bytes: peak,
         outputs: outputs.iter().map(|o| o.to_string()).collect(),
     };
@@ -848,6 +841,24 @@ fn finish(
     }
     println!("{}", summary_line(args, prepared, &report, out.is_some()));
     Ok(())
+}
+
+/// The report's timings of a fit: reading (`read`), the job's own phases, predicting the test
+/// rows (`predict`) and the whole run since `total` started.
+fn timings(
+    outcome: &KernelRidgeOutcome,
+    read: std::time::Duration,
+    predict: std::time::Duration,
+    total: Instant,
+) -> KrrTimings {
+    KrrTimings {
+        read: read.as_secs_f64(),
+        bandwidth: outcome.timings.bandwidth.as_secs_f64(),
+        nu_selection: outcome.timings.selection.as_secs_f64(),
+        fit: outcome.timings.fit.as_secs_f64(),
+        predict: predict.as_secs_f64(),
+        total: total.elapsed().as_secs_f64(),
+    }
 }
 
 /// `parameters` of `report.json`: the solver's settings, ν and λ with how they were chosen.

@@ -172,14 +172,7 @@ pub(super) fn run(args: &KrrArgs, ctx: &RunContext, given_nu: Option<f64>, total
         nu_validation: None,
         lambda_validation: None,
         result,
-        timings_s: KrrTimings {
-            read: read_time.as_secs_f64(),
-            bandwidth: outcome.timings.bandwidth.as_secs_f64(),
-            nu_selection: outcome.timings.selection.as_secs_f64(),
-            fit: outcome.timings.fit.as_secs_f64(),
-            predict: predict_time.as_secs_f64(),
-            total: total.elapsed().as_secs_f64(),
-        },
+        timings_s: timings(&outcome, read_time, predict_time, total),
         peak_memory_bytes: peak_rss_bytes(),
         outputs: outputs.iter().map(|o| o.to_string()).collect(),
     };

@@ -168,12 +168,7 @@ pub fn certify<'x>(
     {
         return Err(SolverError::ShapeMismatch { what: "kernel row means (n)", expected: n, found: m.len() });
     }
-    if config.sample_rows < 2 {
-        return Err(SolverError::InvalidConfig {
-            name: "sample_rows",
-            reason: format!("the estimate needs at least 2 rows, got {}", config.sample_rows),
-        });
-    }
+    check_sample_rows(config.sample_rows)?;
     let par = faer::get_global_parallelism();
     let workers = KernelOperator::workers(par);
     let d = x.ncols();
@@ -250,9 +245,7 @@ pub fn certify<'x>(
             let s = config.sample_rows;
             config.memory.check(
                 format!("the estimated certificate (n = {n}, d = {d}, rank = {r}, {s} sampled rows)"),
-                f64_bytes(&[n, r + 1])
-                    .saturating_add(f64_bytes(&[s, row_width + 2 * (r + 1)]))
-                    .saturating_add(f64_bytes(&[s, SAMPLED_BLOCK_ROWS])),
+                estimate_bytes(n, s, row_width, r),
             )?;
             let rows: Vec<usize> = (0..s).map(|_| rng.random_range(0..n)).collect();
             // Rows S of K·[U, 1] from kernel panels between the sampled rows and x: the data is
@@ -313,19 +306,12 @@ pub fn certify_estimate_sharded(
             found: u.nrows().max(x.nrows()),
         });
     }
-    if s < 2 {
-        return Err(SolverError::InvalidConfig {
-            name: "sample_rows",
-            reason: format!("the estimate needs at least 2 rows, got {s}"),
-        });
-    }
+    check_sample_rows(s)?;
     // Checked for the largest share, so that every rank takes the same decision.
     let largest = n.div_ceil(comm.size().max(1));
     config.memory.check(
         format!("the estimated certificate (n = {n}, d = {d}, rank = {r}, {s} sampled rows, a rank's share)"),
-        f64_bytes(&[largest, r + 1])
-            .saturating_add(f64_bytes(&[s, d + 2 * (r + 1)]))
-            .saturating_add(f64_bytes(&[s, SAMPLED_BLOCK_ROWS])),
+        estimate_bytes(largest, s, d, r),
     )?;
     let rows: Vec<usize> = (0..s).map(|_| rng.random_range(0..n)).collect();
     // The sampled rows and their eigenvector entries, each from its owner.
@@ -347,6 +333,26 @@ pub fn certify_estimate_sharded(
     let lambda1 = pairs.values.first().map_or(1.0, |v| v.abs()).max(f64::MIN_POSITIVE);
     let sample = Sample { n, raw, u: u_s, trace_k: totals[0], sums: totals[1..].to_vec(), known: None };
     Ok(estimate(sample, center, &pairs.values, lambda1))
+}
+
+/// [`SolverError::InvalidConfig`] unless the estimate samples at least 2 rows (its standard
+/// errors divide by `s − 1`).
+fn check_sample_rows(s: usize) -> Result<(), SolverError> {
+    if s < 2 {
+        return Err(SolverError::InvalidConfig {
+            name: "sample_rows",
+            reason: format!("the estimate needs at least 2 rows, got {s}"),
+        });
+    }
+    Ok(())
+}
+
+/// The estimate's buffers for `rows` rows of `[U, 1]` here, `s` sampled rows of `width` values
+/// with their rows of `K[S, :]·[U, 1]` and `U`, and one block of kernel panels.
+fn estimate_bytes(rows: usize, s: usize, width: usize, r: usize) -> u64 {
+    f64_bytes(&[rows, r + 1])
+        .saturating_add(f64_bytes(&[s, width + 2 * (r + 1)]))
+        .saturating_add(f64_bytes(&[s, SAMPLED_BLOCK_ROWS]))
 }
 
 /// What the estimated certificate needs of the `s` sampled rows `S`, however the rows are held.
