@@ -11,7 +11,6 @@
 
 use std::rc::Rc;
 
-use anyhow::{Result, bail};
 use stolr_comm::{Communicator, SingleProcess};
 use stolr_memory::MemoryBudget;
 
@@ -36,18 +35,6 @@ impl RunContext {
     /// Whether this process writes the outputs and prints (rank 0, or the only process).
     pub fn is_writer(&self) -> bool {
         self.world.as_ref().is_none_or(|comm| comm.is_root())
-    }
-
-    /// An error naming `what` when this run has several processes: for the parts of Stolr that
-    /// are not distributed yet.
-    pub fn refuse(&self, what: &str) -> Result<()> {
-        if let Some(comm) = &self.world {
-            bail!(
-                "{what} is not distributed yet: run it on one process (mpirun -np 1, or without mpirun), not on {}",
-                comm.size()
-            );
-        }
-        Ok(())
     }
 }
 

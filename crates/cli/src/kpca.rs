@@ -94,9 +94,6 @@ pub fn run(mut args: KpcaArgs, ctx: &RunContext) -> Result<()> {
             )
         }
         Some(comm) => {
-            if args.checkpoint.checkpoint.is_some() {
-                ctx.refuse("--checkpoint")?;
-            }
             let part = distributed::read_shard(&args, &**comm, ctx.memory)?;
             let read = Read {
                 data: part.full,

@@ -441,8 +441,7 @@ fn krr_result(args: &KrrArgs, outcome: &KernelRidgeOutcome) -> KrrResult {
 }
 
 /// Under `mpirun -np P > 1`: an error for every solver but Nyström KRR (direct or conjugate
-/// gradients, λ given or cross-validated) and SLKL (ν given or cross-validated), and for
-/// `--checkpoint` (not distributed yet).
+/// gradients, λ given or cross-validated) and SLKL (ν given or cross-validated).
 fn check_distributed(args: &KrrArgs, size: usize) -> Result<()> {
     let not_yet = |what: &str| -> Result<()> {
         bail!("stolr krr {what} is not distributed yet: run it on one process (not under mpirun -np {size})")
@@ -450,9 +449,6 @@ fn check_distributed(args: &KrrArgs, size: usize) -> Result<()> {
     if !matches!(args.solver, KrrMethod::Nystrom | KrrMethod::Slkl) {
         let name = args.solver.name();
         not_yet(&format!("--solver {name}"))?;
-    }
-    if args.checkpoint.checkpoint.is_some() {
-        not_yet("--checkpoint")?;
     }
     Ok(())
 }

@@ -138,6 +138,15 @@ fn run(world: Option<std::rc::Rc<dyn stolr_comm::Communicator>>) -> std::process
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
+            let interrupted = matches!(err.downcast_ref(), Some(stolr_solvers::SolverError::Interrupted { .. }));
+            if let Some(comm) = ctx.world.as_ref().filter(|_| interrupted) {
+                // Every rank agreed to stop after the same iteration and saved its part of the
+                // checkpoint (the stop is collective): they all end alike, without an abort.
+                if comm.is_root() {
+                    eprintln!("error: {err}");
+                }
+                return std::process::ExitCode::from(130);
+            }
             if let Some(comm) = &ctx.world {
                 // One rank failed: say which, and end every rank (the others may be waiting
                 // for it in a collective).
@@ -161,7 +170,7 @@ fn run(world: Option<std::rc::Rc<dyn stolr_comm::Communicator>>) -> std::process
                 matches!(e.downcast_ref(), Some(stolr_memory::MemoryError::OverBudget { .. }))
                     || matches!(e.downcast_ref(), Some(stolr_solvers::SolverError::Memory(_)))
             });
-            if let Some(stolr_solvers::SolverError::Interrupted { .. }) = err.downcast_ref() {
+            if interrupted {
                 return std::process::ExitCode::from(130);
             }
             if over_budget {

@@ -27,7 +27,7 @@ pub fn run(mut args: PcaArgs, ctx: &RunContext) -> Result<()> {
         args.center = true;
     }
     if let Some(comm) = &ctx.world {
-        distributed::check_supported(&args, comm.size(), ctx)?;
+        distributed::check_supported(&args, comm.size())?;
     }
     if args.solver.is_streaming() { stream::run(args, ctx) } else { batch::run(args, ctx) }
 }

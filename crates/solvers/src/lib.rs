@@ -90,7 +90,10 @@ pub use pca::{
     VrPcaConfig, captured_norm, exact_pca, penalty_objective, rayleigh_ritz, rayleigh_ritz_sharded, svrg_pca,
     variance_reduced_direction, vr_pca,
 };
-pub use run::{IterationReport, IterativeSolver, Observer, StepReport, Stop, StopAt, TimeBudget, run, run_with_target};
+pub use run::{
+    CheckpointsOnly, IterationReport, IterativeSolver, Observer, StepReport, Stop, StopAt, TimeBudget, run,
+    run_with_target,
+};
 pub use stolr_estimators::KernelFamily;
 /// Eigenpairs, and the signs of eigenvectors held in blocks from each block's candidates (re-exported for the
 /// front ends that combine blocks themselves: the Python package's Dask fits).

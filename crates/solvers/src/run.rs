@@ -81,6 +81,18 @@ pub trait Observer {
 /// Observes nothing.
 impl Observer for () {}
 
+/// The other ranks' view of a sharded run's observer: it forwards only the
+/// [`checkpoints`](Observer::checkpoints) of the observer it wraps, so every rank saves and
+/// restores its own part of each checkpoint (and agrees on a requested stop) while only rank 0
+/// reports progress. It never stops the run, so the ranks stay in step.
+pub struct CheckpointsOnly<'a>(pub &'a mut dyn Observer);
+
+impl Observer for CheckpointsOnly<'_> {
+    fn checkpoints(&mut self) -> Option<&mut dyn CheckpointStore> {
+        self.0.checkpoints()
+    }
+}
+
 /// Records every report (for tests and convergence curves).
 impl Observer for Vec<IterationReport> {
     fn on_iteration(&mut self, report: &IterationReport) -> ControlFlow<()> {

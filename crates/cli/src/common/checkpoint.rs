@@ -13,6 +13,9 @@
 //! of rows, one row per block up to 16 384 rows), and the resumed pass checks the rows it
 //! re-reads and skips against it, so resuming on a changed input is refused naming the row
 //! where the two inputs part.
+//!
+//! Under `mpirun -np P > 1` each rank saves its part of the state to a file of its own and rank 0
+//! a manifest at the path ([`parts`]); resuming needs the same `P`.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -24,6 +27,8 @@ use faer::MatRef;
 use serde_json::{Map, Value, json};
 use stolr_model::ModelFile;
 use stolr_solvers::{CheckpointStore, SolverError, SolverState};
+
+mod parts;
 
 /// The options of every subcommand with a checkpointable solver.
 #[derive(Debug, Clone, Args)]
@@ -363,6 +368,9 @@ pub struct FileStore {
     prefix: Option<(RowPrefix, String)>,
     /// The run's budget (`--memory-limit`), within which a checkpoint is read back.
     memory: stolr_memory::MemoryBudget,
+    /// The world of a run on several processes: each rank keeps its part of every checkpoint
+    /// in a file of its own, and rank 0 a manifest at `path` ([`parts`]).
+    world: Option<std::rc::Rc<dyn stolr_comm::Communicator>>,
 }
 
 impl FileStore {
@@ -378,9 +386,6 @@ impl FileStore {
         data: impl FnOnce() -> Result<String>,
     ) -> Result<Option<Self>> {
         let Some(path) = &args.checkpoint else { return Ok(None) };
-        // Each rank holds only its rows' share of the state; resuming a distributed run is not
-        // built yet.
-        ctx.refuse("--checkpoint")?;
         let mut fingerprint = OPTIONS.get().cloned().unwrap_or_default();
         fingerprint.insert("data".into(), Value::String(data()?));
         static HANDLER: OnceLock<Result<(), String>> = OnceLock::new();
@@ -394,6 +399,7 @@ impl FileStore {
             fingerprint,
             prefix: None,
             memory: ctx.memory,
+            world: ctx.world.clone().filter(|world| world.size() > 1),
         }))
     }
 
@@ -407,10 +413,15 @@ impl FileStore {
 
     /// Refuses a checkpoint whose fingerprint differs from this run's, naming every difference.
     fn check(&self, saved: &Value) -> Result<(), SolverError> {
+        self.check_against(saved, &self.fingerprint)
+    }
+
+    /// [`FileStore::check`] against `ours`, a fingerprint of this run.
+    fn check_against(&self, saved: &Value, ours: &Map<String, Value>) -> Result<(), SolverError> {
         let Some(saved) = saved.as_object() else {
             return Err(self.error("it has no fingerprint of its job"));
         };
-        let mut keys: Vec<&String> = saved.keys().chain(self.fingerprint.keys()).collect();
+        let mut keys: Vec<&String> = saved.keys().chain(ours.keys()).collect();
         keys.sort();
         keys.dedup();
         let show = |v: Option<&Value>| match v {
@@ -420,18 +431,14 @@ impl FileStore {
         };
         let differences: Vec<String> = keys
             .into_iter()
-            .filter(|k| saved.get(*k).unwrap_or(&Value::Null) != self.fingerprint.get(*k).unwrap_or(&Value::Null))
+            .filter(|k| saved.get(*k).unwrap_or(&Value::Null) != ours.get(*k).unwrap_or(&Value::Null))
             .map(|k| {
                 let name = if matches!(k.as_str(), "data" | "command") {
                     k.clone()
                 } else {
                     format!("--{}", k.replace('_', "-"))
                 };
-                format!(
-                    "{name}: the checkpoint has {}, this run has {}",
-                    show(saved.get(k)),
-                    show(self.fingerprint.get(k))
-                )
+                format!("{name}: the checkpoint has {}, this run has {}", show(saved.get(k)), show(ours.get(k)))
             })
             .collect();
         if differences.is_empty() {
@@ -455,13 +462,17 @@ impl CheckpointStore for FileStore {
     }
 
     fn load(&mut self) -> Result<Option<SolverState>, SolverError> {
-        if !self.path.exists() {
+        let file = match &self.world {
+            Some(world) => self.load_part(&**world)?,
+            None if !self.path.exists() => None,
+            None => Some(self.load_whole()?),
+        };
+        let Some(file) = file else {
             if let Some((prefix, _)) = &self.prefix {
                 prefix.start_fresh();
             }
             return Ok(None);
-        }
-        let file = ModelFile::load_kind(&self.path, &[KIND], self.memory)?;
+        };
         self.check(file.parameters().get("fingerprint").unwrap_or(&Value::Null))?;
         if let Some((prefix, transform)) = &self.prefix {
             let saved = load_prefix(&file).ok_or_else(|| {
@@ -478,12 +489,18 @@ impl CheckpointStore for FileStore {
             prefix.expect(saved).map_err(|reason| self.error(&format!("{reason}; delete it to start over")))?;
         }
         let t = file.parameters().get("iteration").and_then(Value::as_u64).unwrap_or(0);
-        eprintln!("resuming from the checkpoint {} after iteration {t}", self.path.display());
+        if self.world.as_ref().is_none_or(|world| world.is_root()) {
+            eprintln!("resuming from the checkpoint {} after iteration {t}", self.path.display());
+        }
         Ok(Some(SolverState::from_arrays(file.arrays())))
     }
 
     fn save(&mut self, t: usize, state: SolverState) -> Result<(), SolverError> {
         let mut header = json!({ "fingerprint": self.fingerprint, "iteration": t });
+        if let Some(world) = &self.world {
+            header["rank"] = json!(world.rank());
+            header["processes"] = json!(world.size());
+        }
         let mut prefix_arrays = None;
         if let Some((prefix, transform)) = &self.prefix {
             let rows = state.usize("stream-position")?;
@@ -500,11 +517,25 @@ impl CheckpointStore for FileStore {
         if let Some(saved) = prefix_arrays {
             store_prefix(&mut file, &saved);
         }
-        Ok(file.save(&self.path)?)
+        match &self.world {
+            Some(world) => self.save_part(&**world, t, file),
+            None => Ok(file.save(&self.path)?),
+        }
     }
 
+    /// Whether Ctrl-C (SIGINT) reached this process; on several processes, whether it reached
+    /// any of them (collective: one all-reduce of one number, every iteration), so that every
+    /// rank saves its part and stops after the same iteration.
     fn stop_requested(&self) -> bool {
-        STOP.load(Ordering::SeqCst)
+        let here = STOP.load(Ordering::SeqCst);
+        match &self.world {
+            Some(world) => {
+                let mut any = [f64::from(u8::from(here))];
+                world.all_reduce_sum(&mut any);
+                any[0] > 0.0
+            }
+            None => here,
+        }
     }
 }
 

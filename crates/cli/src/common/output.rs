@@ -226,11 +226,14 @@ fn claim_checkpoint(path: &Path) -> Result<PathLock> {
     let lock = PathLock::acquire(&target, option)?;
     let parent = target.parent().unwrap_or(Path::new("."));
     let name = target.file_name().unwrap_or_default().to_string_lossy().into_owned();
-    // Temporary files of a checkpoint write killed halfway (write_atomic's `.NAME.XXXXXX.tmp`).
+    // Temporary files of a checkpoint write killed halfway (write_atomic's `.NAME.XXXXXX.tmp`),
+    // and of its parts under mpirun (`.NAME.part-R-of-P.tT.XXXXXX.tmp`).
     let prefix = format!(".{name}.");
+    let part = format!(".{name}.part-");
     for entry in std::fs::read_dir(parent).into_iter().flatten().flatten() {
         let file = entry.file_name().to_string_lossy().into_owned();
-        if file.len() == prefix.len() + 10 && file.starts_with(&prefix) && file.ends_with(".tmp") {
+        let whole = file.len() == prefix.len() + 10 && file.starts_with(&prefix);
+        if (whole || file.starts_with(&part)) && file.ends_with(".tmp") {
             let _ = std::fs::remove_file(entry.path());
         }
     }

@@ -14,7 +14,8 @@
 //!   and the final Ritz Gram are all-reduced.
 //!
 //! The model (`d × r`) is the same on every rank; rank 0 writes it. Incremental PCA and Oja's
-//! rule stay on one process ([`check_supported`] says why), and so does `--checkpoint`.
+//! rule stay on one process ([`check_supported`] says why). `--checkpoint` saves each rank's part
+//! (`crate::common::checkpoint`).
 
 use anyhow::{Result, bail};
 use stolr_comm::{Communicator, RowShard};
@@ -25,9 +26,9 @@ use stolr_solvers::{Named, PcaMethod};
 use super::args::PcaArgs;
 
 /// An error for the solvers and options that do not run on rows sharded across processes
-/// (incremental PCA and Oja's rule: sequential rank-one updates; `--checkpoint`), and for a
+/// (incremental PCA and Oja's rule: sequential rank-one updates), and for a
 /// mini-batch too small to give every rank a row.
-pub(super) fn check_supported(args: &PcaArgs, size: usize, ctx: &crate::distributed::RunContext) -> Result<()> {
+pub(super) fn check_supported(args: &PcaArgs, size: usize) -> Result<()> {
     if matches!(args.solver, PcaMethod::Incremental | PcaMethod::Oja) {
         bail!(
             "stolr pca --solver {name} does not run under mpirun -np {size}: {name} updates its estimate after every \
@@ -37,9 +38,6 @@ pub(super) fn check_supported(args: &PcaArgs, size: usize, ctx: &crate::distribu
              Or run --solver {name} on one process",
             name = args.solver.name()
         );
-    }
-    if args.checkpoint.checkpoint.is_some() {
-        ctx.refuse("--checkpoint")?;
     }
     if args.solver.is_streaming() && args.batch < size {
         bail!(

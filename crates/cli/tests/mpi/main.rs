@@ -7,6 +7,7 @@
 #![cfg(feature = "mpi")]
 
 mod apply;
+mod checkpoint;
 mod failures;
 mod kpca;
 mod krr;

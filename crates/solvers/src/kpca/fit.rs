@@ -498,8 +498,14 @@ impl KernelPca {
             }
             Ok(())
         };
-        let mut silent = ();
-        let observer: &mut dyn Observer = if comm.is_root() { observer } else { &mut silent };
+        // The other ranks save their parts of the checkpoints, and report nothing.
+        let mut others;
+        let observer: &mut dyn Observer = if comm.is_root() {
+            observer
+        } else {
+            others = crate::CheckpointsOnly(observer);
+            &mut others
+        };
         let name = self.solver.name();
         let mut warnings = Vec::new();
         // The solvers on the training rows give eigenpairs (this rank's rows of the

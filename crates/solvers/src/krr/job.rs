@@ -222,8 +222,14 @@ impl KernelRidgeJob {
         let (model, summary) = if shard.is_whole() {
             ridge.fit_prepared(shard.data(), y, standardization, landmarks, coordinates, observer)?
         } else {
-            let mut silent = ();
-            let observer: &mut dyn Observer = if shard.comm.is_root() { observer } else { &mut silent };
+            // The other ranks save their parts of the checkpoints, and report nothing.
+            let mut others;
+            let observer: &mut dyn Observer = if shard.comm.is_root() {
+                observer
+            } else {
+                others = crate::CheckpointsOnly(observer);
+                &mut others
+            };
             let (comm, place) = (shard.comm, shard.place);
             ridge.fit_prepared_sharded(
                 shard.dense("rows split across processes")?,

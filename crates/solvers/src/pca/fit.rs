@@ -400,8 +400,14 @@ impl Pca {
     ) -> Result<(PcaModel, Option<Stop>, usize), SolverError> {
         let n = place.total;
         let name = self.solver.name();
-        let mut silent = ();
-        let observer: &mut dyn Observer = if comm.is_root() { observer } else { &mut silent };
+        // The other ranks save their parts of the checkpoints, and report nothing.
+        let mut others;
+        let observer: &mut dyn Observer = if comm.is_root() {
+            observer
+        } else {
+            others = crate::CheckpointsOnly(observer);
+            &mut others
+        };
         let (pairs, stop, epochs) = match &self.solver {
             PcaSolver::Exact => (exact_pca(prepared, self.rank)?, None, 0),
             PcaSolver::SvrgBb(config) => {
