@@ -111,6 +111,16 @@ fn a_checkpoint_resumed_with_another_number_of_processes_is_refused_naming_both(
     run_ok(1, &args, &single, "2", &d.join("single"));
     let two = refused(2, &single, "two-from-one");
     assert!(two.contains("written by one process") && two.contains("this run has mpirun -np 2"), "{two}");
+    // A damaged part and a missing one: refused naming the file, on every rank (no hang).
+    let parts: Vec<PathBuf> = checkpoint_files(&ck)[1..].iter().map(|n| d.join(n)).collect();
+    assert_eq!(parts.len(), 2, "{parts:?}");
+    let bytes = std::fs::read(&parts[1]).unwrap();
+    std::fs::write(&parts[1], &bytes[..bytes.len() / 2]).unwrap();
+    let damaged = refused(2, &ck, "damaged");
+    assert!(damaged.contains(&*parts[1].file_name().unwrap().to_string_lossy()), "{damaged}");
+    std::fs::remove_file(&parts[1]).unwrap();
+    let missing = refused(2, &ck, "missing");
+    assert!(missing.contains("which is missing") && missing.contains("rank 1"), "{missing}");
     // Another job's options on the same number of processes: named.
     let mut other = args.clone();
     let epochs = other.iter().position(|a| *a == "--epochs").unwrap() + 1;
