@@ -109,3 +109,28 @@ fn transform_and_predict_under_mpirun_refuse_bad_input_on_every_rank() {
     assert!(!status.success() && stderr.contains("rank 1 of 2"), "{stderr}");
     assert!(!stderr.contains("rank 0 of 2): cannot read"), "rank 0 holds only good lines: {stderr}");
 }
+
+#[test]
+fn sharded_kha_over_the_memory_limit_is_refused_on_every_rank_and_runs_within_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = write_data(dir.path());
+    let args = |limit: &'static str| {
+        let kha = ["kpca", "--solver", "kha", "--rank", "3", "--iterations", "100", "--certify", "off"];
+        let mut v: Vec<String> = ["--memory-limit", limit].iter().chain(&kha).map(|s| s.to_string()).collect();
+        v.extend(["--input".into(), data.to_str().unwrap().into(), "--format".into(), "libsvm".into()]);
+        v
+    };
+    for np in [2, 3] {
+        // KHA's coefficients, its Rayleigh–Ritz step and the rows every rank holds: over 2 MiB
+        // (1500 rows), refused by name on every rank before any collective of the solver.
+        let small = args("2M");
+        let (status, stderr, took) =
+            wait(mpirun(np, &small.iter().map(String::as_str).collect::<Vec<_>>()), Duration::from_secs(60));
+        assert!(!status.success(), "-np {np} ran over its limit");
+        assert!(stderr.contains("KHA") && stderr.contains("over the memory limit of 2.00 MiB"), "{stderr}");
+        assert!(took < Duration::from_secs(30), "took {took:?}");
+        let enough = args("64M");
+        let (status, stderr, _) = wait(mpirun(np, &enough.iter().map(String::as_str).collect::<Vec<_>>()), DEADLINE);
+        assert!(status.success(), "-np {np} within 64 MiB: {stderr}");
+    }
+}
