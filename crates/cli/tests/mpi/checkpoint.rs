@@ -198,3 +198,50 @@ fn sigint_to_one_rank_saves_every_part_after_the_same_iteration_and_stops_all() 
     assert!(stderr.contains(&format!("after iteration {first}")), "{stderr}");
     assert!(second > first, "the resumed run went on from {first} (stopped at {second})");
 }
+
+#[test]
+fn a_rank_killed_while_saving_leaves_a_whole_set_that_resumes_to_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let data = write_data(d);
+    let data = data.to_str().unwrap();
+    // A save after every iteration: a SIGKILL is likely to land inside one.
+    let args = ["kpca", "--input", data, "--format", "libsvm", "--solver", "skpca", "--tau", "5", "--iterations", "400"];
+    let args = [&args[..], &["--features", "10", "--seed", "5", "--certify", "off"]].concat();
+    let files = ["eigenvalues.npy", "eigenvectors.npy", "projections.npy", "model.npz"];
+    let reference = d.join("reference");
+    run_ok(2, &args, &d.join("reference.ck"), "1", &reference);
+    let ck = d.join("killed.ck");
+    let out = d.join("killed");
+    let mut all: Vec<&str> = args.clone();
+    all.extend(["--checkpoint", ck.to_str().unwrap(), "--checkpoint-every", "1", "--out", out.to_str().unwrap()]);
+    let child = mpirun(2, &all);
+    let start = Instant::now();
+    let victim = loop {
+        let ranks = children(child.id());
+        if ranks.len() == 2 && ck.exists() {
+            break ranks[1];
+        }
+        assert!(start.elapsed() < DEADLINE, "the run never saved a checkpoint");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    std::thread::sleep(Duration::from_millis(150));
+    Command::new("kill").args(["-9", &victim.to_string()]).status().unwrap();
+    let (status, stderr, _) = wait(child, DEADLINE);
+    if status.success() {
+        eprintln!("the run ended before the kill; nothing to check of a killed save:\n{stderr}");
+        return;
+    }
+    // Whatever was on disk at the kill: the manifest names parts that are all there.
+    let names = checkpoint_files(&ck);
+    let base = ck.file_name().unwrap().to_string_lossy().into_owned();
+    let manifest_parts = names.iter().filter(|n| n.starts_with(&format!("{base}.part-"))).count();
+    assert!(manifest_parts >= 2, "the kill left {names:?}");
+    let resumed = run_ok(2, &args, &ck, "1", &out);
+    assert!(resumed.contains("resuming from the checkpoint"), "{resumed}");
+    for f in files {
+        let (x, y) = (std::fs::read(reference.join(f)).unwrap(), std::fs::read(out.join(f)).unwrap());
+        assert!(x == y, "{f} differs after resuming a killed run");
+    }
+    assert_eq!(checkpoint_files(&ck).len(), 3, "one manifest and two parts after the resumed run");
+}
