@@ -441,12 +441,13 @@ fn krr_result(args: &KrrArgs, outcome: &KernelRidgeOutcome) -> KrrResult {
 }
 
 /// Under `mpirun -np P > 1`: an error for every solver but Nyström KRR (direct or conjugate
-/// gradients, λ given or cross-validated) and SLKL (ν given or cross-validated).
+/// gradients, λ given or cross-validated), SLKL (ν given or cross-validated) and KRR_M
+/// (`krr-subset`: the landmark rows assembled from their owners).
 fn check_distributed(args: &KrrArgs, size: usize) -> Result<()> {
     let not_yet = |what: &str| -> Result<()> {
         bail!("stolr krr {what} is not distributed yet: run it on one process (not under mpirun -np {size})")
     };
-    if !matches!(args.solver, KrrMethod::Nystrom | KrrMethod::Slkl) {
+    if !matches!(args.solver, KrrMethod::Nystrom | KrrMethod::Slkl | KrrMethod::KrrSubset) {
         let name = args.solver.name();
         not_yet(&format!("--solver {name}"))?;
     }

@@ -166,12 +166,49 @@ fn sharded_krr_refuses_what_is_not_distributed() {
         let shard = RowShard::balanced(100, comm.rank(), comm.size());
         let (xl, yl) = (x.as_ref().subrows(shard.first, shard.rows), &y[shard.first..shard.first + shard.rows]);
         let rng = &mut Xoshiro256PlusPlus::seed_from_u64(1);
-        KernelRidge::new(kernel, KrrSolver::KrrSubset { lambda: 1.0, landmarks: 10 })
+        let unif = stolr_solvers::UnifConfig::default();
+        KernelRidge::new(kernel, KrrSolver::Uniform { config: unif, landmarks: 10 })
             .fit_prepared_sharded(xl, yl, None, rng, &mut Xoshiro256PlusPlus::seed_from_u64(2), &mut (), comm, shard)
             .unwrap_err()
     });
-    for subset in errors {
-        assert!(matches!(subset, SolverError::InvalidConfig { name: "solver", .. }), "{subset}");
+    for unif in errors {
+        assert!(matches!(unif, SolverError::InvalidConfig { name: "solver", .. }), "{unif}");
+    }
+}
+
+/// KRR_M on sharded rows: the landmark rows and targets assembled from their owners give one
+/// process's fit bit for bit on every P (the M × M solve is the same), with and without the
+/// intercept, on rows with duplicates, a constant column and an outlier; the model's centres
+/// are the landmark rows of the whole data.
+#[test]
+fn sharded_krr_subset_gives_one_process_bits() {
+    let (x, y) = hostile(301, 5);
+    let test = hostile(60, 6).0;
+    let kernel = Kernel::gaussian(0.7);
+    for intercept in [true, false] {
+        let params =
+            KernelRidge { intercept, ..KernelRidge::new(kernel, KrrSolver::KrrSubset { lambda: 0.2, landmarks: 40 }) };
+        let (single, single_summary, expected) = fit_single(&params, &x, &y, &test);
+        for p in [1, 2, 3] {
+            let (got, b, summary) = fit_on_ranks(p, &params, &x, &y, &test);
+            assert_eq!(summary.landmarks, single_summary.landmarks, "P = {p}: the landmarks");
+            assert_eq!(got, expected, "intercept {intercept}, P = {p}: the same predictions, bit for bit");
+            assert_eq!(b.to_bits(), single.intercept().to_bits(), "P = {p}: the intercept");
+            assert_eq!(summary.objective, single_summary.objective, "P = {p}: the objective");
+        }
+    }
+    // A landmark count over n is refused on every rank.
+    let params = KernelRidge::new(kernel, KrrSolver::KrrSubset { lambda: 0.2, landmarks: 400 });
+    let errors = ThreadGroup::run(2, |comm| {
+        let shard = RowShard::balanced(301, comm.rank(), comm.size());
+        let (xl, yl) = (x.as_ref().subrows(shard.first, shard.rows), &y[shard.first..shard.first + shard.rows]);
+        let rng = &mut Xoshiro256PlusPlus::seed_from_u64(1);
+        params
+            .fit_prepared_sharded(xl, yl, None, rng, &mut Xoshiro256PlusPlus::seed_from_u64(2), &mut (), comm, shard)
+            .unwrap_err()
+    });
+    for e in errors {
+        assert!(matches!(e, SolverError::InvalidConfig { name: "landmarks", .. }), "{e}");
     }
 }
 

@@ -206,7 +206,8 @@ fn a_rank_killed_while_saving_leaves_a_whole_set_that_resumes_to_the_same_bytes(
     let data = write_data(d);
     let data = data.to_str().unwrap();
     // A save after every iteration: a SIGKILL is likely to land inside one.
-    let args = ["kpca", "--input", data, "--format", "libsvm", "--solver", "skpca", "--tau", "5", "--iterations", "400"];
+    let args =
+        ["kpca", "--input", data, "--format", "libsvm", "--solver", "skpca", "--tau", "5", "--iterations", "400"];
     let args = [&args[..], &["--features", "10", "--seed", "5", "--certify", "off"]].concat();
     let files = ["eigenvalues.npy", "eigenvectors.npy", "projections.npy", "model.npz"];
     let reference = d.join("reference");

@@ -241,14 +241,30 @@ fn cross_validation_chooses_the_same_on_one_two_and_three_processes() {
 
 #[test]
 fn krr_refuses_what_is_not_distributed() {
-    for (what, options) in [
-        ("--solver krr-subset", &["--solver", "krr-subset"][..]),
-        ("--solver uniform", &["--solver", "uniform", "--nu", "auto"][..]),
-    ] {
+    for (what, options) in
+        [("--solver krr", &["--solver", "krr"][..]), ("--solver uniform", &["--solver", "uniform", "--nu", "auto"][..])]
+    {
         let mut args = vec!["krr", "--generate", "friedman1", "--n-train", "300", "--n-test", "50"];
         args.extend_from_slice(options);
         let (status, stderr, _) = wait(mpirun(2, &args), DEADLINE);
         assert!(!status.success(), "{what} ran on 2 processes");
         assert!(stderr.contains("not distributed yet") && stderr.contains(what), "{what}: {stderr}");
+    }
+}
+
+/// KRR_M (`--solver krr-subset`) on 1, 2 and 3 processes: the landmark rows and targets
+/// assembled from their owners, the `M × M` solve replicated: the same landmarks, files and
+/// predictions, bit for bit.
+#[test]
+fn krr_subset_predicts_the_same_bits_on_one_two_and_three_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = ["--solver", "krr-subset", "--generate", "friedman1", "--n-train", "901", "--n-test", "200"];
+    let runs =
+        krr_runs(dir.path(), &[&options[..], &["--landmarks", "120", "--lambda", "0.5", "--seed", "4"]].concat());
+    assert_eq!(runs[0].landmarks.len(), 120);
+    for (np, run) in [(2, &runs[1]), (3, &runs[2])] {
+        assert_eq!(run.files, runs[0].files, "{np} processes write other files");
+        assert_eq!(run.landmarks, runs[0].landmarks, "{np} processes: other landmarks");
+        assert!(run.predictions == runs[0].predictions, "{np} processes: other predictions");
     }
 }

@@ -210,12 +210,7 @@ impl KernelRidge {
         // Every solver takes sparse rows (one process): kernel values summed over the stored
         // entries, centres kept sparse.
         let with = self.intercept;
-        // λ yᵀα, or with the intercept λ (y − ȳ)ᵀα (the same number as 1ᵀα = 0, without the
-        // cancellation of a large ȳ): the ridge objective at the solution of the (bordered) system.
-        let ridge_objective = |lambda: f64, e: &KernelExpansion, y: &[f64]| {
-            let mean = if with { y.iter().sum::<f64>() / y.len() as f64 } else { 0.0 };
-            lambda * e.coefficients().iter().zip(y).map(|(a, v)| a * (v - mean)).sum::<f64>()
-        };
+        let ridge_objective = |lambda: f64, e: &KernelExpansion, y: &[f64]| ridge_objective(lambda, e, y, with);
         let (expansion, intercept, summary) = match &self.solver {
             KrrSolver::Slkl(config) => slkl_fit(
                 data,
@@ -476,6 +471,13 @@ fn union_of(
 /// $\sum_k \lambda (y_k - \bar y_k)^\top\alpha_k$ with $\bar y_k$ the weighted mean (0 without
 /// the intercept): at the solution $W r_k = \lambda\alpha_k$ and $\mathbf 1^\top\alpha_k = 0$,
 /// so $\sum_i w_i r_{ik}^2 + \lambda\alpha_k^\top K\alpha_k = \lambda y_k^\top\alpha_k$.
+/// λ yᵀα, or with the intercept λ (y − ȳ)ᵀα (the same number as 1ᵀα = 0, without the
+/// cancellation of a large ȳ): the ridge objective at the solution `e` of the (bordered) system.
+fn ridge_objective(lambda: f64, e: &KernelExpansion, y: &[f64], intercept: bool) -> f64 {
+    let mean = if intercept { y.iter().sum::<f64>() / y.len() as f64 } else { 0.0 };
+    lambda * e.coefficients().iter().zip(y).map(|(a, v)| a * (v - mean)).sum::<f64>()
+}
+
 fn ridge_objective_targets(
     y: MatRef<'_, f64>,
     weights: Option<&[f64]>,
@@ -500,7 +502,9 @@ fn ridge_objective_targets(
 impl KernelRidge {
     /// [`KernelRidge::fit_prepared`] on training rows sharded across the ranks of `comm`, for
     /// [`KrrSolver::Nystrom`] with the direct solve or conjugate gradients ([`nystrom_krr_sharded`]) and
-    /// [`KrrSolver::Slkl`] ([`Slkl::new_sharded`]): `x` `(shard.rows, d)` and `y` are this
+    /// [`KrrSolver::Slkl`] ([`Slkl::new_sharded`]), and [`KrrSolver::KrrSubset`] (KRR_M of
+    /// \[SLKL\] (9) on the landmark rows, which are assembled from their owners on every rank;
+    /// the `M × M` solve is replicated and gives one process's bits): `x` `(shard.rows, d)` and `y` are this
     /// rank's rows of the `n = shard.total` prepared training rows. The landmarks are drawn from
     /// `landmark_rng` over the global `n` and SLKL's coordinate order from `coordinate_rng` (the
     /// draws of one process, the same on every rank; every rank must pass the same generator
@@ -512,7 +516,8 @@ impl KernelRidge {
     /// # Errors
     /// As [`nystrom_krr_sharded`] and [`Slkl::new_sharded`]; [`SolverError::InvalidConfig`]
     /// (`solver`) for any other solver on more than one rank (not distributed yet), or
-    /// (`landmarks`) for `M` outside `[1, n]`.
+    /// (`landmarks`) for `M` outside `[1, n]`; [`SolverError::Memory`] for KRR_M's landmark
+    /// rows `8·M·(d + 1)` bytes over the budget.
     #[allow(clippy::too_many_arguments)]
     pub fn fit_prepared_sharded(
         &self,
@@ -525,11 +530,11 @@ impl KernelRidge {
         comm: &dyn Communicator,
         shard: RowShard,
     ) -> Result<(KrrModel, KrrFitSummary), SolverError> {
-        if !matches!(self.solver, KrrSolver::Nystrom { .. } | KrrSolver::Slkl(_)) {
+        if !matches!(self.solver, KrrSolver::Nystrom { .. } | KrrSolver::Slkl(_) | KrrSolver::KrrSubset { .. }) {
             return Err(SolverError::InvalidConfig {
                 name: "solver",
                 reason: format!(
-                    "{} is not distributed yet: only nystrom and slkl run on sharded rows",
+                    "{} is not distributed yet: only nystrom, slkl and krr-subset run on sharded rows",
                     self.solver.name()
                 ),
             });
@@ -571,6 +576,35 @@ impl KernelRidge {
                     (fit.expansion, fit.intercept, summary)
                 }
             },
+            KrrSolver::KrrSubset { lambda, landmarks } => {
+                // The landmark rows and their targets assembled from their owners on every
+                // rank (the one-process draw over the global n); the M × M solve replicated.
+                if shard.rows > 0 {
+                    crate::error::check_regression(x, y)?;
+                }
+                let j = match &self.landmarks {
+                    None => select_landmarks(shard.total, *landmarks, landmark_rng)?,
+                    Some(given) => given.indices(shard.total, x.ncols(), landmark_rng)?.ok_or_else(|| {
+                        SolverError::InvalidConfig {
+                            name: "landmarks",
+                            reason: "krr-subset takes landmarks as training-row indices only".into(),
+                        }
+                    })?,
+                };
+                crate::error::check_landmarks(&j, shard.total)?;
+                let config = KrrConfig { lambda: *lambda, memory: self.memory };
+                config.memory.check(
+                    format!("the {} landmark rows of krr-subset", j.len()),
+                    stolr_memory::f64_bytes(&[j.len(), x.ncols() + 1]),
+                )?;
+                let xj = stolr_comm::rows_by_index(comm, x, shard, &j);
+                let yj = stolr_comm::rows_by_index(comm, MatRef::from_column_major_slice(y, y.len(), 1), shard, &j);
+                let yj: Vec<f64> = yj.col(0).iter().copied().collect();
+                let all: Vec<usize> = (0..j.len()).collect();
+                let (e, b) = krr_subset_fit(xj.as_ref().into(), &yj, &self.kernel, &config, &all, self.intercept)?;
+                let objective = ridge_objective(*lambda, &e, &yj, self.intercept);
+                (e, b, KrrFitSummary { landmarks: Some(j), objective, ..Default::default() })
+            }
             _ => unreachable!("refused above"),
         };
         Ok((KrrModel::new(self.solver.name(), expansion, standardization, intercept)?, summary))
