@@ -50,7 +50,8 @@ pub use kernel_spec::KernelSpec;
 pub use kpca::streaming_rff_fit_with;
 pub use kpca::{
     Certificate, CertifyConfig, CertifyMethod, CertifyRule, ConfidenceIntervals, DEFAULT_TAU_SUBSAMPLE,
-    ExactKpcaConfig, ExactOperator, Iterate, KernelCentering, KernelPca, KernelPcaFit, KernelPcaJob, KernelPcaModel,
+    ExactKpcaConfig, ExactOperator, Iterate, KernelProducts, exact_fit_from_pairs, matrix_free_kpca_products,
+    matrix_free_products_bytes, KernelCentering, KernelPca, KernelPcaFit, KernelPcaJob, KernelPcaModel,
     KernelPcaOutcome, Kha, KhaConfig, KhaRitz, KpcaJobTimings, KpcaSettings, KpcaSolver, KpcaWarning, MatrixFreeConfig,
     MatrixFreeFit, NystromConfig, NystromFit, RANK_TOLERANCE, SamplerKind, Skpca, SkpcaConfig, TauChoice, TauOutcome,
     TauRule, certify, certify_estimate_sharded, check_skpca_memory, exact_kpca, kernel_matrix, matrix_free_bytes,
