@@ -569,7 +569,7 @@ fn dask_kernel_rows<'py>(
 /// `memory_limit`; an exception raised by `products` is raised again unchanged.
 #[pyfunction]
 #[pyo3(signature = (products, n, d, rank, center, tolerance=1e-10, memory_limit=None))]
-#[allow(clippy::type_complexity)]
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
 fn dask_exact_kpca<'py>(
     py: Python<'py>,
     products: Py<PyAny>,
@@ -579,12 +579,7 @@ fn dask_exact_kpca<'py>(
     center: bool,
     tolerance: f64,
     memory_limit: Option<String>,
-) -> PyResult<(
-    Bound<'py, PyArray1<f64>>,
-    Bound<'py, PyArray2<f64>>,
-    Option<(Bound<'py, PyArray1<f64>>, f64)>,
-    usize,
-)> {
+) -> PyResult<(Bound<'py, PyArray1<f64>>, Bound<'py, PyArray2<f64>>, Option<(Bound<'py, PyArray1<f64>>, f64)>, usize)> {
     let config = stolr_solvers::MatrixFreeConfig {
         center,
         tolerance,
@@ -645,7 +640,8 @@ fn dask_exact_model<'py>(
     let pairs = stolr_solvers::Eigenpairs { values, vectors };
     let means = means.map(|(m, g)| (vec1(&m), g));
     let data = x.data();
-    let fit = py.detach(|| stolr_solvers::exact_fit_from_pairs(data, kernel, rank, pairs, means)).map_err(solver_error)?;
+    let fit =
+        py.detach(|| stolr_solvers::exact_fit_from_pairs(data, kernel, rank, pairs, means)).map_err(solver_error)?;
     super::kpca_arrays(py, fit)
 }
 

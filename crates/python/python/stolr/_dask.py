@@ -1,6 +1,6 @@
 """The estimators' ``fit``, ``transform`` and ``predict`` on a row-chunked ``dask.array.Array``.
 
-``KernelPCA(solver="nystrom")``, ``PCA(solver="exact")`` and ``KernelRidge(solver="nystrom")``
+``KernelPCA(solver="nystrom" or "exact")``, ``PCA(solver="exact")`` and ``KernelRidge(solver="nystrom")``
 take a Dask array where they take a NumPy one: ``fit`` runs the library's own fit split where an
 MPI run all-reduces (``_core.dask_*``, crates/python/src/dask.rs):
 
@@ -17,6 +17,10 @@ The fitted estimator equals the in-memory fit on ``X.compute()`` with the same p
 rounding (about 1e-14 relative; the parts are added chunk by chunk instead of row block by
 row block). ``transform`` and ``predict`` of a Dask array return a Dask array computed chunk by
 chunk (``map_blocks``). Dask is imported only when a Dask array is given.
+
+``KernelPCA(solver="exact")`` (and ``"exact-matrix-free"``) is the exception to step 2's "never
+a row": its eigensolver runs on the client and each kernel product ``K V`` sends ``V`` ``(n, b)``
+to the workers and brings its ``(n, b)`` rows back (:func:`_fit_exact_kpca`).
 
 Everything else is refused with a ``NotImplementedError`` naming what runs on Dask arrays
 (see docs/distributed.md, "Dask").

@@ -312,8 +312,7 @@ fn solve(
 /// `(n, b)` and `None`, the uncentred $K V$; given the row means $m = K1/n$ (length `n`) and
 /// $\bar m = 1^\top K 1/n^2$, the centred $HKHV$ (as [`KernelOperator::with_means`] applies
 /// it); `(n, b)` either way.
-pub type KernelProducts<'a> =
-    dyn FnMut(MatRef<'_, f64>, Option<(&[f64], f64)>) -> Result<Mat<f64>, SolverError> + 'a;
+pub type KernelProducts<'a> = dyn FnMut(MatRef<'_, f64>, Option<(&[f64], f64)>) -> Result<Mat<f64>, SolverError> + 'a;
 
 /// Bytes [`matrix_free_kpca_products`] allocates for `n` rows of dimension `d`, `k` pairs and
 /// block `b` (0 = auto): the Krylov basis (all `n` rows, [`matrix_free_bytes_sharded`]'s
@@ -693,6 +692,49 @@ mod tests {
         compare(x.as_ref(), Kernel::gaussian(1.5), 8, true, 3);
         compare(x.as_ref(), Kernel::laplacian(3.0), 5, true, 4);
         compare(x.as_ref(), Kernel::polynomial(3.0, 1.0, 2), 6, false, 2);
+    }
+
+    #[test]
+    fn products_from_the_caller_give_the_in_memory_bits_and_their_errors() {
+        let x = blobs(200, 3, 7);
+        let kernel = Kernel::gaussian(1.5);
+        let par = faer::get_global_parallelism();
+        // n = 200 runs block Krylov–Schur, n = 12 the dense fallback.
+        for (n, center) in [(200, true), (200, false), (12, true)] {
+            let x = x.as_ref().subrows(0, n);
+            let mut cfg = MatrixFreeConfig::new(4);
+            cfg.center = center;
+            cfg.memory = MemoryBudget::UNLIMITED;
+            let reference = matrix_free_kpca(x, &kernel, &cfg).unwrap();
+            let mut calls = 0;
+            let mut products = |v: MatRef<'_, f64>, means: Option<(&[f64], f64)>| {
+                calls += 1;
+                let centering = match means {
+                    Some((m, g)) => OperatorCentering::Given { means: m.to_vec(), grand_mean: g },
+                    None => OperatorCentering::None,
+                };
+                let op = KernelOperator::new(x, kernel, centering, cfg.tile, par)?;
+                Ok(op.apply_row_block(0..n, v, par)?)
+            };
+            let fit = matrix_free_kpca_products(n, 3, &cfg, &mut products).unwrap();
+            assert_eq!(fit.pairs.values, reference.pairs.values);
+            assert_eq!(fit.pairs.vectors, reference.pairs.vectors);
+            assert_eq!(fit.means, reference.means);
+            assert_eq!(calls, fit.products + usize::from(center));
+        }
+        let cfg = MatrixFreeConfig::new(4);
+        let mut wrong = |v: MatRef<'_, f64>, _: Option<(&[f64], f64)>| Ok(Mat::<f64>::zeros(v.nrows() - 1, v.ncols()));
+        let err = matrix_free_kpca_products(200, 3, &cfg, &mut wrong).unwrap_err();
+        assert!(matches!(err, SolverError::InvalidConfig { name: "products", .. }), "{err}");
+        let mut failing = |_: MatRef<'_, f64>, _: Option<(&[f64], f64)>| {
+            Err(SolverError::InvalidConfig { name: "caller", reason: String::new() })
+        };
+        let err = matrix_free_kpca_products(200, 3, &cfg, &mut failing).unwrap_err();
+        assert!(matches!(err, SolverError::InvalidConfig { name: "caller", .. }), "{err}");
+        assert!(matches!(
+            matrix_free_kpca_products(200, 3, &MatrixFreeConfig::new(201), &mut failing),
+            Err(SolverError::InvalidRank { .. })
+        ));
     }
 
     #[test]
