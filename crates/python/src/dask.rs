@@ -9,6 +9,12 @@
 //! (the chunks' order: the same chunking gives the same bits) and solves the small problem.
 //! Nothing of size `n` crosses to the client.
 //!
+//! The matrix-free exact kernel PCA is the exception: its eigensolver runs on the client
+//! (`dask_exact_kpca`, the in-memory solver with its products handed to a Python callable),
+//! and each kernel product sends the block `V` `(n, b)` to the workers and brings `K V`
+//! `(n, b)` back, one chunk task (`dask_kernel_rows`) per chunk of rows; the model keeps every
+//! training row, as the in-memory exact model does (`dask_exact_model`).
+//!
 //! Streaming PCA (`dask_fit_streaming`) is one sequential pass: the client computes the chunks
 //! one at a time, in order, and feeds their rows to the library's streaming job, holding one
 //! chunk.
@@ -479,6 +485,166 @@ fn dask_krr_model<'py>(
     model_bytes(py, &model)
 }
 
+/// The centring statistics as they travel: the row means $m = K1/n$ (length `n`) and
+/// $\bar m = 1^\top K 1/n^2$.
+type MeansArgs<'py> = (PyReadonlyArray1<'py, f64>, f64);
+
+/// Chunk task of the matrix-free exact kernel PCA: this chunk's rows `first..first + rows` of
+/// the product $K V$ (uncentred; with `means`, $HKHV$) for the block `v` `(n, b)`, where `chunks`
+/// are **all** the chunks of training rows in order (`n` rows in all). The chunks are stacked
+/// into one `(n, d)` copy on the worker and the product is the tiled operator's
+/// [`stolr_estimators::KernelOperator::apply_row_block`] — the product an MPI rank forms for its
+/// rows, whose bits depend on the rows and the range only (not on the threads). Returns
+/// `(rows, b)`. Memory on the worker: the stacked copy and the operator's rows,
+/// `8·n·(2d + 2)` bytes, plus `v` and the buffers of one row-block product.
+///
+/// # Errors
+/// `ValueError` for chunks of different widths, sparse chunks, non-finite entries, a `v` of
+/// another number of rows than `n`, means of another length, or a row range outside `0..n`.
+#[pyfunction]
+#[pyo3(signature = (chunks, first, rows, v, kernel, means=None))]
+fn dask_kernel_rows<'py>(
+    py: Python<'py>,
+    chunks: Vec<PyRows<'py>>,
+    first: usize,
+    rows: usize,
+    v: PyReadonlyArray2<'py, f64>,
+    kernel: KernelArgs,
+    means: Option<MeansArgs<'py>>,
+) -> PyResult<Bound<'py, PyArray2<f64>>> {
+    use stolr_estimators::{DEFAULT_TILE, DataRef, KernelOperator, OperatorCentering};
+    let kernel = kernel_of(&kernel)?;
+    let held: Vec<_> = chunks.iter().map(held).collect::<PyResult<_>>()?;
+    let blocks: Vec<_> = held.iter().map(|h| h.float64("the matrix-free exact kernel PCA")).collect::<PyResult<_>>()?;
+    let d = blocks.first().map_or(0, |b| b.get().ncols());
+    if let Some((i, b)) = blocks.iter().enumerate().find(|(_, b)| b.get().ncols() != d) {
+        return Err(value_error(format!("chunk {i} has {} columns, chunk 0 {d}", b.get().ncols())));
+    }
+    let n: usize = blocks.iter().map(|b| b.get().nrows()).sum();
+    let v = to_mat(&v);
+    if v.nrows() != n || first.checked_add(rows).is_none_or(|end| end > n) {
+        return Err(value_error(format!(
+            "a kernel product of a block of {} rows and row range {first}..{} for {n} training rows",
+            v.nrows(),
+            first.saturating_add(rows)
+        )));
+    }
+    let means = means.map(|(m, g)| (vec1(&m), g));
+    let out = py
+        .detach(|| -> Result<Mat<f64>, SolverError> {
+            let mut all = Mat::<f64>::zeros(n, d);
+            let mut at = 0;
+            for b in &blocks {
+                let b = b.get();
+                all.as_mut().subrows_mut(at, b.nrows()).copy_from(b);
+                at += b.nrows();
+            }
+            drop(blocks);
+            let x = DataRef::Dense(all.as_ref());
+            x.check()?;
+            let par = faer::get_global_parallelism();
+            let op = KernelOperator::new(x, kernel, OperatorCentering::None, DEFAULT_TILE, par)?;
+            let op = match means {
+                Some((m, g)) => op.with_means(m, g)?,
+                None => op,
+            };
+            Ok(op.apply_row_block(first..first + rows, v.as_ref(), par)?)
+        })
+        .map_err(solver_error)?;
+    Ok(to_numpy(py, out.as_ref()))
+}
+
+/// Client step of the matrix-free exact kernel PCA ([`stolr_solvers::matrix_free_kpca_products`]):
+/// the block Krylov–Schur eigensolver of the in-memory `solver="exact-matrix-free"` fit for `n`
+/// rows of `d` features, `rank` pairs, centred or not, to residual `tolerance`, whose kernel
+/// products are `products(v, means, grand_mean)`: a Python callable given a block `v` `(n, b)`
+/// and, once the centring pass has run, the row means `(n,)` and their mean (else `None`,
+/// `None`), returning the product `(n, b)` (float64) — the Dask fit computes it chunk by chunk
+/// on the workers ([`dask_kernel_rows`]). Returns the eigenvalues, the eigenvectors `(n, r)`
+/// (signs fixed), the centring statistics (with `center`) and the number of products.
+///
+/// # Errors
+/// `ValueError` for a rank outside `1..=n`, a bad tolerance, a product of the wrong shape, or a
+/// solver that does not converge; `MemoryError` when the client's Krylov basis exceeds
+/// `memory_limit`; an exception raised by `products` is raised again unchanged.
+#[pyfunction]
+#[pyo3(signature = (products, n, d, rank, center, tolerance=1e-10, memory_limit=None))]
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
+fn dask_exact_kpca<'py>(
+    py: Python<'py>,
+    products: Py<PyAny>,
+    n: usize,
+    d: usize,
+    rank: usize,
+    center: bool,
+    tolerance: f64,
+    memory_limit: Option<String>,
+) -> PyResult<(Bound<'py, PyArray1<f64>>, Bound<'py, PyArray2<f64>>, Option<(Bound<'py, PyArray1<f64>>, f64)>, usize)> {
+    let config = stolr_solvers::MatrixFreeConfig {
+        center,
+        tolerance,
+        memory: super::budget(memory_limit)?,
+        ..stolr_solvers::MatrixFreeConfig::new(rank)
+    };
+    let mut raised: Option<PyErr> = None;
+    let mut call = |v: faer::MatRef<'_, f64>, means: Option<(&[f64], f64)>| -> Result<Mat<f64>, SolverError> {
+        let result = Python::attach(|py| -> PyResult<Mat<f64>> {
+            let (m, g) = match means {
+                Some((m, g)) => (Some(m.to_vec().into_pyarray(py)), Some(g)),
+                None => (None, None),
+            };
+            let out = products.call1(py, (to_numpy(py, v), m, g))?;
+            let out = out.bind(py).extract::<PyReadonlyArray2<'_, f64>>()?;
+            Ok(to_mat(&out))
+        });
+        result.map_err(|e| {
+            let message = e.to_string();
+            raised = Some(e);
+            SolverError::InvalidConfig { name: "products", reason: message }
+        })
+    };
+    let fit = py.detach(|| stolr_solvers::matrix_free_kpca_products(n, d, &config, &mut call));
+    if let Some(e) = raised {
+        return Err(e);
+    }
+    let fit = fit.map_err(solver_error)?;
+    let means = fit.means.map(|(m, g)| (m.into_pyarray(py), g));
+    Ok((fit.pairs.values.into_pyarray(py), to_numpy(py, fit.pairs.vectors.as_ref()), means, fit.products))
+}
+
+/// Client step ending the matrix-free exact kernel PCA: the in-memory exact fit's checks and
+/// model ([`stolr_solvers::exact_fit_from_pairs`]) from the eigenpairs of [`dask_exact_kpca`]
+/// (`values`, `vectors` `(n, r)`, `means` with centring) and the training rows `x` `(n, d)`,
+/// which the model keeps; `rank` is the number of pairs asked for. Returns what the in-memory
+/// `fit_kernel_pca` returns: model bytes, eigenvalues, eigenvectors, warnings, iterations.
+///
+/// # Errors
+/// `ValueError` for a numerically zero kernel matrix, shapes that do not match, non-finite rows.
+#[pyfunction]
+#[pyo3(signature = (x, kernel, rank, values, vectors, means=None))]
+fn dask_exact_model<'py>(
+    py: Python<'py>,
+    x: PyRows<'py>,
+    kernel: KernelArgs,
+    rank: usize,
+    values: Vec<f64>,
+    vectors: PyReadonlyArray2<'py, f64>,
+    means: Option<MeansArgs<'py>>,
+) -> PyResult<super::KpcaFitArrays<'py>> {
+    let kernel = kernel_of(&kernel)?;
+    let x = held(&x)?;
+    let vectors = to_mat(&vectors);
+    if vectors.ncols() != values.len() {
+        return Err(value_error(format!("{} eigenvalues for {} eigenvectors", values.len(), vectors.ncols())));
+    }
+    let pairs = stolr_solvers::Eigenpairs { values, vectors };
+    let means = means.map(|(m, g)| (vec1(&m), g));
+    let data = x.data();
+    let fit =
+        py.detach(|| stolr_solvers::exact_fit_from_pairs(data, kernel, rank, pairs, means)).map_err(solver_error)?;
+    super::kpca_arrays(py, fit)
+}
+
 /// Registers the Dask steps on the extension module.
 pub(crate) fn add_dask(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dask_landmarks, m)?)?;
@@ -494,5 +660,8 @@ pub(crate) fn add_dask(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dask_krr_basis, m)?)?;
     m.add_function(wrap_pyfunction!(dask_krr_part, m)?)?;
     m.add_function(wrap_pyfunction!(dask_krr_model, m)?)?;
+    m.add_function(wrap_pyfunction!(dask_kernel_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(dask_exact_kpca, m)?)?;
+    m.add_function(wrap_pyfunction!(dask_exact_model, m)?)?;
     Ok(())
 }

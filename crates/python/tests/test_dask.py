@@ -211,7 +211,7 @@ def test_hostile_inputs():
         with pytest.raises(ValueError, match="rank|landmarks"):
             stolr.KernelPCA(n_components=5, solver="nystrom", landmarks=np.array([1, 2, 3])).fit(Xd)
         # Unsupported solvers and options: refused by name.
-        for est, args in ((stolr.KernelPCA(solver="exact"), ()), (stolr.KernelPCA(solver="skpca"), ()),
+        for est, args in ((stolr.KernelPCA(solver="kha"), ()), (stolr.KernelPCA(solver="skpca"), ()),
                           (stolr.PCA(solver="svrg-bb"), ()), (stolr.PCA(n_components=0.9), ()),
                           (stolr.KernelRidge(solver="krr"), (y,)),
                           (stolr.KernelRidge(solver="nystrom"), (y, np.ones(len(y)))),
@@ -282,3 +282,78 @@ def test_streaming_pca_refuses_bad_chunks():
         fitted = stolr.StreamingPCA(n_components=2).fit(da.from_array(X, chunks=(37, -1)))
         with pytest.raises(ValueError, match="features"):
             fitted.transform(da.from_array(X[:, :4], chunks=(37, -1)))
+
+
+# ---- KernelPCA(solver="exact"): the matrix-free eigensolver on the client, products on the workers
+
+
+def exact(**kw):
+    return stolr.KernelPCA(n_components=4, solver="exact", gamma=0.2, **kw)
+
+
+def aligned(vectors, reference):
+    """``vectors`` with each column's sign flipped to agree with ``reference``'s."""
+    signs = np.sign(np.sum(vectors * reference, axis=0))
+    return vectors * signs
+
+
+@pytest.mark.parametrize("chunks", [37, 150])
+@pytest.mark.parametrize("center", [True, False])
+def test_kernel_pca_exact_equals_in_memory(scheduler, center, chunks):
+    X, _, T = data()
+    Xd = da.from_array(X, chunks=(chunks, -1))
+    ref = exact(center=center).fit(X)  # the dense kernel matrix and faer's eigensolver
+    est = exact(center=center).fit(Xd)
+    assert rel(est.eigenvalues_, ref.eigenvalues_) < TOL
+    vectors = est.eigenvectors_
+    assert isinstance(vectors, da.Array) and vectors.chunks[0] == Xd.chunks[0]
+    vectors = vectors.compute()
+    assert rel(aligned(vectors, ref.eigenvectors_), ref.eigenvectors_) < TOL
+    signs = np.sign(np.sum(vectors * ref.eigenvectors_, axis=0))
+    Z = est.transform(da.from_array(T, chunks=(13, -1)))
+    assert isinstance(Z, da.Array) and Z.chunks[0] == (13, 13, 13, 1)
+    assert rel(Z.compute() * signs, ref.transform(T)) < TOL
+    assert rel(est.transform(T) * signs, ref.transform(T)) < TOL
+    assert rel(est.transform(Xd).compute() * signs, ref.transform(X)) < TOL
+
+
+def test_kernel_pca_exact_one_chunk_is_the_in_memory_matrix_free_fit():
+    """One chunk: every product is the in-memory operator's own, so the same bits."""
+    X, _, _ = data()
+    with dask.config.set(scheduler="threads"):
+        est = exact().fit(da.from_array(X, chunks=(-1, -1)))
+    ref = stolr.KernelPCA(n_components=4, solver="exact-matrix-free", gamma=0.2).fit(X)
+    assert est.model_ == ref.model_ and np.array_equal(est.eigenvectors_.compute(), ref.eigenvectors_)
+
+
+def test_kernel_pca_exact_same_chunking_same_bits(client):
+    X, _, _ = data()
+    Xd = da.from_array(X, chunks=(37, -1))
+    with dask.config.set(scheduler=client), distributed.get_task_stream(client=client) as stream:
+        a, b = exact().fit(Xd), exact().fit(Xd)
+    products = [t for t in stream.data if "_kernel_rows" in str(t["key"])]
+    assert len(products) >= 2 * len(Xd.chunks[0]) and len({t["worker"] for t in products}) == 2
+    assert a.model_ == b.model_ and np.array_equal(a.eigenvalues_, b.eigenvalues_)
+    with dask.config.set(scheduler="threads"):  # the scheduler does not change the bits
+        c = exact().fit(Xd)
+    assert c.model_ == a.model_ and np.array_equal(c.eigenvectors_.compute(), a.eigenvectors_.compute())
+
+
+def test_kernel_pca_exact_hostile_inputs():
+    X, _, _ = data()
+    with dask.config.set(scheduler="threads"):
+        for bad in (np.nan, np.inf):
+            Xb = X.copy()
+            Xb[290, 1] = bad  # in one chunk only
+            with pytest.raises(ValueError, match="finite|NaN|nan|inf"):
+                exact().fit(da.from_array(Xb, chunks=(37, -1)))
+        Xd = da.from_array(X[:20], chunks=(7, -1))
+        with pytest.raises(ValueError, match="rank|n_components"):
+            stolr.KernelPCA(n_components=21, solver="exact").fit(Xd)
+        with pytest.raises(ValueError, match="landmarks"):
+            exact(landmarks=np.array([1, 2, 3])).fit(Xd)
+        # Constant rows: the centred kernel matrix is zero, refused as in memory.
+        with pytest.raises(ValueError, match="numerically zero"):
+            exact().fit(da.ones((30, 3), chunks=(8, 3)))
+        with pytest.raises(NotImplementedError, match="nystrom.*mpirun stolr kpca --solver skpca"):
+            stolr.KernelPCA(solver="skpca", n_components=2).fit(Xd)

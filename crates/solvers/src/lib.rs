@@ -51,11 +51,13 @@ pub use kpca::streaming_rff_fit_with;
 pub use kpca::{
     Certificate, CertifyConfig, CertifyMethod, CertifyRule, ConfidenceIntervals, DEFAULT_TAU_SUBSAMPLE,
     ExactKpcaConfig, ExactOperator, Iterate, KernelCentering, KernelPca, KernelPcaFit, KernelPcaJob, KernelPcaModel,
-    KernelPcaOutcome, Kha, KhaConfig, KhaRitz, KpcaJobTimings, KpcaSettings, KpcaSolver, KpcaWarning, MatrixFreeConfig,
-    MatrixFreeFit, NystromConfig, NystromFit, RANK_TOLERANCE, SamplerKind, Skpca, SkpcaConfig, TauChoice, TauOutcome,
-    TauRule, certify, certify_estimate_sharded, check_skpca_memory, exact_kpca, kernel_matrix, matrix_free_bytes,
-    matrix_free_bytes_sharded, matrix_free_kpca, matrix_free_kpca_sharded, nystrom_fit, nystrom_fit_landmarks,
-    nystrom_fit_sharded, nystrom_kpca, shrunk_target, skpca_memory_estimate, tau_for_rank, truncate_to_numerical_rank,
+    KernelPcaOutcome, KernelProducts, Kha, KhaConfig, KhaRitz, KpcaJobTimings, KpcaSettings, KpcaSolver, KpcaWarning,
+    MatrixFreeConfig, MatrixFreeFit, NystromConfig, NystromFit, RANK_TOLERANCE, SamplerKind, Skpca, SkpcaConfig,
+    TauChoice, TauOutcome, TauRule, certify, certify_estimate_sharded, check_skpca_memory, exact_fit_from_pairs,
+    exact_kpca, kernel_matrix, matrix_free_bytes, matrix_free_bytes_sharded, matrix_free_kpca,
+    matrix_free_kpca_products, matrix_free_kpca_sharded, matrix_free_products_bytes, nystrom_fit,
+    nystrom_fit_landmarks, nystrom_fit_sharded, nystrom_kpca, shrunk_target, skpca_memory_estimate, tau_for_rank,
+    truncate_to_numerical_rank,
 };
 pub use kpca::{
     DEFAULT_STREAM_BLOCK_ROWS, ReservoirSample, STREAMING_NYSTROM, StreamingNystromConfig, StreamingNystromFit,

@@ -375,7 +375,7 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
         if comm is not None:  # each rank's rows under mpirun (mpi4py): stolr/_mpi.py
             from ._mpi import fit_kernel_pca
             return fit_kernel_pca(self, X, comm, broadcast)
-        if _dask.is_dask(X):  # a row-chunked dask.array.Array: Nyström, chunk by chunk (_dask.py)
+        if _dask.is_dask(X):  # a row-chunked dask.array.Array: Nyström or exact, chunk by chunk (_dask.py)
             return _dask.fit_kernel_pca(self, X)
         if _gram_kernel(self):
             return self._fit_gram(X)

@@ -1,6 +1,6 @@
 """The estimators' ``fit``, ``transform`` and ``predict`` on a row-chunked ``dask.array.Array``.
 
-``KernelPCA(solver="nystrom")``, ``PCA(solver="exact")`` and ``KernelRidge(solver="nystrom")``
+``KernelPCA(solver="nystrom" or "exact")``, ``PCA(solver="exact")`` and ``KernelRidge(solver="nystrom")``
 take a Dask array where they take a NumPy one: ``fit`` runs the library's own fit split where an
 MPI run all-reduces (``_core.dask_*``, crates/python/src/dask.rs):
 
@@ -18,6 +18,10 @@ rounding (about 1e-14 relative; the parts are added chunk by chunk instead of ro
 row block). ``transform`` and ``predict`` of a Dask array return a Dask array computed chunk by
 chunk (``map_blocks``). Dask is imported only when a Dask array is given.
 
+``KernelPCA(solver="exact")`` (and ``"exact-matrix-free"``) is the exception to step 2's "never
+a row": its eigensolver runs on the client and each kernel product ``K V`` sends ``V`` ``(n, b)``
+to the workers and brings its ``(n, b)`` rows back (:func:`_fit_exact_kpca`).
+
 Everything else is refused with a ``NotImplementedError`` naming what runs on Dask arrays
 (see docs/distributed.md, "Dask").
 """
@@ -27,7 +31,7 @@ import numpy as np
 from . import _core
 
 #: What runs on a Dask array, for the refusals' messages.
-SUPPORTED = ('KernelPCA(solver="nystrom"), PCA(solver="exact"), StreamingPCA (every solver, one pass over '
+SUPPORTED = ('KernelPCA(solver="nystrom" or "exact"), PCA(solver="exact"), StreamingPCA (every solver, one pass over '
              'the chunks in order) and KernelRidge(solver="nystrom") (fit, transform, predict)')
 
 
@@ -181,10 +185,18 @@ def fit_kernel_pca(est, X):
     import stolr as s
     if s._gram_kernel(est):
         _refuse(f"kernel={est.kernel!r}")
-    if est.solver != "nystrom":
+    if est.solver == "skpca":
+        raise NotImplementedError(
+            'KernelPCA(solver="skpca") is not available on a Dask array: each of its thousands of iterations '
+            "reads every row, so it would be one cluster round trip per iteration (docs/distributed.md, "
+            '"Dask"). Use KernelPCA(solver="nystrom") or solver="exact" on the Dask array, or run SKPCA '
+            "on rows sharded across processes: mpirun stolr kpca --solver skpca.")
+    if est.solver not in ("nystrom", "exact", "exact-matrix-free"):
         _refuse(f'KernelPCA(solver="{est.solver}")')
     if est.fit_inverse_transform:
         _refuse("KernelPCA(fit_inverse_transform=True)")
+    if est.solver != "nystrom":
+        return _fit_exact_kpca(est, X)
     X = _rows(X, min_rows=2)
     n, d = X.shape
     n_components = est.n_components if est.n_components is not None else min(n, d)
@@ -224,6 +236,88 @@ def fit_kernel_pca(est, X):
     return est
 
 
+def _kernel_rows(chunks, first, rows, V, kernel, means):
+    return _core.dask_kernel_rows([_block(c) for c in chunks], first, rows, V, kernel, means)
+
+
+def _scheduler_client():
+    """The ``distributed`` client the current Dask scheduler is, or None (threads, processes,
+    synchronous)."""
+    import dask
+    client = getattr(dask.base.get_scheduler(), "__self__", None)
+    return client if type(client).__name__ == "Client" else None
+
+
+def _fit_exact_kpca(est, X):
+    """``KernelPCA(solver="exact")`` (or ``"exact-matrix-free"``) on a Dask array: the in-memory
+    matrix-free solver (block Krylov–Schur, residual 1e-10) with its eigensolver, Krylov basis
+    ``(n, ~2r + 8b)`` and every decision on the client, and each kernel product computed on the
+    workers: ``X`` is persisted once, the block ``V`` ``(n, b)`` is sent to the workers (scattered
+    on ``distributed``), one task per chunk ``i`` returns its rows of ``K V`` (the tiled operator
+    over every chunk, stacked on the worker: the MPI ranks' scheme, so a given chunking gives the
+    same bits), and the client stacks them in chunk order. With ``center``, one product of the
+    all-ones column first gives the row means. Bytes per product: ``8·n·b`` out to each worker,
+    ``8·n·b`` back; every worker ends up holding all of ``X`` (``8·n·d``), fetched once.
+
+    The model keeps every training row, as the in-memory exact model does: ``X`` is computed once
+    on the client at the end (``8·n·d`` bytes in ``model_``), and ``transform`` sends that model
+    to each worker once. ``eigenvectors_`` ``(n, r)`` is computed on the client and returned as a
+    Dask array chunked as ``X``."""
+    import dask
+    import dask.array as da
+    import stolr as s
+    if est.landmarks is not None:
+        raise ValueError(f"the {est.solver} solver takes no landmarks: only nystrom does")
+    X = _rows(X, min_rows=2)
+    n, d = X.shape
+    n_components = est.n_components if est.n_components is not None else min(n, d)
+    n_components = s._count("n_components", n_components)
+    if n_components > n:
+        raise ValueError(f"invalid rank: n_components = {n_components} exceeds the {n} training rows")
+    kernel = (str(est.kernel), s._gamma(est.gamma, d), int(est.degree), float(est.coef0))
+    memory = None if est.memory_limit is None else str(est.memory_limit)
+    X = X.persist()
+    blocks = list(X.to_delayed().ravel())
+    sizes = [int(c) for c in X.chunks[0]]
+    firsts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
+    client = _scheduler_client()
+
+    def share(value):
+        if client is not None:
+            return client.scatter(value, broadcast=False, hash=False)
+        return dask.delayed(value, pure=False)
+
+    shared_means = []
+
+    def products(V, means, grand):
+        if means is not None and not shared_means:  # the same means for every later product
+            shared_means.append(share((np.asarray(means), float(grand))))
+        m = shared_means[0] if means is not None else None
+        Vs = share(np.ascontiguousarray(V))
+        tasks = [dask.delayed(_kernel_rows, pure=False)(blocks, int(f), r, Vs, kernel, m)
+                 for f, r in zip(firsts, sizes)]
+        return np.ascontiguousarray(np.concatenate(dask.compute(*tasks), axis=0))
+
+    values, vectors, means, _ = _core.dask_exact_kpca(products, n, d, n_components, bool(est.center),
+                                                      memory_limit=memory)
+    rows, = dask.compute(X)
+    model, values, vectors, warns, _ = _core.dask_exact_model(_block(rows), kernel, n_components, list(values),
+                                                              vectors, means)
+    del rows
+    import warnings
+    for message in warns:
+        if est.n_components is not None or "requested" not in message:
+            warnings.warn(message, s._warning_category(message), stacklevel=3)
+    s._drop(est, "K_fit_rows_", "K_fit_all_", "feature_names_in_")
+    est.model_ = model
+    est.eigenvalues_ = values
+    est.eigenvectors_ = da.from_array(vectors, chunks=(X.chunks[0], (vectors.shape[1],)))
+    est.n_features_in_ = d
+    est.n_iter_ = 1
+    s._set_preimage_attributes(est)
+    return est
+
+
 def transform_kernel_pca(est, X):
     """``KernelPCA.transform`` on a Dask array: a Dask array ``(n, r)`` chunked as ``X``."""
     import stolr as s
@@ -235,7 +329,11 @@ def transform_kernel_pca(est, X):
     _check_width(est, X)
     scale = s._whiten_scale(est.eigenvalues_) if getattr(est, "whiten", False) else None
     r = len(est.eigenvalues_)
-    return X.map_blocks(_transform_block, est.model_, scale, chunks=(X.chunks[0], (r,)), dtype=np.float64,
+    # The model as one key of the graph: an exact model keeps every training row, so it travels
+    # to each worker once rather than with each task.
+    import dask
+    model = dask.delayed(est.model_, pure=True)
+    return X.map_blocks(_transform_block, model, scale, chunks=(X.chunks[0], (r,)), dtype=np.float64,
                         meta=np.empty((0, 0), dtype=np.float64))
 
 

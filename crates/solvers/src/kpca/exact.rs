@@ -8,9 +8,14 @@ use stolr_lowrank::{Eigenpairs, top_eigenpairs};
 
 use stolr_memory::{MemoryBudget, f64_bytes};
 
-use crate::SolverError;
 use crate::error::check_rank;
+use crate::kpca::fit::max_diagonal;
+use crate::kpca::kha::{zero_kernel, zero_kernel_floor};
 use crate::kpca::matrix_free::{MatrixFreeConfig, matrix_free_kpca};
+use crate::kpca::rank::truncate_to_numerical_rank;
+use crate::kpca::{KernelCentering, KernelPcaFit, KernelPcaModel, KpcaWarning};
+use crate::methods::{KpcaMethod, Named};
+use crate::{ModelRows, SolverError};
 
 /// How the exact solver applies the kernel matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -192,4 +197,88 @@ pub(super) fn dense_eigenpairs(
         |(k, r, tol)| top_eigenpairs(k.as_ref(), r, tol),
     )??;
     Ok((pairs, stats))
+}
+
+/// The checks ending every exact fit on its eigenpairs `pairs` of `n` training rows whose
+/// largest kernel diagonal entry is `largest`: a (centred) kernel matrix that is numerically
+/// zero is an error, and the pairs are cut to the numerical rank, with a
+/// [`KpcaWarning::RankDeficient`] when fewer than `rank` remain.
+///
+/// # Errors
+/// [`SolverError::InvalidRank`] when $\lambda_1$ is NaN or at most the rounding level
+/// `100·n·ε·largest`.
+pub(crate) fn finish_exact_pairs(
+    pairs: &mut Eigenpairs,
+    rank: usize,
+    center: bool,
+    n: usize,
+    largest: f64,
+) -> Result<Vec<KpcaWarning>, SolverError> {
+    let lambda1 = pairs.values.first().copied().unwrap_or(0.0);
+    let floor = zero_kernel_floor(n, largest);
+    if lambda1.is_nan() || lambda1 <= floor {
+        return Err(zero_kernel(rank, center, lambda1, floor));
+    }
+    let mut warnings = Vec::new();
+    if truncate_to_numerical_rank(pairs) < rank {
+        warnings.push(KpcaWarning::RankDeficient {
+            requested: rank,
+            returned: pairs.rank(),
+            solver: KpcaMethod::Exact.name(),
+        });
+    }
+    Ok(warnings)
+}
+
+/// The exact kernel PCA fit of eigenpairs computed elsewhere — the matrix-free solver whose
+/// products ran on a Dask cluster ([`crate::kpca::matrix_free_kpca_products`]) — on the training
+/// rows `x` `(n, d)` (dense or sparse): the checks of the in-memory exact fit (a numerically
+/// zero kernel is an error; pairs beyond the numerical rank dropped with a warning), and the
+/// model keeping `x`, coefficients $U\Lambda^{-1/2}$ and the centring statistics `means`
+/// ($m = K1/n$, $\bar m$) when centred. `rank` is the number of pairs asked for.
+///
+/// # Errors
+/// [`SolverError::InvalidRank`] for a numerically zero kernel matrix;
+/// [`SolverError::InvalidConfig`] when the eigenvectors do not have `n` rows or `means` does not
+/// have length `n`; [`SolverError::Estimator`] for non-finite rows; the model's errors.
+pub fn exact_fit_from_pairs<'x>(
+    x: impl Into<DataRef<'x>>,
+    kernel: Kernel,
+    rank: usize,
+    mut pairs: Eigenpairs,
+    means: Option<KernelMeans>,
+) -> Result<KernelPcaFit, SolverError> {
+    let x = x.into();
+    let n = x.nrows();
+    let center = means.is_some();
+    if pairs.dim() != n || means.as_ref().is_some_and(|(m, _)| m.len() != n) {
+        return Err(SolverError::InvalidConfig {
+            name: "eigenpairs",
+            reason: format!(
+                "eigenvectors of {} rows{} for {n} training rows",
+                pairs.dim(),
+                means.as_ref().map_or(String::new(), |(m, _)| format!(" and {} row means", m.len()))
+            ),
+        });
+    }
+    x.check()?;
+    let warnings = finish_exact_pairs(&mut pairs, rank, center, n, max_diagonal(x, &kernel))?;
+    let model = KernelPcaModel::from_training_eigenpairs(
+        KpcaMethod::Exact.name(),
+        kernel,
+        None,
+        ModelRows::copy_of(x),
+        &pairs,
+        KernelCentering::from_training_means(means),
+    )?;
+    Ok(KernelPcaFit {
+        model,
+        pairs,
+        stop: None,
+        iterations: 0,
+        exact_operator: Some(ExactOperator::MatrixFree),
+        converged: None,
+        max_residual: None,
+        warnings,
+    })
 }

@@ -14,8 +14,7 @@ use stolr_model::{Standardization, standardize};
 
 use crate::ModelRows;
 use crate::job::Shard;
-use crate::kpca::exact::exact_fit;
-use crate::kpca::kha::{zero_kernel, zero_kernel_floor};
+use crate::kpca::exact::{exact_fit, finish_exact_pairs};
 use crate::kpca::rank::{RANK_TOLERANCE, truncate_to_numerical_rank};
 use crate::kpca::{
     ExactKpcaConfig, ExactOperator, KernelCentering, KernelPcaModel, Kha, KhaConfig, NystromConfig, Skpca, SkpcaConfig,
@@ -306,7 +305,7 @@ impl KpcaWarning {
 }
 
 /// `max_i k(x_i, x_i)` over the rows of `x`, `O(n·d)`: the scale of a kernel matrix's entries.
-fn max_diagonal(x: DataRef<'_>, kernel: &Kernel) -> f64 {
+pub(crate) fn max_diagonal(x: DataRef<'_>, kernel: &Kernel) -> f64 {
     kernel.diagonal(x).into_iter().fold(0.0, f64::max)
 }
 
@@ -538,20 +537,9 @@ impl KernelPca {
                     (fit.pairs, fit.means, ExactOperator::MatrixFree)
                 };
                 exact_operator = Some(ran);
-                let lambda1 = pairs.values.first().copied().unwrap_or(0.0);
                 let largest =
                     comm.all_gather(&[max_diagonal(local, &self.kernel)]).iter().fold(0.0, |m, v| v[0].max(m));
-                let floor = zero_kernel_floor(place.total, largest);
-                if lambda1.is_nan() || lambda1 <= floor {
-                    return Err(zero_kernel(config.rank, self.center, lambda1, floor));
-                }
-                if truncate_to_numerical_rank(&mut pairs) < config.rank {
-                    warnings.push(KpcaWarning::RankDeficient {
-                        requested: config.rank,
-                        returned: pairs.rank(),
-                        solver: name,
-                    });
-                }
+                warnings.extend(finish_exact_pairs(&mut pairs, config.rank, self.center, place.total, largest)?);
                 (pairs, means, None, 0)
             }
             KpcaSolver::Nystrom { landmarks } => {

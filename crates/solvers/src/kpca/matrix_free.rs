@@ -222,16 +222,7 @@ pub fn matrix_free_kpca_sharded<'x>(
         });
     }
     let n = shard.total;
-    check_rank(config.rank, n)?;
-    if !(config.tolerance.is_finite() && config.tolerance > 0.0) {
-        return Err(SolverError::InvalidConfig {
-            name: "tolerance",
-            reason: format!("must be positive, got {}", config.tolerance),
-        });
-    }
-    if config.tile == 0 {
-        return Err(SolverError::InvalidConfig { name: "tile", reason: "must be at least 1".into() });
-    }
+    check_config(config, n)?;
     kernel.validate()?;
     let par = faer::get_global_parallelism();
     let k = config.rank;
@@ -275,10 +266,37 @@ pub fn matrix_free_kpca_sharded<'x>(
     let means = op.means().map(|(m, g)| (m.to_vec(), g));
     let mut apply =
         |v: MatRef<'_, f64>| -> Result<Mat<f64>, SolverError> { Ok(op.apply_row_block(rows.clone(), v, par)?) };
-    let ranks = Ranks { comm, shard };
-    let solved = match Sizes::new(n, k, b) {
-        Some(sizes) => block_krylov_schur(&ranks, k, sizes, config.tolerance, config.max_restarts, &mut apply)?,
-        None => dense_through_operator(&ranks, k, &mut apply)?,
+    solve(&Ranks { comm, shard }, b, config, &mut apply, means)
+}
+
+/// The checks of every matrix-free fit: the rank within `1..=n`, a positive tolerance, a tile.
+fn check_config(config: &MatrixFreeConfig, n: usize) -> Result<(), SolverError> {
+    check_rank(config.rank, n)?;
+    if !(config.tolerance.is_finite() && config.tolerance > 0.0) {
+        return Err(SolverError::InvalidConfig {
+            name: "tolerance",
+            reason: format!("must be positive, got {}", config.tolerance),
+        });
+    }
+    if config.tile == 0 {
+        return Err(SolverError::InvalidConfig { name: "tile", reason: "must be at least 1".into() });
+    }
+    Ok(())
+}
+
+/// The eigensolver of every matrix-free fit on `apply` (block `b`): block Krylov–Schur, or the
+/// dense fallback for tiny `n`.
+fn solve(
+    ranks: &Ranks<'_>,
+    b: usize,
+    config: &MatrixFreeConfig,
+    apply: &mut Apply<'_>,
+    means: Option<(Vec<f64>, f64)>,
+) -> Result<MatrixFreeFit, SolverError> {
+    let k = config.rank;
+    let solved = match Sizes::new(ranks.shard.total, k, b) {
+        Some(sizes) => block_krylov_schur(ranks, k, sizes, config.tolerance, config.max_restarts, apply)?,
+        None => dense_through_operator(ranks, k, apply)?,
     };
     Ok(MatrixFreeFit {
         pairs: solved.pairs,
@@ -288,6 +306,80 @@ pub fn matrix_free_kpca_sharded<'x>(
         block: b,
         residuals: solved.residuals,
     })
+}
+
+/// The kernel products a caller of [`matrix_free_kpca_products`] computes: given a block `V`
+/// `(n, b)` and `None`, the uncentred $K V$; given the row means $m = K1/n$ (length `n`) and
+/// $\bar m = 1^\top K 1/n^2$, the centred $HKHV$ (as [`KernelOperator::with_means`] applies
+/// it); `(n, b)` either way.
+pub type KernelProducts<'a> = dyn FnMut(MatRef<'_, f64>, Option<(&[f64], f64)>) -> Result<Mat<f64>, SolverError> + 'a;
+
+/// Bytes [`matrix_free_kpca_products`] allocates for `n` rows of dimension `d`, `k` pairs and
+/// block `b` (0 = auto): the Krylov basis (all `n` rows, [`matrix_free_bytes_sharded`]'s
+/// basis), one returned product `(n, b)` and the `(n, k)` result; for tiny `n` (the dense
+/// fallback) the identity, its product and the symmetrized copy, `3·8n²`. The products' own
+/// buffers are the caller's.
+pub fn matrix_free_products_bytes(n: usize, d: usize, k: usize, block: usize) -> u64 {
+    let b = if block == 0 { MatrixFreeConfig::auto_block(k, d) } else { block };
+    let buffers = match Sizes::new(n, k, b) {
+        Some(sizes) => sizes.bytes(n, n).saturating_add(f64_bytes(&[n, b])),
+        None => f64_bytes(&[3, n, n]),
+    };
+    buffers.saturating_add(f64_bytes(&[n, k]))
+}
+
+/// [`matrix_free_kpca`] of `n` training rows of dimension `d` whose kernel products are
+/// computed by the caller (`products`, [`KernelProducts`]; the Dask fit runs them chunk by chunk
+/// on its workers, `stolr/_dask.py`): the eigensolver, its Krylov basis and every decision on
+/// this process. The same iteration as [`matrix_free_kpca`]: with `products` the tiled
+/// operator's `apply` on all rows, the same bits. With `config.center`, one product of the
+/// all-ones column gives $m = K1/n$ and $\bar m$ first (returned in the fit's `means`).
+/// `config.tile` is the caller's; `d` picks the default block ([`MatrixFreeConfig::auto_block`]).
+///
+/// # Errors
+/// [`SolverError::InvalidRank`], [`SolverError::InvalidConfig`] (tolerance not positive, or a
+/// product of another shape than `(n, b)`), [`SolverError::Memory`] when
+/// [`matrix_free_products_bytes`] exceeds `config.memory`, [`SolverError::NotConverged`],
+/// [`SolverError::LowRank`], and any error `products` returns (unchanged).
+pub fn matrix_free_kpca_products(
+    n: usize,
+    d: usize,
+    config: &MatrixFreeConfig,
+    products: &mut KernelProducts<'_>,
+) -> Result<MatrixFreeFit, SolverError> {
+    check_config(config, n)?;
+    let k = config.rank;
+    let b = if config.block == 0 { MatrixFreeConfig::auto_block(k, d) } else { config.block };
+    config.memory.check(
+        format!(
+            "the matrix-free exact solver's Krylov basis (n = {n}, rank = {k}, block = {b}: about 2·rank + 8·block \
+             columns of n rows)"
+        ),
+        matrix_free_products_bytes(n, d, k, b),
+    )?;
+    let checked = |v: MatRef<'_, f64>, out: Mat<f64>| {
+        if out.shape() != (n, v.ncols()) {
+            return Err(SolverError::InvalidConfig {
+                name: "products",
+                reason: format!("a kernel product of shape {:?} for a block of shape {:?}", out.shape(), v.shape()),
+            });
+        }
+        Ok(out)
+    };
+    let means = if config.center {
+        let ones = Mat::<f64>::from_fn(n, 1, |_, _| 1.0);
+        let sums = checked(ones.as_ref(), products(ones.as_ref(), None)?)?;
+        let means: Vec<f64> = (0..n).map(|i| sums[(i, 0)] / n as f64).collect();
+        let grand = means.iter().sum::<f64>() / n as f64;
+        Some((means, grand))
+    } else {
+        None
+    };
+    let mut apply = |v: MatRef<'_, f64>| -> Result<Mat<f64>, SolverError> {
+        let given = means.as_ref().map(|(m, g)| (m.as_slice(), *g));
+        checked(v, products(v, given)?)
+    };
+    solve(&Ranks { comm: &SingleProcess, shard: RowShard::whole(n) }, b, config, &mut apply, means.clone())
 }
 
 struct Solved {
@@ -600,6 +692,49 @@ mod tests {
         compare(x.as_ref(), Kernel::gaussian(1.5), 8, true, 3);
         compare(x.as_ref(), Kernel::laplacian(3.0), 5, true, 4);
         compare(x.as_ref(), Kernel::polynomial(3.0, 1.0, 2), 6, false, 2);
+    }
+
+    #[test]
+    fn products_from_the_caller_give_the_in_memory_bits_and_their_errors() {
+        let x = blobs(200, 3, 7);
+        let kernel = Kernel::gaussian(1.5);
+        let par = faer::get_global_parallelism();
+        // n = 200 runs block Krylov–Schur, n = 12 the dense fallback.
+        for (n, center) in [(200, true), (200, false), (12, true)] {
+            let x = x.as_ref().subrows(0, n);
+            let mut cfg = MatrixFreeConfig::new(4);
+            cfg.center = center;
+            cfg.memory = MemoryBudget::UNLIMITED;
+            let reference = matrix_free_kpca(x, &kernel, &cfg).unwrap();
+            let mut calls = 0;
+            let mut products = |v: MatRef<'_, f64>, means: Option<(&[f64], f64)>| {
+                calls += 1;
+                let centering = match means {
+                    Some((m, g)) => OperatorCentering::Given { means: m.to_vec(), grand_mean: g },
+                    None => OperatorCentering::None,
+                };
+                let op = KernelOperator::new(x, kernel, centering, cfg.tile, par)?;
+                Ok(op.apply_row_block(0..n, v, par)?)
+            };
+            let fit = matrix_free_kpca_products(n, 3, &cfg, &mut products).unwrap();
+            assert_eq!(fit.pairs.values, reference.pairs.values);
+            assert_eq!(fit.pairs.vectors, reference.pairs.vectors);
+            assert_eq!(fit.means, reference.means);
+            assert_eq!(calls, fit.products + usize::from(center));
+        }
+        let cfg = MatrixFreeConfig::new(4);
+        let mut wrong = |v: MatRef<'_, f64>, _: Option<(&[f64], f64)>| Ok(Mat::<f64>::zeros(v.nrows() - 1, v.ncols()));
+        let err = matrix_free_kpca_products(200, 3, &cfg, &mut wrong).unwrap_err();
+        assert!(matches!(err, SolverError::InvalidConfig { name: "products", .. }), "{err}");
+        let mut failing = |_: MatRef<'_, f64>, _: Option<(&[f64], f64)>| {
+            Err(SolverError::InvalidConfig { name: "caller", reason: String::new() })
+        };
+        let err = matrix_free_kpca_products(200, 3, &cfg, &mut failing).unwrap_err();
+        assert!(matches!(err, SolverError::InvalidConfig { name: "caller", .. }), "{err}");
+        assert!(matches!(
+            matrix_free_kpca_products(200, 3, &MatrixFreeConfig::new(201), &mut failing),
+            Err(SolverError::InvalidRank { .. })
+        ));
     }
 
     #[test]

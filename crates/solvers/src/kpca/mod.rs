@@ -28,7 +28,7 @@ mod tau;
 pub use certificate::{
     Certificate, CertifyConfig, CertifyMethod, ConfidenceIntervals, certify, certify_estimate_sharded,
 };
-pub use exact::{ExactKpcaConfig, ExactOperator, exact_kpca, kernel_matrix};
+pub use exact::{ExactKpcaConfig, ExactOperator, exact_fit_from_pairs, exact_kpca, kernel_matrix};
 pub use fit::{KernelPca, KernelPcaFit, KpcaSettings, KpcaSolver, KpcaWarning, SamplerKind};
 pub use incremental::{
     INCREMENTAL_NYSTROM, INCREMENTAL_RFF, IncrementalKpcaFit, IncrementalNystrom, IncrementalNystromConfig,
@@ -39,8 +39,8 @@ pub use job::{
 };
 pub use kha::{Kha, KhaConfig, KhaRitz, SPAN_TOLERANCE};
 pub use matrix_free::{
-    MatrixFreeConfig, MatrixFreeFit, matrix_free_bytes, matrix_free_bytes_sharded, matrix_free_kpca,
-    matrix_free_kpca_sharded,
+    KernelProducts, MatrixFreeConfig, MatrixFreeFit, matrix_free_bytes, matrix_free_bytes_sharded, matrix_free_kpca,
+    matrix_free_kpca_products, matrix_free_kpca_sharded, matrix_free_products_bytes,
 };
 pub use model::{KernelCentering, KernelPcaModel};
 pub use nystrom::{
