@@ -472,10 +472,12 @@ fn check_distributed(args: &KrrArgs, size: usize) -> Result<()> {
 
 /// Runs `stolr krr`.
 ///
-/// Under `mpirun -np P > 1` (Nyström KRR; SLKL): every rank
-/// reads the whole data file (or generates the data) and prepares it as one process does —
-/// split, standardization statistics and σ are computed from all training rows on every rank,
-/// the same bits everywhere — then keeps its balanced share of the training rows for the fit
+/// Under `mpirun -np P > 1` (Nyström KRR; SLKL): LIBSVM and CSV files are read in parts, each
+/// rank keeping its rows of one process's split, predicting its own test rows
+/// ([`distributed`]). The other data (generated, Abalone, housing, CSV with `--categorical`):
+/// every rank reads the whole data and prepares it as one process does — split,
+/// standardization statistics and σ are computed from all training rows on every rank, the
+/// same bits everywhere — then keeps its balanced share of the training rows for the fit
 /// (`stolr_solvers::KernelRidge::fit_prepared_sharded`: Nyström adds `ȳ`, `K_Mn K_nM` and `K_Mn (y − ȳ)`
 /// across ranks in rank order and replicates the `M × M` solve, or with conjugate gradients
 /// adds each iteration's `K_Mn K_nM v` across ranks; SLKL keeps each rank's rows of
@@ -483,7 +485,7 @@ fn check_distributed(args: &KrrArgs, size: usize) -> Result<()> {
 /// Woodbury core replicated). `--lambda auto` and `--nu auto` cross-validate on the same
 /// shares: the folds are drawn over the global training rows as one process draws them, each
 /// fold's sums are added across ranks (Nyström: the folds' Gram matrices; SLKL: one sharded
-/// SLKL per fold), and every rank chooses the same λ or ν. Rank 0, which still holds every row, predicts, writes every
+/// SLKL per fold), and every rank chooses the same λ or ν. Rank 0, which then holds every row, predicts, writes every
 /// output and prints; the other ranks stop after the fit.
 pub fn run(mut args: KrrArgs, ctx: &RunContext) -> Result<()> {
     let total = Instant::now();

@@ -278,8 +278,9 @@ fn load_part_as(
     }
     let part = match format {
         Format::Libsvm => read_libsvm_part(path, rank, size, memory).map(|data| (data, None)),
-        Format::Csv => read_table_part(path, &options, rank, size, memory)
-            .map(|t| (t.data, table.given().then_some(t.encoding))),
+        Format::Csv => {
+            read_table_part(path, &options, rank, size, memory).map(|t| (t.data, table.given().then_some(t.encoding)))
+        }
         Format::Magic => read_magic_part(path, rank, size, memory).map(|data| (data, None)),
         Format::Mnist => read_mnist_part(path, MnistSplit::All, rank, size, memory).map(|data| (data, None)),
         Format::Npy => read_npy_part(path, rank, size, memory)

@@ -14,7 +14,17 @@ fn rows(n: usize, d: usize) -> Vec<(Vec<f64>, f64)> {
         v - v.floor() - 0.5
     };
     let row = |i: usize| -> (Vec<f64>, f64) {
-        let x: Vec<f64> = (0..d).map(|j| if j == 2 { 2.5 } else if i == 101 { 40.0 } else { hash(i, j) }).collect();
+        let x: Vec<f64> = (0..d)
+            .map(|j| {
+                if j == 2 {
+                    2.5
+                } else if i == 101 {
+                    40.0
+                } else {
+                    hash(i, j)
+                }
+            })
+            .collect();
         if i == 101 {
             return (x, 30.0);
         }
