@@ -112,8 +112,10 @@ fn read_regression(
     Ok(data)
 }
 
-fn prepare(args: &KrrArgs, memory: stolr_memory::MemoryBudget) -> Result<Prepared> {
-    let format_name = |f: Format| f.name();
+/// The errors of `args`'s data sources alike for every way of reading them: `--input` with
+/// `--train`/`--test`, files with `--generate`, `--train` without `--test`, the table options
+/// without CSV, `--weight-column` without `--label-column`.
+fn check_sources(args: &KrrArgs) -> Result<()> {
     let files = args.input.is_some() || args.train.is_some() || args.test.is_some();
     if args.input.is_some() && (args.train.is_some() || args.test.is_some()) {
         bail!("give either --input (with --test-size) or --train and --test, not both");
@@ -130,6 +132,12 @@ fn prepare(args: &KrrArgs, memory: stolr_memory::MemoryBudget) -> Result<Prepare
     if args.weight_column.is_some() && args.table.label_column.is_empty() {
         bail!("--weight-column needs --label-column: name the target column");
     }
+    Ok(())
+}
+
+fn prepare(args: &KrrArgs, memory: stolr_memory::MemoryBudget) -> Result<Prepared> {
+    let format_name = |f: Format| f.name();
+    check_sources(args)?;
     let apart = args.table.label_column.len() > 1 || args.weight_column.is_some();
     let mut encoding = None;
     let mut extra = None;
@@ -227,8 +235,9 @@ fn targets(d: &Dataset) -> &[f64] {
     d.targets().expect("readers and the generator give numeric targets")
 }
 
-/// The kernel as the job takes it (σ given, or left to the bandwidth rule) and how σ is chosen.
-fn kernel_spec(args: &KrrArgs, prepared: &Prepared) -> Result<(KernelSpec, String)> {
+/// The kernel as the job takes it (σ given, or left to the bandwidth rule) and how σ is chosen,
+/// for data of `format` (`sinc` for the generated sinc set), `standardized` or not.
+fn kernel_spec(args: &KrrArgs, format: &str, standardized: bool) -> Result<(KernelSpec, String)> {
     if args.sigma != "auto" {
         let s: f64 =
             args.sigma.parse().with_context(|| format!("--sigma must be 'auto' or a number, got '{}'", args.sigma))?;
@@ -237,13 +246,13 @@ fn kernel_spec(args: &KrrArgs, prepared: &Prepared) -> Result<(KernelSpec, Strin
         }
         return Ok((Kernel::gaussian(s).into(), "given".into()));
     }
-    if prepared.format == "sinc" {
+    if format == "sinc" {
         return Ok((Kernel::gaussian(1.0).into(), "auto: 1, paper 004's width for sinc (Table 1)".into()));
     }
     let source = format!(
         "auto: {}th percentile of the pairwise Euclidean distances of the {} training features",
         args.sigma_percentile,
-        if prepared.standardization.is_some() { "standardized" } else { "raw" }
+        if standardized { "standardized" } else { "raw" }
     );
     Ok((KernelSpec::new(KernelFamily::Gaussian), source))
 }
@@ -319,15 +328,16 @@ fn solver_of(args: &KrrArgs, given_nu: Option<f64>, memory: MemoryBudget) -> sto
 }
 
 /// The job of `args` (the library's typed request, which the Python package builds from its
-/// keyword arguments) and how σ is chosen, for the prepared data.
+/// keyword arguments) and how σ is chosen, for data of `format`, `standardized` or not.
 fn job(
     args: &KrrArgs,
-    prepared: &Prepared,
+    format: &str,
+    standardized: bool,
     given_nu: Option<f64>,
     memory: MemoryBudget,
 ) -> Result<(KernelRidgeJob, String)> {
     let solver = solver_of(args, given_nu, memory);
-    let (kernel, sigma_source) = kernel_spec(args, prepared)?;
+    let (kernel, sigma_source) = kernel_spec(args, format, standardized)?;
     let folds = KrrChoice::CrossValidated { folds: args.nu_folds };
     let job = KernelRidgeJob {
         bandwidth_percentile: args.sigma_percentile,
@@ -340,14 +350,18 @@ fn job(
     Ok((job, sigma_source))
 }
 
-/// Runs `job` on the training rows (this rank's balanced share of them under mpirun: the
-/// landmarks are drawn over the global n, and SLKL's coordinate order, from the same streams as
-/// on one process), with the progress bar and SLKL's checkpoints.
+/// Runs `job` on the training rows `train` (under mpirun: this rank's rows at `place` when
+/// given, else its balanced share of `train`, which holds every row; the landmarks are drawn
+/// over the global n, and SLKL's coordinate order, from the same streams as on one process),
+/// recording `standardization`, with the progress bar and SLKL's checkpoints; `apart`: the
+/// several outputs or weights read apart (one process).
 fn fit(
     args: &KrrArgs,
     job: &KernelRidgeJob,
     train: &Dataset,
-    prepared: &Prepared,
+    place: Option<RowShard>,
+    apart: Option<&Targets>,
+    standardization: Option<Standardization>,
     ctx: &RunContext,
 ) -> Result<KernelRidgeOutcome> {
     let (x, y) = (train.x.as_ref(), targets(train));
@@ -363,8 +377,7 @@ fn fit(
     })?;
     // Only rank 0 draws the bar (it never stops the run, so the ranks stay in step).
     let mut progress = Progress::new(solver_name, None, args.landmarks.max(1)).with_checkpoint(store);
-    let standardization = prepared.standardization.clone();
-    if let Some(targets) = &prepared.targets {
+    if let Some(targets) = apart {
         // Several outputs or weights: one process, no checkpoint.
         if let Some(comm) = ctx.world.as_deref().filter(|c| c.size() > 1) {
             bail!(
@@ -387,10 +400,14 @@ fn fit(
     }
     let outcome = match ctx.world.as_deref() {
         Some(comm) => {
-            let place = RowShard::balanced(x.nrows(), comm.rank(), comm.size());
-            let local = x.subrows(place.first, place.rows).to_owned();
-            let shard = Shard::part(local, place, comm);
-            job.run(shard, &y[place.first..place.first + place.rows], standardization, &mut progress)
+            let (place, local, y) = match place {
+                Some(place) => (place, x.to_owned(), y),
+                None => {
+                    let place = RowShard::balanced(x.nrows(), comm.rank(), comm.size());
+                    (place, x.subrows(place.first, place.rows).to_owned(), &y[place.first..place.first + place.rows])
+                }
+            };
+            job.run(Shard::part(local, place, comm), y, standardization, &mut progress)
         }
         None => job.run(Shard::whole(x), y, standardization, &mut progress),
     };
@@ -456,10 +473,12 @@ fn check_distributed(args: &KrrArgs, size: usize) -> Result<()> {
 
 /// Runs `stolr krr`.
 ///
-/// Under `mpirun -np P > 1` (Nyström KRR; SLKL): every rank
-/// reads the whole data file (or generates the data) and prepares it as one process does —
-/// split, standardization statistics and σ are computed from all training rows on every rank,
-/// the same bits everywhere — then keeps its balanced share of the training rows for the fit
+/// Under `mpirun -np P > 1` (Nyström KRR; SLKL): LIBSVM and CSV files are read in parts, each
+/// rank keeping its rows of one process's split, predicting its own test rows
+/// ([`distributed`]). The other data (generated, Abalone, housing, CSV with `--categorical`):
+/// every rank reads the whole data and prepares it as one process does — split,
+/// standardization statistics and σ are computed from all training rows on every rank, the
+/// same bits everywhere — then keeps its balanced share of the training rows for the fit
 /// (`stolr_solvers::KernelRidge::fit_prepared_sharded`: Nyström adds `ȳ`, `K_Mn K_nM` and `K_Mn (y − ȳ)`
 /// across ranks in rank order and replicates the `M × M` solve, or with conjugate gradients
 /// adds each iteration's `K_Mn K_nM v` across ranks; SLKL keeps each rank's rows of
@@ -467,7 +486,7 @@ fn check_distributed(args: &KrrArgs, size: usize) -> Result<()> {
 /// Woodbury core replicated). `--lambda auto` and `--nu auto` cross-validate on the same
 /// shares: the folds are drawn over the global training rows as one process draws them, each
 /// fold's sums are added across ranks (Nyström: the folds' Gram matrices; SLKL: one sharded
-/// SLKL per fold), and every rank chooses the same λ or ν. Rank 0, which still holds every row, predicts, writes every
+/// SLKL per fold), and every rank chooses the same λ or ν. Rank 0, which then holds every row, predicts, writes every
 /// output and prints; the other ranks stop after the fit.
 pub fn run(mut args: KrrArgs, ctx: &RunContext) -> Result<()> {
     let total = Instant::now();
@@ -512,6 +531,9 @@ pub fn run(mut args: KrrArgs, ctx: &RunContext) -> Result<()> {
         }
         return sparse::run(&args, ctx, given_nu, total);
     }
+    if let Some(comm) = world.as_deref().filter(|c| c.size() > 1 && distributed::reads_by_parts(&args)) {
+        return distributed::run(&args, comm, ctx, landmarks, given_nu, total);
+    }
     let prepared = prepare(&args, ctx.memory)?;
     let read_time = total.elapsed();
     let train = &prepared.data.train;
@@ -519,9 +541,11 @@ pub fn run(mut args: KrrArgs, ctx: &RunContext) -> Result<()> {
         bail!("the training set has no features");
     }
     check_args(&args, train.n())?;
-    let (job, sigma_source) = job(&args, &prepared, given_nu, ctx.memory)?;
+    let standardized = prepared.standardization.is_some();
+    let (job, sigma_source) = job(&args, &prepared.format, standardized, given_nu, ctx.memory)?;
     let job = KernelRidgeJob { landmarks, ..job };
-    let outcome = fit(&args, &job, train, &prepared, ctx)?;
+    let standardization = prepared.standardization.clone();
+    let outcome = fit(&args, &job, train, None, prepared.targets.as_ref(), standardization, ctx)?;
     if world.as_ref().is_some_and(|comm| comm.rank() != 0) {
         return Ok(()); // rank 0 predicts, writes and prints
     }
@@ -529,13 +553,13 @@ pub fn run(mut args: KrrArgs, ctx: &RunContext) -> Result<()> {
 }
 
 /// Writes a fit's files into `dir` (created): the predictions of the test rows (`predictions`,
-/// or `(n_test, t)` `matrix` with several outputs), the coefficients, the model, the landmarks
-/// and the weights when the solver has them; returns their names, `report.json` last (written
-/// by the caller).
+/// or `(n_test, t)` `matrix` with several outputs; `None`: already written, by the ranks of a
+/// sharded run), the coefficients, the model, the landmarks and the weights when the solver has
+/// them; returns their names, `report.json` last (written by the caller).
 fn write_fit_outputs(
     dir: &std::path::Path,
     outcome: &stolr_solvers::KernelRidgeOutcome,
-    predictions: &[f64],
+    predictions: Option<&[f64]>,
     matrix: Option<&faer::Mat<f64>>,
 ) -> Result<Vec<&'static str>> {
     let model = &outcome.model;
@@ -547,7 +571,9 @@ fn write_fit_outputs(
             write_npy_matrix(&dir.join("coefficients.npy"), model.coefficient_matrix().as_ref())?;
         }
         None => {
-            write_npy_vector(&dir.join("predictions.npy"), predictions)?;
+            if let Some(predictions) = predictions {
+                write_npy_vector(&dir.join("predictions.npy"), predictions)?;
+            }
             write_npy_vector(&dir.join("coefficients.npy"), model.expansion().coefficients())?;
         }
     }
@@ -619,32 +645,50 @@ fn finish(
             (flat(&f), predict_time, test_mse, train_mse, (model.n_outputs() > 1).then_some(f))
         }
     };
+    let dataset = KrrDataset {
+        origin: prepared.origin.into(),
+        format: prepared.format.clone(),
+        train_source: train.source.clone(),
+        test_source: test.source.clone(),
+        n_train: train.n(),
+        n_test: test.n(),
+        d: train.d(),
+        standardized: prepared.standardization.is_some(),
+        test_size: args.test_size,
+    };
+    let mse = (test_mse, train_mse);
+    let times = (read_time, predict_time, total);
+    publish(args, dataset, &outcome, Some((&predictions, matrix.as_ref())), mse, sigma_source, times)
+}
 
+/// Writes the files of `--out` (the predictions too unless `predictions` is `None`: written
+/// by the ranks of a sharded run) and `report.json`, on `dataset` with the (test, train) `mse`
+/// and the (read, predict, since the start) `times`, and prints the summary line.
+fn publish(
+    args: &KrrArgs,
+    dataset: KrrDataset,
+    outcome: &KernelRidgeOutcome,
+    predictions: Option<(&[f64], Option<&faer::Mat<f64>>)>,
+    (test_mse, train_mse): (f64, f64),
+    sigma_source: &str,
+    (read_time, predict_time, total): (std::time::Duration, std::time::Duration, Instant),
+) -> Result<()> {
+    let model = &outcome.model;
     // The files go into the staging folder of the claimed --out, swapped in as a set by main.
     let out = args.out.as_deref().map(crate::common::output::staged);
     let outputs = match &out {
-        Some(dir) => write_fit_outputs(dir, &outcome, &predictions, matrix.as_ref())?,
+        Some(dir) => write_fit_outputs(dir, outcome, predictions.map(|p| p.0), predictions.and_then(|p| p.1))?,
         None => Vec::new(),
     };
     let peak = peak_rss_bytes();
-    let result = KrrResult { test_mse: Some(test_mse), train_mse: Some(train_mse), ..krr_result(args, &outcome) };
+    let result = KrrResult { test_mse: Some(test_mse), train_mse: Some(train_mse), ..krr_result(args, outcome) };
     let report = KrrReport {
         stolr_version: env!("CARGO_PKG_VERSION").into(),
         command: "krr".into(),
-        dataset: KrrDataset {
-            origin: prepared.origin.into(),
-            format: prepared.format.clone(),
-            train_source: train.source.clone(),
-            test_source: test.source.clone(),
-            n_train: train.n(),
-            n_test: test.n(),
-            d: train.d(),
-            standardized: prepared.standardization.is_some(),
-            test_size: args.test_size,
-        },
+        dataset,
         kernel: report_kernel(&outcome.kernel, sigma_source),
         solver: model.solver().into(),
-        parameters: parameters(args, &outcome),
+        parameters: parameters(args, outcome),
         nu_validation: outcome.nu.as_ref().map(|v| NuValidation {
             folds: args.nu_folds,
             grid: v.candidates.iter().map(|c| c.nu).collect(),
@@ -662,14 +706,14 @@ fn finish(
             chosen: v.lambda,
         }),
         result,
-        timings_s: timings(&outcome, read_time, predict_time, total),
+        timings_s: timings(outcome, read_time, predict_time, total),
         peak_memory_bytes: peak,
         outputs: outputs.iter().map(|o| o.to_string()).collect(),
     };
     if let Some(dir) = &out {
         write_report(dir, &report)?;
     }
-    println!("{}", summary_line(args, prepared, &report, out.is_some()));
+    println!("{}", summary_line(args, &report, out.is_some()));
     Ok(())
 }
 
@@ -718,15 +762,15 @@ fn parameters(args: &KrrArgs, outcome: &KernelRidgeOutcome) -> KrrParameters {
 }
 
 /// The line `stolr krr` prints at the end, read from `report`.
-fn summary_line(args: &KrrArgs, prepared: &Prepared, report: &KrrReport, written: bool) -> String {
+fn summary_line(args: &KrrArgs, report: &KrrReport, written: bool) -> String {
     let (data, result) = (&report.dataset, &report.result);
     let nu = &report.parameters;
     format!(
         "stolr krr: {solver} on {format} ({origin}; n_train={n}, n_test={m}, d={d}), sigma={sigma:.4}{nu_text}: \
          test MSE {test_mse:.6}, {centres} centres{sparsity}, fit {fit:.2} s, peak {mem}{out}",
         solver = report.solver,
-        origin = prepared.origin,
-        format = prepared.format,
+        origin = data.origin,
+        format = data.format,
         n = data.n_train,
         m = data.n_test,
         d = data.d,
@@ -742,4 +786,5 @@ fn summary_line(args: &KrrArgs, prepared: &Prepared, report: &KrrReport, written
     )
 }
 
+mod distributed;
 mod sparse;

@@ -239,6 +239,38 @@ pub fn load_part(
     comm: &dyn Communicator,
     memory: MemoryBudget,
 ) -> Result<Part> {
+    load_part_as(path, format, table, table.options(), comm, memory)
+}
+
+/// [`load_part`] for a regression file (`stolr krr`): the rows of this rank with their numeric
+/// targets as [`Labels::Numeric`], read as one process reads the whole file for `krr` — a CSV
+/// table's target is its `--label-column` (one; `--categorical` columns one-hot encoded) or
+/// else its last column; a LIBSVM line's label is its target; Abalone and housing files carry
+/// theirs. Collective.
+///
+/// # Errors
+/// As [`load_part`].
+pub fn load_regression_part(
+    path: &Path,
+    format: Format,
+    table: &TableArgs,
+    comm: &dyn Communicator,
+    memory: MemoryBudget,
+) -> Result<Part> {
+    let label = table.label_column.first().map_or(TableLabel::Last, |&l| TableLabel::Column(l));
+    let options = TableOptions { label, numeric_label: true, ..table.options() };
+    load_part_as(path, format, table, options, comm, memory)
+}
+
+/// [`load_part`] with the CSV table read with `options` (the labels `table` names).
+fn load_part_as(
+    path: &Path,
+    format: Format,
+    table: &TableArgs,
+    options: TableOptions,
+    comm: &dyn Communicator,
+    memory: MemoryBudget,
+) -> Result<Part> {
     let (rank, size) = (comm.rank(), comm.size());
     table.one_label()?;
     if format != Format::Csv && table.given() {
@@ -246,8 +278,9 @@ pub fn load_part(
     }
     let part = match format {
         Format::Libsvm => read_libsvm_part(path, rank, size, memory).map(|data| (data, None)),
-        Format::Csv => read_table_part(path, &table.options(), rank, size, memory)
-            .map(|t| (t.data, table.given().then_some(t.encoding))),
+        Format::Csv => {
+            read_table_part(path, &options, rank, size, memory).map(|t| (t.data, table.given().then_some(t.encoding)))
+        }
         Format::Magic => read_magic_part(path, rank, size, memory).map(|data| (data, None)),
         Format::Mnist => read_mnist_part(path, MnistSplit::All, rank, size, memory).map(|data| (data, None)),
         Format::Npy => read_npy_part(path, rank, size, memory)
@@ -263,7 +296,6 @@ pub fn load_part(
             // Gzip, or categories learnt from every row: every rank streams the file once to
             // learn the encoding and count the rows (holding the categories only), then once
             // more keeping only its balanced share of the rows.
-            let options = table.options();
             let (encoding, n) = learn_table_encoding(path, &options, MAX_STREAMED_CATEGORIES, memory)
                 .map_err(hint)
                 .with_context(|| format!("cannot read {}", path.display()))?;

@@ -148,7 +148,7 @@ pub(super) fn run(args: &KrrArgs, ctx: &RunContext, given_nu: Option<f64>, total
 
     let out = args.out.as_deref().map(crate::common::output::staged);
     let outputs = match &out {
-        Some(dir) => super::write_fit_outputs(dir, &outcome, &predictions, None)?,
+        Some(dir) => super::write_fit_outputs(dir, &outcome, Some(&predictions), None)?,
         None => Vec::new(),
     };
     let result = KrrResult { test_mse: Some(test_mse), train_mse: Some(train_mse), ..krr_result(args, &outcome) };

@@ -11,6 +11,7 @@ mod checkpoint;
 mod failures;
 mod kpca;
 mod krr;
+mod krr_parts;
 mod pca;
 mod skpca;
 
