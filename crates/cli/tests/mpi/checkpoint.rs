@@ -48,7 +48,9 @@ fn every_distributed_checkpointable_solver_resumes_from_its_parts_to_the_same_by
             .concat();
     let kpca_files = ["eigenvalues.npy", "eigenvectors.npy", "projections.npy", "model.npz"];
     let pca_files = ["components.npy", "eigenvalues.npy", "model.npz"];
-    let cases: [(&str, &[&str], &str, usize, &[&str]); 4] = [
+    // (name, arguments, --checkpoint-every, the iteration resumed after, the files compared)
+    type Case<'a> = (&'a str, &'a [&'a str], &'a str, usize, &'a [&'a str]);
+    let cases: [Case; 4] = [
         ("skpca", &skpca, "10", 40, &kpca_files),
         ("svrg", &svrg, "3", 6, &pca_files),
         ("msg", &msg, "20", 60, &pca_files),
