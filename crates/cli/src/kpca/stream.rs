@@ -367,7 +367,16 @@ pub(super) fn run(args: &KpcaArgs, ctx: &RunContext) -> Result<()> {
         println!("sigma = {sigma:.6} (auto: reservoir sample of {SIGMA_SAMPLE} rows)");
     }
     let mut rng = KpcaStream::Solver.rng(args.seed);
-    // --checkpoint: one process (FileStore::new refuses it under mpirun -np P > 1).
+    // --checkpoint: one process. Each rank's share of a stream is its part of every block, and
+    // its checkpoint would hold a position in a stream every rank parses whole: not built.
+    if args.checkpoint.checkpoint.is_some() && comm.size() > 1 {
+        bail!(
+            "--checkpoint of --solver {} runs on one process, not under mpirun -np {}: resume a streamed kernel PCA \
+             without mpirun (the in-memory solvers skpca, svrg-bb and slkl keep checkpoints in parts under mpirun)",
+            stolr_solvers::Named::name(args.solver),
+            comm.size()
+        );
+    }
     let data_fingerprint = || -> Result<String> { Ok(described.clone()) };
     let (eigenvalues, n, model_save, transform): (Vec<f64>, usize, Box<SaveFn>, Box<TransformFn>) = if args.solver
         == KpcaMethod::StreamingNystrom
