@@ -87,6 +87,14 @@ impl Observer for () {}
 /// reports progress. It never stops the run, so the ranks stay in step.
 pub struct CheckpointsOnly<'a>(pub &'a mut dyn Observer);
 
+impl<'a> CheckpointsOnly<'a> {
+    /// The observer of this rank of a sharded run: `observer` itself on rank 0 (`is_root`), on
+    /// every other rank `slot` filled with its [`CheckpointsOnly`] view.
+    pub fn for_rank(is_root: bool, observer: &'a mut dyn Observer, slot: &'a mut Option<Self>) -> &'a mut dyn Observer {
+        if is_root { observer } else { slot.insert(CheckpointsOnly(observer)) }
+    }
+}
+
 impl Observer for CheckpointsOnly<'_> {
     fn checkpoints(&mut self) -> Option<&mut dyn CheckpointStore> {
         self.0.checkpoints()

@@ -498,13 +498,8 @@ impl KernelPca {
             Ok(())
         };
         // The other ranks save their parts of the checkpoints, and report nothing.
-        let mut others;
-        let observer: &mut dyn Observer = if comm.is_root() {
-            observer
-        } else {
-            others = crate::CheckpointsOnly(observer);
-            &mut others
-        };
+        let mut others = None;
+        let observer = crate::CheckpointsOnly::for_rank(comm.is_root(), observer, &mut others);
         let name = self.solver.name();
         let mut warnings = Vec::new();
         // The solvers on the training rows give eigenpairs (this rank's rows of the

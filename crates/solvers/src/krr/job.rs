@@ -223,13 +223,8 @@ impl KernelRidgeJob {
             ridge.fit_prepared(shard.data(), y, standardization, landmarks, coordinates, observer)?
         } else {
             // The other ranks save their parts of the checkpoints, and report nothing.
-            let mut others;
-            let observer: &mut dyn Observer = if shard.comm.is_root() {
-                observer
-            } else {
-                others = crate::CheckpointsOnly(observer);
-                &mut others
-            };
+            let mut others = None;
+            let observer = crate::CheckpointsOnly::for_rank(shard.comm.is_root(), observer, &mut others);
             let (comm, place) = (shard.comm, shard.place);
             ridge.fit_prepared_sharded(
                 shard.dense("rows split across processes")?,

@@ -401,13 +401,8 @@ impl Pca {
         let n = place.total;
         let name = self.solver.name();
         // The other ranks save their parts of the checkpoints, and report nothing.
-        let mut others;
-        let observer: &mut dyn Observer = if comm.is_root() {
-            observer
-        } else {
-            others = crate::CheckpointsOnly(observer);
-            &mut others
-        };
+        let mut others = None;
+        let observer = crate::CheckpointsOnly::for_rank(comm.is_root(), observer, &mut others);
         let (pairs, stop, epochs) = match &self.solver {
             PcaSolver::Exact => (exact_pca(prepared, self.rank)?, None, 0),
             PcaSolver::SvrgBb(config) => {

@@ -352,13 +352,8 @@ impl StreamingPcaJob {
         let local_batch = RowShard::balanced(self.batch, comm.rank(), comm.size()).rows;
         let mut pass = StreamPass::new(&mut *solver, rows).sharded(local_batch, comm)?;
         // The other ranks save their parts of the checkpoints, and report nothing.
-        let mut others;
-        let watcher: &mut dyn Observer = if comm.is_root() {
-            observer
-        } else {
-            others = crate::CheckpointsOnly(observer);
-            &mut others
-        };
+        let mut others = None;
+        let watcher = crate::CheckpointsOnly::for_rank(comm.is_root(), observer, &mut others);
         run(&mut pass, &mut rng, watcher)?;
         drop(pass);
         let samples = solver.samples_seen();
