@@ -552,6 +552,14 @@ pub fn run(mut args: KrrArgs, ctx: &RunContext) -> Result<()> {
     finish(&args, &prepared, outcome, &sigma_source, read_time, total)
 }
 
+/// `f(x) = Σ α_j k(x, z_j) + b` of `model` at rows `x` already standardized as its training
+/// rows were (the expansion plus the intercept; the model's own `predict` would standardize
+/// them again).
+fn predict_prepared(model: &stolr_solvers::KrrModel, x: MatRef<'_, f64>) -> Result<Vec<f64>> {
+    let f = model.expansion().predict(x)?;
+    Ok(f.iter().map(|v| v + model.intercept()).collect())
+}
+
 /// Writes a fit's files into `dir` (created): the predictions of the test rows (`predictions`,
 /// or `(n_test, t)` `matrix` with several outputs; `None`: already written, by the ranks of a
 /// sharded run), the coefficients, the model, the landmarks and the weights when the solver has
@@ -605,11 +613,7 @@ fn finish(
     outcome.model = outcome.model.with_encoding(prepared.encoding.clone())?;
     let model = &outcome.model;
     let t_predict = Instant::now();
-    // The rows are already standardized: the expansion plus the intercept is the model's f.
-    let predict = |rows: MatRef<'_, f64>| -> Result<Vec<f64>> {
-        let f = model.expansion().predict(rows)?;
-        Ok(f.iter().map(|v| v + model.intercept()).collect())
-    };
+    let predict = |rows: MatRef<'_, f64>| predict_prepared(model, rows);
     // Several outputs: (rows, t) predictions, column-major; the MSE over every entry.
     let outputs_of = |rows: MatRef<'_, f64>| -> Result<faer::Mat<f64>> {
         let (e, c, b) = (model.expansion(), model.coefficient_matrix(), model.intercepts());

@@ -486,25 +486,40 @@ pub fn read_part_for_model(
         data.x = data.x.as_ref().subcols(0, d).to_owned();
     }
     if format == Format::Libsvm && data.d() < d {
-        let part = &data.x;
-        data.x = Mat::from_fn(part.nrows(), d, |i, j| if j < part.ncols() { part[(i, j)] } else { 0.0 });
+        widen(&mut data.x, d);
     }
     if data.d() != d {
         bail!("{} has {} features per row, the model takes {d}", path.display(), data.d());
     }
     stolr_datasets::check_finite(data.x.as_ref())
         .with_context(|| format!("{}: the rows must be finite", path.display()))?;
-    let shard = RowShard::from_local_rows(comm, data.n());
-    let empty = comm.all_gather(&[data.n() as f64]).iter().position(|c| c[0] == 0.0);
-    if let Some(rank) = empty {
+    let shard = place_of_rows(comm, data.n(), &format!("rows of {}", path.display()))?;
+    Ok((data, shard))
+}
+
+/// Pads the LIBSVM rows `x` with zero columns to `d` features (`d ≥ x.ncols()`): a file is as
+/// wide as its largest index, so a part or a test file may be narrower than the training data.
+pub fn widen(x: &mut Mat<f64>, d: usize) {
+    let part = &*x;
+    *x = Mat::from_fn(part.nrows(), d, |i, j| if j < part.ncols() { part[(i, j)] } else { 0.0 });
+}
+
+/// This rank's place among every rank's `rows` (gathered in rank order), or, when a rank holds
+/// none, the same error on every rank naming it and `what` it lacks (`rows`, `training rows`,
+/// ...). Collective.
+///
+/// # Errors
+/// When any rank holds no row: use fewer processes.
+pub fn place_of_rows(comm: &dyn Communicator, rows: usize, what: &str) -> Result<RowShard> {
+    let counts: Vec<usize> = comm.all_gather(&[rows as f64]).iter().map(|c| c[0] as usize).collect();
+    if let Some(empty) = counts.iter().position(|&c| c == 0) {
         bail!(
-            "rank {rank} of {} holds no rows of {} (n = {}): use fewer processes",
+            "rank {empty} of {} holds no {what} (n = {}): use fewer processes",
             comm.size(),
-            path.display(),
-            shard.total
+            counts.iter().sum::<usize>()
         );
     }
-    Ok((data, shard))
+    Ok(RowShard::from_counts(&counts)[comm.rank()])
 }
 
 /// A CSV file of new rows for a model with `d` features: rows of `d + 1` columns hold the

@@ -28,15 +28,15 @@
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use faer::{Mat, MatRef};
+use faer::Mat;
 use stolr_comm::{Communicator, RowShard};
 use stolr_datasets::{Dataset, Labels, random_split};
 use stolr_model::{OneHotEncoding, Standardization, standardize_reduced};
 use stolr_report::KrrDataset;
 use stolr_solvers::{KernelRidgeJob, KrrStream, Landmarks};
 
-use super::{KrrArgs, check_args, check_sources, fit, job, publish};
-use crate::common::input::{Format, Part, load_regression_part};
+use super::{KrrArgs, check_args, check_sources, fit, job, predict_prepared as predict, publish};
+use crate::common::input::{Format, Part, load_regression_part, place_of_rows, widen};
 use crate::distributed::RunContext;
 
 /// This rank's rows of the training and test sets, and what the report says of the data.
@@ -66,20 +66,6 @@ pub(super) fn reads_by_parts(args: &KrrArgs) -> bool {
         && args.table.label_column.len() <= 1
         && args.weight_column.is_none()
         && !args.sparse
-}
-
-/// The place of this rank's `rows` among every rank's, and the error naming `what` when a rank
-/// holds none (`needed`) — the same on every rank. Collective.
-fn place_of(comm: &dyn Communicator, rows: usize, what: &str, needed: bool) -> Result<RowShard> {
-    let counts: Vec<usize> = comm.all_gather(&[rows as f64]).iter().map(|c| c[0] as usize).collect();
-    if needed && let Some(empty) = counts.iter().position(|&c| c == 0) {
-        bail!(
-            "rank {empty} of {} holds no {what} (there are {} in all): use fewer processes",
-            comm.size(),
-            counts.iter().sum::<usize>()
-        );
-    }
-    Ok(RowShard::from_counts(&counts)[comm.rank()])
 }
 
 /// The number of features of every rank's part of `path` (`width` of this rank's, `rows` of
@@ -142,8 +128,7 @@ fn read_parts(args: &KrrArgs, comm: &dyn Communicator, memory: stolr_memory::Mem
             let d_test = common_width(comm, test.n(), test.d(), test_path)?;
             if format == Format::Libsvm && d_test < d {
                 // As one process reads it: the training file's width, missing features zero.
-                let part = &test.x;
-                test.x = Mat::from_fn(part.nrows(), d, |i, j| if j < part.ncols() { part[(i, j)] } else { 0.0 });
+                widen(&mut test.x, d);
             } else if d_test != d {
                 bail!(
                     "{} has rows of {d_test} features, the training file {} has {d}",
@@ -164,8 +149,9 @@ fn read_parts(args: &KrrArgs, comm: &dyn Communicator, memory: stolr_memory::Mem
         }
         _ => bail!("--train and --test go together"),
     };
-    let train_place = place_of(comm, train.n(), "training row", true)?;
-    let test_place = place_of(comm, test.n(), "test row", false)?;
+    let train_place = place_of_rows(comm, train.n(), "training rows")?;
+    // A rank may hold no test row.
+    let test_place = RowShard::from_local_rows(comm, test.n());
     if test_place.total == 0 {
         bail!("the test set is empty");
     }
@@ -179,12 +165,6 @@ fn read_parts(args: &KrrArgs, comm: &dyn Communicator, memory: stolr_memory::Mem
         Some(stats)
     };
     Ok(Parts { train, train_place, test, test_place, standardization, encoding, origin, format })
-}
-
-/// `f(x) = Σ α_j k(x, z_j) + b` of `model` at the (standardized) rows `x`.
-fn predict(model: &stolr_solvers::KrrModel, x: MatRef<'_, f64>) -> Result<Vec<f64>> {
-    let f = model.expansion().predict(x)?;
-    Ok(f.iter().map(|v| v + model.intercept()).collect())
 }
 
 /// The sum of the squared differences of `p` and `y`.

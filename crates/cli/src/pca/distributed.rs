@@ -70,9 +70,6 @@ pub(crate) fn local_rows(
         }
         (None, None) => bail!("give --input or --generate"),
     };
-    let counts = comm.all_gather(&[shard.rows as f64]);
-    if let Some(empty) = counts.iter().position(|c| c[0] == 0.0) {
-        bail!("rank {empty} of {} holds no rows (n = {}): use fewer processes", comm.size(), shard.total);
-    }
+    crate::common::input::place_of_rows(comm, shard.rows, "rows")?;
     Ok((x, source, shard, encoding))
 }
