@@ -14,6 +14,7 @@ mod fit;
 mod incremental;
 mod job;
 mod kha;
+mod krylov_schur;
 mod matrix_free;
 mod model;
 mod nystrom;
