@@ -157,7 +157,7 @@ pub fn matrix_free_kpca<'x>(
 /// [`KernelOperator::apply_row_block`]. Every inner product over the rows (the projections
 /// $Q^\top W$, the Gram matrices $W^\top W$ of the in-block Cholesky QR) is reduced on each
 /// rank in fixed row groups ([`stolr_lowrank::tall_inner`]) and added across ranks in rank
-/// order ([`all_reduce_mat`]), so the projected matrix, the small eigenproblems, the residuals
+/// order ([`stolr_comm::all_reduce_mat`]), so the projected matrix, the small eigenproblems, the residuals
 /// and so every restart decision are the same bits on every rank. Centring gathers each rank's
 /// rows of $K1/n$ (`n` doubles). Signs are fixed over the whole columns
 /// ([`Eigenpairs::fix_signs_sharded`]). The dense fallback for tiny `n` gathers the rows of the
