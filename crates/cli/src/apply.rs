@@ -10,7 +10,7 @@ use stolr_datasets::{write_npy_matrix, write_npy_vector};
 use stolr_memory::{MemoryBudget, f64_bytes};
 use stolr_model::ModelFile;
 use stolr_report::{ApplyDataset, ApplyReport, ApplyResult};
-use stolr_solvers::{KernelPcaModel, KrrModel, PcaModel, Persist, Predictor, Transformer, mean_squared_error};
+use stolr_solvers::{KERNEL_PCA_PARTS_KIND, KernelPcaModel, KrrModel, PcaModel, Persist, Predictor, Transformer, mean_squared_error};
 
 use crate::common::input::{Format, read_for_model, read_part_for_model};
 use crate::common::output::write_report;
@@ -62,13 +62,32 @@ fn open_model(args: &ApplyArgs, kinds: &[&str], memory: MemoryBudget) -> Result<
 }
 
 /// The models `stolr transform` applies.
-const TRANSFORM_KINDS: [&str; 3] = [KernelPcaModel::KIND, PcaModel::KIND, stolr_solvers::RffKernelPcaModel::KIND];
+const TRANSFORM_KINDS: [&str; 4] = [
+    KernelPcaModel::KIND,
+    KERNEL_PCA_PARTS_KIND,
+    PcaModel::KIND,
+    stolr_solvers::RffKernelPcaModel::KIND,
+];
 
-/// The transformer in the model file `file` (read from `path`) and the CSV encoding it was
-/// fitted with.
-fn transformer(file: &ModelFile, path: &std::path::Path) -> Result<(Box<dyn Transformer>, Option<OneHotEncoding>)> {
-    Ok(if file.kind() == KernelPcaModel::KIND {
-        let model = KernelPcaModel::from_model_file(file, path)?;
+/// The kernel PCA model of `file` (read from `path`): a whole model, or the manifest of a
+/// model in parts, whose parts are read (within `memory`) and joined.
+fn kernel_pca(file: &ModelFile, path: &std::path::Path, memory: MemoryBudget) -> Result<KernelPcaModel> {
+    Ok(if file.kind() == KERNEL_PCA_PARTS_KIND {
+        stolr_solvers::load_kernel_pca_parts(file, path, memory)?
+    } else {
+        KernelPcaModel::from_model_file(file, path)?
+    })
+}
+
+/// The transformer in the model file `file` (read from `path`; the parts of a model in parts
+/// within `memory`) and the CSV encoding it was fitted with.
+fn transformer(
+    file: &ModelFile,
+    path: &std::path::Path,
+    memory: MemoryBudget,
+) -> Result<(Box<dyn Transformer>, Option<OneHotEncoding>)> {
+    Ok(if file.kind() == KernelPcaModel::KIND || file.kind() == KERNEL_PCA_PARTS_KIND {
+        let model = kernel_pca(file, path, memory)?;
         let encoding = model.encoding().cloned();
         (Box::new(model), encoding)
     } else if file.kind() == stolr_solvers::RffKernelPcaModel::KIND {
@@ -102,12 +121,31 @@ pub fn transform_sharded(args: ApplyArgs, ctx: &crate::distributed::RunContext) 
     if comm.is_root() {
         crate::common::output::claim(Some(&args.out), None, Some(&path))?;
     }
-    let (model, encoding) = transformer(&file, &path)?;
+    // A kernel PCA model: whole on every rank, or each rank's share of a model in parts.
+    let kernel_pca = if file.kind() == KernelPcaModel::KIND || file.kind() == KERNEL_PCA_PARTS_KIND {
+        Some(stolr_solvers::load_kernel_pca_for_rank(&path, comm.rank(), comm.size(), memory)?)
+    } else {
+        None
+    };
+    let (model, encoding) = match &kernel_pca {
+        Some(model) => (None, model.encoding().cloned()),
+        None => {
+            let (model, encoding) = transformer(&file, &path, memory)?;
+            (Some(model), encoding)
+        }
+    };
     let d = n_features(&file)?;
     let format = args.format.unwrap_or(if encoding.is_some() { Format::Csv } else { Format::Libsvm });
     let cannot = || format!("cannot transform {}", args.input.display());
     let (z, source, n) = if args.sparse {
-        let model = sparse_kernel_pca(&file, &path, format)?;
+        if file.kind() == KERNEL_PCA_PARTS_KIND {
+            bail!(
+                "--sparse under mpirun takes a whole kernel PCA model; {} is in parts (fitted under mpirun), \
+                 whose ranks exchange dense blocks of the new rows: drop --sparse",
+                path.display()
+            );
+        }
+        let model = sparse_kernel_pca(&file, &path, format, memory)?;
         let rows = stolr_datasets::read_libsvm_sparse_part(&args.input, d, comm.rank(), comm.size(), memory)
             .with_context(|| format!("cannot read {}", args.input.display()))?;
         let z = model.transform_data(stolr_estimators::DataRef::Sparse(rows.x.as_ref())).with_context(cannot)?;
@@ -115,7 +153,12 @@ pub fn transform_sharded(args: ApplyArgs, ctx: &crate::distributed::RunContext) 
         (z, rows.source, n)
     } else {
         let (data, place) = read_part_for_model(&args.input, format, d, false, encoding.as_ref(), comm, memory)?;
-        (model.transform(data.x.as_ref()).with_context(cannot)?, data.source, place.total)
+        let z = match (&kernel_pca, &model) {
+            (Some(kpca), _) => kpca.transform_sharded(stolr_estimators::DataRef::Dense(data.x.as_ref()), comm),
+            (None, Some(model)) => model.transform(data.x.as_ref()),
+            (None, None) => unreachable!("a transformer is loaded for every other kind"),
+        };
+        (z.with_context(cannot)?, data.source, place.total)
     };
     let out = crate::common::output::staged(&args.out);
     if comm.is_root() {
@@ -154,11 +197,16 @@ pub fn transform_sharded(args: ApplyArgs, ctx: &crate::distributed::RunContext) 
 /// # Errors
 /// Another kind of model (PCA models and random-feature models take dense rows), or a format
 /// other than LIBSVM.
-fn sparse_kernel_pca(file: &ModelFile, path: &std::path::Path, format: Format) -> Result<KernelPcaModel> {
-    if file.kind() != KernelPcaModel::KIND || format != Format::Libsvm {
+fn sparse_kernel_pca(
+    file: &ModelFile,
+    path: &std::path::Path,
+    format: Format,
+    memory: MemoryBudget,
+) -> Result<KernelPcaModel> {
+    if !(file.kind() == KernelPcaModel::KIND || file.kind() == KERNEL_PCA_PARTS_KIND) || format != Format::Libsvm {
         bail!("--sparse transforms --format libsvm rows with a kernel PCA model");
     }
-    Ok(KernelPcaModel::from_model_file(file, path)?)
+    kernel_pca(file, path, memory)
 }
 
 /// The number of rows over every rank, each holding `local`. Collective.
@@ -173,11 +221,11 @@ fn rows_over_ranks(comm: &dyn stolr_comm::Communicator, local: usize) -> usize {
 pub fn transform(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
     let start = Instant::now();
     let (file, path) = load(&args, &TRANSFORM_KINDS, memory)?;
-    let (model, encoding) = transformer(&file, &path)?;
+    let (model, encoding) = transformer(&file, &path, memory)?;
     let d = n_features(&file)?;
     let format = args.format.unwrap_or(if encoding.is_some() { Format::Csv } else { Format::Libsvm });
     let (z, data) = if args.sparse {
-        let model = sparse_kernel_pca(&file, &path, format)?;
+        let model = sparse_kernel_pca(&file, &path, format, memory)?;
         let rows = stolr_datasets::read_libsvm_sparse(&args.input, Some(d), memory)?;
         let z = model
             .transform_data(stolr_estimators::DataRef::Sparse(rows.x.as_ref()))

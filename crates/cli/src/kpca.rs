@@ -160,7 +160,7 @@ fn write_arrays(
     out: Option<&std::path::Path>,
     model: &KernelPcaModel,
     pairs: &mut Eigenpairs,
-) -> Result<(Mat<f64>, Vec<&'static str>)> {
+) -> Result<(Mat<f64>, Vec<String>)> {
     if let Some(dir) = out {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         write_npy_vector(&dir.join("eigenvalues.npy"), &pairs.values)?;
@@ -175,24 +175,33 @@ fn write_arrays(
     if let Some(dir) = out {
         write_npy_matrix(&dir.join("projections.npy"), projections.as_ref())?;
         let written = write_model(dir, model)?;
-        outputs = vec![written, "eigenvalues.npy", "eigenvectors.npy", "projections.npy", "report.json"];
+        outputs = output_names(vec![written.into()]);
     }
     Ok((projections, outputs))
 }
 
+/// The files of a fit's `--out`: the model's (`model` first: `model.npz`, and its parts), then
+/// the arrays and the report.
+fn output_names(model: Vec<String>) -> Vec<String> {
+    let arrays = ["eigenvalues.npy", "eigenvectors.npy", "projections.npy", "report.json"];
+    model.into_iter().chain(arrays.iter().map(|a| a.to_string())).collect()
+}
+
 /// [`write_arrays`] for eigenvectors left on their ranks (`pairs.vectors` is this rank's rows
-/// `(n_p, r)`): rank 0 writes the eigenvalues and the model, and every rank's rows of the
-/// eigenvectors and projections reach the files through rank 0 a block at a time
-/// ([`write_rows_in_rank_order`]). With `--plot`, rank 0 gathers the first two columns of the
-/// projections `(n, 2)` (16 bytes per row). Returns what [`write_arrays`] returns on rank 0,
-/// `None` on the other ranks. Collective.
+/// `(n_p, r)`): rank 0 writes the eigenvalues, every rank's rows of the eigenvectors and
+/// projections reach the files through rank 0 a block at a time
+/// ([`write_rows_in_rank_order`]), and a model in parts is written by every rank (its part,
+/// then rank 0 the manifest: [`KernelPcaModel::save_in_parts`]; a replicated model by rank
+/// 0). `out` is the staging folder, on every rank. With `--plot`, rank 0 gathers the first two
+/// columns of the projections `(n, 2)` (16 bytes per row). Returns what [`write_arrays`]
+/// returns on rank 0, `None` on the other ranks. Collective.
 fn write_sharded_arrays(
     args: &KpcaArgs,
     out: Option<&std::path::Path>,
     model: &KernelPcaModel,
     pairs: &Eigenpairs,
     ctx: &RunContext,
-) -> Result<Option<(Mat<f64>, Vec<&'static str>)>> {
+) -> Result<Option<(Mat<f64>, Vec<String>)>> {
     let comm = ctx.comm();
     let root = comm.is_root();
     let write = args.out.is_some();
@@ -205,6 +214,14 @@ fn write_sharded_arrays(
     write_rows_in_rank_order(path("eigenvectors.npy").as_deref(), write, vectors, None, comm)?;
     let scale: Vec<f64> = pairs.values.iter().map(|v| v.max(0.0).sqrt()).collect();
     write_rows_in_rank_order(path("projections.npy").as_deref(), write, vectors, Some(&scale), comm)?;
+    let written = match out {
+        Some(dir) if model.part().is_some() => {
+            let file = dir.join(stolr_model::MODEL_FILE_NAME);
+            model.save_in_parts(&file, comm).with_context(|| format!("cannot write the model {}", file.display()))?
+        }
+        Some(dir) if root => vec![write_model(dir, model)?.to_string()],
+        _ => Vec::new(),
+    };
     let projections = if args.plot.is_some() {
         let two = vectors.ncols().min(2);
         let local = Mat::from_fn(vectors.nrows(), two, |i, j| vectors[(i, j)] * scale[j]);
@@ -213,11 +230,7 @@ fn write_sharded_arrays(
         root.then(Mat::new)
     };
     let Some(projections) = projections else { return Ok(None) };
-    let mut outputs = Vec::new();
-    if let Some(dir) = out {
-        let written = write_model(dir, model)?;
-        outputs = vec![written, "eigenvalues.npy", "eigenvectors.npy", "projections.npy", "report.json"];
-    }
+    let outputs = if out.is_some() { output_names(written) } else { Vec::new() };
     Ok(Some((projections, outputs)))
 }
 
@@ -265,8 +278,16 @@ fn finish(args: &KpcaArgs, read: Read, outcome: KernelPcaOutcome, progress: Prog
     // The eigenvectors stayed on their ranks (every rank has an outcome): each takes part in
     // writing them, and only rank 0 goes on to the report.
     let sharded = rows.rows != n;
+    // The files go into the staging folder of the claimed --out, swapped in as a set by main;
+    // with the eigenvectors on their ranks every rank learns its name (each writes its part of
+    // a model in parts).
+    let out = match &args.out {
+        Some(dir) if sharded => Some(crate::common::output::staged_on_every_rank(dir, ctx.comm())),
+        Some(dir) => Some(crate::common::output::staged(dir)),
+        None => None,
+    };
     if sharded && !ctx.comm().is_root() {
-        write_sharded_arrays(args, None, &fit.model, &fit.pairs, ctx)?;
+        write_sharded_arrays(args, out.as_deref(), &fit.model, &fit.pairs, ctx)?;
         return Ok(());
     }
     let KernelPcaFit { mut model, mut pairs, stop, iterations, exact_operator, converged, max_residual, warnings } =
@@ -294,8 +315,6 @@ fn finish(args: &KpcaArgs, read: Read, outcome: KernelPcaOutcome, progress: Prog
     model = model.with_encoding(encoding)?;
 
     let t_write = Instant::now();
-    // The files go into the staging folder of the claimed --out, swapped in as a set by main.
-    let out = args.out.as_deref().map(crate::common::output::staged);
     let (projections, outputs) = if sharded {
         let written = write_sharded_arrays(args, out.as_deref(), &model, &pairs, ctx)?;
         match written {
@@ -353,7 +372,7 @@ fn finish(args: &KpcaArgs, read: Read, outcome: KernelPcaOutcome, progress: Prog
             per_iteration_ms,
         },
         peak_memory_bytes: peak,
-        outputs: outputs.iter().map(|o| o.to_string()).collect(),
+        outputs,
     };
     if let Some(dir) = &out {
         write_report(dir, &report)?;

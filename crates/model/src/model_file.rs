@@ -225,6 +225,12 @@ impl ModelFile {
         &self.parameters
     }
 
+    /// The model's parameters, to add or change entries before the file is saved (a manifest
+    /// that lists the files of a model in parts, say).
+    pub fn parameters_mut(&mut self) -> &mut Value {
+        &mut self.parameters
+    }
+
     /// The version of Stolr that wrote the file (this crate's version for a new one).
     pub fn stolr_version(&self) -> &str {
         &self.stolr_version

@@ -376,6 +376,20 @@ pub fn staged(dir: &Path) -> PathBuf {
     }
 }
 
+/// [`staged`] on every rank of `comm`: the staging folder of rank 0 (the rank that claimed
+/// `--out dir`), its path sent to the others, so that every rank can write its own files
+/// (the parts of a model) into the set. Collective.
+pub fn staged_on_every_rank(dir: &Path, comm: &dyn stolr_comm::Communicator) -> PathBuf {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let own = staged(dir);
+    let bytes: Vec<f64> = own.as_os_str().as_bytes().iter().map(|&b| f64::from(b)).collect();
+    let mut len = [bytes.len() as f64];
+    comm.broadcast(&mut len, 0);
+    let mut buffer = if comm.is_root() { bytes } else { vec![0.0; len[0] as usize] };
+    comm.broadcast(&mut buffer, 0);
+    PathBuf::from(std::ffi::OsString::from_vec(buffer.iter().map(|&b| b as u8).collect()))
+}
+
 /// Where to write a file `path` given on the command line (e.g. `--plot`): into the staging
 /// folder when its folder is the claimed `--out` (so it is part of the set), else `path`.
 pub fn staged_file(path: &Path) -> PathBuf {

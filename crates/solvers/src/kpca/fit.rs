@@ -392,31 +392,36 @@ impl KernelPca {
         fit.ok_or_else(|| unreachable_on_one_process("the fit"))
     }
 
-    /// [`KernelPca::fit_shard`] for a Nyström fit whose eigenvectors stay on their ranks: on
-    /// every rank, the model (replicated: landmark rows and coefficients, no training rows) and
-    /// the eigenpairs with **this rank's rows** of the eigenvectors `(shard.place.rows, r)`;
-    /// nothing of size `n` is gathered. Collective; only rank 0 reports to `observer`.
+    /// [`KernelPca::fit_shard`] with the eigenvectors left on their ranks: on every rank, the
+    /// eigenpairs with **this rank's rows** of the eigenvectors `(shard.place.rows, r)` and a
+    /// model that holds nothing of size `n`. Nyström's model is replicated (landmark rows and
+    /// coefficients); the exact solvers', SKPCA's and KHA's is this rank's part of a model in
+    /// parts ([`KernelPcaModel::part`]: its training rows, their coefficients and kernel column
+    /// means, the means of SKPCA computed across the ranks in blocks,
+    /// [`crate::kpca::parts`]), which [`KernelPcaModel::save_in_parts`] writes and
+    /// [`KernelPcaModel::transform_sharded`] applies. One process: the whole model. Collective;
+    /// only rank 0 reports to `observer`.
     ///
     /// # Errors
-    /// As [`KernelPca::fit_shard`]; [`SolverError::InvalidConfig`] (`solver`) for a solver other
-    /// than Nyström (the others' models keep the training rows).
+    /// As [`KernelPca::fit_shard`]; [`SolverError::InvalidConfig`] (`solver`) for the streamed
+    /// solvers (they read their rows from a stream, not from shards).
     pub fn fit_shard_local(
         &self,
         shard: &Shard<'_>,
         standardization: Option<Standardization>,
         rng: &mut dyn Rng,
-        _observer: &mut dyn Observer,
+        observer: &mut dyn Observer,
     ) -> Result<Option<KernelPcaFit>, SolverError> {
-        let KpcaSolver::Nystrom { landmarks } = self.solver else {
-            return Err(SolverError::InvalidConfig {
+        match self.solver {
+            KpcaSolver::Nystrom { landmarks } => self.nystrom_shard(shard, landmarks, standardization, rng, false),
+            KpcaSolver::Exact { .. } | KpcaSolver::Skpca { .. } | KpcaSolver::Kha { .. } => {
+                self.fit_rows(shard, Rows::Local, standardization, rng, observer)
+            }
+            KpcaSolver::StreamingNystrom { .. } | KpcaSolver::StreamingRff { .. } => Err(SolverError::InvalidConfig {
                 name: "solver",
-                reason: format!(
-                    "only nystrom leaves the eigenvectors on their ranks; {} gathers them",
-                    self.solver.name()
-                ),
-            });
-        };
-        self.nystrom_shard(shard, landmarks, standardization, rng, false)
+                reason: format!("{} reads its rows from a stream: it has no eigenvectors to leave on the ranks", self.solver.name()),
+            }),
+        }
     }
 
     /// The Nyström fit on the rows of `shard` with `landmarks` drawn (or
@@ -489,6 +494,23 @@ impl KernelPca {
         rng: &mut dyn Rng,
         observer: &mut dyn Observer,
     ) -> Result<Option<KernelPcaFit>, SolverError> {
+        self.fit_rows(shard, Rows::Gathered(all), standardization, rng, observer)
+    }
+
+    /// [`KernelPca::fit_shard`] (`rows`: [`Rows::Gathered`]) and [`KernelPca::fit_shard_local`]
+    /// ([`Rows::Local`]).
+    fn fit_rows(
+        &self,
+        shard: &Shard<'_>,
+        rows: Rows<'_>,
+        standardization: Option<Standardization>,
+        rng: &mut dyn Rng,
+        observer: &mut dyn Observer,
+    ) -> Result<Option<KernelPcaFit>, SolverError> {
+        let (local_model, all) = match rows {
+            Rows::Gathered(all) => (false, all),
+            Rows::Local => (true, None),
+        };
         let (comm, place, local) = (shard.comm, shard.place, shard.data());
         let processes = comm.size();
         let not_distributed = |what: &str| -> Result<(), SolverError> {
@@ -538,7 +560,7 @@ impl KernelPca {
                 (pairs, means, None, 0)
             }
             KpcaSolver::Nystrom { landmarks } => {
-                return self.nystrom_shard(shard, *landmarks, standardization, rng, true);
+                return self.nystrom_shard(shard, *landmarks, standardization, rng, !local_model);
             }
             KpcaSolver::StreamingRff { .. } => {
                 return Err(SolverError::InvalidConfig {
@@ -656,6 +678,13 @@ impl KernelPca {
                 // rank that builds the model from every row (rank 0; the rows themselves on one
                 // process), as one process computes them.
                 let means = match (self.center, all) {
+                    // A model in parts: each rank's entries, its rows meeting every rank's.
+                    (true, _) if local_model && processes > 1 => Some(crate::kpca::kernel_row_means_sharded(
+                        shard.dense("SKPCA's kernel means on rows split across processes")?,
+                        &self.kernel,
+                        place.total,
+                        comm,
+                    )),
                     (true, Some(x)) if processes > 1 => Some(kernel_row_means(x, &self.kernel)),
                     (true, _) if processes == 1 => Some(kernel_row_means(local, &self.kernel)),
                     _ => None,
@@ -663,9 +692,33 @@ impl KernelPca {
                 (pairs, means, Some(stop), iterations)
             }
             KpcaSolver::Kha { eta, iterations, init_scale } => {
-                return self.fit_kha(shard, all, standardization, (*eta, *iterations, *init_scale), rng, observer);
+                let settings = (*eta, *iterations, *init_scale);
+                return self.fit_kha(shard, rows, standardization, settings, rng, observer);
             }
         };
+        if local_model {
+            // This rank's entries of the kernel means (the exact solvers return all n).
+            let means = means.map(|(m, grand)| (local_entries(m, place), grand));
+            let model = KernelPcaModel::from_training_eigenpairs(
+                name,
+                self.kernel,
+                standardization,
+                ModelRows::copy_of(local),
+                &pairs,
+                KernelCentering::from_training_means(means),
+            )?;
+            let model = if processes > 1 { model.into_rank_part(place.total, comm)? } else { model };
+            return Ok(Some(KernelPcaFit {
+                model,
+                pairs,
+                stop,
+                iterations,
+                exact_operator,
+                converged: None,
+                max_residual: None,
+                warnings,
+            }));
+        }
         let Some(pairs) = gather_pairs(comm, pairs) else {
             return Ok(None);
         };
@@ -697,7 +750,7 @@ impl KernelPca {
     fn fit_kha(
         &self,
         shard: &Shard<'_>,
-        all: Option<DataRef<'_>>,
+        rows: Rows<'_>,
         standardization: Option<Standardization>,
         (eta, iterations, init_scale): (f64, usize, f64),
         rng: &mut dyn Rng,
@@ -763,11 +816,39 @@ impl KernelPca {
             (m.to_vec(), all)
         }));
         drop(solver);
-        let coefficients = gather_rows(comm, ritz.coefficients.as_ref(), 0);
-        let (Some(pairs), Some(coefficients)) = (gather_pairs(comm, ritz.pairs), coefficients) else {
-            return Ok(None);
+        let (pairs, coefficients, x) = match rows {
+            Rows::Local => {
+                // This rank's part: its rows, coefficients and entries of the kernel means.
+                let centering = match centering {
+                    KernelCentering::Training { column_means, grand_mean } => {
+                        KernelCentering::Training { column_means: local_entries(column_means, place), grand_mean }
+                    }
+                    other => other,
+                };
+                let values = ritz.pairs.values.clone();
+                let model =
+                    KernelPcaModel::new(name, self.kernel, standardization, ModelRows::copy_of(x), ritz.coefficients, values, centering)?;
+                let model = if comm.size() > 1 { model.into_rank_part(place.total, comm)? } else { model };
+                return Ok(Some(KernelPcaFit {
+                    model,
+                    pairs: ritz.pairs,
+                    stop: Some(stop),
+                    iterations,
+                    exact_operator: None,
+                    converged: Some(ritz.converged),
+                    max_residual: Some(max_residual),
+                    warnings,
+                }));
+            }
+            Rows::Gathered(all) => {
+                let coefficients = gather_rows(comm, ritz.coefficients.as_ref(), 0);
+                let (Some(pairs), Some(coefficients)) = (gather_pairs(comm, ritz.pairs), coefficients) else {
+                    return Ok(None);
+                };
+                let x = if comm.size() == 1 { x } else { all.ok_or_else(|| unreachable_on_one_process("rank 0's rows"))? };
+                (pairs, coefficients, x)
+            }
         };
-        let x = if comm.size() == 1 { x } else { all.ok_or_else(|| unreachable_on_one_process("rank 0's rows"))? };
         let values = pairs.values.clone();
         let model = KernelPcaModel::new(
             name,
@@ -788,6 +869,24 @@ impl KernelPca {
             max_residual: Some(max_residual),
             warnings,
         }))
+    }
+}
+
+/// Where a sharded fit leaves its model rows: gathered on rank 0 (every row there, `None` on
+/// the other ranks) for a whole model, or on their ranks for a model in parts.
+#[derive(Clone, Copy)]
+enum Rows<'a> {
+    Gathered(Option<DataRef<'a>>),
+    Local,
+}
+
+/// This rank's entries `place.first..place.first + place.rows` of a vector over all `n`
+/// training rows; a vector of this rank's rows already (or of one process's) as it is.
+fn local_entries(v: Vec<f64>, place: stolr_comm::RowShard) -> Vec<f64> {
+    if v.len() == place.total && place.rows != place.total {
+        v[place.first..place.first + place.rows].to_vec()
+    } else {
+        v
     }
 }
 

@@ -212,7 +212,11 @@ impl KernelPcaJob {
         let mut tau = None;
         let solver = match &self.solver {
             KpcaSolver::Skpca { config, sampler, features } => {
-                let outcome = self.choose_tau(all, &kernel, comm)?;
+                let outcome = if local_vectors {
+                    self.choose_tau_sharded(&shard, &kernel)?
+                } else {
+                    self.choose_tau(all, &kernel, comm)?
+                };
                 let config = crate::kpca::SkpcaConfig { tau: outcome.value, ..config.clone() };
                 tau = Some(outcome);
                 KpcaSolver::Skpca { config, sampler: *sampler, features: *features }
@@ -331,14 +335,18 @@ impl KernelPcaJob {
     }
 
     /// Whether, on `processes` ranks, the eigenvectors stay on their ranks
-    /// ([`KernelPcaJob::local_vectors`]): asked for, several ranks, a Nyström fit, and nothing
+    /// ([`KernelPcaJob::local_vectors`]): asked for, several ranks, a solver on rows held in
+    /// memory (Nyström, exact, SKPCA, KHA: the last three then keep their models in parts), and nothing
     /// that needs every row on rank 0 (the exact certificate asked for by name, the pre-image
     /// map). [`CertifyRule::Auto`] and [`CertifyRule::Estimate`] then estimate the certificate
     /// from rows sampled across the ranks ([`certify_estimate_sharded`]).
     fn keeps_vectors_local(&self, processes: usize) -> bool {
         self.local_vectors
             && processes > 1
-            && matches!(self.solver, KpcaSolver::Nystrom { .. })
+            && matches!(
+                self.solver,
+                KpcaSolver::Nystrom { .. } | KpcaSolver::Exact { .. } | KpcaSolver::Skpca { .. } | KpcaSolver::Kha { .. }
+            )
             && !matches!(self.certify, CertifyRule::Exact)
             && self.inverse_transform.is_none()
     }
@@ -350,6 +358,30 @@ impl KernelPcaJob {
     /// collective).
     fn kernel(&self, shard: &Shard<'_>) -> Result<(Kernel, Option<Bandwidth>), SolverError> {
         self.kernel.resolve_on(shard, DEFAULT_BANDWIDTH_PERCENTILE, &mut KpcaStream::Bandwidth.rng(self.seed))
+    }
+
+    /// SKPCA's τ with the rows left on their ranks: as given, or chosen on every rank from a
+    /// subsample drawn over every rank's rows ([`crate::kpca::tau_for_rank_sharded`]: one
+    /// process's τ). Collective.
+    fn choose_tau_sharded(&self, shard: &Shard<'_>, kernel: &Kernel) -> Result<TauOutcome, SolverError> {
+        let (rank, subsample) = match self.tau {
+            TauRule::Given(value) => return Ok(TauOutcome { value, choice: None }),
+            TauRule::ForRank { rank, subsample } => (rank, subsample),
+        };
+        let local = shard.dense("choosing tau on rows split across processes")?;
+        let rng = &mut KpcaStream::Tau.rng(self.seed);
+        let choice = crate::kpca::tau_for_rank_sharded(
+            local,
+            kernel,
+            rank,
+            subsample,
+            self.center,
+            self.memory,
+            rng,
+            shard.comm,
+            shard.place,
+        )?;
+        Ok(TauOutcome { value: choice.tau, choice: Some(choice) })
     }
 
     /// SKPCA's τ: as given, or chosen on rank 0 from every row `all` and broadcast.

@@ -18,6 +18,7 @@ mod krylov_schur;
 mod matrix_free;
 mod model;
 mod nystrom;
+mod parts;
 mod precomputed;
 mod preimage;
 mod rank;
@@ -44,6 +45,10 @@ pub use matrix_free::{
     matrix_free_kpca_products, matrix_free_kpca_sharded, matrix_free_products_bytes,
 };
 pub use model::{KernelCentering, KernelPcaModel};
+pub use parts::{
+    KERNEL_PCA_PARTS_KIND, ModelPart, kernel_pca_part_path, load_kernel_pca_for_rank, load_kernel_pca_parts,
+};
+pub(crate) use parts::kernel_row_means_sharded;
 pub use nystrom::{
     DEFAULT_BLOCK_ROWS, NystromBasis, NystromConfig, NystromFit, NystromGramPart, NystromSolution, nystrom_fit,
     nystrom_fit_landmarks, nystrom_fit_sharded, nystrom_kpca,
@@ -61,4 +66,4 @@ pub use streaming_nystrom::{
 };
 pub use streaming_rff::streaming_rff_fit_with;
 pub use streaming_rff::{RffKernelPcaModel, STREAMING_RFF, StreamingRffConfig, StreamingRffFit, streaming_rff_fit};
-pub use tau::{TauChoice, tau_for_rank};
+pub use tau::{TauChoice, tau_for_rank, tau_for_rank_sharded};

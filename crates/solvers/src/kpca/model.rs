@@ -9,6 +9,7 @@ use stolr_lowrank::Eigenpairs;
 use stolr_model::{ModelFile, OneHotEncoding, Standardization};
 
 use crate::kpca::PreImageMap;
+use crate::kpca::parts::ModelPart;
 use crate::model_io::{
     bad, check_encoding, check_finite_array, get_encoding, get_f64, get_standardization, get_str, kernel_from_json,
     kernel_to_json, put_encoding, put_standardization,
@@ -117,6 +118,7 @@ pub struct KernelPcaModel {
     centering: KernelCentering,
     encoding: Option<OneHotEncoding>,
     preimage: Option<PreImageMap>,
+    part: Option<ModelPart>,
 }
 
 impl KernelPcaModel {
@@ -207,6 +209,7 @@ impl KernelPcaModel {
             centering,
             encoding: None,
             preimage: None,
+            part: None,
         })
     }
 
@@ -387,6 +390,125 @@ impl KernelPcaModel {
     pub fn centering(&self) -> &KernelCentering {
         &self.centering
     }
+
+    /// Which part of a model in parts this is (`None`: a whole model). A part cannot
+    /// transform rows alone: [`KernelPcaModel::transform_sharded`] takes every rank's part, and
+    /// [`Persist::load`] of the manifest joins the parts.
+    pub fn part(&self) -> Option<&ModelPart> {
+        self.part.as_ref()
+    }
+
+    /// The model marked as `part` of a model in parts (its rows some of the
+    /// `part.total_rows` training rows), or as whole (`None`).
+    ///
+    /// # Errors
+    /// [`SolverError::ModelMismatch`] for more rows than the whole model has, a Nyström-style
+    /// offset centring (whose models keep landmarks, not training rows), or a pre-image map
+    /// (fitted on every row at once).
+    pub(crate) fn with_part(mut self, part: Option<ModelPart>) -> Result<Self, SolverError> {
+        if let Some(p) = &part {
+            if self.rows.nrows() > p.total_rows {
+                return Err(SolverError::ModelMismatch {
+                    reason: format!("a part of {} rows of a model of {} rows", self.rows.nrows(), p.total_rows),
+                });
+            }
+            if matches!(self.centering, KernelCentering::Offset(_)) || self.preimage.is_some() {
+                return Err(SolverError::ModelMismatch {
+                    reason: "only a model of training rows without a pre-image map is kept in parts".into(),
+                });
+            }
+        }
+        self.part = part;
+        Ok(self)
+    }
+
+    /// The model's header without its rows: the kernel, standardization, encoding, eigenvalues
+    /// and centring kind of this model, with `(0, d)` rows, `(0, r)` coefficients and no
+    /// column means (an empty part; a manifest's contents).
+    pub(crate) fn without_rows(&self) -> Self {
+        let (d, r) = (self.n_features(), self.rank());
+        let centering = match &self.centering {
+            KernelCentering::Training { grand_mean, .. } => {
+                KernelCentering::Training { column_means: Vec::new(), grand_mean: *grand_mean }
+            }
+            other => other.clone(),
+        };
+        Self {
+            solver: self.solver.clone(),
+            kernel: self.kernel,
+            standardization: self.standardization.clone(),
+            rows: ModelRows::Dense(Mat::zeros(0, d)),
+            coefficients: Mat::zeros(0, r),
+            eigenvalues: self.eigenvalues.clone(),
+            centering,
+            encoding: self.encoding.clone(),
+            preimage: None,
+            part: self.part.clone(),
+        }
+    }
+
+    /// The rows, coefficients and column means of `parts` stacked in order under the header
+    /// `header` (every part must have its kernel, standardization, eigenvalues and centring),
+    /// marked as `part` (`None`: the whole model).
+    ///
+    /// # Errors
+    /// [`SolverError::ModelMismatch`] for a part whose header differs or whose rows are
+    /// sparse, and as [`KernelPcaModel::with_part`].
+    pub(crate) fn join(header: &Self, parts: &[Self], part: Option<ModelPart>) -> Result<Self, SolverError> {
+        let (d, r) = (header.n_features(), header.rank());
+        let same = |m: &Self| {
+            m.solver == header.solver
+                && m.kernel == header.kernel
+                && m.standardization == header.standardization
+                && m.eigenvalues == header.eigenvalues
+                && m.n_features() == d
+                && std::mem::discriminant(&m.centering) == std::mem::discriminant(&header.centering)
+        };
+        if let Some(bad) = parts.iter().position(|m| !same(m)) {
+            return Err(SolverError::ModelMismatch {
+                reason: format!("part {bad} has another kernel, standardization, eigenvalues or centring"),
+            });
+        }
+        let mut dense = Vec::with_capacity(parts.len());
+        for m in parts {
+            dense.push(m.rows.dense().ok_or_else(|| SolverError::ModelMismatch {
+                reason: "a model in parts keeps dense rows".into(),
+            })?);
+        }
+        let p: usize = parts.iter().map(|m| m.rows.nrows()).sum();
+        let mut rows = Mat::<f64>::zeros(p, d);
+        let mut coefficients = Mat::<f64>::zeros(p, r);
+        let mut at = 0;
+        for (m, x) in parts.iter().zip(&dense) {
+            let len = x.nrows();
+            rows.as_mut().subrows_mut(at, len).copy_from(x);
+            coefficients.as_mut().subrows_mut(at, len).copy_from(m.coefficients.as_ref());
+            at += len;
+        }
+        let centering = match &header.centering {
+            KernelCentering::Training { grand_mean, .. } => {
+                let mut column_means = Vec::with_capacity(p);
+                for m in parts {
+                    if let KernelCentering::Training { column_means: c, .. } = &m.centering {
+                        column_means.extend_from_slice(c);
+                    }
+                }
+                KernelCentering::Training { column_means, grand_mean: *grand_mean }
+            }
+            other => other.clone(),
+        };
+        let model = Self::new(
+            &header.solver,
+            header.kernel,
+            header.standardization.clone(),
+            rows,
+            coefficients,
+            header.eigenvalues.clone(),
+            centering,
+        )?
+        .with_encoding(header.encoding.clone())?;
+        model.with_part(part)
+    }
 }
 
 impl Transformer for KernelPcaModel {
@@ -407,12 +529,31 @@ impl KernelPcaModel {
     /// for non-finite entries, [`SolverError::SparseUnsupported`] for sparse rows and a model
     /// that standardizes.
     pub fn transform_data(&self, x: DataRef<'_>) -> Result<Mat<f64>, SolverError> {
+        if let Some(part) = &self.part {
+            return Err(part.refusal());
+        }
         let mut storage = None;
         let x = crate::model_io::prepare_data(x, self.n_features(), self.standardization.as_ref(), &mut storage)?;
-        let (m, p, r) = (x.nrows(), self.rows.nrows(), self.rank());
+        let (sums, shift) = self.centring_terms();
+        let (m, r) = (x.nrows(), self.rank());
+        let mut z = Mat::<f64>::zeros(m, r);
+        for start in (0..m).step_by(TRANSFORM_BLOCK) {
+            let len = TRANSFORM_BLOCK.min(m - start);
+            let (block, row_sums) = self.block_products(x.subrows(start, len));
+            self.finish_block(&mut z, start, block.as_ref(), &row_sums, self.rows.nrows(), (&sums, &shift));
+        }
+        Ok(z)
+    }
+
+    /// The terms of the centring that do not depend on the new rows: the column sums
+    /// $s = 1^\top A$ and $c = m^\top A - \bar m s$ for [`KernelCentering::Training`] (on a
+    /// part, $m$ and `A` restricted to its rows: the parts' `s` and $m^\top A$ add up to the
+    /// whole model's), the offset `c` and `s = 0` for [`KernelCentering::Offset`], zeros
+    /// uncentred. Both of length `r`.
+    pub(crate) fn centring_terms(&self) -> (Vec<f64>, Vec<f64>) {
+        let (p, r) = (self.rows.nrows(), self.rank());
         let a = self.coefficients.as_ref();
-        // Column sums s = 1ᵀA and c = mᵀA − m̄ s for the training centring.
-        let (sums, shift) = match &self.centering {
+        match &self.centering {
             KernelCentering::Training { column_means, grand_mean } => {
                 let s: Vec<f64> = (0..r).map(|j| a.col(j).sum()).collect();
                 let c: Vec<f64> = (0..r)
@@ -422,21 +563,43 @@ impl KernelPcaModel {
             }
             KernelCentering::Offset(c) => (vec![0.0; r], c.clone()),
             KernelCentering::None => (vec![0.0; r], vec![0.0; r]),
-        };
+        }
+    }
+
+    /// For prepared new rows `x` `(b, d)` (standardized), $k(x, R) A$ `(b, r)` and the row
+    /// sums $k(x, R) 1$ (length `b`; zeros unless the centring is
+    /// [`KernelCentering::Training`]). A model without rows (an empty part) gives zeros.
+    pub(crate) fn block_products(&self, x: DataRef<'_>) -> (Mat<f64>, Vec<f64>) {
+        let (b, r) = (x.nrows(), self.rank());
+        if self.rows.nrows() == 0 {
+            return (Mat::zeros(b, r), vec![0.0; b]);
+        }
+        let k = crate::model_rows::cross_rows(&self.kernel, x, &self.rows);
+        let block = stolr_lowrank::mul(k.as_ref(), self.coefficients.as_ref());
         let training = matches!(self.centering, KernelCentering::Training { .. });
-        let mut z = Mat::<f64>::zeros(m, r);
-        for start in (0..m).step_by(TRANSFORM_BLOCK) {
-            let len = TRANSFORM_BLOCK.min(m - start);
-            let k = crate::model_rows::cross_rows(&self.kernel, x.subrows(start, len), &self.rows);
-            let block = stolr_lowrank::mul(k.as_ref(), a);
-            for i in 0..len {
-                let row_mean = if training { k.row(i).sum() / p as f64 } else { 0.0 };
-                for j in 0..r {
-                    z[(start + i, j)] = block[(i, j)] - row_mean * sums[j] - shift[j];
-                }
+        let row_sums = (0..b).map(|i| if training { k.row(i).sum() } else { 0.0 }).collect();
+        (block, row_sums)
+    }
+
+    /// Rows `start..start + b` of the projections `z` from a block's products `block`
+    /// `(b, r)` and kernel row sums over the `n` training rows, with the centring terms
+    /// `(s, c)` of [`KernelPcaModel::centring_terms`]: $z = B - (k1/n)\, s^\top - 1 c^\top$.
+    pub(crate) fn finish_block(
+        &self,
+        z: &mut Mat<f64>,
+        start: usize,
+        block: MatRef<'_, f64>,
+        row_sums: &[f64],
+        n: usize,
+        (sums, shift): (&[f64], &[f64]),
+    ) {
+        let training = matches!(self.centering, KernelCentering::Training { .. });
+        for (i, &row_sum) in row_sums.iter().enumerate() {
+            let row_mean = if training { row_sum / n as f64 } else { 0.0 };
+            for j in 0..block.ncols() {
+                z[(start + i, j)] = block[(i, j)] - row_mean * sums[j] - shift[j];
             }
         }
-        Ok(z)
     }
 }
 
@@ -444,6 +607,43 @@ impl Persist for KernelPcaModel {
     const KIND: &'static str = "kernel-pca";
 
     fn to_model_file(&self) -> ModelFile {
+        let mut file = self.model_file_of_kind(Self::KIND);
+        if let Some(part) = &self.part {
+            file.parameters_mut()["part"] = part.to_json();
+        }
+        file
+    }
+
+    fn from_model_file(file: &ModelFile, path: &Path) -> Result<Self, SolverError> {
+        let mut model = Self::from_model_file_of_any_kind(file, path)?;
+        model.part = ModelPart::from_parameters(file.parameters(), path)?;
+        if let Some(part) = &model.part {
+            part.check_rows(model.rows.nrows(), path)?;
+        }
+        Ok(model)
+    }
+
+    /// Reads a model from `path` (a model file, or a directory holding `model.npz`) within
+    /// `memory`: a whole model, or the manifest of a model in parts (kind
+    /// [`crate::KERNEL_PCA_PARTS_KIND`]), whose parts are read and joined into the whole model
+    /// ([`crate::load_kernel_pca_parts`]).
+    ///
+    /// # Errors
+    /// As [`Persist::load`]; for a manifest, those of [`crate::load_kernel_pca_parts`].
+    fn load(path: &Path, memory: stolr_memory::MemoryBudget) -> Result<Self, SolverError> {
+        let path = stolr_model::resolve_model_path(path)?;
+        let file = ModelFile::load_kind(&path, &[Self::KIND, crate::KERNEL_PCA_PARTS_KIND], memory)?;
+        if file.kind() == crate::KERNEL_PCA_PARTS_KIND {
+            return crate::load_kernel_pca_parts(&file, &path, memory);
+        }
+        Self::from_model_file(&file, &path)
+    }
+}
+
+impl KernelPcaModel {
+    /// The model as a model file of kind `kind` (its own, or a manifest's), without the
+    /// `part` entry.
+    pub(crate) fn model_file_of_kind(&self, kind: &str) -> ModelFile {
         let (centering, grand_mean) = match &self.centering {
             KernelCentering::None => ("none", None),
             KernelCentering::Training { grand_mean, .. } => ("training", Some(*grand_mean)),
@@ -467,7 +667,7 @@ impl Persist for KernelPcaModel {
             });
         }
         let version = put_encoding(&mut parameters, self.encoding.as_ref());
-        let mut file = ModelFile::new(Self::KIND, parameters);
+        let mut file = ModelFile::new(kind, parameters);
         let rows_version = self.rows.put(&mut file, "rows");
         file.require_format_version(version.max(rows_version));
         file.put_matrix("coefficients", self.coefficients.as_ref());
@@ -485,7 +685,9 @@ impl Persist for KernelPcaModel {
         file
     }
 
-    fn from_model_file(file: &ModelFile, path: &Path) -> Result<Self, SolverError> {
+    /// The model in `file` whatever its kind (a model file's, or a manifest's header);
+    /// `part` is left unset.
+    pub(crate) fn from_model_file_of_any_kind(file: &ModelFile, path: &Path) -> Result<Self, SolverError> {
         let kernel = kernel_from_json(file.parameters().get("kernel").unwrap_or(&serde_json::Value::Null), path)?;
         let rows = ModelRows::get(file, "rows", path)?;
         let coefficients = file.matrix("coefficients")?;

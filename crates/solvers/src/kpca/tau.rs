@@ -60,15 +60,57 @@ pub fn tau_for_rank<'x, R: Rng + ?Sized>(
 ) -> Result<TauChoice, SolverError> {
     let x = x.into();
     x.check()?;
+    let bytes = subsample_bytes(x, subsample.min(x.nrows()));
+    tau_from_subsample(x.nrows(), bytes, kernel, (rank, subsample, center), memory, rng, &mut |idx| {
+        crate::ModelRows::gather(x, idx)
+    })
+}
+
+/// [`tau_for_rank`] on dense rows split across the ranks of `comm`: `local` holds this rank's
+/// rows `place.first..place.first + place.rows` of the `n = place.total` rows. The subsample's
+/// indices are drawn over `n` as one process draws them and their rows assembled from their
+/// owners ([`stolr_comm::rows_by_index`], `8·m·d` bytes on every rank), so every rank chooses
+/// one process's τ. Collective.
+///
+/// # Errors
+/// As [`tau_for_rank`], the same on every rank.
+#[allow(clippy::too_many_arguments)]
+pub fn tau_for_rank_sharded<R: Rng + ?Sized>(
+    local: faer::MatRef<'_, f64>,
+    kernel: &Kernel,
+    rank: usize,
+    subsample: usize,
+    center: bool,
+    memory: MemoryBudget,
+    rng: &mut R,
+    comm: &dyn stolr_comm::Communicator,
+    place: stolr_comm::RowShard,
+) -> Result<TauChoice, SolverError> {
+    let bytes = f64_bytes(&[subsample.min(place.total), local.ncols()]);
+    tau_from_subsample(place.total, bytes, kernel, (rank, subsample, center), memory, rng, &mut |idx| {
+        crate::ModelRows::Dense(stolr_comm::rows_by_index(comm, local, place, idx))
+    })
+}
+
+/// τ from the kernel matrix of `m = min(subsample, n)` rows drawn among `n` (sorted indices,
+/// their rows from `rows`, which take `rows_bytes`).
+fn tau_from_subsample<R: Rng + ?Sized>(
+    n: usize,
+    rows_bytes: u64,
+    kernel: &Kernel,
+    (rank, subsample, center): (usize, usize, bool),
+    memory: MemoryBudget,
+    rng: &mut R,
+    rows: &mut dyn FnMut(&[usize]) -> crate::ModelRows,
+) -> Result<TauChoice, SolverError> {
     kernel.validate()?;
-    let n = x.nrows();
     let m = subsample.min(n);
     // The subsample's rows, its kernel matrix (and a centred copy), and the dense symmetric
     // eigenvalue solver's workspace (counted as a full eigendecomposition's): at most four m × m matrices.
     let matrices = if center { 4 } else { 3 };
     memory.check(
         format!("choosing tau from the kernel matrix of a random subsample (tau_subsample m = {m})"),
-        subsample_bytes(x, m).saturating_add(f64_bytes(&[matrices, m, m])),
+        rows_bytes.saturating_add(f64_bytes(&[matrices, m, m])),
     )?;
     check_rank(rank, n)?;
     if rank >= m {
@@ -81,7 +123,7 @@ pub fn tau_for_rank<'x, R: Rng + ?Sized>(
     }
     let mut idx = rand::seq::index::sample(rng, n, m).into_vec();
     idx.sort_unstable();
-    let sub = crate::ModelRows::gather(x, &idx);
+    let sub = rows(&idx);
     let mut k = kernel.matrix(sub.data());
     if center {
         k = centered_kernel_matrix(&k);
