@@ -118,14 +118,17 @@ pub struct KpcaArgs {
     #[arg(long, default_value_t = DEFAULT_TAU_SUBSAMPLE)]
     pub(super) tau_subsample: usize,
     /// Output directory for model.npz (apply it with `stolr transform`), eigenvalues.npy,
-    /// eigenvectors.npy, projections.npy and report.json.
+    /// eigenvectors.npy, projections.npy and report.json. Under mpirun -np P > 1 the exact,
+    /// skpca and kha models are written in parts: model.npz lists model.part-R-of-P.npz, one
+    /// per process, each holding that process's training rows.
     #[arg(long)]
     pub(super) out: Option<PathBuf>,
     /// Accuracy certificate of the eigenpairs against the true kernel matrix (residuals
     /// ||K u - λ u|| / λ₁ and captured variance u'Ku / tr K): exact (one product K·U), estimate
     /// (2000 sampled rows, 95 % intervals), off, or auto (exact when n ≤ 50 000 and it fits
-    /// --memory-limit, else estimate; Nyström under mpirun -np P > 1: estimate, from rows
-    /// sampled across the processes, while exact gathers every row on rank 0).
+    /// --memory-limit, else estimate; under mpirun -np P > 1: estimate, from rows sampled
+    /// across the processes, while exact gathers every row and eigenvector on rank 0 and
+    /// writes a whole model instead of one part per process).
     #[arg(long, value_enum, default_value = "auto")]
     pub(super) certify: CertifyArg,
     /// Also fit the inverse transform: the pre-image map by kernel ridge regression from the

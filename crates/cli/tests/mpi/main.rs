@@ -12,6 +12,7 @@ mod failures;
 mod kpca;
 mod krr;
 mod krr_parts;
+mod model_parts;
 mod pca;
 mod skpca;
 
