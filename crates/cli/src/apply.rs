@@ -10,7 +10,9 @@ use stolr_datasets::{write_npy_matrix, write_npy_vector};
 use stolr_memory::{MemoryBudget, f64_bytes};
 use stolr_model::ModelFile;
 use stolr_report::{ApplyDataset, ApplyReport, ApplyResult};
-use stolr_solvers::{KERNEL_PCA_PARTS_KIND, KernelPcaModel, KrrModel, PcaModel, Persist, Predictor, Transformer, mean_squared_error};
+use stolr_solvers::{
+    KERNEL_PCA_PARTS_KIND, KernelPcaModel, KrrModel, PcaModel, Persist, Predictor, Transformer, mean_squared_error,
+};
 
 use crate::common::input::{Format, read_for_model, read_part_for_model};
 use crate::common::output::write_report;
@@ -62,12 +64,8 @@ fn open_model(args: &ApplyArgs, kinds: &[&str], memory: MemoryBudget) -> Result<
 }
 
 /// The models `stolr transform` applies.
-const TRANSFORM_KINDS: [&str; 4] = [
-    KernelPcaModel::KIND,
-    KERNEL_PCA_PARTS_KIND,
-    PcaModel::KIND,
-    stolr_solvers::RffKernelPcaModel::KIND,
-];
+const TRANSFORM_KINDS: [&str; 4] =
+    [KernelPcaModel::KIND, KERNEL_PCA_PARTS_KIND, PcaModel::KIND, stolr_solvers::RffKernelPcaModel::KIND];
 
 /// The kernel PCA model of `file` (read from `path`): a whole model, or the manifest of a
 /// model in parts, whose parts are read (within `memory`) and joined.

@@ -1226,10 +1226,22 @@ fn model_kind(model: &[u8]) -> PyResult<String> {
     Ok(ModelFile::from_bytes(model, IN_MEMORY, MemoryBudget::default()).map_err(value_error)?.kind().to_string())
 }
 
+/// The whole kernel PCA model of the manifest of a model in parts at `path` (written by `stolr
+/// kpca` under `mpirun -np P > 1`: `model.npz` beside `model.part-R-of-P.npz`): every part read,
+/// checked against the manifest and joined in order, within [`MemoryBudget::default`].
+/// Returns the joined model's bytes (kind `kernel-pca`). `ValueError` for a missing, damaged or
+/// foreign part, or parts over the budget.
+#[pyfunction]
+fn join_kernel_pca_parts<'py>(py: Python<'py>, path: &str) -> PyResult<Bound<'py, PyBytes>> {
+    let model = KernelPcaModel::load(Path::new(path), MemoryBudget::default()).map_err(value_error)?;
+    model_bytes(py, &model)
+}
+
 /// The extension module `stolr._core`.
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit_kernel_pca, m)?)?;
+    m.add_function(wrap_pyfunction!(join_kernel_pca_parts, m)?)?;
     m.add_function(wrap_pyfunction!(fit_pca, m)?)?;
     m.add_function(wrap_pyfunction!(fit_streaming, m)?)?;
     m.add_function(wrap_pyfunction!(fit_kernel_ridge, m)?)?;

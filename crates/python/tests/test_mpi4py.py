@@ -10,7 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+import stolr
 
 pytest.importorskip("mpi4py")
 MPIRUN = shutil.which("mpirun")
@@ -72,3 +75,37 @@ def test_a_rank_failing_alone_inside_the_fit_aborts_the_job():
     assert "rank 1 of 2: the fit failed on this rank (MemoryError" in run.stderr, run.stderr
     assert "aborting every rank" in run.stderr
     assert "finished" not in run.stdout
+
+
+STOLR_MPI_BIN = os.environ.get("STOLR_MPI_BIN")
+
+
+@pytest.mark.skipif(STOLR_MPI_BIN is None, reason="STOLR_MPI_BIN (stolr built with --features mpi) not given")
+def test_load_joins_a_kernel_pca_model_written_in_parts(tmp_path):
+    # stolr kpca --solver exact under mpirun -np 2 writes model.npz (a manifest) and one part per
+    # rank; stolr.load joins them into the model whose transform of the training rows gives
+    # the fit's projections.npy, and a damaged part raises ValueError naming it.
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(240, 4))
+    x[0] = 40.0          # an outlier row
+    x[10] = x[11]        # duplicate rows
+    x[:, 3] = 2.5        # a constant column
+    data = tmp_path / "rows.npy"
+    np.save(data, x)
+    out = tmp_path / "fit"
+    environment = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    command = ["timeout", str(DEADLINE), MPIRUN, "-np", "2", "--oversubscribe", STOLR_MPI_BIN, "kpca",
+               "--input", str(data), "--format", "npy", "--solver", "exact", "--rank", "3", "--center",
+               "--sigma", "2.0", "--certify", "off", "--out", str(out)]
+    run = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=DEADLINE + 30)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert (out / "model.part-1-of-2.npz").exists()
+    model = stolr.load(out)
+    z = model.transform(x)
+    projections = np.load(out / "projections.npy")
+    signs = np.sign(np.sum(z * projections, axis=0))
+    np.testing.assert_allclose(z * signs, projections, rtol=0, atol=1e-8 * np.abs(projections).max())
+    part = out / "model.part-1-of-2.npz"
+    part.write_bytes(part.read_bytes()[:200])
+    with pytest.raises(ValueError, match="model.part-1-of-2.npz"):
+        stolr.load(out)

@@ -56,8 +56,8 @@ pub use kpca::{
     TauChoice, TauOutcome, TauRule, certify, certify_estimate_sharded, check_skpca_memory, exact_fit_from_pairs,
     exact_kpca, kernel_matrix, matrix_free_bytes, matrix_free_bytes_sharded, matrix_free_kpca,
     matrix_free_kpca_products, matrix_free_kpca_sharded, matrix_free_products_bytes, nystrom_fit,
-    nystrom_fit_landmarks, nystrom_fit_sharded, nystrom_kpca, shrunk_target, skpca_memory_estimate, tau_for_rank, tau_for_rank_sharded,
-    truncate_to_numerical_rank,
+    nystrom_fit_landmarks, nystrom_fit_sharded, nystrom_kpca, shrunk_target, skpca_memory_estimate, tau_for_rank,
+    tau_for_rank_sharded, truncate_to_numerical_rank,
 };
 pub use kpca::{
     DEFAULT_STREAM_BLOCK_ROWS, ReservoirSample, STREAMING_NYSTROM, StreamingNystromConfig, StreamingNystromFit,
@@ -67,11 +67,11 @@ pub use kpca::{
     INCREMENTAL_NYSTROM, INCREMENTAL_RFF, IncrementalKpcaFit, IncrementalNystrom, IncrementalNystromConfig,
     IncrementalRff, IncrementalRffConfig, incremental_nystrom_bytes, incremental_rff_bytes,
 };
-pub use kpca::{KeyedSample, STREAM_SHARE_BLOCK, StreamShare, keyed_sample, landmark_key, streaming_nystrom_fit_with};
-pub use kpca::{NystromBasis, NystromGramPart, NystromSolution};
 pub use kpca::{
     KERNEL_PCA_PARTS_KIND, ModelPart, kernel_pca_part_path, load_kernel_pca_for_rank, load_kernel_pca_parts,
 };
+pub use kpca::{KeyedSample, STREAM_SHARE_BLOCK, StreamShare, keyed_sample, landmark_key, streaming_nystrom_fit_with};
+pub use kpca::{NystromBasis, NystromGramPart, NystromSolution};
 pub use kpca::{PREIMAGE_SOLVERS, PreImageMap, check_preimage, preimage_bytes};
 pub use kpca::{PrecomputedKpcaModel, exact_kpca_precomputed};
 pub use kpca::{RffKernelPcaModel, STREAMING_RFF, StreamingRffConfig, StreamingRffFit, streaming_rff_fit};

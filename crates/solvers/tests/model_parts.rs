@@ -76,7 +76,13 @@ struct RankFit {
     training_projections: Option<Mat<f64>>,
 }
 
-fn fit_in_parts(p: usize, x: &Mat<f64>, test: &Mat<f64>, params: &KernelPca, save: Option<&std::path::Path>) -> Vec<RankFit> {
+fn fit_in_parts(
+    p: usize,
+    x: &Mat<f64>,
+    test: &Mat<f64>,
+    params: &KernelPca,
+    save: Option<&std::path::Path>,
+) -> Vec<RankFit> {
     ThreadGroup::run(p, |comm| {
         let place = RowShard::balanced(x.nrows(), comm.rank(), comm.size());
         let local = x.subrows(place.first, place.rows).to_owned();

@@ -1429,7 +1429,9 @@ def _restore(est, kind, data):
 def load(path):
     """A model file (or a ``stolr`` fit's ``--out`` folder) as a fitted estimator.
 
-    ``path``: the ``model.npz`` that ``save`` or a ``stolr`` fit wrote, or the fit's folder.
+    ``path``: the ``model.npz`` that ``save`` or a ``stolr`` fit wrote, or the fit's folder; a
+    kernel PCA model written in parts under ``mpirun`` (``model.npz`` listing
+    ``model.part-R-of-P.npz``) is read part by part and joined into one model.
     Returns a ``PCA``, ``KernelPCA``, ``KernelRidge`` or (for a random-feature kernel PCA,
     ``stolr kpca --solver streaming-rff``) an ``IncrementalKernelPCA`` whose hyperparameters are those the
     file records (solver, ``n_components``, ``center``, the kernel as ``kernel``/``gamma``/
@@ -1444,6 +1446,10 @@ def load(path):
     with open(path, "rb") as f:
         data = f.read()
     kind = _core.model_kind(data)
+    if kind == "kernel-pca-parts":
+        # A kernel PCA model in parts (fitted under mpirun): its parts joined into one model.
+        data = bytes(_core.join_kernel_pca_parts(path))
+        kind = "kernel-pca"
     estimators = {"kernel-pca": KernelPCA, "pca": PCA, "kernel-ridge": KernelRidge,
                   "rff-kernel-pca": IncrementalKernelPCA}
     if kind not in estimators:

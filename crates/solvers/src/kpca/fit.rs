@@ -419,7 +419,10 @@ impl KernelPca {
             }
             KpcaSolver::StreamingNystrom { .. } | KpcaSolver::StreamingRff { .. } => Err(SolverError::InvalidConfig {
                 name: "solver",
-                reason: format!("{} reads its rows from a stream: it has no eigenvectors to leave on the ranks", self.solver.name()),
+                reason: format!(
+                    "{} reads its rows from a stream: it has no eigenvectors to leave on the ranks",
+                    self.solver.name()
+                ),
             }),
         }
     }
@@ -826,8 +829,15 @@ impl KernelPca {
                     other => other,
                 };
                 let values = ritz.pairs.values.clone();
-                let model =
-                    KernelPcaModel::new(name, self.kernel, standardization, ModelRows::copy_of(x), ritz.coefficients, values, centering)?;
+                let model = KernelPcaModel::new(
+                    name,
+                    self.kernel,
+                    standardization,
+                    ModelRows::copy_of(x),
+                    ritz.coefficients,
+                    values,
+                    centering,
+                )?;
                 let model = if comm.size() > 1 { model.into_rank_part(place.total, comm)? } else { model };
                 return Ok(Some(KernelPcaFit {
                     model,
@@ -845,7 +855,8 @@ impl KernelPca {
                 let (Some(pairs), Some(coefficients)) = (gather_pairs(comm, ritz.pairs), coefficients) else {
                     return Ok(None);
                 };
-                let x = if comm.size() == 1 { x } else { all.ok_or_else(|| unreachable_on_one_process("rank 0's rows"))? };
+                let x =
+                    if comm.size() == 1 { x } else { all.ok_or_else(|| unreachable_on_one_process("rank 0's rows"))? };
                 (pairs, coefficients, x)
             }
         };

@@ -345,7 +345,10 @@ impl KernelPcaJob {
             && processes > 1
             && matches!(
                 self.solver,
-                KpcaSolver::Nystrom { .. } | KpcaSolver::Exact { .. } | KpcaSolver::Skpca { .. } | KpcaSolver::Kha { .. }
+                KpcaSolver::Nystrom { .. }
+                    | KpcaSolver::Exact { .. }
+                    | KpcaSolver::Skpca { .. }
+                    | KpcaSolver::Kha { .. }
             )
             && !matches!(self.certify, CertifyRule::Exact)
             && self.inverse_transform.is_none()

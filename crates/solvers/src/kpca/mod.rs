@@ -45,13 +45,13 @@ pub use matrix_free::{
     matrix_free_kpca_products, matrix_free_kpca_sharded, matrix_free_products_bytes,
 };
 pub use model::{KernelCentering, KernelPcaModel};
-pub use parts::{
-    KERNEL_PCA_PARTS_KIND, ModelPart, kernel_pca_part_path, load_kernel_pca_for_rank, load_kernel_pca_parts,
-};
-pub(crate) use parts::kernel_row_means_sharded;
 pub use nystrom::{
     DEFAULT_BLOCK_ROWS, NystromBasis, NystromConfig, NystromFit, NystromGramPart, NystromSolution, nystrom_fit,
     nystrom_fit_landmarks, nystrom_fit_sharded, nystrom_kpca,
+};
+pub(crate) use parts::kernel_row_means_sharded;
+pub use parts::{
+    KERNEL_PCA_PARTS_KIND, ModelPart, kernel_pca_part_path, load_kernel_pca_for_rank, load_kernel_pca_parts,
 };
 pub use precomputed::{PrecomputedKpcaModel, exact_kpca_precomputed};
 pub use preimage::{PREIMAGE_SOLVERS, PreImageMap, check_preimage, preimage_bytes};

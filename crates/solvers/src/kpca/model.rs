@@ -471,9 +471,11 @@ impl KernelPcaModel {
         }
         let mut dense = Vec::with_capacity(parts.len());
         for m in parts {
-            dense.push(m.rows.dense().ok_or_else(|| SolverError::ModelMismatch {
-                reason: "a model in parts keeps dense rows".into(),
-            })?);
+            dense.push(
+                m.rows
+                    .dense()
+                    .ok_or_else(|| SolverError::ModelMismatch { reason: "a model in parts keeps dense rows".into() })?,
+            );
         }
         let p: usize = parts.iter().map(|m| m.rows.nrows()).sum();
         let mut rows = Mat::<f64>::zeros(p, d);

@@ -3,10 +3,10 @@
 //! coefficients `A` and of the kernel column means `m`; the eigenvalues, kernel,
 //! standardization and grand mean are the same on every rank. A projection is a sum over the
 //! parts (docs/distributed.md, "Models in parts"):
-//! $$z(x) = \sum_p k(x, R_p) A_p - \Big(\tfrac1n \sum_p k(x, R_p) 1\Big) \sum_p 1^\top A_p
-//!   - \sum_p \big(m_p^\top A_p - \bar m\, 1^\top A_p\big),$$
-//! which is [`KernelPcaModel::transform`]'s formula with the rows split, so nothing of size `n`
-//! is ever held by one process.
+//! $$z(x) = \sum_p k(x, R_p) A_p - \Big(\tfrac1n \sum_p k(x, R_p) 1\Big) \sum_p 1^\top A_p -
+//!   \sum_p \big(m_p^\top A_p - \bar m\, 1^\top A_p\big),$$
+//! which is [`KernelPcaModel::transform`]'s formula with the rows split, so nothing of size
+//! `n` is ever held by one process.
 //!
 //! **Files.** `model.npz` is the manifest (kind [`KERNEL_PCA_PARTS_KIND`]: the header without
 //! rows, the number of parts, their rows and file names, and a fit token) and part `i` of `P`
@@ -66,7 +66,12 @@ impl ModelPart {
                 .ok_or_else(|| bad(path, format!("the part has no whole number '{name}'")))
         };
         let fit = v.get("fit").and_then(Value::as_str).ok_or_else(|| bad(path, "the part has no 'fit' token"))?;
-        let part = Self { index: number("index")?, count: number("count")?, total_rows: number("total_rows")?, fit: fit.into() };
+        let part = Self {
+            index: number("index")?,
+            count: number("count")?,
+            total_rows: number("total_rows")?,
+            fit: fit.into(),
+        };
         if part.count == 0 || part.index >= part.count {
             return Err(bad(path, format!("part {} of {} does not exist", part.index, part.count)));
         }
@@ -185,13 +190,21 @@ impl KernelPcaModel {
         let Some(part) = self.part() else {
             return collective(comm, self.transform_data(x), "transform its rows");
         };
-        let mut rows = [self.rows().nrows() as f64];
-        comm.all_reduce_sum(&mut rows);
-        if rows[0] as usize != part.total_rows || part.count != comm.size() || part.index != comm.rank() {
+        // Every rank learns whether the parts cover the model, one per rank, before any block.
+        let placed = part.count == comm.size() && part.index == comm.rank();
+        let mut counts = [self.rows().nrows() as f64, f64::from(u8::from(!placed))];
+        comm.all_reduce_sum(&mut counts);
+        if counts[0] as usize != part.total_rows || counts[1] > 0.0 {
             return Err(SolverError::ModelMismatch {
                 reason: format!(
-                    "the parts hold {} of the model's {} rows, as part {} of {} on rank {} of {}",
-                    rows[0], part.total_rows, part.index, part.count, comm.rank(), comm.size()
+                    "the parts on the {} ranks hold {} of the model's {} rows, {} of them not as the part of \
+                     their rank (this rank: part {} of {})",
+                    comm.size(),
+                    counts[0],
+                    part.total_rows,
+                    counts[1],
+                    part.index,
+                    part.count
                 ),
             });
         }
@@ -315,13 +328,22 @@ impl Manifest {
             .and_then(Value::as_array)
             .map(|a| a.iter().filter_map(|x| x.as_u64().and_then(|x| usize::try_from(x).ok())).collect())
             .unwrap_or_default();
-        let names: Vec<&str> =
-            v.get("files").and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        let names: Vec<&str> = v
+            .get("files")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
         if count == 0 || rows.len() != count || names.len() != count {
-            return Err(bad(path, format!("the manifest lists {} row counts and {} files for {count} parts", rows.len(), names.len())));
+            return Err(bad(
+                path,
+                format!("the manifest lists {} row counts and {} files for {count} parts", rows.len(), names.len()),
+            ));
         }
         if rows.iter().sum::<usize>() != total_rows {
-            return Err(bad(path, format!("the parts' rows add up to {}, not n = {total_rows}", rows.iter().sum::<usize>())));
+            return Err(bad(
+                path,
+                format!("the parts' rows add up to {}, not n = {total_rows}", rows.iter().sum::<usize>()),
+            ));
         }
         let mut files = Vec::with_capacity(count);
         for name in names {
@@ -371,7 +393,10 @@ impl Manifest {
         let rows: usize = self.rows[indices.clone()].iter().sum();
         let width = header.n_features() + header.rank() + 1;
         memory.check(
-            format!("the model's parts {}..{} of {} ({rows} rows, read and joined)", indices.start, indices.end, self.count),
+            format!(
+                "the model's parts {}..{} of {} ({rows} rows, read and joined)",
+                indices.start, indices.end, self.count
+            ),
             f64_bytes(&[2, rows, width]),
         )?;
         let parts = indices.map(|i| self.part(i, memory)).collect::<Result<Vec<_>, _>>()?;
@@ -386,7 +411,11 @@ impl Manifest {
 /// [`SolverError::ModelFile`] for a manifest that lists its parts inconsistently, a missing or
 /// damaged part, or a part of another fit; [`SolverError::Memory`] when the parts and their
 /// join exceed `memory` (checked before any part is read).
-pub fn load_kernel_pca_parts(file: &ModelFile, path: &Path, memory: MemoryBudget) -> Result<KernelPcaModel, SolverError> {
+pub fn load_kernel_pca_parts(
+    file: &ModelFile,
+    path: &Path,
+    memory: MemoryBudget,
+) -> Result<KernelPcaModel, SolverError> {
     let manifest = Manifest::read(file, path)?;
     let header = KernelPcaModel::from_model_file_of_any_kind(file, path)?;
     manifest.join(&header, 0..manifest.count, None, memory)
