@@ -352,3 +352,63 @@ fn a_sharded_pass_is_the_pass_over_the_gathered_order() {
         }
     }
 }
+
+/// Incremental PCA and Oja's rule on rows split across `P` thread ranks take one row of every
+/// rank per step, in rank order: the one-process algorithm over the rows interleaved that way
+/// (the solver's subspace bit for bit uncentred; to rounding centred, whose means are summed
+/// in rank order), on rows with an outlier, duplicates and a constant column.
+#[test]
+fn incremental_pca_and_oja_on_sharded_rows_run_over_the_interleaved_rows() {
+    use stolr_comm::{Communicator, RowShard, SingleProcess, ThreadGroup};
+    use stolr_solvers::{MatrixSource, StreamingPcaJob, StreamingSolver};
+    let (n, d) = (301, 8);
+    let mut r = rng(33);
+    let mut x = Mat::from_fn(n, d, |_, _| 0.0);
+    for i in 0..n {
+        let row = spiked_sample(d, &mut r);
+        for j in 0..d {
+            x[(i, j)] = if j == d - 1 { 3.0 } else { row[j] };
+        }
+    }
+    for j in 0..d - 1 {
+        x[(5, j)] *= 50.0; // an outlier row
+        x[(101, j)] = x[(100, j)]; // duplicates, on different ranks for P = 3
+    }
+    for solver in [StreamingSolver::Incremental, StreamingSolver::Oja] {
+        for center in [false, true] {
+            let job = StreamingPcaJob { center, ..StreamingPcaJob::new(solver, 2, 7) };
+            for p in [2, 3] {
+                let shards: Vec<RowShard> = (0..p).map(|rank| RowShard::balanced(n, rank, p)).collect();
+                let order: Vec<usize> = (0..shards[0].rows)
+                    .flat_map(|t| shards.iter().filter(move |s| t < s.rows).map(move |s| s.first + t))
+                    .collect();
+                assert_eq!(order.len(), n);
+                let interleaved = Mat::from_fn(n, d, |i, j| x[(order[i], j)]);
+                let one = job.run(&MatrixSource(interleaved.as_ref()), &SingleProcess, &mut ()).unwrap();
+                let ranks = ThreadGroup::run(p, |comm| {
+                    let s = RowShard::balanced(n, comm.rank(), comm.size());
+                    let outcome = job.run(&MatrixSource(x.as_ref().subrows(s.first, s.rows)), comm, &mut ()).unwrap();
+                    (outcome.samples, outcome.solver.subspace(), outcome.model)
+                });
+                let scale = one.model.eigenvalues()[0];
+                for (samples, subspace, model) in ranks {
+                    assert_eq!(samples, n);
+                    let what = format!("{solver:?}, center {center}, P = {p}");
+                    if center {
+                        let diff = (&subspace - one.solver.subspace()).norm_max();
+                        assert!(diff < 1e-9, "{what}: subspace {diff:e}");
+                    } else {
+                        assert_eq!(subspace, one.solver.subspace(), "{what}: the solver's bits");
+                    }
+                    let ev = model
+                        .eigenvalues()
+                        .iter()
+                        .zip(one.model.eigenvalues())
+                        .map(|(a, b)| (a - b).abs())
+                        .fold(0.0, f64::max);
+                    assert!(ev / scale < 1e-12, "{what}: eigenvalues {ev:e}");
+                }
+            }
+        }
+    }
+}

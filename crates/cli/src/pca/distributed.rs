@@ -11,35 +11,26 @@
 //! - MSG and capped MSG (`crate::pca_stream`): every rank reads only its rows ([`local_rows`],
 //!   held in memory) and streams them in data-parallel mini-batches of `--batch` rows, each
 //!   rank adding its share of every batch ([`stolr_solvers::StreamPass::sharded`]); the means
-//!   and the final Ritz Gram are all-reduced.
+//!   and the final Ritz Gram are all-reduced. Incremental PCA and Oja's rule take one row of
+//!   every rank per step, in rank order, one update after the other (replicated on every rank).
 //!
-//! The model (`d × r`) is the same on every rank; rank 0 writes it. Incremental PCA and Oja's
-//! rule stay on one process ([`check_supported`] says why). `--checkpoint` saves each rank's part
-//! (`crate::common::checkpoint`).
+//! The model (`d × r`) is the same on every rank; rank 0 writes it. `--checkpoint` saves each
+//! rank's part (`crate::common::checkpoint`).
 
 use anyhow::{Result, bail};
 use stolr_comm::{Communicator, RowShard};
 use stolr_model::OneHotEncoding;
 
-use stolr_solvers::{Named, PcaMethod};
+use stolr_solvers::PcaMethod;
 
 use super::args::PcaArgs;
 
-/// An error for the solvers and options that do not run on rows sharded across processes
-/// (incremental PCA and Oja's rule: sequential rank-one updates), and for a
-/// mini-batch too small to give every rank a row.
+/// An error for a mini-batch of MSG or capped MSG too small to give every rank a row.
+/// Incremental PCA and Oja's rule (one sample at a time, `--batch 1`) take one row of every
+/// rank per step, in rank order ([`stolr_solvers::StreamingPcaJob::fit`]).
 pub(super) fn check_supported(args: &PcaArgs, size: usize) -> Result<()> {
-    if matches!(args.solver, PcaMethod::Incremental | PcaMethod::Oja) {
-        bail!(
-            "stolr pca --solver {name} does not run under mpirun -np {size}: {name} updates its estimate after every \
-             single row, each update needing the previous one, so the ranks could only take turns (one rank busy, \
-             the others waiting, and the estimate sent after every row). Its data-parallel form is the mini-batch \
-             update: --solver capped-msg (or msg) with --batch B, where every rank adds its rows of each batch of B. \
-             Or run --solver {name} on one process",
-            name = args.solver.name()
-        );
-    }
-    if args.solver.is_streaming() && args.batch < size {
+    let batched = matches!(args.solver, PcaMethod::Msg | PcaMethod::CappedMsg);
+    if batched && args.batch < size {
         bail!(
             "--batch {} is smaller than the {size} processes: under mpirun every rank adds at least one of its rows \
              to each mini-batch, so give --batch {size} or more",

@@ -276,14 +276,16 @@ impl StreamingPcaJob {
     }
 
     /// The solver's pass over the rows through `transform` (every rank adds its share of every
-    /// mini-batch, [`StreamPass::sharded`]), then the Rayleigh–Ritz pass on its subspace:
+    /// mini-batch, [`StreamPass::sharded`]; the incremental algorithm and Oja's rule, which take
+    /// one sample at a time, take one row of each rank per step in rank order, so that `P`
+    /// ranks run the one-process algorithm over their rows interleaved), then the Rayleigh–Ritz pass on its subspace:
     /// `B = Σ (Vᵀx)(Vᵀx)ᵀ` added over the ranks, its eigenpairs rotate the subspace. Only rank 0
     /// reports to `observer`. Collective.
     ///
     /// # Errors
     /// [`SolverError::InvalidRank`] for `k` outside `[1, d)`; [`SolverError::InvalidConfig`]
-    /// for a batch of 0 (or one smaller than the ranks), or above 1 for the incremental
-    /// algorithm and Oja, and for an empty stream; [`SolverError::Memory`] when the solver's
+    /// for a batch of 0 (or, MSG and capped MSG, one smaller than the ranks), or above 1 for
+    /// the incremental algorithm and Oja, and for an empty stream; [`SolverError::Memory`] when the solver's
     /// buffers exceed the budget; the reader's errors as [`SolverError::Stream`]; the solver's.
     pub fn fit(
         &self,
@@ -311,7 +313,7 @@ impl StreamingPcaJob {
                 ),
             });
         }
-        if self.batch < comm.size() {
+        if batch_solver && self.batch < comm.size() {
             return Err(SolverError::InvalidConfig {
                 name: "batch",
                 reason: format!(
@@ -349,7 +351,10 @@ impl StreamingPcaJob {
                 out
             })
         });
-        let local_batch = RowShard::balanced(self.batch, comm.rank(), comm.size()).rows;
+        // A mini-batch of `batch` rows split across the ranks; the solvers that take one sample
+        // at a time (incremental PCA, Oja) take one row of every rank per step, in rank order,
+        // one after the other (the rows gathered, the update replicated on every rank).
+        let local_batch = if batch_solver { RowShard::balanced(self.batch, comm.rank(), comm.size()).rows } else { 1 };
         let mut pass = StreamPass::new(&mut *solver, rows).sharded(local_batch, comm)?;
         // The other ranks save their parts of the checkpoints, and report nothing.
         let mut others = None;
