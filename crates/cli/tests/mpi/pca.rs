@@ -164,8 +164,8 @@ fn pca_refuses_an_empty_rank() {
 
 /// Incremental PCA and Oja's rule under `mpirun -np 2` and `3` (one row of every rank per
 /// step, in rank order): every sample seen once, and the captured variance of the top-4
-/// subspace within 0.2 % of the exact optimum, as on one process (the rows visited in another
-/// order).
+/// subspace within 1 % of the exact optimum and 0.5 % of one process's (the rows visited in
+/// another order).
 #[test]
 fn incremental_pca_and_oja_capture_the_exact_variance_on_two_and_three_processes() {
     let dir = tempfile::tempdir().unwrap();
@@ -182,13 +182,17 @@ fn incremental_pca_and_oja_capture_the_exact_variance_on_two_and_three_processes
     };
     let exact = run(1, "exact", "exact")["result"]["captured_norm"].as_f64().unwrap();
     for solver in ["incremental", "oja"] {
+        let mut one = None;
         for np in [1, 2, 3] {
             let report = run(np, solver, &format!("{solver}-{np}"));
             let result = &report["result"];
             assert_eq!(result["samples"].as_u64(), Some(6000), "{solver}, {np} processes");
             let captured = result["captured_norm"].as_f64().unwrap();
             assert!(captured <= exact * (1.0 + 1e-12), "{solver}, {np}: {captured} above the optimum {exact}");
-            assert!(captured >= 0.998 * exact, "{solver}, {np} processes: captured {captured}, exact {exact}");
+            assert!(captured >= 0.99 * exact, "{solver}, {np} processes: captured {captured}, exact {exact}");
+            // The rows in another order: as close to the optimum as one process gets.
+            let one = *one.get_or_insert(captured);
+            assert!((captured - one).abs() <= 0.005 * exact, "{solver}, {np}: {captured} against {one} on one");
         }
     }
 }
