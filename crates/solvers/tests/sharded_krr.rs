@@ -473,9 +473,12 @@ fn sharded_unif_matches_one_process() {
     let (x, y) = hostile(301, 7);
     let test = hostile(60, 8).0;
     let kernel = Kernel::gaussian(0.7);
-    for (intercept, weight) in [(true, UniformWeight::Optimal), (false, UniformWeight::Optimal), (true, UniformWeight::Fixed(2.0))] {
+    for (intercept, weight) in
+        [(true, UniformWeight::Optimal), (false, UniformWeight::Optimal), (true, UniformWeight::Fixed(2.0))]
+    {
         let config = UnifConfig { lambda: 0.2, nu: 1e-3, weight };
-        let params = KernelRidge { intercept, ..KernelRidge::new(kernel, KrrSolver::Uniform { config, landmarks: 40 }) };
+        let params =
+            KernelRidge { intercept, ..KernelRidge::new(kernel, KrrSolver::Uniform { config, landmarks: 40 }) };
         let (single, s, expected) = fit_single(&params, &x, &y, &test);
         let c = s.uniform_weight.unwrap();
         assert!(c > 0.0, "a fitted weight, not the zero predictor");
@@ -500,7 +503,9 @@ fn sharded_unif_matches_one_process() {
             assert!(dp <= 1e-10, "{weight:?}, intercept {intercept}, P = {p}: predictions differ by {dp:e}");
             assert!(dobj <= 1e-10, "{weight:?}, intercept {intercept}, P = {p}: objective differs by {dobj:e}");
             assert!(db <= 1e-10, "{weight:?}, intercept {intercept}, P = {p}: intercept differs by {db:e}");
-            eprintln!("Unif {weight:?}, intercept {intercept}, P = {p}: c {dc:.1e}, predictions {dp:.1e}, objective {dobj:.1e}");
+            eprintln!(
+                "Unif {weight:?}, intercept {intercept}, P = {p}: c {dc:.1e}, predictions {dp:.1e}, objective {dobj:.1e}"
+            );
         }
         // A rank holding no rows joins every collective and gets the same model.
         let out = ranks_with_counts(&[150, 0, 151], &params, &x, &y);
@@ -521,7 +526,8 @@ fn sharded_unif_matches_one_process() {
 fn sharded_unif_errors_reach_every_rank() {
     let (x, mut y) = hostile(120, 9);
     let kernel = Kernel::gaussian(0.7);
-    let unif = |landmarks, lambda| KrrSolver::Uniform { config: UnifConfig { lambda, ..UnifConfig::default() }, landmarks };
+    let unif =
+        |landmarks, lambda| KrrSolver::Uniform { config: UnifConfig { lambda, ..UnifConfig::default() }, landmarks };
     let counts = [40, 40, 40];
     for e in ranks_with_counts(&counts, &KernelRidge::new(kernel, unif(121, 1.0)), &x, &y) {
         assert!(matches!(e, Err(SolverError::InvalidConfig { name: "landmarks", .. })), "{:?}", e.err());
@@ -529,7 +535,8 @@ fn sharded_unif_errors_reach_every_rank() {
     for e in ranks_with_counts(&counts, &KernelRidge::new(kernel, unif(10, 0.0)), &x, &y) {
         assert!(matches!(e, Err(SolverError::InvalidConfig { name: "lambda", .. })), "{:?}", e.err());
     }
-    let tiny = KernelRidge { memory: stolr_memory::MemoryBudget::bytes(10_000), ..KernelRidge::new(kernel, unif(30, 1.0)) };
+    let tiny =
+        KernelRidge { memory: stolr_memory::MemoryBudget::bytes(10_000), ..KernelRidge::new(kernel, unif(30, 1.0)) };
     for e in ranks_with_counts(&counts, &tiny, &x, &y) {
         assert!(matches!(e, Err(SolverError::Memory(_))), "{:?}", e.err());
     }
@@ -570,7 +577,9 @@ fn sharded_unif_cross_validates_nu_as_one_process() {
         let outcomes = ThreadGroup::run(p, |comm| {
             let place = RowShard::balanced(n, comm.rank(), comm.size());
             let local = x.subrows(place.first, place.rows).to_owned();
-            let o = job.run(Shard::part(local, place, comm), &y[place.first..place.first + place.rows], None, &mut ()).unwrap();
+            let o = job
+                .run(Shard::part(local, place, comm), &y[place.first..place.first + place.rows], None, &mut ())
+                .unwrap();
             (predictions(&o.model, &test), scores(&o), o.nu.as_ref().unwrap().nu, o.summary.landmarks.clone())
         });
         for o in &outcomes[1..] {

@@ -13,11 +13,11 @@ use stolr_model::Standardization;
 
 use crate::job::{KrrStream, Shard};
 use crate::kernel_spec::KernelSpec;
+use crate::krr::nu_selection::select_nu_unif_sharded;
 use crate::krr::{
     KernelRidge, KrrFitSummary, KrrModel, KrrSolver, LambdaSelection, NuPath, NuSelection, SlklConfig, log_grid,
     select_lambda_nystrom_sharded, select_landmarks, select_nu_path_sharded,
 };
-use crate::krr::nu_selection::select_nu_unif_sharded;
 use crate::{Observer, SolverError};
 
 /// The ν grid of [`KrrChoice::CrossValidated`] for Unif (SLKL follows its regularization path

@@ -225,8 +225,7 @@ pub(crate) fn select_nu_unif_sharded<R: Rng + Clone>(
         let y_fit: Vec<f64> = fit_idx.iter().map(|&i| y[i]).collect();
         let y_val: Vec<f64> = held_idx.iter().map(|&i| y[i]).collect();
         let j = crate::select_landmarks(place.total, landmarks.min(place.total), &mut rng.clone())?;
-        let system =
-            UnifSystem::new(x_fit.as_ref().into(), &y_fit, None, kernel, &j, false, memory, comm, place)?;
+        let system = UnifSystem::new(x_fit.as_ref().into(), &y_fit, None, kernel, &j, false, memory, comm, place)?;
         for (g, config) in configs.iter().enumerate() {
             let fitted = system.solve(kernel, config)?;
             let pred = fitted.expansion.predict(x_val.as_ref())?;

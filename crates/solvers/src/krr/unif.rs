@@ -251,7 +251,9 @@ impl UnifSystem {
             let not_distributed = |what: &str| SolverError::NotDistributed { what: what.into(), processes: p };
             match x {
                 DataRef::Sparse(_) => {
-                    return Err(SolverError::SparseUnsupported { what: "uniform on rows split across processes".into() });
+                    return Err(SolverError::SparseUnsupported {
+                        what: "uniform on rows split across processes".into(),
+                    });
                 }
                 DataRef::DenseF32(_) => return Err(not_distributed("uniform on float32 rows")),
                 DataRef::Dense(_) if weights.is_some() => return Err(not_distributed("uniform with sample weights")),
@@ -270,7 +272,9 @@ impl UnifSystem {
         };
         let prepared = if x.is_sparse() { 2 * x.bytes() } else { f64_bytes(&[2, rows, d]) };
         memory.check(
-            format!("Unif's {rows} × {m} landmark kernel columns, the {m} landmark rows and 4 {m} × {m} matrices (M = {m})"),
+            format!(
+                "Unif's {rows} × {m} landmark kernel columns, the {m} landmark rows and 4 {m} × {m} matrices (M = {m})"
+            ),
             f64_bytes(&[rows, m]) + prepared + f64_bytes(&[m, d + 1]) + f64_bytes(&[4, m, m]),
         )?;
         let landmark_rows = match x {
@@ -364,7 +368,9 @@ impl UnifSystem {
         let (lambda, k) = (config.lambda, self.kept());
         let c = match config.weight {
             UniformWeight::Fixed(c) => c,
-            UniformWeight::Optimal => optimal_uniform_weight(self.gram.as_ref(), &self.vty, &self.diag, lambda, config.nu)?,
+            UniformWeight::Optimal => {
+                optimal_uniform_weight(self.gram.as_ref(), &self.vty, &self.diag, lambda, config.nu)?
+            }
         };
         if c == 0.0 || k == 0 {
             let expansion = KernelExpansion::new(*kernel, ModelRows::gather(self.centers.data(), &[]), Vec::new())?;
@@ -375,7 +381,8 @@ impl UnifSystem {
         for (j, &kjj) in self.diag.iter().enumerate() {
             core[(j, j)] += lambda / (c / kjj);
         }
-        let beta = spd_solve(core.as_ref(), MatRef::from_column_major_slice(&self.vty, k, 1), "Unif's core λD⁻¹ + VᵀV")?;
+        let beta =
+            spd_solve(core.as_ref(), MatRef::from_column_major_slice(&self.vty, k, 1), "Unif's core λD⁻¹ + VᵀV")?;
         let beta: Vec<f64> = (0..k).map(|j| beta[(j, 0)]).collect();
         let fitted: f64 = self.vty.iter().zip(&beta).map(|(v, b)| v * b).sum();
         let objective = self.yty - fitted + config.nu * k as f64 * c;
