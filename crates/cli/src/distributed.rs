@@ -5,7 +5,7 @@
 //! Without the `mpi` feature, or under `mpirun -np 1`, [`RunContext::world`] is `None` and every
 //! subcommand runs as on one machine. With `P > 1` processes, `stolr kpca` shards the rows
 //! (see `kpca/distributed.rs`), as do `stolr pca --solver svrg-bb|msg|capped-msg`
-//! (`pca/distributed.rs`) and `stolr krr --solver nystrom|slkl` (`krr::run`); the library's
+//! (`pca/distributed.rs`) and `stolr krr --solver nystrom|slkl|krr-subset|uniform` (`krr::run`); the library's
 //! jobs run the sharded fits, and what is not distributed yet stops with an error rather than
 //! run `P` copies of the same job.
 

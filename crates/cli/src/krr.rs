@@ -457,14 +457,15 @@ fn krr_result(args: &KrrArgs, outcome: &KernelRidgeOutcome) -> KrrResult {
     }
 }
 
-/// Under `mpirun -np P > 1`: an error for every solver but Nyström KRR (direct or conjugate
-/// gradients, λ given or cross-validated), SLKL (ν given or cross-validated) and KRR_M
-/// (`krr-subset`: the landmark rows assembled from their owners).
+/// Under `mpirun -np P > 1`: an error for KRR_n (`--solver krr`, its `n × n` matrix on one
+/// process), the one solver not distributed; Nyström KRR (direct or conjugate gradients, λ
+/// given or cross-validated), SLKL and Unif (ν given or cross-validated) and KRR_M
+/// (`krr-subset`: the landmark rows assembled from their owners) run on every rank's rows.
 fn check_distributed(args: &KrrArgs, size: usize) -> Result<()> {
     let not_yet = |what: &str| -> Result<()> {
         bail!("stolr krr {what} is not distributed yet: run it on one process (not under mpirun -np {size})")
     };
-    if !matches!(args.solver, KrrMethod::Nystrom | KrrMethod::Slkl | KrrMethod::KrrSubset) {
+    if args.solver == KrrMethod::Krr {
         let name = args.solver.name();
         not_yet(&format!("--solver {name}"))?;
     }
@@ -473,7 +474,7 @@ fn check_distributed(args: &KrrArgs, size: usize) -> Result<()> {
 
 /// Runs `stolr krr`.
 ///
-/// Under `mpirun -np P > 1` (Nyström KRR; SLKL): LIBSVM and CSV files are read in parts, each
+/// Under `mpirun -np P > 1` (Nyström KRR, SLKL, KRR_M, Unif): LIBSVM and CSV files are read in parts, each
 /// rank keeping its rows of one process's split, predicting its own test rows
 /// ([`distributed`]). The other data (generated, Abalone, housing, CSV with `--categorical`):
 /// every rank reads the whole data and prepares it as one process does — split,
@@ -483,10 +484,13 @@ fn check_distributed(args: &KrrArgs, size: usize) -> Result<()> {
 /// across ranks in rank order and replicates the `M × M` solve, or with conjugate gradients
 /// adds each iteration's `K_Mn K_nM v` across ranks; SLKL keeps each rank's rows of
 /// the kernel columns and adds every inner product over the rows across ranks, with μ and the
-/// Woodbury core replicated). `--lambda auto` and `--nu auto` cross-validate on the same
+/// Woodbury core replicated; KRR_M assembles its landmark rows from their owners; Unif adds
+/// the `M × M` Gram matrix of its landmark kernel columns and their products with the targets
+/// across ranks and replicates the common weight's Newton steps and the `M × M` solve).
+/// `--lambda auto` and `--nu auto` cross-validate on the same
 /// shares: the folds are drawn over the global training rows as one process draws them, each
 /// fold's sums are added across ranks (Nyström: the folds' Gram matrices; SLKL: one sharded
-/// SLKL per fold), and every rank chooses the same λ or ν. Rank 0, which then holds every row, predicts, writes every
+/// SLKL per fold; Unif: one sharded system per fold), and every rank chooses the same λ or ν. Rank 0, which then holds every row, predicts, writes every
 /// output and prints; the other ranks stop after the fit.
 pub fn run(mut args: KrrArgs, ctx: &RunContext) -> Result<()> {
     let total = Instant::now();

@@ -343,14 +343,14 @@ pub(crate) fn fit_pca_sharded<'py>(
 
 /// Kernel ridge regression on rows split across the ranks of `comm`: this rank's rows `x`
 /// `(n_p, d)` and their targets `y` `(n_p,)`; the library's `job` on the shard
-/// ([`KernelRidgeJob::run`], the call `mpirun stolr krr` makes: Nyström KRR and SLKL are
-/// sharded). Returns what `fit_kernel_ridge` returns, on every rank (the same bits).
+/// ([`KernelRidgeJob::run`], the call `mpirun stolr krr` makes: Nyström KRR, SLKL, KRR_M and
+/// Unif are sharded). Returns what `fit_kernel_ridge` returns, on every rank (the same bits).
 /// Collective; `fit_kernel_ridge(..., comm=comm)` calls it.
 ///
 /// # Errors
 /// As `fit_kernel_ridge`, and `SolverError::NotDistributed` (a `ValueError`) for the solvers
-/// and options the library runs on one process only (`krr`, `krr-subset`, `uniform`,
-/// `nu='auto'`, Nyström on given landmark rows), raised on every rank.
+/// and options the library runs on one process only (`krr`, Nyström on given landmark rows),
+/// raised on every rank.
 pub(crate) fn fit_kernel_ridge_sharded<'py>(
     py: Python<'py>,
     comm: &Bound<'py, PyAny>,

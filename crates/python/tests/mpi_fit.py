@@ -153,7 +153,9 @@ def agree():
     ok("pca share")
 
     for solver, params, rel in [("nystrom", dict(n_landmarks=25, alpha=1e-3), 1e-10),
-                                ("slkl", dict(n_landmarks=25, alpha=1e-3, nu=0.01), 1e-10)]:
+                                ("slkl", dict(n_landmarks=25, alpha=1e-3, nu=0.01), 1e-10),
+                                ("krr-subset", dict(n_landmarks=25, alpha=1e-3), 1e-10),
+                                ("uniform", dict(n_landmarks=25, alpha=1e-3, nu=0.01), 1e-10)]:
         one = stolr.KernelRidge(solver=solver, gamma=0.1, random_state=4, **params).fit(X, y)
         est = stolr.KernelRidge(solver=solver, gamma=0.1, random_state=4, **params).fit(X_local, y_local, comm=comm)
         close(est.predict(Xtest), one.predict(Xtest), rel, f"krr {solver} predict")
@@ -162,12 +164,14 @@ def agree():
         if size == 1:
             assert est.model_ == one.model_, f"krr {solver}: the model bytes differ under -np 1"
         ok(f"krr {solver}")
-    # Nyström KRR's conjugate gradients (each iteration's product added across ranks) and SLKL's
-    # cross-validated nu (one sharded SLKL per fold, folds over the global rows).
+    # Nyström KRR's conjugate gradients (each iteration's product added across ranks), SLKL's
+    # and Unif's cross-validated nu (one sharded SLKL or Unif system per fold, folds over the
+    # global rows).
     for name, params in [("krr nystrom cg", dict(solver="nystrom", n_landmarks=25, alpha=1e-2, nystrom_solve="cg",
                                                  tol=1e-12)),
                          ("krr slkl nu auto", dict(solver="slkl", n_landmarks=25, alpha=1e-2, nu="auto",
-                                                   tol=1e-8))]:
+                                                   tol=1e-8)),
+                         ("krr uniform nu auto", dict(solver="uniform", n_landmarks=25, alpha=1e-2, nu="auto"))]:
         one = stolr.KernelRidge(gamma=0.1, random_state=4, **params).fit(X, y)
         est = stolr.KernelRidge(gamma=0.1, random_state=4, **params).fit(X_local, y_local, comm=comm)
         close(est.predict(Xtest), one.predict(Xtest), 1e-10, f"{name} predict")

@@ -339,6 +339,39 @@ pub(crate) fn check_shard(rows: usize, targets: usize, shard: stolr_comm::RowSha
     })
 }
 
+/// Makes the check of this rank's rows `local` collective: every rank learns whether some
+/// rank's rows failed (one double per rank, all-gathered), so that no rank goes on into a
+/// collective the failed one will never join. The failed rank returns its own error (a
+/// [`SolverError::NonFiniteTarget`] with its global row index `shard.first + i`), the others
+/// [`SolverError::InvalidConfig`] (`rows`) naming the first rank that failed. On one process
+/// `local` itself, nothing sent.
+pub(crate) fn agree_on_rows(
+    comm: &dyn stolr_comm::Communicator,
+    shard: stolr_comm::RowShard,
+    local: Result<(), SolverError>,
+) -> Result<(), SolverError> {
+    if comm.size() == 1 {
+        return local;
+    }
+    let failed = comm.all_gather(&[if local.is_err() { 1.0 } else { 0.0 }]);
+    match local {
+        Err(SolverError::NonFiniteTarget { index, value }) => {
+            Err(SolverError::NonFiniteTarget { index: shard.first + index, value })
+        }
+        Err(e) => Err(e),
+        Ok(()) => match failed.iter().position(|f| f[0] != 0.0) {
+            Some(rank) => Err(SolverError::InvalidConfig {
+                name: "rows",
+                reason: format!(
+                    "the training rows of rank {rank} of {} are not usable (that rank's error says why)",
+                    comm.size()
+                ),
+            }),
+            None => Ok(()),
+        },
+    }
+}
+
 /// Checks that every landmark index is below `n` and that there is at least one.
 pub(crate) fn check_landmarks(landmarks: &[usize], n: usize) -> Result<(), SolverError> {
     if landmarks.is_empty() {

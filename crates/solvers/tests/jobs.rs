@@ -169,20 +169,20 @@ fn a_kernel_ridge_job_refuses_choices_it_cannot_make() {
     };
     let err = folds.run(Shard::whole(x.as_ref()), &y, None, &mut ()).unwrap_err();
     assert!(matches!(err, SolverError::InvalidConfig { name: "folds", .. }), "{err}");
-    // Unif's cross-validated ν is one process only: two ranks are refused, each with the typed
-    // error (SLKL's ν and Nyström KRR's λ run across ranks: tests/sharded_krr.rs).
+    // Unif's cross-validated ν runs across ranks (tests/sharded_krr.rs); more folds than rows
+    // are refused on every rank, each with the typed error.
     let uniform = KrrSolver::Uniform { config: stolr_solvers::UnifConfig::default(), landmarks: 5 };
     let errors = ThreadGroup::run(2, |comm| {
         let place = RowShard::balanced(30, comm.rank(), 2);
         let local = x.subrows(place.first, place.rows).to_owned();
         let job = KernelRidgeJob {
-            nu: KrrChoice::CrossValidated { folds: 3 },
+            nu: KrrChoice::CrossValidated { folds: 31 },
             ..KernelRidgeJob::new(Kernel::gaussian(1.0), uniform.clone(), 1)
         };
         let y = &y[place.first..place.first + place.rows];
         job.run(Shard::part(local, place, comm), y, None, &mut ()).unwrap_err()
     });
-    assert!(errors.iter().all(|e| matches!(e, SolverError::NotDistributed { .. })), "{errors:?}");
+    assert!(errors.iter().all(|e| matches!(e, SolverError::InvalidConfig { name: "folds", .. })), "{errors:?}");
     // A bandwidth rule on constant rows has nothing to measure.
     let flat = Mat::from_fn(10, 2, |_, _| 1.0);
     let job =

@@ -1,7 +1,9 @@
 //! Distributed kernel ridge regression on ranks simulated by threads ([`ThreadGroup`]): the
 //! training rows split across `P` ranks give one process's fit. Nyström KRR: predictions to
 //! rounding (1e-10 relative). SLKL: the same landmarks, coordinate updates, epochs and active
-//! set, the weights and predictions to rounding. With one rank, the same bits.
+//! set, the weights and predictions to rounding. KRR_M: the same bits. Unif: the same
+//! landmarks, its common weight, objective and predictions to rounding. With one rank, the same
+//! bits.
 
 use faer::Mat;
 use rand::SeedableRng;
@@ -10,7 +12,7 @@ use stolr_comm::{Communicator, RowShard, ThreadGroup};
 use stolr_estimators::Kernel;
 use stolr_solvers::{
     ColumnMode, KernelRidge, KrrFitSummary, KrrModel, KrrSolver, NystromKrrConfig, NystromSolve, Predictor, Slkl,
-    SlklConfig, SolverError, Stop,
+    SlklConfig, SolverError, Stop, UnifConfig, UniformWeight,
 };
 
 /// Friedman #1-like regression rows: `(x (n, 5), y)`.
@@ -166,13 +168,12 @@ fn sharded_krr_refuses_what_is_not_distributed() {
         let shard = RowShard::balanced(100, comm.rank(), comm.size());
         let (xl, yl) = (x.as_ref().subrows(shard.first, shard.rows), &y[shard.first..shard.first + shard.rows]);
         let rng = &mut Xoshiro256PlusPlus::seed_from_u64(1);
-        let unif = stolr_solvers::UnifConfig::default();
-        KernelRidge::new(kernel, KrrSolver::Uniform { config: unif, landmarks: 10 })
+        KernelRidge::new(kernel, KrrSolver::Krr { lambda: 1.0 })
             .fit_prepared_sharded(xl, yl, None, rng, &mut Xoshiro256PlusPlus::seed_from_u64(2), &mut (), comm, shard)
             .unwrap_err()
     });
-    for unif in errors {
-        assert!(matches!(unif, SolverError::InvalidConfig { name: "solver", .. }), "{unif}");
+    for krr in errors {
+        assert!(matches!(krr, SolverError::InvalidConfig { name: "solver", .. }), "{krr}");
     }
 }
 
@@ -435,5 +436,171 @@ fn sharded_slkl_derivatives_and_shard_check() {
     });
     for e in errors {
         assert!(matches!(e, Some(SolverError::InvalidConfig { name: "shard", .. })), "{e:?}");
+    }
+}
+
+/// `params` on `p` thread ranks with the row counts `counts` (one per rank, summing to `n`):
+/// each rank's result, unwrapped or not.
+fn ranks_with_counts(
+    counts: &[usize],
+    params: &KernelRidge,
+    x: &Mat<f64>,
+    y: &[f64],
+) -> Vec<Result<(KrrModel, KrrFitSummary), SolverError>> {
+    let places = RowShard::from_counts(counts);
+    ThreadGroup::run(counts.len(), |comm| {
+        let shard = places[comm.rank()];
+        params.fit_prepared_sharded(
+            x.as_ref().subrows(shard.first, shard.rows),
+            &y[shard.first..shard.first + shard.rows],
+            None,
+            &mut Xoshiro256PlusPlus::seed_from_u64(LANDMARK_SEED),
+            &mut Xoshiro256PlusPlus::seed_from_u64(COORDINATE_SEED),
+            &mut (),
+            comm,
+            shard,
+        )
+    })
+}
+
+/// Unif on sharded rows (hostile rows: duplicates, a constant column, an outlier whose kernel
+/// column is 0 but for itself), with and without the intercept, at the optimal and at a fixed
+/// weight: every P draws one process's landmarks and gives its common weight c, objective,
+/// intercept and predictions to rounding (1e-10 relative); one rank gives its bits; and a rank
+/// without rows changes nothing.
+#[test]
+fn sharded_unif_matches_one_process() {
+    let (x, y) = hostile(301, 7);
+    let test = hostile(60, 8).0;
+    let kernel = Kernel::gaussian(0.7);
+    for (intercept, weight) in
+        [(true, UniformWeight::Optimal), (false, UniformWeight::Optimal), (true, UniformWeight::Fixed(2.0))]
+    {
+        let config = UnifConfig { lambda: 0.2, nu: 1e-3, weight };
+        let params =
+            KernelRidge { intercept, ..KernelRidge::new(kernel, KrrSolver::Uniform { config, landmarks: 40 }) };
+        let (single, s, expected) = fit_single(&params, &x, &y, &test);
+        let c = s.uniform_weight.unwrap();
+        assert!(c > 0.0, "a fitted weight, not the zero predictor");
+        for p in [1, 2, 3] {
+            let (got, b, summary) = fit_on_ranks(p, &params, &x, &y, &test);
+            assert_eq!(summary.landmarks, s.landmarks, "P = {p}: the landmarks");
+            if p == 1 {
+                assert_eq!(got, expected, "one rank: the same bits");
+                assert_eq!(summary, s);
+                assert_eq!(b.to_bits(), single.intercept().to_bits());
+            }
+            let dc = (summary.uniform_weight.unwrap() - c).abs() / c;
+            let dp = max_diff(&got, &expected) / max_abs(&expected);
+            let dobj = (summary.objective - s.objective).abs() / s.objective;
+            let db = (b - single.intercept()).abs() / max_abs(&expected);
+            // c is the root of F'(c) = νM − Σ_k λt_k/(λ + c e_k)², whose terms with c·e_k ≈ λ
+            // come from the smallest eigenvalues e_k of ΨᵀΨ: the rounding of the rank-ordered
+            // sums (1e-16 of the largest e_k) moves them by up to 1e-16 e_max/e_k relative, and
+            // the duplicate rows make e_max/e_k large (measured: c to 1.6e-10, P = 3, no
+            // intercept). F and the predictions are stationary in c: they stay at 1e-10.
+            assert!(dc <= 1e-9, "{weight:?}, intercept {intercept}, P = {p}: weight differs by {dc:e}");
+            assert!(dp <= 1e-10, "{weight:?}, intercept {intercept}, P = {p}: predictions differ by {dp:e}");
+            assert!(dobj <= 1e-10, "{weight:?}, intercept {intercept}, P = {p}: objective differs by {dobj:e}");
+            assert!(db <= 1e-10, "{weight:?}, intercept {intercept}, P = {p}: intercept differs by {db:e}");
+            eprintln!(
+                "Unif {weight:?}, intercept {intercept}, P = {p}: c {dc:.1e}, predictions {dp:.1e}, objective {dobj:.1e}"
+            );
+        }
+        // A rank holding no rows joins every collective and gets the same model.
+        let out = ranks_with_counts(&[150, 0, 151], &params, &x, &y);
+        let models: Vec<_> = out.into_iter().map(|r| r.unwrap()).collect();
+        for (model, summary) in &models {
+            assert_eq!(summary.landmarks, s.landmarks);
+            let dp = max_diff(&predictions(model, &test), &expected) / max_abs(&expected);
+            assert!(dp <= 1e-10, "an empty rank: predictions differ by {dp:e}");
+        }
+    }
+}
+
+/// Unif's errors on sharded rows are collective: more landmarks than rows, a budget too small
+/// for the kernel columns and a λ ≤ 0 give every rank the same error; a NaN target gives the
+/// rank holding it [`SolverError::NonFiniteTarget`] with its global row and the other ranks
+/// [`SolverError::InvalidConfig`] (`rows`), none left waiting in a collective.
+#[test]
+fn sharded_unif_errors_reach_every_rank() {
+    let (x, mut y) = hostile(120, 9);
+    let kernel = Kernel::gaussian(0.7);
+    let unif =
+        |landmarks, lambda| KrrSolver::Uniform { config: UnifConfig { lambda, ..UnifConfig::default() }, landmarks };
+    let counts = [40, 40, 40];
+    for e in ranks_with_counts(&counts, &KernelRidge::new(kernel, unif(121, 1.0)), &x, &y) {
+        assert!(matches!(e, Err(SolverError::InvalidConfig { name: "landmarks", .. })), "{:?}", e.err());
+    }
+    for e in ranks_with_counts(&counts, &KernelRidge::new(kernel, unif(10, 0.0)), &x, &y) {
+        assert!(matches!(e, Err(SolverError::InvalidConfig { name: "lambda", .. })), "{:?}", e.err());
+    }
+    let tiny =
+        KernelRidge { memory: stolr_memory::MemoryBudget::bytes(10_000), ..KernelRidge::new(kernel, unif(30, 1.0)) };
+    for e in ranks_with_counts(&counts, &tiny, &x, &y) {
+        assert!(matches!(e, Err(SolverError::Memory(_))), "{:?}", e.err());
+    }
+    y[95] = f64::NAN;
+    let errors = ranks_with_counts(&counts, &KernelRidge::new(kernel, unif(10, 1.0)), &x, &y);
+    for (rank, e) in errors.into_iter().enumerate() {
+        match (rank, e.err()) {
+            (2, Some(SolverError::NonFiniteTarget { index: 95, .. })) => {}
+            (0 | 1, Some(SolverError::InvalidConfig { name: "rows", reason })) => assert!(reason.contains("rank 2")),
+            (rank, other) => panic!("rank {rank}: {other:?}"),
+        }
+    }
+}
+
+/// Unif's ν cross-validated on 1, 2 and 3 ranks: one process's folds and landmarks, the same
+/// choice, validation errors and predictions to rounding; one rank gives one process's bits.
+#[test]
+fn sharded_unif_cross_validates_nu_as_one_process() {
+    use stolr_solvers::{KernelRidgeJob, KrrChoice, Shard};
+    let n = 300;
+    let (x, y) = hostile(n, 43);
+    let test = hostile(80, 44).0;
+    let config = UnifConfig { lambda: 0.1, ..UnifConfig::default() };
+    let job = KernelRidgeJob {
+        nu: KrrChoice::CrossValidated { folds: 4 },
+        ..KernelRidgeJob::new(Kernel::gaussian(0.6), KrrSolver::Uniform { config, landmarks: 30 }, 8)
+    };
+    let one = job.run(Shard::whole(x.as_ref()), &y, None, &mut ()).unwrap();
+    let expected = predictions(&one.model, &test);
+    let scores = |o: &stolr_solvers::KernelRidgeOutcome| -> Vec<(f64, f64, f64)> {
+        o.nu.as_ref().unwrap().candidates.iter().map(|c| (c.nu, c.validation_mse, c.sparsity)).collect()
+    };
+    let base = scores(&one);
+    let (lo, hi) = base.iter().fold((f64::INFINITY, 0.0_f64), |(lo, hi), &(_, v, _)| (lo.min(v), hi.max(v)));
+    assert!(hi > 1.02 * lo, "a flat grid chooses nothing: {base:?}");
+    let best = one.nu.as_ref().unwrap().nu;
+    for p in [1, 2, 3] {
+        let outcomes = ThreadGroup::run(p, |comm| {
+            let place = RowShard::balanced(n, comm.rank(), comm.size());
+            let local = x.subrows(place.first, place.rows).to_owned();
+            let o = job
+                .run(Shard::part(local, place, comm), &y[place.first..place.first + place.rows], None, &mut ())
+                .unwrap();
+            (predictions(&o.model, &test), scores(&o), o.nu.as_ref().unwrap().nu, o.summary.landmarks.clone())
+        });
+        for o in &outcomes[1..] {
+            assert!(o == &outcomes[0], "P = {p}: the ranks disagree");
+        }
+        let (got, s, chosen, landmarks) = &outcomes[0];
+        assert_eq!(*chosen, best, "P = {p}: another ν");
+        assert_eq!(landmarks, &one.summary.landmarks, "P = {p}: other landmarks");
+        if p == 1 {
+            assert_eq!(got, &expected, "one rank: the same bits");
+            assert_eq!(s, &base, "one rank: the same validation errors");
+        }
+        let mut worst = 0.0_f64;
+        for (&(nu, v, k), &(nu_base, v_base, k_base)) in s.iter().zip(&base) {
+            assert_eq!((nu, k), (nu_base, k_base), "P = {p}: another grid or sparsity");
+            let rel = (v - v_base).abs() / v_base;
+            assert!(rel <= 1e-10, "P = {p}, ν = {nu:e}: validation error differs by {rel:e}");
+            worst = worst.max(rel);
+        }
+        let dp = max_diff(got, &expected) / max_abs(&expected);
+        assert!(dp <= 1e-10, "P = {p}: predictions differ by {dp:e}");
+        eprintln!("Unif CV, P = {p}: chose ν = {best:e}; validation errors {worst:.1e}, predictions {dp:.1e}");
     }
 }

@@ -1,6 +1,6 @@
 //! `stolr krr` under `mpirun`: Nyström KRR (direct and conjugate gradients, λ given or
-//! cross-validated) and SLKL (ν given or cross-validated) predict as one process; what is not
-//! distributed is refused.
+//! cross-validated), SLKL and Unif (ν given or cross-validated) and KRR_M predict as one
+//! process; what is not distributed (KRR_n) is refused.
 
 use super::*;
 
@@ -241,15 +241,10 @@ fn cross_validation_chooses_the_same_on_one_two_and_three_processes() {
 
 #[test]
 fn krr_refuses_what_is_not_distributed() {
-    for (what, options) in
-        [("--solver krr", &["--solver", "krr"][..]), ("--solver uniform", &["--solver", "uniform", "--nu", "auto"][..])]
-    {
-        let mut args = vec!["krr", "--generate", "friedman1", "--n-train", "300", "--n-test", "50"];
-        args.extend_from_slice(options);
-        let (status, stderr, _) = wait(mpirun(2, &args), DEADLINE);
-        assert!(!status.success(), "{what} ran on 2 processes");
-        assert!(stderr.contains("not distributed yet") && stderr.contains(what), "{what}: {stderr}");
-    }
+    let args = ["krr", "--generate", "friedman1", "--n-train", "300", "--n-test", "50", "--solver", "krr"];
+    let (status, stderr, _) = wait(mpirun(2, &args), DEADLINE);
+    assert!(!status.success(), "--solver krr ran on 2 processes");
+    assert!(stderr.contains("not distributed yet") && stderr.contains("--solver krr"), "{stderr}");
 }
 
 /// KRR_M (`--solver krr-subset`) on 1, 2 and 3 processes: the landmark rows and targets
@@ -266,5 +261,57 @@ fn krr_subset_predicts_the_same_bits_on_one_two_and_three_processes() {
         assert_eq!(run.files, runs[0].files, "{np} processes write other files");
         assert_eq!(run.landmarks, runs[0].landmarks, "{np} processes: other landmarks");
         assert!(run.predictions == runs[0].predictions, "{np} processes: other predictions");
+    }
+}
+
+/// Unif (`--solver uniform`) on 1, 2 and 3 processes, ν given and cross-validated, generated
+/// data (every rank reads it whole and keeps its share) and a CSV file read in parts: the same
+/// landmarks, files and chosen ν, predictions and the common weight to rounding. Each rank's
+/// rows of the landmark kernel columns give their `M × M` sums, added across ranks; the weight
+/// and the solve are replicated (measured: predictions 1e-14 .. 1e-12 relative).
+#[test]
+fn uniform_predicts_the_same_on_one_two_and_three_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    // A CSV file of 700 rows (the targets last), with duplicate rows and an outlier row.
+    let mut text = String::new();
+    for i in 0..700usize {
+        let src = if i % 11 == 10 { i - 1 } else { i };
+        let x: Vec<f64> =
+            (0..4).map(|j| if src == 333 { 30.0 } else { ((src * (j + 3)) as f64 * 0.071).sin() }).collect();
+        let y = 3.0 * x[0] + (2.0 * x[1]).cos() + x[2] * x[3] + 5.0;
+        let row: Vec<String> = x.iter().chain(std::iter::once(&y)).map(|v| v.to_string()).collect();
+        text.push_str(&row.join(","));
+        text.push('\n');
+    }
+    let csv = dir.path().join("table.csv");
+    std::fs::write(&csv, text).unwrap();
+    let cases: [(&str, Vec<&str>); 3] = [
+        ("given", vec!["--generate", "friedman1", "--n-train", "901", "--n-test", "200", "--nu", "0.01"]),
+        (
+            "auto",
+            vec!["--generate", "friedman1", "--n-train", "601", "--n-test", "150", "--nu", "auto", "--nu-folds", "3"],
+        ),
+        ("parts", vec!["--input", csv.to_str().unwrap(), "--format", "csv", "--test-size", "150", "--nu", "0.001"]),
+    ];
+    for (case, options) in cases {
+        let common = ["--solver", "uniform", "--landmarks", "60", "--lambda", "0.5", "--sigma", "1.5", "--seed", "6"];
+        let runs = krr_runs(&dir.path().join(case), &[&options[..], &common[..]].concat());
+        let result = |r: &KrrRun, key: &str| r.report["result"][key].as_f64().unwrap();
+        let base = &runs[0];
+        let c = result(base, "uniform_weight");
+        assert!(c > 0.0, "{case}: the zero predictor");
+        for (np, run) in [(2, &runs[1]), (3, &runs[2])] {
+            assert_eq!(run.files, base.files, "{case}, {np} processes write other files");
+            assert_eq!(run.landmarks, base.landmarks, "{case}, {np} processes: other landmarks");
+            if case == "auto" {
+                let chosen = |r: &KrrRun| r.report["nu_validation"]["chosen"].as_f64().unwrap();
+                assert_eq!(chosen(run), chosen(base), "{np} processes: another ν");
+            }
+            let err = relative_difference(&run.predictions, &base.predictions);
+            let dc = (result(run, "uniform_weight") - c).abs() / c;
+            assert!(err <= 1e-10, "{case}, {np} vs 1 process: predictions differ by {err:e} relative");
+            assert!(dc <= 1e-9, "{case}, {np} vs 1 process: the weight differs by {dc:e} relative");
+            eprintln!("krr uniform {case}, {np} vs 1 process: predictions {err:e}, weight {dc:e}");
+        }
     }
 }

@@ -11,7 +11,8 @@ use stolr_memory::MemoryBudget;
 
 use crate::error::check_shard;
 
-use crate::krr::baselines::{krr_fit, krr_fit_targets, krr_subset_fit, krr_subset_fit_targets, unif_fit};
+use crate::krr::baselines::{krr_fit, krr_fit_targets, krr_subset_fit, krr_subset_fit_targets};
+use crate::krr::unif::{UnifModel, unif_fit, unif_fit_sharded};
 use crate::krr::{
     KernelExpansion, KrrConfig, KrrModel, NystromKrrConfig, NystromKrrFit, NystromSolve, Slkl, SlklConfig, UnifConfig,
     UniformWeight, nystrom_krr_landmarks, nystrom_krr_sharded, select_landmarks,
@@ -160,12 +161,13 @@ impl KernelRidge {
         }
     }
 
-    /// The landmark indices of KRR_M and Unif: `m` drawn ([`select_landmarks`], as before) or
-    /// the given indices (no draw).
-    fn landmark_indices(&self, m: usize, x: DataRef<'_>, rng: &mut dyn Rng) -> Result<Vec<usize>, SolverError> {
+    /// The landmark indices of KRR_M and Unif among `n` training rows of `d` features (every
+    /// rank's: the global `n`): `m` drawn ([`select_landmarks`], as before) or the given indices
+    /// (no draw).
+    fn landmark_indices(&self, m: usize, (n, d): (usize, usize), rng: &mut dyn Rng) -> Result<Vec<usize>, SolverError> {
         match &self.landmarks {
-            None => select_landmarks(x.nrows(), m, rng),
-            Some(given) => given.indices(x.nrows(), x.ncols(), rng)?.ok_or_else(|| SolverError::InvalidConfig {
+            None => select_landmarks(n, m, rng),
+            Some(given) => given.indices(n, d, rng)?.ok_or_else(|| SolverError::InvalidConfig {
                 name: "landmarks",
                 reason: format!("the {} solver takes landmarks as training-row indices only", self.solver.name()),
             }),
@@ -228,7 +230,7 @@ impl KernelRidge {
                 (e, b, KrrFitSummary { objective, ..Default::default() })
             }
             KrrSolver::KrrSubset { lambda, landmarks } => {
-                let j = self.landmark_indices(*landmarks, data, landmark_rng)?;
+                let j = self.landmark_indices(*landmarks, data.shape(), landmark_rng)?;
                 let config = KrrConfig { lambda: *lambda, memory: self.memory };
                 let (e, b) = krr_subset_fit(data, y, &self.kernel, &config, &j, with)?;
                 let y_j: Vec<f64> = j.iter().map(|&i| y[i]).collect();
@@ -242,16 +244,9 @@ impl KernelRidge {
                 (fit.expansion, fit.intercept, summary)
             }
             KrrSolver::Uniform { config, landmarks } => {
-                let j = self.landmark_indices(*landmarks, data, landmark_rng)?;
-                let m = unif_fit(data, y, &self.kernel, config, &j, with, None)?;
-                let summary = KrrFitSummary {
-                    weights: Some(vec![m.weight; j.len()]),
-                    landmarks: Some(j),
-                    objective: m.objective,
-                    uniform_weight: Some(m.weight),
-                    ..Default::default()
-                };
-                (m.expansion, m.intercept, summary)
+                let j = self.landmark_indices(*landmarks, data.shape(), landmark_rng)?;
+                let m = unif_fit(data, y, &self.kernel, config, &j, with, None, self.memory)?;
+                unif_summary(j, m)
             }
         };
         Ok((KrrModel::new(self.solver.name(), expansion, standardization, intercept)?, summary))
@@ -319,7 +314,7 @@ impl KernelRidge {
                 Ok((model, KrrFitSummary { objective, ..Default::default() }))
             }
             KrrSolver::KrrSubset { lambda, landmarks } => {
-                let j = self.landmark_indices(*landmarks, data, landmark_rng)?;
+                let j = self.landmark_indices(*landmarks, data.shape(), landmark_rng)?;
                 let config = KrrConfig { lambda: *lambda, memory: self.memory };
                 let (xj, alpha, b) = krr_subset_fit_targets(data, y, weights, &self.kernel, &config, &j, with)?;
                 let yj = faer::Mat::from_fn(j.len(), t, |r, c| y[(j[r], c)]);
@@ -351,10 +346,10 @@ impl KernelRidge {
             }
             KrrSolver::Uniform { config, landmarks } => {
                 let x = data;
-                let j = self.landmark_indices(*landmarks, x, landmark_rng)?;
+                let j = self.landmark_indices(*landmarks, x.shape(), landmark_rng)?;
                 let mut fits = Vec::with_capacity(t);
                 for k in 0..t {
-                    fits.push(unif_fit(x, &column(k), &self.kernel, config, &j, with, weights)?);
+                    fits.push(unif_fit(x, &column(k), &self.kernel, config, &j, with, weights, self.memory)?);
                 }
                 let expansions: Vec<(&KernelExpansion, f64)> =
                     fits.iter().map(|m| (&m.expansion, m.intercept)).collect();
@@ -502,9 +497,12 @@ fn ridge_objective_targets(
 impl KernelRidge {
     /// [`KernelRidge::fit_prepared`] on training rows sharded across the ranks of `comm`, for
     /// [`KrrSolver::Nystrom`] with the direct solve or conjugate gradients ([`nystrom_krr_sharded`]) and
-    /// [`KrrSolver::Slkl`] ([`Slkl::new_sharded`]), and [`KrrSolver::KrrSubset`] (KRR_M of
+    /// [`KrrSolver::Slkl`] ([`Slkl::new_sharded`]), [`KrrSolver::KrrSubset`] (KRR_M of
     /// \[SLKL\] (9) on the landmark rows, which are assembled from their owners on every rank;
-    /// the `M × M` solve is replicated and gives one process's bits): `x` `(shard.rows, d)` and `y` are this
+    /// the `M × M` solve is replicated and gives one process's bits) and [`KrrSolver::Uniform`]
+    /// (Unif: each rank's rows of the landmark kernel columns, their `M × M` Gram matrix and
+    /// products with the targets added across ranks in rank order, the common weight's Newton
+    /// steps and the `M × M` solve replicated; see [`crate::unif`]): `x` `(shard.rows, d)` and `y` are this
     /// rank's rows of the `n = shard.total` prepared training rows. The landmarks are drawn from
     /// `landmark_rng` over the global `n` and SLKL's coordinate order from `coordinate_rng` (the
     /// draws of one process, the same on every rank; every rank must pass the same generator
@@ -514,8 +512,9 @@ impl KernelRidge {
     /// same model; with one rank it is bit for bit [`KernelRidge::fit_prepared`]'s.
     ///
     /// # Errors
-    /// As [`nystrom_krr_sharded`] and [`Slkl::new_sharded`]; [`SolverError::InvalidConfig`]
-    /// (`solver`) for any other solver on more than one rank (not distributed yet), or
+    /// As [`nystrom_krr_sharded`] and [`Slkl::new_sharded`]; Unif's are collective (bad rows
+    /// give the rank holding them its error and the others [`SolverError::InvalidConfig`]
+    /// (`rows`)); [`SolverError::InvalidConfig`] (`solver`) for KRR_n (not distributed yet), or
     /// (`landmarks`) for `M` outside `[1, n]`; [`SolverError::Memory`] for KRR_M's landmark
     /// rows `8·M·(d + 1)` bytes over the budget.
     #[allow(clippy::too_many_arguments)]
@@ -530,11 +529,11 @@ impl KernelRidge {
         comm: &dyn Communicator,
         shard: RowShard,
     ) -> Result<(KrrModel, KrrFitSummary), SolverError> {
-        if !matches!(self.solver, KrrSolver::Nystrom { .. } | KrrSolver::Slkl(_) | KrrSolver::KrrSubset { .. }) {
+        if matches!(self.solver, KrrSolver::Krr { .. }) {
             return Err(SolverError::InvalidConfig {
                 name: "solver",
                 reason: format!(
-                    "{} is not distributed yet: only nystrom, slkl and krr-subset run on sharded rows",
+                    "{} is not distributed yet: only nystrom, slkl, krr-subset and uniform run on sharded rows",
                     self.solver.name()
                 ),
             });
@@ -582,15 +581,7 @@ impl KernelRidge {
                 if shard.rows > 0 {
                     crate::error::check_regression(x, y)?;
                 }
-                let j = match &self.landmarks {
-                    None => select_landmarks(shard.total, *landmarks, landmark_rng)?,
-                    Some(given) => given.indices(shard.total, x.ncols(), landmark_rng)?.ok_or_else(|| {
-                        SolverError::InvalidConfig {
-                            name: "landmarks",
-                            reason: "krr-subset takes landmarks as training-row indices only".into(),
-                        }
-                    })?,
-                };
+                let j = self.landmark_indices(*landmarks, (shard.total, x.ncols()), landmark_rng)?;
                 crate::error::check_landmarks(&j, shard.total)?;
                 let config = KrrConfig { lambda: *lambda, memory: self.memory };
                 config.memory.check(
@@ -605,7 +596,15 @@ impl KernelRidge {
                 let objective = ridge_objective(*lambda, &e, &yj, self.intercept);
                 (e, b, KrrFitSummary { landmarks: Some(j), objective, ..Default::default() })
             }
-            _ => unreachable!("refused above"),
+            KrrSolver::Uniform { config, landmarks } => {
+                // The landmarks drawn over the global n as one process draws them; each rank's
+                // rows of their kernel columns, the M × M sums added across ranks.
+                let j = self.landmark_indices(*landmarks, (shard.total, x.ncols()), landmark_rng)?;
+                let (kernel, memory) = (&self.kernel, self.memory);
+                let m = unif_fit_sharded(x.into(), y, None, kernel, config, &j, self.intercept, memory, comm, shard)?;
+                unif_summary(j, m)
+            }
+            KrrSolver::Krr { .. } => unreachable!("refused above"),
         };
         Ok((KrrModel::new(self.solver.name(), expansion, standardization, intercept)?, summary))
     }
@@ -706,6 +705,18 @@ fn slkl_fit(
         ..Default::default()
     };
     Ok((m.expansion, m.intercept, summary))
+}
+
+/// The expansion, intercept and summary of a Unif fit on the landmarks `j`.
+fn unif_summary(j: Vec<usize>, m: UnifModel) -> (KernelExpansion, f64, KrrFitSummary) {
+    let summary = KrrFitSummary {
+        weights: Some(vec![m.weight; j.len()]),
+        landmarks: Some(j),
+        objective: m.objective,
+        uniform_weight: Some(m.weight),
+        ..Default::default()
+    };
+    (m.expansion, m.intercept, summary)
 }
 
 /// The summary of a Nyström KRR fit on the landmarks `j` (training-row indices; `None` for

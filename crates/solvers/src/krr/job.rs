@@ -13,9 +13,10 @@ use stolr_model::Standardization;
 
 use crate::job::{KrrStream, Shard};
 use crate::kernel_spec::KernelSpec;
+use crate::krr::nu_selection::select_nu_unif_sharded;
 use crate::krr::{
-    KernelRidge, KrrFitSummary, KrrModel, KrrSolver, LambdaSelection, NuModel, NuPath, NuSelection, SlklConfig,
-    log_grid, select_lambda_nystrom_sharded, select_landmarks, select_nu, select_nu_path_sharded,
+    KernelRidge, KrrFitSummary, KrrModel, KrrSolver, LambdaSelection, NuPath, NuSelection, SlklConfig, log_grid,
+    select_lambda_nystrom_sharded, select_landmarks, select_nu_path_sharded,
 };
 use crate::{Observer, SolverError};
 
@@ -37,8 +38,8 @@ pub enum KrrChoice {
     /// [`KrrStream::Validation`], [`random_folds`]): the value of the grid ([`NU_GRID`], SLKL's
     /// path, [`LAMBDA_GRID`]) with the least mean validation error. On several ranks (SLKL's ν,
     /// Nyström KRR's λ) the folds are over the global training rows, as one process draws
-    /// them, each fold's sums are added across ranks, and every rank makes the same choice;
-    /// Unif's ν is one process only.
+    /// them, each fold's sums are added across ranks, and every rank makes the same choice
+    /// (Unif's ν too: one sharded Unif system per fold, [`crate::select_nu`]'s scheme).
     CrossValidated {
         /// The number of folds `k`, `2 ≤ k ≤ n`.
         folds: usize,
@@ -165,16 +166,16 @@ impl KernelRidgeJob {
     /// Sets σ, cross-validates ν or λ when asked, then fits on this rank's training rows
     /// `shard.rows()` and targets `y` (its rows' targets), recording `standardization` in the
     /// model: [`KernelRidge::fit_prepared`] on one process, [`KernelRidge::fit_prepared_sharded`]
-    /// (Nyström, SLKL) on several. Every rank returns the same outcome; only rank 0 reports to
+    /// (Nyström, SLKL, KRR_M, Unif) on several. Every rank returns the same outcome; only rank 0 reports to
     /// `observer`. Collective.
     ///
     /// # Errors
     /// - [`SolverError::InvalidConfig`] for a cross-validated ν with a solver without ν (only
     ///   SLKL and Unif have one), a cross-validated λ with another solver than Nyström KRR, or
     ///   folds outside `2..=n`;
-    /// - [`SolverError::NotDistributed`] for Unif's cross-validated ν on more than one rank
-    ///   (SLKL's ν and Nyström KRR's λ are cross-validated across ranks:
-    ///   [`select_nu_path_sharded`], [`select_lambda_nystrom_sharded`]);
+    /// - SLKL's ν, Unif's ν and Nyström KRR's λ are cross-validated across ranks
+    ///   ([`select_nu_path_sharded`], the sharded [`crate::select_nu`] for Unif,
+    ///   [`select_lambda_nystrom_sharded`]), with their errors;
     /// - the bandwidth rule's errors ([`SolverError::Estimator`]);
     /// - as [`KernelRidge::fit_prepared`] (KRR_n's `16·n²` bytes over the budget among them)
     ///   and [`KernelRidge::fit_prepared_sharded`].
@@ -308,7 +309,8 @@ impl KernelRidgeJob {
 
     /// ν by cross-validation on the training rows of every rank: SLKL along its regularization
     /// path ([`select_nu_path_sharded`]: folds over the global rows, one sharded SLKL per fold),
-    /// Unif over [`NU_GRID`] ([`select_nu`], one process only).
+    /// Unif over [`NU_GRID`] (`select_nu_unif_sharded`: the same folds, one sharded Unif system
+    /// per fold).
     fn select_nu(
         &self,
         shard: &Shard<'_>,
@@ -327,11 +329,11 @@ impl KernelRidgeJob {
                 select_nu_path_sharded(x, y, &folds, kernel, &config, &path, &rng, shard.comm, shard.place)
             }
             KrrSolver::Uniform { config, landmarks } => {
-                self.one_process(shard, "cross-validation of nu for uniform")?;
-                // Each fold draws its own landmarks (given ones too: M is their number).
+                // Each fold draws its own landmarks (given ones too: M is their number), over
+                // the fold's global fitting rows.
                 let landmarks = self.landmarks.as_ref().map_or(*landmarks, crate::Landmarks::count);
-                let slkl = SlklConfig { lambda: config.lambda, nu: grid[0], landmarks, ..SlklConfig::default() };
-                select_nu(x, y, &folds, kernel, &slkl, NuModel::Unif, &grid, &rng)
+                let (lambda, memory, comm, place) = (config.lambda, self.memory, shard.comm, shard.place);
+                select_nu_unif_sharded(x, y, &folds, kernel, lambda, landmarks, &grid, &rng, memory, comm, place)
             }
             other => Err(SolverError::InvalidConfig {
                 name: "nu",

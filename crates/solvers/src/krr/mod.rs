@@ -17,8 +17,9 @@ mod nystrom_cg;
 mod nystrom_cv;
 mod precomputed;
 mod slkl;
+mod unif;
 
-pub use baselines::{KrrConfig, UnifConfig, UnifModel, UniformWeight, krr, krr_subset, unif};
+pub use baselines::{KrrConfig, krr, krr_subset};
 pub use expansion::KernelExpansion;
 pub use fit::{KernelRidge, KrrFitSummary, KrrSolver};
 pub use job::{KernelRidgeJob, KernelRidgeOutcome, KrrChoice, KrrJobTimings, LAMBDA_GRID, NU_GRID, random_folds};
@@ -35,3 +36,4 @@ pub use nystrom::{
 pub use nystrom_cv::{LambdaSelection, select_lambda_nystrom, select_lambda_nystrom_sharded};
 pub use precomputed::{PrecomputedKrrModel, krr_precomputed};
 pub use slkl::{ColumnMode, CoordinatePartials, CoordinateRule, Slkl, SlklConfig, SlklModel, slkl};
+pub use unif::{UnifConfig, UnifModel, UniformWeight, unif};

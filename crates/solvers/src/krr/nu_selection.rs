@@ -10,7 +10,8 @@ use stolr_estimators::Kernel;
 
 use stolr_comm::{Communicator, RowShard, SingleProcess};
 
-use crate::{Slkl, SlklConfig, SolverError, UnifConfig, UniformWeight, run, slkl, unif};
+use crate::krr::unif::UnifSystem;
+use crate::{Slkl, SlklConfig, SolverError, UnifConfig, UniformWeight, run, slkl};
 
 /// The model whose ν is validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,17 +127,14 @@ pub fn select_nu<R: Rng + Clone>(
     grid: &[f64],
     rng: &R,
 ) -> Result<NuSelection, SolverError> {
-    if grid.is_empty() {
-        return Err(SolverError::InvalidConfig { name: "nu grid", reason: "the grid is empty".into() });
-    }
-    if let Some(bad) = grid.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
-        return Err(SolverError::InvalidConfig {
-            name: "nu grid",
-            reason: format!("every nu must be positive and finite, got {bad}"),
-        });
-    }
+    check_grid(grid)?;
     let n = x.nrows();
     let (members, k) = fold_members(n, y, folds)?;
+    if model == NuModel::Unif {
+        let (memory, whole) = (stolr_memory::MemoryBudget::default(), RowShard::whole(n));
+        let (lambda, m) = (config.lambda, config.landmarks);
+        return select_nu_unif_sharded(x, y, folds, kernel, lambda, m, grid, rng, memory, &SingleProcess, whole);
+    }
     let rows = |idx: &[usize]| Mat::from_fn(idx.len(), x.ncols(), |i, j| x[(idx[i], j)]);
     let mut squared = vec![0.0; grid.len()];
     let mut sparsity = vec![0.0; grid.len()];
@@ -149,22 +147,10 @@ pub fn select_nu<R: Rng + Clone>(
         let m = config.landmarks.min(fit_idx.len());
         for (g, &nu) in grid.iter().enumerate() {
             let mut r = rng.clone();
-            let (expansion, p, e) = match model {
-                NuModel::Slkl => {
-                    let c = SlklConfig { nu, landmarks: m, ..config.clone() };
-                    let fitted = slkl(x_fit.as_ref(), &y_fit, kernel, c, &mut r, &mut ())?;
-                    let p = fitted.sparsity();
-                    (fitted.expansion, p, fitted.epochs)
-                }
-                NuModel::Unif => {
-                    let landmarks = crate::select_landmarks(fit_idx.len(), m, &mut r)?;
-                    let c = UnifConfig { lambda: config.lambda, nu, weight: UniformWeight::Optimal };
-                    let fitted = unif(x_fit.as_ref(), &y_fit, kernel, &c, &landmarks)?;
-                    let p = fitted.expansion.len();
-                    (fitted.expansion, p, 0)
-                }
-            };
-            let pred = expansion.predict(x_val.as_ref())?;
+            let c = SlklConfig { nu, landmarks: m, ..config.clone() };
+            let fitted = slkl(x_fit.as_ref(), &y_fit, kernel, c, &mut r, &mut ())?;
+            let (p, e) = (fitted.sparsity(), fitted.epochs);
+            let pred = fitted.expansion.predict(x_val.as_ref())?;
             squared[g] += pred.iter().zip(&y_val).map(|(a, b)| (a - b) * (a - b)).sum::<f64>();
             sparsity[g] += p as f64 / k as f64;
             epochs[g] += e as f64 / k as f64;
@@ -177,6 +163,79 @@ pub fn select_nu<R: Rng + Clone>(
             sparsity: sparsity[g],
             epochs: epochs[g],
         })
+        .collect();
+    Ok(NuSelection { nu: best_nu(&candidates), candidates, nu_max: None, stopped_early: false })
+}
+
+/// [`select_nu`] for Unif ([`NuModel::Unif`]) on training rows sharded across the ranks of
+/// `comm`: `x` `(shard.rows, d)` and `y` are this rank's rows
+/// `shard.first..shard.first + shard.rows` of the `n = shard.total` training rows; `folds`
+/// (length `n`, over the global row indices, the same on every rank: the folds one process
+/// draws) and the `rng` state are the same on every rank. Every rank returns the same
+/// selection; with one rank (the [`SingleProcess`] communicator) it is [`select_nu`]'s.
+///
+/// **Scheme.** For each fold, each rank's fitting rows are its own rows outside the fold, in
+/// order (in rank order, the fold's fitting rows of one process); the fold's `min(M, n_fit)`
+/// landmarks are drawn over its global fitting rows from a clone of `rng` (one process's draw,
+/// the same for every ν), and one [`UnifSystem`] is built on them without the intercept (the
+/// kernel columns' `M × M` sums added across ranks once per fold). Every ν of `grid` is then
+/// a replicated solve of that system ([`UnifConfig`] with λ `lambda` and the optimal weight);
+/// each rank scores its own held-out rows, and the squared errors of every ν are added across
+/// ranks once, at the end (one buffer of `grid.len()` doubles). Memory: one fold's system at a
+/// time, checked against `memory` ([`UnifSystem::new`]).
+///
+/// # Errors
+/// As [`select_nu`] (`folds` of length `n = shard.total`), those of [`UnifSystem::new`] (every
+/// one collective), and [`SolverError::InvalidConfig`] (`shard`) if `x` or `y` do not have
+/// `shard.rows` rows.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn select_nu_unif_sharded<R: Rng + Clone>(
+    x: MatRef<'_, f64>,
+    y: &[f64],
+    folds: &[usize],
+    kernel: &Kernel,
+    lambda: f64,
+    landmarks: usize,
+    grid: &[f64],
+    rng: &R,
+    memory: stolr_memory::MemoryBudget,
+    comm: &dyn Communicator,
+    shard: RowShard,
+) -> Result<NuSelection, SolverError> {
+    check_grid(grid)?;
+    crate::error::check_shard(x.nrows(), y.len(), shard)?;
+    let n = shard.total;
+    let (members, k) = fold_sets(n, folds)?;
+    let local_folds = &folds[shard.first..shard.first + shard.rows];
+    let rows = |idx: &[usize]| Mat::from_fn(idx.len(), x.ncols(), |i, j| x[(idx[i], j)]);
+    let configs: Vec<UnifConfig> =
+        grid.iter().map(|&nu| UnifConfig { lambda, nu, weight: UniformWeight::Optimal }).collect();
+    for c in &configs {
+        c.validate()?;
+    }
+    let mut squared = vec![0.0; grid.len()];
+    let mut sparsity = vec![0.0; grid.len()];
+    for held in &members {
+        let f = folds[held[0]];
+        let fit_idx: Vec<usize> = (0..shard.rows).filter(|&i| local_folds[i] != f).collect();
+        let held_idx: Vec<usize> = (0..shard.rows).filter(|&i| local_folds[i] == f).collect();
+        let before = folds[..shard.first].iter().filter(|&&g| g != f).count();
+        let place = RowShard { first: before, rows: fit_idx.len(), total: n - held.len() };
+        let (x_fit, x_val) = (rows(&fit_idx), rows(&held_idx));
+        let y_fit: Vec<f64> = fit_idx.iter().map(|&i| y[i]).collect();
+        let y_val: Vec<f64> = held_idx.iter().map(|&i| y[i]).collect();
+        let j = crate::select_landmarks(place.total, landmarks.min(place.total), &mut rng.clone())?;
+        let system = UnifSystem::new(x_fit.as_ref().into(), &y_fit, None, kernel, &j, false, memory, comm, place)?;
+        for (g, config) in configs.iter().enumerate() {
+            let fitted = system.solve(kernel, config)?;
+            let pred = fitted.expansion.predict(x_val.as_ref())?;
+            squared[g] += pred.iter().zip(&y_val).map(|(a, b)| (a - b) * (a - b)).sum::<f64>();
+            sparsity[g] += fitted.expansion.len() as f64 / k as f64;
+        }
+    }
+    comm.all_reduce_sum(&mut squared);
+    let candidates: Vec<NuCandidate> = (0..grid.len())
+        .map(|g| NuCandidate { nu: grid[g], validation_mse: squared[g] / n as f64, sparsity: sparsity[g], epochs: 0.0 })
         .collect();
     Ok(NuSelection { nu: best_nu(&candidates), candidates, nu_max: None, stopped_early: false })
 }
@@ -351,6 +410,20 @@ pub fn select_nu_path_sharded<R: Rng + Clone>(
         }
     }
     Ok(NuSelection { nu: best_nu(&candidates), candidates, nu_max: Some(nu_max), stopped_early })
+}
+
+/// Checks a ν grid: not empty, every value positive and finite.
+fn check_grid(grid: &[f64]) -> Result<(), SolverError> {
+    if grid.is_empty() {
+        return Err(SolverError::InvalidConfig { name: "nu grid", reason: "the grid is empty".into() });
+    }
+    if let Some(bad) = grid.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
+        return Err(SolverError::InvalidConfig {
+            name: "nu grid",
+            reason: format!("every nu must be positive and finite, got {bad}"),
+        });
+    }
+    Ok(())
 }
 
 /// Checks the options of [`select_nu_path`].

@@ -453,15 +453,7 @@ impl<'c> Slkl<'c> {
             // Float32 rows (one process): gathered as float64.
             DataRef::Sparse(_) | DataRef::DenseF32(_) => ModelRows::gather(x, &selected),
         };
-        let diag: Vec<f64> = match landmark_rows.dense() {
-            Some(rows) => (0..m)
-                .map(|l| {
-                    let xi: Vec<f64> = rows.row(l).iter().copied().collect();
-                    kernel.eval(&xi, &xi)
-                })
-                .collect(),
-            None => kernel.diagonal(landmark_rows.data()),
-        };
+        let diag = crate::krr::landmarks::landmark_diagonal(kernel, &landmark_rows);
         let mut sparse_rows = None;
         let (mut columns, rows) = match config.column_mode {
             ColumnMode::Precomputed => {
