@@ -398,7 +398,7 @@ impl KernelPca {
     /// coefficients); the exact solvers', SKPCA's and KHA's is this rank's part of a model in
     /// parts ([`KernelPcaModel::part`]: its training rows, their coefficients and kernel column
     /// means, the means of SKPCA computed across the ranks in blocks,
-    /// [`crate::kpca::parts`]), which [`KernelPcaModel::save_in_parts`] writes and
+    /// docs/distributed.md, "Models in parts"), which [`KernelPcaModel::save_in_parts`] writes and
     /// [`KernelPcaModel::transform_sharded`] applies. One process: the whole model. Collective;
     /// only rank 0 reports to `observer`.
     ///

@@ -111,7 +111,7 @@ pub fn mean_squared_error(p: &[f64], y: &[f64]) -> f64 {
 /// [`SolverError::InvalidConfig`] (`nu grid`) if `grid` is empty or holds a value that is not
 /// positive and finite, (`folds`) unless there are at least two folds, each with a sample, and
 /// every sample outside a fold can be fitted; [`SolverError::ShapeMismatch`] if `y` or `folds`
-/// does not have length `n`; every error of [`slkl`] / [`unif`].
+/// does not have length `n`; every error of [`slkl`] / [`crate::unif`].
 ///
 /// # References
 /// \[SLKL\], Section 5 (λ = 1, "various ν"), Proposition 3;

@@ -99,7 +99,7 @@ pub struct UnifModel {
 /// derivative is increasing and concave, so Newton's method from `c = 0` converges monotonically
 /// to the root ($c^* = 0$, the zero predictor, if $F'(0) = \nu M - \|\Psi^\top y\|^2/\lambda \ge 0$).
 /// The coefficients are then $\beta = (\lambda D^{-1} + V^\top V)^{-1} V^\top y$ with
-/// $V = [k_i]$ and $D = \mathrm{diag}(c/K_{ii})$ (Woodbury's identity, docs/derivations.md §6.8),
+/// $V = \left[k_i\right]$ and $D = \mathrm{diag}(c/K_{ii})$ (Woodbury's identity, docs/derivations.md §6.8),
 /// one `M × M` Cholesky solve, and $F = y^\top y - (V^\top y)^\top\beta + \nu M c$.
 /// Landmarks with $K_{ii} = 0$ are left out. Time $O(nMd + nM^2 + M^3)$, memory $O(nM)$ (one
 /// `n × M` block of kernel columns; checked against the default [`MemoryBudget`]).
