@@ -699,33 +699,16 @@ impl KernelPca {
                 return self.fit_kha(shard, rows, standardization, settings, rng, observer);
             }
         };
-        if local_model {
-            // This rank's entries of the kernel means (the exact solvers return all n).
-            let means = means.map(|(m, grand)| (local_entries(m, place), grand));
-            let model = KernelPcaModel::from_training_eigenpairs(
-                name,
-                self.kernel,
-                standardization,
-                ModelRows::copy_of(local),
-                &pairs,
-                KernelCentering::from_training_means(means),
-            )?;
-            let model = if processes > 1 { model.into_rank_part(place.total, comm)? } else { model };
-            return Ok(Some(KernelPcaFit {
-                model,
-                pairs,
-                stop,
-                iterations,
-                exact_operator,
-                converged: None,
-                max_residual: None,
-                warnings,
-            }));
-        }
-        let Some(pairs) = gather_pairs(comm, pairs) else {
-            return Ok(None);
+        // The model's rows: this rank's, for its part of a model in parts (with its entries of
+        // the kernel means: the exact solvers return all n), or every row on rank 0.
+        let (pairs, x, means) = if local_model {
+            (pairs, local, means.map(|(m, grand)| (local_entries(m, place), grand)))
+        } else {
+            let Some(pairs) = gather_pairs(comm, pairs) else {
+                return Ok(None);
+            };
+            (pairs, all.ok_or_else(|| unreachable_on_one_process("rank 0's rows"))?, means)
         };
-        let x = all.ok_or_else(|| unreachable_on_one_process("rank 0's rows"))?;
         let model = KernelPcaModel::from_training_eigenpairs(
             name,
             self.kernel,
@@ -734,6 +717,7 @@ impl KernelPca {
             &pairs,
             KernelCentering::from_training_means(means),
         )?;
+        let model = if local_model && processes > 1 { model.into_rank_part(place.total, comm)? } else { model };
         Ok(Some(KernelPcaFit {
             model,
             pairs,
@@ -819,36 +803,17 @@ impl KernelPca {
             (m.to_vec(), all)
         }));
         drop(solver);
-        let (pairs, coefficients, x) = match rows {
+        // This rank's part (its rows, coefficients and entries of the kernel means), or every
+        // row's on rank 0.
+        let (pairs, coefficients, x, centering) = match rows {
             Rows::Local => {
-                // This rank's part: its rows, coefficients and entries of the kernel means.
                 let centering = match centering {
                     KernelCentering::Training { column_means, grand_mean } => {
                         KernelCentering::Training { column_means: local_entries(column_means, place), grand_mean }
                     }
                     other => other,
                 };
-                let values = ritz.pairs.values.clone();
-                let model = KernelPcaModel::new(
-                    name,
-                    self.kernel,
-                    standardization,
-                    ModelRows::copy_of(x),
-                    ritz.coefficients,
-                    values,
-                    centering,
-                )?;
-                let model = if comm.size() > 1 { model.into_rank_part(place.total, comm)? } else { model };
-                return Ok(Some(KernelPcaFit {
-                    model,
-                    pairs: ritz.pairs,
-                    stop: Some(stop),
-                    iterations,
-                    exact_operator: None,
-                    converged: Some(ritz.converged),
-                    max_residual: Some(max_residual),
-                    warnings,
-                }));
+                (ritz.pairs, ritz.coefficients, x, centering)
             }
             Rows::Gathered(all) => {
                 let coefficients = gather_rows(comm, ritz.coefficients.as_ref(), 0);
@@ -857,7 +822,7 @@ impl KernelPca {
                 };
                 let x =
                     if comm.size() == 1 { x } else { all.ok_or_else(|| unreachable_on_one_process("rank 0's rows"))? };
-                (pairs, coefficients, x)
+                (pairs, coefficients, x, centering)
             }
         };
         let values = pairs.values.clone();
@@ -870,6 +835,8 @@ impl KernelPca {
             values,
             centering,
         )?;
+        let local_model = matches!(rows, Rows::Local);
+        let model = if local_model && comm.size() > 1 { model.into_rank_part(place.total, comm)? } else { model };
         Ok(Some(KernelPcaFit {
             model,
             pairs,
