@@ -276,14 +276,21 @@ pub fn transform(args: ApplyArgs, memory: MemoryBudget) -> Result<()> {
 /// receiving the others' rows a block at a time ([`write_rows_in_rank_order`]). Collective.
 ///
 /// # Errors
-/// A model without the inverse map (fitted without `--fit-inverse-transform`), points with
-/// another number of columns than the model's rank, non-finite points, a damaged file, or
-/// pre-images over the memory budget.
+/// A model without the inverse map (fitted without `--fit-inverse-transform`, or in parts),
+/// points with another number of columns than the model's rank, non-finite points, a damaged
+/// file, or pre-images over the memory budget.
 pub fn inverse_transform(args: ApplyArgs, ctx: &crate::distributed::RunContext) -> Result<()> {
     let (comm, memory) = (ctx.comm(), ctx.memory);
     let sharded = ctx.world.is_some();
     let start = Instant::now();
-    let (file, path) = open_model(&args, &[KernelPcaModel::KIND], memory)?;
+    let (file, path) = open_model(&args, &[KernelPcaModel::KIND, KERNEL_PCA_PARTS_KIND], memory)?;
+    if file.kind() == KERNEL_PCA_PARTS_KIND {
+        bail!(
+            "cannot inverse-transform with the model {}: it is in parts (fitted under mpirun) and has no inverse \
+             transform; --fit-inverse-transform fits the map on every row and writes a whole model, so refit with it",
+            path.display()
+        );
+    }
     if comm.is_root() {
         crate::common::output::claim(Some(&args.out), None, Some(&path))?;
     }

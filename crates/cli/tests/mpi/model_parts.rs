@@ -69,6 +69,17 @@ fn models_fitted_in_parts_transform_as_one_process_models() {
         assert!(err < 1e-12, "{name}: parts summed on 3 against joined {err:e}");
     }
 
+    // A model in parts has no inverse transform: said so, on one process and on two.
+    for np in [1, 2] {
+        let args = ["inverse-transform", "--model", three.to_str().unwrap(), "--input", data, "--out"];
+        let out = dir.path().join(format!("inverse-{np}"));
+        let (status, stderr, _) = wait(mpirun(np, &[&args[..], &[out.to_str().unwrap()]].concat()), DEADLINE);
+        assert!(
+            !status.success() && stderr.contains("in parts") && stderr.contains("--fit-inverse-transform"),
+            "{stderr}"
+        );
+    }
+
     // A damaged part fails the transform on every rank, naming it, without a hang.
     let bytes = std::fs::read(&parts[1]).unwrap();
     std::fs::write(&parts[1], &bytes[..bytes.len() / 3]).unwrap();
