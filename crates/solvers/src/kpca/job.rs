@@ -103,11 +103,13 @@ pub struct KernelPcaJob {
     /// On several ranks, leave the eigenvectors where they are: every rank gets the outcome,
     /// with its own rows of the eigenvectors ([`KernelPcaOutcome::rows`]), instead of rank 0
     /// gathering all `(n, r)` of them; and the rows are not gathered on rank 0 when nothing
-    /// needs them. Taken by the solvers whose model does not keep the training rows (Nyström)
-    /// when neither the exact certificate ([`CertifyRule::Exact`]) nor the pre-image map is
-    /// asked for; [`CertifyRule::Auto`] and [`CertifyRule::Estimate`] then estimate the
-    /// certificate from rows sampled across the ranks. The others gather as before. `false`
-    /// (default): gathered on rank 0. One process: no effect.
+    /// needs them. Taken by Nyström (whose model keeps the landmarks) and by the exact solvers,
+    /// SKPCA and KHA (whose models are then kept in parts, one per rank:
+    /// [`crate::KernelPcaModel::part`]) when neither the exact certificate
+    /// ([`CertifyRule::Exact`]) nor the pre-image map is asked for; [`CertifyRule::Auto`] and
+    /// [`CertifyRule::Estimate`] then estimate the certificate from rows sampled across the
+    /// ranks. Otherwise the rows and eigenvectors are gathered on rank 0. `false` (default):
+    /// gathered on rank 0. One process: no effect.
     pub local_vectors: bool,
 }
 
@@ -336,9 +338,9 @@ impl KernelPcaJob {
 
     /// Whether, on `processes` ranks, the eigenvectors stay on their ranks
     /// ([`KernelPcaJob::local_vectors`]): asked for, several ranks, a solver on rows held in
-    /// memory (Nyström, exact, SKPCA, KHA: the last three then keep their models in parts), and nothing
-    /// that needs every row on rank 0 (the exact certificate asked for by name, the pre-image
-    /// map). [`CertifyRule::Auto`] and [`CertifyRule::Estimate`] then estimate the certificate
+    /// memory (Nyström, exact, SKPCA, KHA: the last three then keep their models in parts), and
+    /// nothing that needs every row on rank 0 (the exact certificate asked for by name, the
+    /// pre-image map). [`CertifyRule::Auto`] and [`CertifyRule::Estimate`] then estimate the certificate
     /// from rows sampled across the ranks ([`certify_estimate_sharded`]).
     fn keeps_vectors_local(&self, processes: usize) -> bool {
         self.local_vectors

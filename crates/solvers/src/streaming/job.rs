@@ -278,15 +278,16 @@ impl StreamingPcaJob {
     /// The solver's pass over the rows through `transform` (every rank adds its share of every
     /// mini-batch, [`StreamPass::sharded`]; the incremental algorithm and Oja's rule, which take
     /// one sample at a time, take one row of each rank per step in rank order, so that `P`
-    /// ranks run the one-process algorithm over their rows interleaved), then the Rayleigh–Ritz pass on its subspace:
-    /// `B = Σ (Vᵀx)(Vᵀx)ᵀ` added over the ranks, its eigenpairs rotate the subspace. Only rank 0
-    /// reports to `observer`. Collective.
+    /// ranks run the one-process algorithm over their rows interleaved), then the Rayleigh–Ritz
+    /// pass on its subspace: `B = Σ (Vᵀx)(Vᵀx)ᵀ` added over the ranks, its eigenpairs rotate
+    /// the subspace. Only rank 0 reports to `observer`. Collective.
     ///
     /// # Errors
     /// [`SolverError::InvalidRank`] for `k` outside `[1, d)`; [`SolverError::InvalidConfig`]
     /// for a batch of 0 (or, MSG and capped MSG, one smaller than the ranks), or above 1 for
-    /// the incremental algorithm and Oja, and for an empty stream; [`SolverError::Memory`] when the solver's
-    /// buffers exceed the budget; the reader's errors as [`SolverError::Stream`]; the solver's.
+    /// the incremental algorithm and Oja, and for an empty stream; [`SolverError::Memory`] when
+    /// the solver's buffers exceed the budget; the reader's errors as [`SolverError::Stream`];
+    /// the solver's.
     pub fn fit(
         &self,
         source: &dyn RowSource,
