@@ -214,13 +214,13 @@ fn write_sharded_arrays(
     write_rows_in_rank_order(path("eigenvectors.npy").as_deref(), write, vectors, None, comm)?;
     let scale: Vec<f64> = pairs.values.iter().map(|v| v.max(0.0).sqrt()).collect();
     write_rows_in_rank_order(path("projections.npy").as_deref(), write, vectors, Some(&scale), comm)?;
+    // A model in parts by every rank, a replicated one by rank 0 (its files' names on every rank).
     let written = match out {
-        Some(dir) if model.part().is_some() => {
+        Some(dir) => {
             let file = dir.join(stolr_model::MODEL_FILE_NAME);
             model.save_in_parts(&file, comm).with_context(|| format!("cannot write the model {}", file.display()))?
         }
-        Some(dir) if root => vec![write_model(dir, model)?.to_string()],
-        _ => Vec::new(),
+        None => Vec::new(),
     };
     let projections = if args.plot.is_some() {
         let two = vectors.ncols().min(2);

@@ -350,25 +350,37 @@ pub(crate) fn agree_on_rows(
     shard: stolr_comm::RowShard,
     local: Result<(), SolverError>,
 ) -> Result<(), SolverError> {
-    if comm.size() == 1 {
-        return local;
-    }
-    let failed = comm.all_gather(&[if local.is_err() { 1.0 } else { 0.0 }]);
-    match local {
-        Err(SolverError::NonFiniteTarget { index, value }) => {
-            Err(SolverError::NonFiniteTarget { index: shard.first + index, value })
+    let local = local.map_err(|e| match e {
+        SolverError::NonFiniteTarget { index, value } => {
+            SolverError::NonFiniteTarget { index: shard.first + index, value }
         }
-        Err(e) => Err(e),
-        Ok(()) => match failed.iter().position(|f| f[0] != 0.0) {
-            Some(rank) => Err(SolverError::InvalidConfig {
-                name: "rows",
-                reason: format!(
-                    "the training rows of rank {rank} of {} are not usable (that rank's error says why)",
-                    comm.size()
-                ),
-            }),
-            None => Ok(()),
-        },
+        e => e,
+    });
+    on_every_rank(comm, local, |rank| SolverError::InvalidConfig {
+        name: "rows",
+        reason: format!(
+            "the training rows of rank {rank} of {} are not usable (that rank's error says why)",
+            comm.size()
+        ),
+    })
+}
+
+/// One rank's failure made an error on every rank of `comm` (one all-gather of a flag): `own`
+/// on the rank it comes from, `others(rank)` with the first failing rank on the others, `own`'s
+/// value when every rank succeeded. One process: `own`. Collective.
+pub(crate) fn on_every_rank<T>(
+    comm: &dyn stolr_comm::Communicator,
+    own: Result<T, SolverError>,
+    others: impl FnOnce(usize) -> SolverError,
+) -> Result<T, SolverError> {
+    if comm.size() == 1 {
+        return own;
+    }
+    let failed = comm.all_gather(&[if own.is_err() { 1.0 } else { 0.0 }]);
+    let value = own?;
+    match failed.iter().position(|f| f[0] != 0.0) {
+        Some(rank) => Err(others(rank)),
+        None => Ok(value),
     }
 }
 

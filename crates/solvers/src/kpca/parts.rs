@@ -59,12 +59,7 @@ impl ModelPart {
     /// The `part` entry of a model file's parameters, `None` without one.
     pub(crate) fn from_parameters(parameters: &Value, path: &Path) -> Result<Option<Self>, SolverError> {
         let Some(v) = parameters.get("part").filter(|v| !v.is_null()) else { return Ok(None) };
-        let number = |name: &str| {
-            v.get(name)
-                .and_then(Value::as_u64)
-                .and_then(|x| usize::try_from(x).ok())
-                .ok_or_else(|| bad(path, format!("the part has no whole number '{name}'")))
-        };
+        let number = |name: &str| whole_number(v, name, "the part", path);
         let fit = v.get("fit").and_then(Value::as_str).ok_or_else(|| bad(path, "the part has no 'fit' token"))?;
         let part = Self {
             index: number("index")?,
@@ -96,6 +91,14 @@ impl ModelPart {
             ),
         }
     }
+}
+
+/// The whole number `name` of the JSON object `v` (`what`'s, in the error of the file `path`).
+fn whole_number(v: &Value, name: &str, what: &str, path: &Path) -> Result<usize, SolverError> {
+    v.get(name)
+        .and_then(Value::as_u64)
+        .and_then(|x| usize::try_from(x).ok())
+        .ok_or_else(|| bad(path, format!("{what} has no whole number '{name}'")))
 }
 
 /// The file of part `index` of `count` beside the manifest `path`: `DIR/model.npz` gives
@@ -228,17 +231,12 @@ impl KernelPcaModel {
     }
 }
 
-/// Turns one rank's failure into an error on every rank: `own` on the failing rank,
-/// [`SolverError::ModelMismatch`] naming the first failing rank on the others. Collective.
+/// One rank's failure to do `what` made an error on every rank
+/// ([`crate::error::on_every_rank`]; the others' error names the rank). Collective.
 fn collective<T>(comm: &dyn Communicator, own: Result<T, SolverError>, what: &str) -> Result<T, SolverError> {
-    let failed = comm.all_gather(&[f64::from(u8::from(own.is_err()))]);
-    let value = own?;
-    match failed.iter().position(|f| f[0] != 0.0) {
-        Some(rank) => Err(SolverError::ModelMismatch {
-            reason: format!("rank {rank} of {} could not {what} (see its error)", comm.size()),
-        }),
-        None => Ok(value),
-    }
+    crate::error::on_every_rank(comm, own, |rank| SolverError::ModelMismatch {
+        reason: format!("rank {rank} of {} could not {what} (see its error)", comm.size()),
+    })
 }
 
 /// For this rank's rows `local` `(m_p, d)`, the sum over the ranks of `f(block)` `(b, c)`:
@@ -315,12 +313,7 @@ struct Manifest {
 impl Manifest {
     fn read(file: &ModelFile, path: &Path) -> Result<Self, SolverError> {
         let v = file.parameters().get("parts").ok_or_else(|| bad(path, "the manifest lists no parts"))?;
-        let number = |name: &str| {
-            v.get(name)
-                .and_then(Value::as_u64)
-                .and_then(|x| usize::try_from(x).ok())
-                .ok_or_else(|| bad(path, format!("the manifest has no whole number '{name}'")))
-        };
+        let number = |name: &str| whole_number(v, name, "the manifest", path);
         let (count, total_rows) = (number("count")?, number("total_rows")?);
         let fit = v.get("fit").and_then(Value::as_str).ok_or_else(|| bad(path, "the manifest has no 'fit' token"))?;
         let rows: Vec<usize> = v
