@@ -71,7 +71,7 @@ impl MnistSplit {
 /// (0 = background, 255 = ink), not scaled and not centred: divide by 255 when the caller needs
 /// `[0, 1]`. \[SVRG-PCA\] (Table 8; docs/derivations.md §3.7) works on pixels / 255 without
 /// centring: its sslev 1803.8504 (r = 3) and 1958.1236 (r = 6) are those of `x / 255` as returned
-/// here for [`MnistSplit::All`] (checked to 4 decimals by an ignored test in `tests/real_data.rs`).
+/// here for [`MnistSplit::All`] (checked to 4 decimals by an ignored test in `tests/suite/real_data.rs`).
 /// Labels are [`Labels::Numeric`] with the digit `0.0..=9.0` of each row. `source` names the
 /// split, the shape and `dir`.
 ///

@@ -3,7 +3,7 @@
 //!
 //! # References
 //! \[SLKL\] (Machart et al.), (22)–(27), Theorems 2–3 and (30);
-//! docs/derivations.md §6.8–§6.9 (checked in `tests/woodbury.rs`).
+//! docs/derivations.md §6.8–§6.9 (checked in `tests/suite/woodbury.rs`).
 
 use faer::{Mat, MatRef};
 use stolr_comm::{Communicator, SingleProcess};

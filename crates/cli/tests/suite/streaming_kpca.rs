@@ -7,7 +7,7 @@ use faer::Mat;
 use stolr_datasets::{read_npy_matrix, write_npy_matrix};
 use stolr_memory::MemoryBudget;
 
-mod common;
+use crate::common;
 use common::{fails_with, ok, stolr};
 
 /// Two noisy circles with a constant column, `(n, 3)`.

@@ -10,7 +10,7 @@ use stolr_datasets::{
 };
 use stolr_memory::MemoryBudget;
 
-mod common;
+use crate::common;
 use common::{gzip, idx};
 
 fn over(e: &DataError) -> bool {

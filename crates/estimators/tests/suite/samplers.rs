@@ -1,6 +1,6 @@
 //! Shapes, determinism, structure and error cases of the samplers.
 
-mod common;
+use crate::common;
 
 use common::{gaussian_data, max_abs_diff, rng};
 use faer::Mat;

@@ -1,6 +1,6 @@
 //! Dense kernel matrices against the definition, and kernel parameter validation.
 
-mod common;
+use crate::common;
 
 use common::{gaussian_data, max_abs_diff};
 use faer::Mat;

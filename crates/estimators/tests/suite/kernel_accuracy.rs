@@ -6,7 +6,7 @@
 //! $\|x\|^2 + \|y\|^2 - 2x^\top y$, one row at 1e10 made every distance cancel (at 1e20 the
 //! kernel was all ones).
 
-mod common;
+use crate::common;
 
 use common::gaussian_data;
 use faer::{Mat, Par};

@@ -1,6 +1,6 @@
 //! The width rule against an exact sort-based percentile.
 
-mod common;
+use crate::common;
 
 use common::{gaussian_data, rng};
 use faer::Mat;

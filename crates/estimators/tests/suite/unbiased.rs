@@ -2,7 +2,7 @@
 //! Bonferroni-corrected CLT bound of the exact (centred) kernel matrix; biased variants must
 //! fail the same check, so the check has power.
 
-mod common;
+use crate::common;
 
 use common::{clt_check, gaussian_data};
 use faer::Mat;
