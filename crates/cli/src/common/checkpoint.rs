@@ -276,12 +276,15 @@ impl RowPrefix {
         rows: impl Iterator<Item = Result<Vec<f64>, E>> + 's,
     ) -> impl Iterator<Item = Result<Vec<f64>, RowError<E>>> + 's {
         let prefix = self.clone();
+        let mut bytes = Vec::new();
         rows.map(move |row| {
             let row = row.map_err(RowError::Read)?;
+            // The row's bytes hashed at once: the same CRC as value by value, but long inputs
+            // take crc32fast's vectorized path (8-byte updates took 4 µs per MNIST row).
+            bytes.clear();
+            bytes.extend(row.iter().flat_map(|v| v.to_bits().to_le_bytes()));
             let mut crc = crc32fast::Hasher::new();
-            for v in &row {
-                crc.update(&v.to_bits().to_le_bytes());
-            }
+            crc.update(&bytes);
             prefix.state().push(crc).map_err(RowError::Changed)?;
             Ok(row)
         })

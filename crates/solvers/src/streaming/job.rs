@@ -381,10 +381,15 @@ impl StreamingPcaJob {
             }
             let x = row.map_err(|e| SolverError::Stream { index, source: Box::new(e) })?;
             transform.apply(&x, &mut buffer);
-            for (j, p) in proj.iter_mut().enumerate() {
-                let col = subspace.col(j);
-                *p = (0..d).map(|i| col[i] * buffer[i]).sum();
-            }
+            // Vᵀx as one matrix–vector product on one thread (the same bits on any thread count).
+            faer::linalg::matmul::matmul(
+                faer::ColMut::from_slice_mut(&mut proj).as_mat_mut(),
+                faer::Accum::Replace,
+                subspace.transpose(),
+                faer::ColRef::from_slice(&buffer).as_mat(),
+                1.0,
+                faer::Par::Seq,
+            );
             for a in 0..r {
                 for b in 0..=a {
                     gram[(a, b)] += proj[a] * proj[b];

@@ -6,6 +6,7 @@
 mod incremental;
 mod job;
 mod msg;
+mod msg_basis;
 mod oja;
 mod pass;
 

@@ -3,10 +3,9 @@
 use faer::{Mat, MatRef};
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
-use stolr_lowrank::{
-    block_eigen_update, mixture_decomposition, project_capped_rank, project_capped_simplex, rank_one_eigen_update,
-};
+use stolr_lowrank::{block_eigen_update, mixture_decomposition, project_capped_rank, project_capped_simplex};
 
+use crate::streaming::msg_basis::{RotatedBasis, gram_eigen_update};
 use crate::streaming::{Schedule, StepSize, StreamingPca, check_batch, check_dims, check_sample, norm_sq};
 use crate::{SolverError, SolverState};
 
@@ -59,8 +58,10 @@ impl MsgConfig {
 /// `{0 ⪯ M ⪯ I, tr M = k}` (and `rank M ≤ K` when capped), one sample at a time.
 ///
 /// The iterate is `M_t = U diag(σ) Uᵀ` with `U` of shape `(d, m)` orthonormal and
-/// `σ` nonincreasing in `(0, 1]`, `Σσ = k`. Each sample costs `O(m² d)` time; memory is
-/// `O(m d)` (`m ≤ K` when capped).
+/// `σ` nonincreasing in `(0, 1]`, `Σσ = k`. `U` is held as `V R` (a frame `V` `(d, p)`, `p ≤ m + 8`,
+/// and a small rotation `R`, folded into `V` every few samples), so a sample costs `O(m d)`
+/// time on average instead of the `O(m² d)` of forming `U` each time; memory is `O(m d)`
+/// (`m ≤ K` when capped).
 ///
 /// The iterate starts feasible at `U₀U₀ᵀ` with `U₀` a random orthonormal `(d, k)` basis
 /// (docs/derivations.md §5.3: the paper's `M₀ = 0` would make the first iterate full rank).
@@ -71,9 +72,7 @@ impl MsgConfig {
 #[derive(Debug, Clone)]
 pub struct Msg {
     config: MsgConfig,
-    basis: Mat<f64>,
-    /// Storage for the next basis, swapped with `basis` after each step (no allocation).
-    spare: Mat<f64>,
+    basis: RotatedBasis,
     values: Vec<f64>,
     schedule: Schedule,
     work: f64,
@@ -92,8 +91,7 @@ impl Msg {
         let (basis, _) = stolr_lowrank::thin_qr(gaussian.as_ref());
         Ok(Msg {
             config,
-            basis,
-            spare: Mat::zeros(0, 0),
+            basis: RotatedBasis::new(basis),
             values: vec![1.0; config.k],
             schedule: Schedule::default(),
             work: 0.0,
@@ -112,9 +110,9 @@ impl Msg {
     }
 
     /// Eigenvectors of the iterate, shape `(d, k_t)`, orthonormal, in the order of
-    /// [`Msg::eigenvalues`].
-    pub fn basis(&self) -> MatRef<'_, f64> {
-        self.basis.as_ref()
+    /// [`Msg::eigenvalues`] (formed from the frame and its rotation, `O(d k_t p)`).
+    pub fn basis(&self) -> Mat<f64> {
+        self.basis.leading(self.values.len())
     }
 
     /// The paper's runtime proxy `Σ_{s≤t} k_s²` (\[MSG\], Section 6), with `k_s` the rank
@@ -143,7 +141,8 @@ impl Msg {
                 draw < acc
             })
             .unwrap_or_else(|| corners.last().expect("a decomposition has at least one corner"));
-        Ok(Mat::from_fn(self.config.dim, self.config.k, |i, j| self.basis[(i, chosen.indices[j])]))
+        let basis = self.basis();
+        Ok(Mat::from_fn(self.config.dim, self.config.k, |i, j| basis[(i, chosen.indices[j])]))
     }
 }
 
@@ -166,16 +165,22 @@ impl Msg {
 }
 
 impl StreamingPca for Msg {
-    /// Saves the eigenvectors `(d, m)` and eigenvalues of `M_t`, the schedule and the work
-    /// count.
+    /// Saves the eigenvectors as their frame `(d, p)` (`msg-basis`) and rotation `(p, m)`
+    /// (`msg-rotation`), the eigenvalues of `M_t`, the schedule and the work count, so that a
+    /// resumed run repeats the same bits.
     fn save_state(&self, state: &mut SolverState) -> Result<(), SolverError> {
-        state.put_matrix("msg-basis", self.basis.as_ref());
+        let (frame, rotation) = self.basis.parts();
+        state.put_matrix("msg-basis", frame);
+        state.put_matrix("msg-rotation", rotation);
         state.put_vector("msg-values", &self.values);
         state.put_f64("msg-work", self.work);
         self.schedule.save(state, "msg");
         Ok(())
     }
 
+    /// Restores what [`StreamingPca::save_state`] wrote; a state without `msg-rotation` (saved
+    /// before the basis was held as a frame and a rotation) has the eigenvectors themselves in
+    /// `msg-basis`.
     fn restore_state(&mut self, state: &SolverState) -> Result<(), SolverError> {
         let values = state.vector("msg-values", None)?;
         let cap = self.config.cap.unwrap_or(self.config.dim);
@@ -184,10 +189,27 @@ impl StreamingPca for Msg {
                 reason: "the saved MSG eigenvalues are not in [0, 1] or too many".into(),
             });
         }
-        self.basis = state.matrix("msg-basis", Some((self.config.dim, values.len())))?;
-        self.values = values;
-        self.work = state.f64("msg-work")?;
+        let m = values.len();
+        let basis = if state.has("msg-rotation") {
+            let rotation = state.matrix("msg-rotation", None)?;
+            let p = rotation.nrows();
+            if rotation.ncols() != m || p < m || p > self.config.dim {
+                return Err(SolverError::Checkpoint {
+                    reason: format!(
+                        "the saved MSG rotation is {p} × {}, expected p × {m} with {m} ≤ p ≤ d",
+                        rotation.ncols()
+                    ),
+                });
+            }
+            RotatedBasis::from_parts(state.matrix("msg-basis", Some((self.config.dim, p)))?, rotation)
+        } else {
+            RotatedBasis::new(state.matrix("msg-basis", Some((self.config.dim, m)))?)
+        };
+        let work = state.f64("msg-work")?;
         self.schedule = Schedule::load(state, "msg")?;
+        self.basis = basis;
+        self.values = values;
+        self.work = work;
         Ok(())
     }
 
@@ -206,13 +228,9 @@ impl StreamingPca for Msg {
         check_sample(x, d)?;
         let mut schedule = self.schedule;
         let eta = schedule.next(self.config.step, norm_sq(x));
-        let update = rank_one_eigen_update(self.basis.as_ref(), &self.values, x, eta)?;
-        let projected = self.project(update.values())?;
-        let keep = projected.len();
-        // Only the resized part is filled; `basis_into` overwrites every entry.
-        self.spare.resize_with(d, keep, |_, _| 0.0);
-        update.basis_into(self.basis.as_ref(), self.spare.as_mut())?;
-        std::mem::swap(&mut self.basis, &mut self.spare);
+        let update = self.basis.prepare(&self.values, x, eta)?;
+        let projected = self.project(&update.values)?;
+        self.basis.commit(&update, projected.len());
         self.work += (self.values.len() * self.values.len()) as f64;
         self.values = projected;
         self.schedule = schedule;
@@ -222,9 +240,12 @@ impl StreamingPca for Msg {
     /// One mini-batch step `M ← P(M + Σᵢ η_{t+i} xᵢ xᵢᵀ)` for the rows `xᵢ` of `batch`
     /// `(b, d)`: each sample gets the step size it would get one at a time (the schedule
     /// advances sample by sample), the `b` terms are added at once by a rank-`b` eigen-update
-    /// ([`stolr_lowrank::block_eigen_update`], `O(d (m + b)²)`), and the eigenvalues are projected
-    /// once. It differs from `b` calls of [`StreamingPca::observe`] only by skipping the `b − 1`
-    /// projections in between; a batch of one row is that call. The work count adds `b m²`.
+    /// (capped MSG: through the Gram matrix of the batch and the basis, `O(d b (m + b))` and an
+    /// `(m + b)`-dimensional eigenproblem, forming only the `K` kept eigenvectors; plain MSG, or
+    /// a kept eigenvalue below `1e-6` of the largest: [`stolr_lowrank::block_eigen_update`],
+    /// `O(d (m + b)²)`), and the eigenvalues are projected once. It differs from `b` calls of
+    /// [`StreamingPca::observe`] only by skipping the `b − 1` projections in between; a batch of
+    /// one row is that call. The work count adds `b m²`.
     fn observe_minibatch(&mut self, batch: MatRef<'_, f64>) -> Result<(), SolverError> {
         if batch.nrows() <= 1 {
             return self.observe_batch(batch);
@@ -238,9 +259,28 @@ impl StreamingPca for Msg {
                 schedule.next(self.config.step, norm_sq(&row))
             })
             .collect();
-        let update = block_eigen_update(self.basis.as_ref(), &self.values, batch, &etas)?;
-        let projected = self.project(update.values())?;
-        self.basis = update.basis(projected.len())?;
+        self.basis.fold();
+        let (u, _) = self.basis.parts();
+        // Capped MSG keeps at most K eigenvectors: the Gram route forms only those (the QR
+        // route when one of them is too small for it, and for plain MSG, which keeps many).
+        let gram = match self.config.cap {
+            Some(_) => {
+                let update = gram_eigen_update(u, &self.values, batch, &etas)?;
+                let projected = self.project(&update.values)?;
+                update.basis(u, &self.values, batch, &etas, projected.len()).map(|basis| (projected, basis))
+            }
+            None => None,
+        };
+        let (projected, basis) = match gram {
+            Some(done) => done,
+            None => {
+                let update = block_eigen_update(u, &self.values, batch, &etas)?;
+                let projected = self.project(update.values())?;
+                let basis = update.basis(projected.len())?;
+                (projected, basis)
+            }
+        };
+        self.basis.replace(basis);
         self.work += (batch.nrows() * self.values.len() * self.values.len()) as f64;
         self.values = projected;
         self.schedule = schedule;
@@ -256,7 +296,6 @@ impl StreamingPca for Msg {
     }
 
     fn subspace(&self) -> Mat<f64> {
-        let k = self.config.k.min(self.values.len());
-        self.basis.subcols(0, k).to_owned()
+        self.basis.leading(self.config.k.min(self.values.len()))
     }
 }

@@ -154,9 +154,16 @@ where
                 let row = gathered.iter().find(|m| m.len() > 1).map_or(&[][..], |m| &m[1..]);
                 self.solver.observe(row)
             } else {
-                let flat: Vec<&[f64]> = gathered.iter().flat_map(|m| m[1..].chunks_exact(d)).collect();
-                let batch = faer::Mat::from_fn(count, d, |i, j| flat[i][j]);
-                self.solver.observe_minibatch(batch.as_ref())
+                // The rows one after the other (row-major), in rank order: this rank's message
+                // as it is with one rank, else the messages concatenated.
+                let joined: Vec<f64>;
+                let rows = if gathered.len() == 1 {
+                    &gathered[0][1..]
+                } else {
+                    joined = gathered.iter().flat_map(|m| m[1..].iter().copied()).collect();
+                    &joined[..]
+                };
+                self.solver.observe_minibatch(faer::MatRef::from_row_major_slice(rows, count, d))
             };
             observed.map_err(|e| match e {
                 SolverError::InvalidSample { index, reason } => {

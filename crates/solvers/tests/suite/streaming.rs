@@ -113,7 +113,7 @@ fn low_rank_msg_equals_dense_msg() {
             assert!(s.windows(2).all(|w| w[0] >= w[1]));
         }
         let u = msg.basis();
-        let gram = u.transpose() * u;
+        let gram = u.transpose() * &u;
         assert!(max_abs_diff(gram.as_ref(), Mat::<f64>::identity(u.ncols(), u.ncols()).as_ref()) < 1e-12);
     }
 }
@@ -152,7 +152,7 @@ fn minibatch_msg_equals_dense_minibatch_msg() {
         }
         assert_eq!(msg.samples_seen(), 60 * b);
         let u = msg.basis();
-        let gram = u.transpose() * u;
+        let gram = u.transpose() * &u;
         assert!(max_abs_diff(gram.as_ref(), Mat::<f64>::identity(u.ncols(), u.ncols()).as_ref()) < 1e-12);
     }
 }
