@@ -121,6 +121,12 @@ fn streaming(out: &mut Results) {
         run(&mut StreamPass::new(&mut **solver, matrix_rows(x.as_ref())), &mut rng(2), &mut ()).unwrap();
         out.push((name, bits(solver.subspace().as_ref())));
     }
+    // Capped MSG's mini-batches (the small Gram matrix of the batch and the kept basis).
+    let mut batched = Msg::new(MsgConfig { step, cap: Some(2 * k), ..MsgConfig::msg(d, k) }, &mut rng(1)).unwrap();
+    for start in (0..x.nrows()).step_by(16) {
+        batched.observe_minibatch(x.as_ref().subrows(start, 16.min(x.nrows() - start))).unwrap();
+    }
+    out.push(("capped msg, batches of 16", bits(batched.subspace().as_ref())));
 }
 
 fn regression(out: &mut Results) {

@@ -15,6 +15,7 @@ mod landmarks;
 mod methods;
 mod model_parts;
 mod models;
+mod msg_reference;
 mod pca;
 mod sharded;
 mod sharded_krr;
