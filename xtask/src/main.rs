@@ -35,6 +35,15 @@
 //!     10⁸ generated rows streamed without disk; with --kdd, KDD Cup's gzip file →
 //!     target/bench/stream/stream.{json,md} (benches/python/stream_bench.py; docs/results/stream.md
 //!     holds a run)
+//! cargo xtask bench headline [--only ROW[,ROW]] [--repeats K] [--time-cap S] [--data DIR] [--out DIR] [--quick] [--publish]
+//!     the headline rows (exact PCA on MNIST from Python and the CLI, Nyström KRR at n = 10⁶,
+//!     Nyström kernel PCA and SKPCA on KDD Cup, exact kernel PCA on 20 000 KDD Cup rows, capped
+//!     MSG on MNIST, SLKL at n = 10⁵), each beside its anchor (scikit-learn where it runs, the
+//!     flop count at the measured dgemm rate where it does not), the whole list repeated in one
+//!     process order: medians, peak RSS, ratios to anchor and limit, targets →
+//!     target/bench/headline/summary.{json,md}; --publish also copies them to
+//!     docs/results/headline/ (benches/python/headline_bench.py; needs the `stolr` Python
+//!     package on PYTHONPATH for the pca-exact row)
 //! cargo xtask reproduce NAME [--quick] [--seeds N] [--data DIR] [--out DIR] [FLAGS...]
 //!     one paper's reproduction (see REPRODUCTIONS); writes results/NAME/ (or --out DIR).
 //!     pca:   \[SVRG-PCA\]'s Tables 1 and 3–8 (SVRG-PCA paper and consistent modes, VR-PCA,
@@ -107,6 +116,7 @@ fn main() -> ExitCode {
         ["bench", "sparse", rest @ ..] => bench_script("sparse", rest),
         ["bench", "float32", rest @ ..] => bench_script("float32", rest),
         ["bench", "stream", rest @ ..] => bench_script("stream", rest),
+        ["bench", "headline", rest @ ..] => bench_script("headline", rest),
         ["reproduce", name, rest @ ..] => reproduce(name, rest),
         ["bench", "criterion", rest @ ..] => cargo(&["bench", "-p", "stolr-benches", "--"], rest),
         ["fuzz", rest @ ..] => fuzz::fuzz(&root(), rest),
@@ -128,6 +138,9 @@ fn main() -> ExitCode {
             );
             eprintln!(
                 "       cargo xtask bench stream [--accuracy-n N] [--file-sizes LIST] [--stream-sizes LIST] [--kdd PATH] [--quick]"
+            );
+            eprintln!(
+                "       cargo xtask bench headline [--only ROW[,ROW]] [--repeats K] [--time-cap S] [--data DIR] [--quick] [--publish]"
             );
             eprintln!("       cargo xtask bench criterion [FILTER]");
             eprintln!("       cargo xtask fuzz [--seconds N] [--runs N] [--target NAME] [--replay]");
@@ -194,9 +207,9 @@ fn bench_krr_scale(rest: &[&str]) -> Result<(), String> {
     bench_cli("krr-scale", "krr-scale", &args)
 }
 
-/// `cargo xtask bench sparse|float32|stream ...`: builds the release CLI, then runs
+/// `cargo xtask bench sparse|float32|stream|headline ...`: builds the release CLI, then runs
 /// `benches/python/<name>_bench.py` (python3 with numpy, scipy, scikit-learn and, for
-/// `float32`, the installed `stolr` package) on it with the remaining flags (see each script's
+/// `float32` and `headline`, the installed `stolr` package) on it with the remaining flags (see each script's
 /// docstring) and `--out` (default `target/bench/<name>`). The CLI is looked up in
 /// `$CARGO_TARGET_DIR/release` when that is set, else `target/release`.
 fn bench_script(name: &str, rest: &[&str]) -> Result<(), String> {
