@@ -233,6 +233,10 @@ pub struct KpcaReport {
     /// `matrix-free` (the tiled kernel operator and a block Krylov–Schur eigensolver).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exact_operator: Option<String>,
+    /// Why that operator ran: the memory budget's verdict on the dense kernel matrix, a forced
+    /// operator, or several processes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exact_operator_reason: Option<String>,
     /// The parameters as given.
     pub parameters: KpcaParameters,
     /// SKPCA's τ.

@@ -42,6 +42,56 @@ impl ExactOperator {
     }
 }
 
+/// The operator an exact fit ran and why: the memory budget decides [`ExactOperator::Auto`]
+/// (the dense kernel matrix whenever its `8·n²` bytes fit, the faster of the two in every case
+/// measured so far: docs/results/headline/), a forced operator or several processes decide the
+/// rest. `reason` is the sentence `report.json` writes as `exact_operator_reason`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperatorChoice {
+    /// The operator that ran: `Dense` or `MatrixFree`, never `Auto`.
+    pub operator: ExactOperator,
+    /// Why, in words, with the sizes that decided.
+    pub reason: String,
+}
+
+impl OperatorChoice {
+    /// The choice of `requested` for `n` training rows on `processes` processes under `memory`.
+    ///
+    /// # Errors
+    /// [`SolverError::Memory`] when the dense operator is asked for and its `8·n²` bytes exceed
+    /// `memory`.
+    pub fn decide(
+        requested: ExactOperator,
+        n: usize,
+        processes: usize,
+        memory: MemoryBudget,
+    ) -> Result<Self, SolverError> {
+        let bytes = f64_bytes(&[n, n]);
+        let size = format!("the dense {n} × {n} kernel matrix ({:.1} MB)", bytes as f64 / 1e6);
+        let choice = |operator, reason: String| Ok(Self { operator, reason });
+        if processes > 1 {
+            return choice(
+                ExactOperator::MatrixFree,
+                format!("{processes} processes: only the matrix-free operator is distributed"),
+            );
+        }
+        match (requested, check_dense_kernel(n, memory)) {
+            (ExactOperator::MatrixFree, _) => choice(ExactOperator::MatrixFree, "asked for (exact-matrix-free)".into()),
+            (ExactOperator::Dense, Err(e)) => Err(e),
+            (ExactOperator::Dense, Ok(())) => {
+                choice(ExactOperator::Dense, format!("asked for; {size} fits the memory budget"))
+            }
+            (ExactOperator::Auto, Ok(())) => {
+                choice(ExactOperator::Dense, format!("auto: {size} fits the memory budget"))
+            }
+            (ExactOperator::Auto, Err(_)) => choice(
+                ExactOperator::MatrixFree,
+                format!("auto: {size} exceeds the memory budget ({:.1} MB)", memory.limit() as f64 / 1e6),
+            ),
+        }
+    }
+}
+
 /// Configuration of [`exact_kpca`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExactKpcaConfig {
@@ -148,12 +198,12 @@ pub(crate) type KernelMeans = (Vec<f64>, f64);
 
 /// [`exact_kpca`], also returning the centring statistics `(m, m̄)` of `K` when
 /// `config.center` (the column means of `K` and their mean), which a model needs to centre new
-/// rows, and the operator that ran (`Dense` or `MatrixFree`, never `Auto`).
+/// rows, and the operator that ran and why ([`OperatorChoice`]).
 pub(crate) fn exact_fit<'x>(
     x: impl Into<DataRef<'x>>,
     kernel: &Kernel,
     config: &ExactKpcaConfig,
-) -> Result<(Eigenpairs, Option<KernelMeans>, ExactOperator), SolverError> {
+) -> Result<(Eigenpairs, Option<KernelMeans>, OperatorChoice), SolverError> {
     let x = x.into();
     check_rank(config.rank, x.nrows())?;
     if !(config.tolerance.is_finite() && config.tolerance > 0.0) {
@@ -164,18 +214,13 @@ pub(crate) fn exact_fit<'x>(
     }
     x.check()?;
     kernel.validate()?;
-    let dense_fits = check_dense_kernel(x.nrows(), config.memory);
-    let operator = match (config.operator, dense_fits) {
-        (ExactOperator::Dense, Err(e)) => return Err(e),
-        (ExactOperator::Dense, Ok(())) | (ExactOperator::Auto, Ok(())) => ExactOperator::Dense,
-        (ExactOperator::MatrixFree, _) | (ExactOperator::Auto, Err(_)) => ExactOperator::MatrixFree,
-    };
-    if operator == ExactOperator::MatrixFree {
+    let choice = OperatorChoice::decide(config.operator, x.nrows(), 1, config.memory)?;
+    if choice.operator == ExactOperator::MatrixFree {
         let fit = matrix_free_kpca(x, kernel, &config.matrix_free())?;
-        return Ok((fit.pairs, fit.means, operator));
+        return Ok((fit.pairs, fit.means, choice));
     }
     let (pairs, stats) = dense_eigenpairs(kernel.matrix(x), config)?;
-    Ok((pairs, stats, operator))
+    Ok((pairs, stats, choice))
 }
 
 /// The dense path of [`exact_fit`] on the kernel matrix `k` `(n, n)` (consumed: centred in
@@ -276,7 +321,10 @@ pub fn exact_fit_from_pairs<'x>(
         pairs,
         stop: None,
         iterations: 0,
-        exact_operator: Some(ExactOperator::MatrixFree),
+        exact_operator: Some(OperatorChoice {
+            operator: ExactOperator::MatrixFree,
+            reason: "its products ran on a Dask cluster".into(),
+        }),
         converged: None,
         max_residual: None,
         warnings,

@@ -17,8 +17,8 @@ use crate::job::Shard;
 use crate::kpca::exact::{exact_fit, finish_exact_pairs};
 use crate::kpca::rank::{RANK_TOLERANCE, truncate_to_numerical_rank};
 use crate::kpca::{
-    ExactKpcaConfig, ExactOperator, KernelCentering, KernelPcaModel, KhaConfig, NystromConfig, Skpca, SkpcaConfig,
-    check_skpca_memory, matrix_free_kpca_sharded, nystrom_fit_landmarks,
+    ExactKpcaConfig, ExactOperator, KernelCentering, KernelPcaModel, KhaConfig, NystromConfig, OperatorChoice, Skpca,
+    SkpcaConfig, check_skpca_memory, matrix_free_kpca_sharded, nystrom_fit_landmarks,
 };
 use crate::methods::KpcaMethod;
 use crate::{Fit, Landmarks, Observer, SolverError, Stop, run};
@@ -204,8 +204,9 @@ pub struct KernelPcaFit {
     pub stop: Option<Stop>,
     /// Iterations run (0 for exact and Nyström).
     pub iterations: usize,
-    /// For the exact solver, which operator ran (`Dense` or `MatrixFree`); `None` otherwise.
-    pub exact_operator: Option<ExactOperator>,
+    /// For the exact solver, which operator ran (`Dense` or `MatrixFree`) and why; `None`
+    /// otherwise.
+    pub exact_operator: Option<OperatorChoice>,
     /// For KHA, whether its Ritz pairs passed the convergence test ([`crate::Kha::ritz`]);
     /// `None` for the solvers without one (exact and Nyström are direct, SKPCA runs a fixed
     /// number of steps).
@@ -559,7 +560,8 @@ impl KernelPca {
                     }
                     crate::error::check_rank(config.rank, place.total)?;
                     let fit = matrix_free_kpca_sharded(local, &self.kernel, &config.matrix_free(), comm, place)?;
-                    (fit.pairs, fit.means, ExactOperator::MatrixFree)
+                    let choice = OperatorChoice::decide(*operator, place.total, processes, self.memory)?;
+                    (fit.pairs, fit.means, choice)
                 };
                 exact_operator = Some(ran);
                 let largest =

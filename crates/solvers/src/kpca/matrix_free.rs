@@ -482,12 +482,17 @@ mod tests {
             params.fit_prepared(x.as_ref(), None, rng, &mut ()).unwrap()
         };
         let dense = fit_with(ExactOperator::Auto, MemoryBudget::UNLIMITED, &mut rng);
-        assert_eq!(dense.exact_operator, Some(ExactOperator::Dense));
+        assert_eq!(dense.exact_operator.as_ref().map(|c| c.operator), Some(ExactOperator::Dense));
         // The matrix-free buffers fit the budget, 8·n² bytes do not.
         let mf = fit_with(ExactOperator::Auto, budget, &mut rng);
-        assert_eq!(mf.exact_operator, Some(ExactOperator::MatrixFree));
+        assert_eq!(mf.exact_operator.as_ref().map(|c| c.operator), Some(ExactOperator::MatrixFree));
         let forced = fit_with(ExactOperator::MatrixFree, MemoryBudget::UNLIMITED, &mut rng);
-        assert_eq!(forced.exact_operator, Some(ExactOperator::MatrixFree));
+        assert_eq!(forced.exact_operator.as_ref().map(|c| c.operator), Some(ExactOperator::MatrixFree));
+        // The report's reason names what decided, with the sizes.
+        let reason = |fit: &crate::kpca::KernelPcaFit| fit.exact_operator.as_ref().unwrap().reason.clone();
+        assert!(reason(&dense).starts_with("auto: the dense") && reason(&dense).ends_with("fits the memory budget"));
+        assert!(reason(&mf).contains("exceeds the memory budget"), "{}", reason(&mf));
+        assert!(reason(&forced).starts_with("asked for"), "{}", reason(&forced));
         for i in 0..5 {
             assert!((dense.pairs.values[i] - mf.pairs.values[i]).abs() <= 1e-8 * dense.pairs.values[0]);
         }
