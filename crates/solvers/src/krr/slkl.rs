@@ -32,6 +32,8 @@ use crate::{IterativeSolver, Observer, SolverError, SolverState, StepReport, Sto
 mod checkpoint;
 mod gram;
 
+use gram::Probed;
+
 /// Active-set sweeps in a row before a full epoch is forced ([`SlklConfig::active_set`]).
 const MAX_ACTIVE_SWEEPS: usize = 5;
 
@@ -51,17 +53,6 @@ fn is_positive(v: f64) -> bool {
 /// Whether a landmark's $K_{ii}$ defines a rank-1 kernel: positive and finite.
 fn usable(kii: f64) -> bool {
     is_positive(kii) && kii.is_finite()
-}
-
-/// How [`Slkl`]'s probe of a coordinate was formed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Probed {
-    /// Active coordinate: no probe to reuse.
-    No,
-    /// From the column, which is in the column buffer.
-    Column,
-    /// From the Gram matrix; the column was not formed.
-    Products,
 }
 
 /// The one-dimensional update rule of coordinate descent on (14).
@@ -682,24 +673,6 @@ impl<'c> Slkl<'c> {
         Ok(())
     }
 
-    /// Sets the memory budget (default [`MemoryBudget::default`]) that the Gram matrix of the
-    /// `M` landmark columns and the targets, $[K_J\ y]^\top [K_J\ y]$, is checked against when
-    /// the first [`update`](Self::update) forms it: about $8(M+1)^2(L + 2) + 8 \cdot 256 (M+1) L$
-    /// bytes with `L ≤ 4` accumulation lanes (`stolr_lowrank::gram_blocks_bytes`), formed in
-    /// $O(nM^2)$ (plus the `nM` kernel values on the fly). With it, the products a probe needs are
-    /// read off it and an inactive landmark costs $O(p^2)$ instead of $O(nd + np)$; when it
-    /// does not fit on every rank, each probe computes them from the column instead (the same
-    /// results up to rounding). Call it before the first update to take effect.
-    pub fn set_memory_budget(&mut self, memory: MemoryBudget) {
-        self.memory = memory;
-    }
-
-    /// Whether the Gram matrix of the landmark columns is in use (see
-    /// [`Slkl::set_memory_budget`]): `false` before the first update and when it did not fit.
-    pub fn uses_gram(&self) -> bool {
-        self.gram.is_some()
-    }
-
     /// The configuration.
     pub fn config(&self) -> &SlklConfig {
         &self.config
@@ -889,7 +862,8 @@ impl<'c> Slkl<'c> {
 
     /// Sets $\mu_l$ to `value ≥ 0` for landmark `l` (index into `J`) by Cases 1–4 of
     /// docs/derivations.md §6.9 (warm starts and tests). Cost $O(p^2)$, or $O(np + p^2)$ (+ a
-    /// column) when `l` becomes active.
+    /// column) when `l` becomes active; the first call of a run may form the Gram matrix
+    /// ([`Slkl::set_memory_budget`]). Collective when sharded.
     ///
     /// # Errors
     /// [`SolverError::InvalidConfig`] if `l >= M`, `value` is negative or not finite, or
@@ -897,6 +871,7 @@ impl<'c> Slkl<'c> {
     /// Woodbury state fails.
     pub fn set_weight(&mut self, l: usize, value: f64) -> Result<(), SolverError> {
         self.check_landmark(l)?;
+        self.ensure_gram();
         if !(value.is_finite() && value >= 0.0) {
             return Err(SolverError::InvalidConfig {
                 name: "weight",

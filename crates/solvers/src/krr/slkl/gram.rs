@@ -16,6 +16,8 @@ use faer::{Mat, MatMut};
 use stolr_comm::all_reduce_lower;
 use stolr_lowrank::{Probe, gram_blocks_bytes, gram_of_row_blocks};
 
+use stolr_memory::MemoryBudget;
+
 use super::Slkl;
 use crate::SolverError;
 
@@ -32,7 +34,37 @@ pub(super) fn gram_bytes(m: usize, d: usize) -> u64 {
         .saturating_add(8u64.saturating_mul(m as u64).saturating_mul(d as u64))
 }
 
+/// How [`Slkl`]'s probe of a coordinate was formed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Probed {
+    /// Active coordinate: no probe to reuse.
+    No,
+    /// From the column, which is in the column buffer.
+    Column,
+    /// From the Gram matrix; the column was not formed.
+    Products,
+}
+
 impl Slkl<'_> {
+    /// Sets the memory budget (default [`MemoryBudget::default`]) that the Gram matrix of the
+    /// `M` landmark columns and the targets, $[K_J\ y]^\top [K_J\ y]$, is checked against when
+    /// the first [`update`](Self::update) or [`set_weight`](Self::set_weight) forms it: about $8(M+1)^2(L + 2) + 8 \cdot 256 (M+1) L$
+    /// bytes with `L ≤ 4` accumulation lanes (`stolr_lowrank::gram_blocks_bytes`), formed in
+    /// $O(nM^2)$ (plus the `nM` kernel values on the fly). With it, the products a probe needs are
+    /// read off it and an inactive landmark costs $O(p^2)$ instead of $O(nd + np)$; when it
+    /// does not fit on every rank, each probe computes them from the column instead (the same
+    /// results up to rounding). Call it before the first update to take effect.
+    pub fn set_memory_budget(&mut self, memory: MemoryBudget) {
+        self.memory = memory;
+    }
+
+    /// Whether the Gram matrix of the landmark columns is in use (see
+    /// [`Slkl::set_memory_budget`]): `false` before the first update or
+    /// [`set_weight`](Self::set_weight) and when it did not fit.
+    pub fn uses_gram(&self) -> bool {
+        self.gram.is_some()
+    }
+
     /// Forms the Gram matrix at the first call if it fits the memory budget
     /// ([`Slkl::set_memory_budget`]) on every rank (one collective sum of a flag, then the
     /// lower triangle of `C` summed across ranks); later calls do nothing. Cost $O(nM^2)$ (+
