@@ -72,7 +72,7 @@ pub use low_rank::LowRank;
 pub use products::{clear_upper_vector_state, matmul, mul, squared_norm};
 pub use qr_svd::{ThinSvd, thin_qr, thin_svd};
 pub use rank_one_eigen::{RankOneEigenUpdate, rank_one_eigen_update};
-pub use secular::eigen_diagonal_plus_rank_one;
+pub use secular::{eigen_diagonal_plus_rank_one, eigen_of_grown_update};
 pub use spd::{spd_inverse, spd_solve};
 pub use svs::{
     shrink_dense, shrink_general, shrink_general_sharded, shrink_psd, shrink_psd_in_place, shrink_psd_in_place_sharded,

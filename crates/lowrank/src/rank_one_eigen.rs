@@ -4,7 +4,7 @@ use faer::reborrow::ReborrowMut;
 use faer::{Accum, Mat, MatRef, Par};
 
 use crate::error::{check_finite, check_shape};
-use crate::{Eigenpairs, LowRankError, eigen_diagonal_plus_rank_one};
+use crate::{Eigenpairs, LowRankError, eigen_of_grown_update};
 
 /// Relative size below which the part of `x` outside `span(U)` is treated as zero: with
 /// `‖x⊥‖ ≤ 1e-12 ‖x‖` the dropped term `‖x⊥‖²` is below rounding of the update itself.
@@ -33,7 +33,7 @@ pub struct RankOneEigenUpdate {
 /// values, any order) and `x` has length `d`; `eta ≥ 0` scales the update. With
 /// `x̂ = √η Uᵀx`, `x⊥ = √η x − U x̂` and `r = ‖x⊥‖`, the new eigenpairs come from the
 /// `(m+1) × (m+1)` matrix `diag(σ, 0) + z zᵀ`, `z = (x̂, r)`, in the basis `[U, x⊥/r]`,
-/// solved as a diagonal-plus-rank-one problem ([`eigen_diagonal_plus_rank_one`]); the
+/// solved as a diagonal-plus-rank-one problem ([`crate::eigen_diagonal_plus_rank_one`]); the
 /// cost is `O(md)` for the projections and `O(m²)` for the small eigenproblem, plus
 /// `O(m·count·d)` when [`RankOneEigenUpdate::basis`] forms `count` eigenvectors.
 ///
@@ -79,13 +79,7 @@ pub fn rank_one_eigen_update(
     }
     let grows = m < d && r > IN_SPAN * norm;
 
-    let mut diagonal = values.to_vec();
-    let mut z = coefficients;
-    if grows {
-        diagonal.push(0.0);
-        z.push(r);
-    }
-    let (new_values, rotation) = eigen_diagonal_plus_rank_one(&diagonal, &z)?;
+    let (new_values, rotation) = eigen_of_grown_update(values, coefficients, grows.then_some(r))?;
     let direction = grows.then(|| {
         let inv = 1.0 / r;
         residual.iter().map(|&v| v * inv).collect()

@@ -133,6 +133,33 @@ pub fn eigen_diagonal_plus_rank_one(d: &[f64], z: &[f64]) -> Result<(Vec<f64>, M
     Ok((by_value.iter().map(|&i| values[i]).collect(), vectors))
 }
 
+/// The small eigenproblem of a rank-one update of a rank-`m` eigendecomposition: the
+/// eigenpairs of `diag(values) + z zᵀ`, where `z` is `coefficients` (length `m`, the update's
+/// coordinates in the current basis) and, when `grown` is `Some(r)`, the basis grows by one
+/// direction: `values` gets a trailing 0 and `z` a trailing `r` (the norm of the update's part
+/// outside the basis), so the problem is `(m + 1) × (m + 1)`. Eigenvalues nonincreasing; the
+/// eigenvectors as the columns of an `(m, m)` or `(m + 1, m + 1)` matrix.
+///
+/// # Errors
+/// As [`eigen_diagonal_plus_rank_one`] (`values` and `coefficients` of different lengths,
+/// NaN or ±∞).
+///
+/// # Source
+/// \[MSG\], Algorithm 1 line 4 (the update `U diag(σ) Uᵀ + η x xᵀ` written in the basis `[U, r̂]`).
+pub fn eigen_of_grown_update(
+    values: &[f64],
+    mut coefficients: Vec<f64>,
+    grown: Option<f64>,
+) -> Result<(Vec<f64>, Mat<f64>), LowRankError> {
+    let mut diagonal = Vec::with_capacity(values.len() + 1);
+    diagonal.extend_from_slice(values);
+    if let Some(r) = grown {
+        diagonal.push(0.0);
+        coefficients.push(r);
+    }
+    eigen_diagonal_plus_rank_one(&diagonal, &coefficients)
+}
+
 /// The `j`-th largest root of `1 + Σ z_i²/(d_i − λ)` for strictly decreasing `d` and nonzero
 /// `z`, returned as `(o, μ)` with `λ = d[o] + μ` and `d[o]` the nearer pole.
 ///

@@ -54,6 +54,21 @@ pub struct Probe {
     generation: u64,
 }
 
+impl Default for Probe {
+    /// An empty probe that no state accepts (its generation is never reached): the reusable
+    /// buffers for [`WoodburyInverse::probe_from_products`].
+    fn default() -> Self {
+        Self {
+            q: Vec::new(),
+            u: Vec::new(),
+            k_y: 0.0,
+            k_k: 0.0,
+            quadratics: ColumnQuadratics { k_g_y: 0.0, k_g_k: 0.0 },
+            generation: u64::MAX,
+        }
+    }
+}
+
 /// The inverse $G = (\lambda I + V D V^\top)^{-1}$, of size `n × n`, kept as
 /// $G = (I - V \Sigma V^\top)/\lambda$ with $\Sigma = (\lambda D^{-1} + V^\top V)^{-1}$ (\[SLKL\],
 /// (22)–(23), Woodbury's identity), together with one tracked right-hand side `y`.
@@ -134,6 +149,17 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
         }
     }
     (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
+}
+
+/// `out = Σ x` (length `p`), column by column of the symmetric Σ, reusing `out`'s buffer.
+fn sigma_mul_into(sigma: &Mat<f64>, x: &[f64], out: &mut Vec<f64>) {
+    out.clear();
+    out.resize(sigma.nrows(), 0.0);
+    for (l, &xl) in x.iter().enumerate() {
+        for (o, s) in out.iter_mut().zip(sigma.col_as_slice(l)) {
+            *o += s * xl;
+        }
+    }
 }
 
 fn check_weight(d: f64) -> Result<(), LowRankError> {
@@ -348,13 +374,8 @@ impl<'c> WoodburyInverse<'c> {
 
     /// $\Sigma x$, length `p`.
     fn sigma_mul(&self, x: &[f64]) -> Vec<f64> {
-        let p = self.p();
-        let mut out = vec![0.0; p];
-        for (l, &xl) in x.iter().enumerate() {
-            for (o, s) in out.iter_mut().zip(self.sigma.col_as_slice(l)) {
-                *o += s * xl;
-            }
-        }
+        let mut out = Vec::new();
+        sigma_mul_into(&self.sigma, x, &mut out);
         out
     }
 
@@ -420,6 +441,31 @@ impl<'c> WoodburyInverse<'c> {
         Ok(Probe { q, u, k_y, k_k, quadratics, generation: self.generation })
     }
 
+    /// [`probe`](Self::probe) of a column `k` whose products with the state were formed
+    /// elsewhere (e.g. from a Gram matrix of all candidate columns): on entry `probe.q` holds
+    /// $q = V^\top k$ (length `p`, in the order of the columns of `V`), and `k_y`, `k_k` are
+    /// $k^\top y$ and $k^\top k$, all already summed over every rank's rows. Fills `u`, the
+    /// quadratics and the generation of `probe` as [`probe`](Self::probe) would (the same
+    /// formulas), reusing its buffers; sends nothing. Cost $O(p^2)$. The column itself is needed
+    /// only if it is then appended ([`push_probed`](Self::push_probed)).
+    ///
+    /// # Errors
+    /// [`LowRankError::ShapeMismatch`] if `probe.q` has not `p` entries;
+    /// [`LowRankError::NonFinite`] for NaN/∞ in `q`, `k_y` or `k_k`.
+    pub fn probe_from_products(&self, probe: &mut Probe, k_y: f64, k_k: f64) -> Result<(), LowRankError> {
+        check_shape("q", (self.p(), 1), (probe.q.len(), 1))?;
+        check_finite("q", probe.q.iter().copied().chain([k_y, k_k]))?;
+        sigma_mul_into(&self.sigma, &probe.q, &mut probe.u);
+        probe.k_y = k_y;
+        probe.k_k = k_k;
+        probe.quadratics = ColumnQuadratics {
+            k_g_y: (k_y - dot(&probe.q, &self.beta)) / self.lambda,
+            k_g_k: (k_k - dot(&probe.q, &probe.u)).max(0.0) / self.lambda,
+        };
+        probe.generation = self.generation;
+        Ok(())
+    }
+
     /// $k_j^\top G y$ and $k_j^\top G k_j$ for the column $k_j$ at position `j` of `V`, in $O(1)$:
     /// $k_j^\top G y = \beta_j/d_j$ and $k_j^\top G k_j = (1 - \lambda \Sigma_{jj}/d_j)/d_j$, which
     /// follow from $V^\top V = \Sigma^{-1} - \lambda D^{-1}$ (docs/derivations.md §6.8, "Active i",
@@ -439,7 +485,7 @@ impl<'c> WoodburyInverse<'c> {
     }
 
     fn after_update(&mut self) {
-        self.beta = self.sigma_mul(&self.vty);
+        sigma_mul_into(&self.sigma, &self.vty, &mut self.beta);
         self.generation += 1;
         self.updates_since_refresh += 1;
     }

@@ -16,10 +16,10 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use stolr_estimators::Kernel;
 use stolr_memory::MemoryBudget;
 use stolr_solvers::{
-    CertifyConfig, CertifyMethod, ExactOperator, Fit, FitRegression, IncrementalPca, KernelPca, KernelRidge,
-    KpcaSolver, KrrSolver, MatrixFreeConfig, Msg, MsgConfig, Oja, Pca, PcaSolver, Predictor, SamplerKind, SkpcaConfig,
-    SlklConfig, StepSize, StreamPass, StreamingPca, SvrgPcaConfig, Transformer, VrPcaConfig, certify, matrix_free_kpca,
-    matrix_rows, run, tau_for_rank,
+    CertifyConfig, CertifyMethod, ColumnMode, ExactOperator, Fit, FitRegression, IncrementalPca, IterativeSolver,
+    KernelPca, KernelRidge, KpcaSolver, KrrSolver, MatrixFreeConfig, Msg, MsgConfig, Oja, Pca, PcaSolver, Predictor,
+    SamplerKind, SkpcaConfig, Slkl, SlklConfig, StepSize, StreamPass, StreamingPca, SvrgPcaConfig, Transformer,
+    VrPcaConfig, certify, matrix_free_kpca, matrix_rows, run, tau_for_rank,
 };
 
 fn rng(seed: u64) -> Xoshiro256PlusPlus {
@@ -147,6 +147,26 @@ fn regression(out: &mut Results) {
         let predicted = model.predict(held_out.as_ref()).unwrap();
         out.push((name, predicted.iter().map(|v| v.to_bits()).collect()));
     }
+    // SLKL's probes read off the Gram matrix of the landmark columns (summed in an order fixed
+    // by the shape), formed on the fly with an unlimited budget.
+    let config = SlklConfig {
+        lambda: 0.05,
+        nu: 0.01,
+        landmarks: 300,
+        max_epochs: 2,
+        column_mode: ColumnMode::OnTheFly,
+        ..SlklConfig::default()
+    };
+    let mut s = Slkl::new(x.as_ref().subrows(0, 3000), &y[..3000], &gauss, config, &mut rng(1)).unwrap();
+    s.set_memory_budget(MemoryBudget::UNLIMITED);
+    let mut r = rng(2);
+    while s.finished().is_none() {
+        s.step(&mut r).unwrap();
+    }
+    assert!(s.uses_gram(), "SLKL with an unlimited budget forms the Gram matrix");
+    out.push(("slkl with the Gram matrix: weights", vec_bits(s.weights())));
+    out.push(("slkl with the Gram matrix: beta", vec_bits(s.woodbury().beta())));
+    out.push(("slkl with the Gram matrix: objective", vec![s.objective().to_bits()]));
 }
 
 fn all(par: Par) -> Results {

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use stolr_lowrank::{LowRankError, WoodburyInverse};
+use stolr_lowrank::{LowRankError, Probe, WoodburyInverse};
 
 fn normal(rng: &mut Xoshiro256PlusPlus) -> f64 {
     StandardNormal.sample(rng)
@@ -213,4 +213,43 @@ fn remove_last_and_extreme_weights() {
     assert!(max_abs((g - expected).as_ref()) < 1e-15);
     assert_eq!(w.beta().len(), 0);
     assert!((w.lambda_y_g_y() - y.iter().map(|v| v * v).sum::<f64>()).abs() < 1e-14);
+}
+
+/// A probe formed from products computed elsewhere ($V^\top k$, $k^\top y$, $k^\top k$ by plain
+/// dot products) equals the probe of the column up to rounding, and appends the column as well;
+/// a wrong length or a non-finite product is an error, and an empty probe is refused.
+#[test]
+fn probe_from_products_equals_the_probe_of_the_column() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(19);
+    let (n, lambda) = (30, 0.3);
+    let y: Vec<f64> = (0..n).map(|_| normal(&mut rng)).collect();
+    let mut w = WoodburyInverse::new(lambda, &y).unwrap();
+    let mut cols: Vec<Vec<f64>> = Vec::new();
+    let mut probe = Probe::default();
+    for step in 0..6 {
+        let k: Vec<f64> = (0..n).map(|_| normal(&mut rng)).collect();
+        let reference = w.probe(&k).unwrap();
+        probe.q = cols.iter().map(|c| dotv(c, &k)).collect();
+        w.probe_from_products(&mut probe, dotv(&k, &y), dotv(&k, &k)).unwrap();
+        let scale = dotv(&k, &k);
+        assert!(rel(probe.quadratics.k_g_y, reference.quadratics.k_g_y, scale) < 1e-12, "step {step}");
+        assert!(rel(probe.quadratics.k_g_k, reference.quadratics.k_g_k, scale) < 1e-12, "step {step}");
+        for (a, b) in probe.u.iter().zip(&reference.u) {
+            assert!((a - b).abs() < 1e-12 * (1.0 + b.abs()), "step {step}");
+        }
+        let mut twin = w.clone();
+        w.push_probed(&k, 0.5 + step as f64, &probe).unwrap();
+        twin.push_probed(&k, 0.5 + step as f64, &reference).unwrap();
+        assert!(max_abs((w.to_dense() - twin.to_dense()).as_ref()) < 1e-12);
+        cols.push(k);
+    }
+    probe.q.pop();
+    assert!(matches!(w.probe_from_products(&mut probe, 1.0, 1.0), Err(LowRankError::ShapeMismatch { .. })));
+    probe.q = vec![0.0; w.p()];
+    assert!(matches!(w.probe_from_products(&mut probe, f64::NAN, 1.0), Err(LowRankError::NonFinite { .. })));
+    let mut empty = WoodburyInverse::new(lambda, &y).unwrap();
+    assert!(matches!(
+        empty.push_probed(&y, 1.0, &Probe::default()),
+        Err(LowRankError::InvalidParameter { name: "probe", .. })
+    ));
 }

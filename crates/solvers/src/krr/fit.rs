@@ -219,7 +219,7 @@ impl KernelRidge {
                 y,
                 &self.kernel,
                 config,
-                with,
+                (with, self.memory),
                 (landmark_rng, coordinate_rng, observer),
                 &SingleProcess,
                 RowShard::whole(data.nrows()),
@@ -386,6 +386,7 @@ impl KernelRidge {
                         &SingleProcess,
                         RowShard::whole(x.nrows()),
                     )?;
+                    solver.set_memory_budget(self.memory);
                     let stop = run(&mut solver, &mut rand::rngs::StdRng::from_seed(coordinate_seed), observer)?;
                     fits.push(solver.model(stop)?);
                 }
@@ -546,7 +547,7 @@ impl KernelRidge {
                 y,
                 &self.kernel,
                 config,
-                self.intercept,
+                (self.intercept, self.memory),
                 (landmark_rng, coordinate_rng, observer),
                 comm,
                 shard,
@@ -677,21 +678,23 @@ fn fork(rng: &mut dyn Rng) -> rand::rngs::StdRng {
     rand::rngs::StdRng::from_seed(seed)
 }
 
-/// SLKL on this rank's rows ([`Slkl::with_intercept`], landmarks from the first generator),
-/// run with the coordinate order from the second generator and the observer; the expansion,
-/// the intercept and the summary.
+/// SLKL on this rank's rows ([`Slkl::with_intercept`], landmarks from the first generator,
+/// its Gram matrix checked against `memory`: [`Slkl::set_memory_budget`]), run with the
+/// coordinate order from the second generator and the observer; the expansion, the intercept
+/// and the summary.
 #[allow(clippy::too_many_arguments)]
 fn slkl_fit(
     x: DataRef<'_>,
     y: &[f64],
     kernel: &Kernel,
     config: &SlklConfig,
-    intercept: bool,
+    (intercept, memory): (bool, MemoryBudget),
     (landmark_rng, coordinate_rng, observer): (&mut dyn Rng, &mut dyn Rng, &mut dyn Observer),
     comm: &dyn Communicator,
     shard: RowShard,
 ) -> Result<(KernelExpansion, f64, KrrFitSummary), SolverError> {
     let mut solver = Slkl::with_intercept(x, y, kernel, config.clone(), intercept, landmark_rng, comm, shard)?;
+    solver.set_memory_budget(memory);
     let stop = run(&mut solver, coordinate_rng, observer)?;
     let m = solver.model(stop)?;
     let summary = KrrFitSummary {

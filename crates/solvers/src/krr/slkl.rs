@@ -21,6 +21,7 @@ use rand::seq::SliceRandom;
 use stolr_comm::{Communicator, RowShard, SingleProcess, rows_by_index};
 use stolr_estimators::{DataRef, Kernel};
 use stolr_lowrank::{Probe, WoodburyInverse};
+use stolr_memory::MemoryBudget;
 
 use crate::error::{check_regression, check_shard};
 use crate::krr::KernelExpansion;
@@ -29,6 +30,9 @@ use crate::model_rows::ModelRows;
 use crate::{IterativeSolver, Observer, SolverError, SolverState, StepReport, Stop, run};
 
 mod checkpoint;
+mod gram;
+
+use gram::Probed;
 
 /// Active-set sweeps in a row before a full epoch is forced ([`SlklConfig::active_set`]).
 const MAX_ACTIVE_SWEEPS: usize = 5;
@@ -241,13 +245,18 @@ impl SlklModel {
 /// Each [`step`](Self::step) updates one coordinate `i ∈ J`, drawn as the next entry of a random
 /// permutation of `J` (one permutation per epoch; docs/derivations.md §6.12, option 2):
 /// 1. $k_i^\top\alpha$ and $k_i^\top G k_i$: $O(1)$ for an active `i` (docs/derivations.md §6.8),
-///    $O(np + p^2)$ for an inactive one (plus the column, $O(nd)$, in [`ColumnMode::OnTheFly`]);
+///    $O(p^2)$ for an inactive one, its products with the active columns, $k_i^\top y$ and
+///    $k_i^\top k_i$ read off the Gram matrix of the `M` columns and the targets, formed at the
+///    first update in $O(nM^2)$ (`slkl/gram.rs`; [`Slkl::set_memory_budget`]); without it,
+///    $O(np + p^2)$ (plus the column, $O(nd)$, in [`ColumnMode::OnTheFly`]);
 /// 2. $a_i$, $b_i$, the KKT violation $|\min(\mu_i, \nu - a_i)|$ and the new weight by the
 ///    [`CoordinateRule`];
-/// 3. Case 1–4 of docs/derivations.md §6.9 on the Woodbury state, $O(p^2)$ (Case 4: $O(n + p^2)$).
+/// 3. Case 1–4 of docs/derivations.md §6.9 on the Woodbury state, $O(p^2)$ (Case 4: $O(n + p^2)$,
+///    plus the column on the fly).
 ///
 /// Memory: $8(nM + np + p^2 + Md)$ bytes precomputed (the Woodbury state keeps its own copy of
-/// the `p` active columns), $8(nd + np + p^2 + Md)$ on the fly; sharded
+/// the `p` active columns), $8(nd + np + p^2 + Md)$ on the fly, plus the Gram matrix's
+/// $8(M+1)^2$ and its accumulation buffers when it fits the budget; sharded
 /// ([`Slkl::new_sharded`]), `n` is the rank's row count in the first two terms. Landmarks with
 /// $K_{ii} = 0$ (a zero feature vector, possible for the polynomial kernel) give a zero rank-1
 /// kernel; their weight stays 0.
@@ -307,6 +316,17 @@ pub struct Slkl<'c> {
     /// With sample weights: $\sqrt{w_r}$ for this rank's rows, by which every (centred) column
     /// row and target is multiplied ([`Slkl::with_weights`]).
     scale: Option<Vec<f64>>,
+    /// The ranks sharing the rows (also held by the Woodbury state).
+    comm: &'c dyn Communicator,
+    /// The budget the Gram matrix is checked against ([`Slkl::set_memory_budget`]).
+    memory: MemoryBudget,
+    /// $[K_J\ y]^\top [K_J\ y]$, `(M + 1, M + 1)`, lower triangle, summed over all ranks' rows
+    /// (`slkl/gram.rs`); `None` before the first update or when it did not fit the budget.
+    gram: Option<Mat<f64>>,
+    /// Whether the Gram matrix was tried (at the first update).
+    gram_checked: bool,
+    /// The buffers of the probe of the coordinate being updated.
+    probe_buf: Probe,
 }
 
 impl<'c> Slkl<'c> {
@@ -343,9 +363,12 @@ impl<'c> Slkl<'c> {
     /// ([`stolr_comm::rows_by_index`], `M·d` doubles). Each rank holds its rows of the
     /// `M` kernel columns (precomputed) or computes them when needed (on the fly), and its rows
     /// of `y` and of the active columns inside the sharded [`WoodburyInverse`], which adds every
-    /// sum over the rows across ranks in rank order: `p + 2` doubles when an inactive landmark
-    /// is visited, none for an active one (its derivatives are $O(1)$ from Σ and β), and
-    /// `p(p+1)/2 + p` at a rebuild of Σ. So μ, Σ, β, the objective, the KKT violations and every
+    /// sum over the rows across ranks in rank order: once, at the first update, one flag (does
+    /// the Gram matrix fit every rank's budget) and the Gram matrix's lower triangle,
+    /// `(M+1)(M+2)/2` doubles, after which a visit sends nothing (without the Gram matrix,
+    /// `p + 2` doubles when an inactive landmark is visited, none for an active one: its
+    /// derivatives are $O(1)$ from Σ and β); `p + 2` when a landmark enters by
+    /// [`Slkl::set_weight`], and `p(p+1)/2 + p` at a rebuild of Σ. So μ, Σ, β, the objective, the KKT violations and every
     /// decision (the new weight, a landmark entering or leaving, the stop) are the same bits on
     /// every rank, and the coordinate order, drawn from the run's generator, is the same too.
     /// With one rank (what [`Slkl::new`] uses) nothing is sent; with `P` ranks the run differs
@@ -547,6 +570,11 @@ impl<'c> Slkl<'c> {
                 config,
                 centring: intercept.then_some((mean, means)),
                 scale,
+                comm,
+                memory: MemoryBudget::default(),
+                gram: None,
+                gram_checked: false,
+                probe_buf: Probe::default(),
             });
         }
         let mut centred_y = None;
@@ -619,6 +647,11 @@ impl<'c> Slkl<'c> {
             config,
             centring,
             scale: None,
+            comm,
+            memory: MemoryBudget::default(),
+            gram: None,
+            gram_checked: false,
+            probe_buf: Probe::default(),
         })
     }
 
@@ -760,23 +793,31 @@ impl<'c> Slkl<'c> {
         }
     }
 
-    /// `(k_iᵀα, k_iᵀGk_i)` of landmark `l` and, for an inactive one, the probe of its column
-    /// (left in `buf`).
-    fn quadratics(&self, l: usize, buf: &mut Vec<f64>) -> Result<(f64, f64, Option<Probe>), SolverError> {
+    /// `(k_iᵀα, k_iᵀGk_i)` of landmark `l` and, for an inactive one, its probe in `probe`:
+    /// from the Gram matrix when there is one ([`Probed::Products`], `buf` untouched), else
+    /// from its column, left in `buf` ([`Probed::Column`]).
+    fn quadratics(&self, l: usize, buf: &mut Vec<f64>, probe: &mut Probe) -> Result<(f64, f64, Probed), SolverError> {
         match self.position[l] {
             Some(j) => {
                 let q = self.state.active_quadratics(j)?;
                 if q.k_g_k > 0.0 {
-                    return Ok((q.k_g_y, q.k_g_k, None));
+                    return Ok((q.k_g_y, q.k_g_k, Probed::No));
                 }
-                // The O(1) formula lost its digits (λΣ_jj/d_j ≈ 1): use the O(np) one.
-                let pr = self.state.probe(self.state.column(j)?)?;
-                Ok((q.k_g_y, pr.quadratics.k_g_k, None))
+                // The O(1) formula lost its digits (λΣ_jj/d_j ≈ 1): use the O(p²) or O(np) one.
+                let k_g_k = if self.gram_probe(l, probe)? {
+                    probe.quadratics.k_g_k
+                } else {
+                    self.state.probe(self.state.column(j)?)?.quadratics.k_g_k
+                };
+                Ok((q.k_g_y, k_g_k, Probed::No))
             }
             None => {
+                if self.gram_probe(l, probe)? {
+                    return Ok((probe.quadratics.k_g_y, probe.quadratics.k_g_k, Probed::Products));
+                }
                 self.fill_column(l, buf);
-                let pr = self.state.probe(buf)?;
-                Ok((pr.quadratics.k_g_y, pr.quadratics.k_g_k, Some(pr)))
+                *probe = self.state.probe(buf)?;
+                Ok((probe.quadratics.k_g_y, probe.quadratics.k_g_k, Probed::Column))
             }
         }
     }
@@ -800,8 +841,7 @@ impl<'c> Slkl<'c> {
         if !usable(self.diag[l]) {
             return Ok(CoordinatePartials { a: 0.0, b: 0.0, gradient: self.config.nu, curvature: 0.0 });
         }
-        let mut buf = Vec::with_capacity(self.shard.rows);
-        let (ka, kgk, _) = self.quadratics(l, &mut buf)?;
+        let (ka, kgk, _) = self.quadratics(l, &mut Vec::new(), &mut Probe::default())?;
         Ok(self.partials_from(l, ka, kgk))
     }
 
@@ -822,7 +862,8 @@ impl<'c> Slkl<'c> {
 
     /// Sets $\mu_l$ to `value ≥ 0` for landmark `l` (index into `J`) by Cases 1–4 of
     /// docs/derivations.md §6.9 (warm starts and tests). Cost $O(p^2)$, or $O(np + p^2)$ (+ a
-    /// column) when `l` becomes active.
+    /// column) when `l` becomes active; the first call of a run may form the Gram matrix
+    /// ([`Slkl::set_memory_budget`]). Collective when sharded.
     ///
     /// # Errors
     /// [`SolverError::InvalidConfig`] if `l >= M`, `value` is negative or not finite, or
@@ -830,6 +871,7 @@ impl<'c> Slkl<'c> {
     /// Woodbury state fails.
     pub fn set_weight(&mut self, l: usize, value: f64) -> Result<(), SolverError> {
         self.check_landmark(l)?;
+        self.ensure_gram();
         if !(value.is_finite() && value >= 0.0) {
             return Err(SolverError::InvalidConfig {
                 name: "weight",
@@ -848,9 +890,9 @@ impl<'c> Slkl<'c> {
         self.apply_weight(l, value, None)
     }
 
-    /// Cases 1–4 (docs/derivations.md §6.9) for $\mu_l \to$ `value`; `probe` is the probe of the
-    /// column of an inactive `l`, whose values are in `self.column_buf`.
-    fn apply_weight(&mut self, l: usize, value: f64, probe: Option<Probe>) -> Result<(), SolverError> {
+    /// Cases 1–4 (docs/derivations.md §6.9) for $\mu_l \to$ `value`; `probe` is the probe of an
+    /// inactive `l` on the current state and whether its column is in `self.column_buf`.
+    fn apply_weight(&mut self, l: usize, value: f64, probe: Option<(&Probe, bool)>) -> Result<(), SolverError> {
         let value = if value < TINY_WEIGHT { 0.0 } else { value };
         let kii = self.diag[l];
         match (self.position[l], value > 0.0) {
@@ -875,7 +917,12 @@ impl<'c> Slkl<'c> {
             (None, true) => {
                 let mut buf = std::mem::take(&mut self.column_buf);
                 let result = match probe {
-                    Some(pr) => self.state.push_probed(&buf, value / kii, &pr),
+                    Some((pr, filled)) => {
+                        if !filled {
+                            self.fill_column(l, &mut buf);
+                        }
+                        self.state.push_probed(&buf, value / kii, pr)
+                    }
                     None => {
                         self.fill_column(l, &mut buf);
                         self.state.push(&buf, value / kii)
@@ -905,6 +952,7 @@ impl<'c> Slkl<'c> {
     /// # Errors
     /// [`SolverError::LowRank`] if a rebuild of the Woodbury state fails (numerically singular).
     pub fn update<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Result<f64, SolverError> {
+        self.ensure_gram();
         if self.cursor >= self.sweep_len() {
             self.begin_sweep(rng);
         }
@@ -958,9 +1006,16 @@ impl<'c> Slkl<'c> {
             return Ok(0.0);
         }
         let mut buf = std::mem::take(&mut self.column_buf);
-        let got = self.quadratics(l, &mut buf);
+        let mut probe = std::mem::take(&mut self.probe_buf);
+        let got = self.quadratics(l, &mut buf, &mut probe);
         self.column_buf = buf;
-        let (k_alpha, k_g_k, probe) = got?;
+        let (k_alpha, k_g_k, probed) = match got {
+            Ok(v) => v,
+            Err(e) => {
+                self.probe_buf = probe;
+                return Err(e);
+            }
+        };
         let pd = self.partials_from(l, k_alpha, k_g_k);
         let mu = self.mu[l];
         let violation = mu.min(pd.gradient).abs();
@@ -976,7 +1031,14 @@ impl<'c> Slkl<'c> {
             }
             .max(0.0)
         };
-        self.apply_weight(l, new, probe)?;
+        let probe_of = match probed {
+            Probed::No => None,
+            Probed::Column => Some((&probe, true)),
+            Probed::Products => Some((&probe, false)),
+        };
+        let applied = self.apply_weight(l, new, probe_of);
+        self.probe_buf = probe;
+        applied?;
         Ok(violation)
     }
 

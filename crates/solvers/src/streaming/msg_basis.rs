@@ -4,7 +4,7 @@
 //! frame is folded (`V ← V R`, `R ← I`) every few samples (docs/derivations.md §5.3).
 
 use faer::{Accum, Mat, MatMut, MatRef, Par};
-use stolr_lowrank::{LowRankError, eigen_diagonal_plus_rank_one};
+use stolr_lowrank::{LowRankError, eigen_of_grown_update};
 
 /// Relative size below which the part of `x` outside `span(U)` is treated as zero (the value
 /// of `stolr_lowrank::rank_one_eigen_update`): with `‖x⊥‖ ≤ 1e-12 ‖x‖` the dropped term
@@ -91,7 +91,7 @@ impl RotatedBasis {
     /// [`RotatedBasis::commit`].
     ///
     /// # Errors
-    /// As [`eigen_diagonal_plus_rank_one`].
+    /// As [`eigen_of_grown_update`].
     pub fn prepare(&mut self, values: &[f64], x: &[f64], eta: f64) -> Result<PendingUpdate, LowRankError> {
         let (d, (p, m)) = (self.frame.nrows(), self.rotation.shape());
         debug_assert_eq!(values.len(), m);
@@ -116,13 +116,7 @@ impl RotatedBasis {
         let r = (inside_sq + if append { outside * outside } else { 0.0 }).sqrt();
         let grows = m < d && r > IN_SPAN * norm;
 
-        let mut diagonal = values.to_vec();
-        let mut z = coefficients;
-        if grows {
-            diagonal.push(0.0);
-            z.push(r);
-        }
-        let (new_values, small) = eigen_diagonal_plus_rank_one(&diagonal, &z)?;
+        let (new_values, small) = eigen_of_grown_update(values, coefficients, grows.then_some(r))?;
         let (direction, appended) = if grows {
             let inv = 1.0 / r;
             let mut q: Vec<f64> = e.iter().map(|&v| v * inv).collect();

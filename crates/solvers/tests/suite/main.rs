@@ -21,5 +21,6 @@ mod sharded;
 mod sharded_krr;
 mod sharded_skpca;
 mod slkl;
+mod slkl_gram;
 mod sparse;
 mod streaming;
