@@ -1,6 +1,5 @@
 //! The kernel-width rule: a percentile of the pairwise Euclidean distances between distinct rows.
 
-use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hasher};
 
 use faer::MatRef;
@@ -390,37 +389,9 @@ fn draw_pair<R: Rng + ?Sized>(rng: &mut R, m: usize) -> (usize, usize) {
     (a, b)
 }
 
+/// The indices of the distinct rows of `x`, first occurrences in row order.
 fn distinct_rows(x: MatRef<'_, f64>) -> Vec<usize> {
-    let (n, d) = x.shape();
-    let same = |i: usize, j: usize| (0..d).all(|k| x[(i, k)] == x[(j, k)]);
-    // Hash of a row -> its first row with that hash; rows with the same hash but other entries
-    // (a 64-bit collision) go to `others`.
-    let mut first: HashMap<u64, usize> = HashMap::new();
-    let mut others: HashMap<u64, Vec<usize>> = HashMap::new();
-    let mut distinct = Vec::new();
-    for i in 0..n {
-        let mut hasher = DefaultHasher::new();
-        for k in 0..d {
-            // + 0.0 maps -0.0 to +0.0, so rows equal as numbers hash equally.
-            hasher.write_u64((x[(i, k)] + 0.0).to_bits());
-        }
-        let h = hasher.finish();
-        match first.get(&h) {
-            None => {
-                first.insert(h, i);
-                distinct.push(i);
-            }
-            Some(&j) if same(i, j) => {}
-            Some(_) => {
-                let list = others.entry(h).or_default();
-                if !list.iter().any(|&j| same(i, j)) {
-                    list.push(i);
-                    distinct.push(i);
-                }
-            }
-        }
-    }
-    distinct
+    crate::RowGroups::of(DataRef::Dense(x)).map(|g| g.first_rows().to_vec()).unwrap_or_default()
 }
 
 /// The `p`-th percentile (`0 < p <= 100`) of the non-empty `values` with numpy's default

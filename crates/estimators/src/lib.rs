@@ -36,6 +36,7 @@ mod maclaurin;
 mod operator;
 mod parallel;
 mod rff;
+mod row_groups;
 mod sincos;
 mod sparse;
 mod vexp;
@@ -57,5 +58,6 @@ pub use kernels::{
 pub use maclaurin::{MaclaurinMap, RandomMaclaurin};
 pub use operator::{DEFAULT_TILE, KernelOperator, OperatorCentering};
 pub use rff::{RandomFourierFeatures, coordinate_rng};
+pub use row_groups::RowGroups;
 pub use sincos::{FAST_LIMIT, scaled_cos_sin};
 pub use sparse::{DataRef, DenseBlock, f32_to_f64};

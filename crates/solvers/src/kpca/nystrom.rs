@@ -14,6 +14,9 @@ use crate::error::check_rank;
 use crate::kpca::kha::{zero_kernel, zero_kernel_floor};
 use crate::{Landmarks, SolverError};
 
+mod distinct;
+use distinct::DistinctRows;
+
 /// Rows of the `n × m` kernel block evaluated at once by default (`8·4096·m` bytes: 66 MB for
 /// `m = 2000`).
 pub const DEFAULT_BLOCK_ROWS: usize = 4096;
@@ -132,9 +135,17 @@ fn allocations(n: usize, m: usize, r: usize, d: usize, block_rows: usize) -> [(S
 /// $B = S V$, $t = V^\top g$. Both passes add panel after panel in row order, so the result is
 /// the same, bit for bit, for every `block_rows`, and the same seed gives the same bits.
 ///
+/// **Repeated rows once.** Rows that repeat another (70 % of KDD Cup 99's) add the same term to
+/// both passes: when at least a quarter of the (dense) rows repeat another and the budget holds
+/// the distinct rows, both passes run over the `u` distinct rows only, the first with each
+/// row's term weighted by its count, and every row's eigenvector entries are copied from its
+/// distinct row's. The result differs from the pass over every row by rounding (the counts
+/// multiply instead of the terms adding again); see [`DistinctRows`].
+///
 /// Time $O(n m d)$ kernel evaluations (twice) $+ O(n m m′ + n m′^2/2)$ $+ O(n m r + m^3)$, with
-/// $m′ \le m$ the numerical rank of `W`; memory, estimated and checked before any allocation:
-/// `8·(4m² + 2md + block·(2m + d) + n·r)` bytes. The data `x` is only read, never copied.
+/// $m′ \le m$ the numerical rank of `W` (`u` for `n` over distinct rows); memory, estimated and
+/// checked before any allocation: `8·(4m² + 2md + block·(2m + d) + n·r)` bytes, plus
+/// `8·(u·(d + r) + 6n)` when the rows are grouped. The data `x` is only read.
 ///
 /// # Errors
 /// [`SolverError::InvalidRank`] if `rank` is 0 or exceeds `m`; [`SolverError::InvalidConfig`]
@@ -259,17 +270,23 @@ pub fn nystrom_fit_landmarks<'x, R: Rng + ?Sized>(
     let idx = idx.unwrap_or_default();
 
     let basis = NystromBasis::new(kernel, landmarks, config.center)?;
-    let mut part = basis.gram_part(kernel, x, config.block_rows)?;
+    // On one process, repeated rows are evaluated once and counted by their number.
+    let distinct = if comm.size() == 1 { DistinctRows::worth_grouping(x, config, total) } else { None };
+    let mut part = match &distinct {
+        Some(rows) => basis.gram_part_weighted(kernel, rows.data(), Some(rows.counts()), config.block_rows)?,
+        None => basis.gram_part(kernel, x, config.block_rows)?,
+    };
     // The ranks' parts, added in rank order.
     all_reduce_lower(comm, &mut part.gram);
     if config.center {
         comm.all_reduce_sum(&mut part.sums);
     }
     let solution = basis.solve(part, n, config.rank)?;
-    let mut pairs = Eigenpairs {
-        values: solution.values.clone(),
-        vectors: solution.eigenvectors(&basis, kernel, x, config.block_rows)?,
+    let vectors = match &distinct {
+        Some(rows) => rows.spread(solution.eigenvectors(&basis, kernel, rows.data(), config.block_rows)?),
+        None => solution.eigenvectors(&basis, kernel, x, config.block_rows)?,
     };
+    let mut pairs = Eigenpairs { values: solution.values.clone(), vectors };
     let signs = if comm.size() == 1 { pairs.fix_signs() } else { pairs.fix_signs_sharded(comm, shard.first) };
     let (coefficients, offset) = solution.finish(&basis, &signs);
     Ok(NystromFit { pairs, landmarks: idx, landmark_rows: basis.landmarks, coefficients, offset })
@@ -286,15 +303,22 @@ pub fn nystrom_fit_landmarks<'x, R: Rng + ?Sized>(
 pub struct NystromBasis {
     /// The landmark rows `L` `(m, d)`.
     pub landmarks: crate::ModelRows,
-    /// `S = U_W Λ_W^{-1/2}` `(m, m′)` on the `m′` eigenvalues of `W = K(L, L)` above
-    /// `1e-10·max`.
-    pub scaled: Mat<f64>,
-    /// The shift `s` (length `m`): the mean row of `W` with centring, zeros without.
-    pub shift: Vec<f64>,
+    /// The landmark rows the kernel is evaluated against: the `m_u` distinct rows of `L`
+    /// (first occurrences) with the landmark's group of each row of `L` and their counts
+    /// `c` when some landmark repeats another, `None` when all are distinct (then `m_u = m`).
+    distinct: Option<(crate::ModelRows, Vec<usize>, Vec<f64>)>,
+    /// `S` `(m_u, m′)`: `U_W Λ_W^{-1/2}` on the `m′` eigenvalues of `W = K(L, L)` above
+    /// `1e-10·max`, or with repeated landmarks $D^{1/2} U' \Lambda^{-1/2}$ from the
+    /// eigenpairs of $D^{1/2} W_u D^{1/2}$ (`W_u` the kernel of the distinct rows, `D =
+    /// diag(c)`): `W` has the same nonzero eigenvalues, and `C S` is the same matrix.
+    scaled: Mat<f64>,
+    /// The shift `s` (length `m_u`): the mean row of `W` with centring (one entry per distinct
+    /// landmark), zeros without.
+    shift: Vec<f64>,
     /// The largest diagonal entry of `W` (the scale of the kernel's entries).
-    pub max_diagonal: f64,
+    max_diagonal: f64,
     /// Whether the fit centres in feature space.
-    pub center: bool,
+    center: bool,
 }
 
 /// One block's part of the Nyström features' second moment: the lower triangle of
@@ -332,12 +356,13 @@ impl NystromGramPart {
 }
 
 /// The small eigenproblem's answer ([`NystromBasis::solve`]): the eigenvalues, the coefficients
-/// `B = S V` `(m, r)` before the signs are fixed, and `t = V^T g` (length `r`).
+/// `B = S V` `(m_u, r)` over the distinct landmark rows (`m_u = m` when none repeats) before
+/// the signs are fixed, and `t = V^T g` (length `r`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NystromSolution {
     /// The eigenvalues `λ_1 ≥ … ≥ λ_r > 0` of `K̃` (or `H K̃ H`).
     pub values: Vec<f64>,
-    /// `B = S V_r` `(m, r)`, signs not yet fixed.
+    /// `B = S V_r` `(m_u, r)`, signs not yet fixed.
     pub coefficients: Mat<f64>,
     /// `t = V_rᵀ g` (length `r`), `g` the mean of the shifted features; zeros without
     /// centring.
@@ -346,7 +371,12 @@ pub struct NystromSolution {
 
 impl NystromBasis {
     /// `W = K(L, L)`, its eigendecomposition and `S`, the shift `s`, for the landmark rows
-    /// `landmarks` `(m, d)`. Time $O(m^2 d + m^3)$, memory $O(m^2)$.
+    /// `landmarks` `(m, d)`. Landmarks that repeat another (drawn from data that repeats rows)
+    /// are evaluated once: `W`'s eigenpairs come from the `m_u × m_u` matrix
+    /// $D^{1/2} W_u D^{1/2}$ of the distinct rows and their counts, which has the same nonzero
+    /// eigenvalues, and every later kernel block has `m_u` columns, not `m`; the results
+    /// differ from the `m`-column formulas by rounding. Time $O(m_u^2 d + m_u^3)$, memory
+    /// $O(m_u^2 + m d)$.
     ///
     /// # Errors
     /// [`SolverError::LowRank`] if the eigendecomposition fails; [`SolverError::Estimator`]
@@ -356,12 +386,32 @@ impl NystromBasis {
         if m > 0 {
             landmarks.data().check()?;
         }
+        // Repeated landmarks (common on data that repeats rows): the kernel against the
+        // distinct ones, each weighted by its count.
+        let distinct = stolr_estimators::RowGroups::of(landmarks.data()).filter(|g| g.len() < m).map(|g| {
+            let rows = crate::ModelRows::gather(landmarks.data(), g.first_rows());
+            (rows, g.group_of().to_vec(), g.counts())
+        });
+        let evaluated = distinct.as_ref().map_or(&landmarks, |(rows, _, _)| rows);
+        let counts = distinct.as_ref().map(|(_, _, c)| c.as_slice());
         // W = U_W Λ_W U_Wᵀ; S = U_W Λ_W^{-1/2} on the kept eigenvalues, scaled in place.
-        let w = kernel.matrix(landmarks.data());
+        let mut w = kernel.matrix(evaluated.data());
+        let u = w.nrows();
         // The scale of the kernel's entries, for the test of a numerically zero kernel matrix.
-        let max_diagonal = (0..m).map(|i| w[(i, i)]).fold(0.0, f64::max);
+        let max_diagonal = (0..u).map(|i| w[(i, i)]).fold(0.0, f64::max);
         // The shift s: the mean row of W (rows of C at the landmarks), or 0 without centring.
-        let shift: Vec<f64> = if center { (0..m).map(|j| w.col(j).sum() / m as f64).collect() } else { vec![0.0; m] };
+        let shift: Vec<f64> = match (center, counts) {
+            (false, _) => vec![0.0; u],
+            (true, None) => (0..u).map(|j| w.col(j).sum() / m as f64).collect(),
+            (true, Some(c)) => (0..u).map(|j| dot(w.col(j), c) / m as f64).collect(),
+        };
+        let roots: Option<Vec<f64>> = counts.map(|c| c.iter().map(|v| v.sqrt()).collect());
+        if let Some(roots) = &roots {
+            // D^{1/2} W_u D^{1/2}: the nonzero eigenvalues of W, with eigenvectors D^{1/2}-weighted.
+            for j in 0..u {
+                w.col_mut(j).iter_mut().zip(roots).for_each(|(v, r)| *v *= r * roots[j]);
+            }
+        }
         // Seconds at m = 3000: a stop request leaves it (it ends in the background).
         let (ew, mut s_full) = crate::stoppable::stoppable("the eigendecomposition of the landmark kernel", w, |w| {
             sym_eigen_desc(w.as_ref())
@@ -370,10 +420,18 @@ impl NystromBasis {
         let kept = ew.iter().take_while(|&&v| v > cutoff).count();
         for (j, &value) in ew.iter().enumerate().take(kept) {
             let inv = 1.0 / value.sqrt();
-            s_full.col_mut(j).iter_mut().for_each(|v| *v *= inv);
+            match &roots {
+                None => s_full.col_mut(j).iter_mut().for_each(|v| *v *= inv),
+                Some(roots) => s_full.col_mut(j).iter_mut().zip(roots).for_each(|(v, r)| *v *= inv * r),
+            }
         }
-        s_full.truncate(m, kept);
-        Ok(Self { landmarks, scaled: s_full, shift, max_diagonal, center })
+        s_full.truncate(u, kept);
+        Ok(Self { landmarks, distinct, scaled: s_full, shift, max_diagonal, center })
+    }
+
+    /// The rows the kernel is evaluated against: the distinct landmark rows `(m_u, d)`.
+    fn evaluated(&self) -> DataRef<'_> {
+        self.distinct.as_ref().map_or(self.landmarks.data(), |(rows, _, _)| rows.data())
     }
 
     /// `m′`, the numerical rank of `W` (the columns of `S`).
@@ -394,25 +452,64 @@ impl NystromBasis {
         x: DataRef<'_>,
         block_rows: usize,
     ) -> Result<NystromGramPart, SolverError> {
+        self.gram_part_weighted(kernel, x, None, block_rows)
+    }
+
+    /// [`NystromBasis::gram_part`] with every row `i` counted `weights[i]` times (length
+    /// `n_b`, positive): $\tilde F_b^\top \operatorname{diag}(w) \tilde F_b$ and the weighted
+    /// column sums $\tilde F_b^\top w$, from the panels of $\tilde F_b$ with row `i` scaled by
+    /// $\sqrt{w_i}$. With the distinct rows of a matrix and their counts, the part of the whole
+    /// matrix to rounding. `None`: every weight 1, [`NystromBasis::gram_part`] bit for bit.
+    ///
+    /// # Errors
+    /// As [`NystromBasis::gram_part`].
+    pub(super) fn gram_part_weighted(
+        &self,
+        kernel: &Kernel,
+        x: DataRef<'_>,
+        weights: Option<&[f64]>,
+        block_rows: usize,
+    ) -> Result<NystromGramPart, SolverError> {
         let kept = self.kept();
         let mut part = NystromGramPart { gram: Mat::zeros(kept, kept), sums: vec![0.0; kept] };
         if x.nrows() == 0 {
             return Ok(part);
         }
         x.check()?;
+        debug_assert!(weights.is_none_or(|w| w.len() == x.nrows()));
+        let roots: Option<Vec<f64>> = weights.map(|w| w.iter().map(|v| v.sqrt()).collect());
         let par = faer::get_global_parallelism();
-        let panels = CrossKernelPanels::new(kernel, x, self.landmarks.data())?;
+        let panels = CrossKernelPanels::new(kernel, x, self.evaluated())?;
         let s = self.scaled.as_ref();
         let features = |panel: &mut Panel| {
             if self.center {
                 subtract_shift(&mut panel.kernel, &self.shift);
             }
             product_into(&mut panel.scratch, panel.kernel.as_ref(), s);
+            if let Some(roots) = &roots {
+                let roots = &roots[panel.first_row..panel.first_row + panel.scratch.nrows()];
+                for j in 0..panel.scratch.ncols() {
+                    panel.scratch.col_mut(j).iter_mut().zip(roots).for_each(|(f, r)| *f *= r);
+                }
+            }
         };
         let NystromGramPart { gram, sums } = &mut part;
         panels.for_each_block(block_rows, features, |block| {
             for panel in block.iter() {
-                add_feature_panel(gram, self.center.then_some(&mut sums[..]), panel.scratch.as_ref(), par);
+                let f = panel.scratch.as_ref();
+                match &roots {
+                    None => add_feature_panel(gram, self.center.then_some(&mut sums[..]), f, par),
+                    Some(roots) => {
+                        if self.center {
+                            // Σ_i w_i f_i = Σ_i √w_i (√w_i f_i).
+                            let roots = &roots[panel.first_row..panel.first_row + f.nrows()];
+                            for (j, sum) in sums.iter_mut().enumerate() {
+                                *sum += dot(f.col(j), roots);
+                            }
+                        }
+                        add_feature_panel(gram, None, f, par);
+                    }
+                }
             }
             Ok::<(), SolverError>(())
         })?;
@@ -486,7 +583,7 @@ impl NystromSolution {
             return Ok(vectors);
         }
         x.check()?;
-        let panels = CrossKernelPanels::new(kernel, x, basis.landmarks.data())?;
+        let panels = CrossKernelPanels::new(kernel, x, basis.evaluated())?;
         let inv_sqrt: Vec<f64> = self.values.iter().map(|l| 1.0 / l.sqrt()).collect();
         let coefficients_ref = self.coefficients.as_ref();
         let eigenvectors = |panel: &mut Panel| {
@@ -508,8 +605,8 @@ impl NystromSolution {
         Ok(vectors)
     }
 
-    /// The coefficients `B` `(m, r)` with the eigenvectors' signs `signs` (`±1`, length `r`)
-    /// applied and the offset `c = sᵀB + t` (zeros without centring): the model's out-of-sample
+    /// The coefficients `B` `(m, r)` (one row per landmark, repeated ones included) with the
+    /// eigenvectors' signs `signs` (`±1`, length `r`) applied and the offset `c = sᵀB + t` (zeros without centring): the model's out-of-sample
     /// map $z(x) = k(x, L) B - c$.
     pub fn finish(self, basis: &NystromBasis, signs: &[f64]) -> (Mat<f64>, Vec<f64>) {
         let NystromSolution { mut coefficients, t, .. } = self;
@@ -522,11 +619,16 @@ impl NystromSolution {
         } else {
             vec![0.0; coefficients.ncols()]
         };
+        // With repeated landmarks, B over the distinct rows `(m_u, r)`: every landmark of a
+        // group gets its row divided by the group's count, so k(x, L) B is the same sum.
+        if let Some((_, group_of, counts)) = &basis.distinct {
+            let b = coefficients;
+            coefficients = Mat::from_fn(group_of.len(), b.ncols(), |i, j| b[(group_of[i], j)] / counts[group_of[i]]);
+        }
         (coefficients, offset)
     }
 }
 
-/// Subtracts `shift` (length `m`) from every column of `panel` `(m, len)`, a transposed panel
 /// Adds the features `f` `(len, k)` of one panel to the lower triangle of `gram` `(k, k)`
 /// (`fᵀf`) and, when given, their column sums to `sums` (length `k`): the accumulation of
 /// the Nyström features' second moment, in memory and streamed.
@@ -549,6 +651,7 @@ pub(super) fn add_feature_panel(gram: &mut Mat<f64>, sums: Option<&mut [f64]>, f
     );
 }
 
+/// Subtracts `shift` (length `m`) from every column of `panel` `(m, len)`, a transposed panel
 /// of `C`.
 pub(super) fn subtract_shift(panel: &mut Mat<f64>, shift: &[f64]) {
     for j in 0..panel.ncols() {
@@ -573,380 +676,4 @@ pub(super) fn dot(a: faer::ColRef<'_, f64>, b: &[f64]) -> f64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use rand::SeedableRng;
-    use rand_xoshiro::Xoshiro256PlusPlus;
-
-    /// The straightforward dense Nyström (the `n × m` block held whole), as the solver computed
-    /// it before blocks: the reference the blocked solver must agree with.
-    fn dense_nystrom(
-        x: MatRef<'_, f64>,
-        kernel: &Kernel,
-        m: usize,
-        rank: usize,
-        center: bool,
-        seed: u64,
-    ) -> NystromFit {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-        let n = x.nrows();
-        let idx = rand::seq::index::sample(&mut rng, n, m).into_vec();
-        let c = kernel.columns(x, &idx);
-        let w = Mat::from_fn(m, m, |i, j| c[(idx[i], j)]);
-        let (ew, uw) = sym_eigen_desc(w.as_ref()).unwrap();
-        let cutoff = 1e-10 * ew[0].max(0.0);
-        let kept = ew.iter().take_while(|&&v| v > cutoff).count();
-        let scaled = Mat::from_fn(m, kept, |i, j| uw[(i, j)] / ew[j].sqrt());
-        let mut f = &c * &scaled;
-        let mut f_mean = vec![0.0; kept];
-        if center {
-            for (j, fm) in f_mean.iter_mut().enumerate() {
-                let mean = (0..n).map(|i| f[(i, j)]).sum::<f64>() / n as f64;
-                (0..n).for_each(|i| f[(i, j)] -= mean);
-                *fm = mean;
-            }
-        }
-        let gram = f.transpose() * &f;
-        let (lam, v) = sym_eigen_desc(gram.as_ref()).unwrap();
-        let cutoff = 1e-10 * lam[0].max(0.0);
-        let r = lam.iter().take(rank).take_while(|&&l| l > cutoff).count();
-        let coeffs = Mat::from_fn(kept, r, |i, j| v[(i, j)] / lam[j].sqrt());
-        let mut pairs = Eigenpairs { values: lam[..r].to_vec(), vectors: &f * &coeffs };
-        let signs = pairs.fix_signs();
-        let v_r = Mat::from_fn(kept, r, |i, j| v[(i, j)] * signs[j]);
-        let coefficients = &scaled * &v_r;
-        let offset = (0..r).map(|j| (0..kept).map(|i| f_mean[i] * v_r[(i, j)]).sum()).collect();
-        let landmark_rows = crate::ModelRows::Dense(Mat::from_fn(m, x.ncols(), |i, j| x[(idx[i], j)]));
-        NystromFit { pairs, landmarks: idx, landmark_rows, coefficients, offset }
-    }
-
-    /// Three well-separated clusters in 4 dimensions with a smooth perturbation: a spectrum
-    /// with clear gaps at the top.
-    fn clusters(n: usize) -> Mat<f64> {
-        Mat::from_fn(n, 4, |i, j| {
-            let centre = [0.0, 3.0, -2.5][i % 3] * if j % 2 == 0 { 1.0 } else { -0.5 };
-            centre + ((i * 7 + j * 13) as f64 * 0.377).sin() * 0.8
-        })
-    }
-
-    fn max_abs_diff(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> f64 {
-        assert_eq!(a.shape(), b.shape());
-        (0..a.ncols()).flat_map(|j| (0..a.nrows()).map(move |i| (a[(i, j)] - b[(i, j)]).abs())).fold(0.0, f64::max)
-    }
-
-    fn max_abs(a: MatRef<'_, f64>) -> f64 {
-        (0..a.ncols()).flat_map(|j| (0..a.nrows()).map(move |i| a[(i, j)].abs())).fold(0.0, f64::max)
-    }
-
-    fn config(m: usize, rank: usize, center: bool, block_rows: usize) -> NystromConfig {
-        NystromConfig { block_rows, memory: MemoryBudget::UNLIMITED, ..NystromConfig::new(m, rank).center(center) }
-    }
-
-    /// The fit run piece by piece on uneven blocks of rows (a Dask array's chunks: the basis
-    /// once, the parts added in block order, the sign candidates of every block) equals the
-    /// one-process fit on the same landmarks, centred or not: the eigenvalues, eigenvectors,
-    /// coefficients and offset, to rounding. With the outlier row far out, the signs decided by
-    /// a block other than the first.
-    #[test]
-    fn blocks_of_rows_give_the_one_process_fit() {
-        let mut x = clusters(211);
-        for j in 0..4 {
-            x[(150, j)] = 9.0; // an outlier row, in the fifth block
-        }
-        let kernel = Kernel::gaussian(1.3);
-        for center in [true, false] {
-            let cfg = config(30, 4, center, 64);
-            let whole = nystrom_fit(x.as_ref(), &kernel, &cfg, &mut Xoshiro256PlusPlus::seed_from_u64(4)).unwrap();
-            let rows = crate::ModelRows::gather(DataRef::Dense(x.as_ref()), &whole.landmarks);
-            let basis = NystromBasis::new(&kernel, rows, center).unwrap();
-            let cuts = [0, 37, 74, 111, 148, 185, 211];
-            let block = |b: usize| DataRef::Dense(x.as_ref().subrows(cuts[b], cuts[b + 1] - cuts[b]));
-            let mut total = basis.gram_part(&kernel, block(0), 64).unwrap();
-            for b in 1..cuts.len() - 1 {
-                total.add(&basis.gram_part(&kernel, block(b), 64).unwrap()).unwrap();
-            }
-            let solution = basis.solve(total, 211, 4).unwrap();
-            let mut vectors = Vec::new();
-            let mut candidates = Vec::new();
-            for (b, &first) in cuts[..cuts.len() - 1].iter().enumerate() {
-                let v = solution.eigenvectors(&basis, &kernel, block(b), 64).unwrap();
-                let pairs = Eigenpairs { values: solution.values.clone(), vectors: v };
-                candidates.push(pairs.sign_candidates(first));
-                vectors.push(pairs.vectors);
-            }
-            let signs = stolr_lowrank::signs_from_candidates(&candidates, solution.values.len());
-            let values = solution.values.clone();
-            let (coefficients, offset) = solution.finish(&basis, &signs);
-            let scale = whole.pairs.values[0];
-            for (a, b) in values.iter().zip(&whole.pairs.values) {
-                assert!((a - b).abs() <= 1e-12 * scale, "{a} vs {b}");
-            }
-            for (b, v) in vectors.iter().enumerate() {
-                let mut v = v.clone();
-                for (j, &sign) in signs.iter().enumerate() {
-                    v.col_mut(j).iter_mut().for_each(|e| *e *= sign);
-                }
-                let w = whole.pairs.vectors.as_ref().subrows(cuts[b], cuts[b + 1] - cuts[b]);
-                assert!(max_abs_diff(v.as_ref(), w) <= 1e-10, "block {b}: {}", max_abs_diff(v.as_ref(), w));
-            }
-            assert!(
-                max_abs_diff(coefficients.as_ref(), whole.coefficients.as_ref())
-                    <= 1e-10 * max_abs(whole.coefficients.as_ref())
-            );
-            for (a, b) in offset.iter().zip(&whole.offset) {
-                assert!((a - b).abs() <= 1e-10 * (1.0 + b.abs()), "{a} vs {b}");
-            }
-        }
-    }
-
-    #[test]
-    fn blocked_nystrom_agrees_with_the_dense_formula_to_1e_10() {
-        let x = clusters(1100);
-        let new_rows = Mat::from_fn(50, 4, |i, j| ((i * 4 + j) as f64 * 0.91).cos() * 3.0);
-        let kernels = [Kernel::gaussian(2.0), Kernel::laplacian(4.0), Kernel::polynomial(4.0, 1.0, 2)];
-        for kernel in kernels {
-            for center in [false, true] {
-                let (m, rank) = (60, 6);
-                let reference = dense_nystrom(x.as_ref(), &kernel, m, rank, center, 11);
-                let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
-                let fit = nystrom_fit(x.as_ref(), &kernel, &config(m, rank, center, 512), &mut rng).unwrap();
-                let tag = format!("{kernel:?}, center = {center}");
-                assert_eq!(fit.landmarks, reference.landmarks, "{tag}");
-                assert_eq!(fit.pairs.rank(), reference.pairs.rank(), "{tag}");
-                let top = reference.pairs.values[0];
-                for (a, b) in fit.pairs.values.iter().zip(&reference.pairs.values) {
-                    assert!((a - b).abs() <= 1e-10 * b.abs(), "{tag}: eigenvalue {a} vs {b}");
-                    assert!(*b > 1e-6 * top, "{tag}: the test needs well-resolved eigenvalues");
-                }
-                let du = max_abs_diff(fit.pairs.vectors.as_ref(), reference.pairs.vectors.as_ref());
-                assert!(du <= 1e-10, "{tag}: eigenvectors differ by {du}");
-                // B itself is as ill-conditioned as W (entries ∝ λ_W^{-1/2}); what it defines,
-                // the projection z(x) = k(x, L) B − c of new rows, is what must agree.
-                let project = |f: &NystromFit| {
-                    let lm = Mat::from_fn(m, x.ncols(), |i, j| x[(f.landmarks[i], j)]);
-                    let mut z = kernel.cross(new_rows.as_ref(), lm.as_ref()) * &f.coefficients;
-                    for j in 0..z.ncols() {
-                        z.col_mut(j).iter_mut().for_each(|v| *v -= f.offset[j]);
-                    }
-                    z
-                };
-                let z_ref = project(&reference);
-                let dz = max_abs_diff(project(&fit).as_ref(), z_ref.as_ref());
-                assert!(dz <= 1e-10 * max_abs(z_ref.as_ref()), "{tag}: projections of new rows differ by {dz}");
-                // Orthonormal eigenvectors.
-                let gram = fit.pairs.vectors.transpose() * &fit.pairs.vectors;
-                let eye = Mat::<f64>::identity(fit.pairs.rank(), fit.pairs.rank());
-                assert!(max_abs_diff(gram.as_ref(), eye.as_ref()) <= 1e-12, "{tag}");
-            }
-        }
-    }
-
-    #[test]
-    fn results_are_bitwise_independent_of_the_block_size_and_reproducible() {
-        let x = clusters(1500);
-        let kernel = Kernel::gaussian(1.5);
-        for center in [false, true] {
-            let run = |block_rows| {
-                let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
-                nystrom_fit(x.as_ref(), &kernel, &config(80, 7, center, block_rows), &mut rng).unwrap()
-            };
-            let first = run(1);
-            assert_eq!(first.pairs.vectors.nrows(), 1500);
-            for block_rows in [256, 700, 1024, 4096, usize::MAX] {
-                assert_eq!(run(block_rows), first, "block_rows = {block_rows}, center = {center}");
-            }
-        }
-    }
-
-    #[test]
-    fn the_budget_is_checked_before_allocating_and_names_what_is_over() {
-        let x = clusters(600);
-        let kernel = Kernel::gaussian(1.5);
-        let over = |limit: u64, m: usize, rank: usize, block_rows: usize| {
-            let config =
-                NystromConfig { memory: MemoryBudget::bytes(limit), block_rows, ..NystromConfig::new(m, rank) };
-            let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
-            match nystrom_fit(x.as_ref(), &kernel, &config, &mut rng) {
-                Err(SolverError::Memory(e)) => e.to_string(),
-                other => panic!("expected a memory error, got {other:?}"),
-            }
-        };
-        // m = 500: 4·500²·8 = 8 MB of m × m matrices, over a 4 MB budget.
-        let message = over(4 << 20, 500, 5, DEFAULT_BLOCK_ROWS);
-        assert!(message.contains("m × m landmark kernel") && message.contains("m = 500"), "{message}");
-        // The default block (4096 rows, cut to the 768 that cover n = 600) of m = 100 columns
-        // (twice, with the panels of F) plus d = 4: 1.25 MB, over 614 kB, while the m × m
-        // matrices (326 kB) fit.
-        let message = over(600 << 10, 100, 10, DEFAULT_BLOCK_ROWS);
-        assert!(message.contains("row blocks") && message.contains("768 rows"), "{message}");
-        // The n × r eigenvectors: 600·100·8 = 480 kB, over 450 kB, while the m × m matrices
-        // (326 kB) and blocks of 256 rows (418 kB with their panels of F) fit.
-        let message = over(450_000, 100, 100, 256);
-        assert!(message.contains("n × r eigenvectors") && message.contains("r = 100"), "{message}");
-        // Each part fits, their sum does not.
-        let parts = allocations(600, 100, 10, 4, DEFAULT_BLOCK_ROWS);
-        let largest = parts.iter().map(|p| p.1).max().unwrap();
-        let message = over(largest, 100, 10, DEFAULT_BLOCK_ROWS);
-        assert!(message.contains("together"), "{message}");
-        // Within the budget: it runs.
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
-        let sum: u64 = parts.iter().map(|p| p.1).sum();
-        let config = NystromConfig { memory: MemoryBudget::bytes(sum), ..NystromConfig::new(100, 10) };
-        assert_eq!(nystrom_fit(x.as_ref(), &kernel, &config, &mut rng).unwrap().pairs.rank(), 10);
-    }
-
-    /// Four features: an outlier row (row 0, 25 times the others' scale), a duplicate of row 3
-    /// (row 7) and a constant last column; the rest as [`clusters`].
-    fn hostile(n: usize) -> Mat<f64> {
-        let base = clusters(n);
-        Mat::from_fn(n, 4, |i, j| match (i, j) {
-            (_, 3) => 2.5,
-            (0, _) => 25.0 * base[(0, j)] + 10.0,
-            (7, _) => base[(3, j)],
-            _ => base[(i, j)],
-        })
-    }
-
-    fn given(
-        x: DataRef<'_>,
-        config: &NystromConfig,
-        landmarks: &Landmarks,
-        seed: u64,
-    ) -> Result<NystromFit, SolverError> {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-        nystrom_fit_landmarks(
-            x,
-            &Kernel::gaussian(2.0),
-            config,
-            landmarks,
-            &mut rng,
-            &SingleProcess,
-            RowShard::whole(x.nrows()),
-        )
-    }
-
-    #[test]
-    fn given_indices_equal_to_the_draw_give_the_same_bits_and_rows_agree() {
-        let x = hostile(300);
-        let kernel = Kernel::gaussian(2.0);
-        for center in [false, true] {
-            let config = config(40, 5, center, 128);
-            let drawn = nystrom_fit(x.as_ref(), &kernel, &config, &mut Xoshiro256PlusPlus::seed_from_u64(9)).unwrap();
-            let idx = rand::seq::index::sample(&mut Xoshiro256PlusPlus::seed_from_u64(9), 300, 40).into_vec();
-            let indices = Landmarks::Indices(idx.clone());
-            // Another seed: no draw is made, the bits are the drawn fit's.
-            let by_indices = given(x.as_ref().into(), &config, &indices, 12345).unwrap();
-            assert_eq!(by_indices, drawn, "center = {center}");
-            assert_eq!(by_indices, given(x.as_ref().into(), &config, &indices, 1).unwrap());
-            // The same landmarks as rows: the same fit to 1e-12.
-            let rows = Mat::from_fn(40, 4, |i, j| x[(idx[i], j)]);
-            let by_rows = given(x.as_ref().into(), &config, &Landmarks::Rows(rows.clone()), 777).unwrap();
-            assert!(by_rows.landmarks.is_empty());
-            assert_eq!(by_rows.landmark_rows, crate::ModelRows::Dense(rows));
-            assert_eq!(by_rows.pairs.rank(), drawn.pairs.rank());
-            for (a, b) in by_rows.pairs.values.iter().zip(&drawn.pairs.values) {
-                assert!((a - b).abs() <= 1e-12 * b.abs(), "center = {center}: {a} vs {b}");
-            }
-            let du = max_abs_diff(by_rows.pairs.vectors.as_ref(), drawn.pairs.vectors.as_ref());
-            assert!(du <= 1e-12, "center = {center}: eigenvectors differ by {du}");
-            let db = max_abs_diff(by_rows.coefficients.as_ref(), drawn.coefficients.as_ref());
-            assert!(db <= 1e-12 * max_abs(drawn.coefficients.as_ref()), "center = {center}: B differs by {db}");
-        }
-    }
-
-    #[test]
-    fn given_rows_agree_with_the_dense_nystrom_matrix_to_1e_10() {
-        // Landmark rows that are not training rows: K̃ = C W⁺ Cᵀ with C = K(X, L), W = K(L, L).
-        let x = hostile(150);
-        let kernel = Kernel::gaussian(2.0);
-        let rows =
-            Mat::from_fn(9, 4, |i, j| ((i * 5 + j * 3) as f64 * 0.71).sin() * 3.0 + if j == 3 { 2.5 } else { 0.0 });
-        let (n, m, r) = (150, 9, 4);
-        for center in [false, true] {
-            let fit = given(x.as_ref().into(), &config(m, r, center, 64), &Landmarks::Rows(rows.clone()), 3).unwrap();
-            let c = kernel.cross(x.as_ref(), rows.as_ref());
-            let (ew, uw) = sym_eigen_desc(kernel.matrix(rows.as_ref()).as_ref()).unwrap();
-            assert!(ew[m - 1] > 1e-8 * ew[0], "the test wants an invertible W");
-            let w_inv = Mat::from_fn(m, m, |i, j| (0..m).map(|k| uw[(i, k)] * uw[(j, k)] / ew[k]).sum::<f64>());
-            let mut kt = &c * &w_inv * c.transpose();
-            if center {
-                let h = Mat::from_fn(n, n, |i, j| f64::from(u8::from(i == j)) - 1.0 / n as f64);
-                kt = &h * &kt * &h;
-            }
-            let (lam, u) = sym_eigen_desc(kt.as_ref()).unwrap();
-            assert_eq!(fit.pairs.rank(), r);
-            for k in 0..r {
-                let (a, b) = (fit.pairs.values[k], lam[k]);
-                assert!((a - b).abs() <= 1e-10 * lam[0], "center = {center}: eigenvalue {k}: {a} vs {b}");
-                assert!(lam[k] - lam[k + 1] > 1e-3 * lam[0], "the test wants separated eigenvalues");
-                let sign =
-                    if (0..n).map(|i| u[(i, k)] * fit.pairs.vectors[(i, k)]).sum::<f64>() < 0.0 { -1.0 } else { 1.0 };
-                let du = (0..n).map(|i| (sign * u[(i, k)] - fit.pairs.vectors[(i, k)]).abs()).fold(0.0, f64::max);
-                assert!(du <= 1e-10, "center = {center}: eigenvector {k} differs by {du}");
-            }
-            // The out-of-sample map on the training rows gives U Λ^{1/2}.
-            let mut z = &c * &fit.coefficients;
-            for j in 0..r {
-                z.col_mut(j).iter_mut().for_each(|v| *v -= fit.offset[j]);
-            }
-            let target = Mat::from_fn(n, r, |i, j| fit.pairs.vectors[(i, j)] * fit.pairs.values[j].sqrt());
-            let dz = max_abs_diff(z.as_ref(), target.as_ref());
-            assert!(dz <= 1e-10 * max_abs(target.as_ref()), "center = {center}: projections differ by {dz}");
-        }
-    }
-
-    #[test]
-    fn sparse_training_rows_take_given_indices_and_dense_rows() {
-        let x = hostile(200);
-        let (mut ptr, mut cols, mut vals) = (vec![0], Vec::new(), Vec::new());
-        for i in 0..200 {
-            for j in 0..4 {
-                // Zero out a third of the entries so that the rows are really sparse.
-                if (i + j) % 3 != 0 {
-                    cols.push(j);
-                    vals.push(x[(i, j)]);
-                }
-            }
-            ptr.push(cols.len());
-        }
-        let sparse = crate::csr_from_parts((200, 4), ptr, cols, vals).unwrap();
-        let dense = Mat::from_fn(200, 4, |i, j| if (i + j) % 3 != 0 { x[(i, j)] } else { 0.0 });
-        let rows = Mat::from_fn(12, 4, |i, j| ((i * 2 + j) as f64 * 1.3).cos() * 2.0);
-        for landmarks in [Landmarks::Indices((0..30).map(|i| (i * 7) % 200).collect()), Landmarks::Rows(rows)] {
-            let config = config(landmarks.count(), 5, true, 64);
-            let a = given(DataRef::Dense(dense.as_ref()), &config, &landmarks, 1).unwrap();
-            let b = given(DataRef::Sparse(sparse.as_ref()), &config, &landmarks, 2).unwrap();
-            for (u, v) in a.pairs.values.iter().zip(&b.pairs.values) {
-                assert!((u - v).abs() <= 1e-12 * a.pairs.values[0], "{u} vs {v}");
-            }
-            assert!(max_abs_diff(a.pairs.vectors.as_ref(), b.pairs.vectors.as_ref()) <= 1e-10);
-        }
-    }
-
-    #[test]
-    fn hostile_given_landmarks_are_typed_errors_before_any_work() {
-        let x = hostile(50);
-        let config = config(5, 3, true, 64);
-        let mut nan = Mat::from_fn(3, 4, |i, j| (i + j) as f64);
-        nan[(2, 1)] = f64::NAN;
-        let cases = [
-            (Landmarks::Indices(vec![0, 50]), "out of range"),
-            (Landmarks::Indices(vec![4, 1, 4]), "given twice"),
-            (Landmarks::Indices(vec![]), "empty"),
-            (Landmarks::Rows(Mat::zeros(3, 5)), "5 columns"),
-            (Landmarks::Rows(nan), "non-finite"),
-            (Landmarks::Rows(Mat::zeros(0, 4)), "no landmark rows"),
-        ];
-        for (landmarks, what) in cases {
-            match given(x.as_ref().into(), &config, &landmarks, 1) {
-                Err(SolverError::InvalidConfig { name: "landmarks", reason }) => {
-                    assert!(reason.contains(what), "{reason}")
-                }
-                other => panic!("{landmarks:?}: expected InvalidConfig(landmarks), got {other:?}"),
-            }
-        }
-        // More pairs than given landmarks.
-        let two = Landmarks::Indices(vec![1, 2]);
-        assert!(matches!(given(x.as_ref().into(), &config, &two, 1), Err(SolverError::InvalidRank { .. })));
-    }
-}
+mod tests;
