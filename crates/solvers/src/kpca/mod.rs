@@ -9,6 +9,7 @@
 //! against the true kernel matrix.
 
 mod certificate;
+mod distinct;
 mod exact;
 mod fit;
 mod incremental;

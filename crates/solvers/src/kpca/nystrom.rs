@@ -14,8 +14,7 @@ use crate::error::check_rank;
 use crate::kpca::kha::{zero_kernel, zero_kernel_floor};
 use crate::{Landmarks, SolverError};
 
-mod distinct;
-use distinct::DistinctRows;
+use crate::kpca::distinct::DistinctRows;
 
 /// Rows of the `n × m` kernel block evaluated at once by default (`8·4096·m` bytes: 66 MB for
 /// `m = 2000`).
@@ -271,7 +270,8 @@ pub fn nystrom_fit_landmarks<'x, R: Rng + ?Sized>(
 
     let basis = NystromBasis::new(kernel, landmarks, config.center)?;
     // On one process, repeated rows are evaluated once and counted by their number.
-    let distinct = if comm.size() == 1 { DistinctRows::worth_grouping(x, config, total) } else { None };
+    let distinct =
+        if comm.size() == 1 { DistinctRows::worth_grouping(x, config.rank, config.memory, total) } else { None };
     let mut part = match &distinct {
         Some(rows) => basis.gram_part_weighted(kernel, rows.data(), Some(rows.counts()), config.block_rows)?,
         None => basis.gram_part(kernel, x, config.block_rows)?,

@@ -1,11 +1,10 @@
-//! The distinct rows of the training data and their counts, for a Nyström fit that evaluates
-//! each repeated row once.
+//! The distinct rows of the training data and their counts, for the kernel PCA fits that
+//! evaluate each repeated row once (Nyström, exact).
 
 use faer::Mat;
 use stolr_estimators::{DataRef, RowGroups};
-use stolr_memory::f64_bytes;
+use stolr_memory::{MemoryBudget, f64_bytes};
 
-use super::NystromConfig;
 use crate::ModelRows;
 
 /// Grouping pays only when at least a quarter of the rows repeat another: above this share of
@@ -13,11 +12,13 @@ use crate::ModelRows;
 const MAX_DISTINCT_SHARE: f64 = 0.75;
 
 /// The distinct rows `(u, d)` of the training rows `(n, d)`, the count of each (length `u`) and
-/// the group of every row. Both passes of [`super::nystrom_fit`] depend on a row only through
-/// its kernel row $k(x_i, L)$, so over the distinct rows they give: pass 1,
-/// $\sum_i f_i f_i^\top = \sum_g c_g f_g f_g^\top$ and $\sum_i f_i = \sum_g c_g f_g$ (the
-/// counts `c_g` as weights); pass 2, the eigenvector entries of a row equal to those of its
-/// distinct row ([`DistinctRows::spread`]).
+/// the group of every row. A fit that depends on a row only through its kernel values runs on
+/// the distinct rows with the counts as weights: Nyström ([`super::nystrom_fit`]: pass 1,
+/// $\sum_i f_i f_i^\top = \sum_g c_g f_g f_g^\top$ and $\sum_i f_i = \sum_g c_g f_g$; pass 2,
+/// the eigenvector entries of a row equal to those of its distinct row) and the exact solver
+/// (`K = P K_u Pᵀ` for the `(n, u)` indicator `P` of the groups: its nonzero eigenpairs are
+/// those of $D^{1/2} K_u D^{1/2}$, `D = diag(c)`, mapped back by the isometry $P D^{-1/2}$).
+/// Rows are grouped by [`RowGroups`].
 pub(super) struct DistinctRows {
     rows: ModelRows,
     counts: Vec<f64>,
@@ -27,24 +28,23 @@ pub(super) struct DistinctRows {
 impl DistinctRows {
     /// The distinct rows of `x`, if grouping pays: `x` dense (float64 or float32), at most
     /// three quarters of its rows distinct, and the grouping's memory (`8·6n` bytes for the
-    /// groups, `8·u·(d + r)` for the distinct rows and their eigenvectors) within
-    /// `config.memory` beside the fit's own `committed` bytes. `None` otherwise: the fit then
-    /// runs over every row, which is the same result to rounding.
-    pub(super) fn worth_grouping(x: DataRef<'_>, config: &NystromConfig, committed: u64) -> Option<Self> {
+    /// groups, `8·u·(d + rank)` for the distinct rows and their eigenvectors) within `memory`
+    /// beside the fit's own `committed` bytes. `None` otherwise: the fit then runs over every
+    /// row, which is the same result to rounding.
+    pub(super) fn worth_grouping(x: DataRef<'_>, rank: usize, memory: MemoryBudget, committed: u64) -> Option<Self> {
         let n = x.nrows();
         if n == 0 || x.is_sparse() {
             return None;
         }
         let grouping = RowGroups::bytes_for(n);
-        config.memory.check("grouping the repeated rows", committed.saturating_add(grouping)).ok()?;
+        memory.check("grouping the repeated rows", committed.saturating_add(grouping)).ok()?;
         let groups = RowGroups::of(x)?;
         let u = groups.len();
         if u as f64 > MAX_DISTINCT_SHARE * n as f64 {
             return None;
         }
-        let kept = f64_bytes(&[u, x.ncols() + config.rank]);
-        config
-            .memory
+        let kept = f64_bytes(&[u, x.ncols() + rank]);
+        memory
             .check("the distinct rows and their eigenvectors", committed.saturating_add(grouping).saturating_add(kept))
             .ok()?;
         let rows = ModelRows::gather(x, groups.first_rows());
@@ -59,6 +59,11 @@ impl DistinctRows {
     /// The number of rows equal to each distinct row (length `u`).
     pub(super) fn counts(&self) -> &[f64] {
         &self.counts
+    }
+
+    /// The group of every row (length `n`).
+    pub(super) fn group_of(&self) -> &[usize] {
+        self.groups.group_of()
     }
 
     /// Every row's entries `(n, r)` from its distinct row's `(u, r)`.
@@ -77,7 +82,7 @@ mod tests {
     use stolr_memory::MemoryBudget;
 
     use super::*;
-    use crate::kpca::nystrom::{NystromFit, nystrom_fit};
+    use crate::kpca::nystrom::{NystromBasis, NystromConfig, NystromFit, nystrom_fit};
 
     /// 600 rows repeating about 50 patterns (three clusters) unevenly (row `i` repeats
     /// pattern `(i² mod 97) mod 90`), one outlier row far out (its own group) and a constant
@@ -111,7 +116,8 @@ mod tests {
         let kernel = Kernel::gaussian(1.4);
         for center in [false, true] {
             let cfg = config(center);
-            let distinct = DistinctRows::worth_grouping(DataRef::Dense(x.as_ref()), &cfg, 0).expect("grouped");
+            let distinct =
+                DistinctRows::worth_grouping(DataRef::Dense(x.as_ref()), cfg.rank, cfg.memory, 0).expect("grouped");
             assert!(distinct.counts().len() < 60 && distinct.counts().iter().sum::<f64>() == 600.0);
             let grouped = nystrom_fit(x.as_ref(), &kernel, &cfg, &mut Xoshiro256PlusPlus::seed_from_u64(3)).unwrap();
             let every = every_row_fit(x.as_ref(), &kernel, &cfg, 3);
@@ -145,7 +151,7 @@ mod tests {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
         let idx = crate::Landmarks::Draw(cfg.landmarks).indices(n, x.ncols(), &mut rng).unwrap().unwrap();
         let rows = ModelRows::gather(DataRef::Dense(x), &idx);
-        let basis = super::super::NystromBasis::new(kernel, rows, cfg.center).unwrap();
+        let basis = NystromBasis::new(kernel, rows, cfg.center).unwrap();
         let part = basis.gram_part(kernel, DataRef::Dense(x), cfg.block_rows).unwrap();
         let solution = basis.solve(part, n, cfg.rank).unwrap();
         let vectors = solution.eigenvectors(&basis, kernel, DataRef::Dense(x), cfg.block_rows).unwrap();
@@ -161,14 +167,15 @@ mod tests {
     fn grouping_is_skipped_when_it_does_not_pay_or_fit() {
         let x = repeated_rows();
         let distinct = Mat::from_fn(600, 4, |i, j| (i * 4 + j) as f64 * 0.01);
-        assert!(DistinctRows::worth_grouping(DataRef::Dense(distinct.as_ref()), &config(false), 0).is_none());
-        let tight = NystromConfig { memory: MemoryBudget::bytes(20_000), ..config(false) };
-        assert!(DistinctRows::worth_grouping(DataRef::Dense(x.as_ref()), &tight, 0).is_none());
+        assert!(
+            DistinctRows::worth_grouping(DataRef::Dense(distinct.as_ref()), 5, MemoryBudget::UNLIMITED, 0).is_none()
+        );
+        assert!(DistinctRows::worth_grouping(DataRef::Dense(x.as_ref()), 5, MemoryBudget::bytes(20_000), 0).is_none());
         // The fit's own bytes count: a budget that holds the groups alone but not beside them.
         let budget = RowGroups::bytes_for(600) + 10_000;
-        let beside = NystromConfig { memory: MemoryBudget::bytes(budget), ..config(false) };
-        assert!(DistinctRows::worth_grouping(DataRef::Dense(x.as_ref()), &beside, 0).is_some());
-        assert!(DistinctRows::worth_grouping(DataRef::Dense(x.as_ref()), &beside, budget).is_none());
+        let beside = MemoryBudget::bytes(budget);
+        assert!(DistinctRows::worth_grouping(DataRef::Dense(x.as_ref()), 5, beside, 0).is_some());
+        assert!(DistinctRows::worth_grouping(DataRef::Dense(x.as_ref()), 5, beside, budget).is_none());
         let sparse = crate::ModelRows::Sparse(
             faer::sparse::SparseRowMat::<usize, f64>::try_new_from_triplets(
                 600,
@@ -177,6 +184,6 @@ mod tests {
             )
             .unwrap(),
         );
-        assert!(DistinctRows::worth_grouping(sparse.data(), &config(false), 0).is_none());
+        assert!(DistinctRows::worth_grouping(sparse.data(), 5, MemoryBudget::UNLIMITED, 0).is_none());
     }
 }
