@@ -104,6 +104,13 @@ pub enum EstimatorError {
         /// Number of pairwise distances the percentile was computed from.
         pairs: usize,
     },
+    /// The counts given to a weighted sampler ([`crate::Weighted`]) are not counts of rows, or
+    /// its sampler's draws cannot be weighted.
+    #[error("cannot weight the draws by the rows' counts: {reason}")]
+    InvalidWeights {
+        /// What is wrong, with the values found.
+        reason: String,
+    },
     /// Two inputs do not fit together (e.g. a block applied to the kernel operator).
     #[error("{what}: expected {expected}, found {found}")]
     ShapeMismatch {

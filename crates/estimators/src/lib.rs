@@ -40,6 +40,7 @@ mod row_groups;
 mod sincos;
 mod sparse;
 mod vexp;
+mod weighted;
 
 pub use bandwidth::{
     BANDWIDTH_BLOCK_ROWS, Bandwidth, DEFAULT_BANDWIDTH_PAIRS, DEFAULT_BANDWIDTH_PERCENTILE, DUPLICATE_WARNING_SHARE,
@@ -61,3 +62,4 @@ pub use rff::{RandomFourierFeatures, coordinate_rng};
 pub use row_groups::RowGroups;
 pub use sincos::{FAST_LIMIT, scaled_cos_sin};
 pub use sparse::{DataRef, DenseBlock, f32_to_f64};
+pub use weighted::Weighted;

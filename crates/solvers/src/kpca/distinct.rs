@@ -3,6 +3,7 @@
 
 use faer::Mat;
 use stolr_estimators::{DataRef, RowGroups};
+use stolr_lowrank::Eigenpairs;
 use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::ModelRows;
@@ -64,6 +65,21 @@ impl DistinctRows {
     /// The group of every row (length `n`).
     pub(super) fn group_of(&self) -> &[usize] {
         self.groups.group_of()
+    }
+
+    /// The eigenpairs of the `n × n` matrix `P M Pᵀ`-shaped problem from those of the weighted
+    /// `u × u` one ($D^{1/2} K_u D^{1/2}$ or an iterate built from weighted draws): the same
+    /// eigenvalues, every row's eigenvector entries its group's divided by the root of the
+    /// group's count ($P D^{-1/2} v$, orthonormal), signs fixed on the whole columns (as a fit
+    /// over every row fixes them).
+    pub(super) fn eigenpairs_of_every_row(&self, small: Eigenpairs) -> Eigenpairs {
+        let group_of = self.groups.group_of();
+        let roots: Vec<f64> = self.counts.iter().map(|c| c.sqrt()).collect();
+        let vectors =
+            Mat::from_fn(group_of.len(), small.rank(), |i, j| small.vectors[(group_of[i], j)] / roots[group_of[i]]);
+        let mut pairs = Eigenpairs { values: small.values, vectors };
+        pairs.fix_signs();
+        pairs
     }
 
     /// Every row's entries `(n, r)` from its distinct row's `(u, r)`.

@@ -6,7 +6,7 @@ use rand::Rng;
 use stolr_comm::{Communicator, gather_rows};
 use stolr_estimators::DataRef;
 use stolr_estimators::{
-    Centered, ColumnSampling, Kernel, KernelSampler, RandomFourierFeatures, RandomMaclaurin, kernel_row_means,
+    Centered, ColumnSampling, Kernel, KernelSampler, RandomFourierFeatures, RandomMaclaurin, Weighted, kernel_row_means,
 };
 use stolr_lowrank::Eigenpairs;
 use stolr_memory::{MemoryBudget, f64_bytes};
@@ -14,6 +14,7 @@ use stolr_model::{Standardization, standardize};
 
 use crate::ModelRows;
 use crate::job::Shard;
+use crate::kpca::distinct::DistinctRows;
 use crate::kpca::exact::{exact_fit, finish_exact_pairs};
 use crate::kpca::rank::{RANK_TOLERANCE, truncate_to_numerical_rank};
 use crate::kpca::{
@@ -632,12 +633,28 @@ impl KernelPca {
                 let sampler_bytes = sampler_bytes.saturating_add(sampled_rows);
                 let psd = sampler.is_symmetric_psd();
                 check_skpca_memory(n, place.total, a, psd, config, sampler_bytes, self.memory)?;
+                // One process, features of one row each: rows that repeat are drawn once, and
+                // the draws weighted by the rows' counts (the same iterates to rounding).
+                let distinct = if processes == 1 && matches!(sampler, SamplerKind::Rff | SamplerKind::Maclaurin) {
+                    DistinctRows::worth_grouping(local, self.rank.unwrap_or(a), self.memory, 0)
+                } else {
+                    None
+                };
+                let drawn = distinct.as_ref().map_or(local, DistinctRows::data);
                 let inner: Box<dyn KernelSampler + '_> = match sampler {
                     // Rows shifted to their coordinate-wise median: accurate features far from the
                     // origin, the same kernel estimate (the model uses the kernel, not the features).
-                    // Every rank shifts by one centre, rank 0's median.
+                    // Every rank shifts by one centre, rank 0's median (over every row: the
+                    // distinct rows are shifted by the median of all of them).
                     SamplerKind::Rff if processes == 1 => {
-                        Box::new(RandomFourierFeatures::new(local, self.kernel, *features)?.centred())
+                        let all = RandomFourierFeatures::new(local, self.kernel, *features)?.centred();
+                        match &distinct {
+                            None => Box::new(all),
+                            Some(_) => {
+                                let centre = all.centre().map_or_else(|| vec![0.0; d], <[f64]>::to_vec);
+                                Box::new(RandomFourierFeatures::new(drawn, self.kernel, *features)?.centred_at(centre)?)
+                            }
+                        }
                     }
                     SamplerKind::Rff => {
                         let rff = RandomFourierFeatures::new(local, self.kernel, *features)?;
@@ -652,18 +669,23 @@ impl KernelPca {
                         ColumnSampling::new(local, self.kernel, *features, *sampler == SamplerKind::ColumnsSym)?
                             .sharded(comm, place)?,
                     ),
-                    SamplerKind::Maclaurin => Box::new(RandomMaclaurin::new(local, self.kernel, *features)?),
+                    SamplerKind::Maclaurin => Box::new(RandomMaclaurin::new(drawn, self.kernel, *features)?),
                 };
-                // Centring by the column means over every rank's rows (sums in rank order).
-                let sampler: Box<dyn KernelSampler + '_> = match (self.center, processes) {
-                    (false, _) => inner,
-                    (true, _) => Box::new(Centered::sharded(inner, comm, place.total)),
+                // Centring by the column means over every rank's rows (sums in rank order), or
+                // over every row through the counts.
+                let sampler: Box<dyn KernelSampler + '_> = match (&distinct, self.center) {
+                    (Some(rows), center) => Box::new(Weighted::new(inner, rows.counts().to_vec(), center)?),
+                    (None, false) => inner,
+                    (None, true) => Box::new(Centered::sharded(inner, comm, place.total)),
                 };
                 let mut solver = Skpca::new(config.clone(), sampler)?.sharded(comm, place.first)?;
                 let stop = run(&mut solver, rng, observer)?;
                 let mut pairs = solver.eigenpairs()?;
                 let iterations = solver.iterations_done();
                 drop(solver);
+                if let Some(rows) = &distinct {
+                    pairs = rows.eigenpairs_of_every_row(pairs);
+                }
                 if let Some(r) = self.rank {
                     pairs.truncate(r);
                 }

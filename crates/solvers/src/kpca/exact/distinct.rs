@@ -62,12 +62,8 @@ pub(super) fn exact_fit_distinct(
         )??;
         (pairs, means)
     };
-    // Every row's entries: its group's, divided by the root of the group's count.
-    let group_of = rows.group_of();
-    let vectors = Mat::from_fn(n, small.rank(), |i, j| small.vectors[(group_of[i], j)] / roots[group_of[i]]);
-    let mut pairs = Eigenpairs { values: small.values, vectors };
-    pairs.fix_signs();
-    let means = means.map(|(m, grand)| (group_of.iter().map(|&g| m[g]).collect(), grand));
+    let pairs = rows.eigenpairs_of_every_row(small);
+    let means = means.map(|(m, grand)| (rows.group_of().iter().map(|&g| m[g]).collect(), grand));
     Ok((pairs, means, choice))
 }
 
