@@ -177,6 +177,40 @@ mod tests {
         NystromFit { pairs, landmarks: idx, landmark_rows: basis.landmarks, coefficients, offset }
     }
 
+    /// SKPCA over the distinct rows with weighted draws follows the iterates over every row:
+    /// the fit's eigenpairs equal those of the solver run directly on all 600 rows with the same
+    /// draws (random Fourier features shifted to the same median), centred or not.
+    #[test]
+    fn skpca_on_repeated_rows_follows_the_iterates_over_every_row() {
+        use crate::{KernelPca, KpcaSolver, SamplerKind, Skpca, SkpcaConfig, run};
+        use stolr_estimators::{Centered, KernelSampler, RandomFourierFeatures};
+        let x = repeated_rows();
+        let kernel = Kernel::gaussian(1.4);
+        for center in [false, true] {
+            let config = SkpcaConfig { tau: 1.0, iterations: 30, ..Default::default() };
+            let solver = KpcaSolver::Skpca { config: config.clone(), sampler: SamplerKind::Rff, features: 15 };
+            let params = KernelPca { center, memory: MemoryBudget::UNLIMITED, ..KernelPca::new(4, kernel, solver) };
+            let fit =
+                params.fit_prepared(x.as_ref(), None, &mut Xoshiro256PlusPlus::seed_from_u64(5), &mut ()).unwrap();
+            let rff = RandomFourierFeatures::new(x.as_ref(), kernel, 15).unwrap().centred();
+            let sampler: Box<dyn KernelSampler> = if center { Box::new(Centered::new(rff)) } else { Box::new(rff) };
+            let mut direct = Skpca::new(config, sampler).unwrap();
+            run(&mut direct, &mut Xoshiro256PlusPlus::seed_from_u64(5), &mut ()).unwrap();
+            assert_eq!(direct.iterations_done(), 30);
+            let mut reference = direct.eigenpairs().unwrap();
+            reference.truncate(4);
+            reference.fix_signs();
+            let pairs = &fit.pairs;
+            assert_eq!(pairs.rank(), reference.rank(), "center = {center}");
+            let top = reference.values[0];
+            for (a, b) in pairs.values.iter().zip(&reference.values) {
+                assert!((a - b).abs() <= 1e-10 * top, "center = {center}: eigenvalue {a} vs {b}");
+            }
+            let du = max_abs_diff(pairs.vectors.as_ref(), reference.vectors.as_ref());
+            assert!(du <= 1e-8, "center = {center}: eigenvectors differ by {du}");
+        }
+    }
+
     /// Grouping is skipped, and the fit runs over every row, when few rows repeat, for sparse
     /// rows, and when the budget cannot hold the groups.
     #[test]
