@@ -115,11 +115,11 @@ fn dask_fit_streaming<'py>(
 type KernelArgs = (String, f64, u32, f64);
 
 /// A Nyström basis as it travels between the client and the workers: the landmark rows
-/// `(m, d)`, `S` `(m, m′)`, the shift (length `m`), the largest diagonal entry of `W` and the
-/// centring flag.
+/// `(m, d)`, `S` `(m_u, m′)` over the `m_u` distinct landmark rows, the shift (length `m_u`),
+/// the largest diagonal entry of `W` and the centring flag.
 type BasisArgs<'py> = (PyReadonlyArray2<'py, f64>, PyReadonlyArray2<'py, f64>, PyReadonlyArray1<'py, f64>, f64, bool);
 
-/// A Nyström solution as it travels: the eigenvalues (length `r`), `B` `(m, r)` and `t`.
+/// A Nyström solution as it travels: the eigenvalues (length `r`), `B` `(m_u, r)` and `t`.
 type SolutionArgs<'py> = (PyReadonlyArray1<'py, f64>, PyReadonlyArray2<'py, f64>, PyReadonlyArray1<'py, f64>);
 
 fn kernel_of(k: &KernelArgs) -> PyResult<stolr_estimators::Kernel> {
@@ -130,14 +130,8 @@ fn vec1(a: &PyReadonlyArray1<'_, f64>) -> Vec<f64> {
     a.as_array().iter().copied().collect()
 }
 
-fn basis_of(b: &BasisArgs<'_>) -> NystromBasis {
-    NystromBasis {
-        landmarks: ModelRows::Dense(to_mat(&b.0)),
-        scaled: to_mat(&b.1),
-        shift: vec1(&b.2),
-        max_diagonal: b.3,
-        center: b.4,
-    }
+fn basis_of(b: &BasisArgs<'_>) -> PyResult<NystromBasis> {
+    NystromBasis::from_parts(ModelRows::Dense(to_mat(&b.0)), to_mat(&b.1), vec1(&b.2), b.3, b.4).map_err(solver_error)
 }
 
 fn solution_of(s: &SolutionArgs<'_>) -> NystromSolution {
@@ -173,8 +167,8 @@ fn dask_landmarks<'py>(
 }
 
 /// Client step of the Nyström fit: `W = K(L, L)` for the landmark rows `landmarks` `(m, d)`,
-/// `S` `(m, m′)`, the shift (length `m`) and the largest diagonal entry of `W`
-/// ([`NystromBasis::new`]).
+/// `S` `(m_u, m′)` over the `m_u` distinct landmark rows, the shift (length `m_u`) and the
+/// largest diagonal entry of `W` ([`NystromBasis::new`]).
 ///
 /// # Errors
 /// `ValueError` for non-finite landmark rows or a failed eigendecomposition.
@@ -189,7 +183,7 @@ fn dask_nystrom_basis<'py>(
     let kernel = kernel_of(&kernel)?;
     let rows = ModelRows::Dense(to_mat(&landmarks));
     let basis = py.detach(|| NystromBasis::new(&kernel, rows, center)).map_err(solver_error)?;
-    Ok((to_numpy(py, basis.scaled.as_ref()), basis.shift.into_pyarray(py), basis.max_diagonal))
+    Ok((to_numpy(py, basis.scaled()), basis.shift().to_vec().into_pyarray(py), basis.max_diagonal()))
 }
 
 /// Chunk task of the Nyström fit: this chunk's part of the features' second moment, the lower
@@ -207,7 +201,7 @@ fn dask_nystrom_part<'py>(
     kernel: KernelArgs,
 ) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>)> {
     let kernel = kernel_of(&kernel)?;
-    let basis = basis_of(&basis);
+    let basis = basis_of(&basis)?;
     let x = held(&x)?;
     let data = x.data();
     let part =
@@ -216,7 +210,7 @@ fn dask_nystrom_part<'py>(
 }
 
 /// Client step of the Nyström fit: the chunks' parts `parts` added in list order, `n` rows in
-/// all, and the small eigenproblem: at most `rank` eigenvalues, `B` `(m, r)` and `t`
+/// all, and the small eigenproblem: at most `rank` eigenvalues, `B` `(m_u, r)` and `t`
 /// (length `r`), signs not fixed yet ([`NystromBasis::solve`]).
 ///
 /// # Errors
@@ -230,7 +224,7 @@ fn dask_nystrom_solve<'py>(
     n: usize,
     rank: usize,
 ) -> PyResult<(Bound<'py, PyArray1<f64>>, Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>)> {
-    let basis = basis_of(&basis);
+    let basis = basis_of(&basis)?;
     let mut parts = parts.iter().map(|(g, s)| NystromGramPart { gram: to_mat(g), sums: vec1(s) });
     let mut total = parts.next().ok_or_else(|| value_error("no chunk of rows"))?;
     for part in parts {
@@ -259,7 +253,7 @@ fn dask_nystrom_signs<'py>(
     signs: Option<Vec<f64>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let kernel = kernel_of(&kernel)?;
-    let (basis, solution) = (basis_of(&basis), solution_of(&solution));
+    let (basis, solution) = (basis_of(&basis)?, solution_of(&solution));
     let x = held(&x)?;
     let data = x.data();
     let vectors = py
@@ -290,11 +284,11 @@ fn dask_nystrom_model<'py>(
     candidates: Vec<Vec<f64>>,
 ) -> PyResult<(Bound<'py, PyBytes>, Vec<f64>)> {
     let kernel = kernel_of(&kernel)?;
-    let (basis, solution) = (basis_of(&basis), solution_of(&solution));
+    let (basis, solution) = (basis_of(&basis)?, solution_of(&solution));
     let values = solution.values.clone();
     let signs = stolr_solvers::signs_from_candidates(&candidates, values.len());
     let (coefficients, offset) = solution.finish(&basis, &signs);
-    let centering = if basis.center { KernelCentering::Offset(offset) } else { KernelCentering::None };
+    let centering = if basis.center() { KernelCentering::Offset(offset) } else { KernelCentering::None };
     let name = KpcaMethod::Nystrom.name();
     let model = KernelPcaModel::new(name, kernel, None, basis.landmarks, coefficients, values, centering)
         .map_err(solver_error)?;

@@ -429,6 +429,64 @@ impl NystromBasis {
         Ok(Self { landmarks, distinct, scaled: s_full, shift, max_diagonal, center })
     }
 
+    /// The basis from its parts as [`NystromBasis::scaled`], [`NystromBasis::shift`],
+    /// [`NystromBasis::max_diagonal`] and [`NystromBasis::center`] give them (a front end that
+    /// ships the basis to other processes, e.g. Dask's workers): the groups of repeated
+    /// landmarks are found again from `landmarks` `(m, d)`.
+    ///
+    /// # Errors
+    /// [`SolverError::InvalidConfig`] (`basis`) when `scaled` does not have one row per distinct
+    /// landmark, `shift` one entry per distinct landmark, or `max_diagonal` is not finite;
+    /// [`SolverError::Estimator`] for non-finite landmark rows.
+    pub fn from_parts(
+        landmarks: crate::ModelRows,
+        scaled: Mat<f64>,
+        shift: Vec<f64>,
+        max_diagonal: f64,
+        center: bool,
+    ) -> Result<Self, SolverError> {
+        let m = landmarks.data().nrows();
+        if m > 0 {
+            landmarks.data().check()?;
+        }
+        let distinct = stolr_estimators::RowGroups::of(landmarks.data()).filter(|g| g.len() < m).map(|g| {
+            let rows = crate::ModelRows::gather(landmarks.data(), g.first_rows());
+            (rows, g.group_of().to_vec(), g.counts())
+        });
+        let u = distinct.as_ref().map_or(m, |(rows, _, _)| rows.data().nrows());
+        if scaled.nrows() != u || shift.len() != u || !max_diagonal.is_finite() {
+            return Err(SolverError::InvalidConfig {
+                name: "basis",
+                reason: format!(
+                    "S of {} rows and a shift of {} entries for {u} distinct landmarks of {m} (largest diagonal {max_diagonal})",
+                    scaled.nrows(),
+                    shift.len()
+                ),
+            });
+        }
+        Ok(Self { landmarks, distinct, scaled, shift, max_diagonal, center })
+    }
+
+    /// `S` `(m_u, m′)` over the distinct landmark rows (see the struct's fields).
+    pub fn scaled(&self) -> MatRef<'_, f64> {
+        self.scaled.as_ref()
+    }
+
+    /// The shift `s` (length `m_u`): the mean row of `W` with centring, zeros without.
+    pub fn shift(&self) -> &[f64] {
+        &self.shift
+    }
+
+    /// The largest diagonal entry of `W` (the scale of the kernel's entries).
+    pub fn max_diagonal(&self) -> f64 {
+        self.max_diagonal
+    }
+
+    /// Whether the fit centres in feature space.
+    pub fn center(&self) -> bool {
+        self.center
+    }
+
     /// The rows the kernel is evaluated against: the distinct landmark rows `(m_u, d)`.
     fn evaluated(&self) -> DataRef<'_> {
         self.distinct.as_ref().map_or(self.landmarks.data(), |(rows, _, _)| rows.data())

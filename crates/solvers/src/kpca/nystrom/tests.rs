@@ -403,3 +403,35 @@ fn hostile_given_landmarks_are_typed_errors_before_any_work() {
     let two = Landmarks::Indices(vec![1, 2]);
     assert!(matches!(given(x.as_ref().into(), &config, &two, 1), Err(SolverError::InvalidRank { .. })));
 }
+
+/// A basis rebuilt from its parts (as Dask's workers rebuild it) equals the one built from the
+/// landmarks, repeated landmarks included; parts of other shapes are typed errors.
+#[test]
+fn a_basis_rebuilt_from_its_parts_is_the_same_and_bad_parts_are_refused() {
+    let base = clusters(7);
+    let rows = Mat::from_fn(20, 4, |i, j| base[(i % 7, j)]);
+    let kernel = Kernel::gaussian(1.2);
+    for center in [false, true] {
+        let basis = NystromBasis::new(&kernel, crate::ModelRows::Dense(rows.clone()), center).unwrap();
+        assert_eq!(basis.scaled().nrows(), 7, "seven distinct landmarks of twenty");
+        let rebuilt = NystromBasis::from_parts(
+            crate::ModelRows::Dense(rows.clone()),
+            basis.scaled().to_owned(),
+            basis.shift().to_vec(),
+            basis.max_diagonal(),
+            center,
+        )
+        .unwrap();
+        assert_eq!(rebuilt, basis);
+        let bad = [
+            (Mat::zeros(20, basis.kept()), basis.shift().to_vec(), 1.0),
+            (basis.scaled().to_owned(), vec![0.0; 20], 1.0),
+            (basis.scaled().to_owned(), basis.shift().to_vec(), f64::NAN),
+        ];
+        for (scaled, shift, diagonal) in bad {
+            let err = NystromBasis::from_parts(crate::ModelRows::Dense(rows.clone()), scaled, shift, diagonal, center)
+                .unwrap_err();
+            assert!(matches!(err, SolverError::InvalidConfig { name: "basis", .. }), "{err}");
+        }
+    }
+}
