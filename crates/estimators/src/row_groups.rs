@@ -17,8 +17,9 @@ use crate::sparse::DataRef;
 /// Built in one pass over the columns (a 64-bit hash of every row, cache-friendly on
 /// column-major data) and one over the rows (a hash table of the distinct rows, every hash
 /// match confirmed entry by entry, so a collision never merges different rows). Memory:
-/// `8·n` bytes of hashes and `8·n` of group numbers, plus the table of `8·u` bytes of distinct
-/// first rows and about `16·u` of table ([`RowGroups::bytes_for`]).
+/// `8·n` bytes of hashes and `8·n` of group numbers, plus `8·u` bytes of distinct first rows
+/// and at most `40·u` of hash table (16-byte entries in a power-of-two number of buckets at
+/// most 7/8 full, and their control bytes) ([`RowGroups::bytes_for`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RowGroups {
     /// The first row of each group, increasing (length `u`, the number of distinct rows).
@@ -42,7 +43,7 @@ impl RowGroups {
     /// The bytes [`RowGroups::of`] allocates for `n` rows at most (every row distinct): the
     /// figure to check against a memory budget first.
     pub fn bytes_for(n: usize) -> u64 {
-        (n as u64).saturating_mul(8 + 8 + 8 + 24)
+        (n as u64).saturating_mul(8 + 8 + 8 + 40)
     }
 
     fn of_rows<T: Copy + Into<f64>>(x: MatRef<'_, T>) -> Self {
@@ -57,21 +58,34 @@ impl RowGroups {
             }
         }
         let same = |i: usize, j: usize| (0..d).all(|k| x[(i, k)].into() == x[(j, k)].into());
-        // Hash -> the groups whose rows have it (almost always one).
-        let mut table: HashMap<u64, Vec<usize>> = HashMap::new();
+        // Hash -> the first group whose rows have it; the further groups of a hash shared by
+        // different rows (a 64-bit collision) in `others`.
+        let mut table: HashMap<u64, usize> = HashMap::new();
+        let mut others: HashMap<u64, Vec<usize>> = HashMap::new();
         let mut first_rows = Vec::new();
         let mut group_of = Vec::with_capacity(n);
         for (i, &h) in hashes.iter().enumerate() {
-            let candidates = table.entry(h).or_default();
-            let group = match candidates.iter().find(|&&g| same(first_rows[g], i)) {
-                Some(&g) => g,
+            let fresh = first_rows.len();
+            let group = match table.get(&h) {
                 None => {
-                    let g = first_rows.len();
-                    candidates.push(g);
-                    first_rows.push(i);
-                    g
+                    table.insert(h, fresh);
+                    fresh
+                }
+                Some(&g) if same(first_rows[g], i) => g,
+                Some(_) => {
+                    let list = others.entry(h).or_default();
+                    match list.iter().find(|&&g| same(first_rows[g], i)) {
+                        Some(&g) => g,
+                        None => {
+                            list.push(fresh);
+                            fresh
+                        }
+                    }
                 }
             };
+            if group == fresh {
+                first_rows.push(i);
+            }
             group_of.push(group);
         }
         Self { first_rows, group_of }

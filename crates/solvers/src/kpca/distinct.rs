@@ -8,9 +8,14 @@ use stolr_memory::{MemoryBudget, f64_bytes};
 
 use crate::ModelRows;
 
-/// Grouping pays only when at least a quarter of the rows repeat another: above this share of
-/// distinct rows the fit runs over every row.
-const MAX_DISTINCT_SHARE: f64 = 0.75;
+/// The largest share of distinct rows at which a fit whose cost is linear in the rows (the
+/// passes of Nyström, SKPCA's draws) runs on the distinct rows: at least a quarter repeat, so
+/// that the saving outweighs the copy of the distinct rows (`8·u·d` bytes).
+pub(super) const LINEAR_COST_SHARE: f64 = 0.75;
+
+/// The same for the exact solver, whose cost grows as `u²` (memory, products) or `u³`: one row
+/// in twenty repeated already saves a tenth of the kernel matrix.
+pub(super) const QUADRATIC_COST_SHARE: f64 = 0.95;
 
 /// The distinct rows `(u, d)` of the training rows `(n, d)`, the count of each (length `u`) and
 /// the group of every row. A fit that depends on a row only through its kernel values runs on
@@ -28,11 +33,18 @@ pub(super) struct DistinctRows {
 
 impl DistinctRows {
     /// The distinct rows of `x`, if grouping pays: `x` dense (float64 or float32), at most
-    /// three quarters of its rows distinct, and the grouping's memory (`8·6n` bytes for the
+    /// `max_share` of its rows distinct ([`LINEAR_COST_SHARE`], [`QUADRATIC_COST_SHARE`]), and
+    /// the grouping's memory (`64·n` bytes for the
     /// groups, `8·u·(d + rank)` for the distinct rows and their eigenvectors) within `memory`
     /// beside the fit's own `committed` bytes. `None` otherwise: the fit then runs over every
     /// row, which is the same result to rounding.
-    pub(super) fn worth_grouping(x: DataRef<'_>, rank: usize, memory: MemoryBudget, committed: u64) -> Option<Self> {
+    pub(super) fn worth_grouping(
+        x: DataRef<'_>,
+        max_share: f64,
+        rank: usize,
+        memory: MemoryBudget,
+        committed: u64,
+    ) -> Option<Self> {
         let n = x.nrows();
         if n == 0 || x.is_sparse() {
             return None;
@@ -41,7 +53,7 @@ impl DistinctRows {
         memory.check("grouping the repeated rows", committed.saturating_add(grouping)).ok()?;
         let groups = RowGroups::of(x)?;
         let u = groups.len();
-        if u as f64 > MAX_DISTINCT_SHARE * n as f64 {
+        if u as f64 > max_share * n as f64 {
             return None;
         }
         let kept = f64_bytes(&[u, x.ncols() + rank]);
@@ -133,7 +145,8 @@ mod tests {
         for center in [false, true] {
             let cfg = config(center);
             let distinct =
-                DistinctRows::worth_grouping(DataRef::Dense(x.as_ref()), cfg.rank, cfg.memory, 0).expect("grouped");
+                DistinctRows::worth_grouping(DataRef::Dense(x.as_ref()), LINEAR_COST_SHARE, cfg.rank, cfg.memory, 0)
+                    .expect("grouped");
             assert!(distinct.counts().len() < 60 && distinct.counts().iter().sum::<f64>() == 600.0);
             let grouped = nystrom_fit(x.as_ref(), &kernel, &cfg, &mut Xoshiro256PlusPlus::seed_from_u64(3)).unwrap();
             let every = every_row_fit(x.as_ref(), &kernel, &cfg, 3);
@@ -217,15 +230,36 @@ mod tests {
     fn grouping_is_skipped_when_it_does_not_pay_or_fit() {
         let x = repeated_rows();
         let distinct = Mat::from_fn(600, 4, |i, j| (i * 4 + j) as f64 * 0.01);
+        let unlimited = MemoryBudget::UNLIMITED;
         assert!(
-            DistinctRows::worth_grouping(DataRef::Dense(distinct.as_ref()), 5, MemoryBudget::UNLIMITED, 0).is_none()
+            DistinctRows::worth_grouping(DataRef::Dense(distinct.as_ref()), QUADRATIC_COST_SHARE, 5, unlimited, 0)
+                .is_none()
         );
-        assert!(DistinctRows::worth_grouping(DataRef::Dense(x.as_ref()), 5, MemoryBudget::bytes(20_000), 0).is_none());
+        // One row in ten repeated: the exact solver groups, the linear-cost fits do not.
+        let tenth = Mat::from_fn(600, 4, |i, j| ((i - i % 10 * usize::from(i % 10 == 9)) * 4 + j) as f64 * 0.01);
+        let tenth = DataRef::Dense(tenth.as_ref());
+        assert_eq!(
+            DistinctRows::worth_grouping(tenth, QUADRATIC_COST_SHARE, 5, unlimited, 0).map(|d| d.counts().len()),
+            Some(540)
+        );
+        assert!(DistinctRows::worth_grouping(tenth, LINEAR_COST_SHARE, 5, unlimited, 0).is_none());
+        assert!(
+            DistinctRows::worth_grouping(
+                DataRef::Dense(x.as_ref()),
+                LINEAR_COST_SHARE,
+                5,
+                MemoryBudget::bytes(20_000),
+                0
+            )
+            .is_none()
+        );
         // The fit's own bytes count: a budget that holds the groups alone but not beside them.
         let budget = RowGroups::bytes_for(600) + 10_000;
         let beside = MemoryBudget::bytes(budget);
-        assert!(DistinctRows::worth_grouping(DataRef::Dense(x.as_ref()), 5, beside, 0).is_some());
-        assert!(DistinctRows::worth_grouping(DataRef::Dense(x.as_ref()), 5, beside, budget).is_none());
+        assert!(DistinctRows::worth_grouping(DataRef::Dense(x.as_ref()), LINEAR_COST_SHARE, 5, beside, 0).is_some());
+        assert!(
+            DistinctRows::worth_grouping(DataRef::Dense(x.as_ref()), LINEAR_COST_SHARE, 5, beside, budget).is_none()
+        );
         let sparse = crate::ModelRows::Sparse(
             faer::sparse::SparseRowMat::<usize, f64>::try_new_from_triplets(
                 600,
@@ -234,6 +268,8 @@ mod tests {
             )
             .unwrap(),
         );
-        assert!(DistinctRows::worth_grouping(sparse.data(), 5, MemoryBudget::UNLIMITED, 0).is_none());
+        assert!(
+            DistinctRows::worth_grouping(sparse.data(), LINEAR_COST_SHARE, 5, MemoryBudget::UNLIMITED, 0).is_none()
+        );
     }
 }

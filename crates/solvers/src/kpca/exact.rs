@@ -19,6 +19,8 @@ use crate::{ModelRows, SolverError};
 
 mod distinct;
 
+use crate::kpca::distinct::{DistinctRows, QUADRATIC_COST_SHARE};
+
 /// How the exact solver applies the kernel matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ExactOperator {
@@ -182,7 +184,7 @@ fn center_in_place(k: &mut Mat<f64>) -> (Vec<f64>, f64) {
 /// [`crate::kpca::matrix_free_kpca`]. [`ExactOperator::Auto`] takes the dense path when
 /// `8·n²` bytes fit `config.memory`.
 ///
-/// **Repeated rows.** When at least a quarter of the (dense) rows repeat another, the same
+/// **Repeated rows.** When at least one in twenty (dense) rows repeats another, the same
 /// eigenpairs come from the `u` distinct rows: the `u × u` kernel matrix weighted by the
 /// rows' counts (`8·u²` bytes, `O(u³)`; the operator is chosen for `u`), eigenvectors mapped
 /// back to all `n` rows; the results differ from the `n`-row computation by rounding (see the
@@ -224,8 +226,8 @@ pub(crate) fn exact_fit<'x>(
     }
     x.check()?;
     kernel.validate()?;
-    // Rows that repeat (a quarter or more): the same eigenpairs from the distinct rows.
-    if let Some(rows) = crate::kpca::distinct::DistinctRows::worth_grouping(x, config.rank, config.memory, 0) {
+    // Rows that repeat (one in twenty or more): the same eigenpairs from the distinct rows.
+    if let Some(rows) = DistinctRows::worth_grouping(x, QUADRATIC_COST_SHARE, config.rank, config.memory, 0) {
         return distinct::exact_fit_distinct(&rows, x.nrows(), kernel, config);
     }
     let choice = OperatorChoice::decide(config.operator, x.nrows(), 1, config.memory)?;

@@ -14,7 +14,7 @@ use stolr_model::{Standardization, standardize};
 
 use crate::ModelRows;
 use crate::job::Shard;
-use crate::kpca::distinct::DistinctRows;
+use crate::kpca::distinct::{DistinctRows, LINEAR_COST_SHARE};
 use crate::kpca::exact::{exact_fit, finish_exact_pairs};
 use crate::kpca::rank::{RANK_TOLERANCE, truncate_to_numerical_rank};
 use crate::kpca::{
@@ -636,7 +636,15 @@ impl KernelPca {
                 // One process, features of one row each: rows that repeat are drawn once, and
                 // the draws weighted by the rows' counts (the same iterates to rounding).
                 let distinct = if processes == 1 && matches!(sampler, SamplerKind::Rff | SamplerKind::Maclaurin) {
-                    DistinctRows::worth_grouping(local, self.rank.unwrap_or(a), self.memory, 0)
+                    let committed =
+                        crate::skpca_memory_estimate(n, place.total, a, psd, config).saturating_add(sampler_bytes);
+                    DistinctRows::worth_grouping(
+                        local,
+                        LINEAR_COST_SHARE,
+                        self.rank.unwrap_or(a),
+                        self.memory,
+                        committed,
+                    )
                 } else {
                     None
                 };

@@ -14,7 +14,7 @@ use crate::error::check_rank;
 use crate::kpca::kha::{zero_kernel, zero_kernel_floor};
 use crate::{Landmarks, SolverError};
 
-use crate::kpca::distinct::DistinctRows;
+use crate::kpca::distinct::{DistinctRows, LINEAR_COST_SHARE};
 
 /// Rows of the `n × m` kernel block evaluated at once by default (`8·4096·m` bytes: 66 MB for
 /// `m = 2000`).
@@ -144,7 +144,7 @@ fn allocations(n: usize, m: usize, r: usize, d: usize, block_rows: usize) -> [(S
 /// Time $O(n m d)$ kernel evaluations (twice) $+ O(n m m′ + n m′^2/2)$ $+ O(n m r + m^3)$, with
 /// $m′ \le m$ the numerical rank of `W` (`u` for `n` over distinct rows); memory, estimated and
 /// checked before any allocation: `8·(4m² + 2md + block·(2m + d) + n·r)` bytes, plus
-/// `8·(u·(d + r) + 6n)` when the rows are grouped. The data `x` is only read.
+/// `8·(u·(d + r) + 8n)` when the rows are grouped. The data `x` is only read.
 ///
 /// # Errors
 /// [`SolverError::InvalidRank`] if `rank` is 0 or exceeds `m`; [`SolverError::InvalidConfig`]
@@ -270,8 +270,11 @@ pub fn nystrom_fit_landmarks<'x, R: Rng + ?Sized>(
 
     let basis = NystromBasis::new(kernel, landmarks, config.center)?;
     // On one process, repeated rows are evaluated once and counted by their number.
-    let distinct =
-        if comm.size() == 1 { DistinctRows::worth_grouping(x, config.rank, config.memory, total) } else { None };
+    let distinct = if comm.size() == 1 {
+        DistinctRows::worth_grouping(x, LINEAR_COST_SHARE, config.rank, config.memory, total)
+    } else {
+        None
+    };
     let mut part = match &distinct {
         Some(rows) => basis.gram_part_weighted(kernel, rows.data(), Some(rows.counts()), config.block_rows)?,
         None => basis.gram_part(kernel, x, config.block_rows)?,
