@@ -139,7 +139,7 @@ fn allocations(n: usize, m: usize, r: usize, d: usize, block_rows: usize) -> [(S
 /// the distinct rows, both passes run over the `u` distinct rows only, the first with each
 /// row's term weighted by its count, and every row's eigenvector entries are copied from its
 /// distinct row's. The result differs from the pass over every row by rounding (the counts
-/// multiply instead of the terms adding again); see [`DistinctRows`].
+/// multiply instead of the terms adding again); see docs/derivations.md §7.4.
 ///
 /// Time $O(n m d)$ kernel evaluations (twice) $+ O(n m m′ + n m′^2/2)$ $+ O(n m r + m^3)$, with
 /// $m′ \le m$ the numerical rank of `W` (`u` for `n` over distinct rows); memory, estimated and
