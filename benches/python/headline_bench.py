@@ -588,6 +588,10 @@ def main():
     full = {"mnist": not args.quick, "krr": not args.quick, "kdd": not args.quick, "slkl": not args.quick}
 
     notes = []
+    if any(r in selected for r in ("kpca-nystrom-kdd", "skpca-kdd-iter", "kpca-exact-mf-20k", "kpca-exact-default-20k")):
+        notes.append("KDD Cup rows: the kernel PCA solvers work on the distinct rows, each weighted by its count, "
+                     "when enough rows repeat (docs/derivations.md §7.4: 145 584 of the 494 021 rows are distinct, "
+                     "16 285 of the first 20 000); the limits count all n rows, so a ratio to the limit can be below 1.")
     have_mnist = os.path.exists(os.path.join(args.data, "mnist", "train-images-idx3-ubyte.gz"))
     have_kdd = os.path.exists(os.path.join(args.data, KDD_FILE))
     needs = {"pca-exact": have_mnist, "msg-capped-mnist": have_mnist, "kpca-nystrom-kdd": have_kdd,

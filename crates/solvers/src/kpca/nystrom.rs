@@ -386,15 +386,9 @@ impl NystromBasis {
     /// for non-finite landmark rows.
     pub fn new(kernel: &Kernel, landmarks: crate::ModelRows, center: bool) -> Result<Self, SolverError> {
         let m = landmarks.data().nrows();
-        if m > 0 {
-            landmarks.data().check()?;
-        }
         // Repeated landmarks (common on data that repeats rows): the kernel against the
         // distinct ones, each weighted by its count.
-        let distinct = stolr_estimators::RowGroups::of(landmarks.data()).filter(|g| g.len() < m).map(|g| {
-            let rows = crate::ModelRows::gather(landmarks.data(), g.first_rows());
-            (rows, g.group_of().to_vec(), g.counts())
-        });
+        let distinct = distinct_landmarks(&landmarks)?;
         let evaluated = distinct.as_ref().map_or(&landmarks, |(rows, _, _)| rows);
         let counts = distinct.as_ref().map(|(_, _, c)| c.as_slice());
         // W = U_W Λ_W U_Wᵀ; S = U_W Λ_W^{-1/2} on the kept eigenvalues, scaled in place.
@@ -449,13 +443,7 @@ impl NystromBasis {
         center: bool,
     ) -> Result<Self, SolverError> {
         let m = landmarks.data().nrows();
-        if m > 0 {
-            landmarks.data().check()?;
-        }
-        let distinct = stolr_estimators::RowGroups::of(landmarks.data()).filter(|g| g.len() < m).map(|g| {
-            let rows = crate::ModelRows::gather(landmarks.data(), g.first_rows());
-            (rows, g.group_of().to_vec(), g.counts())
-        });
+        let distinct = distinct_landmarks(&landmarks)?;
         let u = distinct.as_ref().map_or(m, |(rows, _, _)| rows.data().nrows());
         if scaled.nrows() != u || shift.len() != u || !max_diagonal.is_finite() {
             return Err(SolverError::InvalidConfig {
@@ -688,6 +676,25 @@ impl NystromSolution {
         }
         (coefficients, offset)
     }
+}
+
+/// The distinct rows of the landmarks `(m, d)` (checked finite), the group of each landmark and
+/// the groups' counts, or `None` when no landmark repeats another (or the rows are sparse).
+///
+/// # Errors
+/// [`SolverError::Estimator`] for non-finite landmark rows.
+#[allow(clippy::type_complexity)]
+fn distinct_landmarks(
+    landmarks: &crate::ModelRows,
+) -> Result<Option<(crate::ModelRows, Vec<usize>, Vec<f64>)>, SolverError> {
+    let m = landmarks.data().nrows();
+    if m > 0 {
+        landmarks.data().check()?;
+    }
+    Ok(stolr_estimators::RowGroups::of(landmarks.data()).filter(|g| g.len() < m).map(|g| {
+        let rows = crate::ModelRows::gather(landmarks.data(), g.first_rows());
+        (rows, g.group_of().to_vec(), g.counts())
+    }))
 }
 
 /// Adds the features `f` `(len, k)` of one panel to the lower triangle of `gram` `(k, k)`

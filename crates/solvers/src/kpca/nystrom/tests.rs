@@ -48,6 +48,17 @@ fn clusters(n: usize) -> Mat<f64> {
     })
 }
 
+/// The projections `k(x', L) B − c` `(m', r)` of new rows `x'` through a fit on the training rows
+/// `x` (its landmarks are rows of `x`).
+fn projections(f: &NystromFit, x: MatRef<'_, f64>, kernel: &Kernel, new_rows: MatRef<'_, f64>) -> Mat<f64> {
+    let lm = Mat::from_fn(f.landmarks.len(), x.ncols(), |i, j| x[(f.landmarks[i], j)]);
+    let mut z = kernel.cross(new_rows, lm.as_ref()) * &f.coefficients;
+    for j in 0..z.ncols() {
+        z.col_mut(j).iter_mut().for_each(|v| *v -= f.offset[j]);
+    }
+    z
+}
+
 fn max_abs_diff(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> f64 {
     assert_eq!(a.shape(), b.shape());
     (0..a.ncols()).flat_map(|j| (0..a.nrows()).map(move |i| (a[(i, j)] - b[(i, j)]).abs())).fold(0.0, f64::max)
@@ -141,16 +152,8 @@ fn blocked_nystrom_agrees_with_the_dense_formula_to_1e_10() {
             assert!(du <= 1e-10, "{tag}: eigenvectors differ by {du}");
             // B itself is as ill-conditioned as W (entries ∝ λ_W^{-1/2}); what it defines,
             // the projection z(x) = k(x, L) B − c of new rows, is what must agree.
-            let project = |f: &NystromFit| {
-                let lm = Mat::from_fn(m, x.ncols(), |i, j| x[(f.landmarks[i], j)]);
-                let mut z = kernel.cross(new_rows.as_ref(), lm.as_ref()) * &f.coefficients;
-                for j in 0..z.ncols() {
-                    z.col_mut(j).iter_mut().for_each(|v| *v -= f.offset[j]);
-                }
-                z
-            };
-            let z_ref = project(&reference);
-            let dz = max_abs_diff(project(&fit).as_ref(), z_ref.as_ref());
+            let z_ref = projections(&reference, x.as_ref(), &kernel, new_rows.as_ref());
+            let dz = max_abs_diff(projections(&fit, x.as_ref(), &kernel, new_rows.as_ref()).as_ref(), z_ref.as_ref());
             assert!(dz <= 1e-10 * max_abs(z_ref.as_ref()), "{tag}: projections of new rows differ by {dz}");
             // Orthonormal eigenvectors.
             let gram = fit.pairs.vectors.transpose() * &fit.pairs.vectors;
@@ -188,16 +191,8 @@ fn repeated_rows_and_landmarks_agree_with_the_dense_formula() {
         }
         let du = max_abs_diff(fit.pairs.vectors.as_ref(), reference.pairs.vectors.as_ref());
         assert!(du <= 1e-9, "center = {center}: eigenvectors differ by {du}");
-        let project = |f: &NystromFit| {
-            let lm = Mat::from_fn(m, x.ncols(), |i, j| x[(f.landmarks[i], j)]);
-            let mut z = kernel.cross(new_rows.as_ref(), lm.as_ref()) * &f.coefficients;
-            for j in 0..z.ncols() {
-                z.col_mut(j).iter_mut().for_each(|v| *v -= f.offset[j]);
-            }
-            z
-        };
-        let z_ref = project(&reference);
-        let dz = max_abs_diff(project(&fit).as_ref(), z_ref.as_ref());
+        let z_ref = projections(&reference, x.as_ref(), &kernel, new_rows.as_ref());
+        let dz = max_abs_diff(projections(&fit, x.as_ref(), &kernel, new_rows.as_ref()).as_ref(), z_ref.as_ref());
         assert!(dz <= 1e-9 * max_abs(z_ref.as_ref()), "center = {center}: projections differ by {dz}");
     }
 }
