@@ -1,5 +1,6 @@
 //! The distinct rows of the training data and their counts, for the kernel PCA fits that
-//! evaluate each repeated row once (Nyström, exact).
+//! evaluate each repeated row once (exact, Nyström, SKPCA with row-wise features; the algebra
+//! is docs/derivations.md §7.4).
 
 use faer::Mat;
 use stolr_estimators::{DataRef, RowGroups};
@@ -34,9 +35,8 @@ pub(super) struct DistinctRows {
 impl DistinctRows {
     /// The distinct rows of `x`, if grouping pays: `x` dense (float64 or float32), at most
     /// `max_share` of its rows distinct ([`LINEAR_COST_SHARE`], [`QUADRATIC_COST_SHARE`]), and
-    /// the grouping's memory (`64·n` bytes for the
-    /// groups, `8·u·(d + rank)` for the distinct rows and their eigenvectors) within `memory`
-    /// beside the fit's own `committed` bytes. `None` otherwise: the fit then runs over every
+    /// the grouping's memory (`64·n` bytes for the groups, `8·u·(d + rank)` for the distinct
+    /// rows and their eigenvectors) within `memory` beside the fit's own `committed` bytes. `None` otherwise: the fit then runs over every
     /// row, which is the same result to rounding.
     pub(super) fn worth_grouping(
         x: DataRef<'_>,
