@@ -335,6 +335,81 @@ fn npy_parts_make_the_whole_matrix_in_either_order() {
     assert_eq!(read_npy_part(&path, 1, 2, MemoryBudget::default()).expect("empty").shape(), (0, 3));
 }
 
+/// The `.npy` readers decode the data a block of 8192 values at a time: a block may end inside
+/// a row (C order) or a column (Fortran order), and a row may be longer than a block. Every
+/// reader (the whole matrix, float32 kept as float32, the row stream) gives the stored values
+/// bit for bit across those boundaries, and a file cut short anywhere is a typed error.
+#[test]
+fn npy_readers_decode_across_block_boundaries() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("x.npy");
+    // Tall (a Fortran column spans two blocks) and wide (a row spans two blocks); values of
+    // every scale, a negative zero, a subnormal.
+    let value = |i: usize, j: usize| match (i * 31 + j * 17) % 5 {
+        0 => ((i + j) as f64).sin() * 1e8,
+        1 => -0.0,
+        2 => 5e-324,
+        3 => ((i * j) as f64).cos() * 1e-8,
+        _ => 1e9 + i as f64,
+    };
+    for (n, d) in [(9000, 3), (3, 9000)] {
+        let a = Mat::from_fn(n, d, value);
+        for (order, descr) in [(npyz::Order::C, "<f8"), (npyz::Order::Fortran, ">f8")] {
+            write_npy(&path, &a, order, descr);
+            let whole = read_npy_matrix(&path, MemoryBudget::default()).expect("valid file");
+            assert!((0..n).all(|i| (0..d).all(|j| whole[(i, j)].to_bits() == a[(i, j)].to_bits())), "{n}x{d} {descr}");
+            if order == npyz::Order::C {
+                let rows: Vec<Vec<f64>> =
+                    stolr_datasets::stream_rows(&path, stolr_datasets::RowFormat::Npy, MemoryBudget::default())
+                        .expect("stream")
+                        .collect::<Result<_, _>>()
+                        .expect("rows");
+                assert_eq!(rows.len(), n);
+                assert!(
+                    rows.iter()
+                        .enumerate()
+                        .all(|(i, r)| r.iter().enumerate().all(|(j, v)| v.to_bits() == a[(i, j)].to_bits()))
+                );
+            }
+            // Cut inside the last block: every reader refuses it.
+            let bytes = std::fs::read(&path).expect("read");
+            std::fs::write(&path, &bytes[..bytes.len() - 12]).expect("write");
+            assert!(matches!(read_npy_matrix(&path, MemoryBudget::default()), Err(DataError::Npy { .. })));
+            if order == npyz::Order::C {
+                let result: Result<Vec<Vec<f64>>, _> =
+                    stolr_datasets::stream_rows(&path, stolr_datasets::RowFormat::Npy, MemoryBudget::default())
+                        .and_then(|s| s.collect());
+                assert!(
+                    matches!(&result, Err(DataError::Npy { message, .. }) if message.contains(&format!("row {}", n - 1))),
+                    "{:?}",
+                    result.err()
+                );
+            }
+        }
+        // Float32, big-endian, Fortran order: kept as float32, bit for bit.
+        let a32 = Mat::from_fn(n, d, |i, j| value(i, j) as f32);
+        let mut bytes = Vec::new();
+        let mut writer = npyz::WriteOptions::<f32>::new()
+            .dtype(npyz::DType::Plain(">f4".parse().expect("type string")))
+            .shape(&[n as u64, d as u64])
+            .order(npyz::Order::Fortran)
+            .writer(&mut bytes)
+            .begin_nd()
+            .expect("header");
+        writer.extend((0..n * d).map(|k| a32[(k % n, k / n)])).expect("data");
+        writer.finish().expect("finish");
+        std::fs::write(&path, &bytes).expect("write");
+        let stolr_datasets::NpyRows::F32(read) =
+            stolr_datasets::read_npy_rows(&path, MemoryBudget::default()).expect("valid")
+        else {
+            panic!("float32 stays float32");
+        };
+        assert!((0..n).all(|i| (0..d).all(|j| read[(i, j)].to_bits() == a32[(i, j)].to_bits())));
+        std::fs::write(&path, &bytes[..bytes.len() - 2]).expect("write");
+        assert!(matches!(stolr_datasets::read_npy_rows(&path, MemoryBudget::default()), Err(DataError::Npy { .. })));
+    }
+}
+
 #[test]
 fn npy_parts_of_damaged_files_are_errors() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -138,11 +138,17 @@ pub struct StreamTransform {
 }
 
 impl StreamTransform {
-    fn apply(&self, x: &[f64], out: &mut [f64]) {
+    /// `x ← (x − mean)·scale` (`x` of length `d`), the rows as the solvers see them.
+    fn apply_in_place(&self, x: &mut [f64]) {
         match &self.mean {
-            Some(mean) => out.iter_mut().zip(x).zip(mean).for_each(|((o, v), m)| *o = (v - m) * self.scale),
-            None => out.iter_mut().zip(x).for_each(|(o, v)| *o = v * self.scale),
+            Some(mean) => x.iter_mut().zip(mean).for_each(|(v, m)| *v = (*v - m) * self.scale),
+            None => x.iter_mut().for_each(|v| *v *= self.scale),
         }
+    }
+
+    fn apply(&self, x: &[f64], out: &mut [f64]) {
+        out.copy_from_slice(x);
+        self.apply_in_place(out);
     }
 }
 
@@ -346,10 +352,9 @@ impl StreamingPcaJob {
         // The solver's pass, through the one solver loop.
         let solving = Instant::now();
         let rows = source.rows(PassKind::Solver)?.map(|row| {
-            row.map(|x| {
-                let mut out = vec![0.0; x.len()];
-                transform.apply(&x, &mut out);
-                out
+            row.map(|mut x| {
+                transform.apply_in_place(&mut x);
+                x
             })
         });
         // A mini-batch of `batch` rows split across the ranks; the solvers that take one sample

@@ -103,7 +103,8 @@ where
     /// whether its stream has more.
     fn take_rows(&mut self) -> Result<Vec<f64>, SolverError> {
         let d = self.solver.dim();
-        let mut message = vec![0.0];
+        let mut message = Vec::with_capacity(1 + self.batch * d);
+        message.push(0.0);
         for _ in 0..self.batch {
             let index = self.position;
             match self.next.take() {
