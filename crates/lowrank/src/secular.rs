@@ -169,35 +169,26 @@ pub fn eigen_of_grown_update(
 /// that model (a quadratic); it converges quadratically, and a bisection step replaces any
 /// step that would leave the current bracket.
 fn secular_root(d: &[f64], z: &[f64], j: usize, z_norm_sq: f64) -> (usize, f64) {
-    let (o, mut lo, mut hi) = if j == 0 {
-        (0, 0.0, z_norm_sq)
+    // f at the midpoint of the interval tells which half holds the root; measure from that
+    // half's pole, and take the first step from the midpoint's own sums.
+    let (o, mut lo, mut hi, mut mu, mut sums) = if j == 0 {
+        (0, 0.0, z_norm_sq, 0.5 * z_norm_sq, None)
     } else {
-        let gap = d[j - 1] - d[j];
-        let mid = 0.5 * gap;
-        let f_mid = 1.0 + d.iter().zip(z).map(|(&di, &zi)| zi * zi / ((di - d[j]) - mid)).sum::<f64>();
-        // f at the midpoint tells which half holds the root; measure from that half's pole.
-        if f_mid >= 0.0 { (j, 0.0, mid) } else { (j - 1, -mid, 0.0) }
+        let mid = 0.5 * (d[j - 1] - d[j]);
+        let at_mid = pole_sums(d, z, j, d[j], mid);
+        if 1.0 + at_mid.0 + at_mid.2 >= 0.0 {
+            (j, 0.0, mid, mid, Some(at_mid))
+        } else {
+            (j - 1, -mid, 0.0, -mid, Some(at_mid))
+        }
     };
     // Offsets of the two model poles from the origin d[o].
     let left_pole = d[j] - d[o];
     let right_pole = if j == 0 { f64::INFINITY } else { d[j - 1] - d[o] };
-    let mut mu = 0.5 * (lo + hi);
     for _ in 0..100 {
-        // ψ over poles i ≥ j (at or left of the interval), φ over i < j; values and slopes.
-        let (mut psi, mut dpsi, mut phi, mut dphi) = (0.0, 0.0, 0.0, 0.0);
-        // Bound on the rounding error of f: Σ|terms| (all ψ terms < 0 ≤ φ terms here).
-        for (i, (&di, &zi)) in d.iter().zip(z).enumerate() {
-            let t = 1.0 / ((di - d[o]) - mu);
-            let w = zi * zi * t;
-            if i >= j {
-                psi += w;
-                dpsi += w * t;
-            } else {
-                phi += w;
-                dphi += w * t;
-            }
-        }
+        let (psi, dpsi, phi, dphi) = sums.take().unwrap_or_else(|| pole_sums(d, z, j, d[o], mu));
         let f = 1.0 + psi + phi;
+        // Bound on the rounding error of f: Σ|terms| (all ψ terms < 0 ≤ φ terms here).
         if f.abs() <= 8.0 * f64::EPSILON * (1.0 + phi - psi) {
             break;
         }
@@ -236,4 +227,24 @@ fn secular_root(d: &[f64], z: &[f64], j: usize, z_norm_sq: f64) -> (usize, f64) 
         mu = if hi > 0.0 { hi } else { lo };
     }
     (o, mu)
+}
+
+/// The two parts of the secular function at `λ = origin + mu` with their slopes: `(ψ, ψ', φ,
+/// φ')`, `ψ = Σ_{i≥j} z_i²/(d_i − λ)` over the poles at or left of root `j`'s interval and
+/// `φ` over the poles right of it (`i < j`), each difference taken as `(d_i − origin) − mu`
+/// so that it keeps its relative accuracy near the origin. Two loops without branches.
+fn pole_sums(d: &[f64], z: &[f64], j: usize, origin: f64, mu: f64) -> (f64, f64, f64, f64) {
+    let part = |d: &[f64], z: &[f64]| {
+        let (mut value, mut slope) = (0.0, 0.0);
+        for (&di, &zi) in d.iter().zip(z) {
+            let t = 1.0 / ((di - origin) - mu);
+            let w = zi * zi * t;
+            value += w;
+            slope += w * t;
+        }
+        (value, slope)
+    };
+    let (phi, dphi) = part(&d[..j], &z[..j]);
+    let (psi, dpsi) = part(&d[j..], &z[j..]);
+    (psi, dpsi, phi, dphi)
 }
