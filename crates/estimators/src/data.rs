@@ -159,8 +159,7 @@ pub fn column_means_reduced(x: MatRef<'_, f64>, mut reduce: impl FnMut(&mut [f64
     if n == 0.0 {
         return vec![0.0; x.ncols()];
     }
-    let mut sums = vec![0.0; x.ncols()];
-    for_each_in_memory_order(x, |_, col, value| sums[col] += value);
+    let mut sums = column_sums_of(crate::DataRef::Dense(x));
     reduce(&mut sums);
     let first: Vec<f64> = sums.iter().map(|sum| sum / n).collect();
     let mut corrections = vec![0.0; x.ncols()];
@@ -188,30 +187,53 @@ pub fn column_means_of(x: crate::DataRef<'_>, mut reduce: impl FnMut(&mut [f64])
     if count == 0.0 {
         return vec![0.0; d];
     }
-    // Float32 values convert exactly, so `f64::from(v)` is the float64 row's value.
-    let sum_columns = |shift: &[f64]| {
-        let mut sums = vec![0.0; d];
-        if x.col_stride() == 1 && x.row_stride() != 1 {
-            for i in 0..n {
-                for (j, s) in sums.iter_mut().enumerate() {
-                    *s += f64::from(x[(i, j)]) - shift[j];
-                }
-            }
-        } else {
-            for (j, s) in sums.iter_mut().enumerate() {
-                for i in 0..n {
-                    *s += f64::from(x[(i, j)]) - shift[j];
-                }
-            }
-        }
-        sums
-    };
-    let mut sums = sum_columns(&vec![0.0; d]);
+    let mut sums = sum_columns_f32(x, &vec![0.0; d]);
     reduce(&mut sums);
     let first: Vec<f64> = sums.iter().map(|sum| sum / count).collect();
-    let mut corrections = sum_columns(&first);
+    let mut corrections = sum_columns_f32(x, &first);
     reduce(&mut corrections);
     first.iter().zip(corrections).map(|(m, c)| m + c / count).collect()
+}
+
+/// The column sums of dense rows `x` `(n, d)` (float64 or float32), length `d`: the first pass
+/// of [`column_means_of`] on this process's rows, each column summed from row 0 down in either
+/// memory layout (float32 values converted exactly). A finite sum also shows that its column
+/// holds only finite values (a NaN or ±∞ entry makes the sum NaN or ±∞), so callers that sum
+/// anyway can skip [`check_data`]'s pass unless a sum is not finite.
+///
+/// # Panics
+/// If `x` is sparse (a caller's bug: sparse rows have no dense column pass).
+pub fn column_sums_of(x: crate::DataRef<'_>) -> Vec<f64> {
+    match x {
+        crate::DataRef::Dense(x) => {
+            let mut sums = vec![0.0; x.ncols()];
+            for_each_in_memory_order(x, |_, col, value| sums[col] += value);
+            sums
+        }
+        crate::DataRef::DenseF32(x) => sum_columns_f32(x, &vec![0.0; x.ncols()]),
+        crate::DataRef::Sparse(_) => panic!("column_sums_of: sparse rows"),
+    }
+}
+
+/// `Σ_i (x_ij − shift_j)` for each column `j` of float32 rows, from row 0 down in either layout.
+fn sum_columns_f32(x: MatRef<'_, f32>, shift: &[f64]) -> Vec<f64> {
+    let (n, d) = x.shape();
+    // Float32 values convert exactly, so `f64::from(v)` is the float64 row's value.
+    let mut sums = vec![0.0; d];
+    if x.col_stride() == 1 && x.row_stride() != 1 {
+        for i in 0..n {
+            for (j, s) in sums.iter_mut().enumerate() {
+                *s += f64::from(x[(i, j)]) - shift[j];
+            }
+        }
+    } else {
+        for (j, s) in sums.iter_mut().enumerate() {
+            for i in 0..n {
+                *s += f64::from(x[(i, j)]) - shift[j];
+            }
+        }
+    }
+    sums
 }
 
 /// The coordinate-wise median of the rows of `x` `(n, d)`, length `d` (zeros when `n == 0`):

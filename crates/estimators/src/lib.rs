@@ -48,7 +48,9 @@ pub use bandwidth::{
 };
 pub use centered::{Centered, centered_kernel_matrix};
 pub use columns::ColumnSampling;
-pub use data::{check_data, check_data_f32, column_means, column_means_of, column_means_reduced, to_owned};
+pub use data::{
+    check_data, check_data_f32, column_means, column_means_of, column_means_reduced, column_sums_of, to_owned,
+};
 pub use error::EstimatorError;
 pub use factors::{Factors, KernelSampler};
 pub use kernel_blocks::{CrossKernelPanels, PANEL_ROWS, Panel};

@@ -79,5 +79,7 @@ pub use svs::{
 };
 pub use sym_eigen::{sym_eigen_desc, sym_eigenvalues_desc, top_eigenpairs};
 pub use sym_low_rank::SymLowRank;
-pub use tall_products::{gram_apply, gram_blocks_bytes, gram_lanes, gram_of_row_blocks, tall_inner};
+pub use tall_products::{
+    gram_and_sums_of_row_blocks, gram_apply, gram_blocks_bytes, gram_lanes, gram_of_row_blocks, tall_inner,
+};
 pub use woodbury::{ColumnQuadratics, Probe, WoodburyInverse, WoodburyParts};

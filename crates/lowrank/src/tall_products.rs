@@ -98,18 +98,58 @@ pub fn gram_of_row_blocks(
     block_rows: usize,
     fill: impl Fn(usize, MatMut<'_, f64>) + Sync,
 ) -> Mat<f64> {
+    gram_and_sums_of_row_blocks(n, d, block_rows, fill).0
+}
+
+/// [`gram_of_row_blocks`] and the column sums of the same blocks (length `d`), taken while each
+/// block is in cache: each lane sums its blocks' columns row after row in block order, and the
+/// lanes' sums are added in lane order (the same bits for any number of threads). A centred
+/// Gram matrix then needs no pass of its own for the mean's correction
+/// (`Pca::fit_exact_rows`).
+///
+/// # Panics
+/// If `block_rows == 0`.
+pub fn gram_and_sums_of_row_blocks(
+    n: usize,
+    d: usize,
+    block_rows: usize,
+    fill: impl Fn(usize, MatMut<'_, f64>) + Sync,
+) -> (Mat<f64>, Vec<f64>) {
     use faer::linalg::matmul::triangular::{BlockStructure, matmul};
     assert!(block_rows > 0, "gram_of_row_blocks: empty blocks");
     let lanes = gram_lanes(d);
     let blocks = n.div_ceil(block_rows);
     let lane = |l: usize| {
         let mut sum = Mat::<f64>::zeros(d, d);
+        let mut sums = vec![0.0; d];
         let mut block = Mat::<f64>::zeros(block_rows.min(n), d);
         for b in (l..blocks).step_by(lanes) {
             let start = b * block_rows;
             let len = block_rows.min(n - start);
             let mut rows = block.as_mut().subrows_mut(0, len);
             fill(start, rows.rb_mut());
+            // Four columns at a time: four independent chains of additions over contiguous
+            // columns, each column still summed from its first row down.
+            for (j0, totals) in (0..d).step_by(4).zip(sums.chunks_mut(4)) {
+                let column = |k: usize| {
+                    rows.rb().col(j0 + k).try_as_col_major().expect("a column of a Mat is contiguous").as_slice()
+                };
+                let columns: [&[f64]; 4] = std::array::from_fn(|k| if k < totals.len() { column(k) } else { &[] });
+                let mut acc = [0.0; 4];
+                acc[..totals.len()].copy_from_slice(totals);
+                if totals.len() == 4 {
+                    for i in 0..len {
+                        for k in 0..4 {
+                            acc[k] += columns[k][i];
+                        }
+                    }
+                } else {
+                    for (k, column) in columns.iter().enumerate().take(totals.len()) {
+                        acc[k] = column.iter().fold(acc[k], |t, v| t + v);
+                    }
+                }
+                totals.copy_from_slice(&acc[..totals.len()]);
+            }
             matmul(
                 sum.as_mut(),
                 BlockStructure::TriangularLower,
@@ -122,9 +162,14 @@ pub fn gram_of_row_blocks(
                 Par::Seq,
             );
         }
-        sum
+        (sum, sums)
     };
-    sum_in_order(map_groups(lanes, lane), d, d)
+    let (grams, sums): (Vec<_>, Vec<_>) = map_groups(lanes, lane).into_iter().unzip();
+    let mut total = vec![0.0; d];
+    for part in sums {
+        total.iter_mut().zip(part).for_each(|(t, v)| *t += v);
+    }
+    (sum_in_order(grams, d, d), total)
 }
 
 /// The number of lanes of [`gram_of_row_blocks`] for width `d`: 4, 2 or 1, the most whose
@@ -134,11 +179,11 @@ pub fn gram_lanes(d: usize) -> usize {
     [4u64, 2].into_iter().find(|&l| l.saturating_mul(sum) <= 128 << 20).unwrap_or(1) as usize
 }
 
-/// Bytes [`gram_of_row_blocks`] allocates: per lane a `(d, d)` sum and a block of `block_rows`
-/// rows, plus the result.
+/// Bytes [`gram_of_row_blocks`] and [`gram_and_sums_of_row_blocks`] allocate: per lane a
+/// `(d, d)` sum, `d` column sums and a block of `block_rows` rows, plus the result.
 pub fn gram_blocks_bytes(d: usize, block_rows: usize) -> u64 {
     let (d, b) = (d as u64, block_rows as u64);
-    let lane = 8u64.saturating_mul(d.saturating_mul(d).saturating_add(b.saturating_mul(d)));
+    let lane = 8u64.saturating_mul(d.saturating_mul(d).saturating_add(b.saturating_mul(d)).saturating_add(d));
     lane.saturating_mul(gram_lanes(d as usize) as u64 + 1)
 }
 

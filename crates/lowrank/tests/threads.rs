@@ -12,8 +12,8 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use stolr_lowrank::{
-    SymLowRank, WoodburyInverse, gram_apply, matmul, mul, shrink_psd_in_place, spd_inverse, spd_solve, sym_eigen_desc,
-    sym_eigenvalues_desc, tall_inner, thin_qr, thin_svd, top_eigenpairs,
+    SymLowRank, WoodburyInverse, gram_and_sums_of_row_blocks, gram_apply, matmul, mul, shrink_psd_in_place,
+    spd_inverse, spd_solve, sym_eigen_desc, sym_eigenvalues_desc, tall_inner, thin_qr, thin_svd, top_eigenpairs,
 };
 
 fn gaussian(rows: usize, cols: usize, rng: &mut Xoshiro256PlusPlus) -> Mat<f64> {
@@ -57,6 +57,12 @@ fn run(par: Par) -> Vec<(&'static str, Vec<u64>)> {
     out.push(("gram_apply", [bits(&xw), bits(&xtxw)].concat()));
     let (xw1, xtxw1) = gram_apply(x.transpose().to_owned().transpose(), w.as_ref().subcols(0, 1));
     out.push(("gram_apply rank 1, row-major", [bits(&xw1), bits(&xtxw1)].concat()));
+
+    // Gram matrix and column sums of row blocks, several lanes (d = 30: four).
+    let (g, sums) = gram_and_sums_of_row_blocks(40_000, 30, 1000, |start, mut out| {
+        out.copy_from(x.as_ref().subrows(start, out.nrows()));
+    });
+    out.push(("gram_and_sums_of_row_blocks", [bits(&g), vec_bits(&sums)].concat()));
 
     // Matrix–vector products (faer splits their summation among threads), both orientations.
     let big = gaussian(5000, 300, &mut rng);

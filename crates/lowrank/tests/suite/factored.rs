@@ -429,3 +429,35 @@ fn carried_gram_tracks_the_stored_factor() {
     bad[(0, 0)] = f64::NAN;
     assert!(matches!(copy.set_carried_gram(Some((bad, 1))), Err(LowRankError::NonFinite { .. })));
 }
+
+/// The Gram matrix and column sums of rows given a block at a time: the lower triangle equals
+/// `XᵀX` to rounding, the sums each column's sum to rounding (the lanes add their blocks in
+/// turn; threads.rs checks that the bits do not depend on the threads) (the last block short, `d` not a multiple of the four columns summed together, one row,
+/// and values from 1e-8 to 1e8 with an offset of 1e9).
+#[test]
+fn gram_and_sums_of_row_blocks_are_the_dense_products() {
+    use stolr_lowrank::gram_and_sums_of_row_blocks;
+    for (n, d, block) in [(1003, 7, 100), (1, 3, 8), (64, 9, 64)] {
+        let x = Mat::from_fn(n, d, |i, j| {
+            ((i * 13 + j * 7) as f64).sin() * 10f64.powi(j as i32 * 2 - 8) + if j == 1 { 1e9 } else { 0.0 }
+        });
+        let (g, sums) = gram_and_sums_of_row_blocks(n, d, block, |start, mut out| {
+            out.copy_from(x.as_ref().subrows(start, out.nrows()));
+        });
+        let dense = x.transpose() * &x;
+        for j in 0..d {
+            let want: f64 = (0..n).map(|i| x[(i, j)]).sum();
+            let size: f64 = (0..n).map(|i| x[(i, j)].abs()).sum();
+            assert!((sums[j] - want).abs() <= 1e-14 * size, "({n}, {d}) column {j}: {} vs {want}", sums[j]);
+            for i in 0..d {
+                let expected = if i >= j { dense[(i, j)] } else { 0.0 };
+                let tol = 1e-13 * (dense[(i, i)] * dense[(j, j)]).sqrt();
+                assert!(
+                    (g[(i, j)] - expected).abs() <= tol,
+                    "({n}, {d}) entry ({i}, {j}): {} vs {expected}",
+                    g[(i, j)]
+                );
+            }
+        }
+    }
+}

@@ -252,9 +252,18 @@ impl Pca {
     /// exceed the float64 range.
     fn fit_exact_rows(&self, x: DataRef<'_>, comm: &dyn Communicator) -> Result<PcaModel, SolverError> {
         let d = x.ncols();
+        // Centred and not scaled, the mean's first pass comes first and doubles as the check
+        // (finite column sums mean finite entries); the check's own pass runs only when a sum
+        // is not finite, to name the entry.
+        let fused = self.center && !self.scale;
+        let sums = (fused && x.nrows() > 0 && d > 0).then(|| stolr_estimators::column_sums_of(x));
+        let check = || match &sums {
+            Some(sums) if sums.iter().all(|s| s.is_finite()) => Ok(()),
+            _ => x.check(),
+        };
         if comm.size() > 1 {
             // Collective check, so that no rank is left waiting in a sum the others skip.
-            let local = if x.nrows() == 0 { Ok(()) } else { x.check() };
+            let local = if x.nrows() == 0 { Ok(()) } else { check() };
             let flags = comm.all_gather(&[if local.is_ok() { 1.0 } else { 0.0 }]);
             local?;
             if let Some(bad) = flags.iter().position(|f| f[0] == 0.0) {
@@ -267,7 +276,7 @@ impl Pca {
                 });
             }
         } else {
-            x.check()?;
+            check()?;
         }
         let n_local = x.nrows();
         let mut count = [n_local as f64];
@@ -278,6 +287,14 @@ impl Pca {
             return Err(stolr_estimators::EstimatorError::EmptyData { nrows: 0, ncols: d }.into());
         }
         crate::error::check_pca_rank(self.rank, n, d)?;
+        if fused {
+            let mut sums = sums.unwrap_or_else(|| vec![0.0; d]);
+            comm.all_reduce_sum(&mut sums);
+            let first: Vec<f64> = sums.iter().map(|s| s / n as f64).collect();
+            if let Some((g, mean)) = Self::centred_gram_one_pass(x, first, n, comm) {
+                return self.exact_from_gram(g, mean, vec![1.0; d], n);
+            }
+        }
         let mean =
             if self.center { stolr_estimators::column_means_of(x, |b| comm.all_reduce_sum(b)) } else { vec![0.0; d] };
         let (mut inv, mut scale) = (1.0, vec![1.0; d]);
@@ -297,6 +314,52 @@ impl Pca {
         let mut g = Self::exact_gram_part(x, &mean, (self.scale && inv != 1.0).then_some(inv));
         stolr_comm::all_reduce_lower(comm, &mut g);
         self.exact_from_gram(g, mean, scale, n)
+    }
+
+    /// The centred Gram matrix (lower triangle) and the mean of all the rows from one pass over
+    /// this process's rows `x`: the blocks are centred by `first` (the plain mean, the sums over
+    /// `n` rows) and their column sums `c = Σ (x_i − first)` taken with the Gram matrix `G`
+    /// ([`stolr_lowrank::gram_and_sums_of_row_blocks`]), both added over the processes; then
+    /// the mean is `first + c/n` (the second pass of [`stolr_estimators::column_means`],
+    /// without its own pass) and the centred Gram matrix `G − c cᵀ/n`. `c` is the rounding
+    /// error of the first sum, so the correction is tiny; `None` (the caller centres with the
+    /// two-pass mean instead) when for some column it is not, i.e. `c_j²/n` exceeds `10⁴`
+    /// times the column's centred sum of squares: at most 4 of the 16 digits of that diagonal
+    /// entry are lost to the subtraction. A constant column whose first mean rounds off its
+    /// value is such a column.
+    fn centred_gram_one_pass(
+        x: DataRef<'_>,
+        first: Vec<f64>,
+        n: usize,
+        comm: &dyn Communicator,
+    ) -> Option<(faer::Mat<f64>, Vec<f64>)> {
+        let (n_local, d) = x.shape();
+        let (mut g, mut c) =
+            stolr_lowrank::gram_and_sums_of_row_blocks(n_local, d, Self::exact_block_rows(d), |start, out| {
+                let len = out.nrows();
+                match x {
+                    DataRef::Dense(v) => fill_centred(v.subrows(start, len), out, &first, None),
+                    DataRef::DenseF32(v) => fill_centred(v.subrows(start, len), out, &first, None),
+                    DataRef::Sparse(_) => unreachable!("dense rows"),
+                }
+            });
+        stolr_comm::all_reduce_lower(comm, &mut g);
+        comm.all_reduce_sum(&mut c);
+        let n = n as f64;
+        let small = (0..d).all(|j| {
+            let correction = c[j] * c[j] / n;
+            correction == 0.0 || correction <= 1e4 * (g[(j, j)] - correction)
+        });
+        if !small {
+            return None;
+        }
+        for b in 0..d {
+            for a in b..d {
+                g[(a, b)] -= c[a] * c[b] / n;
+            }
+        }
+        let mean = first.iter().zip(&c).map(|(m, c)| m + c / n).collect();
+        Some((g, mean))
     }
 
     /// This block's part of the exact fit's Gram matrix (`Pca::fit_exact_rows`): $\tilde X_b^\top \tilde X_b$

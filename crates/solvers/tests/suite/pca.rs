@@ -247,3 +247,81 @@ fn exact_pca_from_blocks_of_rows_equals_the_job() {
     bad[(50, 2)] = f64::NAN;
     assert!(Pca::exact_means_round(DataRef::Dense(bad.as_ref().subrows(37, 37)), &[vec![203.0]]).is_err());
 }
+
+/// The exact fit centres its rows in the same pass as the Gram matrix (the plain mean's sums
+/// first, then `G − c cᵀ/n` with the correction sums `c` taken beside `G`), falling back to the
+/// two-pass mean when a column's correction is not small. Against the dense computation on rows
+/// centred by the mean to the last bit:
+/// - hostile columns (scales 1e-8 and 1e8, an outlier row, duplicated rows, a zero and a
+///   nonzero constant column whose plain mean may round off its value): the mean to 4 ulps,
+///   the eigenvalues to 1e-12 of the largest, the two leading components;
+/// - unit-scale columns with one at an offset of 1e9: every eigenvalue to 1e-9 of itself (the
+///   subtraction `G − c cᵀ/n` loses no digits that matter);
+///
+/// float32 rows fit the same model as their float64 copy; a NaN is still named by its entry.
+#[test]
+fn exact_pca_centred_in_one_pass_matches_the_dense_computation_on_hostile_columns() {
+    use stolr_solvers::{Pca, PcaJob, PcaSolver, Shard};
+    let (n, d) = (301, 7);
+    let pca = Pca { rank: 3, center: true, scale: false, solver: PcaSolver::Exact };
+    let fit = |shard: Shard<'_>| PcaJob::new(pca.clone(), 0).run(shard, &mut ()).unwrap().model;
+    // The mean to the last bit (a compensated second pass), the centred rows' eigenpairs.
+    let reference = |x: &Mat<f64>| {
+        let mean: Vec<f64> = (0..d)
+            .map(|j| {
+                let first = (0..n).map(|i| x[(i, j)]).sum::<f64>() / n as f64;
+                first + (0..n).map(|i| x[(i, j)] - first).sum::<f64>() / n as f64
+            })
+            .collect();
+        let (values, vectors) = dense_pairs(&Mat::from_fn(n, d, |i, j| x[(i, j)] - mean[j]));
+        (mean, values.iter().map(|v| v / (n - 1) as f64).collect::<Vec<_>>(), vectors)
+    };
+    for constant in [0.0, 0.1, 3.3] {
+        let mut hostile = gaussian(n, d, 11);
+        let mut offset = gaussian(n, d, 12);
+        for i in 0..n {
+            hostile[(i, 0)] += 1e9;
+            hostile[(i, 1)] *= 1e-8;
+            hostile[(i, 2)] *= 1e8;
+            offset[(i, 0)] = 10.0 * offset[(i, 0)] + 1e9;
+            for x in [&mut hostile, &mut offset] {
+                x[(i, 3)] = 0.0;
+                x[(i, 4)] = constant;
+            }
+        }
+        for i in 20..40 {
+            for j in 0..d {
+                hostile[(i, j)] = hostile[(5, j)];
+            }
+        }
+        hostile[(7, 5)] = 1e4;
+        for (x, all_relative) in [(&hostile, false), (&offset, true)] {
+            let model = fit(Shard::whole(x.as_ref()));
+            let (mean, values, vectors) = reference(x);
+            for (a, b) in model.mean().iter().zip(&mean) {
+                assert!((a - b).abs() <= 4.0 * f64::EPSILON * b.abs(), "mean {a} vs {b} (constant {constant})");
+            }
+            let variance = model.explained_variance();
+            for j in 0..3 {
+                let scale = if all_relative { 1e-9 * values[j] } else { 1e-12 * values[0] };
+                assert!((variance[j] - values[j]).abs() <= scale, "{j}: {} vs {} ({constant})", variance[j], values[j]);
+                if all_relative || j < 2 {
+                    let dot: f64 = (0..d).map(|i| model.components()[(i, j)] * vectors[(i, j)]).sum();
+                    assert!((dot.abs() - 1.0).abs() < 1e-9, "component {j}: |cos| = {}", dot.abs());
+                }
+            }
+            // Float32 rows (these rounded to float32) fit their float64 copy's model.
+            let single = Mat::from_fn(n, d, |i, j| x[(i, j)] as f32);
+            let widened = Mat::from_fn(n, d, |i, j| f64::from(single[(i, j)]));
+            let (from_single, from_widened) =
+                (fit(Shard::whole_f32(single.as_ref())), fit(Shard::whole(widened.as_ref())));
+            assert_eq!(from_single.explained_variance(), from_widened.explained_variance());
+            assert_eq!(from_single.mean(), from_widened.mean());
+        }
+    }
+    // A NaN is named by its entry, although the sums found it.
+    let mut bad = gaussian(50, 4, 2);
+    bad[(31, 2)] = f64::NAN;
+    let err = PcaJob::new(pca.clone(), 0).run(Shard::whole(bad.as_ref()), &mut ()).unwrap_err();
+    assert!(err.to_string().contains("31") && err.to_string().contains("2"), "{err}");
+}
