@@ -138,10 +138,12 @@ pub fn gram_and_sums_of_row_blocks(
                 let mut acc = [0.0; 4];
                 acc[..totals.len()].copy_from_slice(totals);
                 if totals.len() == 4 {
-                    for i in 0..len {
-                        for k in 0..4 {
-                            acc[k] += columns[k][i];
-                        }
+                    let [a, b, c, e] = columns;
+                    for (((a, b), c), e) in a.iter().zip(b).zip(c).zip(e) {
+                        acc[0] += a;
+                        acc[1] += b;
+                        acc[2] += c;
+                        acc[3] += e;
                     }
                 } else {
                     for (k, column) in columns.iter().enumerate().take(totals.len()) {
