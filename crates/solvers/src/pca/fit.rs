@@ -251,12 +251,24 @@ impl Pca {
     /// [`SolverError::InvalidRank`]; [`SolverError::InvalidConfig`] when the sums of squares
     /// exceed the float64 range.
     fn fit_exact_rows(&self, x: DataRef<'_>, comm: &dyn Communicator) -> Result<PcaModel, SolverError> {
-        let d = x.ncols();
-        // Centred and not scaled, the mean's first pass comes first and doubles as the check
+        let (n_local, d) = x.shape();
+        let fused = self.center && !self.scale;
+        // Centred and not scaled on one process: one pass over the rows, centred by a shift read
+        // off rows spread over them ([`sample_shift`]) and corrected by the exact mean. Non-finite rows
+        // (the check below names the entry) or a correction too large for the shift (none
+        // returned) take the checked path below.
+        if fused && comm.size() == 1 && n_local > 0 && d > 0 {
+            crate::error::check_pca_rank(self.rank, n_local, d)?;
+            let shift = sample_shift(x, Self::exact_block_rows(d));
+            if let Some((g, mean)) = Self::centred_gram_one_pass(x, shift, n_local, comm) {
+                return self.exact_from_gram(g, mean, vec![1.0; d], n_local);
+            }
+        }
+        // Several processes: the plain mean's column sums come first and double as the check
         // (finite column sums mean finite entries); the check's own pass runs only when a sum
         // is not finite, to name the entry.
-        let fused = self.center && !self.scale;
-        let sums = (fused && x.nrows() > 0 && d > 0).then(|| stolr_estimators::column_sums_of(x));
+        let fused = fused && comm.size() > 1;
+        let sums = (fused && n_local > 0 && d > 0).then(|| stolr_estimators::column_sums_of(x));
         let check = || match &sums {
             Some(sums) if sums.iter().all(|s| s.is_finite()) => Ok(()),
             _ => x.check(),
@@ -278,7 +290,6 @@ impl Pca {
         } else {
             check()?;
         }
-        let n_local = x.nrows();
         let mut count = [n_local as f64];
         comm.all_reduce_sum(&mut count);
         let n = count[0] as usize;
@@ -317,19 +328,20 @@ impl Pca {
     }
 
     /// The centred Gram matrix (lower triangle) and the mean of all the rows from one pass over
-    /// this process's rows `x`: the blocks are centred by `first` (the plain mean, the sums over
-    /// `n` rows) and their column sums `c = Σ (x_i − first)` taken with the Gram matrix `G`
+    /// this process's rows `x`: the blocks are centred by `shift` (any vector near the mean,
+    /// the same on every process: the plain mean, or [`sample_shift`]) and their column sums
+    /// `c = Σ (x_i − shift)` taken with the Gram matrix `G`
     /// ([`stolr_lowrank::gram_and_sums_of_row_blocks`]), both added over the processes; then
-    /// the mean is `first + c/n` (the second pass of [`stolr_estimators::column_means`],
-    /// without its own pass) and the centred Gram matrix `G − c cᵀ/n`. `c` is the rounding
-    /// error of the first sum, so the correction is tiny; `None` (the caller centres with the
-    /// two-pass mean instead) when for some column it is not, i.e. `c_j²/n` exceeds `10⁴`
-    /// times the column's centred sum of squares: at most 4 of the 16 digits of that diagonal
-    /// entry are lost to the subtraction. A constant column whose first mean rounds off its
-    /// value is such a column.
+    /// the mean is `shift + c/n` and the centred Gram matrix `G − c cᵀ/n` (exact algebra; with
+    /// the plain mean as the shift this is the two-pass mean of
+    /// [`stolr_estimators::column_means`] without its own second pass). `None` (the caller
+    /// takes the two-pass path) when a sum is not finite, or when for some column the
+    /// correction is not small next to the centred sum of squares: `c_j²/n` above `10⁴` times
+    /// it, i.e. more than 4 of the 16 digits of that diagonal entry lost to the subtraction
+    /// (`c_j²/n = n (mean_j − shift_j)²`: a shift more than 100 standard deviations off).
     fn centred_gram_one_pass(
         x: DataRef<'_>,
-        first: Vec<f64>,
+        shift: Vec<f64>,
         n: usize,
         comm: &dyn Communicator,
     ) -> Option<(faer::Mat<f64>, Vec<f64>)> {
@@ -338,13 +350,16 @@ impl Pca {
             stolr_lowrank::gram_and_sums_of_row_blocks(n_local, d, Self::exact_block_rows(d), |start, out| {
                 let len = out.nrows();
                 match x {
-                    DataRef::Dense(v) => fill_centred(v.subrows(start, len), out, &first, None),
-                    DataRef::DenseF32(v) => fill_centred(v.subrows(start, len), out, &first, None),
+                    DataRef::Dense(v) => fill_centred(v.subrows(start, len), out, &shift, None),
+                    DataRef::DenseF32(v) => fill_centred(v.subrows(start, len), out, &shift, None),
                     DataRef::Sparse(_) => unreachable!("dense rows"),
                 }
             });
         stolr_comm::all_reduce_lower(comm, &mut g);
         comm.all_reduce_sum(&mut c);
+        if !(c.iter().chain(&shift).all(|v| v.is_finite())) {
+            return None;
+        }
         let n = n as f64;
         let small = (0..d).all(|j| {
             let correction = c[j] * c[j] / n;
@@ -358,7 +373,7 @@ impl Pca {
                 g[(a, b)] -= c[a] * c[b] / n;
             }
         }
-        let mean = first.iter().zip(&c).map(|(m, c)| m + c / n).collect();
+        let mean = shift.iter().zip(&c).map(|(m, c)| m + c / n).collect();
         Some((g, mean))
     }
 
@@ -587,6 +602,42 @@ fn max_abs_centred<T: Copy + Into<f64>>(x: MatRef<'_, T>, mean: &[f64]) -> f64 {
     max
 }
 
+/// The shift by which the one-process exact fit centres its rows before their mean is known
+/// (`Pca::centred_gram_one_pass`), length `d`: for each column the mean of `min(n, rows)` rows
+/// of `x` `(n, d)` (dense) spread evenly over all of them (rows `⌊k n / h⌋`, so that sorted data
+/// gives a shift near the mean, not near its first rows), or the value those rows share when
+/// they hold one value only, so that a constant column centres to exactly zero (its plain mean
+/// may round off the value). Reads `rows·d` values, not the whole matrix; NaN if those rows are
+/// not finite.
+///
+/// # Panics
+/// If `x` is sparse or has no rows (a caller's bug).
+fn sample_shift(x: DataRef<'_>, rows: usize) -> Vec<f64> {
+    fn of<T: Copy + Into<f64>>(x: MatRef<'_, T>, sample: &[usize]) -> Vec<f64> {
+        (0..x.ncols())
+            .map(|j| {
+                let first: f64 = x[(sample[0], j)].into();
+                let (mut sum, mut same) = (0.0, true);
+                for &i in sample {
+                    let v: f64 = x[(i, j)].into();
+                    sum += v;
+                    same &= v == first;
+                }
+                if same { first } else { sum / sample.len() as f64 }
+            })
+            .collect()
+    }
+    let n = x.nrows();
+    let h = n.min(rows);
+    assert!(h > 0, "sample_shift: no rows");
+    let sample: Vec<usize> = (0..h).map(|k| k * n / h).collect();
+    match x {
+        DataRef::Dense(v) => of(v, &sample),
+        DataRef::DenseF32(v) => of(v, &sample),
+        DataRef::Sparse(_) => unreachable!("dense rows"),
+    }
+}
+
 /// Writes $(x_{ij} - \mu_j)$, times `inv` when given, into `out` `(len, d)` for the rows `x`
 /// `(len, d)` (float64 or float32, read in its memory order): the value [`Pca::prepare_data`]
 /// gives the entry, bit for bit.
@@ -642,5 +693,54 @@ impl Fit for Pca {
         }
         let p = self.prepare(x)?;
         Ok(self.fit_prepared(p.x(), p.mean.clone(), p.scale.clone(), rng, observer)?.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one-pass centring's guard: a shift near the mean gives the two-pass Gram matrix and
+    /// mean; a shift far enough off that the correction would cost digits (`c_j²/n` above
+    /// `10⁴` times the centred sum of squares), or a non-finite shift, gives `None`.
+    #[test]
+    fn one_pass_centring_refuses_a_shift_that_costs_digits() {
+        let x = faer::Mat::from_fn(400, 3, |i, j| ((i * 7 + j * 3) as f64).sin() + 5.0 * j as f64);
+        let mean = stolr_estimators::column_means(x.as_ref());
+        let centred = faer::Mat::from_fn(400, 3, |i, j| x[(i, j)] - mean[j]);
+        let dense = centred.transpose() * &centred;
+        for offset in [0.0, 0.3, 10.0] {
+            let shift: Vec<f64> = mean.iter().map(|m| m + offset).collect();
+            let (g, got) = Pca::centred_gram_one_pass(DataRef::Dense(x.as_ref()), shift, 400, &SingleProcess)
+                .expect("a shift within a few standard deviations");
+            for j in 0..3 {
+                assert!(
+                    (got[j] - mean[j]).abs() <= 1e-14 * (1.0 + mean[j].abs()),
+                    "{offset}: {} vs {}",
+                    got[j],
+                    mean[j]
+                );
+                for i in j..3 {
+                    assert!((g[(i, j)] - dense[(i, j)]).abs() <= 1e-11 * dense[(0, 0)], "{offset}: ({i}, {j})");
+                }
+            }
+        }
+        // The columns' standard deviations are about 0.7: 200 of them off is refused.
+        for shift in [mean.iter().map(|m| m + 140.0).collect::<Vec<_>>(), vec![f64::NAN, 0.0, 0.0]] {
+            assert!(Pca::centred_gram_one_pass(DataRef::Dense(x.as_ref()), shift, 400, &SingleProcess).is_none());
+        }
+    }
+
+    /// The shift is read off rows spread over the matrix: sorted data gives the mean of the
+    /// whole, a constant column its value exactly, a NaN in a sampled row a NaN.
+    #[test]
+    fn sample_shift_spreads_over_the_rows_and_keeps_constants() {
+        let x = faer::Mat::from_fn(1000, 2, |i, j| if j == 0 { if i < 500 { 0.0 } else { 1.0 } } else { 0.1 });
+        let shift = sample_shift(DataRef::Dense(x.as_ref()), 10);
+        assert_eq!(shift[0], 0.5);
+        assert_eq!(shift[1].to_bits(), 0.1f64.to_bits());
+        let mut bad = x.clone();
+        bad[(100, 1)] = f64::NAN;
+        assert!(sample_shift(DataRef::Dense(bad.as_ref()), 10)[1].is_nan());
     }
 }

@@ -250,13 +250,18 @@ fn exact_pca_from_blocks_of_rows_equals_the_job() {
 
 /// The exact fit centres its rows in the same pass as the Gram matrix (the plain mean's sums
 /// first, then `G − c cᵀ/n` with the correction sums `c` taken beside `G`), falling back to the
-/// two-pass mean when a column's correction is not small. Against the dense computation on rows
+/// two-pass mean when a column's correction is not small (one process: centred first by a shift
+/// read off rows spread over the matrix). Against the dense computation on rows
 /// centred by the mean to the last bit:
 /// - hostile columns (scales 1e-8 and 1e8, an outlier row, duplicated rows, a zero and a
 ///   nonzero constant column whose plain mean may round off its value): the mean to 4 ulps,
 ///   the eigenvalues to 1e-12 of the largest, the two leading components;
 /// - unit-scale columns with one at an offset of 1e9: every eigenvalue to 1e-9 of itself (the
 ///   subtraction `G − c cᵀ/n` loses no digits that matter);
+/// - more rows than the one-process shift samples, sorted (the first rows 50 above the rest in
+///   half the columns), an outlier row, a column at 1e9 and a constant 0.1 column (whose mean
+///   comes out as 0.1 exactly): the mean, the top eigenvalues to 1e-10 of themselves and the
+///   components;
 ///
 /// float32 rows fit the same model as their float64 copy; a NaN is still named by its entry.
 #[test]
@@ -319,6 +324,45 @@ fn exact_pca_centred_in_one_pass_matches_the_dense_computation_on_hostile_column
             assert_eq!(from_single.mean(), from_widened.mean());
         }
     }
+    // More rows than the shift samples (d = 600: 218), sorted so that the first 250 rows sit 50
+    // above the rest in every other column, with an outlier row, a column at 1e9 and a
+    // constant column of 0.1.
+    let (n, d) = (700, 600);
+    let mut x = gaussian(n, d, 13);
+    for i in 0..n {
+        for j in (0..d).step_by(2) {
+            x[(i, j)] += if i < 250 { 50.0 } else { 0.0 };
+        }
+        x[(i, 1)] += 1e9;
+        x[(i, 3)] = 0.1;
+    }
+    x[(3, 5)] = 1e5;
+    let wide = Pca { rank: 3, ..pca.clone() };
+    let model = PcaJob::new(wide, 0).run(Shard::whole(x.as_ref()), &mut ()).unwrap().model;
+    let mean: Vec<f64> = (0..d)
+        .map(|j| {
+            let first = (0..n).map(|i| x[(i, j)]).sum::<f64>() / n as f64;
+            first + (0..n).map(|i| x[(i, j)] - first).sum::<f64>() / n as f64
+        })
+        .collect();
+    let centred = Mat::from_fn(n, d, |i, j| x[(i, j)] - mean[j]);
+    for (j, (a, b)) in model.mean().iter().zip(&mean).enumerate() {
+        let spread = (0..n).map(|i| centred[(i, j)].abs()).fold(0.0, f64::max);
+        assert!((a - b).abs() <= 4.0 * f64::EPSILON * (b.abs() + spread), "mean {j}: {a} vs {b}");
+    }
+    assert_eq!(model.mean()[3].to_bits(), 0.1f64.to_bits());
+    let (values, vectors) = dense_pairs(&centred);
+    for j in 0..3 {
+        let want = values[j] / (n - 1) as f64;
+        assert!(
+            (model.explained_variance()[j] - want).abs() <= 1e-10 * want,
+            "{j}: {} vs {want}",
+            model.explained_variance()[j]
+        );
+        let dot: f64 = (0..d).map(|i| model.components()[(i, j)] * vectors[(i, j)]).sum();
+        assert!((dot.abs() - 1.0).abs() < 1e-9, "component {j}: |cos| = {}", dot.abs());
+    }
+
     // A NaN is named by its entry, although the sums found it.
     let mut bad = gaussian(50, 4, 2);
     bad[(31, 2)] = f64::NAN;
