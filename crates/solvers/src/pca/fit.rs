@@ -240,16 +240,22 @@ impl Pca {
     /// ([`gram_of_row_blocks`](stolr_lowrank::gram_of_row_blocks)); the ranks' Gram matrices
     /// are added in rank order (its lower triangle, `d(d+1)/2` doubles, once), and every rank
     /// computes the same top `rank` eigenpairs (the components, eigenvalues nonincreasing) and
-    /// the trace (the total variance). So several ranks give the one-process model up to the
-    /// rounding of the rank-ordered sums, and one process the same bits as before. Memory:
-    /// [`Pca::exact_rows_bytes`] per rank. The same bits for float32 rows as for the same rows
-    /// in float64, and for any number of threads. Collective; a rank may hold no rows.
+    /// the trace (the total variance). Centred and not scaled, the passes shrink
+    /// ([`Pca::centred_gram_one_pass`]): one process makes one pass (the Gram matrix of rows
+    /// shifted by [`sample_shift`], corrected by the exact mean), several make two (the plain
+    /// mean's sums, which double as the finiteness check, then the Gram matrix corrected
+    /// likewise); either falls back to the passes above when the correction would cost digits.
+    /// So several ranks give the one-process model up to the rounding of the rank-ordered sums
+    /// and of the shift. Memory: [`Pca::exact_rows_bytes`] per rank. The same bits for float32
+    /// rows as for the same rows in float64, and for any number of threads. Collective; a rank
+    /// may hold no rows.
     ///
     /// # Errors
     /// [`SolverError::Estimator`] for empty or non-finite rows (on every rank when one rank's
     /// rows are not finite: the rank that holds the entry names it, the others name the rank);
-    /// [`SolverError::InvalidRank`]; [`SolverError::InvalidConfig`] when the sums of squares
-    /// exceed the float64 range.
+    /// [`SolverError::InvalidRank`] (on one process, centred and unscaled, before the rows are
+    /// checked); [`SolverError::InvalidConfig`] when the sums of squares exceed the float64
+    /// range.
     fn fit_exact_rows(&self, x: DataRef<'_>, comm: &dyn Communicator) -> Result<PcaModel, SolverError> {
         let (n_local, d) = x.shape();
         let fused = self.center && !self.scale;
