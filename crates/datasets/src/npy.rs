@@ -1,55 +1,21 @@
-//! NumPy `.npy` files of float64 arrays.
+//! NumPy `.npy` files of float64 (and float32) arrays.
 //!
-//! The writers emit format version 1.0 with the header numpy itself writes for a C-ordered
-//! little-endian float64 array, e.g. `{'descr': '<f8', 'fortran_order': False, 'shape': (3, 4), }`,
-//! padded so that the data starts at a multiple of 64 bytes. Reading goes through `npyz`.
+//! Reading: the header through `npyz` after our own bounds check ([`open_npy`]), the data
+//! decoded a block of values at a time ([`FloatValues`]). Writing: [`write`].
 
 use std::fs::File;
-use std::io::{BufReader, Read, Write};
+use std::io::{BufReader, Read};
 use std::path::Path;
 
-use faer::{Mat, MatRef};
+use faer::Mat;
 use stolr_memory::MemoryBudget;
 
 use crate::DataError;
 use crate::dataset::try_zeros;
 
-/// Writes `a`, shape `(nrows, ncols)`, to `path` as a float64 `.npy` file in C (row-major)
-/// order with shape `(nrows, ncols)`, readable by `numpy.load`. Non-finite values are
-/// written as they are. The file appears whole or not at all ([`stolr_model::write_atomic`]).
-///
-/// # Errors
-/// [`DataError::Io`] if the file cannot be created or written.
-pub fn write_npy_matrix(path: &Path, a: MatRef<'_, f64>) -> Result<(), DataError> {
-    let shape = format!("({}, {})", a.nrows(), a.ncols());
-    let row_major = (0..a.nrows()).flat_map(move |i| (0..a.ncols()).map(move |j| a[(i, j)]));
-    write_npy(path, &shape, row_major)
-}
+mod write;
 
-/// Writes `v` to `path` as a 1-D float64 `.npy` file of shape `(len,)`, readable by
-/// `numpy.load`; atomically ([`stolr_model::write_atomic`]).
-///
-/// # Errors
-/// [`DataError::Io`] if the file cannot be created or written.
-pub fn write_npy_vector(path: &Path, v: &[f64]) -> Result<(), DataError> {
-    write_npy(path, &format!("({},)", v.len()), v.iter().copied())
-}
-
-/// Writes the indices `v` to `path` as a 1-D int64 `.npy` file of shape `(len,)` (dtype
-/// `'<i8'`), readable by `numpy.load`; e.g. the landmark rows chosen by a solver. Written
-/// atomically ([`stolr_model::write_atomic`]).
-///
-/// # Errors
-/// [`DataError::Io`] if the file cannot be created or written; [`DataError::InvalidParameter`]
-/// (`indices`) if an index does not fit in an `i64`.
-pub fn write_npy_indices(path: &Path, v: &[usize]) -> Result<(), DataError> {
-    let values = v
-        .iter()
-        .map(|&i| i64::try_from(i))
-        .collect::<Result<Vec<i64>, _>>()
-        .map_err(|_| DataError::InvalidParameter { name: "indices", reason: "an index exceeds i64::MAX".into() })?;
-    write_npy_bytes(path, "<i8", &format!("({},)", v.len()), values.iter().map(|i| i.to_le_bytes()))
-}
+pub use write::{write_npy_indices, write_npy_matrix, write_npy_rows, write_npy_values, write_npy_vector};
 
 /// Reads a 2-D float64 `.npy` file, in C or Fortran order and either byte order, into a
 /// matrix of the stored shape `(nrows, ncols)`.
@@ -108,7 +74,7 @@ pub fn read_npy_indices(path: &Path, memory: MemoryBudget) -> Result<Vec<usize>,
     let &[len] = npy.shape() else {
         return Err(npy_error(format!("shape is {:?}, expected a 1-D array of indices", npy.shape())));
     };
-    check_data_fits(len, 1, file_len, &name)?;
+    check_data_fits(len, 1, 8, file_len, &name)?;
     let len = usize::try_from(len).map_err(|_| npy_error(format!("{len} indices do not fit in memory")))?;
     memory
         .check(format!("{len} indices read from {name}"), 8 * len as u64)
@@ -163,10 +129,7 @@ pub fn read_npy_rows(path: &Path, memory: MemoryBudget) -> Result<NpyRows, DataE
     let &[nrows, ncols] = npy.shape() else {
         return Err(npy_error(format!("shape is {:?}, expected a 2-D array", npy.shape())));
     };
-    let fits = nrows.checked_mul(ncols).and_then(|len| len.checked_mul(4)).is_some_and(|bytes| bytes <= file_len);
-    if !fits {
-        return Err(npy_error(format!("shape ({nrows}, {ncols}) needs more data than the file's {file_len} bytes")));
-    }
+    check_data_fits(nrows, ncols, 4, file_len, &name)?;
     let (Ok(nrows), Ok(ncols)) = (usize::try_from(nrows), usize::try_from(ncols)) else {
         return Err(npy_error(format!("shape ({nrows}, {ncols}) does not fit in memory")));
     };
@@ -195,7 +158,7 @@ fn float64_shape<R: Read>(npy: &npyz::NpyFile<R>, name: &str, file_len: u64) -> 
     let &[nrows, ncols] = npy.shape() else {
         return Err(npy_error(format!("shape is {:?}, expected a 2-D array", npy.shape())));
     };
-    check_data_fits(nrows, ncols, file_len, name)?;
+    check_data_fits(nrows, ncols, 8, file_len, name)?;
     let (Ok(nrows), Ok(ncols)) = (usize::try_from(nrows), usize::try_from(ncols)) else {
         return Err(npy_error(format!("shape ({nrows}, {ncols}) does not fit in memory")));
     };
@@ -237,9 +200,7 @@ pub fn read_npy_part(path: &Path, part: usize, parts: usize, memory: MemoryBudge
     }
     let shard = stolr_comm::RowShard::balanced(nrows, part, parts);
     let mut x = try_zeros(shard.rows, ncols, &name, memory)?;
-    let layout =
-        if big_endian { FloatLayout::F64 { big_endian: true } } else { FloatLayout::F64 { big_endian: false } };
-    let mut values = FloatValues::new(&mut file, layout, name.clone());
+    let mut values = FloatValues::new(&mut file, FloatLayout::F64 { big_endian }, name.clone());
     let seek = |values: &mut FloatValues<&mut File>, at: usize| {
         values.reader.seek(SeekFrom::Start(data_start + 8 * at as u64)).map_err(|e| DataError::io(&name, e))
     };
@@ -421,10 +382,11 @@ pub(crate) fn open_npy<R: Read>(
         .map_err(|e| DataError::Npy { path: name.to_owned(), message: format!("not a valid .npy file: {e}") })
 }
 
-/// `Ok` if an `(nrows, ncols)` float64 array fits in a file of `file_len` bytes, else
-/// [`DataError::Npy`]: so a header cannot claim more data than the file holds.
-pub(crate) fn check_data_fits(nrows: u64, ncols: u64, file_len: u64, name: &str) -> Result<(), DataError> {
-    let fits = nrows.checked_mul(ncols).and_then(|len| len.checked_mul(8)).is_some_and(|bytes| bytes <= file_len);
+/// `Ok` if an `(nrows, ncols)` array of `width`-byte values (8 for float64 and int64, 4 for
+/// float32) fits in a file of `file_len` bytes, else [`DataError::Npy`]: so a header cannot
+/// claim more data than the file holds.
+pub(crate) fn check_data_fits(nrows: u64, ncols: u64, width: u64, file_len: u64, name: &str) -> Result<(), DataError> {
+    let fits = nrows.checked_mul(ncols).and_then(|len| len.checked_mul(width)).is_some_and(|bytes| bytes <= file_len);
     if fits {
         Ok(())
     } else {
@@ -435,112 +397,9 @@ pub(crate) fn check_data_fits(nrows: u64, ncols: u64, file_len: u64, name: &str)
     }
 }
 
-/// The bytes before the data: magic, version 1.0, header length and the padded header, for
-/// dtype `descr` (e.g. `<f8`).
-fn header(descr: &str, shape: &str) -> Vec<u8> {
-    const MAGIC: &[u8] = b"\x93NUMPY\x01\x00";
-    let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    // magic + version (8 bytes) + u16 length + dict + padding + '\n' is a multiple of 64.
-    let unpadded = MAGIC.len() + 2 + dict.len() + 1;
-    let len = dict.len() + unpadded.next_multiple_of(64) - unpadded + 1;
-    let mut bytes = MAGIC.to_vec();
-    // The dict of a float64 array of any shape is far shorter than 65535 bytes.
-    bytes.extend_from_slice(&(len as u16).to_le_bytes());
-    bytes.extend_from_slice(dict.as_bytes());
-    bytes.resize(MAGIC.len() + 2 + len - 1, b' ');
-    bytes.push(b'\n');
-    bytes
-}
-
-/// Writes the rows `rows` (each of length `ncols`, `nrows` of them) to `path` as a 2-D float64
-/// `.npy` file in C order, as they come: the rows are never held together (a last pass of a
-/// streaming fit writes its projections with it). Written atomically: on an error nothing is
-/// left at `path`.
-///
-/// # Errors
-/// [`DataError::Io`] if the file cannot be written, if a row's error is returned (its message
-/// kept), or if the rows are not `nrows` rows of `ncols` values.
-pub fn write_npy_rows<E: std::fmt::Display>(
-    path: &Path,
-    nrows: usize,
-    ncols: usize,
-    rows: impl IntoIterator<Item = Result<Vec<f64>, E>>,
-) -> Result<(), DataError> {
-    write_rows_shaped(path, &format!("({nrows}, {ncols})"), nrows, Some(ncols), rows)
-}
-
-/// [`write_npy_rows`] for a vector: the `n` values, in chunks of any length as they come,
-/// written as a 1-D float64 `.npy` file of shape `(n,)`.
-///
-/// # Errors
-/// As [`write_npy_rows`]; the chunks must hold `n` values in all.
-pub fn write_npy_values<E: std::fmt::Display>(
-    path: &Path,
-    n: usize,
-    chunks: impl IntoIterator<Item = Result<Vec<f64>, E>>,
-) -> Result<(), DataError> {
-    write_rows_shaped(path, &format!("({n},)"), n, None, chunks)
-}
-
-/// Writes the header of `shape`, then the values of `chunks` as they come: `count` chunks of
-/// `width` values each (rows), or `count` values in all in chunks of any length (`width`
-/// `None`).
-fn write_rows_shaped<E: std::fmt::Display>(
-    path: &Path,
-    shape: &str,
-    count: usize,
-    width: Option<usize>,
-    chunks: impl IntoIterator<Item = Result<Vec<f64>, E>>,
-) -> Result<(), DataError> {
-    let header = header("<f8", shape);
-    Ok(stolr_model::write_atomic(path, |out| {
-        out.write_all(&header)?;
-        let mut written = 0usize;
-        for chunk in chunks {
-            let chunk = chunk.map_err(|e| std::io::Error::other(e.to_string()))?;
-            let adds = if width.is_some() { 1 } else { chunk.len() };
-            if width.is_some_and(|w| chunk.len() != w) || written + adds > count {
-                return Err(std::io::Error::other(format!(
-                    "{} values after {written} of {count}: expected {shape}",
-                    chunk.len()
-                )));
-            }
-            for v in chunk {
-                out.write_all(&v.to_le_bytes())?;
-            }
-            written += adds;
-        }
-        if written != count {
-            return Err(std::io::Error::other(format!("{written} of {count} written, for {shape}")));
-        }
-        Ok(())
-    })?)
-}
-
-/// Writes the header for `shape` (a Python tuple) and then `values` as little-endian f64.
-fn write_npy(path: &Path, shape: &str, values: impl IntoIterator<Item = f64>) -> Result<(), DataError> {
-    write_npy_bytes(path, "<f8", shape, values.into_iter().map(f64::to_le_bytes))
-}
-
-/// Writes the header for dtype `descr` and `shape`, then the little-endian bytes of each value.
-fn write_npy_bytes(
-    path: &Path,
-    descr: &str,
-    shape: &str,
-    values: impl IntoIterator<Item = [u8; 8]>,
-) -> Result<(), DataError> {
-    let header = header(descr, shape);
-    Ok(stolr_model::write_atomic(path, |out| {
-        out.write_all(&header)?;
-        for bytes in values {
-            out.write_all(&bytes)?;
-        }
-        Ok(())
-    })?)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::write::write_npy_bytes;
     use super::*;
     use npyz::WriterBuilder;
     use rand::SeedableRng;

@@ -268,14 +268,7 @@ fn npy_rows(path: &Path, memory: MemoryBudget) -> Result<RowStream, DataError> {
     if n == 0 || d == 0 {
         return Err(DataError::Empty { path: name });
     }
-    if single {
-        // 4 bytes a value: the data must fit in the file.
-        if n.checked_mul(d).and_then(|len| len.checked_mul(4)).is_none_or(|bytes| bytes > file_len) {
-            return Err(npy_error(format!("shape ({n}, {d}) needs more data than the file's {file_len} bytes")));
-        }
-    } else {
-        crate::npy::check_data_fits(n, d, file_len, &name)?;
-    }
+    crate::npy::check_data_fits(n, d, if single { 4 } else { 8 }, file_len, &name)?;
     DataError::check_budget(&name, format!("one row of {d} values"), d.saturating_mul(8), memory)?;
     let dim = usize::try_from(d).map_err(|_| npy_error(format!("{d} columns do not fit in memory")))?;
     let source = name.clone();
