@@ -335,7 +335,8 @@ fn npy_parts_make_the_whole_matrix_in_either_order() {
     assert_eq!(read_npy_part(&path, 1, 2, MemoryBudget::default()).expect("empty").shape(), (0, 3));
 }
 
-/// The `.npy` readers decode the data a block of 8192 values at a time: a block may end inside
+/// The `.npy` readers decode the data a block of 8192 values at a time (and the writer encodes
+/// 64 rows at a time): a block may end inside
 /// a row (C order) or a column (Fortran order), and a row may be longer than a block. Every
 /// reader (the whole matrix, float32 kept as float32, the row stream) gives the stored values
 /// bit for bit across those boundaries, and a file cut short anywhere is a typed error.
@@ -385,6 +386,14 @@ fn npy_readers_decode_across_block_boundaries() {
                     result.err()
                 );
             }
+        }
+        // Our own writer, from a column-major matrix and a row-major view (blocks of 64 rows):
+        // read back bit for bit.
+        let row_major = a.transpose().to_owned();
+        for view in [a.as_ref(), row_major.as_ref().transpose()] {
+            stolr_datasets::write_npy_matrix(&path, view).expect("write");
+            let back = read_npy_matrix(&path, MemoryBudget::default()).expect("valid file");
+            assert!((0..n).all(|i| (0..d).all(|j| back[(i, j)].to_bits() == a[(i, j)].to_bits())), "{n}x{d} written");
         }
         // Float32, big-endian, Fortran order: kept as float32, bit for bit.
         let a32 = Mat::from_fn(n, d, |i, j| value(i, j) as f32);
