@@ -17,26 +17,9 @@ use crate::DataError;
 /// # Errors
 /// [`DataError::Io`] if the file cannot be created or written.
 pub fn write_npy_matrix(path: &Path, a: MatRef<'_, f64>) -> Result<(), DataError> {
-    let (nrows, ncols) = a.shape();
-    let header = header("<f8", &format!("({nrows}, {ncols})"));
-    // A block of rows at a time, each column's part read contiguously and the block's bytes
-    // written at once: reading a column-major matrix row by row missed the cache on every value.
-    const BLOCK_ROWS: usize = 64;
-    Ok(stolr_model::write_atomic(path, |out| {
-        out.write_all(&header)?;
-        let mut bytes = vec![0u8; 8 * BLOCK_ROWS * ncols];
-        for first in (0..nrows).step_by(BLOCK_ROWS) {
-            let rows = BLOCK_ROWS.min(nrows - first);
-            for j in 0..ncols {
-                for i in 0..rows {
-                    let at = 8 * (i * ncols + j);
-                    bytes[at..at + 8].copy_from_slice(&a[(first + i, j)].to_le_bytes());
-                }
-            }
-            out.write_all(&bytes[..8 * rows * ncols])?;
-        }
-        Ok(())
-    })?)
+    let shape = format!("({}, {})", a.nrows(), a.ncols());
+    let row_major = (0..a.nrows()).flat_map(move |i| (0..a.ncols()).map(move |j| a[(i, j)]));
+    write_npy(path, &shape, row_major)
 }
 
 /// Writes `v` to `path` as a 1-D float64 `.npy` file of shape `(len,)`, readable by
