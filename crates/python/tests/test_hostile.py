@@ -200,3 +200,28 @@ def test_loading_a_checkpoint_is_a_value_error(tmp_path):
     (tmp_path / "junk.npz").write_bytes(b"PK\x03\x04 not a zip")
     with pytest.raises(ValueError):
         stolr.load(tmp_path / "junk.npz")
+
+
+def test_exact_pca_with_more_rows_than_its_shift_samples_matches_scikit_learn():
+    # d = 600: the one-pass exact fit centres by a shift read off 218 rows spread over the 700.
+    # Sorted rows (the first 250 sit 50 above the rest in half the columns), an outlier row,
+    # duplicated rows, a column at 1e9 and a constant column of 0.1.
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((700, 600))
+    X[:250, ::2] += 50.0
+    X[:, 1] += 1e9
+    X[:, 3] = 0.1
+    X[3, 5] = 1e5
+    X[20:40] = X[7]
+    # scikit-learn's svd_solver="covariance_eigh" is not the reference here: it forms the
+    # covariance without centring the rows first, and the 1e9 column costs it the third
+    # eigenvalue (1875 against 18.63); "full" and NumPy on the centred rows agree.
+    ours = stolr.PCA(n_components=3, solver="exact").fit(X)
+    ref = SkPCA(n_components=3, svd_solver="full").fit(X)
+    centred = X - X.mean(axis=0)
+    dense = np.linalg.eigvalsh(centred.T @ centred / (X.shape[0] - 1))[::-1][:3]
+    assert np.allclose(ours.explained_variance_, dense, rtol=1e-9)
+    assert np.allclose(ours.mean_, ref.mean_, rtol=1e-14, atol=1e-12)
+    assert np.allclose(ours.explained_variance_, ref.explained_variance_, rtol=1e-9)
+    for a, b in zip(ours.components_, ref.components_):
+        assert abs(abs(a @ b) - 1) < 1e-9
