@@ -44,26 +44,6 @@ pub enum KernelEvaluation {
 /// a few ulps of $\|x\|^2 + \|y\|^2$, could then cost more than a few ulps of the kernel value.
 const CANCELLATION_RATIO: f64 = 4.0;
 
-/// The kernel value of a [`KernelForm::SquaredDistance`] kernel from the expansion `si + sj -
-/// 2 g` of the squared distance (squared norms `si`, `sj` of the shifted rows, their inner
-/// product `g`), or [`Evaluator::pair`] of the original rows `rows()` when the expansion could
-/// have cancelled (see [`KernelEvaluation::Expanded`]) or is not finite (rows beyond about
-/// 1e154). `err` bounds the expansion's rounding error relative to `si + sj`: $(2d + 4)\varepsilon$.
-#[inline]
-fn expanded<'r, E: Evaluator>(
-    e: &E,
-    err: f64,
-    g: f64,
-    si: f64,
-    sj: f64,
-    rows: impl FnOnce() -> (&'r [f64], &'r [f64]),
-) -> f64 {
-    expanded_or(e, err, g, si, sj, || {
-        let (x, y) = rows();
-        e.pair(x, y)
-    })
-}
-
 /// The squared distance `max(si + sj - 2g, 0)` when its expansion is trusted (see
 /// [`KernelEvaluation::Expanded`]): finite norms, no cancellation beyond
 /// [`CANCELLATION_RATIO`]. `None` when the pair needs [`expanded_or`]'s other branches.
@@ -75,7 +55,7 @@ fn expansion_trusted<E: Evaluator>(e: &E, g: f64, si: f64, sj: f64) -> Option<f6
         .then(|| est.max(0.0))
 }
 
-/// What [`expanded`] computes, stopped before the kernel's map: `Ok(d2)` with `κ = of_sq_distance(d2)`
+/// What [`expanded_or`] computes with [`Evaluator::pair`] as its direct value, stopped before the kernel's map: `Ok(d2)` with `κ = of_sq_distance(d2)`
 /// (the trusted expansion, `+inf` where the kernel certainly vanishes, which maps to exactly
 /// 0, or the direct squared distance of the original rows), or `Err(κ)` for a pair whose
 /// direct squared distance overflows (evaluated by [`Evaluator::pair`]). For a
@@ -104,8 +84,49 @@ fn expanded_sq_distance<'r, E: Evaluator>(
     if d2 < f64::INFINITY { Ok(d2) } else { Err(e.pair(x, y)) }
 }
 
-/// [`expanded`] with the direct value given by `direct` (the kernel of the two original rows,
-/// dense or sparse).
+/// Maps one column of inner products `col[i]` (of shifted row `i` of the row side against the
+/// column's row) to kernel values in place: every entry's squared distance (expanded, direct or
+/// `+inf` where the kernel vanishes, see [`expanded_sq_distance`]) goes through one vectorized
+/// map ([`Evaluator::of_sq_distances`]); the pairs beyond about 1e154 apart are evaluated
+/// directly and put back after it. The same bits as [`expanded_or`] entry by entry. Row side:
+/// squared shifted norms `sq` (length `col.len()`) and row-major original rows `rows`
+/// `(col.len(), d)`; column side: squared shifted norm `sj` and original row `y` (length `d`).
+/// `guarded` is scratch space, emptied here.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn map_expanded_column<E: Evaluator>(
+    e: &E,
+    err: f64,
+    col: &mut [f64],
+    sq: &[f64],
+    rows: &[f64],
+    sj: f64,
+    y: &[f64],
+    guarded: &mut Vec<(usize, f64)>,
+) {
+    let d = y.len();
+    guarded.clear();
+    for (i, (v, &si)) in col.iter_mut().zip(sq).enumerate() {
+        *v = match expanded_sq_distance(e, err, *v, si, sj, || (&rows[i * d..(i + 1) * d], y)) {
+            Ok(d2) => d2,
+            Err(value) => {
+                guarded.push((i, value));
+                0.0
+            }
+        }
+    }
+    e.of_sq_distances(col);
+    for &(i, value) in guarded.iter() {
+        col[i] = value;
+    }
+}
+
+/// The kernel value of a [`KernelForm::SquaredDistance`] kernel from the expansion `si + sj -
+/// 2 g` of the squared distance (squared norms `si`, `sj` of the shifted rows, their inner
+/// product `g`), or `direct()` when the expansion could have cancelled (see
+/// [`KernelEvaluation::Expanded`]) or is not finite: the kernel of the two original rows, dense
+/// or sparse. `err` bounds the expansion's rounding error relative to `si + sj`:
+/// $(2d + 4)\varepsilon$.
 #[inline]
 fn expanded_or<E: Evaluator>(e: &E, err: f64, g: f64, si: f64, sj: f64, direct: impl FnOnce() -> f64) -> f64 {
     if let Some(d2) = expansion_trusted(e, g, si, sj) {
@@ -282,24 +303,8 @@ impl PreparedKernel {
             let sj = sq_j[j];
             let y = &rows_j[j * d..(j + 1) * d];
             let first = start(j);
-            // Every entry's squared distance (expanded, direct or +inf where the kernel
-            // vanishes) goes through one vectorized map of the column; the pairs beyond about
-            // 1e154 apart are evaluated here and put back after it. The same bits as
-            // `expanded` entry by entry.
-            let mut guarded: Vec<(usize, f64)> = Vec::new();
-            for (i, v) in col.iter_mut().enumerate().skip(first) {
-                *v = match expanded_sq_distance(&e, err, *v, sq[i], sj, || (&rows[i * d..(i + 1) * d], y)) {
-                    Ok(d2) => d2,
-                    Err(value) => {
-                        guarded.push((i, value));
-                        0.0
-                    }
-                }
-            }
-            e.of_sq_distances(&mut col[first..]);
-            for (i, value) in guarded {
-                col[i] = value;
-            }
+            let mut guarded = Vec::new();
+            map_expanded_column(&e, err, &mut col[first..], &sq[first..], &rows[first * d..], sj, y, &mut guarded);
         });
     }
 
@@ -624,14 +629,13 @@ impl PreparedKernel {
                     1.0,
                     Par::Seq,
                 );
+                let (left_sq, left_rows) = (&lsq[rows.clone()], &lrows[rows.start * d..rows.end * d]);
+                let mut guarded = Vec::new();
                 for c in 0..tc {
                     let j = cols.start + c;
                     let (sj, y) = (sq[j], &xrows[j * d..(j + 1) * d]);
                     let col = out.rb_mut().col_mut(c).try_as_col_major_mut().expect("tile columns are contiguous");
-                    for (a, v) in col.as_slice_mut().iter_mut().enumerate() {
-                        let i = rows.start + a;
-                        *v = expanded(&e, err, *v, lsq[i], sj, || (&lrows[i * d..(i + 1) * d], y));
-                    }
+                    map_expanded_column(&e, err, col.as_slice_mut(), left_sq, left_rows, sj, y, &mut guarded);
                 }
                 let same = e.of_sq_distance(0.0);
                 for a in 0..tr {

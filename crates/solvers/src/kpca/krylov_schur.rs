@@ -254,13 +254,16 @@ pub(super) fn block_krylov_schur(
             }
         }
         let r = orthonormalize_block(ranks, &mut w, qm, &mut salt);
-        if m + b <= m_max {
+        let room = m + b <= m_max;
+        if room && m < p + b {
             q.as_mut().subcols_mut(m, b).copy_from(&w);
             new = m;
             m += b;
             continue;
         }
-        // Rayleigh–Ritz on the m columns: replicated, so every rank takes the same branch.
+        // Rayleigh–Ritz on the m columns after every product once the basis holds two blocks
+        // beyond the p kept at a restart (an (m, m) eigenproblem, m ≤ m_max: small against a
+        // product of the (n, n) operator): replicated, so every rank takes the same branch.
         let tm = Mat::from_fn(m, m, |i, j| 0.5 * (t[(i, j)] + t[(j, i)]));
         let (theta, s) = sym_eigen_desc(tm.as_ref())?;
         let scale = theta[0].abs().max(f64::MIN_POSITIVE);
@@ -277,7 +280,7 @@ pub(super) fn block_krylov_schur(
         };
         let residuals: Vec<f64> = (0..k).map(residual).collect();
         let worst = residuals.iter().copied().fold(0.0, f64::max);
-        if worst <= tolerance || restarts >= max_restarts {
+        if worst <= tolerance || (!room && restarts >= max_restarts) {
             if worst > tolerance {
                 return Err(SolverError::NotConverged {
                     what: "the matrix-free exact kernel PCA (block Krylov–Schur)",
@@ -291,6 +294,12 @@ pub(super) fn block_krylov_schur(
             let mut pairs = Eigenpairs { values: theta[..k].to_vec(), vectors };
             pairs.fix_signs_sharded(ranks.comm, ranks.shard.first);
             return Ok(Solved { pairs, restarts, products, residuals });
+        }
+        if room {
+            q.as_mut().subcols_mut(m, b).copy_from(&w);
+            new = m;
+            m += b;
+            continue;
         }
         // Thick restart: Q ← [Q s_{:p}, F], T ← diag(θ_{:p}), expand F next.
         let mut y = Mat::<f64>::zeros(rows, p);

@@ -465,6 +465,22 @@ mod tests {
     }
 
     #[test]
+    fn convergence_is_checked_after_every_product_not_only_at_a_restart() {
+        // A kernel of rank 3 (degree-1 polynomial on 2-D rows) with k = 2 and b = 8: the
+        // first block already spans its range, so the residuals vanish as soon as they are
+        // first read (basis p + b = 2 + 2·8 columns: three products), long before the basis
+        // fills (m_max = p + 6b = 50 columns: six products, the first check before).
+        let x = blobs(400, 2, 5);
+        let mut cfg = MatrixFreeConfig::new(2);
+        cfg.block = 8;
+        cfg.memory = MemoryBudget::UNLIMITED;
+        let fit = matrix_free_kpca(x.as_ref(), &Kernel::polynomial(1.0, 1.0, 1), &cfg).unwrap();
+        assert_eq!((fit.products, fit.restarts), (3, 0));
+        assert!(fit.residuals.iter().all(|&r| r <= cfg.tolerance), "{:?}", fit.residuals);
+        compare(x.as_ref(), Kernel::polynomial(1.0, 1.0, 1), 2, false, 8);
+    }
+
+    #[test]
     fn the_exact_solver_falls_back_to_matrix_free_over_budget_and_says_so() {
         use crate::Transformer;
         use crate::kpca::{ExactOperator, KernelPca, KpcaSolver};
