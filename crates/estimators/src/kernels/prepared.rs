@@ -5,6 +5,7 @@
 use faer::prelude::ReborrowMut;
 use faer::{Accum, Mat, MatRef, Par};
 use stolr_lowrank::matmul;
+use wide::f64x4;
 
 use super::{Evaluator, Kernel, KernelForm, KernelFunction, diagonal_of, dispatch};
 use crate::data::{coordinate_median, row_major, row_sq_norms, shifted, to_owned};
@@ -106,14 +107,39 @@ fn map_expanded_column<E: Evaluator>(
 ) {
     let d = y.len();
     guarded.clear();
-    for (i, (v, &si)) in col.iter_mut().zip(sq).enumerate() {
-        *v = match expanded_sq_distance(e, err, *v, si, sj, || (&rows[i * d..(i + 1) * d], y)) {
+    let mut scalar = |i: usize, v: &mut f64| {
+        *v = match expanded_sq_distance(e, err, *v, sq[i], sj, || (&rows[i * d..(i + 1) * d], y)) {
             Ok(d2) => d2,
             Err(value) => {
                 guarded.push((i, value));
                 0.0
             }
         }
+    };
+    // Four entries at a time while all four expansions are trusted (the test of
+    // `expansion_trusted` lane by lane, the same operations, so the same bits); a group with
+    // any other entry goes through `expanded_sq_distance` entry by entry.
+    let (sjv, inv_len, ratio, inf) =
+        (f64x4::splat(sj), f64x4::splat(e.inv_length_sq()), f64x4::splat(CANCELLATION_RATIO), f64x4::splat(f64::INFINITY));
+    let groups = col.len() / 4;
+    for group in 0..groups {
+        let at = 4 * group;
+        let g = f64x4::from(<[f64; 4]>::try_from(&col[at..at + 4]).expect("four entries"));
+        let norms = f64x4::from(<[f64; 4]>::try_from(&sq[at..at + 4]).expect("four norms")) + sjv;
+        let est = norms - f64x4::splat(2.0) * g;
+        let trusted = norms.simd_lt(inf) & (norms.simd_le(ratio * est) | (norms * inv_len).simd_le(ratio));
+        if trusted.all() {
+            for (v, est) in col[at..at + 4].iter_mut().zip(est.to_array()) {
+                *v = est.max(0.0);
+            }
+        } else {
+            for (i, v) in col.iter_mut().enumerate().skip(at).take(4) {
+                scalar(i, v);
+            }
+        }
+    }
+    for (i, v) in col.iter_mut().enumerate().skip(4 * groups) {
+        scalar(i, v);
     }
     e.of_sq_distances(col);
     for &(i, value) in guarded.iter() {
@@ -780,4 +806,61 @@ pub fn kernel_row_means_range<'x>(
         means.extend((0..len).map(|j| block.col(j).sum() / n as f64));
     }
     means
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`map_expanded_column`] maps four entries at a time while all four are trusted and entry
+    /// by entry otherwise: every entry must still be the bits of [`expanded_or`] with
+    /// [`Evaluator::pair`], whatever its neighbours. Columns of every length 0..=13 (a tail of
+    /// every size), entries trusted, cancelling (inner products near the norms), vanishing and
+    /// overflowing (rows beyond 1e154), in every position of a group of four.
+    #[test]
+    fn a_column_maps_to_the_bits_of_the_entrywise_expansion() {
+        fn check<E: Evaluator>(e: E, sigma: f64) {
+            let d = 2;
+            // The column's row far from the origin, so rows near it cancel in the expansion.
+            let y = [1e6 + 0.5, -1e6];
+            let sj: f64 = y.iter().map(|v| v * v).sum();
+            let err = expansion_error(d);
+            for len in 0..=13usize {
+                for far in 0..len.max(1) {
+                    // Row i: near y (a cancelling pair unless sigma is huge), the row `far`
+                    // beyond 1e154 and every third row near the origin (trusted; its kernel
+                    // value vanishes unless sigma is huge).
+                    let rows: Vec<f64> = (0..len * d)
+                        .map(|a| {
+                            let (i, l) = (a / d, a % d);
+                            if i == far && len > 1 {
+                                3e160 * (l as f64 + 1.0)
+                            } else if i % 3 == 1 {
+                                0.3 * i as f64 - l as f64
+                            } else {
+                                y[l] + (i as f64 - 6.0) * sigma * 0.7
+                            }
+                        })
+                        .collect();
+                    let sq: Vec<f64> =
+                        (0..len).map(|i| rows[i * d..(i + 1) * d].iter().map(|v| v * v).sum()).collect();
+                    let g: Vec<f64> = (0..len)
+                        .map(|i| rows[i * d..(i + 1) * d].iter().zip(&y).map(|(a, b)| a * b).sum())
+                        .collect();
+                    let want: Vec<f64> = (0..len)
+                        .map(|i| expanded_or(&e, err, g[i], sq[i], sj, || e.pair(&rows[i * d..(i + 1) * d], &y)))
+                        .collect();
+                    let mut col = g.clone();
+                    let mut guarded = vec![(7, 7.0)];
+                    map_expanded_column(&e, err, &mut col, &sq, &rows, sj, &y, &mut guarded);
+                    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&col), bits(&want), "sigma {sigma}, length {len}, far row {far}");
+                }
+            }
+        }
+        for sigma in [1e-3, 0.8, 1e9] {
+            let kernel = Kernel::gaussian(sigma);
+            dispatch!(kernel, k => check(k.evaluator(2), sigma));
+        }
+    }
 }
