@@ -119,8 +119,12 @@ fn map_expanded_column<E: Evaluator>(
     // Four entries at a time while all four expansions are trusted (the test of
     // `expansion_trusted` lane by lane, the same operations, so the same bits); a group with
     // any other entry goes through `expanded_sq_distance` entry by entry.
-    let (sjv, inv_len, ratio, inf) =
-        (f64x4::splat(sj), f64x4::splat(e.inv_length_sq()), f64x4::splat(CANCELLATION_RATIO), f64x4::splat(f64::INFINITY));
+    let (sjv, inv_len, ratio, inf) = (
+        f64x4::splat(sj),
+        f64x4::splat(e.inv_length_sq()),
+        f64x4::splat(CANCELLATION_RATIO),
+        f64x4::splat(f64::INFINITY),
+    );
     let groups = col.len() / 4;
     for group in 0..groups {
         let at = 4 * group;
@@ -842,11 +846,9 @@ mod tests {
                             }
                         })
                         .collect();
-                    let sq: Vec<f64> =
-                        (0..len).map(|i| rows[i * d..(i + 1) * d].iter().map(|v| v * v).sum()).collect();
-                    let g: Vec<f64> = (0..len)
-                        .map(|i| rows[i * d..(i + 1) * d].iter().zip(&y).map(|(a, b)| a * b).sum())
-                        .collect();
+                    let sq: Vec<f64> = (0..len).map(|i| rows[i * d..(i + 1) * d].iter().map(|v| v * v).sum()).collect();
+                    let g: Vec<f64> =
+                        (0..len).map(|i| rows[i * d..(i + 1) * d].iter().zip(&y).map(|(a, b)| a * b).sum()).collect();
                     let want: Vec<f64> = (0..len)
                         .map(|i| expanded_or(&e, err, g[i], sq[i], sj, || e.pair(&rows[i * d..(i + 1) * d], &y)))
                         .collect();

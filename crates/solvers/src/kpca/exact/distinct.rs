@@ -13,7 +13,7 @@
 
 use faer::{Mat, MatRef};
 use stolr_estimators::{DataRef, Kernel, KernelOperator, OperatorCentering, RowGroups};
-use stolr_lowrank::{Eigenpairs, top_eigenpairs};
+use stolr_lowrank::Eigenpairs;
 use stolr_memory::{MemoryBudget, f64_bytes};
 
 use super::{ExactKpcaConfig, ExactOperator, KernelMeans, OperatorChoice};
@@ -55,12 +55,7 @@ pub(super) fn exact_fit_distinct(
         let mut k = kernel.matrix(xu);
         let means = config.center.then(|| center_weighted_in_place(&mut k, counts, n));
         scale_rows_and_columns(&mut k, &roots);
-        let pairs = crate::stoppable::stoppable(
-            "the eigendecomposition of the kernel matrix",
-            (k, rank, config.tolerance),
-            |(k, r, tol)| top_eigenpairs(k.as_ref(), r, tol),
-        )??;
-        (pairs, means)
+        (super::stoppable_top_eigenpairs(k, rank, config.tolerance, memory)?, means)
     };
     let pairs = rows.eigenpairs_of_every_row(small);
     let means = means.map(|(m, grand)| (rows.group_of().iter().map(|&g| m[g]).collect(), grand));
