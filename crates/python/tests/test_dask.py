@@ -14,6 +14,7 @@ distributed = pytest.importorskip("distributed")
 import dask  # noqa: E402
 
 import stolr  # noqa: E402
+from sklearn.metrics.pairwise import rbf_kernel  # noqa: E402
 
 TOL = 1e-10
 
@@ -308,7 +309,21 @@ def test_kernel_pca_exact_equals_in_memory(scheduler, center, chunks):
     vectors = est.eigenvectors_
     assert isinstance(vectors, da.Array) and vectors.chunks[0] == Xd.chunks[0]
     vectors = vectors.compute()
-    assert rel(aligned(vectors, ref.eigenvectors_), ref.eigenvectors_) < TOL
+    # Both fits stop once every Ritz residual is at most 1e-10·λ1 (the solvers' tolerance), so
+    # an eigenvector is accurate to about that residual over the gap to its nearest eigenvalue
+    # (in the 2-norm): on these rows the smallest such gap among λ1..λ5 is 0.0085·λ1 uncentred,
+    # about 1.2e-8 of error allowed. Each fit is held to that bound against NumPy's full
+    # decomposition of the kernel matrix, and the two to twice it against each other.
+    k = rbf_kernel(X, gamma=0.2)
+    if center:
+        k = k - k.mean(axis=0) - k.mean(axis=1)[:, None] + k.mean()
+    w, v = np.linalg.eigh(k)
+    w, v = w[::-1], v[:, ::-1][:, :4]
+    bound = TOL / np.min(-np.diff(w[:5]) / w[0])
+    error = lambda a, b: float(np.max(np.linalg.norm(aligned(a, b) - b, axis=0)))  # noqa: E731
+    assert error(vectors, ref.eigenvectors_) < 2 * bound
+    for fitted in (vectors, ref.eigenvectors_):
+        assert error(fitted, v) < bound
     signs = np.sign(np.sum(vectors * ref.eigenvectors_, axis=0))
     Z = est.transform(da.from_array(T, chunks=(13, -1)))
     assert isinstance(Z, da.Array) and Z.chunks[0] == (13, 13, 13, 1)
