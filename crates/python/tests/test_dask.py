@@ -303,7 +303,7 @@ def aligned(vectors, reference):
 def test_kernel_pca_exact_equals_in_memory(scheduler, center, chunks):
     X, _, T = data()
     Xd = da.from_array(X, chunks=(chunks, -1))
-    ref = exact(center=center).fit(X)  # the dense kernel matrix and faer's eigensolver
+    ref = exact(center=center).fit(X)  # the dense kernel matrix and a block eigensolver
     est = exact(center=center).fit(Xd)
     assert rel(est.eigenvalues_, ref.eigenvalues_) < TOL
     vectors = est.eigenvectors_

@@ -180,8 +180,8 @@ fn center_in_place(k: &mut Mat<f64>) -> (Vec<f64>, f64) {
 /// Exact kernel PCA: the top `rank` eigenpairs of the kernel matrix of the rows of `x`
 /// `(n, d)` (dense or sparse: sparse rows are never densified), eigenvalues nonincreasing, eigenvectors `(n, rank)` orthonormal with fixed signs.
 /// Dense ([`ExactOperator::Dense`]): time `O(n²d)` for `K` plus `O(n²b)` per block product of
-/// block Krylov–Schur (products `KV` of 16 or more vectors by GEMM; `O(n³)` for small `n`), memory `O(n²)`. Matrix-free: see
-/// [`crate::kpca::matrix_free_kpca`]. [`ExactOperator::Auto`] takes the dense path when
+/// block Krylov–Schur (products `KV` of 16 or more vectors by GEMM; `O(n³)` for small `n`),
+/// memory `O(n²)`. Matrix-free: see [`crate::kpca::matrix_free_kpca`]. [`ExactOperator::Auto`] takes the dense path when
 /// `8·n²` bytes fit `config.memory`.
 ///
 /// **Repeated rows.** When at least one in twenty (dense) rows repeats another, the same
@@ -286,7 +286,7 @@ pub(super) fn stoppable_top_eigenpairs(
 /// `d` given to [`MatrixFreeConfig::auto_block`] for the block width of a dense kernel
 /// matrix's products (there is no kernel to evaluate, so no data dimension): 16 vectors for up
 /// to 64 eigenpairs, `rank/4` beyond.
-pub(super) const DENSE_BLOCK: usize = 40;
+const DENSE_BLOCK: usize = 40;
 
 /// [`stoppable_top_eigenpairs`] on the calling thread.
 fn dense_top_eigenpairs(
