@@ -56,9 +56,10 @@ fn expansion_trusted<E: Evaluator>(e: &E, g: f64, si: f64, sj: f64) -> Option<f6
         .then(|| est.max(0.0))
 }
 
-/// What [`expanded_or`] computes with [`Evaluator::pair`] as its direct value, stopped before the kernel's map: `Ok(d2)` with `κ = of_sq_distance(d2)`
-/// (the trusted expansion, `+inf` where the kernel certainly vanishes, which maps to exactly
-/// 0, or the direct squared distance of the original rows), or `Err(κ)` for a pair whose
+/// What [`expanded_or`] computes with [`Evaluator::pair`] as its direct value, stopped before
+/// the kernel's map: `Ok(d2)` with `κ = of_sq_distance(d2)` (the trusted expansion, `+inf`
+/// where the kernel certainly vanishes, which maps to exactly 0, or the direct squared
+/// distance of the original rows), or `Err(κ)` for a pair whose
 /// direct squared distance overflows (evaluated by [`Evaluator::pair`]). For a
 /// [`KernelForm::SquaredDistance`] kernel, `pair(x, y)` is `of_sq_distance` of the direct
 /// squared distance whenever that is finite (the Gaussian's definition), so both give the same
