@@ -9,6 +9,7 @@
 //! them. Adding a kernel is its file plus one line there.
 
 mod cosine;
+mod expansion;
 mod gaussian;
 mod laplacian;
 mod linear;
