@@ -1,8 +1,9 @@
 //! The expansion of a squared distance, $\|x - y\|^2 = \|x\|^2 + \|y\|^2 - 2x^\top y$, from
 //! GEMM inner products of shifted rows, and its guards: when to trust it, when the kernel
 //! certainly vanishes, when to recompute the distance from the original rows (see
-//! [`crate::KernelEvaluation::Expanded`]), and a whole column mapped at once. Used by every dense and
-//! sparse path of [`super::prepared`] that evaluates a [`super::KernelForm::SquaredDistance`] kernel.
+//! [`crate::KernelEvaluation::Expanded`]), and a whole column mapped at once. Used by every
+//! dense and sparse path of [`super::prepared`] that evaluates a
+//! [`super::KernelForm::SquaredDistance`] kernel.
 
 use wide::f64x4;
 
