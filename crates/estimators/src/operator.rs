@@ -3,7 +3,7 @@
 
 use faer::linalg::matmul::matmul;
 use faer::prelude::{Reborrow, ReborrowMut};
-use faer::{Accum, Mat, MatRef, Par};
+use faer::{Accum, Mat, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
 use crate::EstimatorError;
@@ -152,6 +152,16 @@ impl KernelOperator {
     /// # Errors
     /// [`EstimatorError::ShapeMismatch`] if `means` does not have length `n`.
     pub fn with_means(mut self, means: Vec<f64>, grand_mean: f64) -> Result<Self, EstimatorError> {
+        self.set_means(means, grand_mean)?;
+        Ok(self)
+    }
+
+    /// [`KernelOperator::with_means`] in place: from now on the operator applies $HKH$.
+    ///
+    /// # Errors
+    /// [`EstimatorError::ShapeMismatch`] if `means` does not have length `n` (the operator is
+    /// then unchanged).
+    pub fn set_means(&mut self, means: Vec<f64>, grand_mean: f64) -> Result<(), EstimatorError> {
         if means.len() != self.n {
             return Err(EstimatorError::ShapeMismatch {
                 what: "kernel row means (one per sample)",
@@ -160,7 +170,7 @@ impl KernelOperator {
             });
         }
         self.centering = Some((means, grand_mean));
-        Ok(self)
+        Ok(())
     }
 
     /// Number of samples `n` (the operator is `n × n`).
@@ -282,6 +292,36 @@ impl KernelOperator {
             });
         }
         let mut out = self.apply_uncentered(rows.clone(), v, par);
+        self.center_rows(rows, v, out.as_mut())?;
+        Ok(out)
+    }
+
+    /// Turns the rows `rows` of the uncentred $K V$ (`out`, `(rows.len(), b)`, for `v`
+    /// `(n, b)`) into those of $HKH\,V$ in place when the operator is centred (a no-op
+    /// otherwise): $(HKHV)_i = (KV)_i + (\bar m - m_i)\,1^\top V - m^\top V$, `O(n b)`. With
+    /// it, an uncentred product formed together with $K1$ (the pass that gives the means) is
+    /// centred afterwards, the same as [`KernelOperator::apply_row_block`] up to rounding.
+    ///
+    /// # Errors
+    /// [`EstimatorError::ShapeMismatch`] if `v` does not have `n` rows, `rows` does not lie in
+    /// `0..n`, or `out` is not `(rows.len(), v.ncols())`.
+    pub fn center_rows(
+        &self,
+        rows: std::ops::Range<usize>,
+        v: MatRef<'_, f64>,
+        mut out: MatMut<'_, f64>,
+    ) -> Result<(), EstimatorError> {
+        self.check_rows(v)?;
+        let mismatch = |what, expected, found| Err(EstimatorError::ShapeMismatch { what, expected, found });
+        if rows.start > rows.end || rows.end > self.n {
+            return mismatch("end of the row block (at most n, after its start)", self.n, rows.end);
+        }
+        if out.nrows() != rows.len() {
+            return mismatch("rows of the product to centre (the row block's length)", rows.len(), out.nrows());
+        }
+        if out.ncols() != v.ncols() {
+            return mismatch("columns of the product to centre (the block's)", v.ncols(), out.ncols());
+        }
         if let Some((means, grand)) = &self.centering {
             let (s, mv) = self.centering_terms(v, means);
             for c in 0..v.ncols() {
@@ -290,7 +330,7 @@ impl KernelOperator {
                 }
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The rows `rows` of [`KernelOperator::apply`]`(v)`, shape `(rows.len(), b)`: $K_{S,:} V$
@@ -452,6 +492,36 @@ mod tests {
 
     fn max_abs_diff(a: MatRef<'_, f64>, b: MatRef<'_, f64>) -> f64 {
         (a - b).norm_max()
+    }
+
+    /// An uncentred product centred afterwards (as a fit does with the product that also gave
+    /// the means) has the bits of the centred operator's product; wrong shapes are refused.
+    #[test]
+    fn an_uncentred_product_centred_afterwards_equals_the_centred_product() {
+        let (x, v) = data(41, 3, 9);
+        let kernel = Kernel::gaussian(0.7);
+        let plain = KernelOperator::new(x.as_ref(), kernel, OperatorCentering::None, 16, Par::Seq).unwrap();
+        let centred = KernelOperator::new(x.as_ref(), kernel, OperatorCentering::Compute, 16, Par::Seq).unwrap();
+        let want = centred.apply_row_block(5..30, v.as_ref(), Par::Seq).unwrap();
+        let mut got = plain.apply_row_block(5..30, v.as_ref(), Par::Seq).unwrap();
+        let (means, grand) = centred.means().unwrap();
+        let mut op = plain;
+        op.set_means(means.to_vec(), grand).unwrap();
+        op.center_rows(5..30, v.as_ref(), got.as_mut()).unwrap();
+        assert_eq!(got, want);
+        let k = centered_kernel_matrix(&kernel.matrix(x.as_ref()));
+        let dense = &k * &v;
+        assert!(max_abs_diff(got.as_ref(), dense.as_ref().subrows(5, 25)) < 1e-12);
+        // Shapes: the output's rows, its columns, the block's rows, the row range; and means.
+        let mut short = Mat::<f64>::zeros(24, 3);
+        assert!(op.center_rows(5..30, v.as_ref(), short.as_mut()).is_err());
+        let mut narrow = Mat::<f64>::zeros(25, 2);
+        assert!(op.center_rows(5..30, v.as_ref(), narrow.as_mut()).is_err());
+        assert!(op.center_rows(5..30, v.as_ref().subrows(0, 40), got.as_mut()).is_err());
+        let mut wide = Mat::<f64>::zeros(40, 3);
+        assert!(op.center_rows(5..45, v.as_ref(), wide.as_mut()).is_err());
+        assert!(op.set_means(vec![0.0; 40], 0.0).is_err());
+        assert_eq!(op.means().unwrap().0, means, "a refused set_means leaves the means");
     }
 
     #[test]

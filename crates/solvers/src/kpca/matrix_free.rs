@@ -86,9 +86,11 @@ pub fn matrix_free_bytes(n: usize, d: usize, k: usize, block: usize, tile: usize
 /// `n = shard.total` rows: the operator on **all** `n` rows `8n(d + 2)` and, when the rows are
 /// split (`shard.rows < n`), the gathered copy of them `8nd`; this rank's rows of the Krylov
 /// basis and of the `(·, k)` result, the gathered block `(n, b)` and the buffers of one
-/// row-block product ([`KernelOperator::row_block_apply_bytes`]). The dense fallback for tiny
-/// `n` holds the identity `(n, n)`, this rank's rows of the operator applied to it and the
-/// gathered `(n, n)` result.
+/// row-block product ([`KernelOperator::row_block_apply_bytes`]), one column wider for the
+/// first product of a centred fit, which also gives the row means: the block with a column of
+/// ones `(n, b + 1)` and the extra column of the product. The dense fallback for tiny `n`
+/// holds the identity `(n, n)`, this rank's rows of the operator applied to it and the
+/// gathered `(n, n)` result (with that first product's extra columns, `(n, n + 2)`).
 pub fn matrix_free_bytes_sharded(
     shard: RowShard,
     d: usize,
@@ -101,13 +103,17 @@ pub fn matrix_free_bytes_sharded(
     let b = if block == 0 { MatrixFreeConfig::auto_block(k, d) } else { block };
     let gathered = if rows < n { f64_bytes(&[n, d]) } else { 0 };
     let operator = KernelOperator::bytes(n, d).saturating_add(gathered);
-    let (basis, apply) = match Sizes::new(n, k, b) {
-        Some(sizes) => (sizes.bytes(n, rows), KernelOperator::row_block_apply_bytes(n, rows, b, tile, workers)),
-        None => {
-            (f64_bytes(&[n, n]).saturating_mul(2), KernelOperator::row_block_apply_bytes(n, rows, n, tile, workers))
-        }
+    let (basis, width) = match Sizes::new(n, k, b) {
+        Some(sizes) => (sizes.bytes(n, rows), b),
+        None => (f64_bytes(&[n, n]).saturating_mul(2), n),
     };
-    operator.saturating_add(basis).saturating_add(apply).saturating_add(f64_bytes(&[rows, k]))
+    let apply = KernelOperator::row_block_apply_bytes(n, rows, width + 1, tile, workers);
+    let first_product = f64_bytes(&[n, width + 2]);
+    operator
+        .saturating_add(basis)
+        .saturating_add(apply)
+        .saturating_add(first_product)
+        .saturating_add(f64_bytes(&[rows, k]))
 }
 
 /// Exact kernel PCA without the kernel matrix: the top `rank` eigenpairs of $K$ (or $HKH$) of
@@ -207,7 +213,7 @@ pub fn matrix_free_kpca_sharded<'x>(
             .saturating_sub(KernelOperator::bytes(n, d))
             .saturating_add(KernelOperator::data_bytes(x)),
     )?;
-    let op = {
+    let mut op = {
         let all = match x {
             DataRef::Dense(x) if comm.size() > 1 => Some(all_gather_rows(comm, x)),
             _ => None,
@@ -218,22 +224,31 @@ pub fn matrix_free_kpca_sharded<'x>(
         KernelOperator::new(all, *kernel, OperatorCentering::None, config.tile, par)?
     };
     let rows = shard.first..shard.first + shard.rows;
-    let op = if config.center {
-        // This rank's rows of m = K1/n, gathered: the operator is symmetric.
-        let ones = Mat::<f64>::from_fn(n, 1, |_, _| 1.0);
-        let local = op.apply_row_block(rows.clone(), ones.as_ref(), par)?;
-        let local = Mat::from_fn(shard.rows, 1, |i, _| local[(i, 0)] / n as f64);
-        let means = all_gather_rows(comm, local.as_ref());
-        let means: Vec<f64> = means.col(0).iter().copied().collect();
+    // Centred: the row means m = K1/n come with the first block product, K [V, 1] in one pass
+    // (this rank's rows of K1 gathered, the operator being symmetric), which is then centred
+    // with them; every later product is centred by the operator.
+    let mut apply = |v: MatRef<'_, f64>| -> Result<Mat<f64>, SolverError> {
+        if !config.center || op.means().is_some() {
+            return Ok(op.apply_row_block(rows.clone(), v, par)?);
+        }
+        let b = v.ncols();
+        let mut with_ones = Mat::<f64>::zeros(n, b + 1);
+        with_ones.as_mut().subcols_mut(0, b).copy_from(v);
+        with_ones.col_mut(b).fill(1.0);
+        let product = op.apply_row_block(rows.clone(), with_ones.as_ref(), par)?;
+        let local = Mat::from_fn(shard.rows, 1, |i, _| product[(i, b)] / n as f64);
+        let gathered = all_gather_rows(comm, local.as_ref());
+        let means: Vec<f64> = gathered.col(0).iter().copied().collect();
         let grand = means.iter().sum::<f64>() / n as f64;
-        op.with_means(means, grand)?
-    } else {
-        op
+        op.set_means(means, grand)?;
+        let mut out = product;
+        out.truncate(shard.rows, b);
+        op.center_rows(rows.clone(), v, out.as_mut())?;
+        Ok(out)
     };
-    let means = op.means().map(|(m, g)| (m.to_vec(), g));
-    let mut apply =
-        |v: MatRef<'_, f64>| -> Result<Mat<f64>, SolverError> { Ok(op.apply_row_block(rows.clone(), v, par)?) };
-    solve(&Ranks { comm, shard }, b, config, &mut apply, means)
+    let mut fit = solve(&Ranks { comm, shard }, b, config, &mut apply, None)?;
+    fit.means = op.means().map(|(m, g)| (m.to_vec(), g));
+    Ok(fit)
 }
 
 /// The checks of every matrix-free fit: the rank within `1..=n`, a positive tolerance, a tile.
@@ -396,6 +411,17 @@ mod tests {
         }
         assert!(fit.residuals.iter().all(|&r| r <= cfg.tolerance));
         assert_eq!(fit.means.is_some(), center);
+        // The means formed with the first product are the kernel matrix's row means.
+        if let Some((means, grand)) = &fit.means {
+            let km = kernel.matrix(x);
+            let n = x.nrows() as f64;
+            let want: Vec<f64> = (0..x.nrows()).map(|j| km.col(j).sum() / n).collect();
+            let scale = want.iter().fold(1.0_f64, |m, v| m.max(v.abs()));
+            let worst = means.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+            assert!(worst <= 1e-14 * scale, "{kernel:?}: row means differ by {worst}");
+            let grand_want = want.iter().sum::<f64>() / n;
+            assert!((grand - grand_want).abs() <= 1e-14 * scale, "{kernel:?}: grand mean {grand} vs {grand_want}");
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! $D^{1/2} \tilde K_u D^{1/2} = (I - q q^\top) M (I - q q^\top)$ with the unit vector
 //! $q = D^{1/2} 1 / \sqrt n$, the form the matrix-free products apply.
 
-use faer::{Mat, MatRef};
+use faer::{Mat, MatMut, MatRef};
 use stolr_estimators::{DataRef, Kernel, KernelOperator, OperatorCentering, RowGroups};
 use stolr_lowrank::Eigenpairs;
 use stolr_memory::{MemoryBudget, f64_bytes};
@@ -87,16 +87,18 @@ fn scale_rows_and_columns(a: &mut Mat<f64>, s: &[f64]) {
 }
 
 /// `a ← (I − q qᵀ) a` for every column of `a` `(u, b)` and a unit vector `q`.
-fn project_out(a: &mut Mat<f64>, q: &[f64]) {
+fn project_out(mut a: MatMut<'_, f64>, q: &[f64]) {
     for j in 0..a.ncols() {
-        let along: f64 = a.col(j).iter().zip(q).map(|(v, w)| v * w).sum();
-        a.col_mut(j).iter_mut().zip(q).for_each(|(v, w)| *v -= along * w);
+        let along: f64 = a.as_ref().col(j).iter().zip(q).map(|(v, w)| v * w).sum();
+        a.as_mut().col_mut(j).iter_mut().zip(q).for_each(|(v, w)| *v -= along * w);
     }
 }
 
 /// The matrix-free path: block Krylov–Schur on the products $(I - qq^\top) D^{1/2} K_u D^{1/2}
 /// (I - qq^\top) V$ (without centring, no projection), the tiled kernel operator of the
-/// distinct rows applying `K_u`; the weighted means from one product of the counts.
+/// distinct rows applying `K_u`; the weighted means from the product of the counts, formed
+/// as one more column of the first block product (one kernel pass fewer than forming it apart;
+/// [`matrix_free_bytes`] counts the wider product).
 #[allow(clippy::too_many_arguments)]
 fn matrix_free(
     xu: DataRef<'_>,
@@ -122,35 +124,51 @@ fn matrix_free(
         matrix_free_bytes(u, d, rank, b, mf.tile, KernelOperator::workers(par)),
     )?;
     let op = KernelOperator::new(xu, *kernel, OperatorCentering::None, mf.tile, par)?;
-    let means = if config.center {
-        let c = MatRef::from_column_major_slice(counts, u, 1);
-        let sums = op.apply_row_block(0..u, c, par)?;
-        let means: Vec<f64> = (0..u).map(|g| sums[(g, 0)] / n as f64).collect();
+    let counts_col = MatRef::from_column_major_slice(counts, u, 1);
+    let q: Vec<f64> = roots.iter().map(|r| r / (n as f64).sqrt()).collect();
+    let center = config.center;
+    // `K_u c` (the weighted means) rides along with the first product as one more column: one
+    // pass over the kernel fewer than forming it alone.
+    let mut sums: Option<Vec<f64>> = None;
+    let mut products = |v: MatRef<'_, f64>, _: Option<(&[f64], f64)>| -> Result<Mat<f64>, SolverError> {
+        let b = v.ncols();
+        let with_counts = center && sums.is_none();
+        let mut w = Mat::<f64>::zeros(u, b + usize::from(with_counts));
+        w.as_mut().subcols_mut(0, b).copy_from(v);
+        if center {
+            project_out(w.as_mut().subcols_mut(0, b), &q);
+        }
+        for j in 0..b {
+            w.col_mut(j).iter_mut().zip(roots).for_each(|(x, r)| *x *= r);
+        }
+        if with_counts {
+            w.col_mut(b).copy_from(counts_col.col(0));
+        }
+        let mut y = op.apply_row_block(0..u, w.as_ref(), par)?;
+        if with_counts {
+            sums = Some(y.col(b).iter().copied().collect());
+            y.truncate(u, b);
+        }
+        for j in 0..b {
+            y.col_mut(j).iter_mut().zip(roots).for_each(|(x, r)| *x *= r);
+        }
+        if center {
+            project_out(y.as_mut(), &q);
+        }
+        Ok(y)
+    };
+    let fit = matrix_free_kpca_products(u, d, &mf, &mut products)?;
+    let means = if center {
+        let sums = match sums {
+            Some(sums) => sums,
+            None => op.apply_row_block(0..u, counts_col, par)?.col(0).iter().copied().collect(),
+        };
+        let means: Vec<f64> = sums.iter().map(|s| s / n as f64).collect();
         let grand = means.iter().zip(counts).map(|(m, c)| m * c).sum::<f64>() / n as f64;
         Some((means, grand))
     } else {
         None
     };
-    let q: Vec<f64> = roots.iter().map(|r| r / (n as f64).sqrt()).collect();
-    let center = config.center;
-    let mut products = |v: MatRef<'_, f64>, _: Option<(&[f64], f64)>| -> Result<Mat<f64>, SolverError> {
-        let mut w = v.to_owned();
-        if center {
-            project_out(&mut w, &q);
-        }
-        for j in 0..w.ncols() {
-            w.col_mut(j).iter_mut().zip(roots).for_each(|(x, r)| *x *= r);
-        }
-        let mut y = op.apply_row_block(0..u, w.as_ref(), par)?;
-        for j in 0..y.ncols() {
-            y.col_mut(j).iter_mut().zip(roots).for_each(|(x, r)| *x *= r);
-        }
-        if center {
-            project_out(&mut y, &q);
-        }
-        Ok(y)
-    };
-    let fit = matrix_free_kpca_products(u, d, &mf, &mut products)?;
     Ok((fit.pairs, means))
 }
 
