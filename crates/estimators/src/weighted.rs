@@ -1,6 +1,7 @@
 //! Draws over the distinct rows of data that repeats rows, weighted by their counts.
 
-use faer::Mat;
+use faer::{ColMut, Mat};
+use rayon::prelude::*;
 
 use crate::{EstimatorError, Factors, KernelSampler};
 
@@ -62,12 +63,23 @@ impl<S: KernelSampler> Weighted<S> {
     }
 
     /// `m ← D^{1/2}(m − 1 m̄ᵀ)` (centred) or `D^{1/2} m`.
+    /// Columns in parallel on faer's global parallelism (each column the same operations
+    /// whatever the number of threads: the same bits).
     fn weigh(&self, m: &mut Mat<f64>) {
-        for j in 0..m.ncols() {
-            let col = m.col_as_slice_mut(j);
-            let mean =
-                if self.center { col.iter().zip(&self.counts).map(|(v, c)| v * c).sum::<f64>() / self.n } else { 0.0 };
-            col.iter_mut().zip(&self.roots).for_each(|(v, r)| *v = (*v - mean) * r);
+        self.weigh_on(m, faer::get_global_parallelism());
+    }
+
+    /// [`Weighted::weigh`] with the parallelism `par`.
+    fn weigh_on(&self, m: &mut Mat<f64>, par: faer::Par) {
+        let (counts, roots, n, center) = (&self.counts, &self.roots, self.n, self.center);
+        let one = |col: ColMut<'_, f64>| {
+            let mean = if center { col.as_ref().iter().zip(counts).map(|(v, c)| v * c).sum::<f64>() / n } else { 0.0 };
+            col.iter_mut().zip(roots).for_each(|(v, r)| *v = (*v - mean) * r);
+        };
+        if par.degree() > 1 {
+            m.as_mut().par_col_chunks_mut(1).for_each(|c| one(c.col_mut(0)));
+        } else {
+            (0..m.ncols()).for_each(|j| one(m.col_mut(j)));
         }
     }
 }
@@ -108,6 +120,30 @@ mod tests {
     use crate::{Centered, Kernel, RandomFourierFeatures, RowGroups, sparse::DataRef};
     use rand::SeedableRng;
     use rand_xoshiro::Xoshiro256PlusPlus;
+
+    /// Weighing the columns in parallel gives the bits of one thread, centred or not, on a
+    /// draw with an outlier row and a constant column.
+    #[test]
+    fn weighing_in_parallel_gives_the_bits_of_one_thread() {
+        let x = Mat::from_fn(300, 2, |i, j| if j == 1 { 7.0 } else { (i as f64 * 0.37).sin() });
+        let counts: Vec<f64> = (0..300).map(|i| 1.0 + (i % 5) as f64).collect();
+        let draw = Mat::from_fn(300, 9, |i, j| if i == 17 { 1e8 } else { ((i * 9 + j) as f64 * 0.11).cos() });
+        for center in [false, true] {
+            let sampler = RandomFourierFeatures::new(x.as_ref(), Kernel::gaussian(1.0), 4).unwrap();
+            let weighted = Weighted::new(sampler, counts.clone(), center).unwrap();
+            let (mut one, mut two) = (draw.clone(), draw.clone());
+            weighted.weigh_on(&mut one, faer::Par::Seq);
+            weighted.weigh_on(&mut two, faer::Par::rayon(2));
+            let bits = |m: &Mat<f64>| {
+                m.col_iter().flat_map(|c| c.iter().map(|v| v.to_bits()).collect::<Vec<_>>()).collect::<Vec<_>>()
+            };
+            assert_eq!(bits(&one), bits(&two), "center = {center}");
+            // And the weighing itself: row i times √c_i, after the weighted column mean.
+            let mean: f64 = (0..300).map(|i| draw[(i, 3)] * counts[i]).sum::<f64>() / counts.iter().sum::<f64>();
+            let shift = if center { mean } else { 0.0 };
+            assert_eq!(one[(42, 3)], (draw[(42, 3)] - shift) * counts[42].sqrt());
+        }
+    }
 
     /// The weighted draw over the distinct rows is the draw over every row seen through
     /// `P D^{-1/2}`: `ξ = P D^{-1/2} ξ̃ D^{-1/2} Pᵀ` entry by entry, centred or not, on rows with
