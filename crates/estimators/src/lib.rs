@@ -59,7 +59,7 @@ pub use kernels::{
     Parameter, ParameterDefault, Polynomial, kernel_row_means, kernel_row_means_range,
 };
 pub use maclaurin::{MaclaurinMap, RandomMaclaurin};
-pub use operator::{DEFAULT_TILE, KernelOperator, OperatorCentering};
+pub use operator::{DEFAULT_TILE, KernelOperator, OperatorCentering, center_kernel_product};
 pub use rff::{RandomFourierFeatures, coordinate_rng};
 pub use row_groups::RowGroups;
 pub use sincos::{FAST_LIMIT, scaled_cos_sin};

@@ -309,28 +309,13 @@ impl KernelOperator {
         &self,
         rows: std::ops::Range<usize>,
         v: MatRef<'_, f64>,
-        mut out: MatMut<'_, f64>,
+        out: MatMut<'_, f64>,
     ) -> Result<(), EstimatorError> {
         self.check_rows(v)?;
-        let mismatch = |what, expected, found| Err(EstimatorError::ShapeMismatch { what, expected, found });
-        if rows.start > rows.end || rows.end > self.n {
-            return mismatch("end of the row block (at most n, after its start)", self.n, rows.end);
+        match &self.centering {
+            Some((means, grand)) => center_kernel_product(means, *grand, rows, v, out),
+            None => check_product_shapes(self.n, &rows, v, out.as_ref()),
         }
-        if out.nrows() != rows.len() {
-            return mismatch("rows of the product to centre (the row block's length)", rows.len(), out.nrows());
-        }
-        if out.ncols() != v.ncols() {
-            return mismatch("columns of the product to centre (the block's)", v.ncols(), out.ncols());
-        }
-        if let Some((means, grand)) = &self.centering {
-            let (s, mv) = self.centering_terms(v, means);
-            for c in 0..v.ncols() {
-                for (a, i) in rows.clone().enumerate() {
-                    out[(a, c)] += (grand - means[i]) * s[c] - mv[c];
-                }
-            }
-        }
-        Ok(())
     }
 
     /// The rows `rows` of [`KernelOperator::apply`]`(v)`, shape `(rows.len(), b)`: $K_{S,:} V$
@@ -374,7 +359,7 @@ impl KernelOperator {
             out.as_mut().subrows_mut(start, block.nrows()).copy_from(block);
         }
         if let Some((means, grand)) = &self.centering {
-            let (s, mv) = self.centering_terms(v, means);
+            let (s, mv) = centering_terms(v, means);
             for c in 0..b {
                 for (a, &i) in rows.iter().enumerate() {
                     out[(a, c)] += (grand - means[i]) * s[c] - mv[c];
@@ -393,14 +378,6 @@ impl KernelOperator {
             });
         }
         Ok(())
-    }
-
-    /// `s = Vᵀ1` and `mᵀV`, length `b` each.
-    fn centering_terms(&self, v: MatRef<'_, f64>, means: &[f64]) -> (Vec<f64>, Vec<f64>) {
-        let b = v.ncols();
-        let s: Vec<f64> = (0..b).map(|c| v.col(c).sum()).collect();
-        let mv: Vec<f64> = (0..b).map(|c| (0..self.n).map(|i| means[i] * v[(i, c)]).sum()).collect();
-        (s, mv)
     }
 
     /// $K_{R,:} V$ by tiles (see [`KernelOperator::apply_row_block`]): batches of
@@ -457,6 +434,69 @@ impl KernelOperator {
         }
         out
     }
+}
+
+/// Turns the rows `rows` of an uncentred kernel product $K V$ (`out`, `(rows.len(), b)`, for
+/// `v` `(n, b)`) into those of $HKH\,V$ in place, given the row means `means` $= K1/n$
+/// (length `n`) and `grand` $= 1^\top K 1/n^2$: $(HKHV)_i = (KV)_i + (\bar m - m_i)\,1^\top V -
+/// m^\top V$, `O(n b)`; the arithmetic of a centred [`KernelOperator`]'s products, so a product
+/// formed uncentred (on another process, or together with $K1$) and centred here has their
+/// bits. [`KernelOperator::center_rows`] with the means given.
+///
+/// # Errors
+/// [`EstimatorError::ShapeMismatch`] if `v` does not have `n` rows, `rows` does not lie in
+/// `0..n`, or `out` is not `(rows.len(), v.ncols())`.
+pub fn center_kernel_product(
+    means: &[f64],
+    grand: f64,
+    rows: std::ops::Range<usize>,
+    v: MatRef<'_, f64>,
+    mut out: MatMut<'_, f64>,
+) -> Result<(), EstimatorError> {
+    let n = means.len();
+    if v.nrows() != n {
+        return Err(EstimatorError::ShapeMismatch {
+            what: "rows of the block whose product is centred (one per row mean)",
+            expected: n,
+            found: v.nrows(),
+        });
+    }
+    check_product_shapes(n, &rows, v, out.as_ref())?;
+    let (s, mv) = centering_terms(v, means);
+    for c in 0..v.ncols() {
+        for (a, i) in rows.clone().enumerate() {
+            out[(a, c)] += (grand - means[i]) * s[c] - mv[c];
+        }
+    }
+    Ok(())
+}
+
+/// `rows` within `0..n` and `out` of shape `(rows.len(), v.ncols())`.
+fn check_product_shapes(
+    n: usize,
+    rows: &std::ops::Range<usize>,
+    v: MatRef<'_, f64>,
+    out: MatRef<'_, f64>,
+) -> Result<(), EstimatorError> {
+    let mismatch = |what, expected, found| Err(EstimatorError::ShapeMismatch { what, expected, found });
+    if rows.start > rows.end || rows.end > n {
+        return mismatch("end of the row block (at most n, after its start)", n, rows.end);
+    }
+    if out.nrows() != rows.len() {
+        return mismatch("rows of the product to centre (the row block's length)", rows.len(), out.nrows());
+    }
+    if out.ncols() != v.ncols() {
+        return mismatch("columns of the product to centre (the block's)", v.ncols(), out.ncols());
+    }
+    Ok(())
+}
+
+/// `s = Vᵀ1` and `mᵀV` for `v` `(n, b)` and `means` (length `n`), length `b` each.
+fn centering_terms(v: MatRef<'_, f64>, means: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    let b = v.ncols();
+    let s: Vec<f64> = (0..b).map(|c| v.col(c).sum()).collect();
+    let mv: Vec<f64> = (0..b).map(|c| (0..v.nrows()).map(|i| means[i] * v[(i, c)]).sum()).collect();
+    (s, mv)
 }
 
 /// `out[start.., :] += part`, column by column.

@@ -3,7 +3,7 @@
 
 use faer::{Mat, MatRef};
 use stolr_comm::{Communicator, RowShard, SingleProcess, all_gather_rows};
-use stolr_estimators::{DEFAULT_TILE, DataRef, Kernel, KernelOperator, OperatorCentering};
+use stolr_estimators::{DEFAULT_TILE, DataRef, Kernel, KernelOperator, OperatorCentering, center_kernel_product};
 use stolr_lowrank::Eigenpairs;
 use stolr_memory::{MemoryBudget, f64_bytes};
 
@@ -299,23 +299,27 @@ pub type KernelProducts<'a> = dyn FnMut(MatRef<'_, f64>, Option<(&[f64], f64)>) 
 /// Bytes [`matrix_free_kpca_products`] allocates for `n` rows of dimension `d`, `k` pairs and
 /// block `b` (0 = auto): the Krylov basis (all `n` rows, [`matrix_free_bytes_sharded`]'s
 /// basis), one returned product `(n, b)` and the `(n, k)` result; for tiny `n` (the dense
-/// fallback) the identity, its product and the symmetrized copy, `3·8n²`. The products' own
-/// buffers are the caller's.
+/// fallback) the identity, its product and the symmetrized copy, `3·8n²`; and the first
+/// product of a centred fit one column wider, with the block and its column of ones (`2·8n`
+/// more, `8n(b + 1)` for the block). The products' own buffers are the caller's.
 pub fn matrix_free_products_bytes(n: usize, d: usize, k: usize, block: usize) -> u64 {
     let b = if block == 0 { MatrixFreeConfig::auto_block(k, d) } else { block };
-    let buffers = match Sizes::new(n, k, b) {
-        Some(sizes) => sizes.bytes(n, n).saturating_add(f64_bytes(&[n, b])),
-        None => f64_bytes(&[3, n, n]),
+    let (buffers, width) = match Sizes::new(n, k, b) {
+        Some(sizes) => (sizes.bytes(n, n).saturating_add(f64_bytes(&[n, b])), b),
+        None => (f64_bytes(&[3, n, n]), n),
     };
-    buffers.saturating_add(f64_bytes(&[n, k]))
+    buffers.saturating_add(f64_bytes(&[n, width + 3])).saturating_add(f64_bytes(&[n, k]))
 }
 
 /// [`matrix_free_kpca`] of `n` training rows of dimension `d` whose kernel products are
 /// computed by the caller (`products`, [`KernelProducts`]; the Dask fit runs them chunk by chunk
 /// on its workers, `stolr/_dask.py`): the eigensolver, its Krylov basis and every decision on
 /// this process. The same iteration as [`matrix_free_kpca`]: with `products` the tiled
-/// operator's `apply` on all rows, the same bits. With `config.center`, one product of the
-/// all-ones column gives $m = K1/n$ and $\bar m$ first (returned in the fit's `means`).
+/// operator's `apply` on all rows, the same bits. With `config.center`, the first product is
+/// asked for uncentred (`None`) on the block followed by the all-ones column, `(n, b + 1)`: its
+/// last column gives $m = K1/n$ and $\bar m$ (returned in the fit's `means`), and its other
+/// columns are centred here ([`center_kernel_product`]); every later product is asked for
+/// centred.
 /// `config.tile` is the caller's; `d` picks the default block ([`MatrixFreeConfig::auto_block`]).
 ///
 /// # Errors
@@ -348,20 +352,30 @@ pub fn matrix_free_kpca_products(
         }
         Ok(out)
     };
-    let means = if config.center {
-        let ones = Mat::<f64>::from_fn(n, 1, |_, _| 1.0);
-        let sums = checked(ones.as_ref(), products(ones.as_ref(), None)?)?;
-        let means: Vec<f64> = (0..n).map(|i| sums[(i, 0)] / n as f64).collect();
-        let grand = means.iter().sum::<f64>() / n as f64;
-        Some((means, grand))
-    } else {
-        None
-    };
+    // Centred: the first product is asked for uncentred with a column of ones after the block,
+    // which gives the row means; that product is then centred here with the arithmetic of the
+    // tiled operator ([`center_kernel_product`]), and every later one by the caller.
+    let mut means: Option<(Vec<f64>, f64)> = None;
     let mut apply = |v: MatRef<'_, f64>| -> Result<Mat<f64>, SolverError> {
-        let given = means.as_ref().map(|(m, g)| (m.as_slice(), *g));
-        checked(v, products(v, given)?)
+        if !config.center || means.is_some() {
+            let given = means.as_ref().map(|(m, g)| (m.as_slice(), *g));
+            return checked(v, products(v, given)?);
+        }
+        let b = v.ncols();
+        let mut with_ones = Mat::<f64>::zeros(n, b + 1);
+        with_ones.as_mut().subcols_mut(0, b).copy_from(v);
+        with_ones.col_mut(b).fill(1.0);
+        let mut out = checked(with_ones.as_ref(), products(with_ones.as_ref(), None)?)?;
+        let m: Vec<f64> = (0..n).map(|i| out[(i, b)] / n as f64).collect();
+        let grand = m.iter().sum::<f64>() / n as f64;
+        out.truncate(n, b);
+        center_kernel_product(&m, grand, 0..n, v, out.as_mut())?;
+        means = Some((m, grand));
+        Ok(out)
     };
-    solve(&Ranks { comm: &SingleProcess, shard: RowShard::whole(n) }, b, config, &mut apply, means.clone())
+    let mut fit = solve(&Ranks { comm: &SingleProcess, shard: RowShard::whole(n) }, b, config, &mut apply, None)?;
+    fit.means = means;
+    Ok(fit)
 }
 
 #[cfg(test)]
@@ -446,8 +460,10 @@ mod tests {
             cfg.memory = MemoryBudget::UNLIMITED;
             let reference = matrix_free_kpca(x, &kernel, &cfg).unwrap();
             let mut calls = 0;
+            let mut asked: Vec<(usize, bool)> = Vec::new();
             let mut products = |v: MatRef<'_, f64>, means: Option<(&[f64], f64)>| {
                 calls += 1;
+                asked.push((v.ncols(), means.is_some()));
                 let centering = match means {
                     Some((m, g)) => OperatorCentering::Given { means: m.to_vec(), grand_mean: g },
                     None => OperatorCentering::None,
@@ -459,12 +475,26 @@ mod tests {
             assert_eq!(fit.pairs.values, reference.pairs.values);
             assert_eq!(fit.pairs.vectors, reference.pairs.vectors);
             assert_eq!(fit.means, reference.means);
-            assert_eq!(calls, fit.products + usize::from(center));
+            // No pass of its own for the means: the first product, uncentred and one column
+            // wider when centred, then centred products only.
+            assert_eq!(calls, fit.products);
+            let width = if n == 200 { fit.block } else { n };
+            assert_eq!(asked[0], (width + usize::from(center), false), "n = {n}, center = {center}");
+            assert!(asked[1..].iter().all(|&(w, given)| w == fit.block && given == center), "{asked:?}");
+        }
+        for center in [false, true] {
+            let cfg = MatrixFreeConfig { center, ..MatrixFreeConfig::new(4) };
+            let mut wrong =
+                |v: MatRef<'_, f64>, _: Option<(&[f64], f64)>| Ok(Mat::<f64>::zeros(v.nrows() - 1, v.ncols()));
+            let err = matrix_free_kpca_products(200, 3, &cfg, &mut wrong).unwrap_err();
+            assert!(matches!(err, SolverError::InvalidConfig { name: "products", .. }), "{err}");
+            // A product one column short of the widened first block is refused as well.
+            let mut narrow =
+                |v: MatRef<'_, f64>, _: Option<(&[f64], f64)>| Ok(Mat::<f64>::zeros(v.nrows(), v.ncols() - 1));
+            let err = matrix_free_kpca_products(200, 3, &cfg, &mut narrow).unwrap_err();
+            assert!(matches!(err, SolverError::InvalidConfig { name: "products", .. }), "{err}");
         }
         let cfg = MatrixFreeConfig::new(4);
-        let mut wrong = |v: MatRef<'_, f64>, _: Option<(&[f64], f64)>| Ok(Mat::<f64>::zeros(v.nrows() - 1, v.ncols()));
-        let err = matrix_free_kpca_products(200, 3, &cfg, &mut wrong).unwrap_err();
-        assert!(matches!(err, SolverError::InvalidConfig { name: "products", .. }), "{err}");
         let mut failing = |_: MatRef<'_, f64>, _: Option<(&[f64], f64)>| {
             Err(SolverError::InvalidConfig { name: "caller", reason: String::new() })
         };
