@@ -122,7 +122,7 @@ mod tests {
     use rand_xoshiro::Xoshiro256PlusPlus;
 
     /// Weighing the columns in parallel gives the bits of one thread, centred or not, on a
-    /// draw with an outlier row and a constant column.
+    /// draw with an outlier row (1e8), over data with a constant column.
     #[test]
     fn weighing_in_parallel_gives_the_bits_of_one_thread() {
         let x = Mat::from_fn(300, 2, |i, j| if j == 1 { 7.0 } else { (i as f64 * 0.37).sin() });

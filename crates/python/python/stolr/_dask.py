@@ -257,8 +257,9 @@ def _fit_exact_kpca(est, X):
     over every chunk, stacked on the worker: the MPI ranks' scheme, so a given chunking gives the
     same bits), and the client stacks them in chunk order. With ``center``, the first product is
     asked for uncentred on the block and a column of ones, which gives the row means; the client
-    centres it, and every later product is centred on the workers. Bytes per product: ``8·n·b`` out to each worker,
-    ``8·n·b`` back; every worker ends up holding all of ``X`` (``8·n·d``), fetched once.
+    centres it, and every later product is centred on the workers. Bytes per product: ``8·n·b``
+    out to each worker, ``8·n·b`` back; every worker ends up holding all of ``X`` (``8·n·d``),
+    fetched once.
 
     The model keeps every training row, as the in-memory exact model does: ``X`` is computed once
     on the client at the end (``8·n·d`` bytes in ``model_``), and ``transform`` sends that model
