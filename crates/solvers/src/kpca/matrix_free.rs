@@ -232,10 +232,7 @@ pub fn matrix_free_kpca_sharded<'x>(
             return Ok(op.apply_row_block(rows.clone(), v, par)?);
         }
         let b = v.ncols();
-        let mut with_ones = Mat::<f64>::zeros(n, b + 1);
-        with_ones.as_mut().subcols_mut(0, b).copy_from(v);
-        with_ones.col_mut(b).fill(1.0);
-        let product = op.apply_row_block(rows.clone(), with_ones.as_ref(), par)?;
+        let product = op.apply_row_block(rows.clone(), with_ones(v).as_ref(), par)?;
         let local = Mat::from_fn(shard.rows, 1, |i, _| product[(i, b)] / n as f64);
         let gathered = all_gather_rows(comm, local.as_ref());
         let means: Vec<f64> = gathered.col(0).iter().copied().collect();
@@ -249,6 +246,16 @@ pub fn matrix_free_kpca_sharded<'x>(
     let mut fit = solve(&Ranks { comm, shard }, b, config, &mut apply, None)?;
     fit.means = op.means().map(|(m, g)| (m.to_vec(), g));
     Ok(fit)
+}
+
+/// The block `v` `(n, b)` followed by a column of ones, `(n, b + 1)`: the first product of a
+/// centred fit, whose last column is $K1$ (the row means times `n`).
+fn with_ones(v: MatRef<'_, f64>) -> Mat<f64> {
+    let b = v.ncols();
+    let mut out = Mat::<f64>::zeros(v.nrows(), b + 1);
+    out.as_mut().subcols_mut(0, b).copy_from(v);
+    out.col_mut(b).fill(1.0);
+    out
 }
 
 /// The checks of every matrix-free fit: the rank within `1..=n`, a positive tolerance, a tile.
@@ -362,10 +369,8 @@ pub fn matrix_free_kpca_products(
             return checked(v, products(v, given)?);
         }
         let b = v.ncols();
-        let mut with_ones = Mat::<f64>::zeros(n, b + 1);
-        with_ones.as_mut().subcols_mut(0, b).copy_from(v);
-        with_ones.col_mut(b).fill(1.0);
-        let mut out = checked(with_ones.as_ref(), products(with_ones.as_ref(), None)?)?;
+        let widened = with_ones(v);
+        let mut out = checked(widened.as_ref(), products(widened.as_ref(), None)?)?;
         let m: Vec<f64> = (0..n).map(|i| out[(i, b)] / n as f64).collect();
         let grand = m.iter().sum::<f64>() / n as f64;
         out.truncate(n, b);
