@@ -14,14 +14,24 @@ use crate::{Eigenpairs, LowRankError};
 ///
 /// Equality compares `U` and `s` only (not the carried Gram matrix of
 /// [`shrink_psd_in_place`](crate::shrink_psd_in_place)).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct SymLowRank {
     u: Mat<f64>,
+    /// Columns reserved for `u` (at least its column count): the rank can grow to this without
+    /// moving `u` ([`SymLowRank::replace_by_combination`]).
+    reserved: usize,
     s: Vec<f64>,
     /// `UᵀU` `(b, b)` as carried by the step that produced `U` (`YᵀGY`, see
     /// [`shrink_psd_in_place`](crate::shrink_psd_in_place)), with the number of steps it has been
     /// carried since it was last formed from `U` itself; `None` when not known.
     carried_gram: Option<(Mat<f64>, u32)>,
+}
+
+/// A clone holds exactly its columns (`Mat`'s clone keeps no spare capacity).
+impl Clone for SymLowRank {
+    fn clone(&self) -> Self {
+        Self { u: self.u.clone(), reserved: self.u.ncols(), s: self.s.clone(), carried_gram: self.carried_gram.clone() }
+    }
 }
 
 impl PartialEq for SymLowRank {
@@ -33,7 +43,7 @@ impl PartialEq for SymLowRank {
 impl SymLowRank {
     /// The zero matrix of size `n × n` (rank 0).
     pub fn zeros(n: usize) -> Self {
-        Self { u: Mat::zeros(n, 0), s: Vec::new(), carried_gram: None }
+        Self { u: Mat::zeros(n, 0), reserved: 0, s: Vec::new(), carried_gram: None }
     }
 
     /// `U diag(s) Uᵀ` from `u`, shape `(n, b)`, with orthonormal columns (not checked), and `s`
@@ -53,7 +63,7 @@ impl SymLowRank {
         if s.windows(2).any(|w| w[0] < w[1]) {
             return Err(LowRankError::InvalidParameter { name: "s", reason: "values must be nonincreasing".into() });
         }
-        Ok(Self { u, s, carried_gram: None })
+        Ok(Self { reserved: u.ncols(), u, s, carried_gram: None })
     }
 
     /// Builds the factorization from eigenpairs whose eigenvalues are positive and nonincreasing
@@ -68,14 +78,15 @@ impl SymLowRank {
     /// Crate-internal constructor for factors that satisfy the invariants by construction.
     pub(crate) fn from_parts_unchecked(u: Mat<f64>, s: Vec<f64>) -> Self {
         debug_assert_eq!(u.ncols(), s.len());
-        Self { u, s, carried_gram: None }
+        Self { reserved: u.ncols(), u, s, carried_gram: None }
     }
 
     /// `U ← [U, w] y` in place and `s ← s_new`, for `w` `(n, a)`, `y` `(b + a, k)` and `s_new`
     /// of length `k` (the caller guarantees the invariants), with `next_gram` the new `UᵀU`
     /// `(k, k)` as carried by the step and its carry count (or `None`). When `U` has to grow it
     /// reserves `min(1.5·k, b + a)` columns, so that a slowly growing rank reallocates rarely
-    /// and the reservation never exceeds the columns of `[U, w]`.
+    /// (only when `k` passes the columns reserved before) and the reservation never exceeds the
+    /// columns of `[U, w]`.
     pub(crate) fn replace_by_combination(
         &mut self,
         w: MatRef<'_, f64>,
@@ -85,8 +96,11 @@ impl SymLowRank {
     ) {
         let (n, b, k) = (self.u.nrows(), self.u.ncols(), y.ncols());
         debug_assert_eq!(k, s_new.len());
+        if k > self.reserved {
+            self.reserved = (k + k / 2).min(b + w.ncols());
+            self.u.reserve(n, self.reserved);
+        }
         if k > b {
-            self.u.reserve(n, (k + k / 2).min(b + w.ncols()));
             self.u.resize_with(n, k, |_, _| 0.0);
         }
         crate::tall_products::combine_in_place(self.u.as_mut(), b, w, y);

@@ -285,6 +285,40 @@ fn bad_inputs_are_typed_errors() {
 }
 
 /// The in-place step checks like the allocating one and leaves the iterate unchanged on error.
+/// A rank that grows slowly, step after step, moves `U` only when it passes the columns
+/// reserved by the last move (half as many again as the rank then), not at every growth; and
+/// where `U` sits does not change the iterate: an iterate cloned (no spare columns) before
+/// each step gives the same bits.
+#[test]
+fn a_slowly_growing_rank_keeps_u_in_place_and_the_same_bits() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(41);
+    let (n, fixed) = (400, 18);
+    // Each draw: 18 columns in one fixed subspace and 2 new directions, so the rank is
+    // 18 + 2t after step t (20, 22, ..., 42), below the 20 + rank columns of [U, ζ].
+    let basis = gaussian(n, fixed, &mut rng);
+    let mut z = SymLowRank::zeros(n);
+    let (mut moves, mut growths) = (0, 0);
+    for t in 1..=12usize {
+        let eta = 1.0 / t as f64;
+        let mut zeta = Mat::<f64>::zeros(n, fixed + 2);
+        zeta.as_mut().subcols_mut(0, fixed).copy_from(&basis * gaussian(fixed, fixed, &mut rng));
+        zeta.as_mut().subcols_mut(fixed, 2).copy_from(gaussian(n, 2, &mut rng));
+        let mut copy = z.clone();
+        let (before, rank) = (z.u().as_ptr(), z.rank());
+        shrink_psd_in_place(&mut z, zeta.as_ref(), eta, 0.0).unwrap();
+        shrink_psd_in_place(&mut copy, zeta.as_ref(), eta, 0.0).unwrap();
+        assert_eq!(z, copy, "step {t}: the spare columns changed the iterate");
+        assert_eq!(z.rank(), fixed + 2 * t, "step {t}");
+        if z.rank() > rank {
+            growths += 1;
+            moves += usize::from(z.u().as_ptr() != before);
+        }
+    }
+    // Reserved: 20 columns at rank 20 (all of [U, ζ] then), 33 at rank 22, 51 at rank 34;
+    // three moves over the twelve growths (the reservation before this change moved at each).
+    assert_eq!((growths, moves), (12, 3), "U moved at {moves} of {growths} growths");
+}
+
 #[test]
 fn in_place_step_errors_leave_the_iterate_unchanged() {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
