@@ -284,7 +284,6 @@ fn bad_inputs_are_typed_errors() {
     assert!(matches!(SymLowRank::new(Mat::zeros(5, 2), vec![1.0]), Err(LowRankError::ShapeMismatch { .. })));
 }
 
-/// The in-place step checks like the allocating one and leaves the iterate unchanged on error.
 /// A rank that grows slowly, step after step, moves `U` only when it passes the columns
 /// reserved by the last move (half as many again as the rank then), not at every growth; and
 /// where `U` sits does not change the iterate: an iterate cloned (no spare columns) before
@@ -315,10 +314,11 @@ fn a_slowly_growing_rank_keeps_u_in_place_and_the_same_bits() {
         }
     }
     // Reserved: 20 columns at rank 20 (all of [U, ζ] then), 33 at rank 22, 51 at rank 34;
-    // three moves over the twelve growths (the reservation before this change moved at each).
+    // three moves over the twelve growths (reserving 1.5·k at every growth would move it at each).
     assert_eq!((growths, moves), (12, 3), "U moved at {moves} of {growths} growths");
 }
 
+/// The in-place step checks like the allocating one and leaves the iterate unchanged on error.
 #[test]
 fn in_place_step_errors_leave_the_iterate_unchanged() {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
