@@ -231,15 +231,12 @@ pub fn matrix_free_kpca_sharded<'x>(
         if !config.center || op.means().is_some() {
             return Ok(op.apply_row_block(rows.clone(), v, par)?);
         }
-        let b = v.ncols();
-        let product = op.apply_row_block(rows.clone(), with_ones(v).as_ref(), par)?;
-        let local = Mat::from_fn(shard.rows, 1, |i, _| product[(i, b)] / n as f64);
-        let gathered = all_gather_rows(comm, local.as_ref());
+        let mut out = op.apply_row_block(rows.clone(), with_ones(v).as_ref(), par)?;
+        let local = split_row_means(&mut out, n);
+        let gathered = all_gather_rows(comm, MatRef::from_column_major_slice(&local, shard.rows, 1));
         let means: Vec<f64> = gathered.col(0).iter().copied().collect();
         let grand = means.iter().sum::<f64>() / n as f64;
         op.set_means(means, grand)?;
-        let mut out = product;
-        out.truncate(shard.rows, b);
         op.center_rows(rows.clone(), v, out.as_mut())?;
         Ok(out)
     };
@@ -256,6 +253,16 @@ fn with_ones(v: MatRef<'_, f64>) -> Mat<f64> {
     out.as_mut().subcols_mut(0, b).copy_from(v);
     out.col_mut(b).fill(1.0);
     out
+}
+
+/// Splits the first product of a centred fit, `K [V, 1]` `(rows, b + 1)` over `n` training
+/// rows: returns its last column divided by `n` (these rows' means $m = K1/n$) and leaves
+/// `product` as $K V$ `(rows, b)`.
+fn split_row_means(product: &mut Mat<f64>, n: usize) -> Vec<f64> {
+    let (rows, b) = (product.nrows(), product.ncols() - 1);
+    let means = product.col(b).iter().map(|s| s / n as f64).collect();
+    product.truncate(rows, b);
+    means
 }
 
 /// The checks of every matrix-free fit: the rank within `1..=n`, a positive tolerance, a tile.
@@ -368,12 +375,10 @@ pub fn matrix_free_kpca_products(
             let given = means.as_ref().map(|(m, g)| (m.as_slice(), *g));
             return checked(v, products(v, given)?);
         }
-        let b = v.ncols();
         let widened = with_ones(v);
         let mut out = checked(widened.as_ref(), products(widened.as_ref(), None)?)?;
-        let m: Vec<f64> = (0..n).map(|i| out[(i, b)] / n as f64).collect();
+        let m = split_row_means(&mut out, n);
         let grand = m.iter().sum::<f64>() / n as f64;
-        out.truncate(n, b);
         center_kernel_product(&m, grand, 0..n, v, out.as_mut())?;
         means = Some((m, grand));
         Ok(out)
