@@ -79,7 +79,7 @@ pub use npy::{
 };
 pub use shard::{count_libsvm_rows, line_aligned_range, read_libsvm_part, read_libsvm_rows, read_libsvm_sparse_part};
 pub use split::{Split, TrainTest, random_split};
-pub use stream::{RowFormat, RowStream, stream_rows};
+pub use stream::{READ_AHEAD_BYTES, RowFormat, RowStream, stream_rows};
 pub use table::{
     MAX_STREAMED_CATEGORIES, Table, TableLabel, TableOptions, learn_table_encoding, read_table, read_table_extra,
     read_table_from, read_table_part, read_table_rows, read_table_with, read_table_with_extra, read_table_with_from,

@@ -32,7 +32,7 @@ pub(crate) fn max_line_bytes(memory: MemoryBudget) -> usize {
 ///
 /// # Errors
 /// [`DataError::Io`] if the file cannot be opened or its first bytes read.
-pub(crate) fn open_text(path: &Path) -> Result<Box<dyn BufRead>, DataError> {
+pub(crate) fn open_text(path: &Path) -> Result<Box<dyn BufRead + Send>, DataError> {
     let name = path.display().to_string();
     let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
     let mut reader = BufReader::with_capacity(1 << 16, file);

@@ -264,7 +264,7 @@ enum IdxSource {
     /// An uncompressed file: seek, then read.
     File(fs::File),
     /// A gzip stream, after its header: skip forward, then read.
-    Gzip(Box<dyn Read>, u64),
+    Gzip(Box<dyn Read + Send>, u64),
 }
 
 impl SeekableIdx {
@@ -393,13 +393,13 @@ pub(crate) fn find_file(dir: &Path, stem: &str, kind: &str) -> Result<PathBuf, D
 
 /// Opens `path` for reading, through a gzip decoder when it starts with the gzip signature
 /// `1f 8b` (whatever its name); also returns whether it is gzipped and the file's length.
-pub(crate) fn open_idx(path: &Path) -> Result<(Box<dyn Read>, bool, u64), DataError> {
+pub(crate) fn open_idx(path: &Path) -> Result<(Box<dyn Read + Send>, bool, u64), DataError> {
     let name = path.display().to_string();
     let file = fs::File::open(path).map_err(|e| DataError::io(&name, e))?;
     let file_len = file.metadata().map_err(|e| DataError::io(&name, e))?.len();
     let mut reader = BufReader::with_capacity(1 << 16, file);
     let gzipped = reader.fill_buf().map_err(|e| DataError::io(&name, e))?.starts_with(&[0x1f, 0x8b]);
-    let reader: Box<dyn Read> = if gzipped { Box::new(MultiGzDecoder::new(reader)) } else { Box::new(reader) };
+    let reader: Box<dyn Read + Send> = if gzipped { Box::new(MultiGzDecoder::new(reader)) } else { Box::new(reader) };
     Ok((reader, gzipped, file_len))
 }
 

@@ -25,6 +25,11 @@ pub enum RowFormat {
     Libsvm,
 }
 
+/// Bytes of rows a [`RowStream::read_ahead`] thread reads before handing them over (256 KiB:
+/// a few hundred handovers a second at the reading rate of a `.npy` file, each costing a few
+/// microseconds; three such chunks are held at most).
+pub const READ_AHEAD_BYTES: u64 = 1 << 18;
+
 /// A stream of samples, each a `Vec<f64>` of length [`RowStream::dim`]; an item is an error
 /// for a malformed, truncated or non-finite row (the error names the file and the row or line).
 /// The stream ends after its first error. It keeps the memory budget it was opened with
@@ -33,7 +38,7 @@ pub struct RowStream {
     dim: usize,
     source: String,
     memory: MemoryBudget,
-    rows: Box<dyn Iterator<Item = Result<Vec<f64>, DataError>>>,
+    rows: Box<dyn Iterator<Item = Result<Vec<f64>, DataError>> + Send>,
     failed: bool,
 }
 
@@ -53,12 +58,83 @@ impl RowStream {
         self.memory
     }
 
+    /// The same rows, read on a background thread ahead of whoever takes them: the thread
+    /// reads chunks of about [`READ_AHEAD_BYTES`] (at least one row) and hands each over
+    /// through a channel holding one chunk, so at most three chunks are held at once (the one
+    /// being read, the one waiting and the one being taken). The rows and the errors are the
+    /// same, in the same order, so what is computed from them is the same bits; the reading
+    /// (parsing, decompression, the copy from the page cache) overlaps the consumer's work.
+    /// Dropping the stream stops the thread after the chunk it is reading.
+    ///
+    /// The stream is returned as it is, read inline, when three chunks would not fit in its
+    /// memory budget. If the thread cannot be started, the stream yields one
+    /// [`DataError::Io`] saying so.
+    ///
+    /// # Examples
+    /// ```
+    /// use stolr_datasets::{RowFormat, stream_rows};
+    /// use stolr_memory::MemoryBudget;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("x.csv");
+    /// std::fs::write(&path, "1,2\n3,4\n5,6\n")?;
+    /// let inline: Vec<Vec<f64>> = stream_rows(&path, RowFormat::Csv, MemoryBudget::UNLIMITED)?.collect::<Result<_, _>>()?;
+    /// let ahead = stream_rows(&path, RowFormat::Csv, MemoryBudget::UNLIMITED)?.read_ahead();
+    /// assert_eq!(ahead.collect::<Result<Vec<_>, _>>()?, inline);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn read_ahead(self) -> RowStream {
+        let row_bytes = stolr_memory::f64_bytes(&[self.dim]).max(1);
+        let chunk = usize::try_from((READ_AHEAD_BYTES / row_bytes).max(1)).unwrap_or(1);
+        let held = stolr_memory::f64_bytes(&[3, chunk, self.dim]);
+        // Already ended on an error, or over the budget: read inline.
+        if self.failed || self.memory.check("the rows read ahead", held).is_err() {
+            return self;
+        }
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<Result<Vec<f64>, DataError>>>(1);
+        let RowStream { dim, source, memory, mut rows, .. } = self;
+        let spawned = std::thread::Builder::new().name("stolr-read-ahead".into()).spawn(move || {
+            loop {
+                let mut part = Vec::with_capacity(chunk);
+                let mut ended = false;
+                while part.len() < chunk {
+                    match rows.next() {
+                        None => {
+                            ended = true;
+                            break;
+                        }
+                        Some(item) => {
+                            ended = item.is_err();
+                            part.push(item);
+                            if ended {
+                                break;
+                            }
+                        }
+                    }
+                }
+                if (!part.is_empty() && sender.send(part).is_err()) || ended {
+                    return;
+                }
+            }
+        });
+        if spawned.is_err() {
+            // The rows moved into the closure that could not start are gone: say so.
+            let rows = std::iter::once(Err(DataError::Io {
+                path: source.clone(),
+                source: std::io::Error::other("the read-ahead thread could not be started"),
+            }));
+            return RowStream { dim, source, memory, rows: Box::new(rows), failed: false };
+        }
+        let rows = receiver.into_iter().flatten();
+        RowStream { dim, source, memory, rows: Box::new(rows), failed: false }
+    }
+
     /// A stream of `dim`-wide rows from `rows`, described as `source`.
     pub(crate) fn from_rows(
         dim: usize,
         source: String,
         memory: MemoryBudget,
-        rows: Box<dyn Iterator<Item = Result<Vec<f64>, DataError>>>,
+        rows: Box<dyn Iterator<Item = Result<Vec<f64>, DataError>> + Send>,
     ) -> Self {
         RowStream { dim, source, memory, rows, failed: false }
     }

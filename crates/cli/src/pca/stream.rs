@@ -57,7 +57,12 @@ impl RowSource for Source<'_> {
 
     fn rows(&self, pass: PassKind) -> Result<RowPass<'_>, SolverError> {
         let raw: Box<dyn Iterator<Item = Result<Vec<f64>, stolr_datasets::DataError>> + '_> = match &self.rows {
-            Rows::File(path, format) => Box::new(stream_rows(path, *format, self.memory).map_err(read_error)?),
+            Rows::File(path, format) => {
+                let rows = stream_rows(path, *format, self.memory).map_err(read_error)?;
+                // With more than one thread, the file is read on one while the solver runs:
+                // the same rows, so the same bits (`--threads 1` reads inline).
+                Box::new(if faer::get_global_parallelism().degree() > 1 { rows.read_ahead() } else { rows })
+            }
             Rows::Matrix(x) => Box::new(matrix_rows(x.as_ref()).map(|row| row.map_err(|never| match never {}))),
         };
         Ok(match pass {

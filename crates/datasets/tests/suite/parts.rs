@@ -548,3 +548,50 @@ fn gzip_libsvm_rows_kept_by_position_make_the_whole_file() {
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).expect("write");
     assert!(stolr_datasets::count_libsvm_rows(&cut, memory).is_err());
 }
+
+/// Read ahead on a thread, a stream gives the same rows bit for bit, across many chunks, and
+/// the same error at the same row; dropped half way, it lets its thread go; over a small
+/// budget it reads inline and gives the same rows.
+#[test]
+fn a_stream_read_ahead_gives_the_same_rows_and_errors_in_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 3000 rows of 37 values: about 10 chunks of READ_AHEAD_BYTES; an outlier row, two
+    // duplicate rows and a constant column.
+    let (n, d) = (3000usize, 37usize);
+    let a = Mat::from_fn(n, d, |i, j| match (i, j) {
+        (_, 5) => 2.5,
+        (17, _) => 1e9 + j as f64,
+        (1001, _) => ((1000 * 31 + j * 7) % 101) as f64 * 0.37 - 11.0,
+        _ => ((i * 31 + j * 7) % 101) as f64 * 0.37 - 11.0,
+    });
+    let path = dir.path().join("a.npy");
+    stolr_datasets::write_npy_matrix(&path, a.as_ref()).expect("write");
+    let open = |budget| stolr_datasets::stream_rows(&path, stolr_datasets::RowFormat::Npy, budget).expect("open");
+    let inline: Vec<Vec<f64>> = open(MemoryBudget::default()).collect::<Result<_, _>>().expect("rows");
+    assert_eq!(inline.len(), n);
+    let ahead: Vec<Vec<f64>> = open(MemoryBudget::default()).read_ahead().collect::<Result<_, _>>().expect("rows");
+    assert_eq!(ahead.len(), n);
+    assert!(ahead.iter().zip(&inline).all(|(x, y)| x.iter().zip(y).all(|(u, v)| u.to_bits() == v.to_bits())));
+    // Taking a few rows and dropping the stream does not hang.
+    let first: Vec<_> = open(MemoryBudget::default()).read_ahead().take(3).collect();
+    assert_eq!(first.len(), 3);
+    // A budget too small for three chunks (but enough for a row): read inline, same rows.
+    let small = MemoryBudget::bytes(64 * 1024);
+    let inline_small: Vec<Vec<f64>> = open(small).read_ahead().collect::<Result<_, _>>().expect("rows");
+    assert_eq!(inline_small, inline);
+
+    // A NaN in row 2000: the rows before it, then the reader's error, then nothing.
+    let mut bad = a.clone();
+    bad[(2000, 3)] = f64::NAN;
+    stolr_datasets::write_npy_matrix(&path, bad.as_ref()).expect("write");
+    let want: Vec<Result<Vec<f64>, DataError>> = open(MemoryBudget::default()).collect();
+    let items: Vec<Result<Vec<f64>, DataError>> = open(MemoryBudget::default()).read_ahead().collect();
+    assert_eq!(items.len(), 2001);
+    assert!(items[..2000].iter().zip(&want).all(|(x, y)| x.as_ref().ok() == y.as_ref().ok() && x.is_ok()));
+    assert_eq!(format!("{:?}", items[2000]), format!("{:?}", want[2000]));
+    assert!(
+        matches!(&items[2000], Err(e) if e.to_string().contains("2000")),
+        "{:?}",
+        items[2000]
+    );
+}
