@@ -28,7 +28,7 @@ use stolr_solvers::{
 
 use super::args::{OUTPUTS, PcaArgs, generated, write_outputs};
 use crate::common::checkpoint::{FileStore, RowPrefix, changed_input, matrix_fingerprint, streamed_file_fingerprint};
-use crate::common::input::Format;
+use crate::common::input::{Format, streamed};
 use crate::common::progress::Progress;
 use crate::distributed::RunContext;
 use crate::memory::peak_rss_bytes;
@@ -58,10 +58,7 @@ impl RowSource for Source<'_> {
     fn rows(&self, pass: PassKind) -> Result<RowPass<'_>, SolverError> {
         let raw: Box<dyn Iterator<Item = Result<Vec<f64>, stolr_datasets::DataError>> + '_> = match &self.rows {
             Rows::File(path, format) => {
-                let rows = stream_rows(path, *format, self.memory).map_err(read_error)?;
-                // With more than one thread, the file is read on one while the solver runs:
-                // the same rows, so the same bits (`--threads 1` reads inline).
-                Box::new(if faer::get_global_parallelism().degree() > 1 { rows.read_ahead() } else { rows })
+                Box::new(streamed(stream_rows(path, *format, self.memory).map_err(read_error)?))
             }
             Rows::Matrix(x) => Box::new(matrix_rows(x.as_ref()).map(|row| row.map_err(|never| match never {}))),
         };

@@ -157,3 +157,71 @@ fn streaming_bad_input_gets_a_clear_error() {
     std::fs::write(&csv, "1,2,3\n4,5\n").unwrap();
     assert_fails_with(&with(&["--rank", "1"]), "fields");
 }
+
+/// A streaming fit reads its file ahead on a second thread when it has one: the same bits as
+/// `--threads 1` (read inline) for every streaming solver, over more rows than one read-ahead
+/// chunk, with an outlier row, duplicate rows and a constant column; a NaN row far into the
+/// file is refused by its position either way.
+#[test]
+fn streaming_fits_read_ahead_give_the_bits_of_one_thread_and_the_same_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let (n, d) = (5000usize, 12usize);
+    let row = |i: usize| -> Vec<f64> {
+        let i = if i == 41 { 40 } else { i };
+        (0..d)
+            .map(|j| match j {
+                3 => 4.0,
+                _ if i == 100 => 1e6,
+                _ => ((i * 37 + j * 11) % 53) as f64 / 53.0 * (1.0 + j as f64) + (i as f64 * 0.01).sin(),
+            })
+            .collect()
+    };
+    let good = dir.path().join("good.npy");
+    let x = faer::Mat::from_fn(n, d, |i, j| row(i)[j]);
+    stolr_datasets::write_npy_matrix(&good, x.as_ref()).unwrap();
+    let mut y = x.clone();
+    y[(4321, 7)] = f64::NAN;
+    let bad = dir.path().join("bad.npy");
+    stolr_datasets::write_npy_matrix(&bad, y.as_ref()).unwrap();
+    for solver in ["capped-msg", "msg", "oja", "incremental"] {
+        let mut outputs = Vec::new();
+        for threads in ["1", "2"] {
+            let out_dir = dir.path().join(format!("{solver}-{threads}"));
+            let out = stolr(&[
+                "--threads",
+                threads,
+                "pca",
+                "--input",
+                good.to_str().unwrap(),
+                "--format",
+                "npy",
+                "--rank",
+                "3",
+                "--solver",
+                solver,
+                "--center",
+                "--out",
+                out_dir.to_str().unwrap(),
+            ]);
+            assert!(out.status.success(), "{solver}: {}", String::from_utf8_lossy(&out.stderr));
+            outputs.push(std::fs::read(out_dir.join("components.npy")).unwrap());
+            let failed = stolr(&[
+                "--threads",
+                threads,
+                "pca",
+                "--input",
+                bad.to_str().unwrap(),
+                "--format",
+                "npy",
+                "--rank",
+                "3",
+                "--solver",
+                solver,
+                "--out",
+                dir.path().join("never").to_str().unwrap(),
+            ]);
+            assert_fails_with(&failed, "4321");
+        }
+        assert_eq!(outputs[0], outputs[1], "{solver}: the components differ between 1 and 2 threads");
+    }
+}

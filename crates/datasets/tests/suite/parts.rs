@@ -589,9 +589,5 @@ fn a_stream_read_ahead_gives_the_same_rows_and_errors_in_order() {
     assert_eq!(items.len(), 2001);
     assert!(items[..2000].iter().zip(&want).all(|(x, y)| x.as_ref().ok() == y.as_ref().ok() && x.is_ok()));
     assert_eq!(format!("{:?}", items[2000]), format!("{:?}", want[2000]));
-    assert!(
-        matches!(&items[2000], Err(e) if e.to_string().contains("2000")),
-        "{:?}",
-        items[2000]
-    );
+    assert!(matches!(&items[2000], Err(e) if e.to_string().contains("2000")), "{:?}", items[2000]);
 }
