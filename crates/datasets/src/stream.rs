@@ -67,8 +67,8 @@ impl RowStream {
     /// Dropping the stream stops the thread after the chunk it is reading.
     ///
     /// The stream is returned as it is, read inline, when three chunks would not fit in its
-    /// memory budget. If the thread cannot be started, the stream yields one
-    /// [`DataError::Io`] saying so.
+    /// memory budget. If the thread cannot be started, or a reader panics on it, the stream
+    /// yields a [`DataError::Io`] saying so where the rows stop.
     ///
     /// # Examples
     /// ```
@@ -93,12 +93,22 @@ impl RowStream {
         }
         let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<Result<Vec<f64>, DataError>>>(1);
         let RowStream { dim, source, memory, mut rows, .. } = self;
+        let reader_source = source.clone();
         let spawned = std::thread::Builder::new().name("stolr-read-ahead".into()).spawn(move || {
             loop {
                 let mut part = Vec::with_capacity(chunk);
                 let mut ended = false;
                 while part.len() < chunk {
-                    match rows.next() {
+                    // A reader that panics ends the stream with an error at its row (never with
+                    // a silently shorter stream).
+                    let next =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rows.next())).unwrap_or_else(|_| {
+                            Some(Err(DataError::Io {
+                                path: reader_source.clone(),
+                                source: std::io::Error::other("the reader of the rows panicked"),
+                            }))
+                        });
+                    match next {
                         None => {
                             ended = true;
                             break;
@@ -117,16 +127,12 @@ impl RowStream {
                 }
             }
         });
-        if spawned.is_err() {
+        let rows: Box<dyn Iterator<Item = Result<Vec<f64>, DataError>> + Send> = match spawned {
+            Ok(_) => Box::new(receiver.into_iter().flatten()),
             // The rows moved into the closure that could not start are gone: say so.
-            let rows = std::iter::once(Err(DataError::Io {
-                path: source.clone(),
-                source: std::io::Error::other("the read-ahead thread could not be started"),
-            }));
-            return RowStream { dim, source, memory, rows: Box::new(rows), failed: false };
-        }
-        let rows = receiver.into_iter().flatten();
-        RowStream { dim, source, memory, rows: Box::new(rows), failed: false }
+            Err(e) => Box::new(std::iter::once(Err(DataError::Io { path: source.clone(), source: e }))),
+        };
+        RowStream { dim, source, memory, rows, failed: false }
     }
 
     /// A stream of `dim`-wide rows from `rows`, described as `source`.
@@ -550,5 +556,28 @@ mod tests {
         assert!(matches!(err, DataError::WrongFieldCount { line: 2, expected: 2, found: 1, .. }), "{err}");
         std::fs::write(&path, "\n\n").unwrap();
         assert!(matches!(stream_rows(&path, RowFormat::Csv, MemoryBudget::default()), Err(DataError::Empty { .. })));
+    }
+
+    /// A reader that panics on the read-ahead thread ends the stream with an error where its
+    /// rows stop, never with a silently shorter stream; a reader that ends normally ends it
+    /// with nothing more.
+    #[test]
+    fn a_panicking_reader_read_ahead_ends_with_an_error_not_fewer_rows() {
+        let rows = (0..1000usize).map(|i| {
+            assert!(i != 700, "a reader bug");
+            Ok(vec![i as f64; 3])
+        });
+        let stream = RowStream::from_rows(3, "test rows".into(), MemoryBudget::UNLIMITED, Box::new(rows)).read_ahead();
+        let items: Vec<_> = stream.collect();
+        assert_eq!(items.len(), 701);
+        assert!(items[..700].iter().enumerate().all(|(i, r)| r.as_ref().is_ok_and(|x| x[0] == i as f64)));
+        assert!(matches!(&items[700], Err(DataError::Io { source, .. }) if source.to_string().contains("panicked")));
+
+        let rows = (0..1000usize).map(|i| Ok(vec![i as f64; 3]));
+        let stream = RowStream::from_rows(3, "test rows".into(), MemoryBudget::UNLIMITED, Box::new(rows)).read_ahead();
+        assert_eq!(
+            stream.map(Result::unwrap).map(|x| x[0]).collect::<Vec<_>>(),
+            (0..1000).map(|i| i as f64).collect::<Vec<_>>()
+        );
     }
 }
