@@ -183,44 +183,19 @@ fn streaming_fits_read_ahead_give_the_bits_of_one_thread_and_the_same_errors() {
     y[(4321, 7)] = f64::NAN;
     let bad = dir.path().join("bad.npy");
     stolr_datasets::write_npy_matrix(&bad, y.as_ref()).unwrap();
+    let fit = |threads: &str, input: &std::path::Path, solver: &str, out: &std::path::Path| {
+        let args = ["--threads", threads, "pca", "--input", input.to_str().unwrap(), "--format", "npy"];
+        let more = ["--rank", "3", "--solver", solver, "--center", "--out", out.to_str().unwrap()];
+        stolr(&[&args[..], &more[..]].concat())
+    };
     for solver in ["capped-msg", "msg", "oja", "incremental"] {
         let mut outputs = Vec::new();
         for threads in ["1", "2"] {
             let out_dir = dir.path().join(format!("{solver}-{threads}"));
-            let out = stolr(&[
-                "--threads",
-                threads,
-                "pca",
-                "--input",
-                good.to_str().unwrap(),
-                "--format",
-                "npy",
-                "--rank",
-                "3",
-                "--solver",
-                solver,
-                "--center",
-                "--out",
-                out_dir.to_str().unwrap(),
-            ]);
+            let out = fit(threads, &good, solver, &out_dir);
             assert!(out.status.success(), "{solver}: {}", String::from_utf8_lossy(&out.stderr));
             outputs.push(std::fs::read(out_dir.join("components.npy")).unwrap());
-            let failed = stolr(&[
-                "--threads",
-                threads,
-                "pca",
-                "--input",
-                bad.to_str().unwrap(),
-                "--format",
-                "npy",
-                "--rank",
-                "3",
-                "--solver",
-                solver,
-                "--out",
-                dir.path().join("never").to_str().unwrap(),
-            ]);
-            assert_fails_with(&failed, "4321");
+            assert_fails_with(&fit(threads, &bad, solver, &dir.path().join("never")), "4321");
         }
         assert_eq!(outputs[0], outputs[1], "{solver}: the components differ between 1 and 2 threads");
     }
