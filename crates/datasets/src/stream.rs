@@ -26,8 +26,8 @@ pub enum RowFormat {
 }
 
 /// Bytes of rows a [`RowStream::read_ahead`] thread reads before handing them over (256 KiB:
-/// a few hundred handovers a second at the reading rate of a `.npy` file, each costing a few
-/// microseconds; three such chunks are held at most).
+/// reading them takes far longer than the handover, a few microseconds; three such chunks are
+/// held at most).
 pub const READ_AHEAD_BYTES: u64 = 1 << 18;
 
 /// A stream of samples, each a `Vec<f64>` of length [`RowStream::dim`]; an item is an error
