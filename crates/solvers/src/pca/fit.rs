@@ -654,9 +654,17 @@ fn fill_centred<T: Copy + Into<f64>>(x: MatRef<'_, T>, mut out: faer::MatMut<'_,
         None => v.into() - m,
     };
     if x.col_stride() == 1 && x.row_stride() != 1 {
-        for i in 0..n {
+        // Row-major rows into the column-major `out`: a few rows at a time, so that each
+        // column of `out` is written in runs of ROWS values rather than one value per page
+        // (row by row, every value of a row landed on another page: on MNIST from NumPy this
+        // pass took 10 % of the fit against 7 % for the column-major rows of the CLI).
+        const ROWS: usize = 16;
+        for start in (0..n).step_by(ROWS) {
+            let end = (start + ROWS).min(n);
             for (j, &m) in mean.iter().enumerate().take(d) {
-                out[(i, j)] = value(x[(i, j)], m);
+                for i in start..end {
+                    out[(i, j)] = value(x[(i, j)], m);
+                }
             }
         }
     } else {

@@ -369,3 +369,37 @@ fn exact_pca_centred_in_one_pass_matches_the_dense_computation_on_hostile_column
     let err = PcaJob::new(pca.clone(), 0).run(Shard::whole(bad.as_ref()), &mut ()).unwrap_err();
     assert!(err.to_string().contains("31") && err.to_string().contains("2"), "{err}");
 }
+
+/// The exact fit of row-major rows (a C-order NumPy array) is the fit of the same rows
+/// column-major, bit for bit, centred and scaled or only centred: the centring copies row-major
+/// rows in tiles of rows, and a row count that is not a multiple of the tile, an outlier row,
+/// duplicate rows and a constant column change nothing.
+#[test]
+fn exact_pca_of_row_major_rows_is_that_of_the_same_rows_column_major() {
+    use stolr_solvers::{Fit, Pca, PcaSolver};
+    let (n, d) = (1013, 37);
+    let mut x = gaussian(n, d, 21);
+    for j in 0..d {
+        x[(5, j)] = 1e6 * (1.0 + j as f64);
+        x[(600, j)] = x[(7, j)];
+        x[(j, 4)] = 0.0;
+    }
+    for i in 0..n {
+        x[(i, 4)] = 3.25;
+    }
+    let data: Vec<f64> = (0..n).flat_map(|i| (0..d).map(move |j| (i, j))).map(|(i, j)| x[(i, j)]).collect();
+    let row_major = faer::MatRef::from_row_major_slice(&data, n, d);
+    for scale in [false, true] {
+        let pca = || Pca::new(4, PcaSolver::Exact).center(true).scale(scale);
+        let a = pca().fit(x.as_ref(), &mut rng(1), &mut ()).unwrap();
+        let b = pca().fit(row_major, &mut rng(1), &mut ()).unwrap();
+        let bits = |m: faer::MatRef<'_, f64>| {
+            (0..m.ncols()).flat_map(|j| (0..m.nrows()).map(move |i| m[(i, j)].to_bits())).collect::<Vec<_>>()
+        };
+        assert_eq!(bits(a.components()), bits(b.components()), "scale {scale}");
+        assert_eq!(
+            a.eigenvalues().iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            b.eigenvalues().iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
+    }
+}
