@@ -234,7 +234,12 @@ fn every_solver_equals_the_dense_weighted_solution_for_every_output() {
                 let exact = reference(&solver, &x, &yk, &w, intercept, &summary, mu.as_deref(), &xt);
                 let scale = exact.iter().map(|v| v.abs()).fold(1.0, f64::max);
                 let err = max_diff(&got, &exact);
-                assert!(err < 1e-7 * scale, "{} intercept {intercept} output {k}: {err:e}", solver.name());
+                // The reference's pseudo-inverse drops the eigenvalues of its normal matrix below
+                // 1e-13 of the largest, the fits' solves do not, and the landmarks' kernel rows
+                // here are nearly dependent: the two differ by far more than rounding, and by how
+                // much moves with the kernel values' last bits (Nyström without an intercept:
+                // 4e-8 of the scale with `wide`'s exp, 9.6e-7 with libmvec's, within 3 ulps).
+                assert!(err < 2e-6 * scale, "{} intercept {intercept} output {k}: {err:e}", solver.name());
                 let err = max_diff(&got, &alone);
                 assert!(err < 1e-9 * scale, "{} intercept {intercept} output {k} alone: {err:e}", solver.name());
                 if k == 0 {

@@ -378,7 +378,10 @@ fn given_landmarks_on_thread_ranks_give_the_one_process_fit() {
         (v(model.predict(xt.as_ref()).unwrap()), matches!(refused, Err(SolverError::NotDistributed { .. })))
     });
     for (predictions, refused) in fits {
-        assert!(max_rel_diff(&predictions, &v(single.predict(xt.as_ref()).unwrap())) <= 1e-12);
+        // Rounding of the rank-ordered sums of K_MnK_nM, amplified by the solve (measured
+        // 8.4e-13 and 1.5e-12 with two exps a few ulps apart).
+        let diff = max_rel_diff(&predictions, &v(single.predict(xt.as_ref()).unwrap()));
+        assert!(diff <= 1e-11, "predictions on two thread ranks differ from one process's by {diff:e}");
         assert!(refused);
     }
 }

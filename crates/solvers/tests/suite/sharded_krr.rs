@@ -331,7 +331,9 @@ fn sharded_jobs_cross_validate_lambda_and_nu_as_one_process() {
                 assert!(o == &outcomes[0], "P = {p}: the ranks disagree");
             }
             let (got, s, c, landmarks) = &outcomes[0];
-            assert_eq!(*c, best, "{name}, P = {p}: another choice");
+            // The same grid point: λ's grid is fixed; SLKL's ν path is computed from the data,
+            // so on several ranks it carries the rank-ordered sums' rounding.
+            assert!((c - best).abs() <= 1e-12 * best.abs(), "{name}, P = {p}: another choice, {c} against {best}");
             assert_eq!(landmarks, &one.summary.landmarks, "P = {p}: other landmarks");
             if p == 1 {
                 assert_eq!(got, &expected, "one rank: the same bits");
@@ -346,7 +348,8 @@ fn sharded_jobs_cross_validate_lambda_and_nu_as_one_process() {
             // path: measured 3e-12 at its smallest ν.
             let mut worst = 0.0_f64;
             for (&(param, v), &(param_base, v_base)) in s.iter().zip(&base) {
-                assert_eq!(param, param_base, "{name}, P = {p}: another grid");
+                // λ's grid is fixed; SLKL's ν path starts from a ν_max computed from the data.
+                assert!((param - param_base).abs() <= 1e-12 * param_base.abs(), "{name}, P = {p}: another grid, {param} against {param_base}");
                 let rel = (v - v_base).abs() / v_base;
                 let tolerance =
                     if job.lambda == KrrChoice::Given { 1e-10 } else { 1e-11 * (1.0 / param).max(1.0).powi(2) };
