@@ -98,6 +98,12 @@ pub struct KrrFitSummary {
     pub uniform_weight: Option<f64>,
     /// Nyström KRR: the solve used, its CG iterations and final relative residual.
     pub nystrom: Option<(NystromSolve, usize, Option<f64>)>,
+    /// $\sum_i (y_i - f(x_i))^2$ over the `n` training rows at the fit (units of the targets
+    /// squared; `f` with the intercept), when the solver computes it anyway: Nyström KRR with
+    /// one output and no sample weights ([`NystromKrrFit::training_loss`]). Divided by `n` it is
+    /// the training mean squared error, up to rounding, without predicting the rows again.
+    /// `None` for the other solvers.
+    pub training_loss: Option<f64>,
 }
 
 /// Kernel ridge regression parameters: a kernel, a solver, whether to fit an intercept and
@@ -730,6 +736,7 @@ fn nystrom_summary(j: Option<Vec<usize>>, fit: &NystromKrrFit) -> KrrFitSummary 
         objective: fit.objective,
         iterations: fit.iterations,
         nystrom: Some((fit.solve, fit.iterations, fit.residual)),
+        training_loss: fit.training_loss,
         ..Default::default()
     }
 }

@@ -99,6 +99,12 @@ pub struct NystromKrrFit {
     /// The objective at the fit, $\sum_i (y_i - f(x_i))^2 + \lambda\,\alpha^\top K_{MM}\alpha$
     /// (with $f$ including the intercept).
     pub objective: f64,
+    /// The objective's first term alone, $\sum_i (y_i - f(x_i))^2$ over all `n` training rows
+    /// (over every rank when sharded), from the fit's own pass over the kernel panels: `n` times
+    /// the training mean squared error, which a front end can report without predicting the
+    /// training rows again. `None` from [`NystromKrrBasis::solve`], which does not pass over the
+    /// rows (its objective is NaN).
+    pub training_loss: Option<f64>,
 }
 
 /// Nyström kernel ridge regression on the landmarks `J` (`landmarks`, training row indices),
@@ -267,7 +273,8 @@ fn fit_on_rows(
             (finish_direct(l.as_ref(), gram, sums, config.lambda)?, kbar, 0, None)
         }
     };
-    let objective = training_loss(&panels, y, &alpha, kbar.as_deref())? + penalty(kmm.as_ref(), &alpha, config.lambda);
+    let loss = training_loss(&panels, y, &alpha, kbar.as_deref())?;
+    let objective = loss + penalty(kmm.as_ref(), &alpha, config.lambda);
     Ok(NystromKrrFit {
         intercept: intercept_of(centring.as_ref(), kbar.as_deref(), &alpha),
         expansion: KernelExpansion::new(*kernel, xm, alpha)?,
@@ -276,6 +283,7 @@ fn fit_on_rows(
         residual,
         jitter,
         objective,
+        training_loss: Some(loss),
     })
 }
 
@@ -641,6 +649,7 @@ pub fn nystrom_krr_sharded(
         residual,
         jitter: basis.jitter,
         objective,
+        training_loss: Some(loss[0]),
     })
 }
 
@@ -808,6 +817,7 @@ impl NystromKrrBasis {
             residual: None,
             jitter: self.jitter,
             objective: f64::NAN,
+            training_loss: None,
         })
     }
 }

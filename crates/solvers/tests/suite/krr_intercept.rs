@@ -379,3 +379,36 @@ fn an_slkl_checkpoint_is_refused_across_intercept_settings() {
     without.save_state(&mut state).unwrap();
     assert!(matches!(solver(true).restore_state(&state), Err(SolverError::Checkpoint { .. })));
 }
+
+/// Nyström KRR's `training_loss` (which `stolr krr` reports as the training MSE instead of
+/// predicting the training rows again) is the sum of squared residuals of the model's own
+/// predictions on its training rows, with and without the intercept, for both solves, on rows
+/// with an outlier, duplicate rows, a constant column and targets offset by 1e6; the other
+/// solvers leave it `None`.
+#[test]
+fn nystrom_training_loss_is_the_training_residual_of_the_predictions() {
+    let (base, y) = data(400, 9);
+    let mut x = Mat::from_fn(400, 4, |i, c| if c < 3 { base[(i, c)] } else { 2.5 });
+    for c in 0..3 {
+        x[(17, c)] = 40.0 * (c as f64 + 1.0); // an outlier row, far from every landmark
+        x[(201, c)] = x[(200, c)]; // a duplicate pair
+        x[(202, c)] = x[(200, c)];
+    }
+    let y: Vec<f64> = y.iter().map(|v| v + 1e6).collect();
+    for intercept in [true, false] {
+        for solve in [NystromSolve::Direct, NystromSolve::ConjugateGradient] {
+            let config =
+                NystromKrrConfig { lambda: 0.05, solve, tolerance: 1e-14, max_iterations: 2000, ..Default::default() };
+            let params = KernelRidge { intercept, ..KernelRidge::new(GAUSS, KrrSolver::Nystrom { config, landmarks: 40 }) };
+            let (model, summary) = fit(&params, &x, &y);
+            let loss = summary.training_loss.expect("Nyström KRR reports its training loss");
+            let direct: f64 = predict(&model, &x).iter().zip(&y).map(|(f, t)| (t - f) * (t - f)).sum();
+            let rel = (loss - direct).abs() / direct;
+            // Rounding of sums of 400 squares of residuals whose targets are near 1e6.
+            assert!(rel < 1e-8, "intercept {intercept}, {solve:?}: {loss} against {direct} ({rel:e})");
+            assert!(loss > 0.0 && loss < summary.objective * (1.0 + 1e-12));
+        }
+    }
+    let params = KernelRidge::new(GAUSS, KrrSolver::Krr { lambda: 0.05 });
+    assert_eq!(fit(&params, &x, &y).1.training_loss, None);
+}
