@@ -142,9 +142,10 @@ pub(super) fn run(args: &KrrArgs, ctx: &RunContext, given_nu: Option<f64>, total
     let column = |m: faer::Mat<f64>| -> Vec<f64> { m.col(0).iter().copied().collect() };
     let predictions = column(model.predict_outputs_data(DataRef::Sparse(sets.test.as_ref()))?);
     let predict_time = t_predict.elapsed();
-    let train_predictions = column(model.predict_outputs_data(DataRef::Sparse(sets.train.as_ref()))?);
     let test_mse = mean_squared_error(&predictions, &sets.y_test);
-    let train_mse = mean_squared_error(&train_predictions, &sets.y_train);
+    let train_mse = super::training_mse(&outcome, &sets.y_train, || {
+        Ok(column(model.predict_outputs_data(DataRef::Sparse(sets.train.as_ref()))?))
+    })?;
 
     let out = args.out.as_deref().map(crate::common::output::staged);
     let outputs = match &out {
