@@ -45,7 +45,13 @@ pub fn exp_in_place(x: &mut [f64]) {
     }
 }
 
-#[cfg(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu", target_feature = "avx2", target_feature = "fma"))]
+#[cfg(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    target_env = "gnu",
+    target_feature = "avx2",
+    target_feature = "fma"
+))]
 mod lanes {
     use std::arch::x86_64::{__m256d, _mm256_loadu_pd, _mm256_storeu_pd};
 
@@ -82,7 +88,13 @@ mod lanes {
     }
 }
 
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux", target_env = "gnu", target_feature = "avx2", target_feature = "fma")))]
+#[cfg(not(all(
+    target_arch = "x86_64",
+    target_os = "linux",
+    target_env = "gnu",
+    target_feature = "avx2",
+    target_feature = "fma"
+)))]
 mod lanes {
     use wide::f64x4;
 

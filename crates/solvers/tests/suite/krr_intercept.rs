@@ -399,7 +399,8 @@ fn nystrom_training_loss_is_the_training_residual_of_the_predictions() {
         for solve in [NystromSolve::Direct, NystromSolve::ConjugateGradient] {
             let config =
                 NystromKrrConfig { lambda: 0.05, solve, tolerance: 1e-14, max_iterations: 2000, ..Default::default() };
-            let params = KernelRidge { intercept, ..KernelRidge::new(GAUSS, KrrSolver::Nystrom { config, landmarks: 40 }) };
+            let params =
+                KernelRidge { intercept, ..KernelRidge::new(GAUSS, KrrSolver::Nystrom { config, landmarks: 40 }) };
             let (model, summary) = fit(&params, &x, &y);
             let loss = summary.training_loss.expect("Nyström KRR reports its training loss");
             let direct: f64 = predict(&model, &x).iter().zip(&y).map(|(f, t)| (t - f) * (t - f)).sum();

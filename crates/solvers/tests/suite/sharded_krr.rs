@@ -349,7 +349,10 @@ fn sharded_jobs_cross_validate_lambda_and_nu_as_one_process() {
             let mut worst = 0.0_f64;
             for (&(param, v), &(param_base, v_base)) in s.iter().zip(&base) {
                 // λ's grid is fixed; SLKL's ν path starts from a ν_max computed from the data.
-                assert!((param - param_base).abs() <= 1e-12 * param_base.abs(), "{name}, P = {p}: another grid, {param} against {param_base}");
+                assert!(
+                    (param - param_base).abs() <= 1e-12 * param_base.abs(),
+                    "{name}, P = {p}: another grid, {param} against {param_base}"
+                );
                 let rel = (v - v_base).abs() / v_base;
                 let tolerance =
                     if job.lambda == KrrChoice::Given { 1e-10 } else { 1e-11 * (1.0 / param).max(1.0).powi(2) };
