@@ -10,9 +10,9 @@
 //! function ABI, which glibc states to be within 4 ulps (we measured at most 3 over 4·10⁶
 //! arguments). Elsewhere they go through the `wide` crate's `f64x4::exp` (a range reduction by
 //! `ln 2` and a degree-13 polynomial, within 2 ulps). Measured on slices of 65 536 values on an
-//! AVX-512 Xeon: libmvec 2.5 ns a value, `wide` 4.9–5.5 ns, libm 6.3–8.5 ns. Through `wide`,
-//! the kernel's exponentials were 30 % of the matrix-free exact kernel PCA and 14 % of Nyström
-//! KRR at 10⁶ rows.
+//! AVX-512 Xeon: libmvec 2.5 ns a value (2 runs), `wide` 3.9–6.0 ns (4 runs), libm 6.3–8.5 ns.
+//! Through `wide`, the kernel's exponentials were 30 % of the matrix-free exact kernel PCA and
+//! 14 % of Nyström KRR at 10⁶ rows.
 //!
 //! **Every path gives the same bits.** The SIMD lanes are independent, so the value of an
 //! argument does not depend on its neighbours, its position in a slice or the slice's length;
