@@ -238,7 +238,7 @@ fn every_solver_equals_the_dense_weighted_solution_for_every_output() {
                 // 1e-13 of the largest and the fits' solves do not: on these rows the two differ
                 // by far more than rounding, and by how much moves with the kernel values' last
                 // bits (Nyström without an intercept: 4e-8 of the scale with `wide`'s exp,
-                // 9.6e-7 with libmvec's, the two within 3 ulps of each other's reference).
+                // 9.6e-7 with libmvec's).
                 assert!(err < 2e-6 * scale, "{} intercept {intercept} output {k}: {err:e}", solver.name());
                 let err = max_diff(&got, &alone);
                 assert!(err < 1e-9 * scale, "{} intercept {intercept} output {k} alone: {err:e}", solver.name());
