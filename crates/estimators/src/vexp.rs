@@ -45,67 +45,66 @@ pub fn exp_in_place(x: &mut [f64]) {
     }
 }
 
-#[cfg(all(
-    target_arch = "x86_64",
-    target_os = "linux",
-    target_env = "gnu",
-    target_feature = "avx2",
-    target_feature = "fma"
-))]
-mod lanes {
-    use std::arch::x86_64::{__m256d, _mm256_loadu_pd, _mm256_storeu_pd};
+cfg_if::cfg_if! {
+    // libmvec where glibc and the AVX2 + FMA build target are there, `wide` elsewhere.
+    if #[cfg(all(
+        target_arch = "x86_64",
+        target_os = "linux",
+        target_env = "gnu",
+        target_feature = "avx2",
+        target_feature = "fma"
+    ))] {
+        mod lanes {
+            use std::arch::x86_64::{__m256d, _mm256_loadu_pd, _mm256_storeu_pd};
 
-    /// The largest error of these lanes, in units in the last place against the correctly
-    /// rounded value, as glibc states it.
-    #[cfg(test)]
-    pub(super) const MAX_ULPS: u64 = 4;
+            /// The largest error of these lanes, in units in the last place against the correctly
+            /// rounded value, as glibc states it.
+            #[cfg(test)]
+            pub(super) const MAX_ULPS: u64 = 4;
 
-    #[link(name = "mvec")]
-    unsafe extern "C" {
-        /// glibc's `exp` on four doubles (libmvec, since glibc 2.22): argument and result in
-        /// `ymm0` by the x86-64 vector function ABI. Declared without its signature because
-        /// stable Rust cannot pass `__m256d` through `extern "C"`; [`exp4`] calls it from asm.
-        fn _ZGVdN4v_exp();
-    }
+            #[link(name = "mvec")]
+            unsafe extern "C" {
+                /// glibc's `exp` on four doubles (libmvec, since glibc 2.22): argument and result
+                /// in `ymm0` by the x86-64 vector function ABI. Declared without its signature
+                /// because stable Rust cannot pass `__m256d` through `extern "C"`; [`exp4`] calls
+                /// it from asm.
+                fn _ZGVdN4v_exp();
+            }
 
-    /// $e^x$ of four lanes through libmvec.
-    #[inline]
-    pub(super) fn exp4(x: [f64; 4]) -> [f64; 4] {
-        let f: unsafe extern "C" fn() = _ZGVdN4v_exp;
-        let mut out = [0.0; 4];
-        // SAFETY: the build target has AVX2 and FMA (the cfg above), so `ymm0` exists and
-        // libmvec's AVX2 variant may run. The callee follows the vector function ABI: its
-        // argument and result in `ymm0`, everything the C ABI lets a callee clobber marked so
-        // (`clobber_abi("C")`). Without `nostack` the stack pointer is aligned for a call on
-        // entry to the asm block. The loads and stores are of four in-bounds doubles.
-        unsafe {
-            let v: __m256d = _mm256_loadu_pd(x.as_ptr());
-            let r: __m256d;
-            std::arch::asm!("call {f}", f = in(reg) f, inout("ymm0") v => r, clobber_abi("C"));
-            _mm256_storeu_pd(out.as_mut_ptr(), r);
+            /// $e^x$ of four lanes through libmvec.
+            #[inline]
+            pub(super) fn exp4(x: [f64; 4]) -> [f64; 4] {
+                let f: unsafe extern "C" fn() = _ZGVdN4v_exp;
+                let mut out = [0.0; 4];
+                // SAFETY: the build target has AVX2 and FMA (the cfg above), so `ymm0` exists and
+                // libmvec's AVX2 variant may run. The callee follows the vector function ABI: its
+                // argument and result in `ymm0`, everything the C ABI lets a callee clobber marked
+                // so (`clobber_abi("C")`). Without `nostack` the stack pointer is aligned for a
+                // call on entry to the asm block. The loads and stores are of four in-bounds
+                // doubles.
+                unsafe {
+                    let v: __m256d = _mm256_loadu_pd(x.as_ptr());
+                    let r: __m256d;
+                    std::arch::asm!("call {f}", f = in(reg) f, inout("ymm0") v => r, clobber_abi("C"));
+                    _mm256_storeu_pd(out.as_mut_ptr(), r);
+                }
+                out
+            }
         }
-        out
-    }
-}
+    } else {
+        mod lanes {
+            use wide::f64x4;
 
-#[cfg(not(all(
-    target_arch = "x86_64",
-    target_os = "linux",
-    target_env = "gnu",
-    target_feature = "avx2",
-    target_feature = "fma"
-)))]
-mod lanes {
-    use wide::f64x4;
+            /// The largest error of these lanes, in units in the last place, as `wide` keeps it.
+            #[cfg(test)]
+            pub(super) const MAX_ULPS: u64 = 2;
 
-    /// The largest error of these lanes, in units in the last place, as `wide` keeps it.
-    #[cfg(test)]
-    pub(super) const MAX_ULPS: u64 = 2;
-
-    /// $e^x$ of four lanes through `wide`.
-    #[inline]
-    pub(super) fn exp4(x: [f64; 4]) -> [f64; 4] {
-        f64x4::from(x).exp().to_array()
+            /// $e^x$ of four lanes through `wide`.
+            #[inline]
+            pub(super) fn exp4(x: [f64; 4]) -> [f64; 4] {
+                f64x4::from(x).exp().to_array()
+            }
+        }
     }
 }
 
