@@ -260,7 +260,7 @@ pub(super) fn dense_eigenpairs(
 /// the relative residual `tolerance`; `memory` is the whole budget, `k` included.
 ///
 /// For `n > max(4·rank, 256)`: block Krylov–Schur ([`matrix_free_kpca_products`], the products
-/// `KV` of blocks of [`DENSE_BLOCK`]-derived width by one GEMM each). A product reads the whole
+/// `KV` of blocks of [`dense_block`] vectors by one GEMM each). A product reads the whole
 /// `8n²` bytes of `k` once for `b` vectors where a single-vector Lanczos reads it once per vector:
 /// on 16 285 distinct KDD Cup rows, top 10, the eigensolver took 7.7 s in matrix–vector products
 /// before. When its Krylov basis does not fit beside `k`, or it does not converge, and for
@@ -283,10 +283,11 @@ pub(super) fn stoppable_top_eigenpairs(
     )?
 }
 
-/// `d` given to [`MatrixFreeConfig::auto_block`] for the block width of a dense kernel
-/// matrix's products (there is no kernel to evaluate, so no data dimension): 16 vectors for up
-/// to 64 eigenpairs, `rank/4` beyond.
-const DENSE_BLOCK: usize = 40;
+/// The block width of a dense kernel matrix's products (there is no kernel to evaluate): 16
+/// vectors for up to 64 eigenpairs, `rank/4` beyond, at most 48.
+fn dense_block(rank: usize) -> usize {
+    rank.div_ceil(4).clamp(16, 48)
+}
 
 /// [`stoppable_top_eigenpairs`] on the calling thread.
 fn dense_top_eigenpairs(
@@ -299,7 +300,7 @@ fn dense_top_eigenpairs(
     if n > (4 * rank).max(256) {
         let mut config = MatrixFreeConfig::new(rank);
         config.tolerance = tolerance;
-        config.block = MatrixFreeConfig::auto_block(rank, DENSE_BLOCK);
+        config.block = dense_block(rank);
         config.memory = MemoryBudget::bytes(memory.limit().saturating_sub(f64_bytes(&[n, n])));
         let par = faer::get_global_parallelism();
         let mut products = |v: MatRef<'_, f64>, _: Option<(&[f64], f64)>| -> Result<Mat<f64>, SolverError> {
@@ -307,7 +308,8 @@ fn dense_top_eigenpairs(
             faer::linalg::matmul::matmul(out.as_mut(), faer::Accum::Replace, k, v, 1.0, par);
             Ok(out)
         };
-        match matrix_free_kpca_products(n, DENSE_BLOCK, &config, &mut products) {
+        // `d` only picks a block when none is set: 0.
+        match matrix_free_kpca_products(n, 0, &config, &mut products) {
             Ok(fit) => return Ok(fit.pairs),
             Err(SolverError::Memory(_) | SolverError::NotConverged { .. }) => {}
             Err(e) => return Err(e),

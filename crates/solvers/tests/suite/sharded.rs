@@ -85,8 +85,14 @@ fn sharded_matrix_free_matches_one_process() {
     for (n, rank, kernel) in [(400, 6, kernel), (30, 10, kernel), (300, 3, linear)] {
         let x = data(n);
         for center in [false, true] {
-            let config =
-                MatrixFreeConfig { center, tile: 64, memory: MemoryBudget::UNLIMITED, ..MatrixFreeConfig::new(rank) };
+            // Block 8: the default for 3 features (20) converges at n = 400 before a restart.
+            let config = MatrixFreeConfig {
+                center,
+                tile: 64,
+                block: 8,
+                memory: MemoryBudget::UNLIMITED,
+                ..MatrixFreeConfig::new(rank)
+            };
             let single = matrix_free_kpca(x.as_ref(), &kernel, &config).unwrap();
             if n == 30 {
                 assert_eq!((single.restarts, single.products), (0, 1), "the dense fallback");
