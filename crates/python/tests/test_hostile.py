@@ -170,6 +170,24 @@ def test_bad_parameters_are_typed_errors(make, X, exc, match):
             est.fit(X)
 
 
+@pytest.mark.parametrize("solver", ["exact", "svrg-bb", "vr-pca"])
+@pytest.mark.parametrize("n_components", [2, 0.9])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_pca_refuses_non_finite_rows_naming_the_entry(solver, n_components, dtype):
+    # PCA.fit leaves the finite check to the library (one pass, not two): the error must still
+    # be a ValueError naming the first bad entry in column order, and nothing is fitted. The
+    # rows are hostile otherwise (outlier, duplicates, constant column).
+    X = _hostile(12, n=200, d=5).astype(dtype)
+    for value, word in [(np.nan, "NaN"), (np.inf, "inf"), (-np.inf, "-inf")]:
+        bad = X.copy()
+        bad[150, 3] = value
+        bad[40, 4] = value
+        est = stolr.PCA(n_components=n_components, solver=solver, random_state=0)
+        with pytest.raises(ValueError, match=f"row 150, column 3 is {word}: data must be finite"):
+            est.fit(bad)
+        assert not hasattr(est, "components_")
+
+
 def test_pca_rank_error_names_the_binding_dimension():
     X = np.random.default_rng(10).normal(size=(200, 5))
     with pytest.raises(ValueError, match="number of features d = 5"):

@@ -561,7 +561,10 @@ class PCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
             return fit_pca(self, X, comm, broadcast)
         if _dask.is_dask(X):  # a row-chunked dask.array.Array: the exact solver, chunk by chunk
             return _dask.fit_pca(self, X)
-        X = validate_data(self, X, dtype=_DTYPES, ensure_min_samples=2)
+        # Finite values are checked by the library in its own pass (ValueError naming the row
+        # and column), not a second time here: on 70 000 x 784 rows that pass of scikit-learn's
+        # took 62-107 ms, about a tenth of the exact fit.
+        X = validate_data(self, X, dtype=_DTYPES, ensure_min_samples=2, ensure_all_finite=False)
         X = np.ascontiguousarray(X)
         max_iter = None if self.max_iter is None else _count("max_iter", self.max_iter)
         seed = _seed(self.random_state)
