@@ -49,13 +49,13 @@ pub use job::{KpcaStream, KrrStream, PcaStream, Shard};
 pub use kernel_spec::KernelSpec;
 pub use kpca::streaming_rff_fit_with;
 pub use kpca::{
-    Certificate, CertifyConfig, CertifyMethod, CertifyRule, ConfidenceIntervals, DEFAULT_TAU_SUBSAMPLE,
+    COST_RULE_ROWS, Certificate, CertifyConfig, CertifyMethod, CertifyRule, ConfidenceIntervals, DEFAULT_TAU_SUBSAMPLE,
     ExactKpcaConfig, ExactOperator, Iterate, KernelCentering, KernelPca, KernelPcaFit, KernelPcaJob, KernelPcaModel,
     KernelPcaOutcome, KernelProducts, Kha, KhaConfig, KhaRitz, KpcaJobTimings, KpcaSettings, KpcaSolver, KpcaWarning,
     MatrixFreeConfig, MatrixFreeFit, NystromConfig, NystromFit, OperatorChoice, RANK_TOLERANCE, SamplerKind, Skpca,
     SkpcaConfig, TauChoice, TauOutcome, TauRule, certify, certify_estimate_sharded, check_skpca_memory,
-    exact_fit_from_pairs, exact_kpca, kernel_matrix, matrix_free_bytes, matrix_free_bytes_sharded, matrix_free_kpca,
-    matrix_free_kpca_products, matrix_free_kpca_sharded, matrix_free_products_bytes, nystrom_fit,
+    estimated_costs, exact_fit_from_pairs, exact_kpca, kernel_matrix, matrix_free_bytes, matrix_free_bytes_sharded,
+    matrix_free_kpca, matrix_free_kpca_products, matrix_free_kpca_sharded, matrix_free_products_bytes, nystrom_fit,
     nystrom_fit_landmarks, nystrom_fit_sharded, nystrom_kpca, shrunk_target, skpca_memory_estimate, tau_for_rank,
     tau_for_rank_sharded, truncate_to_numerical_rank,
 };

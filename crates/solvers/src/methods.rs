@@ -41,8 +41,11 @@ pub trait Named: Copy + PartialEq + 'static {
 pub enum KpcaMethod {
     /// SKPCA: stochastic proximal gradient descent with shrinkage.
     Skpca,
-    /// Exact eigenpairs, the dense kernel matrix when it fits the budget.
+    /// Exact eigenpairs: the dense kernel matrix or the matrix-free operator, by memory and
+    /// estimated cost ([`crate::OperatorChoice::decide`]).
     Exact,
+    /// Exact eigenpairs on the dense kernel matrix, whatever the estimated cost.
+    ExactDense,
     /// Exact eigenpairs without the kernel matrix.
     ExactMatrixFree,
     /// Exact eigenpairs of the Nyström approximation.
@@ -60,6 +63,7 @@ impl Named for KpcaMethod {
     const ALL: &'static [Self] = &[
         Self::Skpca,
         Self::Exact,
+        Self::ExactDense,
         Self::ExactMatrixFree,
         Self::Nystrom,
         Self::Kha,
@@ -71,6 +75,7 @@ impl Named for KpcaMethod {
         match self {
             Self::Skpca => "skpca",
             Self::Exact => "exact",
+            Self::ExactDense => "exact-dense",
             Self::ExactMatrixFree => "exact-matrix-free",
             Self::Nystrom => "nystrom",
             Self::Kha => "kha",
@@ -83,8 +88,12 @@ impl Named for KpcaMethod {
         match self {
             Self::Skpca => "Stochastic proximal gradient descent with shrinkage ([SKPCA] Algorithm 1)",
             Self::Exact => {
-                "Exact eigenpairs: the dense kernel matrix (memory 8·n² bytes) when it fits --memory-limit, else the \
-                 matrix-free solver"
+                "Exact eigenpairs: the dense kernel matrix (memory 8·n² bytes) when it fits --memory-limit and is \
+                 estimated faster, else the matrix-free solver (report.json says which ran and why)"
+            }
+            Self::ExactDense => {
+                "Exact eigenpairs on the dense kernel matrix (memory 8·n² bytes, refused over --memory-limit), whatever \
+                 the estimated cost"
             }
             Self::ExactMatrixFree => {
                 "Exact eigenpairs without the kernel matrix: a tiled kernel operator and a block Krylov–Schur \

@@ -191,6 +191,11 @@ fn sizes_over_the_memory_budget_are_refused_before_any_work() {
     let dense = kpca(&["--solver", "exact", "--rank", "2", "--memory-limit", "100K"]);
     assert_fails_with(&dense, "matrix-free exact solver's buffers (n = 300");
     assert!(stderr(&dense).contains("100 KiB"), "the limit is named: {}", stderr(&dense));
+    // The forced dense operator is refused, not replaced by the matrix-free one.
+    assert_fails_with(
+        &kpca(&["--solver", "exact-dense", "--rank", "2", "--memory-limit", "600K"]),
+        "kernel matrix (n = 300)",
+    );
     assert_fails_with(
         &kpca(&["--rank", "5", "--tau-subsample", "100000000000", "--iterations", "100", "--memory-limit", "100K"]),
         "tau_subsample",

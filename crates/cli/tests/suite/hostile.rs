@@ -129,6 +129,7 @@ fn kernel_pca_on_an_outlier_or_an_offset_matches_direct_differences() {
             for (input, format) in [(&csv, "csv"), (&svm, "libsvm")] {
                 for solver in [
                     &["--solver", "exact"][..],
+                    &["--solver", "exact-dense"],
                     &["--solver", "exact-matrix-free"],
                     &["--solver", "nystrom", "--landmarks", "120"],
                 ] {

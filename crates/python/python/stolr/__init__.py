@@ -306,7 +306,8 @@ class _Model:
 
 class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
     """Kernel PCA by SKPCA (stochastic proximal gradient), Nyström, KHA or the exact solver
-    (``solver="exact"``: the dense kernel matrix when it fits, ``"exact-matrix-free"``: never).
+    (``solver="exact"``: the dense kernel matrix or the matrix-free operator, whichever fits and
+    is estimated faster; ``"exact-dense"`` and ``"exact-matrix-free"`` force one of them).
 
     ``fit`` runs the library's kernel PCA job, the one ``stolr kpca`` runs: the same data,
     parameters and ``random_state`` (the CLI's ``--seed``) give the same bits (docs/front-ends.md
@@ -329,8 +330,8 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
     embedding ``X_transformed_fit_`` (n, n_components) back to the rows, ridge ``alpha``
     (default 1.0), coefficients ``dual_coef_`` (n, n_features); ``inverse_transform(Z)`` is
     ``k(Z, X_transformed_fit_) @ dual_coef_`` (Bakır, Weston & Schölkopf, "Learning to find
-    pre-images", NIPS 2004). Solvers ``exact``, ``exact-matrix-free``, ``kha`` and ``skpca``;
-    it costs an n × n solve (about 16·n² bytes, within ``memory_limit``).
+    pre-images", NIPS 2004). Solvers ``exact``, ``exact-dense``, ``exact-matrix-free``, ``kha``
+    and ``skpca``; it costs an n × n solve (about 16·n² bytes, within ``memory_limit``).
     """
 
     def __init__(self, n_components=None, kernel="rbf", gamma=None, degree=3, coef0=1.0,
@@ -360,7 +361,7 @@ class KernelPCA(_FeatureNamesOut, TransformerMixin, BaseEstimator, _Model):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         # Every solver takes scipy.sparse rows as they are (the pre-image map needs dense ones).
-        tags.input_tags.sparse = self.solver in ("exact", "exact-matrix-free", "nystrom", "skpca", "kha")
+        tags.input_tags.sparse = self.solver in ("exact", "exact-dense", "exact-matrix-free", "nystrom", "skpca", "kha")
         # kernel="precomputed": X is the Gram matrix (scikit-learn's pairwise tag), taken dense.
         tags.input_tags.pairwise = _is_precomputed(self)
         if _gram_kernel(self):
@@ -1192,9 +1193,13 @@ KernelPCA.__doc__ += """
         The polynomial kernel's degree.
     coef0 : float, default=1.0
         The polynomial kernel's offset.
-    solver : {"exact", "exact-matrix-free", "nystrom", "skpca", "kha"}, default="exact"
-        ``exact``: the eigenpairs of the dense kernel matrix when it fits ``memory_limit``,
-        else the matrix-free solver (kernel products streamed in tiles, never stored).
+    solver : {"exact", "exact-dense", "exact-matrix-free", "nystrom", "skpca", "kha"}, default="exact"
+        ``exact``: the eigenpairs of the dense kernel matrix when it fits ``memory_limit``
+        and is estimated faster (from 6000 rows, by the number of features and components:
+        dense for many features, matrix-free for few), else the matrix-free solver (kernel
+        products streamed in tiles, never stored), as ``stolr kpca`` chooses (its report.json
+        says which ran and why). ``exact-dense``: always the dense kernel matrix (a
+        ``MemoryError`` when it does not fit).
         ``nystrom``: the Nyström approximation on ``n_landmarks`` rows (Williams and Seeger,
         "Using the Nyström Method to Speed Up Kernel Machines", NIPS 2001). ``skpca``:
         stochastic proximal gradient descent with singular value shrinkage (Zhang, Yang, Yi,

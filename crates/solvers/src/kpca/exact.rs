@@ -24,8 +24,9 @@ use crate::kpca::distinct::{DistinctRows, QUADRATIC_COST_SHARE};
 /// How the exact solver applies the kernel matrix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ExactOperator {
-    /// [`ExactOperator::Dense`] when the `n × n` kernel matrix fits the memory budget,
-    /// [`ExactOperator::MatrixFree`] otherwise.
+    /// [`ExactOperator::MatrixFree`] when the `n × n` kernel matrix does not fit the memory
+    /// budget, or when it is estimated to be the faster one ([`OperatorChoice::decide`]);
+    /// [`ExactOperator::Dense`] otherwise.
     #[default]
     Auto,
     /// The dense kernel matrix (`8·n²` bytes) and faer's Krylov–Schur eigensolver.
@@ -46,12 +47,8 @@ impl ExactOperator {
     }
 }
 
-/// The operator an exact fit ran and why. The memory budget decides [`ExactOperator::Auto`]:
-/// the dense kernel matrix whenever its `8·n²` bytes fit, since it was the faster operator in
-/// every case measured (1.6–2.1× faster than the matrix-free one on 5 000 to 20 000 rows of KDD
-/// Cup and MNIST, top 10, centred; docs/results/headline/), the matrix-free one otherwise. A
-/// forced operator or several processes decide the rest. `reason` is the sentence `report.json`
-/// writes as `exact_operator_reason`.
+/// The operator an exact fit ran and why ([`OperatorChoice::decide`]). `reason` is the
+/// sentence `report.json` writes as `exact_operator_reason`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OperatorChoice {
     /// The operator that ran: `Dense` or `MatrixFree`, never `Auto`.
@@ -61,7 +58,14 @@ pub struct OperatorChoice {
 }
 
 impl OperatorChoice {
-    /// The choice of `requested` for `n` training rows on `processes` processes under `memory`.
+    /// The choice of `requested` for `n` training rows with `features` dense features (`None`
+    /// for sparse rows) and `rank` eigenpairs on `processes` processes under `memory`.
+    ///
+    /// [`ExactOperator::Auto`] takes the matrix-free operator when the `8·n²` bytes of the dense
+    /// kernel matrix exceed `memory`. When they fit, it takes the dense one for sparse rows and
+    /// for `n` below [`COST_RULE_ROWS`], and otherwise the operator of lower estimated cost
+    /// ([`estimated_costs`]); the reason gives both estimates. Several processes always take
+    /// the matrix-free operator, the only one distributed.
     ///
     /// # Errors
     /// [`SolverError::Memory`] when the dense operator is asked for and its `8·n²` bytes exceed
@@ -69,6 +73,8 @@ impl OperatorChoice {
     pub fn decide(
         requested: ExactOperator,
         n: usize,
+        features: Option<usize>,
+        rank: usize,
         processes: usize,
         memory: MemoryBudget,
     ) -> Result<Self, SolverError> {
@@ -87,15 +93,83 @@ impl OperatorChoice {
             (ExactOperator::Dense, Ok(())) => {
                 choice(ExactOperator::Dense, format!("asked for; {size} fits the memory budget"))
             }
-            (ExactOperator::Auto, Ok(())) => {
-                choice(ExactOperator::Dense, format!("auto: {size} fits the memory budget"))
-            }
+            (ExactOperator::Auto, Ok(())) => match features {
+                Some(d) if n >= COST_RULE_ROWS => {
+                    let (dense, matrix_free) = estimated_costs(d, rank);
+                    let (operator, name) = if matrix_free < dense {
+                        (ExactOperator::MatrixFree, "matrix-free")
+                    } else {
+                        (ExactOperator::Dense, "dense")
+                    };
+                    choice(
+                        operator,
+                        format!(
+                            "auto: {size} fits the memory budget; {name} by estimated cost for d = {d}, rank \
+                             {rank}: matrix-free {:.2}× the dense operator's time",
+                            matrix_free / dense
+                        ),
+                    )
+                }
+                Some(_) => choice(
+                    ExactOperator::Dense,
+                    format!("auto: {size} fits the memory budget; dense below {COST_RULE_ROWS} rows"),
+                ),
+                None => choice(ExactOperator::Dense, format!("auto: {size} fits the memory budget; sparse rows")),
+            },
             (ExactOperator::Auto, Err(_)) => choice(
                 ExactOperator::MatrixFree,
                 format!("auto: {size} exceeds the memory budget ({:.1} MB)", memory.limit() as f64 / 1e6),
             ),
         }
     }
+}
+
+/// Rows from which [`ExactOperator::Auto`] compares estimated costs when the dense kernel
+/// matrix fits. Below, it takes the dense operator: on the first 5 000 KDD Cup rows (`d` = 58,
+/// top 10, centred) the dense one took 0.65–0.90 s and the matrix-free one 0.80–0.97 s, though
+/// [`estimated_costs`], which assumes the kernel matrix streams from memory, favours the
+/// matrix-free one there.
+pub const COST_RULE_ROWS: usize = 6000;
+
+/// Time of a kernel value's map and `exp` beside its `d` multiply-adds of inner product, in
+/// multiply-adds (measured: a matrix-free product of `b` vectors on 16 285 distinct KDD Cup
+/// rows took about `0.55 s + 0.0077 s·b`, so the kernel's part is worth about 71 block columns,
+/// `d + c = 142` multiply-adds with `d` = 58).
+pub(crate) const KERNEL_MAP_COST: usize = 80;
+
+/// Multiply-adds of a tiled kernel product per byte of the dense kernel matrix streamed from
+/// memory, on 2 threads: 34·10⁹ multiply-adds/s (the matrix-free products above) against
+/// 5.5·10⁹ bytes/s (faer's `KV` on a 16 285 × 16 285 kernel matrix with 16 vectors).
+const MULTIPLY_ADDS_PER_BYTE: f64 = 6.2;
+
+/// Passes over the `8·n²` bytes of the dense kernel matrix besides its products: first touch
+/// of its pages, writing it, the mirror of its lower half, the centring and the weights of
+/// repeated rows (fitted to 8.4 s for the dense path on 16 285 distinct KDD Cup rows, top 10,
+/// centred).
+const DENSE_PASSES: f64 = 10.0;
+
+/// The estimated time of an exact fit of `rank` eigenpairs on rows with `d` features, per
+/// `n²` and in multiply-adds: `(dense, matrix_free)`.
+///
+/// Both operators run the same block Krylov–Schur iteration, which took about
+/// `P(b) = 4 + 10·rank/b` products of `b` vectors on KDD Cup (9 at `b` = 20, 8 at 24–32, 7 at
+/// 34–44 for the top 10). A matrix-free product costs `(d + c + 2b)/2` per `n²` (half the
+/// kernel values, each with its inner product, its map `c` = `KERNEL_MAP_COST` (80) and the
+/// block on both sides; `b` = [`MatrixFreeConfig::auto_block`]). The dense operator forms the
+/// kernel once, `(d + c)/2`, then streams `8` bytes per entry in each of its `P(b')` products
+/// (`b'` = 16 up to 64 eigenpairs) and in `DENSE_PASSES` (10) more passes, at
+/// `MULTIPLY_ADDS_PER_BYTE` (6.2). So the matrix-free operator is estimated faster for few
+/// features (16 285 distinct KDD Cup rows, `d` = 58, top 10: 0.67× the dense time estimated,
+/// 0.8× measured) and the dense one for many (10 000 MNIST rows, `d` = 784: the matrix-free
+/// time 2.0× the dense one's estimated, 2.2× measured). Calibrated on this project's 2-core
+/// test machine; a ratio near 1 means either operator is about as fast.
+pub fn estimated_costs(d: usize, rank: usize) -> (f64, f64) {
+    let products = |b: usize| 4.0 + 10.0 * rank as f64 / b as f64;
+    let entry = d as f64 + KERNEL_MAP_COST as f64;
+    let b = MatrixFreeConfig::auto_block(rank, d);
+    let matrix_free = products(b) * (entry + 2.0 * b as f64) / 2.0;
+    let streamed = (DENSE_PASSES + products(dense_block(rank))) * 8.0 * MULTIPLY_ADDS_PER_BYTE;
+    (entry / 2.0 + streamed, matrix_free)
 }
 
 /// Configuration of [`exact_kpca`].
@@ -181,8 +255,8 @@ fn center_in_place(k: &mut Mat<f64>) -> (Vec<f64>, f64) {
 /// `(n, d)` (dense or sparse: sparse rows are never densified), eigenvalues nonincreasing, eigenvectors `(n, rank)` orthonormal with fixed signs.
 /// Dense ([`ExactOperator::Dense`]): time `O(n²d)` for `K` plus `O(n²b)` per block product of
 /// block Krylov–Schur (products `KV` of 16 or more vectors by GEMM; `O(n³)` for small `n`),
-/// memory `O(n²)`. Matrix-free: see [`crate::kpca::matrix_free_kpca`]. [`ExactOperator::Auto`] takes the dense path when
-/// `8·n²` bytes fit `config.memory`.
+/// memory `O(n²)`. Matrix-free: see [`crate::kpca::matrix_free_kpca`]. [`ExactOperator::Auto`]
+/// chooses as [`OperatorChoice::decide`] says.
 ///
 /// **Repeated rows.** When at least one in twenty (dense) rows repeats another, the same
 /// eigenpairs come from the `u` distinct rows: the `u × u` kernel matrix weighted by the
@@ -230,7 +304,8 @@ pub(crate) fn exact_fit<'x>(
     if let Some(rows) = DistinctRows::worth_grouping(x, QUADRATIC_COST_SHARE, config.rank, config.memory, 0) {
         return distinct::exact_fit_distinct(&rows, x.nrows(), kernel, config);
     }
-    let choice = OperatorChoice::decide(config.operator, x.nrows(), 1, config.memory)?;
+    let features = (!matches!(x, DataRef::Sparse(_))).then_some(x.ncols());
+    let choice = OperatorChoice::decide(config.operator, x.nrows(), features, config.rank, 1, config.memory)?;
     if choice.operator == ExactOperator::MatrixFree {
         let fit = matrix_free_kpca(x, kernel, &config.matrix_free())?;
         return Ok((fit.pairs, fit.means, choice));
@@ -409,6 +484,43 @@ pub fn exact_fit_from_pairs<'x>(
 mod tests {
     use super::*;
     use stolr_lowrank::sym_eigen_desc;
+
+    /// Auto's choice: dense when small, sparse or estimated faster (many features); matrix-free
+    /// when the kernel matrix does not fit, when estimated faster (few features) and on several
+    /// processes; a forced dense operator over the budget is an error, not a fallback.
+    #[test]
+    fn auto_chooses_by_memory_then_by_estimated_cost() {
+        use ExactOperator::{Auto, Dense, MatrixFree};
+        let plenty = MemoryBudget::bytes(1 << 40);
+        let op = |requested, n, features, rank, processes, memory| {
+            OperatorChoice::decide(requested, n, features, rank, processes, memory).map(|c| c.operator)
+        };
+        // KDD Cup's measured cases: 16 285 distinct rows, d = 58 (matrix-free 1.24× faster) and
+        // 5 000 rows (dense as fast or faster); MNIST, d = 784 (dense 2.2× faster at 10 000).
+        assert_eq!(op(Auto, 16_285, Some(58), 10, 1, plenty).unwrap(), MatrixFree);
+        assert_eq!(op(Auto, 5_000, Some(58), 10, 1, plenty).unwrap(), Dense);
+        assert_eq!(op(Auto, 10_000, Some(784), 10, 1, plenty).unwrap(), Dense);
+        assert_eq!(op(Auto, 16_285, None, 10, 1, plenty).unwrap(), Dense);
+        assert_eq!(op(Dense, 16_285, Some(58), 10, 1, plenty).unwrap(), Dense);
+        assert_eq!(op(Auto, 16_285, Some(784), 10, 2, plenty).unwrap(), MatrixFree);
+        let small = MemoryBudget::bytes(1 << 20);
+        assert_eq!(op(Auto, 1_000, Some(784), 10, 1, small).unwrap(), MatrixFree);
+        assert!(matches!(op(Dense, 1_000, Some(784), 10, 1, small), Err(SolverError::Memory(_))));
+        // The estimates are finite and positive at the extremes; more features favour dense.
+        for (d, rank) in [(1, 1), (58, 10), (784, 10), (1 << 20, 1 << 20), (usize::MAX / 2, usize::MAX / 2)] {
+            let (dense, matrix_free) = estimated_costs(d, rank);
+            assert!(dense.is_finite() && matrix_free.is_finite() && dense > 0.0 && matrix_free > 0.0, "{d}, {rank}");
+        }
+        let ratio = |d| {
+            let (dense, matrix_free) = estimated_costs(d, 10);
+            matrix_free / dense
+        };
+        // Not monotone step by step (the block widens every 4 features), but over spans.
+        assert!((1..2000).step_by(40).all(|d| ratio(d) < ratio(d + 40)), "the ratio grows with d");
+        assert!(ratio(58) < 1.0 && ratio(400) > 1.0);
+        let reason = OperatorChoice::decide(Auto, 16_285, Some(58), 10, 1, plenty).unwrap().reason;
+        assert!(reason.contains("matrix-free 0.67× the dense operator's time"), "{reason}");
+    }
 
     /// The block Krylov–Schur path of a dense kernel matrix (n > 256), and the single-vector
     /// fallback when its basis does not fit beside the matrix, against the full decomposition:

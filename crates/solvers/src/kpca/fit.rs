@@ -564,7 +564,8 @@ impl KernelPca {
                     }
                     crate::error::check_rank(config.rank, place.total)?;
                     let fit = matrix_free_kpca_sharded(local, &self.kernel, &config.matrix_free(), comm, place)?;
-                    let choice = OperatorChoice::decide(*operator, place.total, processes, self.memory)?;
+                    let choice =
+                        OperatorChoice::decide(*operator, place.total, None, config.rank, processes, self.memory)?;
                     (fit.pairs, fit.means, choice)
                 };
                 exact_operator = Some(ran);
@@ -731,6 +732,7 @@ impl KpcaMethod {
                 features: settings.features,
             },
             Self::Exact => KpcaSolver::exact(),
+            Self::ExactDense => KpcaSolver::exact_with(ExactOperator::Dense),
             Self::ExactMatrixFree => KpcaSolver::exact_with(ExactOperator::MatrixFree),
             Self::Nystrom => KpcaSolver::Nystrom { landmarks: settings.landmarks },
             Self::Kha => KpcaSolver::kha(settings.eta, settings.iterations),

@@ -55,7 +55,7 @@ impl MatrixFreeConfig {
     /// top 10, centred: 9 products at `b` = 20, 8 at 24–32, 7 at 34–44), so fewer, wider products
     /// win until the block's part $2b$ matches the kernel's part $d + c$.
     pub fn auto_block(k: usize, d: usize) -> usize {
-        ((d + 80) / 4).max(k.div_ceil(4)).clamp(8, 48)
+        ((d + super::exact::KERNEL_MAP_COST) / 4).max(k.div_ceil(4)).clamp(8, 48)
     }
 }
 
@@ -577,7 +577,8 @@ mod tests {
         assert_eq!(forced.exact_operator.as_ref().map(|c| c.operator), Some(ExactOperator::MatrixFree));
         // The report's reason names what decided, with the sizes.
         let reason = |fit: &crate::kpca::KernelPcaFit| fit.exact_operator.as_ref().unwrap().reason.clone();
-        assert!(reason(&dense).starts_with("auto: the dense") && reason(&dense).ends_with("fits the memory budget"));
+        let why = reason(&dense);
+        assert!(why.starts_with("auto: the dense") && why.ends_with("dense below 6000 rows"), "{why}");
         assert!(reason(&mf).contains("exceeds the memory budget"), "{}", reason(&mf));
         assert!(reason(&forced).starts_with("asked for"), "{}", reason(&forced));
         for i in 0..5 {

@@ -31,7 +31,10 @@ mod tau;
 pub use certificate::{
     Certificate, CertifyConfig, CertifyMethod, ConfidenceIntervals, certify, certify_estimate_sharded,
 };
-pub use exact::{ExactKpcaConfig, ExactOperator, OperatorChoice, exact_fit_from_pairs, exact_kpca, kernel_matrix};
+pub use exact::{
+    COST_RULE_ROWS, ExactKpcaConfig, ExactOperator, OperatorChoice, estimated_costs, exact_fit_from_pairs, exact_kpca,
+    kernel_matrix,
+};
 pub use fit::{KernelPca, KernelPcaFit, KpcaSettings, KpcaSolver, KpcaWarning, SamplerKind};
 pub use incremental::{
     INCREMENTAL_NYSTROM, INCREMENTAL_RFF, IncrementalKpcaFit, IncrementalNystrom, IncrementalNystromConfig,

@@ -298,6 +298,7 @@ pub(super) fn timed_comparison(
                 record = record.with_parameter("eta", KHA_ETA).with_parameter("center", false).with_seed(r.seed)
             }
             KpcaMethod::Exact
+            | KpcaMethod::ExactDense
             | KpcaMethod::ExactMatrixFree
             | KpcaMethod::StreamingNystrom
             | KpcaMethod::StreamingRff => {}

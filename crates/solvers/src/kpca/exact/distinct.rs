@@ -44,7 +44,8 @@ pub(super) fn exact_fit_distinct(
     let rank = config.rank.min(u);
     let held = RowGroups::bytes_for(n).saturating_add(f64_bytes(&[u, d + rank])).saturating_add(f64_bytes(&[n, rank]));
     let memory = MemoryBudget::bytes(config.memory.limit().saturating_sub(held));
-    let mut choice = OperatorChoice::decide(config.operator, u, 1, memory)?;
+    let features = (!matches!(xu, DataRef::Sparse(_))).then_some(d);
+    let mut choice = OperatorChoice::decide(config.operator, u, features, rank, 1, memory)?;
     choice.reason = format!(
         "{}; over the {u} distinct rows of {n} (each weighted by its count: the same eigenpairs)",
         choice.reason
