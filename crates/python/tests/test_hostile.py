@@ -48,18 +48,30 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("solver", ["exact", "exact-dense", "exact-matrix-free"])
 @pytest.mark.parametrize("case", CASES)
-def test_kernel_pca_on_hostile_data_matches_a_direct_difference_kernel(case):
+def test_kernel_pca_on_hostile_data_matches_a_direct_difference_kernel(case, solver):
     X = _hostile(1, **case)
     Y = _hostile(2, n=15, **{**case, "outlier": None})
     gamma = 0.2 / case["scale"] ** 2
-    ours = stolr.KernelPCA(n_components=4, gamma=gamma).fit(X)
+    ours = stolr.KernelPCA(n_components=4, gamma=gamma, solver=solver).fit(X)
     K = np.exp(-gamma * _direct_sq_distances(X, X))
     ref = SkKernelPCA(n_components=4, kernel="precomputed", eigen_solver="dense").fit(K)
     assert np.allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-10, atol=1e-12 * ref.eigenvalues_[0])
     expected = ref.transform(np.exp(-gamma * _direct_sq_distances(Y, X)))
     assert _up_to_sign(ours.transform(Y), expected) < 1e-8
     assert np.all(np.isfinite(ours.transform(X)))
+
+
+def test_forced_dense_kernel_pca_is_refused_over_the_memory_limit():
+    # 300 rows: 703 KiB for the dense kernel matrix; forced, it is a MemoryError naming it, not a
+    # switch to the matrix-free operator.
+    X = _hostile(4, n=300)
+    with pytest.raises(MemoryError, match=r"dense n × n kernel matrix \(n = 300\)"):
+        stolr.KernelPCA(n_components=3, gamma=0.2, solver="exact-dense", memory_limit="600K").fit(X)
+    free = stolr.KernelPCA(n_components=3, gamma=0.2, solver="exact-matrix-free").fit(X)
+    dense = stolr.KernelPCA(n_components=3, gamma=0.2, solver="exact-dense").fit(X)
+    assert np.allclose(free.eigenvalues_, dense.eigenvalues_, rtol=1e-9)
 
 
 @pytest.mark.parametrize("solver", ["nystrom", "skpca", "kha"])
