@@ -9,10 +9,11 @@
 //! math library libmvec: `_ZGVdN4v_exp`, the AVX2 variant of `exp` in the x86-64 vector
 //! function ABI, which glibc states to be within 4 ulps (we measured at most 3 over 4·10⁶
 //! arguments); on a CPU with AVX-512F (asked once per process) eight lanes go through
-//! `_ZGVeN8v_exp`, its AVX-512 variant, instead. Elsewhere they go through the `wide` crate's `f64x4::exp` (a range reduction by
-//! `ln 2` and a degree-13 polynomial, within 2 ulps). Measured on slices of 65 536 values on an
-//! AVX-512 Xeon: libmvec 2.5 ns a value (2 runs; 1.42–1.52 ns in a later run, where the
-//! eight-lane variant took 1.05–1.07 ns), `wide` 3.9–6.0 ns (4 runs), libm 6.3–8.5 ns.
+//! `_ZGVeN8v_exp`, its AVX-512 variant, instead. Elsewhere they go through the `wide` crate's
+//! `f64x4::exp` (a range reduction by `ln 2` and a degree-13 polynomial, within 2 ulps).
+//! Measured on slices of 65 536 values on an AVX-512 Xeon: libmvec 2.5 ns a value (2 runs;
+//! 1.42–1.52 ns in a later run, where the eight-lane variant took 1.05–1.07 ns), `wide`
+//! 3.9–6.0 ns (4 runs), libm 6.3–8.5 ns.
 //! Through `wide`, the kernel's exponentials were 30 % of the matrix-free exact kernel PCA and
 //! 14 % of Nyström KRR at 10⁶ rows.
 //!
