@@ -300,6 +300,9 @@ def test_ctrl_c_stops_a_long_vr_pca_epoch():
     lambda X: stolr.KernelPCA(n_components=5, solver="nystrom", n_landmarks=1500, gamma=0.05).fit(X),
     # Dense factorizations (faer's, not pollable) run on a thread of their own that the call
     # leaves on Ctrl-C: the n × n kernel matrix's, and the m × m landmark kernel's.
+    lambda X: stolr.KernelPCA(n_components=5, solver="exact-dense", gamma=0.05).fit(X[:7000]),
+    # The default exact solver takes the matrix-free operator on these rows (20 features), which
+    # stops between its block products.
     lambda X: stolr.KernelPCA(n_components=5, solver="exact", gamma=0.05).fit(X[:7000]),
     lambda X: stolr.KernelPCA(n_components=5, solver="nystrom", n_landmarks=4000, gamma=0.05).fit(X[:20000]),
 ])

@@ -158,7 +158,8 @@ pub enum SolverError {
         reason: String,
     },
     /// The run was stopped on request (Ctrl-C in Python) inside a dense factorization, which
-    /// finishes on a thread of its own and is then dropped: nothing of the run is kept.
+    /// finishes on a thread of its own and is then dropped, or between two products of the
+    /// matrix-free exact kernel PCA: nothing of the run is kept.
     #[error("stopped on request during {what}; nothing of the run was kept")]
     Stopped {
         /// The step that was running.

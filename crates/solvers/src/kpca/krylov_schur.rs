@@ -240,6 +240,11 @@ pub(super) fn block_krylov_schur(
     let (mut m, mut new) = (b, 0);
     let (mut restarts, mut products) = (0, 0);
     loop {
+        // A stop request (Ctrl-C in Python, `crate::interrupt`) ends the fit between products;
+        // one process only, so that every rank of a sharded fit takes the same branch.
+        if ranks.comm.size() == 1 && crate::interrupt::poll() {
+            return Err(SolverError::Stopped { what: "the matrix-free exact kernel PCA" });
+        }
         let block = all_gather_rows(ranks.comm, q.as_ref().subcols(new, b));
         let mut w = apply(block.as_ref())?;
         drop(block);
