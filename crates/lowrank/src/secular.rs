@@ -83,33 +83,45 @@ pub fn eigen_diagonal_plus_rank_one(d: &[f64], z: &[f64]) -> Result<(Vec<f64>, M
         let az: Vec<f64> = active.iter().map(|&i| zz[i]).collect();
         let az_sq: f64 = az.iter().map(|v| v * v).sum();
         // Root j: λ_j = ad[origin_j] + mu_j.
-        let roots: Vec<(usize, f64)> = (0..p).map(|j| secular_root(&ad, &az, j, az_sq)).collect();
-        // λ_j − ad[i], accurately.
-        let lam_minus = |j: usize, i: usize| (ad[roots[j].0] - ad[i]) + roots[j].1;
-        // Gu–Eisenstat: ẑ_i² = Π_j (λ_j − d_i) / Π_{j≠i} (d_j − d_i).
-        let zhat: Vec<f64> = (0..p)
-            .map(|i| {
-                let mut prod = lam_minus(i, i);
-                for j in (0..p).filter(|&j| j != i) {
-                    prod *= lam_minus(j, i) / (ad[j] - ad[i]);
-                }
-                prod.abs().sqrt().copysign(az[i])
-            })
-            .collect();
-        let mut column = vec![0.0; p];
-        for j in 0..p {
-            let mut norm = 0.0;
-            for (i, c) in column.iter_mut().enumerate() {
-                *c = zhat[i] / -lam_minus(j, i);
-                norm += *c * *c;
+        let roots = secular_roots(&ad, &az, az_sq);
+        // λ_j − ad[i] for all i at once, accurately.
+        let lam_minus = |j: usize, out: &mut [f64]| {
+            let (origin, mu) = (ad[roots.origin[j]], roots.mu[j]);
+            for (o, &a) in out.iter_mut().zip(&ad) {
+                *o = (origin - a) + mu;
             }
+        };
+        // Gu–Eisenstat: ẑ_i² = Π_j (λ_j − d_i) / Π_{j≠i} (d_j − d_i), the factors taken in
+        // the order j = 0, 1, … for every i (a factor of 1 where j = i), all i at once.
+        let mut column = vec![0.0; p];
+        let mut zhat = vec![0.0; p];
+        for (i, z) in zhat.iter_mut().enumerate() {
+            *z = (ad[roots.origin[i]] - ad[i]) + roots.mu[i];
+        }
+        for j in 0..p {
+            lam_minus(j, &mut column);
+            let dj = ad[j];
+            for (i, (z, &l)) in zhat.iter_mut().zip(&column).enumerate() {
+                let factor = l / (dj - ad[i]);
+                *z *= if i == j { 1.0 } else { factor };
+            }
+        }
+        for (z, &a) in zhat.iter_mut().zip(&az) {
+            *z = z.abs().sqrt().copysign(a);
+        }
+        for j in 0..p {
+            lam_minus(j, &mut column);
+            for (c, &z) in column.iter_mut().zip(&zhat) {
+                *c = z / -*c;
+            }
+            let norm: f64 = column.iter().fold(0.0, |acc, c| acc + c * c);
             let inv = 1.0 / norm.sqrt();
             let col = active[j];
             q[col * n + col] = 0.0;
             for (i, &c) in column.iter().enumerate() {
                 q[col * n + active[i]] = c * inv;
             }
-            values[col] = ad[roots[j].0] + roots[j].1;
+            values[col] = ad[roots.origin[j]] + roots.mu[j];
         }
     }
     // Undo the deflating rotations (last applied first): row-wise rotations of q.
@@ -160,91 +172,170 @@ pub fn eigen_of_grown_update(
     eigen_diagonal_plus_rank_one(&diagonal, &coefficients)
 }
 
-/// The `j`-th largest root of `1 + Σ z_i²/(d_i − λ)` for strictly decreasing `d` and nonzero
-/// `z`, returned as `(o, μ)` with `λ = d[o] + μ` and `d[o]` the nearer pole.
-///
-/// Each iteration splits the sum into the poles left of the root's interval (`ψ`) and right of
-/// it (`φ`), replaces each by the simple rational function through its value and slope at the
-/// current point, `ψ ≈ p + q/(d_j − λ)` and `φ ≈ r + s/(d_{j−1} − λ)`, and moves to the root of
-/// that model (a quadratic); it converges quadratically, and a bisection step replaces any
-/// step that would leave the current bracket.
-fn secular_root(d: &[f64], z: &[f64], j: usize, z_norm_sq: f64) -> (usize, f64) {
-    // f at the midpoint of the interval tells which half holds the root; measure from that
-    // half's pole, and take the first step from the midpoint's own sums.
-    let (o, mut lo, mut hi, mut mu, mut sums) = if j == 0 {
-        (0, 0.0, z_norm_sq, 0.5 * z_norm_sq, None)
-    } else {
-        let mid = 0.5 * (d[j - 1] - d[j]);
-        let at_mid = pole_sums(d, z, j, d[j], mid);
-        if 1.0 + at_mid.0 + at_mid.2 >= 0.0 {
-            (j, 0.0, mid, mid, Some(at_mid))
-        } else {
-            (j - 1, -mid, 0.0, -mid, Some(at_mid))
-        }
-    };
-    // Offsets of the two model poles from the origin d[o].
-    let left_pole = d[j] - d[o];
-    let right_pole = if j == 0 { f64::INFINITY } else { d[j - 1] - d[o] };
-    for _ in 0..100 {
-        let (psi, dpsi, phi, dphi) = sums.take().unwrap_or_else(|| pole_sums(d, z, j, d[o], mu));
-        let f = 1.0 + psi + phi;
-        // Bound on the rounding error of f: Σ|terms| (all ψ terms < 0 ≤ φ terms here).
-        if f.abs() <= 8.0 * f64::EPSILON * (1.0 + phi - psi) {
-            break;
-        }
-        if f < 0.0 {
-            lo = mu
-        } else {
-            hi = mu
-        }
-        // Model: c + q/(a − μ) + s/(b − μ) = 0 with a, b the pole offsets.
-        let (a, b) = (left_pole, right_pole);
-        let q = dpsi * (a - mu) * (a - mu);
-        let p_ = psi - dpsi * (a - mu);
-        let next = if j == 0 {
-            let c = 1.0 + p_ + phi;
-            if c > 0.0 { a + q / c } else { f64::NAN }
-        } else {
-            let s = dphi * (b - mu) * (b - mu);
-            let r = phi - dphi * (b - mu);
-            let c = 1.0 + p_ + r;
-            // c(a − μ)(b − μ) + q(b − μ) + s(a − μ) = 0  ⇔  A μ² + B μ + C = 0.
-            let (qa, qb, qc) = (c, -(c * (a + b) + q + s), c * a * b + q * b + s * a);
-            let disc = (qb * qb - 4.0 * qa * qc).max(0.0);
-            let t = -0.5 * (qb + qb.signum() * disc.sqrt());
-            let candidates = [if qa != 0.0 { t / qa } else { f64::NAN }, if t != 0.0 { qc / t } else { f64::NAN }];
-            candidates.into_iter().find(|&m| m > lo && m < hi).unwrap_or(f64::NAN)
-        };
-        let next = if next > lo && next < hi { next } else { 0.5 * (lo + hi) };
-        let done = (next - mu).abs() <= 4.0 * f64::EPSILON * next.abs() || hi - lo <= 4.0 * f64::EPSILON * mu.abs();
-        mu = next;
-        if done {
-            break;
-        }
-    }
-    if mu == 0.0 {
-        // Never return the pole itself.
-        mu = if hi > 0.0 { hi } else { lo };
-    }
-    (o, mu)
+/// The roots of `1 + Σ z_i²/(d_i − λ)` for strictly decreasing `d` and nonzero `z`, root `j`
+/// (the `j`-th largest) as `λ_j = d[origin[j]] + mu[j]` with `d[origin[j]]` its nearer pole.
+struct SecularRoots {
+    origin: Vec<usize>,
+    mu: Vec<f64>,
 }
 
-/// The two parts of the secular function at `λ = origin + mu` with their slopes: `(ψ, ψ', φ,
-/// φ')`, `ψ = Σ_{i≥j} z_i²/(d_i − λ)` over the poles at or left of root `j`'s interval and
-/// `φ` over the poles right of it (`i < j`), each difference taken as `(d_i − origin) − mu`
-/// so that it keeps its relative accuracy near the origin. Two loops without branches.
-fn pole_sums(d: &[f64], z: &[f64], j: usize, origin: f64, mu: f64) -> (f64, f64, f64, f64) {
-    let part = |d: &[f64], z: &[f64]| {
-        let (mut value, mut slope) = (0.0, 0.0);
-        for (&di, &zi) in d.iter().zip(z) {
-            let t = 1.0 / ((di - origin) - mu);
-            let w = zi * zi * t;
-            value += w;
-            slope += w * t;
+/// All roots of the secular equation, iterated side by side (see [`secular_step`] for one
+/// root's iteration): each iteration evaluates the sums of the roots that have not converged
+/// in one pass over the poles, so that the divisions run as vector instructions. Each root
+/// goes through exactly the steps, and gets exactly the bits, it would alone.
+fn secular_roots(d: &[f64], z: &[f64], z_norm_sq: f64) -> SecularRoots {
+    let n = d.len();
+    // f at the midpoint of each interval tells which half holds the root; the largest root
+    // starts from the middle of (d_0, d_0 + ‖z‖²].
+    let mut origin: Vec<usize> = (0..n).collect();
+    let mut offset: Vec<f64> = (0..n).map(|j| if j == 0 { 0.5 * z_norm_sq } else { 0.5 * (d[j - 1] - d[j]) }).collect();
+    let mut sums = PoleSums::zeros(n);
+    let all: Vec<usize> = (0..n).collect();
+    sums.evaluate(d, z, &all, d, &offset);
+    let mut states: Vec<RootState> = (0..n)
+        .map(|j| {
+            let mid = offset[j];
+            if j == 0 {
+                RootState { lo: 0.0, hi: z_norm_sq, done: false }
+            } else if 1.0 + sums.psi[j] + sums.phi[j] >= 0.0 {
+                RootState { lo: 0.0, hi: mid, done: false }
+            } else {
+                origin[j] = j - 1;
+                offset[j] = -mid;
+                RootState { lo: -mid, hi: 0.0, done: false }
+            }
+        })
+        .collect();
+    // The roots still moving, and their origins and offsets side by side.
+    let mut moving: Vec<usize> = (0..n).collect();
+    let (mut base, mut mu) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for iteration in 0..100 {
+        if iteration > 0 {
+            base.clear();
+            base.extend(moving.iter().map(|&j| d[origin[j]]));
+            mu.clear();
+            mu.extend(moving.iter().map(|&j| offset[j]));
+            sums.evaluate(d, z, &moving, &base, &mu);
         }
-        (value, slope)
+        let mut kept = 0;
+        for k in 0..moving.len() {
+            let j = moving[k];
+            let (left, right) = (d[j] - d[origin[j]], if j == 0 { f64::INFINITY } else { d[j - 1] - d[origin[j]] });
+            secular_step(&mut states[j], &mut offset[j], sums.at(k), (left, right), j == 0);
+            if !states[j].done {
+                moving[kept] = j;
+                kept += 1;
+            }
+        }
+        moving.truncate(kept);
+        if moving.is_empty() {
+            break;
+        }
+    }
+    for (mu, state) in offset.iter_mut().zip(&states) {
+        if *mu == 0.0 {
+            // Never return the pole itself.
+            *mu = if state.hi > 0.0 { state.hi } else { state.lo };
+        }
+    }
+    SecularRoots { origin, mu: offset }
+}
+
+/// The bracket `(lo, hi)` of one root's offset from its origin, and whether it has converged.
+struct RootState {
+    lo: f64,
+    hi: f64,
+    done: bool,
+}
+
+/// One iteration for one root from the sums at its current offset `mu`: the sum is split into
+/// the poles left of the root's interval (`ψ`) and right of it (`φ`), each replaced by the
+/// simple rational function through its value and slope at the current point, `ψ ≈ p +
+/// q/(d_j − λ)` and `φ ≈ r + s/(d_{j−1} − λ)`, and `mu` moves to the root of that model (a
+/// quadratic); it converges quadratically, and a bisection step replaces any step that would
+/// leave the bracket. `poles` are the offsets of `d_j` and `d_{j−1}` from the origin (`∞`
+/// for the largest root, `first`).
+fn secular_step(state: &mut RootState, mu: &mut f64, sums: (f64, f64, f64, f64), poles: (f64, f64), first: bool) {
+    let (psi, dpsi, phi, dphi) = sums;
+    let m = *mu;
+    let f = 1.0 + psi + phi;
+    // Bound on the rounding error of f: Σ|terms| (all ψ terms < 0 ≤ φ terms here).
+    if f.abs() <= 8.0 * f64::EPSILON * (1.0 + phi - psi) {
+        state.done = true;
+        return;
+    }
+    if f < 0.0 {
+        state.lo = m
+    } else {
+        state.hi = m
+    }
+    let (lo, hi) = (state.lo, state.hi);
+    // Model: c + q/(a − μ) + s/(b − μ) = 0 with a, b the pole offsets.
+    let (a, b) = poles;
+    let q = dpsi * (a - m) * (a - m);
+    let p_ = psi - dpsi * (a - m);
+    let next = if first {
+        let c = 1.0 + p_ + phi;
+        if c > 0.0 { a + q / c } else { f64::NAN }
+    } else {
+        let s = dphi * (b - m) * (b - m);
+        let r = phi - dphi * (b - m);
+        let c = 1.0 + p_ + r;
+        // c(a − μ)(b − μ) + q(b − μ) + s(a − μ) = 0  ⇔  A μ² + B μ + C = 0.
+        let (qa, qb, qc) = (c, -(c * (a + b) + q + s), c * a * b + q * b + s * a);
+        let disc = (qb * qb - 4.0 * qa * qc).max(0.0);
+        let t = -0.5 * (qb + qb.signum() * disc.sqrt());
+        let candidates = [if qa != 0.0 { t / qa } else { f64::NAN }, if t != 0.0 { qc / t } else { f64::NAN }];
+        candidates.into_iter().find(|&m| m > lo && m < hi).unwrap_or(f64::NAN)
     };
-    let (phi, dphi) = part(&d[..j], &z[..j]);
-    let (psi, dpsi) = part(&d[j..], &z[j..]);
-    (psi, dpsi, phi, dphi)
+    let next = if next > lo && next < hi { next } else { 0.5 * (lo + hi) };
+    state.done = (next - m).abs() <= 4.0 * f64::EPSILON * next.abs() || hi - lo <= 4.0 * f64::EPSILON * m.abs();
+    *mu = next;
+}
+
+/// The two parts of the secular function of every root with their slopes: for root `j` at
+/// `λ = d[origin_j] + mu_j`, `ψ = Σ_{i≥j} z_i²/(d_i − λ)` over the poles at or left of its
+/// interval and `φ = Σ_{i<j}` over the poles right of it, each difference taken as
+/// `(d_i − d[origin_j]) − mu_j` so that it keeps its relative accuracy near the origin.
+struct PoleSums {
+    psi: Vec<f64>,
+    dpsi: Vec<f64>,
+    phi: Vec<f64>,
+    dphi: Vec<f64>,
+}
+
+impl PoleSums {
+    fn zeros(n: usize) -> Self {
+        PoleSums { psi: vec![0.0; n], dpsi: vec![0.0; n], phi: vec![0.0; n], dphi: vec![0.0; n] }
+    }
+
+    fn at(&self, j: usize) -> (f64, f64, f64, f64) {
+        (self.psi[j], self.dpsi[j], self.phi[j], self.dphi[j])
+    }
+
+    /// The sums of roots `roots[k]` at `λ = base_k + mu_k` (`base_k` the root's origin pole)
+    /// into entry `k`, the poles `i` in increasing order for every root (the same sums, in the
+    /// same order, as one root at a time), the roots side by side.
+    fn evaluate(&mut self, d: &[f64], z: &[f64], roots: &[usize], base: &[f64], mu: &[f64]) {
+        let n = roots.len();
+        let (base, mu) = (&base[..n], &mu[..n]);
+        let (psi, dpsi) = (&mut self.psi[..n], &mut self.dpsi[..n]);
+        let (phi, dphi) = (&mut self.phi[..n], &mut self.dphi[..n]);
+        for v in [&mut *psi, &mut *dpsi, &mut *phi, &mut *dphi] {
+            v.fill(0.0);
+        }
+        for (i, (&di, &zi)) in d.iter().zip(z).enumerate() {
+            let zz = zi * zi;
+            for j in 0..n {
+                let t = 1.0 / ((di - base[j]) - mu[j]);
+                let w = zz * t;
+                let wt = w * t;
+                let right = i < roots[j];
+                phi[j] += if right { w } else { 0.0 };
+                dphi[j] += if right { wt } else { 0.0 };
+                psi[j] += if right { 0.0 } else { w };
+                dpsi[j] += if right { 0.0 } else { wt };
+            }
+        }
+    }
 }

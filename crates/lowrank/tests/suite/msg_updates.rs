@@ -282,3 +282,36 @@ fn bad_update_input_is_rejected() {
         Err(LowRankError::InvalidParameter { .. })
     ));
 }
+
+/// A large problem whose roots converge after different numbers of steps (clustered poles,
+/// weights from 1e-9 to 1): the roots iterated side by side still match a dense eigensolver,
+/// with orthonormal eigenvectors.
+#[test]
+fn many_roots_of_mixed_difficulty_equal_dense() {
+    let n = 160;
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
+    let d: Vec<f64> = (0..n)
+        .map(|i| {
+            let g: f64 = StandardNormal.sample(&mut rng);
+            if i % 10 < 3 { 1.0 + 1e-9 * g } else { g }
+        })
+        .collect();
+    let z: Vec<f64> = (0..n)
+        .map(|i| {
+            let g: f64 = StandardNormal.sample(&mut rng);
+            g * 10f64.powi(-((i % 10) as i32))
+        })
+        .collect();
+    let (values, vectors) = eigen_diagonal_plus_rank_one(&d, &z).unwrap();
+    let zm = Mat::from_fn(n, 1, |i, _| z[i]);
+    let dense = Mat::from_fn(n, n, |i, j| if i == j { d[i] } else { 0.0 }) + &zm * zm.transpose();
+    let (dense_values, _) = sym_eigen_desc(dense.as_ref()).unwrap();
+    let scale = 1.0 + dense.norm_max();
+    for (a, b) in values.iter().zip(&dense_values) {
+        assert!((a - b).abs() < 1e-12 * scale, "{a} vs {b}");
+    }
+    let gram = vectors.transpose() * &vectors;
+    assert!(max_abs_diff(gram.as_ref(), Mat::<f64>::identity(n, n).as_ref()) < 1e-11);
+    let rebuilt = &vectors * Mat::from_fn(n, n, |i, j| if i == j { values[i] } else { 0.0 }) * vectors.transpose();
+    assert!(max_abs_diff(rebuilt.as_ref(), dense.as_ref()) < 1e-11 * scale);
+}
