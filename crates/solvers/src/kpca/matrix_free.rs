@@ -21,7 +21,8 @@ pub struct MatrixFreeConfig {
     /// Converged when every wanted Ritz pair has residual $\|K y - \theta y\| \le$
     /// `tolerance`$\cdot\theta_1$ (default `1e-10`, the dense solver's).
     pub tolerance: f64,
-    /// Block size `b`, vectors per operator product; 0 picks [`MatrixFreeConfig::auto_block`].
+    /// Block size `b`, vectors per operator product; 0 picks [`MatrixFreeConfig::auto_block`],
+    /// narrowed when that does not fit `memory` ([`MatrixFreeConfig::block_within`]).
     pub block: usize,
     /// Restarts before giving up with [`SolverError::NotConverged`] (default 500).
     pub max_restarts: usize,
@@ -57,6 +58,26 @@ impl MatrixFreeConfig {
     pub fn auto_block(k: usize, d: usize) -> usize {
         ((d + super::exact::KERNEL_MAP_COST) / 4).max(k.div_ceil(4)).clamp(8, 48)
     }
+
+    /// The block size a fit uses: `block` when set; otherwise
+    /// [`MatrixFreeConfig::auto_block`], narrowed step by step (by a quarter, to no fewer than
+    /// [`MatrixFreeConfig::MIN_AUTO_BLOCK`] vectors) while `bytes(b)`, the fit's estimate at
+    /// block `b`, exceeds the budget `memory`: a narrower block needs a smaller Krylov basis
+    /// (about `2·rank + 8·b` columns of `n` rows) and a few more products. The caller still
+    /// checks the result against the budget, and refuses when even the narrowest does not fit.
+    pub fn block_within(&self, d: usize, bytes: impl Fn(usize) -> u64) -> usize {
+        if self.block != 0 {
+            return self.block;
+        }
+        let mut b = Self::auto_block(self.rank, d);
+        while b > Self::MIN_AUTO_BLOCK && bytes(b) > self.memory.limit() {
+            b = (b - b.div_ceil(4)).max(Self::MIN_AUTO_BLOCK);
+        }
+        b
+    }
+
+    /// The narrowest block [`MatrixFreeConfig::block_within`] falls back to under a tight budget.
+    pub const MIN_AUTO_BLOCK: usize = 4;
 }
 
 /// What [`matrix_free_kpca`] found and what it cost.
@@ -205,8 +226,13 @@ pub fn matrix_free_kpca_sharded<'x>(
     let par = faer::get_global_parallelism();
     let k = config.rank;
     let d = x.ncols();
-    let b = if config.block == 0 { MatrixFreeConfig::auto_block(k, d) } else { config.block };
     let workers = KernelOperator::workers(par);
+    let bytes = |b: usize| {
+        matrix_free_bytes_sharded(shard, d, k, b, config.tile, workers)
+            .saturating_sub(KernelOperator::bytes(n, d))
+            .saturating_add(KernelOperator::data_bytes(x))
+    };
+    let b = config.block_within(d, bytes);
     let gathered = if comm.size() > 1 { "every rank's copy of all rows, " } else { "" };
     config.memory.check(
         format!(
@@ -214,9 +240,7 @@ pub fn matrix_free_kpca_sharded<'x>(
              {gathered}the data, a Krylov basis of about 2·rank + 8·block columns and one product)",
             config.tile
         ),
-        matrix_free_bytes_sharded(shard, d, k, b, config.tile, workers)
-            .saturating_sub(KernelOperator::bytes(n, d))
-            .saturating_add(KernelOperator::data_bytes(x)),
+        bytes(b),
     )?;
     let mut op = {
         let all = match x {
@@ -354,7 +378,7 @@ pub fn matrix_free_kpca_products(
 ) -> Result<MatrixFreeFit, SolverError> {
     check_config(config, n)?;
     let k = config.rank;
-    let b = if config.block == 0 { MatrixFreeConfig::auto_block(k, d) } else { config.block };
+    let b = config.block_within(d, |b| matrix_free_products_bytes(n, d, k, b));
     config.memory.check(
         format!(
             "the matrix-free exact solver's Krylov basis (n = {n}, rank = {k}, block = {b}: about 2·rank + 8·block \
@@ -460,6 +484,40 @@ mod tests {
         compare(x.as_ref(), Kernel::gaussian(1.5), 8, true, 3);
         compare(x.as_ref(), Kernel::laplacian(3.0), 5, true, 4);
         compare(x.as_ref(), Kernel::polynomial(3.0, 1.0, 2), 6, false, 2);
+    }
+
+    /// Under a budget the automatic block does not fit, the fit narrows the block and still
+    /// finds the same eigenpairs; under one that not even the narrowest block fits, it refuses.
+    #[test]
+    fn a_tight_budget_narrows_the_automatic_block() {
+        let (n, d, k) = (3000, 3, 6);
+        let x = blobs(n, d, 9);
+        let kernel = Kernel::gaussian(1.5);
+        let mut cfg = MatrixFreeConfig::new(k);
+        cfg.center = true;
+        cfg.memory = MemoryBudget::UNLIMITED;
+        let wide = matrix_free_kpca(x.as_ref(), &kernel, &cfg).unwrap();
+        assert_eq!(wide.block, MatrixFreeConfig::auto_block(k, d));
+        let workers = KernelOperator::workers(faer::get_global_parallelism());
+        let at = |b: usize| matrix_free_bytes(n, d, k, b, cfg.tile, workers);
+        assert!(at(8) < at(wide.block));
+        cfg.memory = MemoryBudget::bytes(at(8));
+        let narrow = matrix_free_kpca(x.as_ref(), &kernel, &cfg).unwrap();
+        assert!(
+            (MatrixFreeConfig::MIN_AUTO_BLOCK..wide.block).contains(&narrow.block),
+            "block {} under the budget, {} without",
+            narrow.block,
+            wide.block
+        );
+        for (a, b) in wide.pairs.values.iter().zip(&narrow.pairs.values) {
+            assert!((a - b).abs() <= 1e-9 * wide.pairs.values[0], "{a} vs {b}");
+        }
+        cfg.memory = MemoryBudget::bytes(at(MatrixFreeConfig::MIN_AUTO_BLOCK) / 4);
+        assert!(matches!(matrix_free_kpca(x.as_ref(), &kernel, &cfg), Err(SolverError::Memory(_))));
+        // A block the caller sets is kept (and refused when it does not fit).
+        cfg.block = wide.block;
+        cfg.memory = MemoryBudget::bytes(at(8));
+        assert!(matches!(matrix_free_kpca(x.as_ref(), &kernel, &cfg), Err(SolverError::Memory(_))));
     }
 
     #[test]

@@ -19,7 +19,7 @@ use stolr_memory::{MemoryBudget, f64_bytes};
 use super::{ExactKpcaConfig, ExactOperator, KernelMeans, OperatorChoice};
 use crate::SolverError;
 use crate::kpca::distinct::DistinctRows;
-use crate::kpca::matrix_free::{MatrixFreeConfig, matrix_free_bytes, matrix_free_kpca_products};
+use crate::kpca::matrix_free::{matrix_free_bytes, matrix_free_kpca_products};
 
 /// [`super::exact_fit`] on the distinct rows `rows` of `n` training rows: the top
 /// `config.rank` eigenpairs of `K` (or `HKH`) with eigenvectors `(n, r)` (signs fixed on the
@@ -115,14 +115,17 @@ fn matrix_free(
     let (u, d) = xu.shape();
     let mut mf = config.matrix_free();
     (mf.rank, mf.center, mf.memory) = (rank, false, memory);
-    let b = if mf.block == 0 { MatrixFreeConfig::auto_block(rank, d) } else { mf.block };
+    let bytes = |b: usize| matrix_free_bytes(u, d, rank, b, mf.tile, KernelOperator::workers(par));
+    let b = mf.block_within(d, bytes);
+    // The products below use the same block (their own estimate is smaller than this one).
+    mf.block = b;
     memory.check(
         format!(
             "the matrix-free exact solver's buffers over the distinct rows (u = {u}, d = {d}, rank = {rank}, block \
              = {b}, tile = {})",
             mf.tile
         ),
-        matrix_free_bytes(u, d, rank, b, mf.tile, KernelOperator::workers(par)),
+        bytes(b),
     )?;
     let op = KernelOperator::new(xu, *kernel, OperatorCentering::None, mf.tile, par)?;
     let counts_col = MatRef::from_column_major_slice(counts, u, 1);
