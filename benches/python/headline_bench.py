@@ -37,7 +37,7 @@ Rows (full size; `--quick` in brackets):
    time, peak RSS and the operator report.json names, against the faster of the forced runs
    (matrix-free; dense when the CLI has a way to force it).
 7. `msg-capped-mnist`: `stolr pca --solver capped-msg --rank 8` (one pass) on the MNIST rows
-   of row 1, samples per second, also with `--batch 64`, beside `--solver oja`. Limit per
+   of row 1, samples per second, also with `--batch 16` and `--batch 64`, beside `--solver oja`. Limit per
    sample: 2·d·k multiply-adds (the projection Uᵀx and a rank-one correction of U, k = 8).
 8. `slkl-1e5`: `stolr krr --solver slkl --columns on-the-fly --nu 1` on Friedman #1, n = 10⁵
    [10⁴], M = 1000; killed at `--time-cap` and reported as "> S s". Limit: the run's own work by
@@ -263,6 +263,7 @@ class Bench:
         path = self.mnist_npy()
         common = ["--input", path, "--format", "npy", "--rank", "8"]
         self.stolr("msg/capped", "pca", [*common, "--solver", "capped-msg"])
+        self.stolr("msg/capped-b16", "pca", [*common, "--solver", "capped-msg", "--batch", "16"])
         self.stolr("msg/capped-b64", "pca", [*common, "--solver", "capped-msg", "--batch", "64"])
         self.stolr("msg/oja", "pca", [*common, "--solver", "oja"])
 
@@ -411,7 +412,8 @@ def summarize(bench, rate_gflops, selected, full):
     if "msg-capped-mnist" in selected:
         n, d = bench.inputs["mnist"][1]
         madds = 2 * d * 8
-        for key, name, tgt in [("msg/capped", "msg-capped-mnist", True), ("msg/capped-b64", "msg-capped-mnist --batch 64", True),
+        for key, name, tgt in [("msg/capped", "msg-capped-mnist", True), ("msg/capped-b16", "msg-capped-mnist --batch 16", True),
+                               ("msg/capped-b64", "msg-capped-mnist --batch 64", True),
                                ("msg/oja", "oja-mnist (beside)", False)]:
             runs = ok(R.get(key, []))
             rate_s = med([rep(r, "result", "samples_per_second") or n / timing(r, "solve") for r in runs])
