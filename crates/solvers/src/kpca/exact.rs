@@ -305,9 +305,11 @@ pub(crate) fn exact_fit<'x>(
         return distinct::exact_fit_distinct(&rows, x.nrows(), kernel, config);
     }
     let features = (!matches!(x, DataRef::Sparse(_))).then_some(x.ncols());
-    let choice = OperatorChoice::decide(config.operator, x.nrows(), features, config.rank, 1, config.memory)?;
+    let mut choice = OperatorChoice::decide(config.operator, x.nrows(), features, config.rank, 1, config.memory)?;
     if choice.operator == ExactOperator::MatrixFree {
-        let fit = matrix_free_kpca(x, kernel, &config.matrix_free())?;
+        let mf = config.matrix_free();
+        let fit = matrix_free_kpca(x, kernel, &mf)?;
+        choice.reason.extend(mf.narrowed_note(x.ncols(), fit.block));
         return Ok((fit.pairs, fit.means, choice));
     }
     let (pairs, stats) = dense_eigenpairs(kernel.matrix(x), config)?;

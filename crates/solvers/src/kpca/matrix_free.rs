@@ -76,6 +76,15 @@ impl MatrixFreeConfig {
         b
     }
 
+    /// What a report says when a fit on `d` features ran with block `used`, narrower than the
+    /// automatic one because of the budget (`None` otherwise): "; block of `used` vectors
+    /// instead of `auto` to fit the memory budget".
+    pub fn narrowed_note(&self, d: usize, used: usize) -> Option<String> {
+        let auto = Self::auto_block(self.rank, d);
+        (self.block == 0 && used < auto)
+            .then(|| format!("; Krylov block of {used} vectors instead of {auto} to fit the memory budget"))
+    }
+
     /// The narrowest block [`MatrixFreeConfig::block_within`] falls back to under a tight budget.
     pub const MIN_AUTO_BLOCK: usize = 4;
 }
@@ -512,6 +521,9 @@ mod tests {
         for (a, b) in wide.pairs.values.iter().zip(&narrow.pairs.values) {
             assert!((a - b).abs() <= 1e-9 * wide.pairs.values[0], "{a} vs {b}");
         }
+        assert_eq!(cfg.narrowed_note(d, wide.block), None);
+        let note = cfg.narrowed_note(d, narrow.block).expect("a narrowed block is reported");
+        assert!(note.contains(&format!("{} vectors instead of {}", narrow.block, wide.block)), "{note}");
         cfg.memory = MemoryBudget::bytes(at(MatrixFreeConfig::MIN_AUTO_BLOCK) / 4);
         assert!(matches!(matrix_free_kpca(x.as_ref(), &kernel, &cfg), Err(SolverError::Memory(_))));
         // A block the caller sets is kept (and refused when it does not fit).
@@ -607,6 +619,37 @@ mod tests {
         assert_eq!((fit.products, fit.restarts), (3, 0));
         assert!(fit.residuals.iter().all(|&r| r <= cfg.tolerance), "{:?}", fit.residuals);
         compare(x.as_ref(), Kernel::polynomial(1.0, 1.0, 1), 2, false, 8);
+    }
+
+    #[test]
+    fn a_narrowed_block_is_in_the_report_on_all_and_on_distinct_rows() {
+        use crate::kpca::{ExactOperator, KernelPca, KpcaSolver};
+        let kernel = Kernel::gaussian(1.5);
+        let workers = KernelOperator::workers(faer::get_global_parallelism());
+        let distinct = blobs(1200, 3, 4);
+        // Every row once, and 400 distinct rows three times each (fitted over the distinct rows).
+        let repeated = Mat::from_fn(1200, 3, |i, j| distinct[(i % 400, j)]);
+        for (x, u) in [(distinct.as_ref(), 1200), (repeated.as_ref(), 400)] {
+            let fit_with = |memory| {
+                let solver = KpcaSolver::Exact { tolerance: 1e-10, operator: ExactOperator::MatrixFree };
+                let params = KernelPca { memory, ..KernelPca::new(5, kernel, solver).center(true) };
+                let mut rng = <Xoshiro256PlusPlus as SeedableRng>::seed_from_u64(0);
+                params.fit_prepared(x, None, &mut rng, &mut ()).unwrap()
+            };
+            let wide = fit_with(MemoryBudget::UNLIMITED);
+            let why = wide.exact_operator.as_ref().unwrap().reason.clone();
+            assert!(!why.contains("instead of"), "{why}");
+            // Room for the rows' own buffers and a block of 8 over the rows the solver runs on.
+            let budget = f64_bytes(&[3 * 1200, 8]) + matrix_free_bytes(u, 3, 5, 8, DEFAULT_TILE, workers);
+            assert!(budget < matrix_free_bytes(u, 3, 5, 0, DEFAULT_TILE, workers) + f64_bytes(&[3 * 1200, 8]));
+            let narrow = fit_with(MemoryBudget::bytes(budget));
+            let why = narrow.exact_operator.as_ref().unwrap().reason.clone();
+            assert!(why.contains("vectors instead of 20 to fit the memory budget"), "u = {u}: {why}");
+            assert_eq!(why.contains("over the 400 distinct rows"), u == 400, "{why}");
+            for i in 0..5 {
+                assert!((wide.pairs.values[i] - narrow.pairs.values[i]).abs() <= 1e-9 * wide.pairs.values[0]);
+            }
+        }
     }
 
     #[test]

@@ -51,7 +51,9 @@ pub(super) fn exact_fit_distinct(
         choice.reason
     );
     let (small, means) = if choice.operator == ExactOperator::MatrixFree {
-        matrix_free(xu, kernel, config, counts, &roots, n, rank, memory)?
+        let (pairs, means, narrowed) = matrix_free(xu, kernel, config, counts, &roots, n, rank, memory)?;
+        choice.reason.extend(narrowed);
+        (pairs, means)
     } else {
         let mut k = kernel.matrix(xu);
         let means = config.center.then(|| center_weighted_in_place(&mut k, counts, n));
@@ -99,7 +101,8 @@ fn project_out(mut a: MatMut<'_, f64>, q: &[f64]) {
 /// (I - qq^\top) V$ (without centring, no projection), the tiled kernel operator of the
 /// distinct rows applying `K_u`; the weighted means from the product of the counts, formed
 /// as one more column of the first block product (one kernel pass fewer than forming it apart;
-/// [`matrix_free_bytes`] counts the wider product).
+/// [`matrix_free_bytes`] counts the wider product). Also returns the report's note when the
+/// block was narrowed to fit `memory` ([`crate::kpca::MatrixFreeConfig::narrowed_note`]).
 #[allow(clippy::too_many_arguments)]
 fn matrix_free(
     xu: DataRef<'_>,
@@ -110,13 +113,14 @@ fn matrix_free(
     n: usize,
     rank: usize,
     memory: MemoryBudget,
-) -> Result<(Eigenpairs, Option<KernelMeans>), SolverError> {
+) -> Result<(Eigenpairs, Option<KernelMeans>, Option<String>), SolverError> {
     let par = faer::get_global_parallelism();
     let (u, d) = xu.shape();
     let mut mf = config.matrix_free();
     (mf.rank, mf.center, mf.memory) = (rank, false, memory);
     let bytes = |b: usize| matrix_free_bytes(u, d, rank, b, mf.tile, KernelOperator::workers(par));
     let b = mf.block_within(d, bytes);
+    let narrowed = mf.narrowed_note(d, b);
     // The products below use the same block (their own estimate is smaller than this one).
     mf.block = b;
     memory.check(
@@ -173,7 +177,7 @@ fn matrix_free(
     } else {
         None
     };
-    Ok((fit.pairs, means))
+    Ok((fit.pairs, means, narrowed))
 }
 
 #[cfg(test)]
