@@ -77,7 +77,7 @@ impl MatrixFreeConfig {
     }
 
     /// What a report says when a fit on `d` features ran with block `used`, narrower than the
-    /// automatic one because of the budget (`None` otherwise): "; block of `used` vectors
+    /// automatic one because of the budget (`None` otherwise): "; Krylov block of `used` vectors
     /// instead of `auto` to fit the memory budget".
     pub fn narrowed_note(&self, d: usize, used: usize) -> Option<String> {
         let auto = Self::auto_block(self.rank, d);
@@ -241,7 +241,12 @@ pub fn matrix_free_kpca_sharded<'x>(
             .saturating_sub(KernelOperator::bytes(n, d))
             .saturating_add(KernelOperator::data_bytes(x))
     };
-    let b = config.block_within(d, bytes);
+    let mut b = config.block_within(d, bytes);
+    if comm.size() > 1 {
+        // Every rank runs the same iteration: the narrowest block any rank's budget allowed
+        // (a narrower block needs fewer bytes, so it fits there too).
+        b = comm.all_gather(&[b as f64]).iter().map(|v| v[0] as usize).fold(b, usize::min);
+    }
     let gathered = if comm.size() > 1 { "every rank's copy of all rows, " } else { "" };
     config.memory.check(
         format!(

@@ -125,6 +125,36 @@ fn sharded_matrix_free_matches_one_process() {
     }
 }
 
+/// Ranks whose budgets allow different automatic blocks all run the narrowest one: the same
+/// eigenvalues on every rank (`on_ranks` checks), and the fit of one process with that block.
+#[test]
+fn sharded_matrix_free_ranks_agree_on_a_narrowed_block() {
+    let (n, rank) = (600, 6);
+    let x = data(n);
+    let kernel = Kernel::gaussian(0.8);
+    let auto = MatrixFreeConfig::auto_block(rank, 2);
+    let shard = RowShard::balanced(n, 0, 2);
+    let workers = stolr_estimators::KernelOperator::workers(faer::get_global_parallelism());
+    let base = MatrixFreeConfig { center: true, tile: 64, ..MatrixFreeConfig::new(rank) };
+    // Rank 0's budget holds a block of 8 but not the automatic one; rank 1's is unlimited.
+    let tight = stolr_solvers::matrix_free_bytes_sharded(shard, 2, rank, 8, base.tile, workers);
+    assert!(tight < stolr_solvers::matrix_free_bytes_sharded(shard, 2, rank, auto, base.tile, workers));
+    let used = std::sync::Mutex::new(Vec::new());
+    let got = on_ranks(2, &x, |local, shard, comm| {
+        let memory = if comm.rank() == 0 { MemoryBudget::bytes(tight) } else { MemoryBudget::UNLIMITED };
+        let fit = matrix_free_kpca_sharded(local, &kernel, &MatrixFreeConfig { memory, ..base.clone() }, comm, shard)
+            .unwrap();
+        used.lock().unwrap().push(fit.block);
+        fit.pairs
+    });
+    let used = used.into_inner().unwrap();
+    assert!(used[0] == used[1] && used[0] < auto, "blocks {used:?}, automatic {auto}");
+    let one = MatrixFreeConfig { block: used[0], memory: MemoryBudget::UNLIMITED, ..base.clone() };
+    let single = matrix_free_kpca(x.as_ref(), &kernel, &one).unwrap();
+    let (ev, vec) = compare(&single.pairs, &got);
+    assert!(ev <= 1e-10 && vec <= 1e-8, "eigenvalues {ev:e}, vectors {vec:e}");
+}
+
 #[test]
 fn sharded_skpca_matches_one_process() {
     let x = data(600);
