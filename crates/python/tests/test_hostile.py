@@ -74,6 +74,30 @@ def test_forced_dense_kernel_pca_is_refused_over_the_memory_limit():
     assert np.allclose(free.eigenvalues_, dense.eigenvalues_, rtol=1e-9)
 
 
+def test_matrix_free_kernel_pca_is_right_or_refused_at_every_memory_limit():
+    # Hostile rows (an outlier, duplicates, a constant column). As the limit tightens, the
+    # automatic Krylov block narrows (a smaller basis, more products) and the eigenpairs stay
+    # scikit-learn's; below what the narrowest block needs, the fit is refused naming it.
+    X = _hostile(8, n=2500)
+    Y = _hostile(9, n=15, outlier=None)
+    gamma = 0.2
+    ref = SkKernelPCA(n_components=4, kernel="precomputed", eigen_solver="dense").fit(
+        np.exp(-gamma * _direct_sq_distances(X, X)))
+    expected = ref.transform(np.exp(-gamma * _direct_sq_distances(Y, X)))
+    fitted = []
+    for mib in range(16, 0, -1):  # the limit where it stops depends on the threads (tile buffers)
+        params = dict(n_components=4, gamma=gamma, solver="exact-matrix-free", memory_limit=f"{mib}M")
+        try:
+            ours = stolr.KernelPCA(**params).fit(X)
+        except MemoryError as e:
+            assert "block = 4, " in str(e), str(e)
+            break
+        assert np.allclose(ours.eigenvalues_, ref.eigenvalues_, rtol=1e-10), mib
+        assert _up_to_sign(ours.transform(Y), expected) < 1e-8, mib
+        fitted.append(mib)
+    assert len(fitted) >= 2 and fitted[-1] > 1, fitted
+
+
 @pytest.mark.parametrize("solver", ["nystrom", "skpca", "kha"])
 def test_every_kernel_pca_solver_keeps_an_outlier_far_away(solver):
     # An outlier at 1e10 has kernel 0 with every other row: the other rows' spectrum is theirs.
