@@ -189,9 +189,10 @@ fn secular_roots(d: &[f64], z: &[f64], z_norm_sq: f64) -> SecularRoots {
     // starts from the middle of (d_0, d_0 + ‖z‖²].
     let mut origin: Vec<usize> = (0..n).collect();
     let mut offset: Vec<f64> = (0..n).map(|j| if j == 0 { 0.5 * z_norm_sq } else { 0.5 * (d[j - 1] - d[j]) }).collect();
+    // The roots still moving (all of them at first).
+    let mut moving: Vec<usize> = (0..n).collect();
     let mut sums = PoleSums::zeros(n);
-    let all: Vec<usize> = (0..n).collect();
-    sums.evaluate(d, z, &all, d, &offset);
+    sums.evaluate(d, z, &moving, d, &offset);
     let mut states: Vec<RootState> = (0..n)
         .map(|j| {
             let mid = offset[j];
@@ -206,8 +207,7 @@ fn secular_roots(d: &[f64], z: &[f64], z_norm_sq: f64) -> SecularRoots {
             }
         })
         .collect();
-    // The roots still moving, and their origins and offsets side by side.
-    let mut moving: Vec<usize> = (0..n).collect();
+    // The origins and offsets of the moving roots, side by side.
     let (mut base, mut mu) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for iteration in 0..100 {
         if iteration > 0 {
