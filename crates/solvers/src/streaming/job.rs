@@ -331,7 +331,7 @@ impl StreamingPcaJob {
             });
         }
         // The solver's iterate, d × r doubles with its update buffers (about three such
-        // blocks), and a mini-batch, checked before the solver allocates any of it: capped MSG
+        // blocks), a mini-batch and the rows read ahead, checked before the solver allocates any of it: capped MSG
         // keeps up to its cap, the others k + 1 columns at least (plain MSG's rank can grow
         // past it, by one per sample at most: not bounded before the pass).
         let r = match self.solver {
@@ -344,7 +344,10 @@ impl StreamingPcaJob {
                 self.solver.name(),
                 self.batch
             ),
-            stolr_memory::f64_bytes(&[3, d, r + 1]).saturating_add(stolr_memory::f64_bytes(&[2, self.batch, d])),
+            stolr_memory::f64_bytes(&[3, d, r + 1])
+                .saturating_add(stolr_memory::f64_bytes(&[2, self.batch, d]))
+                // MSG's block of rows read ahead, and the pass's copies of them.
+                .saturating_add(stolr_memory::f64_bytes(&[2, crate::streaming::LOOKAHEAD_ROWS, d])),
         )?;
         let mut rng = PcaStream::Solver.rng(self.seed);
         let mut solver = self.solver.build(d, k, self.eta_scale, &mut rng)?;

@@ -17,6 +17,9 @@ pub use job::{
 };
 pub use msg::{Msg, MsgConfig};
 pub use oja::Oja;
+
+/// Rows a solver may hold ahead of the one it observes (MSG's blocks, see [`Msg`]).
+pub(crate) const LOOKAHEAD_ROWS: usize = msg_basis::BLOCK_ROWS;
 pub use pass::{StreamPass, matrix_rows};
 
 use faer::{Mat, MatRef};
@@ -43,9 +46,11 @@ pub trait StreamingPca {
     /// factorization inside the update fails.
     fn observe(&mut self, x: &[f64]) -> Result<(), SolverError>;
 
-    /// Takes a mini-batch, shape `(b, d)`, one sample per row, in row order. The result is the
-    /// same as calling [`StreamingPca::observe`] on each row in turn. Every row is checked
-    /// before any is used, so a rejected batch leaves the state unchanged.
+    /// Takes a mini-batch, shape `(b, d)`, one sample per row, in row order. The result is that
+    /// of [`StreamingPca::observe`] on each row in turn (MSG and capped MSG: up to rounding,
+    /// the rows taken in blocks as by [`StreamingPca::observe_ahead`]; the same bits for the
+    /// same rows and seed). Every row is checked before any is used, so a rejected batch leaves
+    /// the state unchanged.
     ///
     /// # Errors
     /// [`SolverError::InvalidSample`] with the index of the first bad row; as `observe`.
@@ -60,6 +65,25 @@ pub trait StreamingPca {
             self.observe(&buffer)?;
         }
         Ok(())
+    }
+
+    /// How many of the rows after the next one [`StreamingPca::observe_ahead`] would use now
+    /// (0, the default: none).
+    fn lookahead(&self) -> usize {
+        0
+    }
+
+    /// [`StreamingPca::observe`] of `x`, told the rows that follow it in the stream (`upcoming`,
+    /// in order, any number, each of length `d`): the same update up to rounding, which the
+    /// solver may compute for several rows at once (capped MSG and MSG take the rows as a
+    /// block: see [`Msg`]). The default ignores `upcoming`.
+    ///
+    /// # Errors
+    /// As [`StreamingPca::observe`]; a bad row among `upcoming` is not an error here (it is
+    /// not used, and is refused when it is observed).
+    fn observe_ahead(&mut self, x: &[f64], upcoming: &[&[f64]]) -> Result<(), SolverError> {
+        let _ = upcoming;
+        self.observe(x)
     }
 
     /// Takes a mini-batch, shape `(b, d)`, as one update where the solver has one: MSG and
@@ -188,10 +212,38 @@ pub(crate) fn check_sample(x: &[f64], d: usize) -> Result<(), SolverError> {
             reason: format!("it has length {}, expected d = {d}", x.len()),
         });
     }
-    if let Some(j) = x.iter().position(|v| !v.is_finite()) {
+    if !all_finite(x)
+        && let Some(j) = x.iter().position(|v| !v.is_finite())
+    {
         return Err(SolverError::InvalidSample { index: 0, reason: format!("entry {j} is {}", x[j]) });
     }
     Ok(())
+}
+
+/// Whether every entry of `x` is finite: `Σ 0·x_i` is NaN exactly when one is not (`0·±∞` and
+/// `0·NaN` are NaN), summed in eight lanes so that the loop vectorizes.
+pub(crate) fn all_finite(x: &[f64]) -> bool {
+    let mut lanes = [0.0_f64; 8];
+    let chunks = x.chunks_exact(8);
+    let tail: f64 = chunks.remainder().iter().map(|v| v * 0.0).sum();
+    for chunk in chunks {
+        lanes.iter_mut().zip(chunk).for_each(|(a, v)| *a += v * 0.0);
+    }
+    lanes.iter().sum::<f64>() + tail == 0.0
+}
+
+/// Whether `a` and `b` hold the same bits (compared in eight lanes, so that it vectorizes).
+pub(crate) fn same_bits(a: &[f64], b: &[f64]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut diff = [0_u64; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail = ca.remainder().iter().zip(cb.remainder()).any(|(x, y)| x.to_bits() != y.to_bits());
+    for (x, y) in ca.zip(cb) {
+        diff.iter_mut().zip(x.iter().zip(y)).for_each(|(d, (x, y))| *d |= x.to_bits() ^ y.to_bits());
+    }
+    !tail && diff.iter().all(|&d| d == 0)
 }
 
 /// Checks a mini-batch `(b, d)`: `d` columns and finite entries; the error names the first

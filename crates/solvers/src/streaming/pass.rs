@@ -15,7 +15,10 @@ use crate::{IterativeSolver, SolverError, SolverState, StepReport, Stop};
 ///
 /// The stream yields rows of length `d` (`Vec<f64>`) or the reader's error, which arrives as
 /// [`SolverError::Stream`] with the 0-based position of the row. The next row is read ahead,
-/// so the step that observes the last row already reports `EndOfStream`.
+/// so the step that observes the last row already reports `EndOfStream`; in a pass of one
+/// sample per step on one process, up to [`StreamingPca::lookahead`] further rows are read
+/// ahead and given to [`StreamingPca::observe_ahead`] (a reader's error or a short row among
+/// them is reported when the pass reaches it, as without).
 ///
 /// # Examples
 /// ```
@@ -37,6 +40,8 @@ pub struct StreamPass<'s, S: StreamingPca + ?Sized, I, E> {
     solver: &'s mut S,
     rows: I,
     next: Option<Result<Vec<f64>, E>>,
+    /// Items read after `next`, in order (the rows a solver asked to see ahead).
+    ahead: std::collections::VecDeque<Result<Vec<f64>, E>>,
     /// Rows taken from this rank's stream.
     position: usize,
     /// Samples of every rank taken in this pass.
@@ -58,7 +63,18 @@ where
     /// A pass of `solver` over `rows`, one sample per step (reads the first row ahead).
     pub fn new(solver: &'s mut S, mut rows: I) -> Self {
         let next = rows.next();
-        Self { solver, rows, next, position: 0, samples: 0, steps: 0, batch: 1, comm: &SingleProcess, ended: false }
+        Self {
+            solver,
+            rows,
+            next,
+            ahead: Default::default(),
+            position: 0,
+            samples: 0,
+            steps: 0,
+            batch: 1,
+            comm: &SingleProcess,
+            ended: false,
+        }
     }
 
     /// The same pass taking `batch` rows per step as one mini-batch update
@@ -99,6 +115,21 @@ where
         self.position
     }
 
+    /// The item after `next`: the first read ahead, else the stream's next.
+    fn pull(&mut self) -> Option<Result<Vec<f64>, E>> {
+        self.ahead.pop_front().or_else(|| self.rows.next())
+    }
+
+    /// Reads ahead until `next` and the items after it number `count` (or the stream ends).
+    fn read_ahead(&mut self, count: usize) {
+        while self.ahead.len() + 1 < count {
+            match self.rows.next() {
+                Some(item) => self.ahead.push_back(item),
+                None => break,
+            }
+        }
+    }
+
     /// This rank's next rows, at most `batch` of them, flattened row-major after a flag telling
     /// whether its stream has more.
     fn take_rows(&mut self) -> Result<Vec<f64>, SolverError> {
@@ -119,7 +150,7 @@ where
                     }
                     message.extend_from_slice(&row);
                     self.position += 1;
-                    self.next = self.rows.next();
+                    self.next = self.pull();
                 }
             }
         }
@@ -153,7 +184,21 @@ where
             let observed = if count == 1 {
                 // One sample (the plain pass): no batch to assemble.
                 let row = gathered.iter().find(|m| m.len() > 1).map_or(&[][..], |m| &m[1..]);
-                self.solver.observe(row)
+                let ahead = if self.comm.size() == 1 { self.solver.lookahead() } else { 0 };
+                if ahead > 0 {
+                    self.read_ahead(ahead);
+                    // `next` and the items after it, up to the first reader error or row of
+                    // another length.
+                    let upcoming: Vec<&[f64]> = std::iter::once(&self.next)
+                        .filter_map(Option::as_ref)
+                        .chain(self.ahead.iter())
+                        .take(ahead)
+                        .map_while(|item| item.as_ref().ok().filter(|r| r.len() == d).map(Vec::as_slice))
+                        .collect();
+                    self.solver.observe_ahead(row, &upcoming)
+                } else {
+                    self.solver.observe(row)
+                }
             } else {
                 // The rows one after the other (row-major), in rank order: this rank's message
                 // as it is with one rank, else the messages concatenated.
@@ -224,7 +269,7 @@ where
                     });
                 }
                 Some(Err(e)) => return Err(SolverError::Stream { index, source: Box::new(e) }),
-                Some(Ok(_)) => self.next = self.rows.next(),
+                Some(Ok(_)) => self.next = self.pull(),
             }
         }
         self.position = position;

@@ -208,20 +208,229 @@ fn every_solver_finds_a_spiked_subspace() {
     }
 }
 
+/// `observe_batch` takes MSG's rows in blocks (each row told the rows after it): the iterates
+/// of one row at a time up to rounding, on rows that repeat every 11 (so that blocks end early
+/// at the repeats), and the same bits for the same seed.
 #[test]
-fn batches_equal_single_samples_and_seeds_reproduce() {
+fn a_batch_equals_single_samples_to_rounding_and_seeds_reproduce() {
     let (d, k) = (12, 2);
     let data = Mat::from_fn(64, d, |i, j| ((i * 7 + j * 3) % 11) as f64 - 5.0 + 0.1 * j as f64);
     let mut a = Msg::new(MsgConfig::capped(d, k), &mut rng(3)).unwrap();
     let mut b = Msg::new(MsgConfig::capped(d, k), &mut rng(3)).unwrap();
+    let mut c = Msg::new(MsgConfig::capped(d, k), &mut rng(3)).unwrap();
     a.observe_batch(data.as_ref()).unwrap();
+    c.observe_batch(data.as_ref()).unwrap();
     for i in 0..data.nrows() {
         let row: Vec<f64> = (0..d).map(|j| data[(i, j)]).collect();
         b.observe(&row).unwrap();
     }
-    assert_eq!(a.eigenvalues(), b.eigenvalues());
-    assert_eq!(a.basis(), b.basis());
+    assert_eq!(a.eigenvalues().len(), b.eigenvalues().len());
+    for (x, y) in a.eigenvalues().iter().zip(b.eigenvalues()) {
+        assert!((x - y).abs() < 1e-12, "{x} against {y}");
+    }
+    assert!(max_abs_diff(iterate_dense(&a).as_ref(), iterate_dense(&b).as_ref()) < 1e-12);
     assert_eq!(a.work(), b.work());
+    assert_eq!((a.eigenvalues(), a.basis()), (c.eigenvalues(), c.basis()));
+}
+
+/// `n` rows of dimension `d` with decaying scales, a constant column (2), an outlier row (9,
+/// 30 times the others), a row repeated (row 4 is row 3) and four equal rows (20–23).
+fn hostile_rows(n: usize, d: usize, seed: u64) -> Vec<Vec<f64>> {
+    let mut r = rng(seed);
+    let mut rows: Vec<Vec<f64>> = (0..n)
+        .map(|_| {
+            (0..d)
+                .map(|i| {
+                    if i == 2 {
+                        0.5
+                    } else {
+                        Distribution::<f64>::sample(&StandardNormal, &mut r) * (1.0 + i as f64) / d as f64
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    rows[9].iter_mut().for_each(|v| *v *= 30.0);
+    rows[4] = rows[3].clone();
+    for i in 21..24 {
+        rows[i] = rows[20].clone();
+    }
+    rows
+}
+
+/// MSG and capped MSG fed rows with the rows after them (blocks of up to 16, cut at the
+/// repeats and at `d − m`) follow the dense MSG iteration (a full eigendecomposition and an
+/// independent projection) at every step, as one row at a time does.
+#[test]
+fn msg_in_blocks_equals_dense_msg_on_hostile_rows() {
+    for (seed, cap) in [(0, None), (1, Some(4)), (2, Some(3))] {
+        let (d, k) = (10, 3);
+        let rows = hostile_rows(120, d, seed);
+        let config = MsgConfig { step: StepSize::InverseSqrt { c: 0.7 }, cap, ..MsgConfig::msg(d, k) };
+        let mut msg = Msg::new(config, &mut rng(seed)).unwrap();
+        let mut dense = iterate_dense(&msg);
+        let mut in_block = 0;
+        for (t, x) in rows.iter().enumerate() {
+            let upcoming: Vec<&[f64]> = rows[t + 1..].iter().take(msg.lookahead()).map(Vec::as_slice).collect();
+            msg.observe_ahead(x, &upcoming).unwrap();
+            in_block += usize::from(msg.lookahead() == 0);
+            let eta = 0.7 / ((t + 1) as f64).sqrt();
+            dense = match cap {
+                None => dense_msg_step(&dense, &[(x, eta)], k as f64),
+                // Capped: the dense step on the top `cap` eigenpairs of the update.
+                Some(cap) => {
+                    let full = dense_msg_step_uncapped(&dense, x, eta);
+                    capped_projection(&full, cap, k as f64)
+                }
+            };
+            let ours = iterate_dense(&msg);
+            let scale = 1.0_f64.max(dense.norm_max());
+            assert!(max_abs_diff(ours.as_ref(), dense.as_ref()) < 1e-10 * scale, "seed {seed}, cap {cap:?}, step {t}");
+        }
+        // Capped MSG keeps rank ≤ 4 < d: most rows go through blocks (plain MSG's rank
+        // reaches d = 10, where a block has no room).
+        assert!(cap.is_none() || in_block > rows.len() / 2, "cap {cap:?}: {in_block} rows in open blocks");
+        let u = msg.basis();
+        let gram = u.transpose() * &u;
+        assert!(max_abs_diff(gram.as_ref(), Mat::<f64>::identity(u.ncols(), u.ncols()).as_ref()) < 1e-12);
+    }
+}
+
+/// `M + η x xᵀ` (dense).
+fn dense_msg_step_uncapped(m: &Mat<f64>, x: &[f64], eta: f64) -> Mat<f64> {
+    let xm = Mat::from_fn(m.nrows(), 1, |i, _| x[i]);
+    m + &xm * xm.transpose() * eta
+}
+
+/// Capped MSG's projection of a dense symmetric `a`: its top `cap` eigenvalues shifted and
+/// clipped to `[0, 1]` with sum `k` (bisection on the shift), the rest dropped.
+fn capped_projection(a: &Mat<f64>, cap: usize, k: f64) -> Mat<f64> {
+    let d = a.nrows();
+    let (values, vectors) = sym_eigen_desc(a.as_ref()).unwrap();
+    let top = &values[..cap];
+    let g = |s: f64| top.iter().map(|v| (v + s).clamp(0.0, 1.0)).sum::<f64>();
+    let (mut lo, mut hi) = (-10.0 - values[0], 10.0);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if g(mid) < k { lo = mid } else { hi = mid }
+    }
+    let s = 0.5 * (lo + hi);
+    let p = Mat::from_fn(d, d, |i, j| if i == j && i < cap { (values[i] + s).clamp(0.0, 1.0) } else { 0.0 });
+    &vectors * p * vectors.transpose()
+}
+
+/// Capped MSG with the scale-free step on rows scaled by 1e-8 and by 1e8 (with an offset of
+/// 1e9 in one column): in blocks and one row at a time, the same eigenvalues to 1e-12 and the
+/// same subspace to 1e-10.
+#[test]
+fn blocks_agree_with_single_rows_at_extreme_scales() {
+    for (scale, offset) in [(1e-8, 0.0), (1e8, 0.0), (1.0, 1e9)] {
+        let (d, k) = (16, 4);
+        let rows: Vec<Vec<f64>> = hostile_rows(200, d, 5)
+            .into_iter()
+            .map(|r| r.iter().enumerate().map(|(j, v)| v * scale + if j == 7 { offset } else { 0.0 }).collect())
+            .collect();
+        let mut blocks = Msg::new(MsgConfig::capped(d, k), &mut rng(8)).unwrap();
+        let mut single = Msg::new(MsgConfig::capped(d, k), &mut rng(8)).unwrap();
+        let flat: Vec<f64> = rows.concat();
+        blocks.observe_batch(MatRef::from_row_major_slice(&flat, rows.len(), d)).unwrap();
+        rows.iter().for_each(|r| single.observe(r).unwrap());
+        for (x, y) in blocks.eigenvalues().iter().zip(single.eigenvalues()) {
+            assert!((x - y).abs() < 1e-12, "scale {scale}, offset {offset}: {x} against {y}");
+        }
+        let (a, b) = (blocks.subspace(), single.subspace());
+        let pa = &a * a.transpose();
+        let pb = &b * b.transpose();
+        assert!(max_abs_diff(pa.as_ref(), pb.as_ref()) < 1e-10, "scale {scale}, offset {offset}");
+    }
+}
+
+/// A row other than the one the open block expects closes the block and is taken alone: the
+/// same as one row at a time (to rounding), not the block's row.
+#[test]
+fn a_row_other_than_the_blocks_next_is_taken_alone() {
+    let (d, k) = (12, 3);
+    let rows = hostile_rows(40, d, 6);
+    let other: Vec<f64> = rows[1].iter().map(|v| 2.0 * v).collect();
+    let mut a = Msg::new(MsgConfig::capped(d, k), &mut rng(2)).unwrap();
+    let mut b = Msg::new(MsgConfig::capped(d, k), &mut rng(2)).unwrap();
+    let upcoming: Vec<&[f64]> = rows[1..16].iter().map(Vec::as_slice).collect();
+    a.observe_ahead(&rows[0], &upcoming).unwrap();
+    assert_eq!(a.lookahead(), 0, "a block is open");
+    a.observe(&other).unwrap();
+    b.observe(&rows[0]).unwrap();
+    b.observe(&other).unwrap();
+    assert!(max_abs_diff(iterate_dense(&a).as_ref(), iterate_dense(&b).as_ref()) < 1e-12);
+    assert_eq!(a.lookahead(), 15, "the block was closed");
+}
+
+/// A state saved inside a block resumes to the same bits as the run that was not stopped, and
+/// both are the run fed all rows as one batch; a damaged block is refused.
+#[test]
+fn a_state_saved_inside_a_block_resumes_to_the_same_bits() {
+    let (d, k) = (12, 3);
+    let rows = hostile_rows(60, d, 7);
+    let flat: Vec<f64> = rows.concat();
+    let all = MatRef::from_row_major_slice(&flat, rows.len(), d);
+    // Rows fed as a pass feeds them, until a block is open after row 5.
+    let mut c = Msg::new(MsgConfig::capped(d, k), &mut rng(4)).unwrap();
+    let mut seen = 0;
+    while seen < 5 || c.lookahead() > 0 {
+        let upcoming: Vec<&[f64]> = rows[seen + 1..].iter().take(c.lookahead()).map(Vec::as_slice).collect();
+        c.observe_ahead(&rows[seen], &upcoming).unwrap();
+        seen += 1;
+    }
+    let mut state = stolr_solvers::SolverState::new();
+    c.save_state(&mut state).unwrap();
+    assert!(state.has("msg-block-rows"));
+    let mut resumed = Msg::new(MsgConfig::capped(d, k), &mut rng(99)).unwrap();
+    resumed.restore_state(&state).unwrap();
+    c.observe_batch(all.subrows(seen, rows.len() - seen)).unwrap();
+    resumed.observe_batch(all.subrows(seen, rows.len() - seen)).unwrap();
+    let mut whole = Msg::new(MsgConfig::capped(d, k), &mut rng(4)).unwrap();
+    whole.observe_batch(all).unwrap();
+    assert_eq!((c.eigenvalues(), c.basis(), c.work()), (resumed.eigenvalues(), resumed.basis(), resumed.work()));
+    assert_eq!((c.eigenvalues(), c.basis()), (whole.eigenvalues(), whole.basis()));
+
+    for (name, damage) in [
+        ("msg-block-factor", Mat::<f64>::zeros(16, 16)),
+        ("msg-block-inside", Mat::from_fn(3, 16, |_, _| f64::NAN)),
+        ("msg-block-rows", Mat::<f64>::zeros(16, d + 1)),
+    ] {
+        let mut damaged = stolr_solvers::SolverState::from_arrays(state.arrays());
+        damaged.put_matrix(name, damage.as_ref());
+        let mut fresh = Msg::new(MsgConfig::capped(d, k), &mut rng(4)).unwrap();
+        assert!(
+            matches!(fresh.restore_state(&damaged), Err(SolverError::Checkpoint { .. })),
+            "{name} damaged was accepted"
+        );
+    }
+    let mut damaged = stolr_solvers::SolverState::from_arrays(state.arrays());
+    damaged.put_usize("msg-block-next", 16);
+    let mut fresh = Msg::new(MsgConfig::capped(d, k), &mut rng(4)).unwrap();
+    assert!(matches!(fresh.restore_state(&damaged), Err(SolverError::Checkpoint { .. })));
+}
+
+/// A pass reads MSG's rows ahead; a reader error among them arrives at its own position,
+/// after the rows before it were observed (in a block that ends before it).
+#[test]
+fn a_reader_error_inside_the_lookahead_arrives_at_its_row() {
+    let (d, k) = (8, 2);
+    let rows = hostile_rows(30, d, 3);
+    let items: Vec<Result<Vec<f64>, std::io::Error>> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| if i == 6 { Err(std::io::Error::other("bad row")) } else { Ok(r.clone()) })
+        .collect();
+    let mut msg = Msg::new(MsgConfig::capped(d, k), &mut rng(1)).unwrap();
+    let result =
+        stolr_solvers::run(&mut stolr_solvers::StreamPass::new(&mut msg, items.into_iter()), &mut rng(0), &mut ());
+    assert!(matches!(result, Err(SolverError::Stream { index: 6, .. })), "{result:?}");
+    assert_eq!(msg.samples_seen(), 6);
+    let mut direct = Msg::new(MsgConfig::capped(d, k), &mut rng(1)).unwrap();
+    let flat: Vec<f64> = rows[..6].concat();
+    direct.observe_batch(MatRef::from_row_major_slice(&flat, 6, d)).unwrap();
+    assert_eq!((msg.eigenvalues(), msg.basis()), (direct.eigenvalues(), direct.basis()));
 }
 
 #[test]
