@@ -34,15 +34,50 @@ use crate::error::{check_finite, check_shape};
 /// update); the secular equation and deflation follow Bunch, Nielsen and Sorensen (1978), the
 /// eigenvector formula Gu and Eisenstat (1994).
 pub fn eigen_diagonal_plus_rank_one(d: &[f64], z: &[f64]) -> Result<(Vec<f64>, Mat<f64>), LowRankError> {
-    let n = d.len();
-    check_shape("z", (n, 1), (z.len(), 1))?;
+    check_shape("z", (d.len(), 1), (z.len(), 1))?;
     check_finite("diagonal", d.iter().copied())?;
     check_finite("z", z.iter().copied())?;
+    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut scratch) => Ok(solve(d, z, &mut scratch)),
+        Err(_) => Ok(solve(d, z, &mut Scratch::default())),
+    })
+}
+
+/// The work space of [`eigen_diagonal_plus_rank_one`], one per thread, so that MSG's small
+/// problem of every sample allocates only its output (the buffers keep their capacity).
+#[derive(Default)]
+struct Scratch {
+    order: Vec<usize>,
+    dd: Vec<f64>,
+    zz: Vec<f64>,
+    active: Vec<usize>,
+    rotations: Vec<(usize, usize, f64, f64)>,
+    values: Vec<f64>,
+    q: Vec<f64>,
+    ad: Vec<f64>,
+    az: Vec<f64>,
+    column: Vec<f64>,
+    zhat: Vec<f64>,
+    by_value: Vec<usize>,
+    roots: RootScratch,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
+
+/// [`eigen_diagonal_plus_rank_one`] on checked input, in `scratch`.
+fn solve(d: &[f64], z: &[f64], scratch: &mut Scratch) -> (Vec<f64>, Mat<f64>) {
+    let n = d.len();
+    let Scratch { order, dd, zz, active, rotations, values, q, ad, az, column, zhat, by_value, roots } = scratch;
     // Work in nonincreasing order of d.
-    let mut order: Vec<usize> = (0..n).collect();
+    order.clear();
+    order.extend(0..n);
     order.sort_by(|&a, &b| d[b].total_cmp(&d[a]));
-    let dd: Vec<f64> = order.iter().map(|&i| d[i]).collect();
-    let mut zz: Vec<f64> = order.iter().map(|&i| z[i]).collect();
+    dd.clear();
+    dd.extend(order.iter().map(|&i| d[i]));
+    zz.clear();
+    zz.extend(order.iter().map(|&i| z[i]));
 
     let z_norm_sq: f64 = zz.iter().map(|v| v * v).sum();
     let d_max = dd.iter().fold(0.0_f64, |m, v| m.max(v.abs()));
@@ -50,8 +85,8 @@ pub fn eigen_diagonal_plus_rank_one(d: &[f64], z: &[f64]) -> Result<(Vec<f64>, M
 
     // Deflation. `rotations` records the Givens rotations (i, j, c, s) in the order applied;
     // the eigenvector basis in sorted coordinates is their product, applied on the right.
-    let mut active: Vec<usize> = Vec::with_capacity(n);
-    let mut rotations: Vec<(usize, usize, f64, f64)> = Vec::new();
+    active.clear();
+    rotations.clear();
     for i in 0..n {
         if zz[i].abs() <= tol {
             continue;
@@ -72,46 +107,54 @@ pub fn eigen_diagonal_plus_rank_one(d: &[f64], z: &[f64]) -> Result<(Vec<f64>, M
 
     // Eigenvectors in sorted coordinates, column-major `(n, n)`: deflated columns are unit
     // vectors, active columns come from the secular equation.
-    let mut values = dd.clone();
-    let mut q = vec![0.0; n * n];
+    values.clear();
+    values.extend_from_slice(dd);
+    q.clear();
+    q.resize(n * n, 0.0);
     for i in 0..n {
         q[i * n + i] = 1.0;
     }
     let p = active.len();
     if p > 0 {
-        let ad: Vec<f64> = active.iter().map(|&i| dd[i]).collect();
-        let az: Vec<f64> = active.iter().map(|&i| zz[i]).collect();
+        ad.clear();
+        ad.extend(active.iter().map(|&i| dd[i]));
+        az.clear();
+        az.extend(active.iter().map(|&i| zz[i]));
         let az_sq: f64 = az.iter().map(|v| v * v).sum();
         // Root j: λ_j = ad[origin_j] + mu_j.
-        let roots = secular_roots(&ad, &az, az_sq);
+        secular_roots(ad, az, az_sq, roots);
+        let roots = &*roots;
+        let ad = &*ad;
         // λ_j − ad[i] for all i at once, accurately.
         let lam_minus = |j: usize, out: &mut [f64]| {
             let (origin, mu) = (ad[roots.origin[j]], roots.mu[j]);
-            for (o, &a) in out.iter_mut().zip(&ad) {
+            for (o, &a) in out.iter_mut().zip(ad.iter()) {
                 *o = (origin - a) + mu;
             }
         };
         // Gu–Eisenstat: ẑ_i² = Π_j (λ_j − d_i) / Π_{j≠i} (d_j − d_i), the factors taken in
         // the order j = 0, 1, … for every i (a factor of 1 where j = i), all i at once.
-        let mut column = vec![0.0; p];
-        let mut zhat = vec![0.0; p];
+        column.clear();
+        column.resize(p, 0.0);
+        zhat.clear();
+        zhat.resize(p, 0.0);
         for (i, z) in zhat.iter_mut().enumerate() {
             *z = (ad[roots.origin[i]] - ad[i]) + roots.mu[i];
         }
         for j in 0..p {
-            lam_minus(j, &mut column);
+            lam_minus(j, column);
             let dj = ad[j];
-            for (i, (z, &l)) in zhat.iter_mut().zip(&column).enumerate() {
+            for (i, (z, &l)) in zhat.iter_mut().zip(column.iter()).enumerate() {
                 let factor = l / (dj - ad[i]);
                 *z *= if i == j { 1.0 } else { factor };
             }
         }
-        for (z, &a) in zhat.iter_mut().zip(&az) {
+        for (z, &a) in zhat.iter_mut().zip(az.iter()) {
             *z = z.abs().sqrt().copysign(a);
         }
         for j in 0..p {
-            lam_minus(j, &mut column);
-            for (c, &z) in column.iter_mut().zip(&zhat) {
+            lam_minus(j, column);
+            for (c, &z) in column.iter_mut().zip(zhat.iter()) {
                 *c = z / -*c;
             }
             let norm: f64 = column.iter().fold(0.0, |acc, c| acc + c * c);
@@ -134,7 +177,8 @@ pub fn eigen_diagonal_plus_rank_one(d: &[f64], z: &[f64]) -> Result<(Vec<f64>, M
     }
 
     // Sort all pairs by nonincreasing eigenvalue and undo the initial permutation.
-    let mut by_value: Vec<usize> = (0..n).collect();
+    by_value.clear();
+    by_value.extend(0..n);
     by_value.sort_by(|&a, &b| values[b].total_cmp(&values[a]));
     let mut vectors = Mat::<f64>::zeros(n, n);
     for (c, &src) in by_value.iter().enumerate() {
@@ -142,7 +186,7 @@ pub fn eigen_diagonal_plus_rank_one(d: &[f64], z: &[f64]) -> Result<(Vec<f64>, M
             vectors[(orig, c)] = q[src * n + row];
         }
     }
-    Ok((by_value.iter().map(|&i| values[i]).collect(), vectors))
+    (by_value.iter().map(|&i| values[i]).collect(), vectors)
 }
 
 /// The small eigenproblem of a rank-one update of a rank-`m` eigendecomposition: the
@@ -163,59 +207,77 @@ pub fn eigen_of_grown_update(
     mut coefficients: Vec<f64>,
     grown: Option<f64>,
 ) -> Result<(Vec<f64>, Mat<f64>), LowRankError> {
-    let mut diagonal = Vec::with_capacity(values.len() + 1);
-    diagonal.extend_from_slice(values);
+    // The grown diagonal on the stack for the small ranks of MSG.
+    let mut stack = [0.0; 32];
+    let mut heap;
+    let n = values.len() + usize::from(grown.is_some());
+    let diagonal: &mut [f64] = if n <= stack.len() {
+        &mut stack[..n]
+    } else {
+        heap = vec![0.0; n];
+        &mut heap
+    };
+    diagonal[..values.len()].copy_from_slice(values);
     if let Some(r) = grown {
-        diagonal.push(0.0);
         coefficients.push(r);
     }
-    eigen_diagonal_plus_rank_one(&diagonal, &coefficients)
+    eigen_diagonal_plus_rank_one(diagonal, &coefficients)
 }
 
 /// The roots of `1 + Σ z_i²/(d_i − λ)` for strictly decreasing `d` and nonzero `z`, root `j`
-/// (the `j`-th largest) as `λ_j = d[origin[j]] + mu[j]` with `d[origin[j]]` its nearer pole.
-struct SecularRoots {
+/// (the `j`-th largest) as `λ_j = d[origin[j]] + mu[j]` with `d[origin[j]]` its nearer pole,
+/// and the work space of [`secular_roots`].
+#[derive(Default)]
+struct RootScratch {
     origin: Vec<usize>,
     mu: Vec<f64>,
+    moving: Vec<usize>,
+    sums: PoleSums,
+    states: Vec<RootState>,
+    base: Vec<f64>,
+    offsets: Vec<f64>,
 }
 
-/// All roots of the secular equation, iterated side by side (see [`secular_step`] for one
-/// root's iteration): each iteration evaluates the sums of the roots that have not converged
-/// in one pass over the poles, so that the divisions run as vector instructions. Each root
-/// goes through exactly the steps, and gets exactly the bits, it would alone.
-fn secular_roots(d: &[f64], z: &[f64], z_norm_sq: f64) -> SecularRoots {
+/// All roots of the secular equation into `out.origin` and `out.mu`, iterated side by side
+/// (see [`secular_step`] for one root's iteration): each iteration evaluates the sums of the
+/// roots that have not converged in one pass over the poles, so that the divisions run as
+/// vector instructions. Each root goes through exactly the steps, and gets exactly the bits,
+/// it would alone.
+fn secular_roots(d: &[f64], z: &[f64], z_norm_sq: f64, out: &mut RootScratch) {
     let n = d.len();
+    let RootScratch { origin, mu: offset, moving, sums, states, base, offsets: mu } = out;
     // f at the midpoint of each interval tells which half holds the root; the largest root
     // starts from the middle of (d_0, d_0 + ‖z‖²].
-    let mut origin: Vec<usize> = (0..n).collect();
-    let mut offset: Vec<f64> = (0..n).map(|j| if j == 0 { 0.5 * z_norm_sq } else { 0.5 * (d[j - 1] - d[j]) }).collect();
+    origin.clear();
+    origin.extend(0..n);
+    offset.clear();
+    offset.extend((0..n).map(|j| if j == 0 { 0.5 * z_norm_sq } else { 0.5 * (d[j - 1] - d[j]) }));
     // The roots still moving (all of them at first).
-    let mut moving: Vec<usize> = (0..n).collect();
-    let mut sums = PoleSums::zeros(n);
-    sums.evaluate(d, z, &moving, d, &offset);
-    let mut states: Vec<RootState> = (0..n)
-        .map(|j| {
-            let mid = offset[j];
-            if j == 0 {
-                RootState { lo: 0.0, hi: z_norm_sq, done: false }
-            } else if 1.0 + sums.psi[j] + sums.phi[j] >= 0.0 {
-                RootState { lo: 0.0, hi: mid, done: false }
-            } else {
-                origin[j] = j - 1;
-                offset[j] = -mid;
-                RootState { lo: -mid, hi: 0.0, done: false }
-            }
-        })
-        .collect();
+    moving.clear();
+    moving.extend(0..n);
+    sums.resize(n);
+    sums.evaluate(d, z, moving, d, offset);
+    states.clear();
+    states.extend((0..n).map(|j| {
+        let mid = offset[j];
+        if j == 0 {
+            RootState { lo: 0.0, hi: z_norm_sq, done: false }
+        } else if 1.0 + sums.psi[j] + sums.phi[j] >= 0.0 {
+            RootState { lo: 0.0, hi: mid, done: false }
+        } else {
+            origin[j] = j - 1;
+            offset[j] = -mid;
+            RootState { lo: -mid, hi: 0.0, done: false }
+        }
+    }));
     // The origins and offsets of the moving roots, side by side.
-    let (mut base, mut mu) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for iteration in 0..100 {
         if iteration > 0 {
             base.clear();
             base.extend(moving.iter().map(|&j| d[origin[j]]));
             mu.clear();
             mu.extend(moving.iter().map(|&j| offset[j]));
-            sums.evaluate(d, z, &moving, &base, &mu);
+            sums.evaluate(d, z, moving, base, mu);
         }
         let mut kept = 0;
         for k in 0..moving.len() {
@@ -232,16 +294,16 @@ fn secular_roots(d: &[f64], z: &[f64], z_norm_sq: f64) -> SecularRoots {
             break;
         }
     }
-    for (mu, state) in offset.iter_mut().zip(&states) {
+    for (mu, state) in offset.iter_mut().zip(states.iter()) {
         if *mu == 0.0 {
             // Never return the pole itself.
             *mu = if state.hi > 0.0 { state.hi } else { state.lo };
         }
     }
-    SecularRoots { origin, mu: offset }
 }
 
 /// The bracket `(lo, hi)` of one root's offset from its origin, and whether it has converged.
+#[derive(Clone, Copy)]
 struct RootState {
     lo: f64,
     hi: f64,
@@ -297,6 +359,7 @@ fn secular_step(state: &mut RootState, mu: &mut f64, sums: (f64, f64, f64, f64),
 /// `λ = d[origin_j] + mu_j`, `ψ = Σ_{i≥j} z_i²/(d_i − λ)` over the poles at or left of its
 /// interval and `φ = Σ_{i<j}` over the poles right of it, each difference taken as
 /// `(d_i − d[origin_j]) − mu_j` so that it keeps its relative accuracy near the origin.
+#[derive(Default)]
 struct PoleSums {
     psi: Vec<f64>,
     dpsi: Vec<f64>,
@@ -305,8 +368,11 @@ struct PoleSums {
 }
 
 impl PoleSums {
-    fn zeros(n: usize) -> Self {
-        PoleSums { psi: vec![0.0; n], dpsi: vec![0.0; n], phi: vec![0.0; n], dphi: vec![0.0; n] }
+    /// Room for `n` roots.
+    fn resize(&mut self, n: usize) {
+        for v in [&mut self.psi, &mut self.dpsi, &mut self.phi, &mut self.dphi] {
+            v.resize(n, 0.0);
+        }
     }
 
     fn at(&self, j: usize) -> (f64, f64, f64, f64) {

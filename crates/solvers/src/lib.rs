@@ -104,6 +104,7 @@ pub use stolr_estimators::KernelFamily;
 /// front ends that combine blocks themselves: the Python package's Dask fits).
 pub use stolr_lowrank::{Eigenpairs, signs_from_candidates};
 pub use streaming::{
-    IncrementalPca, MatrixSource, Msg, MsgConfig, Oja, PassKind, RowPass, RowReadError, RowSource, StepSize,
-    StreamPass, StreamTransform, StreamingOutcome, StreamingPca, StreamingPcaJob, StreamingSolver, matrix_rows,
+    IncrementalPca, LOOKAHEAD_ROWS, MatrixSource, Msg, MsgConfig, Oja, PassKind, RowPass, RowReadError, RowSource,
+    StepSize, StreamPass, StreamTransform, StreamingOutcome, StreamingPca, StreamingPcaJob, StreamingSolver,
+    matrix_rows,
 };

@@ -170,10 +170,12 @@ struct SavedPrefix {
 
 #[derive(Default)]
 struct PrefixState {
-    /// Every row read but the last (the pass reads one row ahead of what it has consumed).
+    /// Every row read but the last few (a pass reads one row ahead of what it has consumed,
+    /// and up to [`stolr_solvers::LOOKAHEAD_ROWS`] − 1 more for MSG's blocks).
     committed: Blocks,
-    /// The last row read, not yet in `committed`.
-    pending: Option<crc32fast::Hasher>,
+    /// The last rows read, oldest first, not yet in `committed`: at most
+    /// [`stolr_solvers::LOOKAHEAD_ROWS`] + 1.
+    pending: std::collections::VecDeque<crc32fast::Hasher>,
     /// Rows read so far.
     read: usize,
     /// The row hashes read before a resume's expectations arrived (the read-ahead rows: a
@@ -193,8 +195,11 @@ struct PrefixState {
 impl PrefixState {
     /// Takes one more row's hash; `Err` when it departs from a resume's expectations.
     fn push(&mut self, row: crc32fast::Hasher) -> Result<(), String> {
-        if let Some(last) = self.pending.replace(row.clone()) {
-            self.committed.push(&last);
+        self.pending.push_back(row.clone());
+        while self.pending.len() > stolr_solvers::LOOKAHEAD_ROWS + 1 {
+            if let Some(oldest) = self.pending.pop_front() {
+                self.committed.push(&oldest);
+            }
         }
         self.read += 1;
         if self.expected.is_none() {
@@ -242,15 +247,14 @@ impl PrefixState {
     }
 
     /// The fingerprint of the first `rows` rows read (the consumed ones: `rows` is the read
-    /// count or one less).
+    /// count or up to [`stolr_solvers::LOOKAHEAD_ROWS`] + 1 less).
     fn saved(&self, rows: usize) -> Option<SavedPrefix> {
         let mut blocks = self.committed.clone();
-        if rows == blocks.rows + 1 {
-            blocks.push(self.pending.as_ref()?);
-        }
-        if rows != blocks.rows {
+        let more = rows.checked_sub(blocks.rows)?;
+        if more > self.pending.len() {
             return None;
         }
+        self.pending.iter().take(more).for_each(|row| blocks.push(row));
         let mut crcs: Vec<u32> = blocks.full.iter().map(|c| c.clone().finalize()).collect();
         if blocks.current.rows > 0 {
             crcs.push(blocks.current.crc.clone().finalize());

@@ -18,8 +18,9 @@ pub use job::{
 pub use msg::{Msg, MsgConfig};
 pub use oja::Oja;
 
-/// Rows a solver may hold ahead of the one it observes (MSG's blocks, see [`Msg`]).
-pub(crate) const LOOKAHEAD_ROWS: usize = msg_basis::BLOCK_ROWS;
+/// The most rows a solver takes together with the one it observes (MSG's blocks, see
+/// [`Msg`]): a pass reads up to this many rows after the one it observes.
+pub const LOOKAHEAD_ROWS: usize = msg_basis::BLOCK_ROWS;
 pub use pass::{StreamPass, matrix_rows};
 
 use faer::{Mat, MatRef};
