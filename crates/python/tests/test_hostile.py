@@ -279,3 +279,31 @@ def test_exact_pca_with_more_rows_than_its_shift_samples_matches_scikit_learn():
     assert np.allclose(ours.explained_variance_, ref.explained_variance_, rtol=1e-9)
     for a, b in zip(ours.components_, ref.components_):
         assert abs(abs(a @ b) - 1) < 1e-9
+
+
+@pytest.mark.parametrize("solver", ["capped-msg", "msg"])
+def test_msg_rows_in_blocks_equal_rows_one_at_a_time_on_hostile_rows(solver):
+    # partial_fit on a batch (and fit) take MSG's rows in blocks of up to 16; partial_fit on one
+    # row at a time cannot. Rows with an outlier, repeats and a constant column: the same
+    # subspace to rounding, and fit the same bits as one partial_fit of all the rows
+    # (center=False: a centred partial_fit centres each batch by the running mean).
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(300, 12)) * np.linspace(3.0, 0.3, 12)
+    X[:, 5] = 2.0
+    X[17] *= 40.0
+    X[40:44] = X[39]
+    def make():
+        return stolr.StreamingPCA(n_components=3, solver=solver, center=False, random_state=0)
+
+    batch = make().partial_fit(X)
+    single = make()
+    for row in X:
+        single.partial_fit(row[None, :])
+    fitted = make().fit(X)
+
+    def projector(est):
+        return est.components_.T @ est.components_
+
+    assert np.abs(projector(batch) - projector(single)).max() < 1e-9
+    assert np.abs(projector(fitted) - projector(batch)).max() < 1e-12
+    assert batch.n_samples_seen_ == single.n_samples_seen_ == 300
