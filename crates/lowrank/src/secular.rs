@@ -234,8 +234,9 @@ struct RootScratch {
     moving: Vec<usize>,
     sums: PoleSums,
     states: Vec<RootState>,
-    base: Vec<f64>,
-    offsets: Vec<f64>,
+    /// The origins and offsets of the moving roots, side by side.
+    moving_base: Vec<f64>,
+    moving_mu: Vec<f64>,
 }
 
 /// All roots of the secular equation into `out.origin` and `out.mu`, iterated side by side
@@ -245,7 +246,7 @@ struct RootScratch {
 /// it would alone.
 fn secular_roots(d: &[f64], z: &[f64], z_norm_sq: f64, out: &mut RootScratch) {
     let n = d.len();
-    let RootScratch { origin, mu: offset, moving, sums, states, base, offsets: mu } = out;
+    let RootScratch { origin, mu: offset, moving, sums, states, moving_base: base, moving_mu: mu } = out;
     // f at the midpoint of each interval tells which half holds the root; the largest root
     // starts from the middle of (d_0, d_0 + ‖z‖²].
     origin.clear();
@@ -270,7 +271,6 @@ fn secular_roots(d: &[f64], z: &[f64], z_norm_sq: f64, out: &mut RootScratch) {
             RootState { lo: -mid, hi: 0.0, done: false }
         }
     }));
-    // The origins and offsets of the moving roots, side by side.
     for iteration in 0..100 {
         if iteration > 0 {
             base.clear();

@@ -10,6 +10,7 @@
 //! a time in the coordinates of the frame `[V, Q]`, `O(m (m + b))` per row; the block ends with
 //! one fold `V ← V R_V + Q R_Q`. The iterates are those of one row at a time up to rounding.
 
+use faer::reborrow::ReborrowMut;
 use faer::{Accum, Mat, MatMut, MatRef, Par};
 use stolr_lowrank::{LowRankError, eigen_of_grown_update};
 
@@ -346,17 +347,19 @@ impl RotatedBasis {
         // matrices are a few dozen entries wide, below where a general product pays off.
         let mut next = Mat::<f64>::zeros(p_new, keep);
         for j in 0..keep {
-            let column =
-                next.col_mut(j).try_as_col_major_mut().expect("an owned matrix is column-major").as_slice_mut();
+            let mut column = next.col_mut(j);
             for l in 0..m {
                 let w = top[(l, j)];
-                let source =
-                    self.rotation.col(l).try_as_col_major().expect("an owned matrix is column-major").as_slice();
-                column[..p].iter_mut().zip(source).for_each(|(o, &r)| *o += w * r);
+                column
+                    .rb_mut()
+                    .subrows_mut(0, p)
+                    .iter_mut()
+                    .zip(self.rotation.col(l).iter())
+                    .for_each(|(o, &r)| *o += w * r);
             }
             if let Some(q) = &pending.direction {
                 let w = pending.small[(m, j)];
-                column.iter_mut().zip(q).for_each(|(o, &qi)| *o += w * qi);
+                column.rb_mut().iter_mut().zip(q).for_each(|(o, &qi)| *o += w * qi);
             }
         }
         if let Some(outside) = pending.appended {

@@ -120,9 +120,10 @@ where
         self.ahead.pop_front().or_else(|| self.rows.next())
     }
 
-    /// Reads ahead until `next` and the items after it number `count` (or the stream ends).
+    /// Reads ahead until `next` and the items after it number `count`, the stream ends or a
+    /// reader error is read (nothing is read past an error).
     fn read_ahead(&mut self, count: usize) {
-        while self.ahead.len() + 1 < count {
+        while self.ahead.len() + 1 < count && !matches!(self.ahead.back().or(self.next.as_ref()), None | Some(Err(_))) {
             match self.rows.next() {
                 Some(item) => self.ahead.push_back(item),
                 None => break,

@@ -368,6 +368,23 @@ fn a_row_other_than_the_blocks_next_is_taken_alone() {
 /// both are the run fed all rows as one batch; a damaged block is refused.
 #[test]
 fn a_state_saved_inside_a_block_resumes_to_the_same_bits() {
+    // Plain MSG's rank grows inside a block, past the frame's columns.
+    let mut plain = Msg::new(MsgConfig::msg(12, 3), &mut rng(4)).unwrap();
+    let rows = hostile_rows(40, 12, 7);
+    let upcoming: Vec<&[f64]> = rows[1..16].iter().map(Vec::as_slice).collect();
+    plain.observe_ahead(&rows[0], &upcoming).unwrap();
+    plain.observe(&rows[1]).unwrap();
+    plain.observe(&rows[2]).unwrap();
+    assert!(plain.iterate_rank() > 3 && plain.lookahead() == 0);
+    let mut state = stolr_solvers::SolverState::new();
+    plain.save_state(&mut state).unwrap();
+    let mut resumed = Msg::new(MsgConfig::msg(12, 3), &mut rng(5)).unwrap();
+    resumed.restore_state(&state).unwrap();
+    let flat: Vec<f64> = rows[3..].concat();
+    plain.observe_batch(MatRef::from_row_major_slice(&flat, rows.len() - 3, 12)).unwrap();
+    resumed.observe_batch(MatRef::from_row_major_slice(&flat, rows.len() - 3, 12)).unwrap();
+    assert_eq!((plain.eigenvalues(), plain.basis()), (resumed.eigenvalues(), resumed.basis()));
+
     let (d, k) = (12, 3);
     let rows = hostile_rows(60, d, 7);
     let flat: Vec<f64> = rows.concat();
