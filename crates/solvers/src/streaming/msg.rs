@@ -265,8 +265,9 @@ impl StreamingPca for Msg {
     /// docs of the basis), and this and the next calls update the iterate from them.
     fn observe_ahead(&mut self, x: &[f64], upcoming: &[&[f64]]) -> Result<(), SolverError> {
         let d = self.config.dim;
-        check_sample(x, d)?;
+        // The open block's next row (the same bits) was checked when the block opened.
         if !self.basis.expects(x) {
+            check_sample(x, d)?;
             self.basis.end_block();
             if !upcoming.is_empty() {
                 let mut rows = Vec::with_capacity(BLOCK_ROWS);
@@ -305,8 +306,12 @@ impl StreamingPca for Msg {
             for r in i..i + ahead {
                 window.extend((0..d).map(|j| batch[(r, j)]));
             }
-            let rows: Vec<&[f64]> = window.chunks_exact(d.max(1)).collect();
-            self.observe_ahead(rows[0], &rows[1..])?;
+            if ahead == 1 {
+                self.observe_ahead(&window, &[])?;
+            } else {
+                let rows: Vec<&[f64]> = window.chunks_exact(d.max(1)).collect();
+                self.observe_ahead(rows[0], &rows[1..])?;
+            }
         }
         Ok(())
     }
@@ -385,8 +390,8 @@ fn restore_block(state: &SolverState, d: usize) -> Result<Block, SolverError> {
     let inside = state.matrix("msg-block-inside", None)?;
     let factor = state.matrix("msg-block-factor", Some((b, b)))?;
     let next = state.usize("msg-block-next")?;
+    // `state.matrix` has refused NaN and ±∞ in the matrices.
     let positive = |v: &f64| v.is_finite() && *v > 0.0;
-    let finite = |a: &Mat<f64>| (0..a.ncols()).all(|j| (0..a.nrows()).all(|i| a[(i, j)].is_finite()));
     let triangular = (0..b).all(|j| factor[(j, j)] > 0.0 && (j + 1..b).all(|i| factor[(i, j)] == 0.0));
     if b == 0
         || b > BLOCK_ROWS
@@ -395,9 +400,6 @@ fn restore_block(state: &SolverState, d: usize) -> Result<Block, SolverError> {
         || inside.ncols() != b
         || !roots.iter().all(positive)
         || !norms.iter().all(positive)
-        || !finite(&rows)
-        || !finite(&inside)
-        || !finite(&factor)
         || !triangular
     {
         return Err(SolverError::Checkpoint { reason: "the saved MSG block is damaged".into() });

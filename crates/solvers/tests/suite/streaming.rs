@@ -62,15 +62,24 @@ fn dense_msg_step(m: &Mat<f64>, samples: &[(&[f64], f64)], k: f64) -> Mat<f64> {
         let xm = Mat::from_fn(d, 1, |i, _| x[i]);
         target += &xm * xm.transpose() * *eta;
     }
-    let (values, vectors) = sym_eigen_desc(target.as_ref()).unwrap();
-    let g = |s: f64| values.iter().map(|v| (v + s).clamp(0.0, 1.0)).sum::<f64>();
+    dense_projection(&target, d, k)
+}
+
+/// The projection of a dense symmetric `a` onto `{0 ⪯ M ⪯ I, tr M = k}` restricted to its top
+/// `keep` eigenvalues (capped MSG with `keep = K`; all `d` for MSG): those shifted and clipped
+/// to `[0, 1]` with sum `k` (bisection on the shift), the rest dropped.
+fn dense_projection(a: &Mat<f64>, keep: usize, k: f64) -> Mat<f64> {
+    let d = a.nrows();
+    let (values, vectors) = sym_eigen_desc(a.as_ref()).unwrap();
+    let top = &values[..keep];
+    let g = |s: f64| top.iter().map(|v| (v + s).clamp(0.0, 1.0)).sum::<f64>();
     let (mut lo, mut hi) = (-10.0 - values[0], 10.0);
     for _ in 0..200 {
         let mid = 0.5 * (lo + hi);
         if g(mid) < k { lo = mid } else { hi = mid }
     }
     let s = 0.5 * (lo + hi);
-    let p = Mat::from_fn(d, d, |i, j| if i == j { (values[i] + s).clamp(0.0, 1.0) } else { 0.0 });
+    let p = Mat::from_fn(d, d, |i, j| if i == j && i < keep { (values[i] + s).clamp(0.0, 1.0) } else { 0.0 });
     &vectors * p * vectors.transpose()
 }
 
@@ -275,14 +284,9 @@ fn msg_in_blocks_equals_dense_msg_on_hostile_rows() {
             msg.observe_ahead(x, &upcoming).unwrap();
             in_block += usize::from(msg.lookahead() == 0);
             let eta = 0.7 / ((t + 1) as f64).sqrt();
-            dense = match cap {
-                None => dense_msg_step(&dense, &[(x, eta)], k as f64),
-                // Capped: the dense step on the top `cap` eigenpairs of the update.
-                Some(cap) => {
-                    let full = dense_msg_step_uncapped(&dense, x, eta);
-                    capped_projection(&full, cap, k as f64)
-                }
-            };
+            // Capped: the dense step keeps the top `cap` eigenpairs of the update.
+            let xm = Mat::from_fn(d, 1, |i, _| x[i]);
+            dense = dense_projection(&(&dense + &xm * xm.transpose() * eta), cap.unwrap_or(d), k as f64);
             let ours = iterate_dense(&msg);
             let scale = 1.0_f64.max(dense.norm_max());
             assert!(max_abs_diff(ours.as_ref(), dense.as_ref()) < 1e-10 * scale, "seed {seed}, cap {cap:?}, step {t}");
@@ -294,29 +298,6 @@ fn msg_in_blocks_equals_dense_msg_on_hostile_rows() {
         let gram = u.transpose() * &u;
         assert!(max_abs_diff(gram.as_ref(), Mat::<f64>::identity(u.ncols(), u.ncols()).as_ref()) < 1e-12);
     }
-}
-
-/// `M + η x xᵀ` (dense).
-fn dense_msg_step_uncapped(m: &Mat<f64>, x: &[f64], eta: f64) -> Mat<f64> {
-    let xm = Mat::from_fn(m.nrows(), 1, |i, _| x[i]);
-    m + &xm * xm.transpose() * eta
-}
-
-/// Capped MSG's projection of a dense symmetric `a`: its top `cap` eigenvalues shifted and
-/// clipped to `[0, 1]` with sum `k` (bisection on the shift), the rest dropped.
-fn capped_projection(a: &Mat<f64>, cap: usize, k: f64) -> Mat<f64> {
-    let d = a.nrows();
-    let (values, vectors) = sym_eigen_desc(a.as_ref()).unwrap();
-    let top = &values[..cap];
-    let g = |s: f64| top.iter().map(|v| (v + s).clamp(0.0, 1.0)).sum::<f64>();
-    let (mut lo, mut hi) = (-10.0 - values[0], 10.0);
-    for _ in 0..200 {
-        let mid = 0.5 * (lo + hi);
-        if g(mid) < k { lo = mid } else { hi = mid }
-    }
-    let s = 0.5 * (lo + hi);
-    let p = Mat::from_fn(d, d, |i, j| if i == j && i < cap { (values[i] + s).clamp(0.0, 1.0) } else { 0.0 });
-    &vectors * p * vectors.transpose()
 }
 
 /// Capped MSG with the scale-free step on rows scaled by 1e-8 and by 1e8 (with an offset of
